@@ -1,0 +1,78 @@
+"""Lua script loader: includes resolved at load time, called by SHA, NOSCRIPT reloads.
+
+Each ``lua/<name>.lua`` becomes one :class:`redis.commands.core.Script`.  A
+line ``-- @include lib/x.lua`` is replaced by that file; the generated key
+builders of :func:`redcron.keys.lua_key_functions` go first, so scripts build
+keys from ``KEYS[1]`` (the shard prefix) exactly as ``keys.py`` does.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import redis
+from redis.commands.core import Script
+
+from redcron.errors import ConnectionLost, from_script_error
+from redcron.keys import lua_key_functions
+
+SCRIPT_NAMES: tuple[str, ...] = (
+    "enqueue",
+    "lease",
+    "start",
+    "heartbeat",
+    "complete",
+    "fail",
+    "release",
+    "reap",
+    "promote",
+    "cancel",
+    "dlq_replay",
+    "watch",
+)
+
+_INCLUDE = re.compile(r"^-- @include (\S+)\s*$", re.MULTILINE)
+
+
+@cache
+def source(name: str) -> str:
+    """The full source of script ``name`` with includes and key builders inlined."""
+    root = resources.files("redcron") / "lua"
+    text = (root / f"{name}.lua").read_text()
+
+    def include(match: re.Match[str]) -> str:
+        return (root / match.group(1)).read_text()
+
+    return _INCLUDE.sub(include, text)
+
+
+@cache
+def full_source(name: str) -> str:
+    return lua_key_functions() + source(name)
+
+
+class Scripts:
+    """The loaded scripts of one client; ``scripts.lease(keys, args)`` runs one."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self._client = client
+        self._scripts: dict[str, Script] = {
+            name: client.register_script(full_source(name)) for name in SCRIPT_NAMES
+        }
+
+    def script(self, name: str) -> Script:
+        return self._scripts[name]
+
+    def run(self, name: str, keys: list[str], args: list[Any], client: Any = None) -> Any:
+        """Run a script; Lua ``{err = "CODE msg"}`` becomes the matching exception."""
+        try:
+            return self._scripts[name](keys=keys, args=args, client=client or self._client)
+        except redis.ConnectionError as exc:
+            raise ConnectionLost(str(exc)) from exc
+        except redis.ResponseError as exc:
+            if isinstance(exc, redis.exceptions.NoScriptError):
+                raise
+            raise from_script_error(str(exc)) from exc

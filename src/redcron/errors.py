@@ -1,0 +1,101 @@
+"""The redcron exception tree, and the map from Lua error codes to it.
+
+Scripts fail with ``{err = "CODE message"}``; :func:`from_script_error` turns
+that into the matching exception so callers never parse strings.
+"""
+
+from __future__ import annotations
+
+
+class RedcronError(Exception):
+    """Base class of every error redcron raises."""
+
+
+class ConfigError(RedcronError):
+    """Bad settings, or a Redis server we refuse to run on."""
+
+
+class BrokerError(RedcronError):
+    """Talking to Redis failed."""
+
+
+class ConnectionLost(BrokerError):
+    """The Redis connection dropped; callers may retry."""
+
+
+class ScriptError(BrokerError):
+    """A Lua script failed in a way that is a bug, not a user error."""
+
+
+class NotFound(RedcronError):
+    """The task, job, run or DLQ entry does not exist (HTTP 404)."""
+
+
+class Conflict(RedcronError):
+    """The object is not in a state that allows the operation (HTTP 409)."""
+
+
+class LeaseLost(RedcronError):
+    """The lease token is stale: the instance was reassigned or ended."""
+
+
+class Rejected(RedcronError):
+    """Input refused: validation failure or quota (HTTP 400/429)."""
+
+
+class ValidationError(Rejected, ValueError):
+    """A field failed validation; the message names the field and the fix."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class QuotaExceeded(Rejected):
+    """Admission control refused the submission (HTTP 429)."""
+
+
+class TaskFailed(RedcronError):
+    """A task ended without success; carries the remote error text."""
+
+    def __init__(self, task_id: str, state: str, error: str | None) -> None:
+        super().__init__(f"task {task_id} ended {state}: {error or '(no error recorded)'}")
+        self.task_id = task_id
+        self.state = state
+        self.error = error
+
+
+class TaskTimeout(RedcronError, TimeoutError):
+    """Waiting for a result took longer than the caller allowed."""
+
+
+class Retry(Exception):  # noqa: N818 - public API name, as in dramatiq
+    """Raised by task code to ask for a retry, optionally after ``delay`` seconds."""
+
+    def __init__(self, message: str = "retry requested", delay: float | None = None) -> None:
+        super().__init__(message)
+        if delay is not None and delay < 0:
+            raise ValidationError("delay", "must be >= 0 seconds")
+        self.delay = delay
+
+
+class Permanent(Exception):  # noqa: N818 - public API name
+    """Raised by task code to fail at once, without retrying."""
+
+
+_CODES: dict[str, type[RedcronError]] = {
+    "NOTFOUND": NotFound,
+    "CONFLICT": Conflict,
+    "LEASELOST": LeaseLost,
+    "REJECTED": Rejected,
+    "QUOTA": QuotaExceeded,
+}
+
+
+def from_script_error(text: str) -> RedcronError:
+    """Map a script error ``"CODE message"`` to an exception instance."""
+    code, _, message = text.strip().partition(" ")
+    cls = _CODES.get(code)
+    if cls is None:
+        return ScriptError(text)
+    return cls(message or code)

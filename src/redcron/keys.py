@@ -1,0 +1,142 @@
+"""Every Redis key name redcron uses is built here, and only here.
+
+Keys that belong to a shard carry the hash tag ``{s<N>}`` so that every
+script touches one cluster slot.  Lua scripts get a shard's prefix as
+``KEYS[1]`` and build the rest with functions generated from the same
+templates (:func:`lua_key_functions`), so Python and Lua cannot drift.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+#: kind -> template relative to the shard prefix.  Placeholders are filled
+#: in order by both the Python and the generated Lua builders.
+TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
+    # instance hash: state, location, attempt, epoch, worker, deadline, history
+    "ti": ("ti:{iid}", ("iid",)),
+    # ready instances of one tenant in one queue and priority class
+    "q": ("q:{queue}:{tenant}:{klass}", ("queue", "tenant", "klass")),
+    # tenants with ready work in (queue, class), scored by rotation order
+    "ring": ("ring:{queue}:{klass}", ("queue", "klass")),
+    # every lease of the shard, scored by deadline (the reaper's index)
+    "leases": ("leases", ()),
+    # one tenant's valid leases, scored by deadline (in-flight = ZCARD)
+    "tleases": ("tleases:{tenant}", ("tenant",)),
+    # due time -> retries and countdown (ETA) tasks
+    "timers": ("timers", ()),
+    # dead-lettered instances of one tenant
+    "dlq": ("dlq:{tenant}", ("tenant",)),
+    # wake-up tokens for idle workers of one queue
+    "wake": ("wake:{queue}", ("queue",)),
+    # captured output of one attempt (capped)
+    "log": ("log:{iid}:{attempt}", ("iid", "attempt")),
+    # tokens for result() waiters
+    "done": ("done:{iid}", ("iid",)),
+    # ctx.once() effect records
+    "once": ("once:{key}", ("key",)),
+    # tenants known on this shard -> SET of names
+    "tenants": ("tenants", ()),
+    # queues known on this shard -> SET of names
+    "queues": ("queues", ()),
+    # shard counters (retries, lost leases, dead-lettered, ...)
+    "stats": ("stats", ()),
+    # short maintenance locks (promote/reap at most once per interval)
+    "lock": ("lock:{name}", ("name",)),
+}
+
+PRIORITIES: tuple[str, ...] = ("high", "normal", "low")
+
+
+def shard_of(tenant: str, shards: int) -> int:
+    """The shard a tenant lives on: ``crc32(tenant) % shards``."""
+    return zlib.crc32(tenant.encode()) % shards
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Key builder for one deployment prefix (default ``rc``)."""
+
+    prefix: str = "rc"
+
+    def meta(self) -> str:
+        """Deployment metadata HASH (shards, lease TTL default and minimum)."""
+        return f"{self.prefix}:meta"
+
+    def shard(self, shard: int) -> str:
+        """The shard prefix passed to scripts as ``KEYS[1]``; ends with ``:``."""
+        return f"{self.prefix}:{{s{shard}}}:"
+
+    def build(self, shard: int, kind: str, *parts: object) -> str:
+        template, names = TEMPLATES[kind]
+        if len(parts) != len(names):
+            raise TypeError(f"key {kind!r} takes {names}, got {parts!r}")
+        return self.shard(shard) + template.format(**dict(zip(names, map(str, parts), strict=True)))
+
+    def ti(self, shard: int, iid: str) -> str:
+        return self.build(shard, "ti", iid)
+
+    def q(self, shard: int, queue: str, tenant: str, klass: str) -> str:
+        return self.build(shard, "q", queue, tenant, klass)
+
+    def ring(self, shard: int, queue: str, klass: str) -> str:
+        return self.build(shard, "ring", queue, klass)
+
+    def leases(self, shard: int) -> str:
+        return self.build(shard, "leases")
+
+    def tleases(self, shard: int, tenant: str) -> str:
+        return self.build(shard, "tleases", tenant)
+
+    def timers(self, shard: int) -> str:
+        return self.build(shard, "timers")
+
+    def dlq(self, shard: int, tenant: str) -> str:
+        return self.build(shard, "dlq", tenant)
+
+    def wake(self, shard: int, queue: str) -> str:
+        return self.build(shard, "wake", queue)
+
+    def log(self, shard: int, iid: str, attempt: int) -> str:
+        return self.build(shard, "log", iid, attempt)
+
+    def done(self, shard: int, iid: str) -> str:
+        return self.build(shard, "done", iid)
+
+    def once(self, shard: int, key: str) -> str:
+        return self.build(shard, "once", key)
+
+    def tenants(self, shard: int) -> str:
+        return self.build(shard, "tenants")
+
+    def queues(self, shard: int) -> str:
+        return self.build(shard, "queues")
+
+    def stats(self, shard: int) -> str:
+        return self.build(shard, "stats")
+
+    def lock(self, shard: int, name: str) -> str:
+        return self.build(shard, "lock", name)
+
+
+def lua_key_functions() -> str:
+    """Lua source defining ``key_<kind>(...)`` for every template.
+
+    Each function prefixes ``KEYS[1]`` (the shard prefix), so every key a
+    script builds shares the shard's hash tag.
+    """
+    out = ["-- generated from redcron/keys.py: do not edit", "local KP = KEYS[1]"]
+    for kind, (template, names) in TEMPLATES.items():
+        pieces: list[str] = []
+        rest = template
+        for name in names:
+            head, _, rest = rest.partition("{" + name + "}")
+            if head:
+                pieces.append(repr(head).replace("'", '"'))
+            pieces.append(f"tostring({name})")
+        if rest:
+            pieces.append(repr(rest).replace("'", '"'))
+        body = " .. ".join(["KP", *pieces])
+        out.append(f"local function key_{kind}({', '.join(names)}) return {body} end")
+    return "\n".join(out) + "\n"

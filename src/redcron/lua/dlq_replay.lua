@@ -1,0 +1,27 @@
+--[[ dlq_replay: take dead instances out of the DLQ and make them ready again
+  with a fresh retry budget.
+  KEYS[1] shard prefix
+  ARGV[1] now_override_ms (unused today; kept for the common ARGV shape)
+  ARGV[2..] iids
+  Returns: one entry per iid: 1 = replayed, 0 = not dead (left alone).
+  Upholds: invariant 4 (the DLQ entry is removed in the same step). ]]
+-- @include lib/common.lua
+
+local out = {}
+local woken = {}
+for i = 2, #ARGV do
+  local iid = ARGV[i]
+  local ti = key_ti(iid)
+  local f = redis.call('HMGET', ti, 'state', 'loc', 'queue', 'tenant', 'prio', 'attempt')
+  if f[1] == 'dead' then
+    redis.call('XDEL', key_dlq(f[4]), string.sub(f[2], 5))
+    redis.call('HSET', ti, 'budget', f[6], 'ended', '', 'cancel_requested', '')
+    make_ready(ti, iid, f[3], f[4], f[5])
+    woken[f[3]] = (woken[f[3]] or 0) + 1
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 0
+  end
+end
+for queue, k in pairs(woken) do wake(queue, k) end
+return out

@@ -1,0 +1,27 @@
+--[[ fail: record failed attempts, batched, and move each instance on
+  (retry timer, ready at once, DLQ, or cancelled).
+  KEYS[1] shard prefix
+  ARGV[1] worker_id
+  ARGV[2] now_override_ms ("" = server TIME)
+  ARGV[3..] groups of 8: iid, epoch, outcome (failed|timed_out|lost|cancelled),
+            error text, retryable (1|0), delay_ms ("" = backoff), jitter fraction [0,1)
+            (Redis seeds Lua's random identically per call, so the caller rolls the dice),
+            exit code ("" = none)
+  Returns: one entry per group: the new state, or 0 = lease lost (nothing written).
+  Upholds: invariants 3, 4, 5. ]]
+-- @include lib/common.lua
+
+local worker = ARGV[1]
+local now = now_ms(ARGV[2])
+local out = {}
+for i = 3, #ARGV, 8 do
+  local iid, epoch = ARGV[i], ARGV[i + 1]
+  local ti = key_ti(iid)
+  if token_ok(ti, worker, epoch) then
+    out[#out + 1] = end_attempt(ti, iid, ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5],
+      ARGV[i + 7], now, ARGV[i + 6])
+  else
+    out[#out + 1] = 0
+  end
+end
+return out

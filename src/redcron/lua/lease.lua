@@ -1,0 +1,72 @@
+--[[ lease: hand out up to N ready instances to one worker, rotating over tenants.
+  KEYS[1] shard prefix (rc:{sN}:)
+  ARGV[1] worker_id
+  ARGV[2] max_tasks (<= 256)
+  ARGV[3] lease_ttl_ms
+  ARGV[4] now_override_ms ("" = server TIME)
+  ARGV[5..] queues the worker serves
+  Returns: { {iid, epoch, attempt, name, kind, args, timeout_ms, entry_id}, ... }
+  Classes are served strictly high > normal > low; within a (queue, class) the
+  tenants with ready work sit in a ring and each visit serves a fair slice.
+  A stream entry whose hash does not point back at it (left by a crash) is
+  discarded, never run.
+  Upholds: invariants 3 (epoch += 1 per assignment), 4 (one place), 8 (server time). ]]
+-- @include lib/common.lua
+
+local worker = ARGV[1]
+local want = tonumber(ARGV[2])
+local ttl = tonumber(ARGV[3])
+local now = now_ms(ARGV[4])
+local deadline = now + ttl
+local out = {}
+local classes = {'high', 'normal', 'low'}
+
+local function take(queue, tenant, prio, stream, n)
+  local entries = redis.call('XRANGE', stream, '-', '+', 'COUNT', n)
+  for _, e in ipairs(entries) do
+    local eid = e[1]
+    local iid = e[2][2]
+    local ti = key_ti(iid)
+    local f = redis.call('HMGET', ti, 'state', 'loc', 'attempt', 'name', 'kind', 'args', 'timeout_ms')
+    redis.call('XDEL', stream, eid)
+    if f[1] == 'ready' and f[2] == 'q:' .. eid then
+      local epoch = redis.call('HINCRBY', ti, 'epoch', 1)
+      local attempt = tonumber(f[3]) + 1
+      local pre = 'a:' .. attempt .. ':'
+      redis.call('HSET', ti, 'state', 'leased', 'loc', 'lease', 'attempt', attempt,
+        'worker', worker, 'deadline', deadline, 'lease_entry', eid,
+        pre .. 'worker', worker, pre .. 'leased', now)
+      redis.call('ZADD', key_leases(), deadline, iid)
+      redis.call('ZADD', key_tleases(tenant), deadline, iid)
+      out[#out + 1] = {iid, epoch, attempt, f[4], f[5], f[6], f[7], eid}
+    end
+  end
+  return #entries
+end
+
+for _, prio in ipairs(classes) do
+  for qi = 5, #ARGV do
+    if #out >= want then return out end
+    local queue = ARGV[qi]
+    local ring = key_ring(queue, prio)
+    local size = redis.call('ZCARD', ring)
+    local visits = 0
+    while #out < want and visits < size do
+      visits = visits + 1
+      local head = redis.call('ZRANGE', ring, 0, 0)
+      local tenant = head[1]
+      if not tenant then break end
+      local stream = key_q(queue, tenant, prio)
+      -- a fair slice: share what is left over the tenants still to visit
+      local slice = math.max(1, math.floor((want - #out) / (size - visits + 1)))
+      local got = take(queue, tenant, prio, stream, slice)
+      if got < slice or redis.call('XLEN', stream) == 0 then
+        redis.call('ZREM', ring, tenant)
+      else
+        redis.call('ZREM', ring, tenant)
+        ring_add(ring, tenant)
+      end
+    end
+  end
+end
+return out

@@ -1,0 +1,138 @@
+--[[ common helpers, included by every script (after the generated key_* functions).
+  Conventions: every read and check happens before the first write; times are
+  ms from the Redis server clock unless a test passes an explicit now. ]]
+
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+
+local TERMINAL = {succeeded = true, failed = true, cancelled = true, dead = false}
+
+local function now_ms(override)
+  if override ~= nil and override ~= '' then return tonumber(override) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function err(code, msg)
+  return redis.error_reply(code .. ' ' .. msg)
+end
+
+-- Append a tenant at the tail of a rotation ring (no-op if already there).
+local function ring_add(ring, tenant)
+  if redis.call('ZSCORE', ring, tenant) then return end
+  local last = redis.call('ZRANGE', ring, -1, -1, 'WITHSCORES')
+  local score = 0
+  if last[2] then score = tonumber(last[2]) + 1 end
+  redis.call('ZADD', ring, score, tenant)
+end
+
+-- Wake up to n idle workers of a queue (bounded list: never grows past 16).
+local function wake(queue, n)
+  if n < 1 then return end
+  if n > 16 then n = 16 end
+  local wk = key_wake(queue)
+  local tokens = {}
+  for i = 1, n do tokens[i] = '1' end
+  redis.call('LPUSH', wk, unpack(tokens))
+  redis.call('LTRIM', wk, 0, 15)
+end
+
+-- Put an instance on its tenant's ready stream and the tenant on the ring.
+local function make_ready(ti, iid, queue, tenant, prio)
+  local eid = redis.call('XADD', key_q(queue, tenant, prio), '*', 'i', iid)
+  redis.call('HSET', ti, 'state', 'ready', 'loc', 'q:' .. eid, 'due', '')
+  ring_add(key_ring(queue, prio), tenant)
+  return eid
+end
+
+-- Wake result() waiters once the instance is terminal.
+local function notify_done(ti, iid)
+  local w = tonumber(redis.call('HGET', ti, 'waiters') or '0')
+  if w > 0 then
+    local dk = key_done(iid)
+    local tokens = {}
+    for i = 1, math.min(w, 64) do tokens[i] = '1' end
+    redis.call('LPUSH', dk, unpack(tokens))
+    redis.call('EXPIRE', dk, 60)
+    redis.call('HSET', ti, 'waiters', '0')
+  end
+end
+
+local function make_terminal(ti, iid, state, now)
+  redis.call('HSET', ti, 'state', state, 'loc', '', 'ended', now, 'deadline', '')
+  local ttl = tonumber(redis.call('HGET', ti, 'result_ttl_s') or '0')
+  if ttl and ttl > 0 then redis.call('EXPIRE', ti, ttl) end
+  notify_done(ti, iid)
+end
+
+-- Does (worker, epoch) still hold a valid lease on this instance?
+local function token_ok(ti, worker, epoch)
+  local f = redis.call('HMGET', ti, 'state', 'worker', 'epoch')
+  return (f[1] == 'leased' or f[1] == 'running') and f[2] == worker and f[3] == epoch
+end
+
+--[[ End the current attempt and move the instance to its next place:
+  succeeded/cancelled -> terminal; retryable with budget left -> timer (or
+  ready at once when delay is 0); otherwise -> the tenant's DLQ.
+  outcome: succeeded | failed | timed_out | lost | cancelled
+  delay_ms: '' = backoff min(base * 2^(n-1), cap) scaled by frac (full jitter)
+  Returns the new state. ]]
+local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitcode, now, frac)
+  local f = redis.call('HMGET', ti, 'attempt', 'tenant', 'max_attempts', 'retry_base_ms',
+    'retry_cap_ms', 'budget', 'cancel_requested', 'queue', 'prio', 'name')
+  local n = tonumber(f[1] or '0')
+  local tenant, queue, prio = f[2], f[8], f[9]
+  local pre = 'a:' .. n .. ':'
+  redis.call('HSET', ti, pre .. 'outcome', outcome, pre .. 'ended', now)
+  if errtext ~= nil and errtext ~= '' then
+    redis.call('HSET', ti, pre .. 'error', errtext, 'error', errtext)
+  end
+  if exitcode ~= nil and exitcode ~= '' then
+    redis.call('HSET', ti, pre .. 'exit', exitcode, 'exit_code', exitcode)
+  end
+  redis.call('ZREM', key_leases(), iid)
+  redis.call('ZREM', key_tleases(tenant), iid)
+  redis.call('HSET', ti, 'deadline', '')
+  if outcome == 'succeeded' then
+    make_terminal(ti, iid, 'succeeded', now)
+    return 'succeeded'
+  end
+  if outcome == 'cancelled' or f[7] == '1' then
+    make_terminal(ti, iid, 'cancelled', now)
+    return 'cancelled'
+  end
+  local used = n - tonumber(f[6] or '0')
+  if retryable == '1' and used < tonumber(f[3] or '1') then
+    local delay
+    if delay_ms ~= nil and delay_ms ~= '' then
+      delay = tonumber(delay_ms)
+    else
+      local ceiling = tonumber(f[4] or '1000') * (2 ^ (used - 1))
+      local cap = tonumber(f[5] or '3600000')
+      if ceiling > cap then ceiling = cap end
+      delay = math.floor(ceiling * tonumber(frac))
+    end
+    redis.call('HINCRBY', key_stats(), 'retries', 1)
+    if delay <= 0 then
+      make_ready(ti, iid, queue, tenant, prio)
+      wake(queue, 1)
+      return 'ready'
+    end
+    redis.call('ZADD', key_timers(), now + delay, iid)
+    redis.call('HSET', ti, 'state', 'retry_wait', 'loc', 'timer', 'due', now + delay)
+    return 'retry_wait'
+  end
+  -- Dead: the DLQ entry is self-contained (error and log tail travel with it).
+  local tail = redis.call('XREVRANGE', key_log(iid, n), '+', '-', 'COUNT', 20)
+  local lines = {}
+  for i = #tail, 1, -1 do
+    local e = tail[i][2]
+    for j = 1, #e, 2 do if e[j] == 'line' then lines[#lines + 1] = e[j + 1] end end
+  end
+  local eid = redis.call('XADD', key_dlq(tenant), '*', 'i', iid, 'name', f[10] or '',
+    'queue', queue, 'attempts', n, 'outcome', outcome, 'error', errtext or '',
+    'tail', table.concat(lines, '\n'), 'at', now)
+  redis.call('HSET', ti, 'state', 'dead', 'loc', 'dlq:' .. eid, 'ended', now)
+  redis.call('HINCRBY', key_stats(), 'dead', 1)
+  notify_done(ti, iid)
+  return 'dead'
+end

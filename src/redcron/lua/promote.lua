@@ -1,0 +1,25 @@
+--[[ promote: move due timers (retries, countdown tasks) to their ready streams.
+  KEYS[1] shard prefix
+  ARGV[1] now_override_ms ("" = server TIME)
+  ARGV[2] limit (<= 500)
+  Returns: {promoted, next_due_ms or -1}
+  Upholds: invariant 4 (ZREM the timer, then XADD: one place at a time). ]]
+-- @include lib/common.lua
+
+local now = now_ms(ARGV[1])
+local due = redis.call('ZRANGEBYSCORE', key_timers(), '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
+local n = 0
+local woken = {}
+for _, iid in ipairs(due) do
+  local ti = key_ti(iid)
+  local f = redis.call('HMGET', ti, 'state', 'loc', 'queue', 'tenant', 'prio')
+  redis.call('ZREM', key_timers(), iid)
+  if (f[1] == 'retry_wait' or f[1] == 'scheduled') and f[2] == 'timer' then
+    make_ready(ti, iid, f[3], f[4], f[5])
+    woken[f[3]] = (woken[f[3]] or 0) + 1
+    n = n + 1
+  end
+end
+for queue, k in pairs(woken) do wake(queue, k) end
+local nxt = redis.call('ZRANGE', key_timers(), 0, 0, 'WITHSCORES')
+return {n, tonumber(nxt[2] or '-1')}

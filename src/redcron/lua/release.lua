@@ -1,0 +1,23 @@
+--[[ release: hand leases back so the instances run again at once (worker shutdown).
+  KEYS[1] shard prefix
+  ARGV[1] worker_id
+  ARGV[2] now_override_ms ("" = server TIME)
+  ARGV[3..] pairs: iid, epoch
+  Returns: number handed back.  The attempt ends 'lost' but does not use up
+  the retry budget (the task did nothing wrong).
+  Upholds: invariants 3, 4, 5. ]]
+-- @include lib/common.lua
+
+local worker = ARGV[1]
+local now = now_ms(ARGV[2])
+local n = 0
+for i = 3, #ARGV, 2 do
+  local iid = ARGV[i]
+  local ti = key_ti(iid)
+  if token_ok(ti, worker, ARGV[i + 1]) then
+    redis.call('HINCRBY', ti, 'budget', 1)
+    end_attempt(ti, iid, 'lost', 'worker shut down; handed back', '1', '0', '', now, 0)
+    n = n + 1
+  end
+end
+return n

@@ -1,0 +1,21 @@
+--[[ start: mark leased instances as running (one call per leased batch).
+  KEYS[1] shard prefix
+  ARGV[1] worker_id
+  ARGV[2] now_override_ms ("" = server TIME)
+  ARGV[3..] pairs: iid, epoch
+  Returns: number marked; a stale token changes nothing.
+  Upholds: invariant 3. ]]
+-- @include lib/common.lua
+
+local worker = ARGV[1]
+local now = now_ms(ARGV[2])
+local n = 0
+for i = 3, #ARGV, 2 do
+  local ti = key_ti(ARGV[i])
+  local f = redis.call('HMGET', ti, 'state', 'worker', 'epoch', 'attempt')
+  if f[1] == 'leased' and f[2] == worker and f[3] == ARGV[i + 1] then
+    redis.call('HSET', ti, 'state', 'running', 'a:' .. f[4] .. ':started', now)
+    n = n + 1
+  end
+end
+return n

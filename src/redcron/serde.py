@@ -1,0 +1,27 @@
+"""Payload encoding: msgpack only.  Never pickle anything that comes from Redis."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+
+from redcron.errors import ValidationError
+
+
+def dumps(value: Any, field: str = "args") -> bytes:
+    """Encode ``value`` or raise :class:`ValidationError` naming ``field``."""
+    try:
+        return msgpack.packb(value, use_bin_type=True)  # type: ignore[no-any-return]
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ValidationError(
+            field,
+            f"not serializable with msgpack ({exc}); pass plain data "
+            "(None, bool, int, float, str, bytes, list, dict)",
+        ) from None
+
+
+def loads(data: bytes | None) -> Any:
+    if data is None or data == b"":
+        return None
+    return msgpack.unpackb(data, raw=False, strict_map_key=False)
