@@ -1,0 +1,37 @@
+"""redcron: multi-tenant cron-as-a-service and a task queue on Redis."""
+
+from redcron.app import App, TaskDef, TaskHandle
+from redcron.config import Settings
+from redcron.context import Context
+from redcron.errors import (
+    ConfigError,
+    Conflict,
+    LeaseLost,
+    NotFound,
+    Permanent,
+    RedcronError,
+    Rejected,
+    Retry,
+    TaskFailed,
+    TaskTimeout,
+    ValidationError,
+)
+
+__all__ = [
+    "App",
+    "ConfigError",
+    "Conflict",
+    "Context",
+    "LeaseLost",
+    "NotFound",
+    "Permanent",
+    "RedcronError",
+    "Rejected",
+    "Retry",
+    "Settings",
+    "TaskDef",
+    "TaskFailed",
+    "TaskHandle",
+    "TaskTimeout",
+    "ValidationError",
+]

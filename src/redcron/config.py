@@ -44,7 +44,7 @@ class Settings:
     retry_base: float = 1.0
     retry_cap: float = 3_600.0
     max_retries: int = 3
-    maintenance_interval: float = 1.0
+    maintenance_interval: float = 0.2
     log_max_lines: int = 1_000
 
     def __post_init__(self) -> None:

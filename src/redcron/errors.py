@@ -69,7 +69,7 @@ class TaskTimeout(RedcronError, TimeoutError):
     """Waiting for a result took longer than the caller allowed."""
 
 
-class Retry(Exception):  # noqa: N818 - public API name, as in dramatiq
+class Retry(Exception):
     """Raised by task code to ask for a retry, optionally after ``delay`` seconds."""
 
     def __init__(self, message: str = "retry requested", delay: float | None = None) -> None:
@@ -79,7 +79,7 @@ class Retry(Exception):  # noqa: N818 - public API name, as in dramatiq
         self.delay = delay
 
 
-class Permanent(Exception):  # noqa: N818 - public API name
+class Permanent(Exception):
     """Raised by task code to fail at once, without retrying."""
 
 

@@ -159,10 +159,20 @@ class Broker:
     # -- the lease protocol -------------------------------------------------
 
     def lease(
-        self, shard: int, worker: str, max_tasks: int, ttl_ms: int, queues: Sequence[str]
+        self,
+        shard: int,
+        worker: str,
+        max_tasks: int,
+        ttl_ms: int,
+        queues: Sequence[str],
+        tenants: Sequence[str] = (),
     ) -> list[Lease]:
+        """Lease up to ``max_tasks`` ready instances from ``queues`` (optionally only
+        from ``tenants``)."""
         raw = self._run(
-            "lease", shard, [worker, min(max_tasks, MAX_BATCH), ttl_ms, "", *queues]
+            "lease",
+            shard,
+            [worker, min(max_tasks, MAX_BATCH), ttl_ms, "", ",".join(tenants), *queues],
         )
         return [
             Lease(
@@ -205,6 +215,13 @@ class Broker:
 
     def fail(self, shard: int, worker: str, items: Sequence[FailItem]) -> list[str | None]:
         """Report failed attempts; returns each new state, or None if the lease was lost."""
+        return [
+            None if x == 0 else _s(x)
+            for x in self._run("fail", shard, self._fail_args(worker, items))
+        ]
+
+    @staticmethod
+    def _fail_args(worker: str, items: Sequence[FailItem]) -> list[Any]:
         args: list[Any] = [worker, ""]
         for it in items:
             args += [
@@ -217,7 +234,34 @@ class Broker:
                 random.random(),
                 "" if it.exit_code is None else it.exit_code,
             ]
-        return [None if x == 0 else _s(x) for x in self._run("fail", shard, args)]
+        return args
+
+    def report(
+        self,
+        shard: int,
+        worker: str,
+        completes: Sequence[tuple[str, str, bytes]],
+        fails: Sequence[FailItem],
+        logs: Sequence[tuple[str, int, Sequence[str]]],
+    ) -> tuple[list[bool], list[str | None]]:
+        """Logs, completions and failures of one shard in one round trip.
+
+        Logs go first so a dead-lettered attempt's DLQ entry carries its tail.
+        """
+        pipe = self.client.pipeline(transaction=False)
+        self.append_logs(shard, logs, pipe)
+        n_logs = len(pipe.command_stack)
+        if completes:
+            args: list[Any] = [worker, ""]
+            for iid, epoch, result in completes:
+                args += [iid, epoch, result]
+            self._run("complete", shard, args, pipe)
+        if fails:
+            self._run("fail", shard, self._fail_args(worker, fails), pipe)
+        results = self._execute(pipe)[n_logs:]
+        done = [bool(x) for x in results[0]] if completes else []
+        failed = [None if x == 0 else _s(x) for x in results[-1]] if fails else []
+        return done, failed
 
     def release(self, shard: int, worker: str, tokens: Iterable[tuple[str, str]]) -> int:
         args: list[Any] = [worker, ""]
@@ -273,7 +317,9 @@ class Broker:
         total = 0
         for shard, ids in by_shard.items():
             for i in range(0, len(ids), MAX_BATCH):
-                total += sum(int(x) for x in self._run("dlq_replay", shard, ["", *ids[i : i + 256]]))
+                total += sum(
+                    int(x) for x in self._run("dlq_replay", shard, ["", *ids[i : i + 256]])
+                )
         return total
 
     def watch(self, iid: str) -> str:
@@ -283,9 +329,9 @@ class Broker:
         key = self.keys.done(shard_of_id(iid), iid)
         return self.client.blpop([key], timeout=max(0.01, timeout_s)) is not None
 
-    def wait_for_work(self, shard: int, queues: Sequence[str], timeout_s: float) -> bool:
-        """Block (≤ timeout) on the wake lists of the given queues."""
-        keys = [self.keys.wake(shard, q) for q in queues]
+    def wait_for_work(self, shards: Sequence[int], queues: Sequence[str], timeout_s: float) -> bool:
+        """Block (≤ timeout) on the wake lists of the given queues and shards."""
+        keys = [self.keys.wake(shard, q) for shard in shards for q in queues]
         return self.client.blpop(keys, timeout=max(0.01, timeout_s)) is not None
 
     def once(self, shard: int, key: str, ttl_s: int) -> bool:
@@ -340,7 +386,9 @@ class Broker:
         out: list[dict[str, Any]] = []
         for shard in range(self.shards):
             tenants = (
-                [tenant] if tenant else sorted(_s(t) for t in self.client.smembers(self.keys.tenants(shard)))
+                [tenant]
+                if tenant
+                else sorted(_s(t) for t in self.client.smembers(self.keys.tenants(shard)))
             )
             for t in tenants:
                 for eid, fields in self.client.xrange(self.keys.dlq(shard, t), count=count):

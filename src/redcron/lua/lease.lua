@@ -4,7 +4,8 @@
   ARGV[2] max_tasks (<= 256)
   ARGV[3] lease_ttl_ms
   ARGV[4] now_override_ms ("" = server TIME)
-  ARGV[5..] queues the worker serves
+  ARGV[5] tenant filter: comma-separated tenant names, "" = every tenant
+  ARGV[6..] queues the worker serves
   Returns: { {iid, epoch, attempt, name, kind, args, timeout_ms, entry_id}, ... }
   Classes are served strictly high > normal > low; within a (queue, class) the
   tenants with ready work sit in a ring and each visit serves a fair slice.
@@ -44,12 +45,26 @@ local function take(queue, tenant, prio, stream, n)
   return #entries
 end
 
+local filter = {}
+for t in string.gmatch(ARGV[5], '[^,]+') do filter[#filter + 1] = t end
+
 for _, prio in ipairs(classes) do
-  for qi = 5, #ARGV do
+  for qi = 6, #ARGV do
     if #out >= want then return out end
     local queue = ARGV[qi]
     local ring = key_ring(queue, prio)
+    if #filter > 0 then
+      -- a filtered worker goes straight to its tenants' streams (no ring walk)
+      for ti_n, tenant in ipairs(filter) do
+        if #out >= want then break end
+        local stream = key_q(queue, tenant, prio)
+        local slice = math.max(1, math.floor((want - #out) / (#filter - ti_n + 1)))
+        take(queue, tenant, prio, stream, slice)
+        if redis.call('XLEN', stream) == 0 then redis.call('ZREM', ring, tenant) end
+      end
+    end
     local size = redis.call('ZCARD', ring)
+    if #filter > 0 then size = 0 end
     local visits = 0
     while #out < want and visits < size do
       visits = visits + 1

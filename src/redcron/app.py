@@ -1,0 +1,272 @@
+"""The public Python API: ``App``, the ``@app.task`` decorator and task handles."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, ParamSpec, TypeVar
+
+from redcron import serde, validation
+from redcron.broker import Broker
+from redcron.broker.broker import shard_of_id
+from redcron.clock import ulid
+from redcron.config import Settings
+from redcron.errors import TaskFailed, TaskTimeout, ValidationError
+from redcron.keys import shard_of
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled", "dead"})
+COMMAND_TASK = "redcron.command"
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    """Defaults a task was declared with; per-call ``_options`` override them."""
+
+    retries: int
+    timeout: float | None
+    priority: str
+    tenant: str
+    queue: str
+    retry_base: float
+    retry_cap: float
+
+
+class TaskDef(Generic[P, R]):
+    """A registered task: call it to run locally, ``.enqueue`` to run on a worker."""
+
+    def __init__(self, app: App, fn: Callable[P, R], name: str, options: TaskOptions) -> None:
+        self.app = app
+        self.fn = fn
+        self.name = name
+        self.options = options
+        params = list(inspect.signature(fn).parameters)
+        self.wants_ctx = bool(params) and params[0] == "ctx"
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<task {self.name}>"
+
+    def enqueue(self, *args: Any, **kwargs: Any) -> TaskHandle:
+        """Enqueue one call; ``_countdown``, ``_tenant``, ``_priority``, ``_queue``,
+        ``_timeout``, ``_retries`` override the declared options for this call."""
+        opts = {k: kwargs.pop(k) for k in list(kwargs) if k.startswith("_")}
+        row = self.app._row(self.name, "python", [list(args), kwargs], self.options, opts)
+        self.app.broker.enqueue([row])
+        return TaskHandle(self.app, row[0])
+
+    def enqueue_many(self, calls: Iterable[Sequence[Any]], **options: Any) -> list[TaskHandle]:
+        """Enqueue many calls (each a tuple of positional args) in one round trip."""
+        rows = [
+            self.app._row(self.name, "python", [list(call), {}], self.options, dict(options))
+            for call in calls
+        ]
+        self.app.broker.enqueue(rows)
+        return [TaskHandle(self.app, row[0]) for row in rows]
+
+
+class TaskHandle:
+    """A reference to one task instance by id."""
+
+    def __init__(self, app: App, task_id: str) -> None:
+        self.app = app
+        self.id = task_id
+
+    def __repr__(self) -> str:
+        return f"<TaskHandle {self.id}>"
+
+    def info(self) -> dict[str, Any]:
+        return self.app.broker.task_info(self.id)
+
+    @property
+    def state(self) -> str:
+        return str(self.info()["state"])
+
+    @property
+    def attempts(self) -> int:
+        return int(self.info().get("attempt", 0))
+
+    def cancel(self) -> str:
+        return self.app.broker.cancel(self.id)
+
+    def result(self, timeout: float | None = None) -> Any:
+        """Wait for the task to end and return its result.
+
+        Raises:
+            TaskFailed: it ended dead (DLQ), failed or cancelled; carries the error.
+            TaskTimeout: it did not end within ``timeout`` seconds.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            state = self.app.broker.watch(self.id)
+            if state in TERMINAL_STATES:
+                break
+            left = 1.0 if deadline is None else deadline - time.monotonic()
+            if left <= 0:
+                raise TaskTimeout(f"task {self.id} still {state} after {timeout}s")
+            # A token arrives on done:<id> when it ends; re-check at least each second
+            # in case the waiter registration expired with a restart.
+            self.app.broker.wait_done(self.id, min(left, 1.0))
+        info = self.info()
+        if info["state"] != "succeeded":
+            raise TaskFailed(self.id, info["state"], info.get("error"))
+        return serde.loads(info.get("result"))
+
+
+class App:
+    """A redcron application: settings, a broker and a registry of tasks.
+
+    Args:
+        redis_url: where Redis is; ``None`` reads ``REDCRON_REDIS_URL``.
+        settings: full settings (overrides ``redis_url`` and ``overrides``).
+        overrides: any :class:`Settings` field.
+    """
+
+    def __init__(
+        self, redis_url: str | None = None, *, settings: Settings | None = None, **overrides: Any
+    ) -> None:
+        self.settings = settings or Settings.from_env(redis_url=redis_url, **overrides)
+        self.tasks: dict[str, TaskDef[Any, Any]] = {}
+        self._broker: Broker | None = None
+        self._pid = os.getpid()
+
+    @property
+    def broker(self) -> Broker:
+        # A forked child must not share the parent's sockets.
+        if self._broker is None or self._pid != os.getpid():
+            self._broker = Broker(self.settings)
+            self._pid = os.getpid()
+        return self._broker
+
+    def close(self) -> None:
+        if self._broker is not None:
+            self._broker.close()
+            self._broker = None
+
+    def task(
+        self,
+        fn: Callable[P, R] | None = None,
+        *,
+        name: str | None = None,
+        retries: int | None = None,
+        timeout: float | None = None,
+        priority: str = "normal",
+        tenant: str = "default",
+        queue: str = "default",
+        retry_base: float | None = None,
+        retry_cap: float | None = None,
+    ) -> Any:
+        """Register a task (``@app.task`` or ``@app.task(retries=3, ...)``)."""
+        opts = TaskOptions(
+            retries=validation.non_negative_int(
+                self.settings.max_retries if retries is None else retries, "retries"
+            ),
+            timeout=timeout,
+            priority=validation.priority(priority),
+            tenant=validation.name("tenant", tenant),
+            queue=validation.name("queue", queue),
+            retry_base=self.settings.retry_base if retry_base is None else retry_base,
+            retry_cap=self.settings.retry_cap if retry_cap is None else retry_cap,
+        )
+        validation.timeout_ms(timeout)
+
+        def register(f: Callable[P, R]) -> TaskDef[P, R]:
+            task_name = name or f"{f.__module__}.{f.__qualname__}"
+            if task_name in self.tasks:
+                raise ValidationError("name", f"task {task_name!r} is already registered")
+            td = TaskDef(self, f, task_name, opts)
+            self.tasks[task_name] = td
+            return td
+
+        return register(fn) if fn is not None else register
+
+    def enqueue(self, name: str, *args: Any, **kwargs: Any) -> TaskHandle:
+        """Enqueue a registered task by name."""
+        if name not in self.tasks:
+            known = ", ".join(sorted(self.tasks)) or "none"
+            raise ValidationError("task", f"unknown task {name!r}; registered tasks: {known}")
+        return self.tasks[name].enqueue(*args, **kwargs)
+
+    def enqueue_command(
+        self,
+        argv: Sequence[str],
+        *,
+        tenant: str = "default",
+        timeout: float | None = None,
+        queue: str = "commands",
+        priority: str = "normal",
+        retries: int | None = None,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        countdown: float | None = None,
+    ) -> TaskHandle:
+        """Enqueue a shell command; it runs only on workers started with ``--allow-commands``."""
+        if (
+            not isinstance(argv, list | tuple)
+            or not argv
+            or not all(isinstance(a, str) for a in argv)
+        ):
+            raise ValidationError("argv", "must be a non-empty list of strings")
+        opts = TaskOptions(
+            retries=self.settings.max_retries if retries is None else retries,
+            timeout=timeout,
+            priority=priority,
+            tenant=tenant,
+            queue=queue,
+            retry_base=self.settings.retry_base,
+            retry_cap=self.settings.retry_cap,
+        )
+        payload = {"argv": list(argv), "env": env or {}, "cwd": cwd}
+        row = self._row(COMMAND_TASK, "command", payload, opts, {"_countdown": countdown})
+        self.broker.enqueue([row])
+        return TaskHandle(self, row[0])
+
+    def get(self, task_id: str) -> TaskHandle:
+        shard_of_id(task_id)
+        return TaskHandle(self, task_id)
+
+    def _row(
+        self, name: str, kind: str, payload: Any, defaults: TaskOptions, opts: dict[str, Any]
+    ) -> list[Any]:
+        """Validate one submission and build its enqueue.lua row (nothing written)."""
+        known = {"_countdown", "_tenant", "_priority", "_queue", "_timeout", "_retries"}
+        unknown = set(opts) - known
+        if unknown:
+            raise ValidationError(
+                sorted(unknown)[0],
+                f"unknown option; per-call options are {', '.join(sorted(known))}",
+            )
+        tenant = validation.name("tenant", opts.get("_tenant") or defaults.tenant)
+        queue = validation.name("queue", opts.get("_queue") or defaults.queue)
+        prio = validation.priority(opts.get("_priority") or defaults.priority)
+        timeout = validation.timeout_ms(
+            opts["_timeout"] if opts.get("_timeout") is not None else defaults.timeout
+        )
+        retries = validation.non_negative_int(
+            opts["_retries"] if opts.get("_retries") is not None else defaults.retries, "retries"
+        )
+        delay = validation.delay_ms(opts.get("_countdown"))
+        args = serde.dumps(payload)
+        shard = shard_of(tenant, self.broker.shards)
+        return [
+            f"{shard}-{ulid()}",
+            name,
+            kind,
+            args,
+            queue,
+            tenant,
+            prio,
+            timeout,
+            retries + 1,
+            int(defaults.retry_base * 1000),
+            int(defaults.retry_cap * 1000),
+            delay,
+            self.settings.result_ttl,
+        ]

@@ -1,0 +1,1 @@
+"""The ``redcron`` command line (click); one module per command family."""

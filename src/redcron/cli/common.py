@@ -1,0 +1,163 @@
+"""What every command shares: ``-A``/``--redis`` options, building the App,
+turning errors into one line, and plain-text/JSON output helpers."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any, NoReturn, TypeVar
+
+import click
+import redis
+
+from redcron import serde
+from redcron.app import App
+from redcron.errors import (
+    BrokerError,
+    ConfigError,
+    Conflict,
+    NotFound,
+    RedcronError,
+    Rejected,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMAT = "%(asctime)s %(levelname)-7s %(processName)s %(name)s: %(message)s"
+
+#: exit codes: 1 = the operation failed (missing, conflict, Redis down),
+#: 2 = the invocation was wrong (bad input or config), as click uses for usage errors
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def setup_logging(level: str) -> None:
+    """Configure the root logger; only the CLI does this, never the library."""
+    logging.basicConfig(level=level.upper(), format=LOG_FORMAT, stream=sys.stderr, force=True)
+
+
+def app_option(fn: F) -> F:
+    return click.option(
+        "-A",
+        "--app",
+        "app_path",
+        metavar="MODULE:ATTR",
+        default=None,
+        help="The App to use, e.g. tasks:app (cwd is on sys.path).",
+    )(fn)
+
+
+def redis_option(fn: F) -> F:
+    return click.option(
+        "--redis",
+        "redis_url",
+        metavar="URL",
+        default=None,
+        envvar="REDCRON_REDIS_URL",
+        help="Redis URL; overrides the app's [env: REDCRON_REDIS_URL].",
+    )(fn)
+
+
+def build_app(app_path: str | None, redis_url: str | None) -> App:
+    """Load ``app_path`` (or a bare ``App()``) and point it at ``redis_url`` if given."""
+    if app_path is None:
+        return App(redis_url)
+    from redcron.loader import load_app
+
+    app = load_app(app_path)
+    if redis_url and app.settings.redis_url != redis_url:
+        app.settings = dataclasses.replace(app.settings, redis_url=redis_url)
+        app.close()  # a broker made at import time still points at the old URL
+    return app
+
+
+def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    raise click.exceptions.Exit(code)
+
+
+def exit_code_for(exc: BaseException) -> int:
+    if isinstance(exc, ConfigError | Rejected):
+        return EXIT_USAGE
+    return EXIT_FAILED
+
+
+def describe(exc: BaseException) -> str:
+    """One line for an expected failure."""
+    if isinstance(exc, redis.AuthenticationError):
+        return f"Redis refused our credentials: {exc}"
+    if isinstance(exc, redis.ConnectionError | redis.TimeoutError | BrokerError):
+        return f"cannot talk to Redis: {exc}"
+    if isinstance(exc, NotFound | Conflict):
+        return str(exc)
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+class RedcronGroup(click.Group):
+    """A group that turns redcron and Redis errors into one line on stderr."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (RedcronError, redis.RedisError) as exc:
+            logging.getLogger("redcron.cli").debug("command failed", exc_info=True)
+            fail(describe(exc), exit_code_for(exc))
+
+
+# -- output -------------------------------------------------------------------
+
+
+def iso_ms(value: Any) -> str:
+    """A millisecond epoch (int or str) as ISO-8601 UTC; '' when empty."""
+    if value in (None, ""):
+        return ""
+    try:
+        ms = int(value)
+    except (TypeError, ValueError):
+        return str(value)
+    dt = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def decode_payload(data: Any) -> Any:
+    """msgpack bytes as plain data (for display); undecodable bytes as None."""
+    if not isinstance(data, bytes):
+        return data
+    try:
+        return serde.loads(data)
+    except Exception:  # corrupt or foreign payload: show nothing rather than crash
+        return None
+
+
+def echo_json(value: Any) -> None:
+    def default(obj: Any) -> Any:
+        if isinstance(obj, bytes):
+            return obj.decode("utf-8", "replace")
+        return str(obj)
+
+    click.echo(json.dumps(value, indent=2, sort_keys=True, default=default))
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A left-aligned plain-text table (no borders, two spaces between columns)."""
+    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+    return "\n".join(lines)
+
+
+def one_line(text: str, width: int = 60) -> str:
+    """The last line of ``text`` (a traceback's is the exception), cut to ``width``."""
+    line = text.strip().splitlines()[-1] if text.strip() else ""
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def split_csv(value: str | None) -> tuple[str, ...]:
+    if not value:
+        return ()
+    return tuple(part.strip() for part in value.split(",") if part.strip())

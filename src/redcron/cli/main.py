@@ -1,0 +1,35 @@
+"""The ``redcron`` click group: logging setup and the command families."""
+
+from __future__ import annotations
+
+import click
+
+from redcron.cli.common import LOG_LEVELS, RedcronGroup, setup_logging
+from redcron.cli.dlq import dlq
+from redcron.cli.tasks import inspect_cmd, task
+from redcron.cli.up import up
+from redcron.cli.worker import worker
+
+
+@click.group(cls=RedcronGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--loglevel",
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+    default="warning",
+    show_default=True,
+    envvar="REDCRON_LOGLEVEL",
+    help="Logging level for admin commands (worker and up take their own).",
+)
+def main(loglevel: str) -> None:
+    """redcron: a Redis task queue with fenced leases."""
+    setup_logging(loglevel)
+
+
+main.add_command(worker)
+main.add_command(up)
+main.add_command(task)
+main.add_command(inspect_cmd)
+main.add_command(dlq)
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""``redcron worker``: run tasks from one or more queues."""
+
+from __future__ import annotations
+
+import click
+
+from redcron.cli.common import (
+    LOG_LEVELS,
+    app_option,
+    build_app,
+    redis_option,
+    setup_logging,
+    split_csv,
+)
+
+
+@click.command()
+@app_option
+@click.option(
+    "-c", "--concurrency", type=click.IntRange(min=1), default=8, show_default=True,
+    help="Tasks run at once.",
+)
+@click.option(
+    "--pool", type=click.Choice(["threads", "processes"]), default="threads", show_default=True,
+    help="Run tasks in threads, or in child processes.",
+)
+@click.option(
+    "-Q", "--queues", default="default", show_default=True, metavar="Q1,Q2",
+    help="Comma-separated queues to take work from.",
+)
+@click.option(
+    "--tenants", default=None, metavar="T1,T2",
+    help="Only take work of these tenants (default: all).",
+)
+@click.option(
+    "--lease-ttl", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+    help="Lease lifetime without a heartbeat [default: settings, env REDCRON_LEASE_TTL].",
+)
+@click.option(
+    "--allow-commands", is_flag=True, default=False,
+    help="Run shell-command tasks (app.enqueue_command); off unless asked for.",
+)
+@click.option(
+    "--grace", type=click.FloatRange(min=0), default=30.0, show_default=True, metavar="SECONDS",
+    help="On SIGTERM, how long running tasks may finish before they are released.",
+)
+@redis_option
+@click.option(
+    "--loglevel", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="info",
+    show_default=True,
+)
+def worker(
+    app_path: str | None,
+    concurrency: int,
+    pool: str,
+    queues: str,
+    tenants: str | None,
+    lease_ttl: float | None,
+    allow_commands: bool,
+    grace: float,
+    redis_url: str | None,
+    loglevel: str,
+) -> None:
+    """Run a worker until SIGTERM/SIGINT (then drain gracefully)."""
+    setup_logging(loglevel)
+    queue_names = split_csv(queues)
+    if not queue_names:
+        raise click.BadParameter("give at least one queue", param_hint="-Q")
+    app = build_app(app_path, redis_url)
+    # Imported here so the CLI (and --help) works without loading the worker machinery.
+    from redcron.worker import Worker
+
+    w = Worker(
+        app,
+        concurrency=concurrency,
+        pool=pool,
+        queues=queue_names,
+        tenants=split_csv(tenants),
+        lease_ttl=lease_ttl,
+        allow_commands=allow_commands,
+        grace=grace,
+        app_path=app_path,
+    )
+    w.run()

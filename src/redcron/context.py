@@ -1,0 +1,39 @@
+"""What a running task sees: ``ctx.task_id``, ``ctx.attempt``, ``ctx.idem_key``, ``ctx.once``."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from redcron.broker import Broker
+
+
+@dataclass
+class Context:
+    """Passed as the first argument to tasks whose first parameter is named ``ctx``.
+
+    ``idem_key`` is stable across attempts (the task id for a one-off task,
+    ``run_id:task_name`` in a run): use it to deduplicate effects.
+    """
+
+    task_id: str
+    attempt: int
+    idem_key: str
+    tenant: str
+    queue: str
+    shard: int
+    broker: Broker | None = field(default=None, repr=False)
+    logger: logging.Logger = field(default_factory=lambda: logging.getLogger("redcron.task"))
+
+    def once(self, key: str, ttl: int = 7 * 86_400) -> bool:
+        """Record an effect at most once: True for the first caller, False after.
+
+        At-most-once, not exactly-once: if the process dies after ``once`` and
+        before the effect, the effect never happens.  For exactly-once keep the
+        effect and its record in one transaction in your own store.
+        """
+        if self.broker is None:
+            raise RuntimeError("ctx.once needs a broker (the task is not running on a worker)")
+        return self.broker.once(self.shard, f"{self.idem_key}:{key}", ttl)

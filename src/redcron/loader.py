@@ -1,0 +1,61 @@
+"""Find the :class:`~redcron.app.App` a command line names (``-A module:attr``)."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+
+from redcron.app import App
+from redcron.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+def load_app(path: str) -> App:
+    """Import ``module:attr`` (or ``module``, meaning ``module:app``) and return the App.
+
+    The current working directory is put on ``sys.path`` first, as celery does,
+    so ``redcron worker -A tasks:app`` finds ``./tasks.py``.
+
+    Raises:
+        ConfigError: the path is malformed, the module cannot be imported, the
+            attribute is missing, or it is not an App; the message names ``path``.
+    """
+    module_name, _, attr = path.strip().partition(":")
+    attr = attr or "app"
+    if not module_name or not all(part.isidentifier() for part in module_name.split(".")):
+        raise ConfigError(f"app {path!r}: expected 'module:attribute', e.g. 'tasks:app'")
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and module_name.startswith(exc.name):
+            raise ConfigError(
+                f"app {path!r}: no module named {exc.name!r} (searched {cwd} and sys.path)"
+            ) from None
+        log.debug("importing %s failed", module_name, exc_info=True)
+        raise ConfigError(f"app {path!r}: importing {module_name!r} failed: {exc}") from exc
+    except Exception as exc:
+        # The user's module raised while importing: name it and keep the cause
+        # for --loglevel debug, instead of a bare traceback.
+        log.debug("importing %s failed", module_name, exc_info=True)
+        raise ConfigError(
+            f"app {path!r}: importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    obj: object = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ConfigError(
+                f"app {path!r}: module {module_name!r} has no attribute {attr!r}"
+            ) from None
+    if not isinstance(obj, App):
+        raise ConfigError(
+            f"app {path!r}: {module_name}.{attr} is a {type(obj).__name__}, not a redcron App"
+        )
+    return obj

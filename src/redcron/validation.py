@@ -1,0 +1,53 @@
+"""Checks at the edge: every message names the field and says how to fix it."""
+
+from __future__ import annotations
+
+import re
+
+from redcron.errors import ValidationError
+from redcron.keys import PRIORITIES
+
+_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+
+
+def name(field: str, value: object) -> str:
+    """A tenant or queue name: 1-64 of letters, digits, ``_ . -``.
+
+    Braces would break the shard hash tag, and ``:`` or spaces the key layout.
+    """
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise ValidationError(
+            field,
+            f"{value!r} is not a valid name; use 1-64 letters, digits, '_', '.' or '-' "
+            "(no spaces, ':', '{' or '}')",
+        )
+    return value
+
+
+def priority(value: object, field: str = "priority") -> str:
+    if value not in PRIORITIES:
+        raise ValidationError(field, f"{value!r} is not one of {', '.join(PRIORITIES)}")
+    return str(value)
+
+
+def timeout_ms(value: float | None, field: str = "timeout") -> int:
+    """Seconds -> ms; ``None`` or 0 means no timeout."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ValidationError(field, f"{value!r} must be a number of seconds >= 0 (0 = none)")
+    return int(value * 1000)
+
+
+def non_negative_int(value: object, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValidationError(field, f"{value!r} must be a whole number >= 0")
+    return value
+
+
+def delay_ms(value: float | None, field: str = "countdown") -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ValidationError(field, f"{value!r} must be a number of seconds >= 0")
+    return int(value * 1000)

@@ -1,0 +1,5 @@
+"""The worker: pulls leases, runs tasks, heartbeats and reports in batches."""
+
+from redcron.worker.worker import Worker
+
+__all__ = ["Worker"]

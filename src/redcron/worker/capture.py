@@ -1,0 +1,91 @@
+"""Per-attempt output capture for Python tasks: ``print`` and ``logging``.
+
+Threads share ``sys.stdout``; a proxy routes each write to the buffer of the
+attempt running on the current thread (or to the real stream when none is).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from collections import deque
+from typing import Any, TextIO
+
+_local = threading.local()
+_install_lock = threading.Lock()
+_installed = False
+
+
+class LineBuffer:
+    """Collects complete lines, keeping the last ``cap`` of them."""
+
+    def __init__(self, cap: int) -> None:
+        self.lines: deque[str] = deque(maxlen=cap)
+        self._partial = ""
+        self.dropped = 0
+
+    def write(self, text: str) -> None:
+        text = self._partial + text
+        *complete, self._partial = text.split("\n")
+        for line in complete:
+            if len(self.lines) == self.lines.maxlen:
+                self.dropped += 1
+            self.lines.append(line)
+
+    def drain(self) -> list[str]:
+        """Take every complete line (and a trailing partial one)."""
+        if self._partial:
+            self.lines.append(self._partial)
+            self._partial = ""
+        out = list(self.lines)
+        self.lines.clear()
+        return out
+
+
+class _StreamProxy:
+    def __init__(self, real: TextIO) -> None:
+        self._real = real
+
+    def write(self, text: str) -> int:
+        buf: LineBuffer | None = getattr(_local, "buffer", None)
+        if buf is None:
+            return self._real.write(text)
+        buf.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        if getattr(_local, "buffer", None) is None:
+            self._real.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+class _CaptureHandler(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        buf: LineBuffer | None = getattr(_local, "buffer", None)
+        if buf is not None:
+            try:
+                buf.write(self.format(record) + "\n")
+            except Exception:  # a broken log record must not fail the task
+                self.handleError(record)
+
+
+def install() -> None:
+    """Route stdout/stderr and root logging through the per-thread buffers (once)."""
+    global _installed
+    with _install_lock:
+        if _installed:
+            return
+        sys.stdout = _StreamProxy(sys.stdout)  # type: ignore[assignment]
+        sys.stderr = _StreamProxy(sys.stderr)  # type: ignore[assignment]
+        handler = _CaptureHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        logging.getLogger().addHandler(handler)
+        _installed = True
+
+
+def attach(buffer: LineBuffer | None) -> None:
+    """Send this thread's output to ``buffer`` (``None`` = back to the real streams)."""
+    _local.buffer = buffer

@@ -1,0 +1,168 @@
+"""Running one attempt: a Python callable or a command, turned into an Outcome."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import traceback
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from redcron import serde
+from redcron.broker import Lease
+from redcron.context import Context
+from redcron.errors import Permanent, Retry
+from redcron.worker import capture
+
+if TYPE_CHECKING:
+    from redcron.app import App
+
+MAX_ERROR_CHARS = 4_000
+
+
+@dataclass
+class Outcome:
+    """How an attempt ended, ready to report."""
+
+    ok: bool
+    result: bytes = b""
+    outcome: str = "succeeded"  # succeeded | failed | timed_out | cancelled
+    error: str = ""
+    retryable: bool = True
+    delay_ms: int | None = None
+    exit_code: int | None = None
+    lines: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Job:
+    """One leased attempt on this worker."""
+
+    lease: Lease
+    started: float  # monotonic
+    deadline: float | None  # monotonic time at which it is timed out
+    buffer: capture.LineBuffer
+    finished: bool = False
+    abandoned: bool = False  # timed out / revoked in a thread we cannot kill
+    pgid: int | None = None  # process group to kill (command, or process-pool child)
+    kill_reason: str | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def kill(self, reason: str) -> bool:
+        """Kill the job's process group (commands / process pool); False if it has none."""
+        with self.lock:
+            self.kill_reason = self.kill_reason or reason
+            pgid = self.pgid
+        if pgid is None:
+            return False
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+        return True
+
+
+def _trim(text: str) -> str:
+    return text if len(text) <= MAX_ERROR_CHARS else "…" + text[-MAX_ERROR_CHARS:]
+
+
+def run_python(app: App, job: Job, broker: Any = None) -> Outcome:
+    """Run a registered task on the current thread, capturing its output."""
+    lease = job.lease
+    task = app.tasks.get(lease.name)
+    if task is None:
+        return Outcome(
+            ok=False,
+            outcome="failed",
+            error=f"unknown task {lease.name!r} on this worker (registered: "
+            f"{', '.join(sorted(app.tasks)) or 'none'}); is the worker running the right app?",
+            retryable=True,
+        )
+    capture.attach(job.buffer)
+    try:
+        args, kwargs = serde.loads(lease.args)
+        if task.wants_ctx:
+            info = task.options
+            ctx = Context(
+                task_id=lease.iid,
+                attempt=lease.attempt,
+                idem_key=lease.iid,
+                tenant=info.tenant,
+                queue=info.queue,
+                shard=lease.shard,
+                broker=broker,
+            )
+            value = task.fn(ctx, *args, **kwargs)
+        else:
+            value = task.fn(*args, **kwargs)
+        try:
+            result = serde.dumps(value, field="result")
+        except Exception as exc:
+            return Outcome(ok=False, outcome="failed", error=str(exc), retryable=False)
+        return Outcome(ok=True, result=result)
+    except Retry as exc:
+        delay = None if exc.delay is None else int(exc.delay * 1000)
+        return Outcome(ok=False, outcome="failed", error=f"Retry: {exc}", delay_ms=delay)
+    except Permanent as exc:
+        return Outcome(
+            ok=False, outcome="failed", error=_trim(f"Permanent: {exc}"), retryable=False
+        )
+    except BaseException as exc:  # task code may raise anything, SystemExit included
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return Outcome(ok=False, outcome="failed", error=_trim(traceback.format_exc()))
+    finally:
+        capture.attach(None)
+
+
+def run_command(job: Job, timeout_s: float | None) -> Outcome:
+    """Run a command task in its own process group; kill the group at the timeout."""
+    payload = serde.loads(job.lease.args) or {}
+    argv = payload.get("argv") or []
+    env = dict(os.environ)
+    env.update(payload.get("env") or {})
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=payload.get("cwd") or None,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return Outcome(
+            ok=False, outcome="failed", error=f"cannot start {argv!r}: {exc}", retryable=False
+        )
+    with job.lock:
+        job.pgid = proc.pid
+        killed_early = job.kill_reason is not None
+    if killed_early:
+        job.kill(job.kill_reason or "cancelled")
+    out = b""
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        job.kill("timed_out")
+        out, _ = proc.communicate()
+    with job.lock:
+        job.pgid = None
+    for line in out.decode(errors="replace").splitlines():
+        job.buffer.write(line + "\n")
+    code = proc.returncode
+    if job.kill_reason == "timed_out":
+        return Outcome(
+            ok=False,
+            outcome="timed_out",
+            error=f"killed after timeout of {timeout_s}s",
+            exit_code=code,
+        )
+    if job.kill_reason == "cancelled":
+        return Outcome(ok=False, outcome="cancelled", error="cancelled", exit_code=code)
+    if code == 0:
+        return Outcome(ok=True, result=serde.dumps({"exit_code": 0}), exit_code=0)
+    return Outcome(
+        ok=False, outcome="failed", error=f"command exited with code {code}", exit_code=code
+    )

@@ -1,0 +1,229 @@
+"""Execution pools: where an attempt runs.
+
+``threads``: N threads in the worker process.  A Python task that passes its
+timeout cannot be killed: the attempt is recorded ``timed_out``, the thread
+is abandoned (it runs on; its late result is discarded) and a fresh thread
+takes its slot.  ``processes``: N child processes, each in its own process
+group; a timed-out or cancelled task's group is killed and the child
+respawned.  Command tasks always run as a subprocess in their own process
+group, killed at the timeout, whichever pool is used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import os
+import queue
+import signal
+import threading
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING, Any
+
+from redcron.worker.execute import Job, Outcome, run_command, run_python
+
+if TYPE_CHECKING:
+    from redcron.app import App
+
+log = logging.getLogger(__name__)
+
+Done = Callable[[Job, Outcome], None]
+
+
+def _timeout_s(job: Job) -> float | None:
+    return job.lease.timeout_ms / 1000 if job.lease.timeout_ms > 0 else None
+
+
+class ThreadPool:
+    """N threads pulling jobs from one queue."""
+
+    kills_python = False
+
+    def __init__(self, app: App, size: int, on_done: Done, broker: Any) -> None:
+        self.app = app
+        self.size = size
+        self.on_done = on_done
+        self.broker = broker
+        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        for _ in range(self.size):
+            self._spawn()
+
+    def _spawn(self) -> None:
+        t = threading.Thread(target=self._loop, name="redcron-exec", daemon=True)
+        self._threads.append(t)
+        t.start()
+
+    def submit(self, job: Job) -> None:
+        self._jobs.put(job)
+
+    def replace(self) -> None:
+        """A thread was abandoned (timed out or revoked): keep the slot count."""
+        self._spawn()
+
+    def _loop(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            if job.lease.kind == "command":
+                outcome = run_command(job, _timeout_s(job))
+            else:
+                outcome = run_python(self.app, job, self.broker)
+            with job.lock:
+                job.finished = True
+                abandoned = job.abandoned
+            if abandoned:
+                # this thread's slot was handed to a replacement; leave quietly
+                return
+            self.on_done(job, outcome)
+
+    def shutdown(self) -> None:
+        for _ in self._threads:
+            self._jobs.put(None)
+
+
+def _child_main(app_path: str, conn: Connection) -> None:
+    """A process-pool child: its own session (so its group can be killed), runs tasks."""
+    os.setsid()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
+    from redcron.broker import Lease
+    from redcron.loader import load_app
+    from redcron.worker import capture
+    from redcron.worker.execute import Job as ChildJob
+
+    app = load_app(app_path)
+    capture.install()
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            return
+        if msg is None:
+            return
+        lease = Lease(**msg["lease"])
+        import time
+
+        job = ChildJob(
+            lease=lease,
+            started=time.monotonic(),
+            deadline=None,
+            buffer=capture.LineBuffer(msg["max_lines"]),
+        )
+        out = run_python(app, job, app.broker)
+        out.lines = job.buffer.drain()
+        conn.send(out)
+
+
+class _Child:
+    def __init__(self, app_path: str) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child_conn = ctx.Pipe()
+        self.proc = ctx.Process(target=_child_main, args=(app_path, child_conn), daemon=True)
+        self.proc.start()
+        child_conn.close()
+
+    def kill(self) -> None:
+        pid = self.proc.pid
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        self.proc.join(timeout=5)
+        self.conn.close()
+
+
+class ProcessPool:
+    """N slots, each a thread driving one child process."""
+
+    kills_python = True
+
+    def __init__(self, app: App, size: int, on_done: Done, app_path: str, max_lines: int) -> None:
+        self.app = app
+        self.size = size
+        self.on_done = on_done
+        self.app_path = app_path
+        self.max_lines = max_lines
+        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._children: list[_Child] = []
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        for _ in range(self.size):
+            t = threading.Thread(target=self._loop, name="redcron-slot", daemon=True)
+            self._threads.append(t)
+            t.start()
+
+    def submit(self, job: Job) -> None:
+        self._jobs.put(job)
+
+    def replace(self) -> None:  # children are killed, never abandoned
+        pass
+
+    def _new_child(self) -> _Child:
+        child = _Child(self.app_path)
+        with self._lock:
+            self._children.append(child)
+        return child
+
+    def _drop_child(self, child: _Child) -> None:
+        child.kill()
+        with self._lock:
+            if child in self._children:
+                self._children.remove(child)
+
+    def _loop(self) -> None:
+        child = self._new_child()
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                self._drop_child(child)
+                return
+            if job.lease.kind == "command":
+                outcome = run_command(job, _timeout_s(job))
+            else:
+                outcome, child = self._run_in_child(child, job)
+            with job.lock:
+                job.finished = True
+            self.on_done(job, outcome)
+
+    def _run_in_child(self, child: _Child, job: Job) -> tuple[Outcome, _Child]:
+        lease = job.lease
+        fields = {k: getattr(lease, k) for k in lease.__slots__}
+        with job.lock:
+            job.pgid = child.proc.pid
+        try:
+            child.conn.send({"lease": fields, "max_lines": self.max_lines})
+            while True:
+                if child.conn.poll(0.05):
+                    out: Outcome = child.conn.recv()
+                    return out, child
+                if job.kill_reason is not None or not child.proc.is_alive():
+                    break
+        except (EOFError, OSError, BrokenPipeError):
+            pass
+        reason = job.kill_reason
+        self._drop_child(child)
+        with job.lock:
+            job.pgid = None
+        fresh = self._new_child()
+        if reason == "timed_out":
+            secs = lease.timeout_ms / 1000
+            return Outcome(
+                ok=False, outcome="timed_out", error=f"killed after timeout of {secs}s"
+            ), fresh
+        if reason == "cancelled":
+            return Outcome(ok=False, outcome="cancelled", error="cancelled"), fresh
+        return Outcome(ok=False, outcome="failed", error="worker child process died"), fresh
+
+    def shutdown(self) -> None:
+        for _ in self._threads:
+            self._jobs.put(None)
+        with self._lock:
+            children = list(self._children)
+        for child in children:
+            child.kill()

@@ -1,0 +1,431 @@
+"""The worker: pull leases in batches, run them, heartbeat, report in batches.
+
+Threads (each with its own Redis connection from the pool):
+
+- main: leases up to the free slots from every shard, dispatches, marks the
+  batch running; when nothing is ready it blocks (≤ 1 s) on the wake lists.
+- reporter: drains finished attempts and reports logs, completions and
+  failures of a shard in one round trip.
+- keeper: heartbeats all leases every TTL/6 (one call per shard), enforces
+  timeouts, kills revoked work, and runs promote/reap at most once per shard
+  per interval across all workers (a short lock).
+
+Redis going away never kills the worker: every loop backs off and retries,
+and finished attempts wait in memory until they can be reported.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import random
+import signal
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from types import FrameType
+from typing import TYPE_CHECKING
+
+import redis
+
+from redcron.broker import FailItem, Lease
+from redcron.clock import ulid
+from redcron.errors import BrokerError, ConfigError
+from redcron.worker import capture
+from redcron.worker.execute import Job, Outcome
+from redcron.worker.pools import ProcessPool, ThreadPool
+
+if TYPE_CHECKING:
+    from redcron.app import App
+
+log = logging.getLogger(__name__)
+
+TRANSIENT = (redis.RedisError, BrokerError, OSError)
+MAX_REPORT = 256
+
+
+class Worker:
+    """Run tasks from the given queues until stopped.
+
+    Args:
+        app: the application whose registered tasks this worker runs.
+        concurrency: slots: attempts running at once.
+        pool: ``threads`` or ``processes``.
+        queues: queues served.
+        tenants: only lease these tenants' work (empty = all).
+        lease_ttl: seconds (default: the deployment's); heartbeats every TTL/6.
+        allow_commands: run command tasks (arbitrary commands: an explicit opt-in).
+        grace: seconds running attempts get to finish on SIGTERM before their
+            leases are handed back.
+        app_path: ``module:app``, needed by the processes pool to import tasks.
+    """
+
+    def __init__(
+        self,
+        app: App,
+        concurrency: int = 8,
+        pool: str = "threads",
+        queues: Sequence[str] = ("default",),
+        tenants: Sequence[str] = (),
+        lease_ttl: float | None = None,
+        allow_commands: bool = False,
+        grace: float = 30.0,
+        app_path: str | None = None,
+        name: str | None = None,
+    ) -> None:
+        from redcron import validation
+
+        if concurrency < 1:
+            raise ConfigError("concurrency: must be >= 1")
+        if pool not in ("threads", "processes"):
+            raise ConfigError(f"pool: {pool!r} is not one of threads, processes")
+        if pool == "processes" and not app_path:
+            raise ConfigError("pool: the processes pool needs app_path ('module:app')")
+        self.queues = [validation.name("queues", q) for q in queues]
+        if not self.queues:
+            raise ConfigError("queues: name at least one queue")
+        if "commands" in self.queues and not allow_commands:
+            raise ConfigError(
+                "queues: 'commands' holds command tasks; start the worker with "
+                "--allow-commands to run them, or leave that queue out"
+            )
+        self.tenants = [validation.name("tenants", t) for t in tenants]
+        self.app = app
+        self.broker = app.broker
+        self.settings = app.settings
+        ttl = self.settings.lease_ttl if lease_ttl is None else lease_ttl
+        if ttl < self.settings.min_lease_ttl:
+            raise ConfigError(
+                f"lease_ttl: {ttl}s is below the deployment minimum {self.settings.min_lease_ttl}s"
+            )
+        self.lease_ttl_ms = int(ttl * 1000)
+        self.concurrency = concurrency
+        self.allow_commands = allow_commands
+        self.grace = grace
+        self.id = name or f"{socket.gethostname()}:{os.getpid()}:{ulid()[-6:]}"
+        self._active: dict[str, Job] = {}
+        self._lock = threading.Condition()
+        self._results: queue.SimpleQueue[tuple[Job, Outcome] | None] = queue.SimpleQueue()
+        self._stopping = threading.Event()
+        self._hard_stop = threading.Event()
+        self._reporter_done = threading.Event()
+        self.processed = 0
+        self.pool: ThreadPool | ProcessPool
+        if pool == "threads":
+            self.pool = ThreadPool(app, concurrency, self._on_done, self.broker)
+        else:
+            assert app_path is not None
+            self.pool = ProcessPool(
+                app, concurrency, self._on_done, app_path, self.settings.log_max_lines
+            )
+
+    # -- public ---------------------------------------------------------------
+
+    def stop(self, graceful: bool = True) -> None:
+        """Stop leasing; running attempts finish within the grace period (or not at all)."""
+        self._stopping.set()
+        if not graceful:
+            self._hard_stop.set()
+        with self._lock:
+            self._lock.notify_all()
+
+    def run(self) -> None:
+        """Serve until :meth:`stop` (or SIGTERM/SIGINT when on the main thread)."""
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._on_signal)
+            signal.signal(signal.SIGINT, self._on_signal)
+        capture.install()
+        shards = self._connect()
+        log.info(
+            "worker %s: %d %s slots, queues %s, shards %d, lease ttl %.1fs",
+            self.id,
+            self.concurrency,
+            type(self.pool).__name__,
+            ",".join(self.queues),
+            len(shards),
+            self.lease_ttl_ms / 1000,
+        )
+        self.pool.start()
+        reporter = threading.Thread(target=self._report_loop, name="redcron-report", daemon=True)
+        keeper = threading.Thread(
+            target=self._keep_loop, args=(shards,), name="redcron-keeper", daemon=True
+        )
+        reporter.start()
+        keeper.start()
+        try:
+            self._lease_loop(shards)
+        finally:
+            self._drain(shards)
+            self._results.put(None)
+            reporter.join(timeout=10)
+            keeper.join(timeout=5)
+            self.pool.shutdown()
+            log.info("worker %s stopped after %d attempts", self.id, self.processed)
+
+    # -- internals --------------------------------------------------------------
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self._stopping.is_set():
+            log.warning("second signal: handing leases back now")
+            self.stop(graceful=False)
+        else:
+            log.info("signal %d: draining (grace %.0fs)", signum, self.grace)
+            self.stop(graceful=True)
+
+    def _connect(self) -> list[int]:
+        delay = 0.1
+        while True:
+            try:
+                return list(range(self.broker.shards))
+            except TRANSIENT as exc:
+                if self._stopping.is_set():
+                    raise
+                log.warning("redis unavailable (%s); retrying in %.1fs", exc, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    def _lease_loop(self, shards: list[int]) -> None:
+        backoff = 0.1
+        start = 0
+        while not self._stopping.is_set():
+            with self._lock:
+                free = self.concurrency - len(self._active)
+                if free <= 0:
+                    self._lock.wait(0.5)
+                    continue
+            try:
+                got = 0
+                for i in range(len(shards)):
+                    shard = shards[(start + i) % len(shards)]
+                    leases = self.broker.lease(
+                        shard, self.id, free, self.lease_ttl_ms, self.queues, self.tenants
+                    )
+                    if leases:
+                        self._dispatch(shard, leases)
+                        got += len(leases)
+                        free -= len(leases)
+                    if free <= 0:
+                        break
+                start += 1
+                if not got:
+                    self.broker.wait_for_work(shards, self.queues, 1.0)
+                backoff = 0.1
+            except TRANSIENT as exc:
+                log.warning("lease failed (%s); retrying in %.1fs", exc, backoff)
+                self._stopping.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    def _dispatch(self, shard: int, leases: list[Lease]) -> None:
+        now = time.monotonic()
+        jobs = []
+        with self._lock:
+            for lease in leases:
+                deadline = now + lease.timeout_ms / 1000 if lease.timeout_ms > 0 else None
+                job = Job(lease, now, deadline, capture.LineBuffer(self.settings.log_max_lines))
+                self._active[lease.iid] = job
+                jobs.append(job)
+        for job in jobs:
+            if job.lease.kind == "command" and not self.allow_commands:
+                self._on_done(
+                    job,
+                    Outcome(
+                        ok=False,
+                        outcome="failed",
+                        delay_ms=5_000,
+                        error=f"worker {self.id} does not run command tasks (--allow-commands); "
+                        f"route them to a queue served by one that does",
+                    ),
+                )
+                continue
+            self.pool.submit(job)
+        try:
+            self.broker.start(shard, self.id, [(j.lease.iid, j.lease.epoch) for j in jobs])
+        except TRANSIENT as exc:  # only the 'running' mark is lost; the lease holds
+            log.warning("could not mark %d attempts running: %s", len(jobs), exc)
+
+    def _on_done(self, job: Job, outcome: Outcome) -> None:
+        self._results.put((job, outcome))
+
+    def _report_loop(self) -> None:
+        pending: list[tuple[Job, Outcome]] = []
+        closing = False
+        backoff = 0.1
+        while True:
+            if not pending:
+                item = self._results.get()
+                if item is None:
+                    closing = True
+                else:
+                    pending.append(item)
+            while len(pending) < MAX_REPORT:
+                try:
+                    item = self._results.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    closing = True
+                    continue
+                pending.append(item)
+            if pending:
+                try:
+                    self._report(pending)
+                    pending = []
+                    backoff = 0.1
+                except TRANSIENT as exc:
+                    log.warning("report failed (%s); retrying in %.1fs", exc, backoff)
+                    if closing and self._hard_stop.is_set():
+                        return
+                    time.sleep(backoff)
+                    backoff = min(backoff * 2, 5.0)
+                    continue
+            if closing and not pending:
+                return
+
+    def _report(self, items: list[tuple[Job, Outcome]]) -> None:
+        by_shard: dict[int, list[tuple[Job, Outcome]]] = {}
+        for job, out in items:
+            by_shard.setdefault(job.lease.shard, []).append((job, out))
+        for shard, group in by_shard.items():
+            completes: list[tuple[str, str, bytes]] = []
+            fails: list[FailItem] = []
+            logs: list[tuple[str, int, Sequence[str]]] = []
+            for job, out in group:
+                lease = job.lease
+                lines = out.lines or job.buffer.drain()
+                if lines:
+                    logs.append((lease.iid, lease.attempt, lines))
+                if out.ok:
+                    completes.append((lease.iid, lease.epoch, out.result))
+                else:
+                    fails.append(
+                        FailItem(
+                            lease.iid,
+                            lease.epoch,
+                            out.outcome,
+                            out.error,
+                            out.retryable,
+                            out.delay_ms,
+                            out.exit_code,
+                        )
+                    )
+            done, failed = self.broker.report(shard, self.id, completes, fails, logs)
+            lost = done.count(False) + failed.count(None)
+            if lost:
+                log.warning(
+                    "%d results rejected: their leases were lost (reaped or cancelled)", lost
+                )
+            with self._lock:
+                for job, _out in group:
+                    self._active.pop(job.lease.iid, None)
+                self.processed += len(group)
+                self._lock.notify_all()
+
+    def _keep_loop(self, shards: list[int]) -> None:
+        hb_every = self.lease_ttl_ms / 1000 / 6
+        next_hb = time.monotonic() + hb_every
+        next_maint = 0.0
+        while not self._reporter_done.is_set():
+            now = time.monotonic()
+            self._enforce_timeouts(now)
+            try:
+                if now >= next_hb:
+                    self._heartbeat(shards)
+                    next_hb = now + hb_every
+                if now >= next_maint:
+                    for shard in shards:
+                        if self.broker.try_maintenance_lock(
+                            shard, self.id, self.settings.maintenance_interval
+                        ):
+                            self.broker.maintain(shard)
+                    next_maint = now + self.settings.maintenance_interval * (
+                        0.5 + random.random() / 2
+                    )
+            except TRANSIENT as exc:
+                log.warning("heartbeat/maintenance failed: %s", exc)
+                next_hb = now + min(hb_every, 1.0)
+                next_maint = now + 1.0
+            if self._stopping.is_set() and not self._active:
+                return
+            time.sleep(0.05)
+
+    def _enforce_timeouts(self, now: float) -> None:
+        with self._lock:
+            overdue = [
+                j
+                for j in self._active.values()
+                if j.deadline is not None
+                and now > j.deadline
+                and not j.finished
+                and j.kill_reason is None
+            ]
+        for job in overdue:
+            self._end_unkillable(
+                job, "timed_out", f"timed out after {job.lease.timeout_ms / 1000}s"
+            )
+
+    def _end_unkillable(self, job: Job, reason: str, message: str) -> None:
+        """Kill the job's process group; a Python thread is abandoned instead."""
+        if job.kill(reason):
+            return
+        if job.lease.kind == "command":
+            return  # not started yet: run_command sees kill_reason and kills at once
+        with job.lock:
+            if job.finished or job.abandoned:
+                return
+            job.abandoned = True
+        log.warning("task %s %s; abandoning its thread", job.lease.iid, message)
+        self.pool.replace()
+        outcome = "timed_out" if reason == "timed_out" else "cancelled"
+        self._on_done(job, Outcome(ok=False, outcome=outcome, error=message))
+
+    def _heartbeat(self, shards: list[int]) -> None:
+        with self._lock:
+            jobs = list(self._active.values())
+        for shard in shards:
+            tokens = [(j.lease.iid, j.lease.epoch) for j in jobs if j.lease.shard == shard]
+            if not tokens:
+                continue
+            lost, revoked = self.broker.heartbeat(shard, self.id, self.lease_ttl_ms, tokens)
+            for iid in lost:
+                log.warning("lease of %s lost; its result will be discarded", iid)
+            for iid in revoked:
+                job = self._active.get(iid)
+                if job is not None and job.kill_reason is None:
+                    log.info("task %s cancelled; killing it", iid)
+                    self._end_unkillable(job, "cancelled", "cancelled while running")
+
+    def _drain(self, shards: list[int]) -> None:
+        """Wait up to the grace period for running attempts, then hand the rest back."""
+        deadline = time.monotonic() + (0 if self._hard_stop.is_set() else self.grace)
+        with self._lock:
+            while self._active and not self._hard_stop.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._lock.wait(min(left, 0.2))
+            left_over = [j for j in self._active.values()]
+        if not left_over:
+            self._reporter_done.set()
+            return
+        log.warning("handing back %d unfinished leases", len(left_over))
+        for job in left_over:
+            with job.lock:
+                job.abandoned = True
+            job.kill("handed back")
+        by_shard: dict[int, list[tuple[str, str]]] = {}
+        for job in left_over:
+            by_shard.setdefault(job.lease.shard, []).append((job.lease.iid, job.lease.epoch))
+        for shard, tokens in by_shard.items():
+            for attempt in range(5):
+                try:
+                    self.broker.release(shard, self.id, tokens)
+                    break
+                except TRANSIENT as exc:
+                    log.warning("hand-back failed (%s), attempt %d", exc, attempt + 1)
+                    time.sleep(0.2 * (attempt + 1))
+        with self._lock:
+            for job in left_over:
+                self._active.pop(job.lease.iid, None)
+        self._reporter_done.set()
