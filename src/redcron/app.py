@@ -243,9 +243,13 @@ class App:
                 sorted(unknown)[0],
                 f"unknown option; per-call options are {', '.join(sorted(known))}",
             )
-        tenant = validation.name("tenant", opts.get("_tenant") or defaults.tenant)
-        queue = validation.name("queue", opts.get("_queue") or defaults.queue)
-        prio = validation.priority(opts.get("_priority") or defaults.priority)
+        def pick(key: str, default: Any) -> Any:
+            value = opts.get(key)
+            return default if value is None else value
+
+        tenant = validation.name("tenant", pick("_tenant", defaults.tenant))
+        queue = validation.name("queue", pick("_queue", defaults.queue))
+        prio = validation.priority(pick("_priority", defaults.priority))
         timeout = validation.timeout_ms(
             opts["_timeout"] if opts.get("_timeout") is not None else defaults.timeout
         )

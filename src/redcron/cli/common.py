@@ -64,15 +64,22 @@ def redis_option(fn: F) -> F:
 
 
 def build_app(app_path: str | None, redis_url: str | None) -> App:
-    """Load ``app_path`` (or a bare ``App()``) and point it at ``redis_url`` if given."""
-    if app_path is None:
-        return App(redis_url)
-    from redcron.loader import load_app
+    """Load ``app_path`` (or a bare ``App()``) and point it at ``redis_url`` if given.
 
-    app = load_app(app_path)
-    if redis_url and app.settings.redis_url != redis_url:
-        app.settings = dataclasses.replace(app.settings, redis_url=redis_url)
-        app.close()  # a broker made at import time still points at the old URL
+    The App's connections are closed when the click command ends.
+    """
+    if app_path is None:
+        app = App(redis_url)
+    else:
+        from redcron.loader import load_app
+
+        app = load_app(app_path)
+        if redis_url and app.settings.redis_url != redis_url:
+            app.settings = dataclasses.replace(app.settings, redis_url=redis_url)
+            app.close()  # a broker made at import time still points at the old URL
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.call_on_close(app.close)
     return app
 
 
@@ -147,7 +154,9 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A left-aligned plain-text table (no borders, two spaces between columns)."""
     cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
+    ]
     return "\n".join(lines)
 
 

@@ -5,7 +5,15 @@ from __future__ import annotations
 import click
 
 from redcron.broker import Broker
-from redcron.cli.common import app_option, build_app, echo_json, iso_ms, one_line, redis_option, table
+from redcron.cli.common import (
+    app_option,
+    build_app,
+    echo_json,
+    iso_ms,
+    one_line,
+    redis_option,
+    table,
+)
 
 #: entries read per tenant per pass (``dlq_list`` pages by count)
 PAGE = 500
@@ -18,8 +26,13 @@ def dlq() -> None:
 
 @dlq.command("list")
 @click.option("--tenant", default=None, help="Only this tenant.")
-@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True,
-              help="Entries per tenant.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="Entries per tenant.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @app_option
 @redis_option
@@ -86,4 +99,3 @@ def replay_every(broker: Broker, tenant: str | None) -> int:
         total += n
         if n == 0:  # entries that are not dead any more: stop rather than spin
             return total
-

@@ -32,4 +32,4 @@ main.add_command(inspect_cmd)
 main.add_command(dlq)
 
 if __name__ == "__main__":
-    main()
+    main(prog_name="redcron")

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from redcron.app import App
+from redcron.app import TERMINAL_STATES, App
 from redcron.cli.common import (
     app_option,
     build_app,
@@ -21,6 +21,14 @@ from redcron.cli.common import (
 LOG_TAIL_LINES = 20
 #: per-tenant counters of Broker.inspect(), in display order
 COUNTS = ("ready", "in_flight", "delayed", "dlq")
+#: instance-hash and attempt fields holding integers (ms timestamps, counters)
+NUMERIC_FIELDS = frozenset(
+    {
+        "attempt", "epoch", "budget", "max_attempts", "timeout_ms", "retry_base_ms",
+        "retry_cap_ms", "result_ttl_s", "created", "ended", "due", "deadline", "leased",
+        "started", "exit", "exit_code", "waiters",
+    }
+)  # fmt: skip
 
 
 @click.group()
@@ -31,8 +39,13 @@ def task() -> None:
 @task.command()
 @click.argument("task_id")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
-@click.option("--lines", type=click.IntRange(min=0), default=LOG_TAIL_LINES, show_default=True,
-              help="Log lines of the last attempt to show.")
+@click.option(
+    "--lines",
+    type=click.IntRange(min=0),
+    default=LOG_TAIL_LINES,
+    show_default=True,
+    help="Log lines of the last attempt to show.",
+)
 @app_option
 @redis_option
 def show(
@@ -53,23 +66,43 @@ def show(
 @redis_option
 def cancel(task_id: str, app_path: str | None, redis_url: str | None) -> None:
     """Cancel a task: at once if waiting, at the next heartbeat if running."""
-    state = build_app(app_path, redis_url).broker.cancel(task_id)
-    notes = {
-        "cancelled": "cancelled",
-        "cancel_requested": "cancel requested; the worker stops it at its next heartbeat",
-    }
-    click.echo(f"{task_id}: {notes.get(state, f'already {state}, nothing to cancel')}")
+    broker = build_app(app_path, redis_url).broker
+    before = broker.task_info(task_id).get("state", "")
+    if before in TERMINAL_STATES and before != "dead":
+        click.echo(f"{task_id}: already {before}, nothing to cancel")
+        return
+    state = broker.cancel(task_id)
+    if state == "cancel_requested":
+        click.echo(f"{task_id}: cancel requested; the worker stops it at its next heartbeat")
+    else:
+        click.echo(f"{task_id}: {state} (was {before})")
 
 
 def task_details(app: App, task_id: str, lines: int) -> dict[str, Any]:
-    """``task_info`` with payloads decoded and the last attempt's log tail added."""
+    """``task_info`` with payloads decoded, numbers as numbers and the last
+    attempt's log tail added (the shape ``--json`` prints)."""
     info = app.broker.task_info(task_id)
     for name in ("args", "result"):
         if name in info:
             info[name] = decode_payload(info[name])
-    last = int(info.get("attempt") or 0)
+    for name in NUMERIC_FIELDS & info.keys():
+        info[name] = _number(info[name])
+    for attempt in info["attempts"]:
+        for name in NUMERIC_FIELDS & attempt.keys():
+            attempt[name] = _number(attempt[name])
+    last = info.get("attempt") or 0
     info["log_tail"] = app.broker.log_lines(task_id, last, lines) if last and lines else []
     return info
+
+
+def _number(value: Any) -> Any:
+    """Hash fields are text: '' means unset, digits mean an int."""
+    if value == "":
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return value
 
 
 def render_task(info: dict[str, Any]) -> str:
@@ -82,10 +115,9 @@ def render_task(info: dict[str, Any]) -> str:
         ("created", iso_ms(info.get("created"))),
         ("due", iso_ms(info.get("due"))),
         ("ended", iso_ms(info.get("ended"))),
-        ("attempts", f"{info.get('attempt', 0)} of {info.get('max_attempts', '?')}"),
+        ("attempts", _attempts(info)),
         ("args", info.get("args")),
         ("result", info.get("result") if info.get("state") == "succeeded" else None),
-        ("last error", info.get("error")),
     ]
     out += [f"  {k:<11} {v}" for k, v in fields if v not in (None, "")]
     attempts = info.get("attempts") or []
@@ -105,11 +137,23 @@ def render_task(info: dict[str, Any]) -> str:
         ]
         headers = ("#", "worker", "leased", "started", "ended", "outcome", "exit", "error")
         out += ["", table(headers, rows)]
+    failed = [a for a in attempts if a.get("error")]
+    if failed:
+        out += ["", f"last error (attempt {failed[-1]['attempt']}):"]
+        out += [f"  | {line}" for line in str(failed[-1]["error"]).rstrip().splitlines()]
     if info.get("log_tail"):
         out += ["", f"log of attempt {info.get('attempt')} (last {len(info['log_tail'])} lines):"]
         out += [f"  | {line}" for line in info["log_tail"]]
     return "\n".join(out)
 
+
+def _attempts(info: dict[str, Any]) -> str:
+    attempt, budget = info.get("attempt") or 0, info.get("budget") or 0
+    allowed = info.get("max_attempts") or "?"
+    if not budget:
+        return f"{attempt} of {allowed}"
+    # a DLQ replay starts a fresh budget at the attempt count it had
+    return f"{attempt} ({attempt - budget} of {allowed} since the last DLQ replay)"
 
 
 @click.command("inspect")
@@ -138,9 +182,11 @@ def inspect_cmd(as_json: bool, app_path: str | None, redis_url: str | None) -> N
     rows: list[list[Any]] = [[t, *(c[n] for n in COUNTS)] for t, c in sorted(tenants.items())]
     if len(rows) > 1:
         rows.append(["(total)", *(totals[n] for n in COUNTS)])
-    click.echo(table(("tenant", "ready", "in-flight", "delayed", "dlq"), rows) if rows
-               else "no tenants yet (nothing was ever enqueued)")
+    click.echo(
+        table(("tenant", "ready", "in-flight", "delayed", "dlq"), rows)
+        if rows
+        else "no tenants yet (nothing was ever enqueued)"
+    )
     if stats:
         click.echo("")
         click.echo(table(("counter", "value"), sorted(stats.items())))
-

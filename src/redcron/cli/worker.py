@@ -17,36 +17,60 @@ from redcron.cli.common import (
 @click.command()
 @app_option
 @click.option(
-    "-c", "--concurrency", type=click.IntRange(min=1), default=8, show_default=True,
+    "-c",
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
     help="Tasks run at once.",
 )
 @click.option(
-    "--pool", type=click.Choice(["threads", "processes"]), default="threads", show_default=True,
+    "--pool",
+    type=click.Choice(["threads", "processes"]),
+    default="threads",
+    show_default=True,
     help="Run tasks in threads, or in child processes.",
 )
 @click.option(
-    "-Q", "--queues", default="default", show_default=True, metavar="Q1,Q2",
+    "-Q",
+    "--queues",
+    default="default",
+    show_default=True,
+    metavar="Q1,Q2",
     help="Comma-separated queues to take work from.",
 )
 @click.option(
-    "--tenants", default=None, metavar="T1,T2",
+    "--tenants",
+    default=None,
+    metavar="T1,T2",
     help="Only take work of these tenants (default: all).",
 )
 @click.option(
-    "--lease-ttl", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+    "--lease-ttl",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="SECONDS",
     help="Lease lifetime without a heartbeat [default: settings, env REDCRON_LEASE_TTL].",
 )
 @click.option(
-    "--allow-commands", is_flag=True, default=False,
+    "--allow-commands",
+    is_flag=True,
+    default=False,
     help="Run shell-command tasks (app.enqueue_command); off unless asked for.",
 )
 @click.option(
-    "--grace", type=click.FloatRange(min=0), default=30.0, show_default=True, metavar="SECONDS",
+    "--grace",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    metavar="SECONDS",
     help="On SIGTERM, how long running tasks may finish before they are released.",
 )
 @redis_option
 @click.option(
-    "--loglevel", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="info",
+    "--loglevel",
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+    default="info",
     show_default=True,
 )
 def worker(

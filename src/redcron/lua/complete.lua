@@ -9,13 +9,23 @@
 
 local worker = ARGV[1]
 local now = now_ms(ARGV[2])
+local LEASES = key_leases()
 local out = {}
 for i = 3, #ARGV, 3 do
   local iid, epoch = ARGV[i], ARGV[i + 1]
   local ti = key_ti(iid)
-  if token_ok(ti, worker, epoch) then
-    redis.call('HSET', ti, 'result', ARGV[i + 2])
-    end_attempt(ti, iid, 'succeeded', '', '0', '', '', now, 0)
+  local f = redis.call('HMGET', ti, 'state', 'worker', 'epoch', 'attempt', 'tenant',
+    'result_ttl_s', 'waiters')
+  if (f[1] == 'leased' or f[1] == 'running') and f[2] == worker and f[3] == epoch then
+    -- the fast path of end_attempt(..., 'succeeded', ...): one HSET for everything
+    local pre = 'a:' .. f[4] .. ':'
+    redis.call('HSET', ti, 'result', ARGV[i + 2], pre .. 'outcome', 'succeeded',
+      pre .. 'ended', now, 'state', 'succeeded', 'loc', '', 'ended', now, 'deadline', '')
+    redis.call('ZREM', LEASES, iid)
+    redis.call('ZREM', key_tleases(f[5]), iid)
+    local ttl = tonumber(f[6] or '0')
+    if ttl and ttl > 0 then redis.call('EXPIRE', ti, ttl) end
+    if f[7] and f[7] ~= '0' then notify_done(ti, iid) end
     out[#out + 1] = 1
   else
     out[#out + 1] = 0

@@ -5,47 +5,90 @@
           iid, name, kind, args(msgpack), queue, tenant, prio, timeout_ms,
           max_attempts, retry_base_ms, retry_cap_ms, delay_ms, result_ttl_s
   Returns: number of instances created.
-  Errors: CONFLICT if an id already exists (nothing is written).
+  Errors: CONFLICT if an id already exists (or twice in the batch); REJECTED for a malformed row (bad
+          field count, priority not high|normal|low, empty queue/tenant,
+          non-numeric or negative numbers, max_attempts < 1).  Either way
+          nothing is written.
   Upholds: invariant 4 (the hash records its one place from creation on). ]]
 -- @include lib/common.lua
 
 local now = now_ms(ARGV[1])
 local F = tonumber(ARGV[2])
-local count = (#ARGV - 2) / F
 
--- checks before writes
+-- checks before writes: a row that fails half-way would leave an instance with no place
+if F ~= 13 or (#ARGV - 2) % F ~= 0 then
+  return err('REJECTED', 'enqueue takes 13 fields per task, got ' .. (#ARGV - 2) .. ' values')
+end
+local count = (#ARGV - 2) / F
+local batch = {}
+local PRIO = {high = true, normal = true, low = true}
+local function nonneg(v)
+  local x = tonumber(v)
+  return x ~= nil and x >= 0
+end
 for i = 0, count - 1 do
-  local iid = ARGV[3 + i * F]
-  if redis.call('EXISTS', key_ti(iid)) == 1 then
+  local b = 3 + i * F
+  local iid = ARGV[b]
+  if iid == '' or ARGV[b + 4] == '' or ARGV[b + 5] == '' then
+    return err('REJECTED', 'task ' .. iid .. ': id, queue and tenant must not be empty')
+  end
+  if not PRIO[ARGV[b + 6]] then
+    return err('REJECTED', 'task ' .. iid .. ': priority ' .. ARGV[b + 6] .. ' is not high, normal or low')
+  end
+  for j, field in pairs({[7] = 'timeout_ms', [9] = 'retry_base_ms', [10] = 'retry_cap_ms',
+                         [11] = 'delay_ms', [12] = 'result_ttl_s'}) do
+    if not nonneg(ARGV[b + j]) then
+      return err('REJECTED', 'task ' .. iid .. ': ' .. field .. ' must be a number >= 0')
+    end
+  end
+  if not (tonumber(ARGV[b + 8]) and tonumber(ARGV[b + 8]) >= 1) then
+    return err('REJECTED', 'task ' .. iid .. ': max_attempts must be >= 1')
+  end
+  if batch[iid] or redis.call('EXISTS', key_ti(iid)) == 1 then
     return err('CONFLICT', 'task id ' .. iid .. ' already exists')
   end
+  batch[iid] = true
 end
 
 local woken = {}
 local tenants_seen = {}
+local queues_seen = {}
+local rings_seen = {}
+local timers = key_timers()
 for i = 0, count - 1 do
   local b = 3 + i * F
   local iid, queue, tenant, prio = ARGV[b], ARGV[b + 4], ARGV[b + 5], ARGV[b + 6]
   local delay = tonumber(ARGV[b + 11])
   local ti = key_ti(iid)
+  local state, loc, due
+  if delay > 0 then
+    due = now + delay
+    redis.call('ZADD', timers, due, iid)
+    state, loc = 'scheduled', 'timer'
+  else
+    local eid = redis.call('XADD', key_q(queue, tenant, prio), '*', 'i', iid)
+    state, loc, due = 'ready', 'q:' .. eid, ''
+    local ring = key_ring(queue, prio)
+    local rk = ring .. '\0' .. tenant
+    if not rings_seen[rk] then
+      rings_seen[rk] = true
+      ring_add(ring, tenant)
+    end
+    woken[queue] = (woken[queue] or 0) + 1
+  end
   redis.call('HSET', ti, 'id', iid, 'name', ARGV[b + 1], 'kind', ARGV[b + 2], 'args', ARGV[b + 3],
     'queue', queue, 'tenant', tenant, 'prio', prio, 'timeout_ms', ARGV[b + 7],
     'max_attempts', ARGV[b + 8], 'retry_base_ms', ARGV[b + 9], 'retry_cap_ms', ARGV[b + 10],
-    'result_ttl_s', ARGV[b + 12], 'created', now, 'attempt', 0, 'epoch', 0, 'budget', 0)
-  if delay > 0 then
-    redis.call('ZADD', key_timers(), now + delay, iid)
-    redis.call('HSET', ti, 'state', 'scheduled', 'loc', 'timer', 'due', now + delay)
-  else
-    make_ready(ti, iid, queue, tenant, prio)
-    woken[queue] = (woken[queue] or 0) + 1
-  end
+    'result_ttl_s', ARGV[b + 12], 'created', now, 'attempt', 0, 'epoch', 0, 'budget', 0,
+    'state', state, 'loc', loc, 'due', due)
   if not tenants_seen[tenant] then
     tenants_seen[tenant] = true
     redis.call('SADD', key_tenants(), tenant)
   end
+  if not queues_seen[queue] then
+    queues_seen[queue] = true
+    redis.call('SADD', key_queues(), queue)
+  end
 end
-for queue, n in pairs(woken) do
-  redis.call('SADD', key_queues(), queue)
-  wake(queue, n)
-end
+for queue, n in pairs(woken) do wake(queue, n) end
 return count

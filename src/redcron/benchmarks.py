@@ -1,0 +1,201 @@
+"""Benchmarks behind ``redcron bench``: throughput and latency, on a real Redis.
+
+Figures come from the Redis server clock where possible (drain rate from the
+first lease to the last completion recorded in the instance hashes), so the
+client's own overhead does not flatter or hurt the worker.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from redcron.app import App
+from redcron.clock import ulid
+
+
+def register(app: App) -> App:
+    """Register the benchmark tasks on ``app`` (producer and worker alike)."""
+
+    @app.task(name="bench.noop", retries=0)
+    def noop() -> None:
+        return None
+
+    @app.task(name="bench.incr", retries=0)
+    def incr() -> None:
+        app.broker.client.incr(f"{app.settings.prefix}:bench:counter")
+
+    @app.task(name="bench.now", retries=0)
+    def now() -> float:
+        return time.time()
+
+    return app
+
+
+#: the app the benchmark worker process imports (``redcron.benchmarks:app``);
+#: it reads REDCRON_REDIS_URL and REDCRON_PREFIX, which the benchmark sets.
+app = register(App())
+
+
+@contextmanager
+def redis_for_bench(url: str | None) -> Iterator[str]:
+    """The given Redis, or a fresh embedded one (no persistence cost) for the run."""
+    if url:
+        yield url
+        return
+    from redcron.embedded import EmbeddedRedis
+
+    with tempfile.TemporaryDirectory(prefix="redcron-bench-") as tmp:
+        server = EmbeddedRedis(tmp, appendonly=False)
+        server.start()
+        try:
+            yield server.url
+        finally:
+            server.stop()
+
+
+@contextmanager
+def worker_process(
+    url: str, prefix: str, concurrency: int, pool: str
+) -> Iterator[subprocess.Popen[bytes]]:
+    env = dict(os.environ, REDCRON_REDIS_URL=url, REDCRON_PREFIX=prefix)
+    code = (
+        "import logging, sys; logging.basicConfig(level=logging.WARNING);"
+        "from redcron.benchmarks import app; from redcron.worker import Worker;"
+        f"Worker(app, concurrency={concurrency}, pool={pool!r}, grace=2,"
+        "app_path='redcron.benchmarks:app').run()"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env)
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _bench_app(url: str, prefix: str) -> App:
+    return register(App(url, prefix=prefix))
+
+
+def _cleanup(bapp: App) -> None:
+    client = bapp.broker.client
+    batch: list[bytes] = []
+    for key in client.scan_iter(match=f"{bapp.settings.prefix}:*", count=1000):
+        batch.append(key)
+        if len(batch) >= 1000:
+            client.unlink(*batch)
+            batch = []
+    if batch:
+        client.unlink(*batch)
+
+
+def throughput(
+    tasks: int, concurrency: int, pool: str, body: str, redis_url: str | None
+) -> dict[str, Any]:
+    """Enqueue ``tasks`` with enqueue_many, then one worker process drains them."""
+    prefix = f"rcbench{ulid()[-6:].lower()}"
+    with redis_for_bench(redis_url) as url:
+        bapp = _bench_app(url, prefix)
+        try:
+            task = bapp.tasks[f"bench.{body}"]
+            singles = min(2_000, tasks)
+            t0 = time.perf_counter()
+            for _ in range(singles):
+                task.enqueue()
+            single_s = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            handles = []
+            for i in range(0, tasks - singles, 1_000):
+                handles += task.enqueue_many([()] * min(1_000, tasks - singles - i))
+            many_s = time.perf_counter() - t0
+            ids = [h.id for h in handles]
+            with worker_process(url, prefix, concurrency, pool):
+                _wait_all_done(bapp, ids)
+            first, last, done = _span(bapp, ids)
+            drain_s = max(1e-9, (last - first) / 1000)
+            return {
+                "tasks": tasks,
+                "workers": 1,
+                "pool": pool,
+                "concurrency": concurrency,
+                "body": body,
+                "enqueue_per_s": round((tasks - singles) / many_s),
+                "enqueue_single_per_s": round(singles / single_s),
+                "drain_per_s": round(done / drain_s),
+                "drain_s": round(drain_s, 3),
+                "measured_tasks": done,
+            }
+        finally:
+            _cleanup(bapp)
+            bapp.close()
+
+
+def _wait_all_done(bapp: App, ids: list[str]) -> None:
+    client = bapp.broker.client
+    keys = bapp.broker.keys
+    deadline = time.monotonic() + 600
+    pending = list(ids)
+    while pending:
+        pipe = client.pipeline(transaction=False)
+        for iid in pending:
+            pipe.hget(keys.ti(0, iid), "state")
+        states = pipe.execute()
+        pending = [i for i, s in zip(pending, states, strict=True) if s != b"succeeded"]
+        if pending:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(pending)} tasks not done after 600 s")
+            time.sleep(0.1)
+
+
+def _span(bapp: App, ids: list[str]) -> tuple[int, int, int]:
+    """Server-clock span from the first lease to the last completion."""
+    client = bapp.broker.client
+    keys = bapp.broker.keys
+    pipe = client.pipeline(transaction=False)
+    for iid in ids:
+        pipe.hmget(keys.ti(0, iid), "a:1:leased", "ended")
+    first, last, n = 2**62, 0, 0
+    for leased, ended in pipe.execute():
+        if leased and ended:
+            first = min(first, int(leased))
+            last = max(last, int(ended))
+            n += 1
+    return first, last, n
+
+
+def latency(samples: int, redis_url: str | None) -> dict[str, Any]:
+    """Enqueue → task start with an idle worker, one task at a time."""
+    prefix = f"rcbench{ulid()[-6:].lower()}"
+    with redis_for_bench(redis_url) as url:
+        bapp = _bench_app(url, prefix)
+        try:
+            task = bapp.tasks["bench.now"]
+            with worker_process(url, prefix, 4, "threads"):
+                task.enqueue().result(timeout=30)  # warm up: worker connected, scripts loaded
+                lat: list[float] = []
+                for _ in range(samples):
+                    time.sleep(0.005)  # let the worker go idle (blocked on its wake list)
+                    t0 = time.time()
+                    started = task.enqueue().result(timeout=30)
+                    lat.append((started - t0) * 1000)
+            lat.sort()
+            return {
+                "samples": samples,
+                "p50_ms": round(statistics.median(lat), 3),
+                "p99_ms": round(lat[min(len(lat) - 1, int(len(lat) * 0.99))], 3),
+                "max_ms": round(lat[-1], 3),
+            }
+        finally:
+            _cleanup(bapp)
+            bapp.close()

@@ -1,0 +1,321 @@
+"""The admin CLI against a real Redis: task show/cancel, inspect, dlq, and -A loading.
+
+``worker`` and ``up`` are exercised end to end by the worker tests; here only
+their ``--help`` is checked.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from redcron import App, ConfigError, serde
+from redcron.broker.broker import FailItem
+from redcron.cli.main import main
+from redcron.loader import load_app
+
+Invoke = Callable[..., Result]
+
+
+@pytest.fixture
+def prefix(key_prefix: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    p = key_prefix.rstrip(":")
+    monkeypatch.setenv("REDCRON_PREFIX", p)
+    monkeypatch.delenv("REDCRON_REDIS_URL", raising=False)
+    return p
+
+
+@pytest.fixture
+def app(redis_url: str, prefix: str) -> Iterator[App]:
+    a = App(redis_url, prefix=prefix)
+
+    @a.task(name="t.add", retries=0)
+    def add(x: int, y: int) -> int:
+        return x + y
+
+    yield a
+    a.close()
+
+
+@pytest.fixture
+def invoke(redis_url: str, prefix: str) -> Invoke:
+    """Run ``redcron ARGS... --redis <test server>``; never catches exceptions."""
+
+    def run(*args: str, redis: str | None = None) -> Result:
+        return CliRunner().invoke(main, [*args, "--redis", redis or redis_url])
+
+    return run
+
+
+def lease_one(app: App, worker: str = "w-test") -> Any:
+    (lease,) = app.broker.lease(0, worker, 1, 30_000, ["default"])
+    return lease
+
+
+def make_dead(app: App, tenant: str = "default") -> str:
+    handle = app.enqueue("t.add", 1, 2, _tenant=tenant)
+    lease = lease_one(app)
+    app.broker.start(0, "w-test", [(lease.iid, lease.epoch)])
+    (state,) = app.broker.fail(
+        0, "w-test", [FailItem(lease.iid, lease.epoch, "failed", "ValueError: boom", False)]
+    )
+    assert state == "dead"
+    return handle.id
+
+
+def one_error_line(result: Result) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+# -- help ---------------------------------------------------------------------
+
+
+def test_help() -> None:
+    result = CliRunner().invoke(main, ["--help"])
+    assert result.exit_code == 0, result.output
+    for command in ("worker", "up", "task", "inspect", "dlq"):
+        assert command in result.stdout
+
+
+def test_worker_help_does_not_need_the_worker_package() -> None:
+    result = CliRunner().invoke(main, ["worker", "--help"])
+    assert result.exit_code == 0, result.output
+    for option in ("-A", "--concurrency", "--pool", "--allow-commands", "--lease-ttl", "--grace"):
+        assert option in result.stdout
+
+
+# -- task show / cancel ---------------------------------------------------------
+
+
+def test_task_show_plain(app: App, invoke: Invoke) -> None:
+    handle = app.enqueue("t.add", 2, 3)
+    result = invoke("task", "show", handle.id)
+    assert result.exit_code == 0, result.output
+    assert handle.id in result.stdout
+    assert "t.add" in result.stdout
+    assert "ready" in result.stdout
+    assert "[[2, 3], {}]" in result.stdout
+
+
+def test_task_show_attempts_error_and_log_tail(app: App, invoke: Invoke) -> None:
+    handle = app.enqueue("t.add", 2, 3, _retries=1)
+    lease = lease_one(app, "w-one")
+    app.broker.start(0, "w-one", [(lease.iid, lease.epoch)])
+    app.broker.append_logs(0, [(lease.iid, lease.attempt, ["computing", "about to fail"])])
+    app.broker.fail(
+        0,
+        "w-one",
+        [FailItem(lease.iid, lease.epoch, "failed", "Traceback\nKeyError: 'x'", True, 0, 3)],
+    )
+    result = invoke("task", "show", handle.id)
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "w-one" in out
+    assert "KeyError: 'x'" in out
+    assert "about to fail" in out
+    assert "1 of 2" in out  # attempts used of allowed
+    assert "Z" in out  # ISO-8601 UTC timestamps
+
+
+def test_task_show_json(app: App, invoke: Invoke) -> None:
+    handle = app.enqueue("t.add", 2, 3)
+    lease = lease_one(app)
+    app.broker.start(0, "w-test", [(lease.iid, lease.epoch)])
+    app.broker.append_logs(0, [(lease.iid, lease.attempt, ["adding"])])
+    app.broker.complete(0, "w-test", [(lease.iid, lease.epoch, serde.dumps(5))])
+
+    result = invoke("task", "show", handle.id, "--json")
+    assert result.exit_code == 0, result.output
+    info = json.loads(result.stdout)
+    assert info["id"] == handle.id
+    assert info["state"] == "succeeded"
+    assert info["args"] == [[2, 3], {}]
+    assert info["result"] == 5
+    assert info["attempt"] == 1
+    assert info["log_tail"] == ["adding"]
+    (attempt,) = info["attempts"]
+    assert attempt["worker"] == "w-test"
+    assert attempt["outcome"] == "succeeded"
+    assert isinstance(attempt["ended"], int)
+
+
+def test_task_show_unknown_id(invoke: Invoke) -> None:
+    result = invoke("task", "show", "0-01ARZ3NDEKTSV4RRFFQ69G5FAV")
+    assert result.exit_code == 1
+    assert "no task 0-01ARZ3NDEKTSV4RRFFQ69G5FAV" in one_error_line(result)
+
+
+def test_task_show_malformed_id(invoke: Invoke) -> None:
+    result = invoke("task", "show", "not-an-id")
+    assert result.exit_code == 1
+    assert "malformed task id" in one_error_line(result)
+
+
+def test_task_cancel(app: App, invoke: Invoke) -> None:
+    handle = app.enqueue("t.add", 1, 1)
+    result = invoke("task", "cancel", handle.id)
+    assert result.exit_code == 0, result.output
+    assert "cancelled" in result.stdout
+    assert handle.state == "cancelled"
+    again = invoke("task", "cancel", handle.id)
+    assert again.exit_code == 0
+    assert "already cancelled" in again.stdout
+
+
+def test_redis_unreachable_is_one_line(prefix: str) -> None:
+    result = CliRunner().invoke(main, ["inspect", "--redis", "redis://127.0.0.1:1/0"])
+    assert result.exit_code == 1
+    assert "cannot talk to Redis" in one_error_line(result)
+
+
+# -- inspect ----------------------------------------------------------------------
+
+
+def test_inspect_json_counts(app: App, invoke: Invoke) -> None:
+    make_dead(app)  # default: dlq 1
+    app.enqueue("t.add", 1, 1)
+    lease_one(app)  # default: in flight 1
+    app.enqueue("t.add", 1, 2)
+    app.enqueue("t.add", 1, 3)  # default: ready 2
+    app.enqueue("t.add", 1, 4, _tenant="acme", _countdown=3600)  # acme: delayed 1
+
+    result = invoke("inspect", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    tenants = {row["tenant"]: row for row in data["tenants"]}
+    assert tenants["default"] == {
+        "tenant": "default", "ready": 2, "in_flight": 1, "delayed": 0, "dlq": 1
+    }  # fmt: skip
+    assert tenants["acme"] == {"tenant": "acme", "ready": 0, "in_flight": 0, "delayed": 1, "dlq": 0}
+    assert data["totals"] == {"ready": 2, "in_flight": 1, "delayed": 1, "dlq": 1}
+    assert data["stats"]["dead"] == 1
+
+    plain = invoke("inspect")
+    assert plain.exit_code == 0, plain.output
+    assert "acme" in plain.stdout
+    assert "in-flight" in plain.stdout
+
+
+# -- dlq ----------------------------------------------------------------------------
+
+
+def test_dlq_list_and_replay(app: App, invoke: Invoke) -> None:
+    dead = make_dead(app)
+    listed = invoke("dlq", "list", "--json")
+    assert listed.exit_code == 0, listed.output
+    (entry,) = json.loads(listed.stdout)
+    assert entry["i"] == dead
+    assert entry["tenant"] == "default"
+    assert "boom" in entry["error"]
+
+    plain = invoke("dlq", "list")
+    assert dead in plain.stdout
+    assert "ValueError: boom" in plain.stdout
+
+    replayed = invoke("dlq", "replay", dead)
+    assert replayed.exit_code == 0, replayed.output
+    assert "replayed 1 task" in replayed.stdout
+    assert app.get(dead).state == "ready"
+    assert json.loads(invoke("dlq", "list", "--json").stdout) == []
+
+
+def test_dlq_replay_all_by_tenant(app: App, invoke: Invoke) -> None:
+    a1, a2 = make_dead(app, "acme"), make_dead(app, "acme")
+    other = make_dead(app, "other")
+
+    result = invoke("dlq", "replay", "--all", "--tenant", "acme")
+    assert result.exit_code == 0, result.output
+    assert "replayed 2 tasks" in result.stdout
+    assert {app.get(a1).state, app.get(a2).state} == {"ready"}
+    assert app.get(other).state == "dead"
+
+    only_other = json.loads(invoke("dlq", "list", "--json").stdout)
+    assert [e["i"] for e in only_other] == [other]
+
+
+def test_dlq_replay_needs_ids_or_all(invoke: Invoke) -> None:
+    assert invoke("dlq", "replay").exit_code == 2
+    assert invoke("dlq", "replay", "0-X", "--all").exit_code == 2
+
+
+# -- -A and the loader ------------------------------------------------------------------
+
+
+@pytest.fixture
+def module_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], str]]:
+    """Write a module into a fresh cwd; returns its (unique) name."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    names: list[str] = []
+
+    def write(source: str) -> str:
+        name = f"rc_cli_mod_{uuid.uuid4().hex[:8]}"
+        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
+        names.append(name)
+        return name
+
+    yield write
+    for name in names:
+        sys.modules.pop(name, None)
+
+
+APP_MODULE = """
+    from redcron import App
+    app = App("redis://127.0.0.1:1/0")
+    other = App("redis://127.0.0.1:1/0")
+    not_an_app = 42
+"""
+
+
+def test_load_app_from_cwd(module_dir: Callable[[str], str]) -> None:
+    name = module_dir(APP_MODULE)
+    assert isinstance(load_app(name), App)  # bare module means :app
+    mod = sys.modules[name]
+    assert load_app(f"{name}:app") is mod.app
+    assert load_app(f"{name}:other") is mod.other
+
+
+@pytest.mark.parametrize(
+    ("path", "needle"),
+    [
+        ("no_such_module_xyz:app", "no module named 'no_such_module_xyz'"),
+        ("{mod}:missing", "has no attribute 'missing'"),
+        ("{mod}:not_an_app", "not a redcron App"),
+        (":app", "expected 'module:attribute'"),
+        ("{broken}:app", "RuntimeError: broken at import"),
+    ],
+)
+def test_load_app_errors_name_the_path(
+    module_dir: Callable[[str], str], path: str, needle: str
+) -> None:
+    path = path.format(
+        mod=module_dir(APP_MODULE), broken=module_dir("raise RuntimeError('broken at import')")
+    )
+    with pytest.raises(ConfigError) as err:
+        load_app(path)
+    assert needle in str(err.value)
+    assert repr(path) in str(err.value)
+
+
+def test_cli_app_option(module_dir: Callable[[str], str], app: App, invoke: Invoke) -> None:
+    name = module_dir(APP_MODULE)  # the module's own URL is unreachable: --redis wins
+    handle = app.enqueue("t.add", 1, 1)
+    result = invoke("task", "show", handle.id, "-A", f"{name}:app")
+    assert result.exit_code == 0, result.output
+    assert handle.id in result.stdout
+
+    bad = invoke("inspect", "-A", f"{name}:nope")
+    assert bad.exit_code == 2
+    assert "has no attribute 'nope'" in one_error_line(bad)
