@@ -63,13 +63,13 @@ def redis_for_bench(url: str | None) -> Iterator[str]:
 
 @contextmanager
 def worker_process(
-    url: str, prefix: str, concurrency: int, pool: str
+    url: str, prefix: str, concurrency: int, pool: str, prefetch: int = 0
 ) -> Iterator[subprocess.Popen[bytes]]:
     env = dict(os.environ, REDCRON_REDIS_URL=url, REDCRON_PREFIX=prefix)
     code = (
         "import logging, sys; logging.basicConfig(level=logging.WARNING);"
         "from redcron.benchmarks import app; from redcron.worker import Worker;"
-        f"Worker(app, concurrency={concurrency}, pool={pool!r}, grace=2,"
+        f"Worker(app, concurrency={concurrency}, pool={pool!r}, grace=2, prefetch={prefetch},"
         "app_path='redcron.benchmarks:app').run()"
     )
     proc = subprocess.Popen([sys.executable, "-c", code], env=env)
@@ -101,7 +101,12 @@ def _cleanup(bapp: App) -> None:
 
 
 def throughput(
-    tasks: int, concurrency: int, pool: str, body: str, redis_url: str | None
+    tasks: int,
+    concurrency: int,
+    pool: str,
+    body: str,
+    redis_url: str | None,
+    prefetch: int = 0,
 ) -> dict[str, Any]:
     """Enqueue ``tasks`` with enqueue_many, then one worker process drains them."""
     prefix = f"rcbench{ulid()[-6:].lower()}"
@@ -120,7 +125,7 @@ def throughput(
                 handles += task.enqueue_many([()] * min(1_000, tasks - singles - i))
             many_s = time.perf_counter() - t0
             ids = [h.id for h in handles]
-            with worker_process(url, prefix, concurrency, pool):
+            with worker_process(url, prefix, concurrency, pool, prefetch):
                 _wait_all_done(bapp, ids)
             first, last, done = _span(bapp, ids)
             drain_s = max(1e-9, (last - first) / 1000)
@@ -129,6 +134,7 @@ def throughput(
                 "workers": 1,
                 "pool": pool,
                 "concurrency": concurrency,
+                "prefetch": prefetch,
                 "body": body,
                 "enqueue_per_s": round((tasks - singles) / many_s),
                 "enqueue_single_per_s": round(singles / single_s),

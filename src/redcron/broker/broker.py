@@ -48,7 +48,6 @@ class Lease:
     kind: str
     args: bytes
     timeout_ms: int
-    entry_id: str
     shard: int
 
 
@@ -80,6 +79,7 @@ class Broker:
         )
         self.scripts = Scripts(self.client)
         self._shards: int | None = None
+        self._names: dict[bytes | None, str] = {}
 
     # -- deployment ---------------------------------------------------------
 
@@ -174,20 +174,28 @@ class Broker:
             shard,
             [worker, min(max_tasks, MAX_BATCH), ttl_ms, "", ",".join(tenants), *queues],
         )
-        return [
-            Lease(
-                iid=_s(r[0]),
-                epoch=_s(r[1]),
-                attempt=int(r[2]),
-                name=_s(r[3] or b""),
-                kind=_s(r[4] or b"python"),
-                args=r[5] or b"",
-                timeout_ms=int(r[6] or 0),
-                entry_id=_s(r[7]),
-                shard=shard,
+        names = self._names
+        out = []
+        for iid, epoch, attempt, name, kind, args, timeout_ms in raw:
+            # task names repeat: decode each distinct one once
+            sname = names.get(name)
+            if sname is None:
+                sname = names[name] = (name or b"").decode()
+                if len(names) > 10_000:
+                    names.clear()
+            out.append(
+                Lease(
+                    iid.decode(),
+                    str(epoch),
+                    attempt,
+                    sname,
+                    "command" if kind == b"command" else "python",
+                    args or b"",
+                    timeout_ms,
+                    shard,
+                )
             )
-            for r in raw
-        ]
+        return out
 
     def start(self, shard: int, worker: str, tokens: Iterable[tuple[str, str]]) -> int:
         args: list[Any] = [worker, ""]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from redcron.cli.bench import bench
 from redcron.cli.common import LOG_LEVELS, RedcronGroup, setup_logging
 from redcron.cli.dlq import dlq
 from redcron.cli.tasks import inspect_cmd, task
@@ -30,6 +31,7 @@ main.add_command(up)
 main.add_command(task)
 main.add_command(inspect_cmd)
 main.add_command(dlq)
+main.add_command(bench)
 
 if __name__ == "__main__":
     main(prog_name="redcron")

@@ -5,10 +5,10 @@
           iid, name, kind, args(msgpack), queue, tenant, prio, timeout_ms,
           max_attempts, retry_base_ms, retry_cap_ms, delay_ms, result_ttl_s
   Returns: number of instances created.
-  Errors: CONFLICT if an id already exists (or twice in the batch); REJECTED for a malformed row (bad
-          field count, priority not high|normal|low, empty queue/tenant,
-          non-numeric or negative numbers, max_attempts < 1).  Either way
-          nothing is written.
+  Errors: CONFLICT if an id already exists (or comes twice in the batch);
+          REJECTED for a malformed row (bad field count, priority not
+          high|normal|low, empty queue/tenant, non-numeric or negative
+          numbers, max_attempts < 1).  Either way nothing is written.
   Upholds: invariant 4 (the hash records its one place from creation on). ]]
 -- @include lib/common.lua
 

@@ -6,7 +6,7 @@
   ARGV[4] now_override_ms ("" = server TIME)
   ARGV[5] tenant filter: comma-separated tenant names, "" = every tenant
   ARGV[6..] queues the worker serves
-  Returns: { {iid, epoch, attempt, name, kind, args, timeout_ms, entry_id}, ... }
+  Returns: { {iid, epoch, attempt, name, kind, args, timeout_ms}, ... } (numbers as integers)
   Classes are served strictly high > normal > low; within a (queue, class) the
   tenants with ready work sit in a ring and each visit serves a fair slice.
   A stream entry whose hash does not point back at it (left by a crash) is
@@ -45,7 +45,7 @@ local function take(queue, tenant, prio, stream, n)
         pre .. 'worker', worker, pre .. 'leased', now)
       redis.call('ZADD', LEASES, deadline, iid)
       redis.call('ZADD', tl, deadline, iid)
-      out[#out + 1] = {iid, epoch, attempt, f[4], f[5], f[6], f[7], eid}
+      out[#out + 1] = {iid, epoch, attempt, f[4], f[5], f[6], tonumber(f[7] or '0')}
     end
     -- an entry whose hash does not point back at it was left by a crash: dropped
   end

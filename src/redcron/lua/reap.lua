@@ -6,8 +6,9 @@
   Returns: {reaped, next_deadline_ms or -1}
   Each lease's own deadline decides (workers may use different TTLs), read
   from the shard's lease index; an index entry for an instance that is no
-  longer leased is dropped, one that lags a live lease's deadline is re-synced.  The attempt ends 'lost', or 'timed_out' when it has been running
-  (since a:<n>:started, else a:<n>:leased) for at least the task's timeout_ms.
+  longer leased is dropped, one that lags a live lease's deadline is re-synced.
+  The attempt ends 'lost', or 'timed_out' when it has been running (since
+  a:<n>:started, else a:<n>:leased) for at least the task's timeout_ms.
   Upholds: invariants 3, 4, 5, 8. ]]
 -- @include lib/common.lua
 

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 import traceback
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -37,19 +38,26 @@ class Outcome:
     lines: list[str] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(eq=False)
 class Job:
     """One leased attempt on this worker."""
 
     lease: Lease
-    started: float  # monotonic
-    deadline: float | None  # monotonic time at which it is timed out
     buffer: capture.LineBuffer
+    began: float | None = None  # monotonic time execution began (None: waiting for a slot)
+    deadline: float | None = None  # monotonic time at which it is timed out
+    marked: bool = False  # the 'running' mark was sent
     finished: bool = False
     abandoned: bool = False  # timed out / revoked in a thread we cannot kill
     pgid: int | None = None  # process group to kill (command, or process-pool child)
     kill_reason: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def begin(self) -> None:
+        """Called on the executing thread just before the task runs."""
+        self.began = time.monotonic()
+        if self.lease.timeout_ms > 0:
+            self.deadline = self.began + self.lease.timeout_ms / 1000
 
     def kill(self, reason: str) -> bool:
         """Kill the job's process group (commands / process pool); False if it has none."""

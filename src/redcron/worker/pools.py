@@ -70,6 +70,7 @@ class ThreadPool:
             job = self._jobs.get()
             if job is None:
                 return
+            job.begin()
             if job.lease.kind == "command":
                 outcome = run_command(job, _timeout_s(job))
             else:
@@ -106,14 +107,7 @@ def _child_main(app_path: str, conn: Connection) -> None:
         if msg is None:
             return
         lease = Lease(**msg["lease"])
-        import time
-
-        job = ChildJob(
-            lease=lease,
-            started=time.monotonic(),
-            deadline=None,
-            buffer=capture.LineBuffer(msg["max_lines"]),
-        )
+        job = ChildJob(lease=lease, buffer=capture.LineBuffer(msg["max_lines"]))
         out = run_python(app, job, app.broker)
         out.lines = job.buffer.drain()
         conn.send(out)
@@ -132,6 +126,9 @@ class _Child:
         if pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
+        # A child that has not reached os.setsid() yet has no group of its own
+        # (killpg fails): kill the process itself, or join() waits its 5 s out.
+        self.proc.kill()
         self.proc.join(timeout=5)
         self.conn.close()
 
@@ -183,12 +180,18 @@ class ProcessPool:
             if job is None:
                 self._drop_child(child)
                 return
+            job.begin()
             if job.lease.kind == "command":
                 outcome = run_command(job, _timeout_s(job))
             else:
                 outcome, child = self._run_in_child(child, job)
             with job.lock:
                 job.finished = True
+                abandoned = job.abandoned
+            if abandoned:
+                # handed back on shutdown (or already reported by the worker):
+                # a report now could race the hand-back and end the attempt twice
+                continue
             self.on_done(job, outcome)
 
     def _run_in_child(self, child: _Child, job: Job) -> tuple[Outcome, _Child]:

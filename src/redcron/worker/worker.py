@@ -60,6 +60,8 @@ class Worker:
         grace: seconds running attempts get to finish on SIGTERM before their
             leases are handed back.
         app_path: ``module:app``, needed by the processes pool to import tasks.
+        name: worker id (default ``host:pid:random``).
+        prefetch: leases held beyond ``concurrency`` (waiting for a slot).
     """
 
     def __init__(
@@ -74,6 +76,7 @@ class Worker:
         grace: float = 30.0,
         app_path: str | None = None,
         name: str | None = None,
+        prefetch: int = 0,
     ) -> None:
         from redcron import validation
 
@@ -102,6 +105,12 @@ class Worker:
             )
         self.lease_ttl_ms = int(ttl * 1000)
         self.concurrency = concurrency
+        if prefetch < 0:
+            raise ConfigError("prefetch: must be >= 0")
+        # leases held beyond the running slots, so the next batch is ready when
+        # a slot frees; they count as in flight (heartbeated, capped) like any lease
+        self.capacity = concurrency + prefetch
+        self._min_batch = max(1, self.capacity // 4)
         self.allow_commands = allow_commands
         self.grace = grace
         self.id = name or f"{socket.gethostname()}:{os.getpid()}:{ulid()[-6:]}"
@@ -191,10 +200,14 @@ class Worker:
         start = 0
         while not self._stopping.is_set():
             with self._lock:
-                free = self.concurrency - len(self._active)
+                free = self.capacity - len(self._active)
                 if free <= 0:
                     self._lock.wait(0.5)
                     continue
+                if free < self._min_batch and self._active:
+                    # a lease call costs a round trip: gather a few free slots first
+                    self._lock.wait(0.002)
+                    free = self.capacity - len(self._active)
             try:
                 got = 0
                 for i in range(len(shards)):
@@ -218,14 +231,11 @@ class Worker:
                 backoff = min(backoff * 2, 5.0)
 
     def _dispatch(self, shard: int, leases: list[Lease]) -> None:
-        now = time.monotonic()
-        jobs = []
+        cap = self.settings.log_max_lines
+        jobs = [Job(lease, capture.LineBuffer(cap)) for lease in leases]
         with self._lock:
-            for lease in leases:
-                deadline = now + lease.timeout_ms / 1000 if lease.timeout_ms > 0 else None
-                job = Job(lease, now, deadline, capture.LineBuffer(self.settings.log_max_lines))
-                self._active[lease.iid] = job
-                jobs.append(job)
+            for job in jobs:
+                self._active[job.lease.iid] = job
         for job in jobs:
             if job.lease.kind == "command" and not self.allow_commands:
                 self._on_done(
@@ -240,10 +250,6 @@ class Worker:
                 )
                 continue
             self.pool.submit(job)
-        try:
-            self.broker.start(shard, self.id, [(j.lease.iid, j.lease.epoch) for j in jobs])
-        except TRANSIENT as exc:  # only the 'running' mark is lost; the lease holds
-            log.warning("could not mark %d attempts running: %s", len(jobs), exc)
 
     def _on_done(self, job: Job, outcome: Outcome) -> None:
         self._results.put((job, outcome))
@@ -330,6 +336,7 @@ class Worker:
             now = time.monotonic()
             self._enforce_timeouts(now)
             try:
+                self._mark_running()
                 if now >= next_hb:
                     self._heartbeat(shards)
                     next_hb = now + hb_every
@@ -349,6 +356,29 @@ class Worker:
             if self._stopping.is_set() and not self._active:
                 return
             time.sleep(0.05)
+
+    def _mark_running(self) -> None:
+        """Send 'running' marks for attempts that began since the last tick.
+
+        Off the lease path on purpose: a mark per batch would cost the hot
+        loop a round trip; attempts that end within one tick (50 ms) go
+        straight from leased to their outcome.
+        """
+        with self._lock:
+            began = [
+                j
+                for j in self._active.values()
+                if j.began is not None and not j.marked and not j.finished
+            ]
+        if not began:
+            return
+        by_shard: dict[int, list[tuple[str, str]]] = {}
+        for job in began:
+            by_shard.setdefault(job.lease.shard, []).append((job.lease.iid, job.lease.epoch))
+        for shard, tokens in by_shard.items():
+            self.broker.start(shard, self.id, tokens)
+        for job in began:
+            job.marked = True
 
     def _enforce_timeouts(self, now: float) -> None:
         with self._lock:

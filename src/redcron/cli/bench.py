@@ -1,0 +1,71 @@
+"""``redcron bench``: side-by-side figures on this machine (not timed tests)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+
+@click.group()
+def bench() -> None:
+    """Benchmarks: throughput and latency against a real Redis.
+
+    Without --redis a fresh embedded redis-server (no persistence) is started
+    for the run, so figures are not polluted by other data.
+    """
+
+
+def _emit(result: dict[str, object], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(result))
+        return
+    width = max(len(k) for k in result)
+    for key, value in result.items():
+        click.echo(f"{key.ljust(width)}  {value}")
+
+
+@bench.command("throughput")
+@click.option("--tasks", default=20_000, show_default=True, help="Tasks to enqueue and drain.")
+@click.option("-c", "--concurrency", default=16, show_default=True, help="Worker slots.")
+@click.option("--prefetch", default=16, show_default=True, help="Leases held beyond the slots.")
+@click.option(
+    "--pool", type=click.Choice(["threads", "processes"]), default="threads", show_default=True
+)
+@click.option(
+    "--body",
+    type=click.Choice(["noop", "incr"]),
+    default="noop",
+    show_default=True,
+    help="Task body: nothing, or one Redis INCR (as the peers were measured).",
+)
+@click.option("--redis", "redis_url", default=None, metavar="URL", help="Use this Redis.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def throughput_cmd(
+    tasks: int,
+    concurrency: int,
+    prefetch: int,
+    pool: str,
+    body: str,
+    redis_url: str | None,
+    as_json: bool,
+) -> None:
+    """Enqueue TASKS with enqueue_many, then one worker process drains them."""
+    from redcron.benchmarks import throughput
+
+    if tasks < 1:
+        raise click.BadParameter("must be >= 1", param_hint="--tasks")
+    _emit(throughput(tasks, concurrency, pool, body, redis_url, prefetch), as_json)
+
+
+@bench.command("latency")
+@click.option("--samples", default=200, show_default=True, help="Tasks, one at a time.")
+@click.option("--redis", "redis_url", default=None, metavar="URL", help="Use this Redis.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def latency_cmd(samples: int, redis_url: str | None, as_json: bool) -> None:
+    """Enqueue → task start with an idle worker (p50/p99 in ms)."""
+    from redcron.benchmarks import latency
+
+    if samples < 1:
+        raise click.BadParameter("must be >= 1", param_hint="--samples")
+    _emit(latency(samples, redis_url), as_json)
