@@ -7,7 +7,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from redcron import serde, validation
 from redcron.broker import Broker
@@ -64,10 +64,16 @@ class TaskDef(Generic[P, R]):
 
     def enqueue_many(self, calls: Iterable[Sequence[Any]], **options: Any) -> list[TaskHandle]:
         """Enqueue many calls (each a tuple of positional args) in one round trip."""
-        rows = [
-            self.app._row(self.name, "python", [list(call), {}], self.options, dict(options))
-            for call in calls
-        ]
+        rows = []
+        for i, call in enumerate(calls):
+            if not isinstance(call, list | tuple):
+                raise ValidationError(
+                    f"calls[{i}]", f"{call!r} is not a tuple of positional arguments; "
+                    "pass e.g. [(2, 3), (4, 5)] (use (x,) for one argument)"
+                )
+            rows.append(
+                self.app._row(self.name, "python", [list(call), {}], self.options, dict(options))
+            )
         self.app.broker.enqueue(rows)
         return [TaskHandle(self.app, row[0]) for row in rows]
 
@@ -150,9 +156,29 @@ class App:
             self._broker.close()
             self._broker = None
 
+    @overload
+    def task(self, fn: Callable[P, R], /) -> TaskDef[P, R]: ...
+
+    @overload
+    def task(
+        self,
+        fn: None = None,
+        /,
+        *,
+        name: str | None = None,
+        retries: int | None = None,
+        timeout: float | None = None,
+        priority: str = "normal",
+        tenant: str = "default",
+        queue: str = "default",
+        retry_base: float | None = None,
+        retry_cap: float | None = None,
+    ) -> Callable[[Callable[P, R]], TaskDef[P, R]]: ...
+
     def task(
         self,
         fn: Callable[P, R] | None = None,
+        /,
         *,
         name: str | None = None,
         retries: int | None = None,
@@ -176,6 +202,7 @@ class App:
             retry_cap=self.settings.retry_cap if retry_cap is None else retry_cap,
         )
         validation.timeout_ms(timeout)
+        validation.backoff(opts.retry_base, opts.retry_cap)
 
         def register(f: Callable[P, R]) -> TaskDef[P, R]:
             task_name = name or f"{f.__module__}.{f.__qualname__}"

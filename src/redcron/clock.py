@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import time
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_B32_TO_CROCKFORD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", _CROCKFORD.encode())
 
 
 def backoff_ceiling_ms(base_ms: int, cap_ms: int, attempt: int) -> int:
@@ -31,9 +33,10 @@ def ulid(now_ms: int | None = None, randomness: bytes | None = None) -> str:
     """
     ts = int(time.time() * 1000) if now_ms is None else now_ms
     rnd = os.urandom(10) if randomness is None else randomness
-    value = (ts << 80) | int.from_bytes(rnd, "big")
-    out = []
-    for _ in range(26):
-        out.append(_CROCKFORD[value & 31])
-        value >>= 5
-    return "".join(reversed(out))
+    head = []
+    for _ in range(10):
+        head.append(_CROCKFORD[ts & 31])
+        ts >>= 5
+    # 80 random bits are exactly 16 base32 characters: let the C encoder do them
+    tail = base64.b32encode(rnd).translate(_B32_TO_CROCKFORD).decode()
+    return "".join(reversed(head)) + tail

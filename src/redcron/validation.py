@@ -51,3 +51,13 @@ def delay_ms(value: float | None, field: str = "countdown") -> int:
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
         raise ValidationError(field, f"{value!r} must be a number of seconds >= 0")
     return int(value * 1000)
+
+
+def backoff(base: object, cap: object) -> None:
+    """Retry backoff seconds: numbers with ``0 <= retry_base <= retry_cap``."""
+    for field, value in (("retry_base", base), ("retry_cap", cap)):
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            raise ValidationError(field, f"{value!r} must be a number of seconds >= 0")
+    assert isinstance(base, int | float) and isinstance(cap, int | float)
+    if base > cap:
+        raise ValidationError("retry_cap", f"{cap!r} is below retry_base {base!r}; raise it")

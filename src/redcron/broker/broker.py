@@ -128,7 +128,10 @@ class Broker:
         """Create instances; each row holds the 13 enqueue.lua fields (iid first).
 
         Rows are grouped by shard and sent ``MAX_BATCH`` per script call, all
-        calls in one pipeline (one round trip).
+        calls in one pipeline (one round trip).  Each call is atomic, the
+        pipeline is not: the App validates every row before sending, so a
+        script refusal here (a duplicate id) is a bug, and earlier batches of
+        the same pipeline stay written.
         """
         by_shard: dict[int, list[Sequence[Any]]] = {}
         for row in rows:
@@ -387,7 +390,7 @@ class Broker:
 
     def log_lines(self, iid: str, attempt: int, count: int = 20) -> list[str]:
         key = self.keys.log(shard_of_id(iid), iid, attempt)
-        entries = self.client.xrevrange(key, count=count)
+        entries: Any = self.client.xrevrange(key, count=count)
         return [_s(fields.get(b"line", b"")) for _eid, fields in reversed(entries)]
 
     def dlq_list(self, tenant: str | None = None, count: int = 100) -> list[dict[str, Any]]:
@@ -399,7 +402,8 @@ class Broker:
                 else sorted(_s(t) for t in self.client.smembers(self.keys.tenants(shard)))
             )
             for t in tenants:
-                for eid, fields in self.client.xrange(self.keys.dlq(shard, t), count=count):
+                entries: Any = self.client.xrange(self.keys.dlq(shard, t), count=count)
+                for eid, fields in entries:
                     row = {_s(k): _s(v) for k, v in fields.items()}
                     row["entry"] = _s(eid)
                     row["tenant"] = t

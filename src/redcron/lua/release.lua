@@ -16,7 +16,8 @@ for i = 3, #ARGV, 2 do
   local ti = key_ti(iid)
   if token_ok(ti, worker, ARGV[i + 1]) then
     redis.call('HINCRBY', ti, 'budget', 1)
-    end_attempt(ti, iid, 'lost', 'worker shut down; handed back', '1', '0', '', now, 0)
+    end_attempt(ti, iid, 'lost', 'worker shut down; handed back', '1', '0', '', now, 0,
+      'handed_back')
     n = n + 1
   end
 end

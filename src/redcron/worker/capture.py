@@ -78,8 +78,8 @@ def install() -> None:
     with _install_lock:
         if _installed:
             return
-        sys.stdout = _StreamProxy(sys.stdout)  # type: ignore[assignment]
-        sys.stderr = _StreamProxy(sys.stderr)  # type: ignore[assignment]
+        sys.stdout = _StreamProxy(sys.stdout)
+        sys.stderr = _StreamProxy(sys.stderr)
         handler = _CaptureHandler()
         handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
         logging.getLogger().addHandler(handler)

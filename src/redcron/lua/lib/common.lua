@@ -4,8 +4,6 @@
 
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
-local TERMINAL = {succeeded = true, failed = true, cancelled = true, dead = false}
-
 local function now_ms(override)
   if override ~= nil and override ~= '' then return tonumber(override) end
   local t = redis.call('TIME')
@@ -75,8 +73,10 @@ end
   ready at once when delay is 0); otherwise -> the tenant's DLQ.
   outcome: succeeded | failed | timed_out | lost | cancelled
   delay_ms: '' = backoff min(base * 2^(n-1), cap) scaled by frac (full jitter)
+  counter: the stats field a retry counts under (default 'retries')
   Returns the new state. ]]
-local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitcode, now, frac)
+local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitcode, now, frac,
+    counter)
   local f = redis.call('HMGET', ti, 'attempt', 'tenant', 'max_attempts', 'retry_base_ms',
     'retry_cap_ms', 'budget', 'cancel_requested', 'queue', 'prio', 'name')
   local n = tonumber(f[1] or '0')
@@ -111,7 +111,7 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
       if ceiling > cap then ceiling = cap end
       delay = math.floor(ceiling * tonumber(frac))
     end
-    redis.call('HINCRBY', key_stats(), 'retries', 1)
+    redis.call('HINCRBY', key_stats(), counter or 'retries', 1)
     if delay <= 0 then
       make_ready(ti, iid, queue, tenant, prio)
       wake(queue, 1)

@@ -1,0 +1,507 @@
+"""Failure handling on a real Redis: retry schedule, DLQ and replay, cancel, promote, release.
+
+Scripts are called with an explicit ``now`` so delays are exact and nothing sleeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from redcron.broker import Broker, FailItem
+from redcron.clock import backoff_ceiling_ms, ulid
+from redcron.config import Settings
+from redcron.errors import NotFound
+
+T0 = 1_700_000_000_000
+
+
+@dataclass(frozen=True)
+class Tok:
+    iid: str
+    epoch: str
+    attempt: int
+    worker: str
+
+
+def new_id(shard: int = 0) -> str:
+    return f"{shard}-{ulid()}"
+
+
+def row(
+    iid: str,
+    *,
+    tenant: str = "acme",
+    queue: str = "default",
+    prio: str = "normal",
+    max_attempts: int = 3,
+    base: int = 1000,
+    cap: int = 60_000,
+    delay: int = 0,
+) -> list[Any]:
+    return [
+        iid,
+        "job",
+        "python",
+        b"\x90",
+        queue,
+        tenant,
+        prio,
+        0,
+        max_attempts,
+        base,
+        cap,
+        delay,
+        3600,
+    ]
+
+
+class Ops:
+    """Script calls on one shard with an explicit, test-controlled ``now``."""
+
+    def __init__(self, broker: Broker, shard: int = 0) -> None:
+        self.b = broker
+        self.r = broker.client
+        self.shard = shard
+        self.k = broker.keys
+        self.kp = [broker.keys.shard(shard)]
+        self.now = T0
+
+    def run(self, name: str, args: list[Any]) -> Any:
+        return self.b.scripts.run(name, self.kp, args)
+
+    def enqueue(self, *rows: list[Any]) -> int:
+        return int(self.run("enqueue", [self.now, 13, *(v for r in rows for v in r)]))
+
+    def lease(
+        self,
+        worker: str = "w1",
+        n: int = 1,
+        ttl: int = 1000,
+        queues: Sequence[str] = ("default",),
+        tenants: Sequence[str] = (),
+    ) -> list[Tok]:
+        raw = self.run("lease", [worker, n, ttl, self.now, ",".join(tenants), *queues])
+        return [Tok(x[0].decode(), str(x[1]), int(x[2]), worker) for x in raw]
+
+    @staticmethod
+    def _pairs(toks: Sequence[Tok]) -> list[str]:
+        return [v for t in toks for v in (t.iid, t.epoch)]
+
+    def start(self, worker: str, toks: Sequence[Tok]) -> int:
+        return int(self.run("start", [worker, self.now, *self._pairs(toks)]))
+
+    def heartbeat(
+        self, worker: str, toks: Sequence[Tok], ttl: int = 1000
+    ) -> tuple[list[str], list[str]]:
+        lost, revoked = self.run("heartbeat", [worker, ttl, self.now, *self._pairs(toks)])
+        return [x.decode() for x in lost], [x.decode() for x in revoked]
+
+    def complete(self, worker: str, toks: Sequence[Tok]) -> list[int]:
+        args: list[Any] = [worker, self.now]
+        for t in toks:
+            args += [t.iid, t.epoch, b"\xa2ok"]
+        return list(self.run("complete", args))
+
+    def fail(
+        self,
+        worker: str,
+        tok: Tok,
+        *,
+        outcome: str = "failed",
+        retryable: bool = True,
+        delay: int | str = "",
+        frac: float = 0.5,
+        error: str = "boom",
+    ) -> Any:
+        [res] = self.run(
+            "fail",
+            [
+                worker,
+                self.now,
+                tok.iid,
+                tok.epoch,
+                outcome,
+                error,
+                "1" if retryable else "0",
+                delay,
+                frac,
+                "",
+            ],
+        )
+        return res if res == 0 else res.decode()
+
+    def release(self, worker: str, toks: Sequence[Tok]) -> int:
+        return int(self.run("release", [worker, self.now, *self._pairs(toks)]))
+
+    def reap(self, frac: float = 0.5) -> list[int]:
+        return list(self.run("reap", [self.now, 500, frac]))
+
+    def promote(self) -> list[int]:
+        return list(self.run("promote", [self.now, 500]))
+
+    def info(self, iid: str) -> dict[str, str]:
+        raw = self.r.hgetall(self.k.ti(self.shard, iid))
+        return {k.decode(): v.decode("utf-8", "replace") for k, v in raw.items()}
+
+    def snapshot(self, iid: str, tenant: str = "acme") -> Any:
+        r, k, s = self.r, self.k, self.shard
+        return (
+            r.hgetall(k.ti(s, iid)),
+            r.zrange(k.leases(s), 0, -1, withscores=True),
+            r.zrange(k.tleases(s, tenant), 0, -1, withscores=True),
+            r.zrange(k.timers(s), 0, -1, withscores=True),
+            r.xrange(k.q(s, "default", tenant, "normal")),
+            r.xrange(k.dlq(s, tenant)),
+            r.hgetall(k.stats(s)),
+        )
+
+
+@pytest.fixture
+def broker(redis_url: str, key_prefix: str) -> Iterator[Broker]:
+    b = Broker(Settings(redis_url=redis_url, prefix=key_prefix.rstrip(":")))
+    b.ensure_meta()
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def ops(broker: Broker) -> Ops:
+    return Ops(broker)
+
+
+def _outcomes(info: dict[str, str]) -> dict[int, str]:
+    return {
+        int(k.split(":")[1]): v
+        for k, v in info.items()
+        if k.startswith("a:") and k.endswith(":outcome")
+    }
+
+
+# -- retry schedule ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("frac", [0.0, 0.5, 0.999])
+def test_retry_delay_is_full_jitter_below_the_capped_ceiling(ops: Ops, frac: float) -> None:
+    base, cap = 1000, 5000
+    iid = new_id()
+    ops.enqueue(row(iid, max_attempts=10, base=base, cap=cap))
+    for attempt in range(1, 8):
+        [t] = ops.lease("w1")
+        assert t.attempt == attempt
+        ops.now += 17  # the failure is reported a little later than the lease
+        want = int(backoff_ceiling_ms(base, cap, attempt) * frac)
+        state = ops.fail("w1", t, frac=frac)
+        info = ops.info(iid)
+        if want == 0:
+            assert state == "ready"
+            assert info["due"] == ""
+            assert info["loc"].startswith("q:")
+        else:
+            assert state == "retry_wait"
+            assert int(info["due"]) - ops.now == want
+            assert ops.r.zscore(ops.k.timers(0), iid) == ops.now + want
+            assert ops.promote()[0] == 0  # not due a ms early
+            ops.now += want
+            assert ops.promote()[0] == 1
+        if attempt >= 4:
+            assert want == int(cap * frac)  # 1000 * 2^3 > cap: capped
+    assert ops.r.hget(ops.k.stats(0), "retries") == b"7"
+
+
+def test_explicit_retry_delay_is_honoured(ops: Ops) -> None:
+    iid = new_id()
+    ops.enqueue(row(iid, max_attempts=5))
+    [t] = ops.lease("w1")
+    assert ops.fail("w1", t, delay=1500, frac=0.999) == "retry_wait"
+    assert int(ops.info(iid)["due"]) == ops.now + 1500
+    ops.now += 1500
+    assert ops.promote() == [1, -1]
+    [t] = ops.lease("w1")
+    assert ops.fail("w1", t, delay=0, frac=0.999) == "ready"
+    info = ops.info(iid)
+    assert info["state"] == "ready"
+    assert ops.r.zscore(ops.k.timers(0), iid) is None
+    assert ops.r.xlen(ops.k.q(0, "default", "acme", "normal")) == 1
+    [t] = ops.lease("w1")
+    assert t.attempt == 3
+
+
+def test_broker_fail_rolls_jitter_within_bounds(broker: Broker) -> None:
+    ids = [new_id() for _ in range(20)]
+    broker.enqueue([row(i, base=10_000, cap=10_000) for i in ids])
+    leases = broker.lease(0, "w1", 20, 60_000, ["default"])
+    before = ops_now(broker)
+    states = broker.fail(0, "w1", [FailItem(x.iid, x.epoch, "failed", "e", True) for x in leases])
+    after = ops_now(broker)
+    dues = []
+    for x in leases:
+        info = broker.task_info(x.iid)
+        if info["state"] == "retry_wait":
+            dues.append(int(info["due"]))
+            assert before <= int(info["due"]) < after + 10_000
+    assert set(states) <= {"retry_wait", "ready"}
+    assert len(set(dues)) > 1  # not the same dice every call
+
+
+def ops_now(broker: Broker) -> int:
+    sec, usec = broker.client.time()
+    return int(sec) * 1000 + int(usec) // 1000
+
+
+# -- DLQ -------------------------------------------------------------------------
+
+
+def test_dead_letter_after_max_attempts_then_replay(ops: Ops) -> None:
+    iid = new_id()
+    ops.enqueue(row(iid, max_attempts=3))  # retries=2
+    for attempt in (1, 2):
+        [t] = ops.lease("w1")
+        assert ops.fail("w1", t, frac=0.0, error=f"boom {attempt}") == "ready"
+    [t] = ops.lease("w1")
+    assert t.attempt == 3
+    ops.b.append_logs(0, [(iid, 3, ["step one", "step two"])])
+    ops.now += 5
+    assert ops.fail("w1", t, frac=0.0, error="final boom") == "dead"
+
+    info = ops.info(iid)
+    assert info["state"] == "dead"
+    assert _outcomes(info) == {1: "failed", 2: "failed", 3: "failed"}
+    dlq = ops.r.xrange(ops.k.dlq(0, "acme"))
+    assert len(dlq) == 1
+    eid, fields = dlq[0]
+    assert info["loc"] == "dlq:" + eid.decode()
+    entry = {k.decode(): v.decode() for k, v in fields.items()}
+    assert entry["i"] == iid
+    assert entry["error"] == "final boom"
+    assert entry["attempts"] == "3"
+    assert entry["outcome"] == "failed"
+    assert entry["tail"].splitlines() == ["step one", "step two"]
+    assert int(entry["at"]) == ops.now
+    assert ops.r.zscore(ops.k.leases(0), iid) is None
+    assert ops.r.zscore(ops.k.timers(0), iid) is None
+    assert ops.lease("w1") == []
+    assert ops.r.hget(ops.k.stats(0), "dead") == b"1"
+    listed = ops.b.dlq_list("acme")
+    assert [x["i"] for x in listed] == [iid]
+
+    assert ops.b.dlq_replay([iid]) == 1
+    assert ops.r.xlen(ops.k.dlq(0, "acme")) == 0
+    info = ops.info(iid)
+    assert info["state"] == "ready"
+    assert info["loc"].startswith("q:")
+    assert ops.b.dlq_replay([iid]) == 0  # not dead any more: left alone
+    # a fresh budget: three more attempts before it is dead again
+    for attempt in (4, 5):
+        [t] = ops.lease("w1")
+        assert t.attempt == attempt
+        assert ops.fail("w1", t, frac=0.0) == "ready"
+    [t] = ops.lease("w1")
+    assert ops.fail("w1", t, frac=0.0) == "dead"
+    assert ops.r.xlen(ops.k.dlq(0, "acme")) == 1
+
+
+def test_permanent_failure_goes_to_the_dlq_at_once(ops: Ops) -> None:
+    iid = new_id()
+    ops.enqueue(row(iid, max_attempts=5))
+    [t] = ops.lease("w1")
+    assert ops.fail("w1", t, retryable=False, error="ValueError: bad input") == "dead"
+    entry = ops.r.xrange(ops.k.dlq(0, "acme"))[0][1]
+    assert entry[b"attempts"] == b"1"
+    assert entry[b"error"] == b"ValueError: bad input"
+    assert ops.info(iid)["error"] == "ValueError: bad input"
+
+
+def test_expired_lease_on_the_last_attempt_is_dead_lettered(ops: Ops) -> None:
+    iid = new_id()
+    ops.enqueue(row(iid, max_attempts=1))
+    ops.lease("w1", ttl=100)
+    ops.now += 100
+    assert ops.reap()[0] == 1
+    info = ops.info(iid)
+    assert info["state"] == "dead"
+    assert _outcomes(info) == {1: "lost"}
+    entry = ops.r.xrange(ops.k.dlq(0, "acme"))[0][1]
+    assert entry[b"outcome"] == b"lost"
+
+
+# -- cancel ----------------------------------------------------------------------
+
+
+def test_cancel_ready_work(ops: Ops) -> None:
+    a, b = new_id(), new_id()
+    ops.enqueue(row(a), row(b))
+    stream, ring = ops.k.q(0, "default", "acme", "normal"), ops.k.ring(0, "default", "normal")
+    assert ops.b.cancel(a) == "cancelled"
+    assert ops.r.xlen(stream) == 1
+    assert ops.r.zscore(ring, "acme") is not None  # b is still ready
+    assert ops.b.cancel(b) == "cancelled"
+    assert ops.r.xlen(stream) == 0
+    assert ops.r.zcard(ring) == 0
+    for iid in (a, b):
+        info = ops.info(iid)
+        assert (info["state"], info["loc"]) == ("cancelled", "")
+        assert ops.r.ttl(ops.k.ti(0, iid)) > 0
+    assert ops.lease("w1", n=10) == []
+    assert ops.b.cancel(a) == "cancelled"  # idempotent
+
+
+def test_cancel_a_countdown_task(ops: Ops) -> None:
+    iid = new_id()
+    ops.enqueue(row(iid, delay=5000))
+    assert ops.info(iid)["state"] == "scheduled"
+    assert ops.b.cancel(iid) == "cancelled"
+    assert ops.r.zscore(ops.k.timers(0), iid) is None
+    ops.now += 10_000
+    assert ops.promote() == [0, -1]
+    assert ops.lease("w1") == []
+    assert ops.info(iid)["state"] == "cancelled"
+
+
+def test_cancel_a_retry_waiting_task(ops: Ops) -> None:
+    iid = new_id()
+    ops.enqueue(row(iid))
+    [t] = ops.lease("w1")
+    assert ops.fail("w1", t, frac=0.5) == "retry_wait"
+    assert ops.b.cancel(iid) == "cancelled"
+    assert ops.r.zcard(ops.k.timers(0)) == 0
+
+
+@pytest.mark.parametrize("outcome", ["cancelled", "failed", "timed_out"])
+def test_cancel_running_work(ops: Ops, outcome: str) -> None:
+    iid = new_id()
+    ops.enqueue(row(iid, max_attempts=5))
+    [t] = ops.lease("w1")
+    ops.start("w1", [t])
+    assert ops.b.cancel(iid) == "cancel_requested"
+    # the lease (and its cap slot) holds until the worker reports
+    assert ops.info(iid)["state"] == "running"
+    assert ops.r.zscore(ops.k.tleases(0, "acme"), iid) is not None
+    assert ops.heartbeat("w1", [t]) == ([], [iid])
+    assert ops.fail("w1", t, outcome=outcome, retryable=True, frac=0.0) == "cancelled"
+    info = ops.info(iid)
+    assert (info["state"], info["loc"]) == ("cancelled", "")
+    assert _outcomes(info) == {1: outcome}
+    assert ops.r.zscore(ops.k.tleases(0, "acme"), iid) is None
+    assert ops.r.zscore(ops.k.leases(0), iid) is None
+    ops.now += 100_000
+    assert ops.promote()[0] == 0
+    assert ops.lease("w1") == []
+
+
+def test_cancelled_lease_that_expires_is_not_retried(ops: Ops) -> None:
+    iid = new_id()
+    ops.enqueue(row(iid, max_attempts=5))
+    ops.lease("w1", ttl=100)
+    assert ops.b.cancel(iid) == "cancel_requested"
+    ops.now += 100
+    assert ops.reap(frac=0.0)[0] == 1
+    info = ops.info(iid)
+    assert info["state"] == "cancelled"
+    assert ops.lease("w1") == []
+
+
+def test_cancel_dead_work_removes_the_dlq_entry(ops: Ops) -> None:
+    iid = new_id()
+    ops.enqueue(row(iid))
+    [t] = ops.lease("w1")
+    ops.fail("w1", t, retryable=False)
+    assert ops.b.cancel(iid) == "cancelled"
+    assert ops.r.xlen(ops.k.dlq(0, "acme")) == 0
+    assert ops.b.dlq_replay([iid]) == 0
+
+
+def test_cancel_finished_or_unknown_work(ops: Ops) -> None:
+    iid = new_id()
+    ops.enqueue(row(iid))
+    [t] = ops.lease("w1")
+    ops.complete("w1", [t])
+    assert ops.b.cancel(iid) == "succeeded"
+    assert ops.info(iid)["state"] == "succeeded"
+    with pytest.raises(NotFound):
+        ops.b.cancel(new_id())
+
+
+# -- promote and release ---------------------------------------------------------
+
+
+def test_promote_moves_only_due_timers(ops: Ops) -> None:
+    soon, later = new_id(), new_id()
+    ops.enqueue(row(soon, delay=1000), row(later, delay=5000))
+    assert ops.lease("w1") == []
+    ops.now += 999
+    assert ops.promote() == [0, T0 + 1000]
+    ops.now += 1
+    assert ops.promote() == [1, T0 + 5000]
+    info = ops.info(soon)
+    assert info["state"] == "ready"
+    assert info["due"] == ""
+    assert ops.r.xrange(ops.k.q(0, "default", "acme", "normal"))[0][0].decode() == info["loc"][2:]
+    assert ops.info(later)["state"] == "scheduled"
+    assert ops.r.lpop(ops.k.wake(0, "default")) == b"1"  # idle workers are woken
+    assert [t.iid for t in ops.lease("w1", n=5)] == [soon]
+    ops.now += 4000
+    assert ops.promote() == [1, -1]
+    assert [t.iid for t in ops.lease("w1", n=5)] == [later]
+
+
+def test_release_hands_back_without_using_the_budget(ops: Ops) -> None:
+    iid = new_id()
+    ops.enqueue(row(iid, max_attempts=2))
+    for attempt in (1, 2, 3):
+        [t] = ops.lease("w1")
+        assert t.attempt == attempt
+        ops.start("w1", [t])
+        assert ops.release("w1", [t]) == 1
+        info = ops.info(iid)
+        assert info["state"] == "ready"  # at once, no timer
+        assert ops.r.zcard(ops.k.timers(0)) == 0
+        assert ops.r.zscore(ops.k.leases(0), iid) is None
+        assert _outcomes(info)[attempt] == "lost"
+        assert ops.release("w1", [t]) == 0  # stale now
+    # three hand-backs later the whole budget of 2 is still there
+    [t] = ops.lease("w1")
+    assert ops.fail("w1", t, frac=0.5) == "retry_wait"
+    assert int(ops.info(iid)["due"]) == ops.now + 500  # backoff of the 1st counted failure
+    ops.now += 500
+    ops.promote()
+    [t] = ops.lease("w1")
+    assert ops.fail("w1", t) == "dead"
+
+
+def test_reaped_lease_past_the_task_timeout_ends_timed_out(ops: Ops) -> None:
+    slow, quick = new_id(), new_id()
+    slow_row, quick_row = row(slow), row(quick, tenant="globex")
+    slow_row[7] = 1000  # timeout_ms
+    quick_row[7] = 60_000
+    ops.enqueue(slow_row, quick_row)
+    toks = ops.lease("w1", n=2, ttl=1500)
+    ops.now += 200
+    ops.start("w1", toks)
+    ops.now += 1300
+    assert ops.reap()[0] == 2
+    assert _outcomes(ops.info(slow)) == {1: "timed_out"}
+    assert "timeout" in ops.info(slow)["error"]
+    assert _outcomes(ops.info(quick)) == {1: "lost"}
+
+
+def test_reaper_resyncs_a_lagging_index_entry_instead_of_dropping_the_lease(ops: Ops) -> None:
+    iid, gone = new_id(), new_id()
+    ops.enqueue(row(iid), row(gone))
+    [_live, tg] = ops.lease("w1", n=2, ttl=1000)
+    ops.complete("w1", [tg])
+    # damage the index: one entry lags its live lease, one points at an ended task
+    ops.r.zadd(ops.k.leases(0), {iid: T0, gone: T0})
+    ops.r.zadd(ops.k.tleases(0, "acme"), {gone: T0})
+    ops.now += 10
+    assert ops.reap() == [0, T0 + 1000]
+    assert ops.r.zscore(ops.k.leases(0), iid) == T0 + 1000
+    assert ops.r.zscore(ops.k.leases(0), gone) is None
+    assert ops.r.zscore(ops.k.tleases(0, "acme"), gone) is None
+    assert ops.info(iid)["state"] == "leased"
+    ops.now = T0 + 1000
+    assert ops.reap()[0] == 1  # and it is still reaped when its own deadline passes
+    assert ops.info(iid)["state"] == "retry_wait"

@@ -1,0 +1,495 @@
+"""The lease protocol on a real Redis: fencing, attempt history, heartbeats, dispatch order.
+
+Scripts are called with an explicit ``now`` (DESIGN invariant 8 allows it in
+tests) so deadlines and delays are exact and nothing sleeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import redis
+
+from redcron.broker import Broker
+from redcron.clock import ulid
+from redcron.config import Settings
+
+T0 = 1_700_000_000_000
+
+
+@dataclass(frozen=True)
+class Tok:
+    iid: str
+    epoch: str
+    attempt: int
+    worker: str
+
+
+def new_id(shard: int = 0) -> str:
+    return f"{shard}-{ulid()}"
+
+
+def row(
+    iid: str,
+    *,
+    tenant: str = "acme",
+    queue: str = "default",
+    prio: str = "normal",
+    max_attempts: int = 3,
+    base: int = 1000,
+    cap: int = 60_000,
+    delay: int = 0,
+) -> list[Any]:
+    return [
+        iid,
+        "job",
+        "python",
+        b"\x90",
+        queue,
+        tenant,
+        prio,
+        0,
+        max_attempts,
+        base,
+        cap,
+        delay,
+        3600,
+    ]
+
+
+class Ops:
+    """Script calls on one shard with an explicit, test-controlled ``now``."""
+
+    def __init__(self, broker: Broker, shard: int = 0) -> None:
+        self.b = broker
+        self.r = broker.client
+        self.shard = shard
+        self.k = broker.keys
+        self.kp = [broker.keys.shard(shard)]
+        self.now = T0
+
+    def run(self, name: str, args: list[Any]) -> Any:
+        return self.b.scripts.run(name, self.kp, args)
+
+    def enqueue(self, *rows: list[Any]) -> int:
+        return int(self.run("enqueue", [self.now, 13, *(v for r in rows for v in r)]))
+
+    def lease(
+        self,
+        worker: str = "w1",
+        n: int = 1,
+        ttl: int = 1000,
+        queues: Sequence[str] = ("default",),
+        tenants: Sequence[str] = (),
+    ) -> list[Tok]:
+        raw = self.run("lease", [worker, n, ttl, self.now, ",".join(tenants), *queues])
+        return [Tok(x[0].decode(), str(x[1]), int(x[2]), worker) for x in raw]
+
+    @staticmethod
+    def _pairs(toks: Sequence[Tok]) -> list[str]:
+        return [v for t in toks for v in (t.iid, t.epoch)]
+
+    def start(self, worker: str, toks: Sequence[Tok]) -> int:
+        return int(self.run("start", [worker, self.now, *self._pairs(toks)]))
+
+    def heartbeat(
+        self, worker: str, toks: Sequence[Tok], ttl: int = 1000
+    ) -> tuple[list[str], list[str]]:
+        lost, revoked = self.run("heartbeat", [worker, ttl, self.now, *self._pairs(toks)])
+        return [x.decode() for x in lost], [x.decode() for x in revoked]
+
+    def complete(self, worker: str, toks: Sequence[Tok]) -> list[int]:
+        args: list[Any] = [worker, self.now]
+        for t in toks:
+            args += [t.iid, t.epoch, b"\xa2ok"]
+        return list(self.run("complete", args))
+
+    def fail(
+        self,
+        worker: str,
+        tok: Tok,
+        *,
+        outcome: str = "failed",
+        retryable: bool = True,
+        delay: int | str = "",
+        frac: float = 0.5,
+        error: str = "boom",
+    ) -> Any:
+        [res] = self.run(
+            "fail",
+            [
+                worker,
+                self.now,
+                tok.iid,
+                tok.epoch,
+                outcome,
+                error,
+                "1" if retryable else "0",
+                delay,
+                frac,
+                "",
+            ],
+        )
+        return res if res == 0 else res.decode()
+
+    def release(self, worker: str, toks: Sequence[Tok]) -> int:
+        return int(self.run("release", [worker, self.now, *self._pairs(toks)]))
+
+    def reap(self, frac: float = 0.5) -> list[int]:
+        return list(self.run("reap", [self.now, 500, frac]))
+
+    def promote(self) -> list[int]:
+        return list(self.run("promote", [self.now, 500]))
+
+    def info(self, iid: str) -> dict[str, str]:
+        raw = self.r.hgetall(self.k.ti(self.shard, iid))
+        return {k.decode(): v.decode("utf-8", "replace") for k, v in raw.items()}
+
+    def snapshot(self, iid: str, tenant: str = "acme") -> Any:
+        r, k, s = self.r, self.k, self.shard
+        return (
+            r.hgetall(k.ti(s, iid)),
+            r.zrange(k.leases(s), 0, -1, withscores=True),
+            r.zrange(k.tleases(s, tenant), 0, -1, withscores=True),
+            r.zrange(k.timers(s), 0, -1, withscores=True),
+            r.xrange(k.q(s, "default", tenant, "normal")),
+            r.xrange(k.dlq(s, tenant)),
+            r.hgetall(k.stats(s)),
+        )
+
+
+@pytest.fixture
+def broker(redis_url: str, key_prefix: str) -> Iterator[Broker]:
+    b = Broker(Settings(redis_url=redis_url, prefix=key_prefix.rstrip(":")))
+    b.ensure_meta()
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def ops(broker: Broker) -> Ops:
+    return Ops(broker)
+
+
+def _lease_again_after_reap(ops: Ops, iid: str, worker: str) -> tuple[Tok, Tok]:
+    [t1] = ops.lease("w1", ttl=500)
+    assert (t1.iid, t1.epoch, t1.attempt) == (iid, "1", 1)
+    assert ops.start("w1", [t1]) == 1
+    ops.now += 501
+    assert ops.reap(frac=0.0)[0] == 1  # frac 0: the retry is ready at once
+    assert ops.info(iid)["state"] == "ready"
+    [t2] = ops.lease(worker, ttl=500)
+    assert (t2.iid, t2.epoch, t2.attempt) == (iid, "2", 2)
+    return t1, t2
+
+
+@pytest.mark.parametrize("second_worker", ["w1", "w2"])
+def test_stale_token_is_rejected_and_changes_nothing(ops: Ops, second_worker: str) -> None:
+    iid = new_id()
+    ops.enqueue(row(iid))
+    t1, t2 = _lease_again_after_reap(ops, iid, second_worker)
+    before = ops.snapshot(iid)
+
+    assert ops.complete("w1", [t1]) == [0]
+    assert ops.snapshot(iid) == before
+    assert ops.fail("w1", t1) == 0
+    assert ops.fail("w1", t1, retryable=False) == 0
+    assert ops.snapshot(iid) == before
+    assert ops.heartbeat("w1", [t1], ttl=60_000) == ([iid], [])
+    assert ops.snapshot(iid) == before
+    assert ops.start("w1", [t1]) == 0
+    assert ops.release("w1", [t1]) == 0
+    assert ops.snapshot(iid) == before
+    # the epoch alone is not enough: the worker id is part of the token too
+    impostor = Tok(iid, t2.epoch, 2, "zombie")
+    assert ops.complete("zombie", [impostor]) == [0]
+    assert ops.heartbeat("zombie", [impostor]) == ([iid], [])
+    assert ops.snapshot(iid) == before
+
+    # through the broker's own methods (server time) as well
+    assert ops.b.complete(0, "w1", [(t1.iid, t1.epoch, b"\xc0")]) == [False]
+    assert ops.b.heartbeat(0, "w1", 1000, [(t1.iid, t1.epoch)]) == ([iid], [])
+    assert ops.b.start(0, "w1", [(t1.iid, t1.epoch)]) == 0
+    assert ops.snapshot(iid) == before
+
+    assert ops.complete(second_worker, [t2]) == [1]
+    info = ops.info(iid)
+    assert info["state"] == "succeeded"
+    assert info["a:1:outcome"] == "lost"
+    assert info["a:2:outcome"] == "succeeded"
+    # and once it ended, even the right token cannot end it again
+    after = ops.snapshot(iid)
+    assert ops.complete(second_worker, [t2]) == [0]
+    assert ops.fail(second_worker, t2) == 0
+    assert ops.snapshot(iid) == after
+
+
+def test_stale_token_in_a_batch_does_not_block_the_others(ops: Ops) -> None:
+    a, b = new_id(), new_id()
+    ops.enqueue(row(a), row(b))
+    [ta, tb] = ops.lease("w1", n=2)
+    assert ta.iid == a
+    stale = Tok(a, "7", 1, "w1")
+    assert ops.complete("w1", [stale, tb]) == [0, 1]
+    assert ops.info(a)["state"] == "leased"
+    assert ops.info(b)["state"] == "succeeded"
+
+
+def _outcomes(info: dict[str, str]) -> dict[int, str]:
+    return {
+        int(k.split(":")[1]): v
+        for k, v in info.items()
+        if k.startswith("a:") and k.endswith(":outcome")
+    }
+
+
+def test_attempt_history_records_each_attempt_once(ops: Ops) -> None:
+    iid = new_id()
+    ops.enqueue(row(iid))
+    [t1] = ops.lease("w1")
+    ops.start("w1", [t1])
+    assert ops.fail("w1", t1, error="first try broke") == "retry_wait"
+    info = ops.info(iid)
+    assert _outcomes(info) == {1: "failed"}
+    ops.now = int(info["due"])
+    assert ops.promote()[0] == 1
+    [t2] = ops.lease("w2")
+    assert t2.attempt == 2
+    assert ops.complete("w2", [t2]) == [1]
+    info = ops.info(iid)
+    assert _outcomes(info) == {1: "failed", 2: "succeeded"}
+    assert info["a:1:error"] == "first try broke"
+    assert info["a:1:worker"] == "w1"
+    assert info["a:2:worker"] == "w2"
+    assert int(info["a:1:leased"]) == T0
+    assert int(info["a:1:started"]) == T0
+    assert int(info["a:1:ended"]) == T0
+    assert int(info["a:2:ended"]) == ops.now
+    assert info["attempt"] == "2"
+    assert info["epoch"] == "2"
+    assert info["loc"] == ""
+    assert ops.r.ttl(ops.k.ti(0, iid)) > 0  # retention starts once terminal
+    tinfo = ops.b.task_info(iid)
+    assert [a["outcome"] for a in tinfo["attempts"]] == ["failed", "succeeded"]
+    assert [a["attempt"] for a in tinfo["attempts"]] == [1, 2]
+
+
+def test_reaped_lease_records_outcome_lost(ops: Ops) -> None:
+    iid = new_id()
+    ops.enqueue(row(iid))
+    [t1] = ops.lease("w1", ttl=500)
+    ops.now += 499
+    assert ops.reap()[0] == 0  # not yet
+    ops.now += 1
+    assert ops.reap(frac=0.5) == [1, -1]
+    info = ops.info(iid)
+    assert _outcomes(info) == {1: "lost"}
+    assert info["state"] == "retry_wait"
+    assert int(info["due"]) == ops.now + 500  # backoff 1000 * 0.5
+    assert ops.r.zscore(ops.k.leases(0), iid) is None
+    assert ops.r.zscore(ops.k.tleases(0, "acme"), iid) is None
+    assert ops.r.hget(ops.k.stats(0), "lease_expired") == b"1"
+    assert ops.heartbeat("w1", [t1]) == ([iid], [])
+
+
+def test_reaper_honours_each_leases_own_deadline(ops: Ops) -> None:
+    short, long_ = new_id(), new_id()
+    ops.enqueue(row(short), row(long_, tenant="globex"))
+    [ts] = ops.lease("w1", ttl=500, tenants=["acme"])
+    [tl] = ops.lease("w2", ttl=5000, tenants=["globex"])
+    ops.now += 1000
+    assert ops.reap() == [1, T0 + 5000]
+    assert ops.info(short)["state"] == "retry_wait"
+    assert ops.info(long_)["state"] == "leased"
+    assert ops.complete("w2", [tl]) == [1]
+    assert ops.complete("w1", [ts]) == [0]
+
+
+def test_heartbeat_moves_the_deadline(ops: Ops) -> None:
+    iid = new_id()
+    ops.enqueue(row(iid))
+    [t] = ops.lease("w1", ttl=500)
+    ops.now += 400
+    assert ops.heartbeat("w1", [t], ttl=500) == ([], [])
+    assert int(ops.info(iid)["deadline"]) == ops.now + 500
+    assert ops.r.zscore(ops.k.leases(0), iid) == ops.now + 500
+    assert ops.r.zscore(ops.k.tleases(0, "acme"), iid) == ops.now + 500
+    ops.now += 300  # past the first deadline, within the renewed one
+    assert ops.reap()[0] == 0
+    assert ops.complete("w1", [t]) == [1]
+
+
+def test_heartbeat_reports_a_revoked_lease_and_keeps_it(ops: Ops) -> None:
+    iid = new_id()
+    ops.enqueue(row(iid))
+    [t] = ops.lease("w1")
+    ops.start("w1", [t])
+    assert ops.b.cancel(iid) == "cancel_requested"
+    assert ops.heartbeat("w1", [t]) == ([], [iid])
+    assert ops.info(iid)["state"] == "running"
+    assert ops.r.zscore(ops.k.tleases(0, "acme"), iid) is not None
+
+
+def test_start_marks_running_only_with_the_token(ops: Ops) -> None:
+    iid = new_id()
+    ops.enqueue(row(iid))
+    [t] = ops.lease("w1")
+    assert ops.start("w2", [t]) == 0
+    assert ops.info(iid)["state"] == "leased"
+    assert ops.start("w1", [t]) == 1
+    assert ops.info(iid)["state"] == "running"
+    assert ops.start("w1", [t]) == 0  # already running
+
+
+def test_lease_records_the_lease_everywhere(ops: Ops) -> None:
+    iid = new_id()
+    ops.enqueue(row(iid))
+    eid = ops.info(iid)["loc"][2:]
+    [t] = ops.lease("w1", ttl=750)
+    assert (t.iid, t.epoch, t.attempt) == (iid, "1", 1)
+    info = ops.info(iid)
+    assert info["lease_entry"] == eid
+    assert (info["state"], info["loc"], info["worker"]) == ("leased", "lease", "w1")
+    assert int(info["deadline"]) == T0 + 750
+    assert ops.r.zscore(ops.k.leases(0), iid) == T0 + 750
+    assert ops.r.xlen(ops.k.q(0, "default", "acme", "normal")) == 0
+    assert ops.r.zcard(ops.k.ring(0, "default", "normal")) == 0
+    assert ops.lease("w2") == []
+
+
+def test_stream_entry_that_does_not_match_its_hash_is_discarded(ops: Ops) -> None:
+    done, ready = new_id(), new_id()
+    ops.enqueue(row(done))
+    [t] = ops.lease("w1")
+    ops.complete("w1", [t])
+    ops.enqueue(row(ready))
+    real_eid = ops.info(ready)["loc"][2:]
+    stream = ops.k.q(0, "default", "acme", "normal")
+    # leftovers of a crash: an entry for an ended task, and entries for a ready
+    # task that its hash does not point at (one served first, from the high class)
+    ops.r.xadd(stream, {"i": done})
+    ops.r.xadd(stream, {"i": ready})
+    ops.r.xadd(ops.k.q(0, "default", "acme", "high"), {"i": ready})
+    ops.r.zadd(ops.k.ring(0, "default", "high"), {"acme": 0})
+    got = ops.lease("w2", n=10)
+    assert [x.iid for x in got] == [ready]
+    assert ops.r.xlen(stream) == 0
+    assert ops.r.xlen(ops.k.q(0, "default", "acme", "high")) == 0
+    assert ops.info(done)["state"] == "succeeded"
+    info = ops.info(ready)
+    assert (info["epoch"], info["lease_entry"]) == ("1", real_eid)
+
+
+# -- dispatch order ---------------------------------------------------------
+
+
+def _fill(ops: Ops, tenants: Sequence[str], per_tenant: int, **kw: Any) -> dict[str, str]:
+    owner: dict[str, str] = {}
+    for tenant in tenants:
+        rows = [row(new_id(), tenant=tenant, **kw) for _ in range(per_tenant)]
+        ops.enqueue(*rows)
+        owner.update({r[0]: tenant for r in rows})
+    return owner
+
+
+def test_leasing_one_at_a_time_rotates_over_tenants(ops: Ops) -> None:
+    tenants = ["acme", "globex", "initech"]
+    owner = _fill(ops, tenants, 10)
+    order = []
+    for _ in range(30):
+        [t] = ops.lease("w1", n=1)
+        order.append(owner[t.iid])
+    for i in range(0, 30, 3):
+        assert sorted(order[i : i + 3]) == tenants, order
+    assert ops.lease("w1") == []
+    assert ops.r.zcard(ops.k.ring(0, "default", "normal")) == 0
+
+
+def test_a_batch_is_shared_fairly(ops: Ops) -> None:
+    owner = _fill(ops, ["acme", "globex", "initech"], 10)
+    got = ops.lease("w1", n=6)
+    counts: dict[str, int] = {}
+    for t in got:
+        counts[owner[t.iid]] = counts.get(owner[t.iid], 0) + 1
+    assert counts == {"acme": 2, "globex": 2, "initech": 2}
+
+
+def test_a_tenant_with_one_task_does_not_wait_behind_a_backlog(ops: Ops) -> None:
+    owner = _fill(ops, ["bulk"], 50)
+    owner.update(_fill(ops, ["small"], 1))
+    first_two = [owner[ops.lease("w1")[0].iid] for _ in range(2)]
+    assert sorted(first_two) == ["bulk", "small"]
+
+
+def test_high_priority_is_leased_before_older_normal_work(ops: Ops) -> None:
+    owner = _fill(ops, ["acme", "globex"], 5)
+    urgent = new_id()
+    ops.now += 1000
+    ops.enqueue(row(urgent, tenant="globex", prio="high"))
+    low = new_id()
+    ops.enqueue(row(low, tenant="acme", prio="low"))
+    [t] = ops.lease("w1")
+    assert t.iid == urgent
+    got = [t.iid for t in ops.lease("w1", n=20)]
+    assert len(got) == 11
+    assert set(got[:10]) == set(owner)
+    assert got[-1] == low
+
+
+def test_tenant_filter_only_leases_from_those_tenants(ops: Ops) -> None:
+    owner = _fill(ops, ["acme", "globex", "initech"], 4)
+    got = ops.lease("w1", n=20, tenants=["globex"])
+    assert len(got) == 4
+    assert {owner[t.iid] for t in got} == {"globex"}
+    got = ops.lease("w1", n=20, tenants=["acme", "nobody"])
+    assert {owner[t.iid] for t in got} == {"acme"}
+    assert len(got) == 4
+    # the others are still there for an unfiltered worker
+    assert {owner[t.iid] for t in ops.lease("w2", n=20)} == {"initech"}
+
+
+def test_a_worker_never_gets_another_queues_tasks(ops: Ops) -> None:
+    a = _fill(ops, ["acme", "globex"], 5, queue="alpha")
+    b = _fill(ops, ["acme", "globex"], 5, queue="beta")
+    got_a = ops.lease("wa", n=100, queues=["alpha"])
+    assert {t.iid for t in got_a} == set(a)
+    assert ops.lease("wa", n=100, queues=["alpha"]) == []
+    assert ops.lease("wa", n=100, queues=["gamma"]) == []
+    got_b = ops.lease("wb", n=100, queues=["alpha", "beta"])
+    assert {t.iid for t in got_b} == set(b)
+
+
+def test_broker_lease_returns_the_payload(broker: Broker, r: redis.Redis) -> None:
+    iid = new_id()
+    broker.enqueue(
+        [
+            [
+                iid,
+                "mod.fn",
+                "python",
+                b"\x92\x91\x01\x80",
+                "default",
+                "acme",
+                "normal",
+                2500,
+                3,
+                1000,
+                60_000,
+                0,
+                3600,
+            ]
+        ]
+    )
+    [lease] = broker.lease(0, "w1", 5, 10_000, ["default"])
+    assert lease.iid == iid
+    assert lease.epoch == "1"
+    assert lease.attempt == 1
+    assert lease.name == "mod.fn"
+    assert lease.kind == "python"
+    assert lease.args == b"\x92\x91\x01\x80"
+    assert lease.timeout_ms == 2500
+    assert lease.shard == 0
+    assert r.hget(broker.keys.ti(0, iid), "loc") == b"lease"

@@ -1,0 +1,410 @@
+"""Invariant 4, property-style: after any sequence of operations every instance is
+in exactly one place, and that place is the one its hash records.
+
+Also checks invariants 3 (a stale token never writes) and 5 (an attempt's
+recorded outcome never changes) along the way.  Scripts get an explicit ``now``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from redcron.broker import Broker
+from redcron.clock import ulid
+from redcron.config import Settings
+
+T0 = 1_700_000_000_000
+
+
+@dataclass(frozen=True)
+class Tok:
+    iid: str
+    epoch: str
+    attempt: int
+    worker: str
+
+
+def new_id(shard: int = 0) -> str:
+    return f"{shard}-{ulid()}"
+
+
+def row(
+    iid: str,
+    *,
+    tenant: str = "acme",
+    queue: str = "default",
+    prio: str = "normal",
+    max_attempts: int = 3,
+    base: int = 1000,
+    cap: int = 60_000,
+    delay: int = 0,
+) -> list[Any]:
+    return [
+        iid,
+        "job",
+        "python",
+        b"\x90",
+        queue,
+        tenant,
+        prio,
+        0,
+        max_attempts,
+        base,
+        cap,
+        delay,
+        3600,
+    ]
+
+
+class Ops:
+    """Script calls on one shard with an explicit, test-controlled ``now``."""
+
+    def __init__(self, broker: Broker, shard: int = 0) -> None:
+        self.b = broker
+        self.r = broker.client
+        self.shard = shard
+        self.k = broker.keys
+        self.kp = [broker.keys.shard(shard)]
+        self.now = T0
+
+    def run(self, name: str, args: list[Any]) -> Any:
+        return self.b.scripts.run(name, self.kp, args)
+
+    def enqueue(self, *rows: list[Any]) -> int:
+        return int(self.run("enqueue", [self.now, 13, *(v for r in rows for v in r)]))
+
+    def lease(
+        self,
+        worker: str = "w1",
+        n: int = 1,
+        ttl: int = 1000,
+        queues: Sequence[str] = ("default",),
+        tenants: Sequence[str] = (),
+    ) -> list[Tok]:
+        raw = self.run("lease", [worker, n, ttl, self.now, ",".join(tenants), *queues])
+        return [Tok(x[0].decode(), str(x[1]), int(x[2]), worker) for x in raw]
+
+    @staticmethod
+    def _pairs(toks: Sequence[Tok]) -> list[str]:
+        return [v for t in toks for v in (t.iid, t.epoch)]
+
+    def start(self, worker: str, toks: Sequence[Tok]) -> int:
+        return int(self.run("start", [worker, self.now, *self._pairs(toks)]))
+
+    def heartbeat(
+        self, worker: str, toks: Sequence[Tok], ttl: int = 1000
+    ) -> tuple[list[str], list[str]]:
+        lost, revoked = self.run("heartbeat", [worker, ttl, self.now, *self._pairs(toks)])
+        return [x.decode() for x in lost], [x.decode() for x in revoked]
+
+    def complete(self, worker: str, toks: Sequence[Tok]) -> list[int]:
+        args: list[Any] = [worker, self.now]
+        for t in toks:
+            args += [t.iid, t.epoch, b"\xa2ok"]
+        return list(self.run("complete", args))
+
+    def fail(
+        self,
+        worker: str,
+        tok: Tok,
+        *,
+        outcome: str = "failed",
+        retryable: bool = True,
+        delay: int | str = "",
+        frac: float = 0.5,
+        error: str = "boom",
+    ) -> Any:
+        [res] = self.run(
+            "fail",
+            [
+                worker,
+                self.now,
+                tok.iid,
+                tok.epoch,
+                outcome,
+                error,
+                "1" if retryable else "0",
+                delay,
+                frac,
+                "",
+            ],
+        )
+        return res if res == 0 else res.decode()
+
+    def release(self, worker: str, toks: Sequence[Tok]) -> int:
+        return int(self.run("release", [worker, self.now, *self._pairs(toks)]))
+
+    def reap(self, frac: float = 0.5) -> list[int]:
+        return list(self.run("reap", [self.now, 500, frac]))
+
+    def promote(self) -> list[int]:
+        return list(self.run("promote", [self.now, 500]))
+
+    def info(self, iid: str) -> dict[str, str]:
+        raw = self.r.hgetall(self.k.ti(self.shard, iid))
+        return {k.decode(): v.decode("utf-8", "replace") for k, v in raw.items()}
+
+    def snapshot(self, iid: str, tenant: str = "acme") -> Any:
+        r, k, s = self.r, self.k, self.shard
+        return (
+            r.hgetall(k.ti(s, iid)),
+            r.zrange(k.leases(s), 0, -1, withscores=True),
+            r.zrange(k.tleases(s, tenant), 0, -1, withscores=True),
+            r.zrange(k.timers(s), 0, -1, withscores=True),
+            r.xrange(k.q(s, "default", tenant, "normal")),
+            r.xrange(k.dlq(s, tenant)),
+            r.hgetall(k.stats(s)),
+        )
+
+
+TENANTS = ("acme", "globex", "initech")
+QUEUES = ("default", "gpu")
+PRIOS = ("high", "normal", "low")
+WORKERS = ("w0", "w1")
+STATES = {"ready", "scheduled", "retry_wait", "leased", "running", "dead", "succeeded", "cancelled"}
+
+
+class Model:
+    """What the test knows: ids, every token ever handed out, outcomes seen."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.tokens: list[Tok] = []
+        self.outcomes: dict[tuple[str, int], str] = {}
+
+
+def _d(x: bytes) -> str:
+    return x.decode()
+
+
+def check(ops: Ops, model: Model) -> None:
+    r, k, s = ops.r, ops.k, ops.shard
+    in_streams: dict[str, list[tuple[str, str]]] = {}
+    for q in QUEUES:
+        for t in TENANTS:
+            for p in PRIOS:
+                key = k.q(s, q, t, p)
+                for eid, fields in r.xrange(key):
+                    in_streams.setdefault(_d(fields[b"i"]), []).append((key, _d(eid)))
+    timers = {_d(m): int(sc) for m, sc in r.zrange(k.timers(s), 0, -1, withscores=True)}
+    leases = {_d(m): int(sc) for m, sc in r.zrange(k.leases(s), 0, -1, withscores=True)}
+    tleases: dict[str, tuple[str, int]] = {}
+    in_dlq: dict[str, list[str]] = {}
+    for t in TENANTS:
+        for m, sc in r.zrange(k.tleases(s, t), 0, -1, withscores=True):
+            assert _d(m) not in tleases, f"{_d(m)} in two tenant lease sets"
+            tleases[_d(m)] = (t, int(sc))
+        for eid, fields in r.xrange(k.dlq(s, t)):
+            in_dlq.setdefault(_d(fields[b"i"]), []).append(_d(eid))
+    known = set(model.ids)
+    for where in (in_streams, timers, leases, tleases, in_dlq):
+        assert set(where) <= known, f"unknown ids in {where}"
+
+    for iid in model.ids:
+        h = ops.info(iid)
+        state, loc = h["state"], h["loc"]
+        tenant, queue, prio = h["tenant"], h["queue"], h["prio"]
+        assert state in STATES, (iid, state)
+        places = []
+        if iid in in_streams:
+            places.append("stream")
+        if iid in timers:
+            places.append("timers")
+        if iid in leases or iid in tleases:
+            places.append("lease")
+        if iid in in_dlq:
+            places.append("dlq")
+        expected = {
+            "ready": ["stream"],
+            "scheduled": ["timers"],
+            "retry_wait": ["timers"],
+            "leased": ["lease"],
+            "running": ["lease"],
+            "dead": ["dlq"],
+            "succeeded": [],
+            "cancelled": [],
+        }[state]
+        assert places == expected, (iid, state, places, h)
+        if state == "ready":
+            assert in_streams.get(iid) == [(k.q(s, queue, tenant, prio), loc[2:])], (iid, h)
+            assert loc.startswith("q:")
+            # the tenant is on its ring, or this ready work would never be handed out
+            assert r.zscore(k.ring(s, queue, prio), tenant) is not None, (iid, h)
+        elif state in ("scheduled", "retry_wait"):
+            assert loc == "timer"
+            assert timers.get(iid) == int(h["due"]), (iid, h)
+        elif state in ("leased", "running"):
+            assert loc == "lease"
+            assert leases.get(iid) == int(h["deadline"]), (iid, h)
+            assert tleases.get(iid) == (tenant, int(h["deadline"])), (iid, h)
+        elif state == "dead":
+            assert in_dlq.get(iid) == [loc[4:]] and loc.startswith("dlq:"), (iid, h)
+        else:
+            assert loc == ""
+        # invariant 3/5 bookkeeping: one lease per attempt, every ended attempt recorded once
+        attempt = int(h["attempt"])
+        assert int(h["epoch"]) == attempt
+        for n in range(1, attempt + 1):
+            field = f"a:{n}:outcome"
+            if n == attempt and state in ("leased", "running"):
+                assert field not in h, (iid, h)
+                continue
+            assert field in h, (iid, n, h)
+            seen = model.outcomes.setdefault((iid, n), h[field])
+            assert seen == h[field], f"attempt {n} of {iid} ended twice"
+        assert all(int(f.split(":")[1]) <= attempt for f in h if f.startswith("a:")), h
+    # no tenant sits on a ring without ready work there (it would cost every lease a visit)
+    for q in QUEUES:
+        for p in PRIOS:
+            for t in r.zrange(k.ring(s, q, p), 0, -1):
+                assert r.xlen(k.q(s, q, _d(t), p)) > 0, (q, p, t)
+
+
+def _current(ops: Ops, tok: Tok) -> bool:
+    h = ops.info(tok.iid)
+    return (
+        h["state"] in ("leased", "running")
+        and h.get("worker") == tok.worker
+        and h["epoch"] == tok.epoch
+    )
+
+
+def apply(ops: Ops, model: Model, op: tuple[Any, ...]) -> None:
+    kind = op[0]
+    if kind == "enqueue":
+        _, ti, qi, pi, delay, max_attempts = op
+        iid = new_id()
+        model.ids.append(iid)
+        ops.enqueue(
+            row(
+                iid,
+                tenant=TENANTS[ti],
+                queue=QUEUES[qi],
+                prio=PRIOS[pi],
+                max_attempts=max_attempts,
+                base=200,
+                cap=800,
+                delay=delay,
+            )
+        )
+    elif kind == "lease":
+        _, wi, n, ttl, qmask, tfilter = op
+        queues = [q for i, q in enumerate(QUEUES) if qmask & (1 << i)] or ["default"]
+        tenants = [TENANTS[tfilter]] if tfilter is not None else []
+        model.tokens += ops.lease(WORKERS[wi], n=n, ttl=ttl, queues=queues, tenants=tenants)
+    elif kind == "tick":
+        ops.now += op[1]
+        ops.reap(frac=op[2])
+    elif kind == "promote":
+        ops.promote()
+    elif kind in ("cancel", "replay"):
+        if not model.ids:
+            return
+        if kind == "cancel":
+            ops.b.cancel(model.ids[op[1] % len(model.ids)])
+        else:
+            # mostly replay dead work (the interesting case), sometimes anything
+            dead = [i for i in model.ids if ops.info(i)["state"] == "dead"] or model.ids
+            ops.b.dlq_replay([dead[op[1] % len(dead)]])
+    else:
+        if not model.tokens:
+            return
+        tok = model.tokens[op[1] % len(model.tokens)]
+        valid = _current(ops, tok)
+        before = ops.r.hgetall(ops.k.ti(0, tok.iid))
+        if kind == "complete":
+            ok = ops.complete(tok.worker, [tok]) == [1]
+        elif kind == "fail":
+            _, _, outcome, retryable, delay, frac = op
+            ok = (
+                ops.fail(
+                    tok.worker, tok, outcome=outcome, retryable=retryable, delay=delay, frac=frac
+                )
+                != 0
+            )
+        elif kind == "heartbeat":
+            ok = ops.heartbeat(tok.worker, [tok], ttl=op[2])[0] == []
+        elif kind == "start":
+            ops.start(tok.worker, [tok])
+            ok = valid
+        else:
+            ok = ops.release(tok.worker, [tok]) == 1
+        assert ok == valid, (kind, tok)
+        if not valid:
+            assert ops.r.hgetall(ops.k.ti(0, tok.iid)) == before, f"stale {kind} wrote"
+
+
+idx = st.integers(min_value=0, max_value=50)
+frac = st.sampled_from([0.0, 0.3, 0.999])
+operation = st.one_of(
+    st.tuples(
+        st.just("lease"),
+        st.integers(0, 1),
+        st.integers(1, 4),
+        st.sampled_from([200, 1000]),
+        st.integers(0, 3),
+        st.one_of(st.none(), st.integers(0, 2)),
+    ),
+    st.tuples(
+        st.just("enqueue"),
+        st.integers(0, 2),
+        st.integers(0, 1),
+        st.integers(0, 2),
+        st.sampled_from([0, 0, 300]),
+        st.integers(1, 3),
+    ),
+    st.tuples(
+        st.just("lease"),
+        st.integers(0, 1),
+        st.integers(1, 4),
+        st.sampled_from([200, 1000]),
+        st.integers(0, 3),
+        st.one_of(st.none(), st.integers(0, 2)),
+    ),
+    st.tuples(st.just("complete"), idx),
+    st.tuples(
+        st.just("fail"),
+        idx,
+        st.sampled_from(["failed", "timed_out", "cancelled"]),
+        st.booleans(),
+        st.sampled_from(["", "", 0, 250]),
+        frac,
+    ),
+    st.tuples(st.just("heartbeat"), idx, st.sampled_from([200, 1000])),
+    st.tuples(st.just("start"), idx),
+    st.tuples(st.just("release"), idx),
+    st.tuples(st.just("cancel"), idx),
+    st.tuples(st.just("replay"), idx),
+    st.tuples(st.just("tick"), st.sampled_from([0, 150, 400, 1200]), frac),
+    st.tuples(st.just("promote")),
+)
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(st.lists(operation, min_size=10, max_size=50))
+def test_every_instance_is_in_exactly_one_place(
+    redis_url: str, key_prefix: str, ops_list: list[tuple[Any, ...]]
+) -> None:
+    # one sub-prefix per example, under the fixture's prefix so it is cleaned up
+    prefix = f"{key_prefix}{uuid.uuid4().hex[:6]}"
+    broker = Broker(Settings(redis_url=redis_url, prefix=prefix))
+    try:
+        ops = Ops(broker)
+        model = Model()
+        # a little ready and scheduled work in every example, so leases happen early
+        seed = [("enqueue", i % 3, i % 2, i % 3, 300 if i == 5 else 0, 1 + i % 3) for i in range(6)]
+        for op in [*seed, ("lease", 0, 2, 200, 3, None), *ops_list]:
+            apply(ops, model, op)
+            check(ops, model)
+    finally:
+        broker.close()

@@ -1,0 +1,226 @@
+"""Script loading and key placement: NOSCRIPT reloads, every key sits in its shard's slot."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from redis.crc import key_slot
+
+from redcron.broker import Broker, FailItem
+from redcron.broker.scripts import SCRIPT_NAMES, Scripts, full_source, source
+from redcron.clock import ulid
+from redcron.config import Settings
+from redcron.errors import Conflict, Rejected
+from redcron.keys import TEMPLATES, Keys, lua_key_functions, shard_of
+
+T0 = 1_700_000_000_000
+
+
+def row(iid: str, tenant: str = "acme", queue: str = "default", delay: int = 0) -> list[Any]:
+    return [iid, "t", "python", b"\x90", queue, tenant, "normal", 0, 2, 100, 1000, delay, 3600]
+
+
+@pytest.fixture
+def broker(redis_url: str, key_prefix: str) -> Iterator[Broker]:
+    b = Broker(Settings(redis_url=redis_url, prefix=key_prefix.rstrip(":"), shards=4))
+    b.ensure_meta()
+    yield b
+    b.close()
+
+
+def test_noscript_is_reloaded_transparently(broker: Broker, r: redis.Redis) -> None:
+    assert broker.enqueue([row(f"0-{ulid()}")]) == 1
+    sha = broker.scripts.script("enqueue").sha
+    assert r.script_exists(sha) == [True]
+    r.script_flush()
+    assert r.script_exists(sha) == [False]
+    assert broker.enqueue([row(f"0-{ulid()}")]) == 1
+    assert r.script_exists(sha) == [True]
+    # the pipelined path (several shards / > 256 rows) reloads too
+    r.script_flush()
+    rows = [row(f"0-{ulid()}") for _ in range(300)]
+    assert broker.enqueue(rows) == 300
+    r.script_flush()
+    assert len(broker.lease(0, "w1", 5, 10_000, ["default"])) == 5
+
+
+def test_every_script_loads_and_declares_its_interface(r: redis.Redis) -> None:
+    for name in SCRIPT_NAMES:
+        text = source(name)
+        assert "@include" not in text, name
+        header = text.split("]]", 1)[0]
+        assert header.startswith(f"--[[ {name}:"), name
+        assert "KEYS[1]" in header, name
+        assert "Returns" in header, name
+        # a script reads only KEYS[1]: every other key is built from it
+        assert set(re.findall(r"KEYS\[(\d+)\]", full_source(name))) == {"1"}, name
+        r.script_load(full_source(name))
+
+
+def test_lua_key_builders_match_python_keys(r: redis.Redis, key_prefix: str) -> None:
+    keys = Keys(key_prefix.rstrip(":"))
+    # one call per template, with awkward-but-valid parts
+    parts = {
+        kind: [f"{kind}-{i}.x_y" for i in range(len(names))]
+        for kind, (_t, names) in TEMPLATES.items()
+    }
+    parts["log"] = ["3-01ARYZ6S41TSV4RRFFQ69G5FAV", "12"]
+    calls = ", ".join(
+        f"key_{kind}({', '.join(repr(p).replace(chr(39), chr(34)) for p in args)})"
+        for kind, args in parts.items()
+    )
+    script = lua_key_functions() + f"return {{{calls}}}"
+    for shard in (0, 3, 17):
+        got = [x.decode() for x in r.eval(script, 1, keys.shard(shard))]
+        want = [keys.build(shard, kind, *args) for kind, args in parts.items()]
+        assert got == want
+    # numbers are formatted the same way as in Python (attempt counters)
+    got_num = r.eval(lua_key_functions() + "return key_log('x', 2)", 1, keys.shard(1))
+    assert got_num.decode() == keys.log(1, "x", 2)
+
+
+@pytest.mark.parametrize("prefix", ["rc", "t0:x", "prod.eu-1"])
+def test_every_key_of_a_shard_has_the_shards_slot(prefix: str) -> None:
+    keys = Keys(prefix)
+    for shard in (0, 1, 7, 255, 1023):
+        slot = key_slot(keys.shard(shard).encode())
+        for tenant in ("acme", "a-b.c_d", "x" * 64, "0"):
+            for queue in ("default", "gpu", "q.1"):
+                for kind, (_t, names) in TEMPLATES.items():
+                    values = {
+                        "iid": f"{shard}-{ulid()}",
+                        "tenant": tenant,
+                        "queue": queue,
+                        "klass": "high",
+                        "attempt": 3,
+                        "key": f"k:{tenant}",
+                        "name": "m",
+                    }
+                    key = keys.build(shard, kind, *(values[n] for n in names))
+                    assert key_slot(key.encode()) == slot, key
+
+
+def test_shards_use_distinct_tags() -> None:
+    keys = Keys("rc")
+    assert len({keys.shard(s) for s in range(64)}) == 64
+
+
+def _scan(r: redis.Redis, prefix: str) -> list[str]:
+    return sorted(k.decode() for k in r.scan_iter(match=f"{prefix}*", count=1000))
+
+
+def test_keys_written_by_the_protocol_stay_in_the_shards_slot(
+    broker: Broker, r: redis.Redis, key_prefix: str
+) -> None:
+    prefix = key_prefix.rstrip(":")
+    scripts: Scripts = broker.scripts
+    tenants = ["acme", "globex", "initech", "umbrella", "hooli"]
+    used_shards = set()
+    for tenant in tenants:
+        shard = shard_of(tenant, broker.shards)
+        used_shards.add(shard)
+        kp = [broker.keys.shard(shard)]
+        ids = [f"{shard}-{ulid()}" for _ in range(6)]
+        rows = [row(i, tenant=tenant) for i in ids[:5]] + [row(ids[5], tenant=tenant, delay=50)]
+        broker.enqueue(rows)
+        leases = broker.lease(shard, "w1", 4, 100, ["default"])
+        assert len(leases) == 4
+        a, b, c, _expired = leases
+        broker.start(shard, "w1", [(a.iid, a.epoch)])
+        broker.heartbeat(shard, "w1", 100, [(a.iid, a.epoch)])
+        broker.append_logs(shard, [(b.iid, b.attempt, ["line 1", "line 2"])])
+        broker.complete(shard, "w1", [(a.iid, a.epoch, b"\xc0")])
+        broker.fail(shard, "w1", [FailItem(b.iid, b.epoch, "failed", "boom", False)])
+        broker.release(shard, "w1", [(c.iid, c.epoch)])
+        scripts.run("reap", kp, [T0 * 2, 500, 0.5])  # d's lease expired
+        scripts.run("promote", kp, [T0 * 2, 500])
+        broker.cancel(ids[4])
+        broker.watch(ids[5])
+        broker.once(shard, f"{ids[0]}:email", 60)
+        broker.try_maintenance_lock(shard, "w1", 1.0)
+        broker.dlq_replay([b.iid])
+    assert len(used_shards) > 1
+    found = _scan(r, prefix + ":")
+    assert f"{prefix}:meta" in found
+    kinds = set()
+    for key in found:
+        if key == f"{prefix}:meta":
+            continue
+        m = re.match(re.escape(prefix) + r":\{s(\d+)\}:([a-z]+)", key)
+        assert m, key
+        kinds.add(m.group(2))
+        assert key_slot(key.encode()) == key_slot(broker.keys.shard(int(m.group(1))).encode())
+    assert {
+        "ti",
+        "q",
+        "ring",
+        "tenants",
+        "queues",
+        "stats",
+        "dlq",
+        "log",
+        "wake",
+        "once",
+        "lock",
+        "timers",
+    } <= kinds
+
+
+# -- enqueue: checks before writes -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("index", "value", "message"),
+    [
+        (6, "urgent", "priority"),
+        (11, "soon", "delay_ms"),
+        (11, -5, "delay_ms"),
+        (8, 0, "max_attempts"),
+        (9, "x", "retry_base_ms"),
+        (4, "", "queue"),
+    ],
+)
+def test_enqueue_rejects_a_malformed_row_and_writes_nothing(
+    broker: Broker, r: redis.Redis, key_prefix: str, index: int, value: Any, message: str
+) -> None:
+    good, bad = row(f"0-{ulid()}"), row(f"0-{ulid()}")
+    bad[index] = value
+    with pytest.raises(Rejected, match=message):
+        broker.enqueue([good, bad])
+    assert _scan(r, key_prefix) == [key_prefix + "meta"]
+
+
+def test_enqueue_rejects_a_wrong_field_count(broker: Broker) -> None:
+    with pytest.raises(Rejected, match="13 fields"):
+        broker.scripts.run("enqueue", [broker.keys.shard(0)], ["", 13, "0-x", "t"])
+
+
+def test_enqueue_refuses_an_existing_or_repeated_id(
+    broker: Broker, r: redis.Redis, key_prefix: str
+) -> None:
+    iid = f"0-{ulid()}"
+    with pytest.raises(Conflict):
+        broker.enqueue([row(iid), row(iid)])
+    assert _scan(r, key_prefix) == [key_prefix + "meta"]
+    broker.enqueue([row(iid)])
+    before = r.hgetall(broker.keys.ti(0, iid))
+    with pytest.raises(Conflict):
+        broker.enqueue([row(f"0-{ulid()}"), row(iid, tenant="acme")])
+    assert r.hgetall(broker.keys.ti(0, iid)) == before
+    assert r.xlen(broker.keys.q(0, "default", "acme", "normal")) == 1
+
+
+def test_enqueue_registers_tenants_and_queues(broker: Broker, r: redis.Redis) -> None:
+    broker.enqueue(
+        [
+            row(f"0-{ulid()}", tenant="acme"),
+            row(f"0-{ulid()}", queue="later", tenant="acme", delay=60_000),
+        ]
+    )
+    assert r.smembers(broker.keys.tenants(0)) == {b"acme"}
+    # a queue with only countdown work so far is listed too
+    assert r.smembers(broker.keys.queues(0)) == {b"default", b"later"}

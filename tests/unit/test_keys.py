@@ -1,0 +1,82 @@
+"""keys: one module builds every key; shard placement is stable across processes."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from redcron.keys import PRIORITIES, TEMPLATES, Keys, lua_key_functions, shard_of
+
+
+def test_shard_of_is_stable_crc32() -> None:
+    # Hard-coded: a tenant must land on the same shard in every process and
+    # release (crc32, not Python's salted hash()).
+    assert [shard_of(t, 16) for t in ("acme", "globex", "initech", "default")] == [14, 10, 0, 15]
+    assert [shard_of(t, 3) for t in ("acme", "globex", "initech", "default")] == [2, 1, 0, 1]
+    assert shard_of("anything", 1) == 0
+
+
+@given(st.text(max_size=64), st.integers(min_value=1, max_value=1024))
+def test_shard_of_is_in_range_and_deterministic(tenant: str, shards: int) -> None:
+    s = shard_of(tenant, shards)
+    assert 0 <= s < shards
+    assert s == shard_of(tenant, shards)
+
+
+def test_key_layout() -> None:
+    k = Keys("rc")
+    assert k.meta() == "rc:meta"
+    assert k.shard(3) == "rc:{s3}:"
+    assert k.ti(0, "0-ABC") == "rc:{s0}:ti:0-ABC"
+    assert k.q(1, "default", "acme", "high") == "rc:{s1}:q:default:acme:high"
+    assert k.ring(1, "default", "low") == "rc:{s1}:ring:default:low"
+    assert k.leases(2) == "rc:{s2}:leases"
+    assert k.tleases(2, "acme") == "rc:{s2}:tleases:acme"
+    assert k.timers(0) == "rc:{s0}:timers"
+    assert k.dlq(0, "acme") == "rc:{s0}:dlq:acme"
+    assert k.wake(0, "gpu") == "rc:{s0}:wake:gpu"
+    assert k.log(0, "0-ABC", 2) == "rc:{s0}:log:0-ABC:2"
+    assert k.done(0, "0-ABC") == "rc:{s0}:done:0-ABC"
+    assert k.once(0, "idem:x") == "rc:{s0}:once:idem:x"
+    assert k.tenants(0) == "rc:{s0}:tenants"
+    assert k.queues(0) == "rc:{s0}:queues"
+    assert k.stats(0) == "rc:{s0}:stats"
+    assert k.lock(0, "maintenance") == "rc:{s0}:lock:maintenance"
+    assert Keys("other").ti(0, "x") == "other:{s0}:ti:x"
+
+
+def test_every_template_has_a_method_and_shares_the_hash_tag() -> None:
+    k = Keys("rc")
+    for kind, (_template, names) in TEMPLATES.items():
+        method = getattr(k, kind)
+        key = method(5, *(f"v{i}" for i in range(len(names))))
+        assert key == k.build(5, kind, *(f"v{i}" for i in range(len(names))))
+        assert key.startswith("rc:{s5}:")
+        # exactly one hash tag, so the slot is that of "s5"
+        assert re.findall(r"\{[^}]*\}", key) == ["{s5}"]
+
+
+def test_build_checks_arity() -> None:
+    with pytest.raises(TypeError, match="ti"):
+        Keys().build(0, "ti")
+    with pytest.raises(TypeError):
+        Keys().build(0, "leases", "extra")
+    with pytest.raises(KeyError):
+        Keys().build(0, "nope")
+
+
+def test_lua_key_functions_cover_every_template() -> None:
+    src = lua_key_functions()
+    assert src.count("local function key_") == len(TEMPLATES)
+    for kind, (_template, names) in TEMPLATES.items():
+        assert f"local function key_{kind}({', '.join(names)})" in src
+    assert "local KP = KEYS[1]" in src
+    # no Python quoting leaks into Lua
+    assert "'" not in src
+
+
+def test_priorities_are_ordered_high_first() -> None:
+    assert PRIORITIES == ("high", "normal", "low")
