@@ -18,7 +18,7 @@ run: install
 	$(VENV)/bin/redcron up -A examples.tasks:app
 
 lint: install
-	$(VENV)/bin/ruff check src tests bench examples
+	$(VENV)/bin/ruff check src tests examples
 	$(VENV)/bin/mypy
 
 test: install lint

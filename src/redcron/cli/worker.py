@@ -25,6 +25,14 @@ from redcron.cli.common import (
     help="Tasks run at once.",
 )
 @click.option(
+    "--prefetch",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Leases held beyond -c, waiting for a slot (more throughput for short tasks; "
+    "held leases count as in flight).",
+)
+@click.option(
     "--pool",
     type=click.Choice(["threads", "processes"]),
     default="threads",
@@ -76,6 +84,7 @@ from redcron.cli.common import (
 def worker(
     app_path: str | None,
     concurrency: int,
+    prefetch: int,
     pool: str,
     queues: str,
     tenants: str | None,
@@ -104,5 +113,6 @@ def worker(
         allow_commands=allow_commands,
         grace=grace,
         app_path=app_path,
+        prefetch=prefetch,
     )
     w.run()
