@@ -73,13 +73,19 @@ class _CaptureHandler(logging.Handler):
 
 
 def install() -> None:
-    """Route stdout/stderr and root logging through the per-thread buffers (once)."""
+    """Route stdout/stderr and root logging through the per-thread buffers.
+
+    Idempotent; streams replaced since the last call (``redirect_stdout``,
+    test runners) are wrapped again.
+    """
     global _installed
     with _install_lock:
+        if not isinstance(sys.stdout, _StreamProxy):
+            sys.stdout = _StreamProxy(sys.stdout)
+        if not isinstance(sys.stderr, _StreamProxy):
+            sys.stderr = _StreamProxy(sys.stderr)
         if _installed:
             return
-        sys.stdout = _StreamProxy(sys.stdout)
-        sys.stderr = _StreamProxy(sys.stderr)
         handler = _CaptureHandler()
         handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
         logging.getLogger().addHandler(handler)

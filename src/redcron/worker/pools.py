@@ -88,9 +88,14 @@ class ThreadPool:
             self._jobs.put(None)
 
 
-def _child_main(app_path: str, conn: Connection) -> None:
-    """A process-pool child: its own session (so its group can be killed), runs tasks."""
+def _child_main(app_path: str, conn: Connection, log_level: int = logging.WARNING) -> None:
+    """A process-pool child: its own session (so its group can be killed), runs tasks.
+
+    A spawned child starts with a bare root logger: take the parent's level so
+    a task's ``logging.info`` is captured as it is in the threads pool.
+    """
     os.setsid()
+    logging.getLogger().setLevel(log_level)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
     from redcron.broker import Lease
     from redcron.loader import load_app
@@ -117,11 +122,22 @@ class _Child:
     def __init__(self, app_path: str) -> None:
         ctx = multiprocessing.get_context("spawn")
         self.conn, child_conn = ctx.Pipe()
-        self.proc = ctx.Process(target=_child_main, args=(app_path, child_conn), daemon=True)
+        self.proc = ctx.Process(
+            target=_child_main,
+            args=(app_path, child_conn, logging.getLogger().getEffectiveLevel()),
+            daemon=True,
+        )
         self.proc.start()
         child_conn.close()
+        self._killed = False
+        self._kill_lock = threading.Lock()
 
     def kill(self) -> None:
+        """Kill the child's process group; safe to call twice (slot thread and shutdown)."""
+        with self._kill_lock:
+            if self._killed:
+                return
+            self._killed = True
         pid = self.proc.pid
         if pid is not None:
             with contextlib.suppress(ProcessLookupError):

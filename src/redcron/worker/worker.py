@@ -435,7 +435,8 @@ class Worker:
                 if left <= 0:
                     break
                 self._lock.wait(min(left, 0.2))
-            left_over = [j for j in self._active.values()]
+            # finished attempts are the reporter's to send, not to hand back
+            left_over = [j for j in self._active.values() if not j.finished]
         if not left_over:
             self._reporter_done.set()
             return

@@ -1,0 +1,353 @@
+"""Workers as real processes, killed, stopped and signalled; Redis killed under them.
+
+Each test checks the invariants afterwards (shared/DESIGN.md): a lost lease is
+reaped and retried (4), a zombie's late result is rejected (3), every attempt
+ends exactly once with the right outcome (5), and runaway work is killed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from redcron import App
+
+ROOT = Path(__file__).resolve().parents[2]
+APPS = ROOT / "tests" / "apps"
+sys.path.insert(0, str(APPS))
+
+import chaos_app  # noqa: E402  (lives in tests/apps, put on sys.path just above)
+
+pytestmark = [pytest.mark.chaos, pytest.mark.slow]
+
+WORKER_CODE = """
+import json, logging, sys
+logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+import chaos_app
+from redcron.worker import Worker
+Worker(chaos_app.app, **json.loads(sys.argv[1])).run()
+"""
+
+
+def wait_for(pred: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
+    """Poll ``pred`` until it returns something truthy (generous deadline, short interval)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def outcomes(info: dict[str, Any]) -> list[str]:
+    return [a.get("outcome", "") for a in info["attempts"]]
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie counts as gone: it runs nothing)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    except OSError:  # no procfs: fall back to signal 0
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+class WorkerProc:
+    """One ``chaos_app`` worker subprocess, its output in a log file."""
+
+    def __init__(self, env: dict[str, str], log_path: Path, kwargs: dict[str, Any]) -> None:
+        self.log_path = log_path
+        self._out = log_path.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", WORKER_CODE, json.dumps(kwargs)],
+            env=env,
+            cwd=ROOT,
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def signal(self, sig: int) -> None:
+        os.kill(self.proc.pid, sig)
+
+    def sigkill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            # SIGCONT first: a stopped process would hold the SIGTERM; a second
+            # SIGTERM makes the worker hand its leases back without the grace wait.
+            for sig in (signal.SIGCONT, signal.SIGTERM, signal.SIGTERM):
+                try:
+                    self.signal(sig)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.1)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._out.close()
+
+
+@pytest.fixture
+def app(redis_url: str, key_prefix: str) -> Iterator[App]:
+    a = App(redis_url, prefix=key_prefix.rstrip(":"), min_lease_ttl=0.5)
+    chaos_app.register(a)
+    yield a
+    a.close()
+
+
+@pytest.fixture
+def spawn(redis_url: str, key_prefix: str, tmp_path: Path) -> Iterator[Callable[..., WorkerProc]]:
+    """Start worker subprocesses; every one is stopped (or killed) in teardown."""
+    workers: list[WorkerProc] = []
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REDCRON_")}
+    env.update(
+        PYTHONPATH=f"{ROOT / 'src'}{os.pathsep}{APPS}",
+        REDCRON_REDIS_URL=redis_url,
+        REDCRON_PREFIX=key_prefix.rstrip(":"),
+        REDCRON_MIN_LEASE_TTL="0.5",
+    )
+
+    def start(**kwargs: Any) -> WorkerProc:
+        kwargs.setdefault("concurrency", 1)
+        kwargs.setdefault("grace", 1.0)
+        w = WorkerProc(env, tmp_path / f"worker{len(workers)}.log", kwargs)
+        workers.append(w)
+        return w
+
+    yield start
+    for w in workers:
+        w.close()
+    for i, w in enumerate(workers):  # pytest shows this only when the test failed
+        print(f"----- worker{i} (pid {w.pid}, exit {w.proc.returncode}) -----\n{w.log()}")
+
+
+def attempts_seen(r: redis.Redis, app: App, iid: str) -> list[str]:
+    """``attempt:pid`` for every attempt of ``slow`` that started running."""
+    return [x.decode() for x in r.lrange(chaos_app.rec_key(app, "attempts", iid), 0, -1)]
+
+
+def assert_one_end_per_attempt(info: dict[str, Any]) -> None:
+    for a in info["attempts"]:
+        assert a.get("outcome") and a.get("ended"), a
+    assert int(info["attempt"]) == len(info["attempts"])
+
+
+# -- lost workers ---------------------------------------------------------------
+
+
+def test_sigkilled_worker_is_reaped_and_retried(
+    app: App, spawn: Callable[..., WorkerProc], r: redis.Redis
+) -> None:
+    a = spawn(lease_ttl=1.0)
+    h = app.enqueue("slow", 60)
+    wait_for(lambda: h.state == "running" and attempts_seen(r, app, h.id), "attempt 1 to run")
+    a.sigkill()
+
+    # A longer TTL keeps B's own lease safe from a slow heartbeat on a busy box.
+    b = spawn(lease_ttl=5.0)
+    assert h.result(timeout=30) == "attempt-2"
+    info = h.info()
+    assert info["state"] == "succeeded"
+    assert outcomes(info) == ["lost", "succeeded"]
+    assert "lease expired" in info["attempts"][0]["error"]
+    first, second = info["attempts"]
+    assert first["worker"] != second["worker"]
+    assert [x.split(":") for x in attempts_seen(r, app, h.id)] == [
+        ["1", str(a.pid)],
+        ["2", str(b.pid)],
+    ]
+    assert_one_end_per_attempt(info)
+    assert app.broker.stats().get("lease_expired", 0) >= 1
+
+
+def test_zombie_result_is_rejected(
+    app: App, spawn: Callable[..., WorkerProc], r: redis.Redis
+) -> None:
+    a = spawn(lease_ttl=1.0)
+    h = app.enqueue("slow", 3)  # attempt 1 sleeps 3 s, then returns "attempt-1"
+    wait_for(lambda: h.state == "running" and attempts_seen(r, app, h.id), "attempt 1 to run")
+    a.signal(signal.SIGSTOP)
+    try:
+        b = spawn(lease_ttl=5.0)
+        assert h.result(timeout=30) == "attempt-2"
+    finally:
+        a.signal(signal.SIGCONT)
+    # A wakes up, finishes attempt 1 late and reports it with its stale token.
+    wait_for(
+        lambda: "results rejected" in a.log() or h.result(timeout=1) != "attempt-2",
+        "the zombie to report attempt 1",
+    )
+    assert "results rejected" in a.log()
+    info = h.info()
+    assert info["state"] == "succeeded"
+    assert h.result(timeout=1) == "attempt-2"
+    assert outcomes(info) == ["lost", "succeeded"]
+    assert info["attempts"][1]["worker"] != info["attempts"][0]["worker"]
+    assert info["worker"] == info["attempts"][1]["worker"]
+    assert_one_end_per_attempt(info)
+    assert [x.split(":")[0] for x in attempts_seen(r, app, h.id)] == ["1", "2"]
+    assert a.proc.poll() is None and b.proc.poll() is None
+
+
+# -- runaway work is killed ----------------------------------------------------------
+
+
+def test_runaway_command_is_killed_at_timeout(
+    app: App, spawn: Callable[..., WorkerProc], tmp_path: Path
+) -> None:
+    spawn(concurrency=2, allow_commands=True, queues=["default", "commands"], lease_ttl=2.0)
+    pidfile = tmp_path / "cmd.pid"
+    h = app.enqueue_command(
+        ["sh", "-c", f"echo $$ > {pidfile}; exec sleep 30"], timeout=1, retries=0
+    )
+    pid = int(wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), "the command"))
+    t0 = time.monotonic()
+    wait_for(lambda: h.state == "dead", "the command to time out", timeout=30)
+    assert time.monotonic() - t0 < 15
+    info = h.info()
+    assert outcomes(info) == ["timed_out"]
+    assert "timeout" in info["error"]
+    wait_for(lambda: not alive(pid), f"sleep (pid {pid}) to be gone", timeout=10)
+    # the slot is free again
+    assert app.enqueue("echo", "after").result(timeout=30) == "after"
+
+
+def test_runaway_python_in_process_pool_is_killed_and_respawned(
+    app: App, spawn: Callable[..., WorkerProc], r: redis.Redis
+) -> None:
+    spawn(concurrency=1, pool="processes", app_path="chaos_app:app", lease_ttl=2.0)
+    h = app.enqueue("spin", _timeout=1)
+    pids = chaos_app.rec_key(app, "pids", h.id)
+    child = int(wait_for(lambda: r.lindex(pids, 0), "the spinning child"))
+    wait_for(lambda: h.state == "dead", "the spinning task to time out", timeout=30)
+    info = h.info()
+    assert outcomes(info) == ["timed_out"]
+    wait_for(lambda: not alive(child), f"child {child} to be killed", timeout=10)
+    # a fresh child serves the next task
+    fresh = app.enqueue("whoami").result(timeout=30)
+    assert isinstance(fresh, int) and fresh != child
+    assert r.llen(pids) == 1  # retries=0: never ran again
+
+
+# -- cancel of running work ---------------------------------------------------------
+
+
+def test_cancel_running_work_kills_it(
+    app: App, spawn: Callable[..., WorkerProc], r: redis.Redis, tmp_path: Path
+) -> None:
+    ttl = 1.2
+    spawn(
+        concurrency=2,
+        pool="processes",
+        app_path="chaos_app:app",
+        allow_commands=True,
+        queues=["default", "commands"],
+        lease_ttl=ttl,
+    )
+    py = app.enqueue("slow", 60, True)
+    pidfile = tmp_path / "cmd.pid"
+    cmd = app.enqueue_command(["sh", "-c", f"echo $$ > {pidfile}; exec sleep 30"], retries=3)
+    wait_for(lambda: py.state == "running" and attempts_seen(r, app, py.id), "the python task")
+    cmd_pid = int(wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), "command"))
+    wait_for(lambda: cmd.state == "running", "the command to be running")
+    child = int(attempts_seen(r, app, py.id)[0].split(":")[1])
+
+    t0 = time.monotonic()
+    assert py.cancel() == "cancel_requested"
+    assert cmd.cancel() == "cancel_requested"
+    wait_for(lambda: py.state == "cancelled" and cmd.state == "cancelled", "both to end")
+    # revoked at the next heartbeat (every TTL/6); the rest is slack for a busy box
+    assert time.monotonic() - t0 < ttl / 6 + 5
+    wait_for(lambda: not alive(child) and not alive(cmd_pid), "both processes to die", 10)
+    for h in (py, cmd):
+        info = h.info()
+        assert outcomes(info) == ["cancelled"], info
+        assert_one_end_per_attempt(info)
+    # never retried: the worker goes on serving other work, and they stay put
+    assert app.enqueue("echo", 1).result(timeout=30) == 1
+    assert py.info()["attempt"] == "1" and cmd.info()["attempt"] == "1"
+    assert len(attempts_seen(r, app, py.id)) == 1
+
+
+# -- graceful shutdown ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("pool", ["threads", "processes"])
+def test_sigterm_drains_then_hands_back(
+    app: App, spawn: Callable[..., WorkerProc], r: redis.Redis, pool: str
+) -> None:
+    grace = 2.0
+    w = spawn(concurrency=3, grace=grace, lease_ttl=2.0, pool=pool, app_path="chaos_app:app")
+    short = [app.enqueue("slow", 1.0, True) for _ in range(2)]
+    long = app.enqueue("slow", 30)
+    for h in [*short, long]:
+        wait_for(lambda h=h: h.state == "running" and attempts_seen(r, app, h.id), "all to run")
+
+    t0 = time.monotonic()
+    w.signal(signal.SIGTERM)
+    assert w.proc.wait(grace + 10) == 0
+    # grace, then the hand-back is one script call: no multi-second stall on the way out
+    assert time.monotonic() - t0 < grace + 4.5
+    for h in short:
+        info = h.info()
+        assert info["state"] == "succeeded", info
+        assert outcomes(info) == ["succeeded"]
+    info = long.info()
+    assert info["state"] == "ready"  # handed back, not waiting on a timer or dead
+    assert outcomes(info) == ["lost"]
+    assert "handed back" in info["attempts"][0]["error"]
+    assert info["budget"] == "1"  # the hand-back did not use up a retry
+
+    spawn(concurrency=1, lease_ttl=2.0)
+    assert long.result(timeout=30) == "attempt-2"
+    assert outcomes(long.info()) == ["lost", "succeeded"]
+
+
+# -- Redis dies under a worker ------------------------------------------------------------
+
+
+def test_worker_survives_redis_restart(
+    app: App, spawn: Callable[..., WorkerProc], redis_server: Any
+) -> None:
+    if not redis_server.can_restart:
+        pytest.skip("the test Redis is external: cannot kill it")
+    w = spawn(concurrency=2, lease_ttl=2.0)
+    assert app.enqueue("echo", "before").result(timeout=30) == "before"
+    app.close()  # no stale pooled connections on our side
+    redis_server.kill()
+    time.sleep(1.5)
+    assert w.proc.poll() is None
+    redis_server.start()
+    handles = [app.enqueue("echo", i) for i in range(5)]
+    assert [h.result(timeout=30) for h in handles] == list(range(5))
+    assert w.proc.poll() is None
+    assert "unavailable" in w.log() or "failed" in w.log()  # it did notice
