@@ -67,9 +67,20 @@ class Scripts:
         return self._scripts[name]
 
     def run(self, name: str, keys: list[str], args: list[Any], client: Any = None) -> Any:
-        """Run a script; Lua ``{err = "CODE msg"}`` becomes the matching exception."""
+        """Run a script; Lua ``{err = "CODE msg"}`` becomes the matching exception.
+
+        Direct ``EVALSHA`` with a reload on ``NOSCRIPT`` (pipelines go through
+        redis-py's ``Script``, which loads missing scripts before executing).
+        """
+        script = self._scripts[name]
         try:
-            return self._scripts[name](keys=keys, args=args, client=client or self._client)
+            if client is None:
+                try:
+                    return self._client.evalsha(script.sha, len(keys), *keys, *args)
+                except redis.exceptions.NoScriptError:
+                    script.sha = self._client.script_load(script.script)
+                    return self._client.evalsha(script.sha, len(keys), *keys, *args)
+            return script(keys=keys, args=args, client=client)
         except redis.ConnectionError as exc:
             raise ConnectionLost(str(exc)) from exc
         except redis.ResponseError as exc:

@@ -72,7 +72,11 @@ for i = 0, count - 1 do
     local rk = ring .. '\0' .. tenant
     if not rings_seen[rk] then
       rings_seen[rk] = true
-      ring_add(ring, tenant)
+      -- a tenant already on the ring was registered (tenants/queues sets) before
+      if not ring_add(ring, tenant) then
+        tenants_seen[tenant] = true
+        queues_seen[queue] = true
+      end
     end
     woken[queue] = (woken[queue] or 0) + 1
   end

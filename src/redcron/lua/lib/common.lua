@@ -15,12 +15,14 @@ local function err(code, msg)
 end
 
 -- Append a tenant at the tail of a rotation ring (no-op if already there).
+-- Returns true when the tenant was added.
 local function ring_add(ring, tenant)
-  if redis.call('ZSCORE', ring, tenant) then return end
+  if redis.call('ZSCORE', ring, tenant) then return false end
   local last = redis.call('ZRANGE', ring, -1, -1, 'WITHSCORES')
   local score = 0
   if last[2] then score = tonumber(last[2]) + 1 end
   redis.call('ZADD', ring, score, tenant)
+  return true
 end
 
 -- Wake up to n idle workers of a queue (bounded list: never grows past 16).
@@ -30,8 +32,7 @@ local function wake(queue, n)
   local wk = key_wake(queue)
   local tokens = {}
   for i = 1, n do tokens[i] = '1' end
-  redis.call('LPUSH', wk, unpack(tokens))
-  redis.call('LTRIM', wk, 0, 15)
+  if redis.call('LPUSH', wk, unpack(tokens)) > 16 then redis.call('LTRIM', wk, 0, 15) end
 end
 
 -- Put an instance on its tenant's ready stream and the tenant on the ring.
