@@ -44,6 +44,20 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "stats": ("stats", ()),
     # short maintenance locks (promote/reap at most once per interval)
     "lock": ("lock:{name}", ("name",)),
+    # a job: spec, trigger, version, policies, compiled DAG template
+    "job": ("job:{job_id}", ("job_id",)),
+    # one tenant's jobs: name -> job id
+    "jobs": ("jobs:{tenant}", ("tenant",)),
+    # job id -> next due time (ms); only fire, job update, pause and delete change it
+    "schedule": ("schedule", ()),
+    # a run: state, scheduled_for, trigger, counters, task names
+    "run": ("run:{run_id}", ("run_id",)),
+    # a job's run history: run id -> scheduled_for (ms)
+    "runs": ("runs:{job_id}", ("job_id",)),
+    # a job's runs that have not ended
+    "active": ("active:{job_id}", ("job_id",)),
+    # shard owner (beat): owner, epoch, expiry
+    "beat": ("beat", ()),
 }
 
 PRIORITIES: tuple[str, ...] = ("high", "normal", "low")
@@ -118,6 +132,27 @@ class Keys:
 
     def lock(self, shard: int, name: str) -> str:
         return self.build(shard, "lock", name)
+
+    def job(self, shard: int, job_id: str) -> str:
+        return self.build(shard, "job", job_id)
+
+    def jobs(self, shard: int, tenant: str) -> str:
+        return self.build(shard, "jobs", tenant)
+
+    def schedule(self, shard: int) -> str:
+        return self.build(shard, "schedule")
+
+    def run(self, shard: int, run_id: str) -> str:
+        return self.build(shard, "run", run_id)
+
+    def runs(self, shard: int, job_id: str) -> str:
+        return self.build(shard, "runs", job_id)
+
+    def active(self, shard: int, job_id: str) -> str:
+        return self.build(shard, "active", job_id)
+
+    def beat(self, shard: int) -> str:
+        return self.build(shard, "beat")
 
 
 def lua_key_functions() -> str:

@@ -99,6 +99,8 @@ def test_every_key_of_a_shard_has_the_shards_slot(prefix: str) -> None:
                         "attempt": 3,
                         "key": f"k:{tenant}",
                         "name": "m",
+                        "job_id": f"{shard}-{ulid()}",
+                        "run_id": f"{shard}-{ulid()}@1795000000000",
                     }
                     key = keys.build(shard, kind, *(values[n] for n in names))
                     assert key_slot(key.encode()) == slot, key

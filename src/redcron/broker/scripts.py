@@ -32,6 +32,13 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "cancel",
     "dlq_replay",
     "watch",
+    "fire",
+    "job_put",
+    "job_pause",
+    "job_delete",
+    "run_cancel",
+    "run_retry",
+    "beat_own",
 )
 
 _INCLUDE = re.compile(r"^-- @include (\S+)\s*$", re.MULTILINE)
@@ -43,8 +50,15 @@ def source(name: str) -> str:
     root = resources.files("redcron") / "lua"
     text = (root / f"{name}.lua").read_text()
 
+    seen: set[str] = set()
+
     def include(match: re.Match[str]) -> str:
-        return (root / match.group(1)).read_text()
+        # each lib once, nested includes resolved (common.lua pulls in runs.lua)
+        path = match.group(1)
+        if path in seen:
+            return ""
+        seen.add(path)
+        return _INCLUDE.sub(include, (root / path).read_text())
 
     return _INCLUDE.sub(include, text)
 

@@ -4,6 +4,7 @@
   ARGV[2] now_override_ms ("" = server TIME)
   ARGV[3..] triples: iid, epoch, result (msgpack)
   Returns: one entry per triple: 1 = recorded, 0 = lease lost (nothing written).
+  A task of a run makes its downstream ready once all their dependencies succeeded.
   Upholds: invariants 3 (a stale token writes nothing), 5 (one end per attempt). ]]
 -- @include lib/common.lua
 
@@ -15,7 +16,7 @@ for i = 3, #ARGV, 3 do
   local iid, epoch = ARGV[i], ARGV[i + 1]
   local ti = key_ti(iid)
   local f = redis.call('HMGET', ti, 'state', 'worker', 'epoch', 'attempt', 'tenant',
-    'result_ttl_s', 'waiters')
+    'result_ttl_s', 'waiters', 'run')
   if (f[1] == 'leased' or f[1] == 'running') and f[2] == worker and f[3] == epoch then
     -- the fast path of end_attempt(..., 'succeeded', ...): one HSET for everything
     local pre = 'a:' .. f[4] .. ':'
@@ -26,6 +27,7 @@ for i = 3, #ARGV, 3 do
     local ttl = tonumber(f[6] or '0')
     if ttl and ttl > 0 then redis.call('EXPIRE', ti, ttl) end
     if f[7] and f[7] ~= '0' then notify_done(ti, iid) end
+    if f[8] and f[8] ~= '' then on_end(ti, iid, 'succeeded', now) end
     out[#out + 1] = 1
   else
     out[#out + 1] = 0

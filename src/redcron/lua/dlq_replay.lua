@@ -1,9 +1,10 @@
 --[[ dlq_replay: take dead instances out of the DLQ and make them ready again
   with a fresh retry budget.
   KEYS[1] shard prefix
-  ARGV[1] now_override_ms (unused today; kept for the common ARGV shape)
+  ARGV[1] now_override_ms ("" = server TIME)
   ARGV[2..] iids
   Returns: one entry per iid: 1 = replayed, 0 = not dead (left alone).
+  A run's task is retried as by run_retry (its downstream reset, the run reopened).
   Upholds: invariant 4 (the DLQ entry is removed in the same step). ]]
 -- @include lib/common.lua
 
@@ -12,8 +13,13 @@ local woken = {}
 for i = 2, #ARGV do
   local iid = ARGV[i]
   local ti = key_ti(iid)
-  local f = redis.call('HMGET', ti, 'state', 'loc', 'queue', 'tenant', 'prio', 'attempt')
-  if f[1] == 'dead' then
+  local f = redis.call('HMGET', ti, 'state', 'loc', 'queue', 'tenant', 'prio', 'attempt', 'run',
+    'task')
+  if f[1] == 'dead' and f[7] and f[7] ~= '' then
+    -- a run's task: replay is the run's retry (downstream reset, run reopened)
+    retry_run_task(f[7], f[8], now_ms(ARGV[1]))
+    out[#out + 1] = 1
+  elseif f[1] == 'dead' then
     redis.call('XDEL', key_dlq(f[4]), string.sub(f[2], 5))
     redis.call('HSET', ti, 'budget', f[6], 'ended', '', 'cancel_requested', '')
     make_ready(ti, iid, f[3], f[4], f[5])

@@ -35,7 +35,7 @@ local function take(queue, tenant, prio, stream, n)
     local iid = e[2][2]
     local ti = key_ti(iid)
     local f = redis.call('HMGET', ti, 'state', 'loc', 'attempt', 'name', 'kind', 'args',
-      'timeout_ms', 'epoch')
+      'timeout_ms', 'epoch', 'run')
     if f[1] == 'ready' and f[2] == 'q:' .. eid then
       local epoch = tonumber(f[8]) + 1
       local attempt = tonumber(f[3]) + 1
@@ -45,6 +45,13 @@ local function take(queue, tenant, prio, stream, n)
         pre .. 'worker', worker, pre .. 'leased', now)
       redis.call('ZADD', LEASES, deadline, iid)
       redis.call('ZADD', tl, deadline, iid)
+      if f[9] and f[9] ~= '' then
+        -- the first lease of a run's task starts the run
+        local rk = key_run(f[9])
+        if redis.call('HGET', rk, 'state') == 'queued' then
+          redis.call('HSET', rk, 'state', 'running', 'started', now)
+        end
+      end
       out[#out + 1] = {iid, epoch, attempt, f[4], f[5], f[6], tonumber(f[7] or '0')}
     end
     -- an entry whose hash does not point back at it was left by a crash: dropped

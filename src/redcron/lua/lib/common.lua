@@ -56,11 +56,16 @@ local function notify_done(ti, iid)
   end
 end
 
+-- Called whenever an instance reaches a state its run counts as ended
+-- (succeeded, dead, cancelled); lib/runs.lua sets it to the DAG logic.
+local on_end = function(ti, iid, state, now) end
+
 local function make_terminal(ti, iid, state, now)
   redis.call('HSET', ti, 'state', state, 'loc', '', 'ended', now, 'deadline', '')
   local ttl = tonumber(redis.call('HGET', ti, 'result_ttl_s') or '0')
   if ttl and ttl > 0 then redis.call('EXPIRE', ti, ttl) end
   notify_done(ti, iid)
+  on_end(ti, iid, state, now)
 end
 
 -- Does (worker, epoch) still hold a valid lease on this instance?
@@ -135,5 +140,8 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
   redis.call('HSET', ti, 'state', 'dead', 'loc', 'dlq:' .. eid, 'ended', now)
   redis.call('HINCRBY', key_stats(), 'dead', 1)
   notify_done(ti, iid)
+  on_end(ti, iid, 'dead', now)
   return 'dead'
 end
+
+-- @include lib/runs.lua

@@ -1,0 +1,297 @@
+"""Jobs: a trigger plus a DAG of tasks, validated before anything is written.
+
+``Task`` describes one node (a registered Python task, a command, or a
+container); ``JobSpec`` a whole job.  :meth:`JobSpec.template` compiles the
+DAG into the plain rows ``fire.lua`` turns into task instances, so a run is
+created in one script call without Python in the loop.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from redcron import serde, validation
+from redcron.errors import ValidationError
+
+COMMAND_TASK = "redcron.command"
+CONTAINER_TASK = "redcron.container"
+CATCHUP_POLICIES = ("latest", "all", "none")
+OVERLAP_POLICIES = ("allow", "skip", "buffer_one", "cancel_previous")
+MAX_DAG_TASKS = 1_000
+
+
+@dataclass
+class Task:
+    """One task of a job's DAG.
+
+    Exactly one of ``ref`` (a registered task name), ``command`` (argv) or
+    ``image`` (a container image; ``command`` is then the container's
+    command) says what runs.
+    """
+
+    ref: str | None = None
+    args: list[Any] = field(default_factory=list)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    command: list[str] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    image: str | None = None
+    cpu: float | None = None
+    mem: str | None = None
+    depends_on: list[str] = field(default_factory=list)
+    timeout: float | None = None
+    retries: int | None = None
+    retry_base: float | None = None
+    retry_cap: float | None = None
+    priority: str | None = None
+    queue: str | None = None
+
+    @property
+    def kind(self) -> str:
+        if self.image is not None:
+            return "container"
+        if self.command is not None:
+            return "command"
+        return "python"
+
+    def validate(self, where: str) -> None:
+        chosen = [k for k in ("ref", "image") if getattr(self, k) is not None]
+        if self.command is not None and self.image is None:
+            chosen.append("command")
+        if len(chosen) != 1:
+            raise ValidationError(
+                where,
+                "give exactly one of a registered task name, command=[...] or image=... "
+                f"(got {', '.join(chosen) or 'none'})",
+            )
+        if self.command is not None and (
+            not isinstance(self.command, list | tuple)
+            or not self.command
+            or not all(isinstance(a, str) for a in self.command)
+        ):
+            raise ValidationError(f"{where}.command", "must be a non-empty list of strings")
+        if self.image is not None and (not isinstance(self.image, str) or not self.image):
+            raise ValidationError(f"{where}.image", "must be a non-empty image name")
+        if self.ref is not None and (not isinstance(self.ref, str) or not self.ref):
+            raise ValidationError(f"{where}.ref", "must be a registered task name")
+        if not isinstance(self.args, list | tuple):
+            raise ValidationError(f"{where}.args", "must be a list")
+        if not isinstance(self.kwargs, dict):
+            raise ValidationError(f"{where}.kwargs", "must be a mapping")
+        validation.timeout_ms(self.timeout, f"{where}.timeout")
+        if self.retries is not None:
+            validation.non_negative_int(self.retries, f"{where}.retries")
+        if self.priority is not None:
+            validation.priority(self.priority, f"{where}.priority")
+        if self.queue is not None:
+            validation.name(f"{where}.queue", self.queue)
+        if self.cpu is not None and (
+            isinstance(self.cpu, bool) or not isinstance(self.cpu, int | float) or self.cpu <= 0
+        ):
+            raise ValidationError(f"{where}.cpu", f"{self.cpu!r} must be a number of cpus > 0")
+
+
+@dataclass
+class JobSpec:
+    """A job: who owns it, when it fires, what runs, and its policies."""
+
+    name: str
+    tenant: str = "default"
+    tasks: dict[str, Task] = field(default_factory=dict)
+    cron: str | None = None
+    every: str | None = None
+    at: datetime | None = None
+    tz: str = "UTC"
+    catchup: str = "latest"
+    catchup_limit: int = 100
+    overlap: str = "skip"
+    jitter_s: float = 0.0
+    paused: bool = False
+    pause_after_failures: int = 0
+    keep_runs: int = 100
+    keep_days: float = 7.0
+
+    def validate(self) -> None:
+        """Raise ValidationError naming the first bad field; writes nothing."""
+        validation.name("name", self.name)
+        validation.name("tenant", self.tenant)
+        self.trigger()  # trigger fields: cron syntax, time zone, every, at
+        if self.catchup not in CATCHUP_POLICIES:
+            raise ValidationError("catchup", f"{self.catchup!r} is not one of {CATCHUP_POLICIES}")
+        if self.overlap not in OVERLAP_POLICIES:
+            raise ValidationError("overlap", f"{self.overlap!r} is not one of {OVERLAP_POLICIES}")
+        for fname in ("catchup_limit", "keep_runs"):
+            value = getattr(self, fname)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValidationError(fname, f"{value!r} must be a whole number >= 1")
+        validation.non_negative_int(self.pause_after_failures, "pause_after_failures")
+        for fname in ("jitter_s", "keep_days"):
+            value = getattr(self, fname)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise ValidationError(fname, f"{value!r} must be a number >= 0")
+        if not isinstance(self.tasks, Mapping) or not self.tasks:
+            raise ValidationError("tasks", "a job needs at least one task")
+        if len(self.tasks) > MAX_DAG_TASKS:
+            raise ValidationError("tasks", f"{len(self.tasks)} tasks; a DAG holds at most 1000")
+        for tname, task in self.tasks.items():
+            validation.name("tasks", tname)
+            if not isinstance(task, Task):
+                raise ValidationError(f"tasks.{tname}", "must be a Task(...)")
+            task.validate(f"tasks.{tname}")
+            for dep in task.depends_on:
+                if dep not in self.tasks:
+                    raise ValidationError(
+                        f"tasks.{tname}.depends_on",
+                        f"unknown task {dep!r}; tasks are {', '.join(self.tasks)}",
+                    )
+                if dep == tname:
+                    raise ValidationError(
+                        f"tasks.{tname}.depends_on", "a task cannot depend on itself"
+                    )
+        cycle = find_cycle({t: list(task.depends_on) for t, task in self.tasks.items()})
+        if cycle:
+            raise ValidationError("tasks", "dependency cycle: " + " -> ".join(cycle))
+
+    def trigger(self) -> Any:
+        from redcron.beat.schedule import make_trigger
+
+        return make_trigger(
+            cron=self.cron,
+            every=self.every,
+            at=self.at,
+            tz=self.tz,
+            job_key=f"{self.tenant}/{self.name}",
+        )
+
+    def template(self, defaults: Mapping[str, Any]) -> tuple[str, dict[str, bytes]]:
+        """Compile the DAG for ``fire.lua``.
+
+        Returns the template JSON (a list of task rows, roots marked) and
+        the msgpack args per task (kept out of JSON so bytes survive).
+        ``defaults`` holds retries, retry_base, retry_cap of the deployment.
+        """
+        down: dict[str, list[str]] = {t: [] for t in self.tasks}
+        for tname, task in self.tasks.items():
+            for dep in task.depends_on:
+                down[dep].append(tname)
+        rows = []
+        args: dict[str, bytes] = {}
+        for tname, task in self.tasks.items():
+            kind = task.kind
+            if kind == "python":
+                ref = task.ref or ""
+                payload: Any = [list(task.args), dict(task.kwargs)]
+            elif kind == "command":
+                ref = COMMAND_TASK
+                payload = {"argv": list(task.command or []), "env": task.env, "cwd": task.cwd}
+            else:
+                ref = CONTAINER_TASK
+                payload = {
+                    "image": task.image,
+                    "command": list(task.command or []),
+                    "env": task.env,
+                    "cpu": task.cpu,
+                    "mem": task.mem,
+                }
+            args[tname] = serde.dumps(payload, field=f"tasks.{tname}.args")
+            retries = defaults["retries"] if task.retries is None else task.retries
+            rows.append(
+                {
+                    "task": tname,
+                    "name": ref,
+                    "kind": kind,
+                    "queue": task.queue or ("default" if kind == "python" else "commands"),
+                    "prio": task.priority or "normal",
+                    "timeout_ms": validation.timeout_ms(task.timeout),
+                    "max_attempts": retries + 1,
+                    "retry_base_ms": int(
+                        1000
+                        * (defaults["retry_base"] if task.retry_base is None else task.retry_base)
+                    ),
+                    "retry_cap_ms": int(
+                        1000 * (defaults["retry_cap"] if task.retry_cap is None else task.retry_cap)
+                    ),
+                    "deps": list(task.depends_on),
+                    "down": down[tname],
+                }
+            )
+        return json.dumps(rows, separators=(",", ":")), args
+
+
+def find_cycle(deps: Mapping[str, list[str]]) -> list[str] | None:
+    """A dependency cycle as ``[a, b, ..., a]``, or None (iterative DFS, no recursion limit)."""
+    state: dict[str, int] = {}  # 1 = on the stack, 2 = done
+    for root in deps:
+        if state.get(root):
+            continue
+        stack: list[tuple[str, int]] = [(root, 0)]
+        path: list[str] = []
+        while stack:
+            node, i = stack.pop()
+            if i == 0:
+                state[node] = 1
+                path.append(node)
+            children = deps.get(node, [])
+            if i < len(children):
+                stack.append((node, i + 1))
+                child = children[i]
+                if state.get(child) == 1:
+                    return [*path[path.index(child):], child]
+                if not state.get(child):
+                    stack.append((child, 0))
+            else:
+                state[node] = 2
+                path.pop()
+    return None
+
+
+def spec_from_dict(data: Mapping[str, Any], *, where: str = "job") -> JobSpec:
+    """Build a JobSpec from plain data (YAML/JSON); unknown keys are errors."""
+    if not isinstance(data, Mapping):
+        raise ValidationError(where, "must be a mapping")
+    known = set(JobSpec.__dataclass_fields__)
+    unknown = set(data) - known
+    if unknown:
+        raise ValidationError(
+            f"{where}.{sorted(unknown)[0]}", f"unknown field; known: {', '.join(sorted(known))}"
+        )
+    if "name" not in data:
+        raise ValidationError(f"{where}.name", "missing")
+    raw_tasks = data.get("tasks") or {}
+    tasks: dict[str, Task] = {}
+    items: list[tuple[str, Any]]
+    if isinstance(raw_tasks, list):
+        items = []
+        for i, t in enumerate(raw_tasks):
+            if not isinstance(t, Mapping) or "name" not in t:
+                raise ValidationError(f"{where}.tasks[{i}]", "each task needs a name")
+            items.append((str(t["name"]), {k: v for k, v in t.items() if k != "name"}))
+    elif isinstance(raw_tasks, Mapping):
+        items = [(str(k), v) for k, v in raw_tasks.items()]
+    else:
+        raise ValidationError(f"{where}.tasks", "must be a mapping or a list")
+    task_fields = set(Task.__dataclass_fields__)
+    for tname, tdata in items:
+        if tname in tasks:
+            raise ValidationError(f"{where}.tasks", f"duplicate task name {tname!r}")
+        if isinstance(tdata, str):
+            tdata = {"ref": tdata}
+        if not isinstance(tdata, Mapping):
+            raise ValidationError(f"{where}.tasks.{tname}", "must be a mapping")
+        tdata = dict(tdata)
+        if "task" in tdata and "ref" not in tdata:
+            tdata["ref"] = tdata.pop("task")
+        bad = set(tdata) - task_fields
+        if bad:
+            raise ValidationError(
+                f"{where}.tasks.{tname}.{sorted(bad)[0]}",
+                f"unknown field; known: {', '.join(sorted(task_fields))}",
+            )
+        tasks[tname] = Task(**tdata)
+    fields = {k: v for k, v in data.items() if k != "tasks"}
+    spec = JobSpec(tasks=tasks, **fields)
+    return spec

@@ -1,0 +1,57 @@
+--[[ job_put: create or update a job (keyed by tenant + name).
+  KEYS[1] shard prefix
+  ARGV[1] tenant   ARGV[2] name   ARGV[3] job id to use if the job is new
+  ARGV[4] spec (JSON)   ARGV[5] template (JSON, see jobs.py)
+  ARGV[6] trigger signature (cron|every|at + tz): the schedule is kept when unchanged
+  ARGV[7] next nominal fire ms ("" = none)   ARGV[8] next due ms (nominal + jitter)
+  ARGV[9] overlap   ARGV[10] keep_runs   ARGV[11] keep_s   ARGV[12] pause_after_failures
+  ARGV[13] paused (1|0)   ARGV[14] now_override_ms
+  ARGV[15..] pairs: task name, msgpack args
+  Returns: {job_id, version, change} change = created | updated | unchanged
+  An identical spec is a no-op (the beat upserts declared jobs at every start and
+  must not reset a schedule that has fires due). ]]
+-- @include lib/common.lua
+
+local tenant, name, new_id, spec, template, sig = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5],
+  ARGV[6]
+local now = now_ms(ARGV[14])
+local idx = key_jobs(tenant)
+local job_id = redis.call('HGET', idx, name)
+local change = 'updated'
+if not job_id then
+  job_id = new_id
+  change = 'created'
+  if redis.call('EXISTS', key_job(job_id)) == 1 then
+    return err('CONFLICT', 'job id ' .. job_id .. ' already exists')
+  end
+end
+local jk = key_job(job_id)
+local old = redis.call('HMGET', jk, 'spec', 'trigger_sig', 'paused', 'version')
+if change == 'updated' and old[1] == spec then
+  return {job_id, tonumber(old[4]), 'unchanged'}
+end
+
+local version = redis.call('HINCRBY', jk, 'version', 1)
+if change == 'created' then
+  redis.call('HSET', idx, name, job_id)
+  redis.call('HSET', jk, 'id', job_id, 'tenant', tenant, 'name', name, 'created', now,
+    'consecutive_failures', 0)
+else
+  -- drop args of tasks that left the DAG
+  for _, field in ipairs(redis.call('HKEYS', jk)) do
+    if string.sub(field, 1, 5) == 'args:' then redis.call('HDEL', jk, field) end
+  end
+end
+redis.call('HSET', jk, 'spec', spec, 'template', template, 'trigger_sig', sig,
+  'overlap', ARGV[9], 'keep_runs', ARGV[10], 'keep_s', ARGV[11],
+  'pause_after_failures', ARGV[12], 'paused', ARGV[13], 'updated', now)
+for i = 15, #ARGV, 2 do redis.call('HSET', jk, 'args:' .. ARGV[i], ARGV[i + 1]) end
+local scheduled = redis.call('ZSCORE', key_schedule(), job_id)
+if ARGV[13] == '1' or ARGV[7] == '' then
+  redis.call('ZREM', key_schedule(), job_id)
+  redis.call('HSET', jk, 'next_fire', ARGV[7])
+elseif change == 'created' or old[2] ~= sig or not scheduled then
+  redis.call('ZADD', key_schedule(), ARGV[8], job_id)
+  redis.call('HSET', jk, 'next_fire', ARGV[7])
+end
+return {job_id, version, change}

@@ -1,0 +1,44 @@
+--[[ run_retry: retry failed tasks of a run (all of them when none are named):
+  each is ready again with a fresh retry budget, its downstream reset to
+  pending, and the run reopened.
+  KEYS[1] shard prefix
+  ARGV[1] run_id   ARGV[2] now_override_ms   ARGV[3..] task names
+  Returns: number of tasks retried.
+  Errors: NOTFOUND; CONFLICT when the run ended and its job's overlap policy
+  (not 'allow') forbids reopening it while another run is active. ]]
+-- @include lib/common.lua
+
+local run_id = ARGV[1]
+local now = now_ms(ARGV[2])
+local rk = key_run(run_id)
+local f = redis.call('HMGET', rk, 'state', 'tasks', 'job')
+if not f[1] then return err('NOTFOUND', 'no run ' .. run_id) end
+local names = {}
+for i = 3, #ARGV do names[#names + 1] = ARGV[i] end
+if #names == 0 then
+  for _, t in ipairs(split(f[2])) do
+    local st = redis.call('HGET', key_ti(run_id .. '/' .. t), 'state')
+    if st == 'dead' then names[#names + 1] = t end
+  end
+else
+  for _, t in ipairs(names) do
+    local st = redis.call('HGET', key_ti(run_id .. '/' .. t), 'state')
+    if not st then return err('NOTFOUND', 'run ' .. run_id .. ' has no task ' .. t) end
+    if st ~= 'dead' and st ~= 'cancelled' and st ~= 'upstream_failed' then
+      return err('CONFLICT', 'task ' .. t .. ' is ' .. st .. '; only failed tasks can be retried')
+    end
+  end
+end
+if #names == 0 then return 0 end
+if f[1] ~= 'queued' and f[1] ~= 'running' then
+  local overlap = redis.call('HGET', key_job(f[3]), 'overlap')
+  if overlap and overlap ~= 'allow' and redis.call('SCARD', key_active(f[3])) > 0 then
+    return err('CONFLICT', 'another run of this job is active and its overlap policy is '
+      .. overlap .. '; retry after it ends')
+  end
+end
+local n = 0
+for _, t in ipairs(names) do
+  if retry_run_task(run_id, t, now) then n = n + 1 end
+end
+return n
