@@ -16,12 +16,14 @@ from redcron.errors import (
     TaskTimeout,
     ValidationError,
 )
+from redcron.jobs import JobSpec, Task
 
 __all__ = [
     "App",
     "ConfigError",
     "Conflict",
     "Context",
+    "JobSpec",
     "LeaseLost",
     "NotFound",
     "Permanent",
@@ -29,6 +31,7 @@ __all__ = [
     "Rejected",
     "Retry",
     "Settings",
+    "Task",
     "TaskDef",
     "TaskFailed",
     "TaskHandle",

@@ -7,7 +7,8 @@ import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
 from redcron import serde, validation
 from redcron.broker import Broker
@@ -15,6 +16,7 @@ from redcron.broker.broker import shard_of_id
 from redcron.clock import ulid
 from redcron.config import Settings
 from redcron.errors import TaskFailed, TaskTimeout, ValidationError
+from redcron.jobs import JobSpec, Task
 from redcron.keys import shard_of
 
 P = ParamSpec("P")
@@ -22,6 +24,9 @@ R = TypeVar("R")
 
 TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled", "dead"})
 COMMAND_TASK = "redcron.command"
+
+if TYPE_CHECKING:
+    from redcron.broker.jobs import JobStore
 
 
 @dataclass(frozen=True)
@@ -68,8 +73,9 @@ class TaskDef(Generic[P, R]):
         for i, call in enumerate(calls):
             if not isinstance(call, list | tuple):
                 raise ValidationError(
-                    f"calls[{i}]", f"{call!r} is not a tuple of positional arguments; "
-                    "pass e.g. [(2, 3), (4, 5)] (use (x,) for one argument)"
+                    f"calls[{i}]",
+                    f"{call!r} is not a tuple of positional arguments; "
+                    "pass e.g. [(2, 3), (4, 5)] (use (x,) for one argument)",
                 )
             rows.append(
                 self.app._row(self.name, "python", [list(call), {}], self.options, dict(options))
@@ -140,6 +146,7 @@ class App:
     ) -> None:
         self.settings = settings or Settings.from_env(redis_url=redis_url, **overrides)
         self.tasks: dict[str, TaskDef[Any, Any]] = {}
+        self.declared_jobs: dict[tuple[str, str], JobSpec] = {}
         self._broker: Broker | None = None
         self._pid = os.getpid()
 
@@ -214,6 +221,105 @@ class App:
 
         return register(fn) if fn is not None else register
 
+    # -- jobs ---------------------------------------------------------------------
+
+    @property
+    def jobs(self) -> JobStore:
+        """Job and run operations (list, pause, trigger, runs, cancel, retry...)."""
+        from redcron.broker.jobs import JobStore
+
+        return JobStore(self.broker)
+
+    def job(
+        self,
+        name: str,
+        *,
+        tasks: dict[str, Task],
+        cron: str | None = None,
+        every: str | None = None,
+        at: datetime | None = None,
+        tz: str = "UTC",
+        tenant: str = "default",
+        **policies: Any,
+    ) -> dict[str, Any]:
+        """Create or update a job in Redis (keyed by tenant + name) and return it.
+
+        Validation (cron syntax, time zone, DAG cycles, unknown dependencies,
+        timeouts...) happens before anything is written.
+        """
+        spec = self._spec(name, tasks, cron, every, at, tz, tenant, policies)
+        result = self.jobs.put(spec)
+        return {**self.jobs.get_by_id(result["id"]), "change": result["change"]}
+
+    def cron(
+        self,
+        expr: str | None = None,
+        *,
+        every: str | None = None,
+        tenant: str = "default",
+        tz: str = "UTC",
+        name: str | None = None,
+        **policies: Any,
+    ) -> Callable[[Callable[P, R]], TaskDef[P, R]]:
+        """Declare a one-task job from a function (registered as a task too).
+
+        Nothing is written at import time: declared jobs are upserted by
+        ``redcron jobs apply``, ``redcron beat`` or ``redcron up`` (or
+        :meth:`apply_declared`).
+        """
+
+        def declare(fn: Callable[P, R]) -> TaskDef[P, R]:
+            td: TaskDef[P, R] = fn if isinstance(fn, TaskDef) else self.task(fn)
+            job_name = name or td.fn.__name__
+            spec = self._spec(
+                job_name, {job_name: Task(td.name)}, expr, every, None, tz, tenant, policies
+            )
+            spec.validate()
+            self.declared_jobs[(tenant, job_name)] = spec
+            return td
+
+        return declare
+
+    def apply_declared(self) -> list[dict[str, Any]]:
+        """Upsert every job declared with ``@app.cron``."""
+        return [self.jobs.put(spec) for spec in self.declared_jobs.values()]
+
+    @staticmethod
+    def _spec(
+        name: str,
+        tasks: dict[str, Task],
+        cron: str | None,
+        every: str | None,
+        at: datetime | None,
+        tz: str,
+        tenant: str,
+        policies: dict[str, Any],
+    ) -> JobSpec:
+        known = set(JobSpec.__dataclass_fields__) - {
+            "name",
+            "tasks",
+            "cron",
+            "every",
+            "at",
+            "tz",
+            "tenant",
+        }
+        unknown = set(policies) - known
+        if unknown:
+            raise ValidationError(
+                sorted(unknown)[0], f"unknown job option; known: {', '.join(sorted(known))}"
+            )
+        return JobSpec(
+            name=name,
+            tenant=tenant,
+            tasks=dict(tasks),
+            cron=cron,
+            every=every,
+            at=at,
+            tz=tz,
+            **policies,
+        )
+
     def enqueue(self, name: str, *args: Any, **kwargs: Any) -> TaskHandle:
         """Enqueue a registered task by name."""
         if name not in self.tasks:
@@ -270,6 +376,7 @@ class App:
                 sorted(unknown)[0],
                 f"unknown option; per-call options are {', '.join(sorted(known))}",
             )
+
         def pick(key: str, default: Any) -> Any:
             value = opts.get(key)
             return default if value is None else value

@@ -3,11 +3,12 @@
   ARGV[1] job_id
   ARGV[2] expected due score in the schedule ("" = not from the schedule: manual/API)
   ARGV[3] job version the caller computed with ("" = any)
-  ARGV[4] nominal fire time, ms (the run id is derived from it)
+  ARGV[4] nominal fire time, ms (the run id is derived from it; "" = now, manual runs)
   ARGV[5] next nominal fire time, ms ("" = none: the job leaves the schedule)
   ARGV[6] next due score, ms (next nominal + jitter)
   ARGV[7] owner epoch of the calling beat ("" = not a beat)
-  ARGV[8] trigger: cron | catchup | manual
+  ARGV[8] trigger: cron | catchup | manual, or skip (advance the schedule and count
+          the missed fires, create nothing: catch-up policy none)
   ARGV[9] now_override_ms ("" = server TIME)
   ARGV[10] missed fires skipped by the catch-up policy (counted)
   ARGV[11] run id
@@ -24,6 +25,7 @@ local job_id, expected, version = ARGV[1], ARGV[2], ARGV[3]
 local fire_ms, next_nominal, next_due = ARGV[4], ARGV[5], ARGV[6]
 local epoch, trigger, run_id = ARGV[7], ARGV[8], ARGV[11]
 local now = now_ms(ARGV[9])
+if fire_ms == '' then fire_ms = tostring(now) end
 local jk = key_job(job_id)
 
 -- checks before writes
@@ -57,6 +59,7 @@ if skipped > 0 then
   redis.call('HINCRBY', key_stats(), 'fires_skipped', skipped)
   redis.call('HINCRBY', jk, 'fires_skipped', skipped)
 end
+if trigger == 'skip' then return {'skipped_all', ''} end
 redis.call('HSET', jk, 'last_fire', fire_ms)
 redis.call('HINCRBY', key_stats(), 'fires', 1)
 

@@ -1,0 +1,250 @@
+"""Jobs and runs in Redis: upsert, list, pause/resume, delete, trigger; run
+history, cancel and retry.  Scripts do every write; this module validates,
+computes fire times in Python and reads."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import zlib
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from redcron.clock import ulid
+from redcron.errors import NotFound
+from redcron.jobs import JobSpec, spec_from_dict
+from redcron.keys import shard_of
+
+if TYPE_CHECKING:
+    from redcron.broker import Broker
+
+RUN_ACTIVE = ("queued", "running")
+
+
+def to_ms(dt: datetime) -> int:
+    return int(dt.timestamp() * 1000)
+
+
+def from_ms(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def jitter_ms(job_id: str, nominal_ms: int, jitter_s: float) -> int:
+    """Deterministic per (job, fire time): a restarted beat computes the same due time."""
+    span = int(jitter_s * 1000)
+    if span <= 0:
+        return 0
+    return zlib.crc32(f"{job_id}:{nominal_ms}".encode()) % (span + 1)
+
+
+def spec_json(spec: JobSpec) -> str:
+    def default(value: Any) -> Any:
+        if isinstance(value, datetime):
+            return value.isoformat()
+        raise TypeError(f"not JSON: {value!r}")
+
+    return json.dumps(dataclasses.asdict(spec), sort_keys=True, default=default)
+
+
+def spec_from_json(text: str) -> JobSpec:
+    data = json.loads(text)
+    if data.get("at"):
+        data["at"] = datetime.fromisoformat(data["at"])
+    return spec_from_dict(data)
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _decode(raw: dict[Any, Any]) -> dict[str, Any]:
+    return {_s(k): (v if _s(k).startswith("args:") else _s(v)) for k, v in raw.items()}
+
+
+class JobStore:
+    """Job and run operations of one broker."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.keys = broker.keys
+
+    # -- jobs -------------------------------------------------------------------
+
+    def put(self, spec: JobSpec, now: datetime | None = None) -> dict[str, Any]:
+        """Create or update a job (keyed by tenant + name); validates first.
+
+        Returns ``{"id", "version", "change"}``; change is created, updated or
+        unchanged (an identical spec writes nothing, so re-applying declared
+        jobs never resets a schedule with fires due).
+        """
+        from redcron.beat.schedule import next_fire
+
+        spec.validate()
+        trigger = spec.trigger()
+        settings = self.broker.settings
+        template, args = spec.template(
+            {
+                "retries": settings.max_retries,
+                "retry_base": settings.retry_base,
+                "retry_cap": settings.retry_cap,
+            }
+        )
+        shard = shard_of(spec.tenant, self.broker.shards)
+        new_id = f"{shard}-{ulid()}"
+        current = self.broker.client.hget(self.keys.jobs(shard, spec.tenant), spec.name)
+        job_id = _s(current) if current else new_id
+        now = now or self.server_now()
+        nominal = None if spec.paused else next_fire(trigger, now)
+        nominal_ms = "" if nominal is None else to_ms(nominal)
+        due_ms = (
+            ""
+            if nominal is None
+            else to_ms(nominal) + jitter_ms(job_id, to_ms(nominal), spec.jitter_s)
+        )
+        sig = json.dumps([spec.cron, spec.every, spec.at.isoformat() if spec.at else None, spec.tz])
+        argv: list[Any] = [
+            spec.tenant,
+            spec.name,
+            new_id,
+            spec_json(spec),
+            template,
+            sig,
+            nominal_ms,
+            due_ms,
+            spec.overlap,
+            spec.keep_runs,
+            int(spec.keep_days * 86_400),
+            spec.pause_after_failures,
+            "1" if spec.paused else "0",
+            "",
+        ]
+        for tname, blob in args.items():
+            argv += [tname, blob]
+        jid, version, change = self.broker._run("job_put", shard, argv)
+        return {"id": _s(jid), "version": int(version), "change": _s(change)}
+
+    def server_now(self) -> datetime:
+        sec, usec = self.broker.client.time()
+        return datetime.fromtimestamp(sec + usec / 1e6, tz=UTC)
+
+    def job_id(self, tenant: str, name: str) -> str:
+        shard = shard_of(tenant, self.broker.shards)
+        jid = self.broker.client.hget(self.keys.jobs(shard, tenant), name)
+        if not jid:
+            raise NotFound(f"no job {name!r} for tenant {tenant!r}")
+        return _s(jid)
+
+    def get(self, tenant: str, name: str) -> dict[str, Any]:
+        return self.get_by_id(self.job_id(tenant, name))
+
+    def get_by_id(self, job_id: str) -> dict[str, Any]:
+        from redcron.broker.broker import shard_of_id
+
+        shard = shard_of_id(job_id)
+        raw = self.broker.client.hgetall(self.keys.job(shard, job_id))
+        if not raw:
+            raise NotFound(f"no job {job_id}")
+        info = _decode(raw)
+        info = {k: v for k, v in info.items() if not k.startswith("args:")}
+        info["shard"] = shard
+        score = self.broker.client.zscore(self.keys.schedule(shard), job_id)
+        info["scheduled_due"] = None if score is None else int(score)
+        return info
+
+    def list_jobs(self, tenant: str | None = None) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for shard in range(self.broker.shards):
+            tenants = (
+                [tenant]
+                if tenant
+                else sorted(_s(t) for t in self.broker.client.smembers(self.keys.tenants(shard)))
+            )
+            for t in tenants:
+                if shard_of(t, self.broker.shards) != shard:
+                    continue
+                for _name, jid in sorted(
+                    self.broker.client.hgetall(self.keys.jobs(shard, t)).items()
+                ):
+                    out.append(self.get_by_id(_s(jid)))
+        return out
+
+    def pause(self, tenant: str, name: str) -> int:
+        job_id = self.job_id(tenant, name)
+        return int(self._run_job("job_pause", job_id, ["1", "", ""]))
+
+    def resume(self, tenant: str, name: str) -> int:
+        from redcron.beat.schedule import next_fire
+
+        job_id = self.job_id(tenant, name)
+        info = self.get_by_id(job_id)
+        spec = spec_from_json(info["spec"])
+        nominal = next_fire(spec.trigger(), self.server_now())
+        if nominal is None:
+            return int(self._run_job("job_pause", job_id, ["0", "", ""]))
+        nominal_ms = to_ms(nominal)
+        due = nominal_ms + jitter_ms(job_id, nominal_ms, spec.jitter_s)
+        return int(self._run_job("job_pause", job_id, ["0", nominal_ms, due]))
+
+    def delete(self, tenant: str, name: str) -> str:
+        shard = shard_of(tenant, self.broker.shards)
+        return _s(self.broker._run("job_delete", shard, [tenant, name]))
+
+    def trigger(self, tenant: str, name: str, params: dict[str, Any] | None = None) -> str:
+        """Start a manual run now; returns its id."""
+        job_id = self.job_id(tenant, name)
+        run_id = f"{job_id}@m{ulid()}"
+        _status, rid = self._run_job(
+            "fire",
+            job_id,
+            [job_id, "", "", "", "", "", "", "manual", "", 0, run_id, json.dumps(params or {})],
+        )
+        return _s(rid)
+
+    def _run_job(self, script: str, job_id: str, args: list[Any]) -> Any:
+        from redcron.broker.broker import shard_of_id
+
+        shard = shard_of_id(job_id)
+        if script == "job_pause":
+            args = [job_id, *args]
+        return self.broker._run(script, shard, args)
+
+    # -- runs ---------------------------------------------------------------------
+
+    def runs(self, job_id: str, limit: int = 50) -> list[dict[str, Any]]:
+        from redcron.broker.broker import shard_of_id
+
+        shard = shard_of_id(job_id)
+        ids = self.broker.client.zrevrange(self.keys.runs(shard, job_id), 0, limit - 1)
+        pipe = self.broker.client.pipeline(transaction=False)
+        for rid in ids:
+            pipe.hgetall(self.keys.run(shard, _s(rid)))
+        return [_decode(raw) for raw in pipe.execute() if raw]
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        """A run with its task instances (state, attempts) in DAG order."""
+        from redcron.broker.broker import shard_of_id
+
+        shard = shard_of_id(run_id)
+        raw = self.broker.client.hgetall(self.keys.run(shard, run_id))
+        if not raw:
+            raise NotFound(f"no run {run_id} (never existed, or expired after its retention)")
+        info = _decode(raw)
+        tasks = [t for t in info.get("tasks", "").split(",") if t]
+        info["instances"] = []
+        for t in tasks:
+            try:
+                info["instances"].append(self.broker.task_info(f"{run_id}/{t}"))
+            except NotFound:
+                info["instances"].append({"task": t, "state": "expired"})
+        return info
+
+    def cancel_run(self, run_id: str) -> tuple[str, int]:
+        from redcron.broker.broker import shard_of_id
+
+        state, running = self.broker._run("run_cancel", shard_of_id(run_id), [run_id, ""])
+        return _s(state), int(running)
+
+    def retry_run(self, run_id: str, tasks: list[str] | None = None) -> int:
+        from redcron.broker.broker import shard_of_id
+
+        return int(self.broker._run("run_retry", shard_of_id(run_id), [run_id, "", *(tasks or [])]))
