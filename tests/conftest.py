@@ -8,14 +8,21 @@ each gets its own key prefix, and its keys are deleted afterwards.
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Protocol
 
 import pytest
 import redis
 
 from redcron.embedded import EmbeddedRedis
+
+# Modules shared between test directories (there is no __init__.py in tests/), imported
+# by name: ``chaos_app`` in tests/apps, worker-process helpers in tests/helpers.
+_TESTS = Path(__file__).resolve().parent
+sys.path[:0] = [str(_TESTS / "apps"), str(_TESTS / "helpers")]
 
 
 class RedisServer(Protocol):

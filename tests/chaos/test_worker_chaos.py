@@ -7,52 +7,21 @@ ends exactly once with the right outcome (5), and runaway work is killed.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import chaos_app  # tests/apps and tests/helpers are put on sys.path by tests/conftest.py
 import pytest
 import redis
+from worker_procs import WorkerProc, chaos_app_client, outcomes, wait_for, worker_spawner
 
 from redcron import App
 
-ROOT = Path(__file__).resolve().parents[2]
-APPS = ROOT / "tests" / "apps"
-sys.path.insert(0, str(APPS))
-
-import chaos_app  # noqa: E402  (lives in tests/apps, put on sys.path just above)
-
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
-
-WORKER_CODE = """
-import json, logging, sys
-logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-import chaos_app
-from redcron.worker import Worker
-Worker(chaos_app.app, **json.loads(sys.argv[1])).run()
-"""
-
-
-def wait_for(pred: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    """Poll ``pred`` until it returns something truthy (generous deadline, short interval)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
-
-
-def outcomes(info: dict[str, Any]) -> list[str]:
-    return [a.get("outcome", "") for a in info["attempts"]]
 
 
 def alive(pid: int) -> bool:
@@ -70,84 +39,17 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
-class WorkerProc:
-    """One ``chaos_app`` worker subprocess, its output in a log file."""
-
-    def __init__(self, env: dict[str, str], log_path: Path, kwargs: dict[str, Any]) -> None:
-        self.log_path = log_path
-        self._out = log_path.open("wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", WORKER_CODE, json.dumps(kwargs)],
-            env=env,
-            cwd=ROOT,
-            stdout=self._out,
-            stderr=subprocess.STDOUT,
-        )
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def signal(self, sig: int) -> None:
-        os.kill(self.proc.pid, sig)
-
-    def sigkill(self) -> None:
-        self.proc.kill()
-        self.proc.wait(10)
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            # SIGCONT first: a stopped process would hold the SIGTERM; a second
-            # SIGTERM makes the worker hand its leases back without the grace wait.
-            for sig in (signal.SIGCONT, signal.SIGTERM, signal.SIGTERM):
-                try:
-                    self.signal(sig)
-                except ProcessLookupError:
-                    break
-                time.sleep(0.1)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._out.close()
-
-
 @pytest.fixture
 def app(redis_url: str, key_prefix: str) -> Iterator[App]:
-    a = App(redis_url, prefix=key_prefix.rstrip(":"), min_lease_ttl=0.5)
-    chaos_app.register(a)
-    yield a
-    a.close()
+    with chaos_app_client(redis_url, key_prefix) as a:
+        yield a
 
 
 @pytest.fixture
 def spawn(redis_url: str, key_prefix: str, tmp_path: Path) -> Iterator[Callable[..., WorkerProc]]:
     """Start worker subprocesses; every one is stopped (or killed) in teardown."""
-    workers: list[WorkerProc] = []
-    env = {k: v for k, v in os.environ.items() if not k.startswith("REDCRON_")}
-    env.update(
-        PYTHONPATH=f"{ROOT / 'src'}{os.pathsep}{APPS}",
-        REDCRON_REDIS_URL=redis_url,
-        REDCRON_PREFIX=key_prefix.rstrip(":"),
-        REDCRON_MIN_LEASE_TTL="0.5",
-    )
-
-    def start(**kwargs: Any) -> WorkerProc:
-        kwargs.setdefault("concurrency", 1)
-        kwargs.setdefault("grace", 1.0)
-        w = WorkerProc(env, tmp_path / f"worker{len(workers)}.log", kwargs)
-        workers.append(w)
-        return w
-
-    yield start
-    for w in workers:
-        w.close()
-    for i, w in enumerate(workers):  # pytest shows this only when the test failed
-        print(f"----- worker{i} (pid {w.pid}, exit {w.proc.returncode}) -----\n{w.log()}")
+    with worker_spawner(redis_url, key_prefix, tmp_path, concurrency=1, grace=1.0) as start:
+        yield start
 
 
 def attempts_seen(r: redis.Redis, app: App, iid: str) -> list[str]:

@@ -8,58 +8,25 @@ runs the worker as a subprocess, as ``redcron worker`` would.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import chaos_app  # tests/apps and tests/helpers are put on sys.path by tests/conftest.py
 import pytest
 import redis
+from worker_procs import WorkerProc, chaos_app_client, outcomes, wait_for, worker_spawner
 
 from redcron import App, TaskFailed
 from redcron.worker import Worker
 
-ROOT = Path(__file__).resolve().parents[2]
-APPS = ROOT / "tests" / "apps"
-sys.path.insert(0, str(APPS))
-
-import chaos_app  # noqa: E402  (lives in tests/apps, put on sys.path just above)
-
-WORKER_CODE = """
-import json, logging, sys
-logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-import chaos_app
-from redcron.worker import Worker
-Worker(chaos_app.app, **json.loads(sys.argv[1])).run()
-"""
-
-
-def wait_for(pred: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    """Poll ``pred`` until it returns something truthy (generous deadline, short interval)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
-
-
-def outcomes(info: dict[str, Any]) -> list[str]:
-    return [a.get("outcome", "") for a in info["attempts"]]
-
 
 @pytest.fixture
 def app(redis_url: str, key_prefix: str) -> Iterator[App]:
-    a = App(redis_url, prefix=key_prefix.rstrip(":"), min_lease_ttl=0.5)
-    chaos_app.register(a)
-    yield a
-    a.close()
+    with chaos_app_client(redis_url, key_prefix) as a:
+        yield a
 
 
 @pytest.fixture
@@ -87,48 +54,10 @@ def start_worker(app: App) -> Iterator[Callable[..., Worker]]:
 @pytest.fixture
 def spawn_worker(
     redis_url: str, key_prefix: str, tmp_path: Path
-) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
-    """Start worker subprocesses running ``chaos_app``; killed in teardown."""
-    procs: list[subprocess.Popen[bytes]] = []
-    files = []
-    env = {k: v for k, v in os.environ.items() if not k.startswith("REDCRON_")}
-    env.update(
-        PYTHONPATH=f"{ROOT / 'src'}{os.pathsep}{APPS}",
-        REDCRON_REDIS_URL=redis_url,
-        REDCRON_PREFIX=key_prefix.rstrip(":"),
-        REDCRON_MIN_LEASE_TTL="0.5",
-    )
-
-    def spawn(**kwargs: Any) -> subprocess.Popen[bytes]:
-        kwargs.setdefault("lease_ttl", 2.0)
-        kwargs.setdefault("grace", 1.0)
-        out = (tmp_path / f"worker{len(procs)}.log").open("wb")
-        files.append(out)
-        proc = subprocess.Popen(
-            [sys.executable, "-c", WORKER_CODE, json.dumps(kwargs)],
-            env=env,
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-        procs.append(proc)
-        return proc
-
-    yield spawn
-    for proc in procs:
-        if proc.poll() is None:
-            proc.terminate()
-    for proc in procs:
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    for f in files:
-        f.close()
-    for i, proc in enumerate(procs):  # pytest shows this only when the test failed
-        log = (tmp_path / f"worker{i}.log").read_text(errors="replace")
-        print(f"----- worker{i} (pid {proc.pid}, exit {proc.returncode}) -----\n{log}")
+) -> Iterator[Callable[..., WorkerProc]]:
+    """Start worker subprocesses running ``chaos_app``; stopped in teardown."""
+    with worker_spawner(redis_url, key_prefix, tmp_path, lease_ttl=2.0, grace=1.0) as start:
+        yield start
 
 
 # -- timeouts -------------------------------------------------------------------
@@ -251,7 +180,7 @@ def test_cancel_ready_and_scheduled_work_never_runs(
 
 
 def test_ctx_and_output_capture(
-    app: App, spawn_worker: Callable[..., subprocess.Popen[bytes]], r: redis.Redis
+    app: App, spawn_worker: Callable[..., WorkerProc], r: redis.Redis
 ) -> None:
     proc = spawn_worker(concurrency=2)
     h = app.enqueue("probe")
@@ -280,9 +209,7 @@ def test_ctx_and_output_capture(
     assert proc.poll() is None
 
 
-def test_process_pool_captures_output(
-    app: App, spawn_worker: Callable[..., subprocess.Popen[bytes]]
-) -> None:
+def test_process_pool_captures_output(app: App, spawn_worker: Callable[..., WorkerProc]) -> None:
     spawn_worker(concurrency=1, pool="processes", app_path="chaos_app:app")
     h = app.enqueue("probe")
     assert h.result(timeout=30) == "probed"

@@ -1,0 +1,139 @@
+"""Shared helpers for tests that run ``chaos_app`` workers against a real Redis.
+
+Imported by name (``from worker_procs import ...``): ``tests/conftest.py`` puts
+``tests/helpers`` and ``tests/apps`` (for ``chaos_app``) on ``sys.path``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import chaos_app
+
+from redcron import App
+
+ROOT = Path(__file__).resolve().parents[2]
+APPS = ROOT / "tests" / "apps"
+
+WORKER_CODE = """
+import json, logging, sys
+logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+import chaos_app
+from redcron.worker import Worker
+Worker(chaos_app.app, **json.loads(sys.argv[1])).run()
+"""
+
+
+def wait_for(pred: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
+    """Poll ``pred`` until it returns something truthy (generous deadline, short interval)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def outcomes(info: dict[str, Any]) -> list[str]:
+    """The outcome of every attempt in a task's info, in order ("" while it runs)."""
+    return [a.get("outcome", "") for a in info["attempts"]]
+
+
+@contextmanager
+def chaos_app_client(redis_url: str, key_prefix: str) -> Iterator[App]:
+    """An App under the test's key prefix with every ``chaos_app`` task registered."""
+    a = App(redis_url, prefix=key_prefix.rstrip(":"), min_lease_ttl=0.5)
+    chaos_app.register(a)
+    yield a
+    a.close()
+
+
+class WorkerProc:
+    """One ``chaos_app`` worker subprocess, its output in a log file."""
+
+    def __init__(self, env: dict[str, str], log_path: Path, kwargs: dict[str, Any]) -> None:
+        self.log_path = log_path
+        self._out = log_path.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", WORKER_CODE, json.dumps(kwargs)],
+            env=env,
+            cwd=ROOT,
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def signal(self, sig: int) -> None:
+        os.kill(self.proc.pid, sig)
+
+    def sigkill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            # SIGCONT first: a stopped process would hold the SIGTERM; a second
+            # SIGTERM makes the worker hand its leases back without the grace wait.
+            for sig in (signal.SIGCONT, signal.SIGTERM, signal.SIGTERM):
+                try:
+                    self.signal(sig)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.1)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._out.close()
+
+
+@contextmanager
+def worker_spawner(
+    redis_url: str, key_prefix: str, log_dir: Path, **defaults: Any
+) -> Iterator[Callable[..., WorkerProc]]:
+    """Yield ``start(**kwargs)``, which runs a worker subprocess (``Worker(chaos_app.app,
+    **kwargs)``, ``defaults`` filling in what is not given). Every worker is stopped (or
+    killed) on exit, then its log printed: pytest shows it only when the test failed.
+    """
+    workers: list[WorkerProc] = []
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REDCRON_")}
+    env.update(
+        PYTHONPATH=f"{ROOT / 'src'}{os.pathsep}{APPS}",
+        REDCRON_REDIS_URL=redis_url,
+        REDCRON_PREFIX=key_prefix.rstrip(":"),
+        REDCRON_MIN_LEASE_TTL="0.5",
+    )
+
+    def start(**kwargs: Any) -> WorkerProc:
+        for name, value in defaults.items():
+            kwargs.setdefault(name, value)
+        w = WorkerProc(env, log_dir / f"worker{len(workers)}.log", kwargs)
+        workers.append(w)
+        return w
+
+    yield start
+    for w in workers:
+        w.close()
+    for i, w in enumerate(workers):
+        print(f"----- worker{i} (pid {w.pid}, exit {w.proc.returncode}) -----\n{w.log()}")
