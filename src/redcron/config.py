@@ -33,6 +33,7 @@ class Settings:
         max_retries: retries after the first attempt, unless a task says otherwise.
         maintenance_interval: seconds between promote/reap passes per shard.
         log_max_lines: lines kept per attempt log stream.
+        container_runtime: docker-compatible CLI that runs container tasks.
     """
 
     redis_url: str = DEFAULT_REDIS_URL
@@ -46,6 +47,7 @@ class Settings:
     max_retries: int = 3
     maintenance_interval: float = 0.2
     log_max_lines: int = 1_000
+    container_runtime: str = "docker"
 
     def __post_init__(self) -> None:
         if self.shards < 1:

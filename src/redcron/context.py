@@ -25,6 +25,7 @@ class Context:
     queue: str
     shard: int
     broker: Broker | None = field(default=None, repr=False)
+    run_id: str | None = None
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("redcron.task"))
 
     def once(self, key: str, ttl: int = 7 * 86_400) -> bool:

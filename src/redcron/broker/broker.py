@@ -29,6 +29,9 @@ MAX_BATCH = 256
 MAX_MAINTENANCE = 500
 
 
+_KINDS = {b"command": "command", b"container": "container", b"python": "python"}
+
+
 def shard_of_id(iid: str) -> int:
     """The shard an id was created on (ids are ``<shard>-<ulid>``)."""
     head, sep, _ = iid.partition("-")
@@ -49,6 +52,7 @@ class Lease:
     args: bytes
     timeout_ms: int
     shard: int
+    tenant: str = "default"
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +183,7 @@ class Broker:
         )
         names = self._names
         out = []
-        for iid, epoch, attempt, name, kind, args, timeout_ms in raw:
+        for iid, epoch, attempt, name, kind, args, timeout_ms, tenant in raw:
             # task names repeat: decode each distinct one once
             sname = names.get(name)
             if sname is None:
@@ -192,10 +196,11 @@ class Broker:
                     str(epoch),
                     attempt,
                     sname,
-                    "command" if kind == b"command" else "python",
+                    _KINDS.get(kind, "python"),
                     args or b"",
                     timeout_ms,
                     shard,
+                    names.get(tenant) or names.setdefault(tenant, tenant.decode()),
                 )
             )
         return out

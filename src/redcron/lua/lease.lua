@@ -6,7 +6,7 @@
   ARGV[4] now_override_ms ("" = server TIME)
   ARGV[5] tenant filter: comma-separated tenant names, "" = every tenant
   ARGV[6..] queues the worker serves
-  Returns: { {iid, epoch, attempt, name, kind, args, timeout_ms}, ... } (numbers as integers)
+  Returns: { {iid, epoch, attempt, name, kind, args, timeout_ms, tenant}, ... } (numbers as integers)
   Classes are served strictly high > normal > low; within a (queue, class) the
   tenants with ready work sit in a ring and each visit serves a fair slice.
   A stream entry whose hash does not point back at it (left by a crash) is
@@ -52,7 +52,7 @@ local function take(queue, tenant, prio, stream, n)
           redis.call('HSET', rk, 'state', 'running', 'started', now)
         end
       end
-      out[#out + 1] = {iid, epoch, attempt, f[4], f[5], f[6], tonumber(f[7] or '0')}
+      out[#out + 1] = {iid, epoch, attempt, f[4], f[5], f[6], tonumber(f[7] or '0'), tenant}
     end
     -- an entry whose hash does not point back at it was left by a crash: dropped
   end

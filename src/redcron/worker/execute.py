@@ -91,15 +91,17 @@ def run_python(app: App, job: Job, broker: Any = None) -> Outcome:
     try:
         args, kwargs = serde.loads(lease.args)
         if task.wants_ctx:
-            info = task.options
+            run_id, _, task_name = lease.iid.rpartition("/")
             ctx = Context(
                 task_id=lease.iid,
                 attempt=lease.attempt,
-                idem_key=lease.iid,
-                tenant=info.tenant,
-                queue=info.queue,
+                # stable across attempts: the task id, or run_id:task_name in a run
+                idem_key=f"{run_id}:{task_name}" if run_id else lease.iid,
+                tenant=lease.tenant,
+                queue=task.options.queue,
                 shard=lease.shard,
                 broker=broker,
+                run_id=run_id or None,
             )
             value = task.fn(ctx, *args, **kwargs)
         else:
@@ -124,9 +126,29 @@ def run_python(app: App, job: Job, broker: Any = None) -> Outcome:
         capture.attach(None)
 
 
-def run_command(job: Job, timeout_s: float | None) -> Outcome:
-    """Run a command task in its own process group; kill the group at the timeout."""
+def container_argv(runtime: str, payload: dict[str, Any]) -> list[str]:
+    """``<runtime> run --rm [--cpus N] [--memory M] [-e K=V...] IMAGE [COMMAND...]``.
+
+    ``runtime`` is a docker-compatible CLI (docker, podman, nerdctl) or any
+    stand-in executable taking the same arguments.
+    """
+    argv = [*runtime.split(), "run", "--rm"]
+    if payload.get("cpu"):
+        argv += ["--cpus", str(payload["cpu"])]
+    if payload.get("mem"):
+        argv += ["--memory", str(payload["mem"])]
+    for key, value in sorted((payload.get("env") or {}).items()):
+        argv += ["-e", f"{key}={value}"]
+    return [*argv, str(payload["image"]), *(payload.get("command") or [])]
+
+
+def run_command(job: Job, timeout_s: float | None, container_runtime: str = "docker") -> Outcome:
+    """Run a command (or container) task in its own process group; kill the group at
+    the timeout."""
     payload = serde.loads(job.lease.args) or {}
+    if job.lease.kind == "container":
+        argv = container_argv(container_runtime, payload)
+        payload = {"argv": argv}
     argv = payload.get("argv") or []
     env = dict(os.environ)
     env.update(payload.get("env") or {})

@@ -71,8 +71,8 @@ class ThreadPool:
             if job is None:
                 return
             job.begin()
-            if job.lease.kind == "command":
-                outcome = run_command(job, _timeout_s(job))
+            if job.lease.kind != "python":
+                outcome = run_command(job, _timeout_s(job), self.app.settings.container_runtime)
             else:
                 outcome = run_python(self.app, job, self.broker)
             with job.lock:
@@ -197,8 +197,8 @@ class ProcessPool:
                 self._drop_child(child)
                 return
             job.begin()
-            if job.lease.kind == "command":
-                outcome = run_command(job, _timeout_s(job))
+            if job.lease.kind != "python":
+                outcome = run_command(job, _timeout_s(job), self.app.settings.container_runtime)
             else:
                 outcome, child = self._run_in_child(child, job)
             with job.lock:

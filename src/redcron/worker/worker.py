@@ -241,7 +241,7 @@ class Worker:
             for job in jobs:
                 self._active[job.lease.iid] = job
         for job in jobs:
-            if job.lease.kind == "command" and not self.allow_commands:
+            if job.lease.kind != "python" and not self.allow_commands:
                 self._on_done(
                     job,
                     Outcome(
@@ -403,7 +403,7 @@ class Worker:
         """Kill the job's process group; a Python thread is abandoned instead."""
         if job.kill(reason):
             return
-        if job.lease.kind == "command":
+        if job.lease.kind != "python":
             return  # not started yet: run_command sees kill_reason and kills at once
         with job.lock:
             if job.finished or job.abandoned:
