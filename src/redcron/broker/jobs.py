@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import zlib
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -77,51 +78,68 @@ class JobStore:
         unchanged (an identical spec writes nothing, so re-applying declared
         jobs never resets a schedule with fires due).
         """
+        return self.put_many([spec], now)[0]
+
+    def put_many(
+        self, specs: Sequence[JobSpec], now: datetime | None = None
+    ) -> list[dict[str, Any]]:
+        """:meth:`put` for many jobs: every spec is validated before anything is
+        written, then the upserts go out pipelined (500 per round trip)."""
         from redcron.beat.schedule import next_fire
 
-        spec.validate()
-        trigger = spec.trigger()
+        for spec in specs:
+            spec.validate()
         settings = self.broker.settings
-        template, args = spec.template(
-            {
-                "retries": settings.max_retries,
-                "retry_base": settings.retry_base,
-                "retry_cap": settings.retry_cap,
-            }
-        )
-        shard = shard_of(spec.tenant, self.broker.shards)
-        new_id = f"{shard}-{ulid()}"
-        current = self.broker.client.hget(self.keys.jobs(shard, spec.tenant), spec.name)
-        job_id = _s(current) if current else new_id
+        defaults = {
+            "retries": settings.max_retries,
+            "retry_base": settings.retry_base,
+            "retry_cap": settings.retry_cap,
+        }
+        shards = [shard_of(spec.tenant, self.broker.shards) for spec in specs]
+        pipe = self.broker.client.pipeline(transaction=False)
+        for spec, shard in zip(specs, shards, strict=True):
+            pipe.hget(self.keys.jobs(shard, spec.tenant), spec.name)
+        current = pipe.execute()
         now = now or self.server_now()
-        nominal = None if spec.paused else next_fire(trigger, now)
-        nominal_ms = "" if nominal is None else to_ms(nominal)
-        due_ms = (
-            ""
-            if nominal is None
-            else to_ms(nominal) + jitter_ms(job_id, to_ms(nominal), spec.jitter_s)
-        )
-        sig = json.dumps([spec.cron, spec.every, spec.at.isoformat() if spec.at else None, spec.tz])
-        argv: list[Any] = [
-            spec.tenant,
-            spec.name,
-            new_id,
-            spec_json(spec),
-            template,
-            sig,
-            nominal_ms,
-            due_ms,
-            spec.overlap,
-            spec.keep_runs,
-            int(spec.keep_days * 86_400),
-            spec.pause_after_failures,
-            "1" if spec.paused else "0",
-            "",
-        ]
-        for tname, blob in args.items():
-            argv += [tname, blob]
-        jid, version, change = self.broker._run("job_put", shard, argv)
-        return {"id": _s(jid), "version": int(version), "change": _s(change)}
+        calls: list[tuple[int, list[Any]]] = []
+        for spec, shard, cur in zip(specs, shards, current, strict=True):
+            template, args = spec.template(defaults)
+            new_id = f"{shard}-{ulid()}"
+            job_id = _s(cur) if cur else new_id
+            nominal = None if spec.paused else next_fire(spec.trigger(), now)
+            nominal_ms: Any = ""
+            due_ms: Any = ""
+            if nominal is not None:
+                nominal_ms = to_ms(nominal)
+                due_ms = nominal_ms + jitter_ms(job_id, nominal_ms, spec.jitter_s)
+            at = spec.at.isoformat() if spec.at else None
+            argv: list[Any] = [
+                spec.tenant,
+                spec.name,
+                new_id,
+                spec_json(spec),
+                template,
+                json.dumps([spec.cron, spec.every, at, spec.tz]),
+                nominal_ms,
+                due_ms,
+                spec.overlap,
+                spec.keep_runs,
+                int(spec.keep_days * 86_400),
+                spec.pause_after_failures,
+                "1" if spec.paused else "0",
+                "",
+            ]
+            for tname, blob in args.items():
+                argv += [tname, blob]
+            calls.append((shard, argv))
+        out: list[dict[str, Any]] = []
+        for i in range(0, len(calls), 500):
+            pipe = self.broker.client.pipeline(transaction=False)
+            for shard, argv in calls[i : i + 500]:
+                self.broker._run("job_put", shard, argv, pipe)
+            for jid, version, change in self.broker._execute(pipe):
+                out.append({"id": _s(jid), "version": int(version), "change": _s(change)})
+        return out
 
     def server_now(self) -> datetime:
         sec, usec = self.broker.client.time()

@@ -69,3 +69,22 @@ def latency_cmd(samples: int, redis_url: str | None, as_json: bool) -> None:
     if samples < 1:
         raise click.BadParameter("must be >= 1", param_hint="--samples")
     _emit(latency(samples, redis_url), as_json)
+
+
+@bench.command("trigger")
+@click.option("--jobs", default=100_000, show_default=True, help="Schedules registered.")
+@click.option(
+    "--due-same-second", default=10_000, show_default=True, help="Of which due in one second."
+)
+@click.option("--idle-seconds", default=10.0, show_default=True, help="Idle CPU window.")
+@click.option("--redis", "redis_url", default=None, metavar="URL", help="Use this Redis.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def trigger_cmd(
+    jobs: int, due_same_second: int, idle_seconds: float, redis_url: str | None, as_json: bool
+) -> None:
+    """Fire lag of DUE-SAME-SECOND jobs among JOBS registered schedules, and beat CPU."""
+    from redcron.benchmarks import trigger
+
+    if not 0 < due_same_second <= jobs:
+        raise click.BadParameter("need 0 < --due-same-second <= --jobs")
+    _emit(trigger(jobs, due_same_second, redis_url, idle_seconds), as_json)
