@@ -34,6 +34,7 @@ end
 local version = redis.call('HINCRBY', jk, 'version', 1)
 if change == 'created' then
   redis.call('HSET', idx, name, job_id)
+  redis.call('SADD', key_tenants(), tenant)
   redis.call('HSET', jk, 'id', job_id, 'tenant', tenant, 'name', name, 'created', now,
     'consecutive_failures', 0)
 else

@@ -1,0 +1,1 @@
+"""The beat: pure schedule arithmetic (``schedule``) and the fire loop that uses it."""

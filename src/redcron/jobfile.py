@@ -1,0 +1,281 @@
+"""Job files: jobs declared in YAML or JSON, loaded and validated before any write.
+
+A file holds one job mapping, a list of jobs, or ``{jobs: [...]}``.  Tasks
+are a mapping (``name: {...}``, or ``name: registered.task.name`` for a
+Python task without arguments) or a list of mappings with a ``name``::
+
+    jobs:
+      - name: nightly
+        cron: "0 2 * * *"
+        tz: Europe/Berlin
+        tasks:
+          extract: examples.tasks.add
+          load:
+            command: [sh, -c, "echo load"]
+            depends_on: [extract]
+
+Every error is a :class:`JobFileError` naming the file, the job and the
+field, e.g. ``jobs.yaml: job 'nightly': tasks.load.depends_on: unknown task
+'extrct'``.  YAML keys given twice in one mapping are errors (plain YAML
+keeps the last one silently, which would drop a task).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Hashable, Iterable, Mapping
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode
+
+from redcron.errors import ValidationError
+from redcron.jobs import JobSpec, spec_from_dict
+
+__all__ = ["JobFileError", "load_job_files", "load_jobs", "parse_jobs"]
+
+YAML_SUFFIXES = (".yaml", ".yml")
+JSON_SUFFIXES = (".json",)
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class JobFileError(ValidationError):
+    """A job file is unreadable, malformed or declares an invalid job."""
+
+    def __init__(self, source: str, job: str | None, field: str, message: str) -> None:
+        parts = [source] + ([job] if job else []) + ([field] if field else [])
+        # ValidationError renders "<field>: <message>"; the field carries the whole path
+        super().__init__(": ".join(parts), message)
+        self.source = source
+        self.job = job
+        self.job_field = field
+
+
+class _DuplicateKey(yaml.MarkedYAMLError):
+    pass
+
+
+class StrictLoader(yaml.SafeLoader):
+    """A SafeLoader that refuses a key given twice in one mapping."""
+
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Hashable, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _value_node in node.value:
+            if key_node.tag == _MERGE_TAG:
+                continue  # keys merged in with "<<" may be overridden on purpose
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:
+                continue  # unhashable: SafeLoader reports it below
+            line = key_node.start_mark.line + 1
+            if first is not None:
+                raise _DuplicateKey(
+                    None,
+                    None,
+                    f"duplicate key {key!r} (first given on line {first})",
+                    key_node.start_mark,
+                )
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def _read(path: Path, source: str) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise JobFileError(source, None, "", f"cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise JobFileError(source, None, "", f"not UTF-8 text: {exc}") from exc
+    suffix = path.suffix.lower()
+    if suffix in JSON_SUFFIXES:
+        try:
+            return json.loads(text, object_pairs_hook=_no_duplicates)
+        except json.JSONDecodeError as exc:
+            raise JobFileError(source, None, f"line {exc.lineno}", exc.msg) from exc
+        except ValueError as exc:  # from _no_duplicates
+            raise JobFileError(source, None, "", str(exc)) from exc
+    if suffix in YAML_SUFFIXES:
+        try:
+            return yaml.load(text, Loader=StrictLoader)
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            where = f"line {mark.line + 1}" if mark is not None else ""
+            problem = exc.problem or exc.context or "invalid YAML"
+            raise JobFileError(source, None, where, problem) from exc
+        except yaml.YAMLError as exc:
+            raise JobFileError(source, None, "", f"invalid YAML: {exc}") from exc
+    raise JobFileError(
+        source, None, "", f"unknown file type {suffix or '(none)'!r}; use .yaml, .yml or .json"
+    )
+
+
+def _job_list(data: Any, source: str) -> list[Any]:
+    if data is None:
+        raise JobFileError(source, None, "", "the file is empty; declare at least one job")
+    if isinstance(data, list):
+        return data
+    if isinstance(data, Mapping):
+        if "jobs" in data:
+            extra = sorted(str(k) for k in data if k != "jobs")
+            if extra:
+                raise JobFileError(
+                    source,
+                    None,
+                    extra[0],
+                    "unknown top-level key; a file with 'jobs' holds only it",
+                )
+            jobs = data["jobs"]
+            if not isinstance(jobs, list):
+                raise JobFileError(source, None, "jobs", "must be a list of jobs")
+            return jobs
+        return [data]
+    raise JobFileError(
+        source, None, "", "must hold a job mapping, a list of jobs, or a mapping {jobs: [...]}"
+    )
+
+
+def _label(raw: Any, index: int) -> str:
+    name = raw.get("name") if isinstance(raw, Mapping) else None
+    return f"job {name!r}" if isinstance(name, str) and name else f"job #{index + 1}"
+
+
+def _field(inner: str) -> str:
+    # spec_from_dict is called with where="" so its paths start with "."
+    return inner.lstrip(".")
+
+
+def _message(exc: ValidationError) -> str:
+    text = str(exc)
+    head = f"{exc.field}: "
+    return text[len(head) :] if text.startswith(head) else text
+
+
+def _normalize(raw: Mapping[str, Any], label: str, source: str) -> dict[str, Any]:
+    """Friendly forms YAML and JSON users write, turned into what JobSpec takes."""
+    data = dict(raw)
+    at = data.get("at")
+    if isinstance(at, str):
+        try:
+            data["at"] = datetime.fromisoformat(at.strip())
+        except ValueError as exc:
+            raise JobFileError(
+                source,
+                label,
+                "at",
+                f"{at!r} is not an ISO-8601 date and time, e.g. 2026-11-29T02:00:00Z "
+                "(without an offset it is a wall time in tz)",
+            ) from exc
+    elif isinstance(at, date) and not isinstance(at, datetime):
+        raise JobFileError(
+            source, label, "at", f"{at.isoformat()} is a date; give a time too, e.g. {at}T02:00:00Z"
+        )
+    elif at is not None and not isinstance(at, datetime):
+        raise JobFileError(source, label, "at", f"{at!r} is not an ISO-8601 date and time")
+    for fname in ("cron", "every", "tz", "name", "tenant"):
+        value = data.get(fname)
+        if fname == "every" and isinstance(value, int) and not isinstance(value, bool):
+            data[fname] = str(value)  # every: 90 means 90 seconds
+        elif value is not None and not isinstance(value, str):
+            raise JobFileError(source, label, fname, f"{value!r} must be a string")
+    tasks = data.get("tasks")
+    if isinstance(tasks, Mapping):
+        data["tasks"] = {k: _normalize_task(str(k), v, label, source) for k, v in tasks.items()}
+    elif isinstance(tasks, list):
+        data["tasks"] = [
+            _normalize_task(str(t.get("name", f"[{i}]")), t, label, source)
+            if isinstance(t, Mapping)
+            else t
+            for i, t in enumerate(tasks)
+        ]
+    return data
+
+
+def _normalize_task(tname: str, task: Any, label: str, source: str) -> Any:
+    if not isinstance(task, Mapping) or "depends_on" not in task:
+        return task
+    deps = task["depends_on"]
+    if isinstance(deps, str):
+        # depends_on: extract is one dependency, not the letters of "extract"
+        deps = [deps]
+    if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
+        raise JobFileError(
+            source, label, f"tasks.{tname}.depends_on", "must be a list of task names"
+        )
+    return {**task, "depends_on": list(deps)}
+
+
+def parse_jobs(data: Any, source: str) -> list[JobSpec]:
+    """Build and validate the jobs of already-parsed file content.
+
+    Raises JobFileError on the first bad job; returns only when every job is valid.
+    """
+    specs: list[JobSpec] = []
+    seen: dict[tuple[str, str], str] = {}
+    for i, raw in enumerate(_job_list(data, source)):
+        label = _label(raw, i)
+        if not isinstance(raw, Mapping):
+            raise JobFileError(source, label, "", "must be a mapping of job fields")
+        try:
+            spec = spec_from_dict(_normalize(raw, label, source), where="")
+            spec.validate()
+        except JobFileError:
+            raise
+        except ValidationError as exc:
+            raise JobFileError(source, label, _field(exc.field), _message(exc)) from exc
+        except TypeError as exc:  # a field of the wrong shape reached a dataclass
+            raise JobFileError(source, label, "", str(exc)) from exc
+        key = (spec.tenant, spec.name)
+        if key in seen:
+            raise JobFileError(
+                source,
+                label,
+                "name",
+                f"job {spec.name!r} of tenant {spec.tenant!r} is declared twice",
+            )
+        seen[key] = label
+        specs.append(spec)
+    return specs
+
+
+def load_jobs(path: str | Path) -> list[JobSpec]:
+    """Every job of a YAML (.yaml/.yml) or JSON file, each validated.
+
+    Raises:
+        JobFileError: the file cannot be read or parsed, or a job is invalid;
+            the message names the file, the job and the field.
+    """
+    p = Path(path)
+    source = str(path)
+    return parse_jobs(_read(p, source), source)
+
+
+def load_job_files(paths: Iterable[str | Path]) -> list[JobSpec]:
+    """The jobs of several files, all validated before returning; a job
+    (tenant + name) declared in two files is an error."""
+    specs: list[JobSpec] = []
+    where: dict[tuple[str, str], str] = {}
+    for path in paths:
+        for spec in load_jobs(path):
+            key = (spec.tenant, spec.name)
+            if key in where:
+                raise JobFileError(
+                    str(path),
+                    f"job {spec.name!r}",
+                    "name",
+                    f"tenant {spec.tenant!r} already declares it in {where[key]}",
+                )
+            where[key] = str(path)
+            specs.append(spec)
+    return specs
