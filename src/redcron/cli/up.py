@@ -33,6 +33,7 @@ from redcron.cli.common import (
     table,
 )
 from redcron.embedded import EmbeddedRedis
+from redcron.jobfile import load_jobs
 from redcron.loader import load_app
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,11 @@ def child_specs(
     cli = [sys.executable, "-m", "redcron.cli.main"]
     app_args = ["-A", app_path] if app_path else []
     return [
+        ChildSpec(
+            name="beat",
+            argv=[*cli, "beat", *app_args, "--redis", redis_url, "--loglevel", loglevel],
+            where="fires cron jobs; applies the app's @app.cron declarations",
+        ),
         ChildSpec(
             name="worker",
             argv=[
@@ -124,6 +130,15 @@ def child_specs(
     help="How long children may take to stop gracefully.",
 )
 @click.option(
+    "-f",
+    "--jobs-file",
+    "job_files",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Job files (YAML/JSON) to apply at start [default: examples/jobs.yaml with the "
+    "example app].",
+)
+@click.option(
     "--enqueue-examples/--no-enqueue-examples",
     default=None,
     help=f"Enqueue example tasks at start [default: on for {EXAMPLES_APP}].",
@@ -142,15 +157,22 @@ def up(
     fsync: str,
     concurrency: int,
     grace: float,
+    job_files: tuple[Path, ...],
     enqueue_examples: bool | None,
     loglevel: str,
 ) -> None:
-    """Run Redis (embedded unless --redis) and a worker, until Ctrl-C."""
+    """Run Redis (embedded unless --redis), a beat and a worker, until Ctrl-C."""
     setup_logging(loglevel)
     if app_path is None and (Path.cwd() / "examples" / "tasks.py").is_file():
         app_path = EXAMPLES_APP
     if enqueue_examples is None:
         enqueue_examples = app_path == EXAMPLES_APP
+    example_jobs = Path.cwd() / "examples" / "jobs.yaml"
+    if not job_files and app_path == EXAMPLES_APP and example_jobs.is_file():
+        job_files = (example_jobs,)
+    specs = []
+    for path in job_files:  # validated before anything starts
+        specs += load_jobs(path)
     if app_path is not None:
         load_app(app_path)  # fail here, in one line, rather than in a child later
     stopper = Stopper()
@@ -165,6 +187,8 @@ def up(
             server = EmbeddedRedis(data_dir, port=port, fsync=fsync)
             server.start()
             redis_url = server.url
+        if specs:
+            _apply_jobs(app_path, redis_url, specs)
         children = child_specs(app_path, redis_url, concurrency, grace, loglevel)
         for child in children:
             child.proc = subprocess.Popen(child.argv, start_new_session=True)
@@ -263,6 +287,15 @@ def _summary(server: EmbeddedRedis | None, redis_url: str, children: list[ChildS
         [c.name, c.proc.pid if c.proc else "-", redis_url, c.where] for c in children
     ]
     return "redcron is up\n" + table(("component", "pid", "redis", "details"), rows)
+
+
+def _apply_jobs(app_path: str | None, redis_url: str, specs: list[Any]) -> None:
+    app = build_app(app_path, redis_url)
+    try:
+        for spec, res in zip(specs, app.jobs.put_many(specs), strict=True):
+            click.echo(f"job {spec.tenant}/{spec.name}: {res['change']}")
+    finally:
+        app.close()
 
 
 def _enqueue_examples(app_path: str, redis_url: str) -> None:

@@ -3,7 +3,9 @@
   KEYS[1] shard prefix
   ARGV[1] now_override_ms ("" = server TIME)
   ARGV[2..] iids
-  Returns: one entry per iid: 1 = replayed, 0 = not dead (left alone).
+  Returns: one entry per iid: 1 = replayed, 0 = left alone (not dead, or a task of
+  an ended run that its job's overlap policy forbids reopening while another run
+  is active, as run_retry refuses it).
   A run's task is retried as by run_retry (its downstream reset, the run reopened).
   Upholds: invariant 4 (the DLQ entry is removed in the same step). ]]
 -- @include lib/common.lua
@@ -16,9 +18,13 @@ for i = 2, #ARGV do
   local f = redis.call('HMGET', ti, 'state', 'loc', 'queue', 'tenant', 'prio', 'attempt', 'run',
     'task')
   if f[1] == 'dead' and f[7] and f[7] ~= '' then
-    -- a run's task: replay is the run's retry (downstream reset, run reopened)
-    retry_run_task(f[7], f[8], now_ms(ARGV[1]))
-    out[#out + 1] = 1
+    -- a run's task: replay is the run's retry (downstream reset, run reopened
+    -- only if the job's overlap policy allows)
+    if not run_reopen_forbidden(f[7]) and retry_run_task(f[7], f[8], now_ms(ARGV[1])) then
+      out[#out + 1] = 1
+    else
+      out[#out + 1] = 0
+    end
   elseif f[1] == 'dead' then
     redis.call('XDEL', key_dlq(f[4]), string.sub(f[2], 5))
     redis.call('HSET', ti, 'budget', f[6], 'ended', '', 'cancel_requested', '')

@@ -13,8 +13,11 @@
   ARGV[10] missed fires skipped by the catch-up policy (counted)
   ARGV[11] run id
   ARGV[12] params (JSON text, manual runs)
-  Returns: {status, run_id}: created | skipped (overlap) | buffered | stale (the
-  score moved: someone fired already) | version (job changed: recompute) | paused
+  Returns: {status, run_id}: created | skipped (overlap: a 'skipped' run record
+  without instances; buffer_one keeps the first fire held back and skips later
+  ones) | buffered (buffer_one: the run starts when the active runs end) | exists
+  | skipped_all (trigger skip) | stale (the score moved: someone fired already) |
+  version (job changed: recompute) | paused
   Errors: STALE (the beat's shard lease was taken over), NOTFOUND.
   Upholds: invariant 1 (compare-and-set on owner epoch, schedule score and job
   version; run id from job id + nominal fire time; run and next fire time
@@ -70,18 +73,17 @@ local active = redis.call('SCARD', key_active(job_id))
 if trigger ~= 'manual' and active > 0 then
   if overlap == 'skip' then
     -- recorded in the run history, never silently dropped
-    local rk = key_run(run_id)
-    redis.call('HSET', rk, 'id', run_id, 'job', job_id, 'tenant',
-      redis.call('HGET', jk, 'tenant'), 'job_name', redis.call('HGET', jk, 'name'),
-      'state', 'skipped', 'reason', 'overlap: previous run still going',
-      'scheduled_for', fire_ms, 'trigger', trigger, 'created', now, 'ended', now, 'total', 0,
-      'tasks', '')
-    redis.call('ZADD', key_runs(job_id), fire_ms, run_id)
-    redis.call('HINCRBY', key_stats(), 'fires_overlap_skipped', 1)
-    local keep = tonumber(redis.call('HGET', jk, 'keep_s') or '0')
-    if keep and keep > 0 then redis.call('EXPIRE', rk, keep) end
+    record_skipped(job_id, run_id, tonumber(fire_ms), trigger, now,
+      'overlap: previous run still going')
     return {'skipped', run_id}
   elseif overlap == 'buffer_one' then
+    -- one fire waits for the active run; later ones are skipped (and recorded)
+    local held = redis.call('HGET', jk, 'buffered')
+    if held and held ~= '' then
+      record_skipped(job_id, run_id, tonumber(fire_ms), trigger, now,
+        'overlap: a fire is already buffered')
+      return {'skipped', run_id}
+    end
     redis.call('HSET', jk, 'buffered', fire_ms .. '|' .. trigger)
     return {'buffered', run_id}
   elseif overlap == 'cancel_previous' then

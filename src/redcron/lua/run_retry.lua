@@ -3,7 +3,8 @@
   pending, and the run reopened.
   KEYS[1] shard prefix
   ARGV[1] run_id   ARGV[2] now_override_ms   ARGV[3..] task names
-  Returns: number of tasks retried.
+  Returns: number of tasks retried (a named task whose own upstream failed and is
+  not retried with it stays as it is: it could never run).
   Errors: NOTFOUND; CONFLICT when the run ended and its job's overlap policy
   (not 'allow') forbids reopening it while another run is active. ]]
 -- @include lib/common.lua
@@ -30,12 +31,10 @@ else
   end
 end
 if #names == 0 then return 0 end
-if f[1] ~= 'queued' and f[1] ~= 'running' then
-  local overlap = redis.call('HGET', key_job(f[3]), 'overlap')
-  if overlap and overlap ~= 'allow' and redis.call('SCARD', key_active(f[3])) > 0 then
-    return err('CONFLICT', 'another run of this job is active and its overlap policy is '
-      .. overlap .. '; retry after it ends')
-  end
+local forbidden = run_reopen_forbidden(run_id)
+if forbidden then
+  return err('CONFLICT', 'another run of this job is active and its overlap policy is '
+    .. forbidden .. '; retry after it ends')
 end
 local n = 0
 for _, t in ipairs(names) do

@@ -77,6 +77,22 @@ local function run_retain(rk, run_id, job_id)
   end
 end
 
+-- Record a fire that created no run (overlap, or the job paused while it was
+-- buffered): a 'skipped' run without instances in the job's history and a
+-- counted stat, so no fire is dropped silently.
+local function record_skipped(job_id, run_id, fire_ms, trigger, now, reason)
+  local jk = key_job(job_id)
+  local j = redis.call('HMGET', jk, 'tenant', 'name', 'keep_s')
+  local rk = key_run(run_id)
+  redis.call('HSET', rk, 'id', run_id, 'job', job_id, 'tenant', j[1], 'job_name', j[2],
+    'state', 'skipped', 'reason', reason, 'scheduled_for', fire_ms, 'trigger', trigger,
+    'created', now, 'ended', now, 'total', 0, 'tasks', '')
+  redis.call('ZADD', key_runs(job_id), fire_ms, run_id)
+  redis.call('HINCRBY', key_stats(), 'fires_overlap_skipped', 1)
+  local keep = tonumber(j[3] or '0')
+  if keep and keep > 0 then redis.call('EXPIRE', rk, keep) end
+end
+
 -- Create a run and its instances from the job's compiled template; the
 -- roots are made ready at once.
 local function create_run(job_id, run_id, fire_ms, trigger, now, params)
@@ -146,14 +162,19 @@ local function run_check_end(run_id, now)
     elseif state == 'succeeded' then
       redis.call('HSET', jk, 'consecutive_failures', 0)
     end
-    -- buffer_one: the fire held back while runs were going starts now
+    -- buffer_one: the fire held back while runs were going starts now, unless
+    -- the job was paused meanwhile (a paused job takes no scheduled fires)
     local buffered = redis.call('HGET', jk, 'buffered')
     if buffered and buffered ~= '' and redis.call('SCARD', key_active(job_id)) == 0 then
       redis.call('HSET', jk, 'buffered', '')
       local fire_ms, trig = string.match(buffered, '^(%d+)|(.*)$')
       local rid = job_id .. '@' .. fire_ms
       if redis.call('EXISTS', key_run(rid)) == 0 then
-        create_run(job_id, rid, tonumber(fire_ms), trig, now, '')
+        if redis.call('HGET', jk, 'paused') == '1' then
+          record_skipped(job_id, rid, tonumber(fire_ms), trig, now, 'buffered fire: job paused')
+        else
+          create_run(job_id, rid, tonumber(fire_ms), trig, now, '')
+        end
       end
     end
   end
@@ -216,6 +237,16 @@ local function retry_run_task(run_id, task, now)
   local ti = key_ti(iid)
   local f = redis.call('HMGET', ti, 'state', 'loc', 'queue', 'tenant', 'prio', 'attempt', 'down')
   if f[1] ~= 'dead' and f[1] ~= 'cancelled' and f[1] ~= 'upstream_failed' then return false end
+  -- an upstream that failed (and is not retried itself) means it can never run:
+  -- reopening the run for it would leave a run that nothing can progress
+  local deps = split(redis.call('HGET', ti, 'deps'))
+  for _, dep in ipairs(deps) do
+    local st = redis.call('HGET', key_ti(run_id .. '/' .. dep), 'state')
+    if st ~= 'succeeded' and st ~= 'pending' and st ~= 'ready' and st ~= 'leased'
+      and st ~= 'running' and st ~= 'retry_wait' and st ~= 'scheduled' then
+      return false
+    end
+  end
   local rk = key_run(run_id)
   local counter = f[1] == 'cancelled' and 'n_cancelled' or 'n_failed'
   if f[1] == 'dead' then redis.call('XDEL', key_dlq(f[4]), string.sub(f[2], 5)) end
@@ -225,7 +256,7 @@ local function retry_run_task(run_id, task, now)
   redis.call('HSET', ti, 'budget', f[6], 'ended', '', 'cancel_requested', '')
   -- a task whose own upstream is not done waits for it
   local left = 0
-  for _, dep in ipairs(split(redis.call('HGET', ti, 'deps'))) do
+  for _, dep in ipairs(deps) do
     if redis.call('HGET', key_ti(run_id .. '/' .. dep), 'state') ~= 'succeeded' then
       left = left + 1
     end
@@ -252,17 +283,35 @@ local function retry_run_task(run_id, task, now)
         end
       end
       redis.call('PERSIST', dti)
-      redis.call('HSET', dti, 'state', 'pending', 'ended', '', 'deps_left', dleft)
+      -- a run cancel marked it: once reset, its lease must not be revoked
+      redis.call('HSET', dti, 'state', 'pending', 'ended', '', 'deps_left', dleft,
+        'cancel_requested', '')
       redis.call('HINCRBY', rk, 'n_done', -1)
       redis.call('HINCRBY', rk, g[1] == 'cancelled' and 'n_cancelled' or 'n_failed', -1)
       for _, dd in ipairs(split(g[2])) do todo[#todo + 1] = dd end
     end
   end
-  local r = redis.call('HMGET', rk, 'state', 'job')
+  local r = redis.call('HMGET', rk, 'state', 'job', 'tasks')
   if r[1] ~= 'queued' and r[1] ~= 'running' then
+    -- live again: its retention TTLs go, on every instance (a succeeded
+    -- upstream's record is what the fan-in of the retried tasks reads)
     redis.call('PERSIST', rk)
+    for _, t in ipairs(split(r[3])) do redis.call('PERSIST', key_ti(run_id .. '/' .. t)) end
     redis.call('HSET', rk, 'state', 'running', 'ended', '', 'cancel_requested', '')
     redis.call('SADD', key_active(r[2]), run_id)
   end
   return true
+end
+
+-- May an ended run be reopened (retry / DLQ replay)?  Not while another run of
+-- its job is active, unless the job's overlap policy is 'allow'.  Returns
+-- nil when allowed, else the overlap policy that forbids it.
+local function run_reopen_forbidden(run_id)
+  local f = redis.call('HMGET', key_run(run_id), 'state', 'job')
+  if f[1] == 'queued' or f[1] == 'running' or not f[2] then return nil end
+  local overlap = redis.call('HGET', key_job(f[2]), 'overlap')
+  if overlap and overlap ~= 'allow' and redis.call('SCARD', key_active(f[2])) > 0 then
+    return overlap
+  end
+  return nil
 end

@@ -1,0 +1,619 @@
+"""Runs and DAGs at the script level (real Redis, no worker).
+
+The tests drive task instances through ``Broker.lease`` / ``complete`` /
+``fail`` themselves, so every step of a run's lifecycle (DESIGN §4) is
+checked right where it happens: fan-out and fan-in, a failed task failing
+its downstream while independent branches go on, retry = DLQ replay,
+cancel, retention, pause after failures and the overlap policies of
+``fire.lua``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from redcron import App
+from redcron.broker import FailItem, Lease
+from redcron.errors import Conflict
+from redcron.jobs import Task
+
+TENANT = "acme"
+WORKER = "w1"
+T0 = 1_700_000_040_000  # a nominal fire time (ms) for runs created through fire.lua
+MINUTE = 60_000
+
+
+@pytest.fixture
+def app(redis_url: str, key_prefix: str) -> Iterator[App]:
+    a = App(redis_url, prefix=key_prefix.rstrip(":"))
+    a.broker.ensure_meta()
+    yield a
+    a.close()
+
+
+class Runs:
+    """A job of the test app and the script calls that move its runs on."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.b = app.broker
+        self.r = app.broker.client
+        self.k = app.broker.keys
+        self.shard = 0
+
+    def job(self, name: str, tasks: dict[str, Task], **policies: Any) -> str:
+        return str(self.app.job(name, tasks=tasks, tenant=TENANT, **policies)["id"])
+
+    def trigger(self, name: str) -> str:
+        return self.app.jobs.trigger(TENANT, name)
+
+    def fire(self, job_id: str, fire_ms: int) -> tuple[str, str]:
+        """Fire as the beat would (not from the schedule: the score is not checked)."""
+        status, rid = self.b._run(
+            "fire",
+            self.shard,
+            [job_id, "", "", str(fire_ms), "", "", "", "cron", "", 0, f"{job_id}@{fire_ms}", ""],
+        )
+        return status.decode(), rid.decode()
+
+    # -- moving instances --------------------------------------------------------
+
+    def lease(self, n: int = 256, queues: tuple[str, ...] = ("default",)) -> dict[str, Lease]:
+        """Lease what is ready, keyed by task name."""
+        got = self.b.lease(self.shard, WORKER, n, 60_000, list(queues))
+        return {lease.iid.rsplit("/", 1)[1]: lease for lease in got}
+
+    def ok(self, *leases: Lease) -> None:
+        assert self.b.complete(self.shard, WORKER, [(x.iid, x.epoch, b"\xc0") for x in leases]) == [
+            True
+        ] * len(leases)
+
+    def fail(self, lease: Lease, *, retryable: bool = False, outcome: str = "failed") -> str:
+        [state] = self.b.fail(
+            self.shard,
+            WORKER,
+            [FailItem(lease.iid, lease.epoch, outcome, "boom", retryable=retryable, delay_ms=0)],
+        )
+        assert state is not None
+        return state
+
+    def run_through(self, name: str) -> str:
+        """Trigger a run of a one-task job and let it succeed."""
+        rid = self.trigger(name)
+        self.ok(*self.lease().values())
+        assert self.run(rid)["state"] == "succeeded"
+        return rid
+
+    # -- reading -----------------------------------------------------------------
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        return self.app.jobs.run(run_id)
+
+    def states(self, run_id: str) -> dict[str, str]:
+        return {i["task"]: i["state"] for i in self.run(run_id)["instances"]}
+
+    def counters(self, run_id: str) -> dict[str, int]:
+        info = self.run(run_id)
+        names = ("total", "n_done", "n_succeeded", "n_failed", "n_cancelled")
+        return {n: int(info[n]) for n in names}
+
+    def ready(self, queue: str = "default") -> list[str]:
+        """Instance ids on the tenant's ready stream, in order (duplicates kept)."""
+        entries: Any = self.r.xrange(self.k.q(self.shard, queue, TENANT, "normal"))
+        return [fields[b"i"].decode() for _eid, fields in entries]
+
+    def ti_key(self, iid: str) -> str:
+        return self.k.ti(self.shard, iid)
+
+    def job_hash(self, job_id: str) -> dict[str, str]:
+        raw = self.r.hgetall(self.k.job(self.shard, job_id))
+        return {k.decode(): v.decode(errors="replace") for k, v in raw.items()}
+
+    def dlq(self) -> list[str]:
+        entries: Any = self.r.xrange(self.k.dlq(self.shard, TENANT))
+        return [fields[b"i"].decode() for _eid, fields in entries]
+
+    def active(self, job_id: str) -> set[str]:
+        return {x.decode() for x in self.r.smembers(self.k.active(self.shard, job_id))}
+
+
+@pytest.fixture
+def runs(app: App) -> Runs:
+    return Runs(app)
+
+
+def chain(*names: str, **options: Any) -> dict[str, Task]:
+    """a -> b -> c ... (each task depends on the one before)."""
+    return {
+        n: Task("t", depends_on=[names[i - 1]] if i else [], **options) for i, n in enumerate(names)
+    }
+
+
+# -- fan-out, fan-in, run lifecycle ------------------------------------------------
+
+
+def test_diamond_fans_in_once_and_the_run_goes_queued_running_succeeded(runs: Runs) -> None:
+    runs.job(
+        "diamond",
+        {
+            "a": Task("t"),
+            "b": Task("t", depends_on=["a"]),
+            "c": Task("t", depends_on=["a"]),
+            "d": Task("t", depends_on=["b", "c"]),
+        },
+    )
+    rid = runs.trigger("diamond")
+    assert runs.states(rid) == {"a": "ready", "b": "pending", "c": "pending", "d": "pending"}
+    assert runs.ready() == [f"{rid}/a"]
+    assert runs.run(rid)["state"] == "queued"
+
+    leased = runs.lease()
+    assert list(leased) == ["a"]
+    assert runs.run(rid)["state"] == "running"  # the first lease starts the run
+    assert "started" in runs.run(rid)
+    runs.ok(leased["a"])
+    assert runs.states(rid) == {"a": "succeeded", "b": "ready", "c": "ready", "d": "pending"}
+    assert sorted(runs.ready()) == [f"{rid}/b", f"{rid}/c"]
+
+    leased = runs.lease()
+    assert sorted(leased) == ["b", "c"]
+    runs.ok(leased["b"])
+    assert runs.states(rid)["d"] == "pending"  # c has not succeeded yet
+    assert runs.ready() == []
+    runs.ok(leased["c"])
+    assert runs.states(rid)["d"] == "ready"
+    assert runs.ready() == [f"{rid}/d"]  # made ready exactly once
+    assert runs.counters(rid) == {
+        "total": 4,
+        "n_done": 3,
+        "n_succeeded": 3,
+        "n_failed": 0,
+        "n_cancelled": 0,
+    }
+    assert runs.run(rid)["state"] == "running"
+
+    runs.ok(runs.lease()["d"])
+    info = runs.run(rid)
+    assert info["state"] == "succeeded"
+    assert int(info["ended"]) >= int(info["started"])
+    assert runs.counters(rid)["n_done"] == runs.counters(rid)["n_succeeded"] == 4
+    assert runs.active(info["job"]) == set()
+
+
+def test_wide_fan_out_and_fan_in(runs: Runs) -> None:
+    mids = [f"m{i:02d}" for i in range(50)]
+    tasks = {"src": Task("t")}
+    tasks.update({m: Task("t", depends_on=["src"]) for m in mids})
+    tasks["sink"] = Task("t", depends_on=mids)
+    runs.job("wide", tasks)
+    rid = runs.trigger("wide")
+    runs.ok(runs.lease()["src"])
+    assert sorted(runs.ready()) == sorted(f"{rid}/{m}" for m in mids)
+
+    leased = runs.lease()
+    assert sorted(leased) == mids
+    runs.ok(*(leased[m] for m in mids[:49]))
+    assert runs.states(rid)["sink"] == "pending"
+    assert runs.ready() == []
+    runs.ok(leased[mids[49]])
+    assert runs.ready() == [f"{rid}/sink"]
+    assert int(runs.r.hget(runs.ti_key(f"{rid}/sink"), "deps_left") or -1) == 0
+
+    runs.ok(runs.lease()["sink"])
+    assert runs.run(rid)["state"] == "succeeded"
+    assert runs.counters(rid)["n_succeeded"] == 52
+
+
+# -- failure: the downstream fails, independent branches go on ---------------------
+
+
+def test_dead_task_fails_its_downstream_while_an_independent_branch_goes_on(
+    runs: Runs,
+) -> None:
+    # a -> b -> d -> e ; c is a second root, independent of all of them
+    runs.job(
+        "branches",
+        {
+            "a": Task("t"),
+            "b": Task("t", depends_on=["a"]),
+            "d": Task("t", depends_on=["b"]),
+            "e": Task("t", depends_on=["d"]),
+            "c": Task("t"),
+        },
+    )
+    rid = runs.trigger("branches")
+    leased = runs.lease()
+    assert sorted(leased) == ["a", "c"]
+    runs.ok(leased["a"])
+    assert runs.fail(runs.lease()["b"]) == "dead"
+    assert runs.states(rid) == {
+        "a": "succeeded",
+        "b": "dead",
+        "d": "upstream_failed",
+        "e": "upstream_failed",
+        "c": "leased",
+    }
+    assert runs.dlq() == [f"{rid}/b"]
+    # c can still progress, so the run has not ended
+    assert runs.run(rid)["state"] == "running"
+    assert "ended" not in runs.run(rid)
+
+    runs.ok(leased["c"])
+    info = runs.run(rid)
+    assert info["state"] == "failed"
+    assert runs.counters(rid) == {
+        "total": 5,
+        "n_done": 5,
+        "n_succeeded": 2,
+        "n_failed": 3,
+        "n_cancelled": 0,
+    }
+    assert runs.job_hash(info["job"])["consecutive_failures"] == "1"
+
+
+def test_run_fails_at_once_when_the_last_progressing_task_dies(runs: Runs) -> None:
+    runs.job("line", chain("a", "b", "c"))
+    rid = runs.trigger("line")
+    assert runs.fail(runs.lease()["a"]) == "dead"
+    assert runs.states(rid) == {"a": "dead", "b": "upstream_failed", "c": "upstream_failed"}
+    assert runs.run(rid)["state"] == "failed"
+
+
+# -- retry of a failed task = DLQ replay ------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["run_retry", "dlq_replay"])
+def test_retry_of_a_dead_middle_task_reopens_the_run(runs: Runs, how: str) -> None:
+    job_id = runs.job("line", chain("a", "b", "c", retries=1))
+    rid = runs.trigger("line")
+    b_iid = f"{rid}/b"
+    runs.ok(runs.lease()["a"])
+    assert runs.fail(runs.lease()["b"]) == "dead"  # permanent: no retry left unused
+    assert runs.run(rid)["state"] == "failed"
+    assert runs.states(rid) == {"a": "succeeded", "b": "dead", "c": "upstream_failed"}
+
+    if how == "run_retry":
+        assert runs.app.jobs.retry_run(rid, ["b"]) == 1
+    else:
+        assert runs.b.dlq_replay([b_iid]) == 1
+    assert runs.states(rid) == {"a": "succeeded", "b": "ready", "c": "pending"}
+    assert runs.dlq() == []
+    assert runs.ready() == [b_iid]
+    info = runs.run(rid)
+    assert info["state"] == "running"
+    assert info["ended"] == ""
+    assert runs.active(job_id) == {rid}
+    assert runs.counters(rid) == {
+        "total": 3,
+        "n_done": 1,
+        "n_succeeded": 1,
+        "n_failed": 0,
+        "n_cancelled": 0,
+    }
+
+    # a fresh budget: retries=1 allows one retry again after the replay
+    b = runs.lease()["b"]
+    assert (b.iid, b.attempt) == (b_iid, 2)
+    assert runs.fail(b, retryable=True) == "ready"
+    b = runs.lease()["b"]
+    assert (b.iid, b.attempt) == (b_iid, 3)
+    runs.ok(b)
+    assert runs.states(rid) == {"a": "succeeded", "b": "succeeded", "c": "ready"}
+    runs.ok(runs.lease()["c"])
+    assert runs.run(rid)["state"] == "succeeded"
+    assert runs.counters(rid)["n_succeeded"] == 3
+    outcomes = [a["outcome"] for a in runs.b.task_info(b_iid)["attempts"]]
+    assert outcomes == ["failed", "failed", "succeeded"]
+    assert runs.job_hash(job_id)["consecutive_failures"] == "0"
+
+
+def test_retry_with_no_names_retries_every_dead_task(runs: Runs) -> None:
+    runs.job("two", {"a": Task("t"), "b": Task("t"), "c": Task("t", depends_on=["a", "b"])})
+    rid = runs.trigger("two")
+    leased = runs.lease()
+    runs.fail(leased["a"])
+    runs.fail(leased["b"])
+    assert runs.run(rid)["state"] == "failed"
+    assert runs.app.jobs.retry_run(rid) == 2
+    assert runs.states(rid) == {"a": "ready", "b": "ready", "c": "pending"}
+    leased = runs.lease()
+    runs.ok(leased["a"], leased["b"])
+    runs.ok(runs.lease()["c"])
+    assert runs.run(rid)["state"] == "succeeded"
+
+
+def test_retrying_a_task_whose_upstream_is_still_dead_does_not_reopen_the_run(
+    runs: Runs,
+) -> None:
+    # c can never run while b is dead: reopening the run for it would leave a
+    # run 'running' that nothing can progress
+    runs.job("line", chain("a", "b", "c"))
+    rid = runs.trigger("line")
+    runs.ok(runs.lease()["a"])
+    runs.fail(runs.lease()["b"])
+    assert runs.run(rid)["state"] == "failed"
+    assert runs.app.jobs.retry_run(rid, ["c"]) == 0
+    assert runs.states(rid) == {"a": "succeeded", "b": "dead", "c": "upstream_failed"}
+    assert runs.run(rid)["state"] == "failed"
+    # named together, b is retried and c waits for it
+    assert runs.app.jobs.retry_run(rid, ["c", "b"]) >= 1
+    assert runs.states(rid) == {"a": "succeeded", "b": "ready", "c": "pending"}
+    runs.ok(runs.lease()["b"])
+    runs.ok(runs.lease()["c"])
+    assert runs.run(rid)["state"] == "succeeded"
+
+
+def test_retry_and_replay_refuse_to_reopen_a_run_while_another_is_active(runs: Runs) -> None:
+    # overlap 'skip': one active run at a time, so an ended run is not reopened
+    # beside a newer one, whether by retry or by DLQ replay (one operation)
+    job_id = runs.job("line", chain("a", "b"), overlap="skip")
+    rid = runs.trigger("line")
+    runs.fail(runs.lease()["a"])
+    assert runs.run(rid)["state"] == "failed"
+    newer = runs.trigger("line")
+    with pytest.raises(Conflict):
+        runs.app.jobs.retry_run(rid, ["a"])
+    assert runs.b.dlq_replay([f"{rid}/a"]) == 0
+    assert runs.states(rid) == {"a": "dead", "b": "upstream_failed"}
+    assert runs.dlq() == [f"{rid}/a"]
+    assert runs.run(rid)["state"] == "failed"
+    assert runs.active(job_id) == {newer}
+
+    runs.ok(runs.lease()["a"])
+    runs.ok(runs.lease()["b"])
+    assert runs.b.dlq_replay([f"{rid}/a"]) == 1  # nothing else active: allowed
+    assert runs.run(rid)["state"] == "running"
+
+
+def test_a_reopened_run_and_all_its_instances_lose_their_retention_ttl(runs: Runs) -> None:
+    runs.job("line", chain("a", "b", "c"), keep_days=1)
+    rid = runs.trigger("line")
+    runs.ok(runs.lease()["a"])
+    runs.fail(runs.lease()["b"])
+    keys = [runs.k.run(0, rid), *(runs.ti_key(f"{rid}/{t}") for t in "abc")]
+    assert all(0 < runs.r.ttl(k) <= 86_400 for k in keys)  # ended: retention applies
+    runs.app.jobs.retry_run(rid, ["b"])
+    # live again: nothing of it may expire (a's record is what c's fan-in reads)
+    assert [runs.r.ttl(k) for k in keys] == [-1, -1, -1, -1]
+
+
+# -- cancel ------------------------------------------------------------------------
+
+
+def test_cancel_mid_run_revokes_running_work_and_ends_when_it_reports(runs: Runs) -> None:
+    runs.job("line", chain("a", "b", "c"))
+    rid = runs.trigger("line")
+    runs.ok(runs.lease()["a"])
+    b = runs.lease()["b"]
+    assert runs.states(rid) == {"a": "succeeded", "b": "leased", "c": "pending"}
+
+    assert runs.app.jobs.cancel_run(rid) == ("running", 1)
+    assert runs.states(rid) == {"a": "succeeded", "b": "leased", "c": "cancelled"}
+    assert runs.r.hget(runs.ti_key(b.iid), "cancel_requested") == b"1"
+    assert runs.run(rid)["state"] == "running"  # b still holds its lease
+
+    lost, revoked = runs.b.heartbeat(0, WORKER, 60_000, [(b.iid, b.epoch)])
+    assert (lost, revoked) == ([], [b.iid])
+    assert runs.fail(b, outcome="cancelled") == "cancelled"
+    info = runs.run(rid)
+    assert info["state"] == "cancelled"
+    assert runs.counters(rid) == {
+        "total": 3,
+        "n_done": 3,
+        "n_succeeded": 1,
+        "n_failed": 0,
+        "n_cancelled": 2,
+    }
+    assert runs.active(info["job"]) == set()
+    # a second cancel changes nothing
+    assert runs.app.jobs.cancel_run(rid) == ("cancelled", 0)
+
+
+def test_cancel_of_a_run_with_nothing_running_ends_it_at_once(runs: Runs) -> None:
+    runs.job("diamond", {"a": Task("t"), "b": Task("t", depends_on=["a"]), "c": Task("t")})
+    rid = runs.trigger("diamond")
+    assert runs.app.jobs.cancel_run(rid) == ("cancelled", 0)
+    assert runs.states(rid) == {"a": "cancelled", "b": "cancelled", "c": "cancelled"}
+    assert runs.ready() == []
+    assert runs.lease() == {}
+
+
+def test_retry_after_cancel_runs_the_downstream_without_revoking_it(runs: Runs) -> None:
+    runs.job("line", chain("a", "b", "c"))
+    rid = runs.trigger("line")
+    runs.ok(runs.lease()["a"])
+    b = runs.lease()["b"]
+    runs.app.jobs.cancel_run(rid)
+    runs.fail(b, outcome="cancelled")
+    assert runs.run(rid)["state"] == "cancelled"
+
+    assert runs.app.jobs.retry_run(rid, ["b"]) == 1
+    assert runs.states(rid) == {"a": "succeeded", "b": "ready", "c": "pending"}
+    runs.ok(runs.lease()["b"])
+    c = runs.lease()["c"]
+    # c was cancelled by the run's cancel; once reset it must not be revoked
+    assert runs.b.heartbeat(0, WORKER, 60_000, [(c.iid, c.epoch)]) == ([], [])
+    assert runs.fail(c, retryable=True) == "ready"  # a retry, not a cancel
+    runs.ok(runs.lease()["c"])
+    assert runs.run(rid)["state"] == "succeeded"
+
+
+# -- ids, retention, pause ---------------------------------------------------------
+
+
+def test_instance_id_is_run_and_task_and_stays_the_same_across_attempts(runs: Runs) -> None:
+    runs.job("one", {"a": Task("t", retries=2)})
+    rid = runs.trigger("one")
+    first = runs.lease()["a"]
+    assert first.iid == f"{rid}/a"
+    assert first.attempt == 1
+    assert runs.fail(first, retryable=True) == "ready"
+    second = runs.lease()["a"]
+    assert (second.iid, second.attempt) == (first.iid, 2)
+    assert int(second.epoch) > int(first.epoch)
+    # the stale token of attempt 1 writes nothing
+    assert runs.b.complete(0, WORKER, [(first.iid, first.epoch, b"\xc0")]) == [False]
+    runs.ok(second)
+    [inst] = runs.run(rid)["instances"]
+    assert inst["id"] == f"{rid}/a"
+    assert [a["outcome"] for a in inst["attempts"]] == ["failed", "succeeded"]
+
+
+def test_retention_ttls_once_ended_and_history_bounded_by_keep_runs(runs: Runs) -> None:
+    keep = 2
+    job_id = runs.job("quick", {"a": Task("t")}, keep_runs=keep, keep_days=0.5)
+    rid = runs.trigger("quick")
+    keys = [runs.k.run(0, rid), runs.ti_key(f"{rid}/a")]
+    assert [runs.r.ttl(k) for k in keys] == [-1, -1]  # nothing live expires
+    runs.ok(*runs.lease().values())
+    assert all(0 < runs.r.ttl(k) <= 43_200 for k in keys)
+
+    rids = [rid]
+    for _ in range(keep + 2):
+        time.sleep(0.003)  # distinct scheduled_for (ms) so "oldest" is well defined
+        rids.append(runs.run_through("quick"))
+    hist = [x.decode() for x in runs.r.zrange(runs.k.runs(0, job_id), 0, -1)]
+    assert hist == rids[-keep:]
+    for old in rids[:-keep]:
+        assert not runs.r.exists(runs.k.run(0, old))
+        assert not runs.r.exists(runs.ti_key(f"{old}/a"))
+    for kept in rids[-keep:]:
+        assert runs.run(kept)["state"] == "succeeded"
+    assert [r["id"] for r in runs.app.jobs.runs(job_id)] == rids[-keep:][::-1]
+
+
+def test_pause_after_consecutive_failed_runs(runs: Runs) -> None:
+    job_id = runs.job("flaky", {"a": Task("t")}, cron="0 0 1 1 *", pause_after_failures=2)
+    schedule = runs.k.schedule(0)
+    assert runs.r.zscore(schedule, job_id) is not None
+
+    def failed_run() -> None:
+        rid = runs.trigger("flaky")
+        runs.fail(runs.lease()["a"])
+        assert runs.run(rid)["state"] == "failed"
+
+    failed_run()
+    assert runs.job_hash(job_id)["consecutive_failures"] == "1"
+    runs.run_through("flaky")  # a success resets the count
+    assert runs.job_hash(job_id)["consecutive_failures"] == "0"
+    failed_run()
+    assert runs.job_hash(job_id)["paused"] == "0"
+    assert runs.r.zscore(schedule, job_id) is not None
+    failed_run()
+    job = runs.job_hash(job_id)
+    assert job["paused"] == "1"
+    assert "2 consecutive failed runs" in job["paused_reason"]
+    assert runs.r.zscore(schedule, job_id) is None
+    # the beat's fires are refused while paused; manual runs still go
+    assert runs.fire(job_id, T0) == ("paused", "")
+
+
+# -- overlap policies (fire.lua, as the beat calls it) -------------------------------
+
+
+def test_overlap_skip_records_a_skipped_run_without_instances(runs: Runs) -> None:
+    job_id = runs.job("sk", chain("a", "b"), overlap="skip")
+    status, first = runs.fire(job_id, T0)
+    assert (status, first) == ("created", f"{job_id}@{T0}")
+    status, second = runs.fire(job_id, T0 + MINUTE)
+    assert (status, second) == ("skipped", f"{job_id}@{T0 + MINUTE}")
+    info = runs.run(second)
+    assert info["state"] == "skipped"
+    assert info["total"] == "0"
+    assert info["instances"] == []
+    assert int(info["scheduled_for"]) == T0 + MINUTE
+    assert not runs.r.exists(runs.ti_key(f"{second}/a"))
+    assert runs.active(job_id) == {first}
+    assert runs.ready() == [f"{first}/a"]
+    assert runs.b.stats()["fires_overlap_skipped"] == 1
+    hist = [x.decode() for x in runs.r.zrange(runs.k.runs(0, job_id), 0, -1)]
+    assert hist == [first, second]
+
+    runs.ok(runs.lease()["a"])
+    runs.ok(runs.lease()["b"])
+    assert runs.fire(job_id, T0 + 2 * MINUTE)[0] == "created"  # nothing active any more
+
+
+def test_overlap_allow_runs_side_by_side(runs: Runs) -> None:
+    job_id = runs.job("al", chain("a", "b"), overlap="allow")
+    first = runs.fire(job_id, T0)
+    second = runs.fire(job_id, T0 + MINUTE)
+    assert [first[0], second[0]] == ["created", "created"]
+    assert runs.active(job_id) == {first[1], second[1]}
+    assert sorted(runs.ready()) == sorted([f"{first[1]}/a", f"{second[1]}/a"])
+
+
+def test_overlap_buffer_one_holds_one_fire_and_starts_it_when_the_run_ends(
+    runs: Runs,
+) -> None:
+    job_id = runs.job("bu", chain("a", "b"), overlap="buffer_one")
+    status, first = runs.fire(job_id, T0)
+    assert status == "created"
+    assert runs.fire(job_id, T0 + MINUTE) == ("buffered", f"{job_id}@{T0 + MINUTE}")
+    # one is already buffered: this fire is recorded as skipped, never lost silently
+    status, third = runs.fire(job_id, T0 + 2 * MINUTE)
+    assert status == "skipped"
+    assert runs.run(third)["state"] == "skipped"
+    assert runs.b.stats()["fires_overlap_skipped"] == 1
+    buffered = f"{job_id}@{T0 + MINUTE}"
+    assert not runs.r.exists(runs.k.run(0, buffered))
+    assert runs.active(job_id) == {first}
+
+    runs.ok(runs.lease()["a"])
+    runs.ok(runs.lease()["b"])
+    assert runs.run(first)["state"] == "succeeded"
+    info = runs.run(buffered)  # created by the end of the first run
+    assert info["state"] == "queued"
+    assert int(info["scheduled_for"]) == T0 + MINUTE
+    assert info["trigger"] == "cron"
+    assert runs.active(job_id) == {buffered}
+    assert runs.ready() == [f"{buffered}/a"]
+    assert runs.job_hash(job_id)["buffered"] == ""
+
+    runs.ok(runs.lease()["a"])
+    runs.ok(runs.lease()["b"])
+    assert runs.run(buffered)["state"] == "succeeded"
+    assert runs.active(job_id) == set()  # nothing more was buffered
+    hist = [x.decode() for x in runs.r.zrange(runs.k.runs(0, job_id), 0, -1)]
+    assert hist == [first, buffered, third]
+
+
+def test_overlap_cancel_previous_cancels_the_active_run(runs: Runs) -> None:
+    job_id = runs.job("cp", chain("a", "b"), overlap="cancel_previous")
+    _, first = runs.fire(job_id, T0)
+    a = runs.lease()["a"]
+    status, second = runs.fire(job_id, T0 + MINUTE)
+    assert status == "created"
+    assert runs.states(first) == {"a": "leased", "b": "cancelled"}
+    assert runs.run(first)["cancel_requested"] == "1"
+    assert runs.states(second) == {"a": "ready", "b": "pending"}
+    assert runs.active(job_id) == {first, second}  # first ends when a reports
+    assert runs.b.heartbeat(0, WORKER, 60_000, [(a.iid, a.epoch)]) == ([], [a.iid])
+    runs.fail(a, outcome="cancelled")
+    assert runs.run(first)["state"] == "cancelled"
+    assert runs.active(job_id) == {second}
+
+    # nothing of the second run is running: it is cancelled at once
+    status, third = runs.fire(job_id, T0 + 2 * MINUTE)
+    assert status == "created"
+    assert runs.run(second)["state"] == "cancelled"
+    assert runs.active(job_id) == {third}
+    assert runs.ready() == [f"{third}/a"]
+
+
+def test_buffered_fire_of_a_job_paused_meanwhile_is_skipped_not_started(runs: Runs) -> None:
+    job_id = runs.job("bp", {"a": Task("t")}, overlap="buffer_one", pause_after_failures=1)
+    _, first = runs.fire(job_id, T0)
+    assert runs.fire(job_id, T0 + MINUTE)[0] == "buffered"
+    runs.fail(runs.lease()["a"])  # the run fails and pauses the job
+    assert runs.run(first)["state"] == "failed"
+    assert runs.job_hash(job_id)["paused"] == "1"
+    buffered = runs.run(f"{job_id}@{T0 + MINUTE}")
+    assert buffered["state"] == "skipped"
+    assert buffered["instances"] == []
+    assert runs.active(job_id) == set()
+    assert runs.ready() == []
