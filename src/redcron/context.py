@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from redcron.broker import Broker
@@ -26,7 +27,18 @@ class Context:
     shard: int
     broker: Broker | None = field(default=None, repr=False)
     run_id: str | None = None
+    _params: dict[str, Any] | None = field(default=None, repr=False)
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("redcron.task"))
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The params a manual run was triggered with (``{}`` outside runs)."""
+        if self.run_id is None or self.broker is None:
+            return {}
+        if self._params is None:
+            raw = self.broker.client.hget(self.broker.keys.run(self.shard, self.run_id), "params")
+            self._params = json.loads(raw) if raw else {}
+        return self._params
 
     def once(self, key: str, ttl: int = 7 * 86_400) -> bool:
         """Record an effect at most once: True for the first caller, False after.

@@ -53,6 +53,10 @@ def register(app: App) -> None:
             raise RuntimeError(f"{label}: attempt 1 fails")
         return label.upper()
 
+    @app.task(name="dag.params", retries=0)
+    def params(ctx: Context) -> dict[str, Any]:
+        return ctx.params
+
     @app.task(name="dag.broken", retries=0)
     def broken(ctx: Context, label: str) -> None:
         record(ctx, label)
@@ -240,3 +244,11 @@ def test_command_task_inside_a_dag(app: App, start_worker: Callable[..., Worker]
     assert "shell step ran" in app.broker.log_lines(shell["id"], 1)
     assert [r["label"] for r in seen(app)] == ["prep", "post"]
     assert int(tasks["post"]["attempts"][0]["leased"]) >= int(shell["ended"])
+
+
+def test_manual_run_params_reach_tasks(app: App, start_worker: Callable[..., Worker]) -> None:
+    app.job("report", tasks={"p": Task("dag.params")}, tenant=TENANT)
+    start_worker(concurrency=1)
+    rid = app.jobs.trigger(TENANT, "report", params={"day": "2026-11-29", "n": 3})
+    assert wait_run(app, rid)["state"] == "succeeded"
+    assert app.get(f"{rid}/p").result(timeout=5) == {"day": "2026-11-29", "n": 3}
