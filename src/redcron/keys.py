@@ -78,6 +78,10 @@ class Keys:
         """Deployment metadata HASH (shards, lease TTL default and minimum)."""
         return f"{self.prefix}:meta"
 
+    def beats(self) -> str:
+        """Live beats ZSET: beat id -> registration expiry (ms, server clock)."""
+        return f"{self.prefix}:beats"
+
     def shard(self, shard: int) -> str:
         """The shard prefix passed to scripts as ``KEYS[1]``; ends with ``:``."""
         return f"{self.prefix}:{{s{shard}}}:"

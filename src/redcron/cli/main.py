@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from redcron.cli import jobs, runs
+from redcron.cli.beat import beat
 from redcron.cli.bench import bench
 from redcron.cli.common import LOG_LEVELS, RedcronGroup, setup_logging
 from redcron.cli.dlq import dlq
@@ -27,11 +29,14 @@ def main(loglevel: str) -> None:
 
 
 main.add_command(worker)
+main.add_command(beat)
 main.add_command(up)
 main.add_command(task)
 main.add_command(inspect_cmd)
 main.add_command(dlq)
 main.add_command(bench)
+main.add_command(jobs.jobs)
+main.add_command(runs.runs)
 
 if __name__ == "__main__":
     main(prog_name="redcron")

@@ -63,10 +63,10 @@ if skipped > 0 then
   redis.call('HINCRBY', jk, 'fires_skipped', skipped)
 end
 if trigger == 'skip' then return {'skipped_all', ''} end
+-- a fire replayed for a run that exists (the schedule moved on above) is not a new fire
+if redis.call('EXISTS', key_run(run_id)) == 1 then return {'exists', run_id} end
 redis.call('HSET', jk, 'last_fire', fire_ms)
 redis.call('HINCRBY', key_stats(), 'fires', 1)
-
-if redis.call('EXISTS', key_run(run_id)) == 1 then return {'exists', run_id} end
 
 local overlap = j[3] or 'skip'
 local active = redis.call('SCARD', key_active(job_id))

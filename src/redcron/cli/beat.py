@@ -1,0 +1,55 @@
+"""``redcron beat``: own shards of the deployment and turn fire times into runs."""
+
+from __future__ import annotations
+
+import click
+
+from redcron.cli.common import LOG_LEVELS, app_option, build_app, redis_option, setup_logging
+
+
+@click.command()
+@app_option
+@redis_option
+@click.option(
+    "--shard-ttl",
+    type=click.FloatRange(min=0, min_open=True),
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Lifetime of a shard lease without renewal (a dead beat's shards move after it).",
+)
+@click.option(
+    "--catchup-window",
+    type=click.FloatRange(min=0, min_open=True),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Fires overdue by less than this are all fired; older ones follow each job's "
+    "catch-up policy. Must be longer than --shard-ttl.",
+)
+@click.option("--name", default=None, help="Beat id (unique per process) [default: host:pid:rand].")
+@click.option(
+    "--loglevel",
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+    default="info",
+    show_default=True,
+)
+def beat(
+    app_path: str | None,
+    redis_url: str | None,
+    shard_ttl: float,
+    catchup_window: float,
+    name: str | None,
+    loglevel: str,
+) -> None:
+    """Run a beat until SIGTERM/SIGINT (then release its shards).
+
+    Declared ``@app.cron`` jobs are upserted on start (unchanged ones are left alone).
+    Run several for failover: they share the shards.
+    """
+    setup_logging(loglevel)
+    app = build_app(app_path, redis_url)
+    # Imported here so the CLI (and --help) works without loading the beat machinery.
+    from redcron.beat.beat import Beat
+
+    Beat(app, name=name, shard_ttl=shard_ttl, catchup_window=catchup_window).run()
