@@ -33,6 +33,7 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "dlq_replay",
     "watch",
     "fire",
+    "fire_batch",
     "job_put",
     "job_pause",
     "job_delete",

@@ -47,6 +47,8 @@ redis.call('HSET', jk, 'spec', spec, 'template', template, 'trigger_sig', sig,
   'overlap', ARGV[9], 'keep_runs', ARGV[10], 'keep_s', ARGV[11],
   'pause_after_failures', ARGV[12], 'paused', ARGV[13], 'updated', now)
 for i = 15, #ARGV, 2 do redis.call('HSET', jk, 'args:' .. ARGV[i], ARGV[i + 1]) end
+-- register the job's queues now, so creating a run need not
+for _, row in ipairs(cjson.decode(template)) do redis.call('SADD', key_queues(), row.queue) end
 local scheduled = redis.call('ZSCORE', key_schedule(), job_id)
 if ARGV[13] == '1' or ARGV[7] == '' then
   redis.call('ZREM', key_schedule(), job_id)

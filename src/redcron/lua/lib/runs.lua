@@ -94,10 +94,12 @@ local function record_skipped(job_id, run_id, fire_ms, trigger, now, reason)
 end
 
 -- Create a run and its instances from the job's compiled template; the
--- roots are made ready at once.
-local function create_run(job_id, run_id, fire_ms, trigger, now, params)
+-- roots are made ready at once.  `job` may carry the job fields the caller
+-- already read (template, tenant, name, keep_s); `woken` (optional) collects
+-- queue -> count so a batch wakes each queue once.
+local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, woken)
   local jk = key_job(job_id)
-  local j = redis.call('HMGET', jk, 'template', 'tenant', 'name', 'keep_s')
+  local j = job or redis.call('HMGET', jk, 'template', 'tenant', 'name', 'keep_s')
   local rows = cjson.decode(j[1])
   local tenant = j[2]
   local names = {}
@@ -107,28 +109,31 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params)
     'state', 'queued', 'scheduled_for', fire_ms, 'trigger', trigger, 'created', now,
     'total', #rows, 'n_done', 0, 'n_succeeded', 0, 'n_failed', 0, 'n_cancelled', 0,
     'tasks', table.concat(names, ','), 'keep_s', j[4] or '0', 'params', params or '')
-  local woken = {}
+  local wake_now = woken == nil
+  woken = woken or {}
   for _, row in ipairs(rows) do
     local iid = run_id .. '/' .. row.task
-    local ti = key_ti(iid)
-    redis.call('HSET', ti, 'id', iid, 'name', row.name, 'kind', row.kind,
+    local state, loc = 'pending', ''
+    if #row.deps == 0 then
+      -- a root: ready at once (the stream entry first, so the hash names it)
+      loc = 'q:' .. redis.call('XADD', key_q(row.queue, tenant, row.prio), '*', 'i', iid)
+      state = 'ready'
+      ring_add(key_ring(row.queue, row.prio), tenant)
+      woken[row.queue] = (woken[row.queue] or 0) + 1
+    end
+    redis.call('HSET', key_ti(iid), 'id', iid, 'name', row.name, 'kind', row.kind,
       'args', redis.call('HGET', jk, 'args:' .. row.task) or '', 'queue', row.queue,
       'tenant', tenant, 'prio', row.prio, 'timeout_ms', row.timeout_ms,
       'max_attempts', row.max_attempts, 'retry_base_ms', row.retry_base_ms,
       'retry_cap_ms', row.retry_cap_ms, 'result_ttl_s', 0, 'created', now, 'attempt', 0,
       'epoch', 0, 'budget', 0, 'run', run_id, 'task', row.task,
       'deps', table.concat(row.deps, ','), 'down', table.concat(row.down, ','),
-      'deps_left', #row.deps, 'state', 'pending', 'loc', '')
-    if #row.deps == 0 then
-      make_ready(ti, iid, row.queue, tenant, row.prio)
-      woken[row.queue] = (woken[row.queue] or 0) + 1
-    end
+      'deps_left', #row.deps, 'state', state, 'loc', loc, 'due', '')
   end
-  for q, n in pairs(woken) do
-    redis.call('SADD', key_queues(), q)
-    wake(q, n)
+  if wake_now then
+    for q, n in pairs(woken) do wake(q, n) end
   end
-  redis.call('SADD', key_tenants(), tenant)
+  -- tenants and queues were registered by job_put
   redis.call('SADD', key_active(job_id), run_id)
   redis.call('ZADD', key_runs(job_id), fire_ms, run_id)
 end

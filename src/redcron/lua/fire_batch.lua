@@ -1,0 +1,21 @@
+--[[ fire_batch: many fires of one shard in one call (the beat's burst path).
+  KEYS[1] shard prefix
+  ARGV: groups of 12 values laid out exactly as fire.lua's ARGV[1..12]; every
+        group carries the same owner epoch and now_override.
+  Returns: one {status, run_id} per group (statuses as fire.lua, plus notfound).
+  Errors: STALE when the epoch is not the shard owner's (nothing written).
+  Upholds: invariants 1 and 2, as fire.lua, for each group. ]]
+-- @include lib/common.lua
+-- @include lib/fire.lua
+
+local now = now_ms(ARGV[9])
+if not owner_ok(ARGV[7], now) then
+  return err('STALE', 'shard lease lost (epoch ' .. ARGV[7] .. ' is not the owner)')
+end
+local out = {}
+local woken = {}
+for b = 0, #ARGV - 1, 12 do
+  out[#out + 1] = fire_one(b, now, woken)
+end
+for q, n in pairs(woken) do wake(q, n) end
+return out

@@ -1,0 +1,86 @@
+--[[ fire: one fire of a job (see fire.lua for the ARGV group layout), shared by
+  fire.lua (one fire) and fire_batch.lua (many fires of one shard per call).
+  b is the 0-based offset of the 12-value group in ARGV; the caller checks the
+  owner epoch first. Returns {status, run_id}; status notfound for a missing job. ]]
+
+-- Is `epoch` the shard's current, unexpired owner epoch? ("" = not a beat: yes)
+local function owner_ok(epoch, now)
+  if epoch == '' then return true end
+  local o = redis.call('HMGET', key_beat(), 'epoch', 'expiry')
+  return o[1] == epoch and tonumber(o[2] or '0') > now
+end
+
+local function fire_one(b, now, woken)
+  local job_id, expected, version = ARGV[b + 1], ARGV[b + 2], ARGV[b + 3]
+  local fire_ms, next_nominal, next_due = ARGV[b + 4], ARGV[b + 5], ARGV[b + 6]
+  local trigger, run_id = ARGV[b + 8], ARGV[b + 11]
+  if fire_ms == '' then fire_ms = tostring(now) end
+  local jk = key_job(job_id)
+
+  -- checks before writes (the owner epoch was checked by the calling script)
+  local j = redis.call('HMGET', jk, 'version', 'paused', 'overlap', 'template', 'tenant', 'name',
+    'keep_s')
+  if not j[1] then return {'notfound', ''} end
+  if version ~= '' and version ~= j[1] then return {'version', ''} end
+  if expected ~= '' then
+    local score = redis.call('ZSCORE', key_schedule(), job_id)
+    if not score or tonumber(score) ~= tonumber(expected) then return {'stale', ''} end
+  end
+  if j[2] == '1' and trigger ~= 'manual' then return {'paused', ''} end
+
+  -- the schedule moves in the same step as the run is created
+  if expected ~= '' then
+    if next_nominal ~= '' then
+      redis.call('ZADD', key_schedule(), next_due, job_id)
+    else
+      redis.call('ZREM', key_schedule(), job_id)
+    end
+    if trigger == 'skip' then
+      redis.call('HSET', jk, 'next_fire', next_nominal)
+    else
+      redis.call('HSET', jk, 'next_fire', next_nominal, 'last_fire', fire_ms)
+    end
+  end
+  local skipped = tonumber(ARGV[b + 10] or '0') or 0
+  if skipped > 0 then
+    redis.call('HINCRBY', key_stats(), 'fires_skipped', skipped)
+    redis.call('HINCRBY', jk, 'fires_skipped', skipped)
+  end
+  if trigger == 'skip' then return {'skipped_all', ''} end
+  -- a fire replayed for a run that exists (the schedule moved on above) is not a new fire
+  if redis.call('EXISTS', key_run(run_id)) == 1 then return {'exists', run_id} end
+  if expected == '' then redis.call('HSET', jk, 'last_fire', fire_ms) end
+  redis.call('HINCRBY', key_stats(), 'fires', 1)
+
+  local overlap = j[3] or 'skip'
+  local active = redis.call('SCARD', key_active(job_id))
+  if trigger ~= 'manual' and active > 0 then
+    if overlap == 'skip' then
+      -- recorded in the run history, never silently dropped
+      record_skipped(job_id, run_id, tonumber(fire_ms), trigger, now,
+        'overlap: previous run still going')
+      return {'skipped', run_id}
+    elseif overlap == 'buffer_one' then
+      -- one fire waits for the active run; later ones are skipped (and recorded)
+      local held = redis.call('HGET', jk, 'buffered')
+      if held and held ~= '' then
+        record_skipped(job_id, run_id, tonumber(fire_ms), trigger, now,
+          'overlap: a fire is already buffered')
+        return {'skipped', run_id}
+      end
+      redis.call('HSET', jk, 'buffered', fire_ms .. '|' .. trigger)
+      return {'buffered', run_id}
+    elseif overlap == 'cancel_previous' then
+      for _, rid in ipairs(redis.call('SMEMBERS', key_active(job_id))) do
+        local rk = key_run(rid)
+        redis.call('HSET', rk, 'cancel_requested', '1')
+        for _, t in ipairs(split(redis.call('HGET', rk, 'tasks'))) do
+          cancel_instance(rid .. '/' .. t, now)
+        end
+      end
+    end
+  end
+  create_run(job_id, run_id, tonumber(fire_ms), trigger, now, ARGV[b + 12],
+    {j[4], j[5], j[6], j[7]}, woken)
+  return {'created', run_id}
+end
