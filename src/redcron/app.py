@@ -27,6 +27,7 @@ COMMAND_TASK = "redcron.command"
 
 if TYPE_CHECKING:
     from redcron.broker.jobs import JobStore
+    from redcron.tenants import TenantStore
 
 
 @dataclass(frozen=True)
@@ -229,6 +230,13 @@ class App:
         from redcron.broker.jobs import JobStore
 
         return JobStore(self.broker)
+
+    @property
+    def tenants(self) -> TenantStore:
+        """Tenant settings: weight, caps, rate limits, admission bounds."""
+        from redcron.tenants import TenantStore
+
+        return TenantStore(self.broker)
 
     def job(
         self,

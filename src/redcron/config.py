@@ -34,6 +34,9 @@ class Settings:
         maintenance_interval: seconds between promote/reap passes per shard.
         log_max_lines: lines kept per attempt log stream.
         container_runtime: docker-compatible CLI that runs container tasks.
+        dispatch_quantum: tasks credited per DRR visit per unit of tenant weight.
+        aging: seconds ready work waits before it is served one priority class
+            higher (per step); 0 turns aging off.
     """
 
     redis_url: str = DEFAULT_REDIS_URL
@@ -48,6 +51,8 @@ class Settings:
     maintenance_interval: float = 0.2
     log_max_lines: int = 1_000
     container_runtime: str = "docker"
+    dispatch_quantum: float = 1.0
+    aging: float = 60.0
 
     def __post_init__(self) -> None:
         if self.shards < 1:
@@ -60,6 +65,10 @@ class Settings:
             raise ConfigError("min_lease_ttl: must be > 0")
         if self.retry_base < 0 or self.retry_cap < self.retry_base:
             raise ConfigError("retry_base/retry_cap: need 0 <= retry_base <= retry_cap")
+        if self.dispatch_quantum <= 0:
+            raise ConfigError("dispatch_quantum: must be > 0")
+        if self.aging < 0:
+            raise ConfigError("aging: must be >= 0 seconds (0 = off)")
         if self.max_retries < 0:
             raise ConfigError("max_retries: must be >= 0")
         if not self.prefix or any(c in self.prefix for c in "{} "):

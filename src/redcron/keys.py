@@ -58,6 +58,16 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "active": ("active:{job_id}", ("job_id",)),
     # shard owner (beat): owner, epoch, expiry
     "beat": ("beat", ()),
+    # a tenant's settings (weight, max_in_flight, rate, burst, max_queued,
+    # max_priority, jitter_s) and dispatch state (d:<queue>:<class> deficits,
+    # v:<queue>:<class> visit in progress, tokens, tokens_ts)
+    "tenant": ("tenant:{tenant}", ("tenant",)),
+    # (queue|class) rings a tenant left at its cap or rate limit
+    "parked": ("parked:{tenant}", ("tenant",)),
+    # tenant -> oldest ready entry time (ms) per (queue, class): aging without a scan
+    "oldest": ("oldest:{queue}:{klass}", ("queue", "klass")),
+    # tenant -> tasks dispatched in one minute (share of dispatch)
+    "disp": ("disp:{minute}", ("minute",)),
 }
 
 PRIORITIES: tuple[str, ...] = ("high", "normal", "low")
@@ -157,6 +167,18 @@ class Keys:
 
     def beat(self, shard: int) -> str:
         return self.build(shard, "beat")
+
+    def tenant(self, shard: int, tenant: str) -> str:
+        return self.build(shard, "tenant", tenant)
+
+    def parked(self, shard: int, tenant: str) -> str:
+        return self.build(shard, "parked", tenant)
+
+    def oldest(self, shard: int, queue: str, klass: str) -> str:
+        return self.build(shard, "oldest", queue, klass)
+
+    def disp(self, shard: int, minute: int) -> str:
+        return self.build(shard, "disp", minute)
 
 
 def lua_key_functions() -> str:

@@ -101,6 +101,7 @@ def test_every_key_of_a_shard_has_the_shards_slot(prefix: str) -> None:
                         "name": "m",
                         "job_id": f"{shard}-{ulid()}",
                         "run_id": f"{shard}-{ulid()}@1795000000000",
+                        "minute": 29932000,
                     }
                     key = keys.build(shard, kind, *(values[n] for n in names))
                     assert key_slot(key.encode()) == slot, key

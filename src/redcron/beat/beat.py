@@ -55,8 +55,8 @@ FIRES_PER_CALL = 50
 #: fires per pipeline round trip
 PIPELINE_FIRES = 1_000
 #: statuses of fire.lua that mean "this fire time is done"
-_DONE = {"created", "skipped", "buffered", "exists", "skipped_all"}
-_COUNTED = {"created", "skipped", "buffered"}
+_DONE = {"created", "skipped", "buffered", "exists", "skipped_all", "rejected"}
+_COUNTED = {"created", "skipped", "buffered", "rejected"}
 TRANSIENT = (redis.RedisError, BrokerError, OSError)
 
 

@@ -179,7 +179,16 @@ class Broker:
         raw = self._run(
             "lease",
             shard,
-            [worker, min(max_tasks, MAX_BATCH), ttl_ms, "", ",".join(tenants), *queues],
+            [
+                worker,
+                min(max_tasks, MAX_BATCH),
+                ttl_ms,
+                "",
+                ",".join(tenants),
+                self.settings.dispatch_quantum,
+                int(self.settings.aging * 1000),
+                *queues,
+            ],
         )
         names = self._names
         out = []

@@ -24,6 +24,7 @@ for i = 3, #ARGV, 3 do
       pre .. 'ended', now, 'state', 'succeeded', 'loc', '', 'ended', now, 'deadline', '')
     redis.call('ZREM', LEASES, iid)
     redis.call('ZREM', key_tleases(f[5]), iid)
+    unpark(f[5])
     local ttl = tonumber(f[6] or '0')
     if ttl and ttl > 0 then redis.call('EXPIRE', ti, ttl) end
     if f[7] and f[7] ~= '0' then notify_done(ti, iid) end

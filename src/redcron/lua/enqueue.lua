@@ -5,7 +5,10 @@
           iid, name, kind, args(msgpack), queue, tenant, prio, timeout_ms,
           max_attempts, retry_base_ms, retry_cap_ms, delay_ms, result_ttl_s
   Returns: number of instances created.
-  Errors: CONFLICT if an id already exists (or comes twice in the batch);
+  A tenant's max_priority clamps the class asked for; its max_queued bounds
+  its ready instances (admission control).
+  Errors: QUOTA when a tenant would exceed max_queued;
+          CONFLICT if an id already exists (or comes twice in the batch);
           REJECTED for a malformed row (bad field count, priority not
           high|normal|low, empty queue/tenant, non-numeric or negative
           numbers, max_attempts < 1).  Either way nothing is written.
@@ -49,6 +52,23 @@ for i = 0, count - 1 do
   end
   batch[iid] = true
 end
+-- admission: per tenant, what this call adds against max_queued
+local adding, limits = {}, {}
+for i = 0, count - 1 do
+  local t = ARGV[3 + i * F + 5]
+  adding[t] = (adding[t] or 0) + 1
+end
+for t, n in pairs(adding) do
+  local max_queued, max_prio = admission(t)
+  limits[t] = max_prio
+  if max_queued > 0 then
+    local queued = queued_count(t)
+    if queued + n > max_queued then
+      return err('QUOTA', 'tenant ' .. t .. ' has ' .. queued .. ' queued; ' .. n
+        .. ' more would exceed its max_queued of ' .. max_queued)
+    end
+  end
+end
 
 local woken = {}
 local tenants_seen = {}
@@ -58,6 +78,7 @@ local timers = key_timers()
 for i = 0, count - 1 do
   local b = 3 + i * F
   local iid, queue, tenant, prio = ARGV[b], ARGV[b + 4], ARGV[b + 5], ARGV[b + 6]
+  prio = clamp_prio(prio, limits[tenant])
   local delay = tonumber(ARGV[b + 11])
   local ti = key_ti(iid)
   local state, loc, due
@@ -77,6 +98,7 @@ for i = 0, count - 1 do
         tenants_seen[tenant] = true
         queues_seen[queue] = true
       end
+      note_oldest(queue, prio, tenant, eid)
     end
     woken[queue] = (woken[queue] or 0) + 1
   end

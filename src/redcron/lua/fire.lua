@@ -16,7 +16,8 @@
   Returns: {status, run_id}: created | skipped (overlap: a 'skipped' run record
   without instances; buffer_one keeps the first fire held back and skips later
   ones) | buffered (buffer_one: the run starts when the active runs end) | exists
-  | skipped_all (trigger skip) | stale (the score moved: someone fired already) |
+  | skipped_all (trigger skip) | rejected (admission: the tenant is over
+  max_queued; recorded as a 'rejected' run) | stale (the score moved: someone fired already) |
   version (job changed: recompute) | paused
   Errors: STALE (the beat's shard lease was taken over), NOTFOUND.
   Upholds: invariant 1 (compare-and-set on owner epoch, schedule score and job

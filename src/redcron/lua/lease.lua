@@ -1,35 +1,99 @@
---[[ lease: hand out up to N ready instances to one worker, rotating over tenants.
+--[[ lease: hand out up to N ready instances to one worker: strict priority
+  classes with aging, weighted deficit round robin over tenants, caps and
+  rate limits.
   KEYS[1] shard prefix (rc:{sN}:)
   ARGV[1] worker_id
   ARGV[2] max_tasks (<= 256)
   ARGV[3] lease_ttl_ms
   ARGV[4] now_override_ms ("" = server TIME)
   ARGV[5] tenant filter: comma-separated tenant names, "" = every tenant
-  ARGV[6..] queues the worker serves
+  ARGV[6] quantum: tasks credited per visit per unit of weight ("" = 1)
+  ARGV[7] aging threshold ms: ready work waiting this long is served one class
+          higher per threshold waited ("" = 60000, 0 = no aging)
+  ARGV[8..] queues the worker serves
   Returns: { {iid, epoch, attempt, name, kind, args, timeout_ms, tenant}, ... } (numbers as integers)
-  Classes are served strictly high > normal > low; within a (queue, class) the
-  tenants with ready work sit in a ring and each visit serves a fair slice.
+  Classes are served strictly high > normal > low (aged work first within a
+  class).  Within a (queue, class) the tenants with ready work sit in a ring;
+  a visit credits quantum x weight to the tenant's deficit and serves while it
+  covers a task; a visit cut short by N stays at the head and goes on at the
+  next call without a new credit.  A tenant at its cap (valid leases, the size
+  of tleases:<t>) or out of rate tokens leaves the ring (parked:<t>) and comes
+  back when a lease ends or a token is due (a park:<t> timer).  Visits touch
+  only tenants with ready work: the cost never grows with idle tenants.
   A stream entry whose hash does not point back at it (left by a crash) is
   discarded, never run.
-  Upholds: invariants 3 (epoch += 1 per assignment), 4 (one place), 8 (server time). ]]
+  Upholds: invariants 3 (epoch += 1 per assignment), 4 (one place), 7 (fair
+  under contention), 8 (server time). ]]
 -- @include lib/common.lua
 
 local worker = ARGV[1]
 local want = tonumber(ARGV[2])
 local ttl = tonumber(ARGV[3])
 local now = now_ms(ARGV[4])
+local quantum = tonumber(ARGV[6] ~= '' and ARGV[6] or '1') or 1
+local aging = tonumber(ARGV[7] ~= '' and ARGV[7] or '60000') or 60000
 local deadline = now + ttl
 local out = {}
 local LEASES = key_leases()
 local classes = {'high', 'normal', 'low'}
+local dispatched = {}
+local tenant_cache = {}
 
--- Serve up to n entries from the head of a stream.  The entries read are
--- exactly the head of the stream, so one XTRIM MINID (exact) removes them all
--- (cheaper than an XDEL each); ready work behind them is never touched.
-local function take(queue, tenant, prio, stream, n)
-  local entries = redis.call('XRANGE', stream, '-', '+', 'COUNT', n)
+-- A tenant's limits, read once per call.
+local function limits(tenant)
+  local t = tenant_cache[tenant]
+  if t then return t end
+  local f = redis.call('HMGET', key_tenant(tenant), 'weight', 'max_in_flight', 'rate', 'burst',
+    'tokens', 'tokens_ts')
+  t = {weight = tonumber(f[1] or '') or 1, cap = tonumber(f[2] or '') or 0,
+       rate = tonumber(f[3] or '') or 0, burst = tonumber(f[4] or '') or 0,
+       tokens = tonumber(f[5] or ''), ts = tonumber(f[6] or '')}
+  if t.rate > 0 then
+    if t.burst <= 0 then t.burst = math.max(1, math.ceil(t.rate)) end
+    if t.tokens == nil or t.ts == nil then t.tokens, t.ts = t.burst, now end
+    -- refill the bucket on server time
+    t.tokens = math.min(t.burst, t.tokens + (now - t.ts) * t.rate / 1000)
+    t.ts = now
+  end
+  tenant_cache[tenant] = t
+  return t
+end
+
+-- How many more this tenant may start now (cap and rate), parking it when 0.
+local function room(tenant, queue, prio, ring)
+  local t = limits(tenant)
+  local n = want - #out
+  if t.cap > 0 then
+    local free = t.cap - redis.call('ZCARD', key_tleases(tenant))
+    if free < n then n = free end
+  end
+  local rate_short = false
+  if t.rate > 0 and t.tokens < n then
+    n = math.floor(t.tokens)
+    rate_short = n <= 0
+  end
+  if n <= 0 then
+    redis.call('ZREM', ring, tenant)
+    redis.call('SADD', key_parked(tenant), queue .. '|' .. prio)
+    redis.call('HDEL', key_tenant(tenant), 'v:' .. queue .. ':' .. prio)
+    if rate_short then
+      local wait = math.ceil((1 - t.tokens) * 1000 / t.rate)
+      redis.call('ZADD', key_timers(), now + math.max(1, wait), 'park:' .. tenant)
+    end
+    return 0
+  end
+  return n
+end
+
+-- Lease up to n entries from the head of a stream (only entries up to max_id,
+-- when given: aged work).  The entries read are exactly the head of the
+-- stream, so one exact XTRIM MINID removes them all (cheaper than an XDEL
+-- each); ready work behind them is never touched.  Returns the number leased.
+local function take(queue, tenant, prio, stream, n, max_id)
+  local entries = redis.call('XRANGE', stream, '-', max_id or '+', 'COUNT', n)
   if #entries == 0 then return 0 end
   local tl = key_tleases(tenant)
+  local leased = 0
   for _, e in ipairs(entries) do
     local eid = e[1]
     local iid = e[2][2]
@@ -53,52 +117,143 @@ local function take(queue, tenant, prio, stream, n)
         end
       end
       out[#out + 1] = {iid, epoch, attempt, f[4], f[5], f[6], tonumber(f[7] or '0'), tenant}
+      leased = leased + 1
     end
     -- an entry whose hash does not point back at it was left by a crash: dropped
   end
   local last = entries[#entries][1]
   local ms, seq = string.match(last, '^(%d+)-(%d+)$')
   redis.call('XTRIM', stream, 'MINID', ms .. '-' .. (tonumber(seq) + 1))
-  return #entries
+  -- keep the aging index on the new head (or drop the tenant when empty)
+  local head = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)
+  if head[1] then
+    redis.call('ZADD', key_oldest(queue, prio), tonumber(string.match(head[1][1], '^(%d+)')),
+      tenant)
+  else
+    redis.call('ZREM', key_oldest(queue, prio), tenant)
+  end
+  if leased > 0 then
+    local t = limits(tenant)
+    if t.rate > 0 then t.tokens = t.tokens - leased end
+    dispatched[tenant] = (dispatched[tenant] or 0) + leased
+  end
+  return leased
 end
 
-local filter = {}
-for t in string.gmatch(ARGV[5], '[^,]+') do filter[#filter + 1] = t end
-
-for _, prio in ipairs(classes) do
-  for qi = 6, #ARGV do
-    if #out >= want then return out end
-    local queue = ARGV[qi]
-    local ring = key_ring(queue, prio)
-    if #filter > 0 then
-      -- a filtered worker goes straight to its tenants' streams (no ring walk)
-      for ti_n, tenant in ipairs(filter) do
-        if #out >= want then break end
-        local stream = key_q(queue, tenant, prio)
-        local slice = math.max(1, math.floor((want - #out) / (#filter - ti_n + 1)))
-        take(queue, tenant, prio, stream, slice)
-        if redis.call('XLEN', stream) == 0 then redis.call('ZREM', ring, tenant) end
-      end
-    end
-    local size = redis.call('ZCARD', ring)
-    if #filter > 0 then size = 0 end
-    local visits = 0
-    while #out < want and visits < size do
-      visits = visits + 1
-      local head = redis.call('ZRANGE', ring, 0, 0)
-      local tenant = head[1]
-      if not tenant then break end
-      local stream = key_q(queue, tenant, prio)
-      -- a fair slice: share what is left over the tenants still to visit
-      local slice = math.max(1, math.floor((want - #out) / (size - visits + 1)))
-      local got = take(queue, tenant, prio, stream, slice)
-      if got < slice or redis.call('XLEN', stream) == 0 then
+-- Weighted deficit round robin over one (queue, class) ring.
+local function serve_ring(queue, prio)
+  local ring = key_ring(queue, prio)
+  local size = redis.call('ZCARD', ring)
+  -- every visit serves at least one task or removes the tenant from the ring
+  local visits = 0
+  while #out < want and visits < want + size do
+    visits = visits + 1
+    local head = redis.call('ZRANGE', ring, 0, 0)
+    local tenant = head[1]
+    if not tenant then return end
+    local th = key_tenant(tenant)
+    local dfield, vfield = 'd:' .. queue .. ':' .. prio, 'v:' .. queue .. ':' .. prio
+    local stream = key_q(queue, tenant, prio)
+    local n = room(tenant, queue, prio, ring)
+    if n > 0 and redis.call('ZCARD', ring) == 1 then
+      -- alone in the ring: nobody to share with, serve what fits (no rotation)
+      take(queue, tenant, prio, stream, n)
+      if redis.call('XLEN', stream) == 0 then
         redis.call('ZREM', ring, tenant)
+        redis.call('HDEL', th, dfield, vfield)
+      end
+    elseif n > 0 then
+      local s = redis.call('HMGET', th, dfield, vfield)
+      local deficit = tonumber(s[1] or '') or 0
+      local weight = limits(tenant).weight
+      if s[2] ~= '1' then
+        -- a new visit: credit quantum x weight (capped: an idle or skipped
+        -- tenant does not bank credit)
+        deficit = math.min(deficit + quantum * weight, quantum * weight + 1)
+      end
+      local k = math.min(n, math.floor(deficit))
+      local got = 0
+      if k > 0 then got = take(queue, tenant, prio, stream, k) end
+      deficit = deficit - got
+      if redis.call('XLEN', stream) == 0 then
+        -- an empty tenant leaves the ring with its deficit reset
+        redis.call('ZREM', ring, tenant)
+        redis.call('HDEL', th, dfield, vfield)
+      elseif #out >= want and deficit >= 1 then
+        -- cut short by the batch size: stays at the head, goes on next call
+        redis.call('HSET', th, dfield, deficit, vfield, '1')
       else
+        redis.call('HSET', th, dfield, deficit)
+        redis.call('HDEL', th, vfield)
         redis.call('ZREM', ring, tenant)
         ring_add(ring, tenant)
       end
     end
   end
+end
+
+-- Work waiting in a lower class for longer than the aging threshold per class
+-- step is served at this class, oldest tenants first (caps and rates apply).
+local function serve_aged(queue, ci)
+  if aging <= 0 then return end
+  for lc = ci + 1, #classes do
+    if #out >= want then return end
+    local lprio = classes[lc]
+    local threshold = now - aging * (lc - ci)
+    local tenants = redis.call('ZRANGEBYSCORE', key_oldest(queue, lprio), '-inf', threshold,
+      'LIMIT', 0, want - #out)
+    local ring = key_ring(queue, lprio)
+    for _, tenant in ipairs(tenants) do
+      if #out >= want then return end
+      local stream = key_q(queue, tenant, lprio)
+      if redis.call('ZSCORE', ring, tenant) then
+        local n = room(tenant, queue, lprio, ring)
+        if n > 0 then take(queue, tenant, lprio, stream, n, tostring(threshold)) end
+        if redis.call('XLEN', stream) == 0 then
+          redis.call('ZREM', ring, tenant)
+          redis.call('HDEL', key_tenant(tenant), 'd:' .. queue .. ':' .. lprio,
+            'v:' .. queue .. ':' .. lprio)
+        end
+      end
+    end
+  end
+end
+
+local filter = {}
+for t in string.gmatch(ARGV[5], '[^,]+') do filter[#filter + 1] = t end
+
+for ci, prio in ipairs(classes) do
+  for qi = 8, #ARGV do
+    if #out >= want then break end
+    local queue = ARGV[qi]
+    if #filter > 0 then
+      -- a filtered worker goes straight to its tenants' streams (no ring walk)
+      local ring = key_ring(queue, prio)
+      for _, tenant in ipairs(filter) do
+        if #out >= want then break end
+        local stream = key_q(queue, tenant, prio)
+        if redis.call('XLEN', stream) > 0 then
+          local n = room(tenant, queue, prio, ring)
+          if n > 0 then take(queue, tenant, prio, stream, n) end
+          if redis.call('XLEN', stream) == 0 then redis.call('ZREM', ring, tenant) end
+        end
+      end
+    else
+      serve_aged(queue, ci)
+      serve_ring(queue, prio)
+    end
+  end
+end
+
+-- persist token buckets and the share-of-dispatch counters
+for tenant, t in pairs(tenant_cache) do
+  if t.rate > 0 then
+    redis.call('HSET', key_tenant(tenant), 'tokens', t.tokens, 'tokens_ts', t.ts)
+  end
+end
+if next(dispatched) then
+  local dk = key_disp(math.floor(now / 60000))
+  for tenant, n in pairs(dispatched) do redis.call('HINCRBY', dk, tenant, n) end
+  redis.call('EXPIRE', dk, 180)
 end
 return out

@@ -3,6 +3,7 @@
   ARGV[1] now_override_ms ("" = server TIME)
   ARGV[2] limit (<= 500)
   Returns: {promoted, next_due_ms or -1}
+  Members park:<tenant> are rate-limited tenants whose next token is due.
   Upholds: invariant 4 (ZREM the timer, then XADD: one place at a time). ]]
 -- @include lib/common.lua
 
@@ -11,6 +12,12 @@ local due = redis.call('ZRANGEBYSCORE', key_timers(), '-inf', now, 'LIMIT', 0, t
 local n = 0
 local woken = {}
 for _, iid in ipairs(due) do
+  local parked_tenant = string.match(iid, '^park:(.*)$')
+  if parked_tenant then
+    -- a rate-limited tenant's next token is due: back on its rings
+    redis.call('ZREM', key_timers(), iid)
+    unpark(parked_tenant)
+  end
   local ti = key_ti(iid)
   local f = redis.call('HMGET', ti, 'state', 'loc', 'queue', 'tenant', 'prio')
   redis.call('ZREM', key_timers(), iid)

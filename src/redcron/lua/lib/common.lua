@@ -35,12 +35,58 @@ local function wake(queue, n)
   if redis.call('LPUSH', wk, unpack(tokens)) > 16 then redis.call('LTRIM', wk, 0, 15) end
 end
 
+-- Record a tenant's oldest ready entry in (queue, class) unless an older one is
+-- recorded already (aging finds old work through this index, without a scan).
+local function note_oldest(queue, prio, tenant, eid)
+  redis.call('ZADD', key_oldest(queue, prio), 'NX', tonumber(string.match(eid, '^(%d+)')),
+    tenant)
+end
+
 -- Put an instance on its tenant's ready stream and the tenant on the ring.
 local function make_ready(ti, iid, queue, tenant, prio)
   local eid = redis.call('XADD', key_q(queue, tenant, prio), '*', 'i', iid)
   redis.call('HSET', ti, 'state', 'ready', 'loc', 'q:' .. eid, 'due', '')
   ring_add(key_ring(queue, prio), tenant)
+  note_oldest(queue, prio, tenant, eid)
   return eid
+end
+
+local PRIO_RANK = {high = 1, normal = 2, low = 3}
+
+-- A tenant's admission settings: max_queued (0 = none) and the highest class
+-- it may use (requests above it are clamped).
+local function admission(tenant)
+  local f = redis.call('HMGET', key_tenant(tenant), 'max_queued', 'max_priority')
+  return tonumber(f[1] or '') or 0, PRIO_RANK[f[2] or ''] and f[2] or 'high'
+end
+
+local function clamp_prio(prio, max_prio)
+  if PRIO_RANK[prio] < PRIO_RANK[max_prio] then return max_prio end
+  return prio
+end
+
+-- Ready instances a tenant has queued on this shard (every queue and class).
+local function queued_count(tenant)
+  local n = 0
+  for _, queue in ipairs(redis.call('SMEMBERS', key_queues())) do
+    for prio, _ in pairs(PRIO_RANK) do n = n + redis.call('XLEN', key_q(queue, tenant, prio)) end
+  end
+  return n
+end
+
+-- A tenant parked at its cap or rate limit goes back on the rings it left
+-- (those where it still has ready work); the next lease re-checks the limits.
+local function unpark(tenant)
+  local pk = key_parked(tenant)
+  local parked = redis.call('SMEMBERS', pk)
+  if #parked == 0 then return end
+  redis.call('DEL', pk)
+  for _, qc in ipairs(parked) do
+    local queue, prio = string.match(qc, '^(.*)|(%a+)$')
+    if queue and redis.call('XLEN', key_q(queue, tenant, prio)) > 0 then
+      ring_add(key_ring(queue, prio), tenant)
+    end
+  end
 end
 
 -- Wake result() waiters once the instance is terminal.
@@ -97,6 +143,7 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
   end
   redis.call('ZREM', key_leases(), iid)
   redis.call('ZREM', key_tleases(tenant), iid)
+  unpark(tenant)
   redis.call('HSET', ti, 'deadline', '')
   if outcome == 'succeeded' then
     make_terminal(ti, iid, 'succeeded', now)

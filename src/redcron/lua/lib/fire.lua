@@ -80,6 +80,20 @@ local function fire_one(b, now, woken)
       end
     end
   end
+  -- admission: a run whose roots would push the tenant past max_queued is
+  -- recorded as rejected (and counted), never dropped silently
+  local max_queued = admission(j[5])
+  if max_queued > 0 then
+    local roots = 0
+    for _, row in ipairs(cjson.decode(j[4])) do
+      if #row.deps == 0 then roots = roots + 1 end
+    end
+    if queued_count(j[5]) + roots > max_queued then
+      record_skipped(job_id, run_id, tonumber(fire_ms), trigger, now,
+        'admission: tenant over max_queued', 'rejected')
+      return {'rejected', run_id}
+    end
+  end
   create_run(job_id, run_id, tonumber(fire_ms), trigger, now, ARGV[b + 12],
     {j[4], j[5], j[6], j[7]}, woken)
   return {'created', run_id}

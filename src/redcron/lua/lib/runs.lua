@@ -80,15 +80,16 @@ end
 -- Record a fire that created no run (overlap, or the job paused while it was
 -- buffered): a 'skipped' run without instances in the job's history and a
 -- counted stat, so no fire is dropped silently.
-local function record_skipped(job_id, run_id, fire_ms, trigger, now, reason)
+local function record_skipped(job_id, run_id, fire_ms, trigger, now, reason, state)
   local jk = key_job(job_id)
   local j = redis.call('HMGET', jk, 'tenant', 'name', 'keep_s')
   local rk = key_run(run_id)
   redis.call('HSET', rk, 'id', run_id, 'job', job_id, 'tenant', j[1], 'job_name', j[2],
-    'state', 'skipped', 'reason', reason, 'scheduled_for', fire_ms, 'trigger', trigger,
+    'state', state or 'skipped', 'reason', reason, 'scheduled_for', fire_ms, 'trigger', trigger,
     'created', now, 'ended', now, 'total', 0, 'tasks', '')
   redis.call('ZADD', key_runs(job_id), fire_ms, run_id)
-  redis.call('HINCRBY', key_stats(), 'fires_overlap_skipped', 1)
+  redis.call('HINCRBY', key_stats(), state == 'rejected' and 'fires_rejected'
+    or 'fires_overlap_skipped', 1)
   local keep = tonumber(j[3] or '0')
   if keep and keep > 0 then redis.call('EXPIRE', rk, keep) end
 end
@@ -111,14 +112,17 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, wo
     'tasks', table.concat(names, ','), 'keep_s', j[4] or '0', 'params', params or '')
   local wake_now = woken == nil
   woken = woken or {}
+  local _, max_prio = admission(tenant)
   for _, row in ipairs(rows) do
+    row.prio = clamp_prio(row.prio, max_prio)
     local iid = run_id .. '/' .. row.task
     local state, loc = 'pending', ''
     if #row.deps == 0 then
       -- a root: ready at once (the stream entry first, so the hash names it)
-      loc = 'q:' .. redis.call('XADD', key_q(row.queue, tenant, row.prio), '*', 'i', iid)
-      state = 'ready'
+      local eid = redis.call('XADD', key_q(row.queue, tenant, row.prio), '*', 'i', iid)
+      loc, state = 'q:' .. eid, 'ready'
       ring_add(key_ring(row.queue, row.prio), tenant)
+      note_oldest(row.queue, row.prio, tenant, eid)
       woken[row.queue] = (woken[row.queue] or 0) + 1
     end
     redis.call('HSET', key_ti(iid), 'id', iid, 'name', row.name, 'kind', row.kind,

@@ -1,0 +1,146 @@
+"""``redcron tenants set|show|list|reset``: per-tenant dispatch settings (DESIGN §6)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import click
+
+from redcron.cli.common import app_option, build_app, echo_json, redis_option, table
+from redcron.keys import PRIORITIES
+from redcron.tenants import TenantSettings, TenantStore, format_rate
+
+
+def _store(app_path: str | None, redis_url: str | None) -> TenantStore:
+    return TenantStore(build_app(app_path, redis_url).broker)
+
+
+def _limit(n: int) -> str:
+    return str(n) if n else "-"
+
+
+def _pct(share: float) -> str:
+    return f"{share * 100:.1f}%"
+
+
+def render_settings(tenant: str, s: Mapping[str, Any]) -> list[str]:
+    burst = f" (burst {s['effective_burst']})" if s["rate"] else ""
+    fields = [
+        ("weight", f"{s['weight']:g}"),
+        ("max in-flight", s["max_in_flight"] or "no cap"),
+        ("rate", format_rate(s["rate"]) + burst),
+        ("max queued", s["max_queued"] or "unlimited"),
+        ("max priority", s["max_priority"]),
+        ("jitter", f"{s['jitter_s']:g}s"),
+    ]
+    return [f"tenant {tenant}"] + [f"  {k:<14} {v}" for k, v in fields]
+
+
+@click.group()
+def tenants() -> None:
+    """Per-tenant weight, concurrency cap, rate limit and admission bound."""
+
+
+@tenants.command("set")
+@click.argument("tenant")
+@click.option("--weight", type=float, help="Share of dispatch relative to others (default 1).")
+@click.option("--max-in-flight", type=int, help="Most tasks running at once (0 = no cap).")
+@click.option("--rate", metavar="N[/s|/m|/h]", help="Tasks started per second (0 = unlimited).")
+@click.option("--burst", type=int, help="Token bucket size (0 = one second of --rate).")
+@click.option("--max-queued", type=int, help="Most queued tasks before submits are rejected.")
+@click.option(
+    "--max-priority", type=click.Choice(PRIORITIES), help="Highest priority the tenant may use."
+)
+@click.option("--jitter", "jitter_s", type=float, metavar="SECONDS",
+              help="Default jitter for the tenant's scheduled fires.")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@app_option
+@redis_option
+def set_cmd(
+    tenant: str,
+    as_json: bool,
+    app_path: str | None,
+    redis_url: str | None,
+    **options: Any,
+) -> None:
+    """Change a tenant's settings live; unnamed settings keep their values."""
+    changes = {k: v for k, v in options.items() if v is not None}
+    if not changes:
+        raise click.UsageError(
+            "nothing to set; give at least one option (see --help), "
+            "or use `redcron tenants show` to see the settings"
+        )
+    settings = _store(app_path, redis_url).set(tenant, **changes)
+    if as_json:
+        echo_json({"tenant": tenant, **settings.as_dict()})
+    else:
+        click.echo("\n".join(render_settings(tenant, settings.as_dict())))
+
+
+@tenants.command()
+@click.argument("tenant")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@app_option
+@redis_option
+def show(tenant: str, as_json: bool, app_path: str | None, redis_url: str | None) -> None:
+    """A tenant's settings with live in-flight, queued and dispatch share."""
+    row = _store(app_path, redis_url).show(tenant)
+    if as_json:
+        echo_json(row)
+        return
+    out = render_settings(tenant, row)
+    out[0] += f"  (shard {row['shard']})"
+    out += [
+        f"  {'in-flight':<14} {row['in_flight']}",
+        f"  {'queued':<14} {row['queued']}",
+        f"  {'share 1 min':<14} {_pct(row['share_last_minute'])} "
+        f"({row['dispatched_last_minute']} dispatched)",
+    ]
+    click.echo("\n".join(out))
+
+
+@tenants.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@app_option
+@redis_option
+def list_cmd(as_json: bool, app_path: str | None, redis_url: str | None) -> None:
+    """Every tenant: settings, in-flight, queued, share of dispatch in the last minute."""
+    rows = _store(app_path, redis_url).list()
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        click.echo("no tenants yet (nothing was enqueued or set)")
+        return
+    headers = ("tenant", "weight", "cap", "rate", "max queued", "in-flight", "queued", "share 1m")
+    click.echo(
+        table(
+            headers,
+            [
+                (
+                    r["tenant"],
+                    f"{r['weight']:g}",
+                    _limit(r["max_in_flight"]),
+                    format_rate(r["rate"]) if r["rate"] else "-",
+                    _limit(r["max_queued"]),
+                    r["in_flight"],
+                    r["queued"],
+                    _pct(r["share_last_minute"]),
+                )
+                for r in rows
+            ],
+        )
+    )
+
+
+@tenants.command()
+@click.argument("tenant")
+@app_option
+@redis_option
+def reset(tenant: str, app_path: str | None, redis_url: str | None) -> None:
+    """Put a tenant's settings back to the defaults (dispatch state is kept)."""
+    _store(app_path, redis_url).reset(tenant)
+    defaults = TenantSettings().as_dict()
+    click.echo(f"reset {tenant} to defaults")
+    click.echo("\n".join(render_settings(tenant, defaults)[1:]))

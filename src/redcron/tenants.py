@@ -1,0 +1,309 @@
+"""Tenant settings (DESIGN §6): weight, caps, rate, admission bound, defaults.
+
+Settings live in the tenant hash ``keys.tenant(shard, tenant)`` as plain text
+fields, changeable live: the lease script reads them on every visit.  The
+same hash holds dispatch state the lease script owns (``d:*`` deficits,
+``v:*`` visits, ``tokens``, ``tokens_ts``), so this module writes and deletes
+only the settings fields, never the whole hash.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from redcron import validation
+from redcron.errors import ValidationError
+from redcron.keys import PRIORITIES, shard_of
+
+if TYPE_CHECKING:
+    from redcron.broker import Broker
+
+#: the hash fields this module owns, in display order
+SETTINGS_FIELDS: tuple[str, ...] = (
+    "weight",
+    "max_in_flight",
+    "rate",
+    "burst",
+    "max_queued",
+    "max_priority",
+    "jitter_s",
+)
+MAX_WEIGHT = 1000.0
+#: dispatch share is summed over the current and the previous server minute
+SHARE_WINDOW_MINUTES = 2
+
+_RATE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(?:/\s*([smh]))?\s*$")
+_PER_SECOND = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+Row = dict[str, Any]
+#: ``list`` is a TenantStore method, so annotations in the class use these aliases
+Rows = list[Row]
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def parse_rate(value: object) -> float:
+    """A rate as tasks per second: ``"20/s"``, ``"20"`` (per second), ``"1200/m"``,
+    ``"5/h"``, or a number.  ``0`` means unlimited."""
+    if _is_number(value):
+        rate = float(value)  # type: ignore[arg-type]
+    elif isinstance(value, str) and (m := _RATE.match(value)):
+        rate = float(m.group(1)) / _PER_SECOND[m.group(2) or "s"]
+    else:
+        raise ValidationError(
+            "rate",
+            f"{value!r} is not a rate; use N, N/s, N/m or N/h (e.g. 20/s, 1200/m; 0 = unlimited)",
+        )
+    if not math.isfinite(rate) or rate < 0:
+        raise ValidationError("rate", f"{value!r} must be >= 0 tasks per second (0 = unlimited)")
+    return rate
+
+
+def format_rate(rate: float) -> str:
+    """The friendliest unit for a per-second rate: ``20/s``, ``30/m``, ``5/h``."""
+    if rate <= 0:
+        return "unlimited"
+    for unit, per in (("s", 1.0), ("m", 60.0), ("h", 3600.0)):
+        n = rate * per
+        if n >= 1 and abs(n - round(n)) < 1e-9:
+            return f"{round(n)}/{unit}"
+    return f"{rate:.6g}/s"
+
+
+def _text(value: object) -> str:
+    """A number as hash text that both Python and Lua ``tonumber`` read back exactly."""
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else repr(value)
+    return str(value)
+
+
+@dataclass
+class TenantSettings:
+    """One tenant's dispatch and admission settings; zeros mean "no limit".
+
+    Attributes:
+        weight: share of dispatch relative to other tenants (DRR quantum multiplier).
+        max_in_flight: most valid leases at once; 0 = no cap.
+        rate: tasks started per second (token bucket on server time); 0 = unlimited.
+        burst: token bucket size; 0 = ``max(1, ceil(rate))``.
+        max_queued: most queued instances before submissions are rejected; 0 = unlimited.
+        max_priority: highest class the tenant may submit at (higher is clamped).
+        jitter_s: default jitter for the tenant's scheduled fires, in seconds.
+    """
+
+    weight: float = 1.0
+    max_in_flight: int = 0
+    rate: float = 0.0
+    burst: int = 0
+    max_queued: int = 0
+    max_priority: str = "high"
+    jitter_s: float = 0.0
+
+    @property
+    def effective_burst(self) -> int:
+        """The bucket size the lease script uses (``burst``, or one second of rate)."""
+        return self.burst or max(1, math.ceil(self.rate))
+
+    def validate(self) -> TenantSettings:
+        """Raise :class:`ValidationError` naming the first bad field and the fix."""
+        w = self.weight
+        if not _is_number(w) or not (0 < w <= MAX_WEIGHT):
+            raise ValidationError(
+                "weight", f"{w!r} must be a number > 0 and <= {MAX_WEIGHT:g} (default 1)"
+            )
+        for field in ("max_in_flight", "burst", "max_queued"):
+            validation.non_negative_int(getattr(self, field), field)
+        r = self.rate
+        if not _is_number(r) or not math.isfinite(r) or r < 0:
+            raise ValidationError(
+                "rate", f"{r!r} must be >= 0 tasks per second (0 = unlimited); e.g. 20/s"
+            )
+        j = self.jitter_s
+        if not _is_number(j) or not math.isfinite(j) or j < 0:
+            raise ValidationError("jitter_s", f"{j!r} must be a number of seconds >= 0")
+        validation.priority(self.max_priority, "max_priority")
+        return self
+
+    def to_hash(self) -> dict[str, str]:
+        return {f: _text(getattr(self, f)) for f in SETTINGS_FIELDS}
+
+    @classmethod
+    def from_hash(cls, raw: Mapping[Any, Any]) -> TenantSettings:
+        """Settings from hash fields (bytes or str); missing fields take defaults."""
+        values: dict[str, Any] = {}
+        defaults = cls()
+        for field in SETTINGS_FIELDS:
+            value = raw.get(field, raw.get(field.encode()))
+            if value is None or value in (b"", ""):
+                continue
+            text = value.decode() if isinstance(value, bytes) else str(value)
+            kind = type(getattr(defaults, field))
+            try:
+                values[field] = kind(text)
+            except ValueError:
+                raise ValidationError(
+                    field,
+                    f"stored value {text!r} is not a {kind.__name__}; "
+                    f"fix it with `redcron tenants set` or `redcron tenants reset`",
+                ) from None
+        return cls(**values)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "effective_burst": self.effective_burst}
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class TenantStore:
+    """Read and change tenant settings; list tenants with live dispatch numbers."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.keys = broker.keys
+
+    def shard(self, tenant: str) -> int:
+        return shard_of(tenant, self.broker.shards)
+
+    def get(self, tenant: str) -> TenantSettings:
+        """The tenant's settings (defaults for anything never set)."""
+        validation.name("tenant", tenant)
+        values = self.broker.client.hmget(
+            self.keys.tenant(self.shard(tenant), tenant), list(SETTINGS_FIELDS)
+        )
+        return TenantSettings.from_hash(
+            {f: v for f, v in zip(SETTINGS_FIELDS, values, strict=True) if v is not None}
+        )
+
+    def set(self, tenant: str, **changes: Any) -> TenantSettings:
+        """Change some settings; returns the resulting settings.
+
+        Only the given fields are written (HSET), so concurrent changes of
+        other fields, and the lease script's state in the same hash, survive.
+        ``rate`` may be given as text (``"20/s"``).
+        """
+        validation.name("tenant", tenant)
+        unknown = sorted(set(changes) - set(SETTINGS_FIELDS))
+        if unknown:
+            raise ValidationError(
+                unknown[0], f"unknown tenant setting; settings are {', '.join(SETTINGS_FIELDS)}"
+            )
+        if isinstance(changes.get("rate"), str):
+            changes["rate"] = parse_rate(changes["rate"])
+        merged = dataclasses.replace(self.get(tenant), **changes).validate()
+        shard = self.shard(tenant)
+        if changes:
+            pipe = self.broker.client.pipeline(transaction=True)
+            pipe.hset(
+                self.keys.tenant(shard, tenant),
+                mapping={f: _text(getattr(merged, f)) for f in changes},
+            )
+            pipe.sadd(self.keys.tenants(shard), tenant)
+            pipe.execute()
+        return merged
+
+    def reset(self, tenant: str) -> TenantSettings:
+        """Remove every settings field (back to defaults); dispatch state stays."""
+        validation.name("tenant", tenant)
+        self.broker.client.hdel(self.keys.tenant(self.shard(tenant), tenant), *SETTINGS_FIELDS)
+        return TenantSettings()
+
+    def show(self, tenant: str) -> Row:
+        """One tenant's settings with its live numbers (the shape of a ``list()`` row)."""
+        validation.name("tenant", tenant)
+        dispatched, total = self._dispatched()
+        (row,) = self._shard_rows(self.shard(tenant), [tenant])
+        return _with_share(row, dispatched, total)
+
+    def list(self) -> Rows:
+        """Every known tenant of every shard, sorted by name.
+
+        Each row: ``tenant``, ``shard``, the settings fields, ``in_flight``
+        (valid leases), ``queued`` (ready instances over all queues and
+        classes; delayed timers are not counted), ``dispatched_last_minute``
+        and ``share_last_minute`` (0..1 of all tenants' dispatches in the
+        current and previous server minute).
+        """
+        dispatched, total = self._dispatched()
+        client = self.broker.client
+        rows: list[Row] = []
+        for shard in range(self.broker.shards):
+            tenants = sorted(_s(t) for t in client.smembers(self.keys.tenants(shard)))
+            rows += self._shard_rows(shard, tenants)
+        return sorted(
+            (_with_share(row, dispatched, total) for row in rows), key=lambda r: r["tenant"]
+        )
+
+    # -- internals --------------------------------------------------------------
+
+    def _shard_rows(self, shard: int, tenants: Sequence[str]) -> Rows:
+        if not tenants:
+            return []
+        client = self.broker.client
+        queues = sorted(_s(q) for q in client.smembers(self.keys.queues(shard)))
+        pipe = client.pipeline(transaction=False)
+        for t in tenants:
+            pipe.hmget(self.keys.tenant(shard, t), list(SETTINGS_FIELDS))
+            pipe.zcard(self.keys.tleases(shard, t))
+            for q in queues:
+                for klass in PRIORITIES:
+                    pipe.xlen(self.keys.q(shard, q, t, klass))
+        res = iter(pipe.execute())
+        rows: list[Row] = []
+        for t in tenants:
+            raw = next(res)
+            settings = TenantSettings.from_hash(
+                {f: v for f, v in zip(SETTINGS_FIELDS, raw, strict=True) if v is not None}
+            )
+            in_flight = int(next(res))
+            queued = sum(int(next(res)) for _q in queues for _k in PRIORITIES)
+            rows.append(
+                {
+                    "tenant": t,
+                    "shard": shard,
+                    **settings.as_dict(),
+                    "in_flight": in_flight,
+                    "queued": queued,
+                }
+            )
+        return rows
+
+    def _dispatched(self) -> tuple[dict[str, int], int]:
+        """Tasks leased per tenant in the current and previous server minute, and the total.
+
+        The lease script counts them in ``disp:<minute>`` hashes; minutes use
+        server time so every client agrees on the window.
+        """
+        client = self.broker.client
+        secs, micros = client.time()
+        minute = (int(secs) * 1000 + int(micros) // 1000) // 60_000
+        pipe = client.pipeline(transaction=False)
+        for shard in range(self.broker.shards):
+            for m in range(minute - SHARE_WINDOW_MINUTES + 1, minute + 1):
+                pipe.hgetall(self.keys.disp(shard, m))
+        counts: dict[str, int] = {}
+        for raw in pipe.execute():
+            for k, v in raw.items():
+                try:
+                    n = int(v)
+                except ValueError:
+                    continue  # not ours to fix; a bad field just does not count
+                counts[_s(k)] = counts.get(_s(k), 0) + n
+        return counts, sum(counts.values())
+
+
+def _with_share(row: Row, dispatched: Mapping[str, int], total: int) -> Row:
+    n = dispatched.get(row["tenant"], 0)
+    return {
+        **row,
+        "dispatched_last_minute": n,
+        "share_last_minute": n / total if total > 0 else 0.0,
+    }
