@@ -88,3 +88,14 @@ def trigger_cmd(
     if not 0 < due_same_second <= jobs:
         raise click.BadParameter("need 0 < --due-same-second <= --jobs")
     _emit(trigger(jobs, due_same_second, redis_url, idle_seconds), as_json)
+
+
+@bench.command("fairness")
+@click.option("--backfill", default=50_000, show_default=True, help="Backfill tenant's tasks.")
+@click.option("--redis", "redis_url", default=None, metavar="URL", help="Use this Redis.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def fairness_cmd(backfill: int, redis_url: str | None, as_json: bool) -> None:
+    """Weighted shares, Jain index, small-tenant wait behind a backfill, lease cost."""
+    from redcron.benchmarks import fairness
+
+    _emit(fairness(redis_url, backfill), as_json)
