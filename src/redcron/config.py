@@ -65,8 +65,8 @@ class Settings:
             raise ConfigError("min_lease_ttl: must be > 0")
         if self.retry_base < 0 or self.retry_cap < self.retry_base:
             raise ConfigError("retry_base/retry_cap: need 0 <= retry_base <= retry_cap")
-        if self.dispatch_quantum <= 0:
-            raise ConfigError("dispatch_quantum: must be > 0")
+        if self.dispatch_quantum < 1:
+            raise ConfigError("dispatch_quantum: must be >= 1 (a visit serves at least a task)")
         if self.aging < 0:
             raise ConfigError("aging: must be >= 0 seconds (0 = off)")
         if self.max_retries < 0:

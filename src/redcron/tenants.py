@@ -114,9 +114,13 @@ class TenantSettings:
     def validate(self) -> TenantSettings:
         """Raise :class:`ValidationError` naming the first bad field and the fix."""
         w = self.weight
-        if not _is_number(w) or not (0 < w <= MAX_WEIGHT):
+        # below 1 a DRR visit could serve nothing (quantum x weight < 1 task):
+        # give the other tenants larger weights instead
+        if not _is_number(w) or not (1 <= w <= MAX_WEIGHT):
             raise ValidationError(
-                "weight", f"{w!r} must be a number > 0 and <= {MAX_WEIGHT:g} (default 1)"
+                "weight",
+                f"{w!r} must be a number >= 1 and <= {MAX_WEIGHT:g} (default 1); for a smaller "
+                "share, raise the other tenants' weights",
             )
         for field in ("max_in_flight", "burst", "max_queued"):
             validation.non_negative_int(getattr(self, field), field)

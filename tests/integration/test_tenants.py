@@ -271,7 +271,8 @@ def test_cli_errors_are_one_line(invoke: Invoke, store: TenantStore, r: redis.Re
     res = invoke("tenants", "set", "acme", "--weight", "0")
     assert res.exit_code == 2
     assert res.output.strip().splitlines() == [
-        "error: weight: 0.0 must be a number > 0 and <= 1000 (default 1)"
+        "error: weight: 0.0 must be a number >= 1 and <= 1000 (default 1); for a smaller "
+        "share, raise the other tenants' weights"
     ]
     res = invoke("tenants", "set", "acme", "--rate", "lots")
     assert res.exit_code == 2 and res.output.startswith("error: rate: 'lots' is not a rate")

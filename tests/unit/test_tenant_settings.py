@@ -72,10 +72,11 @@ def test_effective_burst_defaults_to_one_second_of_rate(rate: float, burst: int)
 @pytest.mark.parametrize(
     ("change", "field", "hint"),
     [
-        ({"weight": 0}, "weight", "> 0 and <= 1000"),
-        ({"weight": -2.0}, "weight", "> 0 and <= 1000"),
-        ({"weight": 1000.5}, "weight", "> 0 and <= 1000"),
-        ({"weight": math.nan}, "weight", "> 0 and <= 1000"),
+        ({"weight": 0}, "weight", ">= 1 and <= 1000"),
+        ({"weight": 0.5}, "weight", ">= 1 and <= 1000"),
+        ({"weight": -2.0}, "weight", ">= 1 and <= 1000"),
+        ({"weight": 1000.5}, "weight", ">= 1 and <= 1000"),
+        ({"weight": math.nan}, "weight", ">= 1 and <= 1000"),
         ({"weight": "4"}, "weight", "must be a number"),
         ({"weight": True}, "weight", "must be a number"),
         ({"max_in_flight": -1}, "max_in_flight", "whole number >= 0"),
@@ -102,7 +103,7 @@ def test_validate_names_the_field_and_the_fix(
 
 def test_boundaries_are_accepted() -> None:
     TenantSettings(weight=1000, max_in_flight=0, rate=0, burst=0, max_queued=0).validate()
-    TenantSettings(weight=0.001, max_priority="low", jitter_s=0.25).validate()
+    TenantSettings(weight=1, max_priority="low", jitter_s=0.25).validate()
 
 
 def test_hash_round_trip_is_plain_text() -> None:

@@ -6,7 +6,8 @@
           max_attempts, retry_base_ms, retry_cap_ms, delay_ms, result_ttl_s
   Returns: number of instances created.
   A tenant's max_priority clamps the class asked for; its max_queued bounds
-  its ready instances (admission control).
+  its ready instances (admission control; countdown tasks are not counted
+  until they are due).
   Errors: QUOTA when a tenant would exceed max_queued;
           CONFLICT if an id already exists (or comes twice in the batch);
           REJECTED for a malformed row (bad field count, priority not
@@ -55,13 +56,15 @@ end
 -- admission: per tenant, what this call adds against max_queued
 local adding, limits = {}, {}
 for i = 0, count - 1 do
-  local t = ARGV[3 + i * F + 5]
-  adding[t] = (adding[t] or 0) + 1
+  local b = 3 + i * F
+  adding[ARGV[b + 5]] = adding[ARGV[b + 5]] or 0
+  -- max_queued bounds ready work: a countdown task counts once it is due
+  if tonumber(ARGV[b + 11]) == 0 then adding[ARGV[b + 5]] = adding[ARGV[b + 5]] + 1 end
 end
 for t, n in pairs(adding) do
   local max_queued, max_prio = admission(t)
   limits[t] = max_prio
-  if max_queued > 0 then
+  if max_queued > 0 and n > 0 then
     local queued = queued_count(t)
     if queued + n > max_queued then
       return err('QUOTA', 'tenant ' .. t .. ' has ' .. queued .. ' queued; ' .. n

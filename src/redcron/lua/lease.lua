@@ -18,7 +18,8 @@
   covers a task; a visit cut short by N stays at the head and goes on at the
   next call without a new credit.  A tenant at its cap (valid leases, the size
   of tleases:<t>) or out of rate tokens leaves the ring (parked:<t>) and comes
-  back when a lease ends or a token is due (a park:<t> timer).  Visits touch
+  back when a lease ends or a token is due (a park:<t> timer); while parked it
+  is off the aging index (oldest:<queue>:<class>) as well.  Visits touch
   only tenants with ready work: the cost never grows with idle tenants.
   A stream entry whose hash does not point back at it (left by a crash) is
   discarded, never run.
@@ -74,6 +75,8 @@ local function room(tenant, queue, prio, ring)
   end
   if n <= 0 then
     redis.call('ZREM', ring, tenant)
+    -- off the aging index too, or its old work would hide others' (see serve_aged)
+    redis.call('ZREM', key_oldest(queue, prio), tenant)
     redis.call('SADD', key_parked(tenant), queue .. '|' .. prio)
     redis.call('HDEL', key_tenant(tenant), 'v:' .. queue .. ':' .. prio)
     if rate_short then
@@ -91,7 +94,6 @@ end
 -- each); ready work behind them is never touched.  Returns the number leased.
 local function take(queue, tenant, prio, stream, n, max_id)
   local entries = redis.call('XRANGE', stream, '-', max_id or '+', 'COUNT', n)
-  if #entries == 0 then return 0 end
   local tl = key_tleases(tenant)
   local leased = 0
   for _, e in ipairs(entries) do
@@ -121,10 +123,13 @@ local function take(queue, tenant, prio, stream, n, max_id)
     end
     -- an entry whose hash does not point back at it was left by a crash: dropped
   end
-  local last = entries[#entries][1]
-  local ms, seq = string.match(last, '^(%d+)-(%d+)$')
-  redis.call('XTRIM', stream, 'MINID', ms .. '-' .. (tonumber(seq) + 1))
-  -- keep the aging index on the new head (or drop the tenant when empty)
+  if #entries > 0 then
+    local last = entries[#entries][1]
+    local ms, seq = string.match(last, '^(%d+)-(%d+)$')
+    redis.call('XTRIM', stream, 'MINID', ms .. '-' .. (tonumber(seq) + 1))
+  end
+  -- keep the aging index on the new head (or drop the tenant when empty); also
+  -- when nothing was read, so an index entry that lags its stream is re-synced
   local head = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)
   if head[1] then
     redis.call('ZADD', key_oldest(queue, prio), tonumber(string.match(head[1][1], '^(%d+)')),
@@ -194,28 +199,40 @@ end
 
 -- Work waiting in a lower class for longer than the aging threshold per class
 -- step is served at this class, oldest tenants first (caps and rates apply).
+-- The index holds only tenants on the ring: one that is not (parked, or put
+-- back by a filtered lease) is dropped from it and the next one looked at, so
+-- a parked tenant's old work cannot hide everyone else's.  Each visit drops
+-- a tenant from the aged set or fills the batch; the bound is a safety net.
 local function serve_aged(queue, ci)
   if aging <= 0 then return end
   for lc = ci + 1, #classes do
-    if #out >= want then return end
     local lprio = classes[lc]
     local threshold = now - aging * (lc - ci)
-    local tenants = redis.call('ZRANGEBYSCORE', key_oldest(queue, lprio), '-inf', threshold,
-      'LIMIT', 0, want - #out)
+    local index = key_oldest(queue, lprio)
     local ring = key_ring(queue, lprio)
-    for _, tenant in ipairs(tenants) do
-      if #out >= want then return end
-      local stream = key_q(queue, tenant, lprio)
-      if redis.call('ZSCORE', ring, tenant) then
-        local n = room(tenant, queue, lprio, ring)
-        if n > 0 then take(queue, tenant, lprio, stream, n, tostring(threshold)) end
-        if redis.call('XLEN', stream) == 0 then
-          redis.call('ZREM', ring, tenant)
-          redis.call('HDEL', key_tenant(tenant), 'd:' .. queue .. ':' .. lprio,
-            'v:' .. queue .. ':' .. lprio)
+    local visits = 0
+    while #out < want and visits < want + 64 do
+      local tenants = redis.call('ZRANGEBYSCORE', index, '-inf', threshold,
+        'LIMIT', 0, want - #out)
+      if #tenants == 0 then break end
+      for _, tenant in ipairs(tenants) do
+        if #out >= want then return end
+        visits = visits + 1
+        local stream = key_q(queue, tenant, lprio)
+        if redis.call('ZSCORE', ring, tenant) then
+          local n = room(tenant, queue, lprio, ring)
+          if n > 0 then take(queue, tenant, lprio, stream, n, tostring(threshold)) end
+          if redis.call('XLEN', stream) == 0 then
+            redis.call('ZREM', ring, tenant)
+            redis.call('HDEL', key_tenant(tenant), 'd:' .. queue .. ':' .. lprio,
+              'v:' .. queue .. ':' .. lprio)
+          end
+        else
+          redis.call('ZREM', index, tenant)
         end
       end
     end
+    if #out >= want then return end
   end
 end
 

@@ -35,11 +35,17 @@ local function wake(queue, n)
   if redis.call('LPUSH', wk, unpack(tokens)) > 16 then redis.call('LTRIM', wk, 0, 15) end
 end
 
--- Record a tenant's oldest ready entry in (queue, class) unless an older one is
--- recorded already (aging finds old work through this index, without a scan).
+-- Record a tenant's oldest ready entry in (queue, class) unless one is recorded
+-- already (aging finds old work through this index, without a scan).  The
+-- time is read from the stream head, not from `eid` (the entry just added):
+-- a tenant that rejoins a ring (unparked, or new work while parked) may have
+-- older entries queued, and the index drops a tenant while it is parked.
 local function note_oldest(queue, prio, tenant, eid)
-  redis.call('ZADD', key_oldest(queue, prio), 'NX', tonumber(string.match(eid, '^(%d+)')),
-    tenant)
+  local ok = key_oldest(queue, prio)
+  if redis.call('ZSCORE', ok, tenant) then return end
+  local head = redis.call('XRANGE', key_q(queue, tenant, prio), '-', '+', 'COUNT', 1)
+  local first = head[1] and head[1][1] or eid
+  if first then redis.call('ZADD', ok, tonumber(string.match(first, '^(%d+)')), tenant) end
 end
 
 -- Put an instance on its tenant's ready stream and the tenant on the ring.
@@ -75,7 +81,8 @@ local function queued_count(tenant)
 end
 
 -- A tenant parked at its cap or rate limit goes back on the rings it left
--- (those where it still has ready work); the next lease re-checks the limits.
+-- (those where it still has ready work), and into their aging indexes; the
+-- next lease re-checks the limits.
 local function unpark(tenant)
   local pk = key_parked(tenant)
   local parked = redis.call('SMEMBERS', pk)
@@ -85,6 +92,7 @@ local function unpark(tenant)
     local queue, prio = string.match(qc, '^(.*)|(%a+)$')
     if queue and redis.call('XLEN', key_q(queue, tenant, prio)) > 0 then
       ring_add(key_ring(queue, prio), tenant)
+      note_oldest(queue, prio, tenant)
     end
   end
 end

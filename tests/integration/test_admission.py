@@ -1,0 +1,151 @@
+"""Admission control on a real Redis (DESIGN §6): ``max_queued`` bounds a
+tenant's ready instances.  A submission over the bound is refused with
+:class:`QuotaExceeded` and writes nothing; a scheduled fire over the bound is
+recorded as a ``rejected`` run and counted, never dropped silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from redcron import App
+from redcron.errors import QuotaExceeded, Rejected
+from redcron.jobs import Task
+
+TENANT = "acme"
+SHARD = 0  # one shard: the tenant, its job and its runs all live here
+FIRE_MS = 1_700_000_040_000
+
+
+@pytest.fixture
+def app(redis_url: str, key_prefix: str) -> Iterator[App]:
+    a = App(redis_url, prefix=key_prefix.rstrip(":"), shards=1)
+
+    @a.task(name="t.noop", retries=0)
+    def noop(x: int) -> int:
+        return x
+
+    a.broker.ensure_meta()
+    a.tenants.set(TENANT, max_queued=5)
+    yield a
+    a.close()
+
+
+def everything(r: redis.Redis, prefix: str) -> dict[bytes, object]:
+    """Every key under the test prefix with its full content (a write-detector)."""
+    out: dict[bytes, object] = {}
+    for key in sorted(r.scan_iter(match=f"{prefix}:*", count=1000)):
+        kind = r.type(key)
+        if kind == b"hash":
+            out[key] = r.hgetall(key)
+        elif kind == b"stream":
+            out[key] = r.xrange(key)
+        elif kind == b"zset":
+            out[key] = r.zrange(key, 0, -1, withscores=True)
+        elif kind == b"set":
+            out[key] = r.smembers(key)
+        elif kind == b"list":
+            out[key] = r.lrange(key, 0, -1)
+        else:
+            out[key] = r.get(key)
+    return out
+
+
+def queued(app: App) -> int:
+    return int(app.broker.client.xlen(app.broker.keys.q(SHARD, "default", TENANT, "normal")))
+
+
+def test_a_submission_over_max_queued_is_refused_and_writes_nothing(
+    app: App, r: redis.Redis
+) -> None:
+    noop = app.tasks["t.noop"]
+    prefix = app.settings.prefix
+    before = everything(r, prefix)
+
+    with pytest.raises(QuotaExceeded, match="max_queued of 5") as exc:
+        noop.enqueue_many([(i,) for i in range(6)], _tenant=TENANT)
+    assert isinstance(exc.value, Rejected)
+    assert everything(r, prefix) == before  # not one key created or changed
+    assert queued(app) == 0
+
+    handles = noop.enqueue_many([(i,) for i in range(5)], _tenant=TENANT)
+    assert queued(app) == 5
+    after_five = everything(r, prefix)
+    with pytest.raises(QuotaExceeded):
+        noop.enqueue(99, _tenant=TENANT)
+    with pytest.raises(QuotaExceeded):
+        app.enqueue("t.noop", 99, _tenant=TENANT, _priority="high")  # every class counts
+    assert everything(r, prefix) == after_five
+    assert queued(app) == 5
+
+    # another tenant is not limited by acme's bound
+    noop.enqueue(1, _tenant="other")
+
+    # leasing frees room: exactly as many as were leased may come in again
+    leases = app.broker.lease(SHARD, "w1", 2, 60_000, ["default"], tenants=[TENANT])
+    assert {x.iid for x in leases} <= {h.id for h in handles} and len(leases) == 2
+    assert queued(app) == 3
+    noop.enqueue_many([(7,), (8,)], _tenant=TENANT)
+    assert queued(app) == 5
+    with pytest.raises(QuotaExceeded):
+        noop.enqueue(9, _tenant=TENANT)
+
+
+def _fire(app: App, job_id: str, fire_ms: int) -> tuple[str, str]:
+    status, rid = app.broker._run(
+        "fire",
+        SHARD,
+        [job_id, "", "", str(fire_ms), "", "", "", "cron", "", 0, f"{job_id}@{fire_ms}", ""],
+    )
+    return status.decode(), rid.decode()
+
+
+def test_a_fire_over_max_queued_is_recorded_as_rejected_and_creates_no_instances(
+    app: App, r: redis.Redis
+) -> None:
+    job = app.job(
+        "nightly",
+        tasks={"a": Task("t.noop", args=[1]), "b": Task("t.noop", args=[2], depends_on=["a"])},
+        cron="0 0 * * *",
+        tenant=TENANT,
+    )
+    job_id = str(job["id"])
+    app.tasks["t.noop"].enqueue_many([(i,) for i in range(5)], _tenant=TENANT)
+    k, prefix = app.broker.keys, app.settings.prefix
+    streams_before = {
+        key: r.xrange(key) for key in r.scan_iter(match=f"{prefix}:*:q:*", count=1000)
+    }
+    ti_before = set(r.scan_iter(match=f"{prefix}:*:ti:*", count=1000))
+
+    status, run_id = _fire(app, job_id, FIRE_MS)
+    assert (status, run_id) == ("rejected", f"{job_id}@{FIRE_MS}")
+
+    raw: dict[bytes, bytes] = r.hgetall(k.run(SHARD, run_id))  # type: ignore[assignment]
+    run = {a.decode(): b.decode() for a, b in raw.items()}
+    assert run["state"] == "rejected"
+    assert "max_queued" in run["reason"]
+    assert run["scheduled_for"] == str(FIRE_MS)
+    assert r.zscore(k.runs(SHARD, job_id), run_id) == FIRE_MS
+    assert app.broker.stats().get("fires_rejected") == 1
+    assert app.jobs.run(run_id)["state"] == "rejected"
+    # no instances, nothing queued, not active
+    assert set(r.scan_iter(match=f"{prefix}:*:ti:*", count=1000)) == ti_before
+    assert not list(r.scan_iter(match=f"{prefix}:*:ti:{run_id}/*", count=1000))
+    assert {
+        key: r.xrange(key) for key in r.scan_iter(match=f"{prefix}:*:q:*", count=1000)
+    } == streams_before
+    assert r.scard(k.active(SHARD, job_id)) == 0
+
+    # a replay of the same fire is not a second rejection
+    assert _fire(app, job_id, FIRE_MS) == ("exists", run_id)
+    assert app.broker.stats().get("fires_rejected") == 1
+
+    # with room again (one leased), the next fire creates its run (one root)
+    app.broker.lease(SHARD, "w1", 1, 60_000, ["default"], tenants=[TENANT])
+    status, run2 = _fire(app, job_id, FIRE_MS + 86_400_000)
+    assert status == "created"
+    assert r.hget(k.run(SHARD, run2), "state") == b"queued"
+    assert queued(app) == 5
