@@ -65,14 +65,24 @@ def redis_for_bench(url: str | None) -> Iterator[str]:
 def worker_process(
     url: str, prefix: str, concurrency: int, pool: str, prefetch: int = 0
 ) -> Iterator[subprocess.Popen[bytes]]:
-    env = dict(os.environ, REDCRON_REDIS_URL=url, REDCRON_PREFIX=prefix)
-    code = (
-        "import logging, sys; logging.basicConfig(level=logging.WARNING);"
-        "from redcron.benchmarks import app; from redcron.worker import Worker;"
+    with _python_process(
+        url,
+        prefix,
+        "from redcron.worker import Worker;"
         f"Worker(app, concurrency={concurrency}, pool={pool!r}, grace=2, prefetch={prefetch},"
-        "app_path='redcron.benchmarks:app').run()"
-    )
-    proc = subprocess.Popen([sys.executable, "-c", code], env=env)
+        "app_path='redcron.benchmarks:app').run()",
+    ) as proc:
+        yield proc
+
+
+@contextmanager
+def _python_process(url: str, prefix: str, code: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A child Python running ``code`` with the benchmark app imported as ``app``;
+    terminated (then killed) on exit."""
+    env = dict(os.environ, REDCRON_REDIS_URL=url, REDCRON_PREFIX=prefix)
+    head = "import logging; logging.basicConfig(level=logging.WARNING);"
+    head += "from redcron.benchmarks import app;"
+    proc = subprocess.Popen([sys.executable, "-c", head + code], env=env)
     try:
         yield proc
     finally:
@@ -217,22 +227,9 @@ def _proc_cpu_s(pid: int) -> float:
 
 @contextmanager
 def beat_process(url: str, prefix: str) -> Iterator[subprocess.Popen[bytes]]:
-    env = dict(os.environ, REDCRON_REDIS_URL=url, REDCRON_PREFIX=prefix)
-    code = (
-        "import logging; logging.basicConfig(level=logging.WARNING);"
-        "from redcron.benchmarks import app; from redcron.beat.beat import Beat;"
-        "Beat(app, apply_declared=False).run()"
-    )
-    proc = subprocess.Popen([sys.executable, "-c", code], env=env)
-    try:
+    code = "from redcron.beat.beat import Beat; Beat(app, apply_declared=False).run()"
+    with _python_process(url, prefix, code) as proc:
         yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def trigger(

@@ -170,3 +170,27 @@ def split_csv(value: str | None) -> tuple[str, ...]:
     if not value:
         return ()
     return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+def concurrency_option(default: int, help_text: str) -> Callable[[F], F]:
+    """``-c/--concurrency`` (worker slots), shared by ``worker`` and ``up``."""
+    return click.option(
+        "-c",
+        "--concurrency",
+        type=click.IntRange(min=1),
+        default=default,
+        show_default=True,
+        help=help_text,
+    )
+
+
+def grace_option(help_text: str) -> Callable[[F], F]:
+    """``--grace SECONDS``, shared by ``worker`` and ``up``."""
+    return click.option(
+        "--grace",
+        type=click.FloatRange(min=0),
+        default=30.0,
+        show_default=True,
+        metavar="SECONDS",
+        help=help_text,
+    )

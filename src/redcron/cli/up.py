@@ -27,7 +27,9 @@ from redcron.cli.common import (
     LOG_LEVELS,
     app_option,
     build_app,
+    concurrency_option,
     fail,
+    grace_option,
     redis_option,
     setup_logging,
     table,
@@ -113,22 +115,8 @@ def child_specs(
     show_default=True,
     help="Embedded Redis appendfsync policy.",
 )
-@click.option(
-    "-c",
-    "--concurrency",
-    type=click.IntRange(min=1),
-    default=4,
-    show_default=True,
-    help="Worker concurrency.",
-)
-@click.option(
-    "--grace",
-    type=click.FloatRange(min=0),
-    default=30.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="How long children may take to stop gracefully.",
-)
+@concurrency_option(4, "Worker concurrency.")
+@grace_option("How long children may take to stop gracefully.")
 @click.option(
     "-f",
     "--jobs-file",

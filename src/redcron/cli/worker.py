@@ -8,6 +8,8 @@ from redcron.cli.common import (
     LOG_LEVELS,
     app_option,
     build_app,
+    concurrency_option,
+    grace_option,
     redis_option,
     setup_logging,
     split_csv,
@@ -16,14 +18,7 @@ from redcron.cli.common import (
 
 @click.command()
 @app_option
-@click.option(
-    "-c",
-    "--concurrency",
-    type=click.IntRange(min=1),
-    default=8,
-    show_default=True,
-    help="Tasks run at once.",
-)
+@concurrency_option(8, "Tasks run at once.")
 @click.option(
     "--prefetch",
     type=click.IntRange(min=0),
@@ -66,14 +61,7 @@ from redcron.cli.common import (
     default=False,
     help="Run shell-command tasks (app.enqueue_command); off unless asked for.",
 )
-@click.option(
-    "--grace",
-    type=click.FloatRange(min=0),
-    default=30.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="On SIGTERM, how long running tasks may finish before they are released.",
-)
+@grace_option("On SIGTERM, how long running tasks may finish before they are released.")
 @redis_option
 @click.option(
     "--loglevel",
