@@ -41,6 +41,8 @@ class TaskOptions:
     queue: str
     retry_base: float
     retry_cap: float
+    cpu: float | None = None
+    mem: int | None = None
 
 
 class TaskDef(Generic[P, R]):
@@ -181,6 +183,8 @@ class App:
         queue: str = "default",
         retry_base: float | None = None,
         retry_cap: float | None = None,
+        cpu: float | None = None,
+        mem: int | str | None = None,
     ) -> Callable[[Callable[P, R]], TaskDef[P, R]]: ...
 
     def task(
@@ -196,6 +200,8 @@ class App:
         queue: str = "default",
         retry_base: float | None = None,
         retry_cap: float | None = None,
+        cpu: float | None = None,
+        mem: int | str | None = None,
     ) -> Any:
         """Register a task (``@app.task`` or ``@app.task(retries=3, ...)``)."""
         opts = TaskOptions(
@@ -208,6 +214,8 @@ class App:
             queue=validation.name("queue", queue),
             retry_base=self.settings.retry_base if retry_base is None else retry_base,
             retry_cap=self.settings.retry_cap if retry_cap is None else retry_cap,
+            cpu=None if cpu is None else validation.cpus(cpu),
+            mem=None if mem is None else validation.mem_bytes(mem),
         )
         validation.timeout_ms(timeout)
         validation.backoff(opts.retry_base, opts.retry_cap)
@@ -377,7 +385,16 @@ class App:
         self, name: str, kind: str, payload: Any, defaults: TaskOptions, opts: dict[str, Any]
     ) -> list[Any]:
         """Validate one submission and build its enqueue.lua row (nothing written)."""
-        known = {"_countdown", "_tenant", "_priority", "_queue", "_timeout", "_retries"}
+        known = {
+            "_countdown",
+            "_tenant",
+            "_priority",
+            "_queue",
+            "_timeout",
+            "_retries",
+            "_cpu",
+            "_mem",
+        }
         unknown = set(opts) - known
         if unknown:
             raise ValidationError(
@@ -399,6 +416,10 @@ class App:
             opts["_retries"] if opts.get("_retries") is not None else defaults.retries, "retries"
         )
         delay = validation.delay_ms(opts.get("_countdown"))
+        cpu = defaults.cpu if opts.get("_cpu") is None else validation.cpus(opts["_cpu"], "_cpu")
+        mem = (
+            defaults.mem if opts.get("_mem") is None else validation.mem_bytes(opts["_mem"], "_mem")
+        )
         args = serde.dumps(payload)
         shard = shard_of(tenant, self.broker.shards)
         return [
@@ -415,4 +436,6 @@ class App:
             int(defaults.retry_cap * 1000),
             delay,
             self.settings.result_ttl,
+            "" if cpu is None else cpu,
+            "" if mem is None else mem,
         ]

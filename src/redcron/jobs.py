@@ -41,7 +41,7 @@ class Task:
     cwd: str | None = None
     image: str | None = None
     cpu: float | None = None
-    mem: str | None = None
+    mem: str | int | None = None
     depends_on: list[str] = field(default_factory=list)
     timeout: float | None = None
     retries: int | None = None
@@ -89,10 +89,10 @@ class Task:
             validation.priority(self.priority, f"{where}.priority")
         if self.queue is not None:
             validation.name(f"{where}.queue", self.queue)
-        if self.cpu is not None and (
-            isinstance(self.cpu, bool) or not isinstance(self.cpu, int | float) or self.cpu <= 0
-        ):
-            raise ValidationError(f"{where}.cpu", f"{self.cpu!r} must be a number of cpus > 0")
+        if self.cpu is not None:
+            validation.cpus(self.cpu, f"{where}.cpu")
+        if self.mem is not None:
+            validation.mem_bytes(self.mem, f"{where}.mem")
 
 
 @dataclass
@@ -199,8 +199,14 @@ class JobSpec:
                 }
             args[tname] = serde.dumps(payload, field=f"tasks.{tname}.args")
             retries = defaults["retries"] if task.retries is None else task.retries
+            row_extra: dict[str, Any] = {}
+            if task.cpu:
+                row_extra["cpu"] = task.cpu
+            if task.mem:
+                row_extra["mem"] = validation.mem_bytes(task.mem, f"tasks.{tname}.mem")
             rows.append(
                 {
+                    **row_extra,
                     "task": tname,
                     "name": ref,
                     "kind": kind,

@@ -61,3 +61,28 @@ def backoff(base: object, cap: object) -> None:
     assert isinstance(base, int | float) and isinstance(cap, int | float)
     if base > cap:
         raise ValidationError("retry_cap", f"{cap!r} is below retry_base {base!r}; raise it")
+
+
+_MEM_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb": 1024**2,
+              "mib": 1024**2, "g": 1024**3, "gb": 1024**3, "gib": 1024**3, "t": 1024**4,
+              "tb": 1024**4, "tib": 1024**4}
+_MEM = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def mem_bytes(value: object, field: str = "mem") -> int:
+    """Memory as bytes: an int, or text like ``512M``, ``16G``, ``1.5GiB``."""
+    if isinstance(value, bool):
+        raise ValidationError(field, f"{value!r} is not an amount of memory")
+    if isinstance(value, int) and value > 0:
+        return value
+    match = _MEM.match(str(value)) if isinstance(value, str | float | int) else None
+    unit = match.group(2).lower() if match else ""
+    if not match or unit not in _MEM_UNITS or float(match.group(1)) <= 0:
+        raise ValidationError(field, f"{value!r} is not an amount of memory; use e.g. 512M or 16G")
+    return int(float(match.group(1)) * _MEM_UNITS[unit])
+
+
+def cpus(value: object, field: str = "cpu") -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ValidationError(field, f"{value!r} must be a number of cpus > 0")
+    return float(value)

@@ -82,7 +82,7 @@ class Ops:
         queues: Sequence[str] = ("default",),
         tenants: Sequence[str] = (),
     ) -> list[Tok]:
-        raw = self.run("lease", [worker, n, ttl, self.now, ",".join(tenants), "", "", *queues])
+        raw = self.run("lease", [worker, n, ttl, self.now, ",".join(tenants), "", "", "", *queues])
         return [Tok(x[0].decode(), str(x[1]), int(x[2]), worker) for x in raw]
 
     @staticmethod

@@ -60,7 +60,7 @@ def lease(
     unless asked for (stream ids are server time, ``ops.now`` is not)."""
     raw = ops.run(
         "lease",
-        [WORKER, n, ttl, ops.now, ",".join(tenants), quantum, aging_ms, *queues],
+        [WORKER, n, ttl, ops.now, ",".join(tenants), quantum, aging_ms, "", *queues],
     )
     return [(Tok(x[0].decode(), str(x[1]), int(x[2]), WORKER), x[7].decode()) for x in raw]
 

@@ -22,8 +22,8 @@ from redcron.keys import Keys
 
 log = logging.getLogger(__name__)
 
-#: values per task in enqueue.lua's ARGV
-ENQUEUE_FIELDS = 13
+#: values per task in enqueue.lua's ARGV (13 without resource requests)
+ENQUEUE_FIELDS = 15
 #: bounded work per script call (DESIGN §5)
 MAX_BATCH = 256
 MAX_MAINTENANCE = 500
@@ -53,6 +53,8 @@ class Lease:
     timeout_ms: int
     shard: int
     tenant: str = "default"
+    cpu: float = 0.0
+    mem: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +175,7 @@ class Broker:
         ttl_ms: int,
         queues: Sequence[str],
         tenants: Sequence[str] = (),
+        capacity: tuple[float | None, int | None] = (None, None),
     ) -> list[Lease]:
         """Lease up to ``max_tasks`` ready instances from ``queues`` (optionally only
         from ``tenants``)."""
@@ -187,12 +190,16 @@ class Broker:
                 ",".join(tenants),
                 self.settings.dispatch_quantum,
                 int(self.settings.aging * 1000),
+                ""
+                if capacity == (None, None)
+                else f"{'' if capacity[0] is None else capacity[0]},"
+                f"{'' if capacity[1] is None else capacity[1]}",
                 *queues,
             ],
         )
         names = self._names
         out = []
-        for iid, epoch, attempt, name, kind, args, timeout_ms, tenant in raw:
+        for iid, epoch, attempt, name, kind, args, timeout_ms, tenant, cpu, mem in raw:
             # task names repeat: decode each distinct one once
             sname = names.get(name)
             if sname is None:
@@ -210,6 +217,8 @@ class Broker:
                     timeout_ms,
                     shard,
                     names.get(tenant) or names.setdefault(tenant, tenant.decode()),
+                    float(cpu) if cpu else 0.0,
+                    mem,
                 )
             )
         return out
@@ -475,6 +484,8 @@ class Broker:
 def _enqueue_args(rows: Sequence[Sequence[Any]]) -> list[Any]:
     args: list[Any] = ["", ENQUEUE_FIELDS]
     for row in rows:
+        if len(row) == ENQUEUE_FIELDS - 2:  # no resource requests
+            row = [*row, "", ""]
         if len(row) != ENQUEUE_FIELDS:
             raise ValueError(f"enqueue row needs {ENQUEUE_FIELDS} fields, got {len(row)}")
         args.extend(row)

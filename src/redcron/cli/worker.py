@@ -62,6 +62,18 @@ from redcron.cli.common import (
     help="Run shell-command tasks (app.enqueue_command); off unless asked for.",
 )
 @grace_option("On SIGTERM, how long running tasks may finish before they are released.")
+@click.option(
+    "--cpus",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Cores this worker offers: tasks asking for cpu run only while they fit.",
+)
+@click.option(
+    "--mem",
+    default=None,
+    metavar="SIZE",
+    help="Memory this worker offers (e.g. 16G): tasks asking for mem run only while they fit.",
+)
 @redis_option
 @click.option(
     "--loglevel",
@@ -79,6 +91,8 @@ def worker(
     lease_ttl: float | None,
     allow_commands: bool,
     grace: float,
+    cpus: float | None,
+    mem: str | None,
     redis_url: str | None,
     loglevel: str,
 ) -> None:
@@ -102,5 +116,7 @@ def worker(
         grace=grace,
         app_path=app_path,
         prefetch=prefetch,
+        cpus=cpus,
+        mem=mem,
     )
     w.run()

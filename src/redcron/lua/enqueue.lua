@@ -1,9 +1,10 @@
 --[[ enqueue: create task instances and make them ready (or put them on the timer set).
   KEYS[1] shard prefix (rc:{sN}:)
   ARGV[1] now_override_ms ("" = server TIME)
-  ARGV[2] fields per task (F = 13), then F values per task:
+  ARGV[2] fields per task (F = 13, or 15 with resource requests), then F values per task:
           iid, name, kind, args(msgpack), queue, tenant, prio, timeout_ms,
           max_attempts, retry_base_ms, retry_cap_ms, delay_ms, result_ttl_s
+          [, cpu (cores, "" = none), mem (bytes, "" = none)]
   Returns: number of instances created.
   A tenant's max_priority clamps the class asked for; its max_queued bounds
   its ready instances (admission control; countdown tasks are not counted
@@ -20,8 +21,9 @@ local now = now_ms(ARGV[1])
 local F = tonumber(ARGV[2])
 
 -- checks before writes: a row that fails half-way would leave an instance with no place
-if F ~= 13 or (#ARGV - 2) % F ~= 0 then
-  return err('REJECTED', 'enqueue takes 13 fields per task, got ' .. (#ARGV - 2) .. ' values')
+if (F ~= 13 and F ~= 15) or (#ARGV - 2) % F ~= 0 then
+  return err('REJECTED', 'enqueue takes 13 (or 15) fields per task, got ' .. (#ARGV - 2)
+    .. ' values')
 end
 local count = (#ARGV - 2) / F
 local batch = {}
@@ -110,6 +112,9 @@ for i = 0, count - 1 do
     'max_attempts', ARGV[b + 8], 'retry_base_ms', ARGV[b + 9], 'retry_cap_ms', ARGV[b + 10],
     'result_ttl_s', ARGV[b + 12], 'created', now, 'attempt', 0, 'epoch', 0, 'budget', 0,
     'state', state, 'loc', loc, 'due', due)
+  if F == 15 and (ARGV[b + 13] ~= '' or ARGV[b + 14] ~= '') then
+    redis.call('HSET', ti, 'cpu', ARGV[b + 13], 'mem', ARGV[b + 14])
+  end
   if not tenants_seen[tenant] then
     tenants_seen[tenant] = true
     redis.call('SADD', key_tenants(), tenant)

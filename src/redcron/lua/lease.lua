@@ -10,8 +10,12 @@
   ARGV[6] quantum: tasks credited per visit per unit of weight ("" = 1)
   ARGV[7] aging threshold ms: ready work waiting this long is served one class
           higher per threshold waited ("" = 60000, 0 = no aging)
-  ARGV[8..] queues the worker serves
-  Returns: { {iid, epoch, attempt, name, kind, args, timeout_ms, tenant}, ... } (numbers as integers)
+  ARGV[8] the worker's free capacity "cpu,mem" (cores, bytes; "" = no limits):
+          a task asking for more than is left is not leased to this worker (it
+          waits at the head of its tenant's stream for one it fits)
+  ARGV[9..] queues the worker serves
+  Returns: { {iid, epoch, attempt, name, kind, args, timeout_ms, tenant, cpu, mem}, ... }
+  (numbers as integers, cpu as text)
   Classes are served strictly high > normal > low (aged work first within a
   class).  Within a (queue, class) the tenants with ready work sit in a ring;
   a visit credits quantum x weight to the tenant's deficit and serves while it
@@ -39,6 +43,8 @@ local LEASES = key_leases()
 local classes = {'high', 'normal', 'low'}
 local dispatched = {}
 local tenant_cache = {}
+local cap_cpu, cap_mem = string.match(ARGV[8] or '', '^([%d.]*),([%d.]*)$')
+cap_cpu, cap_mem = tonumber(cap_cpu or ''), tonumber(cap_mem or '')
 
 -- A tenant's limits, read once per call.
 local function limits(tenant)
@@ -96,13 +102,21 @@ local function take(queue, tenant, prio, stream, n, max_id)
   local entries = redis.call('XRANGE', stream, '-', max_id or '+', 'COUNT', n)
   local tl = key_tleases(tenant)
   local leased = 0
+  local consumed = nil
   for _, e in ipairs(entries) do
     local eid = e[1]
     local iid = e[2][2]
     local ti = key_ti(iid)
     local f = redis.call('HMGET', ti, 'state', 'loc', 'attempt', 'name', 'kind', 'args',
-      'timeout_ms', 'epoch', 'run')
-    if f[1] == 'ready' and f[2] == 'q:' .. eid then
+      'timeout_ms', 'epoch', 'run', 'cpu', 'mem')
+    local ok = f[1] == 'ready' and f[2] == 'q:' .. eid
+    local cpu, mem = tonumber(f[10] or '') or 0, tonumber(f[11] or '') or 0
+    if ok and ((cap_cpu and cpu > cap_cpu) or (cap_mem and mem > cap_mem)) then
+      -- does not fit this worker: it stays at the head for one it fits
+      break
+    end
+    consumed = eid
+    if ok then
       local epoch = tonumber(f[8]) + 1
       local attempt = tonumber(f[3]) + 1
       local pre = 'a:' .. attempt .. ':'
@@ -118,14 +132,16 @@ local function take(queue, tenant, prio, stream, n, max_id)
           redis.call('HSET', rk, 'state', 'running', 'started', now)
         end
       end
-      out[#out + 1] = {iid, epoch, attempt, f[4], f[5], f[6], tonumber(f[7] or '0'), tenant}
+      if cap_cpu then cap_cpu = cap_cpu - cpu end
+      if cap_mem then cap_mem = cap_mem - mem end
+      out[#out + 1] = {iid, epoch, attempt, f[4], f[5], f[6], tonumber(f[7] or '0'), tenant,
+        f[10] or '', tonumber(f[11] or '') or 0}
       leased = leased + 1
     end
     -- an entry whose hash does not point back at it was left by a crash: dropped
   end
-  if #entries > 0 then
-    local last = entries[#entries][1]
-    local ms, seq = string.match(last, '^(%d+)-(%d+)$')
+  if consumed then
+    local ms, seq = string.match(consumed, '^(%d+)-(%d+)$')
     redis.call('XTRIM', stream, 'MINID', ms .. '-' .. (tonumber(seq) + 1))
   end
   -- keep the aging index on the new head (or drop the tenant when empty); also
@@ -162,10 +178,12 @@ local function serve_ring(queue, prio)
     local n = room(tenant, queue, prio, ring)
     if n > 0 and redis.call('ZCARD', ring) == 1 then
       -- alone in the ring: nobody to share with, serve what fits (no rotation)
-      take(queue, tenant, prio, stream, n)
+      local got = take(queue, tenant, prio, stream, n)
       if redis.call('XLEN', stream) == 0 then
         redis.call('ZREM', ring, tenant)
         redis.call('HDEL', th, dfield, vfield)
+      elseif got == 0 then
+        return  -- its head does not fit this worker
       end
     elseif n > 0 then
       local s = redis.call('HMGET', th, dfield, vfield)
@@ -240,7 +258,7 @@ local filter = {}
 for t in string.gmatch(ARGV[5], '[^,]+') do filter[#filter + 1] = t end
 
 for ci, prio in ipairs(classes) do
-  for qi = 8, #ARGV do
+  for qi = 9, #ARGV do
     if #out >= want then break end
     local queue = ARGV[qi]
     if #filter > 0 then

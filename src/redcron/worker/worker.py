@@ -63,6 +63,9 @@ class Worker:
         app_path: ``module:app``, needed by the processes pool to import tasks.
         name: worker id (default ``host:pid:random``).
         prefetch: leases held beyond ``concurrency`` (waiting for a slot).
+        cpus: cores this worker offers; tasks asking for cpu are leased only
+            while they fit, and never more than this runs at once.
+        mem: memory this worker offers (bytes, or text such as ``16G``), likewise.
     """
 
     def __init__(
@@ -78,6 +81,8 @@ class Worker:
         app_path: str | None = None,
         name: str | None = None,
         prefetch: int = 0,
+        cpus: float | None = None,
+        mem: int | str | None = None,
     ) -> None:
         from redcron import validation
 
@@ -111,6 +116,10 @@ class Worker:
         # leases held beyond the running slots, so the next batch is ready when
         # a slot frees; they count as in flight (heartbeated, capped) like any lease
         self.capacity = concurrency + prefetch
+        self.cpus = None if cpus is None else validation.cpus(cpus, "cpus")
+        self.mem = None if mem is None else validation.mem_bytes(mem, "mem")
+        self._cpu_used = 0.0
+        self._mem_used = 0
         self._min_batch = max(1, self.capacity // 4)
         self.allow_commands = allow_commands
         self.grace = grace
@@ -217,7 +226,13 @@ class Worker:
                 for i in range(len(shards)):
                     shard = shards[(start + i) % len(shards)]
                     leases = self.broker.lease(
-                        shard, self.id, free, self.lease_ttl_ms, self.queues, self.tenants
+                        shard,
+                        self.id,
+                        free,
+                        self.lease_ttl_ms,
+                        self.queues,
+                        self.tenants,
+                        self._free_resources(),
                     )
                     if leases:
                         self._dispatch(shard, leases)
@@ -234,12 +249,22 @@ class Worker:
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
 
+    def _free_resources(self) -> tuple[float | None, int | None]:
+        """What is left of the declared capacity (None: not declared)."""
+        with self._lock:
+            return (
+                None if self.cpus is None else max(0.0, self.cpus - self._cpu_used),
+                None if self.mem is None else max(0, self.mem - self._mem_used),
+            )
+
     def _dispatch(self, shard: int, leases: list[Lease]) -> None:
         cap = self.settings.log_max_lines
         jobs = [Job(lease, capture.LineBuffer(cap)) for lease in leases]
         with self._lock:
             for job in jobs:
                 self._active[job.lease.iid] = job
+                self._cpu_used += job.lease.cpu
+                self._mem_used += job.lease.mem
         for job in jobs:
             if job.lease.kind != "python" and not self.allow_commands:
                 self._on_done(
@@ -254,6 +279,12 @@ class Worker:
                 )
                 continue
             self.pool.submit(job)
+
+    def _release_slot(self, job: Job) -> None:
+        """Forget a job and give back its resources (caller holds the lock)."""
+        if self._active.pop(job.lease.iid, None) is not None:
+            self._cpu_used -= job.lease.cpu
+            self._mem_used -= job.lease.mem
 
     def _on_done(self, job: Job, outcome: Outcome) -> None:
         self._results.put((job, outcome))
@@ -328,7 +359,7 @@ class Worker:
                 )
             with self._lock:
                 for job, _out in group:
-                    self._active.pop(job.lease.iid, None)
+                    self._release_slot(job)
                 self.processed += len(group)
                 self._lock.notify_all()
 
@@ -462,5 +493,5 @@ class Worker:
                     time.sleep(0.2 * (attempt + 1))
         with self._lock:
             for job in left_over:
-                self._active.pop(job.lease.iid, None)
+                self._release_slot(job)
         self._reporter_done.set()

@@ -133,6 +133,9 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, wo
       'epoch', 0, 'budget', 0, 'run', run_id, 'task', row.task,
       'deps', table.concat(row.deps, ','), 'down', table.concat(row.down, ','),
       'deps_left', #row.deps, 'state', state, 'loc', loc, 'due', '')
+    if row.cpu or row.mem then
+      redis.call('HSET', key_ti(iid), 'cpu', row.cpu or '', 'mem', row.mem or '')
+    end
   end
   if wake_now then
     for q, n in pairs(woken) do wake(q, n) end
