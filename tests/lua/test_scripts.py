@@ -198,7 +198,7 @@ def test_enqueue_rejects_a_malformed_row_and_writes_nothing(
 
 
 def test_enqueue_rejects_a_wrong_field_count(broker: Broker) -> None:
-    with pytest.raises(Rejected, match="13 \(or 15\) fields"):
+    with pytest.raises(Rejected, match=r"13 \(or 15\) fields"):
         broker.scripts.run("enqueue", [broker.keys.shard(0)], ["", 13, "0-x", "t"])
 
 
