@@ -114,6 +114,10 @@ class JobSpec:
     pause_after_failures: int = 0
     keep_runs: int = 100
     keep_days: float = 7.0
+    breaker_threshold: float = 0.9
+    breaker_min_attempts: int = 20
+    breaker_window_s: float = 300.0
+    breaker_cooldown_s: float = 60.0
 
     def validate(self) -> None:
         """Raise ValidationError naming the first bad field; writes nothing."""
@@ -129,6 +133,21 @@ class JobSpec:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValidationError(fname, f"{value!r} must be a whole number >= 1")
         validation.non_negative_int(self.pause_after_failures, "pause_after_failures")
+        bt = self.breaker_threshold
+        if isinstance(bt, bool) or not isinstance(bt, int | float) or not 0 < bt <= 1:
+            raise ValidationError(
+                "breaker_threshold", f"{bt!r} must be a failed share in (0, 1], e.g. 0.9"
+            )
+        if (
+            isinstance(self.breaker_min_attempts, bool)
+            or not isinstance(self.breaker_min_attempts, int)
+            or self.breaker_min_attempts < 1
+        ):
+            raise ValidationError("breaker_min_attempts", "must be a whole number >= 1")
+        for fname in ("breaker_window_s", "breaker_cooldown_s"):
+            value = getattr(self, fname)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise ValidationError(fname, f"{value!r} must be a number of seconds > 0")
         for fname in ("jitter_s", "keep_days"):
             value = getattr(self, fname)
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:

@@ -68,6 +68,12 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "oldest": ("oldest:{queue}:{klass}", ("queue", "klass")),
     # tenant -> tasks dispatched in one minute (share of dispatch)
     "disp": ("disp:{minute}", ("minute",)),
+    # a job's attempt outcomes per minute (<minute>:n, <minute>:f): circuit breaker window
+    "brk": ("brk:{job_id}", ("job_id",)),
+    # ready instances of a job held aside while its circuit breaker is open
+    "held": ("held:{job_id}", ("job_id",)),
+    # recorded events (breaker opened/closed), capped
+    "events": ("events", ()),
 }
 
 PRIORITIES: tuple[str, ...] = ("high", "normal", "low")
@@ -179,6 +185,15 @@ class Keys:
 
     def disp(self, shard: int, minute: int) -> str:
         return self.build(shard, "disp", minute)
+
+    def brk(self, shard: int, job_id: str) -> str:
+        return self.build(shard, "brk", job_id)
+
+    def held(self, shard: int, job_id: str) -> str:
+        return self.build(shard, "held", job_id)
+
+    def events(self, shard: int) -> str:
+        return self.build(shard, "events")
 
 
 def lua_key_functions() -> str:

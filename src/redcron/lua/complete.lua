@@ -28,7 +28,10 @@ for i = 3, #ARGV, 3 do
     local ttl = tonumber(f[6] or '0')
     if ttl and ttl > 0 then redis.call('EXPIRE', ti, ttl) end
     if f[7] and f[7] ~= '0' then notify_done(ti, iid) end
-    if f[8] and f[8] ~= '' then on_end(ti, iid, 'succeeded', now) end
+    if f[8] and f[8] ~= '' then
+      breaker_record(iid, f[8], false, now)
+      on_end(ti, iid, 'succeeded', now)
+    end
     out[#out + 1] = 1
   else
     out[#out + 1] = 0

@@ -3,6 +3,7 @@
   ARGV[1] job_id   ARGV[2] paused (1|0)
   ARGV[3] next nominal fire ms on resume ("" = none)   ARGV[4] next due ms
   Returns: the job's version.  Fires missed while paused are not caught up.
+  Resuming also closes the job's circuit breaker and releases its held work.
   Errors: NOTFOUND. ]]
 -- @include lib/common.lua
 
@@ -12,6 +13,7 @@ if ARGV[2] == '1' then
   redis.call('HSET', jk, 'paused', '1')
   redis.call('ZREM', key_schedule(), ARGV[1])
 else
+  breaker_close(ARGV[1], now_ms(''), 'resumed')
   redis.call('HSET', jk, 'paused', '0', 'paused_reason', '', 'consecutive_failures', 0,
     'next_fire', ARGV[3])
   if ARGV[3] ~= '' then redis.call('ZADD', key_schedule(), ARGV[4], ARGV[1]) end

@@ -25,6 +25,8 @@
   back when a lease ends or a token is due (a park:<t> timer); while parked it
   is off the aging index (oldest:<queue>:<class>) as well.  Visits touch
   only tenants with ready work: the cost never grows with idle tenants.
+  A run's task whose job has an open circuit breaker is held aside (state
+  held, in held:<job>) instead; after the cool-down one becomes the trial.
   A stream entry whose hash does not point back at it (left by a crash) is
   discarded, never run.
   Upholds: invariants 3 (epoch += 1 per assignment), 4 (one place), 7 (fair
@@ -94,6 +96,29 @@ local function room(tenant, queue, prio, ring)
   return n
 end
 
+-- The circuit breaker's word on one run instance: 'lease' or 'hold'.  After
+-- the cool-down the first instance asked about becomes the single trial.
+local breakers = {}
+local function breaker_gate(run_id, iid)
+  local job_id = job_of_run(run_id)
+  if not job_id then return 'lease' end
+  local b = breakers[job_id]
+  if not b then
+    local j = redis.call('HMGET', key_job(job_id), 'breaker', 'breaker_until', 'breaker_trial')
+    b = {state = j[1] or '', till = tonumber(j[2] or '') or 0, trial = j[3] or ''}
+    breakers[job_id] = b
+  end
+  if b.state == '' then return 'lease' end
+  if b.state == 'open' and now >= b.till then
+    redis.call('HSET', key_job(job_id), 'breaker', 'trial', 'breaker_trial', iid)
+    breaker_event('breaker_trial', job_id, now, iid)
+    b.state, b.trial = 'trial', iid
+    return 'lease'
+  end
+  if b.state == 'trial' and b.trial == iid then return 'lease' end
+  return 'hold'
+end
+
 -- Lease up to n entries from the head of a stream (only entries up to max_id,
 -- when given: aged work).  The entries read are exactly the head of the
 -- stream, so one exact XTRIM MINID removes them all (cheaper than an XDEL
@@ -116,6 +141,12 @@ local function take(queue, tenant, prio, stream, n, max_id)
       break
     end
     consumed = eid
+    if ok and f[9] and f[9] ~= '' and breaker_gate(f[9], iid) == 'hold' then
+      -- the job's breaker is open: held aside, not handed out
+      redis.call('HSET', ti, 'state', 'held', 'loc', 'held')
+      redis.call('RPUSH', key_held(job_of_run(f[9])), iid)
+      ok = false
+    end
     if ok then
       local epoch = tonumber(f[8]) + 1
       local attempt = tonumber(f[3]) + 1

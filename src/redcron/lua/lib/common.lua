@@ -135,10 +135,12 @@ end
   delay_ms: '' = backoff min(base * 2^(n-1), cap) scaled by frac (full jitter)
   counter: the stats field a retry counts under (default 'retries')
   Returns the new state. ]]
+-- @include lib/breaker.lua
+
 local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitcode, now, frac,
     counter)
   local f = redis.call('HMGET', ti, 'attempt', 'tenant', 'max_attempts', 'retry_base_ms',
-    'retry_cap_ms', 'budget', 'cancel_requested', 'queue', 'prio', 'name')
+    'retry_cap_ms', 'budget', 'cancel_requested', 'queue', 'prio', 'name', 'run')
   local n = tonumber(f[1] or '0')
   local tenant, queue, prio = f[2], f[8], f[9]
   local pre = 'a:' .. n .. ':'
@@ -153,6 +155,9 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
   redis.call('ZREM', key_tleases(tenant), iid)
   unpark(tenant)
   redis.call('HSET', ti, 'deadline', '')
+  if f[11] and f[11] ~= '' and outcome ~= 'cancelled' and counter ~= 'handed_back' then
+    breaker_record(iid, f[11], outcome ~= 'succeeded', now)
+  end
   if outcome == 'succeeded' then
     make_terminal(ti, iid, 'succeeded', now)
     return 'succeeded'

@@ -34,6 +34,8 @@ local function cancel_instance(iid, now)
     if redis.call('XLEN', stream) == 0 then redis.call('ZREM', key_ring(f[3], f[5]), f[4]) end
   elseif state == 'retry_wait' or state == 'scheduled' then
     redis.call('ZREM', key_timers(), iid)
+  elseif state == 'held' then
+    redis.call('LREM', key_held(job_of_run(redis.call('HGET', ti, 'run'))), 0, iid)
   elseif state == 'dead' then
     redis.call('XDEL', key_dlq(f[4]), string.sub(loc, 5))
     -- a dead task already counted as ended (failed) in its run: recount it

@@ -1,0 +1,93 @@
+--[[ breaker: a job's circuit breaker (DESIGN §7), included by lib/common.lua.
+  Job hash fields: breaker ('' = closed | open | trial), breaker_until (ms),
+  breaker_trial (the trial instance), and the settings JobStore writes:
+  breaker_ratio, breaker_min, breaker_window_s, breaker_cooldown_s.
+  Attempts of a job's tasks are counted per minute in brk:<job>; when the
+  failed share over the window reaches the ratio (with at least breaker_min
+  attempts) the breaker opens and lease.lua holds the job's ready instances
+  aside (state held, loc held, in held:<job>) instead of handing them out.
+  After the cool-down one trial task is leased: its success closes the
+  breaker and releases the held work, its failure reopens it.  jobs resume
+  closes it too.  Every change is an entry in the events stream. ]]
+
+local function job_of_run(run_id)
+  return string.match(run_id or '', '^(.-)@')
+end
+
+local function breaker_event(kind, job_id, now, detail)
+  redis.call('XADD', key_events(), 'MAXLEN', '~', 1000, '*', 'type', kind, 'job', job_id,
+    'at', now, 'detail', detail or '')
+end
+
+-- Put the held instances of a job back on their ready streams (bounded).
+local function breaker_release(job_id)
+  local hk = key_held(job_id)
+  local n = 0
+  local woken = {}
+  while n < 5000 do
+    local iid = redis.call('LPOP', hk)
+    if not iid then break end
+    local ti = key_ti(iid)
+    local f = redis.call('HMGET', ti, 'state', 'queue', 'tenant', 'prio')
+    if f[1] == 'held' then
+      make_ready(ti, iid, f[2], f[3], f[4])
+      woken[f[2]] = (woken[f[2]] or 0) + 1
+      n = n + 1
+    end
+  end
+  for q, k in pairs(woken) do wake(q, k) end
+  return n
+end
+
+local function breaker_close(job_id, now, why)
+  local jk = key_job(job_id)
+  if (redis.call('HGET', jk, 'breaker') or '') == '' then return end
+  redis.call('HSET', jk, 'breaker', '', 'breaker_until', '', 'breaker_trial', '')
+  local n = breaker_release(job_id)
+  breaker_event('breaker_closed', job_id, now, why .. '; released ' .. n .. ' held')
+end
+
+-- Record how one attempt of a run's task ended; trip or settle the breaker.
+local function breaker_record(iid, run_id, failed, now)
+  local job_id = job_of_run(run_id)
+  if not job_id then return end
+  local jk = key_job(job_id)
+  local j = redis.call('HMGET', jk, 'breaker', 'breaker_trial', 'breaker_ratio', 'breaker_min',
+    'breaker_window_s', 'breaker_cooldown_s')
+  if not j[3] then return end  -- the job is gone, or has no breaker settings
+  local state = j[1] or ''
+  local cooldown_ms = (tonumber(j[6]) or 60) * 1000
+  if state == 'trial' and j[2] == iid then
+    if failed then
+      redis.call('HSET', jk, 'breaker', 'open', 'breaker_until', now + cooldown_ms,
+        'breaker_trial', '')
+      breaker_event('breaker_reopened', job_id, now, 'trial task ' .. iid .. ' failed')
+    else
+      breaker_close(job_id, now, 'trial task ' .. iid .. ' succeeded')
+    end
+    return
+  end
+  local bk = key_brk(job_id)
+  local minute = math.floor(now / 60000)
+  local window_min = math.max(1, math.ceil((tonumber(j[5]) or 300) / 60))
+  redis.call('HINCRBY', bk, minute .. ':n', 1)
+  if failed then redis.call('HINCRBY', bk, minute .. ':f', 1) end
+  redis.call('EXPIRE', bk, window_min * 60 + 120)
+  if not failed or state ~= '' then return end
+  local fields = {}
+  for m = minute - window_min + 1, minute do
+    fields[#fields + 1] = m .. ':n'
+    fields[#fields + 1] = m .. ':f'
+  end
+  local v = redis.call('HMGET', bk, unpack(fields))
+  local n, f = 0, 0
+  for i = 1, #v, 2 do
+    n = n + (tonumber(v[i] or '0') or 0)
+    f = f + (tonumber(v[i + 1] or '0') or 0)
+  end
+  if n >= (tonumber(j[4]) or 20) and f >= (tonumber(j[3]) or 0.9) * n then
+    redis.call('HSET', jk, 'breaker', 'open', 'breaker_until', now + cooldown_ms,
+      'breaker_trial', '')
+    breaker_event('breaker_opened', job_id, now, f .. ' of ' .. n .. ' attempts failed')
+  end
+end
