@@ -35,7 +35,14 @@ import redis
 
 from redcron.app import App
 from redcron.beat.schedule import Trigger, fires_between, next_fire
-from redcron.broker.jobs import from_ms, jitter_ms, spec_from_json, to_ms
+from redcron.broker.jobs import (
+    effective_jitter_s,
+    from_ms,
+    jitter_ms,
+    spec_from_json,
+    tenant_jitter_s,
+    to_ms,
+)
 from redcron.clock import ulid
 from redcron.errors import BrokerError, ConfigError
 from redcron.jobs import JobSpec
@@ -57,6 +64,8 @@ PIPELINE_FIRES = 1_000
 #: statuses of fire.lua that mean "this fire time is done"
 _DONE = {"created", "skipped", "buffered", "exists", "skipped_all", "rejected"}
 _COUNTED = {"created", "skipped", "buffered", "rejected"}
+#: a tenant's default jitter_s is re-read at most this often (seconds, per tenant)
+TENANT_JITTER_REFRESH_S = 5.0
 TRANSIENT = (redis.RedisError, BrokerError, OSError)
 
 
@@ -142,20 +151,23 @@ def plan_fires(
     score: int,
     now: int,
     window_ms: int,
+    tenant_jitter: float = 0.0,
 ) -> list[Fire]:
     """The fire.lua calls for one due job, chained oldest first (pure: ``now`` given).
 
     Within the catch-up window every fire time is fired ("cron"); an older backlog
     follows the job's policy: ``latest`` fires the latest missed time, ``all`` the
     latest ``catchup_limit`` ones ("catchup"), ``none`` nothing ("skip"); the rest
-    are counted as skipped.
+    are counted as skipped.  Next due times use the job's ``jitter_s``, or
+    ``tenant_jitter`` (the tenant's default) when the job has none.
     """
+    jitter = effective_jitter_s(spec, tenant_jitter)
     calls: list[Fire] = []
     if now - nominal <= window_ms:
         expected, n = score, nominal
         while len(calls) < CHAIN_LIMIT:
             nxt = _after(trigger, n)
-            nxt_due = _due(job_id, nxt, spec.jitter_s)
+            nxt_due = _due(job_id, nxt, jitter)
             calls.append(Fire(expected, n, nxt, nxt_due, "cron"))
             if nxt is None or nxt_due is None or nxt_due > now:
                 break
@@ -166,15 +178,15 @@ def plan_fires(
     kept, total = backlog(trigger, nominal, now, keep)
     if not kept:
         nxt = _after(trigger, now)
-        return [Fire(score, nominal, nxt, _due(job_id, nxt, spec.jitter_s), "skip", total)]
+        return [Fire(score, nominal, nxt, _due(job_id, nxt, jitter), "skip", total)]
     if policy == "latest":
         nxt = _after(trigger, now)
-        nxt_due = _due(job_id, nxt, spec.jitter_s)
+        nxt_due = _due(job_id, nxt, jitter)
         return [Fire(score, kept[-1], nxt, nxt_due, "catchup", total - 1)]
     expected = score
     for i, fire_ms in enumerate(kept[:CHAIN_LIMIT]):
         nxt = kept[i + 1] if i + 1 < len(kept) else _after(trigger, fire_ms)
-        nxt_due = _due(job_id, nxt, spec.jitter_s)
+        nxt_due = _due(job_id, nxt, jitter)
         skipped = total - len(kept) if i == 0 else 0
         calls.append(Fire(expected, fire_ms, nxt, nxt_due, "catchup", skipped))
         if nxt_due is None:
@@ -226,6 +238,12 @@ class Beat:
         # job -> (due score, nominal, version) this beat stored at its last fire: a
         # job found at that score needs no read of its hash
         self._known: dict[str, tuple[int, int, str]] = {}
+        # (shard, tenant) -> (default jitter_s, monotonic time read): re-read at most
+        # every TENANT_JITTER_REFRESH_S, so a changed setting applies within seconds
+        self._tenant_jitter: dict[tuple[int, str], tuple[float, float]] = {}
+        # tenants seen with a default jitter: their jobs' scores may be jittered even
+        # after the default went back to 0, so the score is never taken as nominal
+        self._jittered: set[tuple[int, str]] = set()
         self._next_round = 0
         self._live = 0
         self._started = False
@@ -402,54 +420,103 @@ class Beat:
     def _load(self, shard: int, rows: list[tuple[str, int]]) -> list[_Loaded | None]:
         """Version, spec, trigger and next_fire of each due job (None: no job, or no
         readable spec).  Parsed specs are cached by (job id, version); a job at the
-        score this beat stored is not read at all."""
+        score this beat stored is not read at all.  The default jitter of the jobs'
+        tenants is refreshed (at most every TENANT_JITTER_REFRESH_S) in the same
+        round trips."""
         out: list[_Loaded | None] = [None] * len(rows)
         cold: list[int] = []
+        mono = time.monotonic()
+        stale: set[str] = set()  # tenants whose default jitter is read with this page
+
+        def fresh(tenant: str) -> bool:
+            got = self._tenant_jitter.get((shard, tenant))
+            if got is None or mono - got[1] >= TENANT_JITTER_REFRESH_S:
+                stale.add(tenant)
+                return False
+            return True
+
         for i, (jid, score) in enumerate(rows):
             known, cached = self._known.get(jid), self._specs.get(jid)
             if known and cached and known[0] == score and cached[0] == known[2] and cached[1]:
                 assert cached[2] is not None
+                fresh(cached[1].tenant)  # the nominal is known; the jitter is for the next
                 out[i] = _Loaded(known[2], cached[1], cached[2], known[1], False)
-            elif score >= 0 and cached and cached[1] and cached[2] and not cached[1].jitter_s:
-                # without jitter the due score is the nominal fire time; the cached
-                # version and the score are compare-and-set by fire.lua (a changed
-                # job answers 'version', a moved score 'stale'), so no read is needed
+            elif (
+                score >= 0
+                and cached
+                and cached[1]
+                and cached[2]
+                and not cached[1].jitter_s
+                and (shard, cached[1].tenant) not in self._jittered
+                and fresh(cached[1].tenant)
+            ):
+                # without jitter (the job's or its tenant's) the due score is the
+                # nominal fire time; the cached version and the score are
+                # compare-and-set by fire.lua (a changed job answers 'version', a
+                # moved score 'stale'), so no read is needed
                 out[i] = _Loaded(cached[0], cached[1], cached[2], score, False)
             else:
                 cold.append(i)
-        if not cold:
+        if not cold and not stale:
             return out
         broker = self.app.broker
         pipe = broker.client.pipeline(transaction=False)
         for i in cold:
-            pipe.hmget(broker.keys.job(shard, rows[i][0]), "version", "next_fire", "paused")
-        heads = dict(zip(cold, pipe.execute(), strict=True))
+            pipe.hmget(
+                broker.keys.job(shard, rows[i][0]), "version", "next_fire", "paused", "tenant"
+            )
+        asked = sorted(stale)
+        for tenant in asked:
+            pipe.hget(broker.keys.tenant(shard, tenant), "jitter_s")
+        res = pipe.execute()
+        heads = dict(zip(cold, res[: len(cold)], strict=True))
+        self._tenants_read(shard, asked, res[len(cold) :], mono)
         missing = [
             (rows[i][0], _s(h[0]))
             for i, h in heads.items()
             if h[0] is not None and self._specs.get(rows[i][0], ("",))[0] != _s(h[0])
         ]
-        if missing:
+        # tenants of jobs read cold (new jobs among them) whose default jitter is unknown
+        cold_tenants = {_s(h[3]) for h in heads.values() if h[0] is not None and h[3]}
+        unknown = sorted(t for t in cold_tenants if not fresh(t))
+        if missing or unknown:
             pipe = broker.client.pipeline(transaction=False)
             for jid, _v in missing:
                 pipe.hget(broker.keys.job(shard, jid), "spec")
+            for tenant in unknown:
+                pipe.hget(broker.keys.tenant(shard, tenant), "jitter_s")
             if len(self._specs) > 200_000:
                 self._specs.clear()
                 self._known.clear()
-            for (jid, version), text in zip(missing, pipe.execute(), strict=True):
+            res = pipe.execute()
+            self._tenants_read(shard, unknown, res[len(missing) :], mono)
+            for (jid, version), text in zip(missing, res[: len(missing)], strict=True):
                 try:
                     parsed = spec_from_json(_s(text))
                     self._specs[jid] = (version, parsed, parsed.trigger())
                 except Exception as exc:  # a spec we cannot read must not stop the others
                     log.error("job %s: unreadable spec (%s); not fired", jid, exc)
                     self._specs[jid] = (version, None, None)
-        for i, (version, nf, paused) in heads.items():
+        for i, (version, nf, paused, _tenant) in heads.items():
             _v, spec, trigger = self._specs.get(rows[i][0], ("", None, None))
             if version is None or spec is None or trigger is None:
                 continue
             nominal = int(_s(nf)) if nf not in (None, b"", "") else None
             out[i] = _Loaded(_s(version), spec, trigger, nominal, _s(paused or b"") == "1")
         return out
+
+    def _tenants_read(self, shard: int, tenants: list[str], values: list[Any], at: float) -> None:
+        """Record the default jitter read for each tenant (at monotonic time ``at``)."""
+        for tenant, raw in zip(tenants, values, strict=True):
+            jitter = tenant_jitter_s(raw)
+            self._tenant_jitter[shard, tenant] = (jitter, at)
+            if jitter > 0:
+                self._jittered.add((shard, tenant))
+
+    def _tenant_jitter_of(self, shard: int, tenant: str) -> float:
+        """The tenant's default jitter as last read (0 if never read)."""
+        got = self._tenant_jitter.get((shard, tenant))
+        return 0.0 if got is None else got[0]
 
     def _prefetch(self, shard: int, now: int) -> None:
         """Load the specs of jobs due soon (up to ``10 * batch`` a tick), so that a
@@ -472,7 +539,10 @@ class Beat:
                 continue
             # no nominal recorded: the score is our best knowledge
             nominal = score if job.nominal is None else job.nominal
-            for fire in plan_fires(jid, job.spec, job.trigger, nominal, score, now, self.window_ms):
+            tenant_jitter = self._tenant_jitter_of(shard, job.spec.tenant)
+            for fire in plan_fires(
+                jid, job.spec, job.trigger, nominal, score, now, self.window_ms, tenant_jitter
+            ):
                 calls.append((jid, job.version, fire))
         return calls
 

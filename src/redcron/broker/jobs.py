@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import zlib
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -36,6 +37,27 @@ def jitter_ms(job_id: str, nominal_ms: int, jitter_s: float) -> int:
     if span <= 0:
         return 0
     return zlib.crc32(f"{job_id}:{nominal_ms}".encode()) % (span + 1)
+
+
+def effective_jitter_s(spec: JobSpec, tenant_jitter: float) -> float:
+    """The jitter a job's due times use: its own ``jitter_s`` wins; a job without
+    one (0) takes its tenant's default ``jitter_s`` (read live, never stored in
+    the job spec, so changing the tenant setting moves the next due time computed)."""
+    if spec.jitter_s > 0:
+        return spec.jitter_s
+    return tenant_jitter if tenant_jitter > 0 else 0.0
+
+
+def tenant_jitter_s(value: Any) -> float:
+    """A tenant hash's stored ``jitter_s`` field (bytes, text or None) in seconds;
+    missing, unreadable or negative: 0 (no default jitter)."""
+    if value is None:
+        return 0.0
+    try:
+        j = float(value.decode() if isinstance(value, bytes) else value)
+    except (TypeError, ValueError):
+        return 0.0
+    return j if math.isfinite(j) and j > 0 else 0.0
 
 
 def spec_json(spec: JobSpec) -> str:
@@ -96,10 +118,17 @@ class JobStore:
             "retry_cap": settings.retry_cap,
         }
         shards = [shard_of(spec.tenant, self.broker.shards) for spec in specs]
+        tenants = sorted({(shard, spec.tenant) for spec, shard in zip(specs, shards, strict=True)})
         pipe = self.broker.client.pipeline(transaction=False)
         for spec, shard in zip(specs, shards, strict=True):
             pipe.hget(self.keys.jobs(shard, spec.tenant), spec.name)
-        current = pipe.execute()
+        for shard, tenant in tenants:
+            pipe.hget(self.keys.tenant(shard, tenant), "jitter_s")
+        replies = pipe.execute()
+        current = replies[: len(specs)]
+        tenant_jitter = {
+            st: tenant_jitter_s(raw) for st, raw in zip(tenants, replies[len(specs) :], strict=True)
+        }
         now = now or self.server_now()
         calls: list[tuple[int, list[Any]]] = []
         for spec, shard, cur in zip(specs, shards, current, strict=True):
@@ -111,7 +140,8 @@ class JobStore:
             due_ms: Any = ""
             if nominal is not None:
                 nominal_ms = to_ms(nominal)
-                due_ms = nominal_ms + jitter_ms(job_id, nominal_ms, spec.jitter_s)
+                jitter = effective_jitter_s(spec, tenant_jitter[shard, spec.tenant])
+                due_ms = nominal_ms + jitter_ms(job_id, nominal_ms, jitter)
             at = spec.at.isoformat() if spec.at else None
             argv: list[Any] = [
                 spec.tenant,
@@ -139,11 +169,38 @@ class JobStore:
                 self.broker._run("job_put", shard, argv, pipe)
             for jid, version, change in self.broker._execute(pipe):
                 out.append({"id": _s(jid), "version": int(version), "change": _s(change)})
+        # circuit breaker settings, plain fields the scripts read
+        pipe = self.broker.client.pipeline(transaction=False)
+        for spec, shard, res in zip(specs, shards, out, strict=True):
+            pipe.hset(
+                self.keys.job(shard, res["id"]),
+                mapping={
+                    "breaker_ratio": spec.breaker_threshold,
+                    "breaker_min": spec.breaker_min_attempts,
+                    "breaker_window_s": spec.breaker_window_s,
+                    "breaker_cooldown_s": spec.breaker_cooldown_s,
+                },
+            )
+        pipe.execute()
         return out
+
+    def events(self, count: int = 100) -> list[dict[str, Any]]:
+        """Recent events (circuit breaker opened/closed...), newest first."""
+        rows: list[dict[str, Any]] = []
+        for shard in range(self.broker.shards):
+            entries: Any = self.broker.client.xrevrange(self.keys.events(shard), count=count)
+            for eid, fields in entries:
+                rows.append({"id": _s(eid), **{_s(k): _s(v) for k, v in fields.items()}})
+        return rows
 
     def server_now(self) -> datetime:
         sec, usec = self.broker.client.time()
         return datetime.fromtimestamp(sec + usec / 1e6, tz=UTC)
+
+    def tenant_jitter(self, tenant: str) -> float:
+        """The tenant's default ``jitter_s`` (0: none), read live from its hash."""
+        shard = shard_of(tenant, self.broker.shards)
+        return tenant_jitter_s(self.broker.client.hget(self.keys.tenant(shard, tenant), "jitter_s"))
 
     def job_id(self, tenant: str, name: str) -> str:
         shard = shard_of(tenant, self.broker.shards)
@@ -200,7 +257,8 @@ class JobStore:
         if nominal is None:
             return int(self._run_job("job_pause", job_id, ["0", "", ""]))
         nominal_ms = to_ms(nominal)
-        due = nominal_ms + jitter_ms(job_id, nominal_ms, spec.jitter_s)
+        jitter = effective_jitter_s(spec, self.tenant_jitter(spec.tenant))
+        due = nominal_ms + jitter_ms(job_id, nominal_ms, jitter)
         return int(self._run_job("job_pause", job_id, ["0", nominal_ms, due]))
 
     def delete(self, tenant: str, name: str) -> str:
