@@ -149,3 +149,23 @@ def test_a_fire_over_max_queued_is_recorded_as_rejected_and_creates_no_instances
     assert status == "created"
     assert r.hget(k.run(SHARD, run2), "state") == b"queued"
     assert queued(app) == 5
+
+
+def test_a_manual_trigger_over_max_queued_is_refused_with_a_clear_error(
+    redis_url: str, key_prefix: str
+) -> None:
+    app = App(redis_url, prefix=key_prefix.rstrip(":"))
+    try:
+
+        @app.task(name="adm.t")
+        def t() -> None: ...
+
+        app.tenants.set("full", max_queued=1)
+        app.job("j", tasks={"a": Task("adm.t")}, tenant="full", overlap="allow")
+        app.jobs.trigger("full", "j")
+        with pytest.raises(QuotaExceeded, match="max_queued"):
+            app.jobs.trigger("full", "j")
+        states = [r["state"] for r in app.jobs.runs(app.jobs.job_id("full", "j"))]
+        assert sorted(states) == ["queued", "rejected"]
+    finally:
+        app.close()

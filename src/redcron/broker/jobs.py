@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from redcron.clock import ulid
-from redcron.errors import NotFound
+from redcron.errors import NotFound, QuotaExceeded
 from redcron.jobs import JobSpec, spec_from_dict
 from redcron.keys import shard_of
 
@@ -269,11 +269,16 @@ class JobStore:
         """Start a manual run now; returns its id."""
         job_id = self.job_id(tenant, name)
         run_id = f"{job_id}@m{ulid()}"
-        _status, rid = self._run_job(
+        status, rid = self._run_job(
             "fire",
             job_id,
             [job_id, "", "", "", "", "", "", "manual", "", 0, run_id, json.dumps(params or {})],
         )
+        if _s(status) == "rejected":
+            raise QuotaExceeded(
+                f"tenant {tenant!r} is at its max_queued; run {_s(rid)} was recorded as "
+                "rejected (raise the bound with redcron tenants set, or retry later)"
+            )
         return _s(rid)
 
     def _run_job(self, script: str, job_id: str, args: list[Any]) -> Any:
