@@ -98,7 +98,7 @@ end
 
 -- Create a run and its instances from the job's compiled template; the
 -- roots are made ready at once.  `job` may carry the job fields the caller
--- already read (template, tenant, name, keep_s); `woken` (optional) collects
+-- already read (template, tenant, name, keep_s[, max_priority]); `woken` (optional) collects
 -- queue -> count so a batch wakes each queue once.
 local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, woken)
   local jk = key_job(job_id)
@@ -114,7 +114,12 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, wo
     'tasks', table.concat(names, ','), 'keep_s', j[4] or '0', 'params', params or '')
   local wake_now = woken == nil
   woken = woken or {}
-  local _, max_prio = admission(tenant)
+  -- the caller may have read the tenant's admission settings already
+  local max_prio = j[5]
+  if not max_prio then
+    local _
+    _, max_prio = admission(tenant)
+  end
   for _, row in ipairs(rows) do
     row.prio = clamp_prio(row.prio, max_prio)
     local iid = run_id .. '/' .. row.task
