@@ -25,3 +25,8 @@ def loads(data: bytes | None) -> Any:
     if data is None or data == b"":
         return None
     return msgpack.unpackb(data, raw=False, strict_map_key=False)
+
+
+def text(value: Any) -> str:
+    """A Redis reply (bytes) or plain value as text; hash fields are plain text."""
+    return value.decode() if isinstance(value, bytes) else str(value)

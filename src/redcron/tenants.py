@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from redcron import validation
 from redcron.errors import ValidationError
 from redcron.keys import PRIORITIES, shard_of
+from redcron.serde import text as _s
 
 if TYPE_CHECKING:
     from redcron.broker import Broker
@@ -161,10 +162,6 @@ class TenantSettings:
 
     def as_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "effective_burst": self.effective_burst}
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class TenantStore:

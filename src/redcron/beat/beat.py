@@ -47,6 +47,7 @@ from redcron.clock import ulid
 from redcron.errors import BrokerError, ConfigError
 from redcron.jobs import JobSpec
 from redcron.keys import Keys
+from redcron.serde import text as _s
 
 log = logging.getLogger(__name__)
 
@@ -94,10 +95,6 @@ class _Loaded:
     trigger: Trigger
     nominal: int | None
     paused: bool
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _due(job_id: str, nominal: int | None, jitter_s: float) -> int | None:

@@ -17,8 +17,9 @@ import redis
 
 from redcron.broker.scripts import Scripts
 from redcron.config import Settings
-from redcron.errors import ConfigError, NotFound
+from redcron.errors import ConfigError, ConnectionLost, NotFound, from_script_error
 from redcron.keys import Keys
+from redcron.serde import text as _s
 
 log = logging.getLogger(__name__)
 
@@ -68,10 +69,6 @@ class FailItem:
     retryable: bool
     delay_ms: int | None = None
     exit_code: int | None = None
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class Broker:
@@ -152,13 +149,10 @@ class Broker:
         return sum(int(n) for n in self._execute(pipe))
 
     def _execute(self, pipe: Any) -> list[Any]:
-        from redcron.errors import from_script_error
-
+        """Execute a pipeline; a script error becomes its exception (the first one)."""
         try:
             results: list[Any] = pipe.execute(raise_on_error=False)
         except redis.ConnectionError as exc:
-            from redcron.errors import ConnectionLost
-
             raise ConnectionLost(str(exc)) from exc
         for res in results:
             if isinstance(res, redis.ResponseError):

@@ -12,10 +12,12 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from redcron.broker.broker import shard_of_id
 from redcron.clock import ulid
 from redcron.errors import NotFound, QuotaExceeded
 from redcron.jobs import JobSpec, spec_from_dict
 from redcron.keys import shard_of
+from redcron.serde import text as _s
 
 if TYPE_CHECKING:
     from redcron.broker import Broker
@@ -74,10 +76,6 @@ def spec_from_json(text: str) -> JobSpec:
     if data.get("at"):
         data["at"] = datetime.fromisoformat(data["at"])
     return spec_from_dict(data)
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _decode(raw: dict[Any, Any]) -> dict[str, Any]:
@@ -213,8 +211,6 @@ class JobStore:
         return self.get_by_id(self.job_id(tenant, name))
 
     def get_by_id(self, job_id: str) -> dict[str, Any]:
-        from redcron.broker.broker import shard_of_id
-
         shard = shard_of_id(job_id)
         raw = self.broker.client.hgetall(self.keys.job(shard, job_id))
         if not raw:
@@ -245,7 +241,7 @@ class JobStore:
 
     def pause(self, tenant: str, name: str) -> int:
         job_id = self.job_id(tenant, name)
-        return int(self._run_job("job_pause", job_id, ["1", "", ""]))
+        return int(self._run_job("job_pause", job_id, [job_id, "1", "", ""]))
 
     def resume(self, tenant: str, name: str) -> int:
         from redcron.beat.schedule import next_fire
@@ -255,11 +251,11 @@ class JobStore:
         spec = spec_from_json(info["spec"])
         nominal = next_fire(spec.trigger(), self.server_now())
         if nominal is None:
-            return int(self._run_job("job_pause", job_id, ["0", "", ""]))
+            return int(self._run_job("job_pause", job_id, [job_id, "0", "", ""]))
         nominal_ms = to_ms(nominal)
         jitter = effective_jitter_s(spec, self.tenant_jitter(spec.tenant))
         due = nominal_ms + jitter_ms(job_id, nominal_ms, jitter)
-        return int(self._run_job("job_pause", job_id, ["0", nominal_ms, due]))
+        return int(self._run_job("job_pause", job_id, [job_id, "0", nominal_ms, due]))
 
     def delete(self, tenant: str, name: str) -> str:
         shard = shard_of(tenant, self.broker.shards)
@@ -282,18 +278,12 @@ class JobStore:
         return _s(rid)
 
     def _run_job(self, script: str, job_id: str, args: list[Any]) -> Any:
-        from redcron.broker.broker import shard_of_id
-
-        shard = shard_of_id(job_id)
-        if script == "job_pause":
-            args = [job_id, *args]
-        return self.broker._run(script, shard, args)
+        """Run a script on the shard the job id names."""
+        return self.broker._run(script, shard_of_id(job_id), args)
 
     # -- runs ---------------------------------------------------------------------
 
     def runs(self, job_id: str, limit: int = 50) -> list[dict[str, Any]]:
-        from redcron.broker.broker import shard_of_id
-
         shard = shard_of_id(job_id)
         ids = self.broker.client.zrevrange(self.keys.runs(shard, job_id), 0, limit - 1)
         pipe = self.broker.client.pipeline(transaction=False)
@@ -303,8 +293,6 @@ class JobStore:
 
     def run(self, run_id: str) -> dict[str, Any]:
         """A run with its task instances (state, attempts) in DAG order."""
-        from redcron.broker.broker import shard_of_id
-
         shard = shard_of_id(run_id)
         raw = self.broker.client.hgetall(self.keys.run(shard, run_id))
         if not raw:
@@ -320,12 +308,8 @@ class JobStore:
         return info
 
     def cancel_run(self, run_id: str) -> tuple[str, int]:
-        from redcron.broker.broker import shard_of_id
-
         state, running = self.broker._run("run_cancel", shard_of_id(run_id), [run_id, ""])
         return _s(state), int(running)
 
     def retry_run(self, run_id: str, tasks: list[str] | None = None) -> int:
-        from redcron.broker.broker import shard_of_id
-
         return int(self.broker._run("run_retry", shard_of_id(run_id), [run_id, "", *(tasks or [])]))

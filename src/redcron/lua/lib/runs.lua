@@ -248,6 +248,17 @@ on_end = function(ti, iid, state, now)
   run_check_end(run_id, now)
 end
 
+-- How many of a run task's dependencies have not succeeded (its deps_left).
+local function unmet_deps(run_id, deps)
+  local left = 0
+  for _, dep in ipairs(deps) do
+    if redis.call('HGET', key_ti(run_id .. '/' .. dep), 'state') ~= 'succeeded' then
+      left = left + 1
+    end
+  end
+  return left
+end
+
 -- Retry a failed task of a run (also what DLQ replay does for run tasks):
 -- ready again with a fresh budget, its upstream_failed/cancelled downstream
 -- reset to pending, and the run reopened.  Returns true when it was retried.
@@ -274,12 +285,7 @@ local function retry_run_task(run_id, task, now)
   redis.call('PERSIST', ti)
   redis.call('HSET', ti, 'budget', f[6], 'ended', '', 'cancel_requested', '')
   -- a task whose own upstream is not done waits for it
-  local left = 0
-  for _, dep in ipairs(deps) do
-    if redis.call('HGET', key_ti(run_id .. '/' .. dep), 'state') ~= 'succeeded' then
-      left = left + 1
-    end
-  end
+  local left = unmet_deps(run_id, deps)
   redis.call('HSET', ti, 'deps_left', left)
   if left == 0 then
     make_ready(ti, iid, f[3], f[4], f[5])
@@ -295,12 +301,7 @@ local function retry_run_task(run_id, task, now)
     local dti = key_ti(did)
     local g = redis.call('HMGET', dti, 'state', 'down', 'deps')
     if g[1] == 'upstream_failed' or (g[1] == 'cancelled' and redis.call('HGET', dti, 'attempt') == '0') then
-      local dleft = 0
-      for _, dep in ipairs(split(g[3])) do
-        if redis.call('HGET', key_ti(run_id .. '/' .. dep), 'state') ~= 'succeeded' then
-          dleft = dleft + 1
-        end
-      end
+      local dleft = unmet_deps(run_id, split(g[3]))
       redis.call('PERSIST', dti)
       -- a run cancel marked it: once reset, its lease must not be revoked
       redis.call('HSET', dti, 'state', 'pending', 'ended', '', 'deps_left', dleft,
