@@ -218,28 +218,19 @@ class Broker:
         return out
 
     def start(self, shard: int, worker: str, tokens: Iterable[tuple[str, str]]) -> int:
-        args: list[Any] = [worker, ""]
-        for iid, epoch in tokens:
-            args += [iid, epoch]
-        return int(self._run("start", shard, args))
+        return int(self._run("start", shard, _flat([worker, ""], tokens)))
 
     def heartbeat(
         self, shard: int, worker: str, ttl_ms: int, tokens: Iterable[tuple[str, str]]
     ) -> tuple[list[str], list[str]]:
         """Renew leases; returns (lost, revoked) instance ids."""
-        args: list[Any] = [worker, ttl_ms, ""]
-        for iid, epoch in tokens:
-            args += [iid, epoch]
-        lost, revoked = self._run("heartbeat", shard, args)
+        lost, revoked = self._run("heartbeat", shard, _flat([worker, ttl_ms, ""], tokens))
         return [_s(x) for x in lost], [_s(x) for x in revoked]
 
     def complete(
         self, shard: int, worker: str, items: Sequence[tuple[str, str, bytes]]
     ) -> list[bool]:
-        args: list[Any] = [worker, ""]
-        for iid, epoch, result in items:
-            args += [iid, epoch, result]
-        return [bool(x) for x in self._run("complete", shard, args)]
+        return [bool(x) for x in self._run("complete", shard, _flat([worker, ""], items))]
 
     def fail(self, shard: int, worker: str, items: Sequence[FailItem]) -> list[str | None]:
         """Report failed attempts; returns each new state, or None if the lease was lost."""
@@ -280,10 +271,7 @@ class Broker:
         self.append_logs(shard, logs, pipe)
         n_logs = len(pipe.command_stack)
         if completes:
-            args: list[Any] = [worker, ""]
-            for iid, epoch, result in completes:
-                args += [iid, epoch, result]
-            self._run("complete", shard, args, pipe)
+            self._run("complete", shard, _flat([worker, ""], completes), pipe)
         if fails:
             self._run("fail", shard, self._fail_args(worker, fails), pipe)
         results = self._execute(pipe)[n_logs:]
@@ -292,10 +280,7 @@ class Broker:
         return done, failed
 
     def release(self, shard: int, worker: str, tokens: Iterable[tuple[str, str]]) -> int:
-        args: list[Any] = [worker, ""]
-        for iid, epoch in tokens:
-            args += [iid, epoch]
-        return int(self._run("release", shard, args))
+        return int(self._run("release", shard, _flat([worker, ""], tokens)))
 
     # -- maintenance ----------------------------------------------------------
 
@@ -473,6 +458,11 @@ class Broker:
 
     def close(self) -> None:
         self.client.close()
+
+
+def _flat(head: list[Any], groups: Iterable[Sequence[Any]]) -> list[Any]:
+    """A script's ARGV: fixed head values, then each group's values in order."""
+    return [*head, *(v for group in groups for v in group)]
 
 
 def _enqueue_args(rows: Sequence[Sequence[Any]]) -> list[Any]:

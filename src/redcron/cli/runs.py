@@ -151,9 +151,11 @@ def run_summary(run: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def runs_table(runs: Sequence[Mapping[str, Any]]) -> str:
+def runs_table(runs: Sequence[Mapping[str, Any]], with_job: bool = False) -> str:
+    """Runs as a table; ``with_job`` adds a job column (runs of several jobs)."""
     rows = [
         (
+            *((s["job"],) if with_job else ()),
             s["id"],
             s["trigger"],
             s["scheduled_for"] or "",
@@ -163,7 +165,8 @@ def runs_table(runs: Sequence[Mapping[str, Any]]) -> str:
         )
         for s in runs
     ]
-    return table(("run", "trigger", "scheduled for", "state", "done", "took"), rows)
+    headers = ("run", "trigger", "scheduled for", "state", "done", "took")
+    return table((("job",) if with_job else ()) + headers, rows)
 
 
 def _task_row(inst: Mapping[str, Any], now_ms: int) -> dict[str, Any]:
@@ -310,23 +313,7 @@ def list_cmd(
     elif not found:
         click.echo("no runs yet" + (f" of job {job_name}" if job_name else f" in tenant {tenant}"))
     else:
-        click.echo(runs_table(found) if job_name else _runs_table_with_job(found))
-
-
-def _runs_table_with_job(found: Sequence[Mapping[str, Any]]) -> str:
-    rows = [
-        (
-            s["job"],
-            s["id"],
-            s["trigger"],
-            s["scheduled_for"] or "",
-            s["state"],
-            f"{s['done']}/{s['total']}",
-            seconds(s["duration_s"]),
-        )
-        for s in found
-    ]
-    return table(("job", "run", "trigger", "scheduled for", "state", "done", "took"), rows)
+        click.echo(runs_table(found, with_job=not job_name))
 
 
 @runs.command()
