@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,6 +21,7 @@ from typing import Any
 import chaos_app
 
 from redcron import App
+from redcron.worker import Worker
 
 ROOT = Path(__file__).resolve().parents[2]
 APPS = ROOT / "tests" / "apps"
@@ -137,3 +139,25 @@ def worker_spawner(
         w.close()
     for i, w in enumerate(workers):
         print(f"----- worker{i} (pid {w.pid}, exit {w.proc.returncode}) -----\n{w.log()}")
+
+
+@contextmanager
+def thread_workers(app: App, name: str = "test-worker") -> Iterator[Callable[..., Worker]]:
+    """Start in-process workers (threads pool); stopped and joined on exit."""
+    running: list[tuple[Worker, threading.Thread]] = []
+
+    def start(**kwargs: Any) -> Worker:
+        kwargs.setdefault("lease_ttl", 2.0)
+        kwargs.setdefault("grace", 1.0)
+        w = Worker(app, **kwargs)
+        t = threading.Thread(target=w.run, name=name, daemon=True)
+        t.start()
+        running.append((w, t))
+        return w
+
+    yield start
+    for w, _t in running:
+        w.stop(graceful=False)
+    for _w, t in running:
+        t.join(15)
+        assert not t.is_alive(), "worker thread did not stop"

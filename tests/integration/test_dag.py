@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from worker_procs import wait_for  # tests/helpers is put on sys.path by tests/conftest.py
+from worker_procs import (  # tests/helpers is put on sys.path by tests/conftest.py
+    thread_workers,
+    wait_for,
+)
 
 from redcron import App, Context, Permanent
 from redcron.jobs import Task
@@ -74,23 +76,8 @@ def app(redis_url: str, key_prefix: str) -> Iterator[App]:
 @pytest.fixture
 def start_worker(app: App) -> Iterator[Callable[..., Worker]]:
     """In-process workers (threads pool), stopped and joined afterwards."""
-    running: list[tuple[Worker, threading.Thread]] = []
-
-    def start(**kwargs: Any) -> Worker:
-        kwargs.setdefault("lease_ttl", 2.0)
-        kwargs.setdefault("grace", 1.0)
-        w = Worker(app, **kwargs)
-        t = threading.Thread(target=w.run, name="dag-worker", daemon=True)
-        t.start()
-        running.append((w, t))
-        return w
-
-    yield start
-    for w, _t in running:
-        w.stop(graceful=False)
-    for _w, t in running:
-        t.join(15)
-        assert not t.is_alive(), "worker thread did not stop"
+    with thread_workers(app, "dag-worker") as start:
+        yield start
 
 
 def seen(app: App) -> list[dict[str, Any]]:

@@ -8,16 +8,21 @@ runs the worker as a subprocess, as ``redcron worker`` would.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import chaos_app  # tests/apps and tests/helpers are put on sys.path by tests/conftest.py
 import pytest
 import redis
-from worker_procs import WorkerProc, chaos_app_client, outcomes, wait_for, worker_spawner
+from worker_procs import (
+    WorkerProc,
+    chaos_app_client,
+    outcomes,
+    thread_workers,
+    wait_for,
+    worker_spawner,
+)
 
 from redcron import App, TaskFailed
 from redcron.worker import Worker
@@ -32,23 +37,8 @@ def app(redis_url: str, key_prefix: str) -> Iterator[App]:
 @pytest.fixture
 def start_worker(app: App) -> Iterator[Callable[..., Worker]]:
     """Start in-process workers (threads pool); they are stopped and joined afterwards."""
-    running: list[tuple[Worker, threading.Thread]] = []
-
-    def start(**kwargs: Any) -> Worker:
-        kwargs.setdefault("lease_ttl", 2.0)
-        kwargs.setdefault("grace", 1.0)
-        w = Worker(app, **kwargs)
-        t = threading.Thread(target=w.run, name="test-worker", daemon=True)
-        t.start()
-        running.append((w, t))
-        return w
-
-    yield start
-    for w, _t in running:
-        w.stop(graceful=False)
-    for _w, t in running:
-        t.join(15)
-        assert not t.is_alive(), "worker thread did not stop"
+    with thread_workers(app, "test-worker") as start:
+        yield start
 
 
 @pytest.fixture
