@@ -12,6 +12,7 @@ import pytest
 import redis
 
 from redcron import App
+from redcron.broker.argv import FireArgs
 from redcron.errors import QuotaExceeded, Rejected
 from redcron.jobs import Task
 
@@ -95,12 +96,9 @@ def test_a_submission_over_max_queued_is_refused_and_writes_nothing(
 
 
 def _fire(app: App, job_id: str, fire_ms: int) -> tuple[str, str]:
-    status, rid = app.broker._run(
-        "fire",
-        SHARD,
-        [job_id, "", "", str(fire_ms), "", "", "", "cron", "", 0, f"{job_id}@{fire_ms}", ""],
+    return app.broker.fire(
+        SHARD, FireArgs(job_id, "", "", fire_ms, None, None, "", "cron", 0, f"{job_id}@{fire_ms}")
     )
-    return status.decode(), rid.decode()
 
 
 def test_a_fire_over_max_queued_is_recorded_as_rejected_and_creates_no_instances(

@@ -24,6 +24,7 @@ import pytest
 
 from redcron import App
 from redcron.beat.beat import Beat, beats_key
+from redcron.broker.argv import FireArgs
 from redcron.broker.jobs import jitter_ms
 from redcron.errors import ScriptError
 from redcron.jobs import JobSpec, Task
@@ -121,15 +122,13 @@ def test_a_stale_beat_cannot_fire(app: App) -> None:
     k = app.broker.keys
     # the old beat's lease expires (it stalled) and another beat takes the shard
     app.broker.client.hset(k.beat(0), "expiry", 0)
-    ok, new_epoch, owner = app.broker._run("beat_own", 0, ["new", 30_000, "acquire", ""])
+    ok, new_epoch, owner = app.broker.beat_own(0, "new", 30_000, "acquire")
     assert (ok, owner) == (1, b"new") and int(new_epoch) == int(epoch) + 1
     before = len(runs_of(app, job["id"]))
     # fire.lua itself refuses the old epoch
     score = app.jobs.get_by_id(job["id"])["scheduled_due"]
     with pytest.raises(ScriptError, match="STALE"):
-        app.broker._run(
-            "fire", 0, [job["id"], score, "", score, "", "", epoch, "cron", "", 0, "x", ""]
-        )
+        app.broker.fire(0, FireArgs(job["id"], score, "", score, None, None, epoch, "cron", 0, "x"))
     # and the old beat, still believing it owns the shard, fires nothing once due
     time.sleep(max(0, (int(score) - server_ms(app)) / 1000) + 0.05)
     assert old.tick() == 0

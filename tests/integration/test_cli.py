@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from redcron import App, ConfigError, serde
-from redcron.broker.broker import FailItem
+from redcron.broker import FailItem
 from redcron.cli.main import main
 from redcron.loader import load_app
 

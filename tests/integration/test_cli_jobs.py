@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from redcron import App, serde
-from redcron.broker.broker import FailItem
+from redcron.broker import FailItem
 from redcron.cli.main import main
 from redcron.cli.runs import watch_run
 

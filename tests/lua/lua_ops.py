@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from redcron.broker import Broker
+from redcron.broker import Broker, FailItem, argv
 from redcron.clock import ulid
 
 T0 = 1_700_000_000_000
@@ -72,7 +72,7 @@ class Ops:
         return self.b.scripts.run(name, self.kp, args)
 
     def enqueue(self, *rows: list[Any]) -> int:
-        return int(self.run("enqueue", [self.now, 13, *(v for r in rows for v in r)]))
+        return int(self.run("enqueue", argv.enqueue(rows, self.now)))
 
     def lease(
         self,
@@ -81,28 +81,49 @@ class Ops:
         ttl: int = 1000,
         queues: Sequence[str] = ("default",),
         tenants: Sequence[str] = (),
+        quantum: float | str = "",
+        aging_ms: int | str = "",
     ) -> list[Tok]:
-        raw = self.run("lease", [worker, n, ttl, self.now, ",".join(tenants), "", "", "", *queues])
-        return [Tok(x[0].decode(), str(x[1]), int(x[2]), worker) for x in raw]
+        return [
+            Tok(x[0].decode(), str(x[1]), int(x[2]), worker)
+            for x in self.lease_raw(worker, n, ttl, queues, tenants, quantum, aging_ms)
+        ]
+
+    def lease_raw(
+        self,
+        worker: str = "w1",
+        n: int = 1,
+        ttl: int = 1000,
+        queues: Sequence[str] = ("default",),
+        tenants: Sequence[str] = (),
+        quantum: float | str = "",
+        aging_ms: int | str = "",
+    ) -> Any:
+        """lease.lua's reply as it is (iid, epoch, attempt, name, kind, args, ...)."""
+        args = argv.lease(
+            worker, n, ttl, queues, tenants=tenants, quantum=quantum, aging_ms=aging_ms,
+            now=self.now,
+        )  # fmt: skip
+        return self.run("lease", args)
 
     @staticmethod
-    def _pairs(toks: Sequence[Tok]) -> list[str]:
-        return [v for t in toks for v in (t.iid, t.epoch)]
+    def _pairs(toks: Sequence[Tok]) -> list[tuple[str, str]]:
+        return [(t.iid, t.epoch) for t in toks]
 
     def start(self, worker: str, toks: Sequence[Tok]) -> int:
-        return int(self.run("start", [worker, self.now, *self._pairs(toks)]))
+        return int(self.run("start", argv.tokens(worker, self._pairs(toks), self.now)))
 
     def heartbeat(
         self, worker: str, toks: Sequence[Tok], ttl: int = 1000
     ) -> tuple[list[str], list[str]]:
-        lost, revoked = self.run("heartbeat", [worker, ttl, self.now, *self._pairs(toks)])
+        lost, revoked = self.run(
+            "heartbeat", argv.heartbeat(worker, ttl, self._pairs(toks), self.now)
+        )
         return [x.decode() for x in lost], [x.decode() for x in revoked]
 
     def complete(self, worker: str, toks: Sequence[Tok]) -> list[int]:
-        args: list[Any] = [worker, self.now]
-        for t in toks:
-            args += [t.iid, t.epoch, b"\xa2ok"]
-        return list(self.run("complete", args))
+        items = [(t.iid, t.epoch, b"\xa2ok") for t in toks]
+        return list(self.run("complete", argv.complete(worker, items, self.now)))
 
     def fail(
         self,
@@ -111,35 +132,24 @@ class Ops:
         *,
         outcome: str = "failed",
         retryable: bool = True,
-        delay: int | str = "",
+        delay: int | None = None,
         frac: float = 0.5,
         error: str = "boom",
     ) -> Any:
-        [res] = self.run(
-            "fail",
-            [
-                worker,
-                self.now,
-                tok.iid,
-                tok.epoch,
-                outcome,
-                error,
-                "1" if retryable else "0",
-                delay,
-                frac,
-                "",
-            ],
-        )
+        item = FailItem(tok.iid, tok.epoch, outcome, error, retryable, delay)
+        [res] = self.run("fail", argv.fail(worker, [item], self.now, frac))
         return res if res == 0 else res.decode()
 
     def release(self, worker: str, toks: Sequence[Tok]) -> int:
-        return int(self.run("release", [worker, self.now, *self._pairs(toks)]))
+        return int(self.run("release", argv.tokens(worker, self._pairs(toks), self.now)))
 
-    def reap(self, frac: float = 0.5) -> list[int]:
-        return list(self.run("reap", [self.now, 500, frac]))
+    def reap(self, frac: float = 0.5, min_idle_ms: int | None = None) -> list[int]:
+        """reap.lua at ``now``; ``min_idle_ms`` defaults to the deployment's."""
+        idle = self.b.min_idle_ms if min_idle_ms is None else min_idle_ms
+        return list(self.run("reap", argv.reap(500, idle, self.now, frac)))
 
     def promote(self) -> list[int]:
-        return list(self.run("promote", [self.now, 500]))
+        return list(self.run("promote", argv.promote(500, self.now)))
 
     def info(self, iid: str) -> dict[str, str]:
         raw = self.r.hgetall(self.k.ti(self.shard, iid))

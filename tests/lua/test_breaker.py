@@ -35,12 +35,18 @@ def make_job(app: App, cooldown: float = 60.0) -> str:
     return app.jobs.job_id("default", "flaky")
 
 
-def lease(app: App, n: int = 10) -> list:  # type: ignore[type-arg]
-    return app.broker.lease(0, "w", n, 60_000, ["default"])
+def lease(app: App, n: int = 10, now: int | None = None) -> list:  # type: ignore[type-arg]
+    return app.broker.lease(0, "w", n, 600_000, ["default"], now=now)
 
 
-def fail_all(app: App, leases: list) -> None:  # type: ignore[type-arg]
-    app.broker.fail(0, "w", [FailItem(x.iid, x.epoch, "failed", "boom", False) for x in leases])
+def fail_all(app: App, leases: list, now: int | None = None) -> None:  # type: ignore[type-arg]
+    items = [FailItem(x.iid, x.epoch, "failed", "boom", False) for x in leases]
+    app.broker.fail(0, "w", items, now=now)
+
+
+def server_ms(app: App) -> int:
+    sec, usec = app.broker.client.time()
+    return int(sec) * 1000 + int(usec) // 1000
 
 
 def job(app: App, job_id: str) -> dict[str, str]:
@@ -82,27 +88,29 @@ def test_trips_holds_and_resume_releases(app: App) -> None:
 
 
 def test_cool_down_lets_one_trial_through(app: App) -> None:
-    job_id = make_job(app, cooldown=0.001)  # cool-down over at once
+    # time is passed in: the cool-down ends exactly when the test says so
+    t = server_ms(app)
+    job_id = make_job(app, cooldown=60)
     for _ in range(4):
         app.jobs.trigger("default", "flaky")
-    fail_all(app, lease(app))
+    fail_all(app, lease(app, now=t), now=t)
     assert job(app, job_id)["breaker"] == "open"
     for _ in range(3):
         app.jobs.trigger("default", "flaky")
-    trial = lease(app)
+    trial = lease(app, now=t + 60_000)
     assert len(trial) == 1  # one trial; the other two are held
     info = job(app, job_id)
     assert (info["breaker"], info["breaker_trial"]) == ("trial", trial[0].iid)
-    # the trial fails: open again; the held work stays held
-    fail_all(app, trial)
+    # the trial fails: open again (a new cool-down); the held work stays held
+    fail_all(app, trial, now=t + 60_001)
     assert job(app, job_id)["breaker"] == "open"
-    # next trial (a fresh run) succeeds: closed, held work released
+    # next trial (a fresh run) after the second cool-down succeeds: closed, held work released
     app.jobs.trigger("default", "flaky")
-    trial2 = lease(app)
+    trial2 = lease(app, now=t + 120_001)
     assert len(trial2) == 1
-    app.broker.complete(0, "w", [(trial2[0].iid, trial2[0].epoch, b"\xc0")])
+    app.broker.complete(0, "w", [(trial2[0].iid, trial2[0].epoch, b"\xc0")], now=t + 120_002)
     assert job(app, job_id)["breaker"] == ""
-    assert len(lease(app)) == 2
+    assert len(lease(app, now=t + 120_003)) == 2
     kinds = [e["type"] for e in reversed(app.jobs.events())]
     assert kinds == [
         "breaker_opened",

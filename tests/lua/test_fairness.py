@@ -58,10 +58,7 @@ def lease(
 ) -> list[tuple[Tok, str]]:
     """lease.lua at ``ops.now``: (token, tenant) in dispatch order.  Aging is off
     unless asked for (stream ids are server time, ``ops.now`` is not)."""
-    raw = ops.run(
-        "lease",
-        [WORKER, n, ttl, ops.now, ",".join(tenants), quantum, aging_ms, "", *queues],
-    )
+    raw = ops.lease_raw(WORKER, n, ttl, queues, tenants, quantum, aging_ms)
     return [(Tok(x[0].decode(), str(x[1]), int(x[2]), WORKER), x[7].decode()) for x in raw]
 
 

@@ -227,7 +227,7 @@ operation = st.one_of(
         idx,
         st.sampled_from(["failed", "timed_out", "cancelled"]),
         st.booleans(),
-        st.sampled_from(["", "", 0, 250]),
+        st.sampled_from([None, None, 0, 250]),
         frac,
     ),
     st.tuples(st.just("heartbeat"), idx, st.sampled_from([200, 1000])),

@@ -18,6 +18,7 @@ import pytest
 
 from redcron import App
 from redcron.broker import FailItem, Lease
+from redcron.broker.argv import FireArgs
 from redcron.errors import Conflict
 from redcron.jobs import Task
 
@@ -53,12 +54,10 @@ class Runs:
 
     def fire(self, job_id: str, fire_ms: int) -> tuple[str, str]:
         """Fire as the beat would (not from the schedule: the score is not checked)."""
-        status, rid = self.b._run(
-            "fire",
+        return self.b.fire(
             self.shard,
-            [job_id, "", "", str(fire_ms), "", "", "", "cron", "", 0, f"{job_id}@{fire_ms}", ""],
+            FireArgs(job_id, "", "", fire_ms, None, None, "", "cron", 0, f"{job_id}@{fire_ms}"),
         )
-        return status.decode(), rid.decode()
 
     # -- moving instances --------------------------------------------------------
 

@@ -11,7 +11,7 @@ import redis
 from redis.crc import key_slot
 
 from redcron.broker import Broker, FailItem
-from redcron.broker.scripts import SCRIPT_NAMES, Scripts, full_source, source
+from redcron.broker.scripts import SCRIPT_NAMES, full_source, source
 from redcron.clock import ulid
 from redcron.config import Settings
 from redcron.errors import Conflict, Rejected
@@ -120,13 +120,11 @@ def test_keys_written_by_the_protocol_stay_in_the_shards_slot(
     broker: Broker, r: redis.Redis, key_prefix: str
 ) -> None:
     prefix = key_prefix.rstrip(":")
-    scripts: Scripts = broker.scripts
     tenants = ["acme", "globex", "initech", "umbrella", "hooli"]
     used_shards = set()
     for tenant in tenants:
         shard = shard_of(tenant, broker.shards)
         used_shards.add(shard)
-        kp = [broker.keys.shard(shard)]
         ids = [f"{shard}-{ulid()}" for _ in range(6)]
         rows = [row(i, tenant=tenant) for i in ids[:5]] + [row(ids[5], tenant=tenant, delay=50)]
         broker.enqueue(rows)
@@ -139,8 +137,8 @@ def test_keys_written_by_the_protocol_stay_in_the_shards_slot(
         broker.complete(shard, "w1", [(a.iid, a.epoch, b"\xc0")])
         broker.fail(shard, "w1", [FailItem(b.iid, b.epoch, "failed", "boom", False)])
         broker.release(shard, "w1", [(c.iid, c.epoch)])
-        scripts.run("reap", kp, [T0 * 2, 500, 0.5])  # d's lease expired
-        scripts.run("promote", kp, [T0 * 2, 500])
+        broker.reap(shard, now=T0 * 2)  # d's lease expired
+        broker.promote(shard, now=T0 * 2)
         broker.cancel(ids[4])
         broker.watch(ids[5])
         broker.once(shard, f"{ids[0]}:email", 60)

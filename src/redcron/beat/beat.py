@@ -35,6 +35,7 @@ import redis
 
 from redcron.app import App
 from redcron.beat.schedule import Trigger, fires_between, next_fire
+from redcron.broker.argv import FireArgs
 from redcron.broker.jobs import (
     effective_jitter_s,
     from_ms,
@@ -286,7 +287,7 @@ class Beat:
         broker = self.app.broker
         try:
             for shard in list(self._owned):
-                broker._run("beat_own", shard, [self.id, self.ttl_ms, "release", ""])
+                broker.beat_own(shard, self.id, self.ttl_ms, "release")
             broker.client.zrem(beats_key(self.app.settings.prefix), self.id)
         except TRANSIENT as exc:
             log.warning("beat %s: could not release shards (%s); they expire", self.id, exc)
@@ -329,7 +330,7 @@ class Beat:
         broker = self.app.broker
         pipe = broker.client.pipeline(transaction=False)
         for shard in shards:
-            broker._run("beat_own", shard, [self.id, self.ttl_ms, mode, ""], pipe)
+            broker.beat_own(shard, self.id, self.ttl_ms, mode, pipe=pipe)
         return [
             (shard, int(ok), _s(epoch))
             for shard, (ok, epoch, _owner) in zip(shards, broker._execute(pipe), strict=True)
@@ -555,15 +556,15 @@ class Beat:
             page = calls[i : i + PIPELINE_FIRES]
             for j in range(0, len(page), FIRES_PER_CALL):
                 chunk = page[j : j + FIRES_PER_CALL]
-                args: list[Any] = []
-                for jid, version, f in chunk:
-                    args += [
-                        jid, f.expected, version, f.fire_ms,
-                        "" if f.next_ms is None else f.next_ms,
-                        "" if f.next_due is None else f.next_due,
-                        epoch, f.trigger, "", f.skipped, f"{jid}@{f.fire_ms}", "",
-                    ]  # fmt: skip
-                broker._run("fire_batch", shard, args, pipe)
+                broker.fire_batch(
+                    shard,
+                    [
+                        FireArgs(jid, f.expected, version, f.fire_ms, f.next_ms, f.next_due,
+                                 epoch, f.trigger, f.skipped, f"{jid}@{f.fire_ms}")
+                        for jid, version, f in chunk
+                    ],
+                    pipe=pipe,
+                )  # fmt: skip
                 chunks.append(len(chunk))
             for n, res in zip(chunks, pipe.execute(raise_on_error=False), strict=True):
                 out += [res] * n if isinstance(res, redis.ResponseError) else list(res)

@@ -1,5 +1,6 @@
 """All Redis I/O lives in this package."""
 
-from redcron.broker.broker import Broker, FailItem, Lease
+from redcron.broker.argv import FailItem
+from redcron.broker.broker import Broker, Lease
 
 __all__ = ["Broker", "FailItem", "Lease"]

@@ -8,13 +8,14 @@ hash slot without a lookup.
 from __future__ import annotations
 
 import logging
-import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import redis
 
+from redcron.broker import argv
+from redcron.broker.argv import FailItem, FireArgs
 from redcron.broker.scripts import Scripts
 from redcron.config import Settings
 from redcron.errors import ConfigError, ConnectionLost, NotFound, from_script_error
@@ -23,8 +24,6 @@ from redcron.serde import text as _s
 
 log = logging.getLogger(__name__)
 
-#: values per task in enqueue.lua's ARGV (13 without resource requests)
-ENQUEUE_FIELDS = 15
 #: bounded work per script call (DESIGN §5)
 MAX_BATCH = 256
 MAX_MAINTENANCE = 500
@@ -58,19 +57,6 @@ class Lease:
     mem: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class FailItem:
-    """One failed (or timed out, or cancelled) attempt to report."""
-
-    iid: str
-    epoch: str
-    outcome: str  # failed | timed_out | lost | cancelled
-    error: str
-    retryable: bool
-    delay_ms: int | None = None
-    exit_code: int | None = None
-
-
 class Broker:
     """All Redis operations of one deployment (one key prefix)."""
 
@@ -82,6 +68,7 @@ class Broker:
         )
         self.scripts = Scripts(self.client)
         self._shards: int | None = None
+        self._min_idle_ms: int | None = None
         self._names: dict[bytes | None, str] = {}
 
     # -- deployment ---------------------------------------------------------
@@ -92,6 +79,15 @@ class Broker:
         if self._shards is None:
             self._shards = self.ensure_meta()
         return self._shards
+
+    @property
+    def min_idle_ms(self) -> int:
+        """The deployment's minimum lease TTL in ms: no live lease goes longer
+        without a heartbeat, so the reaper looks only at entries idle this long."""
+        if self._min_idle_ms is None:
+            self.ensure_meta()
+        assert self._min_idle_ms is not None
+        return self._min_idle_ms
 
     def ensure_meta(self, check_policy: bool = True) -> int:
         """Create the meta key if missing; refuse an evicting Redis.
@@ -105,10 +101,11 @@ class Broker:
         pipe.hsetnx(meta, "shards", self.settings.shards)
         pipe.hsetnx(meta, "lease_ttl_s", self.settings.lease_ttl)
         pipe.hsetnx(meta, "min_lease_ttl_s", self.settings.min_lease_ttl)
-        pipe.hget(meta, "shards")
-        shards = int(pipe.execute()[-1])
-        self._shards = shards
-        return shards
+        pipe.hmget(meta, ["shards", "min_lease_ttl_s"])
+        shards, min_ttl = pipe.execute()[-1]
+        self._shards = int(shards)
+        self._min_idle_ms = int(float(min_ttl) * 1000)
+        return self._shards
 
     def check_eviction_policy(self) -> None:
         try:
@@ -127,7 +124,7 @@ class Broker:
 
     # -- producing ----------------------------------------------------------
 
-    def enqueue(self, rows: Sequence[Sequence[Any]]) -> int:
+    def enqueue(self, rows: Sequence[Sequence[Any]], now: int | None = None) -> int:
         """Create instances; each row holds the 13 enqueue.lua fields (iid first).
 
         Rows are grouped by shard and sent ``MAX_BATCH`` per script call, all
@@ -141,11 +138,11 @@ class Broker:
             by_shard.setdefault(shard_of_id(row[0]), []).append(row)
         if len(by_shard) == 1 and len(rows) <= MAX_BATCH:
             shard, chunk = next(iter(by_shard.items()))
-            return int(self._run("enqueue", shard, _enqueue_args(chunk)))
+            return int(self._run("enqueue", shard, argv.enqueue(chunk, now)))
         pipe = self.client.pipeline(transaction=False)
         for shard, shard_rows in by_shard.items():
             for i in range(0, len(shard_rows), MAX_BATCH):
-                self._run("enqueue", shard, _enqueue_args(shard_rows[i : i + MAX_BATCH]), pipe)
+                self._run("enqueue", shard, argv.enqueue(shard_rows[i : i + MAX_BATCH], now), pipe)
         return sum(int(n) for n in self._execute(pipe))
 
     def _execute(self, pipe: Any) -> list[Any]:
@@ -170,26 +167,24 @@ class Broker:
         queues: Sequence[str],
         tenants: Sequence[str] = (),
         capacity: tuple[float | None, int | None] = (None, None),
+        now: int | None = None,
     ) -> list[Lease]:
         """Lease up to ``max_tasks`` ready instances from ``queues`` (optionally only
         from ``tenants``)."""
         raw = self._run(
             "lease",
             shard,
-            [
+            argv.lease(
                 worker,
                 min(max_tasks, MAX_BATCH),
                 ttl_ms,
-                "",
-                ",".join(tenants),
-                self.settings.dispatch_quantum,
-                int(self.settings.aging * 1000),
-                ""
-                if capacity == (None, None)
-                else f"{'' if capacity[0] is None else capacity[0]},"
-                f"{'' if capacity[1] is None else capacity[1]}",
-                *queues,
-            ],
+                queues,
+                tenants=tenants,
+                quantum=self.settings.dispatch_quantum,
+                aging_ms=int(self.settings.aging * 1000),
+                capacity=capacity,
+                now=now,
+            ),
         )
         names = self._names
         out = []
@@ -217,43 +212,48 @@ class Broker:
             )
         return out
 
-    def start(self, shard: int, worker: str, tokens: Iterable[tuple[str, str]]) -> int:
-        return int(self._run("start", shard, _flat([worker, ""], tokens)))
+    def start(
+        self, shard: int, worker: str, tokens: Iterable[tuple[str, str]], now: int | None = None
+    ) -> int:
+        return int(self._run("start", shard, argv.tokens(worker, tokens, now)))
 
     def heartbeat(
-        self, shard: int, worker: str, ttl_ms: int, tokens: Iterable[tuple[str, str]]
+        self,
+        shard: int,
+        worker: str,
+        ttl_ms: int,
+        tokens: Iterable[tuple[str, str]],
+        now: int | None = None,
     ) -> tuple[list[str], list[str]]:
         """Renew leases; returns (lost, revoked) instance ids."""
-        lost, revoked = self._run("heartbeat", shard, _flat([worker, ttl_ms, ""], tokens))
+        lost, revoked = self._run("heartbeat", shard, argv.heartbeat(worker, ttl_ms, tokens, now))
         return [_s(x) for x in lost], [_s(x) for x in revoked]
 
     def complete(
-        self, shard: int, worker: str, items: Sequence[tuple[str, str, bytes]]
+        self,
+        shard: int,
+        worker: str,
+        items: Sequence[tuple[str, str, bytes]],
+        now: int | None = None,
     ) -> list[bool]:
-        return [bool(x) for x in self._run("complete", shard, _flat([worker, ""], items))]
+        return [bool(x) for x in self._run("complete", shard, argv.complete(worker, items, now))]
 
-    def fail(self, shard: int, worker: str, items: Sequence[FailItem]) -> list[str | None]:
-        """Report failed attempts; returns each new state, or None if the lease was lost."""
+    def fail(
+        self,
+        shard: int,
+        worker: str,
+        items: Sequence[FailItem],
+        now: int | None = None,
+        jitter: float | None = None,
+    ) -> list[str | None]:
+        """Report failed attempts; returns each new state, or None if the lease was lost.
+
+        ``jitter`` fixes the backoff's jitter fraction (tests); default random.
+        """
         return [
             None if x == 0 else _s(x)
-            for x in self._run("fail", shard, self._fail_args(worker, items))
+            for x in self._run("fail", shard, argv.fail(worker, items, now, jitter))
         ]
-
-    @staticmethod
-    def _fail_args(worker: str, items: Sequence[FailItem]) -> list[Any]:
-        args: list[Any] = [worker, ""]
-        for it in items:
-            args += [
-                it.iid,
-                it.epoch,
-                it.outcome,
-                it.error,
-                "1" if it.retryable else "0",
-                "" if it.delay_ms is None else max(0, int(it.delay_ms)),
-                random.random(),
-                "" if it.exit_code is None else it.exit_code,
-            ]
-        return args
 
     def report(
         self,
@@ -262,6 +262,7 @@ class Broker:
         completes: Sequence[tuple[str, str, bytes]],
         fails: Sequence[FailItem],
         logs: Sequence[tuple[str, int, Sequence[str]]],
+        now: int | None = None,
     ) -> tuple[list[bool], list[str | None]]:
         """Logs, completions and failures of one shard in one round trip.
 
@@ -271,25 +272,40 @@ class Broker:
         self.append_logs(shard, logs, pipe)
         n_logs = len(pipe.command_stack)
         if completes:
-            self._run("complete", shard, _flat([worker, ""], completes), pipe)
+            self._run("complete", shard, argv.complete(worker, completes, now), pipe)
         if fails:
-            self._run("fail", shard, self._fail_args(worker, fails), pipe)
+            self._run("fail", shard, argv.fail(worker, fails, now), pipe)
         results = self._execute(pipe)[n_logs:]
         done = [bool(x) for x in results[0]] if completes else []
         failed = [None if x == 0 else _s(x) for x in results[-1]] if fails else []
         return done, failed
 
-    def release(self, shard: int, worker: str, tokens: Iterable[tuple[str, str]]) -> int:
-        return int(self._run("release", shard, _flat([worker, ""], tokens)))
+    def release(
+        self, shard: int, worker: str, tokens: Iterable[tuple[str, str]], now: int | None = None
+    ) -> int:
+        return int(self._run("release", shard, argv.tokens(worker, tokens, now)))
 
     # -- maintenance ----------------------------------------------------------
 
-    def reap(self, shard: int, limit: int = MAX_MAINTENANCE) -> tuple[int, int]:
-        n, nxt = self._run("reap", shard, ["", min(limit, MAX_MAINTENANCE), random.random()])
+    def reap(
+        self,
+        shard: int,
+        limit: int = MAX_MAINTENANCE,
+        now: int | None = None,
+        jitter: float | None = None,
+    ) -> tuple[int, int]:
+        """End expired leases (retry or DLQ); returns (reaped, next look ms or -1)."""
+        n, nxt = self._run(
+            "reap",
+            shard,
+            argv.reap(min(limit, MAX_MAINTENANCE), self.min_idle_ms, now, jitter),
+        )
         return int(n), int(nxt)
 
-    def promote(self, shard: int, limit: int = MAX_MAINTENANCE) -> tuple[int, int]:
-        n, nxt = self._run("promote", shard, ["", min(limit, MAX_MAINTENANCE)])
+    def promote(
+        self, shard: int, limit: int = MAX_MAINTENANCE, now: int | None = None
+    ) -> tuple[int, int]:
+        n, nxt = self._run("promote", shard, argv.promote(min(limit, MAX_MAINTENANCE), now))
         return int(n), int(nxt)
 
     def try_maintenance_lock(self, shard: int, owner: str, interval_s: float) -> bool:
@@ -303,35 +319,62 @@ class Broker:
             )
         )
 
-    def maintain(self, shard: int) -> tuple[int, int]:
+    def maintain(self, shard: int, now: int | None = None) -> tuple[int, int]:
         """Promote due timers and reap expired leases until none are left (bounded)."""
         promoted = reaped = 0
         for _ in range(20):
-            n, _nxt = self.promote(shard)
+            n, _nxt = self.promote(shard, now=now)
             promoted += n
             if n < MAX_MAINTENANCE:
                 break
         for _ in range(20):
-            n, _nxt = self.reap(shard)
+            n, _nxt = self.reap(shard, now=now)
             reaped += n
             if n < MAX_MAINTENANCE:
                 break
         return promoted, reaped
 
+    # -- the beat --------------------------------------------------------------
+
+    def beat_own(
+        self,
+        shard: int,
+        owner: str,
+        ttl_ms: int,
+        mode: str,
+        now: int | None = None,
+        pipe: Any = None,
+    ) -> Any:
+        """Acquire, renew or release a shard's ownership lease: (owned, epoch, owner)
+        (with ``pipe``: queued, the pipeline's result holds it)."""
+        return self._run("beat_own", shard, argv.beat_own(owner, ttl_ms, mode, now), pipe)
+
+    def fire(self, shard: int, fire: FireArgs, now: int | None = None) -> tuple[str, str]:
+        """One fire of one job (a beat fire, or a manual run): (status, run_id)."""
+        status, run_id = self._run("fire", shard, argv.fire(fire, now))
+        return _s(status), _s(run_id)
+
+    def fire_batch(
+        self, shard: int, fires: Sequence[FireArgs], now: int | None = None, pipe: Any = None
+    ) -> Any:
+        """Fire many jobs of one shard in one call: a {status, run_id} per fire."""
+        return self._run("fire_batch", shard, argv.fire_batch(fires, now), pipe)
+
     # -- control --------------------------------------------------------------
 
-    def cancel(self, iid: str) -> str:
-        return _s(self._run("cancel", shard_of_id(iid), [iid, ""]))
+    def cancel(self, iid: str, now: int | None = None) -> str:
+        return _s(self._run("cancel", shard_of_id(iid), argv.cancel(iid, now)))
 
-    def dlq_replay(self, iids: Sequence[str]) -> int:
+    def dlq_replay(self, iids: Sequence[str], now: int | None = None) -> int:
         by_shard: dict[int, list[str]] = {}
         for iid in iids:
             by_shard.setdefault(shard_of_id(iid), []).append(iid)
         total = 0
         for shard, ids in by_shard.items():
             for i in range(0, len(ids), MAX_BATCH):
+                chunk = ids[i : i + MAX_BATCH]
                 total += sum(
-                    int(x) for x in self._run("dlq_replay", shard, ["", *ids[i : i + 256]])
+                    int(x) for x in self._run("dlq_replay", shard, argv.dlq_replay(chunk, now))
                 )
         return total
 
@@ -458,19 +501,3 @@ class Broker:
 
     def close(self) -> None:
         self.client.close()
-
-
-def _flat(head: list[Any], groups: Iterable[Sequence[Any]]) -> list[Any]:
-    """A script's ARGV: fixed head values, then each group's values in order."""
-    return [*head, *(v for group in groups for v in group)]
-
-
-def _enqueue_args(rows: Sequence[Sequence[Any]]) -> list[Any]:
-    args: list[Any] = ["", ENQUEUE_FIELDS]
-    for row in rows:
-        if len(row) == ENQUEUE_FIELDS - 2:  # no resource requests
-            row = [*row, "", ""]
-        if len(row) != ENQUEUE_FIELDS:
-            raise ValueError(f"enqueue row needs {ENQUEUE_FIELDS} fields, got {len(row)}")
-        args.extend(row)
-    return args

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from redcron.broker import argv
 from redcron.broker.broker import shard_of_id
 from redcron.clock import ulid
 from redcron.errors import NotFound, QuotaExceeded
@@ -130,7 +131,7 @@ class JobStore:
         now = now or self.server_now()
         calls: list[tuple[int, list[Any]]] = []
         for spec, shard, cur in zip(specs, shards, current, strict=True):
-            template, args = spec.template(defaults)
+            template, task_args = spec.template(defaults)
             new_id = f"{shard}-{ulid()}"
             job_id = _s(cur) if cur else new_id
             nominal = None if spec.paused else next_fire(spec.trigger(), now)
@@ -141,7 +142,7 @@ class JobStore:
                 jitter = effective_jitter_s(spec, tenant_jitter[shard, spec.tenant])
                 due_ms = nominal_ms + jitter_ms(job_id, nominal_ms, jitter)
             at = spec.at.isoformat() if spec.at else None
-            argv: list[Any] = [
+            args = argv.job_put(
                 spec.tenant,
                 spec.name,
                 new_id,
@@ -150,21 +151,17 @@ class JobStore:
                 json.dumps([spec.cron, spec.every, at, spec.tz]),
                 nominal_ms,
                 due_ms,
-                spec.overlap,
-                spec.keep_runs,
-                int(spec.keep_days * 86_400),
-                spec.pause_after_failures,
-                "1" if spec.paused else "0",
-                "",
-            ]
-            for tname, blob in args.items():
-                argv += [tname, blob]
-            calls.append((shard, argv))
+                (spec.overlap, spec.keep_runs, int(spec.keep_days * 86_400),
+                 spec.pause_after_failures),
+                spec.paused,
+                task_args,
+            )  # fmt: skip
+            calls.append((shard, args))
         out: list[dict[str, Any]] = []
         for i in range(0, len(calls), 500):
             pipe = self.broker.client.pipeline(transaction=False)
-            for shard, argv in calls[i : i + 500]:
-                self.broker._run("job_put", shard, argv, pipe)
+            for shard, args in calls[i : i + 500]:
+                self.broker._run("job_put", shard, args, pipe)
             for jid, version, change in self.broker._execute(pipe):
                 out.append({"id": _s(jid), "version": int(version), "change": _s(change)})
         # circuit breaker settings, plain fields the scripts read
@@ -241,7 +238,7 @@ class JobStore:
 
     def pause(self, tenant: str, name: str) -> int:
         job_id = self.job_id(tenant, name)
-        return int(self._run_job("job_pause", job_id, [job_id, "1", "", ""]))
+        return int(self._run_job("job_pause", job_id, argv.job_pause(job_id, True)))
 
     def resume(self, tenant: str, name: str) -> int:
         from redcron.beat.schedule import next_fire
@@ -251,26 +248,32 @@ class JobStore:
         spec = spec_from_json(info["spec"])
         nominal = next_fire(spec.trigger(), self.server_now())
         if nominal is None:
-            return int(self._run_job("job_pause", job_id, [job_id, "0", "", ""]))
+            return int(self._run_job("job_pause", job_id, argv.job_pause(job_id, False)))
         nominal_ms = to_ms(nominal)
         jitter = effective_jitter_s(spec, self.tenant_jitter(spec.tenant))
         due = nominal_ms + jitter_ms(job_id, nominal_ms, jitter)
-        return int(self._run_job("job_pause", job_id, [job_id, "0", nominal_ms, due]))
+        args = argv.job_pause(job_id, False, nominal_ms, due)
+        return int(self._run_job("job_pause", job_id, args))
 
     def delete(self, tenant: str, name: str) -> str:
         shard = shard_of(tenant, self.broker.shards)
-        return _s(self.broker._run("job_delete", shard, [tenant, name]))
+        return _s(self.broker._run("job_delete", shard, argv.job_delete(tenant, name)))
 
-    def trigger(self, tenant: str, name: str, params: dict[str, Any] | None = None) -> str:
+    def trigger(
+        self,
+        tenant: str,
+        name: str,
+        params: dict[str, Any] | None = None,
+        now: int | None = None,
+    ) -> str:
         """Start a manual run now; returns its id."""
         job_id = self.job_id(tenant, name)
         run_id = f"{job_id}@m{ulid()}"
-        status, rid = self._run_job(
-            "fire",
-            job_id,
-            [job_id, "", "", "", "", "", "", "manual", "", 0, run_id, json.dumps(params or {})],
+        manual = argv.FireArgs(
+            job_id, "", "", "", None, None, "", "manual", 0, run_id, json.dumps(params or {})
         )
-        if _s(status) == "rejected":
+        status, rid = self.broker.fire(shard_of_id(job_id), manual, now)
+        if status == "rejected":
             raise QuotaExceeded(
                 f"tenant {tenant!r} is at its max_queued; run {_s(rid)} was recorded as "
                 "rejected (raise the bound with redcron tenants set, or retry later)"
@@ -307,9 +310,14 @@ class JobStore:
                 info["instances"].append({"task": t, "state": "expired"})
         return info
 
-    def cancel_run(self, run_id: str) -> tuple[str, int]:
-        state, running = self.broker._run("run_cancel", shard_of_id(run_id), [run_id, ""])
+    def cancel_run(self, run_id: str, now: int | None = None) -> tuple[str, int]:
+        state, running = self.broker._run(
+            "run_cancel", shard_of_id(run_id), argv.run_cancel(run_id, now)
+        )
         return _s(state), int(running)
 
-    def retry_run(self, run_id: str, tasks: list[str] | None = None) -> int:
-        return int(self.broker._run("run_retry", shard_of_id(run_id), [run_id, "", *(tasks or [])]))
+    def retry_run(
+        self, run_id: str, tasks: list[str] | None = None, now: int | None = None
+    ) -> int:
+        args = argv.run_retry(run_id, tasks or (), now)
+        return int(self.broker._run("run_retry", shard_of_id(run_id), args))
