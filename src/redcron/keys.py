@@ -16,12 +16,15 @@ from dataclasses import dataclass
 TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # instance hash: state, location, attempt, epoch, worker, deadline, history
     "ti": ("ti:{iid}", ("iid",)),
-    # ready instances of one tenant in one queue and priority class
+    # instances of one tenant in one queue and priority class: undelivered
+    # entries are ready, entries pending in the consumer group are leased
     "q": ("q:{queue}:{tenant}:{klass}", ("queue", "tenant", "klass")),
     # tenants with ready work in (queue, class), scored by rotation order
     "ring": ("ring:{queue}:{klass}", ("queue", "klass")),
-    # every lease of the shard, scored by deadline (the reaper's index)
-    "leases": ("leases", ()),
+    # ready streams with pending (leased) entries -> when the reaper next looks (ms)
+    "pending": ("pending", ()),
+    # ready stream -> XAUTOCLAIM cursor of a reaper pass cut short by its bound
+    "reapcur": ("reapcur", ()),
     # one tenant's valid leases, scored by deadline (in-flight = ZCARD)
     "tleases": ("tleases:{tenant}", ("tenant",)),
     # due time -> retries and countdown (ETA) tasks
@@ -78,6 +81,12 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
 
 PRIORITIES: tuple[str, ...] = ("high", "normal", "low")
 
+#: the one consumer group of every ready stream, and its one consumer: who
+#: holds a lease is recorded in the instance hash (worker, epoch, deadline),
+#: so consumers never pile up in the group
+GROUP = "redcron"
+CONSUMER = "redcron"
+
 
 def shard_of(tenant: str, shards: int) -> int:
     """The shard a tenant lives on: ``crc32(tenant) % shards``."""
@@ -117,8 +126,11 @@ class Keys:
     def ring(self, shard: int, queue: str, klass: str) -> str:
         return self.build(shard, "ring", queue, klass)
 
-    def leases(self, shard: int) -> str:
-        return self.build(shard, "leases")
+    def pending(self, shard: int) -> str:
+        return self.build(shard, "pending")
+
+    def reapcur(self, shard: int) -> str:
+        return self.build(shard, "reapcur")
 
     def tleases(self, shard: int, tenant: str) -> str:
         return self.build(shard, "tleases", tenant)
@@ -202,7 +214,11 @@ def lua_key_functions() -> str:
     Each function prefixes ``KEYS[1]`` (the shard prefix), so every key a
     script builds shares the shard's hash tag.
     """
-    out = ["-- generated from redcron/keys.py: do not edit", "local KP = KEYS[1]"]
+    out = [
+        "-- generated from redcron/keys.py: do not edit",
+        "local KP = KEYS[1]",
+        f'local GROUP, CONSUMER = "{GROUP}", "{CONSUMER}"',
+    ]
     for kind, (template, names) in TEMPLATES.items():
         pieces: list[str] = []
         rest = template

@@ -250,13 +250,12 @@ class TenantStore:
             return []
         client = self.broker.client
         queues = sorted(_s(q) for q in client.smembers(self.keys.queues(shard)))
+        streams = [self.keys.q(shard, q, t, k) for t in tenants for q in queues for k in PRIORITIES]
+        ready = iter(self.broker.ready_counts(streams))
         pipe = client.pipeline(transaction=False)
         for t in tenants:
             pipe.hmget(self.keys.tenant(shard, t), list(SETTINGS_FIELDS))
             pipe.zcard(self.keys.tleases(shard, t))
-            for q in queues:
-                for klass in PRIORITIES:
-                    pipe.xlen(self.keys.q(shard, q, t, klass))
         res = iter(pipe.execute())
         rows: list[Row] = []
         for t in tenants:
@@ -265,7 +264,7 @@ class TenantStore:
                 {f: v for f, v in zip(SETTINGS_FIELDS, raw, strict=True) if v is not None}
             )
             in_flight = int(next(res))
-            queued = sum(int(next(res)) for _q in queues for _k in PRIORITIES)
+            queued = sum(next(ready) for _q in queues for _k in PRIORITIES)
             rows.append(
                 {
                     "tenant": t,

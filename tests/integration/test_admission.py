@@ -56,7 +56,8 @@ def everything(r: redis.Redis, prefix: str) -> dict[bytes, object]:
 
 
 def queued(app: App) -> int:
-    return int(app.broker.client.xlen(app.broker.keys.q(SHARD, "default", TENANT, "normal")))
+    [ready] = app.broker.ready_counts([app.broker.keys.q(SHARD, "default", TENANT, "normal")])
+    return ready
 
 
 def test_a_submission_over_max_queued_is_refused_and_writes_nothing(

@@ -14,7 +14,7 @@ from redcron.config import Settings
 @pytest.fixture
 def broker(redis_url: str, key_prefix: str) -> Iterator[Broker]:
     """A one-shard broker under the test's key prefix (``test_scripts.py`` overrides it)."""
-    b = Broker(Settings(redis_url=redis_url, prefix=key_prefix.rstrip(":")))
+    b = Broker(Settings(redis_url=redis_url, prefix=key_prefix.rstrip(":"), min_lease_ttl=0.1))
     b.ensure_meta()
     yield b
     b.close()

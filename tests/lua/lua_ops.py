@@ -13,6 +13,7 @@ from typing import Any
 
 from redcron.broker import Broker, FailItem, argv
 from redcron.clock import ulid
+from redcron.keys import GROUP
 
 T0 = 1_700_000_000_000
 
@@ -151,6 +152,26 @@ class Ops:
     def promote(self) -> list[int]:
         return list(self.run("promote", argv.promote(500, self.now)))
 
+    def stream(self, tenant: str = "acme", queue: str = "default", prio: str = "normal") -> str:
+        return self.k.q(self.shard, queue, tenant, prio)
+
+    def pending(
+        self, tenant: str = "acme", queue: str = "default", prio: str = "normal"
+    ) -> dict[str, int]:
+        """Entries pending in the stream's consumer group: entry id -> idle ms
+        (on the server clock; scripts stamp a test's ``now`` as delivery time)."""
+        key = self.stream(tenant, queue, prio)
+        if not self.r.exists(key):
+            return {}
+        rows = self.r.xpending_range(key, GROUP, min="-", max="+", count=10_000)
+        return {row["message_id"].decode(): int(row["time_since_delivered"]) for row in rows}
+
+    def ready(self, tenant: str = "acme", queue: str = "default", prio: str = "normal") -> int:
+        """Ready entries: the stream's length less its pending ones."""
+        return int(self.r.xlen(self.stream(tenant, queue, prio))) - len(
+            self.pending(tenant, queue, prio)
+        )
+
     def info(self, iid: str) -> dict[str, str]:
         raw = self.r.hgetall(self.k.ti(self.shard, iid))
         return {k.decode(): v.decode("utf-8", "replace") for k, v in raw.items()}
@@ -159,7 +180,8 @@ class Ops:
         r, k, s = self.r, self.k, self.shard
         return (
             r.hgetall(k.ti(s, iid)),
-            r.zrange(k.leases(s), 0, -1, withscores=True),
+            r.zrange(k.pending(s), 0, -1, withscores=True),
+            sorted(self.pending(tenant)),
             r.zrange(k.tleases(s, tenant), 0, -1, withscores=True),
             r.zrange(k.timers(s), 0, -1, withscores=True),
             r.xrange(k.q(s, "default", tenant, "normal")),

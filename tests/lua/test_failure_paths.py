@@ -11,6 +11,7 @@ from lua_ops import T0, Ops, new_id, row
 from redcron.broker import Broker, FailItem
 from redcron.clock import backoff_ceiling_ms
 from redcron.errors import NotFound
+from redcron.keys import CONSUMER, GROUP
 
 
 def _outcomes(info: dict[str, str]) -> dict[int, str]:
@@ -121,7 +122,7 @@ def test_dead_letter_after_max_attempts_then_replay(ops: Ops) -> None:
     assert entry["outcome"] == "failed"
     assert entry["tail"].splitlines() == ["step one", "step two"]
     assert int(entry["at"]) == ops.now
-    assert ops.r.zscore(ops.k.leases(0), iid) is None
+    assert ops.pending() == {}
     assert ops.r.zscore(ops.k.timers(0), iid) is None
     assert ops.lease("w1") == []
     assert ops.r.hget(ops.k.stats(0), "dead") == b"1"
@@ -226,7 +227,7 @@ def test_cancel_running_work(ops: Ops, outcome: str) -> None:
     assert (info["state"], info["loc"]) == ("cancelled", "")
     assert _outcomes(info) == {1: outcome}
     assert ops.r.zscore(ops.k.tleases(0, "acme"), iid) is None
-    assert ops.r.zscore(ops.k.leases(0), iid) is None
+    assert ops.pending() == {}
     ops.now += 100_000
     assert ops.promote()[0] == 0
     assert ops.lease("w1") == []
@@ -299,7 +300,7 @@ def test_release_hands_back_without_using_the_budget(ops: Ops) -> None:
         info = ops.info(iid)
         assert info["state"] == "ready"  # at once, no timer
         assert ops.r.zcard(ops.k.timers(0)) == 0
-        assert ops.r.zscore(ops.k.leases(0), iid) is None
+        assert ops.pending() == {}
         assert _outcomes(info)[attempt] == "lost"
         assert ops.release("w1", [t]) == 0  # stale now
     # three hand-backs later the whole budget of 2 is still there
@@ -328,20 +329,25 @@ def test_reaped_lease_past_the_task_timeout_ends_timed_out(ops: Ops) -> None:
     assert _outcomes(ops.info(quick)) == {1: "lost"}
 
 
-def test_reaper_resyncs_a_lagging_index_entry_instead_of_dropping_the_lease(ops: Ops) -> None:
-    iid, gone = new_id(), new_id()
-    ops.enqueue(row(iid), row(gone))
-    [_live, tg] = ops.lease("w1", n=2, ttl=1000)
-    ops.complete("w1", [tg])
-    # damage the index: one entry lags its live lease, one points at an ended task
-    ops.r.zadd(ops.k.leases(0), {iid: T0, gone: T0})
-    ops.r.zadd(ops.k.tleases(0, "acme"), {gone: T0})
-    ops.now += 10
-    assert ops.reap() == [0, T0 + 1000]
-    assert ops.r.zscore(ops.k.leases(0), iid) == T0 + 1000
-    assert ops.r.zscore(ops.k.leases(0), gone) is None
-    assert ops.r.zscore(ops.k.tleases(0, "acme"), gone) is None
+def test_reaper_drops_entries_left_behind_and_keeps_the_live_lease(ops: Ops) -> None:
+    iid, gone, deleted = new_id(), new_id(), new_id()
+    ops.enqueue(row(iid))
+    [_live] = ops.lease("w1", n=1, ttl=1000)
+    # damage the stream: one pending entry whose instance moved on (no such
+    # lease), one pending entry deleted from the stream (Redis 6.2 reports those)
+    stream = ops.stream()
+    strays = [ops.r.xadd(stream, {"i": x}) for x in (gone, deleted)]
+    ops.r.xreadgroup(GROUP, CONSUMER, {stream: ">"})
+    ops.r.xclaim(stream, GROUP, CONSUMER, 0, strays, time=T0, justid=True)
+    ops.r.xdel(stream, strays[1])
+    ops.r.zadd(ops.k.pending(0), {stream: T0})  # due for a look now
+    ops.now += 500  # every entry idle past the minimum TTL; the lease not expired
+    assert ops.reap() == [0, ops.now + 100, 0]  # looked at again one minimum TTL later
+    assert list(ops.pending()) == [ops.info(iid)["lease_entry"]]
+    assert ops.r.xlen(stream) == 1
     assert ops.info(iid)["state"] == "leased"
     ops.now = T0 + 1000
     assert ops.reap()[0] == 1  # and it is still reaped when its own deadline passes
     assert ops.info(iid)["state"] == "retry_wait"
+    assert ops.pending() == {}
+    assert ops.r.zscore(ops.k.pending(0), stream) is None  # nothing pending: off the index

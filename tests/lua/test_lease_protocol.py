@@ -14,6 +14,7 @@ import redis
 from lua_ops import T0, Ops, Tok, new_id, row
 
 from redcron.broker import Broker
+from redcron.keys import GROUP
 
 
 def _lease_again_after_reap(ops: Ops, iid: str, worker: str) -> tuple[Tok, Tok]:
@@ -126,12 +127,12 @@ def test_reaped_lease_records_outcome_lost(ops: Ops) -> None:
     ops.now += 499
     assert ops.reap()[0] == 0  # not yet
     ops.now += 1
-    assert ops.reap(frac=0.5) == [1, -1]
+    assert ops.reap(frac=0.5) == [1, -1, 0]
     info = ops.info(iid)
     assert _outcomes(info) == {1: "lost"}
     assert info["state"] == "retry_wait"
     assert int(info["due"]) == ops.now + 500  # backoff 1000 * 0.5
-    assert ops.r.zscore(ops.k.leases(0), iid) is None
+    assert ops.pending() == {}
     assert ops.r.zscore(ops.k.tleases(0, "acme"), iid) is None
     assert ops.r.hget(ops.k.stats(0), "lease_expired") == b"1"
     assert ops.heartbeat("w1", [t1]) == ([iid], [])
@@ -143,7 +144,7 @@ def test_reaper_honours_each_leases_own_deadline(ops: Ops) -> None:
     [ts] = ops.lease("w1", ttl=500, tenants=["acme"])
     [tl] = ops.lease("w2", ttl=5000, tenants=["globex"])
     ops.now += 1000
-    assert ops.reap() == [1, T0 + 5000]
+    assert ops.reap() == [1, T0 + 5000, 0]
     assert ops.info(short)["state"] == "retry_wait"
     assert ops.info(long_)["state"] == "leased"
     assert ops.complete("w2", [tl]) == [1]
@@ -154,10 +155,13 @@ def test_heartbeat_moves_the_deadline(ops: Ops) -> None:
     iid = new_id()
     ops.enqueue(row(iid))
     [t] = ops.lease("w1", ttl=500)
+    [idle_before] = ops.pending().values()
     ops.now += 400
     assert ops.heartbeat("w1", [t], ttl=500) == ([], [])
     assert int(ops.info(iid)["deadline"]) == ops.now + 500
-    assert ops.r.zscore(ops.k.leases(0), iid) == ops.now + 500
+    # the entry's delivery time moved with the heartbeat (idle reset, XCLAIM JUSTID)
+    [idle_after] = ops.pending().values()
+    assert 350 <= idle_before - idle_after <= 450
     assert ops.r.zscore(ops.k.tleases(0, "acme"), iid) == ops.now + 500
     ops.now += 300  # past the first deadline, within the renewed one
     assert ops.reap()[0] == 0
@@ -196,8 +200,11 @@ def test_lease_records_the_lease_everywhere(ops: Ops) -> None:
     assert info["lease_entry"] == eid
     assert (info["state"], info["loc"], info["worker"]) == ("leased", "lease", "w1")
     assert int(info["deadline"]) == T0 + 750
-    assert ops.r.zscore(ops.k.leases(0), iid) == T0 + 750
-    assert ops.r.xlen(ops.k.q(0, "default", "acme", "normal")) == 0
+    # the entry stays in its stream, pending in the group; the stream is on the
+    # reaper's index, due when this lease may expire
+    assert list(ops.pending()) == [eid]
+    assert ops.ready() == 0
+    assert ops.r.zscore(ops.k.pending(0), ops.stream()) == T0 + 750
     assert ops.r.zcard(ops.k.ring(0, "default", "normal")) == 0
     assert ops.lease("w2") == []
 
@@ -214,12 +221,17 @@ def test_stream_entry_that_does_not_match_its_hash_is_discarded(ops: Ops) -> Non
     # task that its hash does not point at (one served first, from the high class)
     ops.r.xadd(stream, {"i": done})
     ops.r.xadd(stream, {"i": ready})
-    ops.r.xadd(ops.k.q(0, "default", "acme", "high"), {"i": ready})
+    high = ops.k.q(0, "default", "acme", "high")
+    ops.r.xgroup_create(high, GROUP, "0", mkstream=True)  # as every ready stream is made
+    ops.r.xadd(high, {"i": ready})
     ops.r.zadd(ops.k.ring(0, "default", "high"), {"acme": 0})
     got = ops.lease("w2", n=10)
     assert [x.iid for x in got] == [ready]
-    assert ops.r.xlen(stream) == 0
-    assert ops.r.xlen(ops.k.q(0, "default", "acme", "high")) == 0
+    # the leftovers were acknowledged and deleted; the real entry is pending
+    assert [e[0].decode() for e in ops.r.xrange(stream)] == [real_eid]
+    assert list(ops.pending()) == [real_eid]
+    assert ops.r.xlen(high) == 0
+    assert ops.pending(prio="high") == {}
     assert ops.info(done)["state"] == "succeeded"
     info = ops.info(ready)
     assert (info["epoch"], info["lease_entry"]) == ("1", real_eid)

@@ -21,6 +21,8 @@ TENANTS = ("acme", "globex", "initech")
 QUEUES = ("default", "gpu")
 PRIOS = ("high", "normal", "low")
 WORKERS = ("w0", "w1")
+MIN_TTL = 100  # ms, the deployment's minimum lease TTL in these examples
+MAX = 2**62
 STATES = {"ready", "scheduled", "retry_wait", "leased", "running", "dead", "succeeded", "cancelled"}
 
 
@@ -39,15 +41,20 @@ def _d(x: bytes) -> str:
 
 def check(ops: Ops, model: Model) -> None:
     r, k, s = ops.r, ops.k, ops.shard
+    # a stream entry is ready (undelivered) or leased (pending in the group)
     in_streams: dict[str, list[tuple[str, str]]] = {}
+    leases: dict[str, list[tuple[str, str]]] = {}
     for q in QUEUES:
         for t in TENANTS:
             for p in PRIOS:
                 key = k.q(s, q, t, p)
+                pending = ops.pending(t, q, p)
                 for eid, fields in r.xrange(key):
-                    in_streams.setdefault(_d(fields[b"i"]), []).append((key, _d(eid)))
+                    where = leases if _d(eid) in pending else in_streams
+                    where.setdefault(_d(fields[b"i"]), []).append((key, _d(eid)))
+                assert set(pending) <= {_d(eid) for eid, _ in r.xrange(key)}, "pending, deleted"
+    reaper = {_d(m): int(sc) for m, sc in r.zrange(k.pending(s), 0, -1, withscores=True)}
     timers = {_d(m): int(sc) for m, sc in r.zrange(k.timers(s), 0, -1, withscores=True)}
-    leases = {_d(m): int(sc) for m, sc in r.zrange(k.leases(s), 0, -1, withscores=True)}
     tleases: dict[str, tuple[str, int]] = {}
     in_dlq: dict[str, list[str]] = {}
     for t in TENANTS:
@@ -95,8 +102,11 @@ def check(ops: Ops, model: Model) -> None:
             assert timers.get(iid) == int(h["due"]), (iid, h)
         elif state in ("leased", "running"):
             assert loc == "lease"
-            assert leases.get(iid) == int(h["deadline"]), (iid, h)
+            stream = k.q(s, queue, tenant, prio)
+            assert leases.get(iid) == [(stream, h["lease_entry"])], (iid, h)
             assert tleases.get(iid) == (tenant, int(h["deadline"])), (iid, h)
+            # the reaper looks at the stream within one minimum TTL of the deadline
+            assert reaper.get(stream, MAX) <= int(h["deadline"]) + MIN_TTL, (iid, h, reaper)
         elif state == "dead":
             assert in_dlq.get(iid) == [loc[4:]] and loc.startswith("dlq:"), (iid, h)
         else:
@@ -117,7 +127,7 @@ def check(ops: Ops, model: Model) -> None:
     for q in QUEUES:
         for p in PRIOS:
             for t in r.zrange(k.ring(s, q, p), 0, -1):
-                assert r.xlen(k.q(s, q, _d(t), p)) > 0, (q, p, t)
+                assert ops.ready(_d(t), q, p) > 0, (q, p, t)
 
 
 def _current(ops: Ops, tok: Tok) -> bool:
@@ -251,7 +261,7 @@ def test_every_instance_is_in_exactly_one_place(
 ) -> None:
     # one sub-prefix per example, under the fixture's prefix so it is cleaned up
     prefix = f"{key_prefix}{uuid.uuid4().hex[:6]}"
-    broker = Broker(Settings(redis_url=redis_url, prefix=prefix))
+    broker = Broker(Settings(redis_url=redis_url, prefix=prefix, min_lease_ttl=MIN_TTL / 1000))
     try:
         ops = Ops(broker)
         model = Model()

@@ -21,6 +21,7 @@ from redcron.broker import FailItem, Lease
 from redcron.broker.argv import FireArgs
 from redcron.errors import Conflict
 from redcron.jobs import Task
+from redcron.keys import GROUP
 
 TENANT = "acme"
 WORKER = "w1"
@@ -101,9 +102,16 @@ class Runs:
         return {n: int(info[n]) for n in names}
 
     def ready(self, queue: str = "default") -> list[str]:
-        """Instance ids on the tenant's ready stream, in order (duplicates kept)."""
-        entries: Any = self.r.xrange(self.k.q(self.shard, queue, TENANT, "normal"))
-        return [fields[b"i"].decode() for _eid, fields in entries]
+        """Instance ids ready on the tenant's stream, in order (duplicates kept):
+        its entries less those pending (leased) in the consumer group."""
+        key = self.k.q(self.shard, queue, TENANT, "normal")
+        entries: Any = self.r.xrange(key)
+        if not entries:
+            return []
+        leased = {
+            p["message_id"] for p in self.r.xpending_range(key, GROUP, "-", "+", 10_000)
+        }
+        return [fields[b"i"].decode() for eid, fields in entries if eid not in leased]
 
     def ti_key(self, iid: str) -> str:
         return self.k.ti(self.shard, iid)

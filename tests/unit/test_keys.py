@@ -33,7 +33,7 @@ def test_key_layout() -> None:
     assert k.ti(0, "0-ABC") == "rc:{s0}:ti:0-ABC"
     assert k.q(1, "default", "acme", "high") == "rc:{s1}:q:default:acme:high"
     assert k.ring(1, "default", "low") == "rc:{s1}:ring:default:low"
-    assert k.leases(2) == "rc:{s2}:leases"
+    assert k.pending(2) == "rc:{s2}:pending"
     assert k.tleases(2, "acme") == "rc:{s2}:tleases:acme"
     assert k.timers(0) == "rc:{s0}:timers"
     assert k.dlq(0, "acme") == "rc:{s0}:dlq:acme"
@@ -63,7 +63,7 @@ def test_build_checks_arity() -> None:
     with pytest.raises(TypeError, match="ti"):
         Keys().build(0, "ti")
     with pytest.raises(TypeError):
-        Keys().build(0, "leases", "extra")
+        Keys().build(0, "pending", "extra")
     with pytest.raises(KeyError):
         Keys().build(0, "nope")
 

@@ -19,7 +19,7 @@ from redcron.broker.argv import FailItem, FireArgs
 from redcron.broker.scripts import Scripts
 from redcron.config import Settings
 from redcron.errors import ConfigError, ConnectionLost, NotFound, from_script_error
-from redcron.keys import Keys
+from redcron.keys import GROUP, PRIORITIES, Keys
 from redcron.serde import text as _s
 
 log = logging.getLogger(__name__)
@@ -293,14 +293,16 @@ class Broker:
         limit: int = MAX_MAINTENANCE,
         now: int | None = None,
         jitter: float | None = None,
-    ) -> tuple[int, int]:
-        """End expired leases (retry or DLQ); returns (reaped, next look ms or -1)."""
-        n, nxt = self._run(
+    ) -> tuple[int, int, int]:
+        """End expired leases (retry or DLQ) with XAUTOCLAIM over the streams that
+        have pending entries.  Returns (reaped, next look ms or -1, streams still
+        due: the call's bound cut the pass short)."""
+        n, nxt, due = self._run(
             "reap",
             shard,
             argv.reap(min(limit, MAX_MAINTENANCE), self.min_idle_ms, now, jitter),
         )
-        return int(n), int(nxt)
+        return int(n), int(nxt), int(due)
 
     def promote(
         self, shard: int, limit: int = MAX_MAINTENANCE, now: int | None = None
@@ -328,10 +330,12 @@ class Broker:
             if n < MAX_MAINTENANCE:
                 break
         for _ in range(20):
-            n, _nxt = self.reap(shard, now=now)
+            n, _nxt, due = self.reap(shard, now=now)
             reaped += n
-            if n < MAX_MAINTENANCE:
+            if n < MAX_MAINTENANCE and not due:
                 break
+        if reaped:
+            log.info("shard %d: reaped %d expired leases (retried or dead-lettered)", shard, reaped)
         return promoted, reaped
 
     # -- the beat --------------------------------------------------------------
@@ -470,27 +474,45 @@ class Broker:
                 for t in pipe.execute():
                     if t is not None:
                         delayed[_s(t)] = delayed.get(_s(t), 0) + 1
+            streams = [
+                self.keys.q(shard, q, t, p) for t in tenants for q in queues for p in PRIORITIES
+            ]
+            ready = iter(self.ready_counts(streams))
             pipe = self.client.pipeline(transaction=False)
             for t in tenants:
-                for q in queues:
-                    for prio in ("high", "normal", "low"):
-                        pipe.xlen(self.keys.q(shard, q, t, prio))
                 pipe.zcard(self.keys.tleases(shard, t))
                 pipe.xlen(self.keys.dlq(shard, t))
             res = iter(pipe.execute())
             for t in tenants:
-                ready = sum(int(next(res)) for _q in queues for _p in range(3))
                 rows.append(
                     {
                         "tenant": t,
                         "shard": shard,
-                        "ready": ready,
+                        "ready": sum(next(ready) for _q in queues for _p in PRIORITIES),
                         "in_flight": int(next(res)),
                         "delayed": delayed.get(t, 0),
                         "dlq": int(next(res)),
                     }
                 )
         return rows
+
+    def ready_counts(self, streams: Sequence[str]) -> list[int]:
+        """Ready entries of each ready stream: its length less the entries pending
+        (leased) in its consumer group, in one round trip."""
+        if not streams:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for key in streams:
+            pipe.xlen(key)
+            pipe.xpending(key, GROUP)
+        replies = iter(pipe.execute(raise_on_error=False))
+        out = []
+        for _key in streams:
+            length, pending = next(replies), next(replies)
+            # a stream never created has no group: XPENDING errors, nothing is there
+            held = 0 if isinstance(pending, Exception) else int(pending["pending"])
+            out.append(int(length) - held)
+        return out
 
     def stats(self) -> dict[str, int]:
         total: dict[str, int] = {}

@@ -4,25 +4,26 @@
   ARGV[2] now_override_ms ("" = server TIME)
   ARGV[3..] triples: iid, epoch, result (msgpack)
   Returns: one entry per triple: 1 = recorded, 0 = lease lost (nothing written).
+  The lease's stream entry is acknowledged and deleted (XACK + XDEL).
   A task of a run makes its downstream ready once all their dependencies succeeded.
   Upholds: invariants 3 (a stale token writes nothing), 5 (one end per attempt). ]]
 -- @include lib/common.lua
 
 local worker = ARGV[1]
 local now = now_ms(ARGV[2])
-local LEASES = key_leases()
 local out = {}
 for i = 3, #ARGV, 3 do
   local iid, epoch = ARGV[i], ARGV[i + 1]
   local ti = key_ti(iid)
   local f = redis.call('HMGET', ti, 'state', 'worker', 'epoch', 'attempt', 'tenant',
-    'result_ttl_s', 'waiters', 'run')
+    'result_ttl_s', 'waiters', 'run', 'queue', 'prio', 'lease_entry')
   if (f[1] == 'leased' or f[1] == 'running') and f[2] == worker and f[3] == epoch then
     -- the fast path of end_attempt(..., 'succeeded', ...): one HSET for everything
     local pre = 'a:' .. f[4] .. ':'
     redis.call('HSET', ti, 'result', ARGV[i + 2], pre .. 'outcome', 'succeeded',
-      pre .. 'ended', now, 'state', 'succeeded', 'loc', '', 'ended', now, 'deadline', '')
-    redis.call('ZREM', LEASES, iid)
+      pre .. 'ended', now, 'state', 'succeeded', 'loc', '', 'ended', now, 'deadline', '',
+      'lease_entry', '')
+    drop_entry(key_q(f[9], f[5], f[10]), f[11])
     redis.call('ZREM', key_tleases(f[5]), iid)
     unpark(f[5])
     local ttl = tonumber(f[6] or '0')

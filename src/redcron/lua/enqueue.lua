@@ -92,7 +92,7 @@ for i = 0, count - 1 do
     redis.call('ZADD', timers, due, iid)
     state, loc = 'scheduled', 'timer'
   else
-    local eid = redis.call('XADD', key_q(queue, tenant, prio), '*', 'i', iid)
+    local eid = stream_add(key_q(queue, tenant, prio), iid)
     state, loc, due = 'ready', 'q:' .. eid, ''
     local ring = key_ring(queue, prio)
     local rk = ring .. '\0' .. tenant

@@ -6,25 +6,45 @@
   ARGV[4..] pairs: iid, epoch
   Returns: { lost = {iid...}, revoked = {iid...} } as a two-element array.
   Ownership (state, worker, epoch) is verified before an entry is touched; a
-  lost lease is left alone.  A revoked (cancel requested) lease is still
-  renewed: it holds until the worker reports or the deadline passes.
-  Upholds: invariants 3, 8. ]]
+  lost lease is left alone.  A renewed lease gets its new deadline (hash and
+  tleases:<tenant>) and its stream entry's idle time reset (XCLAIM ... JUSTID,
+  one call per stream), so the reaper passes it over.  A revoked (cancel
+  requested) lease is still renewed: it holds until the worker reports or the
+  deadline passes.
+  Upholds: one valid lease per instance (the whole token is checked); leases
+  run on the server clock. ]]
 -- @include lib/common.lua
 
 local worker = ARGV[1]
-local deadline = now_ms(ARGV[3]) + tonumber(ARGV[2])
+local ttl = tonumber(ARGV[2])
+local now = now_ms(ARGV[3])
+local deadline = now + ttl
 local lost, revoked = {}, {}
+local entries, streams = {}, {}
 for i = 4, #ARGV, 2 do
   local iid, epoch = ARGV[i], ARGV[i + 1]
   local ti = key_ti(iid)
-  local f = redis.call('HMGET', ti, 'state', 'worker', 'epoch', 'tenant', 'cancel_requested')
+  local f = redis.call('HMGET', ti, 'state', 'worker', 'epoch', 'tenant', 'cancel_requested',
+    'queue', 'prio', 'lease_entry')
   if (f[1] == 'leased' or f[1] == 'running') and f[2] == worker and f[3] == epoch then
     redis.call('HSET', ti, 'deadline', deadline)
-    redis.call('ZADD', key_leases(), 'XX', deadline, iid)
     redis.call('ZADD', key_tleases(f[4]), 'XX', deadline, iid)
+    local stream = key_q(f[6], f[4], f[7])
+    if not entries[stream] then
+      entries[stream] = {}
+      streams[#streams + 1] = stream
+    end
+    local ids = entries[stream]
+    ids[#ids + 1] = f[8]
     if f[5] == '1' then revoked[#revoked + 1] = iid end
   else
     lost[#lost + 1] = iid
   end
+end
+local PENDING = key_pending()
+for _, stream in ipairs(streams) do
+  touch(stream, entries[stream], now)
+  -- a shorter TTL than the lease's own moves the deadline earlier: so may the look
+  redis.call('ZADD', PENDING, 'LT', deadline, stream)
 end
 return {lost, revoked}

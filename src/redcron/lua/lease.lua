@@ -27,8 +27,12 @@
   only tenants with ready work: the cost never grows with idle tenants.
   A run's task whose job has an open circuit breaker is held aside (state
   held, in held:<job>) instead; after the cool-down one becomes the trial.
-  A stream entry whose hash does not point back at it (left by a crash) is
-  discarded, never run.
+  Entries are read with XREADGROUP under the one consumer name (after a
+  peek with XRANGE when only aged entries, or only what fits, may be taken):
+  a leased entry stays pending in the group, and its stream joins the
+  reaper's index (pending, scored by the earliest deadline it may need).
+  An entry that is held aside, or whose hash does not point back at it (left
+  by a crash), is acknowledged and deleted, never run.
   Upholds: invariants 3 (epoch += 1 per assignment), 4 (one place), 7 (fair
   under contention), 8 (server time). ]]
 -- @include lib/common.lua
@@ -41,7 +45,7 @@ local quantum = tonumber(ARGV[6] ~= '' and ARGV[6] or '1') or 1
 local aging = tonumber(ARGV[7] ~= '' and ARGV[7] or '60000') or 60000
 local deadline = now + ttl
 local out = {}
-local LEASES = key_leases()
+local PENDING = key_pending()
 local classes = {'high', 'normal', 'low'}
 local dispatched = {}
 local tenant_cache = {}
@@ -119,28 +123,53 @@ local function breaker_gate(run_id, iid)
   return 'hold'
 end
 
--- Lease up to n entries from the head of a stream (only entries up to max_id,
--- when given: aged work).  The entries read are exactly the head of the
--- stream, so one exact XTRIM MINID removes them all (cheaper than an XDEL
--- each); ready work behind them is never touched.  Returns the number leased.
+-- How many of the next ready entries (at most n) to take: only entries up to
+-- max_id when given (aged work), and only while they fit this worker's free
+-- capacity (one that does not fit waits at the head for a worker it fits).
+-- Returns the count and the group's last-delivered id.
+local function fitting(stream, n, max_id)
+  local after = last_delivered(stream)
+  local peek = redis.call('XRANGE', stream, '(' .. after, max_id or '+', 'COUNT', n)
+  if not (cap_cpu or cap_mem) then return #peek, after end
+  local cpu_left, mem_left = cap_cpu, cap_mem
+  local k = 0
+  for _, e in ipairs(peek) do
+    local ti = key_ti(e[2][2])
+    local f = redis.call('HMGET', ti, 'state', 'loc', 'cpu', 'mem')
+    if f[1] == 'ready' and f[2] == 'q:' .. e[1] then
+      local cpu, mem = tonumber(f[3] or '') or 0, tonumber(f[4] or '') or 0
+      if (cpu_left and cpu > cpu_left) or (mem_left and mem > mem_left) then break end
+      if cpu_left then cpu_left = cpu_left - cpu end
+      if mem_left then mem_left = mem_left - mem end
+    end
+    k = k + 1
+  end
+  return k, after
+end
+
+-- Lease up to n ready entries of a stream (only entries up to max_id, when
+-- given: aged work), read through the consumer group: a leased entry stays
+-- pending in the group until its lease ends.  Returns the number leased and
+-- whether ready entries are left; keeps the aging index on the first one.
 local function take(queue, tenant, prio, stream, n, max_id)
-  local entries = redis.call('XRANGE', stream, '-', max_id or '+', 'COUNT', n)
+  local k, after = n, nil
+  if max_id or cap_cpu or cap_mem then k, after = fitting(stream, n, max_id) end
+  local entries = {}
+  if k > 0 then
+    local res = redis.call('XREADGROUP', 'GROUP', GROUP, CONSUMER, 'COUNT', k,
+      'STREAMS', stream, '>')
+    if res then entries = res[1][2] end
+  end
   local tl = key_tleases(tenant)
-  local leased = 0
-  local consumed = nil
+  local leased, ids = 0, {}
   for _, e in ipairs(entries) do
     local eid = e[1]
     local iid = e[2][2]
     local ti = key_ti(iid)
+    after = eid
     local f = redis.call('HMGET', ti, 'state', 'loc', 'attempt', 'name', 'kind', 'args',
       'timeout_ms', 'epoch', 'run', 'cpu', 'mem')
     local ok = f[1] == 'ready' and f[2] == 'q:' .. eid
-    local cpu, mem = tonumber(f[10] or '') or 0, tonumber(f[11] or '') or 0
-    if ok and ((cap_cpu and cpu > cap_cpu) or (cap_mem and mem > cap_mem)) then
-      -- does not fit this worker: it stays at the head for one it fits
-      break
-    end
-    consumed = eid
     if ok and f[9] and f[9] ~= '' and breaker_gate(f[9], iid) == 'hold' then
       -- the job's breaker is open: held aside, not handed out
       redis.call('HSET', ti, 'state', 'held', 'loc', 'held')
@@ -154,7 +183,6 @@ local function take(queue, tenant, prio, stream, n, max_id)
       redis.call('HSET', ti, 'state', 'leased', 'loc', 'lease', 'attempt', attempt,
         'epoch', epoch, 'worker', worker, 'deadline', deadline, 'lease_entry', eid,
         pre .. 'worker', worker, pre .. 'leased', now)
-      redis.call('ZADD', LEASES, deadline, iid)
       redis.call('ZADD', tl, deadline, iid)
       if f[9] and f[9] ~= '' then
         -- the first lease of a run's task starts the run
@@ -163,33 +191,34 @@ local function take(queue, tenant, prio, stream, n, max_id)
           redis.call('HSET', rk, 'state', 'running', 'started', now)
         end
       end
+      local cpu, mem = tonumber(f[10] or '') or 0, tonumber(f[11] or '') or 0
       if cap_cpu then cap_cpu = cap_cpu - cpu end
       if cap_mem then cap_mem = cap_mem - mem end
       out[#out + 1] = {iid, epoch, attempt, f[4], f[5], f[6], tonumber(f[7] or '0'), tenant,
         f[10] or '', tonumber(f[11] or '') or 0}
       leased = leased + 1
+      ids[#ids + 1] = eid
+    else
+      -- held aside, or left by a crash (the hash does not point back): never run
+      drop_entry(stream, eid)
     end
-    -- an entry whose hash does not point back at it was left by a crash: dropped
-  end
-  if consumed then
-    local ms, seq = string.match(consumed, '^(%d+)-(%d+)$')
-    redis.call('XTRIM', stream, 'MINID', ms .. '-' .. (tonumber(seq) + 1))
-  end
-  -- keep the aging index on the new head (or drop the tenant when empty); also
-  -- when nothing was read, so an index entry that lags its stream is re-synced
-  local head = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)
-  if head[1] then
-    redis.call('ZADD', key_oldest(queue, prio), tonumber(string.match(head[1][1], '^(%d+)')),
-      tenant)
-  else
-    redis.call('ZREM', key_oldest(queue, prio), tenant)
   end
   if leased > 0 then
+    -- the reaper looks at this stream once the earliest of its leases may expire
+    redis.call('ZADD', PENDING, 'LT', deadline, stream)
+    stamp(stream, ids, now, ARGV[4])
     local t = limits(tenant)
     if t.rate > 0 then t.tokens = t.tokens - leased end
     dispatched[tenant] = (dispatched[tenant] or 0) + leased
   end
-  return leased
+  -- keep the aging index on the first ready entry (or drop the tenant when none)
+  local head = first_ready(stream, after)
+  if head then
+    redis.call('ZADD', key_oldest(queue, prio), entry_ms(head), tenant)
+  else
+    redis.call('ZREM', key_oldest(queue, prio), tenant)
+  end
+  return leased, head ~= nil
 end
 
 -- Weighted deficit round robin over one (queue, class) ring.
@@ -209,8 +238,8 @@ local function serve_ring(queue, prio)
     local n = room(tenant, queue, prio, ring)
     if n > 0 and redis.call('ZCARD', ring) == 1 then
       -- alone in the ring: nobody to share with, serve what fits (no rotation)
-      local got = take(queue, tenant, prio, stream, n)
-      if redis.call('XLEN', stream) == 0 then
+      local got, more = take(queue, tenant, prio, stream, n)
+      if not more then
         redis.call('ZREM', ring, tenant)
         redis.call('HDEL', th, dfield, vfield)
       elseif got == 0 then
@@ -226,10 +255,14 @@ local function serve_ring(queue, prio)
         deficit = math.min(deficit + quantum * weight, quantum * weight + 1)
       end
       local k = math.min(n, math.floor(deficit))
-      local got = 0
-      if k > 0 then got = take(queue, tenant, prio, stream, k) end
+      local got, more = 0, nil
+      if k > 0 then
+        got, more = take(queue, tenant, prio, stream, k)
+      else
+        more = ready_count(stream) > 0
+      end
       deficit = deficit - got
-      if redis.call('XLEN', stream) == 0 then
+      if not more then
         -- an empty tenant leaves the ring with its deficit reset
         redis.call('ZREM', ring, tenant)
         redis.call('HDEL', th, dfield, vfield)
@@ -270,8 +303,13 @@ local function serve_aged(queue, ci)
         local stream = key_q(queue, tenant, lprio)
         if redis.call('ZSCORE', ring, tenant) then
           local n = room(tenant, queue, lprio, ring)
-          if n > 0 then take(queue, tenant, lprio, stream, n, tostring(threshold)) end
-          if redis.call('XLEN', stream) == 0 then
+          local more
+          if n > 0 then
+            more = select(2, take(queue, tenant, lprio, stream, n, tostring(threshold)))
+          else
+            more = ready_count(stream) > 0
+          end
+          if not more then
             redis.call('ZREM', ring, tenant)
             redis.call('HDEL', key_tenant(tenant), 'd:' .. queue .. ':' .. lprio,
               'v:' .. queue .. ':' .. lprio)
@@ -298,10 +336,11 @@ for ci, prio in ipairs(classes) do
       for _, tenant in ipairs(filter) do
         if #out >= want then break end
         local stream = key_q(queue, tenant, prio)
-        if redis.call('XLEN', stream) > 0 then
+        if ready_count(stream) > 0 then
           local n = room(tenant, queue, prio, ring)
-          if n > 0 then take(queue, tenant, prio, stream, n) end
-          if redis.call('XLEN', stream) == 0 then redis.call('ZREM', ring, tenant) end
+          local more = true
+          if n > 0 then more = select(2, take(queue, tenant, prio, stream, n)) end
+          if not more then redis.call('ZREM', ring, tenant) end
         end
       end
     else

@@ -1,47 +1,105 @@
 --[[ reap: end expired leases (the worker is gone or stuck) and retry or dead-letter them.
   KEYS[1] shard prefix
   ARGV[1] now_override_ms ("" = server TIME)
-  ARGV[2] limit (<= 500)
+  ARGV[2] limit: leases ended per call (<= 500)
   ARGV[3] jitter fraction [0,1) for the retry backoff
-  Returns: {reaped, next_deadline_ms or -1}
-  Each lease's own deadline decides (workers may use different TTLs), read
-  from the shard's lease index; an index entry for an instance that is no
-  longer leased is dropped, one that lags a live lease's deadline is re-synced.
-  The attempt ends 'lost', or 'timed_out' when it has been running (since
-  a:<n>:started, else a:<n>:leased) for at least the task's timeout_ms.
-  Upholds: invariants 3, 4, 5, 8. ]]
+  ARGV[4] min idle ms: the deployment's minimum lease TTL
+  Returns: {reaped, next look ms (-1: no stream has pending entries), streams still due}
+  XAUTOCLAIM is the reaper.  The index pending (ready stream -> when it next
+  needs a look) holds exactly the streams with pending entries; each due
+  stream is scanned with XAUTOCLAIM ... JUSTID at min-idle = the minimum
+  lease TTL, COUNT <= 100 per call (Redis scans at most 10 x COUNT pending
+  entries per call), at most MAX_CLAIMS calls per script (bounded work; a
+  pass cut short keeps its cursor in reapcur and the stream stays due).  No
+  live lease goes without a heartbeat for longer than the minimum TTL, so an
+  entry idle less than that cannot be expired.  Each candidate's own
+  deadline and token decide (workers may use different TTLs): expired ->
+  the attempt ends 'lost', or 'timed_out' when it has been running (since
+  a:<n>:started, else a:<n>:leased) for at least the task's timeout_ms; live
+  -> left alone (XAUTOCLAIM reset its idle time; it is looked at again one
+  minimum TTL later); an entry whose hash does not point back at it, or one
+  deleted while pending (Redis 6.2 reports those), is acknowledged and
+  dropped.  After a complete pass the stream leaves the index when nothing
+  is pending, else it is due again one minimum TTL later; lease.lua lowers
+  the score to a new lease's deadline.  So an expired lease is reaped within
+  (minimum TTL + the maintenance interval) of its deadline.
+  Upholds: every attempt ends once; nothing in flight is lost; leases run on
+  the server clock. ]]
 -- @include lib/common.lua
 
-local now = now_ms(ARGV[1])
-local due = redis.call('ZRANGEBYSCORE', key_leases(), '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
+local override = ARGV[1]
+local now = now_ms(override)
+local limit = tonumber(ARGV[2])
+local frac = ARGV[3]
+local min_ttl = tonumber(ARGV[4])
+local MAX_STREAMS, MAX_CLAIMS, CLAIM_COUNT = 100, 8, 100
+
+-- XAUTOCLAIM measures idle time on the server clock; with a test's now the
+-- threshold moves by the same offset (delivery times follow that now: stamp()).
+local min_idle = min_ttl
+if override ~= '' then min_idle = math.max(0, min_ttl + server_ms() - now) end
+
+local PENDING, CURSORS = key_pending(), key_reapcur()
 local n = 0
-for _, iid in ipairs(due) do
+local claims = 0
+
+-- End one candidate entry of a stream; returns 1 when a lease was reaped.
+local function visit(stream, eid)
+  local e = redis.call('XRANGE', stream, eid, eid)
+  if not e[1] then
+    redis.call('XACK', stream, GROUP, eid)  -- deleted while pending: nothing to run
+    return 0
+  end
+  local iid = e[1][2][2]
   local ti = key_ti(iid)
-  local f = redis.call('HMGET', ti, 'state', 'deadline', 'tenant', 'timeout_ms', 'attempt')
-  if (f[1] == 'leased' or f[1] == 'running') and tonumber(f[2] or '0') <= now then
-    redis.call('HINCRBY', key_stats(), 'lease_expired', 1)
-    local outcome, why = 'lost', 'lease expired (worker lost or stuck)'
-    local timeout = tonumber(f[4] or '0') or 0
-    if timeout > 0 then
-      local pre = 'a:' .. f[5] .. ':'
-      local s = redis.call('HMGET', ti, pre .. 'started', pre .. 'leased')
-      local since = tonumber(s[1] or s[2] or '')
-      if since and now - since >= timeout then
-        outcome = 'timed_out'
-        why = 'lease expired after the task ran past its timeout of ' .. timeout .. ' ms'
-      end
+  local f = redis.call('HMGET', ti, 'state', 'deadline', 'timeout_ms', 'attempt', 'lease_entry')
+  if not ((f[1] == 'leased' or f[1] == 'running') and f[5] == eid) then
+    drop_entry(stream, eid)  -- left behind: the instance moved on
+    return 0
+  end
+  if tonumber(f[2] or '0') > now then
+    stamp(stream, {eid}, now, override)
+    return 0  -- a live lease (a longer TTL than the minimum)
+  end
+  redis.call('HINCRBY', key_stats(), 'lease_expired', 1)
+  local outcome, why = 'lost', 'lease expired (worker lost or stuck)'
+  local timeout = tonumber(f[3] or '0') or 0
+  if timeout > 0 then
+    local pre = 'a:' .. f[4] .. ':'
+    local s = redis.call('HMGET', ti, pre .. 'started', pre .. 'leased')
+    local since = tonumber(s[1] or s[2] or '')
+    if since and now - since >= timeout then
+      outcome = 'timed_out'
+      why = 'lease expired after the task ran past its timeout of ' .. timeout .. ' ms'
     end
-    end_attempt(ti, iid, outcome, why, '1', '', '', now, ARGV[3])
-    n = n + 1
-  elseif (f[1] == 'leased' or f[1] == 'running') and tonumber(f[2] or '') then
-    -- a live lease whose index entry lags its hash: re-sync it, never drop it
-    -- (a dropped entry would leave the lease unreapable if its worker dies)
-    redis.call('ZADD', key_leases(), f[2], iid)
-    redis.call('ZADD', key_tleases(f[3]), f[2], iid)
+  end
+  end_attempt(ti, iid, outcome, why, '1', '', '', now, frac)
+  return 1
+end
+
+local due = redis.call('ZRANGEBYSCORE', PENDING, '-inf', now, 'LIMIT', 0, MAX_STREAMS)
+for _, stream in ipairs(due) do
+  if n >= limit or claims >= MAX_CLAIMS then break end
+  local cursor = redis.call('HGET', CURSORS, stream) or '0-0'
+  repeat
+    claims = claims + 1
+    local r = redis.call('XAUTOCLAIM', stream, GROUP, CONSUMER, min_idle, cursor,
+      'COUNT', math.min(CLAIM_COUNT, limit - n), 'JUSTID')
+    cursor = r[1]
+    for _, eid in ipairs(r[2]) do n = n + visit(stream, eid) end
+  until cursor == '0-0' or n >= limit or claims >= MAX_CLAIMS
+  if cursor ~= '0-0' then
+    -- cut short: the next call goes on from here
+    redis.call('HSET', CURSORS, stream, cursor)
+    redis.call('ZADD', PENDING, now, stream)
   else
-    redis.call('ZREM', key_leases(), iid)
-    if f[3] then redis.call('ZREM', key_tleases(f[3]), iid) end
+    redis.call('HDEL', CURSORS, stream)
+    if redis.call('XLEN', stream) == 0 or redis.call('XPENDING', stream, GROUP)[1] == 0 then
+      redis.call('ZREM', PENDING, stream)
+    else
+      redis.call('ZADD', PENDING, now + min_ttl, stream)
+    end
   end
 end
-local nxt = redis.call('ZRANGE', key_leases(), 0, 0, 'WITHSCORES')
-return {n, tonumber(nxt[2] or '-1')}
+local nxt = redis.call('ZRANGE', PENDING, 0, 0, 'WITHSCORES')
+return {n, tonumber(nxt[2] or '-1'), redis.call('ZCOUNT', PENDING, '-inf', now)}

@@ -4,10 +4,37 @@
 
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
-local function now_ms(override)
-  if override ~= nil and override ~= '' then return tonumber(override) end
+local function server_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Scripts run on the server clock; a test may pass its own now (ms).
+local function now_ms(override)
+  if override ~= nil and override ~= '' then return tonumber(override) end
+  return server_ms()
+end
+
+-- Reset the idle time of pending entries (delivery time := now), as a
+-- heartbeat does; JUSTID leaves their delivery counts alone.
+local function touch(stream, ids, now)
+  if #ids == 0 then return end
+  local args = {stream, GROUP, CONSUMER, 0}
+  for _, id in ipairs(ids) do args[#args + 1] = id end
+  local n = #args
+  args[n + 1] = 'TIME'
+  args[n + 2] = now
+  args[n + 3] = 'JUSTID'
+  redis.call('XCLAIM', unpack(args))
+end
+
+--[[ A consumer group measures an entry's idle time on the server clock.  When
+  a test passes its own now, the entries a script delivers get that now as
+  their delivery time, so idle times follow the test's clock too (reap.lua
+  shifts its min-idle by the same offset).  On the server clock (production)
+  XREADGROUP has stamped the same now already. ]]
+local function stamp(stream, ids, now, override)
+  if override ~= nil and override ~= '' then touch(stream, ids, now) end
 end
 
 local function err(code, msg)
@@ -35,22 +62,72 @@ local function wake(queue, n)
   if redis.call('LPUSH', wk, unpack(tokens)) > 16 then redis.call('LTRIM', wk, 0, 15) end
 end
 
+--[[ Ready streams.  Every q:<queue>:<tenant>:<class> stream is read through one
+  consumer group (GROUP) under one consumer name (CONSUMER): entries after the
+  group's last-delivered id are ready, delivered ones stay pending in the
+  group while their lease lives, and whatever ends the lease acknowledges and
+  deletes the entry.  Streams are never trimmed (that would drop ready work). ]]
+
+-- Append an instance; the first append creates the stream with its group.
+local function stream_add(stream, iid)
+  if redis.call('EXISTS', stream) == 0 then
+    redis.call('XGROUP', 'CREATE', stream, GROUP, '0', 'MKSTREAM')
+  end
+  return redis.call('XADD', stream, '*', 'i', iid)
+end
+
+-- An entry's lease ended (or the entry was left behind by a crash).
+local function drop_entry(stream, eid)
+  redis.call('XACK', stream, GROUP, eid)
+  redis.call('XDEL', stream, eid)
+end
+
+-- Ready entries: the stream's length less the group's pending count.
+local function ready_count(stream)
+  local n = redis.call('XLEN', stream)
+  if n == 0 then return 0 end
+  return n - redis.call('XPENDING', stream, GROUP)[1]
+end
+
+-- The group's last-delivered id: ready entries come after it.
+local function last_delivered(stream)
+  for _, g in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
+    for i = 1, #g, 2 do
+      if g[i] == 'last-delivered-id' then return g[i + 1] end
+    end
+  end
+  return '0-0'
+end
+
+-- The first ready entry's id (nil: none), after `after` (default: looked up).
+local function first_ready(stream, after)
+  if not after then
+    if redis.call('XLEN', stream) == 0 then return nil end
+    after = last_delivered(stream)
+  end
+  local e = redis.call('XRANGE', stream, '(' .. after, '+', 'COUNT', 1)
+  return e[1] and e[1][1]
+end
+
+local function entry_ms(eid)
+  return tonumber(string.match(eid, '^(%d+)'))
+end
+
 -- Record a tenant's oldest ready entry in (queue, class) unless one is recorded
 -- already (aging finds old work through this index, without a scan).  The
--- time is read from the stream head, not from `eid` (the entry just added):
+-- time is that of the first ready entry, not of `eid` (the entry just added):
 -- a tenant that rejoins a ring (unparked, or new work while parked) may have
 -- older entries queued, and the index drops a tenant while it is parked.
 local function note_oldest(queue, prio, tenant, eid)
   local ok = key_oldest(queue, prio)
   if redis.call('ZSCORE', ok, tenant) then return end
-  local head = redis.call('XRANGE', key_q(queue, tenant, prio), '-', '+', 'COUNT', 1)
-  local first = head[1] and head[1][1] or eid
-  if first then redis.call('ZADD', ok, tonumber(string.match(first, '^(%d+)')), tenant) end
+  local first = first_ready(key_q(queue, tenant, prio)) or eid
+  if first then redis.call('ZADD', ok, entry_ms(first), tenant) end
 end
 
 -- Put an instance on its tenant's ready stream and the tenant on the ring.
 local function make_ready(ti, iid, queue, tenant, prio)
-  local eid = redis.call('XADD', key_q(queue, tenant, prio), '*', 'i', iid)
+  local eid = stream_add(key_q(queue, tenant, prio), iid)
   redis.call('HSET', ti, 'state', 'ready', 'loc', 'q:' .. eid, 'due', '')
   ring_add(key_ring(queue, prio), tenant)
   note_oldest(queue, prio, tenant, eid)
@@ -75,7 +152,7 @@ end
 local function queued_count(tenant)
   local n = 0
   for _, queue in ipairs(redis.call('SMEMBERS', key_queues())) do
-    for prio, _ in pairs(PRIO_RANK) do n = n + redis.call('XLEN', key_q(queue, tenant, prio)) end
+    for prio, _ in pairs(PRIO_RANK) do n = n + ready_count(key_q(queue, tenant, prio)) end
   end
   return n
 end
@@ -90,7 +167,7 @@ local function unpark(tenant)
   redis.call('DEL', pk)
   for _, qc in ipairs(parked) do
     local queue, prio = string.match(qc, '^(.*)|(%a+)$')
-    if queue and redis.call('XLEN', key_q(queue, tenant, prio)) > 0 then
+    if queue and ready_count(key_q(queue, tenant, prio)) > 0 then
       ring_add(key_ring(queue, prio), tenant)
       note_oldest(queue, prio, tenant)
     end
@@ -140,7 +217,7 @@ end
 local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitcode, now, frac,
     counter)
   local f = redis.call('HMGET', ti, 'attempt', 'tenant', 'max_attempts', 'retry_base_ms',
-    'retry_cap_ms', 'budget', 'cancel_requested', 'queue', 'prio', 'name', 'run')
+    'retry_cap_ms', 'budget', 'cancel_requested', 'queue', 'prio', 'name', 'run', 'lease_entry')
   local n = tonumber(f[1] or '0')
   local tenant, queue, prio = f[2], f[8], f[9]
   local pre = 'a:' .. n .. ':'
@@ -151,10 +228,10 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
   if exitcode ~= nil and exitcode ~= '' then
     redis.call('HSET', ti, pre .. 'exit', exitcode, 'exit_code', exitcode)
   end
-  redis.call('ZREM', key_leases(), iid)
+  drop_entry(key_q(queue, tenant, prio), f[12])
   redis.call('ZREM', key_tleases(tenant), iid)
   unpark(tenant)
-  redis.call('HSET', ti, 'deadline', '')
+  redis.call('HSET', ti, 'deadline', '', 'lease_entry', '')
   if f[11] and f[11] ~= '' and outcome ~= 'cancelled' and counter ~= 'handed_back' then
     breaker_record(iid, f[11], outcome ~= 'succeeded', now)
   end

@@ -30,8 +30,8 @@ local function cancel_instance(iid, now)
   end
   if state == 'ready' then
     local stream = key_q(f[3], f[4], f[5])
-    redis.call('XDEL', stream, string.sub(loc, 3))
-    if redis.call('XLEN', stream) == 0 then redis.call('ZREM', key_ring(f[3], f[5]), f[4]) end
+    redis.call('XDEL', stream, string.sub(loc, 3))  -- not delivered: nothing to ack
+    if ready_count(stream) == 0 then redis.call('ZREM', key_ring(f[3], f[5]), f[4]) end
   elseif state == 'retry_wait' or state == 'scheduled' then
     redis.call('ZREM', key_timers(), iid)
   elseif state == 'held' then
@@ -126,7 +126,7 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, wo
     local state, loc = 'pending', ''
     if #row.deps == 0 then
       -- a root: ready at once (the stream entry first, so the hash names it)
-      local eid = redis.call('XADD', key_q(row.queue, tenant, row.prio), '*', 'i', iid)
+      local eid = stream_add(key_q(row.queue, tenant, row.prio), iid)
       loc, state = 'q:' .. eid, 'ready'
       ring_add(key_ring(row.queue, row.prio), tenant)
       note_oldest(row.queue, row.prio, tenant, eid)

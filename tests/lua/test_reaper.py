@@ -1,0 +1,92 @@
+"""XAUTOCLAIM as the lease reaper: the bound on how late an expired lease is reaped.
+
+Workers with different TTLs share a stream; each heartbeats its leases until
+it dies; the reaper runs once per maintenance interval.  With the scripts on
+the test's clock (``now`` passed in, delivery times stamped), every lease is
+reaped no earlier than its own deadline and no later than
+``deadline + minimum TTL + maintenance interval``.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from lua_ops import T0, Ops, Tok, new_id, row
+
+from redcron.broker import Broker
+from redcron.config import Settings
+
+MIN_TTL = 100  # ms
+INTERVAL = 50  # ms between reaper passes
+
+worker_plan = st.tuples(
+    st.sampled_from([MIN_TTL, 250, 1000]),  # the worker's lease TTL
+    st.integers(min_value=1, max_value=3),  # leases it takes
+    st.integers(min_value=0, max_value=1500),  # when it dies (ms after T0)
+    st.sampled_from(["acme", "globex"]),  # whose work it leases
+)
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    plans=st.lists(worker_plan, min_size=1, max_size=3),
+    phase=st.sampled_from(range(0, INTERVAL, 10)),
+)
+def test_every_expired_lease_is_reaped_within_min_ttl_plus_interval(
+    redis_url: str, key_prefix: str, plans: list[tuple[int, int, int, str]], phase: int
+) -> None:
+    prefix = f"{key_prefix}{uuid.uuid4().hex[:6]}"
+    broker = Broker(Settings(redis_url=redis_url, prefix=prefix, min_lease_ttl=MIN_TTL / 1000))
+    try:
+        ops = Ops(broker)
+        workers: list[tuple[str, int, int, list[Tok]]] = []
+        for w, (ttl, count, death, tenant) in enumerate(plans):
+            ops.enqueue(*(row(new_id(), tenant=tenant) for _ in range(count)))
+            toks = ops.lease(f"w{w}", n=count, ttl=ttl, tenants=[tenant])
+            workers.append((f"w{w}", ttl, T0 + death, toks))
+        deadline = {t.iid: T0 + ttl for _, ttl, _, toks in workers for t in toks}
+        reaped_at: dict[str, int] = {}
+        end = T0 + 1500 + 1000 + MIN_TTL + 2 * INTERVAL
+        for now in range(T0, end, 10):
+            ops.now = now
+            for name, ttl, death, toks in workers:
+                # each worker heartbeats every TTL/6 while it lives
+                live = [t for t in toks if t.iid not in reaped_at]
+                if now < death and (now - T0) % max(10, ttl // 6 // 10 * 10) == 0 and live:
+                    lost, _ = ops.heartbeat(name, live, ttl=ttl)
+                    assert lost == []  # a live worker never loses a lease
+                    for t in live:
+                        deadline[t.iid] = now + ttl
+            if (now - T0 - phase) % INTERVAL == 0:
+                ops.reap()
+                for iid in deadline:
+                    if iid not in reaped_at and ops.info(iid)["state"] != "leased":
+                        reaped_at[iid] = now
+        for iid, at in reaped_at.items():
+            assert at >= deadline[iid], (iid, at, deadline[iid])  # never a live lease
+            assert at <= deadline[iid] + MIN_TTL + INTERVAL, (iid, at - deadline[iid])
+        assert set(reaped_at) == set(deadline)  # every worker died: every lease reaped
+        assert ops.pending("acme") == {} and ops.pending("globex") == {}
+        assert ops.r.zcard(ops.k.pending(0)) == 0  # nothing pending: the index is empty
+    finally:
+        broker.close()
+
+
+def test_a_long_lease_is_looked_at_without_being_reaped(ops: Ops) -> None:
+    """A lease with a TTL far above the minimum is a reaper candidate once idle
+    for the minimum TTL; its own deadline keeps it."""
+    iid = new_id()
+    ops.enqueue(row(iid))
+    [t] = ops.lease("w1", ttl=10_000)
+    ops.r.zadd(ops.k.pending(0), {ops.stream(): T0})  # due for a look now
+    ops.now += 5_000
+    assert ops.reap() == [0, ops.now + 100, 0]  # looked at again one minimum TTL later
+    assert ops.info(iid)["state"] == "leased"
+    assert ops.complete("w1", [t]) == [1]
+    assert ops.pending() == {}
