@@ -12,6 +12,7 @@
 local worker = ARGV[1]
 local now = now_ms(ARGV[2])
 local out = {}
+local drops, ended = {}, {}
 for i = 3, #ARGV, 3 do
   local iid, epoch = ARGV[i], ARGV[i + 1]
   local ti = key_ti(iid)
@@ -23,9 +24,11 @@ for i = 3, #ARGV, 3 do
     redis.call('HSET', ti, 'result', ARGV[i + 2], pre .. 'outcome', 'succeeded',
       pre .. 'ended', now, 'state', 'succeeded', 'loc', '', 'ended', now, 'deadline', '',
       'lease_entry', '')
-    drop_entry(key_q(f[9], f[5], f[10]), f[11])
-    redis.call('ZREM', key_tleases(f[5]), iid)
-    unpark(f[5])
+    local stream = key_q(f[9], f[5], f[10])
+    drops[stream] = drops[stream] or {}
+    table.insert(drops[stream], f[11])
+    ended[f[5]] = ended[f[5]] or {}
+    table.insert(ended[f[5]], iid)
     local ttl = tonumber(f[6] or '0')
     if ttl and ttl > 0 then redis.call('EXPIRE', ti, ttl) end
     if f[7] and f[7] ~= '0' then notify_done(ti, iid) end
@@ -37,5 +40,12 @@ for i = 3, #ARGV, 3 do
   else
     out[#out + 1] = 0
   end
+end
+-- batched per stream and per tenant (a pending entry counts as neither ready
+-- nor gone until here, so ready counts read above were right)
+drop_entries(drops)
+for tenant, iids in pairs(ended) do
+  redis.call('ZREM', key_tleases(tenant), unpack(iids))
+  unpark(tenant)
 end
 return out
