@@ -81,9 +81,11 @@ class Cron:
     nth_weekdays: tuple[tuple[int, int], ...] = ()  # day-of-week n#k as (n, k)
     dom_star: bool = True
     dow_star: bool = True
-    # The hour field does not start with "*": DST gaps and repeats treat the job
-    # as "at this local time" (fire once) rather than "every so often"
-    fixed_hour: bool = False
+    # Neither the minute nor the hour field starts with "*": DST gaps and repeats
+    # treat the job as "at this local time" (fire once) rather than "every so
+    # often". Vixie cron and cronie decide the same way (MIN_STAR | HR_STAR), so
+    # "*/15 2 * * *" runs in neither a skipped 02:xx hour nor once after it
+    fixed_time: bool = False
     # Matching days per (year, month); the beat asks about the same few months
     # for every job thousands of times, and the answer never changes
     _day_cache: dict[tuple[int, int], tuple[int, ...]] = field(
@@ -202,7 +204,7 @@ def parse_cron(expr: str, *, job_key: str = "") -> Cron:
     offset = 0 if len(tokens) == 6 else 1
     if offset:
         tokens = ["0", *tokens]
-    hour, dom, dow = tokens[2], tokens[3], tokens[5]
+    minute, hour, dom, dow = tokens[1], tokens[2], tokens[3], tokens[5]
 
     def field_values(index: int) -> tuple[int, ...]:
         return tuple(sorted(_parse_field(tokens[index], index, index + 1 - offset, job_key)))
@@ -226,7 +228,7 @@ def parse_cron(expr: str, *, job_key: str = "") -> Cron:
         nth_weekdays=tuple(sorted(nth)),
         dom_star=dom[0] in "*?",
         dow_star=dow[0] in "*?",
-        fixed_hour=not hour.startswith("*"),
+        fixed_time=not (minute.startswith("*") or hour.startswith("*")),
     )
     _check_possible(cron, dom_pos)
     return cron

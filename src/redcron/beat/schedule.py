@@ -7,11 +7,13 @@ Cron expressions are matched against *wall-clock* time in the trigger's zone
 and each matching wall time is turned into instants:
 
 * a normal wall time is one instant;
-* a repeated wall time (the hour after a fall-back) is two instants: jobs
-  whose hour field starts with ``*`` fire at both, fixed-hour jobs only at
-  the first (they already ran "at 01:30" today);
-* a skipped wall time (spring-forward gap) is no instant for ``*`` jobs and,
-  for fixed-hour jobs, the first instant after the gap, so a daily 02:30 job
+* a repeated wall time (the hour after a fall-back) is two instants:
+  "wildcard" jobs, whose minute or hour field starts with ``*`` (as Vixie
+  cron and cronie decide), fire at both; fixed-time jobs only at the first
+  (they already ran "at 01:30" today);
+* a skipped wall time (spring-forward gap) is no instant for wildcard jobs
+  (``*/15 2 * * *`` does not run on that day, as in cron) and, for
+  fixed-time jobs, the first instant after the gap, so a daily 02:30 job
   still runs on that day, once, however many of its times fell in the gap.
 
 Wall order is not instant order around a fall-back (01:45 first time comes
@@ -228,7 +230,7 @@ def _scan(cron: Cron, tz: ZoneInfo, after: datetime, start: datetime) -> datetim
     stop: datetime | None = None
     wall = cron.next_wall(start - timedelta(microseconds=1), start.year + _HORIZON_YEARS)
     while wall is not None and (stop is None or wall <= stop):
-        for instant in _instants(wall, tz, fixed=cron.fixed_hour):
+        for instant in _instants(wall, tz, fixed=cron.fixed_time):
             if instant > after and (best is None or instant < best):
                 best = instant
                 local = best.astimezone(tz)
