@@ -199,6 +199,14 @@ def test_fixed_time_flag(expr: str, fixed: bool) -> None:
         ("H/0 * * * *", "field 1 (minute) step '0'"),
         ("H(0-99) * * * *", "value '99' is out of range 0-59"),
         ("Hx * * * *", "value 'Hx' is not understood; use H, H/n"),
+        # look-alike digits: int() and str.isdigit() accept them, cron must not
+        ("\u00b3 * * * *", "non-ASCII character '\u00b3' (U+00B3)"),
+        ("\u0663 * * * *", "non-ASCII character"),  # Arabic-Indic three
+        ("\uff13 * * * *", "non-ASCII character"),  # fullwidth three
+        ("*/\uff15 * * * *", "non-ASCII character"),
+        ("0 0 * * 1#\uff12", "non-ASCII character"),
+        ("0 0 * * \u017fun", "non-ASCII character"),  # long s: upper() gives SUN
+        ("0\u00a00 * * *", "non-ASCII character"),  # no-break space
     ],
 )
 def test_parse_errors_name_field_value_and_fix(expr: str, message: str) -> None:
@@ -209,6 +217,24 @@ def test_parse_errors_name_field_value_and_fix(expr: str, message: str) -> None:
         parse_cron(expr)
     assert info.value.field == "cron"
     assert message in str(info.value)
+
+
+@pytest.mark.parametrize("expr", ["\u00b3 * * * *", "\uff11 2 * * *", "0 0 1#\u0662 * *"])
+def test_look_alike_digits_raise_schedule_error_not_a_bare_value_error(expr: str) -> None:
+    with pytest.raises(ScheduleError) as info:
+        make_trigger(cron=expr)
+    assert info.value.field == "cron"
+
+
+def test_empty_cron_or_every_is_an_error_not_a_manual_job() -> None:
+    for kwargs in ({"cron": ""}, {"cron": "   "}, {"every": ""}, {"cron": "", "every": ""}):
+        with pytest.raises(ScheduleError) as info:
+            make_trigger(**kwargs)  # type: ignore[arg-type]
+        assert info.value.field == next(iter(kwargs))
+        assert "empty" in str(info.value) and "manual job" in str(info.value)
+    assert make_trigger().kind == "manual"  # no schedule at all stays a manual job
+    with pytest.raises(ScheduleError, match="not text"):
+        parse_cron(5)  # type: ignore[arg-type]
 
 
 def test_schedule_error_is_a_validation_error() -> None:
@@ -312,7 +338,11 @@ def test_parse_every(text: str, seconds: int) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["", "0", "0s", "1.5h", "5x", "m5", "30m1h", "1h1h", "-5", "5 minutes", "h"]
+    "text",
+    [
+        *("", "0", "0s", "1.5h", "5x", "m5", "30m1h", "1h1h", "-5", "5 minutes", "h"),
+        *("\u0663", "\uff19\uff10", "\uff15m", "1h\uff13\uff10m", "\u00b3s"),  # look-alike digits
+    ],
 )
 def test_parse_every_rejects(text: str) -> None:
     with pytest.raises(ScheduleError) as info:
@@ -388,7 +418,6 @@ def test_manual_never_fires() -> None:
     assert t == Trigger("manual", tz=BERLIN)
     assert next_fire(t, utc(2026, 1, 1)) is None
     assert fires_between(t, utc(2026, 1, 1), utc(2027, 1, 1), 10) == []
-    assert make_trigger(cron="", every="").kind == "manual"  # empty form fields are unset
 
 
 

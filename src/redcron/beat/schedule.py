@@ -53,8 +53,10 @@ _NEAR = timedelta(hours=3)
 # five: "0 0 29 2 *" has an 8-year gap around 2100, which is not a leap year.
 _HORIZON_YEARS = 8
 _UTC_ZONE = ZoneInfo("UTC")
-_EVERY_RE = re.compile(r"(\d+)([dhms])")
+# [0-9], not \d: \d and int() also take other scripts' digits (Arabic-Indic, fullwidth)
+_EVERY_RE = re.compile(r"([0-9]+)([dhms])")
 _UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+EXAMPLES = {"cron": "'0 2 * * *'", "every": "'5m'"}
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,7 @@ def check_timezone(name: str) -> ZoneInfo:
 def parse_every(text: str) -> timedelta:
     """``"30s"``, ``"5m"``, ``"2h"``, ``"1d"``, ``"1h30m"`` or bare seconds ``"90"``; >= 1 s."""
     compact = "".join(str(text).split()).lower()
-    if compact.isdigit():
+    if compact.isascii() and compact.isdigit():
         seconds = int(compact)
     else:
         parts = _EVERY_RE.findall(compact)
@@ -122,21 +124,27 @@ def make_trigger(
 
     A naive ``at`` is a wall time in ``tz``; if that wall time repeats or is
     skipped by DST it means the same instant a fixed-time cron job would use.
+    An empty ``cron`` or ``every`` is an error, not "unset": ``cron: ""`` in a job
+    file is far more often a lost expression than a wish for a manual job.
     """
-    # "" counts as unset: forms and JSON often send empty strings for absent fields
+    for name, value in (("cron", cron), ("every", every)):
+        if isinstance(value, str) and not value.strip():
+            raise ScheduleError(
+                name,
+                f"{value!r} is empty; give a schedule such as "
+                f"{EXAMPLES[name]}, or leave {name} out (null) for a manual job",
+            )
     given = [
-        name
-        for name, value in (("cron", cron), ("every", every), ("at", at))
-        if value is not None and value != ""
+        name for name, value in (("cron", cron), ("every", every), ("at", at)) if value is not None
     ]
     if len(given) > 1:
         raise ScheduleError(
             given[0], f"{' and '.join(given)} are set together; a job takes at most one of them"
         )
     zone = check_timezone(tz)
-    if cron is not None and "cron" in given:
+    if cron is not None:
         return Trigger("cron", cron=parse_cron(cron, job_key=job_key), tz=zone)
-    if every is not None and "every" in given:
+    if every is not None:
         interval = every if isinstance(every, timedelta) else parse_every(every)
         return Trigger("every", every=_check_every(interval, every), tz=zone)
     if at is not None:
