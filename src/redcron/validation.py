@@ -7,7 +7,8 @@ import re
 from redcron.errors import ValidationError
 from redcron.keys import PRIORITIES
 
-_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+# matched with fullmatch: "$" would also accept a trailing newline ("acme\n")
+_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 
 
 def name(field: str, value: object) -> str:
@@ -15,7 +16,7 @@ def name(field: str, value: object) -> str:
 
     Braces would break the shard hash tag, and ``:`` or spaces the key layout.
     """
-    if not isinstance(value, str) or not _NAME.match(value):
+    if not isinstance(value, str) or not _NAME.fullmatch(value):
         raise ValidationError(
             field,
             f"{value!r} is not a valid name; use 1-64 letters, digits, '_', '.' or '-' "

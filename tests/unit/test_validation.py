@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 
-from redcron import serde, validation
+from redcron import App, serde, validation
 from redcron.errors import (
     Conflict,
     LeaseLost,
@@ -16,6 +19,8 @@ from redcron.errors import (
     ValidationError,
     from_script_error,
 )
+from redcron.jobfile import load_jobs
+from redcron.jobs import JobSpec, Task
 
 
 @pytest.mark.parametrize("value", ["acme", "a", "A-b_c.d9", "x" * 64])
@@ -114,3 +119,50 @@ def test_script_error_codes_map_to_exceptions(text: str, cls: type[Exception]) -
     assert type(exc) is cls
     if cls is not ScriptError:
         assert str(exc) == text.partition(" ")[2]
+
+
+# -- names at the edge (issue 7, bug 5) -------------------------------------------------
+# Nothing here reaches Redis: the App points at a closed port.
+
+NOWHERE = "redis://127.0.0.1:1/0"
+
+
+def expect_field(field: str, call: Callable[[], object]) -> ValidationError:
+    with pytest.raises(ValidationError) as info:
+        call()
+    assert info.value.field == field, info.value
+    assert str(info.value).startswith(f"{field}: ")
+    return info.value
+
+
+def noop() -> None:
+    return None
+
+
+@pytest.mark.parametrize("value", ["acme\n", "acme\r\n", "\nacme", "ac\nme"])
+def test_names_must_match_in_full(value: str) -> None:
+    # re.match with "$" accepted "acme\n" ("$" also matches before a final newline)
+    expect_field("tenant", lambda: validation.name("tenant", value))
+
+
+def test_app_task_and_enqueue_refuse_a_trailing_newline() -> None:
+    app = App(NOWHERE)
+    expect_field("tenant", lambda: app.task(noop, name="n", tenant="acme\n"))
+    expect_field("queue", lambda: app.task(noop, name="q", queue="q\n"))
+    t = app.task(noop, name="t")
+    expect_field("tenant", lambda: t.enqueue(_tenant="acme\n"))
+    expect_field("queue", lambda: t.enqueue(_queue="default\n"))
+
+
+@pytest.mark.parametrize("field", ["name", "tenant"])
+def test_job_names_must_match_in_full(field: str) -> None:
+    fields: dict[str, object] = {"name": "j", "tasks": {"t": Task("x.y")}, field: "acme\n"}
+    expect_field(field, JobSpec(**fields).validate)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError):
+        JobSpec(name="j", tasks={"t\n": Task("x.y")}).validate()
+
+
+def test_job_file_refuses_a_tenant_with_a_trailing_newline(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.yaml"
+    path.write_text('name: j\ntenant: "acme\\n"\ntasks: {t: x.y}\n')
+    expect_field(f"{path}: job 'j': tenant", lambda: load_jobs(path))
