@@ -235,8 +235,11 @@ class Beat:
         batch: int = 500,
         apply_declared: bool = True,
     ) -> None:
-        if shard_ttl <= 0:
-            raise ConfigError("shard_ttl: must be > 0 seconds")
+        # not (x > 0) rather than x <= 0: NaN fails every comparison
+        if not (math.isfinite(shard_ttl) and shard_ttl > 0):
+            raise ConfigError(f"shard_ttl: {shard_ttl!r} must be a finite number of seconds > 0")
+        if not math.isfinite(catchup_window):
+            raise ConfigError(f"catchup_window: {catchup_window!r} must be a finite number")
         if catchup_window <= shard_ttl:
             raise ConfigError(
                 f"catchup_window: {catchup_window}s must be longer than shard_ttl {shard_ttl}s "

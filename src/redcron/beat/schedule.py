@@ -56,6 +56,7 @@ _UTC_ZONE = ZoneInfo("UTC")
 # [0-9], not \d: \d and int() also take other scripts' digits (Arabic-Indic, fullwidth)
 _EVERY_RE = re.compile(r"([0-9]+)([dhms])")
 _UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+_MAX_EVERY_S = 36_500 * 86_400
 EXAMPLES = {"cron": "'0 2 * * *'", "every": "'5m'"}
 
 
@@ -103,10 +104,16 @@ def parse_every(text: str) -> timedelta:
                 f"from largest to smallest, e.g. 30s, 5m, 1h30m, or plain seconds such as 90",
             )
         seconds = sum(int(n) * _UNIT_SECONDS[u] for n, u in parts)
-    return _check_every(timedelta(seconds=seconds), text)
+    # clamped, as timedelta() overflows on a huge count; _check_every refuses it
+    return _check_every(timedelta(seconds=min(seconds, _MAX_EVERY_S + 1)), text)
 
 
 def _check_every(every: timedelta, text: object) -> timedelta:
+    # next fire times (datetimes) would overflow long before such an interval meant anything
+    if every > timedelta(seconds=_MAX_EVERY_S):
+        raise ScheduleError(
+            "every", f"interval '{text}' is longer than 100 years; use 36500d or less"
+        )
     if every < timedelta(seconds=1):
         raise ScheduleError("every", f"interval '{text}' is shorter than 1 second; use 1s or more")
     return every
