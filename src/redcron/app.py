@@ -204,6 +204,11 @@ class App:
         mem: int | str | None = None,
     ) -> Any:
         """Register a task (``@app.task`` or ``@app.task(retries=3, ...)``)."""
+        validation.timeout_ms(timeout)
+        base, cap = validation.backoff(
+            self.settings.retry_base if retry_base is None else retry_base,
+            self.settings.retry_cap if retry_cap is None else retry_cap,
+        )
         opts = TaskOptions(
             retries=validation.non_negative_int(
                 self.settings.max_retries if retries is None else retries, "retries"
@@ -212,13 +217,11 @@ class App:
             priority=validation.priority(priority),
             tenant=validation.name("tenant", tenant),
             queue=validation.name("queue", queue),
-            retry_base=self.settings.retry_base if retry_base is None else retry_base,
-            retry_cap=self.settings.retry_cap if retry_cap is None else retry_cap,
+            retry_base=base,
+            retry_cap=cap,
             cpu=None if cpu is None else validation.cpus(cpu),
             mem=None if mem is None else validation.mem_bytes(mem),
         )
-        validation.timeout_ms(timeout)
-        validation.backoff(opts.retry_base, opts.retry_cap)
 
         def register(f: Callable[P, R]) -> TaskDef[P, R]:
             task_name = name or f"{f.__module__}.{f.__qualname__}"

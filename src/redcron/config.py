@@ -7,6 +7,7 @@ Nothing is read from the environment at import time: call
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -55,6 +56,11 @@ class Settings:
     aging: float = 60.0
 
     def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            # every comparison with NaN is false: the range checks below would pass it
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ConfigError(f"{f.name}: {value!r} is not a finite number")
         if self.shards < 1:
             raise ConfigError("shards: must be >= 1")
         if self.lease_ttl < self.min_lease_ttl:

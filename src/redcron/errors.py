@@ -74,8 +74,11 @@ class Retry(Exception):
 
     def __init__(self, message: str = "retry requested", delay: float | None = None) -> None:
         super().__init__(message)
-        if delay is not None and delay < 0:
-            raise ValidationError("delay", "must be >= 0 seconds")
+        if delay is not None:
+            # imported here: validation imports this module (a real cycle)
+            from redcron.validation import seconds
+
+            seconds(delay, "delay")
         self.delay = delay
 
 

@@ -93,6 +93,23 @@ class Task:
             validation.cpus(self.cpu, f"{where}.cpu")
         if self.mem is not None:
             validation.mem_bytes(self.mem, f"{where}.mem")
+        # the checks @app.task makes; base <= cap against the deployment's defaults
+        # is checked by backoff_s once those are known
+        if self.retry_base is not None:
+            validation.seconds(self.retry_base, f"{where}.retry_base")
+        if self.retry_cap is not None:
+            validation.seconds(self.retry_cap, f"{where}.retry_cap")
+        if self.retry_base is not None and self.retry_cap is not None:
+            validation.backoff(self.retry_base, self.retry_cap, f"{where}.")
+
+    def backoff_s(self, where: str, defaults: Mapping[str, Any]) -> tuple[float, float]:
+        """(retry_base, retry_cap) in seconds, the deployment's ``defaults`` filling
+        in what the task leaves out; raises if base > cap."""
+        return validation.backoff(
+            defaults["retry_base"] if self.retry_base is None else self.retry_base,
+            defaults["retry_cap"] if self.retry_cap is None else self.retry_cap,
+            f"{where}.",
+        )
 
 
 @dataclass
@@ -128,30 +145,14 @@ class JobSpec:
             raise ValidationError("catchup", f"{self.catchup!r} is not one of {CATCHUP_POLICIES}")
         if self.overlap not in OVERLAP_POLICIES:
             raise ValidationError("overlap", f"{self.overlap!r} is not one of {OVERLAP_POLICIES}")
-        for fname in ("catchup_limit", "keep_runs"):
-            value = getattr(self, fname)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValidationError(fname, f"{value!r} must be a whole number >= 1")
+        for fname in ("catchup_limit", "keep_runs", "breaker_min_attempts"):
+            validation.whole_number(getattr(self, fname), fname, 1)
         validation.non_negative_int(self.pause_after_failures, "pause_after_failures")
-        bt = self.breaker_threshold
-        if isinstance(bt, bool) or not isinstance(bt, int | float) or not 0 < bt <= 1:
-            raise ValidationError(
-                "breaker_threshold", f"{bt!r} must be a failed share in (0, 1], e.g. 0.9"
-            )
-        if (
-            isinstance(self.breaker_min_attempts, bool)
-            or not isinstance(self.breaker_min_attempts, int)
-            or self.breaker_min_attempts < 1
-        ):
-            raise ValidationError("breaker_min_attempts", "must be a whole number >= 1")
+        validation.fraction(self.breaker_threshold, "breaker_threshold")
         for fname in ("breaker_window_s", "breaker_cooldown_s"):
-            value = getattr(self, fname)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                raise ValidationError(fname, f"{value!r} must be a number of seconds > 0")
-        for fname in ("jitter_s", "keep_days"):
-            value = getattr(self, fname)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise ValidationError(fname, f"{value!r} must be a number >= 0")
+            validation.seconds(getattr(self, fname), fname, above=True)
+        validation.seconds(self.jitter_s, "jitter_s")
+        validation.number(self.keep_days, "keep_days", unit="days", example="7")
         if not isinstance(self.tasks, Mapping) or not self.tasks:
             raise ValidationError("tasks", "a job needs at least one task")
         if len(self.tasks) > MAX_DAG_TASKS:
@@ -218,6 +219,7 @@ class JobSpec:
                 }
             args[tname] = serde.dumps(payload, field=f"tasks.{tname}.args")
             retries = defaults["retries"] if task.retries is None else task.retries
+            retry_base, retry_cap = task.backoff_s(f"tasks.{tname}", defaults)
             row_extra: dict[str, Any] = {}
             if task.cpu:
                 row_extra["cpu"] = task.cpu
@@ -233,13 +235,8 @@ class JobSpec:
                     "prio": task.priority or "normal",
                     "timeout_ms": validation.timeout_ms(task.timeout),
                     "max_attempts": retries + 1,
-                    "retry_base_ms": int(
-                        1000
-                        * (defaults["retry_base"] if task.retry_base is None else task.retry_base)
-                    ),
-                    "retry_cap_ms": int(
-                        1000 * (defaults["retry_cap"] if task.retry_cap is None else task.retry_cap)
-                    ),
+                    "retry_base_ms": int(1000 * retry_base),
+                    "retry_cap_ms": int(1000 * retry_cap),
                     "deps": list(task.depends_on),
                     "down": down[tname],
                 }

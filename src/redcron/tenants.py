@@ -38,7 +38,8 @@ MAX_WEIGHT = 1000.0
 #: dispatch share is summed over the current and the previous server minute
 SHARE_WINDOW_MINUTES = 2
 
-_RATE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(?:/\s*([smh]))?\s*$")
+# [0-9], not \d (float() reads other scripts' digits too); matched with fullmatch
+_RATE = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(?:/\s*([smh]))?\s*")
 _PER_SECOND = {"s": 1.0, "m": 60.0, "h": 3600.0}
 
 Row = dict[str, Any]
@@ -55,16 +56,24 @@ def parse_rate(value: object) -> float:
     ``"5/h"``, or a number.  ``0`` means unlimited."""
     if _is_number(value):
         rate = float(value)  # type: ignore[arg-type]
-    elif isinstance(value, str) and (m := _RATE.match(value)):
+    elif isinstance(value, str) and (m := _RATE.fullmatch(value)):
         rate = float(m.group(1)) / _PER_SECOND[m.group(2) or "s"]
     else:
         raise ValidationError(
             "rate",
             f"{value!r} is not a rate; use N, N/s, N/m or N/h (e.g. 20/s, 1200/m; 0 = unlimited)",
         )
-    if not math.isfinite(rate) or rate < 0:
-        raise ValidationError("rate", f"{value!r} must be >= 0 tasks per second (0 = unlimited)")
-    return rate
+    return _rate(rate, value)
+
+
+def _rate(rate: object, shown: object) -> float:
+    """``rate`` checked as a number; the message shows what the user gave (``shown``)."""
+    try:
+        return validation.number(rate, "rate", unit="tasks per second")
+    except ValidationError:
+        raise ValidationError(
+            "rate", f"{shown!r} must be >= 0 tasks per second (0 = unlimited); e.g. 20/s"
+        ) from None
 
 
 def format_rate(rate: float) -> str:
@@ -117,7 +126,11 @@ class TenantSettings:
         w = self.weight
         # below 1 a DRR visit could serve nothing (quantum x weight < 1 task):
         # give the other tenants larger weights instead
-        if not _is_number(w) or not (1 <= w <= MAX_WEIGHT):
+        try:
+            w_ok = validation.number(w, "weight", minimum=1) <= MAX_WEIGHT
+        except ValidationError:
+            w_ok = False  # reported below with the hint about the other tenants
+        if not w_ok:
             raise ValidationError(
                 "weight",
                 f"{w!r} must be a number >= 1 and <= {MAX_WEIGHT:g} (default 1); for a smaller "
@@ -125,14 +138,8 @@ class TenantSettings:
             )
         for field in ("max_in_flight", "burst", "max_queued"):
             validation.non_negative_int(getattr(self, field), field)
-        r = self.rate
-        if not _is_number(r) or not math.isfinite(r) or r < 0:
-            raise ValidationError(
-                "rate", f"{r!r} must be >= 0 tasks per second (0 = unlimited); e.g. 20/s"
-            )
-        j = self.jitter_s
-        if not _is_number(j) or not math.isfinite(j) or j < 0:
-            raise ValidationError("jitter_s", f"{j!r} must be a number of seconds >= 0")
+        _rate(self.rate, self.rate)
+        validation.seconds(self.jitter_s, "jitter_s")
         validation.priority(self.max_priority, "max_priority")
         return self
 

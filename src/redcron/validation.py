@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from redcron.errors import ValidationError
 from redcron.keys import PRIORITIES
 
-_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+# matched with fullmatch: "$" would also accept a trailing newline ("acme\n")
+_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 
 
 def name(field: str, value: object) -> str:
@@ -15,7 +17,7 @@ def name(field: str, value: object) -> str:
 
     Braces would break the shard hash tag, and ``:`` or spaces the key layout.
     """
-    if not isinstance(value, str) or not _NAME.match(value):
+    if not isinstance(value, str) or not _NAME.fullmatch(value):
         raise ValidationError(
             field,
             f"{value!r} is not a valid name; use 1-64 letters, digits, '_', '.' or '-' "
@@ -30,43 +32,106 @@ def priority(value: object, field: str = "priority") -> str:
     return str(value)
 
 
+def number(
+    value: object,
+    field: str,
+    *,
+    minimum: float = 0.0,
+    above: bool = False,
+    unit: str = "seconds",
+    example: str = "30",
+) -> float:
+    """A finite real number ``>= minimum`` (``> minimum`` when ``above``).
+
+    The one place every number that comes in is checked.  NaN must be refused
+    by name: every comparison with it is false, so ``value < 0`` lets it
+    through (``_cpu=nan`` left a ``--cpus`` worker unable to lease anything);
+    infinities overflow ``int(value * 1000)``.  Booleans are not numbers here.
+    """
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if ok:
+        try:
+            ok = math.isfinite(value)  # type: ignore[arg-type]
+        except OverflowError:  # an int too large for a float
+            ok = False
+    if ok and (value <= minimum if above else value < minimum):  # type: ignore[operator]
+        ok = False
+    if not ok:
+        bound = f"{'>' if above else '>='} {minimum:g}"
+        raise ValidationError(
+            field, f"{value!r} must be a finite number of {unit} {bound}, e.g. {example}"
+        )
+    return float(value)  # type: ignore[arg-type]
+
+
+def finite(value: float, field: str) -> float:
+    """Refuse NaN and infinities where a range check is made elsewhere (click's
+    ``FloatRange`` lets NaN through for the same reason as ``value < 0``)."""
+    if not math.isfinite(value):
+        raise ValidationError(field, f"{value!r} is not a finite number; give one such as 1.5")
+    return value
+
+
+def seconds(value: object, field: str, *, above: bool = False) -> float:
+    """A duration in seconds: finite, ``>= 0`` (``> 0`` when ``above``)."""
+    return number(value, field, above=above)
+
+
 def timeout_ms(value: float | None, field: str = "timeout") -> int:
     """Seconds -> ms; ``None`` or 0 means no timeout."""
     if value is None:
         return 0
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise ValidationError(field, f"{value!r} must be a number of seconds >= 0 (0 = none)")
-    return int(value * 1000)
+    return int(number(value, field, example="30 (0 = no timeout)") * 1000)
+
+
+def whole_number(value: object, field: str, minimum: int = 0) -> int:
+    """An ``int`` (not a bool, not a float) ``>= minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValidationError(field, f"{value!r} must be a whole number >= {minimum}")
+    return value
 
 
 def non_negative_int(value: object, field: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValidationError(field, f"{value!r} must be a whole number >= 0")
-    return value
+    return whole_number(value, field, 0)
 
 
 def delay_ms(value: float | None, field: str = "countdown") -> int:
     if value is None:
         return 0
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise ValidationError(field, f"{value!r} must be a number of seconds >= 0")
-    return int(value * 1000)
+    return int(seconds(value, field) * 1000)
 
 
-def backoff(base: object, cap: object) -> None:
-    """Retry backoff seconds: numbers with ``0 <= retry_base <= retry_cap``."""
-    for field, value in (("retry_base", base), ("retry_cap", cap)):
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-            raise ValidationError(field, f"{value!r} must be a number of seconds >= 0")
-    assert isinstance(base, int | float) and isinstance(cap, int | float)
-    if base > cap:
-        raise ValidationError("retry_cap", f"{cap!r} is below retry_base {base!r}; raise it")
+def backoff(base: object, cap: object, where: str = "") -> tuple[float, float]:
+    """Retry backoff seconds: finite numbers with ``0 <= retry_base <= retry_cap``.
+
+    ``where`` prefixes the field names (``tasks.load.``).
+    """
+    b = seconds(base, f"{where}retry_base")
+    c = seconds(cap, f"{where}retry_cap")
+    if b > c:
+        raise ValidationError(
+            f"{where}retry_cap",
+            f"{cap!r} is below retry_base {base!r}; raise it or lower retry_base",
+        )
+    return b, c
+
+
+def fraction(value: object, field: str, example: str = "0.9") -> float:
+    """A share in ``(0, 1]``."""
+    try:
+        share = number(value, field, above=True)
+    except ValidationError:
+        share = math.inf  # reported below, with the message a share deserves
+    if share > 1:
+        raise ValidationError(field, f"{value!r} must be a share in (0, 1], e.g. {example}")
+    return share
 
 
 _MEM_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb": 1024**2,
               "mib": 1024**2, "g": 1024**3, "gb": 1024**3, "gib": 1024**3, "t": 1024**4,
               "tb": 1024**4, "tib": 1024**4}
-_MEM = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+# [0-9], not \d: float() would read other scripts' digits; fullmatch, as for names
+_MEM = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*")
 
 
 def mem_bytes(value: object, field: str = "mem") -> int:
@@ -75,7 +140,10 @@ def mem_bytes(value: object, field: str = "mem") -> int:
         raise ValidationError(field, f"{value!r} is not an amount of memory")
     if isinstance(value, int) and value > 0:
         return value
-    match = _MEM.match(str(value)) if isinstance(value, str | float | int) else None
+    if isinstance(value, float):
+        number(value, field, above=True, unit="bytes", example="512M or 16G")  # NaN, inf
+    text = value if isinstance(value, str) else str(value) if isinstance(value, int | float) else ""
+    match = _MEM.fullmatch(text)
     unit = match.group(2).lower() if match else ""
     if not match or unit not in _MEM_UNITS or float(match.group(1)) <= 0:
         raise ValidationError(field, f"{value!r} is not an amount of memory; use e.g. 512M or 16G")
@@ -83,6 +151,4 @@ def mem_bytes(value: object, field: str = "mem") -> int:
 
 
 def cpus(value: object, field: str = "cpu") -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ValidationError(field, f"{value!r} must be a number of cpus > 0")
-    return float(value)
+    return number(value, field, above=True, unit="cpus", example="0.5 or 2")

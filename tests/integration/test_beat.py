@@ -191,37 +191,50 @@ def test_fires_overdue_within_the_window_are_all_fired(app: App) -> None:
     assert skipped(app, job["id"]) == (0, 0)
 
 
-def test_catchup_latest_fires_one_run_and_counts_the_rest(app: App) -> None:
+def split(runs: list[dict[str, Any]]) -> tuple[list[int], list[int]]:
+    """Nominal fire times of the catch-up runs and of the cron runs."""
+    old = [int(r["scheduled_for"]) for r in runs if r["trigger"] == "catchup"]
+    recent = [int(r["scheduled_for"]) for r in runs if r["trigger"] == "cron"]
+    return old, recent
+
+
+def fire_overdue(app: App, job_id: str, start: int) -> tuple[int, int]:
+    """One beat tick over a backlog from ``start``; the server time before and after."""
+    set_overdue(app, job_id, start)
+    before = server_ms(app)
+    Beat(app, name="b1").tick()
+    return before, server_ms(app)
+
+
+def test_catchup_latest_fires_the_newest_old_fire_and_every_recent_one(app: App) -> None:
     job = app.job("latest", tasks=TASKS, every="1s", overlap="allow")  # latest by default
     start = whole_second_ago(app, 120)
-    set_overdue(app, job["id"], start)
-    Beat(app, name="b1").tick()
-    now = server_ms(app)
+    before, after = fire_overdue(app, job["id"], start)
     runs = runs_of(app, job["id"])
-    assert len(runs) == 1
-    assert runs[0]["trigger"] == "catchup"
-    latest = int(runs[0]["scheduled_for"])
-    assert now - 2000 <= latest <= now
-    assert runs[0]["id"] == f"{job['id']}@{latest}"
+    (latest,), recent = split(runs)
+    # the newest fire older than the window (the beat's now lies in [before, after])
+    assert before - 61_000 <= latest < after - 60_000
+    assert f"{job['id']}@{latest}" in {r["id"] for r in runs}
+    # each fire within the window is fired, late but never collapsed
+    assert recent == list(range(latest + 1000, recent[-1] + 1, 1000))
+    assert before - 1000 <= recent[-1] <= after
     missed = (latest - start) // 1000  # every fire in [start, latest) was skipped
     assert skipped(app, job["id"]) == (missed, missed)
-    assert int(app.jobs.get_by_id(job["id"])["next_fire"]) == latest + 1000
+    assert int(app.jobs.get_by_id(job["id"])["next_fire"]) == recent[-1] + 1000
 
 
-def test_catchup_all_fires_each_missed_one_up_to_the_limit(app: App) -> None:
+def test_catchup_all_fires_the_latest_old_ones_up_to_the_limit(app: App) -> None:
     job = app.job("all", tasks=TASKS, every="1s", overlap="allow", catchup="all", catchup_limit=5)
     start = whole_second_ago(app, 90)
-    set_overdue(app, job["id"], start)
-    Beat(app, name="b1").tick()
-    runs = runs_of(app, job["id"])
-    nominal = [int(r["scheduled_for"]) for r in runs]
-    assert len(runs) == 5
-    assert {r["trigger"] for r in runs} == {"catchup"}
-    assert nominal == list(range(nominal[0], nominal[0] + 5000, 1000))  # the latest five
-    missed = (nominal[0] - start) // 1000
-    assert missed >= 85
+    before, after = fire_overdue(app, job["id"], start)
+    old, recent = split(runs_of(app, job["id"]))
+    assert len(old) == 5
+    assert old + recent == list(range(old[0], recent[-1] + 1, 1000))
+    assert before - 61_000 <= old[-1] < after - 60_000
+    missed = (old[0] - start) // 1000
+    assert 24 <= missed <= 27
     assert skipped(app, job["id"]) == (missed, missed)
-    assert int(app.jobs.get_by_id(job["id"])["next_fire"]) == nominal[-1] + 1000
+    assert int(app.jobs.get_by_id(job["id"])["next_fire"]) == recent[-1] + 1000
 
 
 def test_catchup_all_within_the_limit_fires_everything(app: App) -> None:
@@ -235,17 +248,19 @@ def test_catchup_all_within_the_limit_fires_everything(app: App) -> None:
     assert skipped(app, job["id"]) == (0, 0)
 
 
-def test_catchup_none_fires_nothing_and_counts(app: App) -> None:
+def test_catchup_none_skips_only_the_old_fires(app: App) -> None:
     job = app.job("none", tasks=TASKS, cron="*/2 * * * * *", overlap="allow", catchup="none")
     start = whole_second_ago(app, 100) // 2000 * 2000
-    set_overdue(app, job["id"], start)
-    Beat(app, name="b1").tick()
-    now = server_ms(app)
-    assert runs_of(app, job["id"]) == []
+    before, after = fire_overdue(app, job["id"], start)
+    old, recent = split(runs_of(app, job["id"]))
+    assert old == []
+    assert recent == list(range(recent[0], recent[-1] + 1, 2000))
+    # the first fire within the window (the beat's now lies in [before, after])
+    assert before - 60_000 <= recent[0] and recent[0] - 2000 < after - 60_000
     n, stats = skipped(app, job["id"])
-    assert n == stats and 50 <= n <= 52
+    assert n == stats == (recent[0] - start) // 2000
     nxt = int(app.jobs.get_by_id(job["id"])["next_fire"])
-    assert now < nxt <= now + 2000
+    assert nxt == recent[-1] + 2000 and before < nxt <= after + 2000
 
 
 # -- pause, one-shot, jitter, spec changes ---------------------------------------------------

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from redcron.broker.jobs import spec_from_json
 from redcron.errors import ValidationError
 from redcron.jobfile import JobFileError, load_job_files, load_jobs
 from redcron.jobs import Task
@@ -249,6 +250,31 @@ def test_malformed_cron_names_the_field(tmp_path: Path) -> None:
     message = load_error(path)
     assert "job 'nightly': cron:" in message
     assert "hour" in message
+
+
+@pytest.mark.parametrize("field", ["cron", "every"])
+def test_an_empty_schedule_is_an_error_not_a_manual_job(tmp_path: Path, field: str) -> None:
+    path = write(tmp_path, f"name: nightly\n{field}: ''\ntasks: {{t: x.y}}\n")
+    message = load_error(path)
+    assert f"job 'nightly': {field}: '' is empty" in message
+    assert "manual job" in message
+    (spec,) = load_jobs(write(tmp_path, "name: nightly\ntasks: {t: x.y}\n"))
+    assert spec.trigger().kind == "manual"  # no schedule at all: a manual job
+
+
+def test_a_stored_spec_with_an_empty_cron_still_loads_as_a_manual_job() -> None:
+    # jobs written while "" meant "no schedule" must stay readable by the beat and CLI
+    text = json.dumps({"name": "old", "cron": "", "every": "", "tasks": {"t": {"ref": "x.y"}}})
+    spec = spec_from_json(text)
+    assert spec.cron is None and spec.every is None
+    assert spec.trigger().kind == "manual"
+
+
+def test_look_alike_digits_in_cron_name_the_field(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.yaml"
+    path.write_text("name: nightly\ncron: '\u00b3 * * * *'\ntasks: {t: x.y}\n", encoding="utf-8")
+    message = load_error(path)
+    assert "job 'nightly': cron:" in message and "non-ASCII" in message
 
 
 def test_negative_timeout(tmp_path: Path) -> None:

@@ -134,7 +134,12 @@ def test_last_day_nth_and_last_weekday_syntax() -> None:
     ("expr", "fixed"),
     [
         ("0 2 * * *", True),
-        ("*/15 2 * * *", True),
+        # a minute field starting with "*" makes the job a wildcard too (cronie's
+        # MIN_STAR | HR_STAR): it runs every so often within hour 2, not "at 02:00"
+        ("*/15 2 * * *", False),
+        ("* 2 * * *", False),
+        ("30 * * * *", False),
+        ("0-59/15 2 * * *", True),  # cron looks at the first character only
         ("0 1-3 * * *", True),
         ("H H * * *", True),
         ("0 * * * *", False),
@@ -143,10 +148,12 @@ def test_last_day_nth_and_last_weekday_syntax() -> None:
         ("@daily", True),
         ("0 0 * * * *", False),
         ("0 0 3 * * *", True),
+        ("0 */5 3 * * *", False),
+        ("*/10 30 2 * * *", True),  # seconds are not a cron field: "at 02:30"
     ],
 )
-def test_fixed_hour_flag(expr: str, fixed: bool) -> None:
-    assert parse_cron(expr).fixed_hour is fixed
+def test_fixed_time_flag(expr: str, fixed: bool) -> None:
+    assert parse_cron(expr).fixed_time is fixed
 
 
 @pytest.mark.parametrize(
@@ -192,6 +199,14 @@ def test_fixed_hour_flag(expr: str, fixed: bool) -> None:
         ("H/0 * * * *", "field 1 (minute) step '0'"),
         ("H(0-99) * * * *", "value '99' is out of range 0-59"),
         ("Hx * * * *", "value 'Hx' is not understood; use H, H/n"),
+        # look-alike digits: int() and str.isdigit() accept them, cron must not
+        ("\u00b3 * * * *", "non-ASCII character '\u00b3' (U+00B3)"),
+        ("\u0663 * * * *", "non-ASCII character"),  # Arabic-Indic three
+        ("\uff13 * * * *", "non-ASCII character"),  # fullwidth three
+        ("*/\uff15 * * * *", "non-ASCII character"),
+        ("0 0 * * 1#\uff12", "non-ASCII character"),
+        ("0 0 * * \u017fun", "non-ASCII character"),  # long s: upper() gives SUN
+        ("0\u00a00 * * *", "non-ASCII character"),  # no-break space
     ],
 )
 def test_parse_errors_name_field_value_and_fix(expr: str, message: str) -> None:
@@ -202,6 +217,24 @@ def test_parse_errors_name_field_value_and_fix(expr: str, message: str) -> None:
         parse_cron(expr)
     assert info.value.field == "cron"
     assert message in str(info.value)
+
+
+@pytest.mark.parametrize("expr", ["\u00b3 * * * *", "\uff11 2 * * *", "0 0 1#\u0662 * *"])
+def test_look_alike_digits_raise_schedule_error_not_a_bare_value_error(expr: str) -> None:
+    with pytest.raises(ScheduleError) as info:
+        make_trigger(cron=expr)
+    assert info.value.field == "cron"
+
+
+def test_empty_cron_or_every_is_an_error_not_a_manual_job() -> None:
+    for kwargs in ({"cron": ""}, {"cron": "   "}, {"every": ""}, {"cron": "", "every": ""}):
+        with pytest.raises(ScheduleError) as info:
+            make_trigger(**kwargs)  # type: ignore[arg-type]
+        assert info.value.field == next(iter(kwargs))
+        assert "empty" in str(info.value) and "manual job" in str(info.value)
+    assert make_trigger().kind == "manual"  # no schedule at all stays a manual job
+    with pytest.raises(ScheduleError, match="not text"):
+        parse_cron(5)  # type: ignore[arg-type]
 
 
 def test_schedule_error_is_a_validation_error() -> None:
@@ -305,7 +338,11 @@ def test_parse_every(text: str, seconds: int) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["", "0", "0s", "1.5h", "5x", "m5", "30m1h", "1h1h", "-5", "5 minutes", "h"]
+    "text",
+    [
+        *("", "0", "0s", "1.5h", "5x", "m5", "30m1h", "1h1h", "-5", "5 minutes", "h"),
+        *("\u0663", "\uff19\uff10", "\uff15m", "1h\uff13\uff10m", "\u00b3s"),  # look-alike digits
+    ],
 )
 def test_parse_every_rejects(text: str) -> None:
     with pytest.raises(ScheduleError) as info:
@@ -381,7 +418,7 @@ def test_manual_never_fires() -> None:
     assert t == Trigger("manual", tz=BERLIN)
     assert next_fire(t, utc(2026, 1, 1)) is None
     assert fires_between(t, utc(2026, 1, 1), utc(2027, 1, 1), 10) == []
-    assert make_trigger(cron="", every="").kind == "manual"  # empty form fields are unset
+
 
 
 def test_make_trigger_takes_at_most_one_schedule() -> None:
@@ -482,10 +519,60 @@ def test_ny_fixed_time_in_gap_fires_once_after_the_gap() -> None:
 
 
 def test_ny_several_wall_times_in_gap_fire_once() -> None:
-    got = fires("*/15 2 * * *", "America/New_York", *local_day(NY, 2026, 3, 8))
-    assert got == [utc(2026, 3, 8, 7)]
     got = fires("0,30 2,3 * * *", "America/New_York", *local_day(NY, 2026, 3, 8))
     assert got == [utc(2026, 3, 8, 7), wall(NY, 2026, 3, 8, 3, 30)]
+
+
+# Vixie cron / cronie: a job is a "wildcard" (MIN_STAR | HR_STAR) when its minute
+# or its hour field starts with "*"; wildcard jobs run at the real times only
+# (none in a skipped hour, both passes of a repeated one), fixed-time jobs once.
+NY_SPRING = local_day(NY, 2026, 3, 8)  # 02:00 EST -> 03:00 EDT at 07:00 UTC
+NY_FALL = local_day(NY, 2026, 11, 1)  # 02:00 EDT -> 01:00 EST at 06:00 UTC
+
+
+def test_ny_star_minute_in_a_skipped_hour_never_fires() -> None:
+    # cron never runs "*/15 2 * * *" on a spring-forward day (02:xx does not exist)
+    assert fires("*/15 2 * * *", "America/New_York", *NY_SPRING) == []
+    assert fires("* 2 * * *", "America/New_York", *NY_SPRING) == []
+    # ... and runs it as usual on the days around it
+    got = fires("*/15 2 * * *", "America/New_York", utc(2026, 3, 7), utc(2026, 3, 10))
+    assert got == [wall(NY, 2026, 3, 7, 2, m) for m in (0, 15, 30, 45)] + [
+        wall(NY, 2026, 3, 9, 2, m) for m in (0, 15, 30, 45)
+    ]
+    t = make_trigger(cron="*/15 2 * * *", tz="America/New_York")
+    assert next_fire(t, utc(2026, 3, 8, 6, 59)) == wall(NY, 2026, 3, 9, 2)
+
+
+def test_ny_fixed_time_in_a_skipped_hour_fires_once_after_the_gap() -> None:
+    assert fires("0 2 * * *", "America/New_York", *NY_SPRING) == [utc(2026, 3, 8, 7)]
+
+
+def test_ny_star_hour_skips_the_gap_on_spring_forward() -> None:
+    got = fires("30 * * * *", "America/New_York", *NY_SPRING)
+    assert len(got) == 23
+    assert got[:3] == [utc(2026, 3, 8, 5, 30), utc(2026, 3, 8, 6, 30), utc(2026, 3, 8, 7, 30)]
+    assert [f.astimezone(NY).hour for f in got[:3]] == [0, 1, 3]
+
+
+def test_ny_fall_back_star_minute_and_star_hour_fire_in_both_passes() -> None:
+    # 02:xx happens once on a fall-back day in New York (01:xx is repeated)
+    assert fires("*/15 2 * * *", "America/New_York", *NY_FALL) == [
+        utc(2026, 11, 1, 7, m) for m in (0, 15, 30, 45)
+    ]
+    assert fires("* 2 * * *", "America/New_York", *NY_FALL) == [
+        utc(2026, 11, 1, 7) + timedelta(minutes=i) for i in range(60)
+    ]
+    assert fires("0 2 * * *", "America/New_York", *NY_FALL) == [utc(2026, 11, 1, 7)]
+    hourly = fires("30 * * * *", "America/New_York", *NY_FALL)
+    assert len(hourly) == 25
+    assert utc(2026, 11, 1, 5, 30) in hourly and utc(2026, 11, 1, 6, 30) in hourly  # 01:30 x2
+    # in the repeated hour a "*" minute is a wildcard, a fixed time fires once
+    both = [utc(2026, 11, 1, 5, m) for m in (0, 15, 30, 45)] + [
+        utc(2026, 11, 1, 6, m) for m in (0, 15, 30, 45)
+    ]
+    assert fires("*/15 1 * * *", "America/New_York", *NY_FALL) == both
+    assert len(fires("* 1 * * *", "America/New_York", *NY_FALL)) == 120
+    assert fires("0 1 * * *", "America/New_York", *NY_FALL) == [utc(2026, 11, 1, 5)]
 
 
 def test_ny_fixed_time_in_repeated_hour_fires_once_first_pass() -> None:
@@ -571,8 +658,10 @@ def test_berlin_repeated_02xx_hour() -> None:
     )
     assert got == [utc(2026, 10, 25, 0) + timedelta(minutes=15 * i) for i in range(8)]
     assert {f.astimezone(BERLIN).hour for f in got} == {2}
-    fixed = fires("*/15 2 * * *", "Europe/Berlin", *local_day(BERLIN, 2026, 10, 25))
+    fixed = fires("0,15,30,45 2 * * *", "Europe/Berlin", *local_day(BERLIN, 2026, 10, 25))
     assert fixed == got[:4]  # first pass only
+    # a "*" minute makes it a wildcard job: both passes, as cron does
+    assert fires("*/15 2 * * *", "Europe/Berlin", *local_day(BERLIN, 2026, 10, 25)) == got
 
 
 # -- DST: Australia/Lord_Howe (+10:30 / +11; 30-minute shifts) ------------------------
@@ -786,13 +875,13 @@ def test_property_berlin_increasing_and_matching_local_fields(
         local = fire.astimezone(BERLIN)
         jumped = (fire - timedelta(seconds=1)).astimezone(BERLIN).utcoffset() != local.utcoffset()
         if jumped and local.utcoffset() == timedelta(hours=2):
-            # the first instant after the spring-forward gap: only fixed-hour jobs
+            # the first instant after the spring-forward gap: only fixed-time jobs
             # land here, standing in for their wall times inside the gap
             assert hours is not None
             assert 2 in hours or _matches(local, minutes, hours, None, None, None)
         else:
             assert _matches(local, minutes, hours, None, None, None), (expr, fire, local)
-            assert hours is None or local.fold == 0  # fixed-hour jobs skip the second pass
+            assert hours is None or local.fold == 0  # fixed-time jobs skip the second pass
         current = fire
 
 
@@ -802,11 +891,11 @@ def _oracle(expr: str, tz: ZoneInfo, after: datetime, horizon: timedelta) -> dat
     u = after.replace(second=0, microsecond=0) + timedelta(minutes=1)
     while u <= after + horizon:
         local = u.astimezone(tz)
-        if cron.matches(local.replace(tzinfo=None)) and (not cron.fixed_hour or local.fold == 0):
+        if cron.matches(local.replace(tzinfo=None)) and (not cron.fixed_time or local.fold == 0):
             return u
         before = (u - timedelta(minutes=1)).astimezone(tz).utcoffset()
         gap = local.utcoffset() - before  # type: ignore[operator]
-        if cron.fixed_hour and gap > timedelta(0):
+        if cron.fixed_time and gap > timedelta(0):
             skipped = local.replace(tzinfo=None) - gap
             while skipped < local.replace(tzinfo=None):
                 if cron.matches(skipped):

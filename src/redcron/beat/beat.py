@@ -9,9 +9,10 @@ beat that lost its lease (STALE), so two beats never both fire a shard.
 Firing: the schedule ZSET is *read* (never popped), each job's nominal fire
 time N is its ``next_fire`` field, and ``fire.lua`` compares the score and the
 job version before it creates the run ``<job_id>@<N>`` and stores the next
-fire time.  Fires overdue by at most ``catchup_window`` are all fired (a
-failover loses nothing); an older backlog follows the job's catch-up policy
-(invariant 2).  "Now" is always the Redis server clock (invariant 8).
+fire time.  Each fire time is judged on its own: one overdue by at most
+``catchup_window`` is fired (a failover loses nothing); only the older ones
+follow the job's catch-up policy (invariant 2).  "Now" is always the Redis
+server clock (invariant 8).
 """
 
 from __future__ import annotations
@@ -153,43 +154,62 @@ def plan_fires(
 ) -> list[Fire]:
     """The fire.lua calls for one due job, chained oldest first (pure: ``now`` given).
 
-    Within the catch-up window every fire time is fired ("cron"); an older backlog
-    follows the job's policy: ``latest`` fires the latest missed time, ``all`` the
-    latest ``catchup_limit`` ones ("catchup"), ``none`` nothing ("skip"); the rest
-    are counted as skipped.  Next due times use the job's ``jitter_s``, or
-    ``tenant_jitter`` (the tenant's default) when the job has none.
+    Each fire time is judged on its own (invariant 2).  One overdue by at most
+    ``window_ms`` is fired ("cron"), late but never collapsed, so a beat failover
+    loses nothing.  The older ones (real downtime) follow the job's policy:
+    ``latest`` fires the newest of them, ``all`` the newest ``catchup_limit``
+    ("catchup"), ``none`` nothing ("skip"); every fire left out is counted as
+    skipped.  Next due times use the job's ``jitter_s``, or ``tenant_jitter``
+    (the tenant's default) when the job has none.  At most CHAIN_LIMIT calls:
+    the schedule then holds the next fire and the next pass goes on from it.
     """
     jitter = effective_jitter_s(spec, tenant_jitter)
-    calls: list[Fire] = []
     if now - nominal <= window_ms:
-        expected, n = score, nominal
-        while len(calls) < CHAIN_LIMIT:
-            nxt = _after(trigger, n)
-            nxt_due = _due(job_id, nxt, jitter)
-            calls.append(Fire(expected, n, nxt, nxt_due, "cron"))
-            if nxt is None or nxt_due is None or nxt_due > now:
-                break
-            expected, n = nxt_due, nxt
-        return calls
+        return _chain(job_id, trigger, jitter, score, nominal, now, [])
+    # fires at or before old_end are overdue by more than the window
+    old_end = now - window_ms - 1
     policy = spec.catchup if spec.catchup in ("all", "none") else "latest"
     keep = {"latest": 1, "all": spec.catchup_limit, "none": 0}[policy]
-    kept, total = backlog(trigger, nominal, now, keep)
+    kept, total = backlog(trigger, nominal, old_end, keep)
+    # the first fire inside the window (or, if none is, the first one still to come)
+    recent = _after(trigger, old_end)
     if not kept:
-        nxt = _after(trigger, now)
-        return [Fire(score, nominal, nxt, _due(job_id, nxt, jitter), "skip", total)]
-    if policy == "latest":
-        nxt = _after(trigger, now)
+        calls = [Fire(score, nominal, recent, _due(job_id, recent, jitter), "skip", total)]
+    else:
+        calls = []
+        expected = score
+        for i, fire_ms in enumerate(kept):
+            nxt = kept[i + 1] if i + 1 < len(kept) else recent
+            nxt_due = _due(job_id, nxt, jitter)
+            skipped = total - len(kept) if i == 0 else 0
+            calls.append(Fire(expected, fire_ms, nxt, nxt_due, "catchup", skipped))
+            if nxt_due is None or len(calls) >= CHAIN_LIMIT:
+                return calls
+            expected = nxt_due
+    last = calls[-1]
+    if last.next_ms is None or last.next_due is None or last.next_due > now:
+        return calls
+    return _chain(job_id, trigger, jitter, last.next_due, last.next_ms, now, calls)
+
+
+def _chain(
+    job_id: str,
+    trigger: Trigger,
+    jitter: float,
+    expected: int,
+    n: int,
+    now: int,
+    calls: list[Fire],
+) -> list[Fire]:
+    """Append "cron" fires from fire ``n`` (at score ``expected``) on, while they are
+    due, up to CHAIN_LIMIT calls in all; returns ``calls``."""
+    while len(calls) < CHAIN_LIMIT:
+        nxt = _after(trigger, n)
         nxt_due = _due(job_id, nxt, jitter)
-        return [Fire(score, kept[-1], nxt, nxt_due, "catchup", total - 1)]
-    expected = score
-    for i, fire_ms in enumerate(kept[:CHAIN_LIMIT]):
-        nxt = kept[i + 1] if i + 1 < len(kept) else _after(trigger, fire_ms)
-        nxt_due = _due(job_id, nxt, jitter)
-        skipped = total - len(kept) if i == 0 else 0
-        calls.append(Fire(expected, fire_ms, nxt, nxt_due, "catchup", skipped))
-        if nxt_due is None:
+        calls.append(Fire(expected, n, nxt, nxt_due, "cron"))
+        if nxt is None or nxt_due is None or nxt_due > now:
             break
-        expected = nxt_due
+        expected, n = nxt_due, nxt
     return calls
 
 
@@ -216,8 +236,11 @@ class Beat:
         batch: int = 500,
         apply_declared: bool = True,
     ) -> None:
-        if shard_ttl <= 0:
-            raise ConfigError("shard_ttl: must be > 0 seconds")
+        # not (x > 0) rather than x <= 0: NaN fails every comparison
+        if not (math.isfinite(shard_ttl) and shard_ttl > 0):
+            raise ConfigError(f"shard_ttl: {shard_ttl!r} must be a finite number of seconds > 0")
+        if not math.isfinite(catchup_window):
+            raise ConfigError(f"catchup_window: {catchup_window!r} must be a finite number")
         if catchup_window <= shard_ttl:
             raise ConfigError(
                 f"catchup_window: {catchup_window}s must be longer than shard_ttl {shard_ttl}s "

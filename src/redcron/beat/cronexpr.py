@@ -81,9 +81,11 @@ class Cron:
     nth_weekdays: tuple[tuple[int, int], ...] = ()  # day-of-week n#k as (n, k)
     dom_star: bool = True
     dow_star: bool = True
-    # The hour field does not start with "*": DST gaps and repeats treat the job
-    # as "at this local time" (fire once) rather than "every so often"
-    fixed_hour: bool = False
+    # Neither the minute nor the hour field starts with "*": DST gaps and repeats
+    # treat the job as "at this local time" (fire once) rather than "every so
+    # often". Vixie cron and cronie decide the same way (MIN_STAR | HR_STAR), so
+    # "*/15 2 * * *" runs in neither a skipped 02:xx hour nor once after it
+    fixed_time: bool = False
     # Matching days per (year, month); the beat asks about the same few months
     # for every job thousands of times, and the answer never changes
     _day_cache: dict[tuple[int, int], tuple[int, ...]] = field(
@@ -180,6 +182,17 @@ def parse_cron(expr: str, *, job_key: str = "") -> Cron:
     minute while different jobs spread out. Raises :class:`ScheduleError`
     naming the field, the value and what is allowed.
     """
+    if not isinstance(expr, str):
+        raise ScheduleError("cron", f"{expr!r} is not text; give an expression such as '0 2 * * *'")
+    bad = next((c for c in expr if not c.isascii()), None)
+    if bad is not None:
+        # int() and str.isdigit() accept "³", "٣" and fullwidth digits: refuse them all
+        # here, so no field parser can take a look-alike for a number
+        raise ScheduleError(
+            "cron",
+            f"'{expr}' holds the non-ASCII character {bad!r} (U+{ord(bad):04X}); "
+            "write fields with the digits 0-9 and names such as MON or JAN",
+        )
     text = " ".join(expr.split())
     if text.startswith("@"):
         macro = _MACROS.get(text.lower())
@@ -202,7 +215,7 @@ def parse_cron(expr: str, *, job_key: str = "") -> Cron:
     offset = 0 if len(tokens) == 6 else 1
     if offset:
         tokens = ["0", *tokens]
-    hour, dom, dow = tokens[2], tokens[3], tokens[5]
+    minute, hour, dom, dow = tokens[1], tokens[2], tokens[3], tokens[5]
 
     def field_values(index: int) -> tuple[int, ...]:
         return tuple(sorted(_parse_field(tokens[index], index, index + 1 - offset, job_key)))
@@ -226,7 +239,7 @@ def parse_cron(expr: str, *, job_key: str = "") -> Cron:
         nth_weekdays=tuple(sorted(nth)),
         dom_star=dom[0] in "*?",
         dow_star=dow[0] in "*?",
-        fixed_hour=not hour.startswith("*"),
+        fixed_time=not (minute.startswith("*") or hour.startswith("*")),
     )
     _check_possible(cron, dom_pos)
     return cron
@@ -285,7 +298,7 @@ def _parse_dow(
             last.add(_value(part[:-1], 5, pos) % 7)
         elif "#" in part:
             day, _, k = part.partition("#")
-            if not k.isdigit() or not 1 <= int(k) <= 5:
+            if not _is_digits(k) or not 1 <= int(k) <= 5:
                 raise _fail(
                     pos, name,
                     f"value '{part}' needs a week number 1-5 after '#', e.g. 1#2 (second Monday)",
@@ -360,7 +373,7 @@ def _step(text: str | None, part: str, index: int, pos: int) -> int:
     name, lo, hi = _SPECS[index]
     if text is None:
         return 1
-    if not text.isdigit() or not 1 <= int(text) <= hi - lo + 1:
+    if not _is_digits(text) or not 1 <= int(text) <= hi - lo + 1:
         raise _fail(
             pos, name, f"step '{text}' in '{part}' must be a number from 1 to {hi - lo + 1}"
         )
@@ -370,12 +383,17 @@ def _step(text: str | None, part: str, index: int, pos: int) -> int:
 def _value(text: str, index: int, pos: int) -> int:
     name, lo, hi = _SPECS[index]
     names = _MONTHS if index == 4 else _WEEKDAYS if index == 5 else {}
-    if text.upper() in names:
+    if text.isascii() and text.upper() in names:
         return names[text.upper()]
-    if not text.isdigit():
+    if not _is_digits(text):
         hint = f" or a name {next(iter(names))}-{list(names)[-1]}" if names else ""
         raise _fail(pos, name, f"value '{text}' is not a number {lo}-{hi}{hint}")
     value = int(text)
     if not lo <= value <= hi:
         raise _fail(pos, name, f"value '{text}' is out of range {lo}-{hi}")
     return value
+
+
+def _is_digits(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` is also true of "³", and ``int`` reads "٣"."""
+    return text.isascii() and text.isdigit()

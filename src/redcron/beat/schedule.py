@@ -7,11 +7,13 @@ Cron expressions are matched against *wall-clock* time in the trigger's zone
 and each matching wall time is turned into instants:
 
 * a normal wall time is one instant;
-* a repeated wall time (the hour after a fall-back) is two instants: jobs
-  whose hour field starts with ``*`` fire at both, fixed-hour jobs only at
-  the first (they already ran "at 01:30" today);
-* a skipped wall time (spring-forward gap) is no instant for ``*`` jobs and,
-  for fixed-hour jobs, the first instant after the gap, so a daily 02:30 job
+* a repeated wall time (the hour after a fall-back) is two instants:
+  "wildcard" jobs, whose minute or hour field starts with ``*`` (as Vixie
+  cron and cronie decide), fire at both; fixed-time jobs only at the first
+  (they already ran "at 01:30" today);
+* a skipped wall time (spring-forward gap) is no instant for wildcard jobs
+  (``*/15 2 * * *`` does not run on that day, as in cron) and, for
+  fixed-time jobs, the first instant after the gap, so a daily 02:30 job
   still runs on that day, once, however many of its times fell in the gap.
 
 Wall order is not instant order around a fall-back (01:45 first time comes
@@ -51,8 +53,11 @@ _NEAR = timedelta(hours=3)
 # five: "0 0 29 2 *" has an 8-year gap around 2100, which is not a leap year.
 _HORIZON_YEARS = 8
 _UTC_ZONE = ZoneInfo("UTC")
-_EVERY_RE = re.compile(r"(\d+)([dhms])")
+# [0-9], not \d: \d and int() also take other scripts' digits (Arabic-Indic, fullwidth)
+_EVERY_RE = re.compile(r"([0-9]+)([dhms])")
 _UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+_MAX_EVERY_S = 36_500 * 86_400
+EXAMPLES = {"cron": "'0 2 * * *'", "every": "'5m'"}
 
 
 @dataclass(frozen=True)
@@ -83,7 +88,7 @@ def check_timezone(name: str) -> ZoneInfo:
 def parse_every(text: str) -> timedelta:
     """``"30s"``, ``"5m"``, ``"2h"``, ``"1d"``, ``"1h30m"`` or bare seconds ``"90"``; >= 1 s."""
     compact = "".join(str(text).split()).lower()
-    if compact.isdigit():
+    if compact.isascii() and compact.isdigit():
         seconds = int(compact)
     else:
         parts = _EVERY_RE.findall(compact)
@@ -99,10 +104,16 @@ def parse_every(text: str) -> timedelta:
                 f"from largest to smallest, e.g. 30s, 5m, 1h30m, or plain seconds such as 90",
             )
         seconds = sum(int(n) * _UNIT_SECONDS[u] for n, u in parts)
-    return _check_every(timedelta(seconds=seconds), text)
+    # clamped, as timedelta() overflows on a huge count; _check_every refuses it
+    return _check_every(timedelta(seconds=min(seconds, _MAX_EVERY_S + 1)), text)
 
 
 def _check_every(every: timedelta, text: object) -> timedelta:
+    # next fire times (datetimes) would overflow long before such an interval meant anything
+    if every > timedelta(seconds=_MAX_EVERY_S):
+        raise ScheduleError(
+            "every", f"interval '{text}' is longer than 100 years; use 36500d or less"
+        )
     if every < timedelta(seconds=1):
         raise ScheduleError("every", f"interval '{text}' is shorter than 1 second; use 1s or more")
     return every
@@ -120,21 +131,27 @@ def make_trigger(
 
     A naive ``at`` is a wall time in ``tz``; if that wall time repeats or is
     skipped by DST it means the same instant a fixed-time cron job would use.
+    An empty ``cron`` or ``every`` is an error, not "unset": ``cron: ""`` in a job
+    file is far more often a lost expression than a wish for a manual job.
     """
-    # "" counts as unset: forms and JSON often send empty strings for absent fields
+    for name, value in (("cron", cron), ("every", every)):
+        if isinstance(value, str) and not value.strip():
+            raise ScheduleError(
+                name,
+                f"{value!r} is empty; give a schedule such as "
+                f"{EXAMPLES[name]}, or leave {name} out (null) for a manual job",
+            )
     given = [
-        name
-        for name, value in (("cron", cron), ("every", every), ("at", at))
-        if value is not None and value != ""
+        name for name, value in (("cron", cron), ("every", every), ("at", at)) if value is not None
     ]
     if len(given) > 1:
         raise ScheduleError(
             given[0], f"{' and '.join(given)} are set together; a job takes at most one of them"
         )
     zone = check_timezone(tz)
-    if cron is not None and "cron" in given:
+    if cron is not None:
         return Trigger("cron", cron=parse_cron(cron, job_key=job_key), tz=zone)
-    if every is not None and "every" in given:
+    if every is not None:
         interval = every if isinstance(every, timedelta) else parse_every(every)
         return Trigger("every", every=_check_every(interval, every), tz=zone)
     if at is not None:
@@ -228,7 +245,7 @@ def _scan(cron: Cron, tz: ZoneInfo, after: datetime, start: datetime) -> datetim
     stop: datetime | None = None
     wall = cron.next_wall(start - timedelta(microseconds=1), start.year + _HORIZON_YEARS)
     while wall is not None and (stop is None or wall <= stop):
-        for instant in _instants(wall, tz, fixed=cron.fixed_hour):
+        for instant in _instants(wall, tz, fixed=cron.fixed_time):
             if instant > after and (best is None or instant < best):
                 best = instant
                 local = best.astimezone(tz)

@@ -74,6 +74,10 @@ def spec_json(spec: JobSpec) -> str:
 
 def spec_from_json(text: str) -> JobSpec:
     data = json.loads(text)
+    for name in ("cron", "every"):
+        # stored before an empty cron/every was refused, when "" meant a manual job
+        if data.get(name) == "":
+            data[name] = None
     if data.get("at"):
         data["at"] = datetime.fromisoformat(data["at"])
     return spec_from_dict(data)

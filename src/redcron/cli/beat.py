@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import click
 
-from redcron.cli.common import LOG_LEVELS, app_option, build_app, redis_option, setup_logging
+from redcron.cli.common import (
+    LOG_LEVELS,
+    FiniteFloatRange,
+    app_option,
+    build_app,
+    redis_option,
+    setup_logging,
+)
 
 
 @click.command()
@@ -12,7 +19,7 @@ from redcron.cli.common import LOG_LEVELS, app_option, build_app, redis_option, 
 @redis_option
 @click.option(
     "--shard-ttl",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloatRange(min=0, min_open=True),
     default=10.0,
     show_default=True,
     metavar="SECONDS",
@@ -20,7 +27,7 @@ from redcron.cli.common import LOG_LEVELS, app_option, build_app, redis_option, 
 )
 @click.option(
     "--catchup-window",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloatRange(min=0, min_open=True),
     default=60.0,
     show_default=True,
     metavar="SECONDS",

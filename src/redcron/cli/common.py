@@ -14,7 +14,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 import redis
 
-from redcron import serde
+from redcron import serde, validation
 from redcron.app import App
 from redcron.errors import (
     BrokerError,
@@ -23,6 +23,7 @@ from redcron.errors import (
     NotFound,
     RedcronError,
     Rejected,
+    ValidationError,
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -184,11 +185,23 @@ def concurrency_option(default: int, help_text: str) -> Callable[[F], F]:
     )
 
 
+class FiniteFloatRange(click.FloatRange):
+    """A ``click.FloatRange`` that refuses ``nan`` and ``inf``: every comparison
+    with NaN is false, so click's own bounds let it through."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        try:
+            return validation.finite(number, (param.name if param else None) or "value")
+        except ValidationError as exc:
+            self.fail(str(exc).partition(": ")[2], param, ctx)
+
+
 def grace_option(help_text: str) -> Callable[[F], F]:
     """``--grace SECONDS``, shared by ``worker`` and ``up``."""
     return click.option(
         "--grace",
-        type=click.FloatRange(min=0),
+        type=FiniteFloatRange(min=0),
         default=30.0,
         show_default=True,
         metavar="SECONDS",

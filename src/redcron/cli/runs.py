@@ -14,6 +14,7 @@ import click
 from redcron.broker.broker import shard_of_id
 from redcron.broker.jobs import JobStore
 from redcron.cli.common import (
+    FiniteFloatRange,
     app_option,
     build_app,
     echo_json,
@@ -333,11 +334,11 @@ def show(run_id: str, as_json: bool, app_path: str | None, redis_url: str | None
 @runs.command()
 @click.argument("run_id")
 @click.option(
-    "--interval", type=click.FloatRange(min=0.05), default=0.5, show_default=True,
+    "--interval", type=FiniteFloatRange(min=0.05), default=0.5, show_default=True,
     help="Seconds between polls.",
 )  # fmt: skip
 @click.option(
-    "--timeout", type=click.FloatRange(min=0), default=0, show_default=True,
+    "--timeout", type=FiniteFloatRange(min=0), default=0, show_default=True,
     help="Give up (exit 1) after this many seconds; 0 = wait until the run ends.",
 )  # fmt: skip
 @app_option

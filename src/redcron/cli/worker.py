@@ -6,6 +6,7 @@ import click
 
 from redcron.cli.common import (
     LOG_LEVELS,
+    FiniteFloatRange,
     app_option,
     build_app,
     concurrency_option,
@@ -50,7 +51,7 @@ from redcron.cli.common import (
 )
 @click.option(
     "--lease-ttl",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloatRange(min=0, min_open=True),
     default=None,
     metavar="SECONDS",
     help="Lease lifetime without a heartbeat [default: settings, env REDCRON_LEASE_TTL].",
@@ -64,7 +65,7 @@ from redcron.cli.common import (
 @grace_option("On SIGTERM, how long running tasks may finish before they are released.")
 @click.option(
     "--cpus",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloatRange(min=0, min_open=True),
     default=None,
     help="Cores this worker offers: tasks asking for cpu run only while they fit.",
 )

@@ -104,7 +104,9 @@ class Worker:
         self.app = app
         self.broker = app.broker
         self.settings = app.settings
-        ttl = self.settings.lease_ttl if lease_ttl is None else lease_ttl
+        ttl = validation.seconds(
+            self.settings.lease_ttl if lease_ttl is None else lease_ttl, "lease_ttl", above=True
+        )
         if ttl < self.settings.min_lease_ttl:
             raise ConfigError(
                 f"lease_ttl: {ttl}s is below the deployment minimum {self.settings.min_lease_ttl}s"
@@ -122,7 +124,7 @@ class Worker:
         self._mem_used = 0
         self._min_batch = max(1, self.capacity // 4)
         self.allow_commands = allow_commands
-        self.grace = grace
+        self.grace = validation.seconds(grace, "grace")
         self.id = name or f"{socket.gethostname()}:{os.getpid()}:{ulid()[-6:]}"
         self._active: dict[str, Job] = {}
         self._lock = threading.Condition()
