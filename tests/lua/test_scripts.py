@@ -16,6 +16,13 @@ from redcron.clock import ulid
 from redcron.config import Settings
 from redcron.errors import Conflict, Rejected
 from redcron.keys import TEMPLATES, Keys, lua_key_functions, shard_of
+from redcron.states import (
+    RUN_ACTIVE,
+    RUN_TERMINAL,
+    TASK_LEASED,
+    TASK_TERMINAL,
+    lua_state_tables,
+)
 
 T0 = 1_700_000_000_000
 
@@ -227,3 +234,18 @@ def test_enqueue_registers_tenants_and_queues(broker: Broker, r: redis.Redis) ->
     assert r.smembers(broker.keys.tenants(0)) == {b"acme"}
     # a queue with only countdown work so far is listed too
     assert r.smembers(broker.keys.queues(0)) == {b"default", b"later"}
+
+
+def test_lua_state_tables_match_the_python_enums(broker: Broker) -> None:
+    """Evaluated by Redis itself: the generated tables are what the scripts see."""
+    names = ("TASK_TERMINAL", "TASK_LEASED", "RUN_ACTIVE", "RUN_TERMINAL")
+    body = "local out = {}\n"
+    for i, name in enumerate(names, 1):
+        body += (
+            f"out[{i}] = {{}}\nfor s, v in pairs({name}) do if v == true then "
+            f"table.insert(out[{i}], s) end end\ntable.sort(out[{i}])\n"
+        )
+    raw = broker.client.eval(lua_state_tables() + body + "return out", 0)
+    got = [{x.decode() for x in group} for group in raw]
+    expected = [TASK_TERMINAL, TASK_LEASED, RUN_ACTIVE, RUN_TERMINAL]
+    assert got == [{s.value for s in e} for e in expected]
