@@ -155,9 +155,7 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
   redis.call('ZREM', key_tleases(tenant), iid)
   unpark(tenant)
   redis.call('HSET', ti, 'deadline', '')
-  if f[11] and f[11] ~= '' and outcome ~= 'cancelled' and counter ~= 'handed_back' then
-    breaker_record(iid, f[11], outcome ~= 'succeeded', now)
-  end
+  if f[11] and f[11] ~= '' then breaker_attempt_ended(iid, f[11], outcome, counter, now) end
   if outcome == 'succeeded' then
     make_terminal(ti, iid, 'succeeded', now)
     return 'succeeded'

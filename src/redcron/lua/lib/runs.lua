@@ -202,6 +202,9 @@ on_end = function(ti, iid, state, now)
   local f = redis.call('HMGET', ti, 'run', 'down')
   local run_id = f[1]
   if not run_id or run_id == '' then return end
+  -- a circuit-breaker trial that ends without succeeding (cancelled while
+  -- ready or held, dead-lettered...) reopens its breaker (a no-op otherwise)
+  if state ~= 'succeeded' then breaker_trial_ended(iid, run_id, now, 'ended ' .. state, false) end
   local rk = key_run(run_id)
   redis.call('HINCRBY', rk, 'n_done', 1)
   if state == 'succeeded' then
