@@ -74,6 +74,10 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "held": ("held:{job_id}", ("job_id",)),
     # recorded events (breaker opened/closed), capped
     "events": ("events", ()),
+    # a multi-call enqueue's refusal marker: set by the first call of the batch
+    # that refuses, so its later calls (same MULTI/EXEC) write nothing; deleted
+    # at the end of the transaction (and expires in 60 s regardless)
+    "batch": ("batch:{token}", ("token",)),
 }
 
 PRIORITIES: tuple[str, ...] = ("high", "normal", "low")
@@ -194,6 +198,9 @@ class Keys:
 
     def events(self, shard: int) -> str:
         return self.build(shard, "events")
+
+    def batch(self, shard: int, token: str) -> str:
+        return self.build(shard, "batch", token)
 
 
 def lua_key_functions() -> str:

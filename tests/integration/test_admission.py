@@ -12,8 +12,9 @@ import pytest
 import redis
 
 from redcron import App
-from redcron.errors import QuotaExceeded, Rejected
+from redcron.errors import Conflict, QuotaExceeded, Rejected
 from redcron.jobs import Task
+from redcron.keys import shard_of
 
 TENANT = "acme"
 SHARD = 0  # one shard: the tenant, its job and its runs all live here
@@ -92,6 +93,104 @@ def test_a_submission_over_max_queued_is_refused_and_writes_nothing(
     assert queued(app) == 5
     with pytest.raises(QuotaExceeded):
         noop.enqueue(9, _tenant=TENANT)
+
+
+# -- a batch bigger than one script call is all or nothing (issue 7, bug 4) -----------
+
+
+def test_a_batch_over_max_queued_spanning_calls_is_refused_and_writes_nothing(
+    app: App, r: redis.Redis
+) -> None:
+    # 600 rows are three enqueue.lua calls; the first (256) fits under 300 on its
+    # own and used to be written before the second refused
+    app.tenants.set(TENANT, max_queued=300)
+    noop = app.tasks["t.noop"]
+    prefix = app.settings.prefix
+    noop.enqueue_many([(i,) for i in range(10)], _tenant=TENANT)
+    before = everything(r, prefix)
+
+    with pytest.raises(QuotaExceeded, match="max_queued of 300"):
+        noop.enqueue_many([(i,) for i in range(600)], _tenant=TENANT)
+    # no instance hash, no stream entry, no ring/index/wake change, no refusal key left
+    assert everything(r, prefix) == before
+    assert queued(app) == 10
+
+    # countdown tasks are not counted until due, but a refused batch writes none either
+    with pytest.raises(QuotaExceeded):
+        noop.enqueue_many([(i,) for i in range(291)], _tenant=TENANT)
+    mixed = [
+        app._row("t.noop", "python", [[i], {}], noop.options, {"_tenant": TENANT})
+        for i in range(300)
+    ]
+    mixed += [
+        app._row("t.noop", "python", [[i], {}], noop.options, {"_tenant": TENANT, "_countdown": 60})
+        for i in range(300)
+    ]
+    with pytest.raises(QuotaExceeded):
+        app.broker.enqueue(mixed)
+    assert everything(r, prefix) == before
+    assert r.zcard(app.broker.keys.timers(SHARD)) == 0
+
+
+@pytest.mark.parametrize("where", ["exists already", "twice in the batch"])
+def test_a_duplicate_id_in_a_later_call_of_a_batch_writes_nothing(
+    app: App, r: redis.Redis, where: str
+) -> None:
+    app.tenants.set(TENANT, max_queued=0)  # no bound: only the id refuses
+    noop = app.tasks["t.noop"]
+    [old] = noop.enqueue_many([(0,)], _tenant=TENANT)
+    prefix = app.settings.prefix
+    before = everything(r, prefix)
+    rows = [
+        app._row("t.noop", "python", [[i], {}], noop.options, {"_tenant": TENANT})
+        for i in range(600)
+    ]
+    # in the second chunk: the first 256 rows would be a call of their own
+    rows[300][0] = old.id if where == "exists already" else rows[10][0]
+    with pytest.raises(Conflict):
+        app.broker.enqueue(rows)
+    assert everything(r, prefix) == before
+
+
+def test_a_batch_that_fits_is_written_whole(app: App, r: redis.Redis) -> None:
+    app.tenants.set(TENANT, max_queued=600)
+    noop = app.tasks["t.noop"]
+    handles = noop.enqueue_many([(i,) for i in range(600)], _tenant=TENANT)
+    later = noop.enqueue_many([(i,) for i in range(300)], _tenant=TENANT, _countdown=60)
+    assert queued(app) == 600
+    assert r.zcard(app.broker.keys.timers(SHARD)) == 300
+    pipe = r.pipeline(transaction=False)
+    for h in handles + later:
+        pipe.hget(app.broker.keys.ti(SHARD, h.id), "state")
+    assert pipe.execute() == [b"ready"] * 600 + [b"scheduled"] * 300
+    assert not list(r.scan_iter(match=f"{app.settings.prefix}:*batch:*"))
+    with pytest.raises(QuotaExceeded):
+        noop.enqueue(1, _tenant=TENANT)
+
+
+def test_a_batch_spanning_shards_is_refused_whole(redis_url: str, key_prefix: str) -> None:
+    a = App(redis_url, prefix=key_prefix.rstrip(":") + "x", shards=4)
+    noop = a.task(lambda x: x, name="t.noop")
+    try:
+        a.broker.ensure_meta()
+        full, fine = "acme", "zeta"
+        assert a.broker.shards == 4
+        assert shard_of(full, 4) != shard_of(fine, 4)
+        a.tenants.set(full, max_queued=3)
+        rows = [
+            a._row("t.noop", "python", [[i], {}], noop.options, {"_tenant": t})
+            for t in (fine, full)
+            for i in range(4)
+        ]
+        before = everything(a.broker.client, a.settings.prefix)
+        with pytest.raises(QuotaExceeded):
+            a.broker.enqueue(rows)
+        assert everything(a.broker.client, a.settings.prefix) == before
+        assert a.broker.enqueue(rows[:7]) == 7
+    finally:
+        for key in a.broker.client.scan_iter(match=f"{a.settings.prefix}:*"):
+            a.broker.client.delete(key)
+        a.close()
 
 
 def _fire(app: App, job_id: str, fire_ms: int) -> tuple[str, str]:

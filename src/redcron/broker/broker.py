@@ -7,6 +7,7 @@ hash slot without a lookup.
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 from collections.abc import Iterable, Sequence
@@ -16,8 +17,9 @@ from typing import Any
 import redis
 
 from redcron.broker.scripts import Scripts
+from redcron.clock import ulid
 from redcron.config import Settings
-from redcron.errors import ConfigError, ConnectionLost, NotFound, from_script_error
+from redcron.errors import ConfigError, Conflict, ConnectionLost, NotFound, from_script_error
 from redcron.keys import Keys
 from redcron.serde import text as _s
 
@@ -122,19 +124,36 @@ class Broker:
                 "(an evicted key is lost work): CONFIG SET maxmemory-policy noeviction"
             )
 
-    def _run(self, name: str, shard: int, args: list[Any], client: Any = None) -> Any:
-        return self.scripts.run(name, [self.keys.shard(shard)], args, client)
+    def _run(
+        self, name: str, shard: int, args: list[Any], client: Any = None, *keys: str
+    ) -> Any:
+        return self.scripts.run(name, [self.keys.shard(shard), *keys], args, client)
 
     # -- producing ----------------------------------------------------------
 
     def enqueue(self, rows: Sequence[Sequence[Any]]) -> int:
         """Create instances; each row holds the 13 enqueue.lua fields (iid first).
 
-        Rows are grouped by shard and sent ``MAX_BATCH`` per script call, all
-        calls in one pipeline (one round trip).  Each call is atomic, the
-        pipeline is not: the App validates every row before sending, so a
-        script refusal here (a duplicate id) is a bug, and earlier batches of
-        the same pipeline stay written.
+        All or nothing: a batch refused for a tenant's ``max_queued``
+        (:class:`QuotaExceeded`) or an id that exists or comes twice
+        (:class:`Conflict`) writes nothing.  Up to ``MAX_BATCH`` rows on one
+        shard are one enqueue.lua call.  A bigger batch is several bounded
+        calls, queued in one MULTI/EXEC after enqueue_check.lua calls that
+        check every id and the whole batch's admission first; the first
+        refusal sets the batch's refusal key, so every later call refuses too
+        (MULTI/EXEC does not stop at a script error).  Rows are checked for
+        shape by their own call: the App validates every row before sending,
+        so a malformed row (REJECTED) only comes from a caller that bypasses it.
+
+        A batch spanning shards (several tenants) is checked on every shard in a
+        round trip of its own first (a script cannot see another shard's
+        refusal key), then checked again and written in the transaction: a
+        refusal writes nothing unless a concurrent submission fills a tenant's
+        bound between the two, when another shard's part may stay written.
+        On Redis Cluster one transaction cannot span shards (slots) at all:
+        each shard's calls would be a MULTI/EXEC of their own, all-or-nothing
+        per shard and thus per tenant (a tenant lives on one shard), with the
+        same pre-check across shards.
         """
         by_shard: dict[int, list[Sequence[Any]]] = {}
         for row in rows:
@@ -142,11 +161,48 @@ class Broker:
         if len(by_shard) == 1 and len(rows) <= MAX_BATCH:
             shard, chunk = next(iter(by_shard.items()))
             return int(self._run("enqueue", shard, _enqueue_args(chunk)))
-        pipe = self.client.pipeline(transaction=False)
+        seen: set[str] = set()
+        for row in rows:
+            if row[0] in seen:
+                raise Conflict(f"task id {row[0]} comes twice in the batch; nothing written")
+            seen.add(row[0])
+        token = ulid()
+        refusals = {shard: self.keys.batch(shard, token) for shard in by_shard}
+        if len(by_shard) > 1:
+            # a script sees only its own shard's refusal key (one slot per script),
+            # so a refusal on one shard cannot stop another shard's calls inside the
+            # transaction: check every shard first, in a round trip of its own
+            pre = self.client.pipeline(transaction=False)
+            self._queue_enqueue_checks(pre, by_shard, refusals)
+            pre.delete(*refusals.values())
+            self._execute(pre)
+        pipe = self.client.pipeline(transaction=True)
+        # checks first, for the whole batch: nothing is written before they pass
+        self._queue_enqueue_checks(pipe, by_shard, refusals)
+        n_checks = len(pipe.command_stack)
         for shard, shard_rows in by_shard.items():
             for i in range(0, len(shard_rows), MAX_BATCH):
-                self._run("enqueue", shard, _enqueue_args(shard_rows[i : i + MAX_BATCH]), pipe)
-        return sum(int(n) for n in self._execute(pipe))
+                chunk = shard_rows[i : i + MAX_BATCH]
+                self._run("enqueue", shard, _enqueue_args(chunk), pipe, refusals[shard])
+        n_writes = len(pipe.command_stack) - n_checks
+        pipe.delete(*refusals.values())
+        # the first error is the refusal itself (a check's, or a malformed row's)
+        results = self._execute(pipe)
+        return sum(int(n) for n in results[n_checks : n_checks + n_writes])
+
+    def _queue_enqueue_checks(
+        self, pipe: Any, by_shard: dict[int, list[Sequence[Any]]], refusals: dict[int, str]
+    ) -> None:
+        """Queue enqueue_check.lua calls: every id, and each shard's admission once."""
+        for shard, shard_rows in by_shard.items():
+            ready: dict[str, int] = {}
+            for row in shard_rows:
+                if not _delayed(row[11]):
+                    ready[row[5]] = ready.get(row[5], 0) + 1
+            for i in range(0, len(shard_rows), MAX_BATCH):
+                admit = json.dumps(ready) if i == 0 else ""
+                chunk_ids = [row[0] for row in shard_rows[i : i + MAX_BATCH]]
+                self._run("enqueue_check", shard, [admit, *chunk_ids], pipe, refusals[shard])
 
     def _execute(self, pipe: Any) -> list[Any]:
         """Execute a pipeline; a script error becomes its exception (the first one)."""
@@ -463,6 +519,14 @@ class Broker:
 def _flat(head: list[Any], groups: Iterable[Sequence[Any]]) -> list[Any]:
     """A script's ARGV: fixed head values, then each group's values in order."""
     return [*head, *(v for group in groups for v in group)]
+
+
+def _delayed(delay_ms: Any) -> bool:
+    """Is a row a countdown task (not counted against max_queued until due)?"""
+    try:
+        return float(delay_ms) > 0
+    except (TypeError, ValueError):
+        return False  # malformed: enqueue.lua refuses the row
 
 
 def _enqueue_args(rows: Sequence[Sequence[Any]]) -> list[Any]:

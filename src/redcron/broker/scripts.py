@@ -24,6 +24,7 @@ from redcron.states import lua_state_tables
 
 SCRIPT_NAMES: tuple[str, ...] = (
     "enqueue",
+    "enqueue_check",
     "lease",
     "start",
     "heartbeat",
