@@ -74,10 +74,13 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "held": ("held:{job_id}", ("job_id",)),
     # recorded events (breaker opened/closed), capped
     "events": ("events", ()),
-    # a multi-call enqueue's refusal marker: set by the first call of the batch
-    # that refuses, so its later calls (same MULTI/EXEC) write nothing; deleted
-    # at the end of the transaction (and expires in 60 s regardless)
+    # a multi-call enqueue batch: its name identifies the batch's reservations,
+    # and as a key it is the refusal marker the first refusing call sets, so the
+    # batch's later calls write nothing (deleted by the client; expires in 60 s)
     "batch": ("batch:{token}", ("token",)),
+    # ready instances admitted multi-call batches still have to write, which
+    # max_queued counts: <batch key> -> count, <batch key>:exp -> expiry (ms)
+    "reserved": ("reserved:{tenant}", ("tenant",)),
 }
 
 PRIORITIES: tuple[str, ...] = ("high", "normal", "low")
@@ -201,6 +204,9 @@ class Keys:
 
     def batch(self, shard: int, token: str) -> str:
         return self.build(shard, "batch", token)
+
+    def reserved(self, shard: int, tenant: str) -> str:
+        return self.build(shard, "reserved", tenant)
 
 
 def lua_key_functions() -> str:

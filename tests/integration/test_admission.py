@@ -6,12 +6,14 @@ recorded as a ``rejected`` run and counted, never dropped silently.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
 import redis
 
 from redcron import App
+from redcron.broker.broker import _enqueue_args
 from redcron.errors import Conflict, QuotaExceeded, Rejected
 from redcron.jobs import Task
 from redcron.keys import shard_of
@@ -163,9 +165,52 @@ def test_a_batch_that_fits_is_written_whole(app: App, r: redis.Redis) -> None:
     for h in handles + later:
         pipe.hget(app.broker.keys.ti(SHARD, h.id), "state")
     assert pipe.execute() == [b"ready"] * 600 + [b"scheduled"] * 300
+    # the batch's refusal marker and its reservation are gone
     assert not list(r.scan_iter(match=f"{app.settings.prefix}:*batch:*"))
+    assert not list(r.scan_iter(match=f"{app.settings.prefix}:*reserved:*"))
     with pytest.raises(QuotaExceeded):
         noop.enqueue(1, _tenant=TENANT)
+
+
+def test_an_admitted_batch_reserves_its_room_until_it_is_written(app: App, r: redis.Redis) -> None:
+    # between admission and its last write, nothing else may take the batch's room
+    # (else it would be refused half-way, or the tenant pushed past max_queued)
+    app.tenants.set(TENANT, max_queued=300)
+    noop = app.tasks["t.noop"]
+    rows = [
+        app._row("t.noop", "python", [[i], {}], noop.options, {"_tenant": TENANT})
+        for i in range(290)
+    ]
+    batch = app.broker.keys.batch(SHARD, "b1")
+    ids = [row[0] for row in rows]
+    assert app.broker._run("enqueue_check", SHARD, [json.dumps({TENANT: 290}), *ids], None, batch)
+    reserved = app.broker.keys.reserved(SHARD, TENANT)
+    assert r.hget(reserved, batch) == b"290"
+    with pytest.raises(QuotaExceeded, match="has 290 queued"):
+        noop.enqueue_many([(i,) for i in range(11)], _tenant=TENANT)
+    # the batch's own calls are not counted twice, and use the reservation up
+    assert app.broker._run("enqueue", SHARD, _enqueue_args(rows[:256]), None, batch) == 256
+    assert r.hget(reserved, batch) == b"34"
+    with pytest.raises(QuotaExceeded, match="has 290 queued"):
+        noop.enqueue_many([(i,) for i in range(11)], _tenant=TENANT)
+    assert app.broker._run("enqueue", SHARD, _enqueue_args(rows[256:]), None, batch) == 34
+    assert not r.exists(reserved)
+    assert len(noop.enqueue_many([(i,) for i in range(10)], _tenant=TENANT)) == 10
+    assert queued(app) == 300
+
+
+def test_a_reservation_whose_client_died_expires(app: App, r: redis.Redis) -> None:
+    app.tenants.set(TENANT, max_queued=5)
+    noop = app.tasks["t.noop"]
+    reserved = app.broker.keys.reserved(SHARD, TENANT)
+    dead, live = app.broker.keys.batch(SHARD, "dead"), app.broker.keys.batch(SHARD, "live")
+    far = 2**50  # ms: later than any server clock
+    r.hset(reserved, mapping={dead: 5, f"{dead}:exp": 1, live: 2, f"{live}:exp": far})
+    # the expired one is not counted (and is cleaned up); the live one is
+    assert len(noop.enqueue_many([(1,), (2,), (3,)], _tenant=TENANT)) == 3
+    with pytest.raises(QuotaExceeded):
+        noop.enqueue(4, _tenant=TENANT)
+    assert r.hgetall(reserved) == {live.encode(): b"2", f"{live}:exp".encode(): str(far).encode()}
 
 
 def test_a_batch_spanning_shards_is_refused_whole(redis_url: str, key_prefix: str) -> None:
@@ -177,6 +222,7 @@ def test_a_batch_spanning_shards_is_refused_whole(redis_url: str, key_prefix: st
         assert a.broker.shards == 4
         assert shard_of(full, 4) != shard_of(fine, 4)
         a.tenants.set(full, max_queued=3)
+        a.tenants.set(fine, max_queued=100)  # its shard reserves room, then releases it
         rows = [
             a._row("t.noop", "python", [[i], {}], noop.options, {"_tenant": t})
             for t in (fine, full)

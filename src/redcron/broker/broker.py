@@ -19,7 +19,14 @@ import redis
 from redcron.broker.scripts import Scripts
 from redcron.clock import ulid
 from redcron.config import Settings
-from redcron.errors import ConfigError, Conflict, ConnectionLost, NotFound, from_script_error
+from redcron.errors import (
+    ConfigError,
+    Conflict,
+    ConnectionLost,
+    NotFound,
+    RedcronError,
+    from_script_error,
+)
 from redcron.keys import Keys
 from redcron.serde import text as _s
 
@@ -137,23 +144,26 @@ class Broker:
         All or nothing: a batch refused for a tenant's ``max_queued``
         (:class:`QuotaExceeded`) or an id that exists or comes twice
         (:class:`Conflict`) writes nothing.  Up to ``MAX_BATCH`` rows on one
-        shard are one enqueue.lua call.  A bigger batch is several bounded
-        calls, queued in one MULTI/EXEC after enqueue_check.lua calls that
-        check every id and the whole batch's admission first; the first
-        refusal sets the batch's refusal key, so every later call refuses too
-        (MULTI/EXEC does not stop at a script error).  Rows are checked for
-        shape by their own call: the App validates every row before sending,
-        so a malformed row (REJECTED) only comes from a caller that bypasses it.
+        shard are one (atomic) enqueue.lua call.  A bigger batch is admitted
+        whole before its first write, in one round trip of bounded
+        enqueue_check.lua calls: every id, then each shard's admission for the
+        whole batch, which reserves its room under ``max_queued`` (counted by
+        every other submission and fire, so nothing can take that room before
+        the batch is written, and the batch cannot be refused half-way).  The
+        first refusing call sets the batch's refusal marker, so the calls
+        after it refuse too; reservations already made on other shards are
+        released.  The bounded enqueue.lua calls that follow write the batch,
+        using up the reservation: in the same pipeline (one round trip) on
+        one shard, in a second one when the batch spans shards.  No call is
+        bigger than ``MAX_BATCH`` and there is no multi-call transaction, so
+        Redis is never blocked for a whole batch.
 
-        A batch spanning shards (several tenants) is checked on every shard in a
-        round trip of its own first (a script cannot see another shard's
-        refusal key), then checked again and written in the transaction: a
-        refusal writes nothing unless a concurrent submission fills a tenant's
-        bound between the two, when another shard's part may stay written.
-        On Redis Cluster one transaction cannot span shards (slots) at all:
-        each shard's calls would be a MULTI/EXEC of their own, all-or-nothing
-        per shard and thus per tenant (a tenant lives on one shard), with the
-        same pre-check across shards.
+        Rows are checked for shape by their own call: the App validates every
+        row before sending, so a malformed row (REJECTED) only comes from a
+        caller that bypasses it, and the calls before it stay written.  If the
+        client dies between admission and the last write, the part written
+        stays and the rest's reservation expires after 60 s.  All of this
+        holds on Redis Cluster too: every call touches one shard's slot.
         """
         by_shard: dict[int, list[Sequence[Any]]] = {}
         for row in rows:
@@ -167,42 +177,60 @@ class Broker:
                 raise Conflict(f"task id {row[0]} comes twice in the batch; nothing written")
             seen.add(row[0])
         token = ulid()
-        refusals = {shard: self.keys.batch(shard, token) for shard in by_shard}
-        if len(by_shard) > 1:
-            # a script sees only its own shard's refusal key (one slot per script),
-            # so a refusal on one shard cannot stop another shard's calls inside the
-            # transaction: check every shard first, in a round trip of its own
-            pre = self.client.pipeline(transaction=False)
-            self._queue_enqueue_checks(pre, by_shard, refusals)
-            pre.delete(*refusals.values())
-            self._execute(pre)
-        pipe = self.client.pipeline(transaction=True)
-        # checks first, for the whole batch: nothing is written before they pass
-        self._queue_enqueue_checks(pipe, by_shard, refusals)
-        n_checks = len(pipe.command_stack)
-        for shard, shard_rows in by_shard.items():
-            for i in range(0, len(shard_rows), MAX_BATCH):
-                chunk = shard_rows[i : i + MAX_BATCH]
-                self._run("enqueue", shard, _enqueue_args(chunk), pipe, refusals[shard])
-        n_writes = len(pipe.command_stack) - n_checks
-        pipe.delete(*refusals.values())
-        # the first error is the refusal itself (a check's, or a malformed row's)
-        results = self._execute(pipe)
-        return sum(int(n) for n in results[n_checks : n_checks + n_writes])
-
-    def _queue_enqueue_checks(
-        self, pipe: Any, by_shard: dict[int, list[Sequence[Any]]], refusals: dict[int, str]
-    ) -> None:
-        """Queue enqueue_check.lua calls: every id, and each shard's admission once."""
+        batch = {shard: self.keys.batch(shard, token) for shard in by_shard}
+        tenants = {shard: {row[5] for row in shard_rows} for shard, shard_rows in by_shard.items()}
+        # 1. admit the whole batch (checks, then reservations): nothing written yet
+        pipe = self.client.pipeline(transaction=False)
         for shard, shard_rows in by_shard.items():
             ready: dict[str, int] = {}
             for row in shard_rows:
                 if not _delayed(row[11]):
                     ready[row[5]] = ready.get(row[5], 0) + 1
             for i in range(0, len(shard_rows), MAX_BATCH):
-                admit = json.dumps(ready) if i == 0 else ""
-                chunk_ids = [row[0] for row in shard_rows[i : i + MAX_BATCH]]
-                self._run("enqueue_check", shard, [admit, *chunk_ids], pipe, refusals[shard])
+                final = i + MAX_BATCH >= len(shard_rows)
+                args = [json.dumps(ready) if final else ""]
+                args += [row[0] for row in shard_rows[i : i + MAX_BATCH]]
+                self._run("enqueue_check", shard, args, pipe, batch[shard])
+        if len(by_shard) > 1:
+            # a call sees only its own shard's refusal marker (one slot per call):
+            # the writes wait for every shard's admission, a round trip later
+            pipe.delete(*batch.values())
+            try:
+                self._execute(pipe)
+            except RedcronError:
+                self._release(batch, tenants)
+                raise
+            pipe = self.client.pipeline(transaction=False)
+        # 2. write it (on one shard in the same round trip: a refused admission
+        # has set the marker, and every write call then refuses)
+        start = len(pipe.command_stack)
+        for shard, shard_rows in by_shard.items():
+            for i in range(0, len(shard_rows), MAX_BATCH):
+                chunk = shard_rows[i : i + MAX_BATCH]
+                self._run("enqueue", shard, _enqueue_args(chunk), pipe, batch[shard])
+        end = len(pipe.command_stack)
+        pipe.delete(*batch.values())
+        try:
+            results = self._execute(pipe)
+        except RedcronError:
+            self._release(batch, tenants)
+            raise
+        return sum(int(n) for n in results[start:end])
+
+    def _release(self, batch: dict[int, str], tenants: dict[int, set[str]]) -> None:
+        """Drop a batch's reservations and refusal markers (it was refused).
+
+        Best effort: what is left (the connection is gone) expires in 60 s.
+        """
+        pipe = self.client.pipeline(transaction=False)
+        for shard, key in batch.items():
+            for tenant in tenants[shard]:
+                pipe.hdel(self.keys.reserved(shard, tenant), key, f"{key}:exp")
+            pipe.delete(key)
+        try:
+            pipe.execute()
+        except redis.RedisError as exc:
+            log.warning("could not release a refused batch's reservations: %s", exc)
 
     def _execute(self, pipe: Any) -> list[Any]:
         """Execute a pipeline; a script error becomes its exception (the first one)."""

@@ -71,11 +71,30 @@ local function clamp_prio(prio, max_prio)
   return prio
 end
 
--- Ready instances a tenant has queued on this shard (every queue and class).
+-- Ready instances a tenant has queued on this shard (every queue and class),
+-- plus those admitted multi-call enqueue batches still have to write (their
+-- reservations, see enqueue_check.lua; one whose client died expires).
 local function queued_count(tenant)
   local n = 0
   for _, queue in ipairs(redis.call('SMEMBERS', key_queues())) do
     for prio, _ in pairs(PRIO_RANK) do n = n + redis.call('XLEN', key_q(queue, tenant, prio)) end
+  end
+  local rk = key_reserved(tenant)
+  local r = redis.call('HGETALL', rk)
+  if #r > 0 then
+    local now = now_ms('')
+    local f = {}
+    for i = 1, #r, 2 do f[r[i]] = r[i + 1] end
+    for batch, exp in pairs(f) do
+      local owner = string.match(batch, '^(.*):exp$')
+      if owner then
+        if tonumber(exp) > now then
+          n = n + (tonumber(f[owner] or '0') or 0)
+        else
+          redis.call('HDEL', rk, owner, batch)
+        end
+      end
+    end
   end
   return n
 end
