@@ -172,23 +172,24 @@ class Broker:
             shard, chunk = next(iter(by_shard.items()))
             return int(self._run("enqueue", shard, _enqueue_args(chunk)))
         seen: set[str] = set()
-        for row in rows:
-            if row[0] in seen:
-                raise Conflict(f"task id {row[0]} comes twice in the batch; nothing written")
-            seen.add(row[0])
+        ready: dict[int, dict[str, int]] = {}  # shard -> tenant -> rows ready at once
+        for shard, shard_rows in by_shard.items():
+            counts = ready[shard] = {}
+            for row in shard_rows:
+                if row[0] in seen:
+                    raise Conflict(f"task id {row[0]} comes twice in the batch; nothing written")
+                seen.add(row[0])
+                if row[11] == 0 or not _delayed(row[11]):
+                    counts[row[5]] = counts.get(row[5], 0) + 1
         token = ulid()
         batch = {shard: self.keys.batch(shard, token) for shard in by_shard}
         tenants = {shard: {row[5] for row in shard_rows} for shard, shard_rows in by_shard.items()}
         # 1. admit the whole batch (checks, then reservations): nothing written yet
         pipe = self.client.pipeline(transaction=False)
         for shard, shard_rows in by_shard.items():
-            ready: dict[str, int] = {}
-            for row in shard_rows:
-                if not _delayed(row[11]):
-                    ready[row[5]] = ready.get(row[5], 0) + 1
             for i in range(0, len(shard_rows), MAX_BATCH):
                 final = i + MAX_BATCH >= len(shard_rows)
-                args = [json.dumps(ready) if final else ""]
+                args = [json.dumps(ready[shard]) if final else ""]
                 args += [row[0] for row in shard_rows[i : i + MAX_BATCH]]
                 self._run("enqueue_check", shard, args, pipe, batch[shard])
         if len(by_shard) > 1:
