@@ -18,11 +18,11 @@ from redcron.config import Settings
 from redcron.errors import TaskFailed, TaskTimeout, ValidationError
 from redcron.jobs import JobSpec, Task
 from redcron.keys import shard_of
+from redcron.states import TASK_TERMINAL, TaskState
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled", "dead"})
 COMMAND_TASK = "redcron.command"
 
 if TYPE_CHECKING:
@@ -115,13 +115,14 @@ class TaskHandle:
         """Wait for the task to end and return its result.
 
         Raises:
-            TaskFailed: it ended dead (DLQ), failed or cancelled; carries the error.
+            TaskFailed: it ended in any other terminal state (dead in the DLQ,
+                failed, cancelled, upstream_failed, skipped); carries the error.
             TaskTimeout: it did not end within ``timeout`` seconds.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             state = self.app.broker.watch(self.id)
-            if state in TERMINAL_STATES:
+            if state in TASK_TERMINAL:
                 break
             left = 1.0 if deadline is None else deadline - time.monotonic()
             if left <= 0:
@@ -130,7 +131,7 @@ class TaskHandle:
             # in case the waiter registration expired with a restart.
             self.app.broker.wait_done(self.id, min(left, 1.0))
         info = self.info()
-        if info["state"] != "succeeded":
+        if info["state"] != TaskState.SUCCEEDED:
             raise TaskFailed(self.id, info["state"], info.get("error"))
         return serde.loads(info.get("result"))
 

@@ -19,6 +19,10 @@ from typing import Any
 
 from redcron.app import App
 from redcron.clock import ulid
+from redcron.states import TaskState
+
+#: the state field as the pipeline returns it (bytes), compared in a hot loop
+_SUCCEEDED = TaskState.SUCCEEDED.encode()
 
 
 def register(app: App) -> App:
@@ -167,7 +171,7 @@ def _wait_all_done(bapp: App, ids: list[str]) -> None:
         for iid in pending:
             pipe.hget(keys.ti(0, iid), "state")
         states = pipe.execute()
-        pending = [i for i, s in zip(pending, states, strict=True) if s != b"succeeded"]
+        pending = [i for i, s in zip(pending, states, strict=True) if s != _SUCCEEDED]
         if pending:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{len(pending)} tasks not done after 600 s")

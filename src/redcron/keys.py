@@ -77,6 +77,13 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "held": ("held:{job_id}", ("job_id",)),
     # recorded events (breaker opened/closed), capped
     "events": ("events", ()),
+    # a multi-call enqueue batch: its name identifies the batch's reservations,
+    # and as a key it is the refusal marker the first refusing call sets, so the
+    # batch's later calls write nothing (deleted by the client; expires in 60 s)
+    "batch": ("batch:{token}", ("token",)),
+    # ready instances admitted multi-call batches still have to write, which
+    # max_queued counts: <batch key> -> count, <batch key>:exp -> expiry (ms)
+    "reserved": ("reserved:{tenant}", ("tenant",)),
 }
 
 PRIORITIES: tuple[str, ...] = ("high", "normal", "low")
@@ -206,6 +213,12 @@ class Keys:
 
     def events(self, shard: int) -> str:
         return self.build(shard, "events")
+
+    def batch(self, shard: int, token: str) -> str:
+        return self.build(shard, "batch", token)
+
+    def reserved(self, shard: int, tenant: str) -> str:
+        return self.build(shard, "reserved", tenant)
 
 
 def lua_key_functions() -> str:

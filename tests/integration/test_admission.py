@@ -6,15 +6,18 @@ recorded as a ``rejected`` run and counted, never dropped silently.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
 import redis
 
 from redcron import App
+from redcron.broker import argv
 from redcron.broker.argv import FireArgs
-from redcron.errors import QuotaExceeded, Rejected
+from redcron.errors import Conflict, QuotaExceeded, Rejected
 from redcron.jobs import Task
+from redcron.keys import shard_of
 
 TENANT = "acme"
 SHARD = 0  # one shard: the tenant, its job and its runs all live here
@@ -94,6 +97,148 @@ def test_a_submission_over_max_queued_is_refused_and_writes_nothing(
     assert queued(app) == 5
     with pytest.raises(QuotaExceeded):
         noop.enqueue(9, _tenant=TENANT)
+
+
+# -- a batch bigger than one script call is all or nothing (issue 7, bug 4) -----------
+
+
+def test_a_batch_over_max_queued_spanning_calls_is_refused_and_writes_nothing(
+    app: App, r: redis.Redis
+) -> None:
+    # 600 rows are three enqueue.lua calls; the first (256) fits under 300 on its
+    # own and used to be written before the second refused
+    app.tenants.set(TENANT, max_queued=300)
+    noop = app.tasks["t.noop"]
+    prefix = app.settings.prefix
+    noop.enqueue_many([(i,) for i in range(10)], _tenant=TENANT)
+    before = everything(r, prefix)
+
+    with pytest.raises(QuotaExceeded, match="max_queued of 300"):
+        noop.enqueue_many([(i,) for i in range(600)], _tenant=TENANT)
+    # no instance hash, no stream entry, no ring/index/wake change, no refusal key left
+    assert everything(r, prefix) == before
+    assert queued(app) == 10
+
+    # countdown tasks are not counted until due, but a refused batch writes none either
+    with pytest.raises(QuotaExceeded):
+        noop.enqueue_many([(i,) for i in range(291)], _tenant=TENANT)
+    mixed = [
+        app._row("t.noop", "python", [[i], {}], noop.options, {"_tenant": TENANT})
+        for i in range(300)
+    ]
+    mixed += [
+        app._row("t.noop", "python", [[i], {}], noop.options, {"_tenant": TENANT, "_countdown": 60})
+        for i in range(300)
+    ]
+    with pytest.raises(QuotaExceeded):
+        app.broker.enqueue(mixed)
+    assert everything(r, prefix) == before
+    assert r.zcard(app.broker.keys.timers(SHARD)) == 0
+
+
+@pytest.mark.parametrize("where", ["exists already", "twice in the batch"])
+def test_a_duplicate_id_in_a_later_call_of_a_batch_writes_nothing(
+    app: App, r: redis.Redis, where: str
+) -> None:
+    app.tenants.set(TENANT, max_queued=0)  # no bound: only the id refuses
+    noop = app.tasks["t.noop"]
+    [old] = noop.enqueue_many([(0,)], _tenant=TENANT)
+    prefix = app.settings.prefix
+    before = everything(r, prefix)
+    rows = [
+        app._row("t.noop", "python", [[i], {}], noop.options, {"_tenant": TENANT})
+        for i in range(600)
+    ]
+    # in the second chunk: the first 256 rows would be a call of their own
+    rows[300][0] = old.id if where == "exists already" else rows[10][0]
+    with pytest.raises(Conflict):
+        app.broker.enqueue(rows)
+    assert everything(r, prefix) == before
+
+
+def test_a_batch_that_fits_is_written_whole(app: App, r: redis.Redis) -> None:
+    app.tenants.set(TENANT, max_queued=600)
+    noop = app.tasks["t.noop"]
+    handles = noop.enqueue_many([(i,) for i in range(600)], _tenant=TENANT)
+    later = noop.enqueue_many([(i,) for i in range(300)], _tenant=TENANT, _countdown=60)
+    assert queued(app) == 600
+    assert r.zcard(app.broker.keys.timers(SHARD)) == 300
+    pipe = r.pipeline(transaction=False)
+    for h in handles + later:
+        pipe.hget(app.broker.keys.ti(SHARD, h.id), "state")
+    assert pipe.execute() == [b"ready"] * 600 + [b"scheduled"] * 300
+    # the batch's refusal marker and its reservation are gone
+    assert not list(r.scan_iter(match=f"{app.settings.prefix}:*batch:*"))
+    assert not list(r.scan_iter(match=f"{app.settings.prefix}:*reserved:*"))
+    with pytest.raises(QuotaExceeded):
+        noop.enqueue(1, _tenant=TENANT)
+
+
+def test_an_admitted_batch_reserves_its_room_until_it_is_written(app: App, r: redis.Redis) -> None:
+    # between admission and its last write, nothing else may take the batch's room
+    # (else it would be refused half-way, or the tenant pushed past max_queued)
+    app.tenants.set(TENANT, max_queued=300)
+    noop = app.tasks["t.noop"]
+    rows = [
+        app._row("t.noop", "python", [[i], {}], noop.options, {"_tenant": TENANT})
+        for i in range(290)
+    ]
+    batch = app.broker.keys.batch(SHARD, "b1")
+    ids = [row[0] for row in rows]
+    assert app.broker._run("enqueue_check", SHARD, [json.dumps({TENANT: 290}), *ids], None, batch)
+    reserved = app.broker.keys.reserved(SHARD, TENANT)
+    assert r.hget(reserved, batch) == b"290"
+    with pytest.raises(QuotaExceeded, match="has 290 queued"):
+        noop.enqueue_many([(i,) for i in range(11)], _tenant=TENANT)
+    # the batch's own calls are not counted twice, and use the reservation up
+    assert app.broker._run("enqueue", SHARD, argv.enqueue(rows[:256]), None, batch) == 256
+    assert r.hget(reserved, batch) == b"34"
+    with pytest.raises(QuotaExceeded, match="has 290 queued"):
+        noop.enqueue_many([(i,) for i in range(11)], _tenant=TENANT)
+    assert app.broker._run("enqueue", SHARD, argv.enqueue(rows[256:]), None, batch) == 34
+    assert not r.exists(reserved)
+    assert len(noop.enqueue_many([(i,) for i in range(10)], _tenant=TENANT)) == 10
+    assert queued(app) == 300
+
+
+def test_a_reservation_whose_client_died_expires(app: App, r: redis.Redis) -> None:
+    app.tenants.set(TENANT, max_queued=5)
+    noop = app.tasks["t.noop"]
+    reserved = app.broker.keys.reserved(SHARD, TENANT)
+    dead, live = app.broker.keys.batch(SHARD, "dead"), app.broker.keys.batch(SHARD, "live")
+    far = 2**50  # ms: later than any server clock
+    r.hset(reserved, mapping={dead: 5, f"{dead}:exp": 1, live: 2, f"{live}:exp": far})
+    # the expired one is not counted (and is cleaned up); the live one is
+    assert len(noop.enqueue_many([(1,), (2,), (3,)], _tenant=TENANT)) == 3
+    with pytest.raises(QuotaExceeded):
+        noop.enqueue(4, _tenant=TENANT)
+    assert r.hgetall(reserved) == {live.encode(): b"2", f"{live}:exp".encode(): str(far).encode()}
+
+
+def test_a_batch_spanning_shards_is_refused_whole(redis_url: str, key_prefix: str) -> None:
+    a = App(redis_url, prefix=key_prefix.rstrip(":") + "x", shards=4)
+    noop = a.task(lambda x: x, name="t.noop")
+    try:
+        a.broker.ensure_meta()
+        full, fine = "acme", "zeta"
+        assert a.broker.shards == 4
+        assert shard_of(full, 4) != shard_of(fine, 4)
+        a.tenants.set(full, max_queued=3)
+        a.tenants.set(fine, max_queued=100)  # its shard reserves room, then releases it
+        rows = [
+            a._row("t.noop", "python", [[i], {}], noop.options, {"_tenant": t})
+            for t in (fine, full)
+            for i in range(4)
+        ]
+        before = everything(a.broker.client, a.settings.prefix)
+        with pytest.raises(QuotaExceeded):
+            a.broker.enqueue(rows)
+        assert everything(a.broker.client, a.settings.prefix) == before
+        assert a.broker.enqueue(rows[:7]) == 7
+    finally:
+        for key in a.broker.client.scan_iter(match=f"{a.settings.prefix}:*"):
+            a.broker.client.delete(key)
+        a.close()
 
 
 def _fire(app: App, job_id: str, fire_ms: int) -> tuple[str, str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from lua_ops import Ops, Tok
 
 from redcron import App
 from redcron.broker import FailItem
@@ -119,3 +120,179 @@ def test_cool_down_lets_one_trial_through(app: App) -> None:
         "breaker_trial",
         "breaker_closed",
     ]
+
+
+# -- every end of the trial (issue 7, bug 3) ----------------------------------------
+# Explicit `now` throughout (lua_ops.Ops) and a cool-down no test waits out.
+
+COOL_S = 3600
+COOL_MS = COOL_S * 1000
+
+
+class Brk:
+    """A job with a breaker, driven through the scripts at a test-controlled now."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.ops = Ops(app.broker)
+        self.r = app.broker.client
+        self.job_id = make_job(app, cooldown=COOL_S)
+
+    def trigger(self) -> str:
+        return f"{self.app.jobs.trigger('default', 'flaky')}/t"
+
+    def lease(self, n: int = 10) -> list[Tok]:
+        return self.ops.lease("w", n, ttl=60_000)
+
+    def trip(self) -> None:
+        for _ in range(4):
+            self.trigger()
+        for tok in self.lease():
+            assert self.ops.fail("w", tok, retryable=False) == "dead"
+        assert self.breaker() == ("open", "", str(self.ops.now + COOL_MS))
+
+    def breaker(self) -> tuple[str, str, str]:
+        j = job(self.app, self.job_id)
+        return j.get("breaker", ""), j.get("breaker_trial", ""), j.get("breaker_until", "")
+
+    def state(self, iid: str) -> str:
+        return self.ops.info(iid)["state"]
+
+    def cool_down_timer(self) -> float | None:
+        return self.r.zscore(self.app.broker.keys.timers(0), f"brk:{self.job_id}")
+
+    def cancel(self, iid: str) -> str:
+        return str(self.ops.run("cancel", [iid, self.ops.now]).decode())
+
+    def cancel_run(self, iid: str) -> tuple[str, int]:
+        state, running = self.ops.run("run_cancel", [iid.rsplit("/", 1)[0], self.ops.now])
+        return state.decode(), int(running)
+
+    def cool_down(self) -> None:
+        self.ops.now += COOL_MS
+
+    def trial_from_a_new_run(self) -> Tok:
+        """After the cool-down the first instance leased is the single trial."""
+        self.cool_down()
+        iid = self.trigger()
+        [trial] = self.lease()
+        assert trial.iid == iid
+        assert self.breaker()[:2] == ("trial", iid)
+        return trial
+
+
+@pytest.fixture
+def brk(app: App) -> Brk:
+    return Brk(app)
+
+
+def end_trial(brk: Brk, trial: Tok, how: str) -> None:
+    if how == "task cancel, reported by the worker":
+        assert brk.cancel(trial.iid) == "cancel_requested"
+        assert brk.ops.fail("w", trial, outcome="cancelled", retryable=False) == "cancelled"
+    elif how == "run cancel, reported by the worker":
+        assert brk.cancel_run(trial.iid) == ("running", 1)
+        assert brk.ops.fail("w", trial, outcome="cancelled", retryable=False) == "cancelled"
+    elif how == "cancelled while running, then its lease expired":
+        assert brk.cancel(trial.iid) == "cancel_requested"
+        brk.ops.now += 60_000
+        assert brk.ops.reap() == [1, -1, 0]
+    elif how == "dead-lettered":
+        assert brk.ops.fail("w", trial, retryable=False) == "dead"
+    else:
+        raise AssertionError(how)
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        "task cancel, reported by the worker",
+        "run cancel, reported by the worker",
+        "cancelled while running, then its lease expired",
+        "dead-lettered",
+    ],
+)
+def test_a_leased_trial_that_does_not_succeed_reopens_the_breaker(brk: Brk, how: str) -> None:
+    brk.trip()
+    held = brk.trigger()
+    assert brk.lease() == []
+    trial = brk.trial_from_a_new_run()
+    end_trial(brk, trial, how)
+    # open again with a fresh cool-down (not stuck in 'trial' with nothing to report)
+    assert brk.breaker() == ("open", "", str(brk.ops.now + COOL_MS))
+    assert brk.cool_down_timer() == brk.ops.now + COOL_MS
+    assert brk.state(held) == "held"
+    assert brk.lease() == []  # cool-down not over: new work is held too
+    # the next trial succeeds: closed, the held work released
+    trial2 = brk.trial_from_a_new_run()
+    assert brk.ops.complete("w", [trial2]) == [1]
+    assert brk.breaker()[0] == ""
+    assert brk.cool_down_timer() is None
+    assert {t.iid for t in brk.lease()} >= {held}
+
+
+def test_a_trial_handed_back_at_shutdown_lets_the_next_lease_pick_a_new_trial(brk: Brk) -> None:
+    brk.trip()
+    held = brk.trigger()
+    assert brk.lease() == []
+    trial = brk.trial_from_a_new_run()
+    assert brk.ops.release("w", [trial]) == 1
+    # the cool-down was served and the task did nothing wrong: due at once
+    assert brk.breaker() == ("open", "", str(brk.ops.now))
+    assert brk.state(trial.iid) == "ready"
+    [again] = brk.lease()
+    assert again.iid == trial.iid
+    assert brk.breaker()[:2] == ("trial", trial.iid)
+    assert brk.ops.complete("w", [again]) == [1]
+    assert brk.breaker()[0] == ""
+    assert [t.iid for t in brk.lease()] == [held]
+
+
+def test_held_work_gets_its_trial_when_the_cool_down_is_due(brk: Brk) -> None:
+    # no new run comes in: the cool-down timer alone moves the held work on
+    brk.trip()
+    first, second = brk.trigger(), brk.trigger()
+    assert brk.lease() == []
+    assert brk.ops.promote() == [0, brk.ops.now + COOL_MS]  # not due yet
+    brk.cool_down()
+    brk.ops.promote()
+    assert brk.breaker()[:2] == ("trial", first)
+    assert (brk.state(first), brk.state(second)) == ("ready", "held")
+    [trial] = brk.lease()
+    assert trial.iid == first
+    assert brk.ops.complete("w", [trial]) == [1]
+    assert brk.breaker()[0] == ""
+    assert [t.iid for t in brk.lease()] == [second]
+
+
+@pytest.mark.parametrize("how", ["task cancel", "run cancel"])
+def test_a_ready_trial_cancelled_reopens_the_breaker_and_the_next_held_task_is_tried(
+    brk: Brk, how: str
+) -> None:
+    brk.trip()
+    first, second = brk.trigger(), brk.trigger()
+    assert brk.lease() == []
+    brk.cool_down()
+    brk.ops.promote()
+    assert brk.breaker()[:2] == ("trial", first)
+    if how == "task cancel":
+        assert brk.cancel(first) == "cancelled"
+    else:
+        assert brk.cancel_run(first) == ("cancelled", 0)
+    assert brk.breaker() == ("open", "", str(brk.ops.now + COOL_MS))
+    assert brk.lease() == []
+    brk.cool_down()
+    brk.ops.promote()
+    assert brk.breaker()[:2] == ("trial", second)
+    [trial] = brk.lease()
+    assert trial.iid == second
+
+
+def test_a_trial_whose_instance_is_gone_is_replaced(brk: Brk) -> None:
+    brk.trip()
+    trial = brk.trial_from_a_new_run()
+    # its hash disappears (deleted by hand, expired...): it can never report
+    brk.r.delete(brk.app.broker.keys.ti(0, trial.iid))
+    nxt = brk.trigger()
+    assert [t.iid for t in brk.lease()] == [nxt]
+    assert brk.breaker()[:2] == ("trial", nxt)

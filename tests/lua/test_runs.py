@@ -19,7 +19,7 @@ import pytest
 from redcron import App
 from redcron.broker import FailItem, Lease
 from redcron.broker.argv import FireArgs
-from redcron.errors import Conflict
+from redcron.errors import Conflict, TaskFailed
 from redcron.jobs import Task
 from redcron.keys import GROUP
 
@@ -624,3 +624,31 @@ def test_buffered_fire_of_a_job_paused_meanwhile_is_skipped_not_started(runs: Ru
     assert buffered["instances"] == []
     assert runs.active(job_id) == set()
     assert runs.ready() == []
+
+
+# -- terminal states: one definition (redcron.states) ------------------------------
+
+
+def test_result_of_an_upstream_failed_task_raises_at_once(runs: Runs) -> None:
+    # result() waited for upstream_failed until its timeout (forever without one):
+    # watch.lua's terminal list left it out
+    runs.job("line", chain("a", "b"))
+    rid = runs.trigger("line")
+    assert runs.fail(runs.lease()["a"]) == "dead"
+    assert runs.states(rid)["b"] == "upstream_failed"
+    with pytest.raises(TaskFailed) as info:
+        runs.app.get(f"{rid}/b").result(timeout=10)
+    assert info.value.state == "upstream_failed"
+
+
+def test_waiters_of_a_downstream_task_are_woken_when_it_is_marked_upstream_failed(
+    runs: Runs,
+) -> None:
+    runs.job("line", chain("a", "b"))
+    rid = runs.trigger("line")
+    b = f"{rid}/b"
+    assert runs.b.watch(b) == "pending"  # a result() waiter registers
+    assert runs.fail(runs.lease()["a"]) == "dead"
+    # notify_done fired for b, not only for the dead task itself
+    assert runs.r.llen(runs.k.done(runs.shard, b)) == 1
+    assert runs.b.watch(b) == "upstream_failed"

@@ -12,6 +12,7 @@ current time in ms, so a test can step time without sleeping.
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -73,6 +74,12 @@ def enqueue(rows: Sequence[Sequence[Any]], now: int | None = None) -> list[Any]:
             raise ValueError(f"enqueue row needs {ENQUEUE_FIELDS} fields, got {len(row)}")
         args.extend(row)
     return args
+
+
+def enqueue_check(admission: Mapping[str, int] | None, ids: Sequence[str]) -> list[Any]:
+    """enqueue_check.lua: ``admission`` = tenant -> instances the whole batch makes
+    ready at once on this shard (None: not checked by this call)."""
+    return ["" if admission is None else json.dumps(admission), *ids]
 
 
 def lease(

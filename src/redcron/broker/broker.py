@@ -17,8 +17,16 @@ import redis
 from redcron.broker import argv
 from redcron.broker.argv import FailItem, FireArgs
 from redcron.broker.scripts import Scripts
+from redcron.clock import ulid
 from redcron.config import Settings
-from redcron.errors import ConfigError, ConnectionLost, NotFound, from_script_error
+from redcron.errors import (
+    ConfigError,
+    Conflict,
+    ConnectionLost,
+    NotFound,
+    RedcronError,
+    from_script_error,
+)
 from redcron.keys import GROUP, PRIORITIES, Keys
 from redcron.serde import text as _s
 
@@ -119,19 +127,39 @@ class Broker:
                 "(an evicted key is lost work): CONFIG SET maxmemory-policy noeviction"
             )
 
-    def _run(self, name: str, shard: int, args: list[Any], client: Any = None) -> Any:
-        return self.scripts.run(name, [self.keys.shard(shard)], args, client)
+    def _run(
+        self, name: str, shard: int, args: list[Any], client: Any = None, *keys: str
+    ) -> Any:
+        return self.scripts.run(name, [self.keys.shard(shard), *keys], args, client)
 
     # -- producing ----------------------------------------------------------
 
     def enqueue(self, rows: Sequence[Sequence[Any]], now: int | None = None) -> int:
         """Create instances; each row holds the 13 enqueue.lua fields (iid first).
 
-        Rows are grouped by shard and sent ``MAX_BATCH`` per script call, all
-        calls in one pipeline (one round trip).  Each call is atomic, the
-        pipeline is not: the App validates every row before sending, so a
-        script refusal here (a duplicate id) is a bug, and earlier batches of
-        the same pipeline stay written.
+        All or nothing: a batch refused for a tenant's ``max_queued``
+        (:class:`QuotaExceeded`) or an id that exists or comes twice
+        (:class:`Conflict`) writes nothing.  Up to ``MAX_BATCH`` rows on one
+        shard are one (atomic) enqueue.lua call.  A bigger batch is admitted
+        whole before its first write, in one round trip of bounded
+        enqueue_check.lua calls: every id, then each shard's admission for the
+        whole batch, which reserves its room under ``max_queued`` (counted by
+        every other submission and fire, so nothing can take that room before
+        the batch is written, and the batch cannot be refused half-way).  The
+        first refusing call sets the batch's refusal marker, so the calls
+        after it refuse too; reservations already made on other shards are
+        released.  The bounded enqueue.lua calls that follow write the batch,
+        using up the reservation: in the same pipeline (one round trip) on
+        one shard, in a second one when the batch spans shards.  No call is
+        bigger than ``MAX_BATCH`` and there is no multi-call transaction, so
+        Redis is never blocked for a whole batch.
+
+        Rows are checked for shape by their own call: the App validates every
+        row before sending, so a malformed row (REJECTED) only comes from a
+        caller that bypasses it, and the calls before it stay written.  If the
+        client dies between admission and the last write, the part written
+        stays and the rest's reservation expires after 60 s.  All of this
+        holds on Redis Cluster too: every call touches one shard's slot.
         """
         by_shard: dict[int, list[Sequence[Any]]] = {}
         for row in rows:
@@ -139,11 +167,67 @@ class Broker:
         if len(by_shard) == 1 and len(rows) <= MAX_BATCH:
             shard, chunk = next(iter(by_shard.items()))
             return int(self._run("enqueue", shard, argv.enqueue(chunk, now)))
+        seen: set[str] = set()
+        ready: dict[int, dict[str, int]] = {}  # shard -> tenant -> rows ready at once
+        for shard, shard_rows in by_shard.items():
+            counts = ready[shard] = {}
+            for row in shard_rows:
+                if row[0] in seen:
+                    raise Conflict(f"task id {row[0]} comes twice in the batch; nothing written")
+                seen.add(row[0])
+                if row[11] == 0 or not _delayed(row[11]):
+                    counts[row[5]] = counts.get(row[5], 0) + 1
+        token = ulid()
+        batch = {shard: self.keys.batch(shard, token) for shard in by_shard}
+        tenants = {shard: {row[5] for row in shard_rows} for shard, shard_rows in by_shard.items()}
+        # 1. admit the whole batch (checks, then reservations): nothing written yet
         pipe = self.client.pipeline(transaction=False)
         for shard, shard_rows in by_shard.items():
             for i in range(0, len(shard_rows), MAX_BATCH):
-                self._run("enqueue", shard, argv.enqueue(shard_rows[i : i + MAX_BATCH], now), pipe)
-        return sum(int(n) for n in self._execute(pipe))
+                final = i + MAX_BATCH >= len(shard_rows)
+                ids = [row[0] for row in shard_rows[i : i + MAX_BATCH]]
+                args = argv.enqueue_check(ready[shard] if final else None, ids)
+                self._run("enqueue_check", shard, args, pipe, batch[shard])
+        if len(by_shard) > 1:
+            # a call sees only its own shard's refusal marker (one slot per call):
+            # the writes wait for every shard's admission, a round trip later
+            pipe.delete(*batch.values())
+            try:
+                self._execute(pipe)
+            except RedcronError:
+                self._release(batch, tenants)
+                raise
+            pipe = self.client.pipeline(transaction=False)
+        # 2. write it (on one shard in the same round trip: a refused admission
+        # has set the marker, and every write call then refuses)
+        start = len(pipe.command_stack)
+        for shard, shard_rows in by_shard.items():
+            for i in range(0, len(shard_rows), MAX_BATCH):
+                chunk = shard_rows[i : i + MAX_BATCH]
+                self._run("enqueue", shard, argv.enqueue(chunk, now), pipe, batch[shard])
+        end = len(pipe.command_stack)
+        pipe.delete(*batch.values())
+        try:
+            results = self._execute(pipe)
+        except RedcronError:
+            self._release(batch, tenants)
+            raise
+        return sum(int(n) for n in results[start:end])
+
+    def _release(self, batch: dict[int, str], tenants: dict[int, set[str]]) -> None:
+        """Drop a batch's reservations and refusal markers (it was refused).
+
+        Best effort: what is left (the connection is gone) expires in 60 s.
+        """
+        pipe = self.client.pipeline(transaction=False)
+        for shard, key in batch.items():
+            for tenant in tenants[shard]:
+                pipe.hdel(self.keys.reserved(shard, tenant), key, f"{key}:exp")
+            pipe.delete(key)
+        try:
+            pipe.execute()
+        except redis.RedisError as exc:
+            log.warning("could not release a refused batch's reservations: %s", exc)
 
     def _execute(self, pipe: Any) -> list[Any]:
         """Execute a pipeline; a script error becomes its exception (the first one)."""
@@ -523,3 +607,11 @@ class Broker:
 
     def close(self) -> None:
         self.client.close()
+
+
+def _delayed(delay_ms: Any) -> bool:
+    """Is a row a countdown task (not counted against max_queued until due)?"""
+    try:
+        return float(delay_ms) > 0
+    except (TypeError, ValueError):
+        return False  # malformed: enqueue.lua refuses the row

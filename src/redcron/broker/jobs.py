@@ -19,11 +19,10 @@ from redcron.errors import NotFound, QuotaExceeded
 from redcron.jobs import JobSpec, spec_from_dict
 from redcron.keys import shard_of
 from redcron.serde import text as _s
+from redcron.states import EXPIRED, RunState
 
 if TYPE_CHECKING:
     from redcron.broker import Broker
-
-RUN_ACTIVE = ("queued", "running")
 
 
 def to_ms(dt: datetime) -> int:
@@ -277,7 +276,7 @@ class JobStore:
             job_id, "", "", "", None, None, "", "manual", 0, run_id, json.dumps(params or {})
         )
         status, rid = self.broker.fire(shard_of_id(job_id), manual, now)
-        if status == "rejected":
+        if status == RunState.REJECTED:
             raise QuotaExceeded(
                 f"tenant {tenant!r} is at its max_queued; run {_s(rid)} was recorded as "
                 "rejected (raise the bound with redcron tenants set, or retry later)"
@@ -311,7 +310,7 @@ class JobStore:
             try:
                 info["instances"].append(self.broker.task_info(f"{run_id}/{t}"))
             except NotFound:
-                info["instances"].append({"task": t, "state": "expired"})
+                info["instances"].append({"task": t, "state": EXPIRED})
         return info
 
     def cancel_run(self, run_id: str, now: int | None = None) -> tuple[str, int]:

@@ -2,8 +2,10 @@
 
 Each ``lua/<name>.lua`` becomes one :class:`redis.commands.core.Script`.  A
 line ``-- @include lib/x.lua`` is replaced by that file; the generated key
-builders of :func:`redcron.keys.lua_key_functions` go first, so scripts build
-keys from ``KEYS[1]`` (the shard prefix) exactly as ``keys.py`` does.
+builders of :func:`redcron.keys.lua_key_functions` and state sets of
+:func:`redcron.states.lua_state_tables` go first, so scripts build keys from
+``KEYS[1]`` (the shard prefix) exactly as ``keys.py`` does, and decide which
+states are terminal exactly as ``states.py`` does.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from redis.commands.core import Script
 
 from redcron.errors import ConnectionLost, from_script_error
 from redcron.keys import lua_key_functions
+from redcron.states import lua_state_tables
 
 SCRIPT_NAMES: tuple[str, ...] = (
     "enqueue",
+    "enqueue_check",
     "lease",
     "start",
     "heartbeat",
@@ -66,7 +70,7 @@ def source(name: str) -> str:
 
 @cache
 def full_source(name: str) -> str:
-    return lua_key_functions() + source(name)
+    return lua_key_functions() + lua_state_tables() + source(name)
 
 
 class Scripts:

@@ -24,11 +24,8 @@ from redcron.cli.common import (
     table,
 )
 from redcron.errors import NotFound
+from redcron.states import RUN_ACTIVE, TASK_LEASED, RunState
 
-#: run states in which a run can still change
-RUN_ACTIVE = ("queued", "running")
-#: instance states in which time still passes for a task
-TASK_BUSY = ("leased", "running")
 #: above this many tasks a progress line counts states instead of naming tasks
 WATCH_NAMED_TASKS = 12
 RECENT_RUNS = 20
@@ -179,7 +176,7 @@ def _task_row(inst: Mapping[str, Any], now_ms: int) -> dict[str, Any]:
     for i, a in enumerate(attempts):
         begin = to_int(a.get("started")) or to_int(a.get("leased"))
         end = to_int(a.get("ended"))
-        if end is None and i == len(attempts) - 1 and state in TASK_BUSY:
+        if end is None and i == len(attempts) - 1 and state in TASK_LEASED:
             end = now_ms
         if begin is not None and end is not None:
             duration_ms = (duration_ms or 0) + max(0, end - begin)
@@ -375,7 +372,7 @@ def watch_run(
             echo(f"{stamp}  {line}")
             last = line
         if details["state"] not in RUN_ACTIVE:
-            return 0 if details["state"] == "succeeded" else 1
+            return 0 if details["state"] == RunState.SUCCEEDED else 1
         if deadline is not None and time.monotonic() >= deadline:
             fail(f"run {run_id} still {details['state']} after {timeout:g}s")
         sleep(interval)

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from redcron.app import TERMINAL_STATES, App
+from redcron.app import App
 from redcron.cli.common import (
     app_option,
     build_app,
@@ -17,6 +17,7 @@ from redcron.cli.common import (
     redis_option,
     table,
 )
+from redcron.states import CANCEL_REQUESTED, TASK_TERMINAL, TaskState
 
 LOG_TAIL_LINES = 20
 #: per-tenant counters of Broker.inspect(), in display order
@@ -68,11 +69,12 @@ def cancel(task_id: str, app_path: str | None, redis_url: str | None) -> None:
     """Cancel a task: at once if waiting, at the next heartbeat if running."""
     broker = build_app(app_path, redis_url).broker
     before = broker.task_info(task_id).get("state", "")
-    if before in TERMINAL_STATES and before != "dead":
+    # dead work is still in the DLQ: cancelling it takes it out
+    if before in TASK_TERMINAL and before != TaskState.DEAD:
         click.echo(f"{task_id}: already {before}, nothing to cancel")
         return
     state = broker.cancel(task_id)
-    if state == "cancel_requested":
+    if state == CANCEL_REQUESTED:
         click.echo(f"{task_id}: cancel requested; the worker stops it at its next heartbeat")
     else:
         click.echo(f"{task_id}: {state} (was {before})")
@@ -117,7 +119,7 @@ def render_task(info: dict[str, Any]) -> str:
         ("ended", iso_ms(info.get("ended"))),
         ("attempts", _attempts(info)),
         ("args", info.get("args")),
-        ("result", info.get("result") if info.get("state") == "succeeded" else None),
+        ("result", info.get("result") if info.get("state") == TaskState.SUCCEEDED else None),
     ]
     out += [f"  {k:<11} {v}" for k, v in fields if v not in (None, "")]
     attempts = info.get("attempts") or []

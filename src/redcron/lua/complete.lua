@@ -18,7 +18,7 @@ for i = 3, #ARGV, 3 do
   local ti = key_ti(iid)
   local f = redis.call('HMGET', ti, 'state', 'worker', 'epoch', 'attempt', 'tenant',
     'result_ttl_s', 'waiters', 'run', 'queue', 'prio', 'lease_entry')
-  if (f[1] == 'leased' or f[1] == 'running') and f[2] == worker and f[3] == epoch then
+  if TASK_LEASED[f[1]] and f[2] == worker and f[3] == epoch then
     -- the fast path of end_attempt(..., 'succeeded', ...): one HSET for everything
     local pre = 'a:' .. f[4] .. ':'
     redis.call('HSET', ti, 'result', ARGV[i + 2], pre .. 'outcome', 'succeeded',

@@ -1,11 +1,21 @@
 --[[ enqueue: create task instances and make them ready (or put them on the timer set).
   KEYS[1] shard prefix (rc:{sN}:)
+  KEYS[2] (optional) the batch key of a batch that takes more than one call
+          (batch:<token>, see enqueue_check.lua): when it exists as a key an
+          earlier call of the batch refused, so this one writes nothing; when
+          this call refuses it sets it, so the later ones write nothing either.
+          Its reservations (reserved:<tenant>) are not counted against this
+          call's rows, and are used up by what it writes.
   ARGV[1] now_override_ms ("" = server TIME)
   ARGV[2] fields per task (F = 13, or 15 with resource requests), then F values per task:
           iid, name, kind, args(msgpack), queue, tenant, prio, timeout_ms,
           max_attempts, retry_base_ms, retry_cap_ms, delay_ms, result_ttl_s
           [, cpu (cores, "" = none), mem (bytes, "" = none)]
   Returns: number of instances created.
+  One call is atomic.  A batch of more than 256 rows (or spanning shards) is
+  several calls: Broker.enqueue first runs enqueue_check.lua for the whole
+  batch (every id; max_queued, reserving the room), then these calls, so a
+  refused batch writes nothing and an admitted one is not refused half-way.
   A tenant's max_priority clamps the class asked for; its max_queued bounds
   its ready instances (admission control; countdown tasks are not counted
   until they are due).
@@ -13,16 +23,27 @@
           CONFLICT if an id already exists (or comes twice in the batch);
           REJECTED for a malformed row (bad field count, priority not
           high|normal|low, empty queue/tenant, non-numeric or negative
-          numbers, max_attempts < 1).  Either way nothing is written.
+          numbers, max_attempts < 1).  Either way nothing is written;
+          REJECTED also when KEYS[2] says an earlier call of the batch refused.
   Upholds: invariant 4 (the hash records its one place from creation on). ]]
 -- @include lib/common.lua
 
 local now = now_ms(ARGV[1])
 local F = tonumber(ARGV[2])
+local batch_key = KEYS[2]
+
+local function refuse(code, msg)
+  if batch_key then redis.call('SET', batch_key, code, 'PX', 60000) end
+  return err(code, msg)
+end
+
+if batch_key and redis.call('EXISTS', batch_key) == 1 then
+  return err('REJECTED', 'an earlier call of this batch was refused; nothing written')
+end
 
 -- checks before writes: a row that fails half-way would leave an instance with no place
 if (F ~= 13 and F ~= 15) or (#ARGV - 2) % F ~= 0 then
-  return err('REJECTED', 'enqueue takes 13 (or 15) fields per task, got ' .. (#ARGV - 2)
+  return refuse('REJECTED', 'enqueue takes 13 (or 15) fields per task, got ' .. (#ARGV - 2)
     .. ' values')
 end
 local count = (#ARGV - 2) / F
@@ -36,22 +57,22 @@ for i = 0, count - 1 do
   local b = 3 + i * F
   local iid = ARGV[b]
   if iid == '' or ARGV[b + 4] == '' or ARGV[b + 5] == '' then
-    return err('REJECTED', 'task ' .. iid .. ': id, queue and tenant must not be empty')
+    return refuse('REJECTED', 'task ' .. iid .. ': id, queue and tenant must not be empty')
   end
   if not PRIO[ARGV[b + 6]] then
-    return err('REJECTED', 'task ' .. iid .. ': priority ' .. ARGV[b + 6] .. ' is not high, normal or low')
+    return refuse('REJECTED', 'task ' .. iid .. ': priority ' .. ARGV[b + 6] .. ' is not high, normal or low')
   end
   for j, field in pairs({[7] = 'timeout_ms', [9] = 'retry_base_ms', [10] = 'retry_cap_ms',
                          [11] = 'delay_ms', [12] = 'result_ttl_s'}) do
     if not nonneg(ARGV[b + j]) then
-      return err('REJECTED', 'task ' .. iid .. ': ' .. field .. ' must be a number >= 0')
+      return refuse('REJECTED', 'task ' .. iid .. ': ' .. field .. ' must be a number >= 0')
     end
   end
   if not (tonumber(ARGV[b + 8]) and tonumber(ARGV[b + 8]) >= 1) then
-    return err('REJECTED', 'task ' .. iid .. ': max_attempts must be >= 1')
+    return refuse('REJECTED', 'task ' .. iid .. ': max_attempts must be >= 1')
   end
   if batch[iid] or redis.call('EXISTS', key_ti(iid)) == 1 then
-    return err('CONFLICT', 'task id ' .. iid .. ' already exists')
+    return refuse('CONFLICT', 'task id ' .. iid .. ' already exists')
   end
   batch[iid] = true
 end
@@ -63,13 +84,24 @@ for i = 0, count - 1 do
   -- max_queued bounds ready work: a countdown task counts once it is due
   if tonumber(ARGV[b + 11]) == 0 then adding[ARGV[b + 5]] = adding[ARGV[b + 5]] + 1 end
 end
+-- a call of an admitted batch: what enqueue_check reserved for it is counted
+-- by queued_count already, so it is not counted twice (an expired reservation
+-- is not counted at all: then this call is checked as any other)
+local ours = {}
+if batch_key then
+  local server_now = now_ms('')
+  for t, _ in pairs(adding) do
+    local v = redis.call('HMGET', key_reserved(t), batch_key, batch_key .. ':exp')
+    if v[1] and (tonumber(v[2] or '') or 0) > server_now then ours[t] = tonumber(v[1]) end
+  end
+end
 for t, n in pairs(adding) do
   local max_queued, max_prio = admission(t)
   limits[t] = max_prio
   if max_queued > 0 and n > 0 then
-    local queued = queued_count(t)
+    local queued = queued_count(t) - (ours[t] or 0)
     if queued + n > max_queued then
-      return err('QUOTA', 'tenant ' .. t .. ' has ' .. queued .. ' queued; ' .. n
+      return refuse('QUOTA', 'tenant ' .. t .. ' has ' .. queued .. ' queued; ' .. n
         .. ' more would exceed its max_queued of ' .. max_queued)
     end
   end
@@ -125,4 +157,13 @@ for i = 0, count - 1 do
   end
 end
 for queue, n in pairs(woken) do wake(queue, n) end
+-- written now: that much of the batch's reservation is used up
+for t, r in pairs(ours) do
+  local rk = key_reserved(t)
+  if r - adding[t] <= 0 then
+    redis.call('HDEL', rk, batch_key, batch_key .. ':exp')
+  else
+    redis.call('HSET', rk, batch_key, r - adding[t], batch_key .. ':exp', now_ms('') + 60000)
+  end
+end
 return count

@@ -26,7 +26,7 @@ for i = 4, #ARGV, 2 do
   local ti = key_ti(iid)
   local f = redis.call('HMGET', ti, 'state', 'worker', 'epoch', 'tenant', 'cancel_requested',
     'queue', 'prio', 'lease_entry')
-  if (f[1] == 'leased' or f[1] == 'running') and f[2] == worker and f[3] == epoch then
+  if TASK_LEASED[f[1]] and f[2] == worker and f[3] == epoch then
     redis.call('HSET', ti, 'deadline', deadline)
     redis.call('ZADD', key_tleases(f[4]), 'XX', deadline, iid)
     local stream = key_q(f[6], f[4], f[7])

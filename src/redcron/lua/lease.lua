@@ -120,6 +120,16 @@ local function breaker_gate(run_id, iid)
     return 'lease'
   end
   if b.state == 'trial' and b.trial == iid then return 'lease' end
+  if b.state == 'trial' and not b.checked then
+    -- a trial that can never report (its hash gone...) would hold the job forever
+    b.checked = true
+    if breaker_trial_lost(b.trial) then
+      redis.call('HSET', key_job(job_id), 'breaker_trial', iid)
+      breaker_event('breaker_trial', job_id, now, iid .. ' (trial ' .. b.trial .. ' lost)')
+      b.trial = iid
+      return 'lease'
+    end
+  end
   return 'hold'
 end
 

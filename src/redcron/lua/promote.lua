@@ -3,7 +3,9 @@
   ARGV[1] now_override_ms ("" = server TIME)
   ARGV[2] limit (<= 500)
   Returns: {promoted, next_due_ms or -1}
-  Members park:<tenant> are rate-limited tenants whose next token is due.
+  Members park:<tenant> are rate-limited tenants whose next token is due;
+  brk:<job> is a job's circuit-breaker cool-down: its first held instance
+  becomes the trial (lib/breaker.lua).  Neither counts as promoted.
   Upholds: invariant 4 (ZREM the timer, then XADD: one place at a time). ]]
 -- @include lib/common.lua
 
@@ -17,6 +19,11 @@ for _, iid in ipairs(due) do
     -- a rate-limited tenant's next token is due: back on its rings
     redis.call('ZREM', key_timers(), iid)
     unpark(parked_tenant)
+  end
+  local cooled_job = string.match(iid, '^brk:(.*)$')
+  if cooled_job then
+    redis.call('ZREM', key_timers(), iid)
+    breaker_cooldown_due(cooled_job, now)
   end
   local ti = key_ti(iid)
   local f = redis.call('HMGET', ti, 'state', 'loc', 'queue', 'tenant', 'prio')

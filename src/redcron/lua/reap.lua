@@ -53,7 +53,7 @@ local function visit(stream, eid)
   local iid = e[1][2][2]
   local ti = key_ti(iid)
   local f = redis.call('HMGET', ti, 'state', 'deadline', 'timeout_ms', 'attempt', 'lease_entry')
-  if not ((f[1] == 'leased' or f[1] == 'running') and f[5] == eid) then
+  if not (TASK_LEASED[f[1]] and f[5] == eid) then
     drop_entry(stream, eid)  -- left behind: the instance moved on
     return 0
   end

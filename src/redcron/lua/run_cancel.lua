@@ -11,7 +11,7 @@ local now = now_ms(ARGV[2])
 local rk = key_run(run_id)
 local f = redis.call('HMGET', rk, 'state', 'tasks')
 if not f[1] then return err('NOTFOUND', 'no run ' .. run_id) end
-if f[1] ~= 'queued' and f[1] ~= 'running' then return {f[1], 0} end
+if not RUN_ACTIVE[f[1]] then return {f[1], 0} end
 redis.call('HSET', rk, 'cancel_requested', '1')
 local running = 0
 for _, t in ipairs(split(f[2])) do

@@ -1,16 +1,14 @@
 --[[ watch: register a result() waiter unless the instance already ended.
   KEYS[1] shard prefix
   ARGV[1] iid
-  Returns: the current state; when it is not terminal, one token will be
-  pushed to done:<iid> when it becomes so.
+  Returns: the current state; when it is not terminal (TASK_TERMINAL, generated
+  from states.py), one token will be pushed to done:<iid> when it becomes so.
   Errors: NOTFOUND. ]]
 -- @include lib/common.lua
 
 local ti = key_ti(ARGV[1])
 local state = redis.call('HGET', ti, 'state')
 if not state then return err('NOTFOUND', 'no task ' .. ARGV[1]) end
-if state == 'succeeded' or state == 'failed' or state == 'cancelled' or state == 'dead' then
-  return state
-end
+if TASK_TERMINAL[state] then return state end
 redis.call('HINCRBY', ti, 'waiters', 1)
 return state

@@ -8,7 +8,17 @@
   aside (state held, loc held, in held:<job>) instead of handing them out.
   After the cool-down one trial task is leased: its success closes the
   breaker and releases the held work, its failure reopens it.  jobs resume
-  closes it too.  Every change is an entry in the events stream. ]]
+  closes it too.  Every change is an entry in the events stream.
+  Every other end of the trial reopens it too, or the breaker would stay in
+  'trial' with nothing left to report and the held work stuck: a trial
+  cancelled (ready or running, by task or run cancel) or ended in any other
+  non-success way reopens it with its cool-down; one handed back at worker
+  shutdown reopens it with the cool-down served (the next lease or promote
+  picks a new trial); a trial whose hash is gone or that can no longer
+  report is replaced by the next instance lease.lua asks about.
+  Opening also sets a cool-down timer (brk:<job> in the timer set): when it
+  is due, promote makes the first held instance the trial, so held work
+  gets its trial even when no new work of the job comes in. ]]
 
 local function job_of_run(run_id)
   return string.match(run_id or '', '^(.-)@')
@@ -43,8 +53,65 @@ local function breaker_close(job_id, now, why)
   local jk = key_job(job_id)
   if (redis.call('HGET', jk, 'breaker') or '') == '' then return end
   redis.call('HSET', jk, 'breaker', '', 'breaker_until', '', 'breaker_trial', '')
+  redis.call('ZREM', key_timers(), 'brk:' .. job_id)
   local n = breaker_release(job_id)
   breaker_event('breaker_closed', job_id, now, why .. '; released ' .. n .. ' held')
+end
+
+-- Open (or reopen) a job's breaker until `till`; its cool-down timer makes
+-- promote pick a held instance as the trial then (breaker_cooldown_due).
+local function breaker_open(job_id, till)
+  redis.call('HSET', key_job(job_id), 'breaker', 'open', 'breaker_until', till, 'breaker_trial', '')
+  redis.call('ZADD', key_timers(), till, 'brk:' .. job_id)
+end
+
+-- The cool-down timer of a job is due (promote): if the breaker is still open
+-- and work is held, the first held instance becomes the trial and goes back
+-- on its ready stream.  Returns 1 when a trial was made ready.
+local function breaker_cooldown_due(job_id, now)
+  local jk = key_job(job_id)
+  local j = redis.call('HMGET', jk, 'breaker', 'breaker_until')
+  if j[1] ~= 'open' or now < (tonumber(j[2] or '') or 0) then return 0 end
+  local hk = key_held(job_id)
+  for _ = 1, 100 do  -- bounded: entries cancelled meanwhile are LREMed, so rarely stale
+    local iid = redis.call('LPOP', hk)
+    if not iid then return 0 end
+    local ti = key_ti(iid)
+    local f = redis.call('HMGET', ti, 'state', 'queue', 'tenant', 'prio')
+    if f[1] == 'held' then
+      redis.call('HSET', jk, 'breaker', 'trial', 'breaker_trial', iid)
+      breaker_event('breaker_trial', job_id, now, iid)
+      make_ready(ti, iid, f[2], f[3], f[4])
+      wake(f[2], 1)
+      return 1
+    end
+  end
+  return 0
+end
+
+-- The trial `iid` ended or left its place without a verdict (cancelled, handed
+-- back, dead-lettered or marked by its run...): reopen the breaker, with the
+-- cool-down (or, when `served`, due at once: a new trial is picked next).
+-- A no-op unless iid is the job's current trial.
+local function breaker_trial_ended(iid, run_id, now, why, served)
+  local job_id = job_of_run(run_id)
+  if not job_id then return end
+  local jk = key_job(job_id)
+  local j = redis.call('HMGET', jk, 'breaker', 'breaker_trial', 'breaker_cooldown_s')
+  if j[1] ~= 'trial' or j[2] ~= iid then return end
+  local till = now
+  if not served then till = now + (tonumber(j[3]) or 60) * 1000 end
+  breaker_open(job_id, till)
+  breaker_event('breaker_reopened', job_id, now, 'trial task ' .. iid .. ' ' .. why)
+end
+
+-- Can the current trial still report?  Not when its hash is gone, or it is in
+-- a state from which no verdict comes (terminal, or anywhere but the ready
+-- stream or a lease).
+local function breaker_trial_lost(trial)
+  if trial == '' then return true end
+  local st = redis.call('HGET', key_ti(trial), 'state')
+  return not st or not (TASK_LEASED[st] or st == 'ready')
 end
 
 -- Record how one attempt of a run's task ended; trip or settle the breaker.
@@ -59,8 +126,7 @@ local function breaker_record(iid, run_id, failed, now)
   local cooldown_ms = (tonumber(j[6]) or 60) * 1000
   if state == 'trial' and j[2] == iid then
     if failed then
-      redis.call('HSET', jk, 'breaker', 'open', 'breaker_until', now + cooldown_ms,
-        'breaker_trial', '')
+      breaker_open(job_id, now + cooldown_ms)
       breaker_event('breaker_reopened', job_id, now, 'trial task ' .. iid .. ' failed')
     else
       breaker_close(job_id, now, 'trial task ' .. iid .. ' succeeded')
@@ -86,8 +152,20 @@ local function breaker_record(iid, run_id, failed, now)
     f = f + (tonumber(v[i + 1] or '0') or 0)
   end
   if n >= (tonumber(j[4]) or 20) and f >= (tonumber(j[3]) or 0.9) * n then
-    redis.call('HSET', jk, 'breaker', 'open', 'breaker_until', now + cooldown_ms,
-      'breaker_trial', '')
+    breaker_open(job_id, now + cooldown_ms)
     breaker_event('breaker_opened', job_id, now, f .. ' of ' .. n .. ' attempts failed')
+  end
+end
+
+-- How one attempt of a run's task ended (end_attempt): a verdict (succeeded,
+-- failed, timed out, lost) is recorded; a cancelled or handed-back attempt is
+-- not counted, but if it was the trial the breaker reopens.
+local function breaker_attempt_ended(iid, run_id, outcome, counter, now)
+  if counter == 'handed_back' then
+    breaker_trial_ended(iid, run_id, now, 'handed back at worker shutdown', true)
+  elseif outcome == 'cancelled' then
+    breaker_trial_ended(iid, run_id, now, 'cancelled', false)
+  else
+    breaker_record(iid, run_id, outcome ~= 'succeeded', now)
   end
 end

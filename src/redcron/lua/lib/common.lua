@@ -159,11 +159,30 @@ local function clamp_prio(prio, max_prio)
   return prio
 end
 
--- Ready instances a tenant has queued on this shard (every queue and class).
+-- Ready instances a tenant has queued on this shard (every queue and class),
+-- plus those admitted multi-call enqueue batches still have to write (their
+-- reservations, see enqueue_check.lua; one whose client died expires).
 local function queued_count(tenant)
   local n = 0
   for _, queue in ipairs(redis.call('SMEMBERS', key_queues())) do
     for prio, _ in pairs(PRIO_RANK) do n = n + ready_count(key_q(queue, tenant, prio)) end
+  end
+  local rk = key_reserved(tenant)
+  local r = redis.call('HGETALL', rk)
+  if #r > 0 then
+    local now = now_ms('')
+    local f = {}
+    for i = 1, #r, 2 do f[r[i]] = r[i + 1] end
+    for batch, exp in pairs(f) do
+      local owner = string.match(batch, '^(.*):exp$')
+      if owner then
+        if tonumber(exp) > now then
+          n = n + (tonumber(f[owner] or '0') or 0)
+        else
+          redis.call('HDEL', rk, owner, batch)
+        end
+      end
+    end
   end
   return n
 end
@@ -213,7 +232,7 @@ end
 -- Does (worker, epoch) still hold a valid lease on this instance?
 local function token_ok(ti, worker, epoch)
   local f = redis.call('HMGET', ti, 'state', 'worker', 'epoch')
-  return (f[1] == 'leased' or f[1] == 'running') and f[2] == worker and f[3] == epoch
+  return TASK_LEASED[f[1]] and f[2] == worker and f[3] == epoch
 end
 
 --[[ End the current attempt and move the instance to its next place:
@@ -243,9 +262,7 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
   redis.call('ZREM', key_tleases(tenant), iid)
   unpark(tenant)
   redis.call('HSET', ti, 'deadline', '', 'lease_entry', '')
-  if f[11] and f[11] ~= '' and outcome ~= 'cancelled' and counter ~= 'handed_back' then
-    breaker_record(iid, f[11], outcome ~= 'succeeded', now)
-  end
+  if f[11] and f[11] ~= '' then breaker_attempt_ended(iid, f[11], outcome, counter, now) end
   if outcome == 'succeeded' then
     make_terminal(ti, iid, 'succeeded', now)
     return 'succeeded'

@@ -20,11 +20,9 @@ local function cancel_instance(iid, now)
   local f = redis.call('HMGET', ti, 'state', 'loc', 'queue', 'tenant', 'prio')
   local state, loc = f[1], f[2] or ''
   if not state then return nil end
-  if state == 'succeeded' or state == 'failed' or state == 'cancelled'
-    or state == 'upstream_failed' or state == 'skipped' then
-    return state
-  end
-  if state == 'leased' or state == 'running' then
+  -- dead work is terminal but still in the DLQ: cancelling takes it out
+  if TASK_TERMINAL[state] and state ~= 'dead' then return state end
+  if TASK_LEASED[state] then
     redis.call('HSET', ti, 'cancel_requested', '1')
     return 'cancel_requested'
   end
@@ -67,7 +65,7 @@ local function run_retain(rk, run_id, job_id)
       for _, rid in ipairs(redis.call('ZRANGE', hist, 0, math.min(excess, 10) - 1)) do
         local ork = key_run(rid)
         local st = redis.call('HGET', ork, 'state')
-        if st ~= 'running' and st ~= 'queued' then
+        if RUN_TERMINAL[st] then
           for _, t in ipairs(split(redis.call('HGET', ork, 'tasks'))) do
             redis.call('DEL', key_ti(rid .. '/' .. t))
           end
@@ -157,7 +155,7 @@ local function run_check_end(run_id, now)
   local f = redis.call('HMGET', rk, 'total', 'n_done', 'n_failed', 'cancel_requested', 'state',
     'job', 'n_cancelled')
   if not f[1] or tonumber(f[2]) < tonumber(f[1]) then return end
-  if f[5] ~= 'queued' and f[5] ~= 'running' then return end
+  if not RUN_ACTIVE[f[5]] then return end
   local state = 'succeeded'
   if f[4] == '1' then
     state = 'cancelled'
@@ -204,6 +202,9 @@ on_end = function(ti, iid, state, now)
   local f = redis.call('HMGET', ti, 'run', 'down')
   local run_id = f[1]
   if not run_id or run_id == '' then return end
+  -- a circuit-breaker trial that ends without succeeding (cancelled while
+  -- ready or held, dead-lettered...) reopens its breaker (a no-op otherwise)
+  if state ~= 'succeeded' then breaker_trial_ended(iid, run_id, now, 'ended ' .. state, false) end
   local rk = key_run(run_id)
   redis.call('HINCRBY', rk, 'n_done', 1)
   if state == 'succeeded' then
@@ -239,6 +240,7 @@ on_end = function(ti, iid, state, now)
       local g = redis.call('HMGET', dti, 'state', 'down')
       if g[1] == 'pending' then
         redis.call('HSET', dti, 'state', mark, 'ended', now)
+        notify_done(dti, did)  -- terminal too: result() waiters must not wait forever
         redis.call('HINCRBY', rk, 'n_done', 1)
         redis.call('HINCRBY', rk, mark == 'cancelled' and 'n_cancelled' or 'n_failed', 1)
         for _, dd in ipairs(split(g[2])) do todo[#todo + 1] = dd end
@@ -272,10 +274,7 @@ local function retry_run_task(run_id, task, now)
   local deps = split(redis.call('HGET', ti, 'deps'))
   for _, dep in ipairs(deps) do
     local st = redis.call('HGET', key_ti(run_id .. '/' .. dep), 'state')
-    if st ~= 'succeeded' and st ~= 'pending' and st ~= 'ready' and st ~= 'leased'
-      and st ~= 'running' and st ~= 'retry_wait' and st ~= 'scheduled' then
-      return false
-    end
+    if not st or (TASK_TERMINAL[st] and st ~= 'succeeded') then return false end
   end
   local rk = key_run(run_id)
   local counter = f[1] == 'cancelled' and 'n_cancelled' or 'n_failed'
@@ -312,7 +311,7 @@ local function retry_run_task(run_id, task, now)
     end
   end
   local r = redis.call('HMGET', rk, 'state', 'job', 'tasks')
-  if r[1] ~= 'queued' and r[1] ~= 'running' then
+  if not RUN_ACTIVE[r[1]] then
     -- live again: its retention TTLs go, on every instance (a succeeded
     -- upstream's record is what the fan-in of the retried tasks reads)
     redis.call('PERSIST', rk)
@@ -328,7 +327,7 @@ end
 -- nil when allowed, else the overlap policy that forbids it.
 local function run_reopen_forbidden(run_id)
   local f = redis.call('HMGET', key_run(run_id), 'state', 'job')
-  if f[1] == 'queued' or f[1] == 'running' or not f[2] then return nil end
+  if RUN_ACTIVE[f[1]] or not f[2] then return nil end
   local overlap = redis.call('HGET', key_job(f[2]), 'overlap')
   if overlap and overlap ~= 'allow' and redis.call('SCARD', key_active(f[2])) > 0 then
     return overlap

@@ -1,0 +1,59 @@
+--[[ enqueue_check: admit a batch that takes more than one enqueue call, before
+  any of its calls writes, and reserve its room under max_queued.
+  Broker.enqueue queues these calls (ids 256 per call, the admission on the
+  last one of each shard) before the batch's enqueue calls.
+  KEYS[1] shard prefix (rc:{sN}:)
+  KEYS[2] the batch key (batch:<token>): the refusal marker, and the name of
+          the batch's reservations
+  ARGV[1] admission: JSON object tenant -> instances the whole batch makes ready
+          at once on this shard (countdown tasks excluded); "" = not in this call
+  ARGV[2..] instance ids (<= 256 per call; the caller refuses ids that come
+          twice in the batch)
+  Returns: number of ids checked.
+  Errors: CONFLICT if an id already exists; QUOTA when a tenant would exceed
+  its max_queued (the same test as enqueue.lua, for the whole batch, counting
+  other batches' reservations); REJECTED when an earlier call of the batch
+  refused.  On a refusal the refusal marker is set (PX 60000), so the batch's
+  later calls refuse too and nothing of it is written or reserved.
+  Writes: on success with an admission, a reservation per bounded tenant in
+  reserved:<tenant> (<batch key> -> n, <batch key>:exp -> now + 60 s), which
+  queued_count adds and the batch's enqueue calls use up as they write; the
+  client releases it if the batch is refused elsewhere (another shard).
+  Upholds: a refused submission writes nothing, and admitted work never
+  takes a tenant past max_queued (DESIGN §6 admission control). ]]
+-- @include lib/common.lua
+
+local batch = KEYS[2]
+
+local function refuse(code, msg)
+  redis.call('SET', batch, code, 'PX', 60000)
+  return err(code, msg)
+end
+
+if redis.call('EXISTS', batch) == 1 then
+  return err('REJECTED', 'an earlier call of this batch was refused; nothing written')
+end
+for i = 2, #ARGV do
+  if redis.call('EXISTS', key_ti(ARGV[i])) == 1 then
+    return refuse('CONFLICT', 'task id ' .. ARGV[i] .. ' already exists')
+  end
+end
+if ARGV[1] ~= '' then
+  local reserve = {}
+  for tenant, n in pairs(cjson.decode(ARGV[1])) do
+    local max_queued = admission(tenant)
+    if max_queued > 0 and n > 0 then
+      local queued = queued_count(tenant)
+      if queued + n > max_queued then
+        return refuse('QUOTA', 'tenant ' .. tenant .. ' has ' .. queued .. ' queued; ' .. n
+          .. ' more would exceed its max_queued of ' .. max_queued)
+      end
+      reserve[tenant] = n
+    end
+  end
+  local exp = now_ms('') + 60000
+  for tenant, n in pairs(reserve) do
+    redis.call('HSET', key_reserved(tenant), batch, n, batch .. ':exp', exp)
+  end
+end
+return #ARGV - 1
