@@ -75,19 +75,11 @@ class Ops:
     def enqueue(self, *rows: list[Any]) -> int:
         return int(self.run("enqueue", argv.enqueue(rows, self.now)))
 
-    def lease(
-        self,
-        worker: str = "w1",
-        n: int = 1,
-        ttl: int = 1000,
-        queues: Sequence[str] = ("default",),
-        tenants: Sequence[str] = (),
-        quantum: float | str = "",
-        aging_ms: int | str = "",
-    ) -> list[Tok]:
+    def lease(self, worker: str = "w1", n: int = 1, ttl: int = 1000, **kw: Any) -> list[Tok]:
+        """Tokens of what lease.lua hands ``worker`` (``kw`` as :meth:`lease_raw`)."""
         return [
             Tok(x[0].decode(), str(x[1]), int(x[2]), worker)
-            for x in self.lease_raw(worker, n, ttl, queues, tenants, quantum, aging_ms)
+            for x in self.lease_raw(worker, n, ttl, **kw)
         ]
 
     def lease_raw(
