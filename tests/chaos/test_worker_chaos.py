@@ -7,6 +7,7 @@ ends exactly once with the right outcome (5), and runaway work is killed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -158,6 +159,25 @@ def test_runaway_python_in_process_pool_is_killed_and_respawned(
     fresh = app.enqueue("whoami").result(timeout=30)
     assert isinstance(fresh, int) and fresh != child
     assert r.llen(pids) == 1  # retries=0: never ran again
+
+
+def test_process_pool_child_dies_with_its_sigkilled_worker(
+    app: App, spawn: Callable[..., WorkerProc], r: redis.Redis
+) -> None:
+    w = spawn(pool="processes", app_path="chaos_app:app", lease_ttl=2.0)
+    h = app.enqueue("slow", 60, _timeout=3)
+    seen = wait_for(lambda: attempts_seen(r, app, h.id), "the task to run in a child")
+    child = int(seen[0].split(":")[1])
+    try:
+        w.sigkill()
+        # nobody is left to enforce its 3 s timeout or read its result: it must go now,
+        # not 60 s later on a broken pipe
+        wait_for(lambda: not alive(child), f"child {child} to die with its worker", timeout=10)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child, signal.SIGKILL)  # the old behaviour: don't leak it past the test
+    assert "Traceback" not in w.log()
+    assert "BrokenPipe" not in w.log()
 
 
 # -- cancel of running work ---------------------------------------------------------
