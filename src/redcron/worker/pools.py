@@ -38,6 +38,15 @@ def _timeout_s(job: Job) -> float | None:
     return job.lease.timeout_ms / 1000 if job.lease.timeout_ms > 0 else None
 
 
+def _killed_outcome(job: Job) -> Outcome:
+    if job.kill_reason == "timed_out":
+        secs = job.lease.timeout_ms / 1000
+        return Outcome(ok=False, outcome="timed_out", error=f"killed after timeout of {secs}s")
+    if job.kill_reason == "cancelled":
+        return Outcome(ok=False, outcome="cancelled", error="cancelled")
+    return Outcome(ok=False, outcome="failed", error=f"killed: {job.kill_reason}")
+
+
 class ThreadPool:
     """N threads pulling jobs from one queue."""
 
@@ -72,7 +81,8 @@ class ThreadPool:
             job = self._jobs.get()
             if job is None:
                 return
-            job.begin()
+            if not job.try_begin():
+                continue  # ended while it waited for this slot: never run it
             if job.lease.kind != "python":
                 outcome = run_command(job, _timeout_s(job), self.app.settings.container_runtime)
             else:
@@ -248,7 +258,8 @@ class ProcessPool:
             if job is None:
                 self._drop_child(child)
                 return
-            job.begin()
+            if not job.try_begin():
+                continue  # ended while it waited for this slot: the child stays as it is
             if job.lease.kind != "python":
                 outcome = run_command(job, _timeout_s(job), self.app.settings.container_runtime)
             else:
@@ -266,7 +277,13 @@ class ProcessPool:
         lease = job.lease
         fields = {k: getattr(lease, k) for k in lease.__slots__}
         with job.lock:
-            job.pgid = child.proc.pid
+            # killed between try_begin() and here: the worker has ended the attempt;
+            # leave the idle child alone (a pgid now would have it killed for nothing)
+            killed = job.kill_reason is not None
+            if not killed:
+                job.pgid = child.proc.pid
+        if killed:
+            return _killed_outcome(job), child
         try:
             child.conn.send({"lease": fields, "max_lines": self.max_lines})
             while True:
@@ -282,14 +299,9 @@ class ProcessPool:
         with job.lock:
             job.pgid = None
         fresh = self._new_child()
-        if reason == "timed_out":
-            secs = lease.timeout_ms / 1000
-            return Outcome(
-                ok=False, outcome="timed_out", error=f"killed after timeout of {secs}s"
-            ), fresh
-        if reason == "cancelled":
-            return Outcome(ok=False, outcome="cancelled", error="cancelled"), fresh
-        return Outcome(ok=False, outcome="failed", error="worker child process died"), fresh
+        if reason is None:
+            return Outcome(ok=False, outcome="failed", error="worker child process died"), fresh
+        return _killed_outcome(job), fresh
 
     def shutdown(self) -> None:
         for _ in self._threads:

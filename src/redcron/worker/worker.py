@@ -431,17 +431,24 @@ class Worker:
             )
 
     def _end_unkillable(self, job: Job, reason: str, message: str) -> None:
-        """Kill the job's process group; a Python thread is abandoned instead."""
+        """Kill the job's process group; a Python thread is abandoned instead, and an
+        attempt still waiting for a slot (prefetched) is ended without ever starting."""
         if job.kill(reason):
-            return
-        if job.lease.kind != "python":
-            return  # not started yet: run_command sees kill_reason and kills at once
+            return  # the pool sees the kill and reports the outcome
         with job.lock:
             if job.finished or job.abandoned:
                 return
+            began = job.began is not None
+            if began and job.lease.kind != "python":
+                return  # between start and spawn: run_command sees kill_reason, kills at once
             job.abandoned = True
-        log.warning("task %s %s; abandoning its thread", job.lease.iid, message)
-        self.pool.replace()
+        if began:
+            log.warning("task %s %s; abandoning its thread", job.lease.iid, message)
+            # only a thread that is running the task is lost to the pool: one that
+            # never began keeps its slot, and a replacement would oversubscribe it
+            self.pool.replace()
+        else:
+            log.info("task %s %s before it began; it will not run", job.lease.iid, message)
         outcome = "timed_out" if reason == "timed_out" else "cancelled"
         self._on_done(job, Outcome(ok=False, outcome=outcome, error=message))
 
