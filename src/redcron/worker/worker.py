@@ -124,7 +124,10 @@ class Worker:
         self.allow_commands = allow_commands
         self.grace = grace
         self.id = name or f"{socket.gethostname()}:{os.getpid()}:{ulid()[-6:]}"
-        self._active: dict[str, Job] = {}
+        # keyed by the whole token, not the task id: a task retried at once
+        # (Retry(delay=0)) can be leased again here while its previous attempt
+        # still waits to be reported, and each attempt holds its own slot
+        self._active: dict[tuple[str, str], Job] = {}
         self._lock = threading.Condition()
         self._results: queue.SimpleQueue[tuple[Job, Outcome] | None] = queue.SimpleQueue()
         self._stopping = threading.Event()
@@ -262,7 +265,7 @@ class Worker:
         jobs = [Job(lease, capture.LineBuffer(cap)) for lease in leases]
         with self._lock:
             for job in jobs:
-                self._active[job.lease.iid] = job
+                self._active[_token(job)] = job
                 self._cpu_used += job.lease.cpu
                 self._mem_used += job.lease.mem
         for job in jobs:
@@ -282,7 +285,7 @@ class Worker:
 
     def _release_slot(self, job: Job) -> None:
         """Forget a job and give back its resources (caller holds the lock)."""
-        if self._active.pop(job.lease.iid, None) is not None:
+        if self._active.pop(_token(job), None) is not None:
             self._cpu_used -= job.lease.cpu
             self._mem_used -= job.lease.mem
 
@@ -456,20 +459,41 @@ class Worker:
         with self._lock:
             jobs = list(self._active.values())
         for shard in shards:
-            tokens = [(j.lease.iid, j.lease.epoch) for j in jobs if j.lease.shard == shard]
-            if not tokens:
+            # One token per task: the newest epoch.  An older attempt of the same
+            # task (finished, its report on the way) lost its lease when the new one
+            # was issued, and heartbeat answers by task id, so a second token for
+            # the id would make the answer ambiguous.
+            newest: dict[str, Job] = {}
+            for j in jobs:
+                if j.lease.shard != shard:
+                    continue
+                seen = newest.get(j.lease.iid)
+                if seen is None or int(j.lease.epoch) > int(seen.lease.epoch):
+                    newest[j.lease.iid] = j
+            if not newest:
                 continue
+            tokens = [_token(j) for j in newest.values()]
             lost, revoked = self.broker.heartbeat(shard, self.id, self.lease_ttl_ms, tokens)
             for iid in lost:
                 log.warning("lease of %s lost; its result will be discarded", iid)
             for iid in revoked:
-                job = self._active.get(iid)
+                job = newest.get(iid)
                 if job is not None and job.kill_reason is None:
                     log.info("task %s cancelled; killing it", iid)
                     self._end_unkillable(job, "cancelled", "cancelled while running")
 
     def _drain(self, shards: list[int]) -> None:
-        """Wait up to the grace period for running attempts, then hand the rest back."""
+        """Hand back what never began, wait up to the grace period for running
+        attempts, then hand the rest back."""
+        with self._lock:
+            jobs = list(self._active.values())
+        # Prefetched attempts go back at once, for another worker to run now; the
+        # claim (under each job's lock) keeps a slot that frees meanwhile from
+        # starting one that is being handed back.
+        waiting = self._claim(jobs, unstarted_only=True)
+        if waiting:
+            log.info("handing back %d leases that had not started", len(waiting))
+            self._hand_back(waiting)
         deadline = time.monotonic() + (0 if self._hard_stop.is_set() else self.grace)
         with self._lock:
             while self._active and not self._hard_stop.is_set():
@@ -477,19 +501,34 @@ class Worker:
                 if left <= 0:
                     break
                 self._lock.wait(min(left, 0.2))
-            # finished attempts are the reporter's to send, not to hand back
-            left_over = [j for j in self._active.values() if not j.finished]
-        if not left_over:
-            self._reporter_done.set()
-            return
-        log.warning("handing back %d unfinished leases", len(left_over))
-        for job in left_over:
+            jobs = list(self._active.values())
+        # finished (or already ended) attempts are the reporter's to send, not to hand back
+        left_over = self._claim(jobs, unstarted_only=False)
+        if left_over:
+            log.warning("handing back %d unfinished leases", len(left_over))
+            for job in left_over:
+                job.kill("handed back")
+            self._hand_back(left_over)
+        self._reporter_done.set()
+
+    @staticmethod
+    def _claim(jobs: list[Job], unstarted_only: bool) -> list[Job]:
+        """Mark jobs abandoned (the pool will neither start nor report them)."""
+        claimed = []
+        for job in jobs:
             with job.lock:
+                if job.finished or job.abandoned:
+                    continue
+                if unstarted_only and job.began is not None:
+                    continue
                 job.abandoned = True
-            job.kill("handed back")
+            claimed.append(job)
+        return claimed
+
+    def _hand_back(self, jobs: list[Job]) -> None:
         by_shard: dict[int, list[tuple[str, str]]] = {}
-        for job in left_over:
-            by_shard.setdefault(job.lease.shard, []).append((job.lease.iid, job.lease.epoch))
+        for job in jobs:
+            by_shard.setdefault(job.lease.shard, []).append(_token(job))
         for shard, tokens in by_shard.items():
             for attempt in range(5):
                 try:
@@ -499,6 +538,11 @@ class Worker:
                     log.warning("hand-back failed (%s), attempt %d", exc, attempt + 1)
                     time.sleep(0.2 * (attempt + 1))
         with self._lock:
-            for job in left_over:
+            for job in jobs:
                 self._release_slot(job)
-        self._reporter_done.set()
+            self._lock.notify_all()
+
+
+def _token(job: Job) -> tuple[str, str]:
+    """The lease token that names an attempt: (task id, epoch)."""
+    return job.lease.iid, job.lease.epoch
