@@ -150,8 +150,10 @@ class Broker:
 
     def _execute(self, pipe: Any) -> list[Any]:
         """Execute a pipeline; a script error becomes its exception (the first one)."""
+        stack = list(pipe.command_stack)
         try:
             results: list[Any] = pipe.execute(raise_on_error=False)
+            self.scripts.rerun_missing(stack, results)
         except redis.ConnectionError as exc:
             raise ConnectionLost(str(exc)) from exc
         for res in results:
