@@ -1,5 +1,5 @@
 """All Redis I/O lives in this package."""
 
-from redcron.broker.broker import Broker, FailItem, Lease
+from redcron.broker.broker import Broker, FailItem, Lease, LeaseRequest
 
-__all__ = ["Broker", "FailItem", "Lease"]
+__all__ = ["Broker", "FailItem", "Lease", "LeaseRequest"]

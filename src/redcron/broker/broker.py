@@ -59,6 +59,18 @@ class Lease:
 
 
 @dataclass(frozen=True, slots=True)
+class LeaseRequest:
+    """What a worker asks :meth:`Broker.lease` for (see its arguments)."""
+
+    worker: str
+    max_tasks: int
+    ttl_ms: int
+    queues: tuple[str, ...]
+    tenants: tuple[str, ...] = ()
+    capacity: tuple[float | None, int | None] = (None, None)
+
+
+@dataclass(frozen=True, slots=True)
 class FailItem:
     """One failed (or timed out, or cancelled) attempt to report."""
 
@@ -175,24 +187,26 @@ class Broker:
     ) -> list[Lease]:
         """Lease up to ``max_tasks`` ready instances from ``queues`` (optionally only
         from ``tenants``)."""
-        raw = self._run(
-            "lease",
-            shard,
-            [
-                worker,
-                min(max_tasks, MAX_BATCH),
-                ttl_ms,
-                "",
-                ",".join(tenants),
-                self.settings.dispatch_quantum,
-                int(self.settings.aging * 1000),
-                ""
-                if capacity == (None, None)
-                else f"{'' if capacity[0] is None else capacity[0]},"
-                f"{'' if capacity[1] is None else capacity[1]}",
-                *queues,
-            ],
-        )
+        req = LeaseRequest(worker, max_tasks, ttl_ms, tuple(queues), tuple(tenants), capacity)
+        return self._leases(shard, self._run("lease", shard, self._lease_args(req)))
+
+    def _lease_args(self, req: LeaseRequest) -> list[Any]:
+        cpu, mem = req.capacity
+        return [
+            req.worker,
+            min(req.max_tasks, MAX_BATCH),
+            req.ttl_ms,
+            "",
+            ",".join(req.tenants),
+            self.settings.dispatch_quantum,
+            int(self.settings.aging * 1000),
+            ""
+            if req.capacity == (None, None)
+            else f"{'' if cpu is None else cpu},{'' if mem is None else mem}",
+            *req.queues,
+        ]
+
+    def _leases(self, shard: int, raw: Any) -> list[Lease]:
         names = self._names
         out = []
         for iid, epoch, attempt, name, kind, args, timeout_ms, tenant, cpu, mem in raw:
@@ -269,6 +283,25 @@ class Broker:
 
         Logs go first so a dead-lettered attempt's DLQ entry carries its tail.
         """
+        done, failed, _ = self.report_and_lease(shard, worker, completes, fails, logs, None)
+        return done, failed
+
+    def report_and_lease(
+        self,
+        shard: int,
+        worker: str,
+        completes: Sequence[tuple[str, str, bytes]],
+        fails: Sequence[FailItem],
+        logs: Sequence[tuple[str, int, Sequence[str]]],
+        lease: LeaseRequest | None,
+    ) -> tuple[list[bool], list[str | None], list[Lease]]:
+        """:meth:`report`, then (``lease`` given) :meth:`lease`, in one round trip.
+
+        A busy worker reports the batch that just ended and takes the next one
+        in the same pipeline: half the round trips, and the leases see the slots
+        and cap room the reports gave back.  Each script is atomic on its own;
+        the lease runs after the reports, as two separate calls would.
+        """
         pipe = self.client.pipeline(transaction=False)
         self.append_logs(shard, logs, pipe)
         n_logs = len(pipe.command_stack)
@@ -276,10 +309,15 @@ class Broker:
             self._run("complete", shard, _flat([worker, ""], completes), pipe)
         if fails:
             self._run("fail", shard, self._fail_args(worker, fails), pipe)
+        if lease is not None:
+            self._run("lease", shard, self._lease_args(lease), pipe)
         results = self._execute(pipe)[n_logs:]
         done = [bool(x) for x in results[0]] if completes else []
-        failed = [None if x == 0 else _s(x) for x in results[-1]] if fails else []
-        return done, failed
+        failed = (
+            [None if x == 0 else _s(x) for x in results[1 if completes else 0]] if fails else []
+        )
+        leases = self._leases(shard, results[-1]) if lease is not None else []
+        return done, failed, leases
 
     def release(self, shard: int, worker: str, tokens: Iterable[tuple[str, str]]) -> int:
         return int(self._run("release", shard, _flat([worker, ""], tokens)))

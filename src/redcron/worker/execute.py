@@ -52,6 +52,7 @@ class Job:
     # thread we cannot kill, or handed back): the pool must not start or report it
     pgid: int | None = None  # process group to kill (command, or process-pool child)
     kill_reason: str | None = None
+    slot_freed: bool = False  # the worker gave its slot back (guarded by the worker's lock)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def try_begin(self) -> bool:

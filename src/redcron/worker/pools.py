@@ -72,6 +72,10 @@ class ThreadPool:
     def submit(self, job: Job) -> None:
         self._jobs.put(job)
 
+    def queued(self) -> int:
+        """Jobs waiting for a thread."""
+        return self._jobs.qsize()
+
     def replace(self) -> None:
         """A thread was abandoned (timed out or revoked): keep the slot count."""
         self._spawn()
@@ -235,6 +239,10 @@ class ProcessPool:
 
     def submit(self, job: Job) -> None:
         self._jobs.put(job)
+
+    def queued(self) -> int:
+        """Jobs waiting for a slot."""
+        return self._jobs.qsize()
 
     def replace(self) -> None:  # children are killed, never abandoned
         pass

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import random
 import signal
 import socket
@@ -31,7 +30,7 @@ from typing import TYPE_CHECKING
 
 import redis
 
-from redcron.broker import FailItem, Lease
+from redcron.broker import FailItem, Lease, LeaseRequest
 from redcron.clock import ulid
 from redcron.errors import BrokerError, ConfigError
 from redcron.worker import capture
@@ -120,7 +119,17 @@ class Worker:
         self.mem = None if mem is None else validation.mem_bytes(mem, "mem")
         self._cpu_used = 0.0
         self._mem_used = 0
-        self._min_batch = max(1, self.capacity // 4)
+        # leased attempts that have not finished (running or waiting for a slot);
+        # a finished one frees its slot at once, while its report is on the way
+        self._busy = 0
+        # the lease loop waits for this many free slots (0: not waiting), so a
+        # finishing task wakes it only when there is a batch worth leasing
+        self._wake_at = 0
+        self._wake_when_dry = False  # ... or as soon as the pool has nothing queued
+        # A lease call has a fixed cost in Redis (the dispatcher's walk) of several
+        # times one more task in its batch: with prefetched work queued, the slots
+        # are busy anyway, so wait for half the capacity to be free and lease that.
+        self._min_batch = max(1, self.capacity // 2 if prefetch else self.capacity // 4)
         self.allow_commands = allow_commands
         self.grace = grace
         self.id = name or f"{socket.gethostname()}:{os.getpid()}:{ulid()[-6:]}"
@@ -128,8 +137,14 @@ class Worker:
         # (Retry(delay=0)) can be leased again here while its previous attempt
         # still waits to be reported, and each attempt holds its own slot
         self._active: dict[tuple[str, str], Job] = {}
-        self._lock = threading.Condition()
-        self._results: queue.SimpleQueue[tuple[Job, Outcome] | None] = queue.SimpleQueue()
+        self._mutex = threading.RLock()
+        self._lock = threading.Condition(self._mutex)
+        # ended attempts waiting to be reported; the lease loop sends them with its
+        # next lease while it is busy, the reporter thread when it is not
+        self._done: list[tuple[Job, Outcome]] = []
+        self._leaser_reports = False
+        self._closing = False
+        self._report_cv = threading.Condition(self._mutex)
         self._stopping = threading.Event()
         self._hard_stop = threading.Event()
         self._reporter_done = threading.Event()
@@ -183,7 +198,9 @@ class Worker:
             self._lease_loop(shards)
         finally:
             self._drain(shards)
-            self._results.put(None)
+            with self._lock:
+                self._closing = True
+                self._report_cv.notify()
             reporter.join(timeout=10)
             keeper.join(timeout=5)
             self.pool.shutdown()
@@ -216,41 +233,82 @@ class Worker:
         start = 0
         while not self._stopping.is_set():
             with self._lock:
-                free = self.capacity - len(self._active)
-                if free <= 0:
-                    self._lock.wait(0.5)
+                self._leaser_reports = True
+                free = self.capacity - self._busy
+                if free <= 0 or len(self._active) >= self.capacity + MAX_REPORT:
+                    # full, or reports are not getting through: lease no more
+                    self._wait_for_slots(1, 0.5)
                     continue
-                if free < self._min_batch and self._active:
-                    # a lease call costs a round trip: gather a few free slots first
-                    self._lock.wait(0.002)
-                    free = self.capacity - len(self._active)
+                if free < self._min_batch and self._busy:
+                    if self.pool.queued():
+                        # every slot has work: lease once a batch is free, or the
+                        # queue runs dry (a slot would idle)
+                        self._wait_for_slots(self._min_batch, 0.05, when_dry=True)
+                    else:
+                        # a lease call costs a round trip: gather a few free slots first
+                        self._wait_for_slots(self._min_batch, 0.002)
+                    free = self.capacity - self._busy
+                items = self._take_done()
             try:
-                got = 0
-                for i in range(len(shards)):
-                    shard = shards[(start + i) % len(shards)]
-                    leases = self.broker.lease(
-                        shard,
-                        self.id,
-                        free,
-                        self.lease_ttl_ms,
-                        self.queues,
-                        self.tenants,
-                        self._free_resources(),
-                    )
-                    if leases:
-                        self._dispatch(shard, leases)
-                        got += len(leases)
-                        free -= len(leases)
-                    if free <= 0:
-                        break
+                got = self._exchange(shards, start, items, free)
+                items = []
                 start += 1
                 if not got:
+                    # nothing ready: the reporter sends what ends while we block
+                    self._set_leaser_reports(False)
                     self.broker.wait_for_work(shards, self.queues, 1.0)
                 backoff = 0.1
             except TRANSIENT as exc:
+                self._set_leaser_reports(False, unsent=items)
                 log.warning("lease failed (%s); retrying in %.1fs", exc, backoff)
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
+        self._set_leaser_reports(False)
+
+    def _exchange(
+        self, shards: list[int], start: int, items: list[tuple[Job, Outcome]], free: int
+    ) -> int:
+        """Report ``items`` and lease up to ``free`` attempts, one round trip per shard
+        visited; returns how many were leased.  Shards are visited in rotation
+        from ``start``; a shard with reports but no room left gets only those."""
+        by_shard: dict[int, list[tuple[Job, Outcome]]] = {}
+        for item in items:
+            by_shard.setdefault(item[0].lease.shard, []).append(item)
+        got = 0
+        for i in range(len(shards)):
+            shard = shards[(start + i) % len(shards)]
+            group = by_shard.pop(shard, [])
+            if free <= 0:
+                if group:
+                    self._send(shard, group, None)
+                continue
+            req = LeaseRequest(
+                self.id,
+                free,
+                self.lease_ttl_ms,
+                tuple(self.queues),
+                tuple(self.tenants),
+                self._free_resources(),
+            )
+            leases = self._send(shard, group, req)
+            if leases:
+                self._dispatch(shard, leases)
+                got += len(leases)
+                free -= len(leases)
+        for shard, group in by_shard.items():  # shards this worker does not poll
+            self._send(shard, group, None)
+        return got
+
+    def _wait_for_slots(self, need: int, timeout: float, when_dry: bool = False) -> None:
+        """Wait (caller holds the lock) until ``need`` slots are free (or, with
+        ``when_dry``, the pool has nothing queued), or ``timeout``."""
+        self._wake_at = need
+        self._wake_when_dry = when_dry
+        try:
+            self._lock.wait(timeout)
+        finally:
+            self._wake_at = 0
+            self._wake_when_dry = False
 
     def _free_resources(self) -> tuple[float | None, int | None]:
         """What is left of the declared capacity (None: not declared)."""
@@ -266,6 +324,7 @@ class Worker:
         with self._lock:
             for job in jobs:
                 self._active[_token(job)] = job
+                self._busy += 1
                 self._cpu_used += job.lease.cpu
                 self._mem_used += job.lease.mem
         for job in jobs:
@@ -283,88 +342,126 @@ class Worker:
                 continue
             self.pool.submit(job)
 
-    def _release_slot(self, job: Job) -> None:
-        """Forget a job and give back its resources (caller holds the lock)."""
-        if self._active.pop(_token(job), None) is not None:
-            self._cpu_used -= job.lease.cpu
-            self._mem_used -= job.lease.mem
+    def _free_slot(self, job: Job) -> None:
+        """Give back a job's slot and resources, once: it finished, ended before it
+        began, or was handed back (caller holds the lock)."""
+        if job.slot_freed:
+            return
+        job.slot_freed = True
+        self._busy -= 1
+        self._cpu_used -= job.lease.cpu
+        self._mem_used -= job.lease.mem
+        if self._wake_at and (
+            self.capacity - self._busy >= self._wake_at
+            or (self._wake_when_dry and not self.pool.queued())
+        ):
+            self._lock.notify()
 
     def _on_done(self, job: Job, outcome: Outcome) -> None:
-        self._results.put((job, outcome))
+        # The slot is free as soon as the attempt has ended, not once its report
+        # has landed: the lease stays held (and heartbeated) until then, but the
+        # next task need not wait a reporting round trip to start.
+        with self._lock:
+            self._free_slot(job)
+            self._done.append((job, outcome))
+            if not self._leaser_reports:
+                self._report_cv.notify()
+
+    def _take_done(self) -> list[tuple[Job, Outcome]]:
+        """Ended attempts to report, a batch at most (caller holds the lock)."""
+        items = self._done[:MAX_REPORT]
+        del self._done[:MAX_REPORT]
+        return items
+
+    def _set_leaser_reports(
+        self, on: bool, unsent: list[tuple[Job, Outcome]] | None = None
+    ) -> None:
+        """Say whether the lease loop carries reports; when it stops, the reporter
+        takes over what is waiting (``unsent`` first: a batch that failed to go)."""
+        with self._lock:
+            if unsent:
+                self._done[:0] = unsent
+            self._leaser_reports = on
+            if not on and self._done:
+                self._report_cv.notify()
 
     def _report_loop(self) -> None:
-        pending: list[tuple[Job, Outcome]] = []
-        closing = False
+        """Report what ends while the lease loop is not about to (it carries reports
+        with its next lease while busy): blocked on an empty queue, backing off,
+        or stopped."""
         backoff = 0.1
         while True:
-            if not pending:
-                item = self._results.get()
-                if item is None:
-                    closing = True
-                else:
-                    pending.append(item)
-            while len(pending) < MAX_REPORT:
-                try:
-                    item = self._results.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    closing = True
-                    continue
-                pending.append(item)
-            if pending:
-                try:
-                    self._report(pending)
-                    pending = []
-                    backoff = 0.1
-                except TRANSIENT as exc:
-                    log.warning("report failed (%s); retrying in %.1fs", exc, backoff)
-                    if closing and self._hard_stop.is_set():
+            with self._lock:
+                while not (self._done and (self._closing or not self._leaser_reports)):
+                    if self._closing and not self._done:
                         return
-                    time.sleep(backoff)
-                    backoff = min(backoff * 2, 5.0)
-                    continue
-            if closing and not pending:
-                return
+                    self._report_cv.wait(1.0)
+                items = self._take_done()
+            try:
+                self._report(items)
+                backoff = 0.1
+            except TRANSIENT as exc:
+                with self._lock:
+                    self._done[:0] = items
+                log.warning("report failed (%s); retrying in %.1fs", exc, backoff)
+                if self._closing and self._hard_stop.is_set():
+                    return
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
 
     def _report(self, items: list[tuple[Job, Outcome]]) -> None:
         by_shard: dict[int, list[tuple[Job, Outcome]]] = {}
         for job, out in items:
             by_shard.setdefault(job.lease.shard, []).append((job, out))
         for shard, group in by_shard.items():
-            completes: list[tuple[str, str, bytes]] = []
-            fails: list[FailItem] = []
-            logs: list[tuple[str, int, Sequence[str]]] = []
-            for job, out in group:
-                lease = job.lease
-                lines = out.lines or job.buffer.drain()
-                if lines:
-                    logs.append((lease.iid, lease.attempt, lines))
-                if out.ok:
-                    completes.append((lease.iid, lease.epoch, out.result))
-                else:
-                    fails.append(
-                        FailItem(
-                            lease.iid,
-                            lease.epoch,
-                            out.outcome,
-                            out.error,
-                            out.retryable,
-                            out.delay_ms,
-                            out.exit_code,
-                        )
+            self._send(shard, group, None)
+
+    def _send(
+        self, shard: int, group: list[tuple[Job, Outcome]], req: LeaseRequest | None
+    ) -> list[Lease]:
+        """Logs, completions and failures of one shard, and a lease if asked for,
+        in one round trip; then forget the reported attempts."""
+        completes: list[tuple[str, str, bytes]] = []
+        fails: list[FailItem] = []
+        logs: list[tuple[str, int, Sequence[str]]] = []
+        for job, out in group:
+            lease = job.lease
+            lines = out.lines or job.buffer.drain()
+            if lines:
+                logs.append((lease.iid, lease.attempt, lines))
+            if out.ok:
+                completes.append((lease.iid, lease.epoch, out.result))
+            else:
+                fails.append(
+                    FailItem(
+                        lease.iid,
+                        lease.epoch,
+                        out.outcome,
+                        out.error,
+                        out.retryable,
+                        out.delay_ms,
+                        out.exit_code,
                     )
-            done, failed = self.broker.report(shard, self.id, completes, fails, logs)
-            lost = done.count(False) + failed.count(None)
-            if lost:
-                log.warning(
-                    "%d results rejected: their leases were lost (reaped or cancelled)", lost
                 )
-            with self._lock:
-                for job, _out in group:
-                    self._release_slot(job)
-                self.processed += len(group)
-                self._lock.notify_all()
+        if not group:
+            if req is None:
+                return []
+            return self.broker.lease(
+                shard, self.id, req.max_tasks, req.ttl_ms, req.queues, req.tenants, req.capacity
+            )
+        done, failed, leases = self.broker.report_and_lease(
+            shard, self.id, completes, fails, logs, req
+        )
+        lost = done.count(False) + failed.count(None)
+        if lost:
+            log.warning("%d results rejected: their leases were lost (reaped or cancelled)", lost)
+        with self._lock:
+            for job, _out in group:
+                self._active.pop(_token(job), None)
+            self.processed += len(group)
+            if self._stopping.is_set():
+                self._lock.notify_all()  # the drain waits for the last report
+        return leases
 
     def _keep_loop(self, shards: list[int]) -> None:
         hb_every = self.lease_ttl_ms / 1000 / 6
@@ -475,7 +572,10 @@ class Worker:
             tokens = [_token(j) for j in newest.values()]
             lost, revoked = self.broker.heartbeat(shard, self.id, self.lease_ttl_ms, tokens)
             for iid in lost:
-                log.warning("lease of %s lost; its result will be discarded", iid)
+                # a finished attempt's report may have landed since the heartbeat read
+                # the map: only a lease lost under a running attempt is news
+                if not newest[iid].finished:
+                    log.warning("lease of %s lost; its result will be discarded", iid)
             for iid in revoked:
                 job = newest.get(iid)
                 if job is not None and job.kill_reason is None:
@@ -539,7 +639,8 @@ class Worker:
                     time.sleep(0.2 * (attempt + 1))
         with self._lock:
             for job in jobs:
-                self._release_slot(job)
+                self._active.pop(_token(job), None)
+                self._free_slot(job)
             self._lock.notify_all()
 
 
