@@ -22,6 +22,7 @@ import redis
 
 from redcron.app import App
 from redcron.clock import ulid
+from redcron.config import WORKER_PREFETCH_PER_SLOT
 
 
 def register(app: App) -> App:
@@ -76,7 +77,7 @@ def redis_for_bench(url: str | None) -> Iterator[str]:
 
 @contextmanager
 def worker_process(
-    url: str, prefix: str, concurrency: int, pool: str, prefetch: int = 0
+    url: str, prefix: str, concurrency: int, pool: str, prefetch: int | None = 0
 ) -> Iterator[subprocess.Popen[bytes]]:
     with _python_process(
         url,
@@ -129,9 +130,10 @@ def throughput(
     pool: str,
     body: str,
     redis_url: str | None,
-    prefetch: int = 0,
+    prefetch: int | None = None,
 ) -> dict[str, Any]:
-    """Enqueue ``tasks`` with enqueue_many, then one worker process drains them."""
+    """Enqueue ``tasks`` with enqueue_many, then one worker process drains them
+    (``prefetch`` None: the worker's default)."""
     prefix = f"rcbench{ulid()[-6:].lower()}"
     with redis_for_bench(redis_url) as url:
         bapp = _bench_app(url, prefix)
@@ -157,7 +159,9 @@ def throughput(
                 "workers": 1,
                 "pool": pool,
                 "concurrency": concurrency,
-                "prefetch": prefetch,
+                "prefetch": WORKER_PREFETCH_PER_SLOT * concurrency
+                if prefetch is None
+                else prefetch,
                 "body": body,
                 "enqueue_per_s": round((tasks - singles) / many_s),
                 "enqueue_single_per_s": round(singles / single_s),

@@ -32,6 +32,7 @@ import redis
 
 from redcron.broker import FailItem, Lease, LeaseRequest
 from redcron.clock import ulid
+from redcron.config import WORKER_CONCURRENCY, WORKER_PREFETCH_PER_SLOT
 from redcron.errors import BrokerError, ConfigError
 from redcron.worker import capture
 from redcron.worker.execute import Job, Outcome
@@ -61,7 +62,10 @@ class Worker:
             leases are handed back.
         app_path: ``module:app``, needed by the processes pool to import tasks.
         name: worker id (default ``host:pid:random``).
-        prefetch: leases held beyond ``concurrency`` (waiting for a slot).
+        prefetch: leases held beyond ``concurrency``, waiting for a slot (default
+            ``2 x concurrency``; use 0 for long tasks, so that a held lease does
+            not wait behind them while another worker is idle).  A prefetched
+            attempt that was never started is handed back at once on shutdown.
         cpus: cores this worker offers; tasks asking for cpu are leased only
             while they fit, and never more than this runs at once.
         mem: memory this worker offers (bytes, or text such as ``16G``), likewise.
@@ -70,7 +74,7 @@ class Worker:
     def __init__(
         self,
         app: App,
-        concurrency: int = 8,
+        concurrency: int = WORKER_CONCURRENCY,
         pool: str = "threads",
         queues: Sequence[str] = ("default",),
         tenants: Sequence[str] = (),
@@ -79,7 +83,7 @@ class Worker:
         grace: float = 30.0,
         app_path: str | None = None,
         name: str | None = None,
-        prefetch: int = 0,
+        prefetch: int | None = None,
         cpus: float | None = None,
         mem: int | str | None = None,
     ) -> None:
@@ -110,6 +114,8 @@ class Worker:
             )
         self.lease_ttl_ms = int(ttl * 1000)
         self.concurrency = concurrency
+        if prefetch is None:
+            prefetch = WORKER_PREFETCH_PER_SLOT * concurrency
         if prefetch < 0:
             raise ConfigError("prefetch: must be >= 0")
         # leases held beyond the running slots, so the next batch is ready when
@@ -235,11 +241,12 @@ class Worker:
             with self._lock:
                 self._leaser_reports = True
                 free = self.capacity - self._busy
-                if free <= 0 or len(self._active) >= self.capacity + MAX_REPORT:
-                    # full, or reports are not getting through: lease no more
+                if len(self._active) >= self.capacity + MAX_REPORT:
+                    free = 0  # reports are not getting through: lease no more until they do
+                if free <= 0 and not self._done:
                     self._wait_for_slots(1, 0.5)
                     continue
-                if free < self._min_batch and self._busy:
+                if 0 < free < self._min_batch and self._busy:
                     if self.pool.queued():
                         # every slot has work: lease once a batch is free, or the
                         # queue runs dry (a slot would idle)
@@ -253,12 +260,14 @@ class Worker:
                 got = self._exchange(shards, start, items, free)
                 items = []
                 start += 1
-                if not got:
+                if not got and free > 0:
                     # nothing ready: the reporter sends what ends while we block
                     self._set_leaser_reports(False)
                     self.broker.wait_for_work(shards, self.queues, 1.0)
                 backoff = 0.1
             except TRANSIENT as exc:
+                with self._lock:  # a shard's reports that went through are forgotten
+                    items = [it for it in items if _token(it[0]) in self._active]
                 self._set_leaser_reports(False, unsent=items)
                 log.warning("lease failed (%s); retrying in %.1fs", exc, backoff)
                 self._stopping.wait(backoff)
@@ -401,8 +410,8 @@ class Worker:
                 self._report(items)
                 backoff = 0.1
             except TRANSIENT as exc:
-                with self._lock:
-                    self._done[:0] = items
+                with self._lock:  # a shard's reports that went through are forgotten
+                    self._done[:0] = [it for it in items if _token(it[0]) in self._active]
                 log.warning("report failed (%s); retrying in %.1fs", exc, backoff)
                 if self._closing and self._hard_stop.is_set():
                     return
