@@ -113,10 +113,13 @@ class Scripts:
         ``NOSCRIPT`` reply means that call did nothing, so loading the script and
         running the call again is exactly once.
         """
+        missing = [
+            i for i, res in enumerate(results) if isinstance(res, redis.exceptions.NoScriptError)
+        ]
+        if not missing:
+            return
         by_sha = {s.sha: s for s in self._scripts.values()}
-        for i, res in enumerate(results):
-            if not isinstance(res, redis.exceptions.NoScriptError):
-                continue
+        for i in missing:
             args, _options = stack[i]  # ("EVALSHA", sha, numkeys, *keys_and_args)
             script = by_sha.get(args[1])
             if script is None:
