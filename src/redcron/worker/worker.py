@@ -2,13 +2,19 @@
 
 Threads (each with its own Redis connection from the pool):
 
-- main: leases up to the free slots from every shard, dispatches, marks the
-  batch running; when nothing is ready it blocks (≤ 1 s) on the wake lists.
-- reporter: drains finished attempts and reports logs, completions and
-  failures of a shard in one round trip.
-- keeper: heartbeats all leases every TTL/6 (one call per shard), enforces
-  timeouts, kills revoked work, and runs promote/reap at most once per shard
-  per interval across all workers (a short lock).
+- main (lease loop): leases up to the free slots plus the prefetch from every
+  shard and dispatches; while busy, it sends the reports of the attempts that
+  ended (logs, completions, failures) in the same pipeline as its next lease,
+  one round trip per batch; when nothing is ready it blocks (≤ 1 s) on the
+  wake lists.
+- reporter: reports what ends while the lease loop blocks, backs off or has
+  stopped, so no result waits on the wake lists.
+- keeper: sends 'running' marks, heartbeats all leases every TTL/6 (one call
+  per shard), enforces timeouts, kills revoked work, and runs promote/reap at
+  most once per shard per interval across all workers (a short lock).
+
+A slot is free as soon as its attempt ends; the lease stays held (and
+heartbeated) until its report lands.
 
 Redis going away never kills the worker: every loop backs off and retries,
 and finished attempts wait in memory until they can be reported.
