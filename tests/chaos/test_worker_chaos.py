@@ -8,6 +8,7 @@ ends exactly once with the right outcome (5), and runaway work is killed.
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import signal
 import time
@@ -18,6 +19,7 @@ from typing import Any
 import chaos_app  # tests/apps and tests/helpers are put on sys.path by tests/conftest.py
 import pytest
 import redis
+import worker_procs
 from worker_procs import WorkerProc, chaos_app_client, outcomes, wait_for, worker_spawner
 
 from redcron import App
@@ -178,6 +180,22 @@ def test_process_pool_child_dies_with_its_sigkilled_worker(
             os.killpg(child, signal.SIGKILL)  # the old behaviour: don't leak it past the test
     assert "Traceback" not in w.log()
     assert "BrokenPipe" not in w.log()
+
+
+def test_lifeline_watchdog_alone_kills_the_child() -> None:
+    # the fallback where no death signal exists: the child's group goes when the
+    # only write end of its pipe is closed (as when the worker dies)
+    ctx = multiprocessing.get_context("spawn")
+    reader, writer = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=worker_procs.lifeline_sleeper, args=(reader,), daemon=True)
+    child.start()
+    reader.close()
+    try:
+        writer.close()
+        child.join(20)
+        assert child.exitcode == -signal.SIGKILL
+    finally:
+        child.kill()
 
 
 # -- cancel of running work ---------------------------------------------------------

@@ -125,6 +125,12 @@ def _die_with_parent(parent_pid: int, lifeline: Connection) -> None:
             libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent_pid:
         os._exit(1)  # orphaned before the death signal was armed
+    watch_lifeline(lifeline)
+
+
+def watch_lifeline(lifeline: Connection) -> None:
+    """Kill this process's group once the write end of ``lifeline`` is closed
+    everywhere (its holder died), from a daemon thread."""
 
     def watch() -> None:
         with contextlib.suppress(EOFError, OSError):
