@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import chaos_app  # tests/apps and tests/helpers are put on sys.path by tests/conftest.py
 import pytest
@@ -238,18 +239,21 @@ def test_attempt_leased_again_by_the_same_worker_keeps_its_own_lease(
         finish.wait(60)
         return ctx.attempt
 
-    # Hold the reporter after attempt 1's failure is recorded (the task is ready
-    # again at once) until this worker has leased and started attempt 2: only
-    # then is attempt 1's slot released, as happens when the lease loop wins.
-    real_report = app.broker.report
+    # Hold the reporter thread after attempt 1's failure is recorded (the task is
+    # ready again at once) until this worker has leased and started attempt 2:
+    # only then is attempt 1 forgotten, as happens when the lease loop wins.
+    # (A report the lease loop carries with its lease is forgotten before the
+    # leases it brings are dispatched: no race there, and no waiting on itself.)
+    real = app.broker.report_and_lease
 
-    def report(*args: object, **kwargs: object) -> object:
-        out = real_report(*args, **kwargs)  # type: ignore[arg-type]
-        if args[3]:  # fails
+    def report_and_lease(*args: Any) -> Any:
+        out = real(*args)
+        fails, lease = args[3], args[5]
+        if fails and lease is None:
             began.wait(30)
         return out
 
-    monkeypatch.setattr(app.broker, "report", report)
+    monkeypatch.setattr(app.broker, "report_and_lease", report_and_lease)
     w = start_worker(concurrency=2, lease_ttl=1.5, cpus=2)
     h = again.enqueue()
     try:
