@@ -12,13 +12,17 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import redis
+
 from redcron.app import App
 from redcron.clock import ulid
+from redcron.config import WORKER_PREFETCH_PER_SLOT
 from redcron.states import TaskState
 
 #: the state field as the pipeline returns it (bytes), compared in a hot loop
@@ -32,9 +36,19 @@ def register(app: App) -> App:
     def noop() -> None:
         return None
 
+    local = threading.local()
+
     @app.task(name="bench.incr", retries=0)
     def incr() -> None:
-        app.broker.client.incr(f"{app.settings.prefix}:bench:counter")
+        # The body peer queues are compared on: one INCR on the executing thread's
+        # own connection (per thread, per process), as a task with its own client
+        # would do, not on the worker's shared pool.
+        client = getattr(local, "client", None)
+        if client is None:
+            client = local.client = redis.Redis.from_url(
+                app.settings.redis_url, single_connection_client=True
+            )
+        client.incr(f"{app.settings.prefix}:bench:counter")
 
     @app.task(name="bench.now", retries=0)
     def now() -> float:
@@ -67,7 +81,7 @@ def redis_for_bench(url: str | None) -> Iterator[str]:
 
 @contextmanager
 def worker_process(
-    url: str, prefix: str, concurrency: int, pool: str, prefetch: int = 0
+    url: str, prefix: str, concurrency: int, pool: str, prefetch: int | None = 0
 ) -> Iterator[subprocess.Popen[bytes]]:
     with _python_process(
         url,
@@ -120,9 +134,10 @@ def throughput(
     pool: str,
     body: str,
     redis_url: str | None,
-    prefetch: int = 0,
+    prefetch: int | None = None,
 ) -> dict[str, Any]:
-    """Enqueue ``tasks`` with enqueue_many, then one worker process drains them."""
+    """Enqueue ``tasks`` with enqueue_many, then one worker process drains them
+    (``prefetch`` None: the worker's default)."""
     prefix = f"rcbench{ulid()[-6:].lower()}"
     with redis_for_bench(redis_url) as url:
         bapp = _bench_app(url, prefix)
@@ -148,7 +163,9 @@ def throughput(
                 "workers": 1,
                 "pool": pool,
                 "concurrency": concurrency,
-                "prefetch": prefetch,
+                "prefetch": WORKER_PREFETCH_PER_SLOT * concurrency
+                if prefetch is None
+                else prefetch,
                 "body": body,
                 "enqueue_per_s": round((tasks - singles) / many_s),
                 "enqueue_single_per_s": round(singles / single_s),

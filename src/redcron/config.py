@@ -17,6 +17,16 @@ from redcron.errors import ConfigError
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
+#: Worker defaults (``redcron worker``, :class:`redcron.worker.Worker`, and the
+#: throughput benchmark), chosen from ``redcron bench throughput`` on a 2-core
+#: box (docs/operations.md): 8 threads, and a prefetch of twice that, so the
+#: lease loop takes the next batch while the slots still have work and leases
+#: in batches big enough to spread the dispatcher's per-call cost in Redis.
+#: Long tasks want ``--prefetch 0``: a held lease waits behind them while
+#: another worker might be idle.
+WORKER_CONCURRENCY = 8
+WORKER_PREFETCH_PER_SLOT = 2
+
 
 @dataclass(frozen=True)
 class Settings:

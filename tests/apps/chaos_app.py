@@ -48,6 +48,14 @@ def register(app: App) -> None:
         while time.monotonic() < end:
             time.sleep(0.02)
 
+    @app.task(name="wait_key", retries=0)
+    def wait_key(ctx: Context, key: str, limit: float = 60.0) -> int:
+        """Hold a slot until ``key`` exists (bounded); returns the pid that ran it."""
+        end = time.monotonic() + limit
+        while not client(ctx).exists(key) and time.monotonic() < end:
+            time.sleep(0.02)
+        return os.getpid()
+
     @app.task(name="whoami", retries=0)
     def whoami() -> int:
         return os.getpid()

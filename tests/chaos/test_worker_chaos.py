@@ -7,6 +7,8 @@ ends exactly once with the right outcome (5), and runaway work is killed.
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
 import os
 import signal
 import time
@@ -17,6 +19,7 @@ from typing import Any
 import chaos_app  # tests/apps and tests/helpers are put on sys.path by tests/conftest.py
 import pytest
 import redis
+import worker_procs
 from worker_procs import WorkerProc, chaos_app_client, outcomes, wait_for, worker_spawner
 
 from redcron import App
@@ -158,6 +161,41 @@ def test_runaway_python_in_process_pool_is_killed_and_respawned(
     fresh = app.enqueue("whoami").result(timeout=30)
     assert isinstance(fresh, int) and fresh != child
     assert r.llen(pids) == 1  # retries=0: never ran again
+
+
+def test_process_pool_child_dies_with_its_sigkilled_worker(
+    app: App, spawn: Callable[..., WorkerProc], r: redis.Redis
+) -> None:
+    w = spawn(pool="processes", app_path="chaos_app:app", lease_ttl=2.0)
+    h = app.enqueue("slow", 60, _timeout=3)
+    seen = wait_for(lambda: attempts_seen(r, app, h.id), "the task to run in a child")
+    child = int(seen[0].split(":")[1])
+    try:
+        w.sigkill()
+        # nobody is left to enforce its 3 s timeout or read its result: it must go now,
+        # not 60 s later on a broken pipe
+        wait_for(lambda: not alive(child), f"child {child} to die with its worker", timeout=10)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child, signal.SIGKILL)  # the old behaviour: don't leak it past the test
+    assert "Traceback" not in w.log()
+    assert "BrokenPipe" not in w.log()
+
+
+def test_lifeline_watchdog_alone_kills_the_child() -> None:
+    # the fallback where no death signal exists: the child's group goes when the
+    # only write end of its pipe is closed (as when the worker dies)
+    ctx = multiprocessing.get_context("spawn")
+    reader, writer = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=worker_procs.lifeline_sleeper, args=(reader,), daemon=True)
+    child.start()
+    reader.close()
+    try:
+        writer.close()
+        child.join(20)
+        assert child.exitcode == -signal.SIGKILL
+    finally:
+        child.kill()
 
 
 # -- cancel of running work ---------------------------------------------------------

@@ -161,3 +161,13 @@ def thread_workers(app: App, name: str = "test-worker") -> Iterator[Callable[...
     for _w, t in running:
         t.join(15)
         assert not t.is_alive(), "worker thread did not stop"
+
+
+def lifeline_sleeper(lifeline: Any) -> None:
+    """A spawned child that only watches its lifeline (no death signal armed): the
+    portable fallback of the processes pool, on its own."""
+    from redcron.worker.pools import watch_lifeline
+
+    os.setsid()
+    watch_lifeline(lifeline)
+    time.sleep(60)

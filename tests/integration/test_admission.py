@@ -102,6 +102,22 @@ def test_a_submission_over_max_queued_is_refused_and_writes_nothing(
 # -- a batch bigger than one script call is all or nothing (issue 7, bug 4) -----------
 
 
+def test_a_batch_is_admitted_before_its_writes_even_when_redis_lost_its_scripts(
+    app: App, r: redis.Redis
+) -> None:
+    # after a SCRIPT FLUSH (or a restart) only enqueue.lua is loaded again: the
+    # batch's admission calls must not find no script while its writes go ahead
+    app.tenants.set(TENANT, max_queued=300)
+    noop = app.tasks["t.noop"]
+    r.script_flush()
+    noop.enqueue(0, _tenant=TENANT)  # loads enqueue.lua only
+    before = everything(r, app.settings.prefix)
+    with pytest.raises(QuotaExceeded, match="max_queued of 300"):
+        noop.enqueue_many([(i,) for i in range(600)], _tenant=TENANT)
+    assert everything(r, app.settings.prefix) == before
+    assert queued(app) == 1
+
+
 def test_a_batch_over_max_queued_spanning_calls_is_refused_and_writes_nothing(
     app: App, r: redis.Redis
 ) -> None:

@@ -8,9 +8,11 @@ runs the worker as a subprocess, as ``redcron worker`` would.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import chaos_app  # tests/apps and tests/helpers are put on sys.path by tests/conftest.py
 import pytest
@@ -24,7 +26,7 @@ from worker_procs import (
     worker_spawner,
 )
 
-from redcron import App, TaskFailed
+from redcron import App, Context, Retry, TaskFailed
 from redcron.worker import Worker
 
 
@@ -164,6 +166,159 @@ def test_cancel_ready_and_scheduled_work_never_runs(
             h.result(timeout=1)
         assert exc.value.state == "cancelled"
     assert ready.cancel() == "cancelled"  # idempotent
+
+
+# -- prefetched work: cancel, re-lease, shutdown (issue 7) ------------------------
+
+
+class Holder:
+    """In-process tasks that record what ran and how many ran at once; ``first``
+    holds its slot until ``gate`` is set."""
+
+    def __init__(self, app: App) -> None:
+        self.gate = threading.Event()
+        self.ran: list[str] = []
+        self.running = 0
+        self.peak = 0
+        self._lock = threading.Lock()
+
+        @app.task(name="t.hold", retries=0)
+        def hold(tag: str) -> str:
+            with self._lock:
+                self.ran.append(tag)
+                self.running += 1
+                self.peak = max(self.peak, self.running)
+            try:
+                if tag == "first":
+                    self.gate.wait(60)
+            finally:
+                with self._lock:
+                    self.running -= 1
+            return tag
+
+        self.task = hold
+
+
+def test_cancelled_prefetched_task_never_runs_and_slots_stay_at_concurrency(
+    app: App, start_worker: Callable[..., Worker]
+) -> None:
+    holder = Holder(app)
+    try:
+        start_worker(concurrency=1, prefetch=1, lease_ttl=1.2)
+        first = holder.task.enqueue("first")
+        wait_for(lambda: holder.ran == ["first"], "the first task to hold the only slot")
+        second = holder.task.enqueue("second")
+        wait_for(lambda: second.state == "leased", "the second task to be prefetched")
+        assert second.cancel() == "cancel_requested"
+        wait_for(lambda: second.state == "cancelled", "the heartbeat to revoke it")
+        third = holder.task.enqueue("third")
+    finally:
+        holder.gate.set()
+    assert first.result(timeout=30) == "first"
+    # the slot's queue is FIFO: once the third has run, the second was passed over
+    assert third.result(timeout=30) == "third"
+    assert holder.ran == ["first", "third"]
+    assert holder.peak == 1  # -c 1: one at a time, no replacement thread for a task never begun
+    assert outcomes(second.info()) == ["cancelled"]
+
+
+def test_attempt_leased_again_by_the_same_worker_keeps_its_own_lease(
+    app: App,
+    start_worker: Callable[..., Worker],
+    r: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    began = threading.Event()
+    finish = threading.Event()
+
+    @app.task(name="t.again", retries=3, cpu=0.5)
+    def again(ctx: Context) -> int:
+        if ctx.attempt == 1:
+            raise Retry("at once", delay=0)
+        began.set()
+        finish.wait(60)
+        return ctx.attempt
+
+    # Hold the reporter thread after attempt 1's failure is recorded (the task is
+    # ready again at once) until this worker has leased and started attempt 2:
+    # only then is attempt 1 forgotten, as happens when the lease loop wins.
+    # (A report the lease loop carries with its lease is forgotten before the
+    # leases it brings are dispatched: no race there, and no waiting on itself.)
+    real = app.broker.report_and_lease
+
+    def report_and_lease(*args: Any) -> Any:
+        out = real(*args)
+        fails, lease = args[3], args[5]
+        if fails and lease is None:
+            began.wait(30)
+        return out
+
+    monkeypatch.setattr(app.broker, "report_and_lease", report_and_lease)
+    w = start_worker(concurrency=2, lease_ttl=1.5, cpus=2)
+    h = again.enqueue()
+    try:
+        assert began.wait(30)
+        wait_for(lambda: w.processed >= 1, "attempt 1's slot to be released")
+        key = app.broker.keys.ti(0, h.id)
+        state, epoch, deadline = r.hmget(key, "state", "epoch", "deadline")
+        assert state in (b"leased", b"running") and h.info()["attempt"] == "2"
+
+        def renewed() -> bool:
+            now = r.hmget(key, "epoch", "deadline")
+            return now[0] == epoch and int(now[1] or 0) > int(deadline or 0)
+
+        # attempt 2 is still this worker's: its heartbeats go on
+        wait_for(renewed, "a heartbeat to renew attempt 2's lease", timeout=10)
+    finally:
+        finish.set()
+    assert h.result(timeout=30) == 2
+    assert outcomes(h.info()) == ["failed", "succeeded"]
+    # each attempt gave back its own slot and cpu
+    wait_for(lambda: not w._active, "the worker to forget both attempts")
+    assert w._cpu_used == 0
+
+
+def test_drain_hands_back_prefetched_work_without_starting_it(
+    app: App, start_worker: Callable[..., Worker]
+) -> None:
+    holder = Holder(app)
+    try:
+        w = start_worker(concurrency=1, prefetch=1, grace=60)
+        first = holder.task.enqueue("first")
+        wait_for(lambda: holder.ran == ["first"], "the first task to hold the only slot")
+        second = holder.task.enqueue("second")
+        wait_for(lambda: second.state == "leased", "the second task to be prefetched")
+        w.stop(graceful=True)
+        # handed back at the start of the drain, not after the grace period
+        wait_for(lambda: second.state == "ready", "the prefetched lease to go back", timeout=10)
+    finally:
+        holder.gate.set()  # the slot frees: the handed-back attempt must not start here
+    assert first.result(timeout=30) == "first"
+    info = second.info()
+    assert outcomes(info) == ["lost"]
+    assert "handed back" in info["attempts"][0]["error"]
+    wait_for(lambda: not w._active, "the worker to finish its drain")
+    assert holder.ran == ["first"]
+
+
+def test_process_pool_never_starts_a_cancelled_prefetched_task(
+    app: App, spawn_worker: Callable[..., WorkerProc], r: redis.Redis
+) -> None:
+    spawn_worker(concurrency=1, prefetch=1, pool="processes", app_path="chaos_app:app")
+    go = chaos_app.rec_key(app, "go")
+    first = app.enqueue("wait_key", go)
+    wait_for(lambda: first.state == "running", "the first task to hold the only child")
+    second = app.enqueue("slow", 0)
+    wait_for(lambda: second.state == "leased", "the second task to be prefetched")
+    assert second.cancel() == "cancel_requested"
+    wait_for(lambda: second.state == "cancelled", "the heartbeat to revoke it")
+    r.set(go, "1")
+    child = first.result(timeout=30)
+    # the slot passed the cancelled task over: the same child serves the next one,
+    # not killed and respawned for a task that was never to start
+    assert app.enqueue("whoami").result(timeout=30) == child
+    assert r.llen(chaos_app.rec_key(app, "attempts", second.id)) == 0
+    assert outcomes(second.info()) == ["cancelled"]
 
 
 # -- ctx and output capture --------------------------------------------------------

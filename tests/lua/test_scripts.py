@@ -52,7 +52,15 @@ def test_noscript_is_reloaded_transparently(broker: Broker, r: redis.Redis) -> N
     rows = [row(f"0-{ulid()}") for _ in range(300)]
     assert broker.enqueue(rows) == 300
     r.script_flush()
-    assert len(broker.lease(0, "w1", 5, 10_000, ["default"])) == 5
+    held = broker.lease(0, "w1", 5, 10_000, ["default"])
+    assert len(held) == 5
+    # a pipelined call that finds no script is re-run once, in place, after loading it
+    r.script_flush()
+    done, failed = broker.report(0, "w1", [(x.iid, x.epoch, b"\xc0") for x in held[:3]], [], [])
+    assert done == [True] * 3 and failed == []
+    r.script_flush()
+    done, failed = broker.report(0, "w1", [(x.iid, x.epoch, b"\xc0") for x in held], [], [])
+    assert done == [False] * 3 + [True] * 2  # each call ran once: the first three were done
 
 
 def test_every_script_loads_and_declares_its_interface(r: redis.Redis) -> None:

@@ -589,7 +589,7 @@ class Beat:
                     pipe=pipe,
                 )  # fmt: skip
                 chunks.append(len(chunk))
-            for n, res in zip(chunks, pipe.execute(raise_on_error=False), strict=True):
+            for n, res in zip(chunks, broker.execute(pipe), strict=True):
                 out += [res] * n if isinstance(res, redis.ResponseError) else list(res)
         return out
 

@@ -65,6 +65,18 @@ class Lease:
     mem: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class LeaseRequest:
+    """What a worker asks :meth:`Broker.lease` for (see its arguments)."""
+
+    worker: str
+    max_tasks: int
+    ttl_ms: int
+    queues: tuple[str, ...]
+    tenants: tuple[str, ...] = ()
+    capacity: tuple[float | None, int | None] = (None, None)
+
+
 class Broker:
     """All Redis operations of one deployment (one key prefix)."""
 
@@ -193,7 +205,7 @@ class Broker:
             # the writes wait for every shard's admission, a round trip later
             pipe.delete(*batch.values())
             try:
-                self._execute(pipe)
+                self._execute(pipe, ordered=True)
             except RedcronError:
                 self._release(batch, tenants)
                 raise
@@ -208,7 +220,7 @@ class Broker:
         end = len(pipe.command_stack)
         pipe.delete(*batch.values())
         try:
-            results = self._execute(pipe)
+            results = self._execute(pipe, ordered=True)
         except RedcronError:
             self._release(batch, tenants)
             raise
@@ -229,12 +241,30 @@ class Broker:
         except redis.RedisError as exc:
             log.warning("could not release a refused batch's reservations: %s", exc)
 
-    def _execute(self, pipe: Any) -> list[Any]:
-        """Execute a pipeline; a script error becomes its exception (the first one)."""
+    def execute(self, pipe: Any, ordered: bool = False) -> list[Any]:
+        """Execute a pipeline of script calls: every reply in order, a refused call's
+        error in its place.
+
+        A call that found no script (a flushed or restarted Redis) is loaded and
+        run again *after* the rest of the pipeline.  That is harmless where the
+        calls do not depend on each other's order (reports and a lease, fires of
+        one script); a pipeline whose later calls rely on earlier ones having
+        run (an admission check, then the writes it guards) passes ``ordered``,
+        and its scripts are made sure of first (one more round trip).
+        """
+        stack = list(pipe.command_stack)
         try:
+            if ordered:
+                self.scripts.ensure_loaded(stack)
             results: list[Any] = pipe.execute(raise_on_error=False)
+            self.scripts.rerun_missing(stack, results)
         except redis.ConnectionError as exc:
             raise ConnectionLost(str(exc)) from exc
+        return results
+
+    def _execute(self, pipe: Any, ordered: bool = False) -> list[Any]:
+        """Execute a pipeline; a script error becomes its exception (the first one)."""
+        results = self.execute(pipe, ordered)
         for res in results:
             if isinstance(res, redis.ResponseError):
                 raise from_script_error(str(res)) from res
@@ -255,21 +285,23 @@ class Broker:
     ) -> list[Lease]:
         """Lease up to ``max_tasks`` ready instances from ``queues`` (optionally only
         from ``tenants``)."""
-        raw = self._run(
-            "lease",
-            shard,
-            argv.lease(
-                worker,
-                min(max_tasks, MAX_BATCH),
-                ttl_ms,
-                queues,
-                tenants=tenants,
-                quantum=self.settings.dispatch_quantum,
-                aging_ms=int(self.settings.aging * 1000),
-                capacity=capacity,
-                now=now,
-            ),
+        req = LeaseRequest(worker, max_tasks, ttl_ms, tuple(queues), tuple(tenants), capacity)
+        return self._leases(shard, self._run("lease", shard, self._lease_args(req, now)))
+
+    def _lease_args(self, req: LeaseRequest, now: int | None = None) -> list[Any]:
+        return argv.lease(
+            req.worker,
+            min(req.max_tasks, MAX_BATCH),
+            req.ttl_ms,
+            req.queues,
+            tenants=req.tenants,
+            quantum=self.settings.dispatch_quantum,
+            aging_ms=int(self.settings.aging * 1000),
+            capacity=req.capacity,
+            now=now,
         )
+
+    def _leases(self, shard: int, raw: Any) -> list[Lease]:
         names = self._names
         out = []
         for iid, epoch, attempt, name, kind, args, timeout_ms, tenant, cpu, mem in raw:
@@ -352,6 +384,26 @@ class Broker:
 
         Logs go first so a dead-lettered attempt's DLQ entry carries its tail.
         """
+        done, failed, _ = self.report_and_lease(shard, worker, completes, fails, logs, None, now)
+        return done, failed
+
+    def report_and_lease(
+        self,
+        shard: int,
+        worker: str,
+        completes: Sequence[tuple[str, str, bytes]],
+        fails: Sequence[FailItem],
+        logs: Sequence[tuple[str, int, Sequence[str]]],
+        lease: LeaseRequest | None,
+        now: int | None = None,
+    ) -> tuple[list[bool], list[str | None], list[Lease]]:
+        """:meth:`report`, then (``lease`` given) :meth:`lease`, in one round trip.
+
+        A busy worker reports the batch that just ended and takes the next one
+        in the same pipeline: half the round trips, and the leases see the slots
+        and cap room the reports gave back.  Each script is atomic on its own;
+        the lease runs after the reports, as two separate calls would.
+        """
         pipe = self.client.pipeline(transaction=False)
         self.append_logs(shard, logs, pipe)
         n_logs = len(pipe.command_stack)
@@ -359,10 +411,15 @@ class Broker:
             self._run("complete", shard, argv.complete(worker, completes, now), pipe)
         if fails:
             self._run("fail", shard, argv.fail(worker, fails, now), pipe)
+        if lease is not None:
+            self._run("lease", shard, self._lease_args(lease, now), pipe)
         results = self._execute(pipe)[n_logs:]
         done = [bool(x) for x in results[0]] if completes else []
-        failed = [None if x == 0 else _s(x) for x in results[-1]] if fails else []
-        return done, failed
+        failed = (
+            [None if x == 0 else _s(x) for x in results[1 if completes else 0]] if fails else []
+        )
+        leases = self._leases(shard, results[-1]) if lease is not None else []
+        return done, failed, leases
 
     def release(
         self, shard: int, worker: str, tokens: Iterable[tuple[str, str]], now: int | None = None

@@ -88,8 +88,11 @@ class Scripts:
     def run(self, name: str, keys: list[str], args: list[Any], client: Any = None) -> Any:
         """Run a script; Lua ``{err = "CODE msg"}`` becomes the matching exception.
 
-        Direct ``EVALSHA`` with a reload on ``NOSCRIPT`` (pipelines go through
-        redis-py's ``Script``, which loads missing scripts before executing).
+        Direct ``EVALSHA`` with a reload on ``NOSCRIPT``.  On a pipeline, a plain
+        ``EVALSHA`` is queued: redis-py's ``Script`` would make every execute send
+        ``SCRIPT EXISTS`` first, one more round trip per batch on the worker's hot
+        path; a ``NOSCRIPT`` reply is rare (a flushed or restarted Redis) and is
+        re-run after the pipeline by :meth:`rerun_missing`.
         """
         script = self._scripts[name]
         try:
@@ -99,10 +102,44 @@ class Scripts:
                 except redis.exceptions.NoScriptError:
                     script.sha = self._client.script_load(script.script)
                     return self._client.evalsha(script.sha, len(keys), *keys, *args)
-            return script(keys=keys, args=args, client=client)
+            return client.evalsha(script.sha, len(keys), *keys, *args)
         except redis.ConnectionError as exc:
             raise ConnectionLost(str(exc)) from exc
         except redis.ResponseError as exc:
             if isinstance(exc, redis.exceptions.NoScriptError):
                 raise
             raise from_script_error(str(exc)) from exc
+
+    def ensure_loaded(self, stack: list[Any]) -> None:
+        """Load the scripts a queued pipeline calls that the server does not hold."""
+        shas = list({args[1] for args, _options in stack if args[0] == "EVALSHA"})
+        if not shas:
+            return
+        by_sha = {s.sha: s for s in self._scripts.values()}
+        for sha, present in zip(shas, self._client.script_exists(*shas), strict=True):
+            if not present and sha in by_sha:
+                self._client.script_load(by_sha[sha].script)
+
+    def rerun_missing(self, stack: list[Any], results: list[Any]) -> None:
+        """Re-run, in place, the pipelined script calls that found no script.
+
+        ``stack`` is the pipeline's command stack as it was before execute.  A
+        ``NOSCRIPT`` reply means that call did nothing, so loading the script and
+        running the call again is exactly once.
+        """
+        missing = [
+            i for i, res in enumerate(results) if isinstance(res, redis.exceptions.NoScriptError)
+        ]
+        if not missing:
+            return
+        by_sha = {s.sha: s for s in self._scripts.values()}
+        for i in missing:
+            args, _options = stack[i]  # ("EVALSHA", sha, numkeys, *keys_and_args)
+            script = by_sha.get(args[1])
+            if script is None:
+                continue
+            self._client.script_load(script.script)
+            try:
+                results[i] = self._client.evalsha(args[1], args[2], *args[3:])
+            except redis.ResponseError as exc:
+                results[i] = exc

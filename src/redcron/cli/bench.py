@@ -6,6 +6,8 @@ import json
 
 import click
 
+from redcron.config import WORKER_CONCURRENCY, WORKER_PREFETCH_PER_SLOT
+
 
 @click.group()
 def bench() -> None:
@@ -27,8 +29,16 @@ def _emit(result: dict[str, object], as_json: bool) -> None:
 
 @bench.command("throughput")
 @click.option("--tasks", default=20_000, show_default=True, help="Tasks to enqueue and drain.")
-@click.option("-c", "--concurrency", default=16, show_default=True, help="Worker slots.")
-@click.option("--prefetch", default=16, show_default=True, help="Leases held beyond the slots.")
+@click.option(
+    "-c", "--concurrency", default=WORKER_CONCURRENCY, show_default=True, help="Worker slots."
+)
+@click.option(
+    "--prefetch",
+    type=click.IntRange(min=0),
+    default=None,
+    show_default=f"the worker's: {WORKER_PREFETCH_PER_SLOT} x concurrency",
+    help="Leases held beyond the slots.",
+)
 @click.option(
     "--pool", type=click.Choice(["threads", "processes"]), default="threads", show_default=True
 )
@@ -37,20 +47,22 @@ def _emit(result: dict[str, object], as_json: bool) -> None:
     type=click.Choice(["noop", "incr"]),
     default="noop",
     show_default=True,
-    help="Task body: nothing, or one Redis INCR (as the peers were measured).",
+    help="Task body: nothing, or one Redis INCR on the executing thread's own "
+    "connection (as the peers were measured).",
 )
 @click.option("--redis", "redis_url", default=None, metavar="URL", help="Use this Redis.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def throughput_cmd(
     tasks: int,
     concurrency: int,
-    prefetch: int,
+    prefetch: int | None,
     pool: str,
     body: str,
     redis_url: str | None,
     as_json: bool,
 ) -> None:
-    """Enqueue TASKS with enqueue_many, then one worker process drains them."""
+    """Enqueue TASKS with enqueue_many, then one worker process drains them
+    (at the worker's default settings unless told otherwise)."""
     from redcron.benchmarks import throughput
 
     if tasks < 1:

@@ -15,18 +15,20 @@ from redcron.cli.common import (
     setup_logging,
     split_csv,
 )
+from redcron.config import WORKER_CONCURRENCY, WORKER_PREFETCH_PER_SLOT
 
 
 @click.command()
 @app_option
-@concurrency_option(8, "Tasks run at once.")
+@concurrency_option(WORKER_CONCURRENCY, "Tasks run at once.")
 @click.option(
     "--prefetch",
     type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help="Leases held beyond -c, waiting for a slot (more throughput for short tasks; "
-    "held leases count as in flight).",
+    default=None,
+    show_default=f"{WORKER_PREFETCH_PER_SLOT} x concurrency",
+    help="Leases held beyond -c, waiting for a slot: the next batch is leased while "
+    "the slots still have work (held leases count as in flight; handed back at once "
+    "on shutdown).  Use 0 for long tasks, so a held lease does not wait behind them.",
 )
 @click.option(
     "--pool",
@@ -85,7 +87,7 @@ from redcron.cli.common import (
 def worker(
     app_path: str | None,
     concurrency: int,
-    prefetch: int,
+    prefetch: int | None,
     pool: str,
     queues: str,
     tenants: str | None,

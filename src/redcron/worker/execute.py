@@ -48,16 +48,28 @@ class Job:
     deadline: float | None = None  # monotonic time at which it is timed out
     marked: bool = False  # the 'running' mark was sent
     finished: bool = False
-    abandoned: bool = False  # timed out / revoked in a thread we cannot kill
+    abandoned: bool = False  # ended by the worker (never begun, revoked or timed out in a
+    # thread we cannot kill, or handed back): the pool must not start or report it
     pgid: int | None = None  # process group to kill (command, or process-pool child)
     kill_reason: str | None = None
+    slot_freed: bool = False  # the worker gave its slot back (guarded by the worker's lock)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def begin(self) -> None:
-        """Called on the executing thread just before the task runs."""
-        self.began = time.monotonic()
-        if self.lease.timeout_ms > 0:
-            self.deadline = self.began + self.lease.timeout_ms / 1000
+    def try_begin(self) -> bool:
+        """Claim the attempt for the executing thread, just before the task runs.
+
+        False if it was cancelled, timed out or handed back while it waited for
+        a slot: whoever ended it has reported it (or handed it back), so it must
+        not start at all.  Checked and set under the job's lock, so an end and a
+        start cannot both win.
+        """
+        with self.lock:
+            if self.abandoned or self.kill_reason is not None:
+                return False
+            self.began = time.monotonic()
+            if self.lease.timeout_ms > 0:
+                self.deadline = self.began + self.lease.timeout_ms / 1000
+            return True
 
     def kill(self, reason: str) -> bool:
         """Kill the job's process group (commands / process pool); False if it has none."""

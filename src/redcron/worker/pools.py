@@ -12,11 +12,13 @@ group, killed at the timeout, whichever pool is used.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import multiprocessing
 import os
 import queue
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -34,6 +36,15 @@ Done = Callable[[Job, Outcome], None]
 
 def _timeout_s(job: Job) -> float | None:
     return job.lease.timeout_ms / 1000 if job.lease.timeout_ms > 0 else None
+
+
+def _killed_outcome(job: Job) -> Outcome:
+    if job.kill_reason == "timed_out":
+        secs = job.lease.timeout_ms / 1000
+        return Outcome(ok=False, outcome="timed_out", error=f"killed after timeout of {secs}s")
+    if job.kill_reason == "cancelled":
+        return Outcome(ok=False, outcome="cancelled", error="cancelled")
+    return Outcome(ok=False, outcome="failed", error=f"killed: {job.kill_reason}")
 
 
 class ThreadPool:
@@ -61,6 +72,10 @@ class ThreadPool:
     def submit(self, job: Job) -> None:
         self._jobs.put(job)
 
+    def queued(self) -> int:
+        """Jobs waiting for a thread."""
+        return self._jobs.qsize()
+
     def replace(self) -> None:
         """A thread was abandoned (timed out or revoked): keep the slot count."""
         self._spawn()
@@ -70,7 +85,8 @@ class ThreadPool:
             job = self._jobs.get()
             if job is None:
                 return
-            job.begin()
+            if not job.try_begin():
+                continue  # ended while it waited for this slot: never run it
             if job.lease.kind != "python":
                 outcome = run_command(job, _timeout_s(job), self.app.settings.container_runtime)
             else:
@@ -88,13 +104,57 @@ class ThreadPool:
             self._jobs.put(None)
 
 
-def _child_main(app_path: str, conn: Connection, log_level: int = logging.WARNING) -> None:
+#: prctl(2) option: the signal this process gets when its parent dies (linux/prctl.h)
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent_pid: int, lifeline: Connection) -> None:
+    """Make sure a child never outlives the worker that spawned it.
+
+    A child killed only by its parent would, once the worker is SIGKILLed, run
+    its task past any timeout and then die on a broken pipe.  On Linux the
+    kernel sends the child SIGKILL when its parent goes (the parent is the
+    spawning *thread*: a pool slot thread, which lives as long as the pool).
+    Everywhere, a daemon thread waits on a pipe whose only write end the parent
+    holds: end of file means the parent is gone, and the child's whole process
+    group (subprocesses the task started included) is killed.
+    """
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:
+        os._exit(1)  # orphaned before the death signal was armed
+    watch_lifeline(lifeline)
+
+
+def watch_lifeline(lifeline: Connection) -> None:
+    """Kill this process's group once the write end of ``lifeline`` is closed
+    everywhere (its holder died), from a daemon thread."""
+
+    def watch() -> None:
+        with contextlib.suppress(EOFError, OSError):
+            lifeline.recv_bytes()  # the parent never writes: this returns at EOF
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="redcron-lifeline", daemon=True).start()
+
+
+def _child_main(
+    app_path: str,
+    conn: Connection,
+    log_level: int = logging.WARNING,
+    parent_pid: int | None = None,
+    lifeline: Connection | None = None,
+) -> None:
     """A process-pool child: its own session (so its group can be killed), runs tasks.
 
     A spawned child starts with a bare root logger: take the parent's level so
     a task's ``logging.info`` is captured as it is in the threads pool.
     """
     os.setsid()
+    if parent_pid is not None and lifeline is not None:
+        _die_with_parent(parent_pid, lifeline)
     logging.getLogger().setLevel(log_level)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
     from redcron.broker import Lease
@@ -115,20 +175,31 @@ def _child_main(app_path: str, conn: Connection, log_level: int = logging.WARNIN
         job = ChildJob(lease=lease, buffer=capture.LineBuffer(msg["max_lines"]))
         out = run_python(app, job, app.broker)
         out.lines = job.buffer.drain()
-        conn.send(out)
+        try:
+            conn.send(out)
+        except OSError:  # BrokenPipeError: the worker is gone, and nobody to tell
+            return
 
 
 class _Child:
     def __init__(self, app_path: str) -> None:
         ctx = multiprocessing.get_context("spawn")
         self.conn, child_conn = ctx.Pipe()
+        watch_end, self._lifeline = ctx.Pipe(duplex=False)
         self.proc = ctx.Process(
             target=_child_main,
-            args=(app_path, child_conn, logging.getLogger().getEffectiveLevel()),
+            args=(
+                app_path,
+                child_conn,
+                logging.getLogger().getEffectiveLevel(),
+                os.getpid(),
+                watch_end,
+            ),
             daemon=True,
         )
         self.proc.start()
         child_conn.close()
+        watch_end.close()
         self._killed = False
         self._kill_lock = threading.Lock()
 
@@ -147,6 +218,7 @@ class _Child:
         self.proc.kill()
         self.proc.join(timeout=5)
         self.conn.close()
+        self._lifeline.close()
 
 
 class ProcessPool:
@@ -174,6 +246,10 @@ class ProcessPool:
     def submit(self, job: Job) -> None:
         self._jobs.put(job)
 
+    def queued(self) -> int:
+        """Jobs waiting for a slot."""
+        return self._jobs.qsize()
+
     def replace(self) -> None:  # children are killed, never abandoned
         pass
 
@@ -196,7 +272,8 @@ class ProcessPool:
             if job is None:
                 self._drop_child(child)
                 return
-            job.begin()
+            if not job.try_begin():
+                continue  # ended while it waited for this slot: the child stays as it is
             if job.lease.kind != "python":
                 outcome = run_command(job, _timeout_s(job), self.app.settings.container_runtime)
             else:
@@ -214,7 +291,13 @@ class ProcessPool:
         lease = job.lease
         fields = {k: getattr(lease, k) for k in lease.__slots__}
         with job.lock:
-            job.pgid = child.proc.pid
+            # killed between try_begin() and here: the worker has ended the attempt;
+            # leave the idle child alone (a pgid now would have it killed for nothing)
+            killed = job.kill_reason is not None
+            if not killed:
+                job.pgid = child.proc.pid
+        if killed:
+            return _killed_outcome(job), child
         try:
             child.conn.send({"lease": fields, "max_lines": self.max_lines})
             while True:
@@ -230,14 +313,9 @@ class ProcessPool:
         with job.lock:
             job.pgid = None
         fresh = self._new_child()
-        if reason == "timed_out":
-            secs = lease.timeout_ms / 1000
-            return Outcome(
-                ok=False, outcome="timed_out", error=f"killed after timeout of {secs}s"
-            ), fresh
-        if reason == "cancelled":
-            return Outcome(ok=False, outcome="cancelled", error="cancelled"), fresh
-        return Outcome(ok=False, outcome="failed", error="worker child process died"), fresh
+        if reason is None:
+            return Outcome(ok=False, outcome="failed", error="worker child process died"), fresh
+        return _killed_outcome(job), fresh
 
     def shutdown(self) -> None:
         for _ in self._threads:

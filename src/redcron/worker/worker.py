@@ -2,13 +2,19 @@
 
 Threads (each with its own Redis connection from the pool):
 
-- main: leases up to the free slots from every shard, dispatches, marks the
-  batch running; when nothing is ready it blocks (≤ 1 s) on the wake lists.
-- reporter: drains finished attempts and reports logs, completions and
-  failures of a shard in one round trip.
-- keeper: heartbeats all leases every TTL/6 (one call per shard), enforces
-  timeouts, kills revoked work, and runs promote/reap at most once per shard
-  per interval across all workers (a short lock).
+- main (lease loop): leases up to the free slots plus the prefetch from every
+  shard and dispatches; while busy, it sends the reports of the attempts that
+  ended (logs, completions, failures) in the same pipeline as its next lease,
+  one round trip per batch; when nothing is ready it blocks (≤ 1 s) on the
+  wake lists.
+- reporter: reports what ends while the lease loop blocks, backs off or has
+  stopped, so no result waits on the wake lists.
+- keeper: sends 'running' marks, heartbeats all leases every TTL/6 (one call
+  per shard), enforces timeouts, kills revoked work, and runs promote/reap at
+  most once per shard per interval across all workers (a short lock).
+
+A slot is free as soon as its attempt ends; the lease stays held (and
+heartbeated) until its report lands.
 
 Redis going away never kills the worker: every loop backs off and retries,
 and finished attempts wait in memory until they can be reported.
@@ -18,11 +24,9 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import random
 import signal
 import socket
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -31,8 +35,9 @@ from typing import TYPE_CHECKING
 
 import redis
 
-from redcron.broker import FailItem, Lease
+from redcron.broker import FailItem, Lease, LeaseRequest
 from redcron.clock import ulid
+from redcron.config import WORKER_CONCURRENCY, WORKER_PREFETCH_PER_SLOT
 from redcron.errors import BrokerError, ConfigError
 from redcron.worker import capture
 from redcron.worker.execute import Job, Outcome
@@ -62,7 +67,10 @@ class Worker:
             leases are handed back.
         app_path: ``module:app``, needed by the processes pool to import tasks.
         name: worker id (default ``host:pid:random``).
-        prefetch: leases held beyond ``concurrency`` (waiting for a slot).
+        prefetch: leases held beyond ``concurrency``, waiting for a slot (default
+            ``2 x concurrency``; use 0 for long tasks, so that a held lease does
+            not wait behind them while another worker is idle).  A prefetched
+            attempt that was never started is handed back at once on shutdown.
         cpus: cores this worker offers; tasks asking for cpu are leased only
             while they fit, and never more than this runs at once.
         mem: memory this worker offers (bytes, or text such as ``16G``), likewise.
@@ -71,7 +79,7 @@ class Worker:
     def __init__(
         self,
         app: App,
-        concurrency: int = 8,
+        concurrency: int = WORKER_CONCURRENCY,
         pool: str = "threads",
         queues: Sequence[str] = ("default",),
         tenants: Sequence[str] = (),
@@ -80,7 +88,7 @@ class Worker:
         grace: float = 30.0,
         app_path: str | None = None,
         name: str | None = None,
-        prefetch: int = 0,
+        prefetch: int | None = None,
         cpus: float | None = None,
         mem: int | str | None = None,
     ) -> None:
@@ -113,6 +121,8 @@ class Worker:
             )
         self.lease_ttl_ms = int(ttl * 1000)
         self.concurrency = concurrency
+        if prefetch is None:
+            prefetch = WORKER_PREFETCH_PER_SLOT * concurrency
         if prefetch < 0:
             raise ConfigError("prefetch: must be >= 0")
         # leases held beyond the running slots, so the next batch is ready when
@@ -122,13 +132,32 @@ class Worker:
         self.mem = None if mem is None else validation.mem_bytes(mem, "mem")
         self._cpu_used = 0.0
         self._mem_used = 0
-        self._min_batch = max(1, self.capacity // 4)
+        # leased attempts that have not finished (running or waiting for a slot);
+        # a finished one frees its slot at once, while its report is on the way
+        self._busy = 0
+        # the lease loop waits for this many free slots (0: not waiting), so a
+        # finishing task wakes it only when there is a batch worth leasing
+        self._wake_at = 0
+        self._wake_when_dry = False  # ... or as soon as the pool has nothing queued
+        # A lease call has a fixed cost in Redis (the dispatcher's walk) of several
+        # times one more task in its batch: with prefetched work queued, the slots
+        # are busy anyway, so wait for half the capacity to be free and lease that.
+        self._min_batch = max(1, self.capacity // 2 if prefetch else self.capacity // 4)
         self.allow_commands = allow_commands
         self.grace = validation.seconds(grace, "grace")
         self.id = name or f"{socket.gethostname()}:{os.getpid()}:{ulid()[-6:]}"
-        self._active: dict[str, Job] = {}
-        self._lock = threading.Condition()
-        self._results: queue.SimpleQueue[tuple[Job, Outcome] | None] = queue.SimpleQueue()
+        # keyed by the whole token, not the task id: a task retried at once
+        # (Retry(delay=0)) can be leased again here while its previous attempt
+        # still waits to be reported, and each attempt holds its own slot
+        self._active: dict[tuple[str, str], Job] = {}
+        self._mutex = threading.RLock()
+        self._lock = threading.Condition(self._mutex)
+        # ended attempts waiting to be reported; the lease loop sends them with its
+        # next lease while it is busy, the reporter thread when it is not
+        self._done: list[tuple[Job, Outcome]] = []
+        self._leaser_reports = False
+        self._closing = False
+        self._report_cv = threading.Condition(self._mutex)
         self._stopping = threading.Event()
         self._hard_stop = threading.Event()
         self._reporter_done = threading.Event()
@@ -158,9 +187,10 @@ class Worker:
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)
         capture.install()
-        # Hand the GIL over sooner than the 5 ms default: a lease loop woken by
-        # Redis should not wait behind a busy thread to start the next task.
-        sys.setswitchinterval(0.0005)
+        # The GIL switch interval is left at the interpreter's (5 ms): a shorter one
+        # made 8 I/O-bound slots hand the GIL over more often for nothing (5-10%
+        # more worker CPU per task on the incr benchmark), and with prefetched
+        # work queued a busy thread does not keep a slot waiting.
         shards = self._connect()
         log.info(
             "worker %s: %d %s slots, queues %s, shards %d, lease ttl %.1fs",
@@ -182,7 +212,9 @@ class Worker:
             self._lease_loop(shards)
         finally:
             self._drain(shards)
-            self._results.put(None)
+            with self._lock:
+                self._closing = True
+                self._report_cv.notify()
             reporter.join(timeout=10)
             keeper.join(timeout=5)
             self.pool.shutdown()
@@ -215,41 +247,85 @@ class Worker:
         start = 0
         while not self._stopping.is_set():
             with self._lock:
-                free = self.capacity - len(self._active)
-                if free <= 0:
-                    self._lock.wait(0.5)
+                self._leaser_reports = True
+                free = self.capacity - self._busy
+                if len(self._active) >= self.capacity + MAX_REPORT:
+                    free = 0  # reports are not getting through: lease no more until they do
+                if free <= 0 and not self._done:
+                    self._wait_for_slots(1, 0.5)
                     continue
-                if free < self._min_batch and self._active:
-                    # a lease call costs a round trip: gather a few free slots first
-                    self._lock.wait(0.002)
-                    free = self.capacity - len(self._active)
+                if 0 < free < self._min_batch and self._busy:
+                    if self.pool.queued():
+                        # every slot has work: lease once a batch is free, or the
+                        # queue runs dry (a slot would idle)
+                        self._wait_for_slots(self._min_batch, 0.05, when_dry=True)
+                    else:
+                        # a lease call costs a round trip: gather a few free slots first
+                        self._wait_for_slots(self._min_batch, 0.002)
+                    free = self.capacity - self._busy
+                items = self._take_done()
             try:
-                got = 0
-                for i in range(len(shards)):
-                    shard = shards[(start + i) % len(shards)]
-                    leases = self.broker.lease(
-                        shard,
-                        self.id,
-                        free,
-                        self.lease_ttl_ms,
-                        self.queues,
-                        self.tenants,
-                        self._free_resources(),
-                    )
-                    if leases:
-                        self._dispatch(shard, leases)
-                        got += len(leases)
-                        free -= len(leases)
-                    if free <= 0:
-                        break
+                got = self._exchange(shards, start, items, free)
+                items = []
                 start += 1
-                if not got:
+                if not got and free > 0:
+                    # nothing ready: the reporter sends what ends while we block
+                    self._set_leaser_reports(False)
                     self.broker.wait_for_work(shards, self.queues, 1.0)
                 backoff = 0.1
             except TRANSIENT as exc:
+                with self._lock:  # a shard's reports that went through are forgotten
+                    items = [it for it in items if _token(it[0]) in self._active]
+                self._set_leaser_reports(False, unsent=items)
                 log.warning("lease failed (%s); retrying in %.1fs", exc, backoff)
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
+        self._set_leaser_reports(False)
+
+    def _exchange(
+        self, shards: list[int], start: int, items: list[tuple[Job, Outcome]], free: int
+    ) -> int:
+        """Report ``items`` and lease up to ``free`` attempts, one round trip per shard
+        visited; returns how many were leased.  Shards are visited in rotation
+        from ``start``; a shard with reports but no room left gets only those."""
+        by_shard: dict[int, list[tuple[Job, Outcome]]] = {}
+        for item in items:
+            by_shard.setdefault(item[0].lease.shard, []).append(item)
+        got = 0
+        for i in range(len(shards)):
+            shard = shards[(start + i) % len(shards)]
+            group = by_shard.pop(shard, [])
+            if free <= 0:
+                if group:
+                    self._send(shard, group, None)
+                continue
+            req = LeaseRequest(
+                self.id,
+                free,
+                self.lease_ttl_ms,
+                tuple(self.queues),
+                tuple(self.tenants),
+                self._free_resources(),
+            )
+            leases = self._send(shard, group, req)
+            if leases:
+                self._dispatch(shard, leases)
+                got += len(leases)
+                free -= len(leases)
+        for shard, group in by_shard.items():  # shards this worker does not poll
+            self._send(shard, group, None)
+        return got
+
+    def _wait_for_slots(self, need: int, timeout: float, when_dry: bool = False) -> None:
+        """Wait (caller holds the lock) until ``need`` slots are free (or, with
+        ``when_dry``, the pool has nothing queued), or ``timeout``."""
+        self._wake_at = need
+        self._wake_when_dry = when_dry
+        try:
+            self._lock.wait(timeout)
+        finally:
+            self._wake_at = 0
+            self._wake_when_dry = False
 
     def _free_resources(self) -> tuple[float | None, int | None]:
         """What is left of the declared capacity (None: not declared)."""
@@ -264,7 +340,8 @@ class Worker:
         jobs = [Job(lease, capture.LineBuffer(cap)) for lease in leases]
         with self._lock:
             for job in jobs:
-                self._active[job.lease.iid] = job
+                self._active[_token(job)] = job
+                self._busy += 1
                 self._cpu_used += job.lease.cpu
                 self._mem_used += job.lease.mem
         for job in jobs:
@@ -282,88 +359,126 @@ class Worker:
                 continue
             self.pool.submit(job)
 
-    def _release_slot(self, job: Job) -> None:
-        """Forget a job and give back its resources (caller holds the lock)."""
-        if self._active.pop(job.lease.iid, None) is not None:
-            self._cpu_used -= job.lease.cpu
-            self._mem_used -= job.lease.mem
+    def _free_slot(self, job: Job) -> None:
+        """Give back a job's slot and resources, once: it finished, ended before it
+        began, or was handed back (caller holds the lock)."""
+        if job.slot_freed:
+            return
+        job.slot_freed = True
+        self._busy -= 1
+        self._cpu_used -= job.lease.cpu
+        self._mem_used -= job.lease.mem
+        if self._wake_at and (
+            self.capacity - self._busy >= self._wake_at
+            or (self._wake_when_dry and not self.pool.queued())
+        ):
+            self._lock.notify()
 
     def _on_done(self, job: Job, outcome: Outcome) -> None:
-        self._results.put((job, outcome))
+        # The slot is free as soon as the attempt has ended, not once its report
+        # has landed: the lease stays held (and heartbeated) until then, but the
+        # next task need not wait a reporting round trip to start.
+        with self._lock:
+            self._free_slot(job)
+            self._done.append((job, outcome))
+            if not self._leaser_reports:
+                self._report_cv.notify()
+
+    def _take_done(self) -> list[tuple[Job, Outcome]]:
+        """Ended attempts to report, a batch at most (caller holds the lock)."""
+        items = self._done[:MAX_REPORT]
+        del self._done[:MAX_REPORT]
+        return items
+
+    def _set_leaser_reports(
+        self, on: bool, unsent: list[tuple[Job, Outcome]] | None = None
+    ) -> None:
+        """Say whether the lease loop carries reports; when it stops, the reporter
+        takes over what is waiting (``unsent`` first: a batch that failed to go)."""
+        with self._lock:
+            if unsent:
+                self._done[:0] = unsent
+            self._leaser_reports = on
+            if not on and self._done:
+                self._report_cv.notify()
 
     def _report_loop(self) -> None:
-        pending: list[tuple[Job, Outcome]] = []
-        closing = False
+        """Report what ends while the lease loop is not about to (it carries reports
+        with its next lease while busy): blocked on an empty queue, backing off,
+        or stopped."""
         backoff = 0.1
         while True:
-            if not pending:
-                item = self._results.get()
-                if item is None:
-                    closing = True
-                else:
-                    pending.append(item)
-            while len(pending) < MAX_REPORT:
-                try:
-                    item = self._results.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    closing = True
-                    continue
-                pending.append(item)
-            if pending:
-                try:
-                    self._report(pending)
-                    pending = []
-                    backoff = 0.1
-                except TRANSIENT as exc:
-                    log.warning("report failed (%s); retrying in %.1fs", exc, backoff)
-                    if closing and self._hard_stop.is_set():
+            with self._lock:
+                while not (self._done and (self._closing or not self._leaser_reports)):
+                    if self._closing and not self._done:
                         return
-                    time.sleep(backoff)
-                    backoff = min(backoff * 2, 5.0)
-                    continue
-            if closing and not pending:
-                return
+                    self._report_cv.wait(1.0)
+                items = self._take_done()
+            try:
+                self._report(items)
+                backoff = 0.1
+            except TRANSIENT as exc:
+                with self._lock:  # a shard's reports that went through are forgotten
+                    self._done[:0] = [it for it in items if _token(it[0]) in self._active]
+                log.warning("report failed (%s); retrying in %.1fs", exc, backoff)
+                if self._closing and self._hard_stop.is_set():
+                    return
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
 
     def _report(self, items: list[tuple[Job, Outcome]]) -> None:
         by_shard: dict[int, list[tuple[Job, Outcome]]] = {}
         for job, out in items:
             by_shard.setdefault(job.lease.shard, []).append((job, out))
         for shard, group in by_shard.items():
-            completes: list[tuple[str, str, bytes]] = []
-            fails: list[FailItem] = []
-            logs: list[tuple[str, int, Sequence[str]]] = []
-            for job, out in group:
-                lease = job.lease
-                lines = out.lines or job.buffer.drain()
-                if lines:
-                    logs.append((lease.iid, lease.attempt, lines))
-                if out.ok:
-                    completes.append((lease.iid, lease.epoch, out.result))
-                else:
-                    fails.append(
-                        FailItem(
-                            lease.iid,
-                            lease.epoch,
-                            out.outcome,
-                            out.error,
-                            out.retryable,
-                            out.delay_ms,
-                            out.exit_code,
-                        )
+            self._send(shard, group, None)
+
+    def _send(
+        self, shard: int, group: list[tuple[Job, Outcome]], req: LeaseRequest | None
+    ) -> list[Lease]:
+        """Logs, completions and failures of one shard, and a lease if asked for,
+        in one round trip; then forget the reported attempts."""
+        completes: list[tuple[str, str, bytes]] = []
+        fails: list[FailItem] = []
+        logs: list[tuple[str, int, Sequence[str]]] = []
+        for job, out in group:
+            lease = job.lease
+            lines = out.lines or job.buffer.drain()
+            if lines:
+                logs.append((lease.iid, lease.attempt, lines))
+            if out.ok:
+                completes.append((lease.iid, lease.epoch, out.result))
+            else:
+                fails.append(
+                    FailItem(
+                        lease.iid,
+                        lease.epoch,
+                        out.outcome,
+                        out.error,
+                        out.retryable,
+                        out.delay_ms,
+                        out.exit_code,
                     )
-            done, failed = self.broker.report(shard, self.id, completes, fails, logs)
-            lost = done.count(False) + failed.count(None)
-            if lost:
-                log.warning(
-                    "%d results rejected: their leases were lost (reaped or cancelled)", lost
                 )
-            with self._lock:
-                for job, _out in group:
-                    self._release_slot(job)
-                self.processed += len(group)
-                self._lock.notify_all()
+        if not group:
+            if req is None:
+                return []
+            return self.broker.lease(
+                shard, self.id, req.max_tasks, req.ttl_ms, req.queues, req.tenants, req.capacity
+            )
+        done, failed, leases = self.broker.report_and_lease(
+            shard, self.id, completes, fails, logs, req
+        )
+        lost = done.count(False) + failed.count(None)
+        if lost:
+            log.warning("%d results rejected: their leases were lost (reaped or cancelled)", lost)
+        with self._lock:
+            for job, _out in group:
+                self._active.pop(_token(job), None)
+            self.processed += len(group)
+            if self._stopping.is_set():
+                self._lock.notify_all()  # the drain waits for the last report
+        return leases
 
     def _keep_loop(self, shards: list[int]) -> None:
         hb_every = self.lease_ttl_ms / 1000 / 6
@@ -433,17 +548,24 @@ class Worker:
             )
 
     def _end_unkillable(self, job: Job, reason: str, message: str) -> None:
-        """Kill the job's process group; a Python thread is abandoned instead."""
+        """Kill the job's process group; a Python thread is abandoned instead, and an
+        attempt still waiting for a slot (prefetched) is ended without ever starting."""
         if job.kill(reason):
-            return
-        if job.lease.kind != "python":
-            return  # not started yet: run_command sees kill_reason and kills at once
+            return  # the pool sees the kill and reports the outcome
         with job.lock:
             if job.finished or job.abandoned:
                 return
+            began = job.began is not None
+            if began and job.lease.kind != "python":
+                return  # between start and spawn: run_command sees kill_reason, kills at once
             job.abandoned = True
-        log.warning("task %s %s; abandoning its thread", job.lease.iid, message)
-        self.pool.replace()
+        if began:
+            log.warning("task %s %s; abandoning its thread", job.lease.iid, message)
+            # only a thread that is running the task is lost to the pool: one that
+            # never began keeps its slot, and a replacement would oversubscribe it
+            self.pool.replace()
+        else:
+            log.info("task %s %s before it began; it will not run", job.lease.iid, message)
         outcome = "timed_out" if reason == "timed_out" else "cancelled"
         self._on_done(job, Outcome(ok=False, outcome=outcome, error=message))
 
@@ -451,20 +573,44 @@ class Worker:
         with self._lock:
             jobs = list(self._active.values())
         for shard in shards:
-            tokens = [(j.lease.iid, j.lease.epoch) for j in jobs if j.lease.shard == shard]
-            if not tokens:
+            # One token per task: the newest epoch.  An older attempt of the same
+            # task (finished, its report on the way) lost its lease when the new one
+            # was issued, and heartbeat answers by task id, so a second token for
+            # the id would make the answer ambiguous.
+            newest: dict[str, Job] = {}
+            for j in jobs:
+                if j.lease.shard != shard:
+                    continue
+                seen = newest.get(j.lease.iid)
+                if seen is None or int(j.lease.epoch) > int(seen.lease.epoch):
+                    newest[j.lease.iid] = j
+            if not newest:
                 continue
+            tokens = [_token(j) for j in newest.values()]
             lost, revoked = self.broker.heartbeat(shard, self.id, self.lease_ttl_ms, tokens)
             for iid in lost:
-                log.warning("lease of %s lost; its result will be discarded", iid)
+                # a finished attempt's report may have landed since the heartbeat read
+                # the map: only a lease lost under a running attempt is news
+                if not newest[iid].finished:
+                    log.warning("lease of %s lost; its result will be discarded", iid)
             for iid in revoked:
-                job = self._active.get(iid)
+                job = newest.get(iid)
                 if job is not None and job.kill_reason is None:
                     log.info("task %s cancelled; killing it", iid)
                     self._end_unkillable(job, "cancelled", "cancelled while running")
 
     def _drain(self, shards: list[int]) -> None:
-        """Wait up to the grace period for running attempts, then hand the rest back."""
+        """Hand back what never began, wait up to the grace period for running
+        attempts, then hand the rest back."""
+        with self._lock:
+            jobs = list(self._active.values())
+        # Prefetched attempts go back at once, for another worker to run now; the
+        # claim (under each job's lock) keeps a slot that frees meanwhile from
+        # starting one that is being handed back.
+        waiting = self._claim(jobs, unstarted_only=True)
+        if waiting:
+            log.info("handing back %d leases that had not started", len(waiting))
+            self._hand_back(waiting)
         deadline = time.monotonic() + (0 if self._hard_stop.is_set() else self.grace)
         with self._lock:
             while self._active and not self._hard_stop.is_set():
@@ -472,19 +618,34 @@ class Worker:
                 if left <= 0:
                     break
                 self._lock.wait(min(left, 0.2))
-            # finished attempts are the reporter's to send, not to hand back
-            left_over = [j for j in self._active.values() if not j.finished]
-        if not left_over:
-            self._reporter_done.set()
-            return
-        log.warning("handing back %d unfinished leases", len(left_over))
-        for job in left_over:
+            jobs = list(self._active.values())
+        # finished (or already ended) attempts are the reporter's to send, not to hand back
+        left_over = self._claim(jobs, unstarted_only=False)
+        if left_over:
+            log.warning("handing back %d unfinished leases", len(left_over))
+            for job in left_over:
+                job.kill("handed back")
+            self._hand_back(left_over)
+        self._reporter_done.set()
+
+    @staticmethod
+    def _claim(jobs: list[Job], unstarted_only: bool) -> list[Job]:
+        """Mark jobs abandoned (the pool will neither start nor report them)."""
+        claimed = []
+        for job in jobs:
             with job.lock:
+                if job.finished or job.abandoned:
+                    continue
+                if unstarted_only and job.began is not None:
+                    continue
                 job.abandoned = True
-            job.kill("handed back")
+            claimed.append(job)
+        return claimed
+
+    def _hand_back(self, jobs: list[Job]) -> None:
         by_shard: dict[int, list[tuple[str, str]]] = {}
-        for job in left_over:
-            by_shard.setdefault(job.lease.shard, []).append((job.lease.iid, job.lease.epoch))
+        for job in jobs:
+            by_shard.setdefault(job.lease.shard, []).append(_token(job))
         for shard, tokens in by_shard.items():
             for attempt in range(5):
                 try:
@@ -494,6 +655,12 @@ class Worker:
                     log.warning("hand-back failed (%s), attempt %d", exc, attempt + 1)
                     time.sleep(0.2 * (attempt + 1))
         with self._lock:
-            for job in left_over:
-                self._release_slot(job)
-        self._reporter_done.set()
+            for job in jobs:
+                self._active.pop(_token(job), None)
+                self._free_slot(job)
+            self._lock.notify_all()
+
+
+def _token(job: Job) -> tuple[str, str]:
+    """The lease token that names an attempt: (task id, epoch)."""
+    return job.lease.iid, job.lease.epoch
