@@ -11,6 +11,7 @@ states are terminal exactly as ``states.py`` does.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -49,28 +50,122 @@ SCRIPT_NAMES: tuple[str, ...] = (
 _INCLUDE = re.compile(r"^-- @include (\S+)\s*$", re.MULTILINE)
 
 
-@cache
-def source(name: str) -> str:
-    """The full source of script ``name`` with includes and key builders inlined."""
+def _expand(name: str) -> list[tuple[str, bool]]:
+    """The script's lines with every include inlined once, each marked whether it
+    comes from a library (an include) rather than the script's own file."""
     root = resources.files("redcron") / "lua"
-    text = (root / f"{name}.lua").read_text()
-
     seen: set[str] = set()
 
-    def include(match: re.Match[str]) -> str:
-        # each lib once, nested includes resolved (common.lua pulls in runs.lua)
-        path = match.group(1)
-        if path in seen:
-            return ""
-        seen.add(path)
-        return _INCLUDE.sub(include, (root / path).read_text())
+    def lines_of(path: str, lib: bool) -> list[tuple[str, bool]]:
+        out: list[tuple[str, bool]] = []
+        for line in (root / path).read_text().splitlines():
+            match = _INCLUDE.match(line)
+            if match is None:
+                out.append((line, lib))
+            elif match.group(1) not in seen:
+                # each lib once, nested includes resolved (common.lua pulls in runs.lua)
+                seen.add(match.group(1))
+                out += lines_of(match.group(1), True)
+        return out
 
-    return _INCLUDE.sub(include, text)
+    return lines_of(f"{name}.lua", False)
+
+
+@cache
+def source(name: str) -> str:
+    """The full source of script ``name`` with every include inlined (unpruned)."""
+    return "\n".join(line for line, _lib in _expand(name)) + "\n"
+
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DEFINES = re.compile(r"^local function ([A-Za-z_]\w*)|^local ([A-Za-z_][\w, ]*?)\s*=")
+_ASSIGNS = re.compile(r"^([A-Za-z_]\w*)\s*=[^=]")
+_CONTINUES = ("end", "}", "else", "elseif", "until", ")")
+
+
+@dataclass
+class _Unit:
+    """One top-level statement of the library (a function, a local, a comment)."""
+
+    lines: list[str] = field(default_factory=list)
+    lib: bool = True
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+    def defines(self) -> set[str]:
+        head = self.lines[0]
+        match = _DEFINES.match(head)
+        if match:
+            names = match.group(1) or match.group(2)
+            return {n.strip() for n in names.split(",")}
+        return set()
+
+    def assigns(self) -> str | None:
+        match = _ASSIGNS.match(self.lines[0])
+        return match.group(1) if match else None
+
+
+def _units(lines: list[tuple[str, bool]]) -> list[_Unit]:
+    """Split at top-level statements: a library line at column 0 starts a unit
+    (block comments are one unit); the script's own lines are one unit each."""
+    units: list[_Unit] = []
+    in_comment = False
+    for line, lib in lines:
+        starts = (
+            not lib
+            or (in_comment is False
+            and line[:1].strip() != ""
+            and not line.startswith(_CONTINUES))
+        )
+        if in_comment or not starts:
+            units[-1].lines.append(line)
+        else:
+            units.append(_Unit([line], lib))
+        if line.lstrip().startswith("--[[") and "]]" not in line:
+            in_comment = True
+        elif in_comment and "]]" in line:
+            in_comment = False
+    return units
+
+
+def _prune(units: list[_Unit]) -> str:
+    """Keep the script's own code and what it uses of the libraries, in order.
+
+    Every script runs its whole chunk on every call, library definitions
+    included: defining ~150 functions and tables cost ~50 us a call, more
+    than a small script's own work.  A library unit stays when a name it
+    defines is used by what stays (a reassignment stays with its name); a
+    statement that defines nothing stays; library comments go.
+    """
+    used: set[str] = set()
+    keep = [not u.lib for u in units]
+    for i, u in enumerate(units):
+        if not u.lib:
+            used |= set(_IDENT.findall(u.text))
+        elif not u.defines() and not u.assigns() and not u.text.lstrip().startswith("--"):
+            keep[i] = True
+            used |= set(_IDENT.findall(u.text))
+    changed = True
+    while changed:
+        changed = False
+        for i, u in enumerate(units):
+            if keep[i] or not u.lib:
+                continue
+            names = u.defines() or ({u.assigns()} - {None})
+            if names & used:
+                keep[i] = changed = True
+                used |= set(_IDENT.findall(u.text))
+    return "\n".join(u.text for u, k in zip(units, keep, strict=True) if k) + "\n"
 
 
 @cache
 def full_source(name: str) -> str:
-    return lua_key_functions() + lua_state_tables() + source(name)
+    """What is loaded into Redis: the generated key builders and state sets, the
+    includes and the script, pruned to what the script uses."""
+    generated = [(line, True) for line in (lua_key_functions() + lua_state_tables()).splitlines()]
+    return _prune(_units(generated + _expand(name)))
 
 
 class Scripts:
