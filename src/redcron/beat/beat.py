@@ -610,7 +610,7 @@ class Beat:
                 if f.next_ms is not None and f.next_due is not None:
                     self._known[jid] = (f.next_due, f.next_ms, version)
                 fired += status in _COUNTED
-                log.debug("job %s fired %d (%s): %s", jid, f.fire_ms, f.trigger, status)
+                log.info("job %s fire %d (%s): %s", jid, f.fire_ms, f.trigger, status)
             elif status == "version":
                 self._specs.pop(jid, None)
                 self._known.pop(jid, None)

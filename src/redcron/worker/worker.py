@@ -472,6 +472,8 @@ class Worker:
         lost = done.count(False) + failed.count(None)
         if lost:
             log.warning("%d results rejected: their leases were lost (reaped or cancelled)", lost)
+        if log.isEnabledFor(logging.INFO):
+            _log_ended(group, done, failed)
         with self._lock:
             for job, _out in group:
                 self._active.pop(_token(job), None)
@@ -659,6 +661,36 @@ class Worker:
                 self._active.pop(_token(job), None)
                 self._free_slot(job)
             self._lock.notify_all()
+
+
+def _log_ended(
+    group: list[tuple[Job, Outcome]], done: list[bool], failed: list[str | None]
+) -> None:
+    """A line per reported attempt: what ran, how it ended, where it went."""
+    oks = iter(done)
+    fails = iter(failed)
+    for job, out in group:
+        lease = job.lease
+        if out.ok:
+            recorded = next(oks)
+            log.info(
+                "task %s %s attempt %d succeeded%s",
+                lease.name,
+                lease.iid,
+                lease.attempt,
+                "" if recorded else " (lease lost: result discarded)",
+            )
+        else:
+            state = next(fails)
+            log.info(
+                "task %s %s attempt %d %s: %s -> %s",
+                lease.name,
+                lease.iid,
+                lease.attempt,
+                out.outcome,
+                (out.error.strip().splitlines() or [""])[-1][:200],
+                state or "lease lost: not recorded",
+            )
 
 
 def _token(job: Job) -> tuple[str, str]:
