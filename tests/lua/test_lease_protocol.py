@@ -223,7 +223,8 @@ def test_stream_entry_that_does_not_match_its_hash_is_discarded(ops: Ops) -> Non
     ops.r.xadd(stream, {"i": ready})
     high = ops.k.q(0, "default", "acme", "high")
     ops.r.xgroup_create(high, GROUP, "0", mkstream=True)  # as every ready stream is made
-    ops.r.xadd(high, {"i": ready})
+    # with the very id of the real entry: ids are unique per stream only
+    ops.r.xadd(high, {"i": ready}, id=real_eid)
     ops.r.zadd(ops.k.ring(0, "default", "high"), {"acme": 0})
     got = ops.lease("w2", n=10)
     assert [x.iid for x in got] == [ready]

@@ -145,8 +145,8 @@ local function fitting(stream, n, max_id)
   local k = 0
   for _, e in ipairs(peek) do
     local ti = key_ti(e[2][2])
-    local f = redis.call('HMGET', ti, 'state', 'loc', 'cpu', 'mem')
-    if f[1] == 'ready' and f[2] == 'q:' .. e[1] then
+    local f = redis.call('HMGET', ti, 'state', 'loc', 'cpu', 'mem', 'queue', 'tenant', 'prio')
+    if f[1] == 'ready' and f[2] == 'q:' .. e[1] and key_q(f[5], f[6], f[7]) == stream then
       local cpu, mem = tonumber(f[3] or '') or 0, tonumber(f[4] or '') or 0
       if (cpu_left and cpu > cpu_left) or (mem_left and mem > mem_left) then break end
       if cpu_left then cpu_left = cpu_left - cpu end
@@ -178,8 +178,9 @@ local function take(queue, tenant, prio, stream, n, max_id)
     local ti = key_ti(iid)
     after = eid
     local f = redis.call('HMGET', ti, 'state', 'loc', 'attempt', 'name', 'kind', 'args',
-      'timeout_ms', 'epoch', 'run', 'cpu', 'mem')
-    local ok = f[1] == 'ready' and f[2] == 'q:' .. eid
+      'timeout_ms', 'epoch', 'run', 'cpu', 'mem', 'queue', 'tenant', 'prio')
+    -- entry ids are unique per stream only: the hash must name this stream too
+    local ok = f[1] == 'ready' and f[2] == 'q:' .. eid and key_q(f[12], f[13], f[14]) == stream
     if ok and f[9] and f[9] ~= '' and breaker_gate(f[9], iid) == 'hold' then
       -- the job's breaker is open: held aside, not handed out
       redis.call('HSET', ti, 'state', 'held', 'loc', 'held')
