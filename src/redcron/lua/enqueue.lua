@@ -33,13 +33,11 @@ local F = tonumber(ARGV[2])
 local batch_key = KEYS[2]
 
 local function refuse(code, msg)
-  if batch_key then redis.call('SET', batch_key, code, 'PX', 60000) end
-  return err(code, msg)
+  return batch_refuse(batch_key, code, msg)
 end
 
-if batch_key and redis.call('EXISTS', batch_key) == 1 then
-  return err('REJECTED', 'an earlier call of this batch was refused; nothing written')
-end
+local refused = batch_refused(batch_key)
+if refused then return refused end
 
 -- checks before writes: a row that fails half-way would leave an instance with no place
 if (F ~= 13 and F ~= 15) or (#ARGV - 2) % F ~= 0 then
@@ -89,22 +87,17 @@ end
 -- is not counted at all: then this call is checked as any other)
 local ours = {}
 if batch_key then
-  local server_now = now_ms('')
+  local server_now = server_ms()
   for t, _ in pairs(adding) do
     local v = redis.call('HMGET', key_reserved(t), batch_key, batch_key .. ':exp')
     if v[1] and (tonumber(v[2] or '') or 0) > server_now then ours[t] = tonumber(v[1]) end
   end
 end
 for t, n in pairs(adding) do
-  local max_queued, max_prio = admission(t)
-  limits[t] = max_prio
-  if max_queued > 0 and n > 0 then
-    local queued = queued_count(t) - (ours[t] or 0)
-    if queued + n > max_queued then
-      return refuse('QUOTA', 'tenant ' .. t .. ' has ' .. queued .. ' queued; ' .. n
-        .. ' more would exceed its max_queued of ' .. max_queued)
-    end
-  end
+  local max_queued
+  max_queued, limits[t] = admission(t)
+  local over = over_quota(t, n, max_queued, ours[t])
+  if over then return refuse('QUOTA', over) end
 end
 
 local woken = {}
@@ -163,7 +156,7 @@ for t, r in pairs(ours) do
   if r - adding[t] <= 0 then
     redis.call('HDEL', rk, batch_key, batch_key .. ':exp')
   else
-    redis.call('HSET', rk, batch_key, r - adding[t], batch_key .. ':exp', now_ms('') + 60000)
+    redis.call('HSET', rk, batch_key, r - adding[t], batch_key .. ':exp', server_ms() + 60000)
   end
 end
 return count

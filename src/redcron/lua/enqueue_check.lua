@@ -25,33 +25,22 @@
 
 local batch = KEYS[2]
 
-local function refuse(code, msg)
-  redis.call('SET', batch, code, 'PX', 60000)
-  return err(code, msg)
-end
-
-if redis.call('EXISTS', batch) == 1 then
-  return err('REJECTED', 'an earlier call of this batch was refused; nothing written')
-end
+local refused = batch_refused(batch)
+if refused then return refused end
 for i = 2, #ARGV do
   if redis.call('EXISTS', key_ti(ARGV[i])) == 1 then
-    return refuse('CONFLICT', 'task id ' .. ARGV[i] .. ' already exists')
+    return batch_refuse(batch, 'CONFLICT', 'task id ' .. ARGV[i] .. ' already exists')
   end
 end
 if ARGV[1] ~= '' then
   local reserve = {}
   for tenant, n in pairs(cjson.decode(ARGV[1])) do
     local max_queued = admission(tenant)
-    if max_queued > 0 and n > 0 then
-      local queued = queued_count(tenant)
-      if queued + n > max_queued then
-        return refuse('QUOTA', 'tenant ' .. tenant .. ' has ' .. queued .. ' queued; ' .. n
-          .. ' more would exceed its max_queued of ' .. max_queued)
-      end
-      reserve[tenant] = n
-    end
+    local over = over_quota(tenant, n, max_queued)
+    if over then return batch_refuse(batch, 'QUOTA', over) end
+    if max_queued > 0 and n > 0 then reserve[tenant] = n end
   end
-  local exp = now_ms('') + 60000
+  local exp = server_ms() + 60000
   for tenant, n in pairs(reserve) do
     redis.call('HSET', key_reserved(tenant), batch, n, batch .. ':exp', exp)
   end

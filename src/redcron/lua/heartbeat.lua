@@ -20,7 +20,7 @@ local ttl = tonumber(ARGV[2])
 local now = now_ms(ARGV[3])
 local deadline = now + ttl
 local lost, revoked = {}, {}
-local entries, streams = {}, {}
+local entries = {}  -- stream -> its renewed entries
 for i = 4, #ARGV, 2 do
   local iid, epoch = ARGV[i], ARGV[i + 1]
   local ti = key_ti(iid)
@@ -30,20 +30,16 @@ for i = 4, #ARGV, 2 do
     redis.call('HSET', ti, 'deadline', deadline)
     redis.call('ZADD', key_tleases(f[4]), 'XX', deadline, iid)
     local stream = key_q(f[6], f[4], f[7])
-    if not entries[stream] then
-      entries[stream] = {}
-      streams[#streams + 1] = stream
-    end
-    local ids = entries[stream]
-    ids[#ids + 1] = f[8]
+    entries[stream] = entries[stream] or {}
+    table.insert(entries[stream], f[8])
     if f[5] == '1' then revoked[#revoked + 1] = iid end
   else
     lost[#lost + 1] = iid
   end
 end
 local PENDING = key_pending()
-for _, stream in ipairs(streams) do
-  touch(stream, entries[stream], now)
+for stream, ids in pairs(entries) do
+  touch(stream, ids, now)
   -- a shorter TTL than the lease's own moves the deadline earlier: so may the look
   redis.call('ZADD', PENDING, 'LT', deadline, stream)
 end

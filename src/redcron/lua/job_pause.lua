@@ -13,7 +13,7 @@ if ARGV[2] == '1' then
   redis.call('HSET', jk, 'paused', '1')
   redis.call('ZREM', key_schedule(), ARGV[1])
 else
-  breaker_close(ARGV[1], now_ms(''), 'resumed')
+  breaker_close(ARGV[1], server_ms(), 'resumed')
   redis.call('HSET', jk, 'paused', '0', 'paused_reason', '', 'consecutive_failures', 0,
     'next_fire', ARGV[3])
   if ARGV[3] ~= '' then redis.call('ZADD', key_schedule(), ARGV[4], ARGV[1]) end

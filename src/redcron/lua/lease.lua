@@ -180,7 +180,8 @@ local function take(queue, tenant, prio, stream, n, max_id)
     local f = redis.call('HMGET', ti, 'state', 'loc', 'attempt', 'name', 'kind', 'args',
       'timeout_ms', 'epoch', 'run', 'cpu', 'mem', 'queue', 'tenant', 'prio')
     -- entry ids are unique per stream only: the hash must name this stream too
-    local ok = f[1] == 'ready' and f[2] == 'q:' .. eid and key_q(f[12], f[13], f[14]) == stream
+    local ok = f[1] == 'ready' and f[2] == 'q:' .. eid
+      and f[12] == queue and f[13] == tenant and f[14] == prio
     if ok and f[9] and f[9] ~= '' and breaker_gate(f[9], iid) == 'hold' then
       -- the job's breaker is open: held aside, not handed out
       redis.call('HSET', ti, 'state', 'held', 'loc', 'held')

@@ -76,13 +76,7 @@ local function stream_add(stream, iid)
   return redis.call('XADD', stream, '*', 'i', iid)
 end
 
--- An entry's lease ended (or the entry was left behind by a crash).
-local function drop_entry(stream, eid)
-  redis.call('XACK', stream, GROUP, eid)
-  redis.call('XDEL', stream, eid)
-end
-
--- The same for many entries, batched per stream: collect with
+-- Entries whose lease ended (or left behind by a crash), batched per stream:
 -- drops[stream] = {eid, ...}, then one XACK and one XDEL per stream.  XDEL
 -- recomputes the stream's first id on every call, scanning the deleted head
 -- of its node: one call per entry costs about 4x more than a batch.
@@ -91,6 +85,10 @@ local function drop_entries(drops)
     redis.call('XACK', stream, GROUP, unpack(ids))
     redis.call('XDEL', stream, unpack(ids))
   end
+end
+
+local function drop_entry(stream, eid)
+  drop_entries({[stream] = {eid}})
 end
 
 -- Ready entries: the stream's length less the group's pending count.
@@ -170,7 +168,7 @@ local function queued_count(tenant)
   local rk = key_reserved(tenant)
   local r = redis.call('HGETALL', rk)
   if #r > 0 then
-    local now = now_ms('')
+    local now = server_ms()
     local f = {}
     for i = 1, #r, 2 do f[r[i]] = r[i + 1] end
     for batch, exp in pairs(f) do
@@ -185,6 +183,32 @@ local function queued_count(tenant)
     end
   end
   return n
+end
+
+-- Admission: the refusal when `n` more ready instances would take `tenant`
+-- past its `max_queued` (from admission(); 0 = no bound), nil when admitted;
+-- `own` is what a multi-call batch reserved for itself, which queued_count
+-- counts already.
+local function over_quota(tenant, n, max_queued, own)
+  if max_queued <= 0 or n <= 0 then return nil end
+  local queued = queued_count(tenant) - (own or 0)
+  if queued + n <= max_queued then return nil end
+  return 'tenant ' .. tenant .. ' has ' .. queued .. ' queued; ' .. n
+    .. ' more would exceed its max_queued of ' .. max_queued
+end
+
+--[[ A batch of more than one enqueue call has a batch key (KEYS[2],
+  batch:<token>): the first call that refuses sets it, and every later call
+  of the batch then refuses too, so nothing of a refused batch is written. ]]
+local function batch_refuse(batch, code, msg)
+  if batch then redis.call('SET', batch, code, 'PX', 60000) end
+  return err(code, msg)
+end
+
+local function batch_refused(batch)
+  if batch and redis.call('EXISTS', batch) == 1 then
+    return err('REJECTED', 'an earlier call of this batch was refused; nothing written')
+  end
 end
 
 -- A tenant parked at its cap or rate limit goes back on the rings it left
