@@ -187,7 +187,7 @@ class Broker:
                 if row[0] in seen:
                     raise Conflict(f"task id {row[0]} comes twice in the batch; nothing written")
                 seen.add(row[0])
-                if row[11] == 0 or not _delayed(row[11]):
+                if not _delayed(row[11]):
                     counts[row[5]] = counts.get(row[5], 0) + 1
         token = ulid()
         batch = {shard: self.keys.batch(shard, token) for shard in by_shard}

@@ -460,12 +460,8 @@ class Worker:
                         out.exit_code,
                     )
                 )
-        if not group:
-            if req is None:
-                return []
-            return self.broker.lease(
-                shard, self.id, req.max_tasks, req.ttl_ms, req.queues, req.tenants, req.capacity
-            )
+        if not group and req is None:
+            return []
         done, failed, leases = self.broker.report_and_lease(
             shard, self.id, completes, fails, logs, req
         )
