@@ -20,8 +20,6 @@ from typing import Any
 
 #: values per task in enqueue.lua's ARGV (13 without resource requests)
 ENQUEUE_FIELDS = 15
-#: values per fire in fire.lua's ARGV (fire_batch.lua takes groups of these)
-FIRE_FIELDS = 12
 
 
 @dataclass(frozen=True, slots=True)
