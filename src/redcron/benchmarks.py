@@ -22,7 +22,7 @@ import redis
 
 from redcron.app import App
 from redcron.clock import ulid
-from redcron.config import WORKER_PREFETCH_PER_SLOT
+from redcron.config import WORKER_PREFETCH_PER_SLOT, default_concurrency
 from redcron.states import TaskState
 
 #: the state field as the pipeline returns it (bytes), compared in a hot loop
@@ -81,7 +81,7 @@ def redis_for_bench(url: str | None) -> Iterator[str]:
 
 @contextmanager
 def worker_process(
-    url: str, prefix: str, concurrency: int, pool: str, prefetch: int | None = 0
+    url: str, prefix: str, concurrency: int | None, pool: str, prefetch: int | None = 0
 ) -> Iterator[subprocess.Popen[bytes]]:
     with _python_process(
         url,
@@ -130,14 +130,15 @@ def _cleanup(bapp: App) -> None:
 
 def throughput(
     tasks: int,
-    concurrency: int,
+    concurrency: int | None,
     pool: str,
     body: str,
     redis_url: str | None,
     prefetch: int | None = None,
 ) -> dict[str, Any]:
     """Enqueue ``tasks`` with enqueue_many, then one worker process drains them
-    (``prefetch`` None: the worker's default)."""
+    (``concurrency``, ``prefetch`` None: the worker's defaults)."""
+    slots = default_concurrency(pool) if concurrency is None else concurrency
     prefix = f"rcbench{ulid()[-6:].lower()}"
     with redis_for_bench(redis_url) as url:
         bapp = _bench_app(url, prefix)
@@ -154,45 +155,86 @@ def throughput(
                 handles += task.enqueue_many([()] * min(1_000, tasks - singles - i))
             many_s = time.perf_counter() - t0
             ids = [h.id for h in handles]
-            with worker_process(url, prefix, concurrency, pool, prefetch):
+            with worker_process(url, prefix, slots, pool, prefetch):
                 _wait_all_done(bapp, ids)
             first, last, done = _span(bapp, ids)
             drain_s = max(1e-9, (last - first) / 1000)
+            drain_per_s = done / drain_s
+            reference = reference_incr(url, prefix, min(tasks, 20_000))
             return {
                 "tasks": tasks,
                 "workers": 1,
                 "pool": pool,
-                "concurrency": concurrency,
-                "prefetch": WORKER_PREFETCH_PER_SLOT * concurrency
+                "concurrency": slots,
+                "prefetch": WORKER_PREFETCH_PER_SLOT * slots
                 if prefetch is None
                 else prefetch,
                 "body": body,
                 "enqueue_per_s": round((tasks - singles) / many_s),
                 "enqueue_single_per_s": round(singles / single_s),
-                "drain_per_s": round(done / drain_s),
+                "drain_per_s": round(drain_per_s),
                 "drain_s": round(drain_s, 3),
                 "measured_tasks": done,
+                "reference_incr_per_s": round(reference),
+                "drain_vs_reference": round(drain_per_s / reference, 2),
             }
         finally:
             _cleanup(bapp)
             bapp.close()
 
 
+def reference_incr(url: str, prefix: str, n: int, threads: int = 8) -> float:
+    """The machine's yardstick, measured in the same run: ``n`` INCRs from
+    ``threads`` Python threads, each on its own connection (the incr body
+    without the task queue around it).  Drain rates divided by this compare
+    across machines of different speed; the figures peers publish come
+    from faster ones."""
+    key = f"{prefix}:bench:reference"
+    per = max(1, n // threads)
+    ready = threading.Barrier(threads + 1)
+
+    def run() -> None:
+        client = redis.Redis.from_url(url, single_connection_client=True)
+        try:
+            client.ping()
+            ready.wait()
+            for _ in range(per):
+                client.incr(key)
+        finally:
+            client.close()
+
+    pool = [threading.Thread(target=run, daemon=True) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    ready.wait()
+    t0 = time.perf_counter()
+    for t in pool:
+        t.join()
+    return per * threads / max(1e-9, time.perf_counter() - t0)
+
+
 def _wait_all_done(bapp: App, ids: list[str]) -> None:
+    """Wait until every task succeeded, looking at a small window of the oldest
+    unfinished ones at a time: a poll of every pending id (thousands of HGETs
+    in one pipeline, ten times a second) would take CPU from the worker and
+    Redis being measured on a 2-core machine."""
     client = bapp.broker.client
     keys = bapp.broker.keys
     deadline = time.monotonic() + 600
     pending = list(ids)
+    window = 256
     while pending:
+        head = pending[:window]
         pipe = client.pipeline(transaction=False)
-        for iid in pending:
+        for iid in head:
             pipe.hget(keys.ti(0, iid), "state")
         states = pipe.execute()
-        pending = [i for i, s in zip(pending, states, strict=True) if s != _SUCCEEDED]
-        if pending:
+        left = [i for i, s in zip(head, states, strict=True) if s != _SUCCEEDED]
+        pending = left + pending[window:]
+        if left:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{len(pending)} tasks not done after 600 s")
-            time.sleep(0.1)
+            time.sleep(0.05)
 
 
 def _span(bapp: App, ids: list[str]) -> tuple[int, int, int]:

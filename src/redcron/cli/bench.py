@@ -6,7 +6,8 @@ import json
 
 import click
 
-from redcron.config import WORKER_CONCURRENCY, WORKER_PREFETCH_PER_SLOT
+from redcron.cli.common import concurrency_option
+from redcron.config import WORKER_PREFETCH_PER_SLOT, WORKER_THREADS
 
 
 @click.group()
@@ -29,8 +30,10 @@ def _emit(result: dict[str, object], as_json: bool) -> None:
 
 @bench.command("throughput")
 @click.option("--tasks", default=20_000, show_default=True, help="Tasks to enqueue and drain.")
-@click.option(
-    "-c", "--concurrency", default=WORKER_CONCURRENCY, show_default=True, help="Worker slots."
+@concurrency_option(
+    None,
+    "Worker slots.",
+    show=f"the worker's: {WORKER_THREADS} threads; one per core with --pool processes",
 )
 @click.option(
     "--prefetch",
@@ -54,7 +57,7 @@ def _emit(result: dict[str, object], as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def throughput_cmd(
     tasks: int,
-    concurrency: int,
+    concurrency: int | None,
     prefetch: int | None,
     pool: str,
     body: str,

@@ -173,14 +173,17 @@ def split_csv(value: str | None) -> tuple[str, ...]:
     return tuple(part.strip() for part in value.split(",") if part.strip())
 
 
-def concurrency_option(default: int, help_text: str) -> Callable[[F], F]:
-    """``-c/--concurrency`` (worker slots), shared by ``worker`` and ``up``."""
+def concurrency_option(
+    default: int | None, help_text: str, show: str | None = None
+) -> Callable[[F], F]:
+    """``-c/--concurrency`` (worker slots), shared by ``worker``, ``up`` and
+    ``bench``; None leaves the choice to the worker (``show`` says what it is)."""
     return click.option(
         "-c",
         "--concurrency",
         type=click.IntRange(min=1),
         default=default,
-        show_default=True,
+        show_default=show or True,
         help=help_text,
     )
 

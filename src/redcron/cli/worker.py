@@ -15,12 +15,16 @@ from redcron.cli.common import (
     setup_logging,
     split_csv,
 )
-from redcron.config import WORKER_CONCURRENCY, WORKER_PREFETCH_PER_SLOT
+from redcron.config import WORKER_PREFETCH_PER_SLOT, WORKER_THREADS
 
 
 @click.command()
 @app_option
-@concurrency_option(WORKER_CONCURRENCY, "Tasks run at once.")
+@concurrency_option(
+    None,
+    "Tasks run at once.",
+    show=f"{WORKER_THREADS} threads; one per core with --pool processes",
+)
 @click.option(
     "--prefetch",
     type=click.IntRange(min=0),

@@ -170,8 +170,7 @@ local function take(queue, tenant, prio, stream, n, max_id)
       'STREAMS', stream, '>')
     if res then entries = res[1][2] end
   end
-  local tl = key_tleases(tenant)
-  local leased, ids = 0, {}
+  local leased, ids, held = 0, {}, {}
   for _, e in ipairs(entries) do
     local eid = e[1]
     local iid = e[2][2]
@@ -195,7 +194,8 @@ local function take(queue, tenant, prio, stream, n, max_id)
       redis.call('HSET', ti, 'state', 'leased', 'loc', 'lease', 'attempt', attempt,
         'epoch', epoch, 'worker', worker, 'deadline', deadline, 'lease_entry', eid,
         pre .. 'worker', worker, pre .. 'leased', now)
-      redis.call('ZADD', tl, deadline, iid)
+      held[#held + 1] = deadline
+      held[#held + 1] = iid
       if f[9] and f[9] ~= '' then
         -- the first lease of a run's task starts the run
         local rk = key_run(f[9])
@@ -216,6 +216,8 @@ local function take(queue, tenant, prio, stream, n, max_id)
     end
   end
   if leased > 0 then
+    -- the tenant's valid leases (its cap counts them), one call for the batch
+    redis.call('ZADD', key_tleases(tenant), unpack(held))
     -- the reaper looks at this stream once the earliest of its leases may expire
     redis.call('ZADD', PENDING, 'LT', deadline, stream)
     stamp(stream, ids, now, ARGV[4])

@@ -37,7 +37,7 @@ import redis
 
 from redcron.broker import FailItem, Lease, LeaseRequest
 from redcron.clock import ulid
-from redcron.config import WORKER_CONCURRENCY, WORKER_PREFETCH_PER_SLOT
+from redcron.config import WORKER_PREFETCH_PER_SLOT, default_concurrency
 from redcron.errors import BrokerError, ConfigError
 from redcron.worker import capture
 from redcron.worker.execute import Job, Outcome
@@ -57,7 +57,8 @@ class Worker:
 
     Args:
         app: the application whose registered tasks this worker runs.
-        concurrency: slots: attempts running at once.
+        concurrency: slots: attempts running at once (default 32 threads, or
+            one process per core).
         pool: ``threads`` or ``processes``.
         queues: queues served.
         tenants: only lease these tenants' work (empty = all).
@@ -68,7 +69,7 @@ class Worker:
         app_path: ``module:app``, needed by the processes pool to import tasks.
         name: worker id (default ``host:pid:random``).
         prefetch: leases held beyond ``concurrency``, waiting for a slot (default
-            ``2 x concurrency``; use 0 for long tasks, so that a held lease does
+            as many as ``concurrency``; use 0 for long tasks, so that a held lease does
             not wait behind them while another worker is idle).  A prefetched
             attempt that was never started is handed back at once on shutdown.
         cpus: cores this worker offers; tasks asking for cpu are leased only
@@ -79,7 +80,7 @@ class Worker:
     def __init__(
         self,
         app: App,
-        concurrency: int = WORKER_CONCURRENCY,
+        concurrency: int | None = None,
         pool: str = "threads",
         queues: Sequence[str] = ("default",),
         tenants: Sequence[str] = (),
@@ -94,6 +95,8 @@ class Worker:
     ) -> None:
         from redcron import validation
 
+        if concurrency is None:
+            concurrency = default_concurrency(pool)
         if concurrency < 1:
             raise ConfigError("concurrency: must be >= 1")
         if pool not in ("threads", "processes"):
@@ -247,7 +250,7 @@ class Worker:
         start = 0
         while not self._stopping.is_set():
             with self._lock:
-                self._leaser_reports = True
+                self._leaser_reports = not os.environ.get("RC_SPLIT")
                 free = self.capacity - self._busy
                 if len(self._active) >= self.capacity + MAX_REPORT:
                     free = 0  # reports are not getting through: lease no more until they do
