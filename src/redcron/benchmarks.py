@@ -260,7 +260,7 @@ def latency(samples: int, redis_url: str | None) -> dict[str, Any]:
         bapp = _bench_app(url, prefix)
         try:
             task = bapp.tasks["bench.now"]
-            with worker_process(url, prefix, 4, "threads"):
+            with worker_process(url, prefix, None, "threads", None):
                 task.enqueue().result(timeout=30)  # warm up: worker connected, scripts loaded
                 lat: list[float] = []
                 for _ in range(samples):

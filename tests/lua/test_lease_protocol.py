@@ -1,11 +1,12 @@
 """The lease protocol on a real Redis: fencing, attempt history, heartbeats, dispatch order.
 
-Scripts are called with an explicit ``now`` (DESIGN invariant 8 allows it in
+Scripts are called with an explicit ``now`` (invariant 8, docs/architecture.md, allows it in
 tests) so deadlines and delays are exact and nothing sleeps.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -348,3 +349,23 @@ def test_broker_lease_returns_the_payload(broker: Broker, r: redis.Redis) -> Non
     assert lease.timeout_ms == 2500
     assert lease.shard == 0
     assert r.hget(broker.keys.ti(0, iid), "loc") == b"lease"
+
+
+def test_deadlines_come_from_the_server_clock_not_the_clients(
+    ops: Ops, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Invariant 8: a client whose clock is a day off neither shortens nor
+    lengthens a lease: without an explicit now, scripts read the server's TIME."""
+    iid = new_id()
+    ops.enqueue(row(iid))
+    skewed = time.time() + 86_400
+    monkeypatch.setattr(time, "time", lambda: skewed)
+    monkeypatch.setattr(time, "time_ns", lambda: int(skewed * 1e9))
+    sec, usec = ops.b.client.time()
+    before = int(sec) * 1000 + int(usec) // 1000
+    [lease] = ops.b.lease(0, "w1", 1, 30_000, ["default"])
+    sec, usec = ops.b.client.time()
+    after = int(sec) * 1000 + int(usec) // 1000
+    deadline = int(ops.info(iid)["deadline"])
+    assert before + 30_000 <= deadline <= after + 30_000
+    assert lease.iid == iid
