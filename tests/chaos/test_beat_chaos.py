@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from server_time import server_ms  # tests/helpers
 
 from redcron import App
 from redcron.jobs import Task
@@ -143,11 +144,6 @@ def check_invariants(app: App, jobs: list[dict[str, Any]]) -> dict[str, list[int
         assert int(info.get("fires_skipped") or 0) == 0, f"{jid}: fires skipped"
         seen[jid] = nominal
     return seen
-
-
-def server_ms(app: App) -> int:
-    sec, usec = app.broker.client.time()
-    return int(sec) * 1000 + int(usec) // 1000
 
 
 def owners(app: App) -> list[str]:

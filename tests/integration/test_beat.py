@@ -15,12 +15,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from beats import runs_of, tick_until  # tests/helpers
+from server_time import server_ms  # tests/helpers
 
 from redcron import App
 from redcron.beat.beat import Beat, beats_key
@@ -45,28 +47,6 @@ def app4(redis_url: str, key_prefix: str) -> Iterator[App]:
     a = App(redis_url, prefix=key_prefix.rstrip(":"), shards=4)
     yield a
     a.close()
-
-
-def server_ms(app: App) -> int:
-    sec, usec = app.broker.client.time()
-    return int(sec) * 1000 + int(usec) // 1000
-
-
-def tick_until(beats: list[Beat], pred: Callable[[], Any], what: str, timeout: float = 10) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        for b in beats:
-            b.tick()
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
-
-
-def runs_of(app: App, job_id: str) -> list[dict[str, Any]]:
-    return sorted(app.jobs.runs(job_id, limit=10_000), key=lambda r: int(r["scheduled_for"]))
 
 
 def set_overdue(app: App, job_id: str, nominal_ms: int) -> None:

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-import textwrap
-import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -251,24 +248,6 @@ def test_dlq_replay_needs_ids_or_all(invoke: Invoke) -> None:
 
 
 # -- -A and the loader ------------------------------------------------------------------
-
-
-@pytest.fixture
-def module_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], str]]:
-    """Write a module into a fresh cwd; returns its (unique) name."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    names: list[str] = []
-
-    def write(source: str) -> str:
-        name = f"rc_cli_mod_{uuid.uuid4().hex[:8]}"
-        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
-        names.append(name)
-        return name
-
-    yield write
-    for name in names:
-        sys.modules.pop(name, None)
 
 
 APP_MODULE = """

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
-import textwrap
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -179,24 +176,6 @@ def test_apply_needs_files_or_an_app(invoke: Invoke) -> None:
     result = invoke("jobs", "apply")
     assert result.exit_code == 2
     assert "-f FILE" in result.output
-
-
-@pytest.fixture
-def module_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], str]]:
-    """Write a module into a fresh cwd; returns its (unique) name."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    names: list[str] = []
-
-    def write(source: str) -> str:
-        name = f"rc_jobs_mod_{uuid.uuid4().hex[:8]}"
-        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
-        names.append(name)
-        return name
-
-    yield write
-    for name in names:
-        sys.modules.pop(name, None)
 
 
 CRON_APP = """

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import itertools
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from beats import runs_of, tick_until  # tests/helpers
 
 from redcron import App
 from redcron.beat import beat as beat_mod
@@ -35,22 +35,6 @@ def app(redis_url: str, key_prefix: str) -> Iterator[App]:
 def due_and_nominal(app: App, job_id: str) -> tuple[int, int]:
     info = app.jobs.get_by_id(job_id)
     return int(info["scheduled_due"]), int(info["next_fire"])
-
-
-def runs_of(app: App, job_id: str) -> list[dict[str, Any]]:
-    return sorted(app.jobs.runs(job_id, limit=10_000), key=lambda r: int(r["scheduled_for"]))
-
-
-def tick_until(beat: Beat, pred: Callable[[], Any], what: str, timeout: float = 15) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        beat.tick()
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
 
 
 # -- pure helpers --------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 from lua_ops import Ops, Tok
+from server_time import server_ms  # tests/helpers
 
 from redcron import App
 from redcron.broker import FailItem
@@ -43,11 +44,6 @@ def lease(app: App, n: int = 10, now: int | None = None) -> list:  # type: ignor
 def fail_all(app: App, leases: list, now: int | None = None) -> None:  # type: ignore[type-arg]
     items = [FailItem(x.iid, x.epoch, "failed", "boom", False) for x in leases]
     app.broker.fail(0, "w", items, now=now)
-
-
-def server_ms(app: App) -> int:
-    sec, usec = app.broker.client.time()
-    return int(sec) * 1000 + int(usec) // 1000
 
 
 def job(app: App, job_id: str) -> dict[str, str]:

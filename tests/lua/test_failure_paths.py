@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from lua_ops import T0, Ops, new_id, row
+from server_time import server_ms  # tests/helpers
 
 from redcron.broker import Broker, FailItem
 from redcron.clock import backoff_ceiling_ms
@@ -75,9 +76,9 @@ def test_broker_fail_rolls_jitter_within_bounds(broker: Broker) -> None:
     ids = [new_id() for _ in range(20)]
     broker.enqueue([row(i, base=10_000, cap=10_000) for i in ids])
     leases = broker.lease(0, "w1", 20, 60_000, ["default"])
-    before = ops_now(broker)
+    before = server_ms(broker)
     states = broker.fail(0, "w1", [FailItem(x.iid, x.epoch, "failed", "e", True) for x in leases])
-    after = ops_now(broker)
+    after = server_ms(broker)
     dues = []
     for x in leases:
         info = broker.task_info(x.iid)
@@ -86,11 +87,6 @@ def test_broker_fail_rolls_jitter_within_bounds(broker: Broker) -> None:
             assert before <= int(info["due"]) < after + 10_000
     assert set(states) <= {"retry_wait", "ready"}
     assert len(set(dues)) > 1  # not the same dice every call
-
-
-def ops_now(broker: Broker) -> int:
-    sec, usec = broker.client.time()
-    return int(sec) * 1000 + int(usec) // 1000
 
 
 # -- DLQ -------------------------------------------------------------------------

@@ -16,8 +16,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
-import redis
 from lua_ops import Ops, Tok, new_id, row
+from server_time import server_ms  # tests/helpers
 
 from redcron import App
 
@@ -95,11 +95,6 @@ def in_flight(ops: Ops, tenant: str) -> int:
 def ring(ops: Ops, prio: str = "normal", queue: str = "default") -> list[str]:
     members: list[bytes] = ops.r.zrange(ops.k.ring(ops.shard, queue, prio), 0, -1)  # type: ignore[assignment]
     return [t.decode() for t in members]
-
-
-def server_ms(r: redis.Redis) -> int:
-    secs, micros = r.time()
-    return int(secs) * 1000 + int(micros) // 1000
 
 
 def jain(xs: Sequence[float]) -> float:

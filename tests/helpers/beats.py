@@ -1,0 +1,33 @@
+"""Driving beats in-process: tick until something shows, read a job's runs.
+Imported by name (``tests/helpers`` is on ``sys.path``)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from redcron.app import App
+from redcron.beat.beat import Beat
+
+
+def tick_until(
+    beats: Beat | Sequence[Beat], pred: Callable[[], Any], what: str, timeout: float = 15
+) -> Any:
+    """Tick every beat, then ask ``pred``, until it returns something truthy."""
+    group = [beats] if isinstance(beats, Beat) else list(beats)
+    deadline = time.monotonic() + timeout
+    while True:
+        for b in group:
+            b.tick()
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.02)
+
+
+def runs_of(app: App, job_id: str) -> list[dict[str, Any]]:
+    """A job's runs, oldest fire first."""
+    return sorted(app.jobs.runs(job_id, limit=10_000), key=lambda r: int(r["scheduled_for"]))
