@@ -1,6 +1,6 @@
 """Workers as real processes, killed, stopped and signalled; Redis killed under them.
 
-Each test checks the invariants afterwards (shared/DESIGN.md): a lost lease is
+Each test checks the invariants afterwards (docs/architecture.md): a lost lease is
 reaped and retried (4), a zombie's late result is rejected (3), every attempt
 ends exactly once with the right outcome (5), and runaway work is killed.
 """

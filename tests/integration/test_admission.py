@@ -1,4 +1,4 @@
-"""Admission control on a real Redis (DESIGN §6): ``max_queued`` bounds a
+"""Admission control on a real Redis: ``max_queued`` bounds a
 tenant's ready instances.  A submission over the bound is refused with
 :class:`QuotaExceeded` and writes nothing; a scheduled fire over the bound is
 recorded as a ``rejected`` run and counted, never dropped silently.

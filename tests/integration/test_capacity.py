@@ -1,5 +1,5 @@
 """Worker capacity: tasks that ask for cpu/mem are leased only to a worker they
-fit, and a worker never runs more than it declared (DESIGN §6)."""
+fit, and a worker never runs more than it declared."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Circuit breaker per job (DESIGN §7): trips on the failed share of attempts,
+"""Circuit breaker per job: trips on the failed share of attempts,
 holds the job's queued work aside, reopens through one trial task or resume."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Dispatch fairness on a real Redis (DESIGN invariant 7, §6): weighted DRR
+"""Dispatch fairness on a real Redis (invariant 7): weighted DRR
 shares, Jain's index, a backfill that must not starve late tenants, caps,
 rate limits, aging and ``max_priority``.
 

@@ -1,7 +1,7 @@
 """Runs and DAGs at the script level (real Redis, no worker).
 
 The tests drive task instances through ``Broker.lease`` / ``complete`` /
-``fail`` themselves, so every step of a run's lifecycle (DESIGN §4) is
+``fail`` themselves, so every step of a run's lifecycle (queued, running, ended) is
 checked right where it happens: fan-out and fan-in, a failed task failing
 its downstream while independent branches go on, retry = DLQ replay,
 cancel, retention, pause after failures and the overlap policies of

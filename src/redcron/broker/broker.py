@@ -32,7 +32,7 @@ from redcron.serde import text as _s
 
 log = logging.getLogger(__name__)
 
-#: bounded work per script call (DESIGN §5)
+#: bounded work per script call: no script walks an unbounded set at once
 MAX_BATCH = 256
 MAX_MAINTENANCE = 500
 

@@ -1,4 +1,5 @@
-"""``redcron tenants set|show|list|reset``: per-tenant dispatch settings (DESIGN §6)."""
+"""``redcron tenants set|show|list|reset``: per-tenant dispatch settings
+(weights, caps, rates, admission: docs/architecture.md, Fair dispatch)."""
 
 from __future__ import annotations
 
