@@ -27,7 +27,7 @@ COMMAND_TASK = "redcron.command"
 
 if TYPE_CHECKING:
     from redcron.broker.jobs import JobStore
-    from redcron.tenants import TenantStore
+    from redcron.broker.tenants import TenantStore
 
 
 @dataclass(frozen=True)
@@ -246,7 +246,7 @@ class App:
     @property
     def tenants(self) -> TenantStore:
         """Tenant settings: weight, caps, rate limits, admission bounds."""
-        from redcron.tenants import TenantStore
+        from redcron.broker.tenants import TenantStore
 
         return TenantStore(self.broker)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -36,8 +35,7 @@ class Context:
         if self.run_id is None or self.broker is None:
             return {}
         if self._params is None:
-            raw = self.broker.client.hget(self.broker.keys.run(self.shard, self.run_id), "params")
-            self._params = json.loads(raw) if raw else {}
+            self._params = self.broker.run_params(self.shard, self.run_id)
         return self._params
 
     def once(self, key: str, ttl: int = 7 * 86_400) -> bool:

@@ -15,10 +15,11 @@ import redis
 from click.testing import CliRunner, Result
 
 from redcron import App
+from redcron.broker.tenants import TenantStore
 from redcron.cli.main import main
 from redcron.errors import ValidationError
 from redcron.keys import shard_of
-from redcron.tenants import SETTINGS_FIELDS, TenantSettings, TenantStore
+from redcron.tenants import SETTINGS_FIELDS, TenantSettings
 
 Invoke = Callable[..., Result]
 SHARDS = 4

@@ -32,11 +32,10 @@ from datetime import datetime, timedelta
 from types import FrameType
 from typing import Any
 
-import redis
-
 from redcron.app import App
 from redcron.beat.schedule import Trigger, fires_between, next_fire
 from redcron.broker.argv import FireArgs
+from redcron.broker.beat import BeatStore
 from redcron.broker.jobs import (
     effective_jitter_s,
     from_ms,
@@ -45,8 +44,9 @@ from redcron.broker.jobs import (
     tenant_jitter_s,
     to_ms,
 )
+from redcron.broker.retry import TRANSIENT, Backoff, ErrorReply
 from redcron.clock import ulid
-from redcron.errors import BrokerError, ConfigError
+from redcron.errors import ConfigError
 from redcron.jobs import JobSpec
 from redcron.keys import Keys
 from redcron.serde import text as _s
@@ -59,17 +59,11 @@ MISSED_LIMIT = 100_000
 CHAIN_LIMIT = 100
 #: specs of jobs due within this many ms are loaded ahead, while the beat is idle
 PREFETCH_MS = 3_000
-#: fires per fire_batch.lua call: amortizes the per-call cost while keeping one
-#: script call short (~50 runs created, a few ms of Redis time)
-FIRES_PER_CALL = 50
-#: fires per pipeline round trip
-PIPELINE_FIRES = 1_000
 #: statuses of fire.lua that mean "this fire time is done"
 _DONE = {"created", "skipped", "buffered", "exists", "skipped_all", "rejected"}
 _COUNTED = {"created", "skipped", "buffered", "rejected"}
 #: a tenant's default jitter_s is re-read at most this often (seconds, per tenant)
 TENANT_JITTER_REFRESH_S = 5.0
-TRANSIENT = (redis.RedisError, BrokerError, OSError)
 
 
 def beats_key(prefix: str) -> str:
@@ -271,11 +265,20 @@ class Beat:
         self._busy = False
         self._stop = threading.Event()
         self._sender: ThreadPoolExecutor | None = None
+        self._store: BeatStore | None = None
 
     @property
     def owned(self) -> dict[int, str]:
         """Shards this beat holds, with their fencing epochs."""
         return dict(self._owned)
+
+    @property
+    def store(self) -> BeatStore:
+        """The beat's Redis side (on the App's current broker: a forked child gets its own)."""
+        broker = self.app.broker
+        if self._store is None or self._store.broker is not broker:
+            self._store = BeatStore(broker)
+        return self._store
 
     # -- public ---------------------------------------------------------------
 
@@ -287,14 +290,16 @@ class Beat:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 old[sig] = signal.signal(sig, self._on_signal)
         log.info("beat %s starting (shard ttl %.1fs)", self.id, self.ttl_ms / 1000)
+        # a steady 1 s, not a growing wait: its shard leases are renewed soon after Redis is back
+        backoff = Backoff(1.0, 1.0, log)
         try:
             while not self._stop.is_set():
                 try:
                     self.tick()
                     delay = 0.0 if self._busy else self._idle_delay()
+                    backoff.reset()
                 except TRANSIENT as exc:
-                    log.warning("beat %s: redis unavailable (%s); retrying", self.id, exc)
-                    delay = 1.0
+                    delay = backoff.failed(exc, f"beat {self.id}: tick")
                 self._stop.wait(delay)
         finally:
             for sig, handler in old.items():
@@ -311,7 +316,7 @@ class Beat:
         try:
             for shard in list(self._owned):
                 broker.beat_own(shard, self.id, self.ttl_ms, "release")
-            broker.client.zrem(beats_key(self.app.settings.prefix), self.id)
+            self.store.unregister(self.id)
         except TRANSIENT as exc:
             log.warning("beat %s: could not release shards (%s); they expire", self.id, exc)
         self._owned.clear()
@@ -346,28 +351,14 @@ class Beat:
     # -- ownership -------------------------------------------------------------
 
     def _server_ms(self) -> int:
-        sec, usec = self.app.broker.client.time()
-        return int(sec) * 1000 + int(usec) // 1000
+        return self.app.broker.server_ms()
 
     def _own(self, mode: str, shards: list[int]) -> list[tuple[int, int, str]]:
-        broker = self.app.broker
-        pipe = broker.client.pipeline(transaction=False)
-        for shard in shards:
-            broker.beat_own(shard, self.id, self.ttl_ms, mode, pipe=pipe)
-        return [
-            (shard, int(ok), _s(epoch))
-            for shard, (ok, epoch, _owner) in zip(shards, broker._execute(pipe), strict=True)
-        ]
+        return self.store.own(shards, self.id, self.ttl_ms, mode)
 
     def _ownership(self, now: int) -> None:
-        broker = self.app.broker
-        key = beats_key(self.app.settings.prefix)
-        pipe = broker.client.pipeline(transaction=False)
-        pipe.zadd(key, {self.id: now + self.ttl_ms})
-        pipe.zremrangebyscore(key, "-inf", now)
-        pipe.zcard(key)
-        live = max(1, int(pipe.execute()[-1]))
-        total = broker.shards
+        live = max(1, self.store.register(self.id, now, self.ttl_ms))
+        total = self.app.broker.shards
         share = math.ceil(total / live)
         if now < self._next_round and live == self._live and len(self._owned) <= share:
             return
@@ -411,18 +402,13 @@ class Beat:
         flight are skipped by id when the next page is read (their fire may not
         have landed yet); a fire planned twice would only come back ``stale``.
         """
-        client = self.app.broker.client
-        sched = self.app.broker.keys.schedule(shard)
         fired = 0
         flight: Future[list[Any]] | None = None
         flying: list[tuple[str, str, Fire]] = []
         while True:
             busy = {jid for jid, _, _ in flying}
-            rows: list[Any] = client.zrangebyscore(
-                sched, "-inf", now, start=0, num=self.batch + len(busy), withscores=True
-            )
-            last = len(rows) < self.batch + len(busy) or time.monotonic() > budget
-            due = [(jid, int(score)) for jid, score in ((_s(m), sc) for m, sc in rows)]
+            due = self.store.due(shard, now, self.batch + len(busy))
+            last = len(due) < self.batch + len(busy) or time.monotonic() > budget
             calls = self._plan(shard, [row for row in due if row[0] not in busy], now)
             if flight is not None:
                 fired += self._settle(shard, flying, flight.result())
@@ -480,50 +466,38 @@ class Beat:
                 cold.append(i)
         if not cold and not stale:
             return out
-        broker = self.app.broker
-        pipe = broker.client.pipeline(transaction=False)
-        for i in cold:
-            pipe.hmget(
-                broker.keys.job(shard, rows[i][0]), "version", "next_fire", "paused", "tenant"
-            )
         asked = sorted(stale)
-        for tenant in asked:
-            pipe.hget(broker.keys.tenant(shard, tenant), "jitter_s")
-        res = pipe.execute()
-        heads = dict(zip(cold, res[: len(cold)], strict=True))
-        self._tenants_read(shard, asked, res[len(cold) :], mono)
+        read, jitters = self.store.job_heads(shard, [rows[i][0] for i in cold], asked)
+        heads = dict(zip(cold, read, strict=True))
+        self._tenants_read(shard, asked, jitters, mono)
         missing = [
-            (rows[i][0], _s(h[0]))
+            (rows[i][0], h.version)
             for i, h in heads.items()
-            if h[0] is not None and self._specs.get(rows[i][0], ("",))[0] != _s(h[0])
+            if h.version is not None and self._specs.get(rows[i][0], ("",))[0] != h.version
         ]
         # tenants of jobs read cold (new jobs among them) whose default jitter is unknown
-        cold_tenants = {_s(h[3]) for h in heads.values() if h[0] is not None and h[3]}
+        cold_tenants = {h.tenant for h in heads.values() if h.version is not None and h.tenant}
         unknown = sorted(t for t in cold_tenants if not fresh(t))
         if missing or unknown:
-            pipe = broker.client.pipeline(transaction=False)
-            for jid, _v in missing:
-                pipe.hget(broker.keys.job(shard, jid), "spec")
-            for tenant in unknown:
-                pipe.hget(broker.keys.tenant(shard, tenant), "jitter_s")
             if len(self._specs) > 200_000:
                 self._specs.clear()
                 self._known.clear()
-            res = pipe.execute()
-            self._tenants_read(shard, unknown, res[len(missing) :], mono)
-            for (jid, version), text in zip(missing, res[: len(missing)], strict=True):
+            texts, jitters = self.store.job_specs(shard, [jid for jid, _v in missing], unknown)
+            self._tenants_read(shard, unknown, jitters, mono)
+            for (jid, version), text in zip(missing, texts, strict=True):
                 try:
-                    parsed = spec_from_json(_s(text))
+                    if text is None:
+                        raise ValueError("the job has no stored spec")
+                    parsed = spec_from_json(text)
                     self._specs[jid] = (version, parsed, parsed.trigger())
                 except Exception as exc:  # a spec we cannot read must not stop the others
                     log.error("job %s: unreadable spec (%s); not fired", jid, exc)
                     self._specs[jid] = (version, None, None)
-        for i, (version, nf, paused, _tenant) in heads.items():
+        for i, h in heads.items():
             _v, spec, trigger = self._specs.get(rows[i][0], ("", None, None))
-            if version is None or spec is None or trigger is None:
+            if h.version is None or spec is None or trigger is None:
                 continue
-            nominal = int(_s(nf)) if nf not in (None, b"", "") else None
-            out[i] = _Loaded(_s(version), spec, trigger, nominal, _s(paused or b"") == "1")
+            out[i] = _Loaded(h.version, spec, trigger, h.next_fire, h.paused)
         return out
 
     def _tenants_read(self, shard: int, tenants: list[str], values: list[Any], at: float) -> None:
@@ -542,11 +516,8 @@ class Beat:
     def _prefetch(self, shard: int, now: int) -> None:
         """Load the specs of jobs due soon (up to ``10 * batch`` a tick), so that a
         burst of fires finds them parsed."""
-        sched = self.app.broker.keys.schedule(shard)
-        ids = self.app.broker.client.zrangebyscore(
-            sched, now, now + PREFETCH_MS, start=0, num=40 * self.batch
-        )
-        todo = [(jid, -1) for jid in map(_s, ids) if jid not in self._specs]
+        ids = self.store.due_between(shard, now, now + PREFETCH_MS, 40 * self.batch)
+        todo = [(jid, -1) for jid in ids if jid not in self._specs]
         for i in range(0, min(len(todo), 10 * self.batch), self.batch):
             self._load(shard, todo[i : i + self.batch])
 
@@ -568,37 +539,23 @@ class Beat:
         return calls
 
     def _send(self, shard: int, epoch: str, calls: list[tuple[str, str, Fire]]) -> list[Any]:
-        """Send the fires, ``FIRES_PER_CALL`` per fire_batch.lua call and those calls
-        pipelined (runs in the sender thread).  One result per call, in order; a
-        refused batch (STALE) yields its error for each of its fires."""
-        broker = self.app.broker
-        out: list[Any] = []
-        for i in range(0, len(calls), PIPELINE_FIRES):
-            pipe = broker.client.pipeline(transaction=False)
-            chunks = []
-            page = calls[i : i + PIPELINE_FIRES]
-            for j in range(0, len(page), FIRES_PER_CALL):
-                chunk = page[j : j + FIRES_PER_CALL]
-                broker.fire_batch(
-                    shard,
-                    [
-                        FireArgs(jid, f.expected, version, f.fire_ms, f.next_ms, f.next_due,
-                                 epoch, f.trigger, f.skipped, f"{jid}@{f.fire_ms}")
-                        for jid, version, f in chunk
-                    ],
-                    pipe=pipe,
-                )  # fmt: skip
-                chunks.append(len(chunk))
-            for n, res in zip(chunks, broker.execute(pipe), strict=True):
-                out += [res] * n if isinstance(res, redis.ResponseError) else list(res)
-        return out
+        """Send the fires (runs in the sender thread).  One result per call, in
+        order; a refused batch (STALE) yields its error for each of its fires."""
+        return self.store.fire(
+            shard,
+            [
+                FireArgs(jid, f.expected, version, f.fire_ms, f.next_ms, f.next_due,
+                         epoch, f.trigger, f.skipped, f"{jid}@{f.fire_ms}")
+                for jid, version, f in calls
+            ],
+        )  # fmt: skip
 
     def _settle(self, shard: int, calls: list[tuple[str, str, Fire]], results: list[Any]) -> int:
         """Account for fire.lua results; returns the fires done.  Any progress
         makes the beat tick again at once (a chain may have more due)."""
         fired = 0
         for (jid, version, f), res in zip(calls, results, strict=True):
-            if isinstance(res, redis.ResponseError):
+            if isinstance(res, ErrorReply):
                 if str(res).startswith("STALE"):
                     self._drop(shard)
                     break
@@ -628,19 +585,11 @@ class Beat:
     def _idle_delay(self) -> float:
         """Seconds until the earliest due score of an owned shard, the next
         ownership round, or 1 s, whichever comes first (server clock)."""
-        client = self.app.broker.client
-        pipe = client.pipeline(transaction=False)
-        pipe.time()
-        shards = sorted(self._owned)
-        for shard in shards:
-            pipe.zrange(self.app.broker.keys.schedule(shard), 0, 0, withscores=True)
-        res = pipe.execute()
-        sec, usec = res[0]
-        now = int(sec) * 1000 + int(usec) // 1000
+        now, heads = self.store.next_due(sorted(self._owned))
         wake = min(now + 1000, self._next_round)
-        for head in res[1:]:
-            if head:
-                wake = min(wake, int(head[0][1]))
+        for head in heads:
+            if head is not None:
+                wake = min(wake, head)
         # a due entry that made no progress (version change, unreadable spec)
         # is retried at the next round or second, not in a busy loop
         if wake <= now:

@@ -7,6 +7,7 @@ hash slot without a lookup.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -126,6 +127,11 @@ class Broker:
         self._shards = int(shards)
         self._min_idle_ms = int(float(min_ttl) * 1000)
         return self._shards
+
+    def server_ms(self) -> int:
+        """The Redis server's clock in ms: every process reads "now" from it (invariant 8)."""
+        sec, usec = self.client.time()
+        return int(sec) * 1000 + int(usec) // 1000
 
     def check_eviction_policy(self) -> None:
         try:
@@ -577,6 +583,12 @@ class Broker:
         info["attempts"] = [{"attempt": n, **attempts[n]} for n in sorted(attempts)]
         info["shard"] = shard
         return info
+
+    def run_params(self, shard: int, run_id: str) -> dict[str, Any]:
+        """The params a run was triggered with (``{}``: none, or no such run)."""
+        raw = self.client.hget(self.keys.run(shard, run_id), "params")
+        params: dict[str, Any] = json.loads(raw) if raw else {}
+        return params
 
     def log_lines(self, iid: str, attempt: int, count: int = 20) -> list[str]:
         key = self.keys.log(shard_of_id(iid), iid, attempt)

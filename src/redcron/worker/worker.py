@@ -33,12 +33,11 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import TYPE_CHECKING
 
-import redis
-
 from redcron.broker import FailItem, Lease, LeaseRequest
+from redcron.broker.retry import TRANSIENT, Backoff
 from redcron.clock import ulid
 from redcron.config import WORKER_PREFETCH_PER_SLOT, default_concurrency
-from redcron.errors import BrokerError, ConfigError
+from redcron.errors import ConfigError
 from redcron.worker import capture
 from redcron.worker.execute import Job, Outcome
 from redcron.worker.pools import ProcessPool, ThreadPool
@@ -48,7 +47,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TRANSIENT = (redis.RedisError, BrokerError, OSError)
 MAX_REPORT = 256
 
 
@@ -234,19 +232,17 @@ class Worker:
             self.stop(graceful=True)
 
     def _connect(self) -> list[int]:
-        delay = 0.1
+        backoff = Backoff(0.1, 5.0, log)
         while True:
             try:
                 return list(range(self.broker.shards))
             except TRANSIENT as exc:
                 if self._stopping.is_set():
                     raise
-                log.warning("redis unavailable (%s); retrying in %.1fs", exc, delay)
-                time.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                time.sleep(backoff.failed(exc, "connecting to redis"))
 
     def _lease_loop(self, shards: list[int]) -> None:
-        backoff = 0.1
+        backoff = Backoff(0.1, 5.0, log)
         start = 0
         while not self._stopping.is_set():
             with self._lock:
@@ -275,14 +271,12 @@ class Worker:
                     # nothing ready: the reporter sends what ends while we block
                     self._set_leaser_reports(False)
                     self.broker.wait_for_work(shards, self.queues, 1.0)
-                backoff = 0.1
+                backoff.reset()
             except TRANSIENT as exc:
                 with self._lock:  # a shard's reports that went through are forgotten
                     items = [it for it in items if _token(it[0]) in self._active]
                 self._set_leaser_reports(False, unsent=items)
-                log.warning("lease failed (%s); retrying in %.1fs", exc, backoff)
-                self._stopping.wait(backoff)
-                backoff = min(backoff * 2, 5.0)
+                self._stopping.wait(backoff.failed(exc, "lease"))
         self._set_leaser_reports(False)
 
     def _exchange(
@@ -409,7 +403,7 @@ class Worker:
         """Report what ends while the lease loop is not about to (it carries reports
         with its next lease while busy): blocked on an empty queue, backing off,
         or stopped."""
-        backoff = 0.1
+        backoff = Backoff(0.1, 5.0, log)
         while True:
             with self._lock:
                 while not (self._done and (self._closing or not self._leaser_reports)):
@@ -419,15 +413,14 @@ class Worker:
                 items = self._take_done()
             try:
                 self._report(items)
-                backoff = 0.1
+                backoff.reset()
             except TRANSIENT as exc:
                 with self._lock:  # a shard's reports that went through are forgotten
                     self._done[:0] = [it for it in items if _token(it[0]) in self._active]
-                log.warning("report failed (%s); retrying in %.1fs", exc, backoff)
+                delay = backoff.failed(exc, "report")
                 if self._closing and self._hard_stop.is_set():
                     return
-                time.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
+                time.sleep(delay)
 
     def _report(self, items: list[tuple[Job, Outcome]]) -> None:
         by_shard: dict[int, list[tuple[Job, Outcome]]] = {}
@@ -648,13 +641,17 @@ class Worker:
         for job in jobs:
             by_shard.setdefault(job.lease.shard, []).append(_token(job))
         for shard, tokens in by_shard.items():
+            # a few tries only: on the way out, and a lease not handed back expires anyway
+            backoff = Backoff(0.2, 1.0, log)
             for attempt in range(5):
                 try:
                     self.broker.release(shard, self.id, tokens)
                     break
                 except TRANSIENT as exc:
-                    log.warning("hand-back failed (%s), attempt %d", exc, attempt + 1)
-                    time.sleep(0.2 * (attempt + 1))
+                    if attempt == 4:
+                        log.warning("hand-back failed (%s); the leases will expire", exc)
+                    else:
+                        time.sleep(backoff.failed(exc, "hand-back"))
         with self._lock:
             for job in jobs:
                 self._active.pop(_token(job), None)

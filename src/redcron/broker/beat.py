@@ -1,0 +1,164 @@
+"""The beat's Redis side: the live-beats registry, shard ownership, due schedule
+rows, job heads and specs, and pipelined fires.
+
+The beat (``beat/beat.py``) decides what to own and what to fire; every round
+trip it makes goes through :class:`BeatStore`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import redis
+
+from redcron.broker.argv import FireArgs
+from redcron.serde import text as _s
+
+if TYPE_CHECKING:
+    from redcron.broker import Broker
+
+#: fires per fire_batch.lua call: amortizes the per-call cost while keeping one
+#: script call short (~50 runs created, a few ms of Redis time)
+FIRES_PER_CALL = 50
+#: fires per pipeline round trip
+PIPELINE_FIRES = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class JobHead:
+    """The fields of a job hash the beat reads before firing it.
+
+    ``version`` is None when the job hash is gone (deleted since it was scheduled).
+    """
+
+    version: str | None
+    next_fire: int | None
+    paused: bool
+    tenant: str
+
+
+class BeatStore:
+    """Every Redis operation of a beat."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.keys = broker.keys
+
+    # -- registry and ownership ---------------------------------------------------
+
+    def register(self, beat: str, now: int, ttl_ms: int) -> int:
+        """Renew ``beat`` in the live-beats registry until ``now + ttl_ms``, drop the
+        beats expired by ``now``; returns how many are live (one round trip)."""
+        key = self.keys.beats()
+        pipe = self.broker.client.pipeline(transaction=False)
+        pipe.zadd(key, {beat: now + ttl_ms})
+        pipe.zremrangebyscore(key, "-inf", now)
+        pipe.zcard(key)
+        return int(pipe.execute()[-1])
+
+    def unregister(self, beat: str) -> None:
+        """Leave the live-beats registry (a stopping beat)."""
+        self.broker.client.zrem(self.keys.beats(), beat)
+
+    def own(
+        self, shards: Sequence[int], beat: str, ttl_ms: int, mode: str
+    ) -> list[tuple[int, int, str]]:
+        """Acquire, renew or release the ownership leases of ``shards`` in one round
+        trip: (shard, owned 0/1, fencing epoch) for each."""
+        pipe = self.broker.client.pipeline(transaction=False)
+        for shard in shards:
+            self.broker.beat_own(shard, beat, ttl_ms, mode, pipe=pipe)
+        return [
+            (shard, int(ok), _s(epoch))
+            for shard, (ok, epoch, _owner) in zip(
+                shards, self.broker._execute(pipe), strict=True
+            )
+        ]
+
+    # -- the schedule --------------------------------------------------------------
+
+    def due(self, shard: int, now: int, limit: int) -> list[tuple[str, int]]:
+        """Up to ``limit`` schedule rows due by ``now``: (job id, due score), earliest first."""
+        rows: list[Any] = self.broker.client.zrangebyscore(
+            self.keys.schedule(shard), "-inf", now, start=0, num=limit, withscores=True
+        )
+        return [(_s(member), int(score)) for member, score in rows]
+
+    def due_between(self, shard: int, start: int, end: int, limit: int) -> list[str]:
+        """Up to ``limit`` job ids due in ``[start, end]``, earliest first."""
+        ids: list[Any] = self.broker.client.zrangebyscore(
+            self.keys.schedule(shard), start, end, start=0, num=limit
+        )
+        return [_s(jid) for jid in ids]
+
+    def next_due(self, shards: Sequence[int]) -> tuple[int, list[int | None]]:
+        """The server time (ms) and each shard's earliest due score (None: nothing
+        scheduled), in one round trip."""
+        pipe = self.broker.client.pipeline(transaction=False)
+        pipe.time()
+        for shard in shards:
+            pipe.zrange(self.keys.schedule(shard), 0, 0, withscores=True)
+        res = pipe.execute()
+        sec, usec = res[0]
+        now = int(sec) * 1000 + int(usec) // 1000
+        return now, [int(head[0][1]) if head else None for head in res[1:]]
+
+    # -- jobs and tenants ----------------------------------------------------------
+
+    def job_heads(
+        self, shard: int, job_ids: Sequence[str], tenants: Sequence[str]
+    ) -> tuple[list[JobHead], list[Any]]:
+        """The head of each job, and the stored default ``jitter_s`` of each tenant
+        (raw: None if never set), in one round trip."""
+        pipe = self.broker.client.pipeline(transaction=False)
+        for jid in job_ids:
+            pipe.hmget(self.keys.job(shard, jid), "version", "next_fire", "paused", "tenant")
+        for tenant in tenants:
+            pipe.hget(self.keys.tenant(shard, tenant), "jitter_s")
+        res = pipe.execute()
+        heads = [
+            JobHead(
+                None if version is None else _s(version),
+                int(_s(nf)) if nf not in (None, b"", "") else None,
+                _s(paused or b"") == "1",
+                _s(tenant or b""),
+            )
+            for version, nf, paused, tenant in res[: len(job_ids)]
+        ]
+        return heads, list(res[len(job_ids) :])
+
+    def job_specs(
+        self, shard: int, job_ids: Sequence[str], tenants: Sequence[str]
+    ) -> tuple[list[str | None], list[Any]]:
+        """The stored spec (JSON text; None: the job is gone) of each job, and the
+        stored default ``jitter_s`` of each tenant (raw), in one round trip."""
+        pipe = self.broker.client.pipeline(transaction=False)
+        for jid in job_ids:
+            pipe.hget(self.keys.job(shard, jid), "spec")
+        for tenant in tenants:
+            pipe.hget(self.keys.tenant(shard, tenant), "jitter_s")
+        res = pipe.execute()
+        specs = [None if text is None else _s(text) for text in res[: len(job_ids)]]
+        return specs, list(res[len(job_ids) :])
+
+    # -- firing --------------------------------------------------------------------
+
+    def fire(self, shard: int, fires: Sequence[FireArgs]) -> list[Any]:
+        """Send fires of one shard, ``FIRES_PER_CALL`` per fire_batch.lua call and
+        those calls pipelined.  One result per fire, in order: fire.lua's
+        ``{status, run_id}``, or for each fire of a refused call (STALE) its error
+        reply (:data:`redcron.broker.retry.ErrorReply`)."""
+        out: list[Any] = []
+        for i in range(0, len(fires), PIPELINE_FIRES):
+            pipe = self.broker.client.pipeline(transaction=False)
+            chunks = []
+            page = fires[i : i + PIPELINE_FIRES]
+            for j in range(0, len(page), FIRES_PER_CALL):
+                chunk = page[j : j + FIRES_PER_CALL]
+                self.broker.fire_batch(shard, chunk, pipe=pipe)
+                chunks.append(len(chunk))
+            for n, res in zip(chunks, self.broker.execute(pipe), strict=True):
+                out += [res] * n if isinstance(res, redis.ResponseError) else list(res)
+        return out

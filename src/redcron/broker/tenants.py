@@ -1,0 +1,174 @@
+"""Tenant settings in Redis (DESIGN §6): read and change them, list tenants with
+their live dispatch numbers.
+
+Settings live in the tenant hash ``keys.tenant(shard, tenant)`` next to the
+dispatch state the lease script owns, so only the settings fields are ever
+written or deleted.  The model (fields, parsing, validation) is
+:mod:`redcron.tenants`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from redcron import validation
+from redcron.errors import ValidationError
+from redcron.keys import PRIORITIES, shard_of
+from redcron.serde import text as _s
+from redcron.tenants import SETTINGS_FIELDS, TenantSettings, parse_rate
+
+if TYPE_CHECKING:
+    from redcron.broker import Broker
+
+#: dispatch share is summed over the current and the previous server minute
+SHARE_WINDOW_MINUTES = 2
+
+Row = dict[str, Any]
+#: ``list`` is a TenantStore method, so annotations in the class use these aliases
+Rows = list[Row]
+
+
+class TenantStore:
+    """Read and change tenant settings; list tenants with live dispatch numbers."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.keys = broker.keys
+
+    def shard(self, tenant: str) -> int:
+        return shard_of(tenant, self.broker.shards)
+
+    def get(self, tenant: str) -> TenantSettings:
+        """The tenant's settings (defaults for anything never set)."""
+        validation.name("tenant", tenant)
+        values = self.broker.client.hmget(
+            self.keys.tenant(self.shard(tenant), tenant), list(SETTINGS_FIELDS)
+        )
+        return TenantSettings.from_hash(
+            {f: v for f, v in zip(SETTINGS_FIELDS, values, strict=True) if v is not None}
+        )
+
+    def set(self, tenant: str, **changes: Any) -> TenantSettings:
+        """Change some settings; returns the resulting settings.
+
+        Only the given fields are written (HSET), so concurrent changes of
+        other fields, and the lease script's state in the same hash, survive.
+        ``rate`` may be given as text (``"20/s"``).
+        """
+        validation.name("tenant", tenant)
+        unknown = sorted(set(changes) - set(SETTINGS_FIELDS))
+        if unknown:
+            raise ValidationError(
+                unknown[0], f"unknown tenant setting; settings are {', '.join(SETTINGS_FIELDS)}"
+            )
+        if isinstance(changes.get("rate"), str):
+            changes["rate"] = parse_rate(changes["rate"])
+        merged = dataclasses.replace(self.get(tenant), **changes).validate()
+        shard = self.shard(tenant)
+        if changes:
+            pipe = self.broker.client.pipeline(transaction=True)
+            pipe.hset(
+                self.keys.tenant(shard, tenant),
+                mapping={f: v for f, v in merged.to_hash().items() if f in changes},
+            )
+            pipe.sadd(self.keys.tenants(shard), tenant)
+            pipe.execute()
+        return merged
+
+    def reset(self, tenant: str) -> TenantSettings:
+        """Remove every settings field (back to defaults); dispatch state stays."""
+        validation.name("tenant", tenant)
+        self.broker.client.hdel(self.keys.tenant(self.shard(tenant), tenant), *SETTINGS_FIELDS)
+        return TenantSettings()
+
+    def show(self, tenant: str) -> Row:
+        """One tenant's settings with its live numbers (the shape of a ``list()`` row)."""
+        validation.name("tenant", tenant)
+        dispatched, total = self._dispatched()
+        (row,) = self._shard_rows(self.shard(tenant), [tenant])
+        return _with_share(row, dispatched, total)
+
+    def list(self) -> Rows:
+        """Every known tenant of every shard, sorted by name.
+
+        Each row: ``tenant``, ``shard``, the settings fields, ``in_flight``
+        (valid leases), ``queued`` (ready instances over all queues and
+        classes; delayed timers are not counted), ``dispatched_last_minute``
+        and ``share_last_minute`` (0..1 of all tenants' dispatches in the
+        current and previous server minute).
+        """
+        dispatched, total = self._dispatched()
+        client = self.broker.client
+        rows: list[Row] = []
+        for shard in range(self.broker.shards):
+            tenants = sorted(_s(t) for t in client.smembers(self.keys.tenants(shard)))
+            rows += self._shard_rows(shard, tenants)
+        return sorted(
+            (_with_share(row, dispatched, total) for row in rows), key=lambda r: r["tenant"]
+        )
+
+    # -- internals --------------------------------------------------------------
+
+    def _shard_rows(self, shard: int, tenants: Sequence[str]) -> Rows:
+        if not tenants:
+            return []
+        client = self.broker.client
+        queues = sorted(_s(q) for q in client.smembers(self.keys.queues(shard)))
+        streams = [self.keys.q(shard, q, t, k) for t in tenants for q in queues for k in PRIORITIES]
+        ready = iter(self.broker.ready_counts(streams))
+        pipe = client.pipeline(transaction=False)
+        for t in tenants:
+            pipe.hmget(self.keys.tenant(shard, t), list(SETTINGS_FIELDS))
+            pipe.zcard(self.keys.tleases(shard, t))
+        res = iter(pipe.execute())
+        rows: list[Row] = []
+        for t in tenants:
+            raw = next(res)
+            settings = TenantSettings.from_hash(
+                {f: v for f, v in zip(SETTINGS_FIELDS, raw, strict=True) if v is not None}
+            )
+            in_flight = int(next(res))
+            queued = sum(next(ready) for _q in queues for _k in PRIORITIES)
+            rows.append(
+                {
+                    "tenant": t,
+                    "shard": shard,
+                    **settings.as_dict(),
+                    "in_flight": in_flight,
+                    "queued": queued,
+                }
+            )
+        return rows
+
+    def _dispatched(self) -> tuple[dict[str, int], int]:
+        """Tasks leased per tenant in the current and previous server minute, and the total.
+
+        The lease script counts them in ``disp:<minute>`` hashes; minutes use
+        server time so every client agrees on the window.
+        """
+        client = self.broker.client
+        minute = self.broker.server_ms() // 60_000
+        pipe = client.pipeline(transaction=False)
+        for shard in range(self.broker.shards):
+            for m in range(minute - SHARE_WINDOW_MINUTES + 1, minute + 1):
+                pipe.hgetall(self.keys.disp(shard, m))
+        counts: dict[str, int] = {}
+        for raw in pipe.execute():
+            for k, v in raw.items():
+                try:
+                    n = int(v)
+                except ValueError:
+                    continue  # not ours to fix; a bad field just does not count
+                counts[_s(k)] = counts.get(_s(k), 0) + n
+        return counts, sum(counts.values())
+
+
+def _with_share(row: Row, dispatched: Mapping[str, int], total: int) -> Row:
+    n = dispatched.get(row["tenant"], 0)
+    return {
+        **row,
+        "dispatched_last_minute": n,
+        "share_last_minute": n / total if total > 0 else 0.0,
+    }
