@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any
 
 import redis
@@ -23,6 +24,8 @@ import redis
 from redcron.app import App
 from redcron.clock import ulid
 from redcron.config import WORKER_PREFETCH_PER_SLOT, default_concurrency
+from redcron.jobs import JobSpec, Task
+from redcron.schedule.timeutil import to_ms
 from redcron.states import TaskState
 
 #: the state field as the pipeline returns it (bytes), compared in a hot loop
@@ -300,11 +303,6 @@ def trigger(
 ) -> dict[str, Any]:
     """``jobs`` cron schedules registered, ``due_same_second`` of them due in the
     same second: how late are their runs created, and what does the beat cost?"""
-    from datetime import timedelta
-
-    from redcron.broker.jobs import to_ms
-    from redcron.jobs import JobSpec, Task
-
     if not 0 < due_same_second <= jobs:
         raise ValueError("need 0 < due_same_second <= jobs")
     prefix = f"rcbench{ulid()[-6:].lower()}"

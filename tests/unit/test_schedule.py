@@ -1,4 +1,7 @@
-"""beat.schedule: cron parsing, DST rules, intervals, one-shots. Pure: explicit datetimes only."""
+"""schedule.cron and schedule.triggers: cron parsing, DST rules, intervals, one-shots.
+
+Pure: explicit datetimes only.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from redcron.beat.schedule import (
+from redcron.errors import ValidationError
+from redcron.schedule.triggers import (
     Cron,
     ScheduleError,
     Trigger,
@@ -27,7 +31,6 @@ from redcron.beat.schedule import (
     parse_cron,
     parse_every,
 )
-from redcron.errors import ValidationError
 
 NY = ZoneInfo("America/New_York")
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -269,7 +272,7 @@ def test_h_is_deterministic_per_key_and_uses_crc32() -> None:
 
 def test_h_is_stable_across_processes() -> None:
     code = (
-        "from redcron.beat.schedule import parse_cron;"
+        "from redcron.schedule.cron import parse_cron;"
         "c = parse_cron('H H H * H', job_key='acme/report');"
         "print(c.minutes, c.hours, c.days, c.weekdays)"
     )
