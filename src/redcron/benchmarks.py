@@ -1,4 +1,5 @@
-"""Benchmarks behind ``redcron bench``: throughput and latency, on a real Redis.
+"""Benchmarks behind ``redcron bench``: throughput and latency, on a real Redis
+(and ``schedule``: the pure fire-time arithmetic, no Redis).
 
 Figures come from the Redis server clock where possible (drain rate from the
 first lease to the last completion recorded in the instance hashes), so the
@@ -16,6 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import redis
@@ -23,6 +25,9 @@ import redis
 from redcron.app import App
 from redcron.clock import ulid
 from redcron.config import WORKER_PREFETCH_PER_SLOT, default_concurrency
+from redcron.jobs import JobSpec, Task
+from redcron.schedule.timeutil import to_ms
+from redcron.schedule.triggers import make_trigger, next_fire
 from redcron.states import TaskState
 
 #: the state field as the pipeline returns it (bytes), compared in a hot loop
@@ -300,11 +305,6 @@ def trigger(
 ) -> dict[str, Any]:
     """``jobs`` cron schedules registered, ``due_same_second`` of them due in the
     same second: how late are their runs created, and what does the beat cost?"""
-    from datetime import timedelta
-
-    from redcron.broker.jobs import to_ms
-    from redcron.jobs import JobSpec, Task
-
     if not 0 < due_same_second <= jobs:
         raise ValueError("need 0 < due_same_second <= jobs")
     prefix = f"rcbench{ulid()[-6:].lower()}"
@@ -512,3 +512,28 @@ def fairness(redis_url: str | None, backfill: int = 50_000) -> dict[str, Any]:
         finally:
             _cleanup(bapp)
             bapp.close()
+
+
+def schedule(calls: int = 2_000) -> dict[str, Any]:
+    """Microseconds per ``next_fire`` call (pure computation, no Redis): the one
+    bisect jump of a quiet stretch, in UTC and in a DST zone, and the window scan
+    within 3 h before a fall-back, where wall order is not instant order."""
+    base = datetime(2026, 6, 10, 12, 0, 7, tzinfo=UTC)
+    quiet = [base + timedelta(seconds=37 * i) for i in range(calls)]
+    fall_back = datetime(2026, 10, 24, 23, tzinfo=UTC)  # Berlin falls back at 01:00 UTC
+    near = [fall_back + timedelta(seconds=7 * (i % 1_500)) for i in range(calls)]
+    cases = {
+        "every_5min_utc": ("*/5 * * * *", "UTC", quiet),
+        "every_5min_berlin": ("*/5 * * * *", "Europe/Berlin", quiet),
+        "daily_0200_utc": ("0 2 * * *", "UTC", quiet),
+        "daily_0200_berlin": ("0 2 * * *", "Europe/Berlin", quiet),
+        "every_5min_berlin_near_fall_back": ("*/5 * * * *", "Europe/Berlin", near),
+    }
+    out: dict[str, Any] = {"calls": calls}
+    for name, (expr, tz, afters) in cases.items():
+        trigger = make_trigger(cron=expr, tz=tz)
+        started = time.perf_counter()
+        for after in afters:
+            next_fire(trigger, after)
+        out[f"{name}_us"] = round((time.perf_counter() - started) / len(afters) * 1e6, 2)
+    return out

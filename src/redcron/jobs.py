@@ -16,6 +16,7 @@ from typing import Any
 
 from redcron import serde, validation
 from redcron.errors import ValidationError
+from redcron.schedule.triggers import Trigger, make_trigger
 
 COMMAND_TASK = "redcron.command"
 CONTAINER_TASK = "redcron.container"
@@ -176,9 +177,7 @@ class JobSpec:
         if cycle:
             raise ValidationError("tasks", "dependency cycle: " + " -> ".join(cycle))
 
-    def trigger(self) -> Any:
-        from redcron.beat.schedule import make_trigger
-
+    def trigger(self) -> Trigger:
         return make_trigger(
             cron=self.cron,
             every=self.every,

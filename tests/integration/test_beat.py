@@ -27,9 +27,9 @@ from server_time import server_ms  # tests/helpers
 from redcron import App
 from redcron.beat.beat import Beat, beats_key
 from redcron.broker.argv import FireArgs
-from redcron.broker.jobs import jitter_ms
 from redcron.errors import ScriptError
 from redcron.jobs import JobSpec, Task
+from redcron.schedule.jitter import jitter_ms
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = {"t": Task("noop")}

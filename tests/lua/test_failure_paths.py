@@ -10,7 +10,6 @@ from lua_ops import T0, Ops, new_id, row
 from server_time import server_ms  # tests/helpers
 
 from redcron.broker import Broker, FailItem
-from redcron.clock import backoff_ceiling_ms
 from redcron.errors import NotFound
 from redcron.keys import CONSUMER, GROUP
 
@@ -35,7 +34,7 @@ def test_retry_delay_is_full_jitter_below_the_capped_ceiling(ops: Ops, frac: flo
         [t] = ops.lease("w1")
         assert t.attempt == attempt
         ops.now += 17  # the failure is reported a little later than the lease
-        want = int(backoff_ceiling_ms(base, cap, attempt) * frac)
+        want = int(min(base * 2 ** (attempt - 1), cap) * frac)  # full jitter, capped
         state = ops.fail("w1", t, frac=frac)
         info = ops.info(iid)
         if want == 0:

@@ -1,4 +1,4 @@
-"""beat.plan_fires: the catch-up window is decided per fire (invariant 2). Pure: explicit now.
+"""schedule.plan: the catch-up window is decided per fire (invariant 2). Pure: explicit now.
 
 A fire overdue by at most the window is always fired ("cron"); only the fires
 older than that follow the job's catch-up policy, and every fire left out is
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from redcron.beat.beat import CHAIN_LIMIT, Fire, plan_fires
 from redcron.jobs import JobSpec, Task
+from redcron.schedule.plan import CHAIN_LIMIT, Fire, plan_fires
 
 TASKS = {"t": Task("noop")}
 WINDOW = 60_000

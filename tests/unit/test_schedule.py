@@ -1,22 +1,28 @@
-"""beat.schedule: cron parsing, DST rules, intervals, one-shots. Pure: explicit datetimes only."""
+"""schedule.cron and schedule.triggers: cron parsing, DST rules, intervals, one-shots.
+
+Pure: explicit datetimes only.
+"""
 
 from __future__ import annotations
 
 import calendar
 import dataclasses
+import json
 import os
 import subprocess
 import sys
-import time
 import zlib
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from redcron.beat.schedule import (
+from redcron.cli.main import main
+from redcron.errors import ValidationError
+from redcron.schedule.triggers import (
     Cron,
     ScheduleError,
     Trigger,
@@ -27,7 +33,6 @@ from redcron.beat.schedule import (
     parse_cron,
     parse_every,
 )
-from redcron.errors import ValidationError
 
 NY = ZoneInfo("America/New_York")
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -269,7 +274,7 @@ def test_h_is_deterministic_per_key_and_uses_crc32() -> None:
 
 def test_h_is_stable_across_processes() -> None:
     code = (
-        "from redcron.beat.schedule import parse_cron;"
+        "from redcron.schedule.cron import parse_cron;"
         "c = parse_cron('H H H * H', job_key='acme/report');"
         "print(c.minutes, c.hours, c.days, c.weekdays)"
     )
@@ -934,27 +939,22 @@ def test_property_matches_brute_force_around_transitions(
     assert next_fire(make_trigger(cron=expr, tz=tz.key), after) == expected
 
 
-# -- speed (prints only; never asserts timing) ----------------------------------------
+# -- speed: timed by `redcron bench schedule`; here only that the bench runs -----------
 
 
-def test_benchmark_next_fire_prints_timings() -> None:
-    base = utc(2026, 6, 10, 12, 0, 7)
-    afters = [base + timedelta(seconds=37 * i) for i in range(2000)]
-    for expr in ["*/5 * * * *", "0 2 * * *"]:
-        for tz in ["UTC", "Europe/Berlin"]:
-            t = make_trigger(cron=expr, tz=tz)
-            started = time.perf_counter()
-            for after in afters:
-                next_fire(t, after)
-            per_call = (time.perf_counter() - started) / len(afters) * 1e6
-            print(f"next_fire {expr!r:15} {tz:14} {per_call:6.1f} us/call")
-    t = make_trigger(cron="*/5 * * * *", tz="Europe/Berlin")
-    near = [utc(2026, 10, 24, 23) + timedelta(seconds=7 * i) for i in range(300)]
-    started = time.perf_counter()
-    for after in near:
-        next_fire(t, after)
-    per_call = (time.perf_counter() - started) / len(near) * 1e6
-    print(f"next_fire '*/5 * * * *' Europe/Berlin within 3 h of fall-back {per_call:6.1f} us/call")
+def test_bench_schedule_reports_a_time_per_call_for_each_case() -> None:
+    result = CliRunner().invoke(main, ["bench", "schedule", "--calls", "20", "--json"])
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.output)
+    assert figures.pop("calls") == 20
+    assert set(figures) == {
+        "every_5min_utc_us",
+        "every_5min_berlin_us",
+        "daily_0200_utc_us",
+        "daily_0200_berlin_us",
+        "every_5min_berlin_near_fall_back_us",
+    }
+    assert all(isinstance(v, float) and 0 < v < 1e6 for v in figures.values())
 
 
 def test_cron_is_hashable_and_comparable() -> None:

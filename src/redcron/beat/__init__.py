@@ -1,1 +1,2 @@
-"""The beat: pure schedule arithmetic (``schedule``) and the fire loop that uses it."""
+"""The beat process: shard ownership and the fire loop (the pure schedule
+arithmetic it uses lives in :mod:`redcron.schedule`)."""

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
-import zlib
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -18,48 +16,14 @@ from redcron.clock import ulid
 from redcron.errors import NotFound, QuotaExceeded
 from redcron.jobs import JobSpec, spec_from_dict
 from redcron.keys import shard_of
+from redcron.schedule.jitter import effective_jitter_s, jitter_ms, tenant_jitter_s
+from redcron.schedule.timeutil import to_ms
+from redcron.schedule.triggers import next_fire
 from redcron.serde import text as _s
 from redcron.states import EXPIRED, RunState
 
 if TYPE_CHECKING:
     from redcron.broker import Broker
-
-
-def to_ms(dt: datetime) -> int:
-    return int(dt.timestamp() * 1000)
-
-
-def from_ms(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC)
-
-
-def jitter_ms(job_id: str, nominal_ms: int, jitter_s: float) -> int:
-    """Deterministic per (job, fire time): a restarted beat computes the same due time."""
-    span = int(jitter_s * 1000)
-    if span <= 0:
-        return 0
-    return zlib.crc32(f"{job_id}:{nominal_ms}".encode()) % (span + 1)
-
-
-def effective_jitter_s(spec: JobSpec, tenant_jitter: float) -> float:
-    """The jitter a job's due times use: its own ``jitter_s`` wins; a job without
-    one (0) takes its tenant's default ``jitter_s`` (read live, never stored in
-    the job spec, so changing the tenant setting moves the next due time computed)."""
-    if spec.jitter_s > 0:
-        return spec.jitter_s
-    return tenant_jitter if tenant_jitter > 0 else 0.0
-
-
-def tenant_jitter_s(value: Any) -> float:
-    """A tenant hash's stored ``jitter_s`` field (bytes, text or None) in seconds;
-    missing, unreadable or negative: 0 (no default jitter)."""
-    if value is None:
-        return 0.0
-    try:
-        j = float(value.decode() if isinstance(value, bytes) else value)
-    except (TypeError, ValueError):
-        return 0.0
-    return j if math.isfinite(j) and j > 0 else 0.0
 
 
 def spec_json(spec: JobSpec) -> str:
@@ -109,8 +73,6 @@ class JobStore:
     ) -> list[dict[str, Any]]:
         """:meth:`put` for many jobs: every spec is validated before anything is
         written, then the upserts go out pipelined (500 per round trip)."""
-        from redcron.beat.schedule import next_fire
-
         for spec in specs:
             spec.validate()
         settings = self.broker.settings
@@ -244,8 +206,6 @@ class JobStore:
         return int(self._run_job("job_pause", job_id, argv.job_pause(job_id, True)))
 
     def resume(self, tenant: str, name: str) -> int:
-        from redcron.beat.schedule import next_fire
-
         job_id = self.job_id(tenant, name)
         info = self.get_by_id(job_id)
         spec = spec_from_json(info["spec"])

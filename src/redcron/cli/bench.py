@@ -12,7 +12,7 @@ from redcron.config import WORKER_PREFETCH_PER_SLOT, WORKER_THREADS
 
 @click.group()
 def bench() -> None:
-    """Benchmarks: throughput and latency against a real Redis.
+    """Benchmarks: throughput and latency against a real Redis; schedule (pure).
 
     Without --redis a fresh embedded redis-server (no persistence) is started
     for the run, so figures are not polluted by other data.
@@ -114,3 +114,18 @@ def fairness_cmd(backfill: int, redis_url: str | None, as_json: bool) -> None:
     from redcron.benchmarks import fairness
 
     _emit(fairness(redis_url, backfill), as_json)
+
+
+@bench.command("schedule")
+@click.option("--calls", default=2_000, show_default=True, help="next_fire calls per case.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def schedule_cmd(calls: int, as_json: bool) -> None:
+    """Microseconds per next_fire call: cron in UTC and in a DST zone, near a fall-back.
+
+    Pure computation: no Redis is started or used.
+    """
+    from redcron.benchmarks import schedule
+
+    if calls < 1:
+        raise click.BadParameter("must be >= 1", param_hint="--calls")
+    _emit(schedule(calls), as_json)

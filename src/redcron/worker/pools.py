@@ -50,8 +50,6 @@ def _killed_outcome(job: Job) -> Outcome:
 class ThreadPool:
     """N threads pulling jobs from one queue."""
 
-    kills_python = False
-
     def __init__(self, app: App, size: int, on_done: Done, broker: Any) -> None:
         self.app = app
         self.size = size
@@ -223,8 +221,6 @@ class _Child:
 
 class ProcessPool:
     """N slots, each a thread driving one child process."""
-
-    kills_python = True
 
     def __init__(self, app: App, size: int, on_done: Done, app_path: str, max_lines: int) -> None:
         self.app = app

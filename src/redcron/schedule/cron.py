@@ -1,7 +1,7 @@
 """Cron expressions: parsing, and wall-clock matching with no time zone involved.
 
 A :class:`Cron` knows nothing about instants or DST; it answers "which naive
-wall-clock second comes next". :mod:`redcron.beat.schedule` maps wall times to
+wall-clock second comes next". :mod:`redcron.schedule.triggers` maps wall times to
 instants in a zone. Syntax (5 fields, or 6 with seconds first)::
 
     *  a  a-b  */n  a-b/n  a/n  a,b,c     JAN-DEC, SUN-SAT, day-of-week 7 = Sunday

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from redcron.beat.cronexpr import Cron, ScheduleError, parse_cron
+from redcron.schedule.cron import Cron, ScheduleError, parse_cron
 
 __all__ = [
     "Cron",
