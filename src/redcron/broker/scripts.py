@@ -52,20 +52,29 @@ _INCLUDE = re.compile(r"^-- @include (\S+)\s*$", re.MULTILINE)
 
 def _expand(name: str) -> list[tuple[str, bool]]:
     """The script's lines with every include inlined once, each marked whether it
-    comes from a library (an include) rather than the script's own file."""
+    comes from a library (an include) rather than the script's own file.
+
+    An include names what it needs with its own ``-- @include`` lines at its top,
+    so inlining depth-first puts every library after the ones it uses (a Lua
+    ``local`` is visible only below its definition); a library already inlined
+    is not inlined again, and a cycle is an error.
+    """
     root = resources.files("redcron") / "lua"
-    seen: set[str] = set()
+    done: set[str] = set()
+    open_: list[str] = []
 
     def lines_of(path: str, lib: bool) -> list[tuple[str, bool]]:
+        open_.append(path)
         out: list[tuple[str, bool]] = []
         for line in (root / path).read_text().splitlines():
             match = _INCLUDE.match(line)
             if match is None:
                 out.append((line, lib))
-            elif match.group(1) not in seen:
-                # each lib once, nested includes resolved (common.lua pulls in runs.lua)
-                seen.add(match.group(1))
+            elif match.group(1) in open_:
+                raise ValueError(f"include cycle: {' -> '.join([*open_, match.group(1)])}")
+            elif match.group(1) not in done:
                 out += lines_of(match.group(1), True)
+        done.add(open_.pop())
         return out
 
     return lines_of(f"{name}.lua", False)
@@ -79,7 +88,6 @@ def source(name: str) -> str:
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DEFINES = re.compile(r"^local function ([A-Za-z_]\w*)|^local ([A-Za-z_][\w, ]*?)\s*=")
-_ASSIGNS = re.compile(r"^([A-Za-z_]\w*)\s*=[^=]")
 _CONTINUES = ("end", "}", "else", "elseif", "until", ")")
 
 
@@ -101,10 +109,6 @@ class _Unit:
             names = match.group(1) or match.group(2)
             return {n.strip() for n in names.split(",")}
         return set()
-
-    def assigns(self) -> str | None:
-        match = _ASSIGNS.match(self.lines[0])
-        return match.group(1) if match else None
 
 
 def _units(lines: list[tuple[str, bool]]) -> list[_Unit]:
@@ -136,15 +140,15 @@ def _prune(units: list[_Unit]) -> str:
     Every script runs its whole chunk on every call, library definitions
     included: defining ~150 functions and tables cost ~50 us a call, more
     than a small script's own work.  A library unit stays when a name it
-    defines is used by what stays (a reassignment stays with its name); a
-    statement that defines nothing stays; library comments go.
+    defines is used by what stays; a statement that defines nothing stays;
+    library comments go.
     """
     used: set[str] = set()
     keep = [not u.lib for u in units]
     for i, u in enumerate(units):
         if not u.lib:
             used |= set(_IDENT.findall(u.text))
-        elif not u.defines() and not u.assigns() and not u.text.lstrip().startswith("--"):
+        elif not u.defines() and not u.text.lstrip().startswith("--"):
             keep[i] = True
             used |= set(_IDENT.findall(u.text))
     changed = True
@@ -153,8 +157,7 @@ def _prune(units: list[_Unit]) -> str:
         for i, u in enumerate(units):
             if keep[i] or not u.lib:
                 continue
-            names = u.defines() or ({u.assigns()} - {None})
-            if names & used:
+            if u.defines() & used:
                 keep[i] = changed = True
                 used |= set(_IDENT.findall(u.text))
     return "\n".join(u.text for u, k in zip(units, keep, strict=True) if k) + "\n"

@@ -8,7 +8,9 @@
   Errors: NOTFOUND.
   A task of a run moves its run on (its pending downstream is cancelled).
   Upholds: invariants 4, 5. ]]
--- @include lib/common.lua
+-- @include lib/clock.lua
+-- @include lib/err.lua
+-- @include lib/cancel_instance.lua
 
 local state = cancel_instance(ARGV[1], now_ms(ARGV[2]))
 if not state then return err('NOTFOUND', 'no task ' .. ARGV[1]) end

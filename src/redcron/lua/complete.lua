@@ -7,7 +7,12 @@
   The lease's stream entry is acknowledged and deleted (XACK + XDEL).
   A task of a run makes its downstream ready once all their dependencies succeeded.
   Upholds: invariants 3 (a stale token writes nothing), 5 (one end per attempt). ]]
--- @include lib/common.lua
+-- @include lib/clock.lua
+-- @include lib/streams.lua
+-- @include lib/rings.lua
+-- @include lib/waiters.lua
+-- @include lib/breaker.lua
+-- @include lib/runs.lua
 
 local worker = ARGV[1]
 local now = now_ms(ARGV[2])
@@ -34,7 +39,7 @@ for i = 3, #ARGV, 3 do
     if f[7] and f[7] ~= '0' then notify_done(ti, iid) end
     if f[8] and f[8] ~= '' then
       breaker_record(iid, f[8], false, now)
-      on_end(ti, iid, 'succeeded', now)
+      run_task_ended(ti, iid, 'succeeded', now)
     end
     out[#out + 1] = 1
   else

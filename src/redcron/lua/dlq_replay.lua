@@ -8,7 +8,9 @@
   is active, as run_retry refuses it).
   A run's task is retried as by run_retry (its downstream reset, the run reopened).
   Upholds: invariant 4 (the DLQ entry is removed in the same step). ]]
--- @include lib/common.lua
+-- @include lib/clock.lua
+-- @include lib/rings.lua
+-- @include lib/run_reopen.lua
 
 local out = {}
 local woken = {}

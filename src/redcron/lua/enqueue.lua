@@ -26,7 +26,11 @@
           numbers, max_attempts < 1).  Either way nothing is written;
           REJECTED also when KEYS[2] says an earlier call of the batch refused.
   Upholds: invariant 4 (the hash records its one place from creation on). ]]
--- @include lib/common.lua
+-- @include lib/clock.lua
+-- @include lib/streams.lua
+-- @include lib/rings.lua
+-- @include lib/admission.lua
+-- @include lib/batch.lua
 
 local now = now_ms(ARGV[1])
 local F = tonumber(ARGV[2])

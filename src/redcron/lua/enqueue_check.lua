@@ -21,7 +21,9 @@
   client releases it if the batch is refused elsewhere (another shard).
   Upholds: a refused submission writes nothing, and admitted work never
   takes a tenant past max_queued (DESIGN §6 admission control). ]]
--- @include lib/common.lua
+-- @include lib/clock.lua
+-- @include lib/admission.lua
+-- @include lib/batch.lua
 
 local batch = KEYS[2]
 

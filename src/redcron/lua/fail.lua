@@ -9,7 +9,8 @@
             exit code ("" = none)
   Returns: one entry per group: the new state, or 0 = lease lost (nothing written).
   Upholds: invariants 3, 4, 5. ]]
--- @include lib/common.lua
+-- @include lib/clock.lua
+-- @include lib/attempts.lua
 
 local worker = ARGV[1]
 local now = now_ms(ARGV[2])

@@ -23,7 +23,8 @@
   Upholds: invariant 1 (compare-and-set on owner epoch, schedule score and job
   version; run id from job id + nominal fire time; run and next fire time
   written together), invariant 2 (skipped fires counted). ]]
--- @include lib/common.lua
+-- @include lib/clock.lua
+-- @include lib/err.lua
 -- @include lib/fire.lua
 
 local now = now_ms(ARGV[9])

@@ -5,7 +5,9 @@
   Returns: one {status, run_id} per group (statuses as fire.lua, plus notfound).
   Errors: STALE when the epoch is not the shard owner's (nothing written).
   Upholds: invariants 1 and 2, as fire.lua, for each group. ]]
--- @include lib/common.lua
+-- @include lib/clock.lua
+-- @include lib/err.lua
+-- @include lib/rings.lua
 -- @include lib/fire.lua
 
 local now = now_ms(ARGV[9])

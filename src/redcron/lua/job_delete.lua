@@ -3,7 +3,7 @@
   KEYS[1] shard prefix
   ARGV[1] tenant   ARGV[2] name
   Returns: the deleted job id.  Errors: NOTFOUND. ]]
--- @include lib/common.lua
+-- @include lib/err.lua
 
 local idx = key_jobs(ARGV[1])
 local job_id = redis.call('HGET', idx, ARGV[2])

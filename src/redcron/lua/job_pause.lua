@@ -5,7 +5,9 @@
   Returns: the job's version.  Fires missed while paused are not caught up.
   Resuming also closes the job's circuit breaker and releases its held work.
   Errors: NOTFOUND. ]]
--- @include lib/common.lua
+-- @include lib/clock.lua
+-- @include lib/err.lua
+-- @include lib/breaker.lua
 
 local jk = key_job(ARGV[1])
 if redis.call('EXISTS', jk) == 0 then return err('NOTFOUND', 'no job ' .. ARGV[1]) end

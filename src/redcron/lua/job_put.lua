@@ -10,7 +10,8 @@
   Returns: {job_id, version, change} change = created | updated | unchanged
   An identical spec is a no-op (the beat upserts declared jobs at every start and
   must not reset a schedule that has fires due). ]]
--- @include lib/common.lua
+-- @include lib/clock.lua
+-- @include lib/err.lua
 
 local tenant, name, new_id, spec, template, sig = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5],
   ARGV[6]

@@ -35,7 +35,10 @@
   by a crash), is acknowledged and deleted, never run.
   Upholds: invariants 3 (epoch += 1 per assignment), 4 (one place), 7 (fair
   under contention), 8 (server time). ]]
--- @include lib/common.lua
+-- @include lib/clock.lua
+-- @include lib/streams.lua
+-- @include lib/rings.lua
+-- @include lib/breaker.lua
 
 local worker = ARGV[1]
 local want = tonumber(ARGV[2])

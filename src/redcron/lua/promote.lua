@@ -7,7 +7,9 @@
   brk:<job> is a job's circuit-breaker cool-down: its first held instance
   becomes the trial (lib/breaker.lua).  Neither counts as promoted.
   Upholds: invariant 4 (ZREM the timer, then XADD: one place at a time). ]]
--- @include lib/common.lua
+-- @include lib/clock.lua
+-- @include lib/rings.lua
+-- @include lib/breaker.lua
 
 local now = now_ms(ARGV[1])
 local due = redis.call('ZRANGEBYSCORE', key_timers(), '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))

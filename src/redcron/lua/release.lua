@@ -6,7 +6,8 @@
   Returns: number handed back.  The attempt ends 'lost' but does not use up
   the retry budget (the task did nothing wrong).
   Upholds: invariants 3, 4, 5. ]]
--- @include lib/common.lua
+-- @include lib/clock.lua
+-- @include lib/attempts.lua
 
 local worker = ARGV[1]
 local now = now_ms(ARGV[2])

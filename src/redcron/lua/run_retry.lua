@@ -7,7 +7,10 @@
   not retried with it stays as it is: it could never run).
   Errors: NOTFOUND; CONFLICT when the run ended and its job's overlap policy
   (not 'allow') forbids reopening it while another run is active. ]]
--- @include lib/common.lua
+-- @include lib/clock.lua
+-- @include lib/err.lua
+-- @include lib/lists.lua
+-- @include lib/run_reopen.lua
 
 local run_id = ARGV[1]
 local now = now_ms(ARGV[2])

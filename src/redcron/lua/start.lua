@@ -5,7 +5,7 @@
   ARGV[3..] pairs: iid, epoch
   Returns: number marked; a stale token changes nothing.
   Upholds: invariant 3. ]]
--- @include lib/common.lua
+-- @include lib/clock.lua
 
 local worker = ARGV[1]
 local now = now_ms(ARGV[2])

@@ -4,7 +4,7 @@
   Returns: the current state; when it is not terminal (TASK_TERMINAL, generated
   from states.py), one token will be pushed to done:<iid> when it becomes so.
   Errors: NOTFOUND. ]]
--- @include lib/common.lua
+-- @include lib/err.lua
 
 local ti = key_ti(ARGV[1])
 local state = redis.call('HGET', ti, 'state')

@@ -2,6 +2,10 @@
   fire.lua (one fire) and fire_batch.lua (many fires of one shard per call).
   b is the 0-based offset of the 12-value group in ARGV; the caller checks the
   owner epoch first. Returns {status, run_id}; status notfound for a missing job. ]]
+-- @include lib/lists.lua
+-- @include lib/admission.lua
+-- @include lib/runs.lua
+-- @include lib/cancel_instance.lua
 
 -- Is `epoch` the shard's current, unexpired owner epoch? ("" = not a beat: yes)
 local function owner_ok(epoch, now)
