@@ -46,7 +46,7 @@ from redcron.broker.jobs import (
     to_ms,
 )
 from redcron.clock import ulid
-from redcron.errors import BrokerError, ConfigError
+from redcron.errors import BrokerError, ConfigError, ShardLeaseLost, from_script_error
 from redcron.jobs import JobSpec
 from redcron.keys import Keys
 from redcron.serde import text as _s
@@ -599,7 +599,7 @@ class Beat:
         fired = 0
         for (jid, version, f), res in zip(calls, results, strict=True):
             if isinstance(res, redis.ResponseError):
-                if str(res).startswith("STALE"):
+                if isinstance(from_script_error(str(res)), ShardLeaseLost):
                     self._drop(shard)
                     break
                 log.warning("job %s: fire %d failed: %s", jid, f.fire_ms, res)
