@@ -1,4 +1,8 @@
-"""Pure time helpers: every function takes ``now`` (or a fraction) as an argument."""
+"""Pure time helpers: ULIDs (``now`` may be passed in).
+
+The retry backoff has no Python copy: ``end_attempt`` in ``lua/lib/attempts.lua``
+computes it, and ``tests/lua/test_failure_paths.py`` checks the due times it sets.
+"""
 
 from __future__ import annotations
 
@@ -7,22 +11,6 @@ import time
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _PAIRS = tuple(_CROCKFORD[i >> 5] + _CROCKFORD[i & 31] for i in range(1024))
-
-
-def backoff_ceiling_ms(base_ms: int, cap_ms: int, attempt: int) -> int:
-    """Largest delay before the retry that follows failed attempt ``attempt`` (1-based).
-
-    ``min(base * 2^(attempt-1), cap)``; the actual delay is drawn uniformly
-    below it (full jitter).  Mirrors ``end_attempt`` in ``lua/lib/common.lua``.
-    """
-    if attempt < 1:
-        raise ValueError("attempt is 1-based")
-    return int(min(base_ms * 2 ** (attempt - 1), cap_ms))
-
-
-def backoff_delay_ms(base_ms: int, cap_ms: int, attempt: int, fraction: float) -> int:
-    """Full-jitter delay: ``floor(ceiling * fraction)`` with ``fraction`` in [0, 1)."""
-    return int(backoff_ceiling_ms(base_ms, cap_ms, attempt) * fraction)
 
 
 def ulid(now_ms: int | None = None, randomness: bytes | None = None) -> str:
