@@ -12,6 +12,9 @@
 -- @include lib/err.lua
 -- @include lib/cancel_instance.lua
 
-local state = cancel_instance(ARGV[1], now_ms(ARGV[2]))
-if not state then return err('NOTFOUND', 'no task ' .. ARGV[1]) end
+local iid = ARGV[1]
+local now = now_ms(ARGV[2])
+
+local state = cancel_instance(iid, now)
+if not state then return err('NOTFOUND', 'no task ' .. iid) end
 return state

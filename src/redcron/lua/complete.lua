@@ -19,14 +19,14 @@ local now = now_ms(ARGV[2])
 local out = {}
 local drops, ended = {}, {}
 for i = 3, #ARGV, 3 do
-  local iid, epoch = ARGV[i], ARGV[i + 1]
+  local iid, epoch, result = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local ti = key_ti(iid)
   local f = redis.call('HMGET', ti, 'state', 'worker', 'epoch', 'attempt', 'tenant',
     'result_ttl_s', 'waiters', 'run', 'queue', 'prio', 'lease_entry')
   if TASK_LEASED[f[1]] and f[2] == worker and f[3] == epoch then
     -- the fast path of end_attempt(..., 'succeeded', ...): one HSET for everything
     local pre = 'a:' .. f[4] .. ':'
-    redis.call('HSET', ti, 'result', ARGV[i + 2], pre .. 'outcome', 'succeeded',
+    redis.call('HSET', ti, 'result', result, pre .. 'outcome', 'succeeded',
       pre .. 'ended', now, 'state', 'succeeded', 'loc', '', 'ended', now, 'deadline', '',
       'lease_entry', '')
     local stream = key_q(f[9], f[5], f[10])

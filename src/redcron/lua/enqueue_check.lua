@@ -26,17 +26,19 @@
 -- @include lib/batch.lua
 
 local batch = KEYS[2]
+local admitting = ARGV[1]  -- JSON tenant -> n, or ''
 
 local refused = batch_refused(batch)
 if refused then return refused end
 for i = 2, #ARGV do
-  if redis.call('EXISTS', key_ti(ARGV[i])) == 1 then
-    return batch_refuse(batch, 'CONFLICT', 'task id ' .. ARGV[i] .. ' already exists')
+  local iid = ARGV[i]
+  if redis.call('EXISTS', key_ti(iid)) == 1 then
+    return batch_refuse(batch, 'CONFLICT', 'task id ' .. iid .. ' already exists')
   end
 end
-if ARGV[1] ~= '' then
+if admitting ~= '' then
   local reserve = {}
-  for tenant, n in pairs(cjson.decode(ARGV[1])) do
+  for tenant, n in pairs(cjson.decode(admitting)) do
     local max_queued = admission(tenant)
     local over = over_quota(tenant, n, max_queued)
     if over then return batch_refuse(batch, 'QUOTA', over) end

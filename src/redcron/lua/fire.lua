@@ -27,10 +27,12 @@
 -- @include lib/err.lua
 -- @include lib/fire.lua
 
+local job_id, epoch = ARGV[1], ARGV[7]
 local now = now_ms(ARGV[9])
-if not owner_ok(ARGV[7], now) then
-  return err('STALE', 'shard lease lost (epoch ' .. ARGV[7] .. ' is not the owner)')
+
+if not owner_ok(epoch, now) then
+  return err('STALE', 'shard lease lost (epoch ' .. epoch .. ' is not the owner)')
 end
 local res = fire_one(0, now)
-if res[1] == 'notfound' then return err('NOTFOUND', 'no job ' .. ARGV[1]) end
+if res[1] == 'notfound' then return err('NOTFOUND', 'no job ' .. job_id) end
 return res

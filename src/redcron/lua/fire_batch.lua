@@ -10,9 +10,11 @@
 -- @include lib/rings.lua
 -- @include lib/fire.lua
 
+local epoch = ARGV[7]  -- the same in every group, as now_override
 local now = now_ms(ARGV[9])
-if not owner_ok(ARGV[7], now) then
-  return err('STALE', 'shard lease lost (epoch ' .. ARGV[7] .. ' is not the owner)')
+
+if not owner_ok(epoch, now) then
+  return err('STALE', 'shard lease lost (epoch ' .. epoch .. ' is not the owner)')
 end
 local out = {}
 local woken = {}

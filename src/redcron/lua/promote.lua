@@ -12,7 +12,9 @@
 -- @include lib/breaker.lua
 
 local now = now_ms(ARGV[1])
-local due = redis.call('ZRANGEBYSCORE', key_timers(), '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
+local limit = tonumber(ARGV[2])
+
+local due = redis.call('ZRANGEBYSCORE', key_timers(), '-inf', now, 'LIMIT', 0, limit)
 local n = 0
 local woken = {}
 for _, iid in ipairs(due) do

@@ -13,9 +13,9 @@ local worker = ARGV[1]
 local now = now_ms(ARGV[2])
 local n = 0
 for i = 3, #ARGV, 2 do
-  local iid = ARGV[i]
+  local iid, epoch = ARGV[i], ARGV[i + 1]
   local ti = key_ti(iid)
-  if token_ok(ti, worker, ARGV[i + 1]) then
+  if token_ok(ti, worker, epoch) then
     redis.call('HINCRBY', ti, 'budget', 1)
     end_attempt(ti, iid, 'lost', 'worker shut down; handed back', '1', '0', '', now, 0,
       'handed_back')

@@ -18,7 +18,7 @@ local rk = key_run(run_id)
 local f = redis.call('HMGET', rk, 'state', 'tasks', 'job')
 if not f[1] then return err('NOTFOUND', 'no run ' .. run_id) end
 local names = {}
-for i = 3, #ARGV do names[#names + 1] = ARGV[i] end
+for i = 3, #ARGV do names[#names + 1] = ARGV[i] end  -- ARGV[3..]: task names
 if #names == 0 then
   for _, t in ipairs(split(f[2])) do
     local st = redis.call('HGET', key_ti(run_id .. '/' .. t), 'state')

@@ -11,9 +11,10 @@ local worker = ARGV[1]
 local now = now_ms(ARGV[2])
 local n = 0
 for i = 3, #ARGV, 2 do
-  local ti = key_ti(ARGV[i])
+  local iid, epoch = ARGV[i], ARGV[i + 1]
+  local ti = key_ti(iid)
   local f = redis.call('HMGET', ti, 'state', 'worker', 'epoch', 'attempt')
-  if f[1] == 'leased' and f[2] == worker and f[3] == ARGV[i + 1] then
+  if f[1] == 'leased' and f[2] == worker and f[3] == epoch then
     redis.call('HSET', ti, 'state', 'running', 'a:' .. f[4] .. ':started', now)
     n = n + 1
   end
