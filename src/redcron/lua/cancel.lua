@@ -7,7 +7,8 @@
   worker kills it), or the terminal state it already had.
   Errors: NOTFOUND.
   A task of a run moves its run on (its pending downstream is cancelled).
-  Upholds: invariants 4, 5. ]]
+  Upholds: one place per instance (taken off its stream, timer or DLQ in the
+  same step); each attempt ends once (running work ends when it reports). ]]
 -- @include lib/clock.lua
 -- @include lib/err.lua
 -- @include lib/cancel_instance.lua

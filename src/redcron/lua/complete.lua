@@ -6,7 +6,7 @@
   Returns: one entry per triple: 1 = recorded, 0 = lease lost (nothing written).
   The lease's stream entry is acknowledged and deleted (XACK + XDEL).
   A task of a run makes its downstream ready once all their dependencies succeeded.
-  Upholds: invariants 3 (a stale token writes nothing), 5 (one end per attempt). ]]
+  Upholds: a stale lease token writes nothing; each attempt ends once. ]]
 -- @include lib/clock.lua
 -- @include lib/streams.lua
 -- @include lib/rings.lua

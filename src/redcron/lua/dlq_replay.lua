@@ -7,7 +7,7 @@
   an ended run that its job's overlap policy forbids reopening while another run
   is active, as run_retry refuses it).
   A run's task is retried as by run_retry (its downstream reset, the run reopened).
-  Upholds: invariant 4 (the DLQ entry is removed in the same step). ]]
+  Upholds: one place per instance (the DLQ entry is removed in the same step). ]]
 -- @include lib/clock.lua
 -- @include lib/rings.lua
 -- @include lib/run_reopen.lua

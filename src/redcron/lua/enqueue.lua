@@ -25,7 +25,7 @@
           high|normal|low, empty queue/tenant, non-numeric or negative
           numbers, max_attempts < 1).  Either way nothing is written;
           REJECTED also when KEYS[2] says an earlier call of the batch refused.
-  Upholds: invariant 4 (the hash records its one place from creation on). ]]
+  Upholds: one place per instance (the hash records it from creation on). ]]
 -- @include lib/clock.lua
 -- @include lib/streams.lua
 -- @include lib/rings.lua

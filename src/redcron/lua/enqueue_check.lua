@@ -20,7 +20,7 @@
   queued_count adds and the batch's enqueue calls use up as they write; the
   client releases it if the batch is refused elsewhere (another shard).
   Upholds: a refused submission writes nothing, and admitted work never
-  takes a tenant past max_queued (DESIGN §6 admission control). ]]
+  takes a tenant past max_queued. ]]
 -- @include lib/clock.lua
 -- @include lib/admission.lua
 -- @include lib/batch.lua

@@ -8,7 +8,8 @@
             (Redis seeds Lua's random identically per call, so the caller rolls the dice),
             exit code ("" = none)
   Returns: one entry per group: the new state, or 0 = lease lost (nothing written).
-  Upholds: invariants 3, 4, 5. ]]
+  Upholds: a stale lease token writes nothing; one place per instance; each
+  attempt ends once. ]]
 -- @include lib/clock.lua
 -- @include lib/attempts.lua
 

@@ -20,9 +20,10 @@
   max_queued; recorded as a 'rejected' run) | stale (the score moved: someone fired already) |
   version (job changed: recompute) | paused
   Errors: STALE (the beat's shard lease was taken over), NOTFOUND.
-  Upholds: invariant 1 (compare-and-set on owner epoch, schedule score and job
-  version; run id from job id + nominal fire time; run and next fire time
-  written together), invariant 2 (skipped fires counted). ]]
+  Upholds: one run per fire time (compare-and-set on owner epoch, schedule
+  score and job version; run id from job id + nominal fire time; run and next
+  fire time written together); no fire dropped silently (skipped fires are
+  counted, refused ones recorded as runs). ]]
 -- @include lib/clock.lua
 -- @include lib/err.lua
 -- @include lib/fire.lua

@@ -4,7 +4,8 @@
         group carries the same owner epoch and now_override.
   Returns: one {status, run_id} per group (statuses as fire.lua, plus notfound).
   Errors: STALE when the epoch is not the shard owner's (nothing written).
-  Upholds: invariants 1 and 2, as fire.lua, for each group. ]]
+  Upholds: one run per fire time and no fire dropped silently, as fire.lua,
+  for each group. ]]
 -- @include lib/clock.lua
 -- @include lib/err.lua
 -- @include lib/rings.lua

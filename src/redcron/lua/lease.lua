@@ -33,8 +33,9 @@
   reaper's index (pending, scored by the earliest deadline it may need).
   An entry that is held aside, or whose hash does not point back at it (left
   by a crash), is acknowledged and deleted, never run.
-  Upholds: invariants 3 (epoch += 1 per assignment), 4 (one place), 7 (fair
-  under contention), 8 (server time). ]]
+  Upholds: a stale lease token writes nothing (epoch += 1 per assignment); one
+  place per instance; fair shares under contention; leases on the server
+  clock. ]]
 -- @include lib/clock.lua
 -- @include lib/streams.lua
 -- @include lib/rings.lua

@@ -6,7 +6,7 @@
   Members park:<tenant> are rate-limited tenants whose next token is due;
   brk:<job> is a job's circuit-breaker cool-down: its first held instance
   becomes the trial (lib/breaker.lua).  Neither counts as promoted.
-  Upholds: invariant 4 (ZREM the timer, then XADD: one place at a time). ]]
+  Upholds: one place per instance (ZREM the timer, then XADD). ]]
 -- @include lib/clock.lua
 -- @include lib/rings.lua
 -- @include lib/breaker.lua

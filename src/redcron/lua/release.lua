@@ -5,7 +5,8 @@
   ARGV[3..] pairs: iid, epoch
   Returns: number handed back.  The attempt ends 'lost' but does not use up
   the retry budget (the task did nothing wrong).
-  Upholds: invariants 3, 4, 5. ]]
+  Upholds: a stale lease token writes nothing; one place per instance; each
+  attempt ends once. ]]
 -- @include lib/clock.lua
 -- @include lib/attempts.lua
 

@@ -4,7 +4,7 @@
   ARGV[2] now_override_ms ("" = server TIME)
   ARGV[3..] pairs: iid, epoch
   Returns: number marked; a stale token changes nothing.
-  Upholds: invariant 3. ]]
+  Upholds: a stale lease token writes nothing. ]]
 -- @include lib/clock.lua
 
 local worker = ARGV[1]
