@@ -1,7 +1,8 @@
 """Lua script loader: includes resolved at load time, called by SHA, NOSCRIPT reloads.
 
 Each ``lua/<name>.lua`` becomes one :class:`redis.commands.core.Script`.  A
-line ``-- @include lib/x.lua`` is replaced by that file; the generated key
+line ``-- @include lib/x.lua`` is replaced by that file (its own includes
+first, each file once); the generated key
 builders of :func:`redcron.keys.lua_key_functions` and state sets of
 :func:`redcron.states.lua_state_tables` go first, so scripts build keys from
 ``KEYS[1]`` (the shard prefix) exactly as ``keys.py`` does, and decide which
@@ -117,11 +118,8 @@ def _units(lines: list[tuple[str, bool]]) -> list[_Unit]:
     units: list[_Unit] = []
     in_comment = False
     for line, lib in lines:
-        starts = (
-            not lib
-            or (in_comment is False
-            and line[:1].strip() != ""
-            and not line.startswith(_CONTINUES))
+        starts = not lib or (
+            in_comment is False and line[:1].strip() != "" and not line.startswith(_CONTINUES)
         )
         if in_comment or not starts:
             units[-1].lines.append(line)
@@ -172,7 +170,14 @@ def full_source(name: str) -> str:
 
 
 class Scripts:
-    """The loaded scripts of one client; ``scripts.lease(keys, args)`` runs one."""
+    """The loaded scripts of one client; ``scripts.run("lease", keys, args)`` runs one.
+
+    redis-py's :class:`Script` computes the SHA and, called directly, sends
+    ``EVALSHA`` and loads the script on ``NOSCRIPT``.  On a pipeline it would
+    also make every execute send ``SCRIPT EXISTS`` first, a round trip per
+    batch on the worker's hot path (a measured throughput loss), so a pipeline
+    gets a plain ``EVALSHA`` and :meth:`rerun_missing` handles ``NOSCRIPT``.
+    """
 
     def __init__(self, client: redis.Redis) -> None:
         self._client = client
@@ -184,36 +189,27 @@ class Scripts:
         return self._scripts[name]
 
     def run(self, name: str, keys: list[str], args: list[Any], client: Any = None) -> Any:
-        """Run a script; Lua ``{err = "CODE msg"}`` becomes the matching exception.
-
-        Direct ``EVALSHA`` with a reload on ``NOSCRIPT``.  On a pipeline, a plain
-        ``EVALSHA`` is queued: redis-py's ``Script`` would make every execute send
-        ``SCRIPT EXISTS`` first, one more round trip per batch on the worker's hot
-        path; a ``NOSCRIPT`` reply is rare (a flushed or restarted Redis) and is
-        re-run after the pipeline by :meth:`rerun_missing`.
-        """
+        """Run a script (queue it, on a pipeline ``client``); a Lua error
+        ``"CODE msg"`` becomes the exception ``errors.CODES`` maps it to."""
         script = self._scripts[name]
         try:
             if client is None:
-                try:
-                    return self._client.evalsha(script.sha, len(keys), *keys, *args)
-                except redis.exceptions.NoScriptError:
-                    script.sha = self._client.script_load(script.script)
-                    return self._client.evalsha(script.sha, len(keys), *keys, *args)
+                return script(keys, args)
             return client.evalsha(script.sha, len(keys), *keys, *args)
         except redis.ConnectionError as exc:
             raise ConnectionLost(str(exc)) from exc
         except redis.ResponseError as exc:
-            if isinstance(exc, redis.exceptions.NoScriptError):
-                raise
             raise from_script_error(str(exc)) from exc
+
+    def _by_sha(self) -> dict[str, Script]:
+        return {s.sha: s for s in self._scripts.values()}
 
     def ensure_loaded(self, stack: list[Any]) -> None:
         """Load the scripts a queued pipeline calls that the server does not hold."""
         shas = list({args[1] for args, _options in stack if args[0] == "EVALSHA"})
         if not shas:
             return
-        by_sha = {s.sha: s for s in self._scripts.values()}
+        by_sha = self._by_sha()
         for sha, present in zip(shas, self._client.script_exists(*shas), strict=True):
             if not present and sha in by_sha:
                 self._client.script_load(by_sha[sha].script)
@@ -225,13 +221,10 @@ class Scripts:
         ``NOSCRIPT`` reply means that call did nothing, so loading the script and
         running the call again is exactly once.
         """
-        missing = [
-            i for i, res in enumerate(results) if isinstance(res, redis.exceptions.NoScriptError)
-        ]
-        if not missing:
-            return
-        by_sha = {s.sha: s for s in self._scripts.values()}
-        for i in missing:
+        by_sha = self._by_sha()
+        for i, res in enumerate(results):
+            if not isinstance(res, redis.exceptions.NoScriptError):
+                continue
             args, _options = stack[i]  # ("EVALSHA", sha, numkeys, *keys_and_args)
             script = by_sha.get(args[1])
             if script is None:
