@@ -1,4 +1,8 @@
-"""Time-ordered ids (ULIDs); ``now`` and the randomness may be passed in, for tests."""
+"""Pure time helpers: ULIDs (``now`` may be passed in).
+
+The retry backoff has no Python copy: ``end_attempt`` in ``lua/lib/attempts.lua``
+computes it, and ``tests/lua/test_failure_paths.py`` checks the due times it sets.
+"""
 
 from __future__ import annotations
 

@@ -39,6 +39,11 @@ class LeaseLost(RedcronError):
     """The lease token is stale: the instance was reassigned or ended."""
 
 
+class ShardLeaseLost(LeaseLost):
+    """A beat's shard lease was taken over: its fencing epoch is not the owner's,
+    so ``fire`` refused to write (Lua code ``STALE``)."""
+
+
 class Rejected(RedcronError):
     """Input refused: validation failure or quota (HTTP 400/429)."""
 
@@ -86,19 +91,21 @@ class Permanent(Exception):
     """Raised by task code to fail at once, without retrying."""
 
 
-_CODES: dict[str, type[RedcronError]] = {
+#: every code a script returns (``err('CODE', ...)`` in ``lua/``) and its exception;
+#: ``tests/lua/test_error_codes.py`` keeps this and the scripts in step
+CODES: dict[str, type[RedcronError]] = {
     "NOTFOUND": NotFound,
     "CONFLICT": Conflict,
-    "LEASELOST": LeaseLost,
     "REJECTED": Rejected,
     "QUOTA": QuotaExceeded,
+    "STALE": ShardLeaseLost,
 }
 
 
 def from_script_error(text: str) -> RedcronError:
     """Map a script error ``"CODE message"`` to an exception instance."""
     code, _, message = text.strip().partition(" ")
-    cls = _CODES.get(code)
+    cls = CODES.get(code)
     if cls is None:
         return ScriptError(text)
     return cls(message or code)

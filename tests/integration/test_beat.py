@@ -27,7 +27,7 @@ from server_time import server_ms  # tests/helpers
 from redcron import App
 from redcron.beat.beat import Beat, beats_key
 from redcron.broker.argv import FireArgs
-from redcron.errors import ScriptError
+from redcron.errors import ShardLeaseLost
 from redcron.jobs import JobSpec, Task
 from redcron.schedule.jitter import jitter_ms
 
@@ -107,7 +107,7 @@ def test_a_stale_beat_cannot_fire(app: App) -> None:
     before = len(runs_of(app, job["id"]))
     # fire.lua itself refuses the old epoch
     score = app.jobs.get_by_id(job["id"])["scheduled_due"]
-    with pytest.raises(ScriptError, match="STALE"):
+    with pytest.raises(ShardLeaseLost, match="shard lease lost"):
         app.broker.fire(0, FireArgs(job["id"], score, "", score, None, None, epoch, "cron", 0, "x"))
     # and the old beat, still believing it owns the shard, fires nothing once due
     time.sleep(max(0, (int(score) - server_ms(app)) / 1000) + 0.05)

@@ -28,13 +28,15 @@ def _outcomes(info: dict[str, str]) -> dict[int, str]:
 @pytest.mark.parametrize("frac", [0.0, 0.5, 0.999])
 def test_retry_delay_is_full_jitter_below_the_capped_ceiling(ops: Ops, frac: float) -> None:
     base, cap = 1000, 5000
+    # min(base * 2^(n-1), cap) for failed attempt n: what fail.lua must scale by frac
+    ceilings = {1: 1000, 2: 2000, 3: 4000, 4: 5000, 5: 5000, 6: 5000, 7: 5000}
     iid = new_id()
     ops.enqueue(row(iid, max_attempts=10, base=base, cap=cap))
     for attempt in range(1, 8):
         [t] = ops.lease("w1")
         assert t.attempt == attempt
         ops.now += 17  # the failure is reported a little later than the lease
-        want = int(min(base * 2 ** (attempt - 1), cap) * frac)  # full jitter, capped
+        want = int(ceilings[attempt] * frac)
         state = ops.fail("w1", t, frac=frac)
         info = ops.info(iid)
         if want == 0:

@@ -16,28 +16,27 @@ end
 local function helper(x)
   return PRIO[x]
 end
-local hook = function(x) end
+local hook = function(x)
+  return helper(x)
+end
 local function uses_hook(x)
   hook(x)
-end
-hook = function(x)
-  return helper(x)
 end
 """
 
 
-def test_pruning_keeps_what_is_used_transitively_and_reassignments_with_their_name() -> None:
+def test_pruning_keeps_what_is_used_transitively_in_order() -> None:
     body = ["local n = uses_hook(ARGV[1])", "return n"]
     lines = [(line, True) for line in LIB.splitlines()] + [(line, False) for line in body]
     out = _prune(_units(lines))
     assert "local function unused" not in out
     assert "a library" not in out  # library comments go
     for kept in ("pcall(redis.replicate_commands)", "local PRIO = {high = 1,\n  low = 2}",
-                 "local function helper", "local hook = function", "local function uses_hook",
-                 "hook = function(x)\n  return helper(x)\nend", *body):  # fmt: skip
+                 "local function helper", "local hook = function(x)\n  return helper(x)\nend",
+                 "local function uses_hook", *body):  # fmt: skip
         assert kept in out
     # in their original order
-    assert out.index("local PRIO") < out.index("local function helper") < out.index("hook = fun")
+    assert out.index("local PRIO") < out.index("local function helper") < out.index("local hook")
 
 
 def test_a_script_that_does_not_use_a_helper_still_gets_its_own_code() -> None:

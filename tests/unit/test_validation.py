@@ -16,12 +16,12 @@ from redcron.cli.main import main
 from redcron.errors import (
     ConfigError,
     Conflict,
-    LeaseLost,
     NotFound,
     QuotaExceeded,
     Rejected,
     Retry,
     ScriptError,
+    ShardLeaseLost,
     ValidationError,
     from_script_error,
 )
@@ -115,7 +115,7 @@ def test_retry_delay_must_not_be_negative() -> None:
     [
         ("NOTFOUND no task 0-x", NotFound),
         ("CONFLICT task id 0-x already exists", Conflict),
-        ("LEASELOST stale", LeaseLost),
+        ("STALE shard lease lost (epoch 3 is not the owner)", ShardLeaseLost),
         ("REJECTED nope", Rejected),
         ("QUOTA too many", QuotaExceeded),
         ("ERR something broke", ScriptError),

@@ -36,7 +36,7 @@ from redcron.broker.beat import BeatStore
 from redcron.broker.jobs import spec_from_json
 from redcron.broker.retry import TRANSIENT, Backoff, ErrorReply
 from redcron.clock import ulid
-from redcron.errors import ConfigError
+from redcron.errors import ConfigError, ShardLeaseLost, from_script_error
 from redcron.jobs import JobSpec
 from redcron.keys import Keys
 from redcron.schedule.jitter import tenant_jitter_s
@@ -418,7 +418,7 @@ class Beat:
         fired = 0
         for (jid, version, f), res in zip(calls, results, strict=True):
             if isinstance(res, ErrorReply):
-                if str(res).startswith("STALE"):
+                if isinstance(from_script_error(str(res)), ShardLeaseLost):
                     self._drop(shard)
                     break
                 log.warning("job %s: fire %d failed: %s", jid, f.fire_ms, res)

@@ -1,7 +1,8 @@
 """Lua script loader: includes resolved at load time, called by SHA, NOSCRIPT reloads.
 
 Each ``lua/<name>.lua`` becomes one :class:`redis.commands.core.Script`.  A
-line ``-- @include lib/x.lua`` is replaced by that file; the generated key
+line ``-- @include lib/x.lua`` is replaced by that file (its own includes
+first, each file once); the generated key
 builders of :func:`redcron.keys.lua_key_functions` and state sets of
 :func:`redcron.states.lua_state_tables` go first, so scripts build keys from
 ``KEYS[1]`` (the shard prefix) exactly as ``keys.py`` does, and decide which
@@ -52,20 +53,29 @@ _INCLUDE = re.compile(r"^-- @include (\S+)\s*$", re.MULTILINE)
 
 def _expand(name: str) -> list[tuple[str, bool]]:
     """The script's lines with every include inlined once, each marked whether it
-    comes from a library (an include) rather than the script's own file."""
+    comes from a library (an include) rather than the script's own file.
+
+    An include names what it needs with its own ``-- @include`` lines at its top,
+    so inlining depth-first puts every library after the ones it uses (a Lua
+    ``local`` is visible only below its definition); a library already inlined
+    is not inlined again, and a cycle is an error.
+    """
     root = resources.files("redcron") / "lua"
-    seen: set[str] = set()
+    done: set[str] = set()
+    open_: list[str] = []
 
     def lines_of(path: str, lib: bool) -> list[tuple[str, bool]]:
+        open_.append(path)
         out: list[tuple[str, bool]] = []
         for line in (root / path).read_text().splitlines():
             match = _INCLUDE.match(line)
             if match is None:
                 out.append((line, lib))
-            elif match.group(1) not in seen:
-                # each lib once, nested includes resolved (common.lua pulls in runs.lua)
-                seen.add(match.group(1))
+            elif match.group(1) in open_:
+                raise ValueError(f"include cycle: {' -> '.join([*open_, match.group(1)])}")
+            elif match.group(1) not in done:
                 out += lines_of(match.group(1), True)
+        done.add(open_.pop())
         return out
 
     return lines_of(f"{name}.lua", False)
@@ -79,7 +89,6 @@ def source(name: str) -> str:
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DEFINES = re.compile(r"^local function ([A-Za-z_]\w*)|^local ([A-Za-z_][\w, ]*?)\s*=")
-_ASSIGNS = re.compile(r"^([A-Za-z_]\w*)\s*=[^=]")
 _CONTINUES = ("end", "}", "else", "elseif", "until", ")")
 
 
@@ -102,10 +111,6 @@ class _Unit:
             return {n.strip() for n in names.split(",")}
         return set()
 
-    def assigns(self) -> str | None:
-        match = _ASSIGNS.match(self.lines[0])
-        return match.group(1) if match else None
-
 
 def _units(lines: list[tuple[str, bool]]) -> list[_Unit]:
     """Split at top-level statements: a library line at column 0 starts a unit
@@ -113,11 +118,8 @@ def _units(lines: list[tuple[str, bool]]) -> list[_Unit]:
     units: list[_Unit] = []
     in_comment = False
     for line, lib in lines:
-        starts = (
-            not lib
-            or (in_comment is False
-            and line[:1].strip() != ""
-            and not line.startswith(_CONTINUES))
+        starts = not lib or (
+            in_comment is False and line[:1].strip() != "" and not line.startswith(_CONTINUES)
         )
         if in_comment or not starts:
             units[-1].lines.append(line)
@@ -136,15 +138,15 @@ def _prune(units: list[_Unit]) -> str:
     Every script runs its whole chunk on every call, library definitions
     included: defining ~150 functions and tables cost ~50 us a call, more
     than a small script's own work.  A library unit stays when a name it
-    defines is used by what stays (a reassignment stays with its name); a
-    statement that defines nothing stays; library comments go.
+    defines is used by what stays; a statement that defines nothing stays;
+    library comments go.
     """
     used: set[str] = set()
     keep = [not u.lib for u in units]
     for i, u in enumerate(units):
         if not u.lib:
             used |= set(_IDENT.findall(u.text))
-        elif not u.defines() and not u.assigns() and not u.text.lstrip().startswith("--"):
+        elif not u.defines() and not u.text.lstrip().startswith("--"):
             keep[i] = True
             used |= set(_IDENT.findall(u.text))
     changed = True
@@ -153,8 +155,7 @@ def _prune(units: list[_Unit]) -> str:
         for i, u in enumerate(units):
             if keep[i] or not u.lib:
                 continue
-            names = u.defines() or ({u.assigns()} - {None})
-            if names & used:
+            if u.defines() & used:
                 keep[i] = changed = True
                 used |= set(_IDENT.findall(u.text))
     return "\n".join(u.text for u, k in zip(units, keep, strict=True) if k) + "\n"
@@ -169,7 +170,14 @@ def full_source(name: str) -> str:
 
 
 class Scripts:
-    """The loaded scripts of one client; ``scripts.lease(keys, args)`` runs one."""
+    """The loaded scripts of one client; ``scripts.run("lease", keys, args)`` runs one.
+
+    redis-py's :class:`Script` computes the SHA and, called directly, sends
+    ``EVALSHA`` and loads the script on ``NOSCRIPT``.  On a pipeline it would
+    also make every execute send ``SCRIPT EXISTS`` first, a round trip per
+    batch on the worker's hot path (a measured throughput loss), so a pipeline
+    gets a plain ``EVALSHA`` and :meth:`rerun_missing` handles ``NOSCRIPT``.
+    """
 
     def __init__(self, client: redis.Redis) -> None:
         self._client = client
@@ -181,36 +189,27 @@ class Scripts:
         return self._scripts[name]
 
     def run(self, name: str, keys: list[str], args: list[Any], client: Any = None) -> Any:
-        """Run a script; Lua ``{err = "CODE msg"}`` becomes the matching exception.
-
-        Direct ``EVALSHA`` with a reload on ``NOSCRIPT``.  On a pipeline, a plain
-        ``EVALSHA`` is queued: redis-py's ``Script`` would make every execute send
-        ``SCRIPT EXISTS`` first, one more round trip per batch on the worker's hot
-        path; a ``NOSCRIPT`` reply is rare (a flushed or restarted Redis) and is
-        re-run after the pipeline by :meth:`rerun_missing`.
-        """
+        """Run a script (queue it, on a pipeline ``client``); a Lua error
+        ``"CODE msg"`` becomes the exception ``errors.CODES`` maps it to."""
         script = self._scripts[name]
         try:
             if client is None:
-                try:
-                    return self._client.evalsha(script.sha, len(keys), *keys, *args)
-                except redis.exceptions.NoScriptError:
-                    script.sha = self._client.script_load(script.script)
-                    return self._client.evalsha(script.sha, len(keys), *keys, *args)
+                return script(keys, args)
             return client.evalsha(script.sha, len(keys), *keys, *args)
         except redis.ConnectionError as exc:
             raise ConnectionLost(str(exc)) from exc
         except redis.ResponseError as exc:
-            if isinstance(exc, redis.exceptions.NoScriptError):
-                raise
             raise from_script_error(str(exc)) from exc
+
+    def _by_sha(self) -> dict[str, Script]:
+        return {s.sha: s for s in self._scripts.values()}
 
     def ensure_loaded(self, stack: list[Any]) -> None:
         """Load the scripts a queued pipeline calls that the server does not hold."""
         shas = list({args[1] for args, _options in stack if args[0] == "EVALSHA"})
         if not shas:
             return
-        by_sha = {s.sha: s for s in self._scripts.values()}
+        by_sha = self._by_sha()
         for sha, present in zip(shas, self._client.script_exists(*shas), strict=True):
             if not present and sha in by_sha:
                 self._client.script_load(by_sha[sha].script)
@@ -222,13 +221,10 @@ class Scripts:
         ``NOSCRIPT`` reply means that call did nothing, so loading the script and
         running the call again is exactly once.
         """
-        missing = [
-            i for i, res in enumerate(results) if isinstance(res, redis.exceptions.NoScriptError)
-        ]
-        if not missing:
-            return
-        by_sha = {s.sha: s for s in self._scripts.values()}
-        for i in missing:
+        by_sha = self._by_sha()
+        for i, res in enumerate(results):
+            if not isinstance(res, redis.exceptions.NoScriptError):
+                continue
             args, _options = stack[i]  # ("EVALSHA", sha, numkeys, *keys_and_args)
             script = by_sha.get(args[1])
             if script is None:

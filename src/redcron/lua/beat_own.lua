@@ -5,8 +5,8 @@
   Returns: {owned (1|0), epoch, owner}
   The epoch grows on every change of owner; fire.lua rejects a caller whose
   epoch is not the current owner's, so a beat that lost its lease cannot fire.
-  Upholds: invariant 1. ]]
--- @include lib/common.lua
+  Upholds: one run per fire time (one owner per shard, fenced by the epoch). ]]
+-- @include lib/clock.lua
 
 local me, ttl, mode = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local now = now_ms(ARGV[4])

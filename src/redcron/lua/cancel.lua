@@ -7,9 +7,15 @@
   worker kills it), or the terminal state it already had.
   Errors: NOTFOUND.
   A task of a run moves its run on (its pending downstream is cancelled).
-  Upholds: invariants 4, 5. ]]
--- @include lib/common.lua
+  Upholds: one place per instance (taken off its stream, timer or DLQ in the
+  same step); each attempt ends once (running work ends when it reports). ]]
+-- @include lib/clock.lua
+-- @include lib/err.lua
+-- @include lib/cancel_instance.lua
 
-local state = cancel_instance(ARGV[1], now_ms(ARGV[2]))
-if not state then return err('NOTFOUND', 'no task ' .. ARGV[1]) end
+local iid = ARGV[1]
+local now = now_ms(ARGV[2])
+
+local state = cancel_instance(iid, now)
+if not state then return err('NOTFOUND', 'no task ' .. iid) end
 return state

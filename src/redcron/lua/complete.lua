@@ -6,22 +6,27 @@
   Returns: one entry per triple: 1 = recorded, 0 = lease lost (nothing written).
   The lease's stream entry is acknowledged and deleted (XACK + XDEL).
   A task of a run makes its downstream ready once all their dependencies succeeded.
-  Upholds: invariants 3 (a stale token writes nothing), 5 (one end per attempt). ]]
--- @include lib/common.lua
+  Upholds: a stale lease token writes nothing; each attempt ends once. ]]
+-- @include lib/clock.lua
+-- @include lib/streams.lua
+-- @include lib/rings.lua
+-- @include lib/waiters.lua
+-- @include lib/breaker.lua
+-- @include lib/runs.lua
 
 local worker = ARGV[1]
 local now = now_ms(ARGV[2])
 local out = {}
 local drops, ended = {}, {}
 for i = 3, #ARGV, 3 do
-  local iid, epoch = ARGV[i], ARGV[i + 1]
+  local iid, epoch, result = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local ti = key_ti(iid)
   local f = redis.call('HMGET', ti, 'state', 'worker', 'epoch', 'attempt', 'tenant',
     'result_ttl_s', 'waiters', 'run', 'queue', 'prio', 'lease_entry')
   if TASK_LEASED[f[1]] and f[2] == worker and f[3] == epoch then
     -- the fast path of end_attempt(..., 'succeeded', ...): one HSET for everything
     local pre = 'a:' .. f[4] .. ':'
-    redis.call('HSET', ti, 'result', ARGV[i + 2], pre .. 'outcome', 'succeeded',
+    redis.call('HSET', ti, 'result', result, pre .. 'outcome', 'succeeded',
       pre .. 'ended', now, 'state', 'succeeded', 'loc', '', 'ended', now, 'deadline', '',
       'lease_entry', '')
     local stream = key_q(f[9], f[5], f[10])
@@ -34,7 +39,7 @@ for i = 3, #ARGV, 3 do
     if f[7] and f[7] ~= '0' then notify_done(ti, iid) end
     if f[8] and f[8] ~= '' then
       breaker_record(iid, f[8], false, now)
-      on_end(ti, iid, 'succeeded', now)
+      run_task_ended(ti, iid, 'succeeded', now)
     end
     out[#out + 1] = 1
   else

@@ -7,8 +7,12 @@
   an ended run that its job's overlap policy forbids reopening while another run
   is active, as run_retry refuses it).
   A run's task is retried as by run_retry (its downstream reset, the run reopened).
-  Upholds: invariant 4 (the DLQ entry is removed in the same step). ]]
--- @include lib/common.lua
+  Upholds: one place per instance (the DLQ entry is removed in the same step). ]]
+-- @include lib/clock.lua
+-- @include lib/rings.lua
+-- @include lib/run_reopen.lua
+
+local override = ARGV[1]
 
 local out = {}
 local woken = {}
@@ -20,7 +24,7 @@ for i = 2, #ARGV do
   if f[1] == 'dead' and f[7] and f[7] ~= '' then
     -- a run's task: replay is the run's retry (downstream reset, run reopened
     -- only if the job's overlap policy allows)
-    if not run_reopen_forbidden(f[7]) and retry_run_task(f[7], f[8], now_ms(ARGV[1])) then
+    if not run_reopen_forbidden(f[7]) and retry_run_task(f[7], f[8], now_ms(override)) then
       out[#out + 1] = 1
     else
       out[#out + 1] = 0

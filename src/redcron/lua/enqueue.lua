@@ -25,12 +25,26 @@
           high|normal|low, empty queue/tenant, non-numeric or negative
           numbers, max_attempts < 1).  Either way nothing is written;
           REJECTED also when KEYS[2] says an earlier call of the batch refused.
-  Upholds: invariant 4 (the hash records its one place from creation on). ]]
--- @include lib/common.lua
+  Upholds: one place per instance (the hash records it from creation on). ]]
+-- @include lib/clock.lua
+-- @include lib/streams.lua
+-- @include lib/rings.lua
+-- @include lib/admission.lua
+-- @include lib/batch.lua
 
 local now = now_ms(ARGV[1])
 local F = tonumber(ARGV[2])
 local batch_key = KEYS[2]
+
+-- Row i (0-based) of ARGV[3..], F values each, as named values in the order
+-- of the header; cpu and mem are '' when F is 13.
+local function row_at(i)
+  local b = 3 + i * F
+  local cpu, mem = '', ''
+  if F == 15 then cpu, mem = ARGV[b + 13], ARGV[b + 14] end
+  return ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5], ARGV[b + 6],
+    ARGV[b + 7], ARGV[b + 8], ARGV[b + 9], ARGV[b + 10], ARGV[b + 11], ARGV[b + 12], cpu, mem
+end
 
 local function refuse(code, msg)
   return batch_refuse(batch_key, code, msg)
@@ -52,21 +66,23 @@ local function nonneg(v)
   return x ~= nil and x >= 0
 end
 for i = 0, count - 1 do
-  local b = 3 + i * F
-  local iid = ARGV[b]
-  if iid == '' or ARGV[b + 4] == '' or ARGV[b + 5] == '' then
+  local iid, _, _, _, queue, tenant, prio, timeout_ms, max_attempts, retry_base_ms, retry_cap_ms,
+    delay_ms, result_ttl_s = row_at(i)
+  if iid == '' or queue == '' or tenant == '' then
     return refuse('REJECTED', 'task ' .. iid .. ': id, queue and tenant must not be empty')
   end
-  if not PRIO[ARGV[b + 6]] then
-    return refuse('REJECTED', 'task ' .. iid .. ': priority ' .. ARGV[b + 6] .. ' is not high, normal or low')
+  if not PRIO[prio] then
+    return refuse('REJECTED', 'task ' .. iid .. ': priority ' .. prio .. ' is not high, normal or low')
   end
-  for j, field in pairs({[7] = 'timeout_ms', [9] = 'retry_base_ms', [10] = 'retry_cap_ms',
-                         [11] = 'delay_ms', [12] = 'result_ttl_s'}) do
-    if not nonneg(ARGV[b + j]) then
-      return refuse('REJECTED', 'task ' .. iid .. ': ' .. field .. ' must be a number >= 0')
-    end
+  local bad = (not nonneg(timeout_ms) and 'timeout_ms')
+    or (not nonneg(retry_base_ms) and 'retry_base_ms')
+    or (not nonneg(retry_cap_ms) and 'retry_cap_ms')
+    or (not nonneg(delay_ms) and 'delay_ms')
+    or (not nonneg(result_ttl_s) and 'result_ttl_s')
+  if bad then
+    return refuse('REJECTED', 'task ' .. iid .. ': ' .. bad .. ' must be a number >= 0')
   end
-  if not (tonumber(ARGV[b + 8]) and tonumber(ARGV[b + 8]) >= 1) then
+  if not (tonumber(max_attempts) and tonumber(max_attempts) >= 1) then
     return refuse('REJECTED', 'task ' .. iid .. ': max_attempts must be >= 1')
   end
   if batch[iid] or redis.call('EXISTS', key_ti(iid)) == 1 then
@@ -77,10 +93,10 @@ end
 -- admission: per tenant, what this call adds against max_queued
 local adding, limits = {}, {}
 for i = 0, count - 1 do
-  local b = 3 + i * F
-  adding[ARGV[b + 5]] = adding[ARGV[b + 5]] or 0
+  local _, _, _, _, _, tenant, _, _, _, _, _, delay_ms = row_at(i)
+  adding[tenant] = adding[tenant] or 0
   -- max_queued bounds ready work: a countdown task counts once it is due
-  if tonumber(ARGV[b + 11]) == 0 then adding[ARGV[b + 5]] = adding[ARGV[b + 5]] + 1 end
+  if tonumber(delay_ms) == 0 then adding[tenant] = adding[tenant] + 1 end
 end
 -- a call of an admitted batch: what enqueue_check reserved for it is counted
 -- by queued_count already, so it is not counted twice (an expired reservation
@@ -106,10 +122,10 @@ local queues_seen = {}
 local rings_seen = {}
 local timers = key_timers()
 for i = 0, count - 1 do
-  local b = 3 + i * F
-  local iid, queue, tenant, prio = ARGV[b], ARGV[b + 4], ARGV[b + 5], ARGV[b + 6]
+  local iid, name, kind, args, queue, tenant, prio, timeout_ms, max_attempts, retry_base_ms,
+    retry_cap_ms, delay_ms, result_ttl_s, cpu, mem = row_at(i)
   prio = clamp_prio(prio, limits[tenant])
-  local delay = tonumber(ARGV[b + 11])
+  local delay = tonumber(delay_ms)
   local ti = key_ti(iid)
   local state, loc, due
   if delay > 0 then
@@ -132,13 +148,13 @@ for i = 0, count - 1 do
     end
     woken[queue] = (woken[queue] or 0) + 1
   end
-  redis.call('HSET', ti, 'id', iid, 'name', ARGV[b + 1], 'kind', ARGV[b + 2], 'args', ARGV[b + 3],
-    'queue', queue, 'tenant', tenant, 'prio', prio, 'timeout_ms', ARGV[b + 7],
-    'max_attempts', ARGV[b + 8], 'retry_base_ms', ARGV[b + 9], 'retry_cap_ms', ARGV[b + 10],
-    'result_ttl_s', ARGV[b + 12], 'created', now, 'attempt', 0, 'epoch', 0, 'budget', 0,
+  redis.call('HSET', ti, 'id', iid, 'name', name, 'kind', kind, 'args', args,
+    'queue', queue, 'tenant', tenant, 'prio', prio, 'timeout_ms', timeout_ms,
+    'max_attempts', max_attempts, 'retry_base_ms', retry_base_ms, 'retry_cap_ms', retry_cap_ms,
+    'result_ttl_s', result_ttl_s, 'created', now, 'attempt', 0, 'epoch', 0, 'budget', 0,
     'state', state, 'loc', loc, 'due', due)
-  if F == 15 and (ARGV[b + 13] ~= '' or ARGV[b + 14] ~= '') then
-    redis.call('HSET', ti, 'cpu', ARGV[b + 13], 'mem', ARGV[b + 14])
+  if cpu ~= '' or mem ~= '' then
+    redis.call('HSET', ti, 'cpu', cpu, 'mem', mem)
   end
   if not tenants_seen[tenant] then
     tenants_seen[tenant] = true

@@ -20,21 +20,25 @@
   queued_count adds and the batch's enqueue calls use up as they write; the
   client releases it if the batch is refused elsewhere (another shard).
   Upholds: a refused submission writes nothing, and admitted work never
-  takes a tenant past max_queued (DESIGN §6 admission control). ]]
--- @include lib/common.lua
+  takes a tenant past max_queued. ]]
+-- @include lib/clock.lua
+-- @include lib/admission.lua
+-- @include lib/batch.lua
 
 local batch = KEYS[2]
+local admitting = ARGV[1]  -- JSON tenant -> n, or ''
 
 local refused = batch_refused(batch)
 if refused then return refused end
 for i = 2, #ARGV do
-  if redis.call('EXISTS', key_ti(ARGV[i])) == 1 then
-    return batch_refuse(batch, 'CONFLICT', 'task id ' .. ARGV[i] .. ' already exists')
+  local iid = ARGV[i]
+  if redis.call('EXISTS', key_ti(iid)) == 1 then
+    return batch_refuse(batch, 'CONFLICT', 'task id ' .. iid .. ' already exists')
   end
 end
-if ARGV[1] ~= '' then
+if admitting ~= '' then
   local reserve = {}
-  for tenant, n in pairs(cjson.decode(ARGV[1])) do
+  for tenant, n in pairs(cjson.decode(admitting)) do
     local max_queued = admission(tenant)
     local over = over_quota(tenant, n, max_queued)
     if over then return batch_refuse(batch, 'QUOTA', over) end

@@ -8,18 +8,21 @@
             (Redis seeds Lua's random identically per call, so the caller rolls the dice),
             exit code ("" = none)
   Returns: one entry per group: the new state, or 0 = lease lost (nothing written).
-  Upholds: invariants 3, 4, 5. ]]
--- @include lib/common.lua
+  Upholds: a stale lease token writes nothing; one place per instance; each
+  attempt ends once. ]]
+-- @include lib/clock.lua
+-- @include lib/attempts.lua
 
 local worker = ARGV[1]
 local now = now_ms(ARGV[2])
 local out = {}
 for i = 3, #ARGV, 8 do
-  local iid, epoch = ARGV[i], ARGV[i + 1]
+  local iid, epoch, outcome, errtext = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local retryable, delay_ms, frac, exitcode = ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
   local ti = key_ti(iid)
   if token_ok(ti, worker, epoch) then
-    out[#out + 1] = end_attempt(ti, iid, ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5],
-      ARGV[i + 7], now, ARGV[i + 6])
+    out[#out + 1] = end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitcode, now,
+      frac)
   else
     out[#out + 1] = 0
   end

@@ -20,16 +20,20 @@
   max_queued; recorded as a 'rejected' run) | stale (the score moved: someone fired already) |
   version (job changed: recompute) | paused
   Errors: STALE (the beat's shard lease was taken over), NOTFOUND.
-  Upholds: invariant 1 (compare-and-set on owner epoch, schedule score and job
-  version; run id from job id + nominal fire time; run and next fire time
-  written together), invariant 2 (skipped fires counted). ]]
--- @include lib/common.lua
+  Upholds: one run per fire time (compare-and-set on owner epoch, schedule
+  score and job version; run id from job id + nominal fire time; run and next
+  fire time written together); no fire dropped silently (skipped fires are
+  counted, refused ones recorded as runs). ]]
+-- @include lib/clock.lua
+-- @include lib/err.lua
 -- @include lib/fire.lua
 
+local job_id, epoch = ARGV[1], ARGV[7]
 local now = now_ms(ARGV[9])
-if not owner_ok(ARGV[7], now) then
-  return err('STALE', 'shard lease lost (epoch ' .. ARGV[7] .. ' is not the owner)')
+
+if not owner_ok(epoch, now) then
+  return err('STALE', 'shard lease lost (epoch ' .. epoch .. ' is not the owner)')
 end
 local res = fire_one(0, now)
-if res[1] == 'notfound' then return err('NOTFOUND', 'no job ' .. ARGV[1]) end
+if res[1] == 'notfound' then return err('NOTFOUND', 'no job ' .. job_id) end
 return res

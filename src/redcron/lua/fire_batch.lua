@@ -4,13 +4,18 @@
         group carries the same owner epoch and now_override.
   Returns: one {status, run_id} per group (statuses as fire.lua, plus notfound).
   Errors: STALE when the epoch is not the shard owner's (nothing written).
-  Upholds: invariants 1 and 2, as fire.lua, for each group. ]]
--- @include lib/common.lua
+  Upholds: one run per fire time and no fire dropped silently, as fire.lua,
+  for each group. ]]
+-- @include lib/clock.lua
+-- @include lib/err.lua
+-- @include lib/rings.lua
 -- @include lib/fire.lua
 
+local epoch = ARGV[7]  -- the same in every group, as now_override
 local now = now_ms(ARGV[9])
-if not owner_ok(ARGV[7], now) then
-  return err('STALE', 'shard lease lost (epoch ' .. ARGV[7] .. ' is not the owner)')
+
+if not owner_ok(epoch, now) then
+  return err('STALE', 'shard lease lost (epoch ' .. epoch .. ' is not the owner)')
 end
 local out = {}
 local woken = {}

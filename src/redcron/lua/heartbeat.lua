@@ -13,7 +13,8 @@
   deadline passes.
   Upholds: one valid lease per instance (the whole token is checked); leases
   run on the server clock. ]]
--- @include lib/common.lua
+-- @include lib/clock.lua
+-- @include lib/streams.lua
 
 local worker = ARGV[1]
 local ttl = tonumber(ARGV[2])

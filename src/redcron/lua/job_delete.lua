@@ -3,12 +3,14 @@
   KEYS[1] shard prefix
   ARGV[1] tenant   ARGV[2] name
   Returns: the deleted job id.  Errors: NOTFOUND. ]]
--- @include lib/common.lua
+-- @include lib/err.lua
 
-local idx = key_jobs(ARGV[1])
-local job_id = redis.call('HGET', idx, ARGV[2])
-if not job_id then return err('NOTFOUND', 'no job ' .. ARGV[2] .. ' for tenant ' .. ARGV[1]) end
-redis.call('HDEL', idx, ARGV[2])
+local tenant, name = ARGV[1], ARGV[2]
+
+local idx = key_jobs(tenant)
+local job_id = redis.call('HGET', idx, name)
+if not job_id then return err('NOTFOUND', 'no job ' .. name .. ' for tenant ' .. tenant) end
+redis.call('HDEL', idx, name)
 redis.call('ZREM', key_schedule(), job_id)
 redis.call('DEL', key_job(job_id))
 return job_id

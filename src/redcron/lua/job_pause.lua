@@ -5,17 +5,21 @@
   Returns: the job's version.  Fires missed while paused are not caught up.
   Resuming also closes the job's circuit breaker and releases its held work.
   Errors: NOTFOUND. ]]
--- @include lib/common.lua
+-- @include lib/clock.lua
+-- @include lib/err.lua
+-- @include lib/breaker.lua
 
-local jk = key_job(ARGV[1])
-if redis.call('EXISTS', jk) == 0 then return err('NOTFOUND', 'no job ' .. ARGV[1]) end
-if ARGV[2] == '1' then
+local job_id, paused, next_fire, next_due = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+
+local jk = key_job(job_id)
+if redis.call('EXISTS', jk) == 0 then return err('NOTFOUND', 'no job ' .. job_id) end
+if paused == '1' then
   redis.call('HSET', jk, 'paused', '1')
-  redis.call('ZREM', key_schedule(), ARGV[1])
+  redis.call('ZREM', key_schedule(), job_id)
 else
-  breaker_close(ARGV[1], server_ms(), 'resumed')
+  breaker_close(job_id, server_ms(), 'resumed')
   redis.call('HSET', jk, 'paused', '0', 'paused_reason', '', 'consecutive_failures', 0,
-    'next_fire', ARGV[3])
-  if ARGV[3] ~= '' then redis.call('ZADD', key_schedule(), ARGV[4], ARGV[1]) end
+    'next_fire', next_fire)
+  if next_fire ~= '' then redis.call('ZADD', key_schedule(), next_due, job_id) end
 end
 return tonumber(redis.call('HGET', jk, 'version'))

@@ -10,11 +10,15 @@
   Returns: {job_id, version, change} change = created | updated | unchanged
   An identical spec is a no-op (the beat upserts declared jobs at every start and
   must not reset a schedule that has fires due). ]]
--- @include lib/common.lua
+-- @include lib/clock.lua
+-- @include lib/err.lua
 
 local tenant, name, new_id, spec, template, sig = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5],
   ARGV[6]
+local next_fire, next_due, overlap, keep_runs = ARGV[7], ARGV[8], ARGV[9], ARGV[10]
+local keep_s, pause_after_failures, paused = ARGV[11], ARGV[12], ARGV[13]
 local now = now_ms(ARGV[14])
+local FIRST_ARG = 15  -- ARGV[15..]: task name, msgpack args pairs
 local idx = key_jobs(tenant)
 local job_id = redis.call('HGET', idx, name)
 local change = 'updated'
@@ -44,17 +48,17 @@ else
   end
 end
 redis.call('HSET', jk, 'spec', spec, 'template', template, 'trigger_sig', sig,
-  'overlap', ARGV[9], 'keep_runs', ARGV[10], 'keep_s', ARGV[11],
-  'pause_after_failures', ARGV[12], 'paused', ARGV[13], 'updated', now)
-for i = 15, #ARGV, 2 do redis.call('HSET', jk, 'args:' .. ARGV[i], ARGV[i + 1]) end
+  'overlap', overlap, 'keep_runs', keep_runs, 'keep_s', keep_s,
+  'pause_after_failures', pause_after_failures, 'paused', paused, 'updated', now)
+for i = FIRST_ARG, #ARGV, 2 do redis.call('HSET', jk, 'args:' .. ARGV[i], ARGV[i + 1]) end
 -- register the job's queues now, so creating a run need not
 for _, row in ipairs(cjson.decode(template)) do redis.call('SADD', key_queues(), row.queue) end
 local scheduled = redis.call('ZSCORE', key_schedule(), job_id)
-if ARGV[13] == '1' or ARGV[7] == '' then
+if paused == '1' or next_fire == '' then
   redis.call('ZREM', key_schedule(), job_id)
-  redis.call('HSET', jk, 'next_fire', ARGV[7])
+  redis.call('HSET', jk, 'next_fire', next_fire)
 elseif change == 'created' or old[2] ~= sig or not scheduled then
-  redis.call('ZADD', key_schedule(), ARGV[8], job_id)
-  redis.call('HSET', jk, 'next_fire', ARGV[7])
+  redis.call('ZADD', key_schedule(), next_due, job_id)
+  redis.call('HSET', jk, 'next_fire', next_fire)
 end
 return {job_id, version, change}

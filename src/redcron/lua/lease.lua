@@ -33,14 +33,20 @@
   reaper's index (pending, scored by the earliest deadline it may need).
   An entry that is held aside, or whose hash does not point back at it (left
   by a crash), is acknowledged and deleted, never run.
-  Upholds: invariants 3 (epoch += 1 per assignment), 4 (one place), 7 (fair
-  under contention), 8 (server time). ]]
--- @include lib/common.lua
+  Upholds: a stale lease token writes nothing (epoch += 1 per assignment); one
+  place per instance; fair shares under contention; leases on the server
+  clock. ]]
+-- @include lib/clock.lua
+-- @include lib/streams.lua
+-- @include lib/rings.lua
+-- @include lib/breaker.lua
 
 local worker = ARGV[1]
 local want = tonumber(ARGV[2])
 local ttl = tonumber(ARGV[3])
-local now = now_ms(ARGV[4])
+local override = ARGV[4]
+local now = now_ms(override)
+local tenant_filter = ARGV[5]
 local quantum = tonumber(ARGV[6] ~= '' and ARGV[6] or '1') or 1
 local aging = tonumber(ARGV[7] ~= '' and ARGV[7] or '60000') or 60000
 local deadline = now + ttl
@@ -49,7 +55,9 @@ local PENDING = key_pending()
 local classes = {'high', 'normal', 'low'}
 local dispatched = {}
 local tenant_cache = {}
-local cap_cpu, cap_mem = string.match(ARGV[8] or '', '^([%d.]*),([%d.]*)$')
+local capacity = ARGV[8] or ''
+local FIRST_QUEUE = 9  -- ARGV[9..]: the queues served
+local cap_cpu, cap_mem = string.match(capacity, '^([%d.]*),([%d.]*)$')
 cap_cpu, cap_mem = tonumber(cap_cpu or ''), tonumber(cap_mem or '')
 
 -- A tenant's limits, read once per call.
@@ -220,7 +228,7 @@ local function take(queue, tenant, prio, stream, n, max_id)
     redis.call('ZADD', key_tleases(tenant), unpack(held))
     -- the reaper looks at this stream once the earliest of its leases may expire
     redis.call('ZADD', PENDING, 'LT', deadline, stream)
-    stamp(stream, ids, now, ARGV[4])
+    stamp(stream, ids, now, override)
     local t = limits(tenant)
     if t.rate > 0 then t.tokens = t.tokens - leased end
     dispatched[tenant] = (dispatched[tenant] or 0) + leased
@@ -338,10 +346,10 @@ local function serve_aged(queue, ci)
 end
 
 local filter = {}
-for t in string.gmatch(ARGV[5], '[^,]+') do filter[#filter + 1] = t end
+for t in string.gmatch(tenant_filter, '[^,]+') do filter[#filter + 1] = t end
 
 for ci, prio in ipairs(classes) do
-  for qi = 9, #ARGV do
+  for qi = FIRST_QUEUE, #ARGV do
     if #out >= want then break end
     local queue = ARGV[qi]
     if #filter > 0 then

@@ -6,11 +6,15 @@
   Members park:<tenant> are rate-limited tenants whose next token is due;
   brk:<job> is a job's circuit-breaker cool-down: its first held instance
   becomes the trial (lib/breaker.lua).  Neither counts as promoted.
-  Upholds: invariant 4 (ZREM the timer, then XADD: one place at a time). ]]
--- @include lib/common.lua
+  Upholds: one place per instance (ZREM the timer, then XADD). ]]
+-- @include lib/clock.lua
+-- @include lib/rings.lua
+-- @include lib/breaker.lua
 
 local now = now_ms(ARGV[1])
-local due = redis.call('ZRANGEBYSCORE', key_timers(), '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
+local limit = tonumber(ARGV[2])
+
+local due = redis.call('ZRANGEBYSCORE', key_timers(), '-inf', now, 'LIMIT', 0, limit)
 local n = 0
 local woken = {}
 for _, iid in ipairs(due) do

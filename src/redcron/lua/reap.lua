@@ -25,7 +25,9 @@
   (minimum TTL + the maintenance interval) of its deadline.
   Upholds: every attempt ends once; nothing in flight is lost; leases run on
   the server clock. ]]
--- @include lib/common.lua
+-- @include lib/clock.lua
+-- @include lib/streams.lua
+-- @include lib/attempts.lua
 
 local override = ARGV[1]
 local now = now_ms(override)

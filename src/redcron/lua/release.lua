@@ -5,16 +5,18 @@
   ARGV[3..] pairs: iid, epoch
   Returns: number handed back.  The attempt ends 'lost' but does not use up
   the retry budget (the task did nothing wrong).
-  Upholds: invariants 3, 4, 5. ]]
--- @include lib/common.lua
+  Upholds: a stale lease token writes nothing; one place per instance; each
+  attempt ends once. ]]
+-- @include lib/clock.lua
+-- @include lib/attempts.lua
 
 local worker = ARGV[1]
 local now = now_ms(ARGV[2])
 local n = 0
 for i = 3, #ARGV, 2 do
-  local iid = ARGV[i]
+  local iid, epoch = ARGV[i], ARGV[i + 1]
   local ti = key_ti(iid)
-  if token_ok(ti, worker, ARGV[i + 1]) then
+  if token_ok(ti, worker, epoch) then
     redis.call('HINCRBY', ti, 'budget', 1)
     end_attempt(ti, iid, 'lost', 'worker shut down; handed back', '1', '0', '', now, 0,
       'handed_back')

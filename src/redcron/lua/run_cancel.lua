@@ -4,7 +4,10 @@
   ARGV[1] run_id   ARGV[2] now_override_ms
   Returns: {run state after the call, tasks still running}
   Errors: NOTFOUND. ]]
--- @include lib/common.lua
+-- @include lib/clock.lua
+-- @include lib/err.lua
+-- @include lib/lists.lua
+-- @include lib/cancel_instance.lua
 
 local run_id = ARGV[1]
 local now = now_ms(ARGV[2])

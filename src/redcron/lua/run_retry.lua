@@ -7,7 +7,10 @@
   not retried with it stays as it is: it could never run).
   Errors: NOTFOUND; CONFLICT when the run ended and its job's overlap policy
   (not 'allow') forbids reopening it while another run is active. ]]
--- @include lib/common.lua
+-- @include lib/clock.lua
+-- @include lib/err.lua
+-- @include lib/lists.lua
+-- @include lib/run_reopen.lua
 
 local run_id = ARGV[1]
 local now = now_ms(ARGV[2])
@@ -15,7 +18,7 @@ local rk = key_run(run_id)
 local f = redis.call('HMGET', rk, 'state', 'tasks', 'job')
 if not f[1] then return err('NOTFOUND', 'no run ' .. run_id) end
 local names = {}
-for i = 3, #ARGV do names[#names + 1] = ARGV[i] end
+for i = 3, #ARGV do names[#names + 1] = ARGV[i] end  -- ARGV[3..]: task names
 if #names == 0 then
   for _, t in ipairs(split(f[2])) do
     local st = redis.call('HGET', key_ti(run_id .. '/' .. t), 'state')

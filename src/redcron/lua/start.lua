@@ -4,16 +4,17 @@
   ARGV[2] now_override_ms ("" = server TIME)
   ARGV[3..] pairs: iid, epoch
   Returns: number marked; a stale token changes nothing.
-  Upholds: invariant 3. ]]
--- @include lib/common.lua
+  Upholds: a stale lease token writes nothing. ]]
+-- @include lib/clock.lua
 
 local worker = ARGV[1]
 local now = now_ms(ARGV[2])
 local n = 0
 for i = 3, #ARGV, 2 do
-  local ti = key_ti(ARGV[i])
+  local iid, epoch = ARGV[i], ARGV[i + 1]
+  local ti = key_ti(iid)
   local f = redis.call('HMGET', ti, 'state', 'worker', 'epoch', 'attempt')
-  if f[1] == 'leased' and f[2] == worker and f[3] == ARGV[i + 1] then
+  if f[1] == 'leased' and f[2] == worker and f[3] == epoch then
     redis.call('HSET', ti, 'state', 'running', 'a:' .. f[4] .. ':started', now)
     n = n + 1
   end

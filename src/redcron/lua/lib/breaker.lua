@@ -1,4 +1,4 @@
---[[ breaker: a job's circuit breaker (DESIGN §7), included by lib/common.lua.
+--[[ breaker: a job's circuit breaker (docs/architecture.md, Fair dispatch).
   Job hash fields: breaker ('' = closed | open | trial), breaker_until (ms),
   breaker_trial (the trial instance), and the settings JobStore writes:
   breaker_ratio, breaker_min, breaker_window_s, breaker_cooldown_s.
@@ -19,6 +19,7 @@
   Opening also sets a cool-down timer (brk:<job> in the timer set): when it
   is due, promote makes the first held instance the trial, so held work
   gets its trial even when no new work of the job comes in. ]]
+-- @include lib/rings.lua
 
 local function job_of_run(run_id)
   return string.match(run_id or '', '^(.-)@')

@@ -2,6 +2,10 @@
   fire.lua (one fire) and fire_batch.lua (many fires of one shard per call).
   b is the 0-based offset of the 12-value group in ARGV; the caller checks the
   owner epoch first. Returns {status, run_id}; status notfound for a missing job. ]]
+-- @include lib/lists.lua
+-- @include lib/admission.lua
+-- @include lib/runs.lua
+-- @include lib/cancel_instance.lua
 
 -- Is `epoch` the shard's current, unexpired owner epoch? ("" = not a beat: yes)
 local function owner_ok(epoch, now)
@@ -13,7 +17,7 @@ end
 local function fire_one(b, now, woken)
   local job_id, expected, version = ARGV[b + 1], ARGV[b + 2], ARGV[b + 3]
   local fire_ms, next_nominal, next_due = ARGV[b + 4], ARGV[b + 5], ARGV[b + 6]
-  local trigger, run_id = ARGV[b + 8], ARGV[b + 11]
+  local trigger, skipped, run_id, params = ARGV[b + 8], ARGV[b + 10], ARGV[b + 11], ARGV[b + 12]
   if fire_ms == '' then fire_ms = tostring(now) end
   local jk = key_job(job_id)
 
@@ -41,7 +45,7 @@ local function fire_one(b, now, woken)
       redis.call('HSET', jk, 'next_fire', next_nominal, 'last_fire', fire_ms)
     end
   end
-  local skipped = tonumber(ARGV[b + 10] or '0') or 0
+  skipped = tonumber(skipped or '0') or 0
   if skipped > 0 then
     redis.call('HINCRBY', key_stats(), 'fires_skipped', skipped)
     redis.call('HINCRBY', jk, 'fires_skipped', skipped)
@@ -94,7 +98,7 @@ local function fire_one(b, now, woken)
       return {'rejected', run_id}
     end
   end
-  create_run(job_id, run_id, tonumber(fire_ms), trigger, now, ARGV[b + 12],
+  create_run(job_id, run_id, tonumber(fire_ms), trigger, now, params,
     {j[4], j[5], j[6], j[7], max_prio}, woken)
   return {'created', run_id}
 end

@@ -1,0 +1,85 @@
+--[[ attempts: check a lease token; end an attempt and move the instance on. ]]
+-- @include lib/streams.lua
+-- @include lib/rings.lua
+-- @include lib/waiters.lua
+-- @include lib/breaker.lua
+-- @include lib/runs.lua
+-- @include lib/terminal.lua
+
+-- Does (worker, epoch) still hold a valid lease on this instance?
+local function token_ok(ti, worker, epoch)
+  local f = redis.call('HMGET', ti, 'state', 'worker', 'epoch')
+  return TASK_LEASED[f[1]] and f[2] == worker and f[3] == epoch
+end
+
+--[[ End the current attempt and move the instance to its next place:
+  succeeded/cancelled -> terminal; retryable with budget left -> timer (or
+  ready at once when delay is 0); otherwise -> the tenant's DLQ.
+  outcome: succeeded | failed | timed_out | lost | cancelled
+  delay_ms: '' = backoff min(base * 2^(n-1), cap) scaled by frac (full jitter)
+  counter: the stats field a retry counts under (default 'retries')
+  Returns the new state. ]]
+local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitcode, now, frac,
+    counter)
+  local f = redis.call('HMGET', ti, 'attempt', 'tenant', 'max_attempts', 'retry_base_ms',
+    'retry_cap_ms', 'budget', 'cancel_requested', 'queue', 'prio', 'name', 'run', 'lease_entry')
+  local n = tonumber(f[1] or '0')
+  local tenant, queue, prio = f[2], f[8], f[9]
+  local pre = 'a:' .. n .. ':'
+  redis.call('HSET', ti, pre .. 'outcome', outcome, pre .. 'ended', now)
+  if errtext ~= nil and errtext ~= '' then
+    redis.call('HSET', ti, pre .. 'error', errtext, 'error', errtext)
+  end
+  if exitcode ~= nil and exitcode ~= '' then
+    redis.call('HSET', ti, pre .. 'exit', exitcode, 'exit_code', exitcode)
+  end
+  drop_entry(key_q(queue, tenant, prio), f[12])
+  redis.call('ZREM', key_tleases(tenant), iid)
+  unpark(tenant)
+  redis.call('HSET', ti, 'deadline', '', 'lease_entry', '')
+  if f[11] and f[11] ~= '' then breaker_attempt_ended(iid, f[11], outcome, counter, now) end
+  if outcome == 'succeeded' then
+    make_terminal(ti, iid, 'succeeded', now)
+    return 'succeeded'
+  end
+  if outcome == 'cancelled' or f[7] == '1' then
+    make_terminal(ti, iid, 'cancelled', now)
+    return 'cancelled'
+  end
+  local used = n - tonumber(f[6] or '0')
+  if retryable == '1' and used < tonumber(f[3] or '1') then
+    local delay
+    if delay_ms ~= nil and delay_ms ~= '' then
+      delay = tonumber(delay_ms)
+    else
+      local ceiling = tonumber(f[4] or '1000') * (2 ^ (used - 1))
+      local cap = tonumber(f[5] or '3600000')
+      if ceiling > cap then ceiling = cap end
+      delay = math.floor(ceiling * tonumber(frac))
+    end
+    redis.call('HINCRBY', key_stats(), counter or 'retries', 1)
+    if delay <= 0 then
+      make_ready(ti, iid, queue, tenant, prio)
+      wake(queue, 1)
+      return 'ready'
+    end
+    redis.call('ZADD', key_timers(), now + delay, iid)
+    redis.call('HSET', ti, 'state', 'retry_wait', 'loc', 'timer', 'due', now + delay)
+    return 'retry_wait'
+  end
+  -- Dead: the DLQ entry is self-contained (error and log tail travel with it).
+  local tail = redis.call('XREVRANGE', key_log(iid, n), '+', '-', 'COUNT', 20)
+  local lines = {}
+  for i = #tail, 1, -1 do
+    local e = tail[i][2]
+    for j = 1, #e, 2 do if e[j] == 'line' then lines[#lines + 1] = e[j + 1] end end
+  end
+  local eid = redis.call('XADD', key_dlq(tenant), '*', 'i', iid, 'name', f[10] or '',
+    'queue', queue, 'attempts', n, 'outcome', outcome, 'error', errtext or '',
+    'tail', table.concat(lines, '\n'), 'at', now)
+  redis.call('HSET', ti, 'state', 'dead', 'loc', 'dlq:' .. eid, 'ended', now)
+  redis.call('HINCRBY', key_stats(), 'dead', 1)
+  notify_done(ti, iid)
+  run_task_ended(ti, iid, 'dead', now)
+  return 'dead'
+end

@@ -1,0 +1,41 @@
+--[[ cancel_instance: cancel one instance wherever it is (task cancel, run cancel,
+  overlap cancel_previous). ]]
+-- @include lib/streams.lua
+-- @include lib/breaker.lua
+-- @include lib/terminal.lua
+
+-- Cancel one instance wherever it is.  Returns the resulting state:
+-- 'cancelled', 'cancel_requested' (running: revoked by the next heartbeat),
+-- or the terminal state it already had; nil when it does not exist.
+local function cancel_instance(iid, now)
+  local ti = key_ti(iid)
+  local f = redis.call('HMGET', ti, 'state', 'loc', 'queue', 'tenant', 'prio')
+  local state, loc = f[1], f[2] or ''
+  if not state then return nil end
+  -- dead work is terminal but still in the DLQ: cancelling takes it out
+  if TASK_TERMINAL[state] and state ~= 'dead' then return state end
+  if TASK_LEASED[state] then
+    redis.call('HSET', ti, 'cancel_requested', '1')
+    return 'cancel_requested'
+  end
+  if state == 'ready' then
+    local stream = key_q(f[3], f[4], f[5])
+    redis.call('XDEL', stream, string.sub(loc, 3))  -- not delivered: nothing to ack
+    if ready_count(stream) == 0 then redis.call('ZREM', key_ring(f[3], f[5]), f[4]) end
+  elseif state == 'retry_wait' or state == 'scheduled' then
+    redis.call('ZREM', key_timers(), iid)
+  elseif state == 'held' then
+    redis.call('LREM', key_held(job_of_run(redis.call('HGET', ti, 'run'))), 0, iid)
+  elseif state == 'dead' then
+    redis.call('XDEL', key_dlq(f[4]), string.sub(loc, 5))
+    -- a dead task already counted as ended (failed) in its run: recount it
+    local run_id = redis.call('HGET', ti, 'run')
+    if run_id and run_id ~= '' then
+      redis.call('HINCRBY', key_run(run_id), 'n_done', -1)
+      redis.call('HINCRBY', key_run(run_id), 'n_failed', -1)
+    end
+  end
+  redis.call('HSET', ti, 'cancel_requested', '1')
+  make_terminal(ti, iid, 'cancelled', now)
+  return 'cancelled'
+end

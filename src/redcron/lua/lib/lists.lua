@@ -1,0 +1,9 @@
+--[[ lists: the comma lists stored in hashes (a run's tasks, a task's deps/down). ]]
+
+local function split(list)
+  local out = {}
+  if list and list ~= '' then
+    for x in string.gmatch(list, '[^,]+') do out[#out + 1] = x end
+  end
+  return out
+end

@@ -1,0 +1,63 @@
+--[[ rings: the ready side of a (queue, class): a tenant with ready work sits
+  on the rotation ring lease.lua walks and in the aging index (oldest:), and
+  idle workers are woken through wake:<queue>. ]]
+-- @include lib/streams.lua
+
+-- Append a tenant at the tail of a rotation ring (no-op if already there).
+-- Returns true when the tenant was added.
+local function ring_add(ring, tenant)
+  if redis.call('ZSCORE', ring, tenant) then return false end
+  local last = redis.call('ZRANGE', ring, -1, -1, 'WITHSCORES')
+  local score = 0
+  if last[2] then score = tonumber(last[2]) + 1 end
+  redis.call('ZADD', ring, score, tenant)
+  return true
+end
+
+-- Wake up to n idle workers of a queue (bounded list: never grows past 16).
+local function wake(queue, n)
+  if n < 1 then return end
+  if n > 16 then n = 16 end
+  local wk = key_wake(queue)
+  local tokens = {}
+  for i = 1, n do tokens[i] = '1' end
+  if redis.call('LPUSH', wk, unpack(tokens)) > 16 then redis.call('LTRIM', wk, 0, 15) end
+end
+
+-- Record a tenant's oldest ready entry in (queue, class) unless one is recorded
+-- already (aging finds old work through this index, without a scan).  The
+-- time is that of the first ready entry, not of `eid` (the entry just added):
+-- a tenant that rejoins a ring (unparked, or new work while parked) may have
+-- older entries queued, and the index drops a tenant while it is parked.
+local function note_oldest(queue, prio, tenant, eid)
+  local ok = key_oldest(queue, prio)
+  if redis.call('ZSCORE', ok, tenant) then return end
+  local first = first_ready(key_q(queue, tenant, prio)) or eid
+  if first then redis.call('ZADD', ok, entry_ms(first), tenant) end
+end
+
+-- Put an instance on its tenant's ready stream and the tenant on the ring.
+local function make_ready(ti, iid, queue, tenant, prio)
+  local eid = stream_add(key_q(queue, tenant, prio), iid)
+  redis.call('HSET', ti, 'state', 'ready', 'loc', 'q:' .. eid, 'due', '')
+  ring_add(key_ring(queue, prio), tenant)
+  note_oldest(queue, prio, tenant, eid)
+  return eid
+end
+
+-- A tenant parked at its cap or rate limit goes back on the rings it left
+-- (those where it still has ready work), and into their aging indexes; the
+-- next lease re-checks the limits.
+local function unpark(tenant)
+  local pk = key_parked(tenant)
+  local parked = redis.call('SMEMBERS', pk)
+  if #parked == 0 then return end
+  redis.call('DEL', pk)
+  for _, qc in ipairs(parked) do
+    local queue, prio = string.match(qc, '^(.*)|(%a+)$')
+    if queue and ready_count(key_q(queue, tenant, prio)) > 0 then
+      ring_add(key_ring(queue, prio), tenant)
+      note_oldest(queue, prio, tenant)
+    end
+  end
+end

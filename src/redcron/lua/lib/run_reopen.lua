@@ -1,0 +1,89 @@
+--[[ run_reopen: retry a run's failed tasks and reopen the run (run_retry.lua,
+  and dlq_replay.lua for a run's task). ]]
+-- @include lib/lists.lua
+-- @include lib/rings.lua
+
+-- How many of a run task's dependencies have not succeeded (its deps_left).
+local function unmet_deps(run_id, deps)
+  local left = 0
+  for _, dep in ipairs(deps) do
+    if redis.call('HGET', key_ti(run_id .. '/' .. dep), 'state') ~= 'succeeded' then
+      left = left + 1
+    end
+  end
+  return left
+end
+
+-- Retry a failed task of a run (also what DLQ replay does for run tasks):
+-- ready again with a fresh budget, its upstream_failed/cancelled downstream
+-- reset to pending, and the run reopened.  Returns true when it was retried.
+local function retry_run_task(run_id, task, now)
+  local iid = run_id .. '/' .. task
+  local ti = key_ti(iid)
+  local f = redis.call('HMGET', ti, 'state', 'loc', 'queue', 'tenant', 'prio', 'attempt', 'down')
+  if f[1] ~= 'dead' and f[1] ~= 'cancelled' and f[1] ~= 'upstream_failed' then return false end
+  -- an upstream that failed (and is not retried itself) means it can never run:
+  -- reopening the run for it would leave a run that nothing can progress
+  local deps = split(redis.call('HGET', ti, 'deps'))
+  for _, dep in ipairs(deps) do
+    local st = redis.call('HGET', key_ti(run_id .. '/' .. dep), 'state')
+    if not st or (TASK_TERMINAL[st] and st ~= 'succeeded') then return false end
+  end
+  local rk = key_run(run_id)
+  local counter = f[1] == 'cancelled' and 'n_cancelled' or 'n_failed'
+  if f[1] == 'dead' then redis.call('XDEL', key_dlq(f[4]), string.sub(f[2], 5)) end
+  redis.call('HINCRBY', rk, 'n_done', -1)
+  redis.call('HINCRBY', rk, counter, -1)
+  redis.call('PERSIST', ti)
+  redis.call('HSET', ti, 'budget', f[6], 'ended', '', 'cancel_requested', '')
+  -- a task whose own upstream is not done waits for it
+  local left = unmet_deps(run_id, deps)
+  redis.call('HSET', ti, 'deps_left', left)
+  if left == 0 then
+    make_ready(ti, iid, f[3], f[4], f[5])
+    wake(f[3], 1)
+  else
+    redis.call('HSET', ti, 'state', 'pending', 'loc', '')
+  end
+  local todo = split(f[7])
+  local i = 1
+  while i <= #todo do
+    local did = run_id .. '/' .. todo[i]
+    i = i + 1
+    local dti = key_ti(did)
+    local g = redis.call('HMGET', dti, 'state', 'down', 'deps')
+    if g[1] == 'upstream_failed' or (g[1] == 'cancelled' and redis.call('HGET', dti, 'attempt') == '0') then
+      local dleft = unmet_deps(run_id, split(g[3]))
+      redis.call('PERSIST', dti)
+      -- a run cancel marked it: once reset, its lease must not be revoked
+      redis.call('HSET', dti, 'state', 'pending', 'ended', '', 'deps_left', dleft,
+        'cancel_requested', '')
+      redis.call('HINCRBY', rk, 'n_done', -1)
+      redis.call('HINCRBY', rk, g[1] == 'cancelled' and 'n_cancelled' or 'n_failed', -1)
+      for _, dd in ipairs(split(g[2])) do todo[#todo + 1] = dd end
+    end
+  end
+  local r = redis.call('HMGET', rk, 'state', 'job', 'tasks')
+  if not RUN_ACTIVE[r[1]] then
+    -- live again: its retention TTLs go, on every instance (a succeeded
+    -- upstream's record is what the fan-in of the retried tasks reads)
+    redis.call('PERSIST', rk)
+    for _, t in ipairs(split(r[3])) do redis.call('PERSIST', key_ti(run_id .. '/' .. t)) end
+    redis.call('HSET', rk, 'state', 'running', 'ended', '', 'cancel_requested', '')
+    redis.call('SADD', key_active(r[2]), run_id)
+  end
+  return true
+end
+
+-- May an ended run be reopened (retry / DLQ replay)?  Not while another run of
+-- its job is active, unless the job's overlap policy is 'allow'.  Returns
+-- nil when allowed, else the overlap policy that forbids it.
+local function run_reopen_forbidden(run_id)
+  local f = redis.call('HMGET', key_run(run_id), 'state', 'job')
+  if RUN_ACTIVE[f[1]] or not f[2] then return nil end
+  local overlap = redis.call('HGET', key_job(f[2]), 'overlap')
+  if overlap and overlap ~= 'allow' and redis.call('SCARD', key_active(f[2])) > 0 then
+    return overlap
+  end
+  return nil
+end

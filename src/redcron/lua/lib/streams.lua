@@ -1,0 +1,82 @@
+--[[ streams: the ready streams and their consumer group.  Every
+  q:<queue>:<tenant>:<class> stream is read through one consumer group (GROUP)
+  under one consumer name (CONSUMER): entries after the group's
+  last-delivered id are ready, delivered ones stay pending in the group while
+  their lease lives, and whatever ends the lease acknowledges and deletes the
+  entry.  Streams are never trimmed (that would drop ready work). ]]
+
+-- Reset the idle time of pending entries (delivery time := now), as a
+-- heartbeat does; JUSTID leaves their delivery counts alone.
+local function touch(stream, ids, now)
+  if #ids == 0 then return end
+  local args = {stream, GROUP, CONSUMER, 0}
+  for _, id in ipairs(ids) do args[#args + 1] = id end
+  local n = #args
+  args[n + 1] = 'TIME'
+  args[n + 2] = now
+  args[n + 3] = 'JUSTID'
+  redis.call('XCLAIM', unpack(args))
+end
+
+--[[ A consumer group measures an entry's idle time on the server clock.  When
+  a test passes its own now, the entries a script delivers get that now as
+  their delivery time, so idle times follow the test's clock too (reap.lua
+  shifts its min-idle by the same offset).  On the server clock (production)
+  XREADGROUP has stamped the same now already. ]]
+local function stamp(stream, ids, now, override)
+  if override ~= nil and override ~= '' then touch(stream, ids, now) end
+end
+
+-- Append an instance; the first append creates the stream with its group.
+local function stream_add(stream, iid)
+  if redis.call('EXISTS', stream) == 0 then
+    redis.call('XGROUP', 'CREATE', stream, GROUP, '0', 'MKSTREAM')
+  end
+  return redis.call('XADD', stream, '*', 'i', iid)
+end
+
+-- Entries whose lease ended (or left behind by a crash), batched per stream:
+-- drops[stream] = {eid, ...}, then one XACK and one XDEL per stream.  XDEL
+-- recomputes the stream's first id on every call, scanning the deleted head
+-- of its node: one call per entry costs about 4x more than a batch.
+local function drop_entries(drops)
+  for stream, ids in pairs(drops) do
+    redis.call('XACK', stream, GROUP, unpack(ids))
+    redis.call('XDEL', stream, unpack(ids))
+  end
+end
+
+local function drop_entry(stream, eid)
+  drop_entries({[stream] = {eid}})
+end
+
+-- Ready entries: the stream's length less the group's pending count.
+local function ready_count(stream)
+  local n = redis.call('XLEN', stream)
+  if n == 0 then return 0 end
+  return n - redis.call('XPENDING', stream, GROUP)[1]
+end
+
+-- The group's last-delivered id: ready entries come after it.
+local function last_delivered(stream)
+  for _, g in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
+    for i = 1, #g, 2 do
+      if g[i] == 'last-delivered-id' then return g[i + 1] end
+    end
+  end
+  return '0-0'
+end
+
+-- The first ready entry's id (nil: none), after `after` (default: looked up).
+local function first_ready(stream, after)
+  if not after then
+    if redis.call('XLEN', stream) == 0 then return nil end
+    after = last_delivered(stream)
+  end
+  local e = redis.call('XRANGE', stream, '(' .. after, '+', 'COUNT', 1)
+  return e[1] and e[1][1]
+end
+
+local function entry_ms(eid)
+  return tonumber(string.match(eid, '^(%d+)'))
+end
