@@ -39,7 +39,7 @@ class Outcome:
 
 
 @dataclass(eq=False)
-class Job:
+class Attempt:
     """One leased attempt on this worker."""
 
     lease: Lease
@@ -60,7 +60,7 @@ class Job:
 
         False if it was cancelled, timed out or handed back while it waited for
         a slot: whoever ended it has reported it (or handed it back), so it must
-        not start at all.  Checked and set under the job's lock, so an end and a
+        not start at all.  Checked and set under the attempt's lock, so an end and a
         start cannot both win.
         """
         with self.lock:
@@ -72,7 +72,7 @@ class Job:
             return True
 
     def kill(self, reason: str) -> bool:
-        """Kill the job's process group (commands / process pool); False if it has none."""
+        """Kill the attempt's process group (commands / process pool); False if it has none."""
         with self.lock:
             self.kill_reason = self.kill_reason or reason
             pgid = self.pgid
@@ -87,9 +87,9 @@ def _trim(text: str) -> str:
     return text if len(text) <= MAX_ERROR_CHARS else "…" + text[-MAX_ERROR_CHARS:]
 
 
-def run_python(app: App, job: Job, broker: Any = None) -> Outcome:
+def run_python(app: App, attempt: Attempt, broker: Any = None) -> Outcome:
     """Run a registered task on the current thread, capturing its output."""
-    lease = job.lease
+    lease = attempt.lease
     task = app.tasks.get(lease.name)
     if task is None:
         return Outcome(
@@ -99,7 +99,7 @@ def run_python(app: App, job: Job, broker: Any = None) -> Outcome:
             f"{', '.join(sorted(app.tasks)) or 'none'}); is the worker running the right app?",
             retryable=True,
         )
-    capture.attach(job.buffer)
+    capture.attach(attempt.buffer)
     try:
         args, kwargs = serde.loads(lease.args)
         if task.wants_ctx:
@@ -154,11 +154,13 @@ def container_argv(runtime: str, payload: dict[str, Any]) -> list[str]:
     return [*argv, str(payload["image"]), *(payload.get("command") or [])]
 
 
-def run_command(job: Job, timeout_s: float | None, container_runtime: str = "docker") -> Outcome:
+def run_command(
+    attempt: Attempt, timeout_s: float | None, container_runtime: str = "docker"
+) -> Outcome:
     """Run a command (or container) task in its own process group; kill the group at
     the timeout."""
-    payload = serde.loads(job.lease.args) or {}
-    if job.lease.kind == "container":
+    payload = serde.loads(attempt.lease.args) or {}
+    if attempt.lease.kind == "container":
         argv = container_argv(container_runtime, payload)
         payload = {"argv": argv}
     argv = payload.get("argv") or []
@@ -178,30 +180,30 @@ def run_command(job: Job, timeout_s: float | None, container_runtime: str = "doc
         return Outcome(
             ok=False, outcome="failed", error=f"cannot start {argv!r}: {exc}", retryable=False
         )
-    with job.lock:
-        job.pgid = proc.pid
-        killed_early = job.kill_reason is not None
+    with attempt.lock:
+        attempt.pgid = proc.pid
+        killed_early = attempt.kill_reason is not None
     if killed_early:
-        job.kill(job.kill_reason or "cancelled")
+        attempt.kill(attempt.kill_reason or "cancelled")
     out = b""
     try:
         out, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        job.kill("timed_out")
+        attempt.kill("timed_out")
         out, _ = proc.communicate()
-    with job.lock:
-        job.pgid = None
+    with attempt.lock:
+        attempt.pgid = None
     for line in out.decode(errors="replace").splitlines():
-        job.buffer.write(line + "\n")
+        attempt.buffer.write(line + "\n")
     code = proc.returncode
-    if job.kill_reason == "timed_out":
+    if attempt.kill_reason == "timed_out":
         return Outcome(
             ok=False,
             outcome="timed_out",
             error=f"killed after timeout of {timeout_s}s",
             exit_code=code,
         )
-    if job.kill_reason == "cancelled":
+    if attempt.kill_reason == "cancelled":
         return Outcome(ok=False, outcome="cancelled", error="cancelled", exit_code=code)
     if code == 0:
         return Outcome(ok=True, result=serde.dumps({"exit_code": 0}), exit_code=0)

@@ -24,38 +24,38 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
-from redcron.worker.execute import Job, Outcome, run_command, run_python
+from redcron.worker.execute import Attempt, Outcome, run_command, run_python
 
 if TYPE_CHECKING:
     from redcron.app import App
 
 log = logging.getLogger(__name__)
 
-Done = Callable[[Job, Outcome], None]
+Done = Callable[[Attempt, Outcome], None]
 
 
-def _timeout_s(job: Job) -> float | None:
-    return job.lease.timeout_ms / 1000 if job.lease.timeout_ms > 0 else None
+def _timeout_s(attempt: Attempt) -> float | None:
+    return attempt.lease.timeout_ms / 1000 if attempt.lease.timeout_ms > 0 else None
 
 
-def _killed_outcome(job: Job) -> Outcome:
-    if job.kill_reason == "timed_out":
-        secs = job.lease.timeout_ms / 1000
+def _killed_outcome(attempt: Attempt) -> Outcome:
+    if attempt.kill_reason == "timed_out":
+        secs = attempt.lease.timeout_ms / 1000
         return Outcome(ok=False, outcome="timed_out", error=f"killed after timeout of {secs}s")
-    if job.kill_reason == "cancelled":
+    if attempt.kill_reason == "cancelled":
         return Outcome(ok=False, outcome="cancelled", error="cancelled")
-    return Outcome(ok=False, outcome="failed", error=f"killed: {job.kill_reason}")
+    return Outcome(ok=False, outcome="failed", error=f"killed: {attempt.kill_reason}")
 
 
 class ThreadPool:
-    """N threads pulling jobs from one queue."""
+    """N threads pulling attempts from one queue."""
 
     def __init__(self, app: App, size: int, on_done: Done, broker: Any) -> None:
         self.app = app
         self.size = size
         self.on_done = on_done
         self.broker = broker
-        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Attempt | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
@@ -67,12 +67,12 @@ class ThreadPool:
         self._threads.append(t)
         t.start()
 
-    def submit(self, job: Job) -> None:
-        self._jobs.put(job)
+    def submit(self, attempt: Attempt) -> None:
+        self._queue.put(attempt)
 
     def queued(self) -> int:
         """Jobs waiting for a thread."""
-        return self._jobs.qsize()
+        return self._queue.qsize()
 
     def replace(self) -> None:
         """A thread was abandoned (timed out or revoked): keep the slot count."""
@@ -80,26 +80,28 @@ class ThreadPool:
 
     def _loop(self) -> None:
         while True:
-            job = self._jobs.get()
-            if job is None:
+            attempt = self._queue.get()
+            if attempt is None:
                 return
-            if not job.try_begin():
+            if not attempt.try_begin():
                 continue  # ended while it waited for this slot: never run it
-            if job.lease.kind != "python":
-                outcome = run_command(job, _timeout_s(job), self.app.settings.container_runtime)
+            if attempt.lease.kind != "python":
+                outcome = run_command(
+                    attempt, _timeout_s(attempt), self.app.settings.container_runtime
+                )
             else:
-                outcome = run_python(self.app, job, self.broker)
-            with job.lock:
-                job.finished = True
-                abandoned = job.abandoned
+                outcome = run_python(self.app, attempt, self.broker)
+            with attempt.lock:
+                attempt.finished = True
+                abandoned = attempt.abandoned
             if abandoned:
                 # this thread's slot was handed to a replacement; leave quietly
                 return
-            self.on_done(job, outcome)
+            self.on_done(attempt, outcome)
 
     def shutdown(self) -> None:
         for _ in self._threads:
-            self._jobs.put(None)
+            self._queue.put(None)
 
 
 #: prctl(2) option: the signal this process gets when its parent dies (linux/prctl.h)
@@ -158,7 +160,7 @@ def _child_main(
     from redcron.broker import Lease
     from redcron.loader import load_app
     from redcron.worker import capture
-    from redcron.worker.execute import Job as ChildJob
+    from redcron.worker.execute import Attempt
 
     app = load_app(app_path)
     capture.install()
@@ -170,9 +172,9 @@ def _child_main(
         if msg is None:
             return
         lease = Lease(**msg["lease"])
-        job = ChildJob(lease=lease, buffer=capture.LineBuffer(msg["max_lines"]))
-        out = run_python(app, job, app.broker)
-        out.lines = job.buffer.drain()
+        attempt = Attempt(lease=lease, buffer=capture.LineBuffer(msg["max_lines"]))
+        out = run_python(app, attempt, app.broker)
+        out.lines = attempt.buffer.drain()
         try:
             conn.send(out)
         except OSError:  # BrokenPipeError: the worker is gone, and nobody to tell
@@ -228,7 +230,7 @@ class ProcessPool:
         self.on_done = on_done
         self.app_path = app_path
         self.max_lines = max_lines
-        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Attempt | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._children: list[_Child] = []
         self._lock = threading.Lock()
@@ -239,12 +241,12 @@ class ProcessPool:
             self._threads.append(t)
             t.start()
 
-    def submit(self, job: Job) -> None:
-        self._jobs.put(job)
+    def submit(self, attempt: Attempt) -> None:
+        self._queue.put(attempt)
 
     def queued(self) -> int:
         """Jobs waiting for a slot."""
-        return self._jobs.qsize()
+        return self._queue.qsize()
 
     def replace(self) -> None:  # children are killed, never abandoned
         pass
@@ -264,58 +266,60 @@ class ProcessPool:
     def _loop(self) -> None:
         child = self._new_child()
         while True:
-            job = self._jobs.get()
-            if job is None:
+            attempt = self._queue.get()
+            if attempt is None:
                 self._drop_child(child)
                 return
-            if not job.try_begin():
+            if not attempt.try_begin():
                 continue  # ended while it waited for this slot: the child stays as it is
-            if job.lease.kind != "python":
-                outcome = run_command(job, _timeout_s(job), self.app.settings.container_runtime)
+            if attempt.lease.kind != "python":
+                outcome = run_command(
+                    attempt, _timeout_s(attempt), self.app.settings.container_runtime
+                )
             else:
-                outcome, child = self._run_in_child(child, job)
-            with job.lock:
-                job.finished = True
-                abandoned = job.abandoned
+                outcome, child = self._run_in_child(child, attempt)
+            with attempt.lock:
+                attempt.finished = True
+                abandoned = attempt.abandoned
             if abandoned:
                 # handed back on shutdown (or already reported by the worker):
                 # a report now could race the hand-back and end the attempt twice
                 continue
-            self.on_done(job, outcome)
+            self.on_done(attempt, outcome)
 
-    def _run_in_child(self, child: _Child, job: Job) -> tuple[Outcome, _Child]:
-        lease = job.lease
+    def _run_in_child(self, child: _Child, attempt: Attempt) -> tuple[Outcome, _Child]:
+        lease = attempt.lease
         fields = {k: getattr(lease, k) for k in lease.__slots__}
-        with job.lock:
+        with attempt.lock:
             # killed between try_begin() and here: the worker has ended the attempt;
             # leave the idle child alone (a pgid now would have it killed for nothing)
-            killed = job.kill_reason is not None
+            killed = attempt.kill_reason is not None
             if not killed:
-                job.pgid = child.proc.pid
+                attempt.pgid = child.proc.pid
         if killed:
-            return _killed_outcome(job), child
+            return _killed_outcome(attempt), child
         try:
             child.conn.send({"lease": fields, "max_lines": self.max_lines})
             while True:
                 if child.conn.poll(0.05):
                     out: Outcome = child.conn.recv()
                     return out, child
-                if job.kill_reason is not None or not child.proc.is_alive():
+                if attempt.kill_reason is not None or not child.proc.is_alive():
                     break
         except (EOFError, OSError, BrokenPipeError):
             pass
-        reason = job.kill_reason
+        reason = attempt.kill_reason
         self._drop_child(child)
-        with job.lock:
-            job.pgid = None
+        with attempt.lock:
+            attempt.pgid = None
         fresh = self._new_child()
         if reason is None:
             return Outcome(ok=False, outcome="failed", error="worker child process died"), fresh
-        return _killed_outcome(job), fresh
+        return _killed_outcome(attempt), fresh
 
     def shutdown(self) -> None:
         for _ in self._threads:
-            self._jobs.put(None)
+            self._queue.put(None)
         with self._lock:
             children = list(self._children)
         for child in children:

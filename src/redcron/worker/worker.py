@@ -39,7 +39,7 @@ from redcron.clock import ulid
 from redcron.config import WORKER_PREFETCH_PER_SLOT, default_concurrency
 from redcron.errors import ConfigError
 from redcron.worker import capture
-from redcron.worker.execute import Job, Outcome
+from redcron.worker.execute import Attempt, Outcome
 from redcron.worker.pools import ProcessPool, ThreadPool
 
 if TYPE_CHECKING:
@@ -150,12 +150,12 @@ class Worker:
         # keyed by the whole token, not the task id: a task retried at once
         # (Retry(delay=0)) can be leased again here while its previous attempt
         # still waits to be reported, and each attempt holds its own slot
-        self._active: dict[tuple[str, str], Job] = {}
+        self._active: dict[tuple[str, str], Attempt] = {}
         self._mutex = threading.RLock()
         self._lock = threading.Condition(self._mutex)
         # ended attempts waiting to be reported; the lease loop sends them with its
         # next lease while it is busy, the reporter thread when it is not
-        self._done: list[tuple[Job, Outcome]] = []
+        self._done: list[tuple[Attempt, Outcome]] = []
         self._leaser_reports = False
         self._closing = False
         self._report_cv = threading.Condition(self._mutex)
@@ -280,12 +280,12 @@ class Worker:
         self._set_leaser_reports(False)
 
     def _exchange(
-        self, shards: list[int], start: int, items: list[tuple[Job, Outcome]], free: int
+        self, shards: list[int], start: int, items: list[tuple[Attempt, Outcome]], free: int
     ) -> int:
         """Report ``items`` and lease up to ``free`` attempts, one round trip per shard
         visited; returns how many were leased.  Shards are visited in rotation
         from ``start``; a shard with reports but no room left gets only those."""
-        by_shard: dict[int, list[tuple[Job, Outcome]]] = {}
+        by_shard: dict[int, list[tuple[Attempt, Outcome]]] = {}
         for item in items:
             by_shard.setdefault(item[0].lease.shard, []).append(item)
         got = 0
@@ -334,17 +334,17 @@ class Worker:
 
     def _dispatch(self, shard: int, leases: list[Lease]) -> None:
         cap = self.settings.log_max_lines
-        jobs = [Job(lease, capture.LineBuffer(cap)) for lease in leases]
+        attempts = [Attempt(lease, capture.LineBuffer(cap)) for lease in leases]
         with self._lock:
-            for job in jobs:
-                self._active[_token(job)] = job
+            for attempt in attempts:
+                self._active[_token(attempt)] = attempt
                 self._busy += 1
-                self._cpu_used += job.lease.cpu
-                self._mem_used += job.lease.mem
-        for job in jobs:
-            if job.lease.kind != "python" and not self.allow_commands:
+                self._cpu_used += attempt.lease.cpu
+                self._mem_used += attempt.lease.mem
+        for attempt in attempts:
+            if attempt.lease.kind != "python" and not self.allow_commands:
                 self._on_done(
-                    job,
+                    attempt,
                     Outcome(
                         ok=False,
                         outcome="failed",
@@ -354,41 +354,41 @@ class Worker:
                     ),
                 )
                 continue
-            self.pool.submit(job)
+            self.pool.submit(attempt)
 
-    def _free_slot(self, job: Job) -> None:
-        """Give back a job's slot and resources, once: it finished, ended before it
+    def _free_slot(self, attempt: Attempt) -> None:
+        """Give back an attempt's slot and resources, once: it finished, ended before it
         began, or was handed back (caller holds the lock)."""
-        if job.slot_freed:
+        if attempt.slot_freed:
             return
-        job.slot_freed = True
+        attempt.slot_freed = True
         self._busy -= 1
-        self._cpu_used -= job.lease.cpu
-        self._mem_used -= job.lease.mem
+        self._cpu_used -= attempt.lease.cpu
+        self._mem_used -= attempt.lease.mem
         if self._wake_at and (
             self.capacity - self._busy >= self._wake_at
             or (self._wake_when_dry and not self.pool.queued())
         ):
             self._lock.notify()
 
-    def _on_done(self, job: Job, outcome: Outcome) -> None:
+    def _on_done(self, attempt: Attempt, outcome: Outcome) -> None:
         # The slot is free as soon as the attempt has ended, not once its report
         # has landed: the lease stays held (and heartbeated) until then, but the
         # next task need not wait a reporting round trip to start.
         with self._lock:
-            self._free_slot(job)
-            self._done.append((job, outcome))
+            self._free_slot(attempt)
+            self._done.append((attempt, outcome))
             if not self._leaser_reports:
                 self._report_cv.notify()
 
-    def _take_done(self) -> list[tuple[Job, Outcome]]:
+    def _take_done(self) -> list[tuple[Attempt, Outcome]]:
         """Ended attempts to report, a batch at most (caller holds the lock)."""
         items = self._done[:MAX_REPORT]
         del self._done[:MAX_REPORT]
         return items
 
     def _set_leaser_reports(
-        self, on: bool, unsent: list[tuple[Job, Outcome]] | None = None
+        self, on: bool, unsent: list[tuple[Attempt, Outcome]] | None = None
     ) -> None:
         """Say whether the lease loop carries reports; when it stops, the reporter
         takes over what is waiting (``unsent`` first: a batch that failed to go)."""
@@ -422,24 +422,24 @@ class Worker:
                     return
                 time.sleep(delay)
 
-    def _report(self, items: list[tuple[Job, Outcome]]) -> None:
-        by_shard: dict[int, list[tuple[Job, Outcome]]] = {}
-        for job, out in items:
-            by_shard.setdefault(job.lease.shard, []).append((job, out))
+    def _report(self, items: list[tuple[Attempt, Outcome]]) -> None:
+        by_shard: dict[int, list[tuple[Attempt, Outcome]]] = {}
+        for attempt, out in items:
+            by_shard.setdefault(attempt.lease.shard, []).append((attempt, out))
         for shard, group in by_shard.items():
             self._send(shard, group, None)
 
     def _send(
-        self, shard: int, group: list[tuple[Job, Outcome]], req: LeaseRequest | None
+        self, shard: int, group: list[tuple[Attempt, Outcome]], req: LeaseRequest | None
     ) -> list[Lease]:
         """Logs, completions and failures of one shard, and a lease if asked for,
         in one round trip; then forget the reported attempts."""
         completes: list[tuple[str, str, bytes]] = []
         fails: list[FailItem] = []
         logs: list[tuple[str, int, Sequence[str]]] = []
-        for job, out in group:
-            lease = job.lease
-            lines = out.lines or job.buffer.drain()
+        for attempt, out in group:
+            lease = attempt.lease
+            lines = out.lines or attempt.buffer.drain()
             if lines:
                 logs.append((lease.iid, lease.attempt, lines))
             if out.ok:
@@ -467,8 +467,8 @@ class Worker:
         if log.isEnabledFor(logging.INFO):
             _log_ended(group, done, failed)
         with self._lock:
-            for job, _out in group:
-                self._active.pop(_token(job), None)
+            for attempt, _out in group:
+                self._active.pop(_token(attempt), None)
             self.processed += len(group)
             if self._stopping.is_set():
                 self._lock.notify_all()  # the drain waits for the last report
@@ -519,12 +519,14 @@ class Worker:
         if not began:
             return
         by_shard: dict[int, list[tuple[str, str]]] = {}
-        for job in began:
-            by_shard.setdefault(job.lease.shard, []).append((job.lease.iid, job.lease.epoch))
+        for attempt in began:
+            by_shard.setdefault(attempt.lease.shard, []).append(
+                (attempt.lease.iid, attempt.lease.epoch)
+            )
         for shard, tokens in by_shard.items():
             self.broker.start(shard, self.id, tokens)
-        for job in began:
-            job.marked = True
+        for attempt in began:
+            attempt.marked = True
 
     def _enforce_timeouts(self, now: float) -> None:
         with self._lock:
@@ -536,43 +538,43 @@ class Worker:
                 and not j.finished
                 and j.kill_reason is None
             ]
-        for job in overdue:
+        for attempt in overdue:
             self._end_unkillable(
-                job, "timed_out", f"timed out after {job.lease.timeout_ms / 1000}s"
+                attempt, "timed_out", f"timed out after {attempt.lease.timeout_ms / 1000}s"
             )
 
-    def _end_unkillable(self, job: Job, reason: str, message: str) -> None:
-        """Kill the job's process group; a Python thread is abandoned instead, and an
+    def _end_unkillable(self, attempt: Attempt, reason: str, message: str) -> None:
+        """Kill the attempt's process group; a Python thread is abandoned instead, and an
         attempt still waiting for a slot (prefetched) is ended without ever starting."""
-        if job.kill(reason):
+        if attempt.kill(reason):
             return  # the pool sees the kill and reports the outcome
-        with job.lock:
-            if job.finished or job.abandoned:
+        with attempt.lock:
+            if attempt.finished or attempt.abandoned:
                 return
-            began = job.began is not None
-            if began and job.lease.kind != "python":
+            began = attempt.began is not None
+            if began and attempt.lease.kind != "python":
                 return  # between start and spawn: run_command sees kill_reason, kills at once
-            job.abandoned = True
+            attempt.abandoned = True
         if began:
-            log.warning("task %s %s; abandoning its thread", job.lease.iid, message)
+            log.warning("task %s %s; abandoning its thread", attempt.lease.iid, message)
             # only a thread that is running the task is lost to the pool: one that
             # never began keeps its slot, and a replacement would oversubscribe it
             self.pool.replace()
         else:
-            log.info("task %s %s before it began; it will not run", job.lease.iid, message)
+            log.info("task %s %s before it began; it will not run", attempt.lease.iid, message)
         outcome = "timed_out" if reason == "timed_out" else "cancelled"
-        self._on_done(job, Outcome(ok=False, outcome=outcome, error=message))
+        self._on_done(attempt, Outcome(ok=False, outcome=outcome, error=message))
 
     def _heartbeat(self, shards: list[int]) -> None:
         with self._lock:
-            jobs = list(self._active.values())
+            attempts = list(self._active.values())
         for shard in shards:
             # One token per task: the newest epoch.  An older attempt of the same
             # task (finished, its report on the way) lost its lease when the new one
             # was issued, and heartbeat answers by task id, so a second token for
             # the id would make the answer ambiguous.
-            newest: dict[str, Job] = {}
-            for j in jobs:
+            newest: dict[str, Attempt] = {}
+            for j in attempts:
                 if j.lease.shard != shard:
                     continue
                 seen = newest.get(j.lease.iid)
@@ -588,20 +590,20 @@ class Worker:
                 if not newest[iid].finished:
                     log.warning("lease of %s lost; its result will be discarded", iid)
             for iid in revoked:
-                job = newest.get(iid)
-                if job is not None and job.kill_reason is None:
+                attempt = newest.get(iid)
+                if attempt is not None and attempt.kill_reason is None:
                     log.info("task %s cancelled; killing it", iid)
-                    self._end_unkillable(job, "cancelled", "cancelled while running")
+                    self._end_unkillable(attempt, "cancelled", "cancelled while running")
 
     def _drain(self, shards: list[int]) -> None:
         """Hand back what never began, wait up to the grace period for running
         attempts, then hand the rest back."""
         with self._lock:
-            jobs = list(self._active.values())
+            attempts = list(self._active.values())
         # Prefetched attempts go back at once, for another worker to run now; the
-        # claim (under each job's lock) keeps a slot that frees meanwhile from
+        # claim (under each attempt's lock) keeps a slot that frees meanwhile from
         # starting one that is being handed back.
-        waiting = self._claim(jobs, unstarted_only=True)
+        waiting = self._claim(attempts, unstarted_only=True)
         if waiting:
             log.info("handing back %d leases that had not started", len(waiting))
             self._hand_back(waiting)
@@ -612,61 +614,61 @@ class Worker:
                 if left <= 0:
                     break
                 self._lock.wait(min(left, 0.2))
-            jobs = list(self._active.values())
+            attempts = list(self._active.values())
         # finished (or already ended) attempts are the reporter's to send, not to hand back
-        left_over = self._claim(jobs, unstarted_only=False)
+        left_over = self._claim(attempts, unstarted_only=False)
         if left_over:
             log.warning("handing back %d unfinished leases", len(left_over))
-            for job in left_over:
-                job.kill("handed back")
+            for attempt in left_over:
+                attempt.kill("handed back")
             self._hand_back(left_over)
         self._reporter_done.set()
 
     @staticmethod
-    def _claim(jobs: list[Job], unstarted_only: bool) -> list[Job]:
-        """Mark jobs abandoned (the pool will neither start nor report them)."""
+    def _claim(attempts: list[Attempt], unstarted_only: bool) -> list[Attempt]:
+        """Mark attempts abandoned (the pool will neither start nor report them)."""
         claimed = []
-        for job in jobs:
-            with job.lock:
-                if job.finished or job.abandoned:
+        for attempt in attempts:
+            with attempt.lock:
+                if attempt.finished or attempt.abandoned:
                     continue
-                if unstarted_only and job.began is not None:
+                if unstarted_only and attempt.began is not None:
                     continue
-                job.abandoned = True
-            claimed.append(job)
+                attempt.abandoned = True
+            claimed.append(attempt)
         return claimed
 
-    def _hand_back(self, jobs: list[Job]) -> None:
+    def _hand_back(self, attempts: list[Attempt]) -> None:
         by_shard: dict[int, list[tuple[str, str]]] = {}
-        for job in jobs:
-            by_shard.setdefault(job.lease.shard, []).append(_token(job))
+        for attempt in attempts:
+            by_shard.setdefault(attempt.lease.shard, []).append(_token(attempt))
         for shard, tokens in by_shard.items():
             # a few tries only: on the way out, and a lease not handed back expires anyway
             backoff = Backoff(0.2, 1.0, log)
-            for attempt in range(5):
+            for tries in range(5):
                 try:
                     self.broker.release(shard, self.id, tokens)
                     break
                 except TRANSIENT as exc:
-                    if attempt == 4:
+                    if tries == 4:
                         log.warning("hand-back failed (%s); the leases will expire", exc)
                     else:
                         time.sleep(backoff.failed(exc, "hand-back"))
         with self._lock:
-            for job in jobs:
-                self._active.pop(_token(job), None)
-                self._free_slot(job)
+            for attempt in attempts:
+                self._active.pop(_token(attempt), None)
+                self._free_slot(attempt)
             self._lock.notify_all()
 
 
 def _log_ended(
-    group: list[tuple[Job, Outcome]], done: list[bool], failed: list[str | None]
+    group: list[tuple[Attempt, Outcome]], done: list[bool], failed: list[str | None]
 ) -> None:
     """A line per reported attempt: what ran, how it ended, where it went."""
     oks = iter(done)
     fails = iter(failed)
-    for job, out in group:
-        lease = job.lease
+    for attempt, out in group:
+        lease = attempt.lease
         if out.ok:
             recorded = next(oks)
             log.info(
@@ -689,6 +691,6 @@ def _log_ended(
             )
 
 
-def _token(job: Job) -> tuple[str, str]:
+def _token(attempt: Attempt) -> tuple[str, str]:
     """The lease token that names an attempt: (task id, epoch)."""
-    return job.lease.iid, job.lease.epoch
+    return attempt.lease.iid, attempt.lease.epoch
