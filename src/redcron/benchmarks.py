@@ -25,6 +25,7 @@ import redis
 from redcron.app import App
 from redcron.clock import ulid
 from redcron.config import WORKER_PREFETCH_PER_SLOT, default_concurrency
+from redcron.embedded import EmbeddedRedis
 from redcron.jobs import JobSpec, Task
 from redcron.schedule.timeutil import to_ms
 from redcron.schedule.triggers import make_trigger, next_fire
@@ -73,8 +74,6 @@ def redis_for_bench(url: str | None) -> Iterator[str]:
     if url:
         yield url
         return
-    from redcron.embedded import EmbeddedRedis
-
     with tempfile.TemporaryDirectory(prefix="redcron-bench-") as tmp:
         server = EmbeddedRedis(tmp, appendonly=False)
         server.start()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from redcron.beat.beat import Beat
 from redcron.cli.common import (
     LOG_LEVELS,
     FiniteFloatRange,
@@ -56,7 +57,4 @@ def beat(
     """
     setup_logging(loglevel)
     app = build_app(app_path, redis_url)
-    # Imported here so the CLI (and --help) works without loading the beat machinery.
-    from redcron.beat.beat import Beat
-
     Beat(app, name=name, shard_ttl=shard_ttl, catchup_window=catchup_window).run()

@@ -6,6 +6,7 @@ import json
 
 import click
 
+from redcron.benchmarks import fairness, latency, schedule, throughput, trigger
 from redcron.cli.common import concurrency_option
 from redcron.config import WORKER_PREFETCH_PER_SLOT, WORKER_THREADS
 
@@ -66,7 +67,6 @@ def throughput_cmd(
 ) -> None:
     """Enqueue TASKS with enqueue_many, then one worker process drains them
     (at the worker's default settings unless told otherwise)."""
-    from redcron.benchmarks import throughput
 
     if tasks < 1:
         raise click.BadParameter("must be >= 1", param_hint="--tasks")
@@ -79,7 +79,6 @@ def throughput_cmd(
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def latency_cmd(samples: int, redis_url: str | None, as_json: bool) -> None:
     """Enqueue → task start with an idle worker (p50/p99 in ms)."""
-    from redcron.benchmarks import latency
 
     if samples < 1:
         raise click.BadParameter("must be >= 1", param_hint="--samples")
@@ -98,7 +97,6 @@ def trigger_cmd(
     jobs: int, due_same_second: int, idle_seconds: float, redis_url: str | None, as_json: bool
 ) -> None:
     """Fire lag of DUE-SAME-SECOND jobs among JOBS registered schedules, and beat CPU."""
-    from redcron.benchmarks import trigger
 
     if not 0 < due_same_second <= jobs:
         raise click.BadParameter("need 0 < --due-same-second <= --jobs")
@@ -111,7 +109,6 @@ def trigger_cmd(
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def fairness_cmd(backfill: int, redis_url: str | None, as_json: bool) -> None:
     """Weighted shares, Jain index, small-tenant wait behind a backfill, lease cost."""
-    from redcron.benchmarks import fairness
 
     _emit(fairness(redis_url, backfill), as_json)
 
@@ -124,7 +121,6 @@ def schedule_cmd(calls: int, as_json: bool) -> None:
 
     Pure computation: no Redis is started or used.
     """
-    from redcron.benchmarks import schedule
 
     if calls < 1:
         raise click.BadParameter("must be >= 1", param_hint="--calls")

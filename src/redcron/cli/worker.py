@@ -16,6 +16,7 @@ from redcron.cli.common import (
     split_csv,
 )
 from redcron.config import WORKER_PREFETCH_PER_SLOT, WORKER_THREADS
+from redcron.worker import Worker
 
 
 @click.command()
@@ -110,7 +111,6 @@ def worker(
         raise click.BadParameter("give at least one queue", param_hint="-Q")
     app = build_app(app_path, redis_url)
     # Imported here so the CLI (and --help) works without loading the worker machinery.
-    from redcron.worker import Worker
 
     w = Worker(
         app,

@@ -24,6 +24,9 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
+from redcron.broker import Lease
+from redcron.loader import load_app
+from redcron.worker import capture
 from redcron.worker.execute import Attempt, Outcome, run_command, run_python
 
 if TYPE_CHECKING:
@@ -157,11 +160,6 @@ def _child_main(
         _die_with_parent(parent_pid, lifeline)
     logging.getLogger().setLevel(log_level)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
-    from redcron.broker import Lease
-    from redcron.loader import load_app
-    from redcron.worker import capture
-    from redcron.worker.execute import Attempt
-
     app = load_app(app_path)
     capture.install()
     while True:

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from redcron import validation
 from redcron.broker import FailItem, Lease, LeaseRequest
 from redcron.broker.retry import TRANSIENT, Backoff
 from redcron.clock import ulid
@@ -91,8 +92,6 @@ class Worker:
         cpus: float | None = None,
         mem: int | str | None = None,
     ) -> None:
-        from redcron import validation
-
         if concurrency is None:
             concurrency = default_concurrency(pool)
         if concurrency < 1:
