@@ -110,8 +110,6 @@ def worker(
     if not queue_names:
         raise click.BadParameter("give at least one queue", param_hint="-Q")
     app = build_app(app_path, redis_url)
-    # Imported here so the CLI (and --help) works without loading the worker machinery.
-
     w = Worker(
         app,
         concurrency=concurrency,
