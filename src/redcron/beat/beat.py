@@ -32,7 +32,7 @@ from typing import Any
 
 from redcron.app import App
 from redcron.broker.argv import FireArgs
-from redcron.broker.beat import BeatStore
+from redcron.broker.beat import BeatStore, ShardClaim
 from redcron.broker.jobs import spec_from_json
 from redcron.broker.retry import TRANSIENT, Backoff, ErrorReply
 from redcron.clock import ulid
@@ -58,6 +58,45 @@ TENANT_JITTER_REFRESH_S = 5.0
 def beats_key(prefix: str) -> str:
     """The live-beats ZSET (beat id -> registration expiry, ms, server clock)."""
     return Keys(prefix).beats()
+
+
+@dataclass(frozen=True, slots=True)
+class _Spec:
+    """A job's parsed spec, cached by version (spec and trigger None: unreadable)."""
+
+    version: str
+    spec: JobSpec | None
+    trigger: Trigger | None
+
+
+_NO_SPEC = _Spec("", None, None)
+
+
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    """What this beat stored at a job's last fire: a job found at that due score
+    needs no read of its hash."""
+
+    due: int
+    nominal: int
+    version: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Jitter:
+    """A tenant's default jitter_s, and when (monotonic) it was read."""
+
+    jitter_s: float
+    read_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One fire.lua call: a job, the version it was planned on, and the fire."""
+
+    job_id: str
+    version: str
+    fire: Fire
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,13 +150,11 @@ class Beat:
         self.batch = batch
         self.apply_declared = apply_declared
         self._owned: dict[int, str] = {}  # shard -> fencing epoch
-        self._specs: dict[str, tuple[str, JobSpec | None, Trigger | None]] = {}
-        # job -> (due score, nominal, version) this beat stored at its last fire: a
-        # job found at that score needs no read of its hash
-        self._known: dict[str, tuple[int, int, str]] = {}
-        # (shard, tenant) -> (default jitter_s, monotonic time read): re-read at most
-        # every TENANT_JITTER_REFRESH_S, so a changed setting applies within seconds
-        self._tenant_jitter: dict[tuple[int, str], tuple[float, float]] = {}
+        self._specs: dict[str, _Spec] = {}
+        self._known: dict[str, _Stored] = {}
+        # (shard, tenant) -> its default jitter: re-read at most every
+        # TENANT_JITTER_REFRESH_S, so a changed setting applies within seconds
+        self._tenant_jitter: dict[tuple[int, str], _Jitter] = {}
         # tenants seen with a default jitter: their jobs' scores may be jittered even
         # after the default went back to 0, so the score is never taken as nominal
         self._jittered: set[tuple[int, str]] = set()
@@ -215,7 +252,7 @@ class Beat:
     def _server_ms(self) -> int:
         return self.app.broker.server_ms()
 
-    def _own(self, mode: str, shards: list[int]) -> list[tuple[int, int, str]]:
+    def _own(self, mode: str, shards: list[int]) -> list[ShardClaim]:
         return self.store.own(shards, self.id, self.ttl_ms, mode)
 
     def _ownership(self, now: int) -> None:
@@ -225,12 +262,14 @@ class Beat:
         if now < self._next_round and live == self._live and len(self._owned) <= share:
             return
         self._next_round, self._live = now + self.ttl_ms // 3, live
-        for shard, ok, epoch in self._own("renew", sorted(self._owned)):
-            if ok:
-                self._owned[shard] = epoch
+        for claim in self._own("renew", sorted(self._owned)):
+            if claim.owned:
+                self._owned[claim.shard] = claim.epoch
             else:
-                log.warning("beat %s lost shard %d (lease expired or taken over)", self.id, shard)
-                del self._owned[shard]
+                log.warning(
+                    "beat %s lost shard %d (lease expired or taken over)", self.id, claim.shard
+                )
+                del self._owned[claim.shard]
         # start where this beat's id points, so beats starting together spread out
         start = zlib.crc32(self.id.encode()) % total
         order = [(start + i) % total for i in range(total)]
@@ -244,10 +283,10 @@ class Beat:
         free = [s for s in order if s not in self._owned]
         while free and len(self._owned) < share:
             chunk, free = free[: share - len(self._owned)], free[share - len(self._owned) :]
-            for shard, ok, epoch in self._own("acquire", chunk):
-                if ok:
-                    self._owned[shard] = epoch
-                    log.info("beat %s owns shard %d (epoch %s)", self.id, shard, epoch)
+            for claim in self._own("acquire", chunk):
+                if claim.owned:
+                    self._owned[claim.shard] = claim.epoch
+                    log.info("beat %s owns shard %d (epoch %s)", self.id, claim.shard, claim.epoch)
 
     def _drop(self, shard: int) -> None:
         if self._owned.pop(shard, None) is not None:
@@ -266,9 +305,9 @@ class Beat:
         """
         fired = 0
         flight: Future[list[Any]] | None = None
-        flying: list[tuple[str, str, Fire]] = []
+        flying: list[_Call] = []
         while True:
-            busy = {jid for jid, _, _ in flying}
+            busy = {call.job_id for call in flying}
             due = self.store.due(shard, now, self.batch + len(busy))
             last = len(due) < self.batch + len(busy) or time.monotonic() > budget
             calls = self._plan(shard, [row for row in due if row[0] not in busy], now)
@@ -299,31 +338,38 @@ class Beat:
 
         def fresh(tenant: str) -> bool:
             got = self._tenant_jitter.get((shard, tenant))
-            if got is None or mono - got[1] >= TENANT_JITTER_REFRESH_S:
+            if got is None or mono - got.read_at >= TENANT_JITTER_REFRESH_S:
                 stale.add(tenant)
                 return False
             return True
 
         for i, (jid, score) in enumerate(rows):
             known, cached = self._known.get(jid), self._specs.get(jid)
-            if known and cached and known[0] == score and cached[0] == known[2] and cached[1]:
-                assert cached[2] is not None
-                fresh(cached[1].tenant)  # the nominal is known; the jitter is for the next
-                out[i] = _Loaded(known[2], cached[1], cached[2], known[1], False)
+            spec, trigger = (cached.spec, cached.trigger) if cached else (None, None)
+            if (
+                known
+                and cached
+                and spec
+                and trigger
+                and known.due == score
+                and cached.version == known.version
+            ):
+                fresh(spec.tenant)  # the nominal is known; the jitter is for the next
+                out[i] = _Loaded(known.version, spec, trigger, known.nominal, False)
             elif (
                 score >= 0
                 and cached
-                and cached[1]
-                and cached[2]
-                and not cached[1].jitter_s
-                and (shard, cached[1].tenant) not in self._jittered
-                and fresh(cached[1].tenant)
+                and spec
+                and trigger
+                and not spec.jitter_s
+                and (shard, spec.tenant) not in self._jittered
+                and fresh(spec.tenant)
             ):
                 # without jitter (the job's or its tenant's) the due score is the
                 # nominal fire time; the cached version and the score are
                 # compare-and-set by fire.lua (a changed job answers 'version', a
                 # moved score 'stale'), so no read is needed
-                out[i] = _Loaded(cached[0], cached[1], cached[2], score, False)
+                out[i] = _Loaded(cached.version, spec, trigger, score, False)
             else:
                 cold.append(i)
         if not cold and not stale:
@@ -335,7 +381,7 @@ class Beat:
         missing = [
             (rows[i][0], h.version)
             for i, h in heads.items()
-            if h.version is not None and self._specs.get(rows[i][0], ("",))[0] != h.version
+            if h.version is not None and self._specs.get(rows[i][0], _NO_SPEC).version != h.version
         ]
         # tenants of jobs read cold (new jobs among them) whose default jitter is unknown
         cold_tenants = {h.tenant for h in heads.values() if h.version is not None and h.tenant}
@@ -351,29 +397,29 @@ class Beat:
                     if text is None:
                         raise ValueError("the job has no stored spec")
                     parsed = spec_from_json(text)
-                    self._specs[jid] = (version, parsed, parsed.trigger())
+                    self._specs[jid] = _Spec(version, parsed, parsed.trigger())
                 except Exception as exc:  # a spec we cannot read must not stop the others
                     log.error("job %s: unreadable spec (%s); not fired", jid, exc)
-                    self._specs[jid] = (version, None, None)
+                    self._specs[jid] = _Spec(version, None, None)
         for i, h in heads.items():
-            _v, spec, trigger = self._specs.get(rows[i][0], ("", None, None))
-            if h.version is None or spec is None or trigger is None:
+            got = self._specs.get(rows[i][0], _NO_SPEC)
+            if h.version is None or got.spec is None or got.trigger is None:
                 continue
-            out[i] = _Loaded(h.version, spec, trigger, h.next_fire, h.paused)
+            out[i] = _Loaded(h.version, got.spec, got.trigger, h.next_fire, h.paused)
         return out
 
     def _tenants_read(self, shard: int, tenants: list[str], values: list[Any], at: float) -> None:
         """Record the default jitter read for each tenant (at monotonic time ``at``)."""
         for tenant, raw in zip(tenants, values, strict=True):
             jitter = tenant_jitter_s(raw)
-            self._tenant_jitter[shard, tenant] = (jitter, at)
+            self._tenant_jitter[shard, tenant] = _Jitter(jitter, at)
             if jitter > 0:
                 self._jittered.add((shard, tenant))
 
     def _tenant_jitter_of(self, shard: int, tenant: str) -> float:
         """The tenant's default jitter as last read (0 if never read)."""
         got = self._tenant_jitter.get((shard, tenant))
-        return 0.0 if got is None else got[0]
+        return 0.0 if got is None else got.jitter_s
 
     def _prefetch(self, shard: int, now: int) -> None:
         """Load the specs of jobs due soon (up to ``10 * batch`` a tick), so that a
@@ -383,11 +429,9 @@ class Beat:
         for i in range(0, min(len(todo), 10 * self.batch), self.batch):
             self._load(shard, todo[i : i + self.batch])
 
-    def _plan(
-        self, shard: int, rows: list[tuple[str, int]], now: int
-    ) -> list[tuple[str, str, Fire]]:
-        """The fire.lua calls (job id, version, fire) for due schedule rows."""
-        calls: list[tuple[str, str, Fire]] = []
+    def _plan(self, shard: int, rows: list[tuple[str, int]], now: int) -> list[_Call]:
+        """The fire.lua calls for due schedule rows."""
+        calls: list[_Call] = []
         for (jid, score), job in zip(rows, self._load(shard, rows), strict=True):
             if job is None or job.paused:
                 continue
@@ -397,26 +441,28 @@ class Beat:
             for fire in plan_fires(
                 jid, job.spec, job.trigger, nominal, score, now, self.window_ms, tenant_jitter
             ):
-                calls.append((jid, job.version, fire))
+                calls.append(_Call(jid, job.version, fire))
         return calls
 
-    def _send(self, shard: int, epoch: str, calls: list[tuple[str, str, Fire]]) -> list[Any]:
+    def _send(self, shard: int, epoch: str, calls: list[_Call]) -> list[Any]:
         """Send the fires (runs in the sender thread).  One result per call, in
         order; a refused batch (STALE) yields its error for each of its fires."""
         return self.store.fire(
             shard,
             [
-                FireArgs(jid, f.expected, version, f.fire_ms, f.next_ms, f.next_due,
-                         epoch, f.trigger, f.skipped, f"{jid}@{f.fire_ms}")
-                for jid, version, f in calls
+                FireArgs(c.job_id, c.fire.expected, c.version, c.fire.fire_ms, c.fire.next_ms,
+                         c.fire.next_due, epoch, c.fire.trigger, c.fire.skipped,
+                         f"{c.job_id}@{c.fire.fire_ms}")
+                for c in calls
             ],
         )  # fmt: skip
 
-    def _settle(self, shard: int, calls: list[tuple[str, str, Fire]], results: list[Any]) -> int:
+    def _settle(self, shard: int, calls: list[_Call], results: list[Any]) -> int:
         """Account for fire.lua results; returns the fires done.  Any progress
         makes the beat tick again at once (a chain may have more due)."""
         fired = 0
-        for (jid, version, f), res in zip(calls, results, strict=True):
+        for call, res in zip(calls, results, strict=True):
+            jid, f = call.job_id, call.fire
             if isinstance(res, ErrorReply):
                 if isinstance(from_script_error(str(res)), ShardLeaseLost):
                     self._drop(shard)
@@ -427,7 +473,7 @@ class Beat:
             if status in _DONE:
                 self._busy = True
                 if f.next_ms is not None and f.next_due is not None:
-                    self._known[jid] = (f.next_due, f.next_ms, version)
+                    self._known[jid] = _Stored(f.next_due, f.next_ms, call.version)
                 fired += status in _COUNTED
                 log.info("job %s fire %d (%s): %s", jid, f.fire_ms, f.trigger, status)
             elif status == "version":

@@ -27,6 +27,16 @@ PIPELINE_FIRES = 1_000
 
 
 @dataclass(frozen=True, slots=True)
+class ShardClaim:
+    """The answer for one shard to acquire/renew/release: owned or not, and the
+    fencing epoch its fires must present."""
+
+    shard: int
+    owned: bool
+    epoch: str
+
+
+@dataclass(frozen=True, slots=True)
 class JobHead:
     """The fields of a job hash the beat reads before firing it.
 
@@ -62,19 +72,15 @@ class BeatStore:
         """Leave the live-beats registry (a stopping beat)."""
         self.broker.client.zrem(self.keys.beats(), beat)
 
-    def own(
-        self, shards: Sequence[int], beat: str, ttl_ms: int, mode: str
-    ) -> list[tuple[int, int, str]]:
+    def own(self, shards: Sequence[int], beat: str, ttl_ms: int, mode: str) -> list[ShardClaim]:
         """Acquire, renew or release the ownership leases of ``shards`` in one round
-        trip: (shard, owned 0/1, fencing epoch) for each."""
+        trip."""
         pipe = self.broker.client.pipeline(transaction=False)
         for shard in shards:
             self.broker.beat_own(shard, beat, ttl_ms, mode, pipe=pipe)
         return [
-            (shard, int(ok), _s(epoch))
-            for shard, (ok, epoch, _owner) in zip(
-                shards, self.broker._execute(pipe), strict=True
-            )
+            ShardClaim(shard, bool(int(ok)), _s(epoch))
+            for shard, (ok, epoch, _owner) in zip(shards, self.broker._execute(pipe), strict=True)
         ]
 
     # -- the schedule --------------------------------------------------------------
