@@ -19,6 +19,7 @@ from redcron.model import (
     TenantLoad,
     to_json,
 )
+from redcron.model.records import epoch_ms, from_ms
 from redcron.model.serialize import dumps, iso
 from redcron.states import RunState, TaskState
 
@@ -230,3 +231,9 @@ def test_dlq_entry_event_and_load() -> None:
     assert to_json(TenantLoad("acme", 0, 2, 1, 0, 0)) == {
         "tenant": "acme", "shard": 0, "ready": 2, "in_flight": 1, "delayed": 0, "dlq": 0,
     }  # fmt: skip
+
+
+def test_epoch_ms_is_the_exact_inverse_of_from_ms() -> None:
+    for ms in (0, 1, T0, T0 + 999, 4_102_444_800_001):
+        dt = from_ms(ms)
+        assert dt is not None and epoch_ms(dt) == ms

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -68,11 +68,21 @@ def _opt_float(fields: Fields, name: str) -> float | None:
         return None
 
 
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
+
+
 def from_ms(ms: int | None) -> datetime | None:
-    """A millisecond epoch as an aware UTC datetime; None stays None."""
+    """A millisecond epoch as an aware UTC datetime (exact); None stays None."""
     if ms is None:
         return None
-    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return EPOCH + ms * _MS
+
+
+def epoch_ms(dt: datetime) -> int:
+    """A record's time as the millisecond epoch Redis holds (exact inverse of
+    :func:`from_ms`)."""
+    return (dt - EPOCH) // _MS
 
 
 def _time(fields: Fields, name: str) -> datetime | None:
