@@ -13,6 +13,7 @@ from redcron.broker import Broker, FailItem
 from redcron.clock import backoff_ceiling_ms
 from redcron.errors import NotFound
 from redcron.keys import CONSUMER, GROUP
+from redcron.model.records import epoch_ms
 
 
 def _outcomes(info: dict[str, str]) -> dict[int, str]:
@@ -82,9 +83,10 @@ def test_broker_fail_rolls_jitter_within_bounds(broker: Broker) -> None:
     dues = []
     for x in leases:
         info = broker.task_info(x.iid)
-        if info["state"] == "retry_wait":
-            dues.append(int(info["due"]))
-            assert before <= int(info["due"]) < after + 10_000
+        if info.state == "retry_wait":
+            assert info.due_at is not None
+            dues.append(epoch_ms(info.due_at))
+            assert before <= dues[-1] < after + 10_000
     assert set(states) <= {"retry_wait", "ready"}
     assert len(set(dues)) > 1  # not the same dice every call
 
@@ -123,7 +125,7 @@ def test_dead_letter_after_max_attempts_then_replay(ops: Ops) -> None:
     assert ops.lease("w1") == []
     assert ops.r.hget(ops.k.stats(0), "dead") == b"1"
     listed = ops.b.dlq_list("acme")
-    assert [x["i"] for x in listed] == [iid]
+    assert [x.task_id for x in listed] == [iid]
 
     assert ops.b.dlq_replay([iid]) == 1
     assert ops.r.xlen(ops.k.dlq(0, "acme")) == 0
