@@ -110,9 +110,7 @@ class Runs:
         entries: Any = self.r.xrange(key)
         if not entries:
             return []
-        leased = {
-            p["message_id"] for p in self.r.xpending_range(key, GROUP, "-", "+", 10_000)
-        }
+        leased = {p["message_id"] for p in self.r.xpending_range(key, GROUP, "-", "+", 10_000)}
         return [fields[b"i"].decode() for eid, fields in entries if eid not in leased]
 
     def ti_key(self, iid: str) -> str:
