@@ -18,6 +18,7 @@ from redcron.config import Settings
 from redcron.errors import TaskFailed, TaskTimeout, ValidationError
 from redcron.jobs import JobSpec, Task
 from redcron.keys import shard_of
+from redcron.model import JobChange, JobRecord, TaskRecord
 from redcron.states import TASK_TERMINAL, TaskState
 
 P = ParamSpec("P")
@@ -97,16 +98,17 @@ class TaskHandle:
     def __repr__(self) -> str:
         return f"<TaskHandle {self.id}>"
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> TaskRecord:
+        """The task's record: state, attempts, error, result..."""
         return self.app.broker.task_info(self.id)
 
     @property
     def state(self) -> str:
-        return str(self.info()["state"])
+        return str(self.info().state)
 
     @property
     def attempts(self) -> int:
-        return int(self.info().get("attempt", 0))
+        return self.info().attempt
 
     def cancel(self) -> str:
         return self.app.broker.cancel(self.id)
@@ -131,9 +133,9 @@ class TaskHandle:
             # in case the waiter registration expired with a restart.
             self.app.broker.wait_done(self.id, min(left, 1.0))
         info = self.info()
-        if info["state"] != TaskState.SUCCEEDED:
-            raise TaskFailed(self.id, info["state"], info.get("error"))
-        return serde.loads(info.get("result"))
+        if info.state != TaskState.SUCCEEDED:
+            raise TaskFailed(self.id, info.state, info.error)
+        return info.decoded_result()
 
 
 class App:
@@ -261,15 +263,14 @@ class App:
         tz: str = "UTC",
         tenant: str = "default",
         **policies: Any,
-    ) -> dict[str, Any]:
+    ) -> JobRecord:
         """Create or update a job in Redis (keyed by tenant + name) and return it.
 
         Validation (cron syntax, time zone, DAG cycles, unknown dependencies,
         timeouts...) happens before anything is written.
         """
         spec = self._spec(name, tasks, cron, every, at, tz, tenant, policies)
-        result = self.jobs.put(spec)
-        return {**self.jobs.get_by_id(result["id"]), "change": result["change"]}
+        return self.jobs.get_by_id(self.jobs.put(spec).id)
 
     def cron(
         self,
@@ -300,7 +301,7 @@ class App:
 
         return declare
 
-    def apply_declared(self) -> list[dict[str, Any]]:
+    def apply_declared(self) -> list[JobChange]:
         """Upsert every job declared with ``@app.cron``."""
         return [self.jobs.put(spec) for spec in self.declared_jobs.values()]
 

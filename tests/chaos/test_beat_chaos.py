@@ -24,6 +24,7 @@ from server_time import server_ms  # tests/helpers
 from redcron import App
 from redcron.jobs import Task
 from redcron.keys import shard_of
+from redcron.model.records import epoch_ms
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 
@@ -122,7 +123,8 @@ def make_jobs(app: App, n: int) -> list[dict[str, Any]]:
             every=every,
             overlap="allow",
         )
-        jobs.append({**job, "step": 1000 * int(every[:-1])})
+        jobs.append({"id": job.id, "name": job.name, "shard": job.shard,
+                     "step": 1000 * int(every[:-1])})  # fmt: skip
     assert {j["shard"] for j in jobs} == set(range(SHARDS))
     return jobs
 
@@ -134,14 +136,14 @@ def check_invariants(app: App, jobs: list[dict[str, Any]]) -> dict[str, list[int
         jid = job["id"]
         step = job["step"]
         runs = app.jobs.runs(jid, limit=10_000)
-        nominal = sorted(int(r["scheduled_for"]) for r in runs)
+        nominal = sorted(epoch_ms(r.scheduled_for) for r in runs)
         assert len(nominal) == len(set(nominal)), f"{jid}: two runs for one fire time"
-        assert all(r["id"] == f"{jid}@{r['scheduled_for']}" for r in runs)
+        assert all(r.id == f"{jid}@{epoch_ms(r.scheduled_for)}" for r in runs)
         gaps = [(a, b) for a, b in itertools.pairwise(nominal) if b - a != step]
         assert not gaps, f"{jid}: missed fire times between {gaps}"
-        assert {r["trigger"] for r in runs} <= {"cron"}
+        assert {r.trigger for r in runs} <= {"cron"}
         info = app.jobs.get_by_id(jid)
-        assert int(info.get("fires_skipped") or 0) == 0, f"{jid}: fires skipped"
+        assert info.fires_skipped == 0, f"{jid}: fires skipped"
         seen[jid] = nominal
     return seen
 

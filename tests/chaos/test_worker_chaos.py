@@ -23,6 +23,7 @@ import worker_procs
 from worker_procs import WorkerProc, chaos_app_client, outcomes, wait_for, worker_spawner
 
 from redcron import App
+from redcron.model import TaskRecord
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 
@@ -60,10 +61,10 @@ def attempts_seen(r: redis.Redis, app: App, iid: str) -> list[str]:
     return [x.decode() for x in r.lrange(chaos_app.rec_key(app, "attempts", iid), 0, -1)]
 
 
-def assert_one_end_per_attempt(info: dict[str, Any]) -> None:
-    for a in info["attempts"]:
-        assert a.get("outcome") and a.get("ended"), a
-    assert int(info["attempt"]) == len(info["attempts"])
+def assert_one_end_per_attempt(info: TaskRecord) -> None:
+    for a in info.attempts:
+        assert a.outcome and a.ended_at, a
+    assert info.attempt == len(info.attempts)
 
 
 # -- lost workers ---------------------------------------------------------------
@@ -81,11 +82,11 @@ def test_sigkilled_worker_is_reaped_and_retried(
     b = spawn(lease_ttl=5.0)
     assert h.result(timeout=30) == "attempt-2"
     info = h.info()
-    assert info["state"] == "succeeded"
+    assert info.state == "succeeded"
     assert outcomes(info) == ["lost", "succeeded"]
-    assert "lease expired" in info["attempts"][0]["error"]
-    first, second = info["attempts"]
-    assert first["worker"] != second["worker"]
+    assert "lease expired" in str(info.attempts[0].error)
+    first, second = info.attempts
+    assert first.worker != second.worker
     assert [x.split(":") for x in attempts_seen(r, app, h.id)] == [
         ["1", str(a.pid)],
         ["2", str(b.pid)],
@@ -113,11 +114,11 @@ def test_zombie_result_is_rejected(
     )
     assert "results rejected" in a.log()
     info = h.info()
-    assert info["state"] == "succeeded"
+    assert info.state == "succeeded"
     assert h.result(timeout=1) == "attempt-2"
     assert outcomes(info) == ["lost", "succeeded"]
-    assert info["attempts"][1]["worker"] != info["attempts"][0]["worker"]
-    assert info["worker"] == info["attempts"][1]["worker"]
+    assert info.attempts[1].worker != info.attempts[0].worker
+    assert info.worker == info.attempts[1].worker
     assert_one_end_per_attempt(info)
     assert [x.split(":")[0] for x in attempts_seen(r, app, h.id)] == ["1", "2"]
     assert a.proc.poll() is None and b.proc.poll() is None
@@ -140,7 +141,7 @@ def test_runaway_command_is_killed_at_timeout(
     assert time.monotonic() - t0 < 15
     info = h.info()
     assert outcomes(info) == ["timed_out"]
-    assert "timeout" in info["error"]
+    assert "timeout" in str(info.error)
     wait_for(lambda: not alive(pid), f"sleep (pid {pid}) to be gone", timeout=10)
     # the slot is free again
     assert app.enqueue("echo", "after").result(timeout=30) == "after"
@@ -234,7 +235,7 @@ def test_cancel_running_work_kills_it(
         assert_one_end_per_attempt(info)
     # never retried: the worker goes on serving other work, and they stay put
     assert app.enqueue("echo", 1).result(timeout=30) == 1
-    assert py.info()["attempt"] == "1" and cmd.info()["attempt"] == "1"
+    assert py.info().attempt == 1 and cmd.info().attempt == 1
     assert len(attempts_seen(r, app, py.id)) == 1
 
 
@@ -259,13 +260,13 @@ def test_sigterm_drains_then_hands_back(
     assert time.monotonic() - t0 < grace + 4.5
     for h in short:
         info = h.info()
-        assert info["state"] == "succeeded", info
+        assert info.state == "succeeded", info
         assert outcomes(info) == ["succeeded"]
     info = long.info()
-    assert info["state"] == "ready"  # handed back, not waiting on a timer or dead
+    assert info.state == "ready"  # handed back, not waiting on a timer or dead
     assert outcomes(info) == ["lost"]
-    assert "handed back" in info["attempts"][0]["error"]
-    assert info["budget"] == "1"  # the hand-back did not use up a retry
+    assert "handed back" in str(info.attempts[0].error)
+    assert info.budget == 1  # the hand-back did not use up a retry
 
     spawn(concurrency=1, lease_ttl=2.0)
     assert long.result(timeout=30) == "attempt-2"

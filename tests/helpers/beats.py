@@ -9,6 +9,8 @@ from typing import Any
 
 from redcron.app import App
 from redcron.beat.beat import Beat
+from redcron.model import RunRecord
+from redcron.model.records import EPOCH
 
 
 def tick_until(
@@ -28,6 +30,6 @@ def tick_until(
         time.sleep(0.02)
 
 
-def runs_of(app: App, job_id: str) -> list[dict[str, Any]]:
+def runs_of(app: App, job_id: str) -> list[RunRecord]:
     """A job's runs, oldest fire first."""
-    return sorted(app.jobs.runs(job_id, limit=10_000), key=lambda r: int(r["scheduled_for"]))
+    return sorted(app.jobs.runs(job_id, limit=10_000), key=lambda r: r.scheduled_for or EPOCH)

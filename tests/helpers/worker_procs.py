@@ -21,6 +21,7 @@ from typing import Any
 import chaos_app
 
 from redcron import App
+from redcron.model import TaskRecord
 from redcron.worker import Worker
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,9 +48,9 @@ def wait_for(pred: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
         time.sleep(0.05)
 
 
-def outcomes(info: dict[str, Any]) -> list[str]:
-    """The outcome of every attempt in a task's info, in order ("" while it runs)."""
-    return [a.get("outcome", "") for a in info["attempts"]]
+def outcomes(info: TaskRecord) -> list[str]:
+    """The outcome of every attempt of a task, in order ("" while it runs)."""
+    return [a.outcome or "" for a in info.attempts]
 
 
 @contextmanager

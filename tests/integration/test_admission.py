@@ -272,7 +272,7 @@ def test_a_fire_over_max_queued_is_recorded_as_rejected_and_creates_no_instances
         cron="0 0 * * *",
         tenant=TENANT,
     )
-    job_id = str(job["id"])
+    job_id = job.id
     app.tasks["t.noop"].enqueue_many([(i,) for i in range(5)], _tenant=TENANT)
     k, prefix = app.broker.keys, app.settings.prefix
     streams_before = {
@@ -290,7 +290,7 @@ def test_a_fire_over_max_queued_is_recorded_as_rejected_and_creates_no_instances
     assert run["scheduled_for"] == str(FIRE_MS)
     assert r.zscore(k.runs(SHARD, job_id), run_id) == FIRE_MS
     assert app.broker.stats().get("fires_rejected") == 1
-    assert app.jobs.run(run_id)["state"] == "rejected"
+    assert app.jobs.run(run_id).state == "rejected"
     # no instances, nothing queued, not active
     assert set(r.scan_iter(match=f"{prefix}:*:ti:*", count=1000)) == ti_before
     assert not list(r.scan_iter(match=f"{prefix}:*:ti:{run_id}/*", count=1000))
@@ -325,7 +325,7 @@ def test_a_manual_trigger_over_max_queued_is_refused_with_a_clear_error(
         app.jobs.trigger("full", "j")
         with pytest.raises(QuotaExceeded, match="max_queued"):
             app.jobs.trigger("full", "j")
-        states = [r["state"] for r in app.jobs.runs(app.jobs.job_id("full", "j"))]
+        states = [r.state for r in app.jobs.runs(app.jobs.job_id("full", "j"))]
         assert sorted(states) == ["queued", "rejected"]
     finally:
         app.close()

@@ -180,7 +180,7 @@ def test_enqueue_many_with_options(app: App, r: redis.Redis) -> None:
     handles = t.enqueue_many([(1,), (2,)], _tenant="acme", _priority="high", _countdown=30)
     for h in handles:
         info = h.info()
-        assert (info["tenant"], info["prio"], info["state"]) == ("acme", "high", "scheduled")
+        assert (info.tenant, info.priority, info.state) == ("acme", "high", "scheduled")
 
 
 def test_tasks_land_on_their_tenants_shard(redis_url: str, key_prefix: str, r: redis.Redis) -> None:
@@ -192,7 +192,7 @@ def test_tasks_land_on_their_tenants_shard(redis_url: str, key_prefix: str, r: r
             h = t.enqueue(1, _tenant=tenant)
             shard = shard_of(tenant, 4)
             assert h.id.startswith(f"{shard}-")
-            assert h.info()["shard"] == shard
+            assert h.info().shard == shard
             assert r.exists(app.broker.keys.ti(shard, h.id)) == 1
         assert len({shard_of(x, 4) for x in tenants}) > 1
         meta = key_prefix + "meta"
@@ -213,11 +213,11 @@ def test_handle_state_attempts_info(app: App) -> None:
     assert h.state == "ready"
     assert h.attempts == 0
     info = h.info()
-    assert info["name"] == "math.add"
-    assert (info["tenant"], info["queue"], info["prio"]) == ("acme", "maths", "low")
-    assert info["timeout_ms"] == "2500"
-    assert info["max_attempts"] == "5"
-    assert info["attempts"] == []
+    assert info.name == "math.add"
+    assert (info.tenant, info.queue, info.priority) == ("acme", "maths", "low")
+    assert info.timeout_s == 2.5
+    assert info.max_attempts == 5
+    assert info.attempts == ()
     assert app.get(h.id).state == "ready"
     [lease] = app.broker.lease(0, "w1", 1, 60_000, ["maths"])
     assert lease.name == "math.add"
@@ -231,10 +231,10 @@ def test_per_call_options_override_declared_ones(app: App) -> None:
         1, _retries=0, _timeout=0, _priority="high", _queue="other", _tenant="t2", _countdown=60
     )
     info = h.info()
-    assert info["max_attempts"] == "1"
-    assert info["timeout_ms"] == "0"
-    assert (info["prio"], info["queue"], info["tenant"]) == ("high", "other", "t2")
-    assert info["state"] == "scheduled"
+    assert info.max_attempts == 1
+    assert info.timeout_s is None  # 0: no timeout
+    assert (info.priority, info.queue, info.tenant) == ("high", "other", "t2")
+    assert info.state == "scheduled"
 
 
 def test_result_times_out_on_unprocessed_task(app: App) -> None:

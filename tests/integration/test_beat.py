@@ -29,6 +29,7 @@ from redcron.beat.beat import Beat, beats_key
 from redcron.broker.argv import FireArgs
 from redcron.errors import ShardLeaseLost
 from redcron.jobs import JobSpec, Task
+from redcron.model.records import epoch_ms
 from redcron.schedule.jitter import jitter_ms
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,8 +52,7 @@ def app4(redis_url: str, key_prefix: str) -> Iterator[App]:
 
 def set_overdue(app: App, job_id: str, nominal_ms: int) -> None:
     """Simulate downtime: the job's next fire time (and due score) is ``nominal_ms``."""
-    info = app.jobs.get_by_id(job_id)
-    shard = int(info["shard"])
+    shard = app.jobs.get_by_id(job_id).shard
     k = app.broker.keys
     app.broker.client.hset(k.job(shard, job_id), "next_fire", nominal_ms)
     app.broker.client.zadd(k.schedule(shard), {job_id: nominal_ms})
@@ -68,28 +68,28 @@ def whole_second_ago(app: App, seconds: int) -> int:
 def test_due_job_fires_once_per_fire_time_and_the_schedule_advances(app: App) -> None:
     job = app.job("tick", tasks=TASKS, every="1s", overlap="allow")
     beat = Beat(app, name="b1")
-    tick_until([beat], lambda: len(runs_of(app, job["id"])) >= 3, "three runs")
+    tick_until([beat], lambda: len(runs_of(app, job.id)) >= 3, "three runs")
     for _ in range(5):
         beat.tick()  # nothing new is due right after a fire
-    runs = runs_of(app, job["id"])
-    nominal = [int(r["scheduled_for"]) for r in runs]
-    assert [r["id"] for r in runs] == [f"{job['id']}@{n}" for n in nominal]
+    runs = runs_of(app, job.id)
+    nominal = [epoch_ms(r.scheduled_for) for r in runs]
+    assert [r.id for r in runs] == [f"{job.id}@{n}" for n in nominal]
     assert all(b - a == 1000 for a, b in itertools.pairwise(nominal)), nominal
-    assert nominal[0] == int(job["next_fire"])
-    assert {r["trigger"] for r in runs} == {"cron"}
-    info = app.jobs.get_by_id(job["id"])
-    assert int(info["next_fire"]) == nominal[-1] + 1000 == info["scheduled_due"]
-    assert int(info["last_fire"]) == nominal[-1]
+    assert nominal[0] == epoch_ms(job.next_fire)
+    assert {r.trigger for r in runs} == {"cron"}
+    info = app.jobs.get_by_id(job.id)
+    assert epoch_ms(info.next_fire) == nominal[-1] + 1000 == epoch_ms(info.scheduled_due)
+    assert epoch_ms(info.last_fire) == nominal[-1]
     assert beat.owned == {0: beat.owned[0]}
     # fired no earlier than due (server clock)
-    assert all(int(r["created"]) >= int(r["scheduled_for"]) for r in runs)
+    assert all(epoch_ms(r.created_at) >= epoch_ms(r.scheduled_for) for r in runs)
 
 
 def test_seconds_cron_fires_every_two_seconds(app: App) -> None:
     job = app.job("cron2", tasks=TASKS, cron="*/2 * * * * *", overlap="allow")
     beat = Beat(app, name="b1")
-    tick_until([beat], lambda: len(runs_of(app, job["id"])) >= 2, "two runs", timeout=12)
-    nominal = [int(r["scheduled_for"]) for r in runs_of(app, job["id"])]
+    tick_until([beat], lambda: len(runs_of(app, job.id)) >= 2, "two runs", timeout=12)
+    nominal = [epoch_ms(r.scheduled_for) for r in runs_of(app, job.id)]
     assert nominal[1] - nominal[0] == 2000
     assert all(n % 2000 == 0 for n in nominal)
 
@@ -104,17 +104,19 @@ def test_a_stale_beat_cannot_fire(app: App) -> None:
     app.broker.client.hset(k.beat(0), "expiry", 0)
     ok, new_epoch, owner = app.broker.beat_own(0, "new", 30_000, "acquire")
     assert (ok, owner) == (1, b"new") and int(new_epoch) == int(epoch) + 1
-    before = len(runs_of(app, job["id"]))
+    before = len(runs_of(app, job.id))
     # fire.lua itself refuses the old epoch
-    score = app.jobs.get_by_id(job["id"])["scheduled_due"]
+    due = app.jobs.get_by_id(job.id).scheduled_due
+    assert due is not None
+    score = epoch_ms(due)
     with pytest.raises(ShardLeaseLost, match="shard lease lost"):
-        app.broker.fire(0, FireArgs(job["id"], score, "", score, None, None, epoch, "cron", 0, "x"))
+        app.broker.fire(0, FireArgs(job.id, score, "", score, None, None, epoch, "cron", 0, "x"))
     # and the old beat, still believing it owns the shard, fires nothing once due
-    time.sleep(max(0, (int(score) - server_ms(app)) / 1000) + 0.05)
+    time.sleep(max(0, (score - server_ms(app)) / 1000) + 0.05)
     assert old.tick() == 0
     assert old.owned == {}
-    assert len(runs_of(app, job["id"])) == before
-    assert app.jobs.get_by_id(job["id"])["scheduled_due"] == score  # not moved
+    assert len(runs_of(app, job.id)) == before
+    assert app.jobs.get_by_id(job.id).scheduled_due == due  # not moved
 
 
 def test_two_beats_share_four_shards_fairly(app4: App) -> None:
@@ -132,16 +134,16 @@ def test_two_beats_share_four_shards_fairly(app4: App) -> None:
 
 def test_jobs_on_every_shard_fire_with_two_beats(app4: App) -> None:
     jobs = [app4.job(f"j{i}", tenant=f"t{i}", tasks=TASKS, every="1s") for i in range(8)]
-    assert len({j["shard"] for j in jobs}) > 1
+    assert len({j.shard for j in jobs}) > 1
     a = Beat(app4, name="a", shard_ttl=0.6)
     b = Beat(app4, name="b", shard_ttl=0.6)
     tick_until(
         [a, b],
-        lambda: all(len(runs_of(app4, j["id"])) >= 2 for j in jobs),
+        lambda: all(len(runs_of(app4, j.id)) >= 2 for j in jobs),
         "every job to fire twice",
     )
     for j in jobs:
-        nominal = [int(r["scheduled_for"]) for r in runs_of(app4, j["id"])]
+        nominal = [epoch_ms(r.scheduled_for) for r in runs_of(app4, j.id)]
         assert len(set(nominal)) == len(nominal)
         assert all(y - x == 1000 for x, y in itertools.pairwise(nominal))
 
@@ -151,30 +153,30 @@ def test_jobs_on_every_shard_fire_with_two_beats(app4: App) -> None:
 
 def skipped(app: App, job_id: str) -> tuple[int, int]:
     info = app.jobs.get_by_id(job_id)
-    stats = app.broker.client.hget(app.broker.keys.stats(info["shard"]), "fires_skipped")
-    return int(info.get("fires_skipped") or 0), int(stats or 0)
+    stats = app.broker.client.hget(app.broker.keys.stats(info.shard), "fires_skipped")
+    return info.fires_skipped, int(stats or 0)
 
 
 def test_fires_overdue_within_the_window_are_all_fired(app: App) -> None:
     job = app.job("late", tasks=TASKS, every="1s", overlap="allow", catchup="none")
     start = whole_second_ago(app, 10)
-    set_overdue(app, job["id"], start)
+    set_overdue(app, job.id, start)
     beat = Beat(app, name="b1")
     beat.tick()
     now = server_ms(app)
-    runs = runs_of(app, job["id"])
-    nominal = [int(r["scheduled_for"]) for r in runs]
+    runs = runs_of(app, job.id)
+    nominal = [epoch_ms(r.scheduled_for) for r in runs]
     assert nominal[0] == start
     assert nominal == list(range(start, nominal[-1] + 1, 1000))  # late, never collapsed
     assert nominal[-1] >= now - 1500
-    assert {r["trigger"] for r in runs} == {"cron"}
-    assert skipped(app, job["id"]) == (0, 0)
+    assert {r.trigger for r in runs} == {"cron"}
+    assert skipped(app, job.id) == (0, 0)
 
 
 def split(runs: list[dict[str, Any]]) -> tuple[list[int], list[int]]:
     """Nominal fire times of the catch-up runs and of the cron runs."""
-    old = [int(r["scheduled_for"]) for r in runs if r["trigger"] == "catchup"]
-    recent = [int(r["scheduled_for"]) for r in runs if r["trigger"] == "cron"]
+    old = [epoch_ms(r.scheduled_for) for r in runs if r.trigger == "catchup"]
+    recent = [epoch_ms(r.scheduled_for) for r in runs if r.trigger == "cron"]
     return old, recent
 
 
@@ -189,57 +191,57 @@ def fire_overdue(app: App, job_id: str, start: int) -> tuple[int, int]:
 def test_catchup_latest_fires_the_newest_old_fire_and_every_recent_one(app: App) -> None:
     job = app.job("latest", tasks=TASKS, every="1s", overlap="allow")  # latest by default
     start = whole_second_ago(app, 120)
-    before, after = fire_overdue(app, job["id"], start)
-    runs = runs_of(app, job["id"])
+    before, after = fire_overdue(app, job.id, start)
+    runs = runs_of(app, job.id)
     (latest,), recent = split(runs)
     # the newest fire older than the window (the beat's now lies in [before, after])
     assert before - 61_000 <= latest < after - 60_000
-    assert f"{job['id']}@{latest}" in {r["id"] for r in runs}
+    assert f"{job.id}@{latest}" in {r.id for r in runs}
     # each fire within the window is fired, late but never collapsed
     assert recent == list(range(latest + 1000, recent[-1] + 1, 1000))
     assert before - 1000 <= recent[-1] <= after
     missed = (latest - start) // 1000  # every fire in [start, latest) was skipped
-    assert skipped(app, job["id"]) == (missed, missed)
-    assert int(app.jobs.get_by_id(job["id"])["next_fire"]) == recent[-1] + 1000
+    assert skipped(app, job.id) == (missed, missed)
+    assert epoch_ms(app.jobs.get_by_id(job.id).next_fire) == recent[-1] + 1000
 
 
 def test_catchup_all_fires_the_latest_old_ones_up_to_the_limit(app: App) -> None:
     job = app.job("all", tasks=TASKS, every="1s", overlap="allow", catchup="all", catchup_limit=5)
     start = whole_second_ago(app, 90)
-    before, after = fire_overdue(app, job["id"], start)
-    old, recent = split(runs_of(app, job["id"]))
+    before, after = fire_overdue(app, job.id, start)
+    old, recent = split(runs_of(app, job.id))
     assert len(old) == 5
     assert old + recent == list(range(old[0], recent[-1] + 1, 1000))
     assert before - 61_000 <= old[-1] < after - 60_000
     missed = (old[0] - start) // 1000
     assert 24 <= missed <= 27
-    assert skipped(app, job["id"]) == (missed, missed)
-    assert int(app.jobs.get_by_id(job["id"])["next_fire"]) == recent[-1] + 1000
+    assert skipped(app, job.id) == (missed, missed)
+    assert epoch_ms(app.jobs.get_by_id(job.id).next_fire) == recent[-1] + 1000
 
 
 def test_catchup_all_within_the_limit_fires_everything(app: App) -> None:
     job = app.job("allc", tasks=TASKS, cron="* * * * * *", overlap="allow", catchup="all")
     start = whole_second_ago(app, 70)
-    set_overdue(app, job["id"], start)
+    set_overdue(app, job.id, start)
     Beat(app, name="b1").tick()
-    nominal = [int(r["scheduled_for"]) for r in runs_of(app, job["id"])]
+    nominal = [epoch_ms(r.scheduled_for) for r in runs_of(app, job.id)]
     assert nominal[0] == start and len(nominal) >= 70
     assert nominal == list(range(start, nominal[-1] + 1, 1000))
-    assert skipped(app, job["id"]) == (0, 0)
+    assert skipped(app, job.id) == (0, 0)
 
 
 def test_catchup_none_skips_only_the_old_fires(app: App) -> None:
     job = app.job("none", tasks=TASKS, cron="*/2 * * * * *", overlap="allow", catchup="none")
     start = whole_second_ago(app, 100) // 2000 * 2000
-    before, after = fire_overdue(app, job["id"], start)
-    old, recent = split(runs_of(app, job["id"]))
+    before, after = fire_overdue(app, job.id, start)
+    old, recent = split(runs_of(app, job.id))
     assert old == []
     assert recent == list(range(recent[0], recent[-1] + 1, 2000))
     # the first fire within the window (the beat's now lies in [before, after])
     assert before - 60_000 <= recent[0] and recent[0] - 2000 < after - 60_000
-    n, stats = skipped(app, job["id"])
+    n, stats = skipped(app, job.id)
     assert n == stats == (recent[0] - start) // 2000
-    nxt = int(app.jobs.get_by_id(job["id"])["next_fire"])
+    nxt = epoch_ms(app.jobs.get_by_id(job.id).next_fire)
     assert nxt == recent[-1] + 2000 and before < nxt <= after + 2000
 
 
@@ -254,49 +256,49 @@ def test_a_paused_job_does_not_fire(app: App) -> None:
     while time.monotonic() < end:
         beat.tick()
         time.sleep(0.05)
-    assert runs_of(app, job["id"]) == []
+    assert runs_of(app, job.id) == []
     # a paused flag seen by fire.lua (the schedule entry left behind) fires nothing either
     k = app.broker.keys
-    app.broker.client.hset(k.job(0, job["id"]), "paused", "1")
-    app.broker.client.zadd(k.schedule(0), {job["id"]: whole_second_ago(app, 1)})
+    app.broker.client.hset(k.job(0, job.id), "paused", "1")
+    app.broker.client.zadd(k.schedule(0), {job.id: whole_second_ago(app, 1)})
     beat.tick()
-    assert runs_of(app, job["id"]) == []
+    assert runs_of(app, job.id) == []
 
 
 def test_a_one_shot_job_fires_once_and_leaves_the_schedule(app: App) -> None:
     at = app.jobs.server_now() + timedelta(seconds=1.5)
     job = app.job("once", tasks=TASKS, at=at)
     beat = Beat(app, name="b1")
-    tick_until([beat], lambda: runs_of(app, job["id"]), "the one-shot run")
+    tick_until([beat], lambda: runs_of(app, job.id), "the one-shot run")
     for _ in range(5):
         beat.tick()
-    runs = runs_of(app, job["id"])
-    assert len(runs) == 1 and runs[0]["trigger"] == "cron"
-    info = app.jobs.get_by_id(job["id"])
-    assert info["scheduled_due"] is None and info["next_fire"] == ""
+    runs = runs_of(app, job.id)
+    assert len(runs) == 1 and runs[0].trigger == "cron"
+    info = app.jobs.get_by_id(job.id)
+    assert info.scheduled_due is None and info.next_fire is None
 
 
 def test_jitter_keeps_the_due_time_within_the_window(app: App) -> None:
     job = app.job("jit", tasks=TASKS, every="2s", jitter_s=1.5, overlap="allow")
     beat = Beat(app, name="b1")
-    tick_until([beat], lambda: len(runs_of(app, job["id"])) >= 2, "two runs", timeout=12)
-    for r in runs_of(app, job["id"]):
-        n = int(r["scheduled_for"])
-        due = n + jitter_ms(job["id"], n, 1.5)
+    tick_until([beat], lambda: len(runs_of(app, job.id)) >= 2, "two runs", timeout=12)
+    for r in runs_of(app, job.id):
+        n = epoch_ms(r.scheduled_for)
+        due = n + jitter_ms(job.id, n, 1.5)
         assert n <= due <= n + 1500
-        assert int(r["created"]) >= due  # not before its jittered due time
-    info = app.jobs.get_by_id(job["id"])
-    assert 0 <= info["scheduled_due"] - int(info["next_fire"]) <= 1500
+        assert epoch_ms(r.created_at) >= due  # not before its jittered due time
+    info = app.jobs.get_by_id(job.id)
+    assert 0 <= epoch_ms(info.scheduled_due) - epoch_ms(info.next_fire) <= 1500
 
 
 def test_an_updated_job_fires_with_its_new_spec(app: App) -> None:
     job = app.job("upd", tasks=TASKS, every="1s", overlap="allow")
     beat = Beat(app, name="b1")
-    tick_until([beat], lambda: runs_of(app, job["id"]), "a first run")
+    tick_until([beat], lambda: runs_of(app, job.id), "a first run")
     app.job("upd", tasks={"t": Task("noop", args=[1])}, every="1s", overlap="allow")
-    n = len(runs_of(app, job["id"]))
-    tick_until([beat], lambda: len(runs_of(app, job["id"])) >= n + 2, "runs after the update")
-    nominal = [int(r["scheduled_for"]) for r in runs_of(app, job["id"])]
+    n = len(runs_of(app, job.id))
+    tick_until([beat], lambda: len(runs_of(app, job.id)) >= n + 2, "runs after the update")
+    nominal = [epoch_ms(r.scheduled_for) for r in runs_of(app, job.id)]
     assert all(y - x == 1000 for x, y in itertools.pairwise(nominal))
 
 
@@ -331,7 +333,7 @@ def test_ten_thousand_jobs_due_in_one_second_fire_pipelined(app: App) -> None:
     the catch-up window), but never gives them a second fire time."""
     at = app.jobs.server_now() + timedelta(seconds=3)
     specs = [JobSpec(name=f"j{i}", tasks=dict(TASKS), at=at) for i in range(10_000)]
-    ids = [r["id"] for r in app.jobs.put_many(specs)]
+    ids = [r.id for r in app.jobs.put_many(specs)]
     beat = Beat(app, name="b1")
     beat.tick()  # acquire the shard before the fire time
     redis_before = evalsha_ms(app)

@@ -7,6 +7,7 @@ their ``--help`` is checked.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -20,6 +21,8 @@ from redcron.cli.main import main
 from redcron.loader import load_app
 
 Invoke = Callable[..., Result]
+#: how --json prints every time: ISO-8601 UTC with milliseconds
+ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
 
 @pytest.fixture
@@ -145,7 +148,9 @@ def test_task_show_json(app: App, invoke: Invoke) -> None:
     (attempt,) = info["attempts"]
     assert attempt["worker"] == "w-test"
     assert attempt["outcome"] == "succeeded"
-    assert isinstance(attempt["ended"], int)
+    assert ISO_MS.match(attempt["ended_at"])
+    assert ISO_MS.match(info["created_at"])
+    assert info["due_at"] is None
 
 
 def test_task_show_unknown_id(invoke: Invoke) -> None:
@@ -193,9 +198,11 @@ def test_inspect_json_counts(app: App, invoke: Invoke) -> None:
     data = json.loads(result.stdout)
     tenants = {row["tenant"]: row for row in data["tenants"]}
     assert tenants["default"] == {
-        "tenant": "default", "ready": 2, "in_flight": 1, "delayed": 0, "dlq": 1
+        "tenant": "default", "shard": 0, "ready": 2, "in_flight": 1, "delayed": 0, "dlq": 1
     }  # fmt: skip
-    assert tenants["acme"] == {"tenant": "acme", "ready": 0, "in_flight": 0, "delayed": 1, "dlq": 0}
+    assert tenants["acme"] == {
+        "tenant": "acme", "shard": 0, "ready": 0, "in_flight": 0, "delayed": 1, "dlq": 0
+    }  # fmt: skip
     assert data["totals"] == {"ready": 2, "in_flight": 1, "delayed": 1, "dlq": 1}
     assert data["stats"]["dead"] == 1
 
@@ -213,9 +220,11 @@ def test_dlq_list_and_replay(app: App, invoke: Invoke) -> None:
     listed = invoke("dlq", "list", "--json")
     assert listed.exit_code == 0, listed.output
     (entry,) = json.loads(listed.stdout)
-    assert entry["i"] == dead
+    assert entry["task_id"] == dead
     assert entry["tenant"] == "default"
     assert "boom" in entry["error"]
+    assert entry["attempts"] == 1
+    assert ISO_MS.match(entry["dead_at"])
 
     plain = invoke("dlq", "list")
     assert dead in plain.stdout
@@ -239,7 +248,7 @@ def test_dlq_replay_all_by_tenant(app: App, invoke: Invoke) -> None:
     assert app.get(other).state == "dead"
 
     only_other = json.loads(invoke("dlq", "list", "--json").stdout)
-    assert [e["i"] for e in only_other] == [other]
+    assert [e["task_id"] for e in only_other] == [other]
 
 
 def test_dlq_replay_needs_ids_or_all(invoke: Invoke) -> None:

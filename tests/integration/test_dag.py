@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from worker_procs import (  # tests/helpers is put on sys.path by tests/conftest
 
 from redcron import App, Context, Permanent
 from redcron.jobs import Task
+from redcron.model import RunRecord, TaskRecord
 from redcron.worker import Worker
 
 TENANT = "acme"
@@ -84,17 +86,24 @@ def seen(app: App) -> list[dict[str, Any]]:
     return [json.loads(x) for x in app.broker.client.lrange(rec_key(app, "seen"), 0, -1)]
 
 
-def wait_run(app: App, run_id: str, timeout: float = 20.0) -> dict[str, Any]:
-    def ended() -> dict[str, Any] | None:
+def wait_run(app: App, run_id: str, timeout: float = 20.0) -> RunRecord:
+    def ended() -> RunRecord | None:
         info = app.jobs.run(run_id)
-        return info if info["state"] in RUN_ENDED else None
+        return info if info.state in RUN_ENDED else None
 
-    info: dict[str, Any] = wait_for(ended, f"run {run_id} to end", timeout)
+    info: RunRecord = wait_for(ended, f"run {run_id} to end", timeout)
     return info
 
 
-def by_task(info: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {i["task"]: i for i in info["instances"]}
+def by_task(info: RunRecord) -> dict[str, TaskRecord]:
+    tasks = info.tasks or ()
+    assert all(isinstance(t, TaskRecord) for t in tasks), tasks  # none expired
+    return {t.task or "": t for t in tasks if isinstance(t, TaskRecord)}
+
+
+def after(later: datetime | None, earlier: datetime | None) -> bool:
+    """Both times are set, and ``later`` is not before ``earlier``."""
+    return later is not None and earlier is not None and later >= earlier
 
 
 def step(label: str, *deps: str, ref: str = "dag.step", **options: Any) -> Task:
@@ -116,8 +125,8 @@ def test_three_task_dag_runs_in_order_with_stable_idem_keys(
     start_worker(concurrency=4)
     rid = app.jobs.trigger(TENANT, "etl")
     info = wait_run(app, rid)
-    assert info["state"] == "succeeded"
-    assert (info["total"], info["n_done"], info["n_succeeded"]) == ("3", "3", "3")
+    assert info.state == "succeeded"
+    assert (info.total, info.done, info.succeeded) == (3, 3, 3)
 
     records = seen(app)
     assert [r["label"] for r in records] == ["extract", "transform", "load"]
@@ -131,13 +140,13 @@ def test_three_task_dag_runs_in_order_with_stable_idem_keys(
     tasks = by_task(info)
     assert list(tasks) == ["extract", "transform", "load"]  # DAG order
     for inst in tasks.values():
-        assert inst["state"] == "succeeded"
-        assert [a["outcome"] for a in inst["attempts"]] == ["succeeded"]
-        assert inst["run"] == rid
-    # each task started only after its upstream ended (server-clock ms)
-    assert int(tasks["transform"]["attempts"][0]["leased"]) >= int(tasks["extract"]["ended"])
-    assert int(tasks["load"]["attempts"][0]["leased"]) >= int(tasks["transform"]["ended"])
-    assert [r["id"] for r in app.jobs.runs(info["job"])] == [rid]
+        assert inst.state == "succeeded"
+        assert [a.outcome for a in inst.attempts] == ["succeeded"]
+        assert inst.run_id == rid
+    # each task started only after its upstream ended (server clock)
+    assert after(tasks["transform"].attempts[0].leased_at, tasks["extract"].ended_at)
+    assert after(tasks["load"].attempts[0].leased_at, tasks["transform"].ended_at)
+    assert [r.id for r in app.jobs.runs(info.job_id)] == [rid]
 
 
 def test_task_that_fails_once_is_retried_inside_the_run(
@@ -157,13 +166,13 @@ def test_task_that_fails_once_is_retried_inside_the_run(
     start_worker(concurrency=2)
     rid = app.jobs.trigger(TENANT, "retrying")
     info = wait_run(app, rid)
-    assert info["state"] == "succeeded"
+    assert info.state == "succeeded"
 
     flaky = by_task(info)["flaky"]
-    assert flaky["state"] == "succeeded"
-    assert [a["outcome"] for a in flaky["attempts"]] == ["failed", "succeeded"]
-    assert "attempt 1 fails" in flaky["attempts"][0]["error"]
-    assert flaky["attempt"] == "2"
+    assert flaky.state == "succeeded"
+    assert [a.outcome for a in flaky.attempts] == ["failed", "succeeded"]
+    assert "attempt 1 fails" in str(flaky.attempts[0].error)
+    assert flaky.attempt == 2
 
     records = seen(app)
     assert [(r["label"], r["attempt"]) for r in records] == [
@@ -194,16 +203,16 @@ def test_dead_task_fails_its_downstream_and_the_independent_branch_completes(
     start_worker(concurrency=4)
     rid = app.jobs.trigger(TENANT, "mixed")
     info = wait_run(app, rid)
-    assert info["state"] == "failed"
-    states = {t: i["state"] for t, i in by_task(info).items()}
+    assert info.state == "failed"
+    states = {t: i.state for t, i in by_task(info).items()}
     assert states == {
         "root": "succeeded",
         "bad": "dead",
         "after_bad": "upstream_failed",
         "good": "succeeded",
     }
-    assert [a["outcome"] for a in by_task(info)["bad"]["attempts"]] == ["failed"]  # Permanent
-    assert by_task(info)["after_bad"]["attempts"] == []
+    assert [a.outcome for a in by_task(info)["bad"].attempts] == ["failed"]  # Permanent
+    assert by_task(info)["after_bad"].attempts == ()
     assert "after_bad" not in [r["label"] for r in seen(app)]
 
 
@@ -221,21 +230,21 @@ def test_command_task_inside_a_dag(app: App, start_worker: Callable[..., Worker]
     start_worker(concurrency=2, allow_commands=True, queues=["default", "commands"])
     rid = app.jobs.trigger(TENANT, "with_cmd")
     info = wait_run(app, rid)
-    assert info["state"] == "succeeded"
+    assert info.state == "succeeded"
     tasks = by_task(info)
     shell = tasks["shell"]
-    assert shell["kind"] == "command"
-    assert shell["queue"] == "commands"
-    assert shell["state"] == "succeeded"
-    assert [a["outcome"] for a in shell["attempts"]] == ["succeeded"]
-    assert "shell step ran" in app.broker.log_lines(shell["id"], 1)
+    assert shell.kind == "command"
+    assert shell.queue == "commands"
+    assert shell.state == "succeeded"
+    assert [a.outcome for a in shell.attempts] == ["succeeded"]
+    assert "shell step ran" in app.broker.log_lines(shell.id, 1)
     assert [r["label"] for r in seen(app)] == ["prep", "post"]
-    assert int(tasks["post"]["attempts"][0]["leased"]) >= int(shell["ended"])
+    assert after(tasks["post"].attempts[0].leased_at, shell.ended_at)
 
 
 def test_manual_run_params_reach_tasks(app: App, start_worker: Callable[..., Worker]) -> None:
     app.job("report", tasks={"p": Task("dag.params")}, tenant=TENANT)
     start_worker(concurrency=1)
     rid = app.jobs.trigger(TENANT, "report", params={"day": "2026-11-29", "n": 3})
-    assert wait_run(app, rid)["state"] == "succeeded"
+    assert wait_run(app, rid).state == "succeeded"
     assert app.get(f"{rid}/p").result(timeout=5) == {"day": "2026-11-29", "n": 3}

@@ -19,6 +19,7 @@ from redcron import App
 from redcron.beat import beat as beat_mod
 from redcron.beat.beat import Beat
 from redcron.jobs import JobSpec, Task
+from redcron.model.records import epoch_ms
 from redcron.schedule.jitter import effective_jitter_s, jitter_ms, tenant_jitter_s
 from redcron.schedule.plan import plan_fires
 
@@ -35,7 +36,8 @@ def app(redis_url: str, key_prefix: str) -> Iterator[App]:
 
 def due_and_nominal(app: App, job_id: str) -> tuple[int, int]:
     info = app.jobs.get_by_id(job_id)
-    return int(info["scheduled_due"]), int(info["next_fire"])
+    assert info.scheduled_due is not None and info.next_fire is not None
+    return epoch_ms(info.scheduled_due), epoch_ms(info.next_fire)
 
 
 # -- pure helpers --------------------------------------------------------------------------
@@ -75,7 +77,7 @@ def test_a_tenant_default_jitter_spreads_jobs_without_their_own(app: App) -> Non
     specs = [
         JobSpec(name=f"m{i}", tenant=TENANT, tasks=dict(TASKS), cron="0 0 * * *") for i in range(20)
     ]
-    ids = [r["id"] for r in app.jobs.put_many(specs)]
+    ids = [r.id for r in app.jobs.put_many(specs)]
     offsets = []
     for jid in ids:
         due, nominal = due_and_nominal(app, jid)
@@ -85,14 +87,14 @@ def test_a_tenant_default_jitter_spreads_jobs_without_their_own(app: App) -> Non
     assert sum(o != 0 for o in offsets) >= 18, offsets
     assert len(set(offsets)) > 10, offsets  # spread, not one shared offset
     # the default is not copied into the stored spec
-    spec = json.loads(app.jobs.get_by_id(ids[0])["spec"])
+    spec = json.loads(app.jobs.get_by_id(ids[0]).spec)
     assert spec["jitter_s"] == 0
 
 
 def test_a_job_with_its_own_jitter_keeps_it(app: App) -> None:
     app.tenants.set(TENANT, jitter_s=30)
     ids = [
-        app.job(f"own{i}", tenant=TENANT, tasks=TASKS, cron="0 0 * * *", jitter_s=5)["id"]
+        app.job(f"own{i}", tenant=TENANT, tasks=TASKS, cron="0 0 * * *", jitter_s=5).id
         for i in range(20)
     ]
     for jid in ids:
@@ -104,33 +106,33 @@ def test_a_job_with_its_own_jitter_keeps_it(app: App) -> None:
 def test_other_tenants_and_a_zero_default_are_not_jittered(app: App) -> None:
     app.tenants.set(TENANT, jitter_s=30)
     other = app.job("o", tenant="other", tasks=TASKS, cron="0 0 * * *")
-    due, nominal = due_and_nominal(app, other["id"])
+    due, nominal = due_and_nominal(app, other.id)
     assert due == nominal
     app.tenants.set(TENANT, jitter_s=0)
     job = app.job("z", tenant=TENANT, tasks=TASKS, cron="0 0 * * *")
-    due, nominal = due_and_nominal(app, job["id"])
+    due, nominal = due_and_nominal(app, job.id)
     assert due == nominal
 
 
 def test_reapplying_an_unchanged_job_is_still_a_no_op(app: App) -> None:
     spec = JobSpec(name="same", tenant=TENANT, tasks=dict(TASKS), cron="0 0 * * *")
     first = app.jobs.put(spec)
-    before = due_and_nominal(app, first["id"])
+    before = due_and_nominal(app, first.id)
     app.tenants.set(TENANT, jitter_s=30)
     again = app.jobs.put(spec)
-    assert again["change"] == "unchanged" and again["version"] == first["version"]
-    assert due_and_nominal(app, first["id"]) == before
+    assert again.change == "unchanged" and again.version == first.version
+    assert due_and_nominal(app, first.id) == before
 
 
 def test_resume_reads_the_tenant_default_live(app: App) -> None:
     job = app.job("r", tenant=TENANT, tasks=TASKS, cron="0 0 * * *")
-    due, nominal = due_and_nominal(app, job["id"])
+    due, nominal = due_and_nominal(app, job.id)
     assert due == nominal
     app.jobs.pause(TENANT, "r")
     app.tenants.set(TENANT, jitter_s=30)
     app.jobs.resume(TENANT, "r")
-    due, nominal = due_and_nominal(app, job["id"])
-    assert due == nominal + jitter_ms(job["id"], nominal, 30)
+    due, nominal = due_and_nominal(app, job.id)
+    assert due == nominal + jitter_ms(job.id, nominal, 30)
 
 
 # -- the beat --------------------------------------------------------------------------------
@@ -139,7 +141,7 @@ def test_resume_reads_the_tenant_default_live(app: App) -> None:
 def test_the_beat_fires_tenant_jittered_jobs_once_at_their_due_time(app: App) -> None:
     app.tenants.set(TENANT, jitter_s=2)
     ids = [
-        app.job(f"b{i}", tenant=TENANT, tasks=TASKS, cron="*/3 * * * * *", overlap="allow")["id"]
+        app.job(f"b{i}", tenant=TENANT, tasks=TASKS, cron="*/3 * * * * *", overlap="allow").id
         for i in range(3)
     ]
     beat = Beat(app, name="b1")
@@ -148,13 +150,13 @@ def test_the_beat_fires_tenant_jittered_jobs_once_at_their_due_time(app: App) ->
         beat.tick()
     for jid in ids:
         runs = runs_of(app, jid)
-        nominal = [int(r["scheduled_for"]) for r in runs]
+        nominal = [epoch_ms(r.scheduled_for) for r in runs]
         assert len(set(nominal)) == len(nominal), "a fire time fired twice"
         assert all(y - x == 3000 for x, y in itertools.pairwise(nominal)), nominal
         for r, n in zip(runs, nominal, strict=True):
             due = n + jitter_ms(jid, n, 2)
-            assert int(r["created"]) >= due, "fired before its jittered due time"
-            assert r["trigger"] == "cron"
+            assert epoch_ms(r.created_at) >= due, "fired before its jittered due time"
+            assert r.trigger == "cron"
         due, nxt = due_and_nominal(app, jid)
         assert due == nxt + jitter_ms(jid, nxt, 2)
 
@@ -162,7 +164,7 @@ def test_the_beat_fires_tenant_jittered_jobs_once_at_their_due_time(app: App) ->
 def test_the_beat_reads_a_changed_tenant_default(app: App, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(beat_mod, "TENANT_JITTER_REFRESH_S", 0.0)  # re-read at every page
     job = app.job("live", tenant=TENANT, tasks=TASKS, every="1s", overlap="allow")
-    jid = job["id"]
+    jid = job.id
     beat = Beat(app, name="b1")
     tick_until(beat, lambda: runs_of(app, jid), "a first run")
     due, nxt = due_and_nominal(app, jid)
@@ -186,10 +188,10 @@ def test_the_beat_reads_a_changed_tenant_default(app: App, monkeypatch: pytest.M
     app.broker.client.zadd(k.schedule(0), {jid: far + 777})
     tick_until(
         beat,
-        lambda: int(runs_of(app, jid)[-1]["scheduled_for"]) > nxt,
+        lambda: epoch_ms(runs_of(app, jid)[-1].scheduled_for) > nxt,
         "the fire after the moved score",
     )
     runs = runs_of(app, jid)
-    assert int(runs[-1]["scheduled_for"]) == far, runs[-1]
-    assert all(int(r["scheduled_for"]) % 1000 == 0 for r in runs), runs
-    assert all(r["id"] == f"{jid}@{r['scheduled_for']}" for r in runs)
+    assert epoch_ms(runs[-1].scheduled_for) == far, runs[-1]
+    assert all(epoch_ms(r.scheduled_for) % 1000 == 0 for r in runs), runs
+    assert all(r.id == f"{jid}@{epoch_ms(r.scheduled_for)}" for r in runs)

@@ -71,8 +71,9 @@ def test_thread_pool_timeout_abandons_thread_and_keeps_serving(
     # share a batch, in which completions are recorded before failures
     wait_for(lambda: runaway.state == "dead", "the runaway's timeout to be recorded", 5)
     info = runaway.info()
+    assert info.state == "dead"
     assert outcomes(info) == ["timed_out"]
-    assert "timed out" in info["error"]
+    assert "timed out" in str(info.error)
     with pytest.raises(TaskFailed) as exc:
         runaway.result(timeout=1)
     assert exc.value.state == "dead"
@@ -89,7 +90,7 @@ def test_retry_with_backoff_succeeds_on_third_attempt(
     assert h.result(timeout=30) == 3
     info = h.info()
     assert outcomes(info) == ["failed", "failed", "succeeded"]
-    assert "attempt 2 fails" in info["attempts"][1]["error"]
+    assert "attempt 2 fails" in str(info.attempts[1].error)
     # backoff goes through the timer set (retry_wait), then back to ready
     assert app.broker.stats().get("retries", 0) >= 2
 
@@ -99,11 +100,12 @@ def test_retry_delay_is_honoured(app: App, start_worker: Callable[..., Worker]) 
     h = app.enqueue("retry_later", 1.0)
     assert h.result(timeout=30) == 2
     info = h.info()
-    first, second = info["attempts"]
-    assert first["outcome"] == "failed" and "Retry: not yet" in first["error"]
-    assert second["outcome"] == "succeeded"
-    # server-clock ms: the retry was not leased before the requested delay
-    assert int(second["leased"]) - int(first["ended"]) >= 1000
+    first, second = info.attempts
+    assert first.outcome == "failed" and "Retry: not yet" in str(first.error)
+    assert second.outcome == "succeeded"
+    # server clock: the retry was not leased before the requested delay
+    assert second.leased_at is not None and first.ended_at is not None
+    assert (second.leased_at - first.ended_at).total_seconds() >= 1.0
 
 
 def test_permanent_goes_straight_to_dlq(app: App, start_worker: Callable[..., Worker]) -> None:
@@ -114,10 +116,10 @@ def test_permanent_goes_straight_to_dlq(app: App, start_worker: Callable[..., Wo
     assert exc.value.state == "dead"
     info = h.info()
     assert outcomes(info) == ["failed"]
-    assert "Permanent: bad input" in info["error"]
-    entries = [e for e in app.broker.dlq_list() if e["i"] == h.id]
+    assert "Permanent: bad input" in str(info.error)
+    entries = [e for e in app.broker.dlq_list() if e.task_id == h.id]
     assert len(entries) == 1
-    assert entries[0]["attempts"] == "1"
+    assert entries[0].attempts == 1
 
 
 def test_dlq_after_max_attempts_then_replay_succeeds(
@@ -129,17 +131,17 @@ def test_dlq_after_max_attempts_then_replay_succeeds(
     with pytest.raises(TaskFailed):
         h.result(timeout=30)
     info = h.info()
-    assert info["state"] == "dead"
+    assert info.state == "dead"
     assert outcomes(info) == ["failed", "failed"]
-    entries = [e for e in app.broker.dlq_list() if e["i"] == h.id]
-    assert len(entries) == 1 and entries[0]["attempts"] == "2"
-    assert "is not set" in entries[0]["error"]
+    entries = [e for e in app.broker.dlq_list() if e.task_id == h.id]
+    assert len(entries) == 1 and entries[0].attempts == 2
+    assert "is not set" in entries[0].error
 
     r.set(marker, "1")
     assert app.broker.dlq_replay([h.id]) == 1
     assert h.result(timeout=30) == "replayed"
     assert outcomes(h.info()) == ["failed", "failed", "succeeded"]
-    assert [e for e in app.broker.dlq_list() if e["i"] == h.id] == []
+    assert [e for e in app.broker.dlq_list() if e.task_id == h.id] == []
     assert app.broker.dlq_replay([h.id]) == 0  # not dead any more: left alone
 
 
@@ -161,8 +163,8 @@ def test_cancel_ready_and_scheduled_work_never_runs(
     assert after.result(timeout=30) == "after"
     for h, name in ((ready, "ready-one"), (later, "later-one")):
         info = h.info()
-        assert info["state"] == "cancelled"
-        assert info["attempts"] == []
+        assert info.state == "cancelled"
+        assert info.attempts == ()
         assert r.get(chaos_app.rec_key(app, "mark", name)) is None
         with pytest.raises(TaskFailed) as exc:
             h.result(timeout=1)
@@ -263,7 +265,7 @@ def test_attempt_leased_again_by_the_same_worker_keeps_its_own_lease(
         wait_for(lambda: w.processed >= 1, "attempt 1's slot to be released")
         key = app.broker.keys.ti(0, h.id)
         state, epoch, deadline = r.hmget(key, "state", "epoch", "deadline")
-        assert state in (b"leased", b"running") and h.info()["attempt"] == "2"
+        assert state in (b"leased", b"running") and h.info().attempt == 2
 
         def renewed() -> bool:
             now = r.hmget(key, "epoch", "deadline")
@@ -298,7 +300,7 @@ def test_drain_hands_back_prefetched_work_without_starting_it(
     assert first.result(timeout=30) == "first"
     info = second.info()
     assert outcomes(info) == ["lost"]
-    assert "handed back" in info["attempts"][0]["error"]
+    assert "handed back" in str(info.attempts[0].error)
     wait_for(lambda: not w._active, "the worker to finish its drain")
     assert holder.ran == ["first"]
 
@@ -347,12 +349,12 @@ def test_ctx_and_output_capture(
     dead = app.enqueue("noisy_fail")
     with pytest.raises(TaskFailed):
         dead.result(timeout=30)
-    assert "noisy failure" in dead.info()["error"]
-    (entry,) = [e for e in app.broker.dlq_list() if e["i"] == dead.id]
-    tail = entry["tail"].splitlines()
+    assert "noisy failure" in str(dead.info().error)
+    (entry,) = [e for e in app.broker.dlq_list() if e.task_id == dead.id]
+    tail = list(entry.log_tail)
     assert tail[:3] == ["noisy line 0", "noisy line 1", "noisy line 2"]
     assert "WARNING chaos_app: about to fail" in tail
-    assert "noisy failure" in entry["error"]
+    assert "noisy failure" in str(entry.error)
     assert proc.poll() is None
 
 

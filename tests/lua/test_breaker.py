@@ -63,13 +63,13 @@ def test_trips_holds_and_resume_releases(app: App) -> None:
     assert job(app, job_id).get("breaker", "") == ""  # 3 of 3 failed, but fewer than 4 attempts
     fail_all(app, got[3:])
     assert job(app, job_id)["breaker"] == "open"
-    assert [e["type"] for e in app.jobs.events()] == ["breaker_opened"]
-    assert all(app.jobs.run(r)["state"] == "failed" for r in runs)
+    assert [e.type for e in app.jobs.events()] == ["breaker_opened"]
+    assert all(app.jobs.run(r).state == "failed" for r in runs)
 
     held_runs = [app.jobs.trigger("default", "flaky") for _ in range(3)]
     assert lease(app) == []  # the job's work is held, not handed out
     held = [f"{r}/t" for r in held_runs]
-    assert [app.broker.task_info(i)["state"] for i in held] == ["held"] * 3
+    assert [app.broker.task_info(i).state for i in held] == ["held"] * 3
     assert app.broker.client.llen(app.broker.keys.held(0, job_id)) == 3
 
     # other jobs are not affected
@@ -81,7 +81,7 @@ def test_trips_holds_and_resume_releases(app: App) -> None:
     app.jobs.resume("default", "flaky")
     assert job(app, job_id)["breaker"] == ""
     assert sorted(x.iid for x in lease(app)) == sorted(held[1:])
-    assert app.jobs.events()[0]["type"] == "breaker_closed"
+    assert app.jobs.events()[0].type == "breaker_closed"
 
 
 def test_cool_down_lets_one_trial_through(app: App) -> None:
@@ -108,7 +108,7 @@ def test_cool_down_lets_one_trial_through(app: App) -> None:
     app.broker.complete(0, "w", [(trial2[0].iid, trial2[0].epoch, b"\xc0")], now=t + 120_002)
     assert job(app, job_id)["breaker"] == ""
     assert len(lease(app, now=t + 120_003)) == 2
-    kinds = [e["type"] for e in reversed(app.jobs.events())]
+    kinds = [e.type for e in reversed(app.jobs.events())]
     assert kinds == [
         "breaker_opened",
         "breaker_trial",

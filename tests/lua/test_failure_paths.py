@@ -12,6 +12,7 @@ from server_time import server_ms  # tests/helpers
 from redcron.broker import Broker, FailItem
 from redcron.errors import NotFound
 from redcron.keys import CONSUMER, GROUP
+from redcron.model.records import epoch_ms
 
 
 def _outcomes(info: dict[str, str]) -> dict[int, str]:
@@ -83,9 +84,10 @@ def test_broker_fail_rolls_jitter_within_bounds(broker: Broker) -> None:
     dues = []
     for x in leases:
         info = broker.task_info(x.iid)
-        if info["state"] == "retry_wait":
-            dues.append(int(info["due"]))
-            assert before <= int(info["due"]) < after + 10_000
+        if info.state == "retry_wait":
+            assert info.due_at is not None
+            dues.append(epoch_ms(info.due_at))
+            assert before <= dues[-1] < after + 10_000
     assert set(states) <= {"retry_wait", "ready"}
     assert len(set(dues)) > 1  # not the same dice every call
 
@@ -124,7 +126,7 @@ def test_dead_letter_after_max_attempts_then_replay(ops: Ops) -> None:
     assert ops.lease("w1") == []
     assert ops.r.hget(ops.k.stats(0), "dead") == b"1"
     listed = ops.b.dlq_list("acme")
-    assert [x["i"] for x in listed] == [iid]
+    assert [x.task_id for x in listed] == [iid]
 
     assert ops.b.dlq_replay([iid]) == 1
     assert ops.r.xlen(ops.k.dlq(0, "acme")) == 0

@@ -435,8 +435,8 @@ def test_max_priority_clamps_what_a_tenant_may_ask_for(app: App, ops: Ops) -> No
     vip = app.enqueue("t.noop", _tenant="vip", _priority="high")
     low = app.enqueue("t.noop", _tenant="bulk", _priority="low")  # lower is allowed
 
-    assert clamped.info()["prio"] == "normal"
-    assert low.info()["prio"] == "low"
+    assert clamped.info().priority == "normal"
+    assert low.info().priority == "low"
     k = ops.k
     assert ops.r.xlen(k.q(0, "default", "bulk", "high")) == 0
     assert ops.r.xlen(k.q(0, "default", "bulk", "normal")) == 1

@@ -117,8 +117,8 @@ def test_attempt_history_records_each_attempt_once(ops: Ops) -> None:
     assert info["loc"] == ""
     assert ops.r.ttl(ops.k.ti(0, iid)) > 0  # retention starts once terminal
     tinfo = ops.b.task_info(iid)
-    assert [a["outcome"] for a in tinfo["attempts"]] == ["failed", "succeeded"]
-    assert [a["attempt"] for a in tinfo["attempts"]] == [1, 2]
+    assert [a.outcome for a in tinfo.attempts] == ["failed", "succeeded"]
+    assert [a.number for a in tinfo.attempts] == [1, 2]
 
 
 def test_reaped_lease_records_outcome_lost(ops: Ops) -> None:

@@ -22,6 +22,8 @@ from redcron.broker.argv import FireArgs
 from redcron.errors import Conflict, TaskFailed
 from redcron.jobs import Task
 from redcron.keys import GROUP
+from redcron.model import RunRecord, TaskRecord
+from redcron.model.records import from_ms
 
 TENANT = "acme"
 WORKER = "w1"
@@ -48,7 +50,7 @@ class Runs:
         self.shard = 0
 
     def job(self, name: str, tasks: dict[str, Task], **policies: Any) -> str:
-        return str(self.app.job(name, tasks=tasks, tenant=TENANT, **policies)["id"])
+        return self.app.job(name, tasks=tasks, tenant=TENANT, **policies).id
 
     def trigger(self, name: str) -> str:
         return self.app.jobs.trigger(TENANT, name)
@@ -85,21 +87,21 @@ class Runs:
         """Trigger a run of a one-task job and let it succeed."""
         rid = self.trigger(name)
         self.ok(*self.lease().values())
-        assert self.run(rid)["state"] == "succeeded"
+        assert self.run(rid).state == "succeeded"
         return rid
 
     # -- reading -----------------------------------------------------------------
 
-    def run(self, run_id: str) -> dict[str, Any]:
+    def run(self, run_id: str) -> RunRecord:
         return self.app.jobs.run(run_id)
 
     def states(self, run_id: str) -> dict[str, str]:
-        return {i["task"]: i["state"] for i in self.run(run_id)["instances"]}
+        return {t.task or "": t.state for t in self.run(run_id).tasks or ()}
 
     def counters(self, run_id: str) -> dict[str, int]:
         info = self.run(run_id)
-        names = ("total", "n_done", "n_succeeded", "n_failed", "n_cancelled")
-        return {n: int(info[n]) for n in names}
+        names = ("total", "done", "succeeded", "failed", "cancelled")
+        return {n: getattr(info, n) for n in names}
 
     def ready(self, queue: str = "default") -> list[str]:
         """Instance ids ready on the tenant's stream, in order (duplicates kept):
@@ -108,9 +110,7 @@ class Runs:
         entries: Any = self.r.xrange(key)
         if not entries:
             return []
-        leased = {
-            p["message_id"] for p in self.r.xpending_range(key, GROUP, "-", "+", 10_000)
-        }
+        leased = {p["message_id"] for p in self.r.xpending_range(key, GROUP, "-", "+", 10_000)}
         return [fields[b"i"].decode() for eid, fields in entries if eid not in leased]
 
     def ti_key(self, iid: str) -> str:
@@ -156,12 +156,12 @@ def test_diamond_fans_in_once_and_the_run_goes_queued_running_succeeded(runs: Ru
     rid = runs.trigger("diamond")
     assert runs.states(rid) == {"a": "ready", "b": "pending", "c": "pending", "d": "pending"}
     assert runs.ready() == [f"{rid}/a"]
-    assert runs.run(rid)["state"] == "queued"
+    assert runs.run(rid).state == "queued"
 
     leased = runs.lease()
     assert list(leased) == ["a"]
-    assert runs.run(rid)["state"] == "running"  # the first lease starts the run
-    assert "started" in runs.run(rid)
+    assert runs.run(rid).state == "running"  # the first lease starts the run
+    assert runs.run(rid).started_at is not None
     runs.ok(leased["a"])
     assert runs.states(rid) == {"a": "succeeded", "b": "ready", "c": "ready", "d": "pending"}
     assert sorted(runs.ready()) == [f"{rid}/b", f"{rid}/c"]
@@ -176,19 +176,20 @@ def test_diamond_fans_in_once_and_the_run_goes_queued_running_succeeded(runs: Ru
     assert runs.ready() == [f"{rid}/d"]  # made ready exactly once
     assert runs.counters(rid) == {
         "total": 4,
-        "n_done": 3,
-        "n_succeeded": 3,
-        "n_failed": 0,
-        "n_cancelled": 0,
+        "done": 3,
+        "succeeded": 3,
+        "failed": 0,
+        "cancelled": 0,
     }
-    assert runs.run(rid)["state"] == "running"
+    assert runs.run(rid).state == "running"
 
     runs.ok(runs.lease()["d"])
     info = runs.run(rid)
-    assert info["state"] == "succeeded"
-    assert int(info["ended"]) >= int(info["started"])
-    assert runs.counters(rid)["n_done"] == runs.counters(rid)["n_succeeded"] == 4
-    assert runs.active(info["job"]) == set()
+    assert info.state == "succeeded"
+    assert info.ended_at is not None and info.started_at is not None
+    assert info.ended_at >= info.started_at
+    assert runs.counters(rid)["done"] == runs.counters(rid)["succeeded"] == 4
+    assert runs.active(info.job_id) == set()
 
 
 def test_wide_fan_out_and_fan_in(runs: Runs) -> None:
@@ -211,8 +212,8 @@ def test_wide_fan_out_and_fan_in(runs: Runs) -> None:
     assert int(runs.r.hget(runs.ti_key(f"{rid}/sink"), "deps_left") or -1) == 0
 
     runs.ok(runs.lease()["sink"])
-    assert runs.run(rid)["state"] == "succeeded"
-    assert runs.counters(rid)["n_succeeded"] == 52
+    assert runs.run(rid).state == "succeeded"
+    assert runs.counters(rid)["succeeded"] == 52
 
 
 # -- failure: the downstream fails, independent branches go on ---------------------
@@ -246,20 +247,20 @@ def test_dead_task_fails_its_downstream_while_an_independent_branch_goes_on(
     }
     assert runs.dlq() == [f"{rid}/b"]
     # c can still progress, so the run has not ended
-    assert runs.run(rid)["state"] == "running"
-    assert "ended" not in runs.run(rid)
+    assert runs.run(rid).state == "running"
+    assert runs.run(rid).ended_at is None
 
     runs.ok(leased["c"])
     info = runs.run(rid)
-    assert info["state"] == "failed"
+    assert info.state == "failed"
     assert runs.counters(rid) == {
         "total": 5,
-        "n_done": 5,
-        "n_succeeded": 2,
-        "n_failed": 3,
-        "n_cancelled": 0,
+        "done": 5,
+        "succeeded": 2,
+        "failed": 3,
+        "cancelled": 0,
     }
-    assert runs.job_hash(info["job"])["consecutive_failures"] == "1"
+    assert runs.job_hash(info.job_id)["consecutive_failures"] == "1"
 
 
 def test_run_fails_at_once_when_the_last_progressing_task_dies(runs: Runs) -> None:
@@ -267,7 +268,7 @@ def test_run_fails_at_once_when_the_last_progressing_task_dies(runs: Runs) -> No
     rid = runs.trigger("line")
     assert runs.fail(runs.lease()["a"]) == "dead"
     assert runs.states(rid) == {"a": "dead", "b": "upstream_failed", "c": "upstream_failed"}
-    assert runs.run(rid)["state"] == "failed"
+    assert runs.run(rid).state == "failed"
 
 
 # -- retry of a failed task = DLQ replay ------------------------------------------
@@ -280,7 +281,7 @@ def test_retry_of_a_dead_middle_task_reopens_the_run(runs: Runs, how: str) -> No
     b_iid = f"{rid}/b"
     runs.ok(runs.lease()["a"])
     assert runs.fail(runs.lease()["b"]) == "dead"  # permanent: no retry left unused
-    assert runs.run(rid)["state"] == "failed"
+    assert runs.run(rid).state == "failed"
     assert runs.states(rid) == {"a": "succeeded", "b": "dead", "c": "upstream_failed"}
 
     if how == "run_retry":
@@ -291,15 +292,15 @@ def test_retry_of_a_dead_middle_task_reopens_the_run(runs: Runs, how: str) -> No
     assert runs.dlq() == []
     assert runs.ready() == [b_iid]
     info = runs.run(rid)
-    assert info["state"] == "running"
-    assert info["ended"] == ""
+    assert info.state == "running"
+    assert info.ended_at is None  # cleared by the retry
     assert runs.active(job_id) == {rid}
     assert runs.counters(rid) == {
         "total": 3,
-        "n_done": 1,
-        "n_succeeded": 1,
-        "n_failed": 0,
-        "n_cancelled": 0,
+        "done": 1,
+        "succeeded": 1,
+        "failed": 0,
+        "cancelled": 0,
     }
 
     # a fresh budget: retries=1 allows one retry again after the replay
@@ -311,9 +312,9 @@ def test_retry_of_a_dead_middle_task_reopens_the_run(runs: Runs, how: str) -> No
     runs.ok(b)
     assert runs.states(rid) == {"a": "succeeded", "b": "succeeded", "c": "ready"}
     runs.ok(runs.lease()["c"])
-    assert runs.run(rid)["state"] == "succeeded"
-    assert runs.counters(rid)["n_succeeded"] == 3
-    outcomes = [a["outcome"] for a in runs.b.task_info(b_iid)["attempts"]]
+    assert runs.run(rid).state == "succeeded"
+    assert runs.counters(rid)["succeeded"] == 3
+    outcomes = [a.outcome for a in runs.b.task_info(b_iid).attempts]
     assert outcomes == ["failed", "failed", "succeeded"]
     assert runs.job_hash(job_id)["consecutive_failures"] == "0"
 
@@ -324,13 +325,13 @@ def test_retry_with_no_names_retries_every_dead_task(runs: Runs) -> None:
     leased = runs.lease()
     runs.fail(leased["a"])
     runs.fail(leased["b"])
-    assert runs.run(rid)["state"] == "failed"
+    assert runs.run(rid).state == "failed"
     assert runs.app.jobs.retry_run(rid) == 2
     assert runs.states(rid) == {"a": "ready", "b": "ready", "c": "pending"}
     leased = runs.lease()
     runs.ok(leased["a"], leased["b"])
     runs.ok(runs.lease()["c"])
-    assert runs.run(rid)["state"] == "succeeded"
+    assert runs.run(rid).state == "succeeded"
 
 
 def test_retrying_a_task_whose_upstream_is_still_dead_does_not_reopen_the_run(
@@ -342,16 +343,16 @@ def test_retrying_a_task_whose_upstream_is_still_dead_does_not_reopen_the_run(
     rid = runs.trigger("line")
     runs.ok(runs.lease()["a"])
     runs.fail(runs.lease()["b"])
-    assert runs.run(rid)["state"] == "failed"
+    assert runs.run(rid).state == "failed"
     assert runs.app.jobs.retry_run(rid, ["c"]) == 0
     assert runs.states(rid) == {"a": "succeeded", "b": "dead", "c": "upstream_failed"}
-    assert runs.run(rid)["state"] == "failed"
+    assert runs.run(rid).state == "failed"
     # named together, b is retried and c waits for it
     assert runs.app.jobs.retry_run(rid, ["c", "b"]) >= 1
     assert runs.states(rid) == {"a": "succeeded", "b": "ready", "c": "pending"}
     runs.ok(runs.lease()["b"])
     runs.ok(runs.lease()["c"])
-    assert runs.run(rid)["state"] == "succeeded"
+    assert runs.run(rid).state == "succeeded"
 
 
 def test_retry_and_replay_refuse_to_reopen_a_run_while_another_is_active(runs: Runs) -> None:
@@ -360,20 +361,20 @@ def test_retry_and_replay_refuse_to_reopen_a_run_while_another_is_active(runs: R
     job_id = runs.job("line", chain("a", "b"), overlap="skip")
     rid = runs.trigger("line")
     runs.fail(runs.lease()["a"])
-    assert runs.run(rid)["state"] == "failed"
+    assert runs.run(rid).state == "failed"
     newer = runs.trigger("line")
     with pytest.raises(Conflict):
         runs.app.jobs.retry_run(rid, ["a"])
     assert runs.b.dlq_replay([f"{rid}/a"]) == 0
     assert runs.states(rid) == {"a": "dead", "b": "upstream_failed"}
     assert runs.dlq() == [f"{rid}/a"]
-    assert runs.run(rid)["state"] == "failed"
+    assert runs.run(rid).state == "failed"
     assert runs.active(job_id) == {newer}
 
     runs.ok(runs.lease()["a"])
     runs.ok(runs.lease()["b"])
     assert runs.b.dlq_replay([f"{rid}/a"]) == 1  # nothing else active: allowed
-    assert runs.run(rid)["state"] == "running"
+    assert runs.run(rid).state == "running"
 
 
 def test_a_reopened_run_and_all_its_instances_lose_their_retention_ttl(runs: Runs) -> None:
@@ -401,21 +402,21 @@ def test_cancel_mid_run_revokes_running_work_and_ends_when_it_reports(runs: Runs
     assert runs.app.jobs.cancel_run(rid) == ("running", 1)
     assert runs.states(rid) == {"a": "succeeded", "b": "leased", "c": "cancelled"}
     assert runs.r.hget(runs.ti_key(b.iid), "cancel_requested") == b"1"
-    assert runs.run(rid)["state"] == "running"  # b still holds its lease
+    assert runs.run(rid).state == "running"  # b still holds its lease
 
     lost, revoked = runs.b.heartbeat(0, WORKER, 60_000, [(b.iid, b.epoch)])
     assert (lost, revoked) == ([], [b.iid])
     assert runs.fail(b, outcome="cancelled") == "cancelled"
     info = runs.run(rid)
-    assert info["state"] == "cancelled"
+    assert info.state == "cancelled"
     assert runs.counters(rid) == {
         "total": 3,
-        "n_done": 3,
-        "n_succeeded": 1,
-        "n_failed": 0,
-        "n_cancelled": 2,
+        "done": 3,
+        "succeeded": 1,
+        "failed": 0,
+        "cancelled": 2,
     }
-    assert runs.active(info["job"]) == set()
+    assert runs.active(info.job_id) == set()
     # a second cancel changes nothing
     assert runs.app.jobs.cancel_run(rid) == ("cancelled", 0)
 
@@ -436,7 +437,7 @@ def test_retry_after_cancel_runs_the_downstream_without_revoking_it(runs: Runs) 
     b = runs.lease()["b"]
     runs.app.jobs.cancel_run(rid)
     runs.fail(b, outcome="cancelled")
-    assert runs.run(rid)["state"] == "cancelled"
+    assert runs.run(rid).state == "cancelled"
 
     assert runs.app.jobs.retry_run(rid, ["b"]) == 1
     assert runs.states(rid) == {"a": "succeeded", "b": "ready", "c": "pending"}
@@ -446,7 +447,7 @@ def test_retry_after_cancel_runs_the_downstream_without_revoking_it(runs: Runs) 
     assert runs.b.heartbeat(0, WORKER, 60_000, [(c.iid, c.epoch)]) == ([], [])
     assert runs.fail(c, retryable=True) == "ready"  # a retry, not a cancel
     runs.ok(runs.lease()["c"])
-    assert runs.run(rid)["state"] == "succeeded"
+    assert runs.run(rid).state == "succeeded"
 
 
 # -- ids, retention, pause ---------------------------------------------------------
@@ -465,9 +466,10 @@ def test_instance_id_is_run_and_task_and_stays_the_same_across_attempts(runs: Ru
     # the stale token of attempt 1 writes nothing
     assert runs.b.complete(0, WORKER, [(first.iid, first.epoch, b"\xc0")]) == [False]
     runs.ok(second)
-    [inst] = runs.run(rid)["instances"]
-    assert inst["id"] == f"{rid}/a"
-    assert [a["outcome"] for a in inst["attempts"]] == ["failed", "succeeded"]
+    [inst] = runs.run(rid).tasks or ()
+    assert isinstance(inst, TaskRecord)
+    assert inst.id == f"{rid}/a"
+    assert [a.outcome for a in inst.attempts] == ["failed", "succeeded"]
 
 
 def test_retention_ttls_once_ended_and_history_bounded_by_keep_runs(runs: Runs) -> None:
@@ -489,8 +491,8 @@ def test_retention_ttls_once_ended_and_history_bounded_by_keep_runs(runs: Runs) 
         assert not runs.r.exists(runs.k.run(0, old))
         assert not runs.r.exists(runs.ti_key(f"{old}/a"))
     for kept in rids[-keep:]:
-        assert runs.run(kept)["state"] == "succeeded"
-    assert [r["id"] for r in runs.app.jobs.runs(job_id)] == rids[-keep:][::-1]
+        assert runs.run(kept).state == "succeeded"
+    assert [r.id for r in runs.app.jobs.runs(job_id)] == rids[-keep:][::-1]
 
 
 def test_pause_after_consecutive_failed_runs(runs: Runs) -> None:
@@ -501,7 +503,7 @@ def test_pause_after_consecutive_failed_runs(runs: Runs) -> None:
     def failed_run() -> None:
         rid = runs.trigger("flaky")
         runs.fail(runs.lease()["a"])
-        assert runs.run(rid)["state"] == "failed"
+        assert runs.run(rid).state == "failed"
 
     failed_run()
     assert runs.job_hash(job_id)["consecutive_failures"] == "1"
@@ -529,10 +531,10 @@ def test_overlap_skip_records_a_skipped_run_without_instances(runs: Runs) -> Non
     status, second = runs.fire(job_id, T0 + MINUTE)
     assert (status, second) == ("skipped", f"{job_id}@{T0 + MINUTE}")
     info = runs.run(second)
-    assert info["state"] == "skipped"
-    assert info["total"] == "0"
-    assert info["instances"] == []
-    assert int(info["scheduled_for"]) == T0 + MINUTE
+    assert info.state == "skipped"
+    assert info.total == 0
+    assert info.tasks == ()
+    assert info.scheduled_for == from_ms(T0 + MINUTE)
     assert not runs.r.exists(runs.ti_key(f"{second}/a"))
     assert runs.active(job_id) == {first}
     assert runs.ready() == [f"{first}/a"]
@@ -564,7 +566,7 @@ def test_overlap_buffer_one_holds_one_fire_and_starts_it_when_the_run_ends(
     # one is already buffered: this fire is recorded as skipped, never lost silently
     status, third = runs.fire(job_id, T0 + 2 * MINUTE)
     assert status == "skipped"
-    assert runs.run(third)["state"] == "skipped"
+    assert runs.run(third).state == "skipped"
     assert runs.b.stats()["fires_overlap_skipped"] == 1
     buffered = f"{job_id}@{T0 + MINUTE}"
     assert not runs.r.exists(runs.k.run(0, buffered))
@@ -572,18 +574,18 @@ def test_overlap_buffer_one_holds_one_fire_and_starts_it_when_the_run_ends(
 
     runs.ok(runs.lease()["a"])
     runs.ok(runs.lease()["b"])
-    assert runs.run(first)["state"] == "succeeded"
+    assert runs.run(first).state == "succeeded"
     info = runs.run(buffered)  # created by the end of the first run
-    assert info["state"] == "queued"
-    assert int(info["scheduled_for"]) == T0 + MINUTE
-    assert info["trigger"] == "cron"
+    assert info.state == "queued"
+    assert info.scheduled_for == from_ms(T0 + MINUTE)
+    assert info.trigger == "cron"
     assert runs.active(job_id) == {buffered}
     assert runs.ready() == [f"{buffered}/a"]
     assert runs.job_hash(job_id)["buffered"] == ""
 
     runs.ok(runs.lease()["a"])
     runs.ok(runs.lease()["b"])
-    assert runs.run(buffered)["state"] == "succeeded"
+    assert runs.run(buffered).state == "succeeded"
     assert runs.active(job_id) == set()  # nothing more was buffered
     hist = [x.decode() for x in runs.r.zrange(runs.k.runs(0, job_id), 0, -1)]
     assert hist == [first, buffered, third]
@@ -596,18 +598,18 @@ def test_overlap_cancel_previous_cancels_the_active_run(runs: Runs) -> None:
     status, second = runs.fire(job_id, T0 + MINUTE)
     assert status == "created"
     assert runs.states(first) == {"a": "leased", "b": "cancelled"}
-    assert runs.run(first)["cancel_requested"] == "1"
+    assert runs.run(first).cancel_requested
     assert runs.states(second) == {"a": "ready", "b": "pending"}
     assert runs.active(job_id) == {first, second}  # first ends when a reports
     assert runs.b.heartbeat(0, WORKER, 60_000, [(a.iid, a.epoch)]) == ([], [a.iid])
     runs.fail(a, outcome="cancelled")
-    assert runs.run(first)["state"] == "cancelled"
+    assert runs.run(first).state == "cancelled"
     assert runs.active(job_id) == {second}
 
     # nothing of the second run is running: it is cancelled at once
     status, third = runs.fire(job_id, T0 + 2 * MINUTE)
     assert status == "created"
-    assert runs.run(second)["state"] == "cancelled"
+    assert runs.run(second).state == "cancelled"
     assert runs.active(job_id) == {third}
     assert runs.ready() == [f"{third}/a"]
 
@@ -617,11 +619,11 @@ def test_buffered_fire_of_a_job_paused_meanwhile_is_skipped_not_started(runs: Ru
     _, first = runs.fire(job_id, T0)
     assert runs.fire(job_id, T0 + MINUTE)[0] == "buffered"
     runs.fail(runs.lease()["a"])  # the run fails and pauses the job
-    assert runs.run(first)["state"] == "failed"
+    assert runs.run(first).state == "failed"
     assert runs.job_hash(job_id)["paused"] == "1"
     buffered = runs.run(f"{job_id}@{T0 + MINUTE}")
-    assert buffered["state"] == "skipped"
-    assert buffered["instances"] == []
+    assert buffered.state == "skipped"
+    assert buffered.tasks == ()
     assert runs.active(job_id) == set()
     assert runs.ready() == []
 

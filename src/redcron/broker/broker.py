@@ -1,15 +1,15 @@
 """The broker: every operation on Redis, one method per Lua script.
 
-Methods take plain data and return plain data; the App and the worker build
-on them.  Ids carry their shard (``<shard>-<ulid>``), so any id routes to its
-hash slot without a lookup.
+Methods take plain data and return plain data, or records (``redcron.model``)
+for what people read; the App and the worker build on them.  Ids carry their
+shard (``<shard>-<ulid>``), so any id routes to its hash slot without a lookup.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,7 @@ from redcron.errors import (
     from_script_error,
 )
 from redcron.keys import GROUP, PRIORITIES, Keys
+from redcron.model import DlqEntry, TaskRecord, TenantLoad
 from redcron.serde import text as _s
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,9 @@ log = logging.getLogger(__name__)
 MAX_BATCH = 256
 MAX_MAINTENANCE = 500
 
+
+#: the task hash fields that hold msgpack (every other field is plain text)
+PAYLOADS = ("args", "result")
 
 _KINDS = {b"command": "command", b"container": "container", b"python": "python"}
 
@@ -145,9 +149,7 @@ class Broker:
                 "(an evicted key is lost work): CONFIG SET maxmemory-policy noeviction"
             )
 
-    def _run(
-        self, name: str, shard: int, args: list[Any], client: Any = None, *keys: str
-    ) -> Any:
+    def _run(self, name: str, shard: int, args: list[Any], client: Any = None, *keys: str) -> Any:
         return self.scripts.run(name, [self.keys.shard(shard), *keys], args, client)
 
     # -- producing ----------------------------------------------------------
@@ -563,26 +565,13 @@ class Broker:
 
     # -- inspection ------------------------------------------------------------
 
-    def task_info(self, iid: str) -> dict[str, Any]:
-        """The instance hash, decoded, with ``attempts`` parsed into a list."""
+    def task_info(self, iid: str) -> TaskRecord:
+        """The task instance's record (its hash, parsed)."""
         shard = shard_of_id(iid)
         raw = self.client.hgetall(self.keys.ti(shard, iid))
         if not raw:
             raise NotFound(f"no task {iid} (never existed, or expired after its retention)")
-        info: dict[str, Any] = {}
-        attempts: dict[int, dict[str, str]] = {}
-        for k, v in raw.items():
-            key = _s(k)
-            if key.startswith("a:"):
-                _, n, field = key.split(":", 2)
-                attempts.setdefault(int(n), {})[field] = _s(v)
-            elif key in ("args", "result"):
-                info[key] = v
-            else:
-                info[key] = _s(v)
-        info["attempts"] = [{"attempt": n, **attempts[n]} for n in sorted(attempts)]
-        info["shard"] = shard
-        return info
+        return TaskRecord.from_fields(fields_of(raw, keep=PAYLOADS), shard)
 
     def run_params(self, shard: int, run_id: str) -> dict[str, Any]:
         """The params a run was triggered with (``{}``: none, or no such run)."""
@@ -595,8 +584,9 @@ class Broker:
         entries: Any = self.client.xrevrange(key, count=count)
         return [_s(fields.get(b"line", b"")) for _eid, fields in reversed(entries)]
 
-    def dlq_list(self, tenant: str | None = None, count: int = 100) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
+    def dlq_list(self, tenant: str | None = None, count: int = 100) -> list[DlqEntry]:
+        """Dead tasks, oldest first: up to ``count`` per tenant (of ``tenant``)."""
+        out: list[DlqEntry] = []
         for shard in range(self.shards):
             tenants = (
                 [tenant]
@@ -606,15 +596,12 @@ class Broker:
             for t in tenants:
                 entries: Any = self.client.xrange(self.keys.dlq(shard, t), count=count)
                 for eid, fields in entries:
-                    row = {_s(k): _s(v) for k, v in fields.items()}
-                    row["entry"] = _s(eid)
-                    row["tenant"] = t
-                    out.append(row)
+                    out.append(DlqEntry.from_fields(_s(eid), t, shard, fields_of(fields)))
         return out
 
-    def inspect(self) -> list[dict[str, Any]]:
-        """Ready / in-flight / delayed / DLQ counts per (tenant, queue)."""
-        rows: list[dict[str, Any]] = []
+    def inspect(self) -> list[TenantLoad]:
+        """Ready / in-flight / delayed / DLQ counts per tenant, one row per shard it is on."""
+        rows: list[TenantLoad] = []
         for shard in range(self.shards):
             tenants = sorted(_s(t) for t in self.client.smembers(self.keys.tenants(shard)))
             queues = sorted(_s(q) for q in self.client.smembers(self.keys.queues(shard)))
@@ -638,14 +625,14 @@ class Broker:
             res = iter(pipe.execute())
             for t in tenants:
                 rows.append(
-                    {
-                        "tenant": t,
-                        "shard": shard,
-                        "ready": sum(next(ready) for _q in queues for _p in PRIORITIES),
-                        "in_flight": int(next(res)),
-                        "delayed": delayed.get(t, 0),
-                        "dlq": int(next(res)),
-                    }
+                    TenantLoad(
+                        tenant=t,
+                        shard=shard,
+                        ready=sum(next(ready) for _q in queues for _p in PRIORITIES),
+                        in_flight=int(next(res)),
+                        delayed=delayed.get(t, 0),
+                        dlq=int(next(res)),
+                    )
                 )
         return rows
 
@@ -676,6 +663,16 @@ class Broker:
 
     def close(self) -> None:
         self.client.close()
+
+
+def fields_of(raw: Mapping[Any, Any], keep: Sequence[str] = ()) -> dict[str, str | bytes]:
+    """A hash or stream entry from Redis: names as text, values as text except
+    the ``keep`` fields (msgpack payloads stay bytes)."""
+    out: dict[str, str | bytes] = {}
+    for k, v in raw.items():
+        name = _s(k)
+        out[name] = v if name in keep else _s(v)
+    return out
 
 
 def _delayed(delay_ms: Any) -> bool:

@@ -11,16 +11,24 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from redcron.broker import argv
-from redcron.broker.broker import shard_of_id
+from redcron.broker.broker import PAYLOADS, fields_of, shard_of_id
 from redcron.clock import ulid
 from redcron.errors import NotFound, QuotaExceeded
 from redcron.jobs import JobSpec, spec_from_dict
 from redcron.keys import shard_of
+from redcron.model import (
+    Event,
+    ExpiredTask,
+    JobChange,
+    JobRecord,
+    RunRecord,
+    TaskRecord,
+)
 from redcron.schedule.jitter import effective_jitter_s, jitter_ms, tenant_jitter_s
 from redcron.schedule.timeutil import to_ms
 from redcron.schedule.triggers import next_fire
 from redcron.serde import text as _s
-from redcron.states import EXPIRED, RunState
+from redcron.states import RunState
 
 if TYPE_CHECKING:
     from redcron.broker import Broker
@@ -46,10 +54,6 @@ def spec_from_json(text: str) -> JobSpec:
     return spec_from_dict(data)
 
 
-def _decode(raw: dict[Any, Any]) -> dict[str, Any]:
-    return {_s(k): (v if _s(k).startswith("args:") else _s(v)) for k, v in raw.items()}
-
-
 class JobStore:
     """Job and run operations of one broker."""
 
@@ -59,18 +63,16 @@ class JobStore:
 
     # -- jobs -------------------------------------------------------------------
 
-    def put(self, spec: JobSpec, now: datetime | None = None) -> dict[str, Any]:
+    def put(self, spec: JobSpec, now: datetime | None = None) -> JobChange:
         """Create or update a job (keyed by tenant + name); validates first.
 
-        Returns ``{"id", "version", "change"}``; change is created, updated or
-        unchanged (an identical spec writes nothing, so re-applying declared
-        jobs never resets a schedule with fires due).
+        The change is created, updated or unchanged (an identical spec writes
+        nothing, so re-applying declared jobs never resets a schedule with
+        fires due).
         """
         return self.put_many([spec], now)[0]
 
-    def put_many(
-        self, specs: Sequence[JobSpec], now: datetime | None = None
-    ) -> list[dict[str, Any]]:
+    def put_many(self, specs: Sequence[JobSpec], now: datetime | None = None) -> list[JobChange]:
         """:meth:`put` for many jobs: every spec is validated before anything is
         written, then the upserts go out pipelined (500 per round trip)."""
         for spec in specs:
@@ -94,7 +96,7 @@ class JobStore:
             st: tenant_jitter_s(raw) for st, raw in zip(tenants, replies[len(specs) :], strict=True)
         }
         now = now or self.server_now()
-        calls: list[tuple[int, list[Any]]] = []
+        calls: list[tuple[JobSpec, int, list[Any]]] = []
         for spec, shard, cur in zip(specs, shards, current, strict=True):
             template, task_args = spec.template(defaults)
             new_id = f"{shard}-{ulid()}"
@@ -121,19 +123,20 @@ class JobStore:
                 spec.paused,
                 task_args,
             )  # fmt: skip
-            calls.append((shard, args))
-        out: list[dict[str, Any]] = []
+            calls.append((spec, shard, args))
+        out: list[JobChange] = []
         for i in range(0, len(calls), 500):
             pipe = self.broker.client.pipeline(transaction=False)
-            for shard, args in calls[i : i + 500]:
+            batch = calls[i : i + 500]
+            for _spec, shard, args in batch:
                 self.broker._run("job_put", shard, args, pipe)
-            for jid, version, change in self.broker._execute(pipe):
-                out.append({"id": _s(jid), "version": int(version), "change": _s(change)})
+            for (spec, _shard, _args), reply in zip(batch, self.broker._execute(pipe), strict=True):
+                out.append(JobChange.parse(spec.tenant, spec.name, reply))
         # circuit breaker settings, plain fields the scripts read
         pipe = self.broker.client.pipeline(transaction=False)
         for spec, shard, res in zip(specs, shards, out, strict=True):
             pipe.hset(
-                self.keys.job(shard, res["id"]),
+                self.keys.job(shard, res.id),
                 mapping={
                     "breaker_ratio": spec.breaker_threshold,
                     "breaker_min": spec.breaker_min_attempts,
@@ -144,13 +147,13 @@ class JobStore:
         pipe.execute()
         return out
 
-    def events(self, count: int = 100) -> list[dict[str, Any]]:
-        """Recent events (circuit breaker opened/closed...), newest first."""
-        rows: list[dict[str, Any]] = []
+    def events(self, count: int = 100) -> list[Event]:
+        """Recent events (circuit breaker opened/closed...), newest first (per shard)."""
+        rows: list[Event] = []
         for shard in range(self.broker.shards):
             entries: Any = self.broker.client.xrevrange(self.keys.events(shard), count=count)
             for eid, fields in entries:
-                rows.append({"id": _s(eid), **{_s(k): _s(v) for k, v in fields.items()}})
+                rows.append(Event.from_fields(_s(eid), shard, fields_of(fields)))
         return rows
 
     def server_now(self) -> datetime:
@@ -169,23 +172,23 @@ class JobStore:
             raise NotFound(f"no job {name!r} for tenant {tenant!r}")
         return _s(jid)
 
-    def get(self, tenant: str, name: str) -> dict[str, Any]:
+    def get(self, tenant: str, name: str) -> JobRecord:
         return self.get_by_id(self.job_id(tenant, name))
 
-    def get_by_id(self, job_id: str) -> dict[str, Any]:
+    def get_by_id(self, job_id: str) -> JobRecord:
         shard = shard_of_id(job_id)
-        raw = self.broker.client.hgetall(self.keys.job(shard, job_id))
+        pipe = self.broker.client.pipeline(transaction=False)
+        pipe.hgetall(self.keys.job(shard, job_id))
+        pipe.zscore(self.keys.schedule(shard), job_id)
+        raw, score = pipe.execute()
         if not raw:
             raise NotFound(f"no job {job_id}")
-        info = _decode(raw)
-        info = {k: v for k, v in info.items() if not k.startswith("args:")}
-        info["shard"] = shard
-        score = self.broker.client.zscore(self.keys.schedule(shard), job_id)
-        info["scheduled_due"] = None if score is None else int(score)
-        return info
+        # args:<task> fields are msgpack, and the record does not carry them
+        fields = fields_of({k: v for k, v in raw.items() if not k.startswith(b"args:")})
+        return JobRecord.from_fields(fields, shard, None if score is None else int(score))
 
-    def list_jobs(self, tenant: str | None = None) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
+    def list_jobs(self, tenant: str | None = None) -> list[JobRecord]:
+        out: list[JobRecord] = []
         for shard in range(self.broker.shards):
             tenants = (
                 [tenant]
@@ -207,8 +210,7 @@ class JobStore:
 
     def resume(self, tenant: str, name: str) -> int:
         job_id = self.job_id(tenant, name)
-        info = self.get_by_id(job_id)
-        spec = spec_from_json(info["spec"])
+        spec = spec_from_json(self.get_by_id(job_id).spec)
         nominal = next_fire(spec.trigger(), self.server_now())
         if nominal is None:
             return int(self._run_job("job_pause", job_id, argv.job_pause(job_id, False)))
@@ -249,29 +251,34 @@ class JobStore:
 
     # -- runs ---------------------------------------------------------------------
 
-    def runs(self, job_id: str, limit: int = 50) -> list[dict[str, Any]]:
+    def runs(self, job_id: str, limit: int = 50) -> list[RunRecord]:
+        """The job's latest runs, newest first (``tasks`` not read: None)."""
         shard = shard_of_id(job_id)
         ids = self.broker.client.zrevrange(self.keys.runs(shard, job_id), 0, limit - 1)
         pipe = self.broker.client.pipeline(transaction=False)
         for rid in ids:
             pipe.hgetall(self.keys.run(shard, _s(rid)))
-        return [_decode(raw) for raw in pipe.execute() if raw]
+        return [RunRecord.from_fields(fields_of(raw)) for raw in pipe.execute() if raw]
 
-    def run(self, run_id: str) -> dict[str, Any]:
-        """A run with its task instances (state, attempts) in DAG order."""
+    def run(self, run_id: str) -> RunRecord:
+        """A run with its tasks (state, attempts) in DAG order; a task whose
+        record expired with its retention is an :class:`ExpiredTask`."""
         shard = shard_of_id(run_id)
         raw = self.broker.client.hgetall(self.keys.run(shard, run_id))
         if not raw:
             raise NotFound(f"no run {run_id} (never existed, or expired after its retention)")
-        info = _decode(raw)
-        tasks = [t for t in info.get("tasks", "").split(",") if t]
-        info["instances"] = []
-        for t in tasks:
-            try:
-                info["instances"].append(self.broker.task_info(f"{run_id}/{t}"))
-            except NotFound:
-                info["instances"].append({"task": t, "state": EXPIRED})
-        return info
+        fields = fields_of(raw)
+        pipe = self.broker.client.pipeline(transaction=False)
+        names = [t for t in _s(fields.get("tasks", "")).split(",") if t]
+        for t in names:
+            pipe.hgetall(self.keys.ti(shard, f"{run_id}/{t}"))
+        tasks: list[TaskRecord | ExpiredTask] = []
+        for t, ti in zip(names, pipe.execute() if names else [], strict=True):
+            if ti:
+                tasks.append(TaskRecord.from_fields(fields_of(ti, keep=PAYLOADS), shard))
+            else:
+                tasks.append(ExpiredTask(t))
+        return RunRecord.from_fields(fields, tuple(tasks))
 
     def cancel_run(self, run_id: str, now: int | None = None) -> tuple[str, int]:
         state, running = self.broker._run(
@@ -279,8 +286,6 @@ class JobStore:
         )
         return _s(state), int(running)
 
-    def retry_run(
-        self, run_id: str, tasks: list[str] | None = None, now: int | None = None
-    ) -> int:
+    def retry_run(self, run_id: str, tasks: list[str] | None = None, now: int | None = None) -> int:
         args = argv.run_retry(run_id, tasks or (), now)
         return int(self.broker._run("run_retry", shard_of_id(run_id), args))

@@ -4,17 +4,16 @@ turning errors into one line, and plain-text/JSON output helpers."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import sys
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, NoReturn, TypeVar
 
 import click
 import redis
 
-from redcron import serde, validation
+from redcron import validation
 from redcron.app import App
 from redcron.errors import (
     BrokerError,
@@ -25,6 +24,7 @@ from redcron.errors import (
     Rejected,
     ValidationError,
 )
+from redcron.model import serialize
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -120,35 +120,15 @@ class RedcronGroup(click.Group):
 # -- output -------------------------------------------------------------------
 
 
-def iso_ms(value: Any) -> str:
-    """A millisecond epoch (int or str) as ISO-8601 UTC; '' when empty."""
-    if value in (None, ""):
-        return ""
-    try:
-        ms = int(value)
-    except (TypeError, ValueError):
-        return str(value)
-    dt = datetime.fromtimestamp(ms / 1000, tz=UTC)
-    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def decode_payload(data: Any) -> Any:
-    """msgpack bytes as plain data (for display); undecodable bytes as None."""
-    if not isinstance(data, bytes):
-        return data
-    try:
-        return serde.loads(data)
-    except Exception:  # corrupt or foreign payload: show nothing rather than crash
-        return None
+def iso_ms(value: datetime | None) -> str:
+    """A time as ISO-8601 UTC with milliseconds (as ``--json`` prints it); '' when None."""
+    return "" if value is None else serialize.iso(value)
 
 
 def echo_json(value: Any) -> None:
-    def default(obj: Any) -> Any:
-        if isinstance(obj, bytes):
-            return obj.decode("utf-8", "replace")
-        return str(obj)
-
-    click.echo(json.dumps(value, indent=2, sort_keys=True, default=default))
+    """Print records (or plain data holding them) as JSON through the one
+    serializer the REST API uses too, so field names and formats agree."""
+    click.echo(serialize.dumps(value))
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

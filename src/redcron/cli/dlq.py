@@ -49,14 +49,14 @@ def list_cmd(
         return
     rows = [
         (
-            e.get("i", ""),
-            e.get("tenant", ""),
-            e.get("name", ""),
-            e.get("queue", ""),
-            e.get("attempts", ""),
-            e.get("outcome", ""),
-            iso_ms(e.get("at")),
-            one_line(e.get("error", "")),
+            e.task_id,
+            e.tenant,
+            e.name,
+            e.queue,
+            e.attempts,
+            e.outcome,
+            iso_ms(e.dead_at),
+            one_line(e.error or ""),
         )
         for e in entries
     ]
@@ -92,7 +92,7 @@ def replay_every(broker: Broker, tenant: str | None) -> int:
     """Replay page after page until the DLQ (of ``tenant``) is empty."""
     total = 0
     while True:
-        ids = [e["i"] for e in broker.dlq_list(tenant, count=PAGE) if e.get("i")]
+        ids = [e.task_id for e in broker.dlq_list(tenant, count=PAGE) if e.task_id]
         if not ids:
             return total
         n = broker.dlq_replay(ids)

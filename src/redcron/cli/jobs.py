@@ -3,23 +3,18 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
 
 from redcron.broker.jobs import JobStore, spec_from_json
 from redcron.cli.common import app_option, build_app, echo_json, redis_option, table
-from redcron.cli.runs import (
-    dag_tree,
-    dt_utc,
-    iso_utc,
-    run_summary,
-    runs_table,
-    to_int,
-)
+from redcron.cli.runs import dag_tree, iso_utc, runs_table
 from redcron.errors import ValidationError
 from redcron.jobs import JobSpec, Task
+from redcron.model import JobRecord, RunRecord
+from redcron.model.serialize import to_json
 
 RECENT_RUNS = 10
 
@@ -39,16 +34,6 @@ def json_option(fn: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")(fn)
 
 
-def trigger_text(spec: JobSpec) -> str:
-    if spec.cron:
-        return f"cron {spec.cron}"
-    if spec.every:
-        return f"every {spec.every}"
-    if spec.at is not None:
-        return f"at {dt_utc(spec.at) if spec.at.tzinfo else spec.at.isoformat()}"
-    return "manual"
-
-
 def task_text(task: Task) -> str:
     if task.kind == "container":
         return f"container {task.image}" + (f" {' '.join(task.command)}" if task.command else "")
@@ -57,43 +42,24 @@ def task_text(task: Task) -> str:
     return f"python {task.ref}"
 
 
-def job_summary(store: JobStore, info: Mapping[str, Any]) -> dict[str, Any]:
-    """A job hash as the object ``jobs list --json`` prints."""
-    spec = spec_from_json(info["spec"])
-    last = store.runs(info["id"], 1)
-    paused = info.get("paused") == "1"
-    return {
-        "id": info["id"],
-        "name": info.get("name", spec.name),
-        "tenant": info.get("tenant", spec.tenant),
-        "trigger": trigger_text(spec),
-        "cron": spec.cron,
-        "every": spec.every,
-        "at": dt_utc(spec.at) if spec.at and spec.at.tzinfo else None,
-        "tz": spec.tz,
-        "next_fire": None if paused else iso_utc(info.get("next_fire")),
-        "paused": paused,
-        "paused_reason": info.get("paused_reason") or None,
-        "last_fire": iso_utc(info.get("last_fire")),
-        "last_run_id": last[0].get("id") if last else None,
-        "last_run_state": last[0].get("state") if last else None,
-        "consecutive_failures": to_int(info.get("consecutive_failures")) or 0,
-        "version": to_int(info.get("version")),
-    }
+def job_json(job: JobRecord, last_run: RunRecord | None, **extra: Any) -> dict[str, Any]:
+    """A job as ``jobs list/show --json`` print it: the record, plus its last run."""
+    return {**to_json(job), "last_run": to_json(last_run), **extra}
 
 
-def stored_spec(info: Mapping[str, Any]) -> JobSpec:
+def last_run(store: JobStore, job: JobRecord) -> RunRecord | None:
+    latest = store.runs(job.id, 1)
+    return latest[0] if latest else None
+
+
+def stored_spec(job: JobRecord) -> JobSpec:
     """The job's spec with its tasks in declaration order.
 
     The stored spec JSON has sorted keys; the compiled template keeps the
     order the tasks were declared in, which is the order people expect.
     """
-    spec = spec_from_json(info["spec"])
-    try:
-        order = [row["task"] for row in json.loads(info.get("template") or "[]")]
-    except (ValueError, TypeError, KeyError):
-        order = []
-    ordered = {t: spec.tasks[t] for t in order if t in spec.tasks}
+    spec = spec_from_json(job.spec)
+    ordered = {t: spec.tasks[t] for t in job.task_order if t in spec.tasks}
     ordered.update({t: task for t, task in spec.tasks.items() if t not in ordered})
     spec.tasks = ordered
     return spec
@@ -140,20 +106,15 @@ def apply(
                 f"declared with @app.cron in {app_path}; keep one",
             )
     store = app.jobs
-    results = [(s, store.put(s)) for s in specs]
+    rows = [store.put(s) for s in specs]
     if declared:
-        results += list(zip(declared, app.apply_declared(), strict=True))
-    rows = [
-        {"tenant": s.tenant, "name": s.name, "id": r["id"], "version": r["version"],
-         "change": r["change"]}
-        for s, r in results
-    ]  # fmt: skip
+        rows += app.apply_declared()
     if as_json:
         echo_json(rows)
         return
     for row in rows:
-        click.echo(f"{row['change']:<10} {row['tenant']}/{row['name']}")
-    counts = {c: sum(1 for r in rows if r["change"] == c) for c in ("created", "updated")}
+        click.echo(f"{row.change:<10} {row.tenant}/{row.name}")
+    counts = {c: sum(1 for r in rows if r.change == c) for c in ("created", "updated")}
     unchanged = len(rows) - counts["created"] - counts["updated"]
     click.echo(
         f"{len(rows)} job{'' if len(rows) == 1 else 's'}: {counts['created']} created, "
@@ -171,24 +132,24 @@ def list_cmd(
 ) -> None:
     """List jobs: trigger, time zone, next fire (UTC), paused, last run state."""
     store = build_app(app_path, redis_url).jobs
-    found = [job_summary(store, info) for info in store.list_jobs(tenant)]
+    found = [(job, last_run(store, job)) for job in store.list_jobs(tenant)]
     if as_json:
-        echo_json(found)
+        echo_json([job_json(job, last) for job, last in found])
         return
     if not found:
         click.echo("no jobs" + (f" in tenant {tenant}" if tenant else ""))
         return
     rows = [
         (
-            j["name"],
-            j["tenant"],
-            j["trigger"],
-            j["tz"],
-            j["next_fire"] or "-",
-            "yes" if j["paused"] else "no",
-            j["last_run_state"] or "-",
+            job.name,
+            job.tenant,
+            job.trigger,
+            job.tz,
+            iso_utc(job.next_fire) or "-",
+            "yes" if job.paused else "no",
+            last.state if last else "-",
         )
-        for j in found
+        for job, last in found
     ]
     click.echo(table(("name", "tenant", "trigger", "tz", "next fire", "paused", "last run"), rows))
 
@@ -213,36 +174,31 @@ def show(
 ) -> None:
     """Show a job: its spec, its DAG as a tree, the next fire and recent runs."""
     store = build_app(app_path, redis_url).jobs
-    info = store.get(tenant, name)
-    spec = stored_spec(info)
-    summary = job_summary(store, info)
-    recent = [run_summary(r) for r in store.runs(info["id"], n_runs)] if n_runs else []
+    job = store.get(tenant, name)
+    spec = stored_spec(job)
+    recent = store.runs(job.id, max(n_runs, 1))
+    last = recent[0] if recent else None
+    recent = recent[:n_runs]
     dag = [
         {"task": t, "kind": task.kind, "what": task_text(task), "depends_on": list(task.depends_on)}
         for t, task in spec.tasks.items()
     ]
     if as_json:
-        echo_json({**summary, "spec": json.loads(info["spec"]), "dag": dag, "recent_runs": recent})
+        echo_json(job_json(job, last, dag=dag, recent_runs=to_json(recent)))
         return
-    click.echo(render_job(summary, spec, info, recent))
+    click.echo(render_job(job, spec, recent))
 
 
-def render_job(
-    summary: Mapping[str, Any],
-    spec: JobSpec,
-    info: Mapping[str, Any],
-    recent: Sequence[Mapping[str, Any]],
-) -> str:
-    s = summary
+def render_job(job: JobRecord, spec: JobSpec, recent: Sequence[RunRecord]) -> str:
     paused = "no"
-    if s["paused"]:
-        paused = "yes" + (f" ({s['paused_reason']})" if s["paused_reason"] else "")
+    if job.paused:
+        paused = "yes" + (f" ({job.paused_reason})" if job.paused_reason else "")
     fields: list[tuple[str, Any]] = [
-        ("id", s["id"]),
-        ("trigger", s["trigger"]),
+        ("id", job.id),
+        ("trigger", job.trigger),
         ("tz", spec.tz),
-        ("next fire", s["next_fire"] or "-"),
-        ("last fire", s["last_fire"]),
+        ("next fire", iso_utc(job.next_fire) or "-"),
+        ("last fire", iso_utc(job.last_fire)),
         ("paused", paused),
         ("catchup", f"{spec.catchup} (limit {spec.catchup_limit})"),
         ("overlap", spec.overlap),
@@ -250,11 +206,11 @@ def render_job(
         ("pause after", f"{spec.pause_after_failures} failed runs" if spec.pause_after_failures
          else None),
         ("keep", f"{spec.keep_runs} runs, {spec.keep_days:g} days"),
-        ("failures", s["consecutive_failures"] or None),
-        ("version", s["version"]),
-        ("updated", iso_utc(info.get("updated"))),
+        ("failures", job.consecutive_failures or None),
+        ("version", job.version),
+        ("updated", iso_utc(job.updated_at)),
     ]  # fmt: skip
-    out = [f"job {s['name']}  (tenant {s['tenant']})"]
+    out = [f"job {job.name}  (tenant {job.tenant})"]
     out += [f"  {k:<12} {v}" for k, v in fields if v not in (None, "")]
     out += ["", "tasks:"]
     tree = dag_tree(list(spec.tasks), {t: task.depends_on for t, task in spec.tasks.items()})
@@ -289,7 +245,7 @@ def resume(name: str, tenant: str, app_path: str | None, redis_url: str | None) 
     """Put a paused job back on the schedule; fires missed while paused are not run."""
     store = build_app(app_path, redis_url).jobs
     store.resume(tenant, name)
-    nxt = iso_utc(store.get(tenant, name).get("next_fire"))
+    nxt = iso_utc(store.get(tenant, name).next_fire)
     click.echo(f"resumed {tenant}/{name}" + (f"; next fire {nxt}" if nxt else "; no next fire"))
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -24,8 +23,11 @@ from redcron.cli.common import (
     table,
 )
 from redcron.errors import NotFound
+from redcron.model import RunRecord, TaskRecord
 from redcron.states import RUN_ACTIVE, TASK_LEASED, RunState
 
+#: sorts a run without a time last (newest first)
+_NEVER = datetime.min.replace(tzinfo=UTC)
 #: above this many tasks a progress line counts states instead of naming tasks
 WATCH_NAMED_TASKS = 12
 RECENT_RUNS = 20
@@ -34,31 +36,14 @@ RECENT_RUNS = 20
 # -- shared helpers (``redcron jobs`` uses them too) ---------------------------
 
 
-def to_int(value: Any) -> int | None:
-    """A hash field as an int; None when empty or not a number."""
-    if value in (None, ""):
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def iso_utc(value: Any) -> str | None:
-    """A millisecond epoch as ISO-8601 UTC (``2026-11-29T02:00:00Z``; milliseconds
-    only when there are any); None when empty."""
-    ms = to_int(value)
-    if ms is None:
-        return None
-    dt = datetime.fromtimestamp(ms / 1000, tz=UTC)
-    spec = "seconds" if ms % 1000 == 0 else "milliseconds"
-    return dt.isoformat(timespec=spec).replace("+00:00", "Z")
-
-
-def dt_utc(dt: datetime | None) -> str | None:
+def iso_utc(dt: datetime | None) -> str | None:
+    """A time for people: ISO-8601 UTC (``2026-11-29T02:00:00Z``; milliseconds
+    only when there are any); None when unset."""
     if dt is None:
         return None
-    return iso_utc(int(dt.timestamp() * 1000))
+    dt = dt.astimezone(UTC)
+    spec = "seconds" if dt.microsecond // 1000 == 0 else "milliseconds"
+    return dt.isoformat(timespec=spec).replace("+00:00", "Z")
 
 
 def seconds(value: float | None) -> str:
@@ -118,131 +103,83 @@ def dag_tree(
     return rows
 
 
-def run_summary(run: Mapping[str, Any]) -> dict[str, Any]:
-    """A run hash as the object ``runs list --json`` prints."""
-    created, started, ended = (to_int(run.get(k)) for k in ("created", "started", "ended"))
-    begin = started if started is not None else created
-    duration = (ended - begin) / 1000 if ended is not None and begin is not None else None
-    params: Any = run.get("params") or None
-    if isinstance(params, str):
-        with contextlib.suppress(ValueError):  # not JSON: shown as given
-            params = json.loads(params)
-    return {
-        "id": run.get("id", ""),
-        "job": run.get("job_name", ""),
-        "job_id": run.get("job", ""),
-        "tenant": run.get("tenant", ""),
-        "state": run.get("state", ""),
-        "trigger": run.get("trigger", ""),
-        "scheduled_for": iso_utc(run.get("scheduled_for")),
-        "created": iso_utc(created),
-        "started": iso_utc(started),
-        "ended": iso_utc(ended),
-        "duration_s": duration,
-        "total": to_int(run.get("total")) or 0,
-        "done": to_int(run.get("n_done")) or 0,
-        "succeeded": to_int(run.get("n_succeeded")) or 0,
-        "failed": to_int(run.get("n_failed")) or 0,
-        "cancelled": to_int(run.get("n_cancelled")) or 0,
-        "reason": run.get("reason") or None,
-        "params": params or None,
-    }
-
-
-def runs_table(runs: Sequence[Mapping[str, Any]], with_job: bool = False) -> str:
+def runs_table(runs: Sequence[RunRecord], with_job: bool = False) -> str:
     """Runs as a table; ``with_job`` adds a job column (runs of several jobs)."""
     rows = [
         (
-            *((s["job"],) if with_job else ()),
-            s["id"],
-            s["trigger"],
-            s["scheduled_for"] or "",
-            s["state"],
-            f"{s['done']}/{s['total']}",
-            seconds(s["duration_s"]),
+            *((r.job_name,) if with_job else ()),
+            r.id,
+            r.trigger,
+            iso_utc(r.scheduled_for) or "",
+            r.state,
+            f"{r.done}/{r.total}",
+            seconds(r.duration_s),
         )
-        for s in runs
+        for r in runs
     ]
     headers = ("run", "trigger", "scheduled for", "state", "done", "took")
     return table((("job",) if with_job else ()) + headers, rows)
 
 
-def _task_row(inst: Mapping[str, Any], now_ms: int) -> dict[str, Any]:
-    attempts: list[dict[str, Any]] = list(inst.get("attempts") or [])
-    state = inst.get("state", "")
-    # time spent in attempts (queueing and backoff waits excluded); the current
-    # attempt of a busy task counts up to now
-    duration_ms: int | None = None
-    for i, a in enumerate(attempts):
-        begin = to_int(a.get("started")) or to_int(a.get("leased"))
-        end = to_int(a.get("ended"))
-        if end is None and i == len(attempts) - 1 and state in TASK_LEASED:
-            end = now_ms
+def task_seconds(task: TaskRecord, now: datetime) -> float | None:
+    """Time spent in attempts (queueing and backoff waits excluded); the
+    current attempt of a busy task counts up to ``now``."""
+    total: float | None = None
+    for i, a in enumerate(task.attempts):
+        begin = a.started_at or a.leased_at
+        end = a.ended_at
+        if end is None and i == len(task.attempts) - 1 and task.state in TASK_LEASED:
+            end = now
         if begin is not None and end is not None:
-            duration_ms = (duration_ms or 0) + max(0, end - begin)
-    first = attempts[0] if attempts else {}
-    errors = [a.get("error", "") for a in attempts if a.get("error")]
-    return {
-        "task": inst.get("task", ""),
-        "id": inst.get("id"),
-        "state": state,
-        "kind": inst.get("kind"),
-        "name": inst.get("name"),
-        "depends_on": [d for d in str(inst.get("deps", "")).split(",") if d],
-        "attempts": to_int(inst.get("attempt")) or 0,
-        "max_attempts": to_int(inst.get("max_attempts")),
-        "started": iso_utc(to_int(first.get("started")) or to_int(first.get("leased"))),
-        "ended": iso_utc(inst.get("ended")),
-        "duration_s": None if duration_ms is None else duration_ms / 1000,
-        "error": errors[-1] if errors else None,
-    }
+            total = (total or 0.0) + max(0.0, (end - begin).total_seconds())
+    return total
 
 
-def run_details(store: JobStore, run_id: str) -> dict[str, Any]:
-    """``runs show --json``: the run summary plus one row per task, in DAG order."""
-    info = store.run(checked_run_id(run_id))
-    now_ms = int(store.server_now().timestamp() * 1000)
-    return {**run_summary(info), "tasks": [_task_row(i, now_ms) for i in info["instances"]]}
+def load_run(store: JobStore, run_id: str) -> RunRecord:
+    """The run with its tasks (``runs show``); a malformed id is not found."""
+    return store.run(checked_run_id(run_id))
 
 
-def render_run(details: Mapping[str, Any]) -> str:
-    s = details
-    out = [f"run {s['id']}  job {s['job']} (tenant {s['tenant']})"]
+def render_run(run: RunRecord, now: datetime) -> str:
+    out = [f"run {run.id}  job {run.job_name} (tenant {run.tenant})"]
+    params = run.decoded_params()
     fields = [
-        ("state", s["state"] + (f" ({s['reason']})" if s.get("reason") else "")),
-        ("trigger", s["trigger"]),
-        ("scheduled for", s["scheduled_for"]),
-        ("created", s["created"]),
-        ("started", s["started"]),
-        ("ended", s["ended"]),
-        ("took", seconds(s["duration_s"])),
+        ("state", run.state + (f" ({run.reason})" if run.reason else "")),
+        ("trigger", run.trigger),
+        ("scheduled for", iso_utc(run.scheduled_for)),
+        ("created", iso_utc(run.created_at)),
+        ("started", iso_utc(run.started_at)),
+        ("ended", iso_utc(run.ended_at)),
+        ("took", seconds(run.duration_s)),
         (
             "progress",
-            f"{s['done']}/{s['total']} done ({s['succeeded']} succeeded, "
-            f"{s['failed']} failed, {s['cancelled']} cancelled)",
+            f"{run.done}/{run.total} done ({run.succeeded} succeeded, "
+            f"{run.failed} failed, {run.cancelled} cancelled)",
         ),
-        ("params", json.dumps(s["params"]) if s.get("params") else None),
+        ("params", json.dumps(params) if params else None),
     ]
     out += [f"  {k:<14} {v}" for k, v in fields if v not in (None, "")]
-    tasks = {t["task"]: t for t in s["tasks"]}
+    tasks = {t.task or "": t for t in run.tasks or ()}
     if not tasks:
         return "\n".join(out)
     rows: list[tuple[str, ...]] = []
-    for line, name, repeated in dag_tree(
-        list(tasks), {t: v["depends_on"] for t, v in tasks.items()}
-    ):
+    deps = {name: t.depends_on if isinstance(t, TaskRecord) else () for name, t in tasks.items()}
+    for line, name, repeated in dag_tree(list(tasks), deps):
         t = tasks[name]
         if repeated:
             rows.append((f"{line} (see above)", "", "", "", ""))
             continue
-        allowed = t["max_attempts"] or "?"
+        if not isinstance(t, TaskRecord):
+            rows.append((line, t.state, "", "", ""))
+            continue
+        errors = [a.error for a in t.attempts if a.error]
         rows.append(
             (
                 line,
-                t["state"],
-                f"{t['attempts']}/{allowed}" if t["attempts"] else "",
-                seconds(t["duration_s"]),
-                one_line(t["error"] or "", 50),
+                t.state,
+                f"{t.attempt}/{t.max_attempts or '?'}" if t.attempt else "",
+                seconds(task_seconds(t, now)),
+                one_line(errors[-1] if errors else "", 50),
             )
         )
     out += ["", table(("task", "state", "attempts", "took", "error"), rows)]
@@ -257,17 +194,17 @@ def checked_run_id(run_id: str) -> str:
     return run_id
 
 
-def progress_line(details: Mapping[str, Any]) -> str:
+def progress_line(run: RunRecord) -> str:
     """One line of progress: run state, tasks done/total, and each task's state."""
-    tasks = details["tasks"]
-    head = f"{details['state']}  {details['done']}/{details['total']} done"
+    tasks = run.tasks or ()
+    head = f"{run.state}  {run.done}/{run.total} done"
     if not tasks:
         return head
     if len(tasks) <= WATCH_NAMED_TASKS:
-        return head + "  " + " ".join(f"{t['task']}={t['state']}" for t in tasks)
+        return head + "  " + " ".join(f"{t.task}={t.state}" for t in tasks)
     counts: dict[str, int] = {}
     for t in tasks:
-        counts[t["state"]] = counts.get(t["state"], 0) + 1
+        counts[t.state] = counts.get(t.state, 0) + 1
     return head + "  " + ", ".join(f"{n} {st}" for st, n in sorted(counts.items()))
 
 
@@ -302,9 +239,9 @@ def list_cmd(
     if job_name is not None:
         job_ids = [store.job_id(tenant, job_name)]
     else:
-        job_ids = [j["id"] for j in store.list_jobs(tenant)]
-    found = [run_summary(r) for jid in job_ids for r in store.runs(jid, limit)]
-    found.sort(key=lambda s: (s["scheduled_for"] or "", s["created"] or ""), reverse=True)
+        job_ids = [j.id for j in store.list_jobs(tenant)]
+    found = [r for jid in job_ids for r in store.runs(jid, limit)]
+    found.sort(key=lambda r: (r.scheduled_for or _NEVER, r.created_at or _NEVER), reverse=True)
     found = found[:limit]
     if as_json:
         echo_json(found)
@@ -321,11 +258,12 @@ def list_cmd(
 @redis_option
 def show(run_id: str, as_json: bool, app_path: str | None, redis_url: str | None) -> None:
     """Show a run: its state and its DAG with each task's state, attempts and time."""
-    details = run_details(build_app(app_path, redis_url).jobs, run_id)
+    store = build_app(app_path, redis_url).jobs
+    run = load_run(store, run_id)
     if as_json:
-        echo_json(details)
+        echo_json(run)
     else:
-        click.echo(render_run(details))
+        click.echo(render_run(run, store.server_now()))
 
 
 @runs.command()
@@ -362,19 +300,19 @@ def watch_run(
     last = ""
     header = False
     while True:
-        details = run_details(store, run_id)
+        run = load_run(store, run_id)
         if not header:
-            echo(f"run {details['id']}  job {details['job']} (tenant {details['tenant']})")
+            echo(f"run {run.id}  job {run.job_name} (tenant {run.tenant})")
             header = True
-        line = progress_line(details)
+        line = progress_line(run)
         if line != last:
             stamp = datetime.now(UTC).strftime("%H:%M:%SZ")
             echo(f"{stamp}  {line}")
             last = line
-        if details["state"] not in RUN_ACTIVE:
-            return 0 if details["state"] == RunState.SUCCEEDED else 1
+        if run.state not in RUN_ACTIVE:
+            return 0 if run.state == RunState.SUCCEEDED else 1
         if deadline is not None and time.monotonic() >= deadline:
-            fail(f"run {run_id} still {details['state']} after {timeout:g}s")
+            fail(f"run {run_id} still {run.state} after {timeout:g}s")
         sleep(interval)
 
 
@@ -385,7 +323,7 @@ def watch_run(
 def cancel(run_id: str, app_path: str | None, redis_url: str | None) -> None:
     """Cancel a run: waiting tasks at once, running ones at their next heartbeat."""
     store = build_app(app_path, redis_url).jobs
-    before = store.run(checked_run_id(run_id))["state"]
+    before = load_run(store, run_id).state
     if before not in RUN_ACTIVE:
         click.echo(f"run {run_id}: already {before}, nothing to cancel")
         return
@@ -414,5 +352,5 @@ def retry(run_id: str, tasks: tuple[str, ...], app_path: str | None, redis_url: 
     if n == 0:
         click.echo(f"run {run_id}: nothing to retry (no dead tasks)")
         return
-    state = store.run(run_id)["state"]
+    state = store.run(run_id).state
     click.echo(f"run {run_id}: retried {n} task{'' if n == 1 else 's'}; run is {state}")

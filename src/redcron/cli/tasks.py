@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -10,26 +11,31 @@ from redcron.app import App
 from redcron.cli.common import (
     app_option,
     build_app,
-    decode_payload,
     echo_json,
     iso_ms,
     one_line,
     redis_option,
     table,
 )
+from redcron.model import TaskRecord
+from redcron.model.serialize import payload, to_json
 from redcron.states import CANCEL_REQUESTED, TASK_TERMINAL, TaskState
 
 LOG_TAIL_LINES = 20
 #: per-tenant counters of Broker.inspect(), in display order
 COUNTS = ("ready", "in_flight", "delayed", "dlq")
-#: instance-hash and attempt fields holding integers (ms timestamps, counters)
-NUMERIC_FIELDS = frozenset(
-    {
-        "attempt", "epoch", "budget", "max_attempts", "timeout_ms", "retry_base_ms",
-        "retry_cap_ms", "result_ttl_s", "created", "ended", "due", "deadline", "leased",
-        "started", "exit", "exit_code", "waiters",
-    }
-)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class TaskDetails:
+    """What ``task show`` prints: the task's record and its last attempt's log tail."""
+
+    task: TaskRecord
+    log_tail: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """The record's JSON with ``log_tail`` added."""
+        return {**to_json(self.task), "log_tail": list(self.log_tail)}
 
 
 @click.group()
@@ -54,11 +60,11 @@ def show(
 ) -> None:
     """Show a task: state, attempts, last error and the last attempt's log tail."""
     app = build_app(app_path, redis_url)
-    info = task_details(app, task_id, lines)
+    details = task_details(app, task_id, lines)
     if as_json:
-        echo_json(info)
+        echo_json(details.to_json())
     else:
-        click.echo(render_task(info))
+        click.echo(render_task(details))
 
 
 @task.command()
@@ -68,7 +74,7 @@ def show(
 def cancel(task_id: str, app_path: str | None, redis_url: str | None) -> None:
     """Cancel a task: at once if waiting, at the next heartbeat if running."""
     broker = build_app(app_path, redis_url).broker
-    before = broker.task_info(task_id).get("state", "")
+    before = broker.task_info(task_id).state
     # dead work is still in the DLQ: cancelling it takes it out
     if before in TASK_TERMINAL and before != TaskState.DEAD:
         click.echo(f"{task_id}: already {before}, nothing to cancel")
@@ -80,82 +86,62 @@ def cancel(task_id: str, app_path: str | None, redis_url: str | None) -> None:
         click.echo(f"{task_id}: {state} (was {before})")
 
 
-def task_details(app: App, task_id: str, lines: int) -> dict[str, Any]:
-    """``task_info`` with payloads decoded, numbers as numbers and the last
-    attempt's log tail added (the shape ``--json`` prints)."""
-    info = app.broker.task_info(task_id)
-    for name in ("args", "result"):
-        if name in info:
-            info[name] = decode_payload(info[name])
-    for name in NUMERIC_FIELDS & info.keys():
-        info[name] = _number(info[name])
-    for attempt in info["attempts"]:
-        for name in NUMERIC_FIELDS & attempt.keys():
-            attempt[name] = _number(attempt[name])
-    last = info.get("attempt") or 0
-    info["log_tail"] = app.broker.log_lines(task_id, last, lines) if last and lines else []
-    return info
+def task_details(app: App, task_id: str, lines: int) -> TaskDetails:
+    """The task's record and the last attempt's log tail."""
+    task = app.broker.task_info(task_id)
+    last = task.attempt
+    tail = app.broker.log_lines(task_id, last, lines) if last and lines else []
+    return TaskDetails(task, tuple(tail))
 
 
-def _number(value: Any) -> Any:
-    """Hash fields are text: '' means unset, digits mean an int."""
-    if value == "":
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return value
-
-
-def render_task(info: dict[str, Any]) -> str:
-    out = [f"task {info.get('id', '?')}  {info.get('name', '')} ({info.get('kind', 'python')})"]
+def render_task(details: TaskDetails) -> str:
+    t = details.task
+    out = [f"task {t.id}  {t.name} ({t.kind})"]
     fields = [
-        ("state", info.get("state", "")),
-        ("queue", info.get("queue", "")),
-        ("tenant", info.get("tenant", "")),
-        ("priority", info.get("prio", "")),
-        ("created", iso_ms(info.get("created"))),
-        ("due", iso_ms(info.get("due"))),
-        ("ended", iso_ms(info.get("ended"))),
-        ("attempts", _attempts(info)),
-        ("args", info.get("args")),
-        ("result", info.get("result") if info.get("state") == TaskState.SUCCEEDED else None),
+        ("state", t.state),
+        ("queue", t.queue),
+        ("tenant", t.tenant),
+        ("priority", t.priority),
+        ("created", iso_ms(t.created_at)),
+        ("due", iso_ms(t.due_at)),
+        ("ended", iso_ms(t.ended_at)),
+        ("attempts", _attempts(t)),
+        ("args", payload(t.args) if t.args else None),
+        ("result", payload(t.result) if t.result and t.state == TaskState.SUCCEEDED else None),
     ]
     out += [f"  {k:<11} {v}" for k, v in fields if v not in (None, "")]
-    attempts = info.get("attempts") or []
-    if attempts:
+    if t.attempts:
         rows = [
             (
-                a.get("attempt"),
-                a.get("worker", ""),
-                iso_ms(a.get("leased")),
-                iso_ms(a.get("started")),
-                iso_ms(a.get("ended")),
-                a.get("outcome", "running" if not a.get("ended") else ""),
-                a.get("exit", ""),
-                one_line(a.get("error", "")),
+                a.number,
+                a.worker or "",
+                iso_ms(a.leased_at),
+                iso_ms(a.started_at),
+                iso_ms(a.ended_at),
+                a.outcome or ("running" if a.ended_at is None else ""),
+                "" if a.exit_code is None else a.exit_code,
+                one_line(a.error or ""),
             )
-            for a in attempts
+            for a in t.attempts
         ]
         headers = ("#", "worker", "leased", "started", "ended", "outcome", "exit", "error")
         out += ["", table(headers, rows)]
-    failed = [a for a in attempts if a.get("error")]
+    failed = [a for a in t.attempts if a.error]
     if failed:
-        out += ["", f"last error (attempt {failed[-1]['attempt']}):"]
-        out += [f"  | {line}" for line in str(failed[-1]["error"]).rstrip().splitlines()]
-    if info.get("log_tail"):
-        out += ["", f"log of attempt {info.get('attempt')} (last {len(info['log_tail'])} lines):"]
-        out += [f"  | {line}" for line in info["log_tail"]]
+        out += ["", f"last error (attempt {failed[-1].number}):"]
+        out += [f"  | {line}" for line in str(failed[-1].error).rstrip().splitlines()]
+    if details.log_tail:
+        out += ["", f"log of attempt {t.attempt} (last {len(details.log_tail)} lines):"]
+        out += [f"  | {line}" for line in details.log_tail]
     return "\n".join(out)
 
 
-def _attempts(info: dict[str, Any]) -> str:
-    attempt, budget = info.get("attempt") or 0, info.get("budget") or 0
-    allowed = info.get("max_attempts") or "?"
-    if not budget:
-        return f"{attempt} of {allowed}"
+def _attempts(t: TaskRecord) -> str:
+    allowed = t.max_attempts or "?"
+    if not t.budget:
+        return f"{t.attempt} of {allowed}"
     # a DLQ replay starts a fresh budget at the attempt count it had
-    return f"{attempt} ({attempt - budget} of {allowed} since the last DLQ replay)"
+    return f"{t.attempt} ({t.attempt - t.budget} of {allowed} since the last DLQ replay)"
 
 
 @click.command("inspect")
@@ -165,21 +151,16 @@ def _attempts(info: dict[str, Any]) -> str:
 def inspect_cmd(as_json: bool, app_path: str | None, redis_url: str | None) -> None:
     """Per-tenant ready / in-flight / delayed / DLQ counts, and lifetime counters."""
     broker = build_app(app_path, redis_url).broker
+    loads = sorted(broker.inspect(), key=lambda row: (row.tenant, row.shard))
     tenants: dict[str, dict[str, int]] = {}
-    for row in broker.inspect():  # one row per (shard, tenant): sum over shards
-        acc = tenants.setdefault(row["tenant"], dict.fromkeys(COUNTS, 0))
+    for row in loads:  # one row per (shard, tenant): sum over shards
+        acc = tenants.setdefault(row.tenant, dict.fromkeys(COUNTS, 0))
         for name in COUNTS:
-            acc[name] += int(row[name])
+            acc[name] += getattr(row, name)
     totals = {name: sum(t[name] for t in tenants.values()) for name in COUNTS}
     stats = broker.stats()
     if as_json:
-        echo_json(
-            {
-                "tenants": [{"tenant": t, **c} for t, c in sorted(tenants.items())],
-                "totals": totals,
-                "stats": stats,
-            }
-        )
+        echo_json({"tenants": loads, "totals": totals, "stats": stats})
         return
     rows: list[list[Any]] = [[t, *(c[n] for n in COUNTS)] for t, c in sorted(tenants.items())]
     if len(rows) > 1:

@@ -281,7 +281,7 @@ def _apply_jobs(app_path: str | None, redis_url: str, specs: list[Any]) -> None:
     app = build_app(app_path, redis_url)
     try:
         for spec, res in zip(specs, app.jobs.put_many(specs), strict=True):
-            click.echo(f"job {spec.tenant}/{spec.name}: {res['change']}")
+            click.echo(f"job {spec.tenant}/{spec.name}: {res.change}")
     finally:
         app.close()
 
