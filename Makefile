@@ -19,6 +19,7 @@ run: install
 
 lint: install
 	$(VENV)/bin/ruff check src tests examples
+	$(VENV)/bin/ruff format --check src tests examples
 	$(VENV)/bin/mypy
 
 test: install lint

@@ -16,7 +16,7 @@ from redcron.errors import (
     TaskTimeout,
     ValidationError,
 )
-from redcron.jobs import JobSpec, Task
+from redcron.model.jobs import JobSpec, Task
 
 __all__ = [
     "App",

@@ -10,16 +10,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
-from redcron import serde, validation
+from redcron import serde
 from redcron.broker import Broker
 from redcron.broker.broker import shard_of_id
 from redcron.clock import ulid
 from redcron.config import Settings
 from redcron.errors import TaskFailed, TaskTimeout, ValidationError
-from redcron.jobs import JobSpec, Task
 from redcron.keys import shard_of
-from redcron.model import JobChange, JobRecord, TaskRecord
-from redcron.states import TASK_TERMINAL, TaskState
+from redcron.model import JobChange, JobRecord, TaskRecord, validation
+from redcron.model.jobs import JobSpec, Task
+from redcron.model.states import TASK_TERMINAL, TaskState
 
 P = ParamSpec("P")
 R = TypeVar("R")

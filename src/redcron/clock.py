@@ -24,9 +24,17 @@ def ulid(now_ms: int | None = None, randomness: bytes | None = None) -> str:
     # 50 bits of time (2 leading zero bits) then 80 of randomness: 10-bit chunks,
     # two characters each, from a table (this runs once per enqueued task)
     return (
-        pairs[(ts >> 40) & 1023] + pairs[(ts >> 30) & 1023] + pairs[(ts >> 20) & 1023]
-        + pairs[(ts >> 10) & 1023] + pairs[ts & 1023]
-        + pairs[(rnd >> 70) & 1023] + pairs[(rnd >> 60) & 1023] + pairs[(rnd >> 50) & 1023]
-        + pairs[(rnd >> 40) & 1023] + pairs[(rnd >> 30) & 1023] + pairs[(rnd >> 20) & 1023]
-        + pairs[(rnd >> 10) & 1023] + pairs[rnd & 1023]
+        pairs[(ts >> 40) & 1023]
+        + pairs[(ts >> 30) & 1023]
+        + pairs[(ts >> 20) & 1023]
+        + pairs[(ts >> 10) & 1023]
+        + pairs[ts & 1023]
+        + pairs[(rnd >> 70) & 1023]
+        + pairs[(rnd >> 60) & 1023]
+        + pairs[(rnd >> 50) & 1023]
+        + pairs[(rnd >> 40) & 1023]
+        + pairs[(rnd >> 30) & 1023]
+        + pairs[(rnd >> 20) & 1023]
+        + pairs[(rnd >> 10) & 1023]
+        + pairs[rnd & 1023]
     )

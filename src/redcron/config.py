@@ -100,9 +100,7 @@ class Settings:
             raise ConfigError("prefix: must be non-empty without '{', '}' or spaces")
 
     @classmethod
-    def from_env(
-        cls, env: Mapping[str, str] | None = None, **overrides: Any
-    ) -> Settings:
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """Build settings from ``REDCRON_<FIELD>`` variables, then ``overrides``.
 
         ``None`` overrides are ignored (so CLI flags left unset fall through).

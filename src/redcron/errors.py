@@ -81,7 +81,7 @@ class Retry(Exception):
         super().__init__(message)
         if delay is not None:
             # imported here: validation imports this module (a real cycle)
-            from redcron.validation import seconds
+            from redcron.model.validation import seconds
 
             seconds(delay, "delay")
         self.delay = delay

@@ -22,8 +22,8 @@ import pytest
 from server_time import server_ms  # tests/helpers
 
 from redcron import App
-from redcron.jobs import Task
 from redcron.keys import shard_of
+from redcron.model.jobs import Task
 from redcron.model.records import epoch_ms
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]

@@ -16,8 +16,8 @@ from redcron import App
 from redcron.broker import argv
 from redcron.broker.argv import FireArgs
 from redcron.errors import Conflict, QuotaExceeded, Rejected
-from redcron.jobs import Task
 from redcron.keys import shard_of
+from redcron.model.jobs import Task
 
 TENANT = "acme"
 SHARD = 0  # one shard: the tenant, its job and its runs all live here

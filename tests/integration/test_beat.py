@@ -28,7 +28,7 @@ from redcron import App
 from redcron.beat.beat import Beat, beats_key
 from redcron.broker.argv import FireArgs
 from redcron.errors import ShardLeaseLost
-from redcron.jobs import JobSpec, Task
+from redcron.model.jobs import JobSpec, Task
 from redcron.model.records import epoch_ms
 from redcron.schedule.jitter import jitter_ms
 

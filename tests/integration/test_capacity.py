@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from redcron import App, Context, ValidationError
-from redcron.jobs import JobSpec, Task
+from redcron.model.jobs import JobSpec, Task
 from redcron.worker import Worker
 
 

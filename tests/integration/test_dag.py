@@ -21,8 +21,8 @@ from worker_procs import (  # tests/helpers is put on sys.path by tests/conftest
 )
 
 from redcron import App, Context, Permanent
-from redcron.jobs import Task
 from redcron.model import RunRecord, TaskRecord
+from redcron.model.jobs import Task
 from redcron.worker import Worker
 
 TENANT = "acme"

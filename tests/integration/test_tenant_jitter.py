@@ -18,7 +18,7 @@ from beats import runs_of, tick_until  # tests/helpers
 from redcron import App
 from redcron.beat import beat as beat_mod
 from redcron.beat.beat import Beat
-from redcron.jobs import JobSpec, Task
+from redcron.model.jobs import JobSpec, Task
 from redcron.model.records import epoch_ms
 from redcron.schedule.jitter import effective_jitter_s, jitter_ms, tenant_jitter_s
 from redcron.schedule.plan import plan_fires

@@ -19,7 +19,7 @@ from redcron.broker.tenants import TenantStore
 from redcron.cli.main import main
 from redcron.errors import ValidationError
 from redcron.keys import shard_of
-from redcron.tenants import SETTINGS_FIELDS, TenantSettings
+from redcron.model.tenants import SETTINGS_FIELDS, TenantSettings
 
 Invoke = Callable[..., Result]
 SHARDS = 4

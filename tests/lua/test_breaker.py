@@ -11,7 +11,7 @@ from server_time import server_ms  # tests/helpers
 
 from redcron import App
 from redcron.broker import FailItem
-from redcron.jobs import Task
+from redcron.model.jobs import Task
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 
 from redcron.broker.scripts import _INCLUDE, SCRIPT_NAMES, full_source
 from redcron.keys import lua_key_functions
-from redcron.states import lua_state_tables
+from redcron.model.states import lua_state_tables
 
 LUA = resources.files("redcron") / "lua"
 LIBS = sorted(f"lib/{p.name}" for p in (LUA / "lib").iterdir() if p.name.endswith(".lua"))

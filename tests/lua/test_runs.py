@@ -20,9 +20,9 @@ from redcron import App
 from redcron.broker import FailItem, Lease
 from redcron.broker.argv import FireArgs
 from redcron.errors import Conflict, TaskFailed
-from redcron.jobs import Task
 from redcron.keys import GROUP
 from redcron.model import RunRecord, TaskRecord
+from redcron.model.jobs import Task
 from redcron.model.records import from_ms
 
 TENANT = "acme"
@@ -628,7 +628,7 @@ def test_buffered_fire_of_a_job_paused_meanwhile_is_skipped_not_started(runs: Ru
     assert runs.ready() == []
 
 
-# -- terminal states: one definition (redcron.states) ------------------------------
+# -- terminal states: one definition (redcron.model.states) ------------------------------
 
 
 def test_result_of_an_upstream_failed_task_raises_at_once(runs: Runs) -> None:

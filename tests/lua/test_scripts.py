@@ -16,7 +16,7 @@ from redcron.clock import ulid
 from redcron.config import Settings
 from redcron.errors import Conflict, Rejected
 from redcron.keys import TEMPLATES, Keys, lua_key_functions, shard_of
-from redcron.states import (
+from redcron.model.states import (
     RUN_ACTIVE,
     RUN_TERMINAL,
     TASK_LEASED,

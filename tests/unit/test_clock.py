@@ -9,6 +9,7 @@ from redcron.clock import ulid
 
 CROCKFORD = set("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
 
+
 def test_ulid_shape_and_known_values() -> None:
     # The timestamp part of the spec's example ULID 01ARYZ6S41TSV4RRFFQ69G5FAV.
     assert ulid(1469918176385, bytes(10)) == "01ARYZ6S41" + "0" * 16

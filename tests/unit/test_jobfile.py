@@ -12,8 +12,8 @@ import pytest
 
 from redcron.broker.jobs import spec_from_json
 from redcron.errors import ValidationError
-from redcron.jobfile import JobFileError, load_job_files, load_jobs
-from redcron.jobs import Task
+from redcron.model.jobfile import JobFileError, load_job_files, load_jobs
+from redcron.model.jobs import Task
 
 
 def write(tmp_path: Path, text: str, name: str = "jobs.yaml") -> Path:

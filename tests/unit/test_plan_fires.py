@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from redcron.jobs import JobSpec, Task
+from redcron.model.jobs import JobSpec, Task
 from redcron.schedule.plan import CHAIN_LIMIT, Fire, plan_fires
 
 TASKS = {"t": Task("noop")}

@@ -21,7 +21,7 @@ from redcron.model import (
 )
 from redcron.model.records import epoch_ms, from_ms
 from redcron.model.serialize import dumps, iso
-from redcron.states import RunState, TaskState
+from redcron.model.states import RunState, TaskState
 
 T0 = 1_796_013_506_183  # 2026-11-30T04:38:26.183Z
 T0_DT = datetime.fromtimestamp(T0 / 1000, tz=UTC)

@@ -425,7 +425,6 @@ def test_manual_never_fires() -> None:
     assert fires_between(t, utc(2026, 1, 1), utc(2027, 1, 1), 10) == []
 
 
-
 def test_make_trigger_takes_at_most_one_schedule() -> None:
     with pytest.raises(ScheduleError) as info:
         make_trigger(cron="* * * * *", every="5m")

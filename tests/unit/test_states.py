@@ -1,11 +1,11 @@
-"""The state sets Lua scripts use are generated from redcron.states (one definition)."""
+"""The state sets Lua scripts use are generated from redcron.model.states (one definition)."""
 
 from __future__ import annotations
 
 import re
 
 from redcron.broker.scripts import SCRIPT_NAMES, full_source
-from redcron.states import (
+from redcron.model.states import (
     RUN_ACTIVE,
     RUN_TERMINAL,
     TASK_LEASED,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from redcron.errors import ValidationError
-from redcron.tenants import SETTINGS_FIELDS, TenantSettings, format_rate, parse_rate
+from redcron.model.tenants import SETTINGS_FIELDS, TenantSettings, format_rate, parse_rate
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from redcron import App, Settings, serde, validation
+from redcron import App, Settings, serde
 from redcron.beat.beat import Beat
 from redcron.cli.main import main
 from redcron.errors import (
@@ -25,9 +25,10 @@ from redcron.errors import (
     ValidationError,
     from_script_error,
 )
-from redcron.jobfile import load_jobs
-from redcron.jobs import JobSpec, Task
-from redcron.tenants import TenantSettings, parse_rate
+from redcron.model import validation
+from redcron.model.jobfile import load_jobs
+from redcron.model.jobs import JobSpec, Task
+from redcron.model.tenants import TenantSettings, parse_rate
 from redcron.worker import Worker
 
 

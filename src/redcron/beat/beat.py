@@ -37,8 +37,8 @@ from redcron.broker.jobs import spec_from_json
 from redcron.broker.retry import TRANSIENT, Backoff, ErrorReply
 from redcron.clock import ulid
 from redcron.errors import ConfigError, ShardLeaseLost, from_script_error
-from redcron.jobs import JobSpec
 from redcron.keys import Keys
+from redcron.model.jobs import JobSpec
 from redcron.schedule.jitter import tenant_jitter_s
 from redcron.schedule.plan import Fire, plan_fires
 from redcron.schedule.triggers import Trigger

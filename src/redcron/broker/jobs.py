@@ -14,7 +14,6 @@ from redcron.broker import argv
 from redcron.broker.broker import PAYLOADS, fields_of, shard_of_id
 from redcron.clock import ulid
 from redcron.errors import NotFound, QuotaExceeded
-from redcron.jobs import JobSpec, spec_from_dict
 from redcron.keys import shard_of
 from redcron.model import (
     Event,
@@ -24,11 +23,12 @@ from redcron.model import (
     RunRecord,
     TaskRecord,
 )
+from redcron.model.jobs import JobSpec, spec_from_dict
+from redcron.model.states import RunState
 from redcron.schedule.jitter import effective_jitter_s, jitter_ms, tenant_jitter_s
 from redcron.schedule.timeutil import to_ms
 from redcron.schedule.triggers import next_fire
 from redcron.serde import text as _s
-from redcron.states import RunState
 
 if TYPE_CHECKING:
     from redcron.broker import Broker

@@ -4,7 +4,7 @@ Each ``lua/<name>.lua`` becomes one :class:`redis.commands.core.Script`.  A
 line ``-- @include lib/x.lua`` is replaced by that file (its own includes
 first, each file once); the generated key
 builders of :func:`redcron.keys.lua_key_functions` and state sets of
-:func:`redcron.states.lua_state_tables` go first, so scripts build keys from
+:func:`redcron.model.states.lua_state_tables` go first, so scripts build keys from
 ``KEYS[1]`` (the shard prefix) exactly as ``keys.py`` does, and decide which
 states are terminal exactly as ``states.py`` does.
 """
@@ -22,7 +22,7 @@ from redis.commands.core import Script
 
 from redcron.errors import ConnectionLost, from_script_error
 from redcron.keys import lua_key_functions
-from redcron.states import lua_state_tables
+from redcron.model.states import lua_state_tables
 
 SCRIPT_NAMES: tuple[str, ...] = (
     "enqueue",

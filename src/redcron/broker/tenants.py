@@ -4,7 +4,7 @@ their live dispatch numbers.
 Settings live in the tenant hash ``keys.tenant(shard, tenant)`` next to the
 dispatch state the lease script owns, so only the settings fields are ever
 written or deleted.  The model (fields, parsing, validation) is
-:mod:`redcron.tenants`.
+:mod:`redcron.model.tenants`.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from redcron import validation
 from redcron.errors import ValidationError
 from redcron.keys import PRIORITIES, shard_of
+from redcron.model import validation
+from redcron.model.tenants import SETTINGS_FIELDS, TenantSettings, parse_rate
 from redcron.serde import text as _s
-from redcron.tenants import SETTINGS_FIELDS, TenantSettings, parse_rate
 
 if TYPE_CHECKING:
     from redcron.broker import Broker

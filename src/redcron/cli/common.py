@@ -13,7 +13,6 @@ from typing import Any, NoReturn, TypeVar
 import click
 import redis
 
-from redcron import validation
 from redcron.app import App
 from redcron.errors import (
     BrokerError,
@@ -24,7 +23,7 @@ from redcron.errors import (
     Rejected,
     ValidationError,
 )
-from redcron.model import serialize
+from redcron.model import serialize, validation
 
 F = TypeVar("F", bound=Callable[..., Any])
 

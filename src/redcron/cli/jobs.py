@@ -12,8 +12,8 @@ from redcron.broker.jobs import JobStore, spec_from_json
 from redcron.cli.common import app_option, build_app, echo_json, redis_option, table
 from redcron.cli.runs import dag_tree, iso_utc, runs_table
 from redcron.errors import ValidationError
-from redcron.jobs import JobSpec, Task
 from redcron.model import JobRecord, RunRecord
+from redcron.model.jobs import JobSpec, Task
 from redcron.model.serialize import to_json
 
 RECENT_RUNS = 10
@@ -86,7 +86,7 @@ def apply(
     Every job is validated before anything is written; an identical job is
     left alone (unchanged), so applying twice is safe.
     """
-    from redcron.jobfile import load_job_files
+    from redcron.model.jobfile import load_job_files
 
     if not files and not app_path:
         raise click.UsageError("give job files with -f FILE, or an app with -A MODULE:APP")

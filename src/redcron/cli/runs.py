@@ -24,7 +24,7 @@ from redcron.cli.common import (
 )
 from redcron.errors import NotFound
 from redcron.model import RunRecord, TaskRecord
-from redcron.states import RUN_ACTIVE, TASK_LEASED, RunState
+from redcron.model.states import RUN_ACTIVE, TASK_LEASED, RunState
 
 #: sorts a run without a time last (newest first)
 _NEVER = datetime.min.replace(tzinfo=UTC)

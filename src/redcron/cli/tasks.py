@@ -19,7 +19,7 @@ from redcron.cli.common import (
 )
 from redcron.model import TaskRecord
 from redcron.model.serialize import payload, to_json
-from redcron.states import CANCEL_REQUESTED, TASK_TERMINAL, TaskState
+from redcron.model.states import CANCEL_REQUESTED, TASK_TERMINAL, TaskState
 
 LOG_TAIL_LINES = 20
 #: per-tenant counters of Broker.inspect(), in display order

@@ -11,7 +11,7 @@ import click
 from redcron.broker.tenants import TenantStore
 from redcron.cli.common import app_option, build_app, echo_json, redis_option, table
 from redcron.keys import PRIORITIES
-from redcron.tenants import TenantSettings, format_rate
+from redcron.model.tenants import TenantSettings, format_rate
 
 
 def _store(app_path: str | None, redis_url: str | None) -> TenantStore:

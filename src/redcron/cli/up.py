@@ -35,8 +35,8 @@ from redcron.cli.common import (
     table,
 )
 from redcron.embedded import EmbeddedRedis
-from redcron.jobfile import load_jobs
 from redcron.loader import load_app
+from redcron.model.jobfile import load_jobs
 
 log = logging.getLogger(__name__)
 

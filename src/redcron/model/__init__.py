@@ -1,4 +1,13 @@
-"""The records the library returns, and the one serializer for them (no Redis here)."""
+"""What is data, and its validation; no Redis, no processes.
+
+- ``jobs``: job specs and the DAG of a job's tasks (``JobSpec``, ``Task``).
+- ``jobfile``: job files (YAML/JSON) into specs.
+- ``tenants``: a tenant's dispatch settings.
+- ``states``: task and run states (the Lua tables are generated from them).
+- ``validation``: the checks every number and name coming in goes through.
+- ``records``: what the library returns (a task, a job, a run...), and
+  ``serialize``: the one JSON form of them (CLI ``--json``, the API).
+"""
 
 from redcron.model.records import (
     AttemptRecord,

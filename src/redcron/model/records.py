@@ -18,7 +18,7 @@ from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from redcron import serde
-from redcron.states import EXPIRED, RunState, TaskState
+from redcron.model.states import EXPIRED, RunState, TaskState
 
 #: a decoded hash or stream entry: field name -> value (bytes or text)
 Fields = Mapping[str, str | bytes]

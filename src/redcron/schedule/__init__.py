@@ -7,6 +7,6 @@ window, backlog policy); ``jitter`` and ``timeutil`` hold the deterministic
 jitter and the millisecond conversions the beat and the broker share.
 
 The submodules are imported by name (``redcron.schedule.triggers``); this
-module imports none of them, so ``redcron.jobs`` can use ``triggers`` while
+module imports none of them, so ``redcron.model.jobs`` can use ``triggers`` while
 ``plan`` reads ``JobSpec`` without an import cycle.
 """

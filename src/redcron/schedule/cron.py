@@ -100,7 +100,8 @@ class Cron:
             first, ndays = calendar.monthrange(year, month)
             sunday_first = (first + 1) % 7
             found = tuple(
-                d for d in range(1, ndays + 1)
+                d
+                for d in range(1, ndays + 1)
                 if self._day_matches(d, (sunday_first + d - 1) % 7, ndays)
             )
             self._day_cache[key] = found
@@ -253,7 +254,8 @@ def _check_possible(cron: Cron, dom_pos: int) -> None:
     if cron.days[0] > longest:
         names = ",".join(calendar.month_abbr[m].upper() for m in cron.months)
         raise _fail(
-            dom_pos, "day-of-month",
+            dom_pos,
+            "day-of-month",
             f"value '{cron.days[0]}' never occurs in month {names} (at most {longest} days); "
             f"use L for the last day of the month",
         )
@@ -270,7 +272,8 @@ def _parse_dom(token: str, pos: int, job_key: str) -> tuple[set[int], bool]:
             days.update(range(1, 32))
         elif "W" in upper or upper.startswith("L"):
             raise _fail(
-                pos, "day-of-month",
+                pos,
+                "day-of-month",
                 f"value '{part}' is not supported (W and L-n are not); "
                 f"list the days explicitly or use L for the last day",
             )
@@ -300,7 +303,8 @@ def _parse_dow(
             day, _, k = part.partition("#")
             if not _is_digits(k) or not 1 <= int(k) <= 5:
                 raise _fail(
-                    pos, name,
+                    pos,
+                    name,
                     f"value '{part}' needs a week number 1-5 after '#', e.g. 1#2 (second Monday)",
                 )
             nth.add((_value(day, 5, pos) % 7, int(k)))
@@ -342,7 +346,8 @@ def _parse_part(part: str, index: int, pos: int, job_key: str) -> set[int]:
         step_text = m[3]
         if start > end:
             raise _fail(
-                pos, name,
+                pos,
+                name,
                 f"range '{part}' goes backwards; write the low value first, e.g. '{end}-{start}'",
             )
     step = _step(step_text, part, index, pos)

@@ -6,7 +6,7 @@ import math
 import zlib
 from typing import Any
 
-from redcron.jobs import JobSpec
+from redcron.model.jobs import JobSpec
 
 
 def jitter_ms(job_id: str, nominal_ms: int, jitter_s: float) -> int:

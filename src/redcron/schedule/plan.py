@@ -12,7 +12,7 @@ import functools
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from redcron.jobs import JobSpec
+from redcron.model.jobs import JobSpec
 from redcron.schedule.jitter import effective_jitter_s, jitter_ms
 from redcron.schedule.timeutil import from_ms, to_ms
 from redcron.schedule.triggers import Trigger, fires_between, next_fire

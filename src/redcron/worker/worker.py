@@ -33,12 +33,12 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from redcron import validation
 from redcron.broker import FailItem, Lease, LeaseRequest
 from redcron.broker.retry import TRANSIENT, Backoff
 from redcron.clock import ulid
 from redcron.config import WORKER_PREFETCH_PER_SLOT, default_concurrency
 from redcron.errors import ConfigError
+from redcron.model import validation
 from redcron.worker import capture
 from redcron.worker.execute import Attempt, Outcome
 from redcron.worker.pools import ProcessPool, ThreadPool

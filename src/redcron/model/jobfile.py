@@ -32,7 +32,7 @@ import yaml
 from yaml.nodes import MappingNode
 
 from redcron.errors import ValidationError
-from redcron.jobs import JobSpec, spec_from_dict
+from redcron.model.jobs import JobSpec, spec_from_dict
 
 __all__ = ["JobFileError", "load_job_files", "load_jobs", "parse_jobs"]
 

@@ -26,10 +26,10 @@ from redcron.app import App
 from redcron.clock import ulid
 from redcron.config import WORKER_PREFETCH_PER_SLOT, default_concurrency
 from redcron.embedded import EmbeddedRedis
-from redcron.jobs import JobSpec, Task
+from redcron.model.jobs import JobSpec, Task
+from redcron.model.states import TaskState
 from redcron.schedule.timeutil import to_ms
 from redcron.schedule.triggers import make_trigger, next_fire
-from redcron.states import TaskState
 
 #: the state field as the pipeline returns it (bytes), compared in a hot loop
 _SUCCEEDED = TaskState.SUCCEEDED.encode()
@@ -63,7 +63,7 @@ def register(app: App) -> App:
     return app
 
 
-#: the app the benchmark worker process imports (``redcron.benchmarks:app``);
+#: the app the benchmark worker process imports (``redcron.cli.bench.measure:app``);
 #: it reads REDCRON_REDIS_URL and REDCRON_PREFIX, which the benchmark sets.
 app = register(App())
 
@@ -92,7 +92,7 @@ def worker_process(
         prefix,
         "from redcron.worker import Worker;"
         f"Worker(app, concurrency={concurrency}, pool={pool!r}, grace=2, prefetch={prefetch},"
-        "app_path='redcron.benchmarks:app').run()",
+        "app_path='redcron.cli.bench.measure:app').run()",
     ) as proc:
         yield proc
 
@@ -103,7 +103,7 @@ def _python_process(url: str, prefix: str, code: str) -> Iterator[subprocess.Pop
     terminated (then killed) on exit."""
     env = dict(os.environ, REDCRON_REDIS_URL=url, REDCRON_PREFIX=prefix)
     head = "import logging; logging.basicConfig(level=logging.WARNING);"
-    head += "from redcron.benchmarks import app;"
+    head += "from redcron.cli.bench.measure import app;"
     proc = subprocess.Popen([sys.executable, "-c", head + code], env=env)
     try:
         yield proc
@@ -170,9 +170,7 @@ def throughput(
                 "workers": 1,
                 "pool": pool,
                 "concurrency": slots,
-                "prefetch": WORKER_PREFETCH_PER_SLOT * slots
-                if prefetch is None
-                else prefetch,
+                "prefetch": WORKER_PREFETCH_PER_SLOT * slots if prefetch is None else prefetch,
                 "body": body,
                 "enqueue_per_s": round((tasks - singles) / many_s),
                 "enqueue_single_per_s": round(singles / single_s),

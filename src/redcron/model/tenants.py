@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from redcron import validation
 from redcron.errors import ValidationError
+from redcron.model import validation
 
 #: the hash fields this module owns, in display order
 SETTINGS_FIELDS: tuple[str, ...] = (
@@ -37,6 +37,7 @@ MAX_WEIGHT = 1000.0
 # [0-9], not \d (float() reads other scripts' digits too); matched with fullmatch
 _RATE = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(?:/\s*([smh]))?\s*")
 _PER_SECOND = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
 
 def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from redcron import serde, validation
+from redcron import serde
 from redcron.errors import ValidationError
+from redcron.model import validation
 from redcron.schedule.triggers import Trigger, make_trigger
 
 COMMAND_TASK = "redcron.command"

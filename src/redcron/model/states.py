@@ -80,7 +80,7 @@ def lua_state_tables() -> str:
 
     Sorted, so the generated source (and each script's SHA) is stable.
     """
-    out = ["-- generated from redcron/states.py: do not edit"]
+    out = ["-- generated from redcron/model/states.py: do not edit"]
     for name, members in _LUA_SETS.items():
         body = ", ".join(f"{s.value} = true" for s in sorted(members, key=str))
         out.append(f"local {name} = {{{body}}}")

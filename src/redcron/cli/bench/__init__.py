@@ -6,7 +6,7 @@ import json
 
 import click
 
-from redcron.benchmarks import fairness, latency, schedule, throughput, trigger
+from redcron.cli.bench.measure import fairness, latency, schedule, throughput, trigger
 from redcron.cli.common import concurrency_option
 from redcron.config import WORKER_PREFETCH_PER_SLOT, WORKER_THREADS
 
