@@ -413,7 +413,7 @@ class App:
 
         tenant = validation.name("tenant", pick("_tenant", defaults.tenant))
         queue = validation.name("queue", pick("_queue", defaults.queue))
-        prio = validation.priority(pick("_priority", defaults.priority))
+        priority = validation.priority(pick("_priority", defaults.priority))
         timeout = validation.timeout_ms(
             opts["_timeout"] if opts.get("_timeout") is not None else defaults.timeout
         )
@@ -434,7 +434,7 @@ class App:
             args,
             queue,
             tenant,
-            prio,
+            priority,
             timeout,
             retries + 1,
             int(defaults.retry_base * 1000),

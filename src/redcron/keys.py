@@ -18,9 +18,9 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "ti": ("ti:{iid}", ("iid",)),
     # instances of one tenant in one queue and priority class: undelivered
     # entries are ready, entries pending in the consumer group are leased
-    "q": ("q:{queue}:{tenant}:{klass}", ("queue", "tenant", "klass")),
+    "q": ("q:{queue}:{tenant}:{priority}", ("queue", "tenant", "priority")),
     # tenants with ready work in (queue, class), scored by rotation order
-    "ring": ("ring:{queue}:{klass}", ("queue", "klass")),
+    "ring": ("ring:{queue}:{priority}", ("queue", "priority")),
     # ready streams with pending (leased) entries -> when the reaper next looks (ms)
     "pending": ("pending", ()),
     # ready stream -> XAUTOCLAIM cursor of a reaper pass cut short by its bound
@@ -68,7 +68,7 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # (queue|class) rings a tenant left at its cap or rate limit
     "parked": ("parked:{tenant}", ("tenant",)),
     # tenant -> oldest ready entry time (ms) per (queue, class): aging without a scan
-    "oldest": ("oldest:{queue}:{klass}", ("queue", "klass")),
+    "oldest": ("oldest:{queue}:{priority}", ("queue", "priority")),
     # tenant -> tasks dispatched in one minute (share of dispatch)
     "disp": ("disp:{minute}", ("minute",)),
     # a job's attempt outcomes per minute (<minute>:n, <minute>:f): circuit breaker window
@@ -127,11 +127,11 @@ class Keys:
     def ti(self, shard: int, iid: str) -> str:
         return self.build(shard, "ti", iid)
 
-    def q(self, shard: int, queue: str, tenant: str, klass: str) -> str:
-        return self.build(shard, "q", queue, tenant, klass)
+    def q(self, shard: int, queue: str, tenant: str, priority: str) -> str:
+        return self.build(shard, "q", queue, tenant, priority)
 
-    def ring(self, shard: int, queue: str, klass: str) -> str:
-        return self.build(shard, "ring", queue, klass)
+    def ring(self, shard: int, queue: str, priority: str) -> str:
+        return self.build(shard, "ring", queue, priority)
 
     def pending(self, shard: int) -> str:
         return self.build(shard, "pending")
@@ -199,8 +199,8 @@ class Keys:
     def parked(self, shard: int, tenant: str) -> str:
         return self.build(shard, "parked", tenant)
 
-    def oldest(self, shard: int, queue: str, klass: str) -> str:
-        return self.build(shard, "oldest", queue, klass)
+    def oldest(self, shard: int, queue: str, priority: str) -> str:
+        return self.build(shard, "oldest", queue, priority)
 
     def disp(self, shard: int, minute: int) -> str:
         return self.build(shard, "disp", minute)

@@ -116,14 +116,14 @@ def test_unknown_per_call_option(app: App, written: Callable[[], list[str]]) -> 
     assert written() == []
 
 
-@pytest.mark.parametrize("prio", ["urgent", "HIGH", "", 1])
-def test_bad_priority(app: App, written: Callable[[], list[str]], prio: Any) -> None:
-    if prio != "":
-        _expect_field("priority", lambda: app.task(add, name="p", priority=prio))
+@pytest.mark.parametrize("priority", ["urgent", "HIGH", "", 1])
+def test_bad_priority(app: App, written: Callable[[], list[str]], priority: Any) -> None:
+    if priority != "":
+        _expect_field("priority", lambda: app.task(add, name="p", priority=priority))
         t = app.task(add, name="add")
-        _expect_field("priority", lambda: t.enqueue(1, _priority=prio))
+        _expect_field("priority", lambda: t.enqueue(1, _priority=priority))
     else:
-        _expect_field("priority", lambda: app.task(add, name="p", priority=prio))
+        _expect_field("priority", lambda: app.task(add, name="p", priority=priority))
     assert written() == []
 
 

@@ -35,7 +35,7 @@ def row(
     *,
     tenant: str = "acme",
     queue: str = "default",
-    prio: str = "normal",
+    priority: str = "normal",
     max_attempts: int = 3,
     base: int = 1000,
     cap: int = 60_000,
@@ -48,7 +48,7 @@ def row(
         b"\x90",
         queue,
         tenant,
-        prio,
+        priority,
         0,
         max_attempts,
         base,
@@ -144,24 +144,24 @@ class Ops:
     def promote(self) -> list[int]:
         return list(self.run("promote", argv.promote(500, self.now)))
 
-    def stream(self, tenant: str = "acme", queue: str = "default", prio: str = "normal") -> str:
-        return self.k.q(self.shard, queue, tenant, prio)
+    def stream(self, tenant: str = "acme", queue: str = "default", priority: str = "normal") -> str:
+        return self.k.q(self.shard, queue, tenant, priority)
 
     def pending(
-        self, tenant: str = "acme", queue: str = "default", prio: str = "normal"
+        self, tenant: str = "acme", queue: str = "default", priority: str = "normal"
     ) -> dict[str, int]:
         """Entries pending in the stream's consumer group: entry id -> idle ms
         (on the server clock; scripts stamp a test's ``now`` as delivery time)."""
-        key = self.stream(tenant, queue, prio)
+        key = self.stream(tenant, queue, priority)
         if not self.r.exists(key):
             return {}
         rows = self.r.xpending_range(key, GROUP, min="-", max="+", count=10_000)
         return {row["message_id"].decode(): int(row["time_since_delivered"]) for row in rows}
 
-    def ready(self, tenant: str = "acme", queue: str = "default", prio: str = "normal") -> int:
+    def ready(self, tenant: str = "acme", queue: str = "default", priority: str = "normal") -> int:
         """Ready entries: the stream's length less its pending ones."""
-        return int(self.r.xlen(self.stream(tenant, queue, prio))) - len(
-            self.pending(tenant, queue, prio)
+        return int(self.r.xlen(self.stream(tenant, queue, priority))) - len(
+            self.pending(tenant, queue, priority)
         )
 
     def info(self, iid: str) -> dict[str, str]:

@@ -62,10 +62,10 @@ def lease(
     return [(Tok(x[0].decode(), str(x[1]), int(x[2]), WORKER), x[7].decode()) for x in raw]
 
 
-def fill(ops: Ops, tenant: str, count: int, prio: str = "normal", **kw: Any) -> list[str]:
+def fill(ops: Ops, tenant: str, count: int, priority: str = "normal", **kw: Any) -> list[str]:
     """Queue ``count`` ready tasks for ``tenant`` (pipelined, 256 per script call)."""
     ids = [new_id() for _ in range(count)]
-    assert ops.b.enqueue([row(i, tenant=tenant, prio=prio, **kw) for i in ids]) == count
+    assert ops.b.enqueue([row(i, tenant=tenant, priority=priority, **kw) for i in ids]) == count
     return ids
 
 
@@ -92,8 +92,8 @@ def in_flight(ops: Ops, tenant: str) -> int:
     return int(ops.r.zcard(ops.k.tleases(ops.shard, tenant)))
 
 
-def ring(ops: Ops, prio: str = "normal", queue: str = "default") -> list[str]:
-    members: list[bytes] = ops.r.zrange(ops.k.ring(ops.shard, queue, prio), 0, -1)  # type: ignore[assignment]
+def ring(ops: Ops, priority: str = "normal", queue: str = "default") -> list[str]:
+    members: list[bytes] = ops.r.zrange(ops.k.ring(ops.shard, queue, priority), 0, -1)  # type: ignore[assignment]
     return [t.decode() for t in members]
 
 
@@ -290,9 +290,9 @@ def test_idle_tenants_are_not_on_the_ring_and_do_not_change_the_lease(app: App, 
     [(tok, tenant)] = lease(ops, 16)
     assert (tok.iid, tenant) == (iid, "busy")
     assert ring(ops) == []
-    for prio in ("high", "normal", "low"):
-        assert ops.r.zcard(ops.k.ring(0, "default", prio)) == 0
-        assert ops.r.zcard(ops.k.oldest(0, "default", prio)) == 0
+    for priority in ("high", "normal", "low"):
+        assert ops.r.zcard(ops.k.ring(0, "default", priority)) == 0
+        assert ops.r.zcard(ops.k.oldest(0, "default", priority)) == 0
 
 
 # -- 5. rate limits ------------------------------------------------------------------------
@@ -354,14 +354,14 @@ def test_aged_work_climbs_one_class_per_threshold_under_a_stream_of_high_work(
     ops: Ops, low_prio: str, steps_to_top: int
 ) -> None:
     aging = 1_000
-    [old] = fill(ops, "patient", 1, prio=low_prio)
+    [old] = fill(ops, "patient", 1, priority=low_prio)
     born = _eid_ms(ops, old)
-    fill(ops, "loud", 5, prio="high")
+    fill(ops, "loud", 5, priority="high")
     leased_at = None
     # a continuous stream of high work: one more arrives per lease, 50 ms apart
     for step in range(0, 3 * aging // 50 + 1):
         ops.now = born + step * 50
-        fill(ops, "loud", 1, prio="high")
+        fill(ops, "loud", 1, priority="high")
         [(tok, tenant)] = lease(ops, 1, aging_ms=aging)
         if tenant == "patient":
             assert tok.iid == old
@@ -375,12 +375,12 @@ def test_aged_work_climbs_one_class_per_threshold_under_a_stream_of_high_work(
 
 def test_low_work_ages_past_normal_work_after_one_threshold(ops: Ops) -> None:
     aging = 1_000
-    [old] = fill(ops, "patient", 1, prio="low")
+    [old] = fill(ops, "patient", 1, priority="low")
     born = _eid_ms(ops, old)
     # the normal work must be younger, or it would itself age into high first
     while server_ms(ops.r) <= born:
         time.sleep(0.001)
-    [busy, *_] = fill(ops, "busy", 100, prio="normal")
+    [busy, *_] = fill(ops, "busy", 100, priority="normal")
     assert _eid_ms(ops, busy) > born
     ops.now = born + aging - 1
     assert [t for _ in range(5) for _tok, t in lease(ops, 1, aging_ms=aging)] == ["busy"] * 5
@@ -394,13 +394,13 @@ def test_aging_is_not_blocked_by_a_capped_tenant_with_older_work(app: App, ops: 
     aged work from the aging index (one lease slot at a time)."""
     aging = 1_000
     app.tenants.set("capped", max_in_flight=1)
-    fill(ops, "capped", 3, prio="low")
-    [mine] = fill(ops, "patient", 1, prio="low")
+    fill(ops, "capped", 3, priority="low")
+    [mine] = fill(ops, "patient", 1, priority="low")
     born = _eid_ms(ops, mine)
     ops.now = born
     [(held, t)] = lease(ops, 1, aging_ms=aging)  # capped takes its one slot
     assert t == "capped"
-    fill(ops, "loud", 200, prio="high")
+    fill(ops, "loud", 200, priority="high")
     leased_at = None
     for step in range(0, 3 * aging // 100 + 1):
         ops.now = born + step * 100
@@ -414,10 +414,10 @@ def test_aging_is_not_blocked_by_a_capped_tenant_with_older_work(app: App, ops: 
     # new work of the parked tenant puts it back on the ring, and the aging
     # index on its oldest entry (not on the one just added)
     # (its oldest ready entry: the stream also holds its leased, pending one)
-    leased = ops.pending("capped", prio="low")
+    leased = ops.pending("capped", priority="low")
     entries: Any = ops.r.xrange(ops.k.q(0, "default", "capped", "low"), count=10)
     head = next(eid.decode() for eid, _ in entries if eid.decode() not in leased)
-    fill(ops, "capped", 1, prio="low")
+    fill(ops, "capped", 1, priority="low")
     head_ms = int(head.split("-")[0])
     assert ops.r.zscore(ops.k.oldest(0, "default", "low"), "capped") == head_ms
     # the capped tenant's aged work is served (aged) as soon as its slot frees

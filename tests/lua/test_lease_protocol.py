@@ -233,7 +233,7 @@ def test_stream_entry_that_does_not_match_its_hash_is_discarded(ops: Ops) -> Non
     assert [e[0].decode() for e in ops.r.xrange(stream)] == [real_eid]
     assert list(ops.pending()) == [real_eid]
     assert ops.r.xlen(high) == 0
-    assert ops.pending(prio="high") == {}
+    assert ops.pending(priority="high") == {}
     assert ops.info(done)["state"] == "succeeded"
     info = ops.info(ready)
     assert (info["epoch"], info["lease_entry"]) == ("1", real_eid)
@@ -284,9 +284,9 @@ def test_high_priority_is_leased_before_older_normal_work(ops: Ops) -> None:
     owner = _fill(ops, ["acme", "globex"], 5)
     urgent = new_id()
     ops.now += 1000
-    ops.enqueue(row(urgent, tenant="globex", prio="high"))
+    ops.enqueue(row(urgent, tenant="globex", priority="high"))
     low = new_id()
-    ops.enqueue(row(low, tenant="acme", prio="low"))
+    ops.enqueue(row(low, tenant="acme", priority="low"))
     [t] = ops.lease("w1")
     assert t.iid == urgent
     got = [t.iid for t in ops.lease("w1", n=20)]

@@ -70,7 +70,7 @@ def check(ops: Ops, model: Model) -> None:
     for iid in model.ids:
         h = ops.info(iid)
         state, loc = h["state"], h["loc"]
-        tenant, queue, prio = h["tenant"], h["queue"], h["prio"]
+        tenant, queue, priority = h["tenant"], h["queue"], h["priority"]
         assert state in STATES, (iid, state)
         places = []
         if iid in in_streams:
@@ -93,16 +93,16 @@ def check(ops: Ops, model: Model) -> None:
         }[state]
         assert places == expected, (iid, state, places, h)
         if state == "ready":
-            assert in_streams.get(iid) == [(k.q(s, queue, tenant, prio), loc[2:])], (iid, h)
+            assert in_streams.get(iid) == [(k.q(s, queue, tenant, priority), loc[2:])], (iid, h)
             assert loc.startswith("q:")
             # the tenant is on its ring, or this ready work would never be handed out
-            assert r.zscore(k.ring(s, queue, prio), tenant) is not None, (iid, h)
+            assert r.zscore(k.ring(s, queue, priority), tenant) is not None, (iid, h)
         elif state in ("scheduled", "retry_wait"):
             assert loc == "timer"
             assert timers.get(iid) == int(h["due"]), (iid, h)
         elif state in ("leased", "running"):
             assert loc == "lease"
-            stream = k.q(s, queue, tenant, prio)
+            stream = k.q(s, queue, tenant, priority)
             assert leases.get(iid) == [(stream, h["lease_entry"])], (iid, h)
             assert tleases.get(iid) == (tenant, int(h["deadline"])), (iid, h)
             # the reaper looks at the stream within one minimum TTL of the deadline
@@ -150,7 +150,7 @@ def apply(ops: Ops, model: Model, op: tuple[Any, ...]) -> None:
                 iid,
                 tenant=TENANTS[ti],
                 queue=QUEUES[qi],
-                prio=PRIOS[pi],
+                priority=PRIOS[pi],
                 max_attempts=max_attempts,
                 base=200,
                 cap=800,

@@ -113,7 +113,7 @@ def test_every_key_of_a_shard_has_the_shards_slot(prefix: str) -> None:
                         "iid": f"{shard}-{ulid()}",
                         "tenant": tenant,
                         "queue": queue,
-                        "klass": "high",
+                        "priority": "high",
                         "attempt": 3,
                         "key": f"k:{tenant}",
                         "name": "m",

@@ -31,7 +31,7 @@ def ti_hash(**extra: str | bytes) -> dict[str, str | bytes]:
     fields: dict[str, str | bytes] = {
         "id": "0-01ABC", "name": "t.add", "kind": "python",
         "args": msgpack.packb([[2, 3], {}]), "queue": "default", "tenant": "acme",
-        "prio": "high", "timeout_ms": "1500", "max_attempts": "3", "retry_base_ms": "1000",
+        "priority": "high", "timeout_ms": "1500", "max_attempts": "3", "retry_base_ms": "1000",
         "retry_cap_ms": "60000", "result_ttl_s": "86400", "created": str(T0), "attempt": "2",
         "epoch": "2", "budget": "0", "state": "succeeded", "loc": "", "due": "",
         "worker": "w2", "deadline": "", "ended": str(T0 + 2000), "error": "ValueError: boom",

@@ -8,13 +8,13 @@ LIB = """\
 --[[ a library
   with a block comment ]]
 if redis.replicate_commands then pcall(redis.replicate_commands) end
-local PRIO = {high = 1,
+local PRIORITIES = {high = 1,
   low = 2}
 local function unused(x)
   return x
 end
 local function helper(x)
-  return PRIO[x]
+  return PRIORITIES[x]
 end
 local hook = function(x)
   return helper(x)
@@ -31,12 +31,14 @@ def test_pruning_keeps_what_is_used_transitively_in_order() -> None:
     out = _prune(_units(lines))
     assert "local function unused" not in out
     assert "a library" not in out  # library comments go
-    for kept in ("pcall(redis.replicate_commands)", "local PRIO = {high = 1,\n  low = 2}",
+    for kept in ("pcall(redis.replicate_commands)", "local PRIORITIES = {high = 1,\n  low = 2}",
                  "local function helper", "local hook = function(x)\n  return helper(x)\nend",
                  "local function uses_hook", *body):  # fmt: skip
         assert kept in out
     # in their original order
-    assert out.index("local PRIO") < out.index("local function helper") < out.index("local hook")
+    assert (
+        out.index("local PRIORITIES") < out.index("local function helper") < out.index("local hook")
+    )
 
 
 def test_a_script_that_does_not_use_a_helper_still_gets_its_own_code() -> None:

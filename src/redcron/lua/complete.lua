@@ -22,7 +22,7 @@ for i = 3, #ARGV, 3 do
   local iid, epoch, result = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local ti = key_ti(iid)
   local f = redis.call('HMGET', ti, 'state', 'worker', 'epoch', 'attempt', 'tenant',
-    'result_ttl_s', 'waiters', 'run', 'queue', 'prio', 'lease_entry')
+    'result_ttl_s', 'waiters', 'run', 'queue', 'priority', 'lease_entry')
   if TASK_LEASED[f[1]] and f[2] == worker and f[3] == epoch then
     -- the fast path of end_attempt(..., 'succeeded', ...): one HSET for everything
     local pre = 'a:' .. f[4] .. ':'

@@ -19,7 +19,7 @@ local woken = {}
 for i = 2, #ARGV do
   local iid = ARGV[i]
   local ti = key_ti(iid)
-  local f = redis.call('HMGET', ti, 'state', 'loc', 'queue', 'tenant', 'prio', 'attempt', 'run',
+  local f = redis.call('HMGET', ti, 'state', 'loc', 'queue', 'tenant', 'priority', 'attempt', 'run',
     'task')
   if f[1] == 'dead' and f[7] and f[7] ~= '' then
     -- a run's task: replay is the run's retry (downstream reset, run reopened

@@ -8,7 +8,7 @@
           call's rows, and are used up by what it writes.
   ARGV[1] now_override_ms ("" = server TIME)
   ARGV[2] fields per task (F = 13, or 15 with resource requests), then F values per task:
-          iid, name, kind, args(msgpack), queue, tenant, prio, timeout_ms,
+          iid, name, kind, args(msgpack), queue, tenant, priority, timeout_ms,
           max_attempts, retry_base_ms, retry_cap_ms, delay_ms, result_ttl_s
           [, cpu (cores, "" = none), mem (bytes, "" = none)]
   Returns: number of instances created.
@@ -60,19 +60,19 @@ if (F ~= 13 and F ~= 15) or (#ARGV - 2) % F ~= 0 then
 end
 local count = (#ARGV - 2) / F
 local batch = {}
-local PRIO = {high = true, normal = true, low = true}
+local PRIORITIES = {high = true, normal = true, low = true}
 local function nonneg(v)
   local x = tonumber(v)
   return x ~= nil and x >= 0
 end
 for i = 0, count - 1 do
-  local iid, _, _, _, queue, tenant, prio, timeout_ms, max_attempts, retry_base_ms, retry_cap_ms,
+  local iid, _, _, _, queue, tenant, priority, timeout_ms, max_attempts, retry_base_ms, retry_cap_ms,
     delay_ms, result_ttl_s = row_at(i)
   if iid == '' or queue == '' or tenant == '' then
     return refuse('REJECTED', 'task ' .. iid .. ': id, queue and tenant must not be empty')
   end
-  if not PRIO[prio] then
-    return refuse('REJECTED', 'task ' .. iid .. ': priority ' .. prio .. ' is not high, normal or low')
+  if not PRIORITIES[priority] then
+    return refuse('REJECTED', 'task ' .. iid .. ': priority ' .. priority .. ' is not high, normal or low')
   end
   local bad = (not nonneg(timeout_ms) and 'timeout_ms')
     or (not nonneg(retry_base_ms) and 'retry_base_ms')
@@ -122,9 +122,9 @@ local queues_seen = {}
 local rings_seen = {}
 local timers = key_timers()
 for i = 0, count - 1 do
-  local iid, name, kind, args, queue, tenant, prio, timeout_ms, max_attempts, retry_base_ms,
+  local iid, name, kind, args, queue, tenant, priority, timeout_ms, max_attempts, retry_base_ms,
     retry_cap_ms, delay_ms, result_ttl_s, cpu, mem = row_at(i)
-  prio = clamp_prio(prio, limits[tenant])
+  priority = clamp_priority(priority, limits[tenant])
   local delay = tonumber(delay_ms)
   local ti = key_ti(iid)
   local state, loc, due
@@ -133,9 +133,9 @@ for i = 0, count - 1 do
     redis.call('ZADD', timers, due, iid)
     state, loc = 'scheduled', 'timer'
   else
-    local eid = stream_add(key_q(queue, tenant, prio), iid)
+    local eid = stream_add(key_q(queue, tenant, priority), iid)
     state, loc, due = 'ready', 'q:' .. eid, ''
-    local ring = key_ring(queue, prio)
+    local ring = key_ring(queue, priority)
     local rk = ring .. '\0' .. tenant
     if not rings_seen[rk] then
       rings_seen[rk] = true
@@ -144,12 +144,12 @@ for i = 0, count - 1 do
         tenants_seen[tenant] = true
         queues_seen[queue] = true
       end
-      note_oldest(queue, prio, tenant, eid)
+      note_oldest(queue, priority, tenant, eid)
     end
     woken[queue] = (woken[queue] or 0) + 1
   end
   redis.call('HSET', ti, 'id', iid, 'name', name, 'kind', kind, 'args', args,
-    'queue', queue, 'tenant', tenant, 'prio', prio, 'timeout_ms', timeout_ms,
+    'queue', queue, 'tenant', tenant, 'priority', priority, 'timeout_ms', timeout_ms,
     'max_attempts', max_attempts, 'retry_base_ms', retry_base_ms, 'retry_cap_ms', retry_cap_ms,
     'result_ttl_s', result_ttl_s, 'created', now, 'attempt', 0, 'epoch', 0, 'budget', 0,
     'state', state, 'loc', loc, 'due', due)

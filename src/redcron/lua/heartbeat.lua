@@ -26,7 +26,7 @@ for i = 4, #ARGV, 2 do
   local iid, epoch = ARGV[i], ARGV[i + 1]
   local ti = key_ti(iid)
   local f = redis.call('HMGET', ti, 'state', 'worker', 'epoch', 'tenant', 'cancel_requested',
-    'queue', 'prio', 'lease_entry')
+    'queue', 'priority', 'lease_entry')
   if TASK_LEASED[f[1]] and f[2] == worker and f[3] == epoch then
     redis.call('HSET', ti, 'deadline', deadline)
     redis.call('ZADD', key_tleases(f[4]), 'XX', deadline, iid)

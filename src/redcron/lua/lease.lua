@@ -81,7 +81,7 @@ local function limits(tenant)
 end
 
 -- How many more this tenant may start now (cap and rate), parking it when 0.
-local function room(tenant, queue, prio, ring)
+local function room(tenant, queue, priority, ring)
   local t = limits(tenant)
   local n = want - #out
   if t.cap > 0 then
@@ -96,9 +96,9 @@ local function room(tenant, queue, prio, ring)
   if n <= 0 then
     redis.call('ZREM', ring, tenant)
     -- off the aging index too, or its old work would hide others' (see serve_aged)
-    redis.call('ZREM', key_oldest(queue, prio), tenant)
-    redis.call('SADD', key_parked(tenant), queue .. '|' .. prio)
-    redis.call('HDEL', key_tenant(tenant), 'v:' .. queue .. ':' .. prio)
+    redis.call('ZREM', key_oldest(queue, priority), tenant)
+    redis.call('SADD', key_parked(tenant), queue .. '|' .. priority)
+    redis.call('HDEL', key_tenant(tenant), 'v:' .. queue .. ':' .. priority)
     if rate_short then
       local wait = math.ceil((1 - t.tokens) * 1000 / t.rate)
       redis.call('ZADD', key_timers(), now + math.max(1, wait), 'park:' .. tenant)
@@ -153,7 +153,7 @@ local function fitting(stream, n, max_id)
   local k = 0
   for _, e in ipairs(peek) do
     local ti = key_ti(e[2][2])
-    local f = redis.call('HMGET', ti, 'state', 'loc', 'cpu', 'mem', 'queue', 'tenant', 'prio')
+    local f = redis.call('HMGET', ti, 'state', 'loc', 'cpu', 'mem', 'queue', 'tenant', 'priority')
     if f[1] == 'ready' and f[2] == 'q:' .. e[1] and key_q(f[5], f[6], f[7]) == stream then
       local cpu, mem = tonumber(f[3] or '') or 0, tonumber(f[4] or '') or 0
       if (cpu_left and cpu > cpu_left) or (mem_left and mem > mem_left) then break end
@@ -169,7 +169,7 @@ end
 -- given: aged work), read through the consumer group: a leased entry stays
 -- pending in the group until its lease ends.  Returns the number leased and
 -- whether ready entries are left; keeps the aging index on the first one.
-local function take(queue, tenant, prio, stream, n, max_id)
+local function take(queue, tenant, priority, stream, n, max_id)
   local k, after = n, nil
   if max_id or cap_cpu or cap_mem then k, after = fitting(stream, n, max_id) end
   local entries = {}
@@ -185,10 +185,10 @@ local function take(queue, tenant, prio, stream, n, max_id)
     local ti = key_ti(iid)
     after = eid
     local f = redis.call('HMGET', ti, 'state', 'loc', 'attempt', 'name', 'kind', 'args',
-      'timeout_ms', 'epoch', 'run', 'cpu', 'mem', 'queue', 'tenant', 'prio')
+      'timeout_ms', 'epoch', 'run', 'cpu', 'mem', 'queue', 'tenant', 'priority')
     -- entry ids are unique per stream only: the hash must name this stream too
     local ok = f[1] == 'ready' and f[2] == 'q:' .. eid
-      and f[12] == queue and f[13] == tenant and f[14] == prio
+      and f[12] == queue and f[13] == tenant and f[14] == priority
     if ok and f[9] and f[9] ~= '' and breaker_gate(f[9], iid) == 'hold' then
       -- the job's breaker is open: held aside, not handed out
       redis.call('HSET', ti, 'state', 'held', 'loc', 'held')
@@ -236,16 +236,16 @@ local function take(queue, tenant, prio, stream, n, max_id)
   -- keep the aging index on the first ready entry (or drop the tenant when none)
   local head = first_ready(stream, after)
   if head then
-    redis.call('ZADD', key_oldest(queue, prio), entry_ms(head), tenant)
+    redis.call('ZADD', key_oldest(queue, priority), entry_ms(head), tenant)
   else
-    redis.call('ZREM', key_oldest(queue, prio), tenant)
+    redis.call('ZREM', key_oldest(queue, priority), tenant)
   end
   return leased, head ~= nil
 end
 
 -- Weighted deficit round robin over one (queue, class) ring.
-local function serve_ring(queue, prio)
-  local ring = key_ring(queue, prio)
+local function serve_ring(queue, priority)
+  local ring = key_ring(queue, priority)
   local size = redis.call('ZCARD', ring)
   -- every visit serves at least one task or removes the tenant from the ring
   local visits = 0
@@ -255,12 +255,12 @@ local function serve_ring(queue, prio)
     local tenant = head[1]
     if not tenant then return end
     local th = key_tenant(tenant)
-    local dfield, vfield = 'd:' .. queue .. ':' .. prio, 'v:' .. queue .. ':' .. prio
-    local stream = key_q(queue, tenant, prio)
-    local n = room(tenant, queue, prio, ring)
+    local dfield, vfield = 'd:' .. queue .. ':' .. priority, 'v:' .. queue .. ':' .. priority
+    local stream = key_q(queue, tenant, priority)
+    local n = room(tenant, queue, priority, ring)
     if n > 0 and redis.call('ZCARD', ring) == 1 then
       -- alone in the ring: nobody to share with, serve what fits (no rotation)
-      local got, more = take(queue, tenant, prio, stream, n)
+      local got, more = take(queue, tenant, priority, stream, n)
       if not more then
         redis.call('ZREM', ring, tenant)
         redis.call('HDEL', th, dfield, vfield)
@@ -279,7 +279,7 @@ local function serve_ring(queue, prio)
       local k = math.min(n, math.floor(deficit))
       local got, more = 0, nil
       if k > 0 then
-        got, more = take(queue, tenant, prio, stream, k)
+        got, more = take(queue, tenant, priority, stream, k)
       else
         more = ready_count(stream) > 0
       end
@@ -310,10 +310,10 @@ end
 local function serve_aged(queue, ci)
   if aging <= 0 then return end
   for lc = ci + 1, #classes do
-    local lprio = classes[lc]
+    local lower_priority = classes[lc]
     local threshold = now - aging * (lc - ci)
-    local index = key_oldest(queue, lprio)
-    local ring = key_ring(queue, lprio)
+    local index = key_oldest(queue, lower_priority)
+    local ring = key_ring(queue, lower_priority)
     local visits = 0
     while #out < want and visits < want + 64 do
       local tenants = redis.call('ZRANGEBYSCORE', index, '-inf', threshold,
@@ -322,19 +322,19 @@ local function serve_aged(queue, ci)
       for _, tenant in ipairs(tenants) do
         if #out >= want then return end
         visits = visits + 1
-        local stream = key_q(queue, tenant, lprio)
+        local stream = key_q(queue, tenant, lower_priority)
         if redis.call('ZSCORE', ring, tenant) then
-          local n = room(tenant, queue, lprio, ring)
+          local n = room(tenant, queue, lower_priority, ring)
           local more
           if n > 0 then
-            more = select(2, take(queue, tenant, lprio, stream, n, tostring(threshold)))
+            more = select(2, take(queue, tenant, lower_priority, stream, n, tostring(threshold)))
           else
             more = ready_count(stream) > 0
           end
           if not more then
             redis.call('ZREM', ring, tenant)
-            redis.call('HDEL', key_tenant(tenant), 'd:' .. queue .. ':' .. lprio,
-              'v:' .. queue .. ':' .. lprio)
+            redis.call('HDEL', key_tenant(tenant), 'd:' .. queue .. ':' .. lower_priority,
+              'v:' .. queue .. ':' .. lower_priority)
           end
         else
           redis.call('ZREM', index, tenant)
@@ -348,26 +348,26 @@ end
 local filter = {}
 for t in string.gmatch(tenant_filter, '[^,]+') do filter[#filter + 1] = t end
 
-for ci, prio in ipairs(classes) do
+for ci, priority in ipairs(classes) do
   for qi = FIRST_QUEUE, #ARGV do
     if #out >= want then break end
     local queue = ARGV[qi]
     if #filter > 0 then
       -- a filtered worker goes straight to its tenants' streams (no ring walk)
-      local ring = key_ring(queue, prio)
+      local ring = key_ring(queue, priority)
       for _, tenant in ipairs(filter) do
         if #out >= want then break end
-        local stream = key_q(queue, tenant, prio)
+        local stream = key_q(queue, tenant, priority)
         if ready_count(stream) > 0 then
-          local n = room(tenant, queue, prio, ring)
+          local n = room(tenant, queue, priority, ring)
           local more = true
-          if n > 0 then more = select(2, take(queue, tenant, prio, stream, n)) end
+          if n > 0 then more = select(2, take(queue, tenant, priority, stream, n)) end
           if not more then redis.call('ZREM', ring, tenant) end
         end
       end
     else
       serve_aged(queue, ci)
-      serve_ring(queue, prio)
+      serve_ring(queue, priority)
     end
   end
 end

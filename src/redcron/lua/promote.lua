@@ -30,7 +30,7 @@ for _, iid in ipairs(due) do
     breaker_cooldown_due(cooled_job, now)
   end
   local ti = key_ti(iid)
-  local f = redis.call('HMGET', ti, 'state', 'loc', 'queue', 'tenant', 'prio')
+  local f = redis.call('HMGET', ti, 'state', 'loc', 'queue', 'tenant', 'priority')
   redis.call('ZREM', key_timers(), iid)
   if (f[1] == 'retry_wait' or f[1] == 'scheduled') and f[2] == 'timer' then
     make_ready(ti, iid, f[3], f[4], f[5])

@@ -55,7 +55,7 @@ local function visit(stream, eid)
   local iid = e[1][2][2]
   local ti = key_ti(iid)
   local f = redis.call('HMGET', ti, 'state', 'deadline', 'timeout_ms', 'attempt', 'lease_entry',
-    'queue', 'tenant', 'prio')
+    'queue', 'tenant', 'priority')
   -- entry ids are unique per stream only: the lease must be on this stream
   if not (TASK_LEASED[f[1]] and f[5] == eid and key_q(f[6], f[7], f[8]) == stream) then
     drop_entry(stream, eid)  -- left behind: the instance moved on

@@ -232,7 +232,7 @@ class JobSpec:
                     "name": ref,
                     "kind": kind,
                     "queue": task.queue or ("default" if kind == "python" else "commands"),
-                    "prio": task.priority or "normal",
+                    "priority": task.priority or "normal",
                     "timeout_ms": validation.timeout_ms(task.timeout),
                     "max_attempts": retries + 1,
                     "retry_base_ms": int(1000 * retry_base),

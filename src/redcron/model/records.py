@@ -192,7 +192,7 @@ class TaskRecord:
             state=TaskState(_text(fields.get("state"))),
             queue=_text(fields.get("queue")),
             tenant=_text(fields.get("tenant")),
-            priority=_text(fields.get("prio")),
+            priority=_text(fields.get("priority")),
             attempt=_int(fields, "attempt"),
             max_attempts=_int(fields, "max_attempts"),
             budget=_int(fields, "budget"),

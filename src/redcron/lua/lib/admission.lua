@@ -3,18 +3,18 @@
 -- @include lib/clock.lua
 -- @include lib/streams.lua
 
-local PRIO_RANK = {high = 1, normal = 2, low = 3}
+local PRIORITY_RANK = {high = 1, normal = 2, low = 3}
 
 -- A tenant's admission settings: max_queued (0 = none) and the highest class
 -- it may use (requests above it are clamped).
 local function admission(tenant)
   local f = redis.call('HMGET', key_tenant(tenant), 'max_queued', 'max_priority')
-  return tonumber(f[1] or '') or 0, PRIO_RANK[f[2] or ''] and f[2] or 'high'
+  return tonumber(f[1] or '') or 0, PRIORITY_RANK[f[2] or ''] and f[2] or 'high'
 end
 
-local function clamp_prio(prio, max_prio)
-  if PRIO_RANK[prio] < PRIO_RANK[max_prio] then return max_prio end
-  return prio
+local function clamp_priority(priority, max_priority)
+  if PRIORITY_RANK[priority] < PRIORITY_RANK[max_priority] then return max_priority end
+  return priority
 end
 
 -- Ready instances a tenant has queued on this shard (every queue and class),
@@ -23,7 +23,7 @@ end
 local function queued_count(tenant)
   local n = 0
   for _, queue in ipairs(redis.call('SMEMBERS', key_queues())) do
-    for prio, _ in pairs(PRIO_RANK) do n = n + ready_count(key_q(queue, tenant, prio)) end
+    for priority, _ in pairs(PRIORITY_RANK) do n = n + ready_count(key_q(queue, tenant, priority)) end
   end
   local rk = key_reserved(tenant)
   local r = redis.call('HGETALL', rk)

@@ -22,9 +22,9 @@ end
 local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitcode, now, frac,
     counter)
   local f = redis.call('HMGET', ti, 'attempt', 'tenant', 'max_attempts', 'retry_base_ms',
-    'retry_cap_ms', 'budget', 'cancel_requested', 'queue', 'prio', 'name', 'run', 'lease_entry')
+    'retry_cap_ms', 'budget', 'cancel_requested', 'queue', 'priority', 'name', 'run', 'lease_entry')
   local n = tonumber(f[1] or '0')
-  local tenant, queue, prio = f[2], f[8], f[9]
+  local tenant, queue, priority = f[2], f[8], f[9]
   local pre = 'a:' .. n .. ':'
   redis.call('HSET', ti, pre .. 'outcome', outcome, pre .. 'ended', now)
   if errtext ~= nil and errtext ~= '' then
@@ -33,7 +33,7 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
   if exitcode ~= nil and exitcode ~= '' then
     redis.call('HSET', ti, pre .. 'exit', exitcode, 'exit_code', exitcode)
   end
-  drop_entry(key_q(queue, tenant, prio), f[12])
+  drop_entry(key_q(queue, tenant, priority), f[12])
   redis.call('ZREM', key_tleases(tenant), iid)
   unpark(tenant)
   redis.call('HSET', ti, 'deadline', '', 'lease_entry', '')
@@ -59,7 +59,7 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
     end
     redis.call('HINCRBY', key_stats(), counter or 'retries', 1)
     if delay <= 0 then
-      make_ready(ti, iid, queue, tenant, prio)
+      make_ready(ti, iid, queue, tenant, priority)
       wake(queue, 1)
       return 'ready'
     end

@@ -39,7 +39,7 @@ local function breaker_release(job_id)
     local iid = redis.call('LPOP', hk)
     if not iid then break end
     local ti = key_ti(iid)
-    local f = redis.call('HMGET', ti, 'state', 'queue', 'tenant', 'prio')
+    local f = redis.call('HMGET', ti, 'state', 'queue', 'tenant', 'priority')
     if f[1] == 'held' then
       make_ready(ti, iid, f[2], f[3], f[4])
       woken[f[2]] = (woken[f[2]] or 0) + 1
@@ -78,7 +78,7 @@ local function breaker_cooldown_due(job_id, now)
     local iid = redis.call('LPOP', hk)
     if not iid then return 0 end
     local ti = key_ti(iid)
-    local f = redis.call('HMGET', ti, 'state', 'queue', 'tenant', 'prio')
+    local f = redis.call('HMGET', ti, 'state', 'queue', 'tenant', 'priority')
     if f[1] == 'held' then
       redis.call('HSET', jk, 'breaker', 'trial', 'breaker_trial', iid)
       breaker_event('breaker_trial', job_id, now, iid)

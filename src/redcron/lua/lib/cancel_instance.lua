@@ -9,7 +9,7 @@
 -- or the terminal state it already had; nil when it does not exist.
 local function cancel_instance(iid, now)
   local ti = key_ti(iid)
-  local f = redis.call('HMGET', ti, 'state', 'loc', 'queue', 'tenant', 'prio')
+  local f = redis.call('HMGET', ti, 'state', 'loc', 'queue', 'tenant', 'priority')
   local state, loc = f[1], f[2] or ''
   if not state then return nil end
   -- dead work is terminal but still in the DLQ: cancelling takes it out

@@ -86,7 +86,7 @@ local function fire_one(b, now, woken)
   end
   -- admission: a run whose roots would push the tenant past max_queued is
   -- recorded as rejected (and counted), never dropped silently
-  local max_queued, max_prio = admission(j[5])
+  local max_queued, max_priority = admission(j[5])
   if max_queued > 0 then
     local roots = 0
     for _, row in ipairs(cjson.decode(j[4])) do
@@ -99,6 +99,6 @@ local function fire_one(b, now, woken)
     end
   end
   create_run(job_id, run_id, tonumber(fire_ms), trigger, now, params,
-    {j[4], j[5], j[6], j[7], max_prio}, woken)
+    {j[4], j[5], j[6], j[7], max_priority}, woken)
   return {'created', run_id}
 end

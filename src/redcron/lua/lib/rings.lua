@@ -29,19 +29,19 @@ end
 -- time is that of the first ready entry, not of `eid` (the entry just added):
 -- a tenant that rejoins a ring (unparked, or new work while parked) may have
 -- older entries queued, and the index drops a tenant while it is parked.
-local function note_oldest(queue, prio, tenant, eid)
-  local ok = key_oldest(queue, prio)
+local function note_oldest(queue, priority, tenant, eid)
+  local ok = key_oldest(queue, priority)
   if redis.call('ZSCORE', ok, tenant) then return end
-  local first = first_ready(key_q(queue, tenant, prio)) or eid
+  local first = first_ready(key_q(queue, tenant, priority)) or eid
   if first then redis.call('ZADD', ok, entry_ms(first), tenant) end
 end
 
 -- Put an instance on its tenant's ready stream and the tenant on the ring.
-local function make_ready(ti, iid, queue, tenant, prio)
-  local eid = stream_add(key_q(queue, tenant, prio), iid)
+local function make_ready(ti, iid, queue, tenant, priority)
+  local eid = stream_add(key_q(queue, tenant, priority), iid)
   redis.call('HSET', ti, 'state', 'ready', 'loc', 'q:' .. eid, 'due', '')
-  ring_add(key_ring(queue, prio), tenant)
-  note_oldest(queue, prio, tenant, eid)
+  ring_add(key_ring(queue, priority), tenant)
+  note_oldest(queue, priority, tenant, eid)
   return eid
 end
 
@@ -54,10 +54,10 @@ local function unpark(tenant)
   if #parked == 0 then return end
   redis.call('DEL', pk)
   for _, qc in ipairs(parked) do
-    local queue, prio = string.match(qc, '^(.*)|(%a+)$')
-    if queue and ready_count(key_q(queue, tenant, prio)) > 0 then
-      ring_add(key_ring(queue, prio), tenant)
-      note_oldest(queue, prio, tenant)
+    local queue, priority = string.match(qc, '^(.*)|(%a+)$')
+    if queue and ready_count(key_q(queue, tenant, priority)) > 0 then
+      ring_add(key_ring(queue, priority), tenant)
+      note_oldest(queue, priority, tenant)
     end
   end
 end

@@ -20,7 +20,7 @@ end
 local function retry_run_task(run_id, task, now)
   local iid = run_id .. '/' .. task
   local ti = key_ti(iid)
-  local f = redis.call('HMGET', ti, 'state', 'loc', 'queue', 'tenant', 'prio', 'attempt', 'down')
+  local f = redis.call('HMGET', ti, 'state', 'loc', 'queue', 'tenant', 'priority', 'attempt', 'down')
   if f[1] ~= 'dead' and f[1] ~= 'cancelled' and f[1] ~= 'upstream_failed' then return false end
   -- an upstream that failed (and is not retried itself) means it can never run:
   -- reopening the run for it would leave a run that nothing can progress

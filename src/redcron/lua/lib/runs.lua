@@ -74,26 +74,26 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, wo
   local wake_now = woken == nil
   woken = woken or {}
   -- the caller may have read the tenant's admission settings already
-  local max_prio = j[5]
-  if not max_prio then
+  local max_priority = j[5]
+  if not max_priority then
     local _
-    _, max_prio = admission(tenant)
+    _, max_priority = admission(tenant)
   end
   for _, row in ipairs(rows) do
-    row.prio = clamp_prio(row.prio, max_prio)
+    row.priority = clamp_priority(row.priority, max_priority)
     local iid = run_id .. '/' .. row.task
     local state, loc = 'pending', ''
     if #row.deps == 0 then
       -- a root: ready at once (the stream entry first, so the hash names it)
-      local eid = stream_add(key_q(row.queue, tenant, row.prio), iid)
+      local eid = stream_add(key_q(row.queue, tenant, row.priority), iid)
       loc, state = 'q:' .. eid, 'ready'
-      ring_add(key_ring(row.queue, row.prio), tenant)
-      note_oldest(row.queue, row.prio, tenant, eid)
+      ring_add(key_ring(row.queue, row.priority), tenant)
+      note_oldest(row.queue, row.priority, tenant, eid)
       woken[row.queue] = (woken[row.queue] or 0) + 1
     end
     redis.call('HSET', key_ti(iid), 'id', iid, 'name', row.name, 'kind', row.kind,
       'args', redis.call('HGET', jk, 'args:' .. row.task) or '', 'queue', row.queue,
-      'tenant', tenant, 'prio', row.prio, 'timeout_ms', row.timeout_ms,
+      'tenant', tenant, 'priority', row.priority, 'timeout_ms', row.timeout_ms,
       'max_attempts', row.max_attempts, 'retry_base_ms', row.retry_base_ms,
       'retry_cap_ms', row.retry_cap_ms, 'result_ttl_s', 0, 'created', now, 'attempt', 0,
       'epoch', 0, 'budget', 0, 'run', run_id, 'task', row.task,
@@ -178,7 +178,7 @@ local function run_task_ended(ti, iid, state, now)
       local did = run_id .. '/' .. d
       local dti = key_ti(did)
       if redis.call('HINCRBY', dti, 'deps_left', -1) <= 0 then
-        local g = redis.call('HMGET', dti, 'state', 'queue', 'tenant', 'prio')
+        local g = redis.call('HMGET', dti, 'state', 'queue', 'tenant', 'priority')
         if g[1] == 'pending' then
           make_ready(dti, did, g[2], g[3], g[4])
           wake(g[2], 1)
