@@ -156,20 +156,20 @@ def test_list_shows_live_in_flight_and_queued_per_tenant(app: App, store: Tenant
     store.set(b, weight=2, max_in_flight=1)
     store.set("idle", rate="5/h")
 
-    rows = {row["tenant"]: row for row in store.list()}
+    rows = {row.tenant: row for row in store.list()}
     assert set(rows) == {a, b, "idle"}
-    assert (rows[a]["queued"], rows[a]["in_flight"]) == (5, 0)
-    assert (rows[b]["queued"], rows[b]["in_flight"]) == (2, 0)
-    assert (rows["idle"]["queued"], rows["idle"]["in_flight"]) == (0, 0)
-    assert rows[b]["weight"] == 2 and rows[b]["max_in_flight"] == 1
-    assert rows["idle"]["rate"] == pytest.approx(5 / 3600)
-    assert rows[a]["shard"] == shard_of(a, SHARDS)
+    assert (rows[a].queued, rows[a].in_flight) == (5, 0)
+    assert (rows[b].queued, rows[b].in_flight) == (2, 0)
+    assert (rows["idle"].queued, rows["idle"].in_flight) == (0, 0)
+    assert rows[b].settings.weight == 2 and rows[b].settings.max_in_flight == 1
+    assert rows["idle"].settings.rate == pytest.approx(5 / 3600)
+    assert rows[a].shard == shard_of(a, SHARDS)
 
     leased = app.broker.lease(store.shard(a), "w-1", 2, 30_000, ["default", "gpu"])
     assert [lease.tenant for lease in leased] == [a, a]
-    rows = {row["tenant"]: row for row in store.list()}
-    assert (rows[a]["queued"], rows[a]["in_flight"]) == (3, 2)
-    assert (rows[b]["queued"], rows[b]["in_flight"]) == (2, 0)
+    rows = {row.tenant: row for row in store.list()}
+    assert (rows[a].queued, rows[a].in_flight) == (3, 2)
+    assert (rows[b].queued, rows[b].in_flight) == (2, 0)
     assert store.show(a) == rows[a]
 
 
@@ -189,19 +189,19 @@ def test_share_of_dispatch_comes_from_the_last_two_minutes(
         r.hset(store.keys.disp(sa, minute - 1), mapping={a: 30})
         r.hset(store.keys.disp(sb, minute), mapping={b: 40})
         r.hset(store.keys.disp(sa, minute - 2), mapping={a: 1000})  # too old: ignored
-        return {row["tenant"]: row for row in store.list()}
+        return {row.tenant: row for row in store.list()}
 
     rows = with_stable_minute(r, check)
-    assert rows[a]["dispatched_last_minute"] == 60
-    assert rows[a]["share_last_minute"] == pytest.approx(0.6)
-    assert rows[b]["share_last_minute"] == pytest.approx(0.4)
-    assert rows["quiet"]["share_last_minute"] == 0.0
+    assert rows[a].dispatched_last_minute == 60
+    assert rows[a].share_last_minute == pytest.approx(0.6)
+    assert rows[b].share_last_minute == pytest.approx(0.4)
+    assert rows["quiet"].share_last_minute == 0.0
 
 
 def test_share_is_zero_when_nothing_was_dispatched(store: TenantStore) -> None:
     store.set("acme", weight=1)
     (row,) = store.list()
-    assert row["share_last_minute"] == 0.0 and row["dispatched_last_minute"] == 0
+    assert row.share_last_minute == 0.0 and row.dispatched_last_minute == 0
 
 
 # -- CLI --------------------------------------------------------------------------
@@ -224,7 +224,8 @@ def test_cli_set_show_reset(invoke: Invoke, store: TenantStore, r: redis.Redis) 
     res = invoke("tenants", "show", "acme", "--json")
     assert res.exit_code == 0, res.output
     shown = json.loads(res.output)
-    assert shown["tenant"] == "acme" and shown["weight"] == 4 and shown["rate"] == 20
+    assert shown["tenant"] == "acme" and shown["settings"]["weight"] == 4
+    assert shown["settings"]["rate"] == 20
     assert (shown["in_flight"], shown["queued"], shown["share_last_minute"]) == (0, 0, 0)
 
     res = invoke("tenants", "show", "acme")

@@ -1,4 +1,4 @@
-"""Tenant settings in Redis (DESIGN §6): read and change them, list tenants with
+"""Tenant settings in Redis: read and change them, list tenants with
 their live dispatch numbers.
 
 Settings live in the tenant hash ``keys.tenant(shard, tenant)`` next to the
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from redcron.errors import ValidationError
 from redcron.keys import PRIORITIES, shard_of
-from redcron.model import validation
+from redcron.model import TenantStatus, validation
 from redcron.model.tenants import SETTINGS_FIELDS, TenantSettings, parse_rate
 from redcron.serde import text as _s
 
@@ -25,9 +25,8 @@ if TYPE_CHECKING:
 #: dispatch share is summed over the current and the previous server minute
 SHARE_WINDOW_MINUTES = 2
 
-Row = dict[str, Any]
-#: ``list`` is a TenantStore method, so annotations in the class use these aliases
-Rows = list[Row]
+#: ``list`` is a TenantStore method: annotations in the class use this alias
+Statuses = list[TenantStatus]
 
 
 class TenantStore:
@@ -83,35 +82,28 @@ class TenantStore:
         self.broker.client.hdel(self.keys.tenant(self.shard(tenant), tenant), *SETTINGS_FIELDS)
         return TenantSettings()
 
-    def show(self, tenant: str) -> Row:
-        """One tenant's settings with its live numbers (the shape of a ``list()`` row)."""
+    def show(self, tenant: str) -> TenantStatus:
+        """One tenant's settings with its live numbers."""
         validation.name("tenant", tenant)
         dispatched, total = self._dispatched()
         (row,) = self._shard_rows(self.shard(tenant), [tenant])
         return _with_share(row, dispatched, total)
 
-    def list(self) -> Rows:
-        """Every known tenant of every shard, sorted by name.
-
-        Each row: ``tenant``, ``shard``, the settings fields, ``in_flight``
-        (valid leases), ``queued`` (ready instances over all queues and
-        classes; delayed timers are not counted), ``dispatched_last_minute``
-        and ``share_last_minute`` (0..1 of all tenants' dispatches in the
-        current and previous server minute).
-        """
+    def list(self) -> Statuses:
+        """Every known tenant of every shard, sorted by name."""
         dispatched, total = self._dispatched()
         client = self.broker.client
-        rows: list[Row] = []
+        rows: Statuses = []
         for shard in range(self.broker.shards):
             tenants = sorted(_s(t) for t in client.smembers(self.keys.tenants(shard)))
             rows += self._shard_rows(shard, tenants)
         return sorted(
-            (_with_share(row, dispatched, total) for row in rows), key=lambda r: r["tenant"]
+            (_with_share(row, dispatched, total) for row in rows), key=lambda r: r.tenant
         )
 
     # -- internals --------------------------------------------------------------
 
-    def _shard_rows(self, shard: int, tenants: Sequence[str]) -> Rows:
+    def _shard_rows(self, shard: int, tenants: Sequence[str]) -> Statuses:
         if not tenants:
             return []
         client = self.broker.client
@@ -123,7 +115,7 @@ class TenantStore:
             pipe.hmget(self.keys.tenant(shard, t), list(SETTINGS_FIELDS))
             pipe.zcard(self.keys.tleases(shard, t))
         res = iter(pipe.execute())
-        rows: list[Row] = []
+        rows: Statuses = []
         for t in tenants:
             raw = next(res)
             settings = TenantSettings.from_hash(
@@ -131,15 +123,7 @@ class TenantStore:
             )
             in_flight = int(next(res))
             queued = sum(next(ready) for _q in queues for _k in PRIORITIES)
-            rows.append(
-                {
-                    "tenant": t,
-                    "shard": shard,
-                    **settings.as_dict(),
-                    "in_flight": in_flight,
-                    "queued": queued,
-                }
-            )
+            rows.append(TenantStatus(t, shard, settings, in_flight, queued))
         return rows
 
     def _dispatched(self) -> tuple[dict[str, int], int]:
@@ -165,10 +149,8 @@ class TenantStore:
         return counts, sum(counts.values())
 
 
-def _with_share(row: Row, dispatched: Mapping[str, int], total: int) -> Row:
-    n = dispatched.get(row["tenant"], 0)
-    return {
-        **row,
-        "dispatched_last_minute": n,
-        "share_last_minute": n / total if total > 0 else 0.0,
-    }
+def _with_share(row: TenantStatus, dispatched: Mapping[str, int], total: int) -> TenantStatus:
+    n = dispatched.get(row.tenant, 0)
+    return dataclasses.replace(
+        row, dispatched_last_minute=n, share_last_minute=n / total if total > 0 else 0.0
+    )

@@ -91,13 +91,13 @@ def show(tenant: str, as_json: bool, app_path: str | None, redis_url: str | None
     if as_json:
         echo_json(row)
         return
-    out = render_settings(tenant, row)
-    out[0] += f"  (shard {row['shard']})"
+    out = render_settings(tenant, row.settings.as_dict())
+    out[0] += f"  (shard {row.shard})"
     out += [
-        f"  {'in-flight':<14} {row['in_flight']}",
-        f"  {'queued':<14} {row['queued']}",
-        f"  {'share 1 min':<14} {_pct(row['share_last_minute'])} "
-        f"({row['dispatched_last_minute']} dispatched)",
+        f"  {'in-flight':<14} {row.in_flight}",
+        f"  {'queued':<14} {row.queued}",
+        f"  {'share 1 min':<14} {_pct(row.share_last_minute)} "
+        f"({row.dispatched_last_minute} dispatched)",
     ]
     click.echo("\n".join(out))
 
@@ -121,14 +121,14 @@ def list_cmd(as_json: bool, app_path: str | None, redis_url: str | None) -> None
             headers,
             [
                 (
-                    r["tenant"],
-                    f"{r['weight']:g}",
-                    _limit(r["max_in_flight"]),
-                    format_rate(r["rate"]) if r["rate"] else "-",
-                    _limit(r["max_queued"]),
-                    r["in_flight"],
-                    r["queued"],
-                    _pct(r["share_last_minute"]),
+                    r.tenant,
+                    f"{r.settings.weight:g}",
+                    _limit(r.settings.max_in_flight),
+                    format_rate(r.settings.rate) if r.settings.rate else "-",
+                    _limit(r.settings.max_queued),
+                    r.in_flight,
+                    r.queued,
+                    _pct(r.share_last_minute),
                 )
                 for r in rows
             ],

@@ -19,6 +19,7 @@ from redcron.model.records import (
     RunRecord,
     TaskRecord,
     TenantLoad,
+    TenantStatus,
 )
 from redcron.model.serialize import to_json
 
@@ -32,5 +33,6 @@ __all__ = [
     "RunRecord",
     "TaskRecord",
     "TenantLoad",
+    "TenantStatus",
     "to_json",
 ]

@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from redcron import serde
 from redcron.model.states import EXPIRED, RunState, TaskState
+from redcron.model.tenants import TenantSettings
 
 #: a decoded hash or stream entry: field name -> value (bytes or text)
 Fields = Mapping[str, str | bytes]
@@ -526,6 +527,24 @@ class TenantLoad:
     in_flight: int
     delayed: int
     dlq: int
+
+
+@dataclass(frozen=True, slots=True)
+class TenantStatus:
+    """A tenant's settings with its live figures (``redcron tenants list/show``).
+
+    ``queued``: ready instances over all queues and classes (delayed timers
+    not counted); ``in_flight``: valid leases; ``dispatched_last_minute`` and
+    ``share_last_minute`` (0..1 of all tenants' dispatches) cover the current
+    and previous server minute."""
+
+    tenant: str
+    shard: int
+    settings: TenantSettings
+    in_flight: int
+    queued: int
+    dispatched_last_minute: int = 0
+    share_last_minute: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
