@@ -97,9 +97,7 @@ class TenantStore:
         for shard in range(self.broker.shards):
             tenants = sorted(_s(t) for t in client.smembers(self.keys.tenants(shard)))
             rows += self._shard_rows(shard, tenants)
-        return sorted(
-            (_with_share(row, dispatched, total) for row in rows), key=lambda r: r.tenant
-        )
+        return sorted((_with_share(row, dispatched, total) for row in rows), key=lambda r: r.tenant)
 
     # -- internals --------------------------------------------------------------
 
