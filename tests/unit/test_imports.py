@@ -135,3 +135,67 @@ def test_beat_worker_and_context_use_broker_methods_only() -> None:
         "talk to Redis through a public broker method (add one in redcron/broker/):\n"
         + "\n".join(bad)
     )
+
+
+#: modules every layer may use: leaves with no I/O of their own
+BASE = {"errors", "keys", "serde", "clock", "config"}
+
+#: what each part of the package may import (top-level names under redcron/);
+#: ``__init__`` is the package root (``from redcron import App``).  The CLI,
+#: the bench and the embedded server are faces and tools: they may use anything.
+LAYERS: dict[str, set[str]] = {
+    # pure: time arithmetic, and data with its validation (no Redis, no processes)
+    "schedule": {"schedule", "model", *BASE},
+    "model": {"model", "schedule", *BASE},
+    # all Redis I/O
+    "broker": {"broker", "model", "schedule", *BASE},
+    # the user's entry point and the task context
+    "app": {"app", "broker", "model", "schedule", "context", *BASE},
+    "context": {"context", "broker", "model", *BASE},
+    "loader": {"loader", "app", *BASE},
+    # processes: the broker's clients, never each other
+    "worker": {"worker", "broker", "model", "schedule", "app", "context", "loader", *BASE},
+    "beat": {"beat", "broker", "model", "schedule", "app", *BASE},
+    # the leaves themselves: nothing above them (errors checks numbers with
+    # model.validation: a documented import cycle inside a function)
+    "errors": {"errors", "model"},
+    "keys": {"keys"},
+    "serde": {"serde", "errors"},
+    "clock": {"clock"},
+    "config": {"config", "errors"},
+}
+
+
+def _part(path: Path) -> str:
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    return parts[0]
+
+
+def _top(name: str) -> str | None:
+    """The top-level part of redcron an imported name belongs to (None: not ours)."""
+    if not _is(name, "redcron") or name == "redcron":
+        return None
+    head = name.split(".")[1]
+    known = {p.stem for p in PACKAGE.iterdir() if p.suffix == ".py" or p.is_dir()}
+    return head if head in known else "__init__"
+
+
+def test_every_part_is_placed_in_a_layer_or_is_a_face() -> None:
+    faces = {"cli", "embedded", "__init__", "lua", "__pycache__"}
+    parts = {p.stem for p in PACKAGE.iterdir() if p.suffix == ".py" or p.is_dir()}
+    assert parts - faces - set(LAYERS) == set(), "place new modules in LAYERS (or among faces)"
+
+
+@pytest.mark.parametrize("part", sorted(LAYERS))
+def test_each_part_imports_only_what_its_layer_allows(part: str) -> None:
+    paths = sorted((PACKAGE / part).rglob("*.py")) or [PACKAGE / f"{part}.py"]
+    bad = [
+        f"{_rel(path)}:{line} imports {name}"
+        for path in paths
+        for line, name in _imports(path)
+        if (top := _top(name)) is not None and top not in LAYERS[part]
+    ]
+    assert not bad, (
+        f"redcron.{part} may import only {sorted(LAYERS[part])} (see docs/architecture.md):\n"
+        + "\n".join(bad)
+    )
