@@ -24,6 +24,7 @@ _STRIP = re.compile(r"--\[\[.*?\]\]|--[^\n]*|'(?:\\.|[^'\\\n])*'|\"(?:\\.|[^\"\\
 _CALL = re.compile(r"(?<![\w.:])([A-Za-z_]\w*)\s*\(")
 _LOCAL_FN = re.compile(r"\blocal\s+function\s+([A-Za-z_]\w*)")
 _LOCAL = re.compile(r"\blocal\s+([A-Za-z_][\w \t,]*?)\s*=(?!=)")
+_PARAMS = re.compile(r"\bfunction\b[\w\s.:]*\(([^)]*)\)")
 _TOP = re.compile(r"^local function ([A-Za-z_]\w*)|^local ([A-Za-z_][\w, ]*?)\s*=", re.M)
 _TOP_ASSIGN = re.compile(r"^([A-Za-z_]\w*)\s*=(?!=)", re.M)
 BUILTINS = {
@@ -54,7 +55,10 @@ def _top_defs(text: str) -> set[str]:
 
 
 def _defs(code: str) -> set[str]:
+    """Locals and function parameters (a callback passed in is called by name)."""
     names = set(_LOCAL_FN.findall(code))
+    for params in _PARAMS.findall(code):
+        names |= {n.strip() for n in params.split(",") if n.strip()}
     for loc in _LOCAL.findall(code):
         names |= {n.strip() for n in loc.split(",")}
     return names

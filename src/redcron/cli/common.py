@@ -130,6 +130,17 @@ def echo_json(value: Any) -> None:
     click.echo(serialize.dumps(value))
 
 
+def echo_listing(items: Sequence[Any], as_json: bool, empty: str, text: Callable[[], str]) -> None:
+    """A list command's output: ``items`` as JSON, the line that says there is
+    nothing (``empty``), or the text ``text()`` renders."""
+    if as_json:
+        echo_json(items)
+    elif not items:
+        click.echo(empty)
+    else:
+        click.echo(text())
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A left-aligned plain-text table (no borders, two spaces between columns)."""
     cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import click
 
 from redcron.broker import Broker
 from redcron.cli.common import (
     app_option,
     build_app,
-    echo_json,
+    echo_listing,
     iso_ms,
     one_line,
     redis_option,
     table,
 )
+from redcron.model import DlqEntry
 
 #: entries read per tenant per pass (``dlq_list`` pages by count)
 PAGE = 500
@@ -41,12 +44,11 @@ def list_cmd(
 ) -> None:
     """List dead tasks, oldest first."""
     entries = build_app(app_path, redis_url).broker.dlq_list(tenant, count=limit)
-    if as_json:
-        echo_json(entries)
-        return
-    if not entries:
-        click.echo("the DLQ is empty" + (f" for tenant {tenant}" if tenant else ""))
-        return
+    empty = "the DLQ is empty" + (f" for tenant {tenant}" if tenant else "")
+    echo_listing(entries, as_json, empty, lambda: dlq_table(entries))
+
+
+def dlq_table(entries: Sequence[DlqEntry]) -> str:
     rows = [
         (
             e.task_id,
@@ -60,7 +62,7 @@ def list_cmd(
         )
         for e in entries
     ]
-    click.echo(table(("id", "tenant", "task", "queue", "attempts", "outcome", "at", "error"), rows))
+    return table(("id", "tenant", "task", "queue", "attempts", "outcome", "at", "error"), rows)
 
 
 @dlq.command()

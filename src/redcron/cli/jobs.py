@@ -9,7 +9,14 @@ from typing import Any, TypeVar
 import click
 
 from redcron.broker.jobs import JobStore, spec_from_json
-from redcron.cli.common import app_option, build_app, echo_json, redis_option, table
+from redcron.cli.common import (
+    app_option,
+    build_app,
+    echo_json,
+    echo_listing,
+    redis_option,
+    table,
+)
 from redcron.cli.runs import dag_tree, iso_utc, runs_table
 from redcron.errors import ValidationError
 from redcron.model import JobRecord, RunRecord
@@ -133,12 +140,12 @@ def list_cmd(
     """List jobs: trigger, time zone, next fire (UTC), paused, last run state."""
     store = build_app(app_path, redis_url).jobs
     found = [(job, last_run(store, job)) for job in store.list_jobs(tenant)]
-    if as_json:
-        echo_json([job_json(job, last) for job, last in found])
-        return
-    if not found:
-        click.echo("no jobs" + (f" in tenant {tenant}" if tenant else ""))
-        return
+    rendered = [job_json(job, last) for job, last in found] if as_json else found
+    empty = "no jobs" + (f" in tenant {tenant}" if tenant else "")
+    echo_listing(rendered, as_json, empty, lambda: jobs_table(found))
+
+
+def jobs_table(found: Sequence[tuple[JobRecord, RunRecord | None]]) -> str:
     rows = [
         (
             job.name,
@@ -151,7 +158,7 @@ def list_cmd(
         )
         for job, last in found
     ]
-    click.echo(table(("name", "tenant", "trigger", "tz", "next fire", "paused", "last run"), rows))
+    return table(("name", "tenant", "trigger", "tz", "next fire", "paused", "last run"), rows)
 
 
 @jobs.command()

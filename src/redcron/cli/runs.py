@@ -17,6 +17,7 @@ from redcron.cli.common import (
     app_option,
     build_app,
     echo_json,
+    echo_listing,
     fail,
     one_line,
     redis_option,
@@ -243,12 +244,8 @@ def list_cmd(
     found = [r for jid in job_ids for r in store.runs(jid, limit)]
     found.sort(key=lambda r: (r.scheduled_for or _NEVER, r.created_at or _NEVER), reverse=True)
     found = found[:limit]
-    if as_json:
-        echo_json(found)
-    elif not found:
-        click.echo("no runs yet" + (f" of job {job_name}" if job_name else f" in tenant {tenant}"))
-    else:
-        click.echo(runs_table(found, with_job=not job_name))
+    empty = "no runs yet" + (f" of job {job_name}" if job_name else f" in tenant {tenant}")
+    echo_listing(found, as_json, empty, lambda: runs_table(found, with_job=not job_name))
 
 
 @runs.command()

@@ -3,14 +3,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import click
 
 from redcron.broker.tenants import TenantStore
-from redcron.cli.common import app_option, build_app, echo_json, redis_option, table
+from redcron.cli.common import (
+    app_option,
+    build_app,
+    echo_json,
+    echo_listing,
+    redis_option,
+    table,
+)
 from redcron.keys import PRIORITIES
+from redcron.model import TenantStatus
 from redcron.model.tenants import TenantSettings, format_rate
 
 
@@ -109,30 +117,28 @@ def show(tenant: str, as_json: bool, app_path: str | None, redis_url: str | None
 def list_cmd(as_json: bool, app_path: str | None, redis_url: str | None) -> None:
     """Every tenant: settings, in-flight, queued, share of dispatch in the last minute."""
     rows = _store(app_path, redis_url).list()
-    if as_json:
-        echo_json(rows)
-        return
-    if not rows:
-        click.echo("no tenants yet (nothing was enqueued or set)")
-        return
+    echo_listing(
+        rows, as_json, "no tenants yet (nothing was enqueued or set)", lambda: tenants_table(rows)
+    )
+
+
+def tenants_table(rows: Sequence[TenantStatus]) -> str:
     headers = ("tenant", "weight", "cap", "rate", "max queued", "in-flight", "queued", "share 1m")
-    click.echo(
-        table(
-            headers,
-            [
-                (
-                    r.tenant,
-                    f"{r.settings.weight:g}",
-                    _limit(r.settings.max_in_flight),
-                    format_rate(r.settings.rate) if r.settings.rate else "-",
-                    _limit(r.settings.max_queued),
-                    r.in_flight,
-                    r.queued,
-                    _pct(r.share_last_minute),
-                )
-                for r in rows
-            ],
-        )
+    return table(
+        headers,
+        [
+            (
+                r.tenant,
+                f"{r.settings.weight:g}",
+                _limit(r.settings.max_in_flight),
+                format_rate(r.settings.rate) if r.settings.rate else "-",
+                _limit(r.settings.max_queued),
+                r.in_flight,
+                r.queued,
+                _pct(r.share_last_minute),
+            )
+            for r in rows
+        ],
     )
 
 

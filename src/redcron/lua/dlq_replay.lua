@@ -33,11 +33,11 @@ for i = 2, #ARGV do
     redis.call('XDEL', key_dlq(f[4]), string.sub(f[2], 5))
     redis.call('HSET', ti, 'budget', f[6], 'ended', '', 'cancel_requested', '')
     make_ready(ti, iid, f[3], f[4], f[5])
-    woken[f[3]] = (woken[f[3]] or 0) + 1
+    gather_wake(woken, f[3])
     out[#out + 1] = 1
   else
     out[#out + 1] = 0
   end
 end
-for queue, k in pairs(woken) do wake(queue, k) end
+wake_gathered(woken)
 return out

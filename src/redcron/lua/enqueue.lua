@@ -146,7 +146,7 @@ for i = 0, count - 1 do
       end
       note_oldest(queue, priority, tenant, eid)
     end
-    woken[queue] = (woken[queue] or 0) + 1
+    gather_wake(woken, queue)
   end
   redis.call('HSET', ti, 'id', iid, 'name', name, 'kind', kind, 'args', args,
     'queue', queue, 'tenant', tenant, 'priority', priority, 'timeout_ms', timeout_ms,
@@ -165,7 +165,7 @@ for i = 0, count - 1 do
     redis.call('SADD', key_queues(), queue)
   end
 end
-for queue, n in pairs(woken) do wake(queue, n) end
+wake_gathered(woken)
 -- written now: that much of the batch's reservation is used up
 for t, r in pairs(ours) do
   local rk = key_reserved(t)

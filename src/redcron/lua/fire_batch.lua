@@ -22,5 +22,5 @@ local woken = {}
 for b = 0, #ARGV - 1, 12 do
   out[#out + 1] = fire_one(b, now, woken)
 end
-for q, n in pairs(woken) do wake(q, n) end
+wake_gathered(woken)
 return out

@@ -34,10 +34,10 @@ for _, iid in ipairs(due) do
   redis.call('ZREM', key_timers(), iid)
   if (f[1] == 'retry_wait' or f[1] == 'scheduled') and f[2] == 'timer' then
     make_ready(ti, iid, f[3], f[4], f[5])
-    woken[f[3]] = (woken[f[3]] or 0) + 1
+    gather_wake(woken, f[3])
     n = n + 1
   end
 end
-for queue, k in pairs(woken) do wake(queue, k) end
+wake_gathered(woken)
 local nxt = redis.call('ZRANGE', key_timers(), 0, 0, 'WITHSCORES')
 return {n, tonumber(nxt[2] or '-1')}

@@ -11,6 +11,7 @@ JSON the CLI and the REST API print.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -47,16 +48,8 @@ def _int(fields: Fields, name: str, default: int = 0) -> int:
 
 
 def _opt_int(fields: Fields, name: str) -> int | None:
-    raw = _text(fields.get(name))
-    if not raw:
-        return None
-    try:
-        return int(raw)
-    except ValueError:
-        try:
-            return int(float(raw))
-        except ValueError:
-            return None
+    value = _opt_float(fields, name)  # exact for the integers stored (below 2**53)
+    return None if value is None or not math.isfinite(value) else int(value)
 
 
 def _opt_float(fields: Fields, name: str) -> float | None:

@@ -71,6 +71,14 @@ class Attempt:
                 self.deadline = self.began + self.lease.timeout_ms / 1000
             return True
 
+    def finish(self) -> bool:
+        """Mark the attempt finished (it ran); True if the worker abandoned it
+        meanwhile (timed out, revoked or handed back): its outcome is not
+        reported by the pool."""
+        with self.lock:
+            self.finished = True
+            return self.abandoned
+
     def kill(self, reason: str) -> bool:
         """Kill the attempt's process group (commands / process pool); False if it has none."""
         with self.lock:

@@ -50,14 +50,15 @@ def _killed_outcome(attempt: Attempt) -> Outcome:
     return Outcome(ok=False, outcome="failed", error=f"killed: {attempt.kill_reason}")
 
 
-class ThreadPool:
-    """N threads pulling attempts from one queue."""
+class _Slots:
+    """N threads (``thread_name``) taking attempts from one queue, in ``_loop``."""
 
-    def __init__(self, app: App, size: int, on_done: Done, broker: Any) -> None:
+    thread_name = "redcron-slot"
+
+    def __init__(self, app: App, size: int, on_done: Done) -> None:
         self.app = app
         self.size = size
         self.on_done = on_done
-        self.broker = broker
         self._queue: queue.SimpleQueue[Attempt | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
 
@@ -66,16 +67,33 @@ class ThreadPool:
             self._spawn()
 
     def _spawn(self) -> None:
-        t = threading.Thread(target=self._loop, name="redcron-exec", daemon=True)
+        t = threading.Thread(target=self._loop, name=self.thread_name, daemon=True)
         self._threads.append(t)
         t.start()
+
+    def _loop(self) -> None:
+        raise NotImplementedError
 
     def submit(self, attempt: Attempt) -> None:
         self._queue.put(attempt)
 
     def queued(self) -> int:
-        """Jobs waiting for a thread."""
+        """Attempts waiting for a slot."""
         return self._queue.qsize()
+
+    def shutdown(self) -> None:
+        for _ in self._threads:
+            self._queue.put(None)
+
+
+class ThreadPool(_Slots):
+    """N threads pulling attempts from one queue."""
+
+    thread_name = "redcron-exec"
+
+    def __init__(self, app: App, size: int, on_done: Done, broker: Any) -> None:
+        super().__init__(app, size, on_done)
+        self.broker = broker
 
     def replace(self) -> None:
         """A thread was abandoned (timed out or revoked): keep the slot count."""
@@ -94,17 +112,10 @@ class ThreadPool:
                 )
             else:
                 outcome = run_python(self.app, attempt, self.broker)
-            with attempt.lock:
-                attempt.finished = True
-                abandoned = attempt.abandoned
-            if abandoned:
+            if attempt.finish():
                 # this thread's slot was handed to a replacement; leave quietly
                 return
             self.on_done(attempt, outcome)
-
-    def shutdown(self) -> None:
-        for _ in self._threads:
-            self._queue.put(None)
 
 
 #: prctl(2) option: the signal this process gets when its parent dies (linux/prctl.h)
@@ -219,32 +230,15 @@ class _Child:
         self._lifeline.close()
 
 
-class ProcessPool:
+class ProcessPool(_Slots):
     """N slots, each a thread driving one child process."""
 
     def __init__(self, app: App, size: int, on_done: Done, app_path: str, max_lines: int) -> None:
-        self.app = app
-        self.size = size
-        self.on_done = on_done
+        super().__init__(app, size, on_done)
         self.app_path = app_path
         self.max_lines = max_lines
-        self._queue: queue.SimpleQueue[Attempt | None] = queue.SimpleQueue()
-        self._threads: list[threading.Thread] = []
         self._children: list[_Child] = []
         self._lock = threading.Lock()
-
-    def start(self) -> None:
-        for _ in range(self.size):
-            t = threading.Thread(target=self._loop, name="redcron-slot", daemon=True)
-            self._threads.append(t)
-            t.start()
-
-    def submit(self, attempt: Attempt) -> None:
-        self._queue.put(attempt)
-
-    def queued(self) -> int:
-        """Jobs waiting for a slot."""
-        return self._queue.qsize()
 
     def replace(self) -> None:  # children are killed, never abandoned
         pass
@@ -276,10 +270,7 @@ class ProcessPool:
                 )
             else:
                 outcome, child = self._run_in_child(child, attempt)
-            with attempt.lock:
-                attempt.finished = True
-                abandoned = attempt.abandoned
-            if abandoned:
+            if attempt.finish():
                 # handed back on shutdown (or already reported by the worker):
                 # a report now could race the hand-back and end the attempt twice
                 continue
@@ -316,8 +307,7 @@ class ProcessPool:
         return _killed_outcome(attempt), fresh
 
     def shutdown(self) -> None:
-        for _ in self._threads:
-            self._queue.put(None)
+        super().shutdown()
         with self._lock:
             children = list(self._children)
         for child in children:

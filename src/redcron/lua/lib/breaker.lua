@@ -42,11 +42,11 @@ local function breaker_release(job_id)
     local f = redis.call('HMGET', ti, 'state', 'queue', 'tenant', 'priority')
     if f[1] == 'held' then
       make_ready(ti, iid, f[2], f[3], f[4])
-      woken[f[2]] = (woken[f[2]] or 0) + 1
+      gather_wake(woken, f[2])
       n = n + 1
     end
   end
-  for q, k in pairs(woken) do wake(q, k) end
+  wake_gathered(woken)
   return n
 end
 

@@ -24,6 +24,16 @@ local function wake(queue, n)
   if redis.call('LPUSH', wk, unpack(tokens)) > 16 then redis.call('LTRIM', wk, 0, 15) end
 end
 
+-- Wake-ups gathered over one script call: one per instance made ready,
+-- sent per queue at the end (wake() bounds each list).
+local function gather_wake(woken, queue)
+  woken[queue] = (woken[queue] or 0) + 1
+end
+
+local function wake_gathered(woken)
+  for queue, n in pairs(woken) do wake(queue, n) end
+end
+
 -- Record a tenant's oldest ready entry in (queue, class) unless one is recorded
 -- already (aging finds old work through this index, without a scan).  The
 -- time is that of the first ready entry, not of `eid` (the entry just added):

@@ -1,6 +1,7 @@
 --[[ run_reopen: retry a run's failed tasks and reopen the run (run_retry.lua,
   and dlq_replay.lua for a run's task). ]]
 -- @include lib/lists.lua
+-- @include lib/downstream.lua
 -- @include lib/rings.lua
 
 -- How many of a run task's dependencies have not succeeded (its deps_left).
@@ -45,24 +46,20 @@ local function retry_run_task(run_id, task, now)
   else
     redis.call('HSET', ti, 'state', 'pending', 'loc', '')
   end
-  local todo = split(f[7])
-  local i = 1
-  while i <= #todo do
-    local did = run_id .. '/' .. todo[i]
-    i = i + 1
-    local dti = key_ti(did)
+  -- what this task's failure marked downstream (never started) waits again
+  walk_downstream(run_id, f[7], function(dti)
     local g = redis.call('HMGET', dti, 'state', 'down', 'deps')
-    if g[1] == 'upstream_failed' or (g[1] == 'cancelled' and redis.call('HGET', dti, 'attempt') == '0') then
-      local dleft = unmet_deps(run_id, split(g[3]))
-      redis.call('PERSIST', dti)
-      -- a run cancel marked it: once reset, its lease must not be revoked
-      redis.call('HSET', dti, 'state', 'pending', 'ended', '', 'deps_left', dleft,
-        'cancel_requested', '')
-      redis.call('HINCRBY', rk, 'n_done', -1)
-      redis.call('HINCRBY', rk, g[1] == 'cancelled' and 'n_cancelled' or 'n_failed', -1)
-      for _, dd in ipairs(split(g[2])) do todo[#todo + 1] = dd end
-    end
-  end
+    local never_ran = g[1] == 'cancelled' and redis.call('HGET', dti, 'attempt') == '0'
+    if g[1] ~= 'upstream_failed' and not never_ran then return nil end
+    local dleft = unmet_deps(run_id, split(g[3]))
+    redis.call('PERSIST', dti)
+    -- a run cancel marked it: once reset, its lease must not be revoked
+    redis.call('HSET', dti, 'state', 'pending', 'ended', '', 'deps_left', dleft,
+      'cancel_requested', '')
+    redis.call('HINCRBY', rk, 'n_done', -1)
+    redis.call('HINCRBY', rk, g[1] == 'cancelled' and 'n_cancelled' or 'n_failed', -1)
+    return g[2]
+  end)
   local r = redis.call('HMGET', rk, 'state', 'job', 'tasks')
   if not RUN_ACTIVE[r[1]] then
     -- live again: its retention TTLs go, on every instance (a succeeded

@@ -3,6 +3,7 @@
   deps_left.  Run hash counters: total, n_done, n_succeeded, n_failed,
   n_cancelled; a run ends when n_done == total. ]]
 -- @include lib/lists.lua
+-- @include lib/downstream.lua
 -- @include lib/admission.lua
 -- @include lib/streams.lua
 -- @include lib/rings.lua
@@ -89,7 +90,7 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, wo
       loc, state = 'q:' .. eid, 'ready'
       ring_add(key_ring(row.queue, row.priority), tenant)
       note_oldest(row.queue, row.priority, tenant, eid)
-      woken[row.queue] = (woken[row.queue] or 0) + 1
+      gather_wake(woken, row.queue)
     end
     redis.call('HSET', key_ti(iid), 'id', iid, 'name', row.name, 'kind', row.kind,
       'args', redis.call('HGET', jk, 'args:' .. row.task) or '', 'queue', row.queue,
@@ -104,7 +105,7 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, wo
     end
   end
   if wake_now then
-    for q, n in pairs(woken) do wake(q, n) end
+    wake_gathered(woken)
   end
   -- tenants and queues were registered by job_put
   redis.call('SADD', key_active(job_id), run_id)
@@ -194,21 +195,15 @@ local function run_task_ended(ti, iid, state, now)
       redis.call('HINCRBY', rk, 'n_failed', 1)
     end
     -- the transitive downstream can never run; independent branches go on
-    local todo = split(f[2])
-    local i = 1
-    while i <= #todo do
-      local did = run_id .. '/' .. todo[i]
-      i = i + 1
-      local dti = key_ti(did)
+    walk_downstream(run_id, f[2], function(dti, did)
       local g = redis.call('HMGET', dti, 'state', 'down')
-      if g[1] == 'pending' then
-        redis.call('HSET', dti, 'state', mark, 'ended', now)
-        notify_done(dti, did)  -- terminal too: result() waiters must not wait forever
-        redis.call('HINCRBY', rk, 'n_done', 1)
-        redis.call('HINCRBY', rk, mark == 'cancelled' and 'n_cancelled' or 'n_failed', 1)
-        for _, dd in ipairs(split(g[2])) do todo[#todo + 1] = dd end
-      end
-    end
+      if g[1] ~= 'pending' then return nil end
+      redis.call('HSET', dti, 'state', mark, 'ended', now)
+      notify_done(dti, did)  -- terminal too: result() waiters must not wait forever
+      redis.call('HINCRBY', rk, 'n_done', 1)
+      redis.call('HINCRBY', rk, mark == 'cancelled' and 'n_cancelled' or 'n_failed', 1)
+      return g[2]
+    end)
   end
   run_check_end(run_id, now)
 end
