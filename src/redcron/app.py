@@ -8,11 +8,13 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from redcron import serde
 from redcron.broker import Broker
 from redcron.broker.broker import shard_of_id
+from redcron.broker.jobs import JobStore
+from redcron.broker.tenants import TenantStore
 from redcron.clock import ulid
 from redcron.config import Settings
 from redcron.errors import TaskFailed, TaskTimeout, ValidationError
@@ -25,10 +27,6 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 COMMAND_TASK = "redcron.command"
-
-if TYPE_CHECKING:
-    from redcron.broker.jobs import JobStore
-    from redcron.broker.tenants import TenantStore
 
 
 @dataclass(frozen=True)
@@ -241,15 +239,11 @@ class App:
     @property
     def jobs(self) -> JobStore:
         """Job and run operations (list, pause, trigger, runs, cancel, retry...)."""
-        from redcron.broker.jobs import JobStore
-
         return JobStore(self.broker)
 
     @property
     def tenants(self) -> TenantStore:
         """Tenant settings: weight, caps, rate limits, admission bounds."""
-        from redcron.broker.tenants import TenantStore
-
         return TenantStore(self.broker)
 
     def job(

@@ -23,6 +23,7 @@ from redcron.errors import (
     Rejected,
     ValidationError,
 )
+from redcron.loader import load_app
 from redcron.model import serialize, validation
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -71,8 +72,6 @@ def build_app(app_path: str | None, redis_url: str | None) -> App:
     if app_path is None:
         app = App(redis_url)
     else:
-        from redcron.loader import load_app
-
         app = load_app(app_path)
         if redis_url and app.settings.redis_url != redis_url:
             app.settings = dataclasses.replace(app.settings, redis_url=redis_url)

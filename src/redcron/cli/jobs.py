@@ -20,6 +20,7 @@ from redcron.cli.common import (
 from redcron.cli.runs import dag_tree, iso_utc, runs_table
 from redcron.errors import ValidationError
 from redcron.model import JobRecord, RunRecord
+from redcron.model.jobfile import load_job_files
 from redcron.model.jobs import JobSpec, Task
 from redcron.model.serialize import to_json
 
@@ -93,7 +94,6 @@ def apply(
     Every job is validated before anything is written; an identical job is
     left alone (unchanged), so applying twice is safe.
     """
-    from redcron.model.jobfile import load_job_files
 
     if not files and not app_path:
         raise click.UsageError("give job files with -f FILE, or an app with -A MODULE:APP")
