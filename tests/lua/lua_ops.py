@@ -130,8 +130,8 @@ class Ops:
         error: str = "boom",
     ) -> Any:
         item = FailItem(tok.iid, tok.epoch, outcome, error, retryable, delay)
-        [res] = self.run("fail", argv.fail(worker, [item], self.now, frac))
-        return res if res == 0 else res.decode()
+        [(state, _delay)] = self.run("fail", argv.fail(worker, [item], self.now, frac))
+        return state if state == 0 else state.decode()
 
     def release(self, worker: str, toks: Sequence[Tok]) -> int:
         return int(self.run("release", argv.tokens(worker, self._pairs(toks), self.now)))

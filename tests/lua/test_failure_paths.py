@@ -9,7 +9,7 @@ import pytest
 from lua_ops import T0, Ops, new_id, row
 from server_time import server_ms  # tests/helpers
 
-from redcron.broker import Broker, FailItem
+from redcron.broker import Broker, FailItem, FailResult
 from redcron.errors import NotFound
 from redcron.keys import CONSUMER, GROUP
 from redcron.model.records import epoch_ms
@@ -88,8 +88,33 @@ def test_broker_fail_rolls_jitter_within_bounds(broker: Broker) -> None:
             assert info.due_at is not None
             dues.append(epoch_ms(info.due_at))
             assert before <= dues[-1] < after + 10_000
-    assert set(states) <= {"retry_wait", "ready"}
+    assert {s.state for s in states} <= {"retry_wait", "ready"}
+    # each retry carries its delay: the due time less the time it was recorded
+    for x, s in zip(leases, states, strict=True):
+        assert s.retry_in_ms is not None
+        if s.state == "retry_wait":
+            due = broker.task_info(x.iid).due_at
+            assert due is not None and before <= epoch_ms(due) - s.retry_in_ms <= after
     assert len(set(dues)) > 1  # not the same dice every call
+
+
+def test_lease_and_fail_tell_the_worker_what_it_logs(broker: Broker) -> None:
+    """A lease names its queue and last attempt; a failure report says where the
+    task went and, for a retry, after how long."""
+    iid = new_id()
+    broker.enqueue([row(iid, queue="mail", max_attempts=2)])
+    [first] = broker.lease(0, "w1", 1, 60_000, ["mail"])
+    assert (first.queue, first.attempt, first.max_attempts) == ("mail", 1, 2)
+    [res] = broker.fail(0, "w1", [FailItem(first.iid, first.epoch, "failed", "e", True, 1500)])
+    assert (res.state, res.retry_in_ms) == ("retry_wait", 1500)
+    assert broker.fail(0, "w1", [FailItem(first.iid, first.epoch, "failed", "e", True)]) == [
+        FailResult(None)
+    ]
+    broker.maintain(0, now=server_ms(broker) + 2_000)
+    [second] = broker.lease(0, "w1", 1, 60_000, ["mail"])
+    assert (second.attempt, second.max_attempts) == (2, 2)
+    [res] = broker.fail(0, "w1", [FailItem(second.iid, second.epoch, "failed", "e", True)])
+    assert res == FailResult("dead", None)
 
 
 # -- DLQ -------------------------------------------------------------------------

@@ -75,13 +75,13 @@ class Runs:
         ] * len(leases)
 
     def fail(self, lease: Lease, *, retryable: bool = False, outcome: str = "failed") -> str:
-        [state] = self.b.fail(
+        [res] = self.b.fail(
             self.shard,
             WORKER,
             [FailItem(lease.iid, lease.epoch, outcome, "boom", retryable=retryable, delay_ms=0)],
         )
-        assert state is not None
-        return state
+        assert res.state is not None
+        return res.state
 
     def run_through(self, name: str) -> str:
         """Trigger a run of a one-task job and let it succeed."""

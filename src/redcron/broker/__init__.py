@@ -1,6 +1,6 @@
 """All Redis I/O lives in this package."""
 
 from redcron.broker.argv import FailItem
-from redcron.broker.broker import Broker, Lease, LeaseRequest
+from redcron.broker.broker import Broker, FailResult, Lease, LeaseRequest
 
-__all__ = ["Broker", "FailItem", "Lease", "LeaseRequest"]
+__all__ = ["Broker", "FailItem", "FailResult", "Lease", "LeaseRequest"]

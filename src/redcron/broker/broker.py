@@ -68,6 +68,29 @@ class Lease:
     tenant: str = "default"
     cpu: float = 0.0
     mem: int = 0
+    queue: str = "default"
+    #: the number of the last attempt allowed: the task's max_attempts plus the
+    #: attempts that do not count (handed back, or before a DLQ replay)
+    max_attempts: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class FailResult:
+    """What reporting one failed attempt did to its task."""
+
+    #: the task's new state (retry_wait, ready, dead, cancelled); None: the lease
+    #: was lost and nothing was written
+    state: str | None
+    #: a retry: ms until the next attempt may run (0: ready at once); else None
+    retry_in_ms: int | None = None
+
+
+def _fail_results(raw: Any) -> list[FailResult]:
+    """fail.lua's reply: one {state or 0, retry_in_ms or -1} per failure."""
+    return [
+        FailResult(None if state == 0 else _s(state), None if delay < 0 else int(delay))
+        for state, delay in raw
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,7 +335,8 @@ class Broker:
     def _leases(self, shard: int, raw: Any) -> list[Lease]:
         names = self._names
         out = []
-        for iid, epoch, attempt, name, kind, args, timeout_ms, tenant, cpu, mem in raw:
+        for row in raw:
+            iid, epoch, attempt, name, kind, args, timeout_ms, tenant, cpu, mem, queue, last = row
             # task names repeat: decode each distinct one once
             sname = names.get(name)
             if sname is None:
@@ -332,6 +356,8 @@ class Broker:
                     names.get(tenant) or names.setdefault(tenant, tenant.decode()),
                     float(cpu) if cpu else 0.0,
                     mem,
+                    names.get(queue) or names.setdefault(queue, queue.decode()),
+                    last,
                 )
             )
         return out
@@ -369,15 +395,13 @@ class Broker:
         items: Sequence[FailItem],
         now: int | None = None,
         jitter: float | None = None,
-    ) -> list[str | None]:
-        """Report failed attempts; returns each new state, or None if the lease was lost.
+    ) -> list[FailResult]:
+        """Report failed attempts; returns what each did (its new state, None if the
+        lease was lost; for a retry, the delay before the next attempt).
 
         ``jitter`` fixes the backoff's jitter fraction (tests); default random.
         """
-        return [
-            None if x == 0 else _s(x)
-            for x in self._run("fail", shard, argv.fail(worker, items, now, jitter))
-        ]
+        return _fail_results(self._run("fail", shard, argv.fail(worker, items, now, jitter)))
 
     def report(
         self,
@@ -387,7 +411,7 @@ class Broker:
         fails: Sequence[FailItem],
         logs: Sequence[tuple[str, int, Sequence[str]]],
         now: int | None = None,
-    ) -> tuple[list[bool], list[str | None]]:
+    ) -> tuple[list[bool], list[FailResult]]:
         """Logs, completions and failures of one shard in one round trip.
 
         Logs go first so a dead-lettered attempt's DLQ entry carries its tail.
@@ -404,7 +428,7 @@ class Broker:
         logs: Sequence[tuple[str, int, Sequence[str]]],
         lease: LeaseRequest | None,
         now: int | None = None,
-    ) -> tuple[list[bool], list[str | None], list[Lease]]:
+    ) -> tuple[list[bool], list[FailResult], list[Lease]]:
         """:meth:`report`, then (``lease`` given) :meth:`lease`, in one round trip.
 
         A busy worker reports the batch that just ended and takes the next one
@@ -423,9 +447,7 @@ class Broker:
             self._run("lease", shard, self._lease_args(lease, now), pipe)
         results = self._execute(pipe)[n_logs:]
         done = [bool(x) for x in results[0]] if completes else []
-        failed = (
-            [None if x == 0 else _s(x) for x in results[1 if completes else 0]] if fails else []
-        )
+        failed = _fail_results(results[1 if completes else 0]) if fails else []
         leases = self._leases(shard, results[-1]) if lease is not None else []
         return done, failed, leases
 

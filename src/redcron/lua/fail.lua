@@ -7,7 +7,9 @@
             error text, retryable (1|0), delay_ms ("" = backoff), jitter fraction [0,1)
             (Redis seeds Lua's random identically per call, so the caller rolls the dice),
             exit code ("" = none)
-  Returns: one entry per group: the new state, or 0 = lease lost (nothing written).
+  Returns: one {state, retry_in_ms} per group: the new state (0 = lease lost,
+  nothing written) and, for a retry, the delay in ms before the next attempt
+  may run (0 = ready at once), else -1.
   Upholds: a stale lease token writes nothing; one place per instance; each
   attempt ends once. ]]
 -- @include lib/clock.lua
@@ -21,10 +23,11 @@ for i = 3, #ARGV, 8 do
   local retryable, delay_ms, frac, exitcode = ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
   local ti = key_ti(iid)
   if token_ok(ti, worker, epoch) then
-    out[#out + 1] = end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitcode, now,
-      frac)
+    local state, delay = end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitcode,
+      now, frac)
+    out[#out + 1] = {state, delay or -1}
   else
-    out[#out + 1] = 0
+    out[#out + 1] = {0, -1}
   end
 end
 return out

@@ -2,7 +2,8 @@
   KEYS[1] shard prefix
   ARGV: groups of 12 values laid out exactly as fire.lua's ARGV[1..12]; every
         group carries the same owner epoch and now_override.
-  Returns: one {status, run_id} per group (statuses as fire.lua, plus notfound).
+  Returns: one {status, run_id, now} per group (statuses as fire.lua, plus
+  notfound; now: the server time the fire was recorded at, ms).
   Errors: STALE when the epoch is not the shard owner's (nothing written).
   Upholds: one run per fire time and no fire dropped silently, as fire.lua,
   for each group. ]]
@@ -20,7 +21,9 @@ end
 local out = {}
 local woken = {}
 for b = 0, #ARGV - 1, 12 do
-  out[#out + 1] = fire_one(b, now, woken)
+  local res = fire_one(b, now, woken)
+  res[3] = now
+  out[#out + 1] = res
 end
 wake_gathered(woken)
 return out

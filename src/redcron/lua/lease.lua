@@ -14,8 +14,10 @@
           a task asking for more than is left is not leased to this worker (it
           waits at the head of its tenant's stream for one it fits)
   ARGV[9..] queues the worker serves
-  Returns: { {iid, epoch, attempt, name, kind, args, timeout_ms, tenant, cpu, mem}, ... }
-  (numbers as integers, cpu as text)
+  Returns: { {iid, epoch, attempt, name, kind, args, timeout_ms, tenant, cpu, mem, queue,
+  last_attempt}, ... } (numbers as integers, cpu as text); last_attempt is the
+  number of the last attempt allowed: max_attempts plus the attempts that do
+  not count (handed back, or before a DLQ replay)
   Classes are served strictly high > normal > low (aged work first within a
   class).  Within a (queue, class) the tenants with ready work sit in a ring;
   a visit credits quantum x weight to the tenant's deficit and serves while it
@@ -185,7 +187,8 @@ local function take(queue, tenant, priority, stream, n, max_id)
     local ti = key_ti(iid)
     after = eid
     local f = redis.call('HMGET', ti, 'state', 'loc', 'attempt', 'name', 'kind', 'args',
-      'timeout_ms', 'epoch', 'run', 'cpu', 'mem', 'queue', 'tenant', 'priority')
+      'timeout_ms', 'epoch', 'run', 'cpu', 'mem', 'queue', 'tenant', 'priority', 'max_attempts',
+      'budget')
     -- entry ids are unique per stream only: the hash must name this stream too
     local ok = f[1] == 'ready' and f[2] == 'q:' .. eid
       and f[12] == queue and f[13] == tenant and f[14] == priority
@@ -215,7 +218,8 @@ local function take(queue, tenant, priority, stream, n, max_id)
       if cap_cpu then cap_cpu = cap_cpu - cpu end
       if cap_mem then cap_mem = cap_mem - mem end
       out[#out + 1] = {iid, epoch, attempt, f[4], f[5], f[6], tonumber(f[7] or '0'), tenant,
-        f[10] or '', tonumber(f[11] or '') or 0}
+        f[10] or '', tonumber(f[11] or '') or 0, queue,
+        (tonumber(f[15] or '') or 1) + (tonumber(f[16] or '') or 0)}
       leased = leased + 1
       ids[#ids + 1] = eid
     else

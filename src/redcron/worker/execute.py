@@ -45,6 +45,7 @@ class Attempt:
     lease: Lease
     buffer: capture.LineBuffer
     began: float | None = None  # monotonic time execution began (None: waiting for a slot)
+    ended: float | None = None  # monotonic time it ended (ran to an outcome, or was ended)
     deadline: float | None = None  # monotonic time at which it is timed out
     marked: bool = False  # the 'running' mark was sent
     finished: bool = False
@@ -77,6 +78,8 @@ class Attempt:
         reported by the pool."""
         with self.lock:
             self.finished = True
+            if self.ended is None:  # a timed-out thread ends after the worker ended it
+                self.ended = time.monotonic()
             return self.abandoned
 
     def kill(self, reason: str) -> bool:

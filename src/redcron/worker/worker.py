@@ -31,9 +31,9 @@ import threading
 import time
 from collections.abc import Sequence
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from redcron.broker import FailItem, Lease, LeaseRequest
+from redcron.broker import FailItem, FailResult, Lease, LeaseRequest
 from redcron.broker.retry import TRANSIENT, Backoff
 from redcron.clock import ulid
 from redcron.config import WORKER_PREFETCH_PER_SLOT, default_concurrency
@@ -374,6 +374,8 @@ class Worker:
         # The slot is free as soon as the attempt has ended, not once its report
         # has landed: the lease stays held (and heartbeated) until then, but the
         # next task need not wait a reporting round trip to start.
+        if attempt.ended is None:  # ended by the worker, not by running to an outcome
+            attempt.ended = time.monotonic()
         with self._lock:
             self._free_slot(attempt)
             self._done.append((attempt, outcome))
@@ -460,7 +462,7 @@ class Worker:
         done, failed, leases = self.broker.report_and_lease(
             shard, self.id, completes, fails, logs, req
         )
-        lost = done.count(False) + failed.count(None)
+        lost = done.count(False) + sum(f.state is None for f in failed)
         if lost:
             log.warning("%d results rejected: their leases were lost (reaped or cancelled)", lost)
         if log.isEnabledFor(logging.INFO):
@@ -661,33 +663,71 @@ class Worker:
 
 
 def _log_ended(
-    group: list[tuple[Attempt, Outcome]], done: list[bool], failed: list[str | None]
+    group: list[tuple[Attempt, Outcome]], done: list[bool], failed: list[FailResult]
 ) -> None:
-    """A line per reported attempt: what ran, how it ended, where it went."""
+    """A line per reported attempt: what ran, how it ended, where the task went.
+
+    The fields also travel as the record's attributes (``extra``), so that
+    ``--log-format json`` carries them as keys.
+    """
     oks = iter(done)
     fails = iter(failed)
     for attempt, out in group:
         lease = attempt.lease
+        took = _took_ms(attempt)
+        fields: dict[str, Any] = {
+            "task_id": lease.iid,
+            "task": lease.name,
+            "tenant": lease.tenant,
+            "queue": lease.queue,
+            "attempt": lease.attempt,
+            "max_attempts": lease.max_attempts,
+            "outcome": out.outcome,
+            "duration_ms": took,
+        }
+        head = "task %s %s (tenant %s, queue %s) attempt %d/%d %s %s"
+        args: list[Any] = [
+            lease.name,
+            lease.iid,
+            lease.tenant,
+            lease.queue,
+            lease.attempt,
+            lease.max_attempts,
+            fields["outcome"],
+            "before it began" if took is None else f"in {_span(took)}",
+        ]
         if out.ok:
             recorded = next(oks)
-            log.info(
-                "task %s %s attempt %d succeeded%s",
-                lease.name,
-                lease.iid,
-                lease.attempt,
-                "" if recorded else " (lease lost: result discarded)",
-            )
+            fields["state"] = "succeeded" if recorded else None
+            if not recorded:
+                head += " (lease lost: result discarded)"
+            log.info(head, *args, extra=fields)
+            continue
+        res = next(fails)
+        error = (out.error.strip().splitlines() or [""])[-1][:200]
+        fields.update(error=error, state=res.state, retry_in_ms=res.retry_in_ms)
+        if res.state is None:
+            then = "lease lost: not recorded"
+        elif res.retry_in_ms is not None:
+            then = f"retry in {_span(res.retry_in_ms)}"
+        elif res.state == "dead":
+            then = "dead-lettered"
         else:
-            state = next(fails)
-            log.info(
-                "task %s %s attempt %d %s: %s -> %s",
-                lease.name,
-                lease.iid,
-                lease.attempt,
-                out.outcome,
-                (out.error.strip().splitlines() or [""])[-1][:200],
-                state or "lease lost: not recorded",
-            )
+            then = res.state
+        log.info(head + ": %s; %s", *args, error, then, extra=fields)
+
+
+def _took_ms(attempt: Attempt) -> int | None:
+    """From the attempt's start to its end, ms (None: it never began)."""
+    if attempt.began is None:
+        return None
+    ended = attempt.ended if attempt.ended is not None else time.monotonic()
+    return max(0, round((ended - attempt.began) * 1000))
+
+
+def _span(ms: int) -> str:
+    """A duration for people: ms below a second, else seconds."""
+    return f"{ms}ms" if ms < 1000 else f"{ms / 1000:.1f}s"
 
 
 def _token(attempt: Attempt) -> tuple[str, str]:

@@ -18,7 +18,8 @@ end
   outcome: succeeded | failed | timed_out | lost | cancelled
   delay_ms: '' = backoff min(base * 2^(n-1), cap) scaled by frac (full jitter)
   counter: the stats field a retry counts under (default 'retries')
-  Returns the new state. ]]
+  Returns the new state and, for a retry, the delay in ms before the next
+  attempt may run (0: ready at once); nil otherwise. ]]
 local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitcode, now, frac,
     counter)
   local f = redis.call('HMGET', ti, 'attempt', 'tenant', 'max_attempts', 'retry_base_ms',
@@ -61,11 +62,11 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
     if delay <= 0 then
       make_ready(ti, iid, queue, tenant, priority)
       wake(queue, 1)
-      return 'ready'
+      return 'ready', 0
     end
     redis.call('ZADD', key_timers(), now + delay, iid)
     redis.call('HSET', ti, 'state', 'retry_wait', 'loc', 'timer', 'due', now + delay)
-    return 'retry_wait'
+    return 'retry_wait', delay
   end
   -- Dead: the DLQ entry is self-contained (error and log tail travel with it).
   local tail = redis.call('XREVRANGE', key_log(iid, n), '+', '-', 'COUNT', 20)
