@@ -39,8 +39,11 @@ from redcron.clock import ulid
 from redcron.errors import ConfigError, ShardLeaseLost, from_script_error
 from redcron.keys import Keys
 from redcron.model.jobs import JobSpec
+from redcron.model.serialize import iso
+from redcron.redact import masked_url
 from redcron.schedule.jitter import tenant_jitter_s
 from redcron.schedule.plan import Fire, plan_fires
+from redcron.schedule.timeutil import from_ms
 from redcron.schedule.triggers import Trigger
 from redcron.serde import text as _s
 
@@ -188,7 +191,12 @@ class Beat:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 old[sig] = signal.signal(sig, self._on_signal)
-        log.info("beat %s starting (shard ttl %.1fs)", self.id, self.ttl_ms / 1000)
+        log.info(
+            "beat %s on %s starting (shard ttl %.1fs)",
+            self.id,
+            masked_url(self.app.settings.redis_url),
+            self.ttl_ms / 1000,
+        )
         # a steady 1 s, not a growing wait: its shard leases are renewed soon after Redis is back
         backoff = Backoff(1.0, 1.0, log)
         try:
@@ -475,11 +483,44 @@ class Beat:
                 if f.next_ms is not None and f.next_due is not None:
                     self._known[jid] = _Stored(f.next_due, f.next_ms, call.version)
                 fired += status in _COUNTED
-                log.info("job %s fire %d (%s): %s", jid, f.fire_ms, f.trigger, status)
+                self._log_fire(call, _s(res[1]), status, int(res[2]) if len(res) > 2 else None)
             elif status == "version":
                 self._specs.pop(jid, None)
                 self._known.pop(jid, None)
         return fired
+
+    def _log_fire(self, call: _Call, run_id: str, status: str, recorded: int | None) -> None:
+        """A line per fire time done: what fired, how late, and what became of it.
+
+        The fields also travel as the record's attributes (``extra``), so that
+        ``--log-format json`` carries them as keys.
+        """
+        f = call.fire
+        spec = self._specs.get(call.job_id, _NO_SPEC).spec
+        nominal = iso(from_ms(f.fire_ms))
+        lag = None if recorded is None else recorded - f.fire_ms
+        fields = {
+            "job": spec.name if spec else None,
+            "job_id": call.job_id,
+            "tenant": spec.tenant if spec else None,
+            "fire_time": nominal,
+            "lag_ms": lag,
+            "run_id": run_id or None,
+            "status": status,
+            "trigger": f.trigger,
+        }
+        log.info(
+            "job %s %s (tenant %s) fire %s (%s): %s, run %s, lag %s",
+            fields["job"] or "?",
+            call.job_id,
+            fields["tenant"] or "?",
+            nominal,
+            f.trigger,
+            status,
+            run_id or "-",
+            "?" if lag is None else f"{lag}ms",
+            extra=fields,
+        )
 
     # -- maintenance and idling --------------------------------------------------
 

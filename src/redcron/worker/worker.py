@@ -39,6 +39,7 @@ from redcron.clock import ulid
 from redcron.config import WORKER_PREFETCH_PER_SLOT, default_concurrency
 from redcron.errors import ConfigError
 from redcron.model import validation
+from redcron.redact import masked_url
 from redcron.worker import capture
 from redcron.worker.execute import Attempt, Outcome
 from redcron.worker.pools import ProcessPool, ThreadPool
@@ -193,8 +194,9 @@ class Worker:
         # work queued a busy thread does not keep a slot waiting.
         shards = self._connect()
         log.info(
-            "worker %s: %d %s slots, queues %s, shards %d, lease ttl %.1fs",
+            "worker %s on %s: %d %s slots, queues %s, shards %d, lease ttl %.1fs",
             self.id,
+            masked_url(self.settings.redis_url),
             self.concurrency,
             type(self.pool).__name__,
             ",".join(self.queues),
