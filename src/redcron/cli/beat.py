@@ -10,6 +10,7 @@ from redcron.cli.common import (
     FiniteFloatRange,
     app_option,
     build_app,
+    log_format_option,
     redis_option,
     setup_logging,
 )
@@ -42,6 +43,7 @@ from redcron.cli.common import (
     default="info",
     show_default=True,
 )
+@log_format_option
 def beat(
     app_path: str | None,
     redis_url: str | None,
@@ -49,12 +51,13 @@ def beat(
     catchup_window: float,
     name: str | None,
     loglevel: str,
+    log_format: str,
 ) -> None:
     """Run a beat until SIGTERM/SIGINT (then release its shards).
 
     Declared ``@app.cron`` jobs are upserted on start (unchanged ones are left alone).
     Run several for failover: they share the shards.
     """
-    setup_logging(loglevel)
+    setup_logging(loglevel, log_format)
     app = build_app(app_path, redis_url)
     Beat(app, name=name, shard_ttl=shard_ttl, catchup_window=catchup_window).run()

@@ -4,10 +4,11 @@ turning errors into one line, and plain-text/JSON output helpers."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import sys
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, NoReturn, TypeVar
 
 import click
@@ -37,9 +38,52 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 
-def setup_logging(level: str) -> None:
+LOG_FORMATS = ("text", "json")
+#: a LogRecord's own attributes: everything else on a record came from ``extra=``
+_RECORD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+    "taskName",
+}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time (ISO-8601 UTC), level, logger, message, the
+    fields the log call passed with ``extra=``, and the traceback if any."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "time": serialize.iso(datetime.fromtimestamp(record.created, UTC)),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in vars(record).items():
+            if key not in _RECORD_ATTRS and key not in out:
+                out[key] = value
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str)
+
+
+def setup_logging(level: str, log_format: str = "text") -> None:
     """Configure the root logger; only the CLI does this, never the library."""
-    logging.basicConfig(level=level.upper(), format=LOG_FORMAT, stream=sys.stderr, force=True)
+    handler = logging.StreamHandler(sys.stderr)
+    if log_format == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+
+
+def log_format_option(fn: F) -> F:
+    return click.option(
+        "--log-format",
+        type=click.Choice(LOG_FORMATS),
+        default="text",
+        show_default=True,
+        help="Log lines as text, or as one JSON object per line (fields as keys).",
+    )(fn)
 
 
 def app_option(fn: F) -> F:

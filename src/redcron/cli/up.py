@@ -30,6 +30,7 @@ from redcron.cli.common import (
     concurrency_option,
     fail,
     grace_option,
+    log_format_option,
     redis_option,
     setup_logging,
     table,
@@ -57,15 +58,21 @@ class ChildSpec:
 
 
 def child_specs(
-    app_path: str | None, redis_url: str, concurrency: int, grace: float, loglevel: str
+    app_path: str | None,
+    redis_url: str,
+    concurrency: int,
+    grace: float,
+    loglevel: str,
+    log_format: str = "text",
 ) -> list[ChildSpec]:
     """The processes ``up`` runs, in start order (stopped in reverse)."""
     cli = [sys.executable, "-m", "redcron.cli.main"]
     app_args = ["-A", app_path] if app_path else []
+    log_args = ["--loglevel", loglevel, "--log-format", log_format]
     return [
         ChildSpec(
             name="beat",
-            argv=[*cli, "beat", *app_args, "--redis", redis_url, "--loglevel", loglevel],
+            argv=[*cli, "beat", *app_args, "--redis", redis_url, *log_args],
             where="fires cron jobs; applies the app's @app.cron declarations",
         ),
         ChildSpec(
@@ -83,8 +90,7 @@ def child_specs(
                 str(concurrency),
                 "--grace",
                 str(grace),
-                "--loglevel",
-                loglevel,
+                *log_args,
             ],
             where=f"queues {UP_QUEUES}, concurrency {concurrency}, app {app_path or '(none)'}",
         ),
@@ -137,6 +143,7 @@ def child_specs(
     default="info",
     show_default=True,
 )
+@log_format_option
 def up(
     app_path: str | None,
     redis_url: str | None,
@@ -148,9 +155,10 @@ def up(
     job_files: tuple[Path, ...],
     enqueue_examples: bool | None,
     loglevel: str,
+    log_format: str,
 ) -> None:
     """Run Redis (embedded unless --redis), a beat and a worker, until Ctrl-C."""
-    setup_logging(loglevel)
+    setup_logging(loglevel, log_format)
     if app_path is None and (Path.cwd() / "examples" / "tasks.py").is_file():
         app_path = EXAMPLES_APP
     if enqueue_examples is None:
@@ -177,7 +185,7 @@ def up(
             redis_url = server.url
         if specs:
             _apply_jobs(app_path, redis_url, specs)
-        children = child_specs(app_path, redis_url, concurrency, grace, loglevel)
+        children = child_specs(app_path, redis_url, concurrency, grace, loglevel, log_format)
         for child in children:
             child.proc = subprocess.Popen(child.argv, start_new_session=True)
         click.echo(_summary(server, redis_url, children))

@@ -11,6 +11,7 @@ from redcron.cli.common import (
     build_app,
     concurrency_option,
     grace_option,
+    log_format_option,
     redis_option,
     setup_logging,
     split_csv,
@@ -89,6 +90,7 @@ from redcron.worker import Worker
     default="info",
     show_default=True,
 )
+@log_format_option
 def worker(
     app_path: str | None,
     concurrency: int,
@@ -103,9 +105,10 @@ def worker(
     mem: str | None,
     redis_url: str | None,
     loglevel: str,
+    log_format: str,
 ) -> None:
     """Run a worker until SIGTERM/SIGINT (then drain gracefully)."""
-    setup_logging(loglevel)
+    setup_logging(loglevel, log_format)
     queue_names = split_csv(queues)
     if not queue_names:
         raise click.BadParameter("give at least one queue", param_hint="-Q")
