@@ -64,10 +64,10 @@ def make_dead(app: App, tenant: str = "default") -> str:
     handle = app.enqueue("t.add", 1, 2, _tenant=tenant)
     lease = lease_one(app)
     app.broker.start(0, "w-test", [(lease.iid, lease.epoch)])
-    (state,) = app.broker.fail(
+    (res,) = app.broker.fail(
         0, "w-test", [FailItem(lease.iid, lease.epoch, "failed", "ValueError: boom", False)]
     )
-    assert state == "dead"
+    assert res.state == "dead"
     return handle.id
 
 

@@ -127,7 +127,7 @@ def kill_next(app: App) -> str:
     """Lease the next ready task and fail it non-retryably: it goes to the DLQ."""
     lease = lease_one(app)
     item = FailItem(lease.iid, lease.epoch, "failed", "ValueError: boom", False)
-    assert app.broker.fail(0, "w-test", [item]) == ["dead"]
+    assert [r.state for r in app.broker.fail(0, "w-test", [item])] == ["dead"]
     return str(lease.iid)
 
 
