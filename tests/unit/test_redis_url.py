@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from redcron import App
+from redcron import App, RedisUnavailable
 from redcron.cli.main import main
 from redcron.config import (
     DEFAULT_REDIS_URL,
@@ -24,7 +24,7 @@ from redcron.config import (
     write_local_url,
 )
 from redcron.embedded import free_port
-from redcron.errors import ConfigError, RedisUnavailable
+from redcron.errors import ConfigError
 
 BAD_URLS = [
     ("http://127.0.0.1:6379/0", "scheme 'http://' is not Redis"),
