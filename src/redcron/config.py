@@ -7,15 +7,34 @@ Nothing is read from the environment at import time: call
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from redcron.errors import ConfigError
 
+log = logging.getLogger(__name__)
+
+#: the last resort of the Redis URL order: --redis > REDCRON_REDIS_URL > the
+#: Redis a running ``redcron up`` in this directory started > this
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+#: where ``redcron up`` records the embedded Redis it started (relative to its
+#: working directory): the URL on the first line, the server's pid on the second
+LOCAL_URL_FILE = Path(".redcron") / "redis.url"
+
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+_URL_FORMS = (
+    "expected redis://[[user]:password@]host[:port][/db], rediss://... (TLS) "
+    "or unix:///path/to/redis.sock"
+)
+_PASSWORD = re.compile(r"^([a-z][a-z0-9+.-]*://[^/@:]*:)[^@/]*@", re.IGNORECASE)
 
 #: Worker defaults (``redcron worker``, :class:`redcron.worker.Worker`, and the
 #: throughput benchmark), chosen from ``redcron bench throughput`` on a 2-core
@@ -75,6 +94,7 @@ class Settings:
     aging: float = 60.0
 
     def __post_init__(self) -> None:
+        check_redis_url(self.redis_url)
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             # every comparison with NaN is false: the range checks below would pass it
@@ -104,6 +124,9 @@ class Settings:
         """Build settings from ``REDCRON_<FIELD>`` variables, then ``overrides``.
 
         ``None`` overrides are ignored (so CLI flags left unset fall through).
+        The Redis URL, when neither names it, is the one a running ``redcron up``
+        in the working directory recorded (:func:`read_local_url`), else
+        :data:`DEFAULT_REDIS_URL`.
         """
         env = os.environ if env is None else env
         fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -112,6 +135,10 @@ class Settings:
             raw = env.get(f"REDCRON_{name.upper()}")
             if raw is not None and raw != "":
                 values[name] = _coerce(name, field.type, raw)
+        if "redis_url" not in values and overrides.get("redis_url") is None:
+            local = read_local_url()
+            if local is not None:
+                values["redis_url"] = local
         for name, value in overrides.items():
             if name not in fields:
                 raise ConfigError(f"unknown setting {name!r}; known: {', '.join(fields)}")
@@ -130,3 +157,92 @@ def _coerce(name: str, typ: Any, raw: str) -> Any:
     except ValueError:
         raise ConfigError(f"REDCRON_{name.upper()}={raw!r}: expected a {kind}") from None
     return raw
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password replaced by ``***``, for messages and logs."""
+    return _PASSWORD.sub(r"\1***@", url, count=1)
+
+
+def check_redis_url(url: str) -> None:
+    """Refuse a URL redis-py cannot connect with, naming it (without password).
+
+    Raises:
+        ConfigError: an unknown scheme, a bad port, a database that is not a number.
+    """
+    shown = repr(redact_url(url))
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 -- parsing the port is the check (out of range, not a number)
+    except ValueError as exc:
+        raise ConfigError(f"redis_url {shown}: {exc}; {_URL_FORMS}") from None
+    if parts.scheme not in REDIS_SCHEMES:
+        what = f"scheme {parts.scheme + '://'!r}" if "://" in url else "no scheme"
+        raise ConfigError(f"redis_url {shown}: {what} is not Redis; {_URL_FORMS}")
+    if parts.scheme == "unix":
+        if not parts.path:
+            raise ConfigError(f"redis_url {shown}: no socket path; {_URL_FORMS}")
+    elif parts.path.strip("/") and not parts.path.strip("/").isdigit():
+        raise ConfigError(f"redis_url {shown}: database must be a number; {_URL_FORMS}")
+
+
+def read_local_url(directory: Path | None = None) -> str | None:
+    """The URL of the Redis a running ``redcron up`` in ``directory`` (the
+    working directory) started, or None.
+
+    A file left behind by an ``up`` that crashed is ignored (with a warning):
+    the pid it records must still be running.
+    """
+    path = (Path.cwd() if directory is None else directory) / LOCAL_URL_FILE
+    try:
+        lines = path.read_text(encoding="utf-8").split()
+    except OSError:
+        return None
+    if len(lines) < 2 or not lines[1].isdigit():
+        log.warning("ignoring %s: expected a URL and a pid, one a line", path)
+        return None
+    url, pid = lines[0], int(lines[1])
+    if not _running(pid):
+        log.warning(
+            "ignoring %s: the redis-server it names (pid %d, %s) is not running "
+            "(a `redcron up` that crashed?); delete the file or start `redcron up` again",
+            path,
+            pid,
+            redact_url(url),
+        )
+        return None
+    return url
+
+
+def write_local_url(url: str, pid: int, directory: Path | None = None) -> Path:
+    """Record ``url`` (served by process ``pid``) for :func:`read_local_url`."""
+    path = (Path.cwd() if directory is None else directory) / LOCAL_URL_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(f"{url}\n{pid}\n", encoding="utf-8")
+    tmp.replace(path)  # readers never see half a file
+    return path
+
+
+def remove_local_url(pid: int, directory: Path | None = None) -> None:
+    """Remove the record :func:`write_local_url` made for ``pid``; a record
+    another ``up`` has written since is left alone."""
+    path = (Path.cwd() if directory is None else directory) / LOCAL_URL_FILE
+    try:
+        lines = path.read_text(encoding="utf-8").split()
+        if lines[1:2] == [str(pid)]:
+            path.unlink()
+    except OSError:
+        pass
+
+
+def _running(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, but another user's
+        return True
+    return True

@@ -23,6 +23,11 @@ class ConnectionLost(BrokerError):
     """The Redis connection dropped; callers may retry."""
 
 
+class RedisUnavailable(ConnectionLost):
+    """Redis cannot be reached (down, wrong address, timed out); the message
+    names the URL (without its password) and where to fix it."""
+
+
 class ScriptError(BrokerError):
     """A Lua script failed in a way that is a bug, not a user error."""
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import os
 import sys
+import traceback
 
 from redcron.app import App
 from redcron.errors import ConfigError
@@ -38,13 +40,17 @@ def load_app(path: str) -> App:
                 f"app {path!r}: no module named {exc.name!r} (searched {cwd} and sys.path)"
             ) from None
         log.debug("importing %s failed", module_name, exc_info=True)
-        raise ConfigError(f"app {path!r}: importing {module_name!r} failed: {exc}") from exc
+        raise ConfigError(
+            f"app {path!r}: importing {module_name!r} failed{_where(exc)}: {exc}"
+        ) from exc
     except Exception as exc:
-        # The user's module raised while importing: name it and keep the cause
-        # for --loglevel debug, instead of a bare traceback.
+        # The user's module raised while importing: name it, and the file and
+        # line, in one line; the whole traceback is for --loglevel debug.
         log.debug("importing %s failed", module_name, exc_info=True)
         raise ConfigError(
-            f"app {path!r}: importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+            f"app {path!r}: importing {module_name!r} failed{_where(exc)}: "
+            f"{type(exc).__name__}: {exc.msg if isinstance(exc, SyntaxError) else exc} "
+            "(--loglevel debug shows the traceback)"
         ) from exc
     obj: object = module
     for part in attr.split("."):
@@ -59,3 +65,23 @@ def load_app(path: str) -> App:
             f"app {path!r}: {module_name}.{attr} is a {type(obj).__name__}, not a redcron App"
         )
     return obj
+
+
+def _where(exc: BaseException) -> str:
+    """`` at file:line (`source`)`` of the line that raised ``exc``: the deepest
+    frame outside the import machinery, or a syntax error's own location."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        filename, lineno, line = exc.filename, exc.lineno, exc.text
+    else:
+        frames = [
+            f
+            for f in traceback.extract_tb(exc.__traceback__)
+            if not f.filename.startswith("<frozen") and f.filename != __file__
+        ]
+        if not frames:
+            return ""
+        filename, lineno, line = frames[-1].filename, frames[-1].lineno, frames[-1].line
+    with contextlib.suppress(ValueError):  # a path on another drive (Windows) stays absolute
+        filename = os.path.relpath(filename)
+    source = f" (`{line.strip()}`)" if line and line.strip() else ""
+    return f" at {filename}:{lineno}{source}"

@@ -179,7 +179,7 @@ def test_task_cancel(app: App, invoke: Invoke) -> None:
 def test_redis_unreachable_is_one_line(prefix: str) -> None:
     result = CliRunner().invoke(main, ["inspect", "--redis", "redis://127.0.0.1:1/0"])
     assert result.exit_code == 1
-    assert "cannot talk to Redis" in one_error_line(result)
+    assert "cannot reach Redis at redis://127.0.0.1:1/0" in one_error_line(result)
 
 
 # -- inspect ----------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -10,7 +11,8 @@ from redcron.config import DEFAULT_REDIS_URL, Settings
 from redcron.errors import ConfigError
 
 
-def test_defaults() -> None:
+def test_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # no .redcron/redis.url of a running `redcron up` here
     s = Settings.from_env(env={})
     assert s == Settings()
     assert s.redis_url == DEFAULT_REDIS_URL

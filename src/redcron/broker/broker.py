@@ -17,6 +17,7 @@ import redis
 
 from redcron.broker import argv
 from redcron.broker.argv import FailItem, FireArgs
+from redcron.broker.connection import connect
 from redcron.broker.scripts import Scripts
 from redcron.clock import ulid
 from redcron.config import Settings
@@ -111,9 +112,7 @@ class Broker:
     def __init__(self, settings: Settings, client: redis.Redis | None = None) -> None:
         self.settings = settings
         self.keys = Keys(settings.prefix)
-        self.client: redis.Redis = client or redis.Redis.from_url(
-            settings.redis_url, health_check_interval=30
-        )
+        self.client: redis.Redis = client or connect(settings.redis_url, health_check_interval=30)
         self.scripts = Scripts(self.client)
         self._shards: int | None = None
         self._min_idle_ms: int | None = None

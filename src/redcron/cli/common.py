@@ -21,6 +21,7 @@ from redcron.errors import (
     Conflict,
     NotFound,
     RedcronError,
+    RedisUnavailable,
     Rejected,
     ValidationError,
 )
@@ -104,7 +105,8 @@ def redis_option(fn: F) -> F:
         metavar="URL",
         default=None,
         envvar="REDCRON_REDIS_URL",
-        help="Redis URL; overrides the app's [env: REDCRON_REDIS_URL].",
+        help="Redis URL; overrides the app's [env: REDCRON_REDIS_URL; else the Redis a "
+        "running `redcron up` in this directory started; else redis://127.0.0.1:6379/0].",
     )(fn)
 
 
@@ -141,6 +143,8 @@ def describe(exc: BaseException) -> str:
     """One line for an expected failure."""
     if isinstance(exc, redis.AuthenticationError):
         return f"Redis refused our credentials: {exc}"
+    if isinstance(exc, RedisUnavailable):  # it names the URL and the fix itself
+        return str(exc)
     if isinstance(exc, redis.ConnectionError | redis.TimeoutError | BrokerError):
         return f"cannot talk to Redis: {exc}"
     if isinstance(exc, NotFound | Conflict):

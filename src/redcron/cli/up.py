@@ -1,7 +1,8 @@
 """``redcron up``: a whole local deployment in one command.
 
 Starts an embedded ``redis-server`` (unless ``--redis``/``REDCRON_REDIS_URL``
-names one), then each child process in :func:`child_specs` (today a worker;
+names one) and records its URL in ``.redcron/redis.url`` for the admin
+commands run in the same directory, then each child process in :func:`child_specs` (today a worker;
 later a beat and the dashboard), and supervises them: Ctrl-C or SIGTERM stops
 everything gracefully; a child that dies on its own takes everything down with
 a non-zero exit.
@@ -35,6 +36,7 @@ from redcron.cli.common import (
     setup_logging,
     table,
 )
+from redcron.config import remove_local_url, write_local_url
 from redcron.embedded import EmbeddedRedis
 from redcron.loader import load_app
 from redcron.model.jobfile import load_jobs
@@ -173,6 +175,7 @@ def up(
         load_app(app_path)  # fail here, in one line, rather than in a child later
     stopper = Stopper()
     server: EmbeddedRedis | None = None
+    recorded_pid: int | None = None
     children: list[ChildSpec] = []
     code = 1
     try:
@@ -183,6 +186,10 @@ def up(
             server = EmbeddedRedis(data_dir, port=port, fsync=fsync)
             server.start()
             redis_url = server.url
+            # admin commands run here find this server without --redis (config.py)
+            assert server.pid is not None
+            recorded_pid = server.pid
+            write_local_url(redis_url, recorded_pid)
         if specs:
             _apply_jobs(app_path, redis_url, specs)
         children = child_specs(app_path, redis_url, concurrency, grace, loglevel, log_format)
@@ -197,6 +204,8 @@ def up(
         _terminate(children, grace + KILL_MARGIN, stopper)
         if server is not None:
             server.stop()
+        if recorded_pid is not None:
+            remove_local_url(recorded_pid)
         stopper.uninstall()
     if code:
         raise click.exceptions.Exit(code)

@@ -1,0 +1,209 @@
+"""Which Redis a command or an ``App()`` talks to, and the one-line errors when
+the URL is malformed or nothing answers there (no Redis needed: the ports used
+here have nothing listening)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from redcron import App, RedisUnavailable
+from redcron.cli.main import main
+from redcron.config import (
+    DEFAULT_REDIS_URL,
+    LOCAL_URL_FILE,
+    Settings,
+    read_local_url,
+    redact_url,
+    remove_local_url,
+    write_local_url,
+)
+from redcron.embedded import free_port
+from redcron.errors import ConfigError
+
+BAD_URLS = [
+    ("http://127.0.0.1:6379/0", "scheme 'http://' is not Redis"),
+    ("redis://127.0.0.1:99999", "Port out of range"),
+    ("redis://127.0.0.1:port/0", "Port could not be cast"),
+    ("127.0.0.1:6379", "no scheme"),
+    ("redis://127.0.0.1:6379/zero", "database must be a number"),
+]
+
+
+@pytest.fixture(autouse=True)
+def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh working directory and no REDCRON_REDIS_URL."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("REDCRON_REDIS_URL", raising=False)
+    monkeypatch.delenv("REDCRON_PREFIX", raising=False)
+    return tmp_path
+
+
+def dead_pid() -> int:
+    """The pid of a process that has exited and been reaped."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def nowhere() -> str:
+    return f"redis://127.0.0.1:{free_port()}/0"
+
+
+# -- the order: --redis > REDCRON_REDIS_URL > a running `up` here > the default ----------
+
+
+def test_default_when_nothing_names_one() -> None:
+    assert Settings.from_env().redis_url == DEFAULT_REDIS_URL
+    assert App().settings.redis_url == DEFAULT_REDIS_URL
+
+
+def test_a_running_up_in_this_directory_beats_the_default(
+    here: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_local_url("redis://127.0.0.1:6399/0", pid=os.getpid())
+    assert (here / LOCAL_URL_FILE).read_text().splitlines()[0] == "redis://127.0.0.1:6399/0"
+    assert Settings.from_env().redis_url == "redis://127.0.0.1:6399/0"
+    assert App().settings.redis_url == "redis://127.0.0.1:6399/0"
+
+    monkeypatch.chdir(here.parent)  # another directory: not that up's
+    assert Settings.from_env().redis_url == DEFAULT_REDIS_URL
+
+
+def test_the_environment_beats_a_running_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    write_local_url("redis://127.0.0.1:6399/0", pid=os.getpid())
+    monkeypatch.setenv("REDCRON_REDIS_URL", "redis://10.0.0.1:6379/0")
+    assert Settings.from_env().redis_url == "redis://10.0.0.1:6379/0"
+    assert App().settings.redis_url == "redis://10.0.0.1:6379/0"
+
+
+def test_an_explicit_url_beats_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    write_local_url("redis://127.0.0.1:6399/0", pid=os.getpid())
+    monkeypatch.setenv("REDCRON_REDIS_URL", "redis://10.0.0.1:6379/0")
+    assert Settings.from_env(redis_url="redis://10.0.0.2:6379/0").redis_url.startswith(
+        "redis://10.0.0.2"
+    )
+    assert App("redis://10.0.0.2:6379/0").settings.redis_url == "redis://10.0.0.2:6379/0"
+
+
+def test_a_file_left_by_a_crashed_up_is_ignored(
+    here: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write_local_url("redis://127.0.0.1:6399/0", pid=dead_pid())
+    assert Settings.from_env().redis_url == DEFAULT_REDIS_URL
+    assert "is not running" in caplog.text
+    assert str(LOCAL_URL_FILE) in caplog.text
+
+
+@pytest.mark.parametrize("content", ["", "redis://127.0.0.1:6399/0\n", "redis://x\nnot-a-pid\n"])
+def test_a_garbled_file_is_ignored(here: Path, content: str) -> None:
+    (here / LOCAL_URL_FILE).parent.mkdir()
+    (here / LOCAL_URL_FILE).write_text(content)
+    assert read_local_url() is None
+
+
+def test_up_removes_only_its_own_record(here: Path) -> None:
+    write_local_url("redis://127.0.0.1:6399/0", pid=os.getpid())
+    remove_local_url(pid=os.getpid() + 1)  # another up's stop: not ours to remove
+    assert read_local_url() == "redis://127.0.0.1:6399/0"
+    remove_local_url(pid=os.getpid())
+    assert not (here / LOCAL_URL_FILE).exists()
+    remove_local_url(pid=os.getpid())  # already gone: fine
+
+
+# -- the CLI follows the same order -------------------------------------------------
+
+
+def cli(*args: str) -> Result:
+    return CliRunner().invoke(main, ["dlq", "list", *args])
+
+
+def one_error_line(result: Result) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+def test_the_cli_talks_to_the_redis_a_running_up_started(monkeypatch: pytest.MonkeyPatch) -> None:
+    up_url, env_url, flag_url = nowhere(), nowhere(), nowhere()
+    write_local_url(up_url, pid=os.getpid())
+    result = cli()
+    assert result.exit_code == 1
+    assert up_url in one_error_line(result)
+
+    monkeypatch.setenv("REDCRON_REDIS_URL", env_url)
+    assert env_url in one_error_line(cli())
+    assert flag_url in one_error_line(cli("--redis", flag_url))
+
+
+# -- a malformed URL, and a Redis that does not answer -------------------------------
+
+
+@pytest.mark.parametrize(("url", "needle"), BAD_URLS)
+def test_a_malformed_url_is_a_config_error_naming_it(url: str, needle: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        App(url)
+    assert needle in str(err.value)
+    assert repr(url) in str(err.value)
+    assert "expected redis://" in str(err.value)  # the fix
+
+
+@pytest.mark.parametrize(("url", "needle"), BAD_URLS)
+def test_the_cli_prints_a_malformed_url_in_one_line(url: str, needle: str) -> None:
+    result = cli("--redis", url)
+    assert result.exit_code == 2
+    line = one_error_line(result)
+    assert needle in line
+    assert url in line
+
+
+def test_a_malformed_url_from_the_environment_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REDCRON_REDIS_URL", "http://127.0.0.1:6379/0")
+    with pytest.raises(ConfigError, match="is not Redis"):
+        App()
+    assert cli().exit_code == 2
+
+
+def test_the_password_is_never_shown() -> None:
+    assert redact_url("redis://:s3cret@h:1/0") == "redis://:***@h:1/0"
+    assert redact_url("rediss://user:s3cret@h:1/0") == "rediss://user:***@h:1/0"
+    assert redact_url("redis://h:1/0") == "redis://h:1/0"
+    with pytest.raises(ConfigError) as err:
+        App("redis://:s3cret@127.0.0.1:99999/0")
+    assert "s3cret" not in str(err.value)
+    assert "redis://:***@127.0.0.1:99999/0" in str(err.value)
+
+
+def test_enqueue_with_redis_down_raises_redis_unavailable() -> None:
+    port = free_port()
+    app = App(f"redis://:s3cret@127.0.0.1:{port}/0")
+
+    @app.task
+    def add(x: int, y: int) -> int:
+        return x + y
+
+    try:
+        with pytest.raises(RedisUnavailable) as err:
+            add.enqueue(1, 2)
+    finally:
+        app.close()
+    message = str(err.value)
+    assert f"redis://:***@127.0.0.1:{port}/0" in message
+    assert "s3cret" not in message
+    assert "REDCRON_REDIS_URL" in message  # the fix
+
+
+def test_the_cli_prints_redis_down_in_one_line() -> None:
+    url = nowhere()
+    result = cli("--redis", url)
+    assert result.exit_code == 1
+    line = one_error_line(result)
+    assert f"cannot reach Redis at {url}" in line
+    assert "redcron up" in line
