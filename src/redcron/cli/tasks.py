@@ -126,7 +126,9 @@ def render_task(details: TaskDetails) -> str:
         ]
         headers = ("#", "worker", "leased", "started", "ended", "outcome", "exit", "error")
         out += ["", table(headers, rows)]
-    failed = [a for a in t.attempts if a.error]
+    # a task that succeeded after a failure has no error to report: the
+    # attempts table above still shows how the earlier attempts ended
+    failed = [a for a in t.attempts if a.error] if t.state != TaskState.SUCCEEDED else []
     if failed:
         out += ["", f"last error (attempt {failed[-1].number}):"]
         out += [f"  | {line}" for line in str(failed[-1].error).rstrip().splitlines()]

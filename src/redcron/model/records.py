@@ -212,6 +212,12 @@ class TaskRecord:
             shard=shard,
         )
 
+    @property
+    def attempts_used(self) -> int:
+        """Attempts counted against ``max_attempts``: those since the last DLQ
+        replay or run retry (each starts a fresh budget), less hand-backs."""
+        return max(0, self.attempt - self.budget)
+
     def decoded_args(self) -> Any:
         """The arguments as plain data: ``[args, kwargs]`` for a Python task,
         ``{argv, env, cwd}`` for a command."""
@@ -561,3 +567,4 @@ class Event:
             detail=_opt_text(fields, "detail"),
             shard=shard,
         )
+
