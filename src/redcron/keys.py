@@ -114,6 +114,14 @@ class Keys:
         """Live beats ZSET: beat id -> registration expiry (ms, server clock)."""
         return f"{self.prefix}:beats"
 
+    def workers(self) -> str:
+        """Live workers ZSET: worker id -> registration expiry (ms, server clock)."""
+        return f"{self.prefix}:workers"
+
+    def worker(self, worker_id: str) -> str:
+        """One worker's registration HASH (expires unless heartbeats renew it)."""
+        return f"{self.prefix}:worker:{worker_id}"
+
     def shard(self, shard: int) -> str:
         """The shard prefix passed to scripts as ``KEYS[1]``; ends with ``:``."""
         return f"{self.prefix}:{{s{shard}}}:"

@@ -20,6 +20,7 @@ from redcron.model.records import (
     TaskRecord,
     TenantLoad,
     TenantStatus,
+    WorkerInfo,
 )
 from redcron.model.serialize import to_json
 
@@ -34,5 +35,6 @@ __all__ = [
     "TaskRecord",
     "TenantLoad",
     "TenantStatus",
+    "WorkerInfo",
     "to_json",
 ]
