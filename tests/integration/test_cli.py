@@ -17,6 +17,7 @@ from click.testing import CliRunner, Result
 
 from redcron import App, ConfigError, serde
 from redcron.broker import FailItem
+from redcron.broker.workers import Registration, WorkerRegistry
 from redcron.cli.main import main
 from redcron.loader import load_app
 
@@ -210,6 +211,36 @@ def test_inspect_json_counts(app: App, invoke: Invoke) -> None:
     assert plain.exit_code == 0, plain.output
     assert "acme" in plain.stdout
     assert "in-flight" in plain.stdout
+
+
+def test_inspect_breaks_counts_down_per_queue_and_flags_unserved_queues(
+    app: App, invoke: Invoke
+) -> None:
+    make_dead(app)  # default/default: dlq 1
+    app.enqueue("t.add", 1, 1)
+    lease_one(app)  # default/default: in flight 1
+    app.enqueue("t.add", 1, 2)  # default/default: ready 1
+    app.enqueue("t.add", 1, 3, _queue="reports")  # default/reports: ready 1
+    app.enqueue("t.add", 1, 4, _queue="reports", _countdown=3600)  # delayed 1
+    app.enqueue("t.add", 1, 5, _tenant="acme")  # acme/default: ready 1
+    # one live worker: queue default, tenant default only
+    WorkerRegistry(app.broker).publish(
+        Registration("w1", "h", 1, ("default",), ("default",), 2, 0, ("t.add",)), 60_000
+    )
+
+    data = json.loads(invoke("inspect", "--json").stdout)
+    assert data["workers"] == 1
+    rows = {(r["tenant"], r["queue"]): r for r in data["queues"]}
+    assert set(rows) == {("default", "default"), ("default", "reports"), ("acme", "default")}
+    d = rows["default", "default"]
+    assert (d["ready"], d["in_flight"], d["delayed"], d["dlq"], d["served"]) == (1, 1, 0, 1, True)
+    r = rows["default", "reports"]
+    assert (r["ready"], r["in_flight"], r["delayed"], r["dlq"], r["served"]) == (1, 0, 1, 0, False)
+    assert rows["acme", "default"]["served"] is False  # the worker takes tenant default only
+
+    text = invoke("inspect").stdout
+    line = next(ln for ln in text.splitlines() if "reports" in ln)
+    assert "no live worker serves this queue" in line
 
 
 # -- dlq ----------------------------------------------------------------------------

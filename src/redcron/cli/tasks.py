@@ -8,6 +8,8 @@ from typing import Any
 import click
 
 from redcron.app import App
+from redcron.broker.inspect import queue_loads
+from redcron.broker.workers import WorkerRegistry
 from redcron.cli.common import (
     app_option,
     build_app,
@@ -17,7 +19,7 @@ from redcron.cli.common import (
     redis_option,
     table,
 )
-from redcron.model import TaskRecord
+from redcron.model import QueueLoad, TaskRecord
 from redcron.model.serialize import payload, to_json
 from redcron.model.states import CANCEL_REQUESTED, TASK_TERMINAL, TaskState
 
@@ -151,7 +153,8 @@ def _attempts(t: TaskRecord) -> str:
 @app_option
 @redis_option
 def inspect_cmd(as_json: bool, app_path: str | None, redis_url: str | None) -> None:
-    """Per-tenant ready / in-flight / delayed / DLQ counts, and lifetime counters."""
+    """Ready / in-flight / delayed / DLQ counts per tenant and per (tenant, queue),
+    queues no live worker serves, and lifetime counters."""
     broker = build_app(app_path, redis_url).broker
     loads = sorted(broker.inspect(), key=lambda row: (row.tenant, row.shard))
     tenants: dict[str, dict[str, int]] = {}
@@ -161,8 +164,18 @@ def inspect_cmd(as_json: bool, app_path: str | None, redis_url: str | None) -> N
             acc[name] += getattr(row, name)
     totals = {name: sum(t[name] for t in tenants.values()) for name in COUNTS}
     stats = broker.stats()
+    live = WorkerRegistry(broker).list()
+    queues = queue_loads(broker, live)
     if as_json:
-        echo_json({"tenants": loads, "totals": totals, "stats": stats})
+        echo_json(
+            {
+                "tenants": loads,
+                "queues": queues,
+                "workers": len(live),
+                "totals": totals,
+                "stats": stats,
+            }
+        )
         return
     rows: list[list[Any]] = [[t, *(c[n] for n in COUNTS)] for t, c in sorted(tenants.items())]
     if len(rows) > 1:
@@ -172,6 +185,20 @@ def inspect_cmd(as_json: bool, app_path: str | None, redis_url: str | None) -> N
         if rows
         else "no tenants yet (nothing was ever enqueued)"
     )
+    if queues:
+        click.echo("")
+        qrows = [
+            [q.tenant, q.queue, q.ready, q.in_flight, q.delayed, q.dlq, _served(q)] for q in queues
+        ]
+        headers = ("tenant", "queue", "ready", "in-flight", "delayed", "dlq", "workers")
+        click.echo(table(headers, qrows))
     if stats:
         click.echo("")
         click.echo(table(("counter", "value"), sorted(stats.items())))
+
+
+def _served(q: QueueLoad) -> str:
+    if q.served:
+        return "ok"
+    # work waits here for nobody: say so where an operator looks
+    return "NONE (no live worker serves this queue)" if q.ready or q.delayed else "none"

@@ -609,3 +609,19 @@ class WorkerInfo:
             expires_at=_time(fields, "expires"),
         )
 
+
+@dataclass(frozen=True, slots=True)
+class QueueLoad:
+    """One (tenant, queue)'s work on one shard (``Broker.inspect_queues``).
+
+    ``served``: some live worker leases from this queue for this tenant
+    (False: work here waits for a worker that is not running)."""
+
+    tenant: str
+    queue: str
+    shard: int
+    ready: int
+    in_flight: int
+    delayed: int
+    dlq: int
+    served: bool = True
