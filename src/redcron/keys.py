@@ -47,6 +47,9 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "stats": ("stats", ()),
     # short maintenance locks (promote/reap at most once per interval)
     "lock": ("lock:{name}", ("name",)),
+    # instance id -> created (ms): the newest instances, for `task list`
+    # (enqueue and run creation add, trimmed to the newest 100,000 per shard)
+    "recent": ("recent", ()),
     # a job: spec, trigger, version, policies, compiled DAG template
     "job": ("job:{job_id}", ("job_id",)),
     # one tenant's jobs: name -> job id
@@ -176,6 +179,9 @@ class Keys:
 
     def stats(self, shard: int) -> str:
         return self.build(shard, "stats")
+
+    def recent(self, shard: int) -> str:
+        return self.build(shard, "recent")
 
     def lock(self, shard: int, name: str) -> str:
         return self.build(shard, "lock", name)

@@ -243,6 +243,45 @@ def test_inspect_breaks_counts_down_per_queue_and_flags_unserved_queues(
     assert "no live worker serves this queue" in line
 
 
+# -- task list --------------------------------------------------------------------
+
+
+def test_task_list_filters_newest_first(app: App, invoke: Invoke) -> None:
+    dead = make_dead(app)
+    a = app.enqueue("t.add", 1, 1).id
+    b = app.enqueue("t.add", 1, 2, _queue="reports").id
+    c = app.enqueue("t.add", 1, 3, _tenant="acme").id
+
+    def ids(*args: str) -> list[str]:
+        result = invoke("task", "list", "--json", *args)
+        assert result.exit_code == 0, result.output
+        return [row["id"] for row in json.loads(result.stdout)]
+
+    every = ids()
+    assert set(every) == {a, b, c, dead}
+    # newest first (ties within a millisecond by id, as the index orders them)
+    created = [app.broker.task_info(i).created_at for i in every]
+    assert created == sorted(created, reverse=True)
+    assert ids("--limit", "2") == every[:2]
+    assert ids("--state", "dead") == [dead]
+    assert set(ids("--state", "ready", "--tenant", "default")) == {a, b}
+    assert ids("--queue", "reports") == [b]
+    assert ids("--tenant", "acme", "--name", "t.add") == [c]
+    assert ids("--name", "nope") == []
+    (row,) = json.loads(invoke("task", "list", "--json", "--state", "dead").stdout)
+    assert row["state"] == "dead" and row["error"] == "ValueError: boom"
+
+    text = invoke("task", "list").stdout
+    assert text.splitlines()[0].split()[:5] == ["task", "name", "tenant", "queue", "state"]
+    assert dead in text and "ValueError: boom" in text
+    assert invoke("task", "list", "--name", "nope").stdout.strip() == "no tasks match"
+
+    # an instance gone with its retention leaves the index on the next read
+    app.broker.client.delete(app.broker.keys.ti(0, a))
+    assert ids() == [i for i in every if i != a]
+    assert app.broker.client.zscore(app.broker.keys.recent(0), a) is None
+
+
 # -- dlq ----------------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""``redcron task show|cancel`` and ``redcron inspect``."""
+"""``redcron task list|show|cancel`` and ``redcron inspect``."""
 
 from __future__ import annotations
 
@@ -9,16 +9,19 @@ import click
 
 from redcron.app import App
 from redcron.broker.inspect import queue_loads
+from redcron.broker.tasklist import TaskFilter, list_tasks
 from redcron.broker.workers import WorkerRegistry
 from redcron.cli.common import (
     app_option,
     build_app,
     echo_json,
+    echo_listing,
     iso_ms,
     one_line,
     redis_option,
     table,
 )
+from redcron.cli.runs import attempts_cell, task_error
 from redcron.model import QueueLoad, TaskRecord
 from redcron.model.serialize import payload, to_json
 from redcron.model.states import CANCEL_REQUESTED, TASK_TERMINAL, TaskState
@@ -42,7 +45,57 @@ class TaskDetails:
 
 @click.group()
 def task() -> None:
-    """Look at or cancel one task instance."""
+    """List task instances; look at or cancel one."""
+
+
+@task.command("list")
+@click.option(
+    "--state", type=click.Choice([s.value for s in TaskState]), default=None,
+    help="Only tasks in this state.",
+)  # fmt: skip
+@click.option("--tenant", default=None, help="Only this tenant's tasks.")
+@click.option("--queue", default=None, help="Only tasks of this queue.")
+@click.option("--name", default=None, help="Only tasks of this registered name.")
+@click.option(
+    "--limit", type=click.IntRange(min=1, max=10_000), default=50, show_default=True,
+    help="Tasks to show (newest first).",
+)  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array instead of text.")
+@app_option
+@redis_option
+def list_cmd(
+    state: str | None,
+    tenant: str | None,
+    queue: str | None,
+    name: str | None,
+    limit: int,
+    as_json: bool,
+    app_path: str | None,
+    redis_url: str | None,
+) -> None:
+    """The newest task instances (of the last 100,000 per shard) matching the filters."""
+    broker = build_app(app_path, redis_url).broker
+    found = list_tasks(broker, TaskFilter(state, tenant, queue, name), limit)
+    echo_listing(found, as_json, "no tasks match", lambda: tasks_table(found))
+
+
+def tasks_table(found: list[TaskRecord]) -> str:
+    rows = [
+        (
+            t.id,
+            t.name,
+            t.tenant,
+            t.queue,
+            t.state,
+            attempts_cell(t),
+            iso_ms(t.created_at),
+            "" if t.exit_code is None else t.exit_code,
+            one_line(task_error(t), 40),
+        )
+        for t in found
+    ]
+    headers = ("task", "name", "tenant", "queue", "state", "attempts", "created", "exit", "error")
+    return table(headers, rows)
 
 
 @task.command()
