@@ -47,6 +47,9 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "stats": ("stats", ()),
     # short maintenance locks (promote/reap at most once per interval)
     "lock": ("lock:{name}", ("name",)),
+    # instance id -> created (ms): the newest instances, for `task list`
+    # (enqueue and run creation add, trimmed to the newest 100,000 per shard)
+    "recent": ("recent", ()),
     # a job: spec, trigger, version, policies, compiled DAG template
     "job": ("job:{job_id}", ("job_id",)),
     # one tenant's jobs: name -> job id
@@ -114,6 +117,14 @@ class Keys:
         """Live beats ZSET: beat id -> registration expiry (ms, server clock)."""
         return f"{self.prefix}:beats"
 
+    def workers(self) -> str:
+        """Live workers ZSET: worker id -> registration expiry (ms, server clock)."""
+        return f"{self.prefix}:workers"
+
+    def worker(self, worker_id: str) -> str:
+        """One worker's registration HASH (expires unless heartbeats renew it)."""
+        return f"{self.prefix}:worker:{worker_id}"
+
     def shard(self, shard: int) -> str:
         """The shard prefix passed to scripts as ``KEYS[1]``; ends with ``:``."""
         return f"{self.prefix}:{{s{shard}}}:"
@@ -168,6 +179,9 @@ class Keys:
 
     def stats(self, shard: int) -> str:
         return self.build(shard, "stats")
+
+    def recent(self, shard: int) -> str:
+        return self.build(shard, "recent")
 
     def lock(self, shard: int, name: str) -> str:
         return self.build(shard, "lock", name)

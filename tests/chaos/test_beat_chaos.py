@@ -141,7 +141,7 @@ def check_invariants(app: App, jobs: list[dict[str, Any]]) -> dict[str, list[int
         assert all(r.id == f"{jid}@{epoch_ms(r.scheduled_for)}" for r in runs)
         gaps = [(a, b) for a, b in itertools.pairwise(nominal) if b - a != step]
         assert not gaps, f"{jid}: missed fire times between {gaps}"
-        assert {r.trigger for r in runs} <= {"cron"}
+        assert {r.trigger for r in runs} <= {"every"}
         info = app.jobs.get_by_id(jid)
         assert info.fires_skipped == 0, f"{jid}: fires skipped"
         seen[jid] = nominal

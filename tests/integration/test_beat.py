@@ -76,7 +76,7 @@ def test_due_job_fires_once_per_fire_time_and_the_schedule_advances(app: App) ->
     assert [r.id for r in runs] == [f"{job.id}@{n}" for n in nominal]
     assert all(b - a == 1000 for a, b in itertools.pairwise(nominal)), nominal
     assert nominal[0] == epoch_ms(job.next_fire)
-    assert {r.trigger for r in runs} == {"cron"}
+    assert {r.trigger for r in runs} == {"every"}
     info = app.jobs.get_by_id(job.id)
     assert epoch_ms(info.next_fire) == nominal[-1] + 1000 == epoch_ms(info.scheduled_due)
     assert epoch_ms(info.last_fire) == nominal[-1]
@@ -92,6 +92,7 @@ def test_seconds_cron_fires_every_two_seconds(app: App) -> None:
     nominal = [epoch_ms(r.scheduled_for) for r in runs_of(app, job.id)]
     assert nominal[1] - nominal[0] == 2000
     assert all(n % 2000 == 0 for n in nominal)
+    assert {r.trigger for r in runs_of(app, job.id)} == {"cron"}
 
 
 def test_a_stale_beat_cannot_fire(app: App) -> None:
@@ -169,14 +170,14 @@ def test_fires_overdue_within_the_window_are_all_fired(app: App) -> None:
     assert nominal[0] == start
     assert nominal == list(range(start, nominal[-1] + 1, 1000))  # late, never collapsed
     assert nominal[-1] >= now - 1500
-    assert {r.trigger for r in runs} == {"cron"}
+    assert {r.trigger for r in runs} == {"every"}
     assert skipped(app, job.id) == (0, 0)
 
 
 def split(runs: list[dict[str, Any]]) -> tuple[list[int], list[int]]:
-    """Nominal fire times of the catch-up runs and of the cron runs."""
+    """Nominal fire times of the catch-up runs and of the on-time runs (cron or every)."""
     old = [epoch_ms(r.scheduled_for) for r in runs if r.trigger == "catchup"]
-    recent = [epoch_ms(r.scheduled_for) for r in runs if r.trigger == "cron"]
+    recent = [epoch_ms(r.scheduled_for) for r in runs if r.trigger != "catchup"]
     return old, recent
 
 
@@ -273,7 +274,7 @@ def test_a_one_shot_job_fires_once_and_leaves_the_schedule(app: App) -> None:
     for _ in range(5):
         beat.tick()
     runs = runs_of(app, job.id)
-    assert len(runs) == 1 and runs[0].trigger == "cron"
+    assert len(runs) == 1 and runs[0].trigger == "at"
     info = app.jobs.get_by_id(job.id)
     assert info.scheduled_due is None and info.next_fire is None
 

@@ -17,6 +17,7 @@ from click.testing import CliRunner, Result
 
 from redcron import App, ConfigError, serde
 from redcron.broker import FailItem
+from redcron.broker.workers import Registration, WorkerRegistry
 from redcron.cli.main import main
 from redcron.loader import load_app
 
@@ -210,6 +211,75 @@ def test_inspect_json_counts(app: App, invoke: Invoke) -> None:
     assert plain.exit_code == 0, plain.output
     assert "acme" in plain.stdout
     assert "in-flight" in plain.stdout
+
+
+def test_inspect_breaks_counts_down_per_queue_and_flags_unserved_queues(
+    app: App, invoke: Invoke
+) -> None:
+    make_dead(app)  # default/default: dlq 1
+    app.enqueue("t.add", 1, 1)
+    lease_one(app)  # default/default: in flight 1
+    app.enqueue("t.add", 1, 2)  # default/default: ready 1
+    app.enqueue("t.add", 1, 3, _queue="reports")  # default/reports: ready 1
+    app.enqueue("t.add", 1, 4, _queue="reports", _countdown=3600)  # delayed 1
+    app.enqueue("t.add", 1, 5, _tenant="acme")  # acme/default: ready 1
+    # one live worker: queue default, tenant default only
+    WorkerRegistry(app.broker).publish(
+        Registration("w1", "h", 1, ("default",), ("default",), 2, 0, ("t.add",)), 60_000
+    )
+
+    data = json.loads(invoke("inspect", "--json").stdout)
+    assert data["workers"] == 1
+    rows = {(r["tenant"], r["queue"]): r for r in data["queues"]}
+    assert set(rows) == {("default", "default"), ("default", "reports"), ("acme", "default")}
+    d = rows["default", "default"]
+    assert (d["ready"], d["in_flight"], d["delayed"], d["dlq"], d["served"]) == (1, 1, 0, 1, True)
+    r = rows["default", "reports"]
+    assert (r["ready"], r["in_flight"], r["delayed"], r["dlq"], r["served"]) == (1, 0, 1, 0, False)
+    assert rows["acme", "default"]["served"] is False  # the worker takes tenant default only
+
+    text = invoke("inspect").stdout
+    line = next(ln for ln in text.splitlines() if "reports" in ln)
+    assert "no live worker serves this queue" in line
+
+
+# -- task list --------------------------------------------------------------------
+
+
+def test_task_list_filters_newest_first(app: App, invoke: Invoke) -> None:
+    dead = make_dead(app)
+    a = app.enqueue("t.add", 1, 1).id
+    b = app.enqueue("t.add", 1, 2, _queue="reports").id
+    c = app.enqueue("t.add", 1, 3, _tenant="acme").id
+
+    def ids(*args: str) -> list[str]:
+        result = invoke("task", "list", "--json", *args)
+        assert result.exit_code == 0, result.output
+        return [row["id"] for row in json.loads(result.stdout)]
+
+    every = ids()
+    assert set(every) == {a, b, c, dead}
+    # newest first (ties within a millisecond by id, as the index orders them)
+    created = [app.broker.task_info(i).created_at for i in every]
+    assert created == sorted(created, reverse=True)
+    assert ids("--limit", "2") == every[:2]
+    assert ids("--state", "dead") == [dead]
+    assert set(ids("--state", "ready", "--tenant", "default")) == {a, b}
+    assert ids("--queue", "reports") == [b]
+    assert ids("--tenant", "acme", "--name", "t.add") == [c]
+    assert ids("--name", "nope") == []
+    (row,) = json.loads(invoke("task", "list", "--json", "--state", "dead").stdout)
+    assert row["state"] == "dead" and row["error"] == "ValueError: boom"
+
+    text = invoke("task", "list").stdout
+    assert text.splitlines()[0].split()[:5] == ["task", "name", "tenant", "queue", "state"]
+    assert dead in text and "ValueError: boom" in text
+    assert invoke("task", "list", "--name", "nope").stdout.strip() == "no tasks match"
+
+    # an instance gone with its retention leaves the index on the next read
+    app.broker.client.delete(app.broker.keys.ti(0, a))
+    assert ids() == [i for i in every if i != a]
+    assert app.broker.client.zscore(app.broker.keys.recent(0), a) is None
 
 
 # -- dlq ----------------------------------------------------------------------------

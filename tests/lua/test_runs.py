@@ -155,6 +155,9 @@ def test_diamond_fans_in_once_and_the_run_goes_queued_running_succeeded(runs: Ru
     )
     rid = runs.trigger("diamond")
     assert runs.states(rid) == {"a": "ready", "b": "pending", "c": "pending", "d": "pending"}
+    # every task of the run is in the shard's recent index (task list finds it)
+    recent = {m.decode() for m in runs.r.zrange(runs.k.recent(runs.shard), 0, -1)}
+    assert {f"{rid}/{t}" for t in "abcd"} <= recent
     assert runs.ready() == [f"{rid}/a"]
     assert runs.run(rid).state == "queued"
 

@@ -1,6 +1,7 @@
 """schedule.plan: the catch-up window is decided per fire (invariant 2). Pure: explicit now.
 
-A fire overdue by at most the window is always fired ("cron"); only the fires
+A fire overdue by at most the window is always fired (recorded under the trigger's
+kind, "cron" or "every"); only the fires
 older than that follow the job's catch-up policy, and every fire left out is
 counted.  The fire calls must chain (each one's expected score is the previous
 one's next due time) so fire.lua's compare-and-set accepts them in order.
@@ -77,9 +78,9 @@ RECENT = list(range(N + 10_000, N + 65_001, 5_000))
 def test_every_fire_within_the_window_is_fired_after_a_65s_outage() -> None:
     out = run(spec(every="5s"), N, NOW)
     assert len(RECENT) == 12
-    assert [t for t, trig in out.fired.items() if trig == "cron"] == RECENT
+    assert [t for t, trig in out.fired.items() if trig == "every"] == RECENT
     # latest (the default): the newest of the two old fires, the older one counted
-    assert {t: trig for t, trig in out.fired.items() if trig != "cron"} == {N + 5_000: "catchup"}
+    assert {t: trig for t, trig in out.fired.items() if trig != "every"} == {N + 5_000: "catchup"}
     assert out.skipped == 1
     assert out.next_ms == N + 70_000
 
@@ -89,14 +90,14 @@ def test_the_plan_of_a_65s_outage_is_one_pass_oldest_first() -> None:
     calls = plan_fires("0-j", job, job.trigger(), N, N, NOW, WINDOW)
     assert [(f.fire_ms, f.trigger, f.skipped) for f in calls] == [
         (N + 5_000, "catchup", 1),
-        *((t, "cron", 0) for t in RECENT),
+        *((t, "every", 0) for t in RECENT),
     ]
     assert calls[-1].next_ms == calls[-1].next_due == N + 70_000
 
 
 def test_catchup_all_fires_the_old_ones_and_the_recent_ones() -> None:
     out = run(spec(every="5s", catchup="all"), N, NOW)
-    assert out.fired == {N: "catchup", N + 5_000: "catchup", **dict.fromkeys(RECENT, "cron")}
+    assert out.fired == {N: "catchup", N + 5_000: "catchup", **dict.fromkeys(RECENT, "every")}
     assert out.skipped == 0
 
 
@@ -105,7 +106,7 @@ def test_catchup_all_bounds_only_the_old_ones() -> None:
     now = N + 600_000
     out = run(spec(every="1s", catchup="all", catchup_limit=3), N, now)
     old = [t for t, trig in out.fired.items() if trig == "catchup"]
-    recent = [t for t, trig in out.fired.items() if trig == "cron"]
+    recent = [t for t, trig in out.fired.items() if trig == "every"]
     assert old == [now - 63_000, now - 62_000, now - 61_000]
     assert recent == list(range(now - 60_000, now + 1, 1000))  # all 61 of them
     assert out.skipped == 540 - 3
@@ -114,7 +115,7 @@ def test_catchup_all_bounds_only_the_old_ones() -> None:
 
 def test_catchup_none_skips_the_old_ones_and_fires_the_recent_ones() -> None:
     out = run(spec(every="5s", catchup="none"), N, NOW)
-    assert out.fired == dict.fromkeys(RECENT, "cron")
+    assert out.fired == dict.fromkeys(RECENT, "every")
     assert out.skipped == 2
     job = spec(every="5s", catchup="none")
     first = plan_fires("0-j", job, job.trigger(), N, N, NOW, WINDOW)[0]
@@ -126,7 +127,7 @@ def test_catchup_none_skips_the_old_ones_and_fires_the_recent_ones() -> None:
 def test_a_backlog_within_the_window_is_all_fired_whatever_the_policy(policy: str) -> None:
     now = N + 60_000  # the oldest fire is overdue by exactly the window: still in it
     out = run(spec(every="5s", catchup=policy), N, now)
-    assert out.fired == dict.fromkeys(range(N, now + 1, 5_000), "cron")
+    assert out.fired == dict.fromkeys(range(N, now + 1, 5_000), "every")
     assert out.skipped == 0
 
 
@@ -136,7 +137,7 @@ def test_every_fire_is_either_fired_or_counted(policy: str, fired_old: int) -> N
     now = N + 4_200_000
     out = run(spec(every="5s", catchup=policy), N, now)
     total = (now - N) // 5_000 + 1
-    recent = [t for t, trig in out.fired.items() if trig == "cron"]
+    recent = [t for t, trig in out.fired.items() if trig == "every"]
     assert recent == list(range(now - 60_000, now + 1, 5_000))
     assert len(out.fired) - len(recent) == fired_old
     assert len(out.fired) + out.skipped == total
@@ -150,7 +151,7 @@ def test_a_long_chain_is_cut_and_goes_on_next_pass_without_skipping() -> None:
     assert out.passes == 2
     assert list(out.fired) == list(range(N, now + 1, 1000))
     assert out.skipped == 0
-    assert sum(trig == "cron" for trig in out.fired.values()) == 61
+    assert sum(trig == "every" for trig in out.fired.values()) == 61
 
 
 def test_an_hourly_cron_job_down_for_hours_fires_its_latest_and_moves_on() -> None:
@@ -164,6 +165,7 @@ def test_an_hourly_cron_job_down_for_hours_fires_its_latest_and_moves_on() -> No
 
 def test_cron_jobs_are_planned_per_fire_too() -> None:
     out = run(spec(cron="*/5 * * * * *", catchup="none"), N, NOW)
+    # a run records the trigger kind that started it: "cron" here, "every" above
     assert out.fired == dict.fromkeys(RECENT, "cron")
     assert out.skipped == 2
 
@@ -172,6 +174,6 @@ def test_jittered_fires_are_judged_by_their_nominal_time() -> None:
     job = spec(every="5s", jitter_s=3)
     out = run(job, N, NOW)
     # the last fires may wait for their jittered due time; the others are all there
-    cron = [t for t, trig in out.fired.items() if trig == "cron"]
-    assert cron == RECENT[: len(cron)] and len(cron) >= len(RECENT) - 1
+    on_time = [t for t, trig in out.fired.items() if trig == "every"]
+    assert on_time == RECENT[: len(on_time)] and len(on_time) >= len(RECENT) - 1
     assert out.fired[N + 5_000] == "catchup" and out.skipped == 1

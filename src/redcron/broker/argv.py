@@ -46,7 +46,7 @@ class FireArgs:
     next_ms: int | None  # next nominal fire time (None: leaves the schedule)
     next_due: int | None  # next due score (nominal + jitter)
     epoch: str  # owner epoch of the calling beat ("" = not a beat)
-    trigger: str  # cron | catchup | manual | skip
+    trigger: str  # cron | every | at | catchup | manual | skip
     skipped: int  # missed fires skipped by the catch-up policy
     run_id: str
     params: str = ""  # JSON text (manual runs)

@@ -13,6 +13,7 @@ from redcron.cli.tasks import inspect_cmd, task
 from redcron.cli.tenants import tenants
 from redcron.cli.up import up
 from redcron.cli.worker import worker
+from redcron.cli.workers import workers
 
 
 @click.group(cls=RedcronGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -39,6 +40,7 @@ main.add_command(bench)
 main.add_command(jobs.jobs)
 main.add_command(runs.runs)
 main.add_command(tenants)
+main.add_command(workers)
 
 if __name__ == "__main__":
     main(prog_name="redcron")

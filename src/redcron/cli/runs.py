@@ -25,7 +25,7 @@ from redcron.cli.common import (
 )
 from redcron.errors import NotFound
 from redcron.model import RunRecord, TaskRecord
-from redcron.model.states import RUN_ACTIVE, TASK_LEASED, RunState
+from redcron.model.states import RUN_ACTIVE, TASK_LEASED, RunState, TaskState
 
 #: sorts a run without a time last (newest first)
 _NEVER = datetime.min.replace(tzinfo=UTC)
@@ -173,18 +173,36 @@ def render_run(run: RunRecord, now: datetime) -> str:
         if not isinstance(t, TaskRecord):
             rows.append((line, t.state, "", "", ""))
             continue
-        errors = [a.error for a in t.attempts if a.error]
         rows.append(
             (
                 line,
                 t.state,
-                f"{t.attempt}/{t.max_attempts or '?'}" if t.attempt else "",
+                attempts_cell(t),
                 seconds(task_seconds(t, now)),
-                one_line(errors[-1] if errors else "", 50),
+                one_line(task_error(t), 50),
             )
         )
     out += ["", table(("task", "state", "attempts", "took", "error"), rows)]
     return "\n".join(out)
+
+
+def attempts_cell(t: TaskRecord) -> str:
+    """``used/allowed``: a DLQ replay or run retry starts a fresh budget, so the
+    attempts before it are not counted (``attempt`` alone, against
+    ``max_attempts``, once showed "6/4"); those are added as ``+N earlier``."""
+    if not t.attempt:
+        return ""
+    cell = f"{t.attempts_used}/{t.max_attempts or '?'}"
+    return cell + (f" (+{t.budget} earlier)" if t.budget else "")
+
+
+def task_error(t: TaskRecord) -> str:
+    """The error worth showing next to a task's state: none once it succeeded
+    (an earlier failed attempt's error is history, in ``task show``)."""
+    if t.state == TaskState.SUCCEEDED:
+        return ""
+    errors = [a.error for a in t.attempts if a.error]
+    return errors[-1] if errors else (t.error or "")
 
 
 def checked_run_id(run_id: str) -> str:

@@ -1,4 +1,4 @@
-"""``redcron task show|cancel`` and ``redcron inspect``."""
+"""``redcron task list|show|cancel`` and ``redcron inspect``."""
 
 from __future__ import annotations
 
@@ -8,16 +8,21 @@ from typing import Any
 import click
 
 from redcron.app import App
+from redcron.broker.inspect import queue_loads
+from redcron.broker.tasklist import TaskFilter, list_tasks
+from redcron.broker.workers import WorkerRegistry
 from redcron.cli.common import (
     app_option,
     build_app,
     echo_json,
+    echo_listing,
     iso_ms,
     one_line,
     redis_option,
     table,
 )
-from redcron.model import TaskRecord
+from redcron.cli.runs import attempts_cell, task_error
+from redcron.model import QueueLoad, TaskRecord
 from redcron.model.serialize import payload, to_json
 from redcron.model.states import CANCEL_REQUESTED, TASK_TERMINAL, TaskState
 
@@ -40,7 +45,57 @@ class TaskDetails:
 
 @click.group()
 def task() -> None:
-    """Look at or cancel one task instance."""
+    """List task instances; look at or cancel one."""
+
+
+@task.command("list")
+@click.option(
+    "--state", type=click.Choice([s.value for s in TaskState]), default=None,
+    help="Only tasks in this state.",
+)  # fmt: skip
+@click.option("--tenant", default=None, help="Only this tenant's tasks.")
+@click.option("--queue", default=None, help="Only tasks of this queue.")
+@click.option("--name", default=None, help="Only tasks of this registered name.")
+@click.option(
+    "--limit", type=click.IntRange(min=1, max=10_000), default=50, show_default=True,
+    help="Tasks to show (newest first).",
+)  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array instead of text.")
+@app_option
+@redis_option
+def list_cmd(
+    state: str | None,
+    tenant: str | None,
+    queue: str | None,
+    name: str | None,
+    limit: int,
+    as_json: bool,
+    app_path: str | None,
+    redis_url: str | None,
+) -> None:
+    """The newest task instances (of the last 100,000 per shard) matching the filters."""
+    broker = build_app(app_path, redis_url).broker
+    found = list_tasks(broker, TaskFilter(state, tenant, queue, name), limit)
+    echo_listing(found, as_json, "no tasks match", lambda: tasks_table(found))
+
+
+def tasks_table(found: list[TaskRecord]) -> str:
+    rows = [
+        (
+            t.id,
+            t.name,
+            t.tenant,
+            t.queue,
+            t.state,
+            attempts_cell(t),
+            iso_ms(t.created_at),
+            "" if t.exit_code is None else t.exit_code,
+            one_line(task_error(t), 40),
+        )
+        for t in found
+    ]
+    headers = ("task", "name", "tenant", "queue", "state", "attempts", "created", "exit", "error")
+    return table(headers, rows)
 
 
 @task.command()
@@ -126,7 +181,9 @@ def render_task(details: TaskDetails) -> str:
         ]
         headers = ("#", "worker", "leased", "started", "ended", "outcome", "exit", "error")
         out += ["", table(headers, rows)]
-    failed = [a for a in t.attempts if a.error]
+    # a task that succeeded after a failure has no error to report: the
+    # attempts table above still shows how the earlier attempts ended
+    failed = [a for a in t.attempts if a.error] if t.state != TaskState.SUCCEEDED else []
     if failed:
         out += ["", f"last error (attempt {failed[-1].number}):"]
         out += [f"  | {line}" for line in str(failed[-1].error).rstrip().splitlines()]
@@ -149,7 +206,8 @@ def _attempts(t: TaskRecord) -> str:
 @app_option
 @redis_option
 def inspect_cmd(as_json: bool, app_path: str | None, redis_url: str | None) -> None:
-    """Per-tenant ready / in-flight / delayed / DLQ counts, and lifetime counters."""
+    """Ready / in-flight / delayed / DLQ counts per tenant and per (tenant, queue),
+    queues no live worker serves, and lifetime counters."""
     broker = build_app(app_path, redis_url).broker
     loads = sorted(broker.inspect(), key=lambda row: (row.tenant, row.shard))
     tenants: dict[str, dict[str, int]] = {}
@@ -159,8 +217,18 @@ def inspect_cmd(as_json: bool, app_path: str | None, redis_url: str | None) -> N
             acc[name] += getattr(row, name)
     totals = {name: sum(t[name] for t in tenants.values()) for name in COUNTS}
     stats = broker.stats()
+    live = WorkerRegistry(broker).list()
+    queues = queue_loads(broker, live)
     if as_json:
-        echo_json({"tenants": loads, "totals": totals, "stats": stats})
+        echo_json(
+            {
+                "tenants": loads,
+                "queues": queues,
+                "workers": len(live),
+                "totals": totals,
+                "stats": stats,
+            }
+        )
         return
     rows: list[list[Any]] = [[t, *(c[n] for n in COUNTS)] for t, c in sorted(tenants.items())]
     if len(rows) > 1:
@@ -170,6 +238,20 @@ def inspect_cmd(as_json: bool, app_path: str | None, redis_url: str | None) -> N
         if rows
         else "no tenants yet (nothing was ever enqueued)"
     )
+    if queues:
+        click.echo("")
+        qrows = [
+            [q.tenant, q.queue, q.ready, q.in_flight, q.delayed, q.dlq, _served(q)] for q in queues
+        ]
+        headers = ("tenant", "queue", "ready", "in-flight", "delayed", "dlq", "workers")
+        click.echo(table(headers, qrows))
     if stats:
         click.echo("")
         click.echo(table(("counter", "value"), sorted(stats.items())))
+
+
+def _served(q: QueueLoad) -> str:
+    if q.served:
+        return "ok"
+    # work waits here for nobody: say so where an operator looks
+    return "NONE (no live worker serves this queue)" if q.ready or q.delayed else "none"

@@ -6,6 +6,8 @@
   Returns: one entry per triple: 1 = recorded, 0 = lease lost (nothing written).
   The lease's stream entry is acknowledged and deleted (XACK + XDEL).
   A task of a run makes its downstream ready once all their dependencies succeeded.
+  The task's last error is cleared (the attempt history keeps it); a command or
+  container attempt succeeds only on exit code 0, so that is recorded too.
   Upholds: a stale lease token writes nothing; each attempt ends once. ]]
 -- @include lib/clock.lua
 -- @include lib/streams.lua
@@ -22,13 +24,17 @@ for i = 3, #ARGV, 3 do
   local iid, epoch, result = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local ti = key_ti(iid)
   local f = redis.call('HMGET', ti, 'state', 'worker', 'epoch', 'attempt', 'tenant',
-    'result_ttl_s', 'waiters', 'run', 'queue', 'priority', 'lease_entry')
+    'result_ttl_s', 'waiters', 'run', 'queue', 'priority', 'lease_entry', 'kind')
   if TASK_LEASED[f[1]] and f[2] == worker and f[3] == epoch then
     -- the fast path of end_attempt(..., 'succeeded', ...): one HSET for everything
     local pre = 'a:' .. f[4] .. ':'
     redis.call('HSET', ti, 'result', result, pre .. 'outcome', 'succeeded',
       pre .. 'ended', now, 'state', 'succeeded', 'loc', '', 'ended', now, 'deadline', '',
       'lease_entry', '')
+    redis.call('HDEL', ti, 'error')
+    if f[12] == 'command' or f[12] == 'container' then
+      redis.call('HSET', ti, pre .. 'exit', 0, 'exit_code', 0)
+    end
     local stream = key_q(f[9], f[5], f[10])
     drops[stream] = drops[stream] or {}
     table.insert(drops[stream], f[11])

@@ -27,6 +27,7 @@
           REJECTED also when KEYS[2] says an earlier call of the batch refused.
   Upholds: one place per instance (the hash records it from creation on). ]]
 -- @include lib/clock.lua
+-- @include lib/recent.lua
 -- @include lib/streams.lua
 -- @include lib/rings.lua
 -- @include lib/admission.lua
@@ -153,6 +154,7 @@ for i = 0, count - 1 do
     'max_attempts', max_attempts, 'retry_base_ms', retry_base_ms, 'retry_cap_ms', retry_cap_ms,
     'result_ttl_s', result_ttl_s, 'created', now, 'attempt', 0, 'epoch', 0, 'budget', 0,
     'state', state, 'loc', loc, 'due', due)
+  note_recent(iid, now)
   if cpu ~= '' or mem ~= '' then
     redis.call('HSET', ti, 'cpu', cpu, 'mem', mem)
   end
@@ -166,6 +168,7 @@ for i = 0, count - 1 do
   end
 end
 wake_gathered(woken)
+trim_recent()
 -- written now: that much of the batch's reservation is used up
 for t, r in pairs(ours) do
   local rk = key_reserved(t)

@@ -7,8 +7,9 @@
   ARGV[5] next nominal fire time, ms ("" = none: the job leaves the schedule)
   ARGV[6] next due score, ms (next nominal + jitter)
   ARGV[7] owner epoch of the calling beat ("" = not a beat)
-  ARGV[8] trigger: cron | catchup | manual, or skip (advance the schedule and count
-          the missed fires, create nothing: catch-up policy none)
+  ARGV[8] trigger: cron | every | at (on time, by trigger kind) | catchup | manual,
+          or skip (advance the schedule and count the missed fires, create
+          nothing: catch-up policy none)
   ARGV[9] now_override_ms ("" = server TIME)
   ARGV[10] missed fires skipped by the catch-up policy (counted)
   ARGV[11] run id

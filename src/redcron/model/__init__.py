@@ -16,10 +16,12 @@ from redcron.model.records import (
     ExpiredTask,
     JobChange,
     JobRecord,
+    QueueLoad,
     RunRecord,
     TaskRecord,
     TenantLoad,
     TenantStatus,
+    WorkerInfo,
 )
 from redcron.model.serialize import to_json
 
@@ -30,9 +32,11 @@ __all__ = [
     "ExpiredTask",
     "JobChange",
     "JobRecord",
+    "QueueLoad",
     "RunRecord",
     "TaskRecord",
     "TenantLoad",
     "TenantStatus",
+    "WorkerInfo",
     "to_json",
 ]

@@ -212,6 +212,12 @@ class TaskRecord:
             shard=shard,
         )
 
+    @property
+    def attempts_used(self) -> int:
+        """Attempts counted against ``max_attempts``: those since the last DLQ
+        replay or run retry (each starts a fresh budget), less hand-backs."""
+        return max(0, self.attempt - self.budget)
+
     def decoded_args(self) -> Any:
         """The arguments as plain data: ``[args, kwargs]`` for a Python task,
         ``{argv, env, cwd}`` for a command."""
@@ -561,3 +567,61 @@ class Event:
             detail=_opt_text(fields, "detail"),
             shard=shard,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """A live worker as it last published itself (``redcron workers list``).
+
+    ``slots`` is its concurrency, ``running`` the attempts in progress at its
+    last heartbeat (``heartbeat_at``, server clock); ``expires_at`` is when the
+    entry goes if no heartbeat renews it.  ``tasks`` are the task names its
+    App registers (a command worker also serves ``redcron.command``)."""
+
+    id: str
+    host: str
+    pid: int
+    queues: tuple[str, ...]
+    tenants: tuple[str, ...]
+    slots: int
+    running: int
+    tasks: tuple[str, ...]
+    version: str
+    started_at: datetime | None
+    heartbeat_at: datetime | None
+    expires_at: datetime | None
+
+    @classmethod
+    def from_fields(cls, fields: Fields) -> WorkerInfo:
+        """Parse a decoded ``worker:<id>`` hash."""
+        return cls(
+            id=_text(fields.get("id")),
+            host=_text(fields.get("host")),
+            pid=_int(fields, "pid"),
+            queues=_csv(fields, "queues"),
+            tenants=_csv(fields, "tenants"),
+            slots=_int(fields, "slots"),
+            running=_int(fields, "running"),
+            tasks=_csv(fields, "tasks"),
+            version=_text(fields.get("version")),
+            started_at=_time(fields, "started"),
+            heartbeat_at=_time(fields, "heartbeat"),
+            expires_at=_time(fields, "expires"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class QueueLoad:
+    """One (tenant, queue)'s work on one shard (``Broker.inspect_queues``).
+
+    ``served``: some live worker leases from this queue for this tenant
+    (False: work here waits for a worker that is not running)."""
+
+    tenant: str
+    queue: str
+    shard: int
+    ready: int
+    in_flight: int
+    delayed: int
+    dlq: int
+    served: bool = True

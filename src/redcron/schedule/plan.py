@@ -32,7 +32,7 @@ class Fire:
     fire_ms: int
     next_ms: int | None
     next_due: int | None
-    trigger: str  # cron | catchup | skip
+    trigger: str  # the job's trigger kind (cron | every | at) | catchup | skip
     skipped: int = 0
 
 
@@ -92,8 +92,9 @@ def plan_fires(
     """The fire.lua calls for one due job, chained oldest first (pure: ``now`` given).
 
     Each fire time is judged on its own (invariant 2).  One overdue by at most
-    ``window_ms`` is fired ("cron"), late but never collapsed, so a beat failover
-    loses nothing.  The older ones (real downtime) follow the job's policy:
+    ``window_ms`` is fired (recorded under the trigger's kind: "cron", "every",
+    "at"), late but never collapsed, so a beat failover loses nothing.  The
+    older ones (real downtime) follow the job's policy:
     ``latest`` fires the newest of them, ``all`` the newest ``catchup_limit``
     ("catchup"), ``none`` nothing ("skip"); every fire left out is counted as
     skipped.  Next due times use the job's ``jitter_s``, or ``tenant_jitter``
@@ -138,12 +139,14 @@ def _chain(
     now: int,
     calls: list[Fire],
 ) -> list[Fire]:
-    """Append "cron" fires from fire ``n`` (at score ``expected``) on, while they are
-    due, up to CHAIN_LIMIT calls in all; returns ``calls``."""
+    """Append on-time fires from fire ``n`` (at score ``expected``) on, while they are
+    due, up to CHAIN_LIMIT calls in all; returns ``calls``.  Each is recorded
+    under the trigger's kind (``cron``, ``every``, ``at``): a run says what
+    started it."""
     while len(calls) < CHAIN_LIMIT:
         nxt = _after(trigger, n)
         nxt_due = _due(job_id, nxt, jitter)
-        calls.append(Fire(expected, n, nxt, nxt_due, "cron"))
+        calls.append(Fire(expected, n, nxt, nxt_due, trigger.kind))
         if nxt is None or nxt_due is None or nxt_due > now:
             break
         expected, n = nxt_due, nxt

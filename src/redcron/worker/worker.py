@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from redcron.broker import FailItem, FailResult, Lease, LeaseRequest
 from redcron.broker.retry import TRANSIENT, Backoff
+from redcron.broker.workers import TTL_LEASES, Registration, WorkerRegistry
 from redcron.clock import ulid
 from redcron.config import WORKER_PREFETCH_PER_SLOT, default_concurrency
 from redcron.errors import ConfigError
@@ -481,11 +482,16 @@ class Worker:
         hb_every = self.lease_ttl_ms / 1000 / 6
         next_hb = time.monotonic() + hb_every
         next_maint = 0.0
+        next_reg = 0.0  # publish in the registry at once, then with the heartbeats
+        registry = WorkerRegistry(self.broker)
         while not self._reporter_done.is_set():
             now = time.monotonic()
             self._enforce_timeouts(now)
             try:
                 self._mark_running()
+                if now >= next_reg:
+                    next_reg = now + hb_every
+                    self._register(registry)
                 if now >= next_hb:
                     self._heartbeat(shards)
                     next_hb = now + hb_every
@@ -503,8 +509,37 @@ class Worker:
                 next_hb = now + min(hb_every, 1.0)
                 next_maint = now + 1.0
             if self._stopping.is_set() and not self._active:
-                return
+                break
             time.sleep(0.05)
+        self._register(registry, remove=True)
+
+    def _register(self, registry: WorkerRegistry, remove: bool = False) -> None:
+        """Publish this worker in the registry (``redcron workers list``), or take
+        it out on a clean stop.  The entry lives a few lease TTLs: a worker that
+        dies without a word drops out when its heartbeats stop renewing it."""
+        if remove:
+            try:
+                registry.remove(self.id)
+            except TRANSIENT as exc:  # on the way out: the entry expires anyway
+                log.info("could not leave the worker registry (%s); it expires", exc)
+            return
+        with self._lock:
+            running = sum(
+                1 for j in self._active.values() if j.began is not None and not j.finished
+            )
+        registry.publish(
+            Registration(
+                id=self.id,
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                queues=self.queues,
+                tenants=self.tenants,
+                slots=self.concurrency,
+                running=running,
+                tasks=[*self.app.tasks, *(["redcron.command"] if self.allow_commands else [])],
+            ),
+            TTL_LEASES * self.lease_ttl_ms,
+        )
 
     def _mark_running(self) -> None:
         """Send 'running' marks for attempts that began since the last tick.

@@ -40,6 +40,7 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
   redis.call('HSET', ti, 'deadline', '', 'lease_entry', '')
   if f[11] and f[11] ~= '' then breaker_attempt_ended(iid, f[11], outcome, counter, now) end
   if outcome == 'succeeded' then
+    redis.call('HDEL', ti, 'error')  -- as complete.lua: history keeps it
     make_terminal(ti, iid, 'succeeded', now)
     return 'succeeded'
   end

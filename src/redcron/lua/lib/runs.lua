@@ -9,6 +9,7 @@
 -- @include lib/rings.lua
 -- @include lib/waiters.lua
 -- @include lib/breaker.lua
+-- @include lib/recent.lua
 
 -- Once a run ends, it and its instances expire after keep_s, and the job's
 -- history keeps at most keep_runs runs (oldest ended runs deleted, ≤ 10 a call).
@@ -100,6 +101,7 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, wo
       'epoch', 0, 'budget', 0, 'run', run_id, 'task', row.task,
       'deps', table.concat(row.deps, ','), 'down', table.concat(row.down, ','),
       'deps_left', #row.deps, 'state', state, 'loc', loc, 'due', '')
+    note_recent(iid, now)
     if row.cpu or row.mem then
       redis.call('HSET', key_ti(iid), 'cpu', row.cpu or '', 'mem', row.mem or '')
     end
@@ -107,6 +109,7 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, wo
   if wake_now then
     wake_gathered(woken)
   end
+  trim_recent()
   -- tenants and queues were registered by job_put
   redis.call('SADD', key_active(job_id), run_id)
   redis.call('ZADD', key_runs(job_id), fire_ms, run_id)

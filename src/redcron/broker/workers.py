@@ -1,0 +1,123 @@
+"""The worker registry: who is serving what, right now.
+
+Each worker publishes a hash (``Keys.worker(id)``) on start and with its
+heartbeats, and scores itself in an index ZSET (``Keys.workers()``) by when
+its entry expires (server clock).  The hash carries a TTL of the same length,
+so a worker that dies without a word (SIGKILL, lost host) disappears on its
+own: readers prune index entries whose score is past, and skip (and prune)
+ids whose hash is gone.  A clean stop removes both at once.
+
+The registry is deployment-wide (not per shard): a worker serves every shard.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from typing import TYPE_CHECKING
+
+from redcron.broker.broker import fields_of
+from redcron.model import WorkerInfo
+from redcron.serde import text as _s
+
+if TYPE_CHECKING:
+    from redcron.broker import Broker
+
+#: an entry lives this many lease TTLs past its last heartbeat (heartbeats
+#: come every TTL/6: a few missed ones do not make a live worker vanish)
+TTL_LEASES = 3
+#: bound on the entries one read looks at
+MAX_LISTED = 10_000
+
+
+def package_version() -> str:
+    """The installed redcron's version ("unknown" when run from a bare tree)."""
+    try:
+        return metadata.version("redcron")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """What a worker publishes about itself (see :class:`WorkerInfo`)."""
+
+    id: str
+    host: str
+    pid: int
+    queues: Sequence[str]
+    tenants: Sequence[str]
+    slots: int
+    running: int
+    tasks: Sequence[str]
+    version: str = ""
+
+
+class WorkerRegistry:
+    """Publish, remove and list worker registrations."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.keys = broker.keys
+
+    def publish(self, reg: Registration, ttl_ms: int, now: int | None = None) -> int:
+        """Write (or renew) ``reg``: it expires ``ttl_ms`` after ``now`` (server
+        clock by default) unless published again; its first publication is its
+        start time.  Returns the expiry (ms)."""
+        now = self.broker.server_ms() if now is None else now
+        expires = now + ttl_ms
+        key = self.keys.worker(reg.id)
+        pipe = self.broker.client.pipeline(transaction=True)
+        pipe.hset(
+            key,
+            mapping={
+                "id": reg.id,
+                "host": reg.host,
+                "pid": reg.pid,
+                "queues": ",".join(reg.queues),
+                "tenants": ",".join(reg.tenants),
+                "slots": reg.slots,
+                "running": reg.running,
+                "tasks": ",".join(sorted(reg.tasks)),
+                "version": reg.version or package_version(),
+                "heartbeat": now,
+                "expires": expires,
+            },
+        )
+        pipe.hsetnx(key, "started", now)  # kept by every renewal
+        pipe.pexpire(key, ttl_ms)
+        pipe.zadd(self.keys.workers(), {reg.id: expires})
+        pipe.execute()
+        return expires
+
+    def remove(self, worker_id: str) -> None:
+        """Take a worker out at once (a clean stop)."""
+        pipe = self.broker.client.pipeline(transaction=True)
+        pipe.delete(self.keys.worker(worker_id))
+        pipe.zrem(self.keys.workers(), worker_id)
+        pipe.execute()
+
+    def list(self, now: int | None = None) -> list[WorkerInfo]:
+        """Live workers, by id; entries expired at ``now`` (server clock by
+        default) are pruned from the index on the way."""
+        now = self.broker.server_ms() if now is None else now
+        index = self.keys.workers()
+        client = self.broker.client
+        client.zremrangebyscore(index, "-inf", f"({now}")
+        ids = [_s(x) for x in client.zrange(index, 0, MAX_LISTED - 1)]
+        if not ids:
+            return []
+        pipe = client.pipeline(transaction=False)
+        for wid in ids:
+            pipe.hgetall(self.keys.worker(wid))
+        out: list[WorkerInfo] = []
+        gone: list[str] = []
+        for wid, raw in zip(ids, pipe.execute(), strict=True):
+            if raw:
+                out.append(WorkerInfo.from_fields(fields_of(raw)))
+            else:  # the hash expired a moment before its index entry: prune
+                gone.append(wid)
+        if gone:
+            client.zrem(index, *gone)
+        return sorted(out, key=lambda w: w.id)

@@ -1,0 +1,46 @@
+"""``redcron workers list``: the live workers, from the worker registry."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import click
+
+from redcron.broker.workers import WorkerRegistry
+from redcron.cli.common import app_option, build_app, echo_listing, iso_ms, redis_option, table
+from redcron.model import WorkerInfo
+
+
+@click.group()
+def workers() -> None:
+    """See the workers that are running (each publishes itself while it lives)."""
+
+
+@workers.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array instead of text.")
+@app_option
+@redis_option
+def list_cmd(as_json: bool, app_path: str | None, redis_url: str | None) -> None:
+    """List live workers: host, pid, queues, tenants, slots, running, last heartbeat."""
+    found = WorkerRegistry(build_app(app_path, redis_url).broker).list()
+    empty = "no live workers (none running, or none heartbeated within a few lease TTLs)"
+    echo_listing(found, as_json, empty, lambda: workers_table(found))
+
+
+def workers_table(found: Sequence[WorkerInfo]) -> str:
+    rows = [
+        (
+            w.id,
+            w.host,
+            w.pid,
+            ",".join(w.queues),
+            ",".join(w.tenants) or "(all)",
+            f"{w.running}/{w.slots}",
+            iso_ms(w.heartbeat_at),
+            w.version,
+            len(w.tasks),
+        )
+        for w in found
+    ]
+    headers = ("worker", "host", "pid", "queues", "tenants", "running", "heartbeat", "version")
+    return table((*headers, "tasks"), rows)
