@@ -5,8 +5,7 @@
 - The worker and the beat are separate processes: neither package imports
   the other.
 - The beat, the worker, the task context and the dashboard go through broker
-  methods: they
-  never reach for ``broker.client`` or a private broker method.
+  methods: they never reach for ``broker.client`` or a private broker method.
 """
 
 from __future__ import annotations

@@ -1,0 +1,46 @@
+"""``redcron dashboard``: the REST API (``/v1``) served by waitress."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from waitress.server import create_server
+
+from redcron.cli.common import app_option, build_app, redis_option
+from redcron.dashboard import create_app
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
+    help="Port to listen on (0: any free port; the one chosen is printed).",
+)  # fmt: skip
+@click.option(
+    "--threads", type=click.IntRange(min=1), default=4, show_default=True,
+    help="Requests served at once.",
+)  # fmt: skip
+@app_option
+@redis_option
+def dashboard(
+    host: str, port: int, threads: int, app_path: str | None, redis_url: str | None
+) -> None:
+    """Serve the REST API (/v1) with waitress.
+
+    There is no authentication yet: listen on a trusted interface only.
+    POST /v1/tasks enqueues tasks registered on the app given with -A.
+    """
+    app = build_app(app_path, redis_url)
+    server = create_server(create_app(app), host=host, port=port, threads=threads)
+    # waitress says where each socket it bound listens (IPv6 bracketed, port 0 resolved)
+    server.print_listen(
+        "redcron dashboard listening on http://{}:{}/ (API: /v1, description: /v1/openapi.json)"
+    )
+    sys.stdout.flush()
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
