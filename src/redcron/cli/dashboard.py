@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 import click
-from waitress.server import create_server
+from waitress.server import BaseWSGIServer, MultiSocketServer, create_server
 
 from redcron.cli.common import app_option, build_app, redis_option
 from redcron.dashboard import create_app
@@ -33,10 +33,8 @@ def dashboard(
     """
     app = build_app(app_path, redis_url)
     server = create_server(create_app(app), host=host, port=port, threads=threads)
-    # waitress says where each socket it bound listens (IPv6 bracketed, port 0 resolved)
-    server.print_listen(
-        "redcron dashboard listening on http://{}:{}/ (API: /v1, description: /v1/openapi.json)"
-    )
+    for where in listening(server):
+        click.echo(f"redcron dashboard listening on {where} (API: /v1, /v1/openapi.json)")
     sys.stdout.flush()
     try:
         server.run()
@@ -44,3 +42,15 @@ def dashboard(
         pass
     finally:
         server.close()
+
+
+def listening(server: BaseWSGIServer | MultiSocketServer) -> list[str]:
+    """``http://host:port/`` of every socket waitress bound (port 0 resolved)."""
+    if isinstance(server, MultiSocketServer):
+        pairs = [(str(h), int(p)) for h, p in server.effective_listen]
+    else:
+        sock = server.socket
+        assert sock is not None  # bound by create_server
+        host, port = sock.getsockname()[:2]
+        pairs = [(str(host), int(port))]
+    return [f"http://{f'[{h}]' if ':' in h else h}:{p}/" for h, p in pairs]
