@@ -55,6 +55,6 @@ def enqueue_task() -> flask.Response:
     return reply(handle.info(), 201)
 
 
-@bp.get("/tasks/<task_id>")
+@bp.get("/tasks/<path:task_id>")  # a run's task ids hold a slash: <run>/<task>
 def get_task(task_id: str) -> flask.Response:
     return reply(redcron_app().broker.task_info(task_id))

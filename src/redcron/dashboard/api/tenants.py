@@ -38,7 +38,7 @@ def list_dlq(tenant: str) -> flask.Response:
     return reply({"entries": redcron_app().broker.dlq_list(tenant, limit)})
 
 
-@bp.post("/tenants/<tenant>/dlq/<task_id>/replay")
+@bp.post("/tenants/<tenant>/dlq/<path:task_id>/replay")  # run tasks: <run>/<task>
 def replay_dlq(tenant: str, task_id: str) -> flask.Response:
     """Put one dead task back on its queue with a fresh retry budget."""
     only(body(required=False), set())
