@@ -120,6 +120,7 @@ def test_job_create_get_list_replace_delete(client: FlaskClient) -> None:
     listed = client.get("/v1/jobs", query_string={"tenant": TENANT}).get_json()["jobs"]
     assert [j["id"] for j in listed] == [job["id"]]
     assert client.get("/v1/jobs", query_string={"tenant": "other"}).get_json() == {"jobs": []}
+    error_of(client.get("/v1/jobs", query_string={"tenant": "a b"}), 400, "tenant")
 
     put = client.put(f"/v1/jobs/{job['id']}", json={**JOB, "cron": "0 3 * * *"})
     assert put.status_code == 200 and put.get_json()["cron"] == "0 3 * * *"
@@ -205,6 +206,7 @@ def test_run_detail_and_paged_list(client: FlaskClient) -> None:
     assert len(everything) == 4
     assert client.get("/v1/runs", query_string={"state": "succeeded"}).get_json()["runs"] == []
     error_of(client.get("/v1/runs", query_string={"state": "done"}), 400, "state")
+    error_of(client.get("/v1/runs", query_string={"tenant": "{x}"}), 400, "tenant")
     error_of(client.get("/v1/runs", query_string={"limit": "x"}), 400, "limit")
     error_of(client.get("/v1/runs", query_string={"limit": 0}), 400, "limit")
     error_of(client.get("/v1/runs", query_string={"cursor": "!!"}), 400, "cursor")

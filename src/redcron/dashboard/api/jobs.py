@@ -16,6 +16,7 @@ import flask
 
 from redcron.dashboard.api.common import ApiError, bad, body, only, redcron_app, reply
 from redcron.errors import ValidationError
+from redcron.model import validation
 from redcron.model.jobfile import JobFileError, parse_jobs
 from redcron.model.jobs import JobSpec
 
@@ -110,6 +111,8 @@ def create_job() -> flask.Response:
 @bp.get("/jobs")
 def list_jobs() -> flask.Response:
     tenant = flask.request.args.get("tenant") or None
+    if tenant is not None:
+        validation.name("tenant", tenant)
     return reply({"jobs": redcron_app().jobs.list_jobs(tenant)})
 
 

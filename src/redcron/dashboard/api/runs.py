@@ -19,7 +19,7 @@ import flask
 
 from redcron.dashboard.api.common import ApiError, bad, body, only, query_int, redcron_app, reply
 from redcron.errors import NotFound
-from redcron.model import ExpiredTask, RunRecord, TaskRecord
+from redcron.model import ExpiredTask, RunRecord, TaskRecord, validation
 from redcron.model.records import epoch_ms
 from redcron.model.serialize import to_json
 from redcron.model.states import RUN_ACTIVE, TASK_TERMINAL, RunState, TaskState
@@ -108,6 +108,8 @@ def list_runs() -> flask.Response:
     if state is not None and state not in set(RunState):
         bad("state", f"{state!r} is not one of {', '.join(s.value for s in RunState)}")
     tenant = args.get("tenant") or None
+    if tenant is not None:
+        validation.name("tenant", tenant)
     jobs = redcron_app().jobs
     job_id = args.get("job") or None
     if job_id is not None:
