@@ -8,6 +8,7 @@ from redcron.cli import jobs, runs
 from redcron.cli.beat import beat
 from redcron.cli.bench import bench
 from redcron.cli.common import LOG_LEVELS, RedcronGroup, setup_logging
+from redcron.cli.dashboard import dashboard
 from redcron.cli.dlq import dlq
 from redcron.cli.tasks import inspect_cmd, task
 from redcron.cli.tenants import tenants
@@ -33,6 +34,7 @@ def main(loglevel: str) -> None:
 main.add_command(worker)
 main.add_command(beat)
 main.add_command(up)
+main.add_command(dashboard)
 main.add_command(task)
 main.add_command(inspect_cmd)
 main.add_command(dlq)

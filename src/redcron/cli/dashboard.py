@@ -1,0 +1,56 @@
+"""``redcron dashboard``: the REST API (``/v1``) served by waitress."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from waitress.server import BaseWSGIServer, MultiSocketServer, create_server
+
+from redcron.cli.common import app_option, build_app, redis_option
+from redcron.dashboard import create_app
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
+    help="Port to listen on (0: any free port; the one chosen is printed).",
+)  # fmt: skip
+@click.option(
+    "--threads", type=click.IntRange(min=1), default=4, show_default=True,
+    help="Requests served at once.",
+)  # fmt: skip
+@app_option
+@redis_option
+def dashboard(
+    host: str, port: int, threads: int, app_path: str | None, redis_url: str | None
+) -> None:
+    """Serve the REST API (/v1) with waitress.
+
+    There is no authentication yet: listen on a trusted interface only.
+    POST /v1/tasks enqueues tasks registered on the app given with -A.
+    """
+    app = build_app(app_path, redis_url)
+    server = create_server(create_app(app), host=host, port=port, threads=threads)
+    for where in listening(server):
+        click.echo(f"redcron dashboard listening on {where} (API: /v1, /v1/openapi.json)")
+    sys.stdout.flush()
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+
+
+def listening(server: BaseWSGIServer | MultiSocketServer) -> list[str]:
+    """``http://host:port/`` of every socket waitress bound (port 0 resolved)."""
+    if isinstance(server, MultiSocketServer):
+        pairs = [(str(h), int(p)) for h, p in server.effective_listen]
+    else:
+        sock = server.socket
+        assert sock is not None  # bound by create_server
+        host, port = sock.getsockname()[:2]
+        pairs = [(str(host), int(port))]
+    return [f"http://{f'[{h}]' if ':' in h else h}:{p}/" for h, p in pairs]

@@ -1,0 +1,47 @@
+"""The web face of redcron: a Flask app over one :class:`redcron.App`.
+
+``api/`` is the JSON API under ``/v1``.  The dashboard talks to Redis only
+through the App and its stores (``app.jobs``, ``app.tenants``, ``app.broker``
+public methods), like the CLI.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flask
+
+from redcron.app import App
+from redcron.dashboard.api import api
+from redcron.dashboard.api.common import EXTENSION, register_error_handlers
+
+#: request bodies above this many bytes are refused with 413
+MAX_BODY_BYTES = 1024 * 1024
+#: seconds a client is told to wait (``Retry-After``) when admission refuses it
+RETRY_AFTER_S = 5
+
+
+def create_app(app: App, **config: Any) -> flask.Flask:
+    """A Flask application serving ``app``'s jobs, runs, tasks and tenants.
+
+    Args:
+        app: the redcron App (its settings say which Redis; its registered
+            tasks are what ``POST /v1/tasks`` may enqueue).
+        config: Flask config overrides, e.g. ``MAX_CONTENT_LENGTH``,
+            ``REDCRON_RETRY_AFTER_S`` or ``REDCRON_AUTHENTICATE`` (a callable
+            run before every API request; see :func:`api.authenticate`).
+    """
+    web = flask.Flask(__name__)
+    web.config.update(
+        MAX_CONTENT_LENGTH=MAX_BODY_BYTES,
+        REDCRON_RETRY_AFTER_S=RETRY_AFTER_S,
+        REDCRON_AUTHENTICATE=None,
+    )
+    web.config.update(config)
+    web.extensions[EXTENSION] = app
+    web.register_blueprint(api)
+    register_error_handlers(web)
+    return web
+
+
+__all__ = ["create_app"]

@@ -1,0 +1,153 @@
+"""What every API route shares: the App, reading the body and the query,
+and the one error shape ``{"error": {"code", "message", "field"}}``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, NoReturn
+
+import flask
+from werkzeug.exceptions import HTTPException
+
+from redcron.app import App
+from redcron.errors import Conflict, NotFound, QuotaExceeded, Rejected, ValidationError
+from redcron.model.serialize import to_json
+
+EXTENSION = "redcron"
+
+
+class ApiError(Exception):
+    """An error answer: HTTP status, a stable code, a message and the field at fault."""
+
+    def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+
+
+def bad(field: str | None, message: str) -> NoReturn:
+    raise ApiError(400, "invalid", message, field)
+
+
+def redcron_app() -> App:
+    app: App = flask.current_app.extensions[EXTENSION]
+    return app
+
+
+def reply(obj: Any, status: int = 200) -> flask.Response:
+    """A record (or plain data holding records) as JSON, with the shared serializer."""
+    response = flask.jsonify(to_json(obj))
+    response.status_code = status
+    return response
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            bad(key, "given twice in one object")
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    bad(None, f"malformed JSON: {name} is not a JSON number")
+
+
+def body(required: bool = True) -> dict[str, Any]:
+    """The request body as a JSON object.
+
+    Any content type is read as JSON (curl sends form encoding by default);
+    an empty body is ``{}`` unless ``required``.  Bodies over
+    ``MAX_CONTENT_LENGTH`` raise 413 from Werkzeug while reading.
+    """
+    raw = flask.request.get_data(cache=True)
+    if not raw.strip():
+        if required:
+            bad(None, "a JSON object body is required")
+        return {}
+    try:
+        data = json.loads(raw, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    except UnicodeDecodeError:
+        bad(None, "the body is not UTF-8 text")
+    except json.JSONDecodeError as exc:
+        bad(None, f"malformed JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")
+    except RecursionError:
+        bad(None, "malformed JSON: nested too deeply")
+    if not isinstance(data, dict):
+        bad(None, f"the body must be a JSON object, not {type(data).__name__}")
+    return data
+
+
+def only(data: dict[str, Any], known: set[str] | frozenset[str]) -> None:
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        bad(unknown[0], f"unknown field; known: {', '.join(sorted(known))}")
+
+
+def query_int(name: str, default: int, minimum: int, maximum: int) -> int:
+    text = flask.request.args.get(name)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        bad(name, f"{text!r} is not a whole number")
+    if not minimum <= value <= maximum:
+        bad(name, f"{value} is out of range {minimum}..{maximum}")
+    return value
+
+
+def _error(status: int, code: str, message: str, field: str | None = None) -> flask.Response:
+    response = flask.jsonify({"error": {"code": code, "message": message, "field": field}})
+    response.status_code = status
+    return response
+
+
+def _validation_message(exc: ValidationError) -> str:
+    text = str(exc)
+    head = f"{exc.field}: "
+    return text[len(head) :] if text.startswith(head) else text
+
+
+def register_error_handlers(web: flask.Flask) -> None:
+    """Every failure as ``{"error": {...}}``: redcron's exceptions by class,
+    Werkzeug's (404 route, 405, 413...) by their status."""
+
+    @web.errorhandler(ApiError)
+    def api_error(exc: ApiError) -> flask.Response:
+        return _error(exc.status, exc.code, exc.message, exc.field)
+
+    @web.errorhandler(ValidationError)
+    def validation_error(exc: ValidationError) -> flask.Response:
+        return _error(400, "invalid", _validation_message(exc), exc.field)
+
+    @web.errorhandler(NotFound)
+    def not_found(exc: NotFound) -> flask.Response:
+        return _error(404, "not_found", str(exc))
+
+    @web.errorhandler(Conflict)
+    def conflict(exc: Conflict) -> flask.Response:
+        return _error(409, "conflict", str(exc))
+
+    @web.errorhandler(QuotaExceeded)
+    def quota(exc: QuotaExceeded) -> flask.Response:
+        response = _error(429, "quota_exceeded", str(exc))
+        response.headers["Retry-After"] = str(web.config["REDCRON_RETRY_AFTER_S"])
+        return response
+
+    @web.errorhandler(Rejected)
+    def rejected(exc: Rejected) -> flask.Response:
+        return _error(400, "rejected", str(exc))
+
+    @web.errorhandler(HTTPException)
+    def http_error(exc: HTTPException) -> flask.Response:
+        status = exc.code or 500
+        code = (exc.name or "error").lower().replace(" ", "_")
+        response = _error(status, code, exc.description or exc.name or "error")
+        for key, value in exc.get_headers():
+            if key.lower() == "allow":
+                response.headers[key] = value
+        return response

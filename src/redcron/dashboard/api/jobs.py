@@ -1,0 +1,170 @@
+"""``/v1/jobs``: create, list, read, replace, delete, pause, resume, trigger.
+
+A body is a job in the job-file form (``tasks``: a DAG) or the short form
+with one ``task`` (a registered ``name`` or a ``command``) and the task's
+``retries`` and ``timeout_s`` at the top level; both go through the job-file
+normalization and validation, so the API and ``redcron jobs apply`` accept
+the same jobs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import flask
+
+from redcron.dashboard.api.common import ApiError, bad, body, only, redcron_app, reply
+from redcron.errors import ValidationError
+from redcron.model import validation
+from redcron.model.jobfile import JobFileError, parse_jobs
+from redcron.model.jobs import JobSpec
+
+bp = flask.Blueprint("jobs", __name__)
+
+#: the short form's ``task``: what runs and its resources
+SHORT_TASK_FIELDS = frozenset(
+    {"name", "command", "args", "kwargs", "env", "cwd", "cpu", "mem", "queue", "priority"}
+)
+#: short-form fields that belong to the one task, not to the job
+SHORT_TASK_POLICIES = ("retries", "timeout_s")
+SOURCE = "body"
+
+
+def _task_timeout(task: Any, where: str) -> Any:
+    """``timeout_s`` (the API's name for seconds) as the Task's ``timeout``."""
+    if not isinstance(task, Mapping) or "timeout_s" not in task:
+        return task
+    if "timeout" in task:
+        bad(f"{where}.timeout_s", "give timeout_s or timeout, not both")
+    out = {k: v for k, v in task.items() if k != "timeout_s"}
+    out["timeout"] = task["timeout_s"]
+    return out
+
+
+def _short_form(data: dict[str, Any]) -> dict[str, Any]:
+    if "tasks" in data:
+        bad("task", "give either task (one task) or tasks (a DAG), not both")
+    task = data.pop("task")
+    if not isinstance(task, dict):
+        bad("task", "must be an object: {name | command, args, cpu, mem}")
+    only(task, SHORT_TASK_FIELDS)
+    chosen = [k for k in ("name", "command") if k in task]
+    if len(chosen) != 1:
+        bad("task", "give exactly one of name (a registered task) or command (argv)")
+    node = dict(task)
+    if "name" in node:
+        node["ref"] = node.pop("name")
+    for key in SHORT_TASK_POLICIES:
+        if key in data:
+            node["timeout" if key == "timeout_s" else key] = data.pop(key)
+    name = data.get("name")
+    data["tasks"] = {name if isinstance(name, str) and name else "task": node}
+    return data
+
+
+def spec_from_body(data: dict[str, Any]) -> JobSpec:
+    """One job of a request body, validated (nothing written)."""
+    data = dict(data)
+    if "jobs" in data:
+        bad("jobs", "send one job per request (redcron jobs apply takes files of many)")
+    if "task" in data:
+        data = _short_form(data)
+    else:
+        for key in SHORT_TASK_POLICIES:
+            if key in data:
+                bad(key, "set it per task in tasks (or use the short form with task)")
+    tasks = data.get("tasks")
+    if isinstance(tasks, Mapping):
+        data["tasks"] = {k: _task_timeout(v, f"tasks.{k}") for k, v in tasks.items()}
+    elif isinstance(tasks, list):
+        data["tasks"] = [_task_timeout(t, f"tasks[{i}]") for i, t in enumerate(tasks)]
+    if "paused" in data and not isinstance(data["paused"], bool):
+        bad("paused", "must be true or false")
+    try:
+        (spec,) = parse_jobs(data, SOURCE)
+    except JobFileError as exc:
+        text = str(exc)
+        message = text[len(exc.field) + 2 :] if text.startswith(f"{exc.field}: ") else text
+        raise ApiError(400, "invalid", message, exc.job_field or None) from exc
+    except (TypeError, ValueError, AttributeError) as exc:
+        # a value of a shape no check expected; still the client's input
+        if isinstance(exc, ValidationError):
+            raise
+        raise ApiError(400, "invalid", f"invalid job: {exc}") from exc
+    return spec
+
+
+def _put(spec: JobSpec) -> tuple[Any, str]:
+    jobs = redcron_app().jobs
+    change = jobs.put(spec)
+    return jobs.get_by_id(change.id), change.change
+
+
+@bp.post("/jobs")
+def create_job() -> flask.Response:
+    spec = spec_from_body(body())
+    record, change = _put(spec)
+    return reply(record, 201 if change == "created" else 200)
+
+
+@bp.get("/jobs")
+def list_jobs() -> flask.Response:
+    tenant = flask.request.args.get("tenant") or None
+    if tenant is not None:
+        validation.name("tenant", tenant)
+    return reply({"jobs": redcron_app().jobs.list_jobs(tenant)})
+
+
+@bp.get("/jobs/<job_id>")
+def get_job(job_id: str) -> flask.Response:
+    return reply(redcron_app().jobs.get_by_id(job_id))
+
+
+@bp.put("/jobs/<job_id>")
+def replace_job(job_id: str) -> flask.Response:
+    current = redcron_app().jobs.get_by_id(job_id)
+    data = body()
+    for key in ("name", "tenant"):
+        given = data.setdefault(key, getattr(current, key))
+        if given != getattr(current, key):
+            bad(key, f"a job's {key} cannot change (it is {getattr(current, key)!r}); "
+                "create a new job and delete this one")  # fmt: skip
+    record, _change = _put(spec_from_body(data))
+    return reply(record)
+
+
+@bp.delete("/jobs/<job_id>")
+def delete_job(job_id: str) -> flask.Response:
+    jobs = redcron_app().jobs
+    job = jobs.get_by_id(job_id)
+    jobs.delete(job.tenant, job.name)
+    return flask.Response(status=204)
+
+
+@bp.post("/jobs/<job_id>/pause")
+def pause_job(job_id: str) -> flask.Response:
+    jobs = redcron_app().jobs
+    job = jobs.get_by_id(job_id)
+    jobs.pause(job.tenant, job.name)
+    return reply(jobs.get_by_id(job_id))
+
+
+@bp.post("/jobs/<job_id>/resume")
+def resume_job(job_id: str) -> flask.Response:
+    jobs = redcron_app().jobs
+    job = jobs.get_by_id(job_id)
+    jobs.resume(job.tenant, job.name)
+    return reply(jobs.get_by_id(job_id))
+
+
+@bp.post("/jobs/<job_id>/trigger")
+def trigger_job(job_id: str) -> flask.Response:
+    data = body(required=False)
+    only(data, {"params"})
+    params = data.get("params", {})
+    if not isinstance(params, dict):
+        bad("params", "must be an object")
+    jobs = redcron_app().jobs
+    job = jobs.get_by_id(job_id)
+    return reply({"run_id": jobs.trigger(job.tenant, job.name, params)}, 201)

@@ -1,0 +1,213 @@
+"""``GET /v1/openapi.json``: the API described in OpenAPI 3.1.
+
+Written by hand next to the routes; ``tests/integration/test_api.py`` checks
+that every ``/v1`` URL rule and method is here and nothing else is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flask
+
+bp = flask.Blueprint("openapi", __name__)
+
+Json = dict[str, Any]
+
+
+def _ref(name: str) -> Json:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: Json) -> Json:
+    return {"content": {"application/json": {"schema": schema}}}
+
+
+ERRORS: dict[str, str] = {
+    "400": "Bad input; error.field names the field",
+    "404": "Unknown id",
+    "409": "The object's state does not allow it",
+    "413": "Body over the size limit (MAX_CONTENT_LENGTH, 1 MiB by default)",
+    "429": "Admission refused (tenant at max_queued); see Retry-After",
+}
+
+
+def _op(
+    summary: str,
+    ok: str,
+    schema: Json | None,
+    errors: tuple[str, ...] = ("404",),
+    request: Json | None = None,
+    query: tuple[tuple[str, str], ...] = (),
+) -> Json:
+    responses: Json = {ok: {"description": "OK", **(_json(schema) if schema else {})}}
+    for code in errors:
+        responses[code] = {"description": ERRORS[code], **_json(_ref("Error"))}
+    op: Json = {"summary": summary, "responses": responses}
+    if request is not None:
+        op["requestBody"] = {"required": True, **_json(request)}
+    if query:
+        op["parameters"] = [
+            {"name": name, "in": "query", "required": False, "schema": {"type": kind}}
+            for name, kind in query
+        ]
+    return op
+
+
+def _path(*names: str) -> list[Json]:
+    string = {"type": "string"}
+    return [{"name": n, "in": "path", "required": True, "schema": string} for n in names]
+
+
+_OBJECT: Json = {"type": "object"}
+_BODY_ERRORS = ("400", "404", "413")
+
+PATHS: Json = {
+    "/v1/jobs": {
+        "post": _op("Create or update a job (keyed by tenant + name)", "201", _ref("Job"),
+                    ("400", "413"), _ref("JobBody")),
+        "get": _op("List jobs", "200", {"type": "object", "properties": {
+            "jobs": {"type": "array", "items": _ref("Job")}}}, (), query=(("tenant", "string"),)),
+    },
+    "/v1/jobs/{job_id}": {
+        "parameters": _path("job_id"),
+        "get": _op("A job", "200", _ref("Job")),
+        "put": _op("Replace a job's spec", "200", _ref("Job"), _BODY_ERRORS, _ref("JobBody")),
+        "delete": _op("Delete a job", "204", None),
+    },
+    "/v1/jobs/{job_id}/pause": {
+        "parameters": _path("job_id"),
+        "post": _op("Pause a job", "200", _ref("Job")),
+    },
+    "/v1/jobs/{job_id}/resume": {
+        "parameters": _path("job_id"),
+        "post": _op("Resume a job", "200", _ref("Job")),
+    },
+    "/v1/jobs/{job_id}/trigger": {
+        "parameters": _path("job_id"),
+        "post": _op("Start a manual run now", "201", {"type": "object", "properties": {
+            "run_id": {"type": "string"}}}, ("400", "404", "429")),
+    },
+    "/v1/runs": {
+        "get": _op("Runs, newest first, a page at a time", "200", {"type": "object", "properties": {
+            "runs": {"type": "array", "items": _ref("Run")},
+            "next_cursor": {"type": ["string", "null"]}}}, ("400", "404"),
+            query=(("job", "string"), ("state", "string"), ("tenant", "string"),
+                   ("limit", "integer"), ("cursor", "string"))),
+    },
+    "/v1/runs/{run_id}": {
+        "parameters": _path("run_id"),
+        "get": _op("A run with its tasks", "200", _ref("Run")),
+    },
+    "/v1/runs/{run_id}/cancel": {
+        "parameters": _path("run_id"),
+        "post": _op("Cancel a run", "200", _ref("Run"), ("404", "409")),
+    },
+    "/v1/runs/{run_id}/tasks/{name}/cancel": {
+        "parameters": _path("run_id", "name"),
+        "post": _op("Cancel one task of a run", "200", _ref("Run"), ("404", "409")),
+    },
+    "/v1/runs/{run_id}/tasks/{name}/retry": {
+        "parameters": _path("run_id", "name"),
+        "post": _op("Retry one failed task of a run", "200", _ref("Run"), ("404", "409")),
+    },
+    "/v1/tasks": {
+        "post": _op("Enqueue a registered task", "201", _ref("Task"), ("400", "413", "429"),
+                    _ref("TaskBody")),
+    },
+    "/v1/tasks/{task_id}": {
+        "parameters": _path("task_id"),
+        "get": _op("A task instance", "200", _ref("Task")),
+    },
+    "/v1/tenants/{tenant}": {
+        "parameters": _path("tenant"),
+        "get": _op("A tenant's settings and live figures", "200", _ref("TenantStatus"), ("400",)),
+        "put": _op("Change some settings", "200", _ref("TenantStatus"), ("400", "413"),
+                   _ref("TenantSettings")),
+    },
+    "/v1/tenants/{tenant}/dlq": {
+        "parameters": _path("tenant"),
+        "get": _op("Dead tasks of a tenant, oldest first", "200", {"type": "object", "properties": {
+            "entries": {"type": "array", "items": _ref("DlqEntry")}}}, ("400",),
+            query=(("limit", "integer"),)),
+    },
+    "/v1/tenants/{tenant}/dlq/{task_id}/replay": {
+        "parameters": _path("tenant", "task_id"),
+        "post": _op("Replay one dead task", "200", _ref("Task"), ("400", "404", "409")),
+    },
+    "/v1/openapi.json": {
+        "get": _op("This document", "200", _OBJECT, ()),
+    },
+}  # fmt: skip
+
+_TIME: Json = {"type": ["string", "null"], "format": "date-time"}
+
+SCHEMAS: Json = {
+    "Error": {
+        "type": "object",
+        "required": ["error"],
+        "properties": {"error": {"type": "object", "required": ["code", "message", "field"],
+                                 "properties": {"code": {"type": "string"},
+                                                "message": {"type": "string"},
+                                                "field": {"type": ["string", "null"]}}}},
+    },
+    "JobBody": {
+        "type": "object",
+        "description": "A job as in a job file (tasks: a DAG), or the short form with one "
+        "task {name | command, args, cpu, mem} and retries, timeout_s.",
+        "required": ["name"],
+        "properties": {
+            "name": {"type": "string"}, "tenant": {"type": "string"},
+            "cron": {"type": "string"}, "every": {"type": "string"},
+            "at": {"type": "string", "format": "date-time"}, "tz": {"type": "string"},
+            "tasks": {"type": ["object", "array"]}, "task": _OBJECT,
+            "retries": {"type": "integer"}, "timeout_s": {"type": "number"},
+            "paused": {"type": "boolean"},
+        },
+    },
+    "Job": {"type": "object", "properties": {
+        "id": {"type": "string"}, "tenant": {"type": "string"}, "name": {"type": "string"},
+        "paused": {"type": "boolean"}, "next_fire": _TIME}},
+    "Run": {"type": "object", "properties": {
+        "id": {"type": "string"}, "job_id": {"type": "string"}, "state": {"type": "string"},
+        "created_at": _TIME, "ended_at": _TIME,
+        "tasks": {"type": ["array", "null"], "items": {"type": "object", "properties": {
+            "name": {"type": "string"}, "id": {"type": ["string", "null"]},
+            "state": {"type": "string"}, "attempts": {"type": "integer"},
+            "started_at": _TIME, "ended_at": _TIME,
+            "exit_code": {"type": ["integer", "null"]},
+            "error": {"type": ["string", "null"]}}}}}},
+    "TaskBody": {"type": "object", "required": ["name"], "properties": {
+        "name": {"type": "string"}, "args": {"type": "array"}, "kwargs": _OBJECT,
+        "tenant": {"type": "string"}, "queue": {"type": "string"},
+        "priority": {"type": "string"}, "timeout_s": {"type": "number"},
+        "retries": {"type": "integer"}, "countdown_s": {"type": "number"}}},
+    "Task": {"type": "object", "properties": {
+        "id": {"type": "string"}, "name": {"type": "string"}, "state": {"type": "string"},
+        "attempt": {"type": "integer"}, "error": {"type": ["string", "null"]}}},
+    "TenantSettings": {"type": "object", "properties": {
+        "weight": {"type": "number"}, "max_in_flight": {"type": "integer"},
+        "rate": {"type": ["number", "string"]}, "burst": {"type": "integer"},
+        "max_queued": {"type": "integer"}, "max_priority": {"type": "string"},
+        "jitter_s": {"type": "number"}}},
+    "TenantStatus": {"type": "object", "properties": {
+        "tenant": {"type": "string"}, "settings": _ref("TenantSettings"),
+        "in_flight": {"type": "integer"}, "queued": {"type": "integer"},
+        "dispatched_last_minute": {"type": "integer"},
+        "share_last_minute": {"type": "number"}}},
+    "DlqEntry": {"type": "object", "properties": {
+        "task_id": {"type": "string"}, "name": {"type": "string"},
+        "error": {"type": ["string", "null"]}, "dead_at": _TIME}},
+}  # fmt: skip
+
+DOCUMENT: Json = {
+    "openapi": "3.1.0",
+    "info": {"title": "redcron API", "version": "1"},
+    "paths": PATHS,
+    "components": {"schemas": SCHEMAS},
+}
+
+
+@bp.get("/openapi.json")
+def openapi_json() -> flask.Response:
+    return flask.jsonify(DOCUMENT)

@@ -1,0 +1,60 @@
+"""``/v1/tasks``: enqueue a one-off call of a registered task, and read a task.
+
+Only tasks registered on the App the server runs with (``redcron dashboard
+-A module:app``) can be enqueued: the name is checked, and the task's
+declared options are the defaults the body overrides.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flask
+
+from redcron.dashboard.api.common import bad, body, only, redcron_app, reply
+
+bp = flask.Blueprint("tasks", __name__)
+
+#: body field -> the per-call option of TaskDef.enqueue it sets
+OPTIONS = {
+    "tenant": "_tenant",
+    "queue": "_queue",
+    "priority": "_priority",
+    "timeout_s": "_timeout",
+    "retries": "_retries",
+    "countdown_s": "_countdown",
+}
+FIELDS = frozenset({"name", "args", "kwargs", *OPTIONS})
+
+
+@bp.post("/tasks")
+def enqueue_task() -> flask.Response:
+    data = body()
+    only(data, FIELDS)
+    app = redcron_app()
+    name = data.get("name")
+    if not isinstance(name, str) or not name:
+        bad("name", "must be the name of a registered task")
+    if name not in app.tasks:
+        known = ", ".join(sorted(app.tasks)) or "none (start the server with -A module:app)"
+        bad("name", f"unknown task {name!r}; registered tasks: {known}")
+    args = data.get("args", [])
+    if not isinstance(args, list):
+        bad("args", "must be a list of positional arguments")
+    kwargs = data.get("kwargs", {})
+    if not isinstance(kwargs, dict):
+        bad("kwargs", "must be an object of keyword arguments")
+    for key in kwargs:
+        if key.startswith("_"):
+            # TaskDef.enqueue reads _names as options; set those by their body fields
+            bad(f"kwargs.{key}", "keyword arguments may not start with '_'")
+    options: dict[str, Any] = {
+        option: data[field] for field, option in OPTIONS.items() if data.get(field) is not None
+    }
+    handle = app.tasks[name].enqueue(*args, **kwargs, **options)
+    return reply(handle.info(), 201)
+
+
+@bp.get("/tasks/<path:task_id>")  # a run's task ids hold a slash: <run>/<task>
+def get_task(task_id: str) -> flask.Response:
+    return reply(redcron_app().broker.task_info(task_id))

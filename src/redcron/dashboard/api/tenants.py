@@ -1,0 +1,52 @@
+"""``/v1/tenants/{t}``: settings with live figures, changing settings, the DLQ."""
+
+from __future__ import annotations
+
+import flask
+
+from redcron.dashboard.api.common import ApiError, body, only, query_int, redcron_app, reply
+from redcron.errors import NotFound
+from redcron.model import validation
+from redcron.model.states import TaskState
+from redcron.model.tenants import SETTINGS_FIELDS
+
+bp = flask.Blueprint("tenants", __name__)
+
+DEFAULT_DLQ_LIMIT = 100
+MAX_DLQ_LIMIT = 1000
+
+
+@bp.get("/tenants/<tenant>")
+def get_tenant(tenant: str) -> flask.Response:
+    return reply(redcron_app().tenants.show(tenant))
+
+
+@bp.put("/tenants/<tenant>")
+def set_tenant(tenant: str) -> flask.Response:
+    """Change the given settings (the others keep their values)."""
+    data = body()
+    only(data, frozenset(SETTINGS_FIELDS))
+    tenants = redcron_app().tenants
+    tenants.set(tenant, **data)
+    return reply(tenants.show(tenant))
+
+
+@bp.get("/tenants/<tenant>/dlq")
+def list_dlq(tenant: str) -> flask.Response:
+    validation.name("tenant", tenant)
+    limit = query_int("limit", DEFAULT_DLQ_LIMIT, 1, MAX_DLQ_LIMIT)
+    return reply({"entries": redcron_app().broker.dlq_list(tenant, limit)})
+
+
+@bp.post("/tenants/<tenant>/dlq/<path:task_id>/replay")  # run tasks: <run>/<task>
+def replay_dlq(tenant: str, task_id: str) -> flask.Response:
+    """Put one dead task back on its queue with a fresh retry budget."""
+    only(body(required=False), set())
+    validation.name("tenant", tenant)
+    broker = redcron_app().broker
+    task = broker.task_info(task_id)
+    if task.tenant != tenant:
+        raise NotFound(f"no task {task_id} in the DLQ of tenant {tenant!r}")
+    if task.state != TaskState.DEAD or broker.dlq_replay([task_id]) == 0:
+        raise ApiError(409, "conflict", f"task {task_id} is {task.state}, not in the DLQ")
+    return reply(broker.task_info(task_id))
