@@ -124,7 +124,7 @@ def test_a_fire_gets_a_line_with_its_job_nominal_time_lag_and_run(
     assert rec.run_id == f"{job.id}@{nominal}"  # type: ignore[attr-defined]
     assert rec.lag_ms >= 5000  # type: ignore[attr-defined]
     assert rec.getMessage().startswith(
-        f"job hourly {job.id} (tenant acme) fire {iso(from_ms(nominal))} (cron): created, "
+        f"job hourly {job.id} (tenant acme) fire {iso(from_ms(nominal))} (every): created, "
         f"run {job.id}@{nominal}, lag "
     )
 
