@@ -10,7 +10,6 @@ import dataclasses
 import logging
 import math
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from redcron.errors import ConfigError
+from redcron.redact import masked_url
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,6 @@ _URL_FORMS = (
     "expected redis://[[user]:password@]host[:port][/db], rediss://... (TLS) "
     "or unix:///path/to/redis.sock"
 )
-_PASSWORD = re.compile(r"^([a-z][a-z0-9+.-]*://[^/@:]*:)[^@/]*@", re.IGNORECASE)
 
 #: Worker defaults (``redcron worker``, :class:`redcron.worker.Worker`, and the
 #: throughput benchmark), chosen from ``redcron bench throughput`` on a 2-core
@@ -159,18 +158,13 @@ def _coerce(name: str, typ: Any, raw: str) -> Any:
     return raw
 
 
-def redact_url(url: str) -> str:
-    """``url`` with its password replaced by ``***``, for messages and logs."""
-    return _PASSWORD.sub(r"\1***@", url, count=1)
-
-
 def check_redis_url(url: str) -> None:
     """Refuse a URL redis-py cannot connect with, naming it (without password).
 
     Raises:
         ConfigError: an unknown scheme, a bad port, a database that is not a number.
     """
-    shown = repr(redact_url(url))
+    shown = repr(masked_url(url))
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 -- parsing the port is the check (out of range, not a number)
@@ -208,7 +202,7 @@ def read_local_url(directory: Path | None = None) -> str | None:
             "(a `redcron up` that crashed?); delete the file or start `redcron up` again",
             path,
             pid,
-            redact_url(url),
+            masked_url(url),
         )
         return None
     return url

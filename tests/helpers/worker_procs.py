@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import chaos_app
+import pytest
 
 from redcron import App
 from redcron.model import TaskRecord
@@ -172,3 +173,22 @@ def lifeline_sleeper(lifeline: Any) -> None:
     os.setsid()
     watch_lifeline(lifeline)
     time.sleep(60)
+
+
+# Fixtures shared by the tests that run in-process workers against the chaos
+# app; a module takes them with ``from worker_procs import app_fixture,
+# start_worker_fixture`` (pytest registers them as ``app`` and ``start_worker``).
+
+
+@pytest.fixture(name="app")
+def app_fixture(redis_url: str, key_prefix: str) -> Iterator[App]:
+    """The chaos app's client under the test's key prefix."""
+    with chaos_app_client(redis_url, key_prefix) as a:
+        yield a
+
+
+@pytest.fixture(name="start_worker")
+def start_worker_fixture(app: App) -> Iterator[Callable[..., Worker]]:
+    """Start in-process workers (threads pool); they are stopped and joined afterwards."""
+    with thread_workers(app, "test-worker") as start:
+        yield start

@@ -10,12 +10,18 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from beats import runs_of  # tests/helpers
 from server_time import server_ms  # tests/helpers
-from worker_procs import chaos_app_client, thread_workers, wait_for
+from worker_procs import (  # noqa: F401 (fixtures)
+    app_fixture,
+    chaos_app_client,
+    start_worker_fixture,
+    thread_workers,
+    wait_for,
+)
 
 from redcron import App, TaskFailed
 from redcron.beat.beat import Beat
@@ -27,18 +33,6 @@ from redcron.worker import Worker
 WORKER_LOG = "redcron.worker.worker"
 BEAT_LOG = "redcron.beat.beat"
 SECRET_URL = "redis://ops:s3cret@redis.internal:6380/2"
-
-
-@pytest.fixture
-def app(redis_url: str, key_prefix: str) -> Iterator[App]:
-    with chaos_app_client(redis_url, key_prefix) as a:
-        yield a
-
-
-@pytest.fixture
-def start_worker(app: App) -> Iterator[Callable[..., Worker]]:
-    with thread_workers(app, "test-worker") as start:
-        yield start
 
 
 def ended(caplog: pytest.LogCaptureFixture, task_id: str, n: int) -> list[logging.LogRecord]:

@@ -17,10 +17,12 @@ from typing import Any
 import chaos_app  # tests/apps and tests/helpers are put on sys.path by tests/conftest.py
 import pytest
 import redis
-from worker_procs import (
+from worker_procs import (  # noqa: F401 (app_fixture, start_worker_fixture: fixtures)
     WorkerProc,
+    app_fixture,
     chaos_app_client,
     outcomes,
+    start_worker_fixture,
     thread_workers,
     wait_for,
     worker_spawner,
@@ -28,19 +30,6 @@ from worker_procs import (
 
 from redcron import App, Context, Retry, TaskFailed
 from redcron.worker import Worker
-
-
-@pytest.fixture
-def app(redis_url: str, key_prefix: str) -> Iterator[App]:
-    with chaos_app_client(redis_url, key_prefix) as a:
-        yield a
-
-
-@pytest.fixture
-def start_worker(app: App) -> Iterator[Callable[..., Worker]]:
-    """Start in-process workers (threads pool); they are stopped and joined afterwards."""
-    with thread_workers(app, "test-worker") as start:
-        yield start
 
 
 @pytest.fixture

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-import pytest
 from click.testing import CliRunner
-from worker_procs import chaos_app_client, thread_workers, wait_for
+from worker_procs import (  # noqa: F401 (fixtures)
+    app_fixture,
+    chaos_app_client,
+    start_worker_fixture,
+    thread_workers,
+    wait_for,
+)
 
 from redcron import App
 from redcron.broker.workers import Registration, WorkerRegistry
@@ -17,18 +22,6 @@ from redcron.cli.main import main
 from redcron.worker import Worker
 
 T0 = 1_700_000_000_000
-
-
-@pytest.fixture
-def app(redis_url: str, key_prefix: str) -> Iterator[App]:
-    with chaos_app_client(redis_url, key_prefix) as a:
-        yield a
-
-
-@pytest.fixture
-def start_worker(app: App) -> Iterator[Callable[..., Worker]]:
-    with thread_workers(app, "test-worker") as start:
-        yield start
 
 
 def cli_workers(app: App, redis_url: str) -> list[dict[str, object]]:

@@ -164,7 +164,7 @@ LAYERS: dict[str, set[str]] = {
     "serde": {"serde", "errors"},
     "clock": {"clock"},
     "redact": {"redact"},
-    "config": {"config", "errors"},
+    "config": {"config", "errors", "redact"},
 }
 
 

@@ -19,12 +19,12 @@ from redcron.config import (
     LOCAL_URL_FILE,
     Settings,
     read_local_url,
-    redact_url,
     remove_local_url,
     write_local_url,
 )
 from redcron.embedded import free_port
 from redcron.errors import ConfigError
+from redcron.redact import masked_url
 
 BAD_URLS = [
     ("http://127.0.0.1:6379/0", "scheme 'http://' is not Redis"),
@@ -172,9 +172,9 @@ def test_a_malformed_url_from_the_environment_too(monkeypatch: pytest.MonkeyPatc
 
 
 def test_the_password_is_never_shown() -> None:
-    assert redact_url("redis://:s3cret@h:1/0") == "redis://:***@h:1/0"
-    assert redact_url("rediss://user:s3cret@h:1/0") == "rediss://user:***@h:1/0"
-    assert redact_url("redis://h:1/0") == "redis://h:1/0"
+    assert masked_url("redis://:s3cret@h:1/0") == "redis://:***@h:1/0"
+    assert masked_url("rediss://user:s3cret@h:1/0") == "rediss://user:***@h:1/0"
+    assert masked_url("redis://h:1/0") == "redis://h:1/0"
     with pytest.raises(ConfigError) as err:
         App("redis://:s3cret@127.0.0.1:99999/0")
     assert "s3cret" not in str(err.value)

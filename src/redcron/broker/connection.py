@@ -9,8 +9,8 @@ from typing import Any, cast
 import redis
 import redis.client
 
-from redcron.config import redact_url
 from redcron.errors import ConfigError, RedisUnavailable
+from redcron.redact import masked_url
 
 #: what a user can do about an unreachable Redis
 FIX = (
@@ -25,7 +25,7 @@ _UNREACHABLE = (redis.ConnectionError, redis.TimeoutError)
 
 def unavailable(url: str, exc: BaseException) -> RedisUnavailable:
     """The error for ``exc`` raised talking to ``url``."""
-    return RedisUnavailable(f"cannot reach Redis at {redact_url(url)} ({exc}): {FIX}")
+    return RedisUnavailable(f"cannot reach Redis at {masked_url(url)} ({exc}): {FIX}")
 
 
 def _reraise(url: str, exc: BaseException) -> None:
@@ -74,6 +74,6 @@ def connect(url: str, **kwargs: Any) -> redis.Redis:
     try:
         client = cast(Client, Client.from_url(url, **kwargs))
     except ValueError as exc:
-        raise ConfigError(f"redis_url {redact_url(url)!r}: {exc}") from None
+        raise ConfigError(f"redis_url {masked_url(url)!r}: {exc}") from None
     client.url = url
     return client
