@@ -24,14 +24,14 @@ for i = 3, #ARGV, 3 do
   local iid, epoch, result = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local ti = key_ti(iid)
   local f = redis.call('HMGET', ti, 'state', 'worker', 'epoch', 'attempt', 'tenant',
-    'result_ttl_s', 'waiters', 'run', 'queue', 'priority', 'lease_entry', 'kind')
+    'result_ttl_s', 'waiters', 'run', 'queue', 'priority', 'lease_entry', 'kind', 'error')
   if TASK_LEASED[f[1]] and f[2] == worker and f[3] == epoch then
     -- the fast path of end_attempt(..., 'succeeded', ...): one HSET for everything
     local pre = 'a:' .. f[4] .. ':'
     redis.call('HSET', ti, 'result', result, pre .. 'outcome', 'succeeded',
       pre .. 'ended', now, 'state', 'succeeded', 'loc', '', 'ended', now, 'deadline', '',
       'lease_entry', '')
-    redis.call('HDEL', ti, 'error')
+    if f[13] then redis.call('HDEL', ti, 'error') end  -- only after a failed attempt
     if f[12] == 'command' or f[12] == 'container' then
       redis.call('HSET', ti, pre .. 'exit', 0, 'exit_code', 0)
     end

@@ -118,6 +118,7 @@ for t, n in pairs(adding) do
 end
 
 local woken = {}
+local recent = {}
 local tenants_seen = {}
 local queues_seen = {}
 local rings_seen = {}
@@ -154,7 +155,7 @@ for i = 0, count - 1 do
     'max_attempts', max_attempts, 'retry_base_ms', retry_base_ms, 'retry_cap_ms', retry_cap_ms,
     'result_ttl_s', result_ttl_s, 'created', now, 'attempt', 0, 'epoch', 0, 'budget', 0,
     'state', state, 'loc', loc, 'due', due)
-  note_recent(iid, now)
+  note_recent(recent, iid, now)
   if cpu ~= '' or mem ~= '' then
     redis.call('HSET', ti, 'cpu', cpu, 'mem', mem)
   end
@@ -168,7 +169,7 @@ for i = 0, count - 1 do
   end
 end
 wake_gathered(woken)
-trim_recent()
+save_recent(recent)
 -- written now: that much of the batch's reservation is used up
 for t, r in pairs(ours) do
   local rk = key_reserved(t)

@@ -4,11 +4,17 @@
 
 local RECENT_CAP = 100000
 
-local function note_recent(iid, now)
-  redis.call('ZADD', key_recent(), now, iid)
+-- Gather a created instance into `notes` (a table the caller keeps per call).
+local function note_recent(notes, iid, now)
+  notes[#notes + 1] = now
+  notes[#notes + 1] = iid
 end
 
--- once per call, after its notes: O(log N + removed)
-local function trim_recent()
+-- Once per call, after its notes: one ZADD for them all, then the trim
+-- (O(log N + removed)).  An enqueue call holds at most 256 rows, a run a
+-- job's tasks: far below Lua's unpack limit.
+local function save_recent(notes)
+  if #notes == 0 then return end
+  redis.call('ZADD', key_recent(), unpack(notes))
   redis.call('ZREMRANGEBYRANK', key_recent(), 0, -(RECENT_CAP + 1))
 end

@@ -75,6 +75,7 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, wo
     'tasks', table.concat(names, ','), 'keep_s', j[4] or '0', 'params', params or '')
   local wake_now = woken == nil
   woken = woken or {}
+  local recent = {}
   -- the caller may have read the tenant's admission settings already
   local max_priority = j[5]
   if not max_priority then
@@ -101,7 +102,7 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, wo
       'epoch', 0, 'budget', 0, 'run', run_id, 'task', row.task,
       'deps', table.concat(row.deps, ','), 'down', table.concat(row.down, ','),
       'deps_left', #row.deps, 'state', state, 'loc', loc, 'due', '')
-    note_recent(iid, now)
+    note_recent(recent, iid, now)
     if row.cpu or row.mem then
       redis.call('HSET', key_ti(iid), 'cpu', row.cpu or '', 'mem', row.mem or '')
     end
@@ -109,7 +110,7 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, wo
   if wake_now then
     wake_gathered(woken)
   end
-  trim_recent()
+  save_recent(recent)
   -- tenants and queues were registered by job_put
   redis.call('SADD', key_active(job_id), run_id)
   redis.call('ZADD', key_runs(job_id), fire_ms, run_id)
