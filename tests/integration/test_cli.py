@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from cli_output import one_error_line  # tests/helpers
 from click.testing import CliRunner, Result
 
 from redcron import App, ConfigError, serde
@@ -70,14 +71,6 @@ def make_dead(app: App, tenant: str = "default") -> str:
     )
     assert res.state == "dead"
     return handle.id
-
-
-def one_error_line(result: Result) -> str:
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: ")
-    assert "Traceback" not in result.output
-    return lines[0]
 
 
 # -- help ---------------------------------------------------------------------

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_output import one_error_line  # tests/helpers
 from click.testing import CliRunner, Result
 
 from redcron import App, RedisUnavailable
@@ -121,14 +122,6 @@ def test_up_removes_only_its_own_record(here: Path) -> None:
 
 def cli(*args: str) -> Result:
     return CliRunner().invoke(main, ["dlq", "list", *args])
-
-
-def one_error_line(result: Result) -> str:
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: ")
-    assert "Traceback" not in result.output
-    return lines[0]
 
 
 def test_the_cli_talks_to_the_redis_a_running_up_started(monkeypatch: pytest.MonkeyPatch) -> None:
