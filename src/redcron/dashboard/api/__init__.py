@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import flask
 
-from redcron.dashboard.api import jobs, openapi, runs, tasks, tenants
+from redcron.dashboard.api import jobs, openapi, runs, tasks, tenants, worker
 
 api = flask.Blueprint("api", __name__, url_prefix="/v1")
-for part in (jobs.bp, runs.bp, tasks.bp, tenants.bp, openapi.bp):
+for part in (jobs.bp, runs.bp, tasks.bp, tenants.bp, worker.bp, openapi.bp):
     api.register_blueprint(part)
 
 

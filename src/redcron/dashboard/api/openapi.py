@@ -29,6 +29,8 @@ ERRORS: dict[str, str] = {
     "409": "The object's state does not allow it",
     "413": "Body over the size limit (MAX_CONTENT_LENGTH, 1 MiB by default)",
     "429": "Admission refused (tenant at max_queued); see Retry-After",
+    "403": "The caller's token does not allow it (e.g. a queue a worker token lacks)",
+    "409L": "The lease is no longer held (reaped or superseded); nothing was written",
 }
 
 
@@ -42,7 +44,8 @@ def _op(
 ) -> Json:
     responses: Json = {ok: {"description": "OK", **(_json(schema) if schema else {})}}
     for code in errors:
-        responses[code] = {"description": ERRORS[code], **_json(_ref("Error"))}
+        # "409L": a second meaning of 409 (the worker routes' lost lease)
+        responses[code[:3]] = {"description": ERRORS[code], **_json(_ref("Error"))}
     op: Json = {"summary": summary, "responses": responses}
     if request is not None:
         op["requestBody"] = {"required": True, **_json(request)}
@@ -135,6 +138,33 @@ PATHS: Json = {
         "parameters": _path("tenant", "task_id"),
         "post": _op("Replay one dead task", "200", _ref("Task"), ("400", "404", "409")),
     },
+    "/v1/worker/lease": {
+        "post": _op("Lease attempts to run (HTTP worker); long-polls up to wait_s", "200",
+                    {"type": "array", "items": _ref("WorkerLease")}, ("400", "403", "413"),
+                    _ref("WorkerLeaseBody")),
+    },
+    "/v1/worker/heartbeat": {
+        "post": _op("Renew leases: each answers ok, revoked (cancelled) or lost", "200",
+                    {"type": "object", "additionalProperties": {
+                        "enum": ["ok", "revoked", "lost"]}}, ("400", "413"),
+                    {"type": "object", "required": ["worker_id", "lease_ids"], "properties": {
+                        "worker_id": {"type": "string"},
+                        "lease_ids": {"type": "array", "items": {"type": "string"}}}}),
+    },
+    "/v1/worker/complete": {
+        "post": _op("Report an attempt done", "200", _ref("WorkerReport"), ("400", "409L", "413"),
+                    {"type": "object", "required": ["lease_id"], "properties": {
+                        "lease_id": {"type": "string"}, "result": {}}}),
+    },
+    "/v1/worker/fail": {
+        "post": _op("Report an attempt failed (retried or dead-lettered)", "200",
+                    _ref("WorkerReport"), ("400", "409L", "413"),
+                    {"type": "object", "required": ["lease_id"], "properties": {
+                        "lease_id": {"type": "string"}, "error": {"type": "string"},
+                        "retryable": {"type": "boolean"},
+                        "exit_code": {"type": ["integer", "null"]},
+                        "retry_in_s": {"type": ["number", "null"]}}}),
+    },
     "/v1/openapi.json": {
         "get": _op("This document", "200", _OBJECT, ()),
     },
@@ -198,6 +228,26 @@ SCHEMAS: Json = {
     "DlqEntry": {"type": "object", "properties": {
         "task_id": {"type": "string"}, "name": {"type": "string"},
         "error": {"type": ["string", "null"]}, "dead_at": _TIME}},
+    "WorkerLeaseBody": {"type": "object", "required": ["worker_id"], "properties": {
+        "worker_id": {"type": "string"},
+        "capacity": {"type": "object", "properties": {
+            "slots": {"type": "integer", "minimum": 1, "maximum": 256},
+            "cpu": {"type": "number"}, "mem": {"type": ["integer", "string"]}}},
+        "queues": {"type": "array", "items": {"type": "string"}},
+        "wait_s": {"type": "number", "minimum": 0, "maximum": 30}}},
+    "WorkerLease": {"type": "object", "properties": {
+        "lease_id": {"type": "string", "description": "opaque fencing token; pass it back"},
+        "task_id": {"type": "string"}, "kind": {"enum": ["python", "command", "container"]},
+        "name": {"type": "string"}, "args": {"type": "array"}, "kwargs": _OBJECT,
+        "command": {"type": "array", "items": {"type": "string"}}, "env": _OBJECT,
+        "cwd": {"type": ["string", "null"]}, "container": _OBJECT,
+        "attempt": {"type": "integer"}, "max_attempts": {"type": "integer"},
+        "timeout_s": {"type": ["number", "null"]}, "ttl_s": {"type": "number"},
+        "idem_key": {"type": "string"}, "tenant": {"type": "string"},
+        "queue": {"type": "string"}}},
+    "WorkerReport": {"type": "object", "properties": {
+        "task_id": {"type": "string"}, "state": {"type": "string"},
+        "retry_in_s": {"type": ["number", "null"]}}},
 }  # fmt: skip
 
 DOCUMENT: Json = {

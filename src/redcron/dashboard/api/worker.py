@@ -1,0 +1,340 @@
+"""``/v1/worker``: the HTTP worker protocol, so a worker can be written in any language.
+
+A worker leases attempts, heartbeats them while they run, and reports each
+one complete or failed.  The routes call the same broker methods (and so the
+same Lua scripts and fencing) as the Python worker: a lease is the token
+(task id, epoch, worker id, shard), handed out as one opaque ``lease_id``, and
+a report on a lease that is no longer held writes nothing and answers 409.
+
+Payloads cross as JSON; in Redis they stay msgpack (``redcron.serde``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import itertools
+import json
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import flask
+
+from redcron import serde
+from redcron.broker import FailItem, Lease
+from redcron.dashboard.api.common import ApiError, bad, body, only, redcron_app, reply
+from redcron.errors import ValidationError
+from redcron.model import validation
+
+bp = flask.Blueprint("worker", __name__, url_prefix="/worker")
+
+#: the longest a lease request may block waiting for work (a held HTTP thread)
+MAX_WAIT_S = 30.0
+#: the most attempts one lease request may take (the broker's batch bound)
+MAX_SLOTS = 256
+#: the most leases one heartbeat may name
+MAX_HEARTBEAT = 1024
+#: how long one wait on the wake lists lasts before the lease is tried again
+#: (a wake-up can be missed between a lease and the wait: this bounds the cost)
+POLL_S = 1.0
+
+_WORKER_ID = re.compile(r"[A-Za-z0-9_.:@\-]{1,128}")
+_rotation = itertools.count()
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseToken:
+    """What a ``lease_id`` carries: the full fencing token of one attempt."""
+
+    shard: int
+    task_id: str
+    epoch: str
+    worker: str
+
+    def encode(self) -> str:
+        raw = json.dumps([self.shard, self.task_id, self.epoch, self.worker], separators=(",", ":"))
+        return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, value: object, field: str = "lease_id") -> LeaseToken:
+        """Parse a ``lease_id``; anything else is a 400 naming ``field``."""
+        if not isinstance(value, str) or not value or len(value) > 1024:
+            bad(field, "must be a lease_id string as returned by POST /v1/worker/lease")
+        try:
+            raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
+            shard, task_id, epoch, worker = json.loads(raw)
+        except (binascii.Error, ValueError, TypeError):
+            bad(field, "malformed lease_id: pass it back exactly as the lease returned it")
+        if not (
+            isinstance(shard, int)
+            and not isinstance(shard, bool)
+            and shard >= 0
+            and isinstance(task_id, str)
+            and task_id.startswith(f"{shard}-")
+            and isinstance(epoch, str)
+            and epoch.isdigit()
+            and isinstance(worker, str)
+            and _WORKER_ID.fullmatch(worker)
+        ):
+            bad(field, "malformed lease_id: pass it back exactly as the lease returned it")
+        return cls(shard, task_id, epoch, worker)
+
+
+def _invalid(exc: ValidationError) -> NoReturn:
+    raise ApiError(400, "invalid", str(exc).removeprefix(f"{exc.field}: "), exc.field)
+
+
+def _worker_id(data: dict[str, Any]) -> str:
+    value = data.get("worker_id")
+    if not isinstance(value, str) or not _WORKER_ID.fullmatch(value):
+        bad("worker_id", "must be 1-128 letters, digits or '_ . : @ -' (unique per worker)")
+    return value
+
+
+def _claim(identity: Any, name: str) -> Any:
+    """One claim of the caller's identity (set by the authenticate hook), dict or object."""
+    if isinstance(identity, dict):
+        return identity.get(name)
+    return getattr(identity, name, None)
+
+
+def _allowed() -> tuple[tuple[str, ...] | None, tuple[str, ...] | None]:
+    """The queues and tenants a worker token may lease from (None: any)."""
+    identity = getattr(flask.g, "identity", None)
+    if identity is None or _claim(identity, "kind") != "worker":
+        return None, None
+    queues, tenants = _claim(identity, "queues"), _claim(identity, "tenants")
+    return (
+        None if queues is None else tuple(queues),
+        None if tenants is None else tuple(tenants),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Ask:
+    """A lease request, checked."""
+
+    worker: str
+    slots: int
+    cpu: float | None
+    mem: int | None
+    queues: tuple[str, ...]
+    tenants: tuple[str, ...]
+    wait_s: float
+
+
+def _lease_request(data: dict[str, Any]) -> _Ask:
+    only(data, {"worker_id", "capacity", "queues", "wait_s"})
+    worker = _worker_id(data)
+    capacity = data.get("capacity", {})
+    if not isinstance(capacity, dict):
+        bad("capacity", "must be an object {slots, cpu, mem}")
+    unknown = sorted(set(capacity) - {"slots", "cpu", "mem"})
+    if unknown:
+        bad(f"capacity.{unknown[0]}", "unknown field; known: cpu, mem, slots")
+    slots = capacity.get("slots", 1)
+    if not isinstance(slots, int) or isinstance(slots, bool) or not 1 <= slots <= MAX_SLOTS:
+        bad("capacity.slots", f"must be a whole number 1..{MAX_SLOTS}")
+    try:
+        cpu = (
+            None
+            if capacity.get("cpu") is None
+            else validation.cpus(capacity["cpu"], "capacity.cpu")
+        )
+        mem = (
+            None
+            if capacity.get("mem") is None
+            else validation.mem_bytes(capacity["mem"], "capacity.mem")
+        )
+        queues = data.get("queues", ["default"])
+        if not isinstance(queues, list) or not queues:
+            bad("queues", "must be a non-empty list of queue names")
+        queues = tuple(dict.fromkeys(validation.name("queues", q) for q in queues))
+        wait_s = validation.number(data.get("wait_s", 0), "wait_s")
+    except ValidationError as exc:
+        _invalid(exc)
+    if wait_s > MAX_WAIT_S:
+        bad("wait_s", f"{wait_s:g} is over the limit of {MAX_WAIT_S:g} seconds; poll again instead")
+    allowed_queues, allowed_tenants = _allowed()
+    if allowed_queues is not None:
+        refused = [q for q in queues if q not in allowed_queues]
+        if refused:
+            raise ApiError(
+                403,
+                "forbidden",
+                f"this worker token may not lease from queue {refused[0]!r}",
+                "queues",
+            )
+    return _Ask(worker, slots, cpu, mem, queues, allowed_tenants or (), wait_s)
+
+
+def _leased(lease: Lease, worker: str, ttl_ms: int) -> dict[str, Any]:
+    """One lease as the worker sees it: JSON args, the command for a command task."""
+    token = LeaseToken(lease.shard, lease.iid, lease.epoch, worker)
+    run_id, _, task_name = lease.iid.rpartition("/")
+    payload = serde.loads(lease.args)
+    item: dict[str, Any] = {
+        "lease_id": token.encode(),
+        "task_id": lease.iid,
+        "kind": lease.kind,
+        "attempt": lease.attempt,
+        "max_attempts": lease.max_attempts,
+        "timeout_s": lease.timeout_ms / 1000 if lease.timeout_ms else None,
+        "ttl_s": ttl_ms / 1000,
+        # stable across attempts, as ctx.idem_key is for a Python task
+        "idem_key": f"{run_id}:{task_name}" if run_id else lease.iid,
+        "tenant": lease.tenant,
+        "queue": lease.queue,
+    }
+    if lease.kind == "python":
+        args, kwargs = payload if isinstance(payload, list | tuple) else ([], {})
+        item.update(name=lease.name, args=list(args), kwargs=dict(kwargs))
+    elif lease.kind == "command":
+        payload = payload or {}
+        item.update(
+            command=list(payload.get("argv") or []),
+            env=dict(payload.get("env") or {}),
+            cwd=payload.get("cwd"),
+        )
+    else:  # a container: the image and its options, for a worker that runs them
+        item.update(container=payload or {})
+    return item
+
+
+@bp.post("/lease")
+def lease() -> flask.Response:
+    """Lease up to ``capacity.slots`` attempts; wait up to ``wait_s`` for the first."""
+    ask = _lease_request(body())
+    broker = redcron_app().broker
+    ttl_ms = int(broker.settings.lease_ttl * 1000)
+    shards = list(range(broker.shards))
+    deadline = time.monotonic() + ask.wait_s
+    while True:
+        got = _lease_round(ask, shards, ttl_ms)
+        left = deadline - time.monotonic()
+        if got or left <= 0:
+            return reply([_leased(item, ask.worker, ttl_ms) for item in got])
+        broker.wait_for_work(shards, ask.queues, min(left, POLL_S))
+
+
+def _lease_round(ask: _Ask, shards: Sequence[int], ttl_ms: int) -> list[Lease]:
+    """One pass over the shards (from a rotating start), within the capacity asked for."""
+    broker = redcron_app().broker
+    start = next(_rotation)
+    free, cpu, mem = ask.slots, ask.cpu, ask.mem
+    got: list[Lease] = []
+    for i in range(len(shards)):
+        if free <= 0:
+            break
+        shard = shards[(start + i) % len(shards)]
+        leases = broker.lease(shard, ask.worker, free, ttl_ms, ask.queues, ask.tenants, (cpu, mem))
+        if not leases:
+            continue
+        # the attempt is handed to a worker that starts it at once: mark it running
+        broker.start(shard, ask.worker, [(x.iid, x.epoch) for x in leases])
+        got += leases
+        free -= len(leases)
+        cpu = None if cpu is None else max(0.0, cpu - sum(x.cpu for x in leases))
+        mem = None if mem is None else max(0, mem - sum(x.mem for x in leases))
+    return got
+
+
+@bp.post("/heartbeat")
+def heartbeat() -> flask.Response:
+    """Renew leases: each answers ``ok``, ``revoked`` (cancel requested: stop the
+    attempt and report it failed) or ``lost`` (the lease is gone: stop, report nothing)."""
+    data = body()
+    only(data, {"worker_id", "lease_ids"})
+    worker = _worker_id(data)
+    ids = data.get("lease_ids")
+    if not isinstance(ids, list) or len(ids) > MAX_HEARTBEAT:
+        bad("lease_ids", f"must be a list of up to {MAX_HEARTBEAT} lease_id strings")
+    tokens = {lease_id: LeaseToken.decode(lease_id, "lease_ids") for lease_id in ids}
+    for token in tokens.values():
+        if token.worker != worker:
+            bad("lease_ids", f"a lease of task {token.task_id} was given to another worker")
+    broker = redcron_app().broker
+    ttl_ms = int(broker.settings.lease_ttl * 1000)
+    by_shard: dict[int, dict[str, str]] = {}
+    for token in tokens.values():
+        # one epoch per task: heartbeat.lua answers by task id
+        seen = by_shard.setdefault(token.shard, {}).get(token.task_id)
+        if seen is None or int(token.epoch) > int(seen):
+            by_shard[token.shard][token.task_id] = token.epoch
+    answers: dict[tuple[str, str], str] = {}
+    for shard, epochs in by_shard.items():
+        lost, revoked = broker.heartbeat(shard, worker, ttl_ms, list(epochs.items()))
+        for iid, epoch in epochs.items():
+            answers[(iid, epoch)] = "lost" if iid in lost else "revoked" if iid in revoked else "ok"
+    return reply(
+        {
+            lease_id: answers.get((token.task_id, token.epoch), "lost")  # an older epoch
+            for lease_id, token in tokens.items()
+        }
+    )
+
+
+@bp.post("/complete")
+def complete() -> flask.Response:
+    """Report an attempt done with its ``result`` (any JSON, stored as msgpack)."""
+    data = body()
+    only(data, {"lease_id", "result"})
+    token = LeaseToken.decode(data.get("lease_id"))
+    try:
+        result = serde.dumps(data.get("result"), field="result")
+    except ValidationError as exc:
+        _invalid(exc)
+    broker = redcron_app().broker
+    (done,) = broker.complete(token.shard, token.worker, [(token.task_id, token.epoch, result)])
+    if not done:
+        _lost(token)
+    return reply({"task_id": token.task_id, "state": "succeeded"})
+
+
+@bp.post("/fail")
+def fail() -> flask.Response:
+    """Report an attempt failed: retried (with backoff) while ``retryable`` and attempts
+    are left, else dead-lettered; a cancelled task ends cancelled."""
+    data = body()
+    only(data, {"lease_id", "error", "retryable", "exit_code", "retry_in_s"})
+    token = LeaseToken.decode(data.get("lease_id"))
+    error = data.get("error", "")
+    if not isinstance(error, str):
+        bad("error", "must be a string saying what went wrong")
+    retryable = data.get("retryable", True)
+    if not isinstance(retryable, bool):
+        bad("retryable", "must be true or false")
+    exit_code = data.get("exit_code")
+    if exit_code is not None and (not isinstance(exit_code, int) or isinstance(exit_code, bool)):
+        bad("exit_code", "must be a whole number or null")
+    delay = data.get("retry_in_s")
+    try:
+        delay_ms = None if delay is None else validation.delay_ms(delay, "retry_in_s")
+    except ValidationError as exc:
+        _invalid(exc)
+    item = FailItem(
+        token.task_id, token.epoch, "failed", error[:8192], retryable, delay_ms, exit_code
+    )
+    (result,) = redcron_app().broker.fail(token.shard, token.worker, [item])
+    if result.state is None:
+        _lost(token)
+    return reply(
+        {
+            "task_id": token.task_id,
+            "state": result.state,
+            "retry_in_s": None if result.retry_in_ms is None else result.retry_in_ms / 1000,
+        }
+    )
+
+
+def _lost(token: LeaseToken) -> NoReturn:
+    raise ApiError(
+        409,
+        "lease_lost",
+        f"the lease on task {token.task_id} (epoch {token.epoch}) is no longer held "
+        "(reaped after missed heartbeats, or superseded); nothing was written",
+        "lease_id",
+    )
