@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# A redcron worker in shell: lease a command task, run it, heartbeat while it
+# runs, report complete or fail.  Needs curl and jq.
+set -u
+API=${REDCRON_API:-http://127.0.0.1:8080}/v1/worker
+WORKER=${WORKER_ID:-sh-$(hostname)-$$}
+QUEUES=${QUEUES:-'["commands"]'}
+ROUNDS=${ROUNDS:-0}  # lease rounds before exiting; 0: forever
+
+post() { curl -sf -X POST -H 'Content-Type: application/json' -d "$2" "$API/$1"; }
+
+run() {  # one leased task (JSON) -> run it, heartbeating, then report
+  local task=$1 id hb pid code state=ok next
+  id=$(jq -r .lease_id <<<"$task")
+  hb=$(jq '[(.ttl_s / 3 | floor), 1] | max' <<<"$task")  # heartbeat 3x per TTL
+  mapfile -t argv < <(jq -r '.command[]' <<<"$task")
+  mapfile -t envs < <(jq -r '.env // {} | to_entries[] | "\(.key)=\(.value)"' <<<"$task")
+  env "${envs[@]}" "${argv[@]}" </dev/null & pid=$!
+  next=$((SECONDS + hb))
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 0.2
+    if ((SECONDS >= next)); then
+      next=$((SECONDS + hb))
+      state=$(post heartbeat "$(jq -nc --arg w "$WORKER" --arg l "$id" \
+        '{worker_id: $w, lease_ids: [$l]}')" | jq -r --arg l "$id" '.[$l]') || state=ok
+      [ "$state" = ok ] || kill -TERM "$pid"  # revoked (cancelled) or lost
+    fi
+  done
+  wait "$pid"; code=$?
+  if [ "$state" = lost ]; then return; fi  # someone else owns the task now
+  if [ "$code" = 0 ] && [ "$state" = ok ]; then
+    post complete "$(jq -nc --arg l "$id" '{lease_id: $l, result: {exit_code: 0}}')"
+  else
+    post fail "$(jq -nc --arg l "$id" --argjson c "$code" --arg s "$state" \
+      '{lease_id: $l, error: "exit code \($c) (\($s))", retryable: true, exit_code: $c}')"
+  fi
+  echo
+}
+
+n=0
+while [ "$ROUNDS" = 0 ] || [ "$n" -lt "$ROUNDS" ]; do
+  n=$((n + 1))
+  leases=$(post lease "$(jq -nc --arg w "$WORKER" --argjson q "$QUEUES" \
+    '{worker_id: $w, queues: $q, wait_s: 20}')") || { sleep 1; continue; }
+  while read -r task; do run "$task"; done < <(jq -c '.[]' <<<"$leases")
+done

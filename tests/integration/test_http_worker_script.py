@@ -1,0 +1,66 @@
+"""The shell worker of docs/http-worker.md (examples/http_worker.sh, included in the
+doc verbatim) runs tasks against a live ``redcron dashboard``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from redcron import App
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "examples" / "http_worker.sh"
+DOC = ROOT / "docs" / "http-worker.md"
+
+
+def test_the_doc_shows_the_script_verbatim() -> None:
+    assert SCRIPT.read_text() in DOC.read_text()
+
+
+@pytest.fixture
+def server(redis_url: str, key_prefix: str) -> Iterator[str]:
+    """A ``redcron dashboard`` on a free port; yields its base URL."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "REDCRON_PREFIX": key_prefix.rstrip(":")}
+    with subprocess.Popen(
+        [sys.executable, "-m", "redcron.cli.main", "dashboard", "--port", "0",
+         "--redis", redis_url],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+    ) as proc:  # fmt: skip
+        try:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            assert "listening on http://" in line, line
+            yield line.split()[4].rstrip("/")
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+
+@pytest.mark.skipif(
+    not (shutil.which("curl") and shutil.which("jq") and shutil.which("bash")),
+    reason="the shell worker needs bash, curl and jq",
+)
+def test_the_shell_worker_runs_tasks(redis_url: str, key_prefix: str, server: str) -> None:
+    app = App(redis_url, prefix=key_prefix.rstrip(":"))
+    try:
+        ok = app.enqueue_command(["sh", "-c", 'echo "hello $WHO"'], env={"WHO": "world"})
+        bad = app.enqueue_command(["sh", "-c", "exit 3"], retries=0)
+        done = subprocess.run(
+            ["bash", str(SCRIPT)],
+            env={**os.environ, "REDCRON_API": server, "WORKER_ID": "sh-test", "ROUNDS": "2"},
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert "hello world" in done.stdout
+        assert ok.result(timeout=10) == {"exit_code": 0}
+        assert ok.info().worker == "sh-test"
+        assert bad.state == "dead"
+        assert bad.info().exit_code == 3
+    finally:
+        app.close()
