@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from worker_procs import wait_for  # tests/helpers is on sys.path
 
 from redcron import App
 
@@ -26,7 +27,12 @@ def test_the_doc_shows_the_script_verbatim() -> None:
 @pytest.fixture
 def server(redis_url: str, key_prefix: str) -> Iterator[str]:
     """A ``redcron dashboard`` on a free port; yields its base URL."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "REDCRON_PREFIX": key_prefix.rstrip(":")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT / "src"),
+        "REDCRON_PREFIX": key_prefix.rstrip(":"),
+        "REDCRON_LEASE_TTL": "3",  # the script heartbeats every second
+    }
     with subprocess.Popen(
         [sys.executable, "-m", "redcron.cli.main", "dashboard", "--port", "0",
          "--redis", redis_url],
@@ -42,10 +48,17 @@ def server(redis_url: str, key_prefix: str) -> Iterator[str]:
             proc.wait(10)
 
 
-@pytest.mark.skipif(
+needs_tools = pytest.mark.skipif(
     not (shutil.which("curl") and shutil.which("jq") and shutil.which("bash")),
     reason="the shell worker needs bash, curl and jq",
 )
+
+
+def shell_worker(server: str, rounds: int) -> dict[str, str]:
+    return {**os.environ, "REDCRON_API": server, "WORKER_ID": "sh-test", "ROUNDS": str(rounds)}
+
+
+@needs_tools
 def test_the_shell_worker_runs_tasks(redis_url: str, key_prefix: str, server: str) -> None:
     app = App(redis_url, prefix=key_prefix.rstrip(":"))
     try:
@@ -53,7 +66,7 @@ def test_the_shell_worker_runs_tasks(redis_url: str, key_prefix: str, server: st
         bad = app.enqueue_command(["sh", "-c", "exit 3"], retries=0)
         done = subprocess.run(
             ["bash", str(SCRIPT)],
-            env={**os.environ, "REDCRON_API": server, "WORKER_ID": "sh-test", "ROUNDS": "2"},
+            env=shell_worker(server, 2),
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
@@ -62,5 +75,35 @@ def test_the_shell_worker_runs_tasks(redis_url: str, key_prefix: str, server: st
         assert ok.info().worker == "sh-test"
         assert bad.state == "dead"
         assert bad.info().exit_code == 3
+    finally:
+        app.close()
+
+
+@needs_tools
+def test_the_shell_worker_heartbeats_and_stops_a_cancelled_task(
+    redis_url: str, key_prefix: str, server: str
+) -> None:
+    app = App(redis_url, prefix=key_prefix.rstrip(":"))
+    try:
+        slow = app.enqueue_command(["sleep", "60"])
+        with subprocess.Popen(
+            ["bash", str(SCRIPT)], env=shell_worker(server, 1),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        ) as proc:  # fmt: skip
+            try:
+                wait_for(lambda: slow.state == "running", "the shell worker leased the task")
+                first = slow.info().deadline_at
+                assert first is not None
+                # the 3 s lease is renewed by heartbeats (every second)
+                wait_for(
+                    lambda: (slow.info().deadline_at or first) > first, "a heartbeat", timeout=10
+                )
+                assert slow.state == "running"
+                assert app.broker.cancel(slow.id) == "cancel_requested"
+                _out, err = proc.communicate(timeout=30)  # the next heartbeat stops it
+            finally:
+                proc.kill()
+        assert proc.returncode == 0, err
+        assert slow.state == "cancelled"
     finally:
         app.close()
