@@ -165,11 +165,11 @@ def resume_job(job_id: str) -> flask.Response:
 
 @bp.post("/jobs/<job_id>/trigger")
 def trigger_job(job_id: str) -> flask.Response:
+    job = auth.job(job_id)  # first: another tenant's job is a 404 whatever the body
     data = body(required=False)
     only(data, {"params"})
     params = data.get("params", {})
     if not isinstance(params, dict):
         bad("params", "must be an object")
     jobs = redcron_app().jobs
-    job = auth.job(job_id)
     return reply({"run_id": jobs.trigger(job.tenant, job.name, params)}, 201)
