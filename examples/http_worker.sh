@@ -7,7 +7,12 @@ WORKER=${WORKER_ID:-sh-$(hostname)-$$}
 QUEUES=${QUEUES:-'["commands"]'}
 ROUNDS=${ROUNDS:-0}  # lease rounds before exiting; 0: forever
 
-post() { curl -sf -X POST -H 'Content-Type: application/json' -d "$2" "$API/$1"; }
+TOKEN=${REDCRON_TOKEN:?a worker token: redcron workers token create --queues commands}
+
+post() {
+  curl -sf -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+    -d "$2" "$API/$1"
+}
 
 run() {  # one leased task (JSON) -> run it, heartbeating, then report
   local task=$1 id hb pid code state=ok next

@@ -125,6 +125,14 @@ class Keys:
         """One worker's registration HASH (expires unless heartbeats renew it)."""
         return f"{self.prefix}:worker:{worker_id}"
 
+    def tokens(self) -> str:
+        """API token index ZSET: token id -> created (ms); secrets are never stored."""
+        return f"{self.prefix}:tokens"
+
+    def token(self, token_id: str) -> str:
+        """One API token's HASH: kind, tenant or queues/tenants, created, SHA-256 of the secret."""
+        return f"{self.prefix}:token:{token_id}"
+
     def shard(self, shard: int) -> str:
         """The shard prefix passed to scripts as ``KEYS[1]``; ends with ``:``."""
         return f"{self.prefix}:{{s{shard}}}:"

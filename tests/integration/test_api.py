@@ -18,6 +18,14 @@ from redcron.dashboard.api.openapi import DOCUMENT
 from redcron.worker import Worker
 
 TENANT = "acme"
+#: the admin token every test client sends (tests/integration/test_api_auth.py covers the rest)
+ADMIN = "test-admin-token"
+
+
+def admin_client(web: flask.Flask) -> FlaskClient:
+    client = web.test_client()
+    client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {ADMIN}"
+    return client
 
 
 @pytest.fixture
@@ -38,12 +46,12 @@ def app(redis_url: str, key_prefix: str) -> Iterator[App]:
 
 @pytest.fixture
 def web(app: App) -> flask.Flask:
-    return create_app(app)
+    return create_app(app, admin_token=ADMIN)
 
 
 @pytest.fixture
 def client(web: flask.Flask) -> FlaskClient:
-    return web.test_client()
+    return admin_client(web)
 
 
 @pytest.fixture
@@ -318,9 +326,9 @@ def test_unknown_route_and_method(client: FlaskClient) -> None:
 
 
 def test_body_over_the_limit_is_413(app: App) -> None:
-    client = create_app(app, MAX_CONTENT_LENGTH=1000).test_client()
+    client = admin_client(create_app(app, admin_token=ADMIN, MAX_CONTENT_LENGTH=1000))
     error_of(client.post("/v1/jobs", data=b"{" + b" " * 2000 + b"}"), 413)
-    big = create_app(app).test_client()
+    big = admin_client(create_app(app, admin_token=ADMIN))
     error_of(big.post("/v1/tasks", data=b" " * (1024 * 1024 + 1)), 413)
 
 
@@ -427,12 +435,7 @@ def test_trigger_params_must_be_an_object(client: FlaskClient, ids: dict[str, st
     error_of(client.post(f"/v1/jobs/{ids['job']}/trigger", json={"x": 1}), 400, "x")
 
 
-def test_authentication_hook_runs_before_every_api_request(app: App) -> None:
-    def deny(request: flask.Request) -> flask.Response | None:
-        if request.headers.get("Authorization") == "Bearer ok":
-            return None
-        return flask.Response('{"error": {"code": "unauthorized"}}', 401)
-
-    client = create_app(app, REDCRON_AUTHENTICATE=deny).test_client()
+def test_authentication_runs_before_every_api_request(app: App) -> None:
+    client = create_app(app, admin_token="ok").test_client()
     assert client.get("/v1/jobs").status_code == 401
     assert client.get("/v1/jobs", headers={"Authorization": "Bearer ok"}).status_code == 200

@@ -6,14 +6,22 @@ import json
 import os
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
+
+import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def test_dashboard_command_serves_the_api(redis_url: str, key_prefix: str) -> None:
-    env = {**os.environ, "PYTHONPATH": str(SRC), "REDCRON_PREFIX": key_prefix.rstrip(":")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(SRC),
+        "REDCRON_PREFIX": key_prefix.rstrip(":"),
+        "REDCRON_ADMIN_TOKEN": "server-admin-token",
+    }
     with subprocess.Popen(
         [sys.executable, "-m", "redcron.cli.main", "dashboard", "--port", "0",
          "--redis", redis_url],
@@ -27,7 +35,14 @@ def test_dashboard_command_serves_the_api(redis_url: str, key_prefix: str) -> No
             with urllib.request.urlopen(f"{base}/v1/openapi.json", timeout=10) as resp:
                 assert resp.headers["Server"].startswith("waitress")
                 assert json.load(resp)["openapi"].startswith("3.1")
-            with urllib.request.urlopen(f"{base}/v1/jobs", timeout=10) as resp:
+            with pytest.raises(urllib.error.HTTPError) as denied:
+                urllib.request.urlopen(f"{base}/v1/jobs", timeout=10)
+            assert denied.value.code == 401
+            denied.value.close()
+            request = urllib.request.Request(
+                f"{base}/v1/jobs", headers={"Authorization": "Bearer server-admin-token"}
+            )
+            with urllib.request.urlopen(request, timeout=10) as resp:
                 assert json.load(resp) == {"jobs": []}
         finally:
             proc.terminate()

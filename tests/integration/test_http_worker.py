@@ -16,6 +16,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from redcron import App
+from redcron.broker.tokens import TokenStore
 from redcron.dashboard import create_app
 
 TENANT = "acme"
@@ -33,14 +34,23 @@ def app(redis_url: str, key_prefix: str) -> Iterator[App]:
     a.close()
 
 
+ADMIN = "test-admin-token"
+
+
 @pytest.fixture
 def web(app: App) -> flask.Flask:
-    return create_app(app)
+    return create_app(app, admin_token=ADMIN)
+
+
+def bearer(web: flask.Flask, token: str) -> FlaskClient:
+    client = web.test_client()
+    client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {token}"
+    return client
 
 
 @pytest.fixture
 def client(web: flask.Flask) -> FlaskClient:
-    return web.test_client()
+    return bearer(web, ADMIN)
 
 
 def lease(client: FlaskClient, worker: str = "hw-1", **body: Any) -> list[dict[str, Any]]:
@@ -269,11 +279,8 @@ def test_heartbeat_refuses_another_workers_lease(app: App, client: FlaskClient) 
 
 
 def test_a_worker_token_limits_queues_and_tenants(app: App, web: flask.Flask) -> None:
-    @web.before_request
-    def as_worker() -> None:  # stands in for the authenticate hook
-        flask.g.identity = {"kind": "worker", "queues": ["default"], "tenants": [TENANT]}
-
-    client = web.test_client()
+    _info, token = TokenStore(app.broker).create_worker(["default"], [TENANT])
+    client = bearer(web, token)
     other = app.tasks["hw.add"].enqueue(1, _tenant="other")
     mine = app.enqueue("hw.add", 2)
     resp = client.post("/v1/worker/lease", json={"worker_id": "w", "queues": ["commands"]})

@@ -32,6 +32,7 @@ def server(redis_url: str, key_prefix: str) -> Iterator[str]:
         "PYTHONPATH": str(ROOT / "src"),
         "REDCRON_PREFIX": key_prefix.rstrip(":"),
         "REDCRON_LEASE_TTL": "3",  # the script heartbeats every second
+        "REDCRON_ADMIN_TOKEN": ADMIN,
     }
     with subprocess.Popen(
         [sys.executable, "-m", "redcron.cli.main", "dashboard", "--port", "0",
@@ -54,8 +55,17 @@ needs_tools = pytest.mark.skipif(
 )
 
 
+ADMIN = "test-admin-token"
+
+
 def shell_worker(server: str, rounds: int) -> dict[str, str]:
-    return {**os.environ, "REDCRON_API": server, "WORKER_ID": "sh-test", "ROUNDS": str(rounds)}
+    return {
+        **os.environ,
+        "REDCRON_API": server,
+        "REDCRON_TOKEN": ADMIN,
+        "WORKER_ID": "sh-test",
+        "ROUNDS": str(rounds),
+    }
 
 
 @needs_tools

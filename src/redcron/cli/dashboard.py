@@ -21,18 +21,31 @@ from redcron.dashboard import create_app
     "--threads", type=click.IntRange(min=1), default=4, show_default=True,
     help="Requests served at once.",
 )  # fmt: skip
+@click.option(
+    "--admin-token", envvar="REDCRON_ADMIN_TOKEN", metavar="TOKEN",
+    help="Token that may do everything (env REDCRON_ADMIN_TOKEN; prefer the env: "
+    "arguments show in ps).  Without it only tenant and worker tokens work.",
+)  # fmt: skip
 @app_option
 @redis_option
 def dashboard(
-    host: str, port: int, threads: int, app_path: str | None, redis_url: str | None
+    host: str,
+    port: int,
+    threads: int,
+    admin_token: str | None,
+    app_path: str | None,
+    redis_url: str | None,
 ) -> None:
     """Serve the REST API (/v1) with waitress.
 
-    There is no authentication yet: listen on a trusted interface only.
-    POST /v1/tasks enqueues tasks registered on the app given with -A.
+    Every request but GET /v1/openapi.json needs Authorization: Bearer <token>:
+    the admin token, or one from `redcron tenants token create` or
+    `redcron workers token create`.  POST /v1/tasks enqueues tasks registered
+    on the app given with -A.
     """
     app = build_app(app_path, redis_url)
-    server = create_server(create_app(app), host=host, port=port, threads=threads)
+    web = create_app(app, admin_token=admin_token or None)
+    server = create_server(web, host=host, port=port, threads=threads)
     for where in listening(server):
         click.echo(f"redcron dashboard listening on {where} (API: /v1, /v1/openapi.json)")
     sys.stdout.flush()

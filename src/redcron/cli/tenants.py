@@ -17,6 +17,7 @@ from redcron.cli.common import (
     redis_option,
     table,
 )
+from redcron.cli.tokens import tenant_token
 from redcron.keys import PRIORITIES
 from redcron.model import TenantStatus
 from redcron.model.tenants import TenantSettings, format_rate
@@ -152,3 +153,6 @@ def reset(tenant: str, app_path: str | None, redis_url: str | None) -> None:
     defaults = TenantSettings().as_dict()
     click.echo(f"reset {tenant} to defaults")
     click.echo("\n".join(render_settings(tenant, defaults)[1:]))
+
+
+tenants.add_command(tenant_token)

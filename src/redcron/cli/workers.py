@@ -8,6 +8,7 @@ import click
 
 from redcron.broker.workers import WorkerRegistry
 from redcron.cli.common import app_option, build_app, echo_listing, iso_ms, redis_option, table
+from redcron.cli.tokens import worker_token
 from redcron.model import WorkerInfo
 
 
@@ -44,3 +45,6 @@ def workers_table(found: Sequence[WorkerInfo]) -> str:
     ]
     headers = ("worker", "host", "pid", "queues", "tenants", "running", "heartbeat", "version")
     return table((*headers, "tasks"), rows)
+
+
+workers.add_command(worker_token)

@@ -12,7 +12,9 @@ from typing import Any
 import flask
 
 from redcron.app import App
+from redcron.broker.tokens import digest
 from redcron.dashboard.api import api
+from redcron.dashboard.api.auth import ADMIN_DIGEST
 from redcron.dashboard.api.common import EXTENSION, register_error_handlers
 
 #: request bodies above this many bytes are refused with 413
@@ -21,22 +23,23 @@ MAX_BODY_BYTES = 1024 * 1024
 RETRY_AFTER_S = 5
 
 
-def create_app(app: App, **config: Any) -> flask.Flask:
+def create_app(app: App, admin_token: str | None = None, **config: Any) -> flask.Flask:
     """A Flask application serving ``app``'s jobs, runs, tasks and tenants.
 
     Args:
         app: the redcron App (its settings say which Redis; its registered
             tasks are what ``POST /v1/tasks`` may enqueue).
-        config: Flask config overrides, e.g. ``MAX_CONTENT_LENGTH``,
-            ``REDCRON_RETRY_AFTER_S`` or ``REDCRON_AUTHENTICATE`` (a callable
-            run before every API request; see :func:`api.authenticate`).
+        admin_token: the token that may do everything (kept as its SHA-256
+            only).  None: only tenant and worker tokens (``TokenStore``) work.
+        config: Flask config overrides, e.g. ``MAX_CONTENT_LENGTH`` or
+            ``REDCRON_RETRY_AFTER_S``.
     """
     web = flask.Flask(__name__)
     web.config.update(
         MAX_CONTENT_LENGTH=MAX_BODY_BYTES,
         REDCRON_RETRY_AFTER_S=RETRY_AFTER_S,
-        REDCRON_AUTHENTICATE=None,
     )
+    web.config[ADMIN_DIGEST] = digest(admin_token) if admin_token else None
     web.config.update(config)
     web.extensions[EXTENSION] = app
     web.register_blueprint(api)

@@ -21,6 +21,7 @@ from redcron.model.records import (
     TaskRecord,
     TenantLoad,
     TenantStatus,
+    TokenInfo,
     WorkerInfo,
 )
 from redcron.model.serialize import to_json
@@ -37,6 +38,7 @@ __all__ = [
     "TaskRecord",
     "TenantLoad",
     "TenantStatus",
+    "TokenInfo",
     "WorkerInfo",
     "to_json",
 ]

@@ -625,3 +625,18 @@ class QueueLoad:
     delayed: int
     dlq: int
     served: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class TokenInfo:
+    """An API token as ``redcron tenants token list`` shows it: never its secret.
+
+    ``kind`` is ``tenant`` (``tenant`` set) or ``worker`` (``queues`` it may
+    lease from, ``tenants`` it may serve; empty ``tenants`` = all)."""
+
+    id: str
+    kind: str
+    tenant: str | None
+    queues: tuple[str, ...]
+    tenants: tuple[str, ...]
+    created_at: datetime | None

@@ -1,15 +1,15 @@
 """The JSON API, ``/v1``: jobs, runs, one-off tasks, tenants and their DLQ.
 
 Every route module holds one blueprint; this one nests them under ``/v1`` and
-runs :func:`authenticate` before each request.  ``openapi.py`` describes the
-routes, and a test keeps it and the URL map in step.
+runs :func:`authenticate` (bearer tokens, ``auth.py``) before each request.
+``openapi.py`` describes the routes, and a test keeps it and the URL map in step.
 """
 
 from __future__ import annotations
 
 import flask
 
-from redcron.dashboard.api import jobs, openapi, runs, tasks, tenants, worker
+from redcron.dashboard.api import auth, jobs, openapi, runs, tasks, tenants, worker
 
 api = flask.Blueprint("api", __name__, url_prefix="/v1")
 for part in (jobs.bp, runs.bp, tasks.bp, tenants.bp, worker.bp, openapi.bp):
@@ -18,15 +18,26 @@ for part in (jobs.bp, runs.bp, tasks.bp, tenants.bp, worker.bp, openapi.bp):
 
 @api.before_request
 def authenticate() -> flask.Response | None:
-    """Where authentication plugs in (API tokens come with a later part of issue 9).
+    """Every ``/v1`` request but ``GET /v1/openapi.json`` carries
+    ``Authorization: Bearer <token>``: the admin token (``create_app(app,
+    admin_token=...)``), a tenant token or a worker token (``TokenStore``).
 
-    ``REDCRON_AUTHENTICATE`` in the Flask config is a callable taking the
-    request; it returns None to let the request through, or a response
-    (e.g. 401) to answer instead.  Unset: every request is let through, so
-    bind the server to a trusted interface only.
+    The request's :class:`auth.Identity` is ``flask.g.identity``.  No valid
+    token: 401.  Worker tokens reach only ``/v1/worker/...``, and those routes
+    take only worker and admin tokens: otherwise 403.  Which tenant's records
+    a tenant token sees is up to the routes (``auth.job``, ``auth.run``...).
     """
-    check = flask.current_app.config.get("REDCRON_AUTHENTICATE")
-    if check is None:
+    request = flask.request
+    if (request.method, request.path) in auth.PUBLIC:
         return None
-    result: flask.Response | None = check(flask.request)
-    return result
+    token = auth.bearer(request.headers.get("Authorization", ""))
+    who = auth.identify(token) if token is not None else None
+    if who is None:
+        return auth.error(401, "unauthorized", "send a valid token: Authorization: Bearer <token>")
+    flask.g.identity = who
+    worker_route = request.path.startswith(auth.WORKER_PREFIX)
+    if worker_route and who.kind == "tenant":
+        return auth.error(403, "forbidden", "the worker routes need a worker token")
+    if not worker_route and who.kind == "worker":
+        return auth.error(403, "forbidden", "a worker token may call only /v1/worker/... routes")
+    return None

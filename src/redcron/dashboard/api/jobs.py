@@ -14,6 +14,7 @@ from typing import Any
 
 import flask
 
+from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import ApiError, bad, body, only, redcron_app, reply
 from redcron.errors import ValidationError
 from redcron.model import validation
@@ -103,7 +104,9 @@ def _put(spec: JobSpec) -> tuple[Any, str]:
 
 @bp.post("/jobs")
 def create_job() -> flask.Response:
-    spec = spec_from_body(body())
+    data = body()
+    auth.tenant_field(data)
+    spec = spec_from_body(data)
     record, change = _put(spec)
     return reply(record, 201 if change == "created" else 200)
 
@@ -113,17 +116,19 @@ def list_jobs() -> flask.Response:
     tenant = flask.request.args.get("tenant") or None
     if tenant is not None:
         validation.name("tenant", tenant)
-    return reply({"jobs": redcron_app().jobs.list_jobs(tenant)})
+    if tenant is not None and not auth.may_see(tenant):
+        return reply({"jobs": []})
+    return reply({"jobs": redcron_app().jobs.list_jobs(tenant or auth.scope())})
 
 
 @bp.get("/jobs/<job_id>")
 def get_job(job_id: str) -> flask.Response:
-    return reply(redcron_app().jobs.get_by_id(job_id))
+    return reply(auth.job(job_id))
 
 
 @bp.put("/jobs/<job_id>")
 def replace_job(job_id: str) -> flask.Response:
-    current = redcron_app().jobs.get_by_id(job_id)
+    current = auth.job(job_id)
     data = body()
     for key in ("name", "tenant"):
         given = data.setdefault(key, getattr(current, key))
@@ -137,7 +142,7 @@ def replace_job(job_id: str) -> flask.Response:
 @bp.delete("/jobs/<job_id>")
 def delete_job(job_id: str) -> flask.Response:
     jobs = redcron_app().jobs
-    job = jobs.get_by_id(job_id)
+    job = auth.job(job_id)
     jobs.delete(job.tenant, job.name)
     return flask.Response(status=204)
 
@@ -145,7 +150,7 @@ def delete_job(job_id: str) -> flask.Response:
 @bp.post("/jobs/<job_id>/pause")
 def pause_job(job_id: str) -> flask.Response:
     jobs = redcron_app().jobs
-    job = jobs.get_by_id(job_id)
+    job = auth.job(job_id)
     jobs.pause(job.tenant, job.name)
     return reply(jobs.get_by_id(job_id))
 
@@ -153,18 +158,18 @@ def pause_job(job_id: str) -> flask.Response:
 @bp.post("/jobs/<job_id>/resume")
 def resume_job(job_id: str) -> flask.Response:
     jobs = redcron_app().jobs
-    job = jobs.get_by_id(job_id)
+    job = auth.job(job_id)
     jobs.resume(job.tenant, job.name)
     return reply(jobs.get_by_id(job_id))
 
 
 @bp.post("/jobs/<job_id>/trigger")
 def trigger_job(job_id: str) -> flask.Response:
+    job = auth.job(job_id)  # first: another tenant's job is a 404 whatever the body
     data = body(required=False)
     only(data, {"params"})
     params = data.get("params", {})
     if not isinstance(params, dict):
         bad("params", "must be an object")
     jobs = redcron_app().jobs
-    job = jobs.get_by_id(job_id)
     return reply({"run_id": jobs.trigger(job.tenant, job.name, params)}, 201)

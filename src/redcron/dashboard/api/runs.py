@@ -17,6 +17,7 @@ from typing import Any
 
 import flask
 
+from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import ApiError, bad, body, only, query_int, redcron_app, reply
 from redcron.errors import NotFound
 from redcron.model import ExpiredTask, RunRecord, TaskRecord, validation
@@ -113,8 +114,11 @@ def list_runs() -> flask.Response:
     jobs = redcron_app().jobs
     job_id = args.get("job") or None
     if job_id is not None:
-        job_ids = [jobs.get_by_id(job_id).id]
+        job_ids = [auth.job(job_id).id]
+    elif tenant is not None and not auth.may_see(tenant):
+        job_ids = []
     else:
+        tenant = tenant or auth.scope()
         job_ids = [j.id for j in jobs.list_jobs(tenant)]
     found = [
         r
@@ -128,14 +132,14 @@ def list_runs() -> flask.Response:
 
 @bp.get("/runs/<run_id>")
 def get_run(run_id: str) -> flask.Response:
-    return flask.jsonify(run_json(redcron_app().jobs.run(run_id)))
+    return flask.jsonify(run_json(auth.run(run_id)))
 
 
 @bp.post("/runs/<run_id>/cancel")
 def cancel_run(run_id: str) -> flask.Response:
     only(body(required=False), set())
     jobs = redcron_app().jobs
-    run = jobs.run(run_id)
+    run = auth.run(run_id)
     if run.state not in RUN_ACTIVE:
         raise ApiError(409, "conflict", f"run {run_id} already ended {run.state}")
     jobs.cancel_run(run_id)
@@ -143,7 +147,7 @@ def cancel_run(run_id: str) -> flask.Response:
 
 
 def _run_task(run_id: str, name: str) -> TaskRecord:
-    run = redcron_app().jobs.run(run_id)
+    run = auth.run(run_id)
     if name not in run.task_names:
         raise NotFound(f"run {run_id} has no task {name!r}; tasks: {', '.join(run.task_names)}")
     return redcron_app().broker.task_info(f"{run_id}/{name}")

@@ -11,6 +11,7 @@ from typing import Any
 
 import flask
 
+from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import bad, body, only, redcron_app, reply
 
 bp = flask.Blueprint("tasks", __name__)
@@ -31,6 +32,7 @@ FIELDS = frozenset({"name", "args", "kwargs", *OPTIONS})
 def enqueue_task() -> flask.Response:
     data = body()
     only(data, FIELDS)
+    auth.tenant_field(data)
     app = redcron_app()
     name = data.get("name")
     if not isinstance(name, str) or not name:
@@ -57,4 +59,4 @@ def enqueue_task() -> flask.Response:
 
 @bp.get("/tasks/<path:task_id>")  # a run's task ids hold a slash: <run>/<task>
 def get_task(task_id: str) -> flask.Response:
-    return reply(redcron_app().broker.task_info(task_id))
+    return reply(auth.task(task_id))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import flask
 
+from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import ApiError, body, only, query_int, redcron_app, reply
 from redcron.errors import NotFound
 from redcron.model import validation
@@ -18,12 +19,16 @@ MAX_DLQ_LIMIT = 1000
 
 @bp.get("/tenants/<tenant>")
 def get_tenant(tenant: str) -> flask.Response:
+    auth.tenant_path(tenant)
     return reply(redcron_app().tenants.show(tenant))
 
 
 @bp.put("/tenants/<tenant>")
 def set_tenant(tenant: str) -> flask.Response:
-    """Change the given settings (the others keep their values)."""
+    """Change the given settings (the others keep their values): admin only,
+    since a tenant raising its own weight or caps would defeat them."""
+    auth.tenant_path(tenant)
+    auth.admin_only("changing tenant settings")
     data = body()
     only(data, frozenset(SETTINGS_FIELDS))
     tenants = redcron_app().tenants
@@ -34,6 +39,7 @@ def set_tenant(tenant: str) -> flask.Response:
 @bp.get("/tenants/<tenant>/dlq")
 def list_dlq(tenant: str) -> flask.Response:
     validation.name("tenant", tenant)
+    auth.tenant_path(tenant)
     limit = query_int("limit", DEFAULT_DLQ_LIMIT, 1, MAX_DLQ_LIMIT)
     return reply({"entries": redcron_app().broker.dlq_list(tenant, limit)})
 
@@ -41,6 +47,7 @@ def list_dlq(tenant: str) -> flask.Response:
 @bp.post("/tenants/<tenant>/dlq/<path:task_id>/replay")  # run tasks: <run>/<task>
 def replay_dlq(tenant: str, task_id: str) -> flask.Response:
     """Put one dead task back on its queue with a fresh retry budget."""
+    auth.tenant_path(tenant)
     only(body(required=False), set())
     validation.name("tenant", tenant)
     broker = redcron_app().broker
