@@ -166,7 +166,7 @@ PATHS: Json = {
                         "retry_in_s": {"type": ["number", "null"]}}}),
     },
     "/v1/openapi.json": {
-        "get": _op("This document", "200", _OBJECT, ()),
+        "get": {**_op("This document", "200", _OBJECT, ()), "security": []},  # no token
     },
 }  # fmt: skip
 
@@ -254,7 +254,12 @@ DOCUMENT: Json = {
     "openapi": "3.1.0",
     "info": {"title": "redcron API", "version": "1"},
     "paths": PATHS,
-    "components": {"schemas": SCHEMAS},
+    "components": {
+        "schemas": SCHEMAS,
+        # the admin token, a tenant token or a worker token (docs/api.md)
+        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+    },
+    "security": [{"bearer": []}],
 }
 
 
