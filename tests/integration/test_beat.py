@@ -207,7 +207,9 @@ def test_catchup_latest_fires_the_newest_old_fire_and_every_recent_one(app: App)
 
 
 def test_catchup_all_fires_the_latest_old_ones_up_to_the_limit(app: App) -> None:
-    job = app.jobs.put("all", tasks=TASKS, every="1s", overlap="allow", catchup="all", catchup_limit=5)
+    job = app.jobs.put(
+        "all", tasks=TASKS, every="1s", overlap="allow", catchup="all", catchup_limit=5
+    )
     start = whole_second_ago(app, 90)
     before, after = fire_overdue(app, job.id, start)
     old, recent = split(runs_of(app, job.id))
