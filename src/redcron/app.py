@@ -19,8 +19,8 @@ from redcron.clock import ulid
 from redcron.config import Settings
 from redcron.errors import TaskFailed, TaskTimeout, ValidationError
 from redcron.keys import shard_of
-from redcron.model import JobChange, JobRecord, TaskRecord, validation
-from redcron.model.jobs import JobSpec, Task
+from redcron.model import JobChange, TaskRecord, validation
+from redcron.model.jobs import JobSpec, Task, job_spec
 from redcron.model.states import TASK_TERMINAL, TaskState
 
 P = ParamSpec("P")
@@ -257,14 +257,21 @@ class App:
         tz: str = "UTC",
         tenant: str = "default",
         **policies: Any,
-    ) -> JobRecord:
-        """Create or update a job in Redis (keyed by tenant + name) and return it.
+    ) -> JobSpec:
+        """Declare a job (keyed by tenant + name) and return its spec.
 
-        Validation (cron syntax, time zone, DAG cycles, unknown dependencies,
-        timeouts...) happens before anything is written.
+        Nothing is written: declared jobs are upserted by ``redcron jobs apply
+        -A``, ``redcron beat`` or ``redcron up`` (or :meth:`apply_declared`),
+        so importing the module in every process never re-creates a job that
+        was deleted.  Validation (cron syntax, time zone, DAG cycles, unknown
+        dependencies, timeouts...) happens here.  To write a job now, from a
+        client, use ``app.jobs.put(name, ...)`` with the same arguments.
         """
-        spec = self._spec(name, tasks, cron, every, at, tz, tenant, policies)
-        return self.jobs.get_by_id(self.jobs.put(spec).id)
+        spec = job_spec(
+            name, tasks=tasks, cron=cron, every=every, at=at, tz=tz, tenant=tenant, **policies
+        )
+        self._declare(spec)
+        return spec
 
     def cron(
         self,
@@ -279,61 +286,67 @@ class App:
         """Declare a one-task job from a function (registered as a task too).
 
         Nothing is written at import time: declared jobs are upserted by
-        ``redcron jobs apply``, ``redcron beat`` or ``redcron up`` (or
+        ``redcron jobs apply -A``, ``redcron beat`` or ``redcron up`` (or
         :meth:`apply_declared`).
         """
 
         def declare(fn: Callable[P, R]) -> TaskDef[P, R]:
             td: TaskDef[P, R] = fn if isinstance(fn, TaskDef) else self.task(fn)
             job_name = name or td.fn.__name__
-            spec = self._spec(
-                job_name, {job_name: Task(td.name)}, expr, every, None, tz, tenant, policies
+            self._declare(
+                job_spec(
+                    job_name,
+                    tasks={job_name: Task(td.name)},
+                    cron=expr,
+                    every=every,
+                    tz=tz,
+                    tenant=tenant,
+                    **policies,
+                )
             )
-            spec.validate()
-            self.declared_jobs[(tenant, job_name)] = spec
             return td
 
         return declare
 
-    def apply_declared(self) -> list[JobChange]:
-        """Upsert every job declared with ``@app.cron``."""
-        return [self.jobs.put(spec) for spec in self.declared_jobs.values()]
-
-    @staticmethod
-    def _spec(
-        name: str,
-        tasks: dict[str, Task],
-        cron: str | None,
-        every: str | None,
-        at: datetime | None,
-        tz: str,
-        tenant: str,
-        policies: dict[str, Any],
-    ) -> JobSpec:
-        known = set(JobSpec.__dataclass_fields__) - {
-            "name",
-            "tasks",
-            "cron",
-            "every",
-            "at",
-            "tz",
-            "tenant",
-        }
-        unknown = set(policies) - known
-        if unknown:
+    def _declare(self, spec: JobSpec) -> None:
+        key = (spec.tenant, spec.name)
+        if key in self.declared_jobs:
             raise ValidationError(
-                sorted(unknown)[0], f"unknown job option; known: {', '.join(sorted(known))}"
+                "name", f"job {spec.name!r} of tenant {spec.tenant!r} is already declared"
             )
-        return JobSpec(
-            name=name,
-            tenant=tenant,
-            tasks=dict(tasks),
-            cron=cron,
-            every=every,
-            at=at,
-            tz=tz,
-            **policies,
-        )
+        self.declared_jobs[key] = spec
+
+    def check_task_names(self, specs: Iterable[JobSpec]) -> None:
+        """Raise ValidationError when a job's Python task names a function this
+        app has not registered (its runs would retry to exhaustion and
+        dead-letter): the message names the job, the task and the name."""
+        for spec in specs:
+            for task_name, task in spec.tasks.items():
+                if task.kind == "python" and task.ref not in self.tasks:
+                    known = ", ".join(sorted(self.tasks)) or "none"
+                    raise ValidationError(
+                        "tasks",
+                        f"job {spec.tenant}/{spec.name}: task {task_name!r} runs "
+                        f"{task.ref!r}, which is not a registered task (registered: {known})",
+                    )
+
+    def apply_declared(
+        self, *, prune: bool = False, keep: Iterable[tuple[str, str]] = ()
+    ) -> list[JobChange]:
+        """Upsert every declared job (``app.job``, ``@app.cron``) after checking
+        their task names against the registry.
+
+        With ``prune``, also delete the jobs of the tenants the app declares
+        jobs in that are neither declared nor in ``keep`` (tenant, name); no
+        other tenant is touched.
+        """
+        specs = list(self.declared_jobs.values())
+        self.check_task_names(specs)
+        out = self.jobs.put_many(specs) if specs else []
+        if prune:
+            tenants = {tenant for tenant, _name in self.declared_jobs}
+            out += self.jobs.prune(tenants, [*self.declared_jobs, *keep])
+        return out
 
     def enqueue(self, name: str, *args: Any, **kwargs: Any) -> TaskHandle:
         """Enqueue a registered task by name."""

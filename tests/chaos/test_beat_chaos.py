@@ -116,7 +116,7 @@ def make_jobs(app: App, n: int) -> list[dict[str, Any]]:
     jobs = []
     for i in range(n):
         every = "1s" if i % 2 == 0 else "2s"
-        job = app.job(
+        job = app.jobs.put(
             f"job{i}",
             tenant=tenants[i % len(tenants)],
             tasks={"t": Task("noop")},

@@ -266,7 +266,7 @@ def _fire(app: App, job_id: str, fire_ms: int) -> tuple[str, str]:
 def test_a_fire_over_max_queued_is_recorded_as_rejected_and_creates_no_instances(
     app: App, r: redis.Redis
 ) -> None:
-    job = app.job(
+    job = app.jobs.put(
         "nightly",
         tasks={"a": Task("t.noop", args=[1]), "b": Task("t.noop", args=[2], depends_on=["a"])},
         cron="0 0 * * *",
@@ -321,7 +321,7 @@ def test_a_manual_trigger_over_max_queued_is_refused_with_a_clear_error(
         def t() -> None: ...
 
         app.tenants.set("full", max_queued=1)
-        app.job("j", tasks={"a": Task("adm.t")}, tenant="full", overlap="allow")
+        app.jobs.put("j", tasks={"a": Task("adm.t")}, tenant="full", overlap="allow")
         app.jobs.trigger("full", "j")
         with pytest.raises(QuotaExceeded, match="max_queued"):
             app.jobs.trigger("full", "j")

@@ -113,7 +113,7 @@ def step(label: str, *deps: str, ref: str = "dag.step", **options: Any) -> Task:
 def test_three_task_dag_runs_in_order_with_stable_idem_keys(
     app: App, start_worker: Callable[..., Worker]
 ) -> None:
-    app.job(
+    app.jobs.put(
         "etl",
         tasks={
             "extract": step("extract"),
@@ -152,7 +152,7 @@ def test_three_task_dag_runs_in_order_with_stable_idem_keys(
 def test_task_that_fails_once_is_retried_inside_the_run(
     app: App, start_worker: Callable[..., Worker]
 ) -> None:
-    app.job(
+    app.jobs.put(
         "retrying",
         tasks={
             "first": step("first"),
@@ -190,7 +190,7 @@ def test_task_that_fails_once_is_retried_inside_the_run(
 def test_dead_task_fails_its_downstream_and_the_independent_branch_completes(
     app: App, start_worker: Callable[..., Worker]
 ) -> None:
-    app.job(
+    app.jobs.put(
         "mixed",
         tasks={
             "root": step("root"),
@@ -218,7 +218,7 @@ def test_dead_task_fails_its_downstream_and_the_independent_branch_completes(
 
 def test_command_task_inside_a_dag(app: App, start_worker: Callable[..., Worker]) -> None:
     code = "import sys; print('shell step ran'); sys.exit(0)"
-    app.job(
+    app.jobs.put(
         "with_cmd",
         tasks={
             "prep": step("prep"),
@@ -243,7 +243,7 @@ def test_command_task_inside_a_dag(app: App, start_worker: Callable[..., Worker]
 
 
 def test_manual_run_params_reach_tasks(app: App, start_worker: Callable[..., Worker]) -> None:
-    app.job("report", tasks={"p": Task("dag.params")}, tenant=TENANT)
+    app.jobs.put("report", tasks={"p": Task("dag.params")}, tenant=TENANT)
     start_worker(concurrency=1)
     rid = app.jobs.trigger(TENANT, "report", params={"day": "2026-11-29", "n": 3})
     assert wait_run(app, rid).state == "succeeded"

@@ -94,7 +94,7 @@ def test_a_tenant_default_jitter_spreads_jobs_without_their_own(app: App) -> Non
 def test_a_job_with_its_own_jitter_keeps_it(app: App) -> None:
     app.tenants.set(TENANT, jitter_s=30)
     ids = [
-        app.job(f"own{i}", tenant=TENANT, tasks=TASKS, cron="0 0 * * *", jitter_s=5).id
+        app.jobs.put(f"own{i}", tenant=TENANT, tasks=TASKS, cron="0 0 * * *", jitter_s=5).id
         for i in range(20)
     ]
     for jid in ids:
@@ -105,11 +105,11 @@ def test_a_job_with_its_own_jitter_keeps_it(app: App) -> None:
 
 def test_other_tenants_and_a_zero_default_are_not_jittered(app: App) -> None:
     app.tenants.set(TENANT, jitter_s=30)
-    other = app.job("o", tenant="other", tasks=TASKS, cron="0 0 * * *")
+    other = app.jobs.put("o", tenant="other", tasks=TASKS, cron="0 0 * * *")
     due, nominal = due_and_nominal(app, other.id)
     assert due == nominal
     app.tenants.set(TENANT, jitter_s=0)
-    job = app.job("z", tenant=TENANT, tasks=TASKS, cron="0 0 * * *")
+    job = app.jobs.put("z", tenant=TENANT, tasks=TASKS, cron="0 0 * * *")
     due, nominal = due_and_nominal(app, job.id)
     assert due == nominal
 
@@ -125,7 +125,7 @@ def test_reapplying_an_unchanged_job_is_still_a_no_op(app: App) -> None:
 
 
 def test_resume_reads_the_tenant_default_live(app: App) -> None:
-    job = app.job("r", tenant=TENANT, tasks=TASKS, cron="0 0 * * *")
+    job = app.jobs.put("r", tenant=TENANT, tasks=TASKS, cron="0 0 * * *")
     due, nominal = due_and_nominal(app, job.id)
     assert due == nominal
     app.jobs.pause(TENANT, "r")
@@ -141,7 +141,7 @@ def test_resume_reads_the_tenant_default_live(app: App) -> None:
 def test_the_beat_fires_tenant_jittered_jobs_once_at_their_due_time(app: App) -> None:
     app.tenants.set(TENANT, jitter_s=2)
     ids = [
-        app.job(f"b{i}", tenant=TENANT, tasks=TASKS, cron="*/3 * * * * *", overlap="allow").id
+        app.jobs.put(f"b{i}", tenant=TENANT, tasks=TASKS, cron="*/3 * * * * *", overlap="allow").id
         for i in range(3)
     ]
     beat = Beat(app, name="b1")
@@ -163,7 +163,7 @@ def test_the_beat_fires_tenant_jittered_jobs_once_at_their_due_time(app: App) ->
 
 def test_the_beat_reads_a_changed_tenant_default(app: App, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(beat_mod, "TENANT_JITTER_REFRESH_S", 0.0)  # re-read at every page
-    job = app.job("live", tenant=TENANT, tasks=TASKS, every="1s", overlap="allow")
+    job = app.jobs.put("live", tenant=TENANT, tasks=TASKS, every="1s", overlap="allow")
     jid = job.id
     beat = Beat(app, name="b1")
     tick_until(beat, lambda: runs_of(app, jid), "a first run")

@@ -26,7 +26,7 @@ def app(redis_url: str, key_prefix: str) -> Iterator[App]:
 
 
 def make_job(app: App, cooldown: float = 60.0) -> str:
-    app.job(
+    app.jobs.put(
         "flaky",
         tasks={"t": Task("brk.t")},
         overlap="allow",

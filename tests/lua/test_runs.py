@@ -50,7 +50,7 @@ class Runs:
         self.shard = 0
 
     def job(self, name: str, tasks: dict[str, Task], **policies: Any) -> str:
-        return self.app.job(name, tasks=tasks, tenant=TENANT, **policies).id
+        return self.app.jobs.put(name, tasks=tasks, tenant=TENANT, **policies).id
 
     def trigger(self, name: str) -> str:
         return self.app.jobs.trigger(TENANT, name)

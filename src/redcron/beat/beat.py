@@ -121,7 +121,9 @@ class Beat:
         catchup_window: fires overdue by at most this many seconds are all fired;
             must be longer than ``shard_ttl`` so that a failover loses nothing.
         batch: schedule entries read per round trip.
-        apply_declared: upsert the App's ``@app.cron`` jobs on start.
+        apply_declared: upsert the App's declared jobs (``app.job``,
+            ``@app.cron``) on start, after checking their task names against
+            its registry; undeclared jobs are never deleted.
     """
 
     def __init__(

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from redcron.broker import argv
 from redcron.broker.broker import PAYLOADS, fields_of, shard_of_id
 from redcron.clock import ulid
-from redcron.errors import NotFound, QuotaExceeded
+from redcron.errors import NotFound, QuotaExceeded, ValidationError
 from redcron.keys import shard_of
 from redcron.model import (
     Event,
@@ -23,7 +23,7 @@ from redcron.model import (
     RunRecord,
     TaskRecord,
 )
-from redcron.model.jobs import JobSpec, spec_from_dict
+from redcron.model.jobs import JobSpec, job_spec, spec_from_dict
 from redcron.model.states import RunState
 from redcron.schedule.jitter import effective_jitter_s, jitter_ms, tenant_jitter_s
 from redcron.schedule.timeutil import to_ms
@@ -63,14 +63,28 @@ class JobStore:
 
     # -- jobs -------------------------------------------------------------------
 
-    def put(self, spec: JobSpec, now: datetime | None = None) -> JobChange:
-        """Create or update a job (keyed by tenant + name); validates first.
+    def put(
+        self, job: JobSpec | str, /, *, now: datetime | None = None, **fields: Any
+    ) -> JobRecord:
+        """Create or update one job now (keyed by tenant + name) and return it.
 
-        The change is created, updated or unchanged (an identical spec writes
-        nothing, so re-applying declared jobs never resets a schedule with
-        fires due).
+        ``job`` is a :class:`JobSpec`, or a job name followed by the keywords
+        ``app.job`` takes (``tasks=``, ``cron=``, ``every=``, ``at=``, ``tz=``,
+        ``tenant=`` and any policy).  Everything is validated before anything
+        is written.  The record's ``change`` is created, updated or unchanged
+        (an identical spec writes nothing, so re-applying never resets a
+        schedule with fires due).
         """
-        return self.put_many([spec], now)[0]
+        if isinstance(job, JobSpec):
+            if fields:
+                raise ValidationError(
+                    sorted(fields)[0], "give a JobSpec or a job name with keywords, not both"
+                )
+            spec = job
+        else:
+            spec = job_spec(job, **fields)
+        done = self.put_many([spec], now)[0]
+        return dataclasses.replace(self.get_by_id(done.id), change=done.change)
 
     def put_many(self, specs: Sequence[JobSpec], now: datetime | None = None) -> list[JobChange]:
         """:meth:`put` for many jobs: every spec is validated before anything is
@@ -145,6 +159,19 @@ class JobStore:
                 },
             )
         pipe.execute()
+        return out
+
+    def prune(self, tenants: Iterable[str], keep: Iterable[tuple[str, str]]) -> list[JobChange]:
+        """Delete every job of ``tenants`` whose (tenant, name) is not in
+        ``keep``; jobs of other tenants are never touched.  Returns one
+        ``deleted`` change per job removed."""
+        kept = set(keep)
+        out: list[JobChange] = []
+        for tenant in sorted(set(tenants)):
+            for job in self.list_jobs(tenant):
+                if (tenant, job.name) not in kept:
+                    self.delete(tenant, job.name)
+                    out.append(JobChange(job.id, tenant, job.name, job.version, "deleted"))
         return out
 
     def events(self, count: int = 100) -> list[Event]:

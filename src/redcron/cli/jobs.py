@@ -8,7 +8,9 @@ from typing import Any, TypeVar
 
 import click
 
+from redcron.app import App
 from redcron.broker.jobs import JobStore, spec_from_json
+from redcron.broker.workers import WorkerRegistry
 from redcron.cli.common import (
     app_option,
     build_app,
@@ -83,50 +85,89 @@ def jobs() -> None:
     "-f", "--file", "files", multiple=True, type=click.Path(dir_okay=False),
     help="A YAML or JSON job file (repeatable).",
 )  # fmt: skip
+@click.option(
+    "--prune", is_flag=True,
+    help="With -A: also delete the jobs of the tenants the app declares jobs in that "
+    "neither the app nor the -f files declare.",
+)  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @app_option
 @redis_option
 def apply(
-    files: tuple[str, ...], as_json: bool, app_path: str | None, redis_url: str | None
+    files: tuple[str, ...],
+    prune: bool,
+    as_json: bool,
+    app_path: str | None,
+    redis_url: str | None,
 ) -> None:
-    """Create or update jobs from files (-f) and/or an app's @app.cron jobs (-A).
+    """Create or update jobs from files (-f) and/or an app's declared jobs (-A:
+    ``app.job`` and ``@app.cron``).
 
     Every job is validated before anything is written; an identical job is
-    left alone (unchanged), so applying twice is safe.
+    left alone (unchanged), so applying twice is safe.  With -A, every Python
+    task a declared job names must be registered in the app (an error
+    otherwise); a file job naming a task no live worker serves gets a warning.
+    --prune deletes, in each tenant the app declares at least one job in, the
+    jobs not declared by the app or the -f files of this same command; other
+    tenants are never touched.
     """
 
     if not files and not app_path:
         raise click.UsageError("give job files with -f FILE, or an app with -A MODULE:APP")
+    if prune and not app_path:
+        raise click.UsageError("--prune deletes the jobs an app no longer declares: give -A")
     specs = load_job_files(files)  # validates every job of every file first
     app = build_app(app_path, redis_url)
     declared = list(app.declared_jobs.values()) if app_path else []
     if app_path and not declared and not files:
-        click.echo(f"{app_path} declares no @app.cron jobs; nothing to apply")
+        click.echo(f"{app_path} declares no jobs (app.job, @app.cron); nothing to apply")
         return
     from_files = {(s.tenant, s.name) for s in specs}
     for spec in declared:
-        spec.validate()
         if (spec.tenant, spec.name) in from_files:
             raise ValidationError(
                 "name",
                 f"job {spec.name!r} of tenant {spec.tenant!r} is in a job file and "
-                f"declared with @app.cron in {app_path}; keep one",
+                f"declared in {app_path}; keep one",
             )
-    store = app.jobs
-    rows = [store.put(s) for s in specs]
-    if declared:
-        rows += app.apply_declared()
+    app.check_task_names(declared)
+    for warning in unserved(app, specs):
+        click.echo(f"warning: {warning}", err=True)
+    rows = app.jobs.put_many(specs) if specs else []
+    if app_path:
+        rows += app.apply_declared(prune=prune, keep=from_files)
     if as_json:
         echo_json(rows)
         return
     for row in rows:
         click.echo(f"{row.change:<10} {row.tenant}/{row.name}")
-    counts = {c: sum(1 for r in rows if r.change == c) for c in ("created", "updated")}
-    unchanged = len(rows) - counts["created"] - counts["updated"]
-    click.echo(
-        f"{len(rows)} job{'' if len(rows) == 1 else 's'}: {counts['created']} created, "
-        f"{counts['updated']} updated, {unchanged} unchanged"
-    )
+    counts = {c: sum(1 for r in rows if r.change == c) for c in CHANGES}
+    summary = ", ".join(f"{counts[c]} {c}" for c in CHANGES if c != "deleted" or prune)
+    click.echo(f"{len(rows)} job{'' if len(rows) == 1 else 's'}: {summary}")
+
+
+CHANGES = ("created", "updated", "unchanged", "deleted")
+
+
+def unserved(app: App, specs: Sequence[JobSpec]) -> list[str]:
+    """One line per Python task of ``specs`` that no live worker serves (its
+    runs would retry until dead-lettered); nothing when no job names one."""
+    refs = [
+        (spec, name, task.ref)
+        for spec in specs
+        for name, task in spec.tasks.items()
+        if task.kind == "python"
+    ]
+    if not refs:
+        return []
+    workers = WorkerRegistry(app.broker).list()
+    served = {name for worker in workers for name in worker.tasks}
+    return [
+        f"no live worker serves task {ref!r} (job {spec.tenant}/{spec.name}, task {name!r}); "
+        "its runs will fail until a worker registering it starts"
+        for spec, name, ref in refs
+        if ref not in served
+    ]
 
 
 @jobs.command("list")

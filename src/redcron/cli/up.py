@@ -75,7 +75,7 @@ def child_specs(
         ChildSpec(
             name="beat",
             argv=[*cli, "beat", *app_args, "--redis", redis_url, *log_args],
-            where="fires cron jobs; applies the app's @app.cron declarations",
+            where="fires cron jobs; applies the app's declared jobs",
         ),
         ChildSpec(
             name="worker",

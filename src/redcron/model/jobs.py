@@ -244,6 +244,41 @@ class JobSpec:
         return json.dumps(rows, separators=(",", ":")), args
 
 
+def job_spec(
+    name: str,
+    *,
+    tasks: Mapping[str, Task],
+    cron: str | None = None,
+    every: str | None = None,
+    at: datetime | None = None,
+    tz: str = "UTC",
+    tenant: str = "default",
+    **policies: Any,
+) -> JobSpec:
+    """A validated :class:`JobSpec` from the keyword form that ``app.job`` and
+    ``app.jobs.put`` take; a misspelled policy is an error, not ignored."""
+    known = set(JobSpec.__dataclass_fields__) - {
+        "name",
+        "tasks",
+        "cron",
+        "every",
+        "at",
+        "tz",
+        "tenant",
+    }
+    unknown = set(policies) - known
+    if unknown:
+        raise ValidationError(
+            sorted(unknown)[0], f"unknown job option; known: {', '.join(sorted(known))}"
+        )
+    spec = JobSpec(
+        name=name, tenant=tenant, tasks=dict(tasks), cron=cron, every=every, at=at, tz=tz,
+        **policies,
+    )  # fmt: skip
+    spec.validate()
+    return spec
+
+
 def find_cycle(deps: Mapping[str, list[str]]) -> list[str] | None:
     """A dependency cycle as ``[a, b, ..., a]``, or None (iterative DFS, no recursion limit)."""
     state: dict[str, int] = {}  # 1 = on the stack, 2 = done

@@ -319,6 +319,9 @@ class RunRecord:
 
 # -- jobs ----------------------------------------------------------------------------
 
+#: what writing a job did (``deleted``: removed by ``jobs apply --prune``)
+JobChangeKind = Literal["created", "updated", "unchanged", "deleted"]
+
 
 @dataclass(frozen=True, slots=True)
 class JobRecord:
@@ -330,7 +333,9 @@ class JobRecord:
     ``manual``).  ``next_fire`` is the nominal time of the next fire and
     ``scheduled_due`` when the beat will fire it (nominal + jitter); both are
     None while the job is paused or has no next fire.  ``breaker`` is the
-    circuit breaker's state: ``closed``, ``open`` or ``trial``.
+    circuit breaker's state: ``closed``, ``open`` or ``trial``.  ``change``
+    is what the write that returned the record did (``created``, ``updated``
+    or ``unchanged``: ``app.jobs.put``); empty on a plain read.
     """
 
     id: str
@@ -365,6 +370,7 @@ class JobRecord:
     breaker_cooldown_s: float | None
     spec: str = field(metadata=JSON_TEXT)
     shard: int
+    change: JobChangeKind | Literal[""] = ""
 
     @classmethod
     def from_fields(
@@ -457,13 +463,15 @@ def _task_order(template: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True, slots=True)
 class JobChange:
-    """What an upsert did: ``change`` is created, updated or unchanged."""
+    """What an upsert did: ``change`` is created, updated or unchanged (or
+    deleted: a job ``jobs apply --prune`` removed; ``version`` is then the
+    version it had)."""
 
     id: str
     tenant: str
     name: str
     version: int
-    change: Literal["created", "updated", "unchanged"]
+    change: JobChangeKind
 
     @classmethod
     def parse(cls, tenant: str, name: str, reply: Any) -> JobChange:

@@ -1,0 +1,223 @@
+"""Declared jobs (issue 9): ``app.job`` and ``@app.cron`` write nothing at
+import; ``jobs apply -A`` writes them (created/updated/unchanged, ``--prune``)
+after checking task names against the app's registry; ``jobs apply -f`` warns
+about tasks no live worker serves; ``app.jobs.put`` writes now."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from cli_output import one_error_line
+from click.testing import CliRunner, Result
+
+from redcron import App, Task
+from redcron.broker.workers import Registration, WorkerRegistry
+from redcron.cli.main import main
+from redcron.errors import ValidationError
+from redcron.model.jobs import JobSpec
+
+Invoke = Callable[..., Result]
+
+APP = """
+    from redcron import App, Task
+    app = App({url!r}, prefix={prefix!r})
+
+    @app.task(name="t.add")
+    def add(x, y):
+        return x + y
+
+    app.job("nightly", cron={cron!r}, tenant="acme", tasks={{"a": Task("t.add", args=[1, 2])}})
+
+    @app.cron(every="1m", tenant="acme", name="poll")
+    @app.task(name="t.poll")  # not named after the module: each test writes a new one
+    def poll():
+        pass
+"""
+
+
+@pytest.fixture
+def prefix(key_prefix: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    p = key_prefix.rstrip(":")
+    monkeypatch.setenv("REDCRON_PREFIX", p)
+    monkeypatch.delenv("REDCRON_REDIS_URL", raising=False)
+    return p
+
+
+@pytest.fixture
+def app(redis_url: str, prefix: str) -> Iterator[App]:
+    a = App(redis_url, prefix=prefix)
+    yield a
+    a.close()
+
+
+@pytest.fixture
+def invoke(redis_url: str, prefix: str) -> Invoke:
+    def run(*args: str) -> Result:
+        return CliRunner().invoke(main, [*args, "--redis", redis_url])
+
+    return run
+
+
+@pytest.fixture
+def write_app(module_dir: Callable[[str], str], redis_url: str, prefix: str) -> Callable[..., str]:
+    """Write the declaring module (its App on the test server and prefix),
+    importable by name (module_dir restores sys.path afterwards)."""
+    sys.path.insert(0, str(Path.cwd()))
+
+    def write(cron: str = "0 2 * * *", source: str = APP) -> str:
+        name = module_dir(source.format(url=redis_url, prefix=prefix, cron=cron))
+        importlib.invalidate_caches()
+        return name
+
+    return write
+
+
+def keys(r: redis.Redis, prefix: str) -> list[bytes]:
+    return sorted(r.scan_iter(match=f"{prefix}*"))
+
+
+def ok(result: Result) -> str:
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def job_names(app: App, tenant: str = "acme") -> set[str]:
+    return {j.name for j in app.jobs.list_jobs(tenant)}
+
+
+def test_importing_a_module_with_app_job_writes_nothing(
+    write_app: Callable[..., str], r: redis.Redis, prefix: str
+) -> None:
+    name = write_app()
+    before = keys(r, prefix)
+    module = importlib.import_module(name)
+    assert keys(r, prefix) == before
+    assert set(module.app.declared_jobs) == {("acme", "nightly"), ("acme", "poll")}
+    assert module.app._broker is None  # not even a connection
+
+
+def test_apply_reports_created_updated_unchanged(
+    write_app: Callable[..., str], invoke: Invoke
+) -> None:
+    out = ok(invoke("jobs", "apply", "-A", f"{write_app()}:app"))
+    assert "created    acme/nightly" in out and "created    acme/poll" in out
+    assert out.splitlines()[-1] == "2 jobs: 2 created, 0 updated, 0 unchanged"
+    out = ok(invoke("jobs", "apply", "-A", f"{write_app(cron='0 3 * * *')}:app"))
+    assert "updated    acme/nightly" in out and "unchanged  acme/poll" in out
+    assert out.splitlines()[-1] == "2 jobs: 0 created, 1 updated, 1 unchanged"
+
+
+def test_a_deleted_job_stays_deleted_after_a_reimport(
+    write_app: Callable[..., str], invoke: Invoke, app: App
+) -> None:
+    name = write_app()
+    ok(invoke("jobs", "apply", "-A", f"{name}:app"))
+    ok(invoke("jobs", "delete", "nightly", "--tenant", "acme"))
+    sys.modules.pop(name, None)
+    importlib.import_module(name)  # what every worker and client process does
+    ok(invoke("jobs", "list", "-A", f"{name}:app"))
+    assert job_names(app) == {"poll"}
+    # ...and applying the declarations again is what brings it back
+    out = ok(invoke("jobs", "apply", "-A", f"{name}:app"))
+    assert "created    acme/nightly" in out
+    assert job_names(app) == {"nightly", "poll"}
+
+
+def test_prune_deletes_only_undeclared_jobs_of_the_declaring_tenants(
+    write_app: Callable[..., str], invoke: Invoke, app: App, tmp_path: Path
+) -> None:
+    tasks = {"a": Task("t.add")}
+    app.jobs.put("stale", tenant="acme", tasks=tasks, every="1h")
+    app.jobs.put("other", tenant="elsewhere", tasks=tasks, every="1h")
+    jobs_file = tmp_path / "jobs.yaml"
+    jobs_file.write_text("name: filed\ntenant: acme\ntasks:\n  a: t.add\n")
+    name = write_app()
+    out = ok(invoke("jobs", "apply", "-A", f"{name}:app"))
+    assert "deleted" not in out  # no --prune: undeclared jobs stay
+    assert job_names(app) == {"nightly", "poll", "stale"}
+    out = ok(invoke("jobs", "apply", "-A", f"{name}:app", "-f", str(jobs_file), "--prune"))
+    assert "deleted    acme/stale" in out
+    assert out.splitlines()[-1] == "4 jobs: 1 created, 0 updated, 2 unchanged, 1 deleted"
+    assert job_names(app) == {"nightly", "poll", "filed"}
+    assert job_names(app, "elsewhere") == {"other"}
+
+
+def test_prune_needs_an_app(invoke: Invoke, tmp_path: Path) -> None:
+    path = tmp_path / "jobs.yaml"
+    path.write_text("name: j\ntasks:\n  a: t.add\n")
+    result = invoke("jobs", "apply", "-f", str(path), "--prune")
+    assert result.exit_code == 2
+    assert "give -A" in result.output
+
+
+UNKNOWN = """
+    from redcron import App, Task
+    app = App("redis://127.0.0.1:1/0")
+    app.job("ok", tasks={{"a": Task(command=["true"])}})
+    app.job("broken", tenant="acme", tasks={{"load": Task("etl.lod")}})
+"""
+
+
+def test_apply_app_refuses_a_task_name_the_app_does_not_register(
+    module_dir: Callable[[str], str], invoke: Invoke, r: redis.Redis, prefix: str
+) -> None:
+    name = module_dir(UNKNOWN.format())
+    before = keys(r, prefix)
+    result = invoke("jobs", "apply", "-A", f"{name}:app")
+    assert result.exit_code != 0
+    line = one_error_line(result)
+    assert "acme/broken" in line and "'load'" in line and "'etl.lod'" in line
+    assert keys(r, prefix) == before  # nothing written, not even the good job
+
+
+def test_apply_file_warns_about_tasks_no_live_worker_serves(
+    invoke: Invoke, app: App, tmp_path: Path
+) -> None:
+    path = tmp_path / "jobs.yaml"
+    path.write_text("name: j\ntasks:\n  a: t.add\n  b: {command: [sh, -c, 'true']}\n")
+    result = invoke("jobs", "apply", "-f", str(path))
+    assert result.exit_code == 0, result.output
+    assert "warning: no live worker serves task 't.add' (job default/j, task 'a')" in (
+        result.stderr
+    )
+    assert "created    default/j" in result.stdout  # a warning, not a refusal
+    registry = WorkerRegistry(app.broker)
+    reg = Registration("w1", "host", 1, ["default"], [], 1, 0, ["t.add"])
+    registry.publish(reg, ttl_ms=30_000)
+    result = invoke("jobs", "apply", "-f", str(path))
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+    registry.remove("w1")
+
+
+def test_jobs_put_writes_now_and_returns_the_record(app: App) -> None:
+    tasks = {"a": Task("t.add")}
+    job = app.jobs.put("hourly", cron="0 * * * *", tz="Europe/Berlin", tenant="acme", tasks=tasks)
+    assert (job.name, job.tenant, job.change) == ("hourly", "acme", "created")
+    assert job.id and job.next_fire is not None
+    again = app.jobs.put("hourly", cron="0 * * * *", tz="Europe/Berlin", tenant="acme", tasks=tasks)
+    assert (again.id, again.change) == (job.id, "unchanged")
+    spec = JobSpec(name="hourly", tenant="acme", tasks=tasks, cron="30 * * * *")
+    assert app.jobs.put(spec).change == "updated"
+    assert app.jobs.get("acme", "hourly").change == ""  # a plain read made no change
+    with pytest.raises(ValidationError, match="not both"):
+        app.jobs.put(spec, cron="0 * * * *")
+    with pytest.raises(ValidationError, match="unknown job option"):
+        app.jobs.put("x", tasks=tasks, cronn="0 * * * *")
+
+
+def test_app_job_declares_validates_and_refuses_duplicates(redis_url: str) -> None:
+    app = App("redis://127.0.0.1:1/0")  # unreachable: declaring must not connect
+    spec = app.job("nightly", cron="0 2 * * *", tasks={"a": Task("t.add")}, overlap="allow")
+    assert isinstance(spec, JobSpec) and spec.overlap == "allow"
+    assert app.declared_jobs == {("default", "nightly"): spec}
+    with pytest.raises(ValidationError, match="already declared"):
+        app.job("nightly", every="1m", tasks={"a": Task("t.add")})
+    with pytest.raises(ValidationError):
+        app.job("bad", cron="not a cron", tasks={"a": Task("t.add")})
+    assert app._broker is None
