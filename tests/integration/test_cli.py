@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from cli_fixtures import Invoke, invoke_fixture, prefix_fixture  # noqa: F401 (fixtures)
 from cli_output import one_error_line  # tests/helpers
-from click.testing import CliRunner, Result
+from click.testing import CliRunner
 
 from redcron import App, ConfigError, serde
 from redcron.broker import FailItem
@@ -22,17 +23,8 @@ from redcron.broker.workers import Registration, WorkerRegistry
 from redcron.cli.main import main
 from redcron.loader import load_app
 
-Invoke = Callable[..., Result]
 #: how --json prints every time: ISO-8601 UTC with milliseconds
 ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
-
-
-@pytest.fixture
-def prefix(key_prefix: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    p = key_prefix.rstrip(":")
-    monkeypatch.setenv("REDCRON_PREFIX", p)
-    monkeypatch.delenv("REDCRON_REDIS_URL", raising=False)
-    return p
 
 
 @pytest.fixture
@@ -45,16 +37,6 @@ def app(redis_url: str, prefix: str) -> Iterator[App]:
 
     yield a
     a.close()
-
-
-@pytest.fixture
-def invoke(redis_url: str, prefix: str) -> Invoke:
-    """Run ``redcron ARGS... --redis <test server>``; never catches exceptions."""
-
-    def run(*args: str, redis: str | None = None) -> Result:
-        return CliRunner().invoke(main, [*args, "--redis", redis or redis_url])
-
-    return run
 
 
 def lease_one(app: App, worker: str = "w-test") -> Any:

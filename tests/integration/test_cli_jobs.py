@@ -11,14 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_fixtures import Invoke, invoke_fixture, prefix_fixture  # noqa: F401 (fixtures)
 from click.testing import CliRunner, Result
 
 from redcron import App, serde
 from redcron.broker import FailItem
 from redcron.cli.main import main
 from redcron.cli.runs import watch_run
-
-Invoke = Callable[..., Result]
 
 #: how --json prints every time: ISO-8601 UTC with milliseconds
 ISO_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
@@ -49,28 +48,10 @@ jobs:
 
 
 @pytest.fixture
-def prefix(key_prefix: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    p = key_prefix.rstrip(":")
-    monkeypatch.setenv("REDCRON_PREFIX", p)
-    monkeypatch.delenv("REDCRON_REDIS_URL", raising=False)
-    return p
-
-
-@pytest.fixture
 def app(redis_url: str, prefix: str) -> Iterator[App]:
     a = App(redis_url, prefix=prefix)
     yield a
     a.close()
-
-
-@pytest.fixture
-def invoke(redis_url: str, prefix: str) -> Invoke:
-    """Run ``redcron ARGS... --redis <test server>``."""
-
-    def run(*args: str) -> Result:
-        return CliRunner().invoke(main, [*args, "--redis", redis_url])
-
-    return run
 
 
 @pytest.fixture

@@ -12,16 +12,14 @@ from pathlib import Path
 
 import pytest
 import redis
+from cli_fixtures import Invoke, invoke_fixture, prefix_fixture  # noqa: F401 (fixtures)
 from cli_output import one_error_line
-from click.testing import CliRunner, Result
+from click.testing import Result
 
 from redcron import App, Task
 from redcron.broker.workers import Registration, WorkerRegistry
-from redcron.cli.main import main
 from redcron.errors import ValidationError
 from redcron.model.jobs import JobSpec
-
-Invoke = Callable[..., Result]
 
 APP = """
     from redcron import App, Task
@@ -41,26 +39,10 @@ APP = """
 
 
 @pytest.fixture
-def prefix(key_prefix: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    p = key_prefix.rstrip(":")
-    monkeypatch.setenv("REDCRON_PREFIX", p)
-    monkeypatch.delenv("REDCRON_REDIS_URL", raising=False)
-    return p
-
-
-@pytest.fixture
 def app(redis_url: str, prefix: str) -> Iterator[App]:
     a = App(redis_url, prefix=prefix)
     yield a
     a.close()
-
-
-@pytest.fixture
-def invoke(redis_url: str, prefix: str) -> Invoke:
-    def run(*args: str) -> Result:
-        return CliRunner().invoke(main, [*args, "--redis", redis_url])
-
-    return run
 
 
 @pytest.fixture

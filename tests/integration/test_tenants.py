@@ -12,16 +12,15 @@ from typing import Any
 
 import pytest
 import redis
-from click.testing import CliRunner, Result
+from cli_fixtures import Invoke, invoke_fixture  # noqa: F401 (fixtures)
+from click.testing import Result
 
 from redcron import App
 from redcron.broker.tenants import TenantStore
-from redcron.cli.main import main
 from redcron.errors import ValidationError
 from redcron.keys import shard_of
 from redcron.model.tenants import SETTINGS_FIELDS, TenantSettings
 
-Invoke = Callable[..., Result]
 SHARDS = 4
 
 
@@ -56,14 +55,6 @@ def app(redis_url: str, prefix: str) -> Iterator[App]:
 @pytest.fixture
 def store(app: App) -> TenantStore:
     return TenantStore(app.broker)
-
-
-@pytest.fixture
-def invoke(redis_url: str, prefix: str) -> Invoke:
-    def run(*args: str) -> Result:
-        return CliRunner().invoke(main, [*args, "--redis", redis_url])
-
-    return run
 
 
 def tenant_hash(store: TenantStore, r: redis.Redis, tenant: str) -> dict[str, str]:
