@@ -279,6 +279,25 @@ def test_cancel_dead_work_removes_the_dlq_entry(ops: Ops) -> None:
     assert ops.b.dlq_replay([iid]) == 0
 
 
+def test_discard_takes_dead_work_out_of_the_dlq_for_good(ops: Ops) -> None:
+    iid, other = new_id(), new_id()
+    ops.enqueue(row(iid))
+    ops.enqueue(row(other))
+    [t, _u] = ops.lease("w1", n=2)
+    ops.fail("w1", t, retryable=False, error="boom")
+    assert ops.b.dlq_discard([iid, other, "0-nosuchtask"]) == 1  # others: left alone
+    assert ops.r.xlen(ops.k.dlq(0, "acme")) == 0
+    info = ops.info(iid)
+    assert info["state"] == "cancelled"
+    assert info["loc"] == ""
+    assert info["error"] == "discarded from the DLQ"
+    assert ops.info(other)["state"] == "leased"
+    assert ops.b.dlq_discard([iid]) == 0  # not dead any more
+    assert ops.b.dlq_replay([iid]) == 0  # for good: replay finds nothing
+    assert ops.b.dlq_list("acme") == []
+    assert ops.lease("w1") == []
+
+
 def test_cancel_finished_or_unknown_work(ops: Ops) -> None:
     iid = new_id()
     ops.enqueue(row(iid))

@@ -167,15 +167,16 @@ def apply(ops: Ops, model: Model, op: tuple[Any, ...]) -> None:
         ops.reap(frac=op[2])
     elif kind == "promote":
         ops.promote()
-    elif kind in ("cancel", "replay"):
+    elif kind in ("cancel", "replay", "discard"):
         if not model.ids:
             return
         if kind == "cancel":
             ops.b.cancel(model.ids[op[1] % len(model.ids)])
         else:
-            # mostly replay dead work (the interesting case), sometimes anything
+            # mostly replay/discard dead work (the interesting case), sometimes anything
             dead = [i for i in model.ids if ops.info(i)["state"] == "dead"] or model.ids
-            ops.b.dlq_replay([dead[op[1] % len(dead)]])
+            pick = [dead[op[1] % len(dead)]]
+            (ops.b.dlq_replay if kind == "replay" else ops.b.dlq_discard)(pick)
     else:
         if not model.tokens:
             return
@@ -245,6 +246,7 @@ operation = st.one_of(
     st.tuples(st.just("release"), idx),
     st.tuples(st.just("cancel"), idx),
     st.tuples(st.just("replay"), idx),
+    st.tuples(st.just("discard"), idx),
     st.tuples(st.just("tick"), st.sampled_from([0, 150, 400, 1200]), frac),
     st.tuples(st.just("promote")),
 )

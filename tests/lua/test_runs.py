@@ -274,6 +274,44 @@ def test_run_fails_at_once_when_the_last_progressing_task_dies(runs: Runs) -> No
     assert runs.run(rid).state == "failed"
 
 
+def test_discarding_a_dead_task_of_an_ended_run_keeps_the_run_ended(runs: Runs) -> None:
+    runs.job("line", chain("a", "b", "c"))
+    rid = runs.trigger("line")
+    runs.ok(runs.lease()["a"])
+    assert runs.fail(runs.lease()["b"]) == "dead"
+    assert runs.run(rid).state == "failed"
+    assert runs.b.dlq_discard([f"{rid}/b"]) == 1
+    assert runs.dlq() == []
+    assert runs.states(rid) == {"a": "succeeded", "b": "cancelled", "c": "upstream_failed"}
+    info = runs.run(rid)
+    assert info.state == "failed"
+    assert info.ended_at is not None
+    # recounted, not counted twice
+    assert runs.counters(rid) == {
+        "total": 3,
+        "done": 3,
+        "succeeded": 1,
+        "failed": 1,
+        "cancelled": 1,
+    }
+
+
+def test_discarding_a_dead_task_lets_a_running_run_end(runs: Runs) -> None:
+    # a -> b ; c independent: b dies while c is still leased
+    runs.job("fork", {"a": Task("t"), "b": Task("t", depends_on=["a"]), "c": Task("t")})
+    rid = runs.trigger("fork")
+    leased = runs.lease()
+    assert runs.fail(leased["a"]) == "dead"
+    assert runs.b.dlq_discard([f"{rid}/a"]) == 1
+    assert runs.run(rid).state == "running"
+    runs.ok(leased["c"])
+    info = runs.run(rid)
+    assert info.state not in ("queued", "running")
+    assert info.ended_at is not None
+    assert runs.counters(rid)["done"] == 3
+    assert runs.active(info.job_id) == set()
+
+
 # -- retry of a failed task = DLQ replay ------------------------------------------
 
 

@@ -162,6 +162,10 @@ def dlq_replay(iids: Sequence[str], now: int | None = None) -> list[Any]:
     return [clock(now), *iids]
 
 
+def dlq_discard(iids: Sequence[str], now: int | None = None) -> list[Any]:
+    return [clock(now), *iids]
+
+
 def fire(f: FireArgs, now: int | None = None) -> list[Any]:
     """fire.lua (one group); fire_batch.lua takes these groups back to back."""
     return [

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -540,6 +540,22 @@ class Broker:
         return _s(self._run("cancel", shard_of_id(iid), argv.cancel(iid, now)))
 
     def dlq_replay(self, iids: Sequence[str], now: int | None = None) -> int:
+        """Make dead instances ready again; how many were (the others are left alone)."""
+        return self._dlq_each("dlq_replay", argv.dlq_replay, iids, now)
+
+    def dlq_discard(self, iids: Sequence[str], now: int | None = None) -> int:
+        """Take dead instances out of the DLQ for good (they end ``cancelled``, error
+        "discarded from the DLQ"); how many were (the others are left alone)."""
+        return self._dlq_each("dlq_discard", argv.dlq_discard, iids, now)
+
+    def _dlq_each(
+        self,
+        script: str,
+        build: Callable[[Sequence[str], int | None], list[Any]],
+        iids: Sequence[str],
+        now: int | None,
+    ) -> int:
+        """Run a per-instance DLQ script shard by shard, in chunks: the count of 1s."""
         by_shard: dict[int, list[str]] = {}
         for iid in iids:
             by_shard.setdefault(shard_of_id(iid), []).append(iid)
@@ -547,9 +563,7 @@ class Broker:
         for shard, ids in by_shard.items():
             for i in range(0, len(ids), MAX_BATCH):
                 chunk = ids[i : i + MAX_BATCH]
-                total += sum(
-                    int(x) for x in self._run("dlq_replay", shard, argv.dlq_replay(chunk, now))
-                )
+                total += sum(int(x) for x in self._run(script, shard, build(chunk, now)))
         return total
 
     def watch(self, iid: str) -> str:

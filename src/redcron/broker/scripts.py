@@ -37,6 +37,7 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "promote",
     "cancel",
     "dlq_replay",
+    "dlq_discard",
     "watch",
     "fire",
     "fire_batch",
