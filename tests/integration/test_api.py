@@ -289,6 +289,23 @@ def test_dlq_list_and_replay(
     assert replayed.status_code == 200 and replayed.get_json()["state"] != "dead"
     error_of(client.post(f"/v1/tenants/{TENANT}/dlq/0-nope/replay"), 404)
     error_of(client.get("/v1/tenants/a b/dlq"), 400, "tenant")
+
+
+def test_dlq_discard(client: FlaskClient, app: App, start_worker: Callable[..., Worker]) -> None:
+    waiting = client.post("/v1/tasks", json={"name": "api.add", "args": [1]}).get_json()["id"]
+    error_of(client.post(f"/v1/tenants/{TENANT}/dlq/{waiting}/discard"), 409)  # not dead
+    tid = client.post("/v1/tasks", json={"name": "api.broken"}).get_json()["id"]
+    start_worker(concurrency=1)
+    wait_for(lambda: app.broker.task_info(tid).state == "dead", "the task to die")
+    error_of(client.post(f"/v1/tenants/other/dlq/{tid}/discard"), 404)
+    error_of(client.post(f"/v1/tenants/{TENANT}/dlq/0-nope/discard"), 404)
+    discarded = client.post(f"/v1/tenants/{TENANT}/dlq/{tid}/discard")
+    assert discarded.status_code == 200, discarded.get_json()
+    task = discarded.get_json()
+    assert (task["state"], task["error"]) == ("cancelled", "discarded from the DLQ")
+    assert client.get(f"/v1/tenants/{TENANT}/dlq").get_json()["entries"] == []
+    error_of(client.post(f"/v1/tenants/{TENANT}/dlq/{tid}/discard"), 409)  # gone for good
+    error_of(client.post(f"/v1/tenants/{TENANT}/dlq/{tid}/replay"), 409)
     error_of(client.get(f"/v1/tenants/{TENANT}/dlq", query_string={"limit": -1}), 400, "limit")
 
 
@@ -353,6 +370,7 @@ BODY_ROUTES = [
     ("post", "/v1/tasks"),
     ("put", f"/v1/tenants/{TENANT}"),
     ("post", f"/v1/tenants/{TENANT}/dlq/0-x/replay"),
+    ("post", f"/v1/tenants/{TENANT}/dlq/0-x/discard"),
 ]
 
 
@@ -361,7 +379,9 @@ def test_malformed_bodies_are_400(
     client: FlaskClient, ids: dict[str, str], method: str, path: str
 ) -> None:
     for data in MALFORMED:
-        if data == b"{}" and path.endswith(("cancel", "retry", "replay", "trigger", TENANT)):
+        if data == b"{}" and path.endswith(
+            ("cancel", "retry", "replay", "discard", "trigger", TENANT)
+        ):
             continue  # an empty object is a valid body there
         resp = getattr(client, method)(path.format(**ids), data=data)
         error_of(resp, 400)

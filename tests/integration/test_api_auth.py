@@ -228,10 +228,11 @@ def test_a_foreign_tenant_token_gets_404_on_every_route(
     assert [j["id"] for j in jobs] == [foreign["job_id"]]
 
 
+@pytest.mark.parametrize("action", ["replay", "discard"])
 def test_another_tenants_dlq_entry_under_ones_own_tenant_is_404(
-    mine: FlaskClient, foreign: dict[str, str]
+    mine: FlaskClient, foreign: dict[str, str], action: str
 ) -> None:
-    resp = mine.post(f"/v1/tenants/{MINE}/dlq/{foreign['task_id']}/replay")
+    resp = mine.post(f"/v1/tenants/{MINE}/dlq/{foreign['task_id']}/{action}")
     assert resp.status_code == 404
 
 

@@ -138,6 +138,11 @@ PATHS: Json = {
         "parameters": _path("tenant", "task_id"),
         "post": _op("Replay one dead task", "200", _ref("Task"), ("400", "404", "409")),
     },
+    "/v1/tenants/{tenant}/dlq/{task_id}/discard": {
+        "parameters": _path("tenant", "task_id"),
+        "post": _op("Discard one dead task for good (it ends cancelled)", "200", _ref("Task"),
+                    ("400", "404", "409")),
+    },
     "/v1/worker/lease": {
         "post": _op("Lease attempts to run (HTTP worker); long-polls up to wait_s", "200",
                     {"type": "array", "items": _ref("WorkerLease")}, ("400", "403", "413"),
