@@ -296,9 +296,35 @@ def test_dlq_replay_all_by_tenant(app: App, invoke: Invoke) -> None:
     assert [e["task_id"] for e in only_other] == [other]
 
 
-def test_dlq_replay_needs_ids_or_all(invoke: Invoke) -> None:
-    assert invoke("dlq", "replay").exit_code == 2
-    assert invoke("dlq", "replay", "0-X", "--all").exit_code == 2
+@pytest.mark.parametrize("cmd", ["replay", "discard"])
+def test_dlq_replay_and_discard_need_ids_or_all(invoke: Invoke, cmd: str) -> None:
+    assert invoke("dlq", cmd).exit_code == 2
+    assert invoke("dlq", cmd, "0-X", "--all").exit_code == 2
+    assert invoke("dlq", cmd, "0-X", "--tenant", "acme").exit_code == 2
+
+
+def test_dlq_discard(app: App, invoke: Invoke) -> None:
+    dead = make_dead(app)
+    result = invoke("dlq", "discard", dead, "0-01NOSUCHTASK")
+    assert result.exit_code == 0, result.output
+    assert "discarded 1 task" in result.stdout
+    assert "1 of the given ids were not in the DLQ" in result.stderr
+    task = app.get(dead).info()
+    assert (task.state, task.error) == ("cancelled", "discarded from the DLQ")
+    assert json.loads(invoke("dlq", "list", "--json").stdout) == []
+    again = invoke("dlq", "discard", dead)
+    assert "discarded 0 tasks" in again.stdout
+    assert "not in the DLQ" in again.stderr
+
+
+def test_dlq_discard_all_by_tenant(app: App, invoke: Invoke) -> None:
+    a1, a2 = make_dead(app, "acme"), make_dead(app, "acme")
+    other = make_dead(app, "other")
+    result = invoke("dlq", "discard", "--all", "--tenant", "acme")
+    assert result.exit_code == 0, result.output
+    assert "discarded 2 tasks" in result.stdout
+    assert {app.get(a1).state, app.get(a2).state} == {"cancelled"}
+    assert app.get(other).state == "dead"
 
 
 # -- -A and the loader ------------------------------------------------------------------

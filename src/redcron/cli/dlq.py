@@ -1,8 +1,8 @@
-"""``redcron dlq list|replay``: the dead-letter queue."""
+"""``redcron dlq list|replay|discard``: the dead-letter queue."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import click
 
@@ -24,7 +24,7 @@ PAGE = 500
 
 @click.group()
 def dlq() -> None:
-    """List and replay dead tasks (retries exhausted or permanent failures)."""
+    """List, replay and discard dead tasks (retries exhausted or permanent failures)."""
 
 
 @dlq.command("list")
@@ -79,25 +79,63 @@ def replay(
     redis_url: str | None,
 ) -> None:
     """Make dead tasks ready again, with a fresh retry budget."""
-    if bool(task_ids) == replay_all:
+    _each(Broker.dlq_replay, "replayed", task_ids, replay_all, tenant, app_path, redis_url)
+
+
+@dlq.command()
+@click.argument("task_ids", nargs=-1)
+@click.option("--all", "discard_all", is_flag=True, help="Discard every dead task (of --tenant).")
+@click.option("--tenant", default=None, help="With --all: only this tenant.")
+@app_option
+@redis_option
+def discard(
+    task_ids: tuple[str, ...],
+    discard_all: bool,
+    tenant: str | None,
+    app_path: str | None,
+    redis_url: str | None,
+) -> None:
+    """Take dead tasks out of the DLQ for good: they end cancelled, with the error
+    "discarded from the DLQ" (a run's task counts as cancelled in its run)."""
+    _each(Broker.dlq_discard, "discarded", task_ids, discard_all, tenant, app_path, redis_url)
+
+
+#: a broker DLQ operation over ids: how many it acted on
+DlqAction = Callable[[Broker, Sequence[str]], int]
+
+
+def _each(
+    action: DlqAction,
+    done: str,
+    task_ids: tuple[str, ...],
+    every: bool,
+    tenant: str | None,
+    app_path: str | None,
+    redis_url: str | None,
+) -> None:
+    if bool(task_ids) == every:
         raise click.UsageError("give task ids, or --all (not both)")
-    if tenant and not replay_all:
+    if tenant and not every:
         raise click.UsageError("--tenant only applies with --all")
     broker = build_app(app_path, redis_url).broker
-    n = replay_every(broker, tenant) if replay_all else broker.dlq_replay(list(task_ids))
-    click.echo(f"replayed {n} task{'' if n == 1 else 's'}")
-    if not replay_all and n < len(task_ids):
-        click.echo(f"{len(task_ids) - n} of the given ids were not dead (left alone)", err=True)
+    n = act_on_every(broker, tenant, action) if every else action(broker, list(task_ids))
+    click.echo(f"{done} {n} task{'' if n == 1 else 's'}")
+    if not every and n < len(task_ids):
+        click.echo(
+            f"{len(task_ids) - n} of the given ids were not in the DLQ "
+            "(not dead, or unknown): left alone",
+            err=True,
+        )
 
 
-def replay_every(broker: Broker, tenant: str | None) -> int:
-    """Replay page after page until the DLQ (of ``tenant``) is empty."""
+def act_on_every(broker: Broker, tenant: str | None, action: DlqAction) -> int:
+    """Apply ``action`` page after page until the DLQ (of ``tenant``) is empty."""
     total = 0
     while True:
         ids = [e.task_id for e in broker.dlq_list(tenant, count=PAGE) if e.task_id]
         if not ids:
             return total
-        n = broker.dlq_replay(ids)
+        n = action(broker, ids)
         total += n
         if n == 0:  # entries that are not dead any more: stop rather than spin
             return total
