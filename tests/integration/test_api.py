@@ -13,6 +13,7 @@ from flask.testing import FlaskClient
 from worker_procs import thread_workers, wait_for  # tests/helpers is on sys.path
 
 from redcron import App, Permanent
+from redcron.broker.workers import Registration, WorkerRegistry
 from redcron.dashboard import create_app
 from redcron.dashboard.api.openapi import DOCUMENT
 from redcron.worker import Worker
@@ -157,6 +158,9 @@ def test_job_short_forms(client: FlaskClient, app: App) -> None:
     assert resp.status_code == 201, resp.get_json()
     spec = resp.get_json()["spec"]
     assert spec["tasks"]["one"]["ref"] == "api.add"
+    # no live worker serves api.add in this test: the answer says so
+    (warning,) = resp.get_json()["warnings"]
+    assert f"no live worker serves task 'api.add' (job {TENANT}/one, task 'one')" in warning
     assert spec["tasks"]["one"]["retries"] == 2 and spec["tasks"]["one"]["timeout"] == 5
     cmd = client.post("/v1/jobs", json={"name": "cmd", "task": {"command": ["echo", "hi"]}})
     assert cmd.status_code == 201
@@ -407,6 +411,19 @@ WRONG_JOBS: list[tuple[dict[str, Any], str | None]] = [
     ({"name": "j", "tasks": {"a": {"ref": "x", "args": [2**80]}}}, None),
     ({"tasks": {"a": "x"}}, "name"),
 ]
+
+
+def test_job_create_warns_only_of_unserved_python_tasks(client: FlaskClient, app: App) -> None:
+    WorkerRegistry(app.broker).publish(
+        Registration("w1", "h", 1, ("default",), (), 1, 0, ("api.add",)), 60_000
+    )
+    served = {"name": "served", "tenant": TENANT, "every": "30s", "task": {"name": "api.add"}}
+    assert client.post("/v1/jobs", json=served).get_json()["warnings"] == []
+    shell = {"name": "sh", "tenant": TENANT, "every": "30s", "task": {"command": ["true"]}}
+    assert client.post("/v1/jobs", json=shell).get_json()["warnings"] == []
+    unserved = {**served, "name": "unserved", "task": {"name": "api.broken"}}
+    (warning,) = client.post("/v1/jobs", json=unserved).get_json()["warnings"]
+    assert "'api.broken'" in warning
 
 
 @pytest.mark.parametrize(("data", "field"), WRONG_JOBS)

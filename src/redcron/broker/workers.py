@@ -23,6 +23,7 @@ from redcron.serde import text as _s
 
 if TYPE_CHECKING:
     from redcron.broker import Broker
+    from redcron.model.jobs import JobSpec
 
 #: an entry lives this many lease TTLs past its last heartbeat (heartbeats
 #: come every TTL/6: a few missed ones do not make a live worker vanish)
@@ -121,3 +122,24 @@ class WorkerRegistry:
         if gone:
             client.zrem(index, *gone)
         return sorted(out, key=lambda w: w.id)
+
+
+def unserved_tasks(broker: Broker, specs: Sequence[JobSpec]) -> list[str]:
+    """One line per Python task of ``specs`` that no live worker serves (its
+    runs would retry until dead-lettered); nothing when no job names one.
+    Shared by ``redcron jobs apply`` (stderr) and ``POST /v1/jobs`` (``warnings``)."""
+    refs = [
+        (spec, name, task.ref)
+        for spec in specs
+        for name, task in spec.tasks.items()
+        if task.kind == "python"
+    ]
+    if not refs:
+        return []
+    served = {name for worker in WorkerRegistry(broker).list() for name in worker.tasks}
+    return [
+        f"no live worker serves task {ref!r} (job {spec.tenant}/{spec.name}, task {name!r}); "
+        "its runs will fail until a worker registering it starts"
+        for spec, name, ref in refs
+        if ref not in served
+    ]

@@ -8,9 +8,8 @@ from typing import Any, TypeVar
 
 import click
 
-from redcron.app import App
 from redcron.broker.jobs import JobStore, spec_from_json
-from redcron.broker.workers import WorkerRegistry
+from redcron.broker.workers import unserved_tasks
 from redcron.cli.common import (
     app_option,
     build_app,
@@ -131,7 +130,7 @@ def apply(
                 f"declared in {app_path}; keep one",
             )
     app.check_task_names(declared)
-    for warning in unserved(app, specs):
+    for warning in unserved_tasks(app.broker, specs):
         click.echo(f"warning: {warning}", err=True)
     rows = app.jobs.put_many(specs) if specs else []
     if app_path:
@@ -147,27 +146,6 @@ def apply(
 
 
 CHANGES = ("created", "updated", "unchanged", "deleted")
-
-
-def unserved(app: App, specs: Sequence[JobSpec]) -> list[str]:
-    """One line per Python task of ``specs`` that no live worker serves (its
-    runs would retry until dead-lettered); nothing when no job names one."""
-    refs = [
-        (spec, name, task.ref)
-        for spec in specs
-        for name, task in spec.tasks.items()
-        if task.kind == "python"
-    ]
-    if not refs:
-        return []
-    workers = WorkerRegistry(app.broker).list()
-    served = {name for worker in workers for name in worker.tasks}
-    return [
-        f"no live worker serves task {ref!r} (job {spec.tenant}/{spec.name}, task {name!r}); "
-        "its runs will fail until a worker registering it starts"
-        for spec, name, ref in refs
-        if ref not in served
-    ]
 
 
 @jobs.command("list")

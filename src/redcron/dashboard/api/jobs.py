@@ -1,5 +1,8 @@
 """``/v1/jobs``: create, list, read, replace, delete, pause, resume, trigger.
 
+Creating answers the job with ``warnings``: one line per Python task no live
+worker serves (as ``redcron jobs apply -f`` warns).
+
 A body is a job in the job-file form (``tasks``: a DAG) or the short form
 with one ``task`` (a registered ``name`` or a ``command``) and the task's
 ``retries`` and ``timeout_s`` at the top level; both go through the job-file
@@ -14,12 +17,14 @@ from typing import Any
 
 import flask
 
+from redcron.broker.workers import unserved_tasks
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import ApiError, bad, body, only, redcron_app, reply
 from redcron.errors import ValidationError
 from redcron.model import validation
 from redcron.model.jobfile import JobFileError, parse_jobs
 from redcron.model.jobs import JobSpec
+from redcron.model.serialize import to_json
 
 bp = flask.Blueprint("jobs", __name__)
 
@@ -108,7 +113,11 @@ def create_job() -> flask.Response:
     auth.tenant_field(data)
     spec = spec_from_body(data)
     record, change = _put(spec)
-    return reply(record, 201 if change == "created" else 200)
+    # as `redcron jobs apply -f` warns: a Python task no live worker serves
+    # would have its runs retry until dead-lettered
+    payload = to_json(record)
+    payload["warnings"] = unserved_tasks(redcron_app().broker, [spec])
+    return reply(payload, 201 if change == "created" else 200)
 
 
 @bp.get("/jobs")

@@ -67,7 +67,10 @@ _BODY_ERRORS = ("400", "404", "413")
 
 PATHS: Json = {
     "/v1/jobs": {
-        "post": _op("Create or update a job (keyed by tenant + name)", "201", _ref("Job"),
+        "post": _op("Create or update a job (keyed by tenant + name); warnings name the "
+                    "Python tasks no live worker serves", "201", {"allOf": [_ref("Job"), {
+                        "type": "object", "required": ["warnings"], "properties": {
+                            "warnings": {"type": "array", "items": {"type": "string"}}}}]},
                     ("400", "413"), _ref("JobBody")),
         "get": _op("List jobs", "200", {"type": "object", "properties": {
             "jobs": {"type": "array", "items": _ref("Job")}}}, (), query=(("tenant", "string"),)),
