@@ -335,7 +335,7 @@ class JobRecord:
     None while the job is paused or has no next fire.  ``breaker`` is the
     circuit breaker's state: ``closed``, ``open`` or ``trial``.  ``change``
     is what the write that returned the record did (``created``, ``updated``
-    or ``unchanged``: ``app.jobs.put``); empty on a plain read.
+    or ``unchanged``: ``app.jobs.put``); None on a plain read.
     """
 
     id: str
@@ -370,7 +370,7 @@ class JobRecord:
     breaker_cooldown_s: float | None
     spec: str = field(metadata=JSON_TEXT)
     shard: int
-    change: JobChangeKind | Literal[""] = ""
+    change: JobChangeKind | None = None
 
     @classmethod
     def from_fields(

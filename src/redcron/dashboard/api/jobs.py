@@ -21,7 +21,7 @@ from redcron.broker.workers import unserved_tasks
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import ApiError, bad, body, only, redcron_app, reply
 from redcron.errors import ValidationError
-from redcron.model import validation
+from redcron.model import JobRecord, validation
 from redcron.model.jobfile import JobFileError, parse_jobs
 from redcron.model.jobs import JobSpec
 from redcron.model.serialize import to_json
@@ -101,10 +101,9 @@ def spec_from_body(data: dict[str, Any]) -> JobSpec:
     return spec
 
 
-def _put(spec: JobSpec) -> tuple[Any, str]:
-    jobs = redcron_app().jobs
-    change = jobs.put(spec)
-    return jobs.get_by_id(change.id), change.change
+def _put(spec: JobSpec) -> JobRecord:
+    """Write the job; the record says what changed (created, updated, unchanged)."""
+    return redcron_app().jobs.put(spec)
 
 
 @bp.post("/jobs")
@@ -112,12 +111,12 @@ def create_job() -> flask.Response:
     data = body()
     auth.tenant_field(data)
     spec = spec_from_body(data)
-    record, change = _put(spec)
+    record = _put(spec)
     # as `redcron jobs apply -f` warns: a Python task no live worker serves
     # would have its runs retry until dead-lettered
     payload = to_json(record)
     payload["warnings"] = unserved_tasks(redcron_app().broker, [spec])
-    return reply(payload, 201 if change == "created" else 200)
+    return reply(payload, 201 if record.change == "created" else 200)
 
 
 @bp.get("/jobs")
@@ -144,7 +143,7 @@ def replace_job(job_id: str) -> flask.Response:
         if given != getattr(current, key):
             bad(key, f"a job's {key} cannot change (it is {getattr(current, key)!r}); "
                 "create a new job and delete this one")  # fmt: skip
-    record, _change = _put(spec_from_body(data))
+    record = _put(spec_from_body(data))
     return reply(record)
 
 
