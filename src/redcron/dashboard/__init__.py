@@ -1,6 +1,7 @@
 """The web face of redcron: a Flask app over one :class:`redcron.App`.
 
-``api/`` is the JSON API under ``/v1``.  The dashboard talks to Redis only
+``api/`` is the JSON API under ``/v1``; ``metrics.py`` serves ``GET /metrics``
+(Prometheus).  The dashboard talks to Redis only
 through the App and its stores (``app.jobs``, ``app.tenants``, ``app.broker``
 public methods), like the CLI.
 """
@@ -16,6 +17,7 @@ from redcron.broker.tokens import digest
 from redcron.dashboard.api import api
 from redcron.dashboard.api.auth import ADMIN_DIGEST
 from redcron.dashboard.api.common import EXTENSION, register_error_handlers
+from redcron.dashboard.metrics import init_metrics
 
 #: request bodies above this many bytes are refused with 413
 MAX_BODY_BYTES = 1024 * 1024
@@ -23,7 +25,12 @@ MAX_BODY_BYTES = 1024 * 1024
 RETRY_AFTER_S = 5
 
 
-def create_app(app: App, admin_token: str | None = None, **config: Any) -> flask.Flask:
+def create_app(
+    app: App,
+    admin_token: str | None = None,
+    metrics_token: str | None = None,
+    **config: Any,
+) -> flask.Flask:
     """A Flask application serving ``app``'s jobs, runs, tasks and tenants.
 
     Args:
@@ -31,6 +38,8 @@ def create_app(app: App, admin_token: str | None = None, **config: Any) -> flask
             tasks are what ``POST /v1/tasks`` may enqueue).
         admin_token: the token that may do everything (kept as its SHA-256
             only).  None: only tenant and worker tokens (``TokenStore``) work.
+        metrics_token: the bearer token ``GET /metrics`` requires.  None: the
+            endpoint is open, as scrape targets usually are (firewall it).
         config: Flask config overrides, e.g. ``MAX_CONTENT_LENGTH`` or
             ``REDCRON_RETRY_AFTER_S``.
     """
@@ -43,6 +52,7 @@ def create_app(app: App, admin_token: str | None = None, **config: Any) -> flask
     web.config.update(config)
     web.extensions[EXTENSION] = app
     web.register_blueprint(api)
+    init_metrics(web, app, metrics_token)
     register_error_handlers(web)
     return web
 

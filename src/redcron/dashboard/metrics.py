@@ -1,0 +1,128 @@
+"""``GET /metrics``: Prometheus text format, read from Redis at scrape time.
+
+A custom collector (:class:`RedcronCollector`) on a registry of the Flask app's
+own (never prometheus-client's global one, so two apps in one process do not
+mix) turns :func:`redcron.broker.metrics.read_metrics` into metric families.
+The route sits outside ``/v1`` and, like most scrape targets, needs no token
+unless ``create_app(..., metrics_token=...)`` sets one: firewall it otherwise
+(it names tenants, queues and jobs).
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterator
+
+import flask
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from redcron.app import App
+from redcron.broker.metrics import BREAKER_VALUES, read_metrics
+from redcron.broker.tokens import digest
+
+#: Flask config key: SHA-256 of the token ``GET /metrics`` requires (None: open)
+METRICS_DIGEST = "REDCRON_METRICS_TOKEN_SHA256"
+#: Flask extension key of the app's CollectorRegistry
+REGISTRY = "redcron.metrics"
+
+
+class RedcronCollector(Collector):
+    """Every ``redcron_*`` family, read fresh on each ``collect``."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+
+    def collect(self) -> Iterator[Metric]:
+        m = read_metrics(self.app.broker)
+        ready = GaugeMetricFamily(
+            "redcron_queue_ready", "Ready tasks (all priority classes)", labels=["tenant", "queue"]
+        )
+        for (tenant, queue), n in sorted(m.ready.items()):
+            ready.add_metric([tenant, queue], n)
+        yield ready
+        oldest = GaugeMetricFamily(
+            "redcron_queue_oldest_ready_age_seconds",
+            "Age of the oldest ready task (tenants parked at a cap or rate limit are left out)",
+            labels=["tenant", "queue"],
+        )
+        for (tenant, queue), age in sorted(m.oldest_ready_s.items()):
+            oldest.add_metric([tenant, queue], age)
+        yield oldest
+        for name, doc, figures in (
+            ("redcron_tenant_in_flight", "Tasks leased to a worker", m.in_flight),
+            (
+                "redcron_tenant_delayed",
+                "Retries and countdown tasks waiting for their time",
+                m.delayed,
+            ),
+            ("redcron_tenant_dlq", "Dead-lettered tasks", m.dlq),
+        ):
+            gauge = GaugeMetricFamily(name, doc, labels=["tenant"])
+            for tenant, n in sorted(figures.items()):
+                gauge.add_metric([tenant], n)
+            yield gauge
+        yield GaugeMetricFamily("redcron_workers_live", "Live workers", value=len(m.workers))
+        served = GaugeMetricFamily(
+            "redcron_queue_workers", "Live workers leasing from a queue", labels=["queue"]
+        )
+        per_queue: dict[str, int] = {}
+        for w in m.workers:
+            for q in w.queues:
+                per_queue[q] = per_queue.get(q, 0) + 1
+        for queue in sorted(set(per_queue) | {q for _t, q in m.ready}):
+            served.add_metric([queue], per_queue.get(queue, 0))
+        yield served
+        slots = GaugeMetricFamily("redcron_worker_slots", "Concurrency of the live workers")
+        slots.add_metric([], sum(w.slots for w in m.workers))
+        yield slots
+        running = GaugeMetricFamily(
+            "redcron_worker_running", "Attempts running at the live workers' last heartbeat"
+        )
+        running.add_metric([], sum(w.running for w in m.workers))
+        yield running
+        for stat, n in sorted(m.stats.items()):
+            # prometheus-client appends _total to counter samples
+            yield CounterMetricFamily(f"redcron_{stat}", f"Lifetime count: {stat}", value=n)
+        breaker = GaugeMetricFamily(
+            "redcron_job_breaker_state",
+            "Circuit breaker of a job: 0 closed, 1 open, 2 trial",
+            labels=["tenant", "job"],
+        )
+        for (tenant, job), state in sorted(m.breakers.items()):
+            breaker.add_metric([tenant, job], BREAKER_VALUES.get(state, 0))
+        yield breaker
+        lag = GaugeMetricFamily(
+            "redcron_trigger_lag_seconds",
+            "How late the most overdue scheduled fire is (0: none is due)",
+            labels=["shard"],
+        )
+        for shard, seconds in sorted(m.trigger_lag_s.items()):
+            lag.add_metric([str(shard)], seconds)
+        yield lag
+
+
+def init_metrics(web: flask.Flask, app: App, token: str | None) -> None:
+    """Register ``GET /metrics`` on ``web`` with a registry of its own."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(RedcronCollector(app))
+    web.extensions[REGISTRY] = registry
+    web.config[METRICS_DIGEST] = digest(token) if token else None
+    web.add_url_rule("/metrics", "metrics", metrics, methods=["GET"])
+
+
+def metrics() -> flask.Response:
+    want = flask.current_app.config.get(METRICS_DIGEST)
+    if want:
+        header = flask.request.headers.get("Authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(want, digest(token.strip())):
+            return flask.Response(
+                "send the metrics token: Authorization: Bearer <token>\n",
+                status=401,
+                mimetype="text/plain",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+    registry: CollectorRegistry = flask.current_app.extensions[REGISTRY]
+    return flask.Response(generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})

@@ -1,0 +1,121 @@
+"""GET /metrics: Prometheus text format whose figures match a known workload
+exactly, read with prometheus-client's own parser."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import flask
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from redcron import App
+from redcron.broker.argv import FailItem
+from redcron.broker.workers import Registration, WorkerRegistry
+from redcron.dashboard import create_app
+from redcron.keys import shard_of
+from redcron.model.jobs import Task
+
+T1, T2 = "alpha", "beta"
+
+
+@pytest.fixture
+def app(redis_url: str, key_prefix: str) -> Iterator[App]:
+    a = App(redis_url, prefix=key_prefix.rstrip(":"))
+
+    @a.task(name="m.work", tenant=T1, retries=0)
+    def work(x: int) -> int:
+        return x
+
+    yield a
+    a.close()
+
+
+def scrape(
+    web: flask.Flask, token: str | None = None
+) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """sample name and sorted labels -> value"""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    resp = web.test_client().get("/metrics", headers=headers)
+    assert resp.status_code == 200, resp.get_data(as_text=True)
+    assert resp.headers["Content-Type"].startswith("text/plain; version=")
+    out = {}
+    for family in text_string_to_metric_families(resp.get_data(as_text=True)):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def test_metrics_match_a_known_workload(app: App) -> None:
+    broker = app.broker
+    for i in range(5):
+        app.enqueue("m.work", i)  # alpha, default
+    for i in range(2):
+        app.enqueue("m.work", i, _queue="bulk")
+    for i in range(3):
+        app.enqueue("m.work", i, _tenant=T2)
+    app.enqueue("m.work", 9, _tenant=T2, _countdown=3600)  # delayed
+
+    shard = shard_of(T1, broker.shards)
+    leases = broker.lease(shard, "w1", 3, 60_000, ["default"], tenants=[T1])
+    assert len(leases) == 3
+    dead = leases[0]
+    [res] = broker.fail(shard, "w1", [FailItem(dead.iid, dead.epoch, "failed", "boom", False)])
+    assert res.state == "dead"
+    WorkerRegistry(broker).publish(
+        Registration("w1", "h", 1, ("default",), (), 4, 2, ("m.work",)), 60_000
+    )
+    app.jobs.put("nightly", tenant=T1, cron="0 2 * * *", tasks={"a": Task("m.work", args=[1])})
+
+    m = scrape(create_app(app))
+
+    def v(name: str, **labels: str) -> float:
+        return m[(name, tuple(sorted(labels.items())))]
+
+    assert v("redcron_queue_ready", tenant=T1, queue="default") == 2
+    assert v("redcron_queue_ready", tenant=T1, queue="bulk") == 2
+    assert v("redcron_queue_ready", tenant=T2, queue="default") == 3
+    assert v("redcron_tenant_in_flight", tenant=T1) == 2
+    assert v("redcron_tenant_in_flight", tenant=T2) == 0
+    assert v("redcron_tenant_delayed", tenant=T1) == 0
+    assert v("redcron_tenant_delayed", tenant=T2) == 1
+    assert v("redcron_tenant_dlq", tenant=T1) == 1
+    assert v("redcron_tenant_dlq", tenant=T2) == 0
+    assert v("redcron_workers_live") == 1
+    assert v("redcron_queue_workers", queue="default") == 1
+    assert v("redcron_queue_workers", queue="bulk") == 0
+    assert v("redcron_worker_slots") == 4
+    assert v("redcron_worker_running") == 2
+    assert v("redcron_dead_total") == 1
+    assert v("redcron_job_breaker_state", tenant=T1, job="nightly") == 0
+    assert 0 <= v("redcron_queue_oldest_ready_age_seconds", tenant=T2, queue="default") < 60
+    assert v("redcron_trigger_lag_seconds", shard=str(shard)) == 0
+    assert {k for k in m if k[0] == "redcron_queue_ready"} == {
+        ("redcron_queue_ready", (("queue", q), ("tenant", t)))
+        for t, q in ((T1, "default"), (T1, "bulk"), (T2, "default"), (T2, "bulk"))
+    }
+
+    # an open breaker reads 1; a scheduled fire 90 s overdue is 90 s of lag
+    job = app.jobs.get(T1, "nightly")
+    client = broker.client
+    client.hset(broker.keys.job(job.shard, job.id), "breaker", "open")
+    client.zadd(broker.keys.schedule(job.shard), {job.id: broker.server_ms() - 90_000})
+    m = scrape(create_app(app))
+    assert v("redcron_job_breaker_state", tenant=T1, job="nightly") == 1
+    assert 90 <= v("redcron_trigger_lag_seconds", shard=str(job.shard)) < 100
+
+
+def test_metrics_token_is_optional(app: App) -> None:
+    web = create_app(app, metrics_token="scrape-secret")
+    assert web.test_client().get("/metrics").status_code == 401
+    bad = {"Authorization": "Bearer nope"}
+    assert web.test_client().get("/metrics", headers=bad).status_code == 401
+    assert ("redcron_workers_live", ()) in scrape(web, "scrape-secret")
+    # the admin token is not the metrics token, and /metrics is not under /v1
+    assert create_app(app, admin_token="adm").test_client().get("/metrics").status_code == 200
+
+
+def test_each_app_has_its_own_registry(app: App) -> None:
+    # two apps in one process: no duplicate-timeseries error from a shared registry
+    scrape(create_app(app))
+    scrape(create_app(app))
