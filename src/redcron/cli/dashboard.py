@@ -26,6 +26,11 @@ from redcron.dashboard import create_app
     help="Token that may do everything (env REDCRON_ADMIN_TOKEN; prefer the env: "
     "arguments show in ps).  Without it only tenant and worker tokens work.",
 )  # fmt: skip
+@click.option(
+    "--metrics-token", envvar="REDCRON_METRICS_TOKEN", metavar="TOKEN",
+    help="Token GET /metrics requires (env REDCRON_METRICS_TOKEN).  Without it "
+    "/metrics is open, as scrape targets usually are: firewall it.",
+)  # fmt: skip
 @app_option
 @redis_option
 def dashboard(
@@ -33,6 +38,7 @@ def dashboard(
     port: int,
     threads: int,
     admin_token: str | None,
+    metrics_token: str | None,
     app_path: str | None,
     redis_url: str | None,
 ) -> None:
@@ -41,13 +47,17 @@ def dashboard(
     Every request but GET /v1/openapi.json needs Authorization: Bearer <token>:
     the admin token, or one from `redcron tenants token create` or
     `redcron workers token create`.  POST /v1/tasks enqueues tasks registered
-    on the app given with -A.
+    on the app given with -A.  GET /metrics is Prometheus text (see
+    docs/operations.md), open unless --metrics-token is set.
     """
     app = build_app(app_path, redis_url)
-    web = create_app(app, admin_token=admin_token or None)
+    web = create_app(app, admin_token=admin_token or None, metrics_token=metrics_token or None)
     server = create_server(web, host=host, port=port, threads=threads)
     for where in listening(server):
-        click.echo(f"redcron dashboard listening on {where} (API: /v1, /v1/openapi.json)")
+        click.echo(
+            f"redcron dashboard listening on {where} "
+            "(API: /v1, /v1/openapi.json; metrics: /metrics)"
+        )
     sys.stdout.flush()
     try:
         server.run()
