@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from dashboard_proc import dashboard  # tests/helpers
 from worker_procs import wait_for  # tests/helpers is on sys.path
 
 from redcron import App
@@ -27,26 +27,9 @@ def test_the_doc_shows_the_script_verbatim() -> None:
 @pytest.fixture
 def server(redis_url: str, key_prefix: str) -> Iterator[str]:
     """A ``redcron dashboard`` on a free port; yields its base URL."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT / "src"),
-        "REDCRON_PREFIX": key_prefix.rstrip(":"),
-        "REDCRON_LEASE_TTL": "3",  # the script heartbeats every second
-        "REDCRON_ADMIN_TOKEN": ADMIN,
-    }
-    with subprocess.Popen(
-        [sys.executable, "-m", "redcron.cli.main", "dashboard", "--port", "0",
-         "--redis", redis_url],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
-    ) as proc:  # fmt: skip
-        try:
-            assert proc.stdout is not None
-            line = proc.stdout.readline()
-            assert "listening on http://" in line, line
-            yield line.split()[4].rstrip("/")
-        finally:
-            proc.terminate()
-            proc.wait(10)
+    # the script heartbeats every second: a short lease shows it renews them
+    with dashboard(redis_url, key_prefix, REDCRON_LEASE_TTL="3", REDCRON_ADMIN_TOKEN=ADMIN) as base:
+        yield base
 
 
 needs_tools = pytest.mark.skipif(
