@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lua_ops import Ops, Tok, new_id, row
@@ -252,6 +253,9 @@ operation = st.one_of(
 )
 
 
+# many Redis round trips per example: well under a minute alone, but a busy
+# 2-core machine can stretch it past the suite-wide 120 s per test
+@pytest.mark.timeout(600)
 @settings(
     max_examples=30,
     deadline=None,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lua_ops import T0, Ops, Tok, new_id, row
@@ -29,6 +30,9 @@ worker_plan = st.tuples(
 )
 
 
+# many Redis round trips per example: well under a minute alone, but a busy
+# 2-core machine can stretch it past the suite-wide 120 s per test
+@pytest.mark.timeout(600)
 @settings(
     max_examples=25,
     deadline=None,
