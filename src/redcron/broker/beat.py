@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from redcron.broker.argv import FireArgs
+from redcron.broker.broker import time_ms
 from redcron.serde import text as _s
 
 if TYPE_CHECKING:
@@ -107,9 +108,7 @@ class BeatStore:
         for shard in shards:
             pipe.zrange(self.keys.schedule(shard), 0, 0, withscores=True)
         res = pipe.execute()
-        sec, usec = res[0]
-        now = int(sec) * 1000 + int(usec) // 1000
-        return now, [int(head[0][1]) if head else None for head in res[1:]]
+        return time_ms(res[0]), [int(head[0][1]) if head else None for head in res[1:]]
 
     # -- jobs and tenants ----------------------------------------------------------
 

@@ -156,8 +156,7 @@ class Broker:
 
     def server_ms(self) -> int:
         """The Redis server's clock in ms: every process reads "now" from it (invariant 8)."""
-        sec, usec = self.client.time()
-        return int(sec) * 1000 + int(usec) // 1000
+        return time_ms(self.client.time())
 
     def check_eviction_policy(self) -> None:
         try:
@@ -708,6 +707,12 @@ def fields_of(raw: Mapping[Any, Any], keep: Sequence[str] = ()) -> dict[str, str
         name = _s(k)
         out[name] = v if name in keep else _s(v)
     return out
+
+
+def time_ms(reply: Any) -> int:
+    """A ``TIME`` reply (seconds, microseconds) in ms, as the scripts compute it."""
+    sec, usec = reply
+    return int(sec) * 1000 + int(usec) // 1000
 
 
 def _delayed(delay_ms: Any) -> bool:

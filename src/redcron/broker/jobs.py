@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from redcron.broker import argv
@@ -26,7 +26,7 @@ from redcron.model import (
 from redcron.model.jobs import JobSpec, job_spec, spec_from_dict
 from redcron.model.states import RunState
 from redcron.schedule.jitter import effective_jitter_s, jitter_ms, tenant_jitter_s
-from redcron.schedule.timeutil import to_ms
+from redcron.schedule.timeutil import from_ms, to_ms
 from redcron.schedule.triggers import next_fire
 from redcron.serde import text as _s
 
@@ -184,8 +184,7 @@ class JobStore:
         return rows
 
     def server_now(self) -> datetime:
-        sec, usec = self.broker.client.time()
-        return datetime.fromtimestamp(sec + usec / 1e6, tz=UTC)
+        return from_ms(self.broker.server_ms())
 
     def tenant_jitter(self, tenant: str) -> float:
         """The tenant's default ``jitter_s`` (0: none), read live from its hash."""

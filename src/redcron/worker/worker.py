@@ -480,20 +480,17 @@ class Worker:
 
     def _keep_loop(self, shards: list[int]) -> None:
         hb_every = self.lease_ttl_ms / 1000 / 6
-        next_hb = time.monotonic() + hb_every
+        next_hb = 0.0  # at once: nothing to renew yet, but the registry entry is published
         next_maint = 0.0
-        next_reg = 0.0  # publish in the registry at once, then with the heartbeats
         registry = WorkerRegistry(self.broker)
         while not self._reporter_done.is_set():
             now = time.monotonic()
             self._enforce_timeouts(now)
             try:
                 self._mark_running()
-                if now >= next_reg:
-                    next_reg = now + hb_every
-                    self._register(registry)
                 if now >= next_hb:
                     self._heartbeat(shards)
+                    self._register(registry)  # renewed with the leases
                     next_hb = now + hb_every
                 if now >= next_maint:
                     for shard in shards:

@@ -12,11 +12,12 @@ the same jobs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import flask
 
+from redcron.broker.jobs import JobStore
 from redcron.broker.workers import unserved_tasks
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import ApiError, bad, body, only, redcron_app, reply
@@ -157,17 +158,19 @@ def delete_job(job_id: str) -> flask.Response:
 
 @bp.post("/jobs/<job_id>/pause")
 def pause_job(job_id: str) -> flask.Response:
-    jobs = redcron_app().jobs
-    job = auth.job(job_id)
-    jobs.pause(job.tenant, job.name)
-    return reply(jobs.get_by_id(job_id))
+    return _switch(job_id, JobStore.pause)
 
 
 @bp.post("/jobs/<job_id>/resume")
 def resume_job(job_id: str) -> flask.Response:
+    return _switch(job_id, JobStore.resume)
+
+
+def _switch(job_id: str, action: Callable[[JobStore, str, str], object]) -> flask.Response:
+    """Pause or resume the caller's job; answers the job as it is now."""
     jobs = redcron_app().jobs
     job = auth.job(job_id)
-    jobs.resume(job.tenant, job.name)
+    action(jobs, job.tenant, job.name)
     return reply(jobs.get_by_id(job_id))
 
 
