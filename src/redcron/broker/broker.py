@@ -640,14 +640,8 @@ class Broker:
             tenants = sorted(_s(t) for t in self.client.smembers(self.keys.tenants(shard)))
             queues = sorted(_s(q) for q in self.client.smembers(self.keys.queues(shard)))
             delayed: dict[str, int] = {}
-            timer_ids = [_s(x) for x in self.client.zrange(self.keys.timers(shard), 0, 9_999)]
-            if timer_ids:
-                pipe = self.client.pipeline(transaction=False)
-                for iid in timer_ids:
-                    pipe.hget(self.keys.ti(shard, iid), "tenant")
-                for t in pipe.execute():
-                    if t is not None:
-                        delayed[_s(t)] = delayed.get(_s(t), 0) + 1
+            for (t, _queue), n in self.delayed_counts(shard).items():
+                delayed[t] = delayed.get(t, 0) + n
             streams = [
                 self.keys.q(shard, q, t, p) for t in tenants for q in queues for p in PRIORITIES
             ]
@@ -669,6 +663,22 @@ class Broker:
                     )
                 )
         return rows
+
+    def delayed_counts(self, shard: int, limit: int = 10_000) -> dict[tuple[str, str], int]:
+        """Delayed instances (retry waits, countdowns) per (tenant, queue) among the
+        first ``limit`` timers of a shard: past that, a floor.  Two round trips."""
+        timer_ids = [_s(x) for x in self.client.zrange(self.keys.timers(shard), 0, limit - 1)]
+        if not timer_ids:
+            return {}
+        pipe = self.client.pipeline(transaction=False)
+        for iid in timer_ids:
+            pipe.hmget(self.keys.ti(shard, iid), ["tenant", "queue"])
+        out: dict[tuple[str, str], int] = {}
+        for tenant, queue in pipe.execute():
+            if tenant is not None:  # park:/brk: timers are not instances
+                key = (_s(tenant), _s(queue or b""))
+                out[key] = out.get(key, 0) + 1
+        return out
 
     def ready_counts(self, streams: Sequence[str]) -> list[int]:
         """Ready entries of each ready stream: its length less the entries pending

@@ -60,13 +60,8 @@ def queue_loads(broker: Broker, workers: Sequence[WorkerInfo]) -> list[QueueLoad
             if length or held:
                 _add(counts, t, q, 0, int(length) - held)
                 _add(counts, t, q, 1, held)
-        timer_ids = [_s(x) for x in client.zrange(keys.timers(shard), 0, SCAN_LIMIT - 1)]
-        pipe = client.pipeline(transaction=False)
-        for iid in timer_ids:
-            pipe.hmget(keys.ti(shard, iid), ["tenant", "queue"])
-        for tenant, queue in pipe.execute() if timer_ids else []:
-            if tenant is not None:  # park:/brk: timers are not instances
-                _add(counts, _s(tenant), _s(queue), 2, 1)
+        for (tenant, queue), n in broker.delayed_counts(shard, SCAN_LIMIT).items():
+            _add(counts, tenant, queue, 2, n)
         pipe = client.pipeline(transaction=False)
         for t in tenants:
             pipe.xrange(keys.dlq(shard, t), count=SCAN_LIMIT)

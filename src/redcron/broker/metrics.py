@@ -69,8 +69,7 @@ def read_metrics(broker: Broker) -> Metrics:
         pipe.smembers(keys.queues(shard))
         pipe.hgetall(keys.stats(shard))
         pipe.zrange(keys.schedule(shard), 0, 0, withscores=True)
-        pipe.zrange(keys.timers(shard), 0, DELAYED_LIMIT - 1)
-        raw_tenants, raw_queues, stats, head, timers = pipe.execute()
+        raw_tenants, raw_queues, stats, head = pipe.execute()
         tenants = sorted(_s(t) for t in raw_tenants)
         queues = sorted(_s(q) for q in raw_queues)
         for k, v in stats.items():
@@ -88,8 +87,6 @@ def read_metrics(broker: Broker) -> Metrics:
         for q in queues:
             for p in PRIORITIES:
                 pipe.zrange(keys.oldest(shard, q, p), 0, -1, withscores=True)
-        for iid in timers:
-            pipe.hget(keys.ti(shard, _s(iid)), "tenant")
         per_tenant = iter(pipe.execute())
         job_ids: list[tuple[str, str, str]] = []
         for t in tenants:
@@ -105,9 +102,8 @@ def read_metrics(broker: Broker) -> Metrics:
                     age = max(0.0, (now - since) / 1000)
                     key = (_s(tenant), q)
                     out.oldest_ready_s[key] = max(out.oldest_ready_s.get(key, 0.0), age)
-        for tenant in per_tenant:
-            if tenant is not None:  # park:/brk: timers are not instances
-                out.delayed[_s(tenant)] = out.delayed.get(_s(tenant), 0) + 1
+        for (tenant, _queue), n in broker.delayed_counts(shard, DELAYED_LIMIT).items():
+            out.delayed[tenant] = out.delayed.get(tenant, 0) + n
 
         for (t, q, _key), n in zip(
             streams, broker.ready_counts([k for _t, _q, k in streams]), strict=True
