@@ -3,9 +3,10 @@ Imported by name (``tests/helpers`` is on ``sys.path``)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from polling import wait_for
 
 from redcron.app import App
 from redcron.beat.beat import Beat
@@ -18,16 +19,13 @@ def tick_until(
 ) -> Any:
     """Tick every beat, then ask ``pred``, until it returns something truthy."""
     group = [beats] if isinstance(beats, Beat) else list(beats)
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def ticked() -> Any:
         for b in group:
             b.tick()
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
+        return pred()
+
+    return wait_for(ticked, what, timeout, interval=0.02)
 
 
 def runs_of(app: App, job_id: str) -> list[RunRecord]:

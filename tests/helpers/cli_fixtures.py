@@ -1,15 +1,16 @@
 """Fixtures for tests that drive the CLI against the test server.  A module
 takes them with ``from cli_fixtures import prefix_fixture, invoke_fixture``
-(pytest registers them as ``prefix`` and ``invoke``); ``tests/helpers`` is on
+(pytest registers them as ``prefix``, ``invoke`` and ``app``); ``tests/helpers`` is on
 ``sys.path`` (see ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 from click.testing import CliRunner, Result
 
+from redcron import App
 from redcron.cli.main import main
 
 #: ``invoke("jobs", "list")`` runs ``redcron jobs list --redis <test server>``
@@ -34,3 +35,11 @@ def invoke_fixture(redis_url: str, prefix: str) -> Invoke:
         return CliRunner().invoke(main, [*args, "--redis", redis or redis_url])
 
     return run
+
+
+@pytest.fixture(name="app")
+def app_fixture(redis_url: str, prefix: str) -> Iterator[App]:
+    """A bare App on the test server under the test's prefix."""
+    a = App(redis_url, prefix=prefix)
+    yield a
+    a.close()

@@ -20,6 +20,7 @@ from typing import Any
 
 import chaos_app
 import pytest
+from polling import wait_for  # noqa: F401 (re-exported for the tests)
 
 from redcron import App
 from redcron.model import TaskRecord
@@ -35,18 +36,6 @@ import chaos_app
 from redcron.worker import Worker
 Worker(chaos_app.app, **json.loads(sys.argv[1])).run()
 """
-
-
-def wait_for(pred: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    """Poll ``pred`` until it returns something truthy (generous deadline, short interval)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def outcomes(info: TaskRecord) -> list[str]:

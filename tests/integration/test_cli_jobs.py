@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_fixtures import Invoke, invoke_fixture, prefix_fixture  # noqa: F401 (fixtures)
+from cli_fixtures import Invoke, app_fixture, invoke_fixture, prefix_fixture  # noqa: F401 (fixtures)
 from click.testing import CliRunner, Result
 
 from redcron import App, serde
@@ -45,13 +45,6 @@ jobs:
     tasks:
       only: {task: t.add, args: [2, 2], retries: 0}
 """
-
-
-@pytest.fixture
-def app(redis_url: str, prefix: str) -> Iterator[App]:
-    a = App(redis_url, prefix=prefix)
-    yield a
-    a.close()
 
 
 @pytest.fixture

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import redis
-from cli_fixtures import Invoke, invoke_fixture, prefix_fixture  # noqa: F401 (fixtures)
+from cli_fixtures import Invoke, app_fixture, invoke_fixture, prefix_fixture  # noqa: F401 (fixtures)
 from cli_output import one_error_line
 from click.testing import Result
 
@@ -36,13 +36,6 @@ APP = """
     def poll():
         pass
 """
-
-
-@pytest.fixture
-def app(redis_url: str, prefix: str) -> Iterator[App]:
-    a = App(redis_url, prefix=prefix)
-    yield a
-    a.close()
 
 
 @pytest.fixture
