@@ -133,6 +133,14 @@ class Keys:
         """One API token's HASH: kind, tenant or queues/tenants, created, SHA-256 of the secret."""
         return f"{self.prefix}:token:{token_id}"
 
+    def login(self, code: str) -> str:
+        """A one-time login link's STRING (``admin``), named by the SHA-256 of its code."""
+        return f"{self.prefix}:login:{code}"
+
+    def session_secret(self) -> str:
+        """The dashboard's session-signing secret STRING (made once, shared by every replica)."""
+        return f"{self.prefix}:session_secret"
+
     def shard(self, shard: int) -> str:
         """The shard prefix passed to scripts as ``KEYS[1]``; ends with ``:``."""
         return f"{self.prefix}:{{s{shard}}}:"
