@@ -2,15 +2,24 @@
 
 Starts an embedded ``redis-server`` (unless ``--redis``/``REDCRON_REDIS_URL``
 names one) and records its URL in ``.redcron/redis.url`` for the admin
-commands run in the same directory, then each child process in :func:`child_specs` (today a worker;
-later a beat and the dashboard), and supervises them: Ctrl-C or SIGTERM stops
+commands run in the same directory, then each child process in
+:func:`child_specs` (a beat, a worker and, unless ``--no-dashboard``, the
+dashboard on 127.0.0.1), and supervises them: Ctrl-C or SIGTERM stops
 everything gracefully; a child that dies on its own takes everything down with
 a non-zero exit.
+
+The dashboard gets a fresh admin token through its environment only
+(``REDCRON_ADMIN_TOKEN``: arguments show in ``ps``); ``up`` writes it to
+``.redcron/admin.token`` (mode 0600, removed at stop) for API clients, and
+prints a one-time link that opens the dashboard logged in as admin
+(:class:`~redcron.broker.logins.LoginLinks`), as Jupyter prints its token URL.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -24,6 +33,7 @@ from typing import Any
 
 import click
 
+from redcron.broker.logins import LINK_TTL_S, LoginLinks
 from redcron.cli.common import (
     LOG_LEVELS,
     app_option,
@@ -47,6 +57,12 @@ EXAMPLES_APP = "examples.tasks:app"
 UP_QUEUES = "default,commands"
 #: extra seconds a child gets past its own --grace before SIGKILL
 KILL_MARGIN = 5.0
+#: the dashboard ``up`` starts listens here only: it is a local deployment
+DASHBOARD_HOST = "127.0.0.1"
+#: seconds the dashboard may take to listen (importing the app included)
+DASHBOARD_START_TIMEOUT = 30.0
+#: the admin token of the dashboard ``up`` started, for API clients run here
+ADMIN_TOKEN_FILE = Path(".redcron") / "admin.token"
 
 
 @dataclass
@@ -56,7 +72,19 @@ class ChildSpec:
     name: str
     argv: list[str]
     where: str
+    #: set in the child's environment on top of ours (secrets go here, never in argv)
+    env: dict[str, str] = field(default_factory=dict, repr=False)
+    #: the port it listens on (``up`` waits for it before saying it is up)
+    port: int | None = None
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def start(self) -> None:
+        env = {**os.environ, **self.env} if self.env else None
+        # its only stdout line says where it listens, which the summary says too
+        stdout = subprocess.DEVNULL if self.port is not None else None
+        # a session of its own: the terminal's Ctrl-C reaches only up, which stops
+        # the children in order
+        self.proc = subprocess.Popen(self.argv, env=env, stdout=stdout, start_new_session=True)
 
 
 def child_specs(
@@ -66,12 +94,15 @@ def child_specs(
     grace: float,
     loglevel: str,
     log_format: str = "text",
+    dashboard_port: int | None = None,
+    admin_token: str | None = None,
 ) -> list[ChildSpec]:
-    """The processes ``up`` runs, in start order (stopped in reverse)."""
+    """The processes ``up`` runs, in start order (stopped in reverse); the
+    dashboard only with a ``dashboard_port``."""
     cli = [sys.executable, "-m", "redcron.cli.main"]
     app_args = ["-A", app_path] if app_path else []
     log_args = ["--loglevel", loglevel, "--log-format", log_format]
-    return [
+    children = [
         ChildSpec(
             name="beat",
             argv=[*cli, "beat", *app_args, "--redis", redis_url, *log_args],
@@ -97,6 +128,31 @@ def child_specs(
             where=f"queues {UP_QUEUES}, concurrency {concurrency}, app {app_path or '(none)'}",
         ),
     ]
+    if dashboard_port is not None:
+        children.append(
+            ChildSpec(
+                name="dashboard",
+                argv=[
+                    *cli,
+                    "dashboard",
+                    *app_args,
+                    "--redis",
+                    redis_url,
+                    "--host",
+                    DASHBOARD_HOST,
+                    "--port",
+                    str(dashboard_port),
+                ],
+                where=f"{dashboard_url(dashboard_port)} (pages, API /v1, /metrics)",
+                env={"REDCRON_ADMIN_TOKEN": admin_token} if admin_token else {},
+                port=dashboard_port,
+            )
+        )
+    return children
+
+
+def dashboard_url(port: int) -> str:
+    return f"http://{DASHBOARD_HOST}:{port}/"
 
 
 @click.command()
@@ -115,6 +171,19 @@ def child_specs(
     default=6399,
     show_default=True,
     help="Embedded Redis port.",
+)
+@click.option(
+    "--dashboard-port",
+    type=click.IntRange(1, 65535),
+    default=8000,
+    show_default=True,
+    help=f"Port of the dashboard (pages and API), on {DASHBOARD_HOST}.",
+)
+@click.option(
+    "--dashboard/--no-dashboard",
+    "with_dashboard",
+    default=True,
+    help="Run the dashboard [default: on].",
 )
 @click.option(
     "--fsync",
@@ -151,6 +220,8 @@ def up(
     redis_url: str | None,
     data_dir: Path,
     port: int,
+    dashboard_port: int,
+    with_dashboard: bool,
     fsync: str,
     concurrency: int,
     grace: float,
@@ -159,7 +230,11 @@ def up(
     loglevel: str,
     log_format: str,
 ) -> None:
-    """Run Redis (embedded unless --redis), a beat and a worker, until Ctrl-C."""
+    """Run Redis (embedded unless --redis), a beat, a worker and the dashboard, until Ctrl-C.
+
+    Prints where each runs, a one-time link that opens the dashboard logged in
+    as admin, and where the admin token for the API is (.redcron/admin.token).
+    """
     setup_logging(loglevel, log_format)
     if app_path is None and (Path.cwd() / "examples" / "tasks.py").is_file():
         app_path = EXAMPLES_APP
@@ -176,10 +251,17 @@ def up(
     stopper = Stopper()
     server: EmbeddedRedis | None = None
     recorded_pid: int | None = None
+    admin_token = secrets.token_urlsafe(32) if with_dashboard else None
+    token_written = False
     children: list[ChildSpec] = []
     code = 1
     try:
         stopper.install()
+        if with_dashboard and _port_in_use(dashboard_port, DASHBOARD_HOST):
+            fail(
+                f"port {dashboard_port} is in use (another `redcron up`?); "
+                "pass --dashboard-port or --no-dashboard"
+            )
         if redis_url is None:
             if _port_in_use(port):
                 fail(f"port {port} is in use (another `redcron up`?); pass --port or --redis")
@@ -192,13 +274,30 @@ def up(
             write_local_url(redis_url, recorded_pid)
         if specs:
             _apply_jobs(app_path, redis_url, specs)
-        children = child_specs(app_path, redis_url, concurrency, grace, loglevel, log_format)
+        children = child_specs(
+            app_path,
+            redis_url,
+            concurrency,
+            grace,
+            loglevel,
+            log_format,
+            dashboard_port=dashboard_port if with_dashboard else None,
+            admin_token=admin_token,
+        )
+        if admin_token is not None:
+            write_admin_token(admin_token)
+            token_written = True
         for child in children:
-            child.proc = subprocess.Popen(child.argv, start_new_session=True)
-        click.echo(_summary(server, redis_url, children))
-        if enqueue_examples and app_path:
-            _enqueue_examples(app_path, redis_url)
-        click.echo("Ctrl-C to stop.")
+            child.start()
+        for child in children:
+            _wait_listening(child, stopper)
+        if not stopper.event.is_set():  # else Ctrl-C while starting: just stop
+            click.echo(_summary(server, redis_url, children))
+            if with_dashboard:
+                click.echo(_dashboard_access(app_path, redis_url, dashboard_port))
+            if enqueue_examples and app_path:
+                _enqueue_examples(app_path, redis_url)
+            click.echo("Ctrl-C to stop.")
         code = _supervise(children, server, stopper)
     finally:
         _terminate(children, grace + KILL_MARGIN, stopper)
@@ -206,6 +305,8 @@ def up(
             server.stop()
         if recorded_pid is not None:
             remove_local_url(recorded_pid)
+        if token_written and admin_token is not None:
+            remove_admin_token(admin_token)
         stopper.uninstall()
     if code:
         raise click.exceptions.Exit(code)
@@ -292,6 +393,70 @@ def _summary(server: EmbeddedRedis | None, redis_url: str, children: list[ChildS
         [c.name, c.proc.pid if c.proc else "-", redis_url, c.where] for c in children
     ]
     return "redcron is up\n" + table(("component", "pid", "redis", "details"), rows)
+
+
+def _wait_listening(child: ChildSpec, stopper: Stopper) -> None:
+    """Return once ``child`` accepts connections on its port (if it has one)."""
+    if child.port is None:
+        return
+    assert child.proc is not None
+    deadline = time.monotonic() + DASHBOARD_START_TIMEOUT
+    while not _port_in_use(child.port, DASHBOARD_HOST):
+        rc = child.proc.poll()
+        if rc is not None:
+            fail(f"{child.name} (pid {child.proc.pid}) exited with code {rc} before listening")
+        if stopper.event.is_set():
+            return  # Ctrl-C while starting: stop quietly
+        if time.monotonic() > deadline:
+            fail(
+                f"{child.name} (pid {child.proc.pid}) is not listening on port {child.port} "
+                f"after {DASHBOARD_START_TIMEOUT:.0f}s"
+            )
+        time.sleep(0.05)
+
+
+def _dashboard_access(app_path: str | None, redis_url: str, port: int) -> str:
+    """How to get in: a one-time login link, and the admin token for the API."""
+    app = build_app(app_path, redis_url)
+    try:
+        code = LoginLinks(app.broker).create()
+    finally:
+        app.close()
+    url = dashboard_url(port)
+    return (
+        f"dashboard  {url}\n"
+        f"log in     {url}login/once/{code}\n"
+        f"           (opens the dashboard logged in as admin; valid {LINK_TTL_S // 60} "
+        "minutes, once)\n"
+        f"API        the admin token is in {ADMIN_TOKEN_FILE} (mode 0600):\n"
+        f'           curl -H "Authorization: Bearer $(cat {ADMIN_TOKEN_FILE})" {url}v1/jobs'
+    )
+
+
+def write_admin_token(token: str, directory: Path | None = None) -> Path:
+    """Write ``token`` to ``.redcron/admin.token``, readable by its owner only."""
+    path = (Path.cwd() if directory is None else directory) / ADMIN_TOKEN_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    # 0600 from the start (never readable by others, not even for a moment); fchmod
+    # too, for a tmp file an earlier crash left with other bits
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        os.fchmod(f.fileno(), 0o600)
+        f.write(f"{token}\n")
+    tmp.replace(path)
+    return path
+
+
+def remove_admin_token(token: str, directory: Path | None = None) -> None:
+    """Remove the file :func:`write_admin_token` wrote, unless another ``up`` has
+    written its own since."""
+    path = (Path.cwd() if directory is None else directory) / ADMIN_TOKEN_FILE
+    try:
+        if path.read_text(encoding="utf-8").strip() == token:
+            path.unlink()
+    except OSError:
+        pass
 
 
 def _apply_jobs(app_path: str | None, redis_url: str, specs: list[Any]) -> None:
