@@ -47,7 +47,7 @@ def test_dashboard_in_a_browser(
     b.css("#token").send_keys("not-the-token")
     b.css("#login-submit").click()
     b.wait(lambda d: b.css(".error").is_displayed(), "the login error")
-    b.settle("login-refused")
+    b.settle("login-refused", expected_error=r"/login - .* status of 401")
     b.css("#token").clear()
     b.css("#token").send_keys(admin_token)
     b.css("#login-submit").click()

@@ -121,16 +121,22 @@ class Browser:
     def h1(self) -> str:
         return str(self.wait(lambda d: self.css("h1").text.strip(), "an <h1>"))
 
-    def settle(self, name: str) -> None:
-        """A page is shown: keep its screenshot and its console errors."""
+    def settle(self, name: str, expected_error: str | None = None) -> None:
+        """A page is shown: keep its screenshot and its console errors (but those
+        matching the regex ``expected_error``, e.g. the 401 of a refused login, which
+        Chromium logs as a failed resource)."""
         self.h1()
         self._shot_count += 1
         slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
         self.driver.save_screenshot(str(self.shots / f"{self._shot_count:02d}-{slug}.png"))
-        self.read_console()
+        self.read_console(expected_error)
 
-    def read_console(self) -> None:
+    def read_console(self, expected_error: str | None = None) -> None:
         """Keep the SEVERE console entries since the last read (reading drains them)."""
         for entry in self.driver.get_log("browser"):
-            if entry.get("level") == "SEVERE":
-                self.severe.append(f"{self.path()}: {entry.get('message')}")
+            message = str(entry.get("message"))
+            if entry.get("level") != "SEVERE":
+                continue
+            if expected_error and re.search(expected_error, message):
+                continue
+            self.severe.append(f"{self.path()}: {message}")
