@@ -1,0 +1,27 @@
+"""``/workers``: the live workers from the worker registry — host, pid,
+queues, slots, attempts running, last heartbeat."""
+
+from __future__ import annotations
+
+import flask
+
+from redcron.broker.workers import WorkerRegistry
+from redcron.dashboard.api import auth
+from redcron.dashboard.api.common import redcron_app
+from redcron.dashboard.ui import render
+from redcron.dashboard.ui.overview import serves_tenant
+
+bp = flask.Blueprint("workers", __name__)
+
+
+@bp.get("/workers")
+def index() -> flask.Response:
+    app = redcron_app()
+    only = auth.scope()
+    workers = [w for w in WorkerRegistry(app.broker).list() if serves_tenant(w, only)]
+    return render.page(
+        "workers.html",
+        title="Workers",
+        workers=render.paginate(workers),
+        now=app.jobs.server_now(),
+    )
