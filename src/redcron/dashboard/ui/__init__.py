@@ -30,6 +30,7 @@ from redcron.dashboard.ui import (
     tenants,
     workers,
 )
+from redcron.dashboard.ui.render import Reply
 from redcron.errors import Conflict, NotFound, QuotaExceeded, Rejected, ValidationError
 
 ui = flask.Blueprint(
@@ -64,7 +65,7 @@ SECURITY_HEADERS = {
 
 
 @ui.before_request
-def load_identity() -> flask.Response | None:
+def load_identity() -> Reply | None:
     session.ensure_secret()
     endpoint = flask.request.endpoint or ""
     if flask.request.method in session.UNSAFE_METHODS and not session.csrf_ok():
@@ -80,13 +81,13 @@ def load_identity() -> flask.Response | None:
         if render.is_live():
             return flask.Response("log in again\n", status=401, mimetype="text/plain")
         target = flask.request.full_path.rstrip("?")
-        return flask.redirect(flask.url_for("ui.login.form", next=target), code=303)
+        return render.go("ui.login.form", next=target)
     flask.g.identity = who
     return None
 
 
 @ui.after_request
-def security_headers(response: flask.Response) -> flask.Response:
+def security_headers(response: flask.Response) -> Reply:
     for key, value in SECURITY_HEADERS.items():
         response.headers.setdefault(key, value)
     if response.mimetype == "text/html":
@@ -99,42 +100,42 @@ def identity_context() -> dict[str, Any]:
     return {"who": flask.g.get("identity")}
 
 
-def error_page(status: int, message: str) -> flask.Response:
+def error_page(status: int, message: str) -> Reply:
     return render.page("error.html", title=f"Error {status}", status=status, message=message)
 
 
 @ui.errorhandler(NotFound)
-def not_found(exc: NotFound) -> flask.Response:
+def not_found(exc: NotFound) -> Reply:
     return error_page(404, str(exc))
 
 
 @ui.errorhandler(ValidationError)
-def invalid(exc: ValidationError) -> flask.Response:
+def invalid(exc: ValidationError) -> Reply:
     return error_page(400, str(exc))
 
 
 @ui.errorhandler(ApiError)
-def api_error(exc: ApiError) -> flask.Response:
+def api_error(exc: ApiError) -> Reply:
     return error_page(exc.status, f"{exc.field}: {exc.message}" if exc.field else exc.message)
 
 
 @ui.errorhandler(Conflict)
-def conflict(exc: Conflict) -> flask.Response:
+def conflict(exc: Conflict) -> Reply:
     return error_page(409, str(exc))
 
 
 @ui.errorhandler(QuotaExceeded)
-def quota(exc: QuotaExceeded) -> flask.Response:
+def quota(exc: QuotaExceeded) -> Reply:
     return error_page(429, str(exc))
 
 
 @ui.errorhandler(Rejected)
-def rejected(exc: Rejected) -> flask.Response:
+def rejected(exc: Rejected) -> Reply:
     return error_page(400, str(exc))
 
 
 @ui.errorhandler(HTTPException)
-def http_error(exc: HTTPException) -> flask.Response:
+def http_error(exc: HTTPException) -> Reply:
     return error_page(exc.code or 500, exc.description or exc.name or "error")
 
 

@@ -11,6 +11,7 @@ from redcron.broker import Broker
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
+from redcron.dashboard.ui.render import Reply
 from redcron.model import DlqEntry, validation
 
 bp = flask.Blueprint("dlq", __name__)
@@ -36,7 +37,7 @@ def _filter() -> tuple[str | None, str | None]:
 
 
 @bp.get("/dlq")
-def index() -> flask.Response:
+def index() -> Reply:
     tenant, name = _filter()
     count = SCAN_LIMIT if name else min(render.wanted(), SCAN_LIMIT)
     found = entries(tenant, name, count)
@@ -51,16 +52,16 @@ def index() -> flask.Response:
 
 
 @bp.post("/dlq/replay")
-def replay() -> flask.Response:
+def replay() -> Reply:
     return _act(Broker.dlq_replay, "replayed", "back on their queues with a fresh retry budget")
 
 
 @bp.post("/dlq/discard")
-def discard() -> flask.Response:
+def discard() -> Reply:
     return _act(Broker.dlq_discard, "discarded", "ended cancelled")
 
 
-def _act(action: Callable[[Broker, Sequence[str]], int], verb: str, what: str) -> flask.Response:
+def _act(action: Callable[[Broker, Sequence[str]], int], verb: str, what: str) -> Reply:
     """Apply ``action`` to the chosen entries: a row's button (``one``), the
     ticked boxes (``ids``) or every entry of the filter (``all``)."""
     tenant, name = _filter()
@@ -82,6 +83,4 @@ def _act(action: Callable[[Broker, Sequence[str]], int], verb: str, what: str) -
         if missed:
             message += f"; {missed} no longer in the DLQ (replayed or discarded meanwhile)"
         flask.flash(message, "error" if missed and not done else "info")
-    return flask.redirect(
-        flask.url_for("ui.dlq.index", tenant=tenant or None, name=name or None), code=303
-    )
+    return render.go("ui.dlq.index", tenant=tenant or None, name=name or None)

@@ -15,6 +15,7 @@ from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
 from redcron.dashboard.ui.charts import durations_svg
+from redcron.dashboard.ui.render import Reply
 from redcron.errors import ValidationError
 from redcron.model import JobRecord, RunRecord, validation
 from redcron.schedule.triggers import Trigger, make_trigger
@@ -41,7 +42,7 @@ def schedule_words(job: JobRecord) -> str:
 
 
 @bp.get("/jobs")
-def index() -> flask.Response:
+def index() -> Reply:
     jobs = redcron_app().jobs
     args = flask.request.args
     tenant = args.get("tenant") or None
@@ -72,7 +73,7 @@ def index() -> flask.Response:
 
 
 @bp.get("/jobs/<job_id>")
-def show(job_id: str) -> flask.Response:
+def show(job_id: str) -> Reply:
     store = redcron_app().jobs
     job = auth.job(job_id)
     now = store.server_now()
@@ -114,24 +115,24 @@ def _pretty(spec: str) -> str:
 
 
 @bp.post("/jobs/<job_id>/pause")
-def pause(job_id: str) -> flask.Response:
+def pause(job_id: str) -> Reply:
     job = auth.job(job_id)
     JobStore.pause(redcron_app().jobs, job.tenant, job.name)
     flask.flash(f"paused {job.tenant}/{job.name}: it fires no more until resumed")
-    return flask.redirect(flask.url_for("ui.jobs.show", job_id=job.id), code=303)
+    return render.go("ui.jobs.show", job_id=job.id)
 
 
 @bp.post("/jobs/<job_id>/resume")
-def resume(job_id: str) -> flask.Response:
+def resume(job_id: str) -> Reply:
     job = auth.job(job_id)
     JobStore.resume(redcron_app().jobs, job.tenant, job.name)
     flask.flash(f"resumed {job.tenant}/{job.name}")
-    return flask.redirect(flask.url_for("ui.jobs.show", job_id=job.id), code=303)
+    return render.go("ui.jobs.show", job_id=job.id)
 
 
 @bp.post("/jobs/<job_id>/trigger")
-def trigger(job_id: str) -> flask.Response:
+def trigger(job_id: str) -> Reply:
     job = auth.job(job_id)
     run_id = redcron_app().jobs.trigger(job.tenant, job.name)
     flask.flash(f"started run {run_id}")
-    return flask.redirect(flask.url_for("ui.runs.show", run_id=run_id), code=303)
+    return render.go("ui.runs.show", run_id=run_id)

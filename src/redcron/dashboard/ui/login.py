@@ -5,6 +5,7 @@ from __future__ import annotations
 import flask
 
 from redcron.dashboard.ui import render, session
+from redcron.dashboard.ui.render import Reply
 
 bp = flask.Blueprint("login", __name__)
 
@@ -13,13 +14,13 @@ PUBLIC_ENDPOINTS = frozenset({"ui.login.form", "ui.login.submit", "ui.login.once
 
 
 @bp.get("/login")
-def form() -> flask.Response:
+def form() -> Reply:
     session.csrf_token()  # the login form itself carries one
     return render.page("login.html", title="Log in", next=flask.request.args.get("next", ""))
 
 
 @bp.post("/login")
-def submit() -> flask.Response:
+def submit() -> Reply:
     target = flask.request.form.get("next", "")
     who = session.login_with_token(flask.request.form.get("token", ""))
     if isinstance(who, str):
@@ -29,7 +30,7 @@ def submit() -> flask.Response:
 
 
 @bp.get("/login/once/<code>")
-def once(code: str) -> flask.Response:
+def once(code: str) -> Reply:
     who = session.login_with_link(code)
     if who is None:
         session.csrf_token()
@@ -42,10 +43,10 @@ def once(code: str) -> flask.Response:
             next="",
         )
     session.start(who)
-    return flask.redirect(flask.url_for("ui.overview.index"), code=303)
+    return render.go("ui.overview.index")
 
 
 @bp.post("/logout")
-def logout() -> flask.Response:
+def logout() -> Reply:
     session.end()
-    return flask.redirect(flask.url_for("ui.login.form"), code=303)
+    return render.go("ui.login.form")

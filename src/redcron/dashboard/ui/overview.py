@@ -13,6 +13,7 @@ from redcron.broker.workers import WorkerRegistry
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
+from redcron.dashboard.ui.render import Reply
 from redcron.keys import PRIORITIES
 from redcron.model import WorkerInfo
 
@@ -66,7 +67,7 @@ def recent(only: str | None) -> dict[str, Any]:
 
 
 @bp.get("/")
-def index() -> flask.Response:
+def index() -> Reply:
     app = redcron_app()
     only = auth.scope()
     rows = tenant_rows()

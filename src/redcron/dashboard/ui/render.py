@@ -11,10 +11,15 @@ from typing import Any, Generic, TypeVar
 
 import flask
 from markupsafe import Markup, escape
+from werkzeug.wrappers import Response
 
 from redcron.dashboard.ui import session
+from redcron.dashboard.ui.charts import format_seconds
 
 T = TypeVar("T")
+
+#: what a page view answers (a page, or a redirect after a form)
+Reply = Response
 
 #: request header app.js sends when it refreshes a page's live part
 LIVE_HEADER = "X-Redcron-Live"
@@ -28,14 +33,19 @@ def is_live() -> bool:
     return flask.request.headers.get(LIVE_HEADER) == "1"
 
 
-def page(template: str, title: str, status: int = 200, **context: Any) -> flask.Response:
+def page(template: str, title: str, status: int = 200, **context: Any) -> Reply:
     """Render ``ui/<template>``: the whole page, or only its ``live`` block when
     app.js asks for a refresh."""
     html = flask.render_template(
         f"ui/{template}", title=title, live_only=is_live(), refresh_ms=REFRESH_MS, **context
     )
-    response = flask.make_response(html, status)
+    response: Reply = flask.make_response(html, status)
     return response
+
+
+def go(endpoint: str, anchor: str | None = None, **values: Any) -> Reply:
+    """303 See Other to a page (after a form): a reload does not post again."""
+    return flask.redirect(flask.url_for(endpoint, _anchor=anchor, **values), code=303)
 
 
 @dataclass(frozen=True)
@@ -92,7 +102,8 @@ def url_with(**changes: Any) -> str:
             args.pop(key, None)
         else:
             args[key] = str(value)
-    return flask.url_for(flask.request.endpoint or "ui.overview.index", **(flask.request.view_args or {}), **args)
+    values: dict[str, Any] = {**(flask.request.view_args or {}), **args}
+    return flask.url_for(flask.request.endpoint or "ui.overview.index", **values)
 
 
 def when(value: datetime | None, empty: str = "—") -> Markup:
@@ -106,17 +117,7 @@ def when(value: datetime | None, empty: str = "—") -> Markup:
 
 
 def duration(seconds: float | None, empty: str = "—") -> str:
-    if seconds is None:
-        return empty
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, sec = divmod(int(round(seconds)), 60)
-    if minutes < 60:
-        return f"{minutes} min {sec} s" if sec else f"{minutes} min"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    return empty if seconds is None else format_seconds(seconds)
 
 
 def between(start: datetime | None, end: datetime | None) -> float | None:

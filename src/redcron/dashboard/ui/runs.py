@@ -14,6 +14,7 @@ from redcron.dashboard.api import runs as api_runs
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
 from redcron.dashboard.ui.charts import DagNode, dag_svg
+from redcron.dashboard.ui.render import Reply
 from redcron.model import ExpiredTask, RunRecord, TaskRecord
 from redcron.model.states import RUN_ACTIVE, TASK_TERMINAL, TaskState
 
@@ -48,7 +49,7 @@ def nodes(run: RunRecord) -> list[DagNode]:
 
 
 @bp.get("/runs/<run_id>")
-def show(run_id: str) -> flask.Response:
+def show(run_id: str) -> Reply:
     run = auth.run(run_id)
     by_name = {
         (t.task if isinstance(t, ExpiredTask) else (t.task or t.name)): t for t in run.tasks or ()
@@ -73,29 +74,28 @@ def show(run_id: str) -> flask.Response:
     )
 
 
-def _back(run_id: str, task: str | None = None) -> flask.Response:
+def _back(run_id: str, task: str | None = None) -> Reply:
     if task is None:
-        return flask.redirect(flask.url_for("ui.runs.show", run_id=run_id), code=303)
-    target = flask.url_for("ui.runs.show", run_id=run_id, task=task) + "#task"
-    return flask.redirect(target, code=303)
+        return render.go("ui.runs.show", run_id=run_id)
+    return render.go("ui.runs.show", anchor="task", run_id=run_id, task=task)
 
 
 @bp.post("/runs/<run_id>/cancel")
-def cancel(run_id: str) -> flask.Response:
+def cancel(run_id: str) -> Reply:
     run = api_runs.cancel_run(run_id)
     flask.flash(f"cancel requested: run is {run.state}")
     return _back(run_id)
 
 
 @bp.post("/runs/<run_id>/tasks/<name>/cancel")
-def cancel_task(run_id: str, name: str) -> flask.Response:
+def cancel_task(run_id: str, name: str) -> Reply:
     api_runs.cancel_task(run_id, name)
     flask.flash(f"cancel requested for task {name}")
     return _back(run_id, name)
 
 
 @bp.post("/runs/<run_id>/tasks/<name>/retry")
-def retry_task(run_id: str, name: str) -> flask.Response:
+def retry_task(run_id: str, name: str) -> Reply:
     api_runs.retry_task(run_id, name)
     flask.flash(f"task {name} will run again")
     return _back(run_id, name)

@@ -10,6 +10,7 @@ from redcron.broker.tasklist import TaskFilter, list_tasks
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
+from redcron.dashboard.ui.render import Reply
 from redcron.dashboard.ui.runs import attempt_logs
 from redcron.errors import ValidationError
 from redcron.model import validation
@@ -21,19 +22,20 @@ STATES = tuple(s.value for s in TaskState)
 
 
 @bp.get("/tasks")
-def index() -> flask.Response:
+def index() -> Reply:
     args = flask.request.args
     task_id = (args.get("id") or "").strip()
     if task_id:
         # an exact id: straight to the task (404 page if unknown or another tenant's)
         auth.task(task_id)
-        return flask.redirect(flask.url_for("ui.tasks.show", task_id=task_id), code=303)
+        return render.go("ui.tasks.show", task_id=task_id)
     tenant = args.get("tenant") or None
     if tenant is not None:
         validation.name("tenant", tenant)
     state = args.get("state") or None
     if state is not None and state not in STATES:
-        raise ValidationError("state", f"{state!r} is not a task state; states: {', '.join(STATES)}")
+        known = ", ".join(STATES)
+        raise ValidationError("state", f"{state!r} is not a task state; states: {known}")
     name = (args.get("name") or "").strip() or None
     if tenant is not None and not auth.may_see(tenant):
         found = []
@@ -53,7 +55,7 @@ def index() -> flask.Response:
 
 
 @bp.get("/tasks/<path:task_id>")  # a run's task ids hold a slash: <run>/<task>
-def show(task_id: str) -> flask.Response:
+def show(task_id: str) -> Reply:
     task = auth.task(task_id)
     return render.page(
         "task.html",
@@ -65,8 +67,8 @@ def show(task_id: str) -> flask.Response:
 
 
 @bp.post("/tasks/<path:task_id>/cancel")
-def cancel(task_id: str) -> flask.Response:
+def cancel(task_id: str) -> Reply:
     task = auth.task(task_id)
     outcome = redcron_app().broker.cancel(task.id)
     flask.flash(f"cancel {task.id}: {outcome}")
-    return flask.redirect(flask.url_for("ui.tasks.show", task_id=task.id), code=303)
+    return render.go("ui.tasks.show", task_id=task.id)

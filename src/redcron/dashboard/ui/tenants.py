@@ -12,6 +12,7 @@ import flask
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
+from redcron.dashboard.ui.render import Reply
 from redcron.errors import ValidationError
 from redcron.keys import PRIORITIES
 from redcron.model import validation
@@ -32,19 +33,19 @@ HELP = {
 
 
 @bp.get("/tenants")
-def index() -> flask.Response:
+def index() -> Reply:
     statuses = [s for s in redcron_app().tenants.list() if auth.may_see(s.tenant)]
     return render.page("tenants.html", title="Tenants", tenants=render.paginate(statuses))
 
 
 @bp.get("/tenants/<tenant>")
-def show(tenant: str) -> flask.Response:
+def show(tenant: str) -> Reply:
     validation.name("tenant", tenant)
     auth.tenant_path(tenant)
     return render.page(
         "tenant.html",
         title=f"Tenant {tenant}",
-        status=redcron_app().tenants.show(tenant),
+        tenant_status=redcron_app().tenants.show(tenant),
         fields=SETTINGS_FIELDS,
         help=HELP,
         classes=PRIORITIES,
@@ -73,13 +74,11 @@ def changes_from_form(form: Any) -> dict[str, Any]:
 
 
 @bp.post("/tenants/<tenant>")
-def update(tenant: str) -> flask.Response:
+def update(tenant: str) -> Reply:
     validation.name("tenant", tenant)
     auth.tenant_path(tenant)
     auth.admin_only("changing tenant settings")
     changes = changes_from_form(flask.request.form)
     redcron_app().tenants.set(tenant, **changes)
-    flask.flash(
-        f"saved {', '.join(sorted(changes))} of {tenant}" if changes else "nothing changed"
-    )
-    return flask.redirect(flask.url_for("ui.tenants.show", tenant=tenant), code=303)
+    flask.flash(f"saved {', '.join(sorted(changes))} of {tenant}" if changes else "nothing changed")
+    return render.go("ui.tenants.show", tenant=tenant)

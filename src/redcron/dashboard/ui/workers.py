@@ -10,12 +10,13 @@ from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
 from redcron.dashboard.ui.overview import serves_tenant
+from redcron.dashboard.ui.render import Reply
 
 bp = flask.Blueprint("workers", __name__)
 
 
 @bp.get("/workers")
-def index() -> flask.Response:
+def index() -> Reply:
     app = redcron_app()
     only = auth.scope()
     workers = [w for w in WorkerRegistry(app.broker).list() if serves_tenant(w, only)]
