@@ -53,11 +53,11 @@ def create_app(
         REDCRON_RETRY_AFTER_S=RETRY_AFTER_S,
     )
     web.config[ADMIN_DIGEST] = digest(admin_token) if admin_token else None
+    init_ui(web)
     web.config.update(config)
     web.extensions[EXTENSION] = app
     web.register_blueprint(api)
     init_metrics(web, app, metrics_token)
-    init_ui(web)
     register_error_handlers(web)
     return web
 

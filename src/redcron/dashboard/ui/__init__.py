@@ -66,7 +66,6 @@ SECURITY_HEADERS = {
 
 @ui.before_request
 def load_identity() -> Reply | None:
-    session.ensure_secret()
     endpoint = flask.request.endpoint or ""
     if flask.request.method in session.UNSAFE_METHODS and not session.csrf_ok():
         return error_page(

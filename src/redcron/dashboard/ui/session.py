@@ -21,11 +21,14 @@ from datetime import timedelta
 from typing import Any
 
 import flask
+from flask.sessions import SecureCookieSessionInterface
+from itsdangerous import URLSafeTimedSerializer
 
+from redcron.app import App
 from redcron.broker.logins import LoginLinks
 from redcron.broker.tokens import TokenStore
 from redcron.dashboard.api import auth
-from redcron.dashboard.api.common import redcron_app
+from redcron.dashboard.api.common import EXTENSION, redcron_app
 from redcron.errors import NotFound
 
 #: how long a login lasts without being renewed by use
@@ -36,18 +39,25 @@ CSRF_HEADER = "X-CSRF-Token"
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
+class RedisSecretSessions(SecureCookieSessionInterface):
+    """Flask's signed-cookie sessions, signed with the secret kept in Redis
+    (read on the first request, unless ``SECRET_KEY`` is configured)."""
+
+    def get_signing_serializer(self, app: flask.Flask) -> URLSafeTimedSerializer | None:
+        if not app.secret_key:
+            redcron: App = app.extensions[EXTENSION]
+            app.secret_key = LoginLinks(redcron.broker).session_secret()
+        return super().get_signing_serializer(app)
+
+
 def configure(web: flask.Flask) -> None:
-    """Cookie settings; the signing secret comes from Redis on first use."""
-    web.config.setdefault("SESSION_COOKIE_NAME", COOKIE_NAME)
-    web.config.setdefault("SESSION_COOKIE_HTTPONLY", True)
-    web.config.setdefault("SESSION_COOKIE_SAMESITE", "Lax")
-    web.config.setdefault("PERMANENT_SESSION_LIFETIME", SESSION_LIFETIME)
-
-
-def ensure_secret() -> None:
-    web = flask.current_app
-    if not web.secret_key:
-        web.secret_key = LoginLinks(redcron_app().broker).session_secret()
+    """Cookie settings (``create_app``'s config may override them later); the
+    signing secret comes from Redis on first use."""
+    web.session_interface = RedisSecretSessions()
+    web.config["SESSION_COOKIE_NAME"] = COOKIE_NAME
+    web.config["SESSION_COOKIE_HTTPONLY"] = True
+    web.config["SESSION_COOKIE_SAMESITE"] = "Lax"
+    web.config["PERMANENT_SESSION_LIFETIME"] = SESSION_LIFETIME
 
 
 def _admin_fingerprint() -> str | None:
