@@ -6,6 +6,7 @@ every form, and tenant isolation on every page."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -364,6 +365,22 @@ def test_tenants_pages_and_the_settings_form(app: App, admin: FlaskClient) -> No
     bad = post(admin, f"/tenants/{MINE}", max_in_flight="lots")
     assert bad.status_code == 400 and "max_in_flight" in text(bad)
     assert app.tenants.get(MINE).max_in_flight == 5
+
+
+def test_workers_page_lists_what_each_worker_runs(
+    app: App, admin: FlaskClient, start_worker: Callable[..., Worker]
+) -> None:
+    @app.task(name="ui.slow", tenant=MINE)
+    def slow() -> None:
+        time.sleep(3)
+
+    handle = slow.enqueue()
+    worker = start_worker()
+    wait_for(lambda: handle.state == "running", 20)
+    page = text(admin.get("/workers"))
+    row = re.search(rf'<tr data-worker-id="{re.escape(worker.id)}">(.*?)</tr>', page, re.S)
+    assert row is not None and f'/tasks/{handle.id}"' in row.group(1)
+    assert "ui.slow" in row.group(1)
 
 
 def test_workers_page_lists_the_registry(app: App, admin: FlaskClient) -> None:

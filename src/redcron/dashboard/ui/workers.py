@@ -1,10 +1,11 @@
 """``/workers``: the live workers from the worker registry — host, pid,
-queues, slots, attempts running, last heartbeat."""
+queues, slots, the tasks each is running, last heartbeat."""
 
 from __future__ import annotations
 
 import flask
 
+from redcron.broker.inspect import running_by_worker
 from redcron.broker.workers import WorkerRegistry
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
@@ -24,5 +25,6 @@ def index() -> Reply:
         "workers.html",
         title="Workers",
         workers=render.paginate(workers),
+        running=running_by_worker(app.broker, only),
         now=app.jobs.server_now(),
     )
