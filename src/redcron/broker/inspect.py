@@ -11,9 +11,10 @@ Delayed and DLQ are read entry by entry (their entries name the queue), up to
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from redcron.keys import GROUP, PRIORITIES
+from redcron.keys import GROUP, PRIORITIES, shard_of
 from redcron.model import QueueLoad, WorkerInfo
 from redcron.serde import text as _s
 
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
 
 #: timers per shard and DLQ entries per tenant read to split counts by queue
 SCAN_LIMIT = 10_000
+#: leases read per tenant to list what each worker is running
+RUNNING_LIMIT = 1_000
 
 
 def serves(worker: WorkerInfo, tenant: str, queue: str) -> bool:
@@ -83,3 +86,66 @@ def queue_loads(broker: Broker, workers: Sequence[WorkerInfo]) -> list[QueueLoad
                 )
             )
     return sorted(rows, key=lambda r: (r.tenant, r.queue, r.shard))
+
+
+def ready_by_class(broker: Broker, tenant: str | None = None) -> dict[tuple[str, str], int]:
+    """Ready entries per (tenant, priority class), over all queues; ``tenant``:
+    read only that tenant (on its shard).  One pipelined round trip per shard."""
+    client, keys = broker.client, broker.keys
+    shards = [shard_of(tenant, broker.shards)] if tenant else list(range(broker.shards))
+    out: dict[tuple[str, str], int] = {}
+    for shard in shards:
+        if tenant:
+            tenants = [tenant]
+        else:
+            tenants = sorted(_s(t) for t in client.smembers(keys.tenants(shard)))
+        queues = sorted(_s(q) for q in client.smembers(keys.queues(shard)))
+        streams = [
+            (t, p, keys.q(shard, q, t, p)) for t in tenants for q in queues for p in PRIORITIES
+        ]
+        counts = broker.ready_counts([key for _t, _p, key in streams])
+        for (t, p, _key), n in zip(streams, counts, strict=True):
+            out[(t, p)] = out.get((t, p), 0) + n
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Running:
+    """A leased task instance, as the Workers page lists it under its worker."""
+
+    id: str
+    name: str
+    tenant: str
+    state: str
+
+
+def running_by_worker(
+    broker: Broker, tenant: str | None = None, limit: int = RUNNING_LIMIT
+) -> dict[str, list[Running]]:
+    """Worker id -> the instances it holds a valid lease on (from each tenant's
+    lease set; at most ``limit`` per tenant).  Two round trips per shard."""
+    client, keys = broker.client, broker.keys
+    shards = [shard_of(tenant, broker.shards)] if tenant else list(range(broker.shards))
+    out: dict[str, list[Running]] = {}
+    for shard in shards:
+        if tenant:
+            tenants = [tenant]
+        else:
+            tenants = sorted(_s(t) for t in client.smembers(keys.tenants(shard)))
+        pipe = client.pipeline(transaction=False)
+        for t in tenants:
+            pipe.zrange(keys.tleases(shard, t), 0, limit - 1)
+        leased = [
+            (t, _s(iid)) for t, ids in zip(tenants, pipe.execute(), strict=True) for iid in ids
+        ]
+        if not leased:
+            continue
+        pipe = client.pipeline(transaction=False)
+        for _t, iid in leased:
+            pipe.hmget(keys.ti(shard, iid), ["worker", "name", "state"])
+        for (t, iid), (worker, name, state) in zip(leased, pipe.execute(), strict=True):
+            if worker:
+                out.setdefault(_s(worker), []).append(
+                    Running(iid, _s(name or b""), t, _s(state or b""))
+                )
+    return out

@@ -1,4 +1,5 @@
-"""``redcron dashboard``: the REST API (``/v1``) served by waitress."""
+"""``redcron dashboard``: the HTML dashboard (``/``), the REST API (``/v1``) and
+``/metrics``, served by waitress."""
 
 from __future__ import annotations
 
@@ -42,9 +43,11 @@ def dashboard(
     app_path: str | None,
     redis_url: str | None,
 ) -> None:
-    """Serve the REST API (/v1) with waitress.
+    """Serve the dashboard (/), the REST API (/v1) and /metrics with waitress.
 
-    Every request but GET /v1/openapi.json needs Authorization: Bearer <token>:
+    The dashboard's login page takes the admin token or a tenant token (a
+    tenant sees only its own tenant).  Every API request but
+    GET /v1/openapi.json needs Authorization: Bearer <token>:
     the admin token, or one from `redcron tenants token create` or
     `redcron workers token create`.  POST /v1/tasks enqueues tasks registered
     on the app given with -A.  GET /metrics is Prometheus text (see
@@ -56,7 +59,7 @@ def dashboard(
     for where in listening(server):
         click.echo(
             f"redcron dashboard listening on {where} "
-            "(API: /v1, /v1/openapi.json; metrics: /metrics)"
+            "(dashboard: /, API: /v1, /v1/openapi.json, metrics: /metrics)"
         )
     sys.stdout.flush()
     try:

@@ -1,6 +1,7 @@
 """The web face of redcron: a Flask app over one :class:`redcron.App`.
 
-``api/`` is the JSON API under ``/v1``; ``metrics.py`` serves ``GET /metrics``
+``api/`` is the JSON API under ``/v1``; ``ui/`` the HTML dashboard at ``/``
+(templates and static files beside it); ``metrics.py`` serves ``GET /metrics``
 (Prometheus).  The dashboard talks to Redis only
 through the App and its stores (``app.jobs``, ``app.tenants``, ``app.broker``
 public methods), like the CLI.
@@ -18,6 +19,7 @@ from redcron.dashboard.api import api
 from redcron.dashboard.api.auth import ADMIN_DIGEST
 from redcron.dashboard.api.common import EXTENSION, register_error_handlers
 from redcron.dashboard.metrics import init_metrics
+from redcron.dashboard.ui import init_ui
 
 #: request bodies above this many bytes are refused with 413
 MAX_BODY_BYTES = 1024 * 1024
@@ -31,7 +33,8 @@ def create_app(
     metrics_token: str | None = None,
     **config: Any,
 ) -> flask.Flask:
-    """A Flask application serving ``app``'s jobs, runs, tasks and tenants.
+    """A Flask application serving ``app``'s jobs, runs, tasks and tenants:
+    the HTML dashboard, the JSON API and ``GET /metrics``.
 
     Args:
         app: the redcron App (its settings say which Redis; its registered
@@ -40,8 +43,9 @@ def create_app(
             only).  None: only tenant and worker tokens (``TokenStore``) work.
         metrics_token: the bearer token ``GET /metrics`` requires.  None: the
             endpoint is open, as scrape targets usually are (firewall it).
-        config: Flask config overrides, e.g. ``MAX_CONTENT_LENGTH`` or
-            ``REDCRON_RETRY_AFTER_S``.
+        config: Flask config overrides, e.g. ``MAX_CONTENT_LENGTH``,
+            ``REDCRON_RETRY_AFTER_S``, ``SECRET_KEY`` (default: a secret kept in
+            Redis, shared by replicas) or ``SESSION_COOKIE_SECURE`` (behind HTTPS).
     """
     web = flask.Flask(__name__)
     web.config.update(
@@ -49,6 +53,7 @@ def create_app(
         REDCRON_RETRY_AFTER_S=RETRY_AFTER_S,
     )
     web.config[ADMIN_DIGEST] = digest(admin_token) if admin_token else None
+    init_ui(web)
     web.config.update(config)
     web.extensions[EXTENSION] = app
     web.register_blueprint(api)

@@ -135,15 +135,14 @@ def get_run(run_id: str) -> flask.Response:
     return flask.jsonify(run_json(auth.run(run_id)))
 
 
-@bp.post("/runs/<run_id>/cancel")
-def cancel_run(run_id: str) -> flask.Response:
-    only(body(required=False), set())
+def cancel_run(run_id: str) -> RunRecord:
+    """Cancel a run the caller may see; 409 if it already ended.  Shared with the dashboard."""
     jobs = redcron_app().jobs
     run = auth.run(run_id)
     if run.state not in RUN_ACTIVE:
         raise ApiError(409, "conflict", f"run {run_id} already ended {run.state}")
     jobs.cancel_run(run_id)
-    return flask.jsonify(run_json(jobs.run(run_id)))
+    return jobs.run(run_id)
 
 
 def _run_task(run_id: str, name: str) -> TaskRecord:
@@ -153,24 +152,40 @@ def _run_task(run_id: str, name: str) -> TaskRecord:
     return redcron_app().broker.task_info(f"{run_id}/{name}")
 
 
-@bp.post("/runs/<run_id>/tasks/<name>/cancel")
-def cancel_task(run_id: str, name: str) -> flask.Response:
-    only(body(required=False), set())
+def cancel_task(run_id: str, name: str) -> RunRecord:
+    """Cancel one task of a run (a dead one leaves the DLQ); 409 if it already ended."""
     task = _run_task(run_id, name)
     # dead work still sits in the DLQ: cancelling takes it out
     if task.state in TASK_TERMINAL and task.state != TaskState.DEAD:
         raise ApiError(409, "conflict", f"task {name} of run {run_id} already ended {task.state}")
     redcron_app().broker.cancel(task.id)
-    return flask.jsonify(run_json(redcron_app().jobs.run(run_id)))
+    return redcron_app().jobs.run(run_id)
 
 
-@bp.post("/runs/<run_id>/tasks/<name>/retry")
-def retry_task(run_id: str, name: str) -> flask.Response:
-    only(body(required=False), set())
+def retry_task(run_id: str, name: str) -> RunRecord:
+    """Run one task of a run again (and what waits on it); 409 if its upstream failed."""
     _run_task(run_id, name)
     jobs = redcron_app().jobs
     if jobs.retry_run(run_id, [name]) == 0:
         raise ApiError(
             409, "conflict", f"task {name} of run {run_id} cannot run: its upstream failed"
         )
-    return flask.jsonify(run_json(jobs.run(run_id)))
+    return jobs.run(run_id)
+
+
+@bp.post("/runs/<run_id>/cancel")
+def cancel_run_route(run_id: str) -> flask.Response:
+    only(body(required=False), set())
+    return flask.jsonify(run_json(cancel_run(run_id)))
+
+
+@bp.post("/runs/<run_id>/tasks/<name>/cancel")
+def cancel_task_route(run_id: str, name: str) -> flask.Response:
+    only(body(required=False), set())
+    return flask.jsonify(run_json(cancel_task(run_id, name)))
+
+
+@bp.post("/runs/<run_id>/tasks/<name>/retry")
+def retry_task_route(run_id: str, name: str) -> flask.Response:
+    only(body(required=False), set())
+    return flask.jsonify(run_json(retry_task(run_id, name)))

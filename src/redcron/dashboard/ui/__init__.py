@@ -1,0 +1,148 @@
+"""The HTML dashboard: server-rendered pages over the same stores as the API.
+
+One blueprint per page module (overview, jobs, runs, dlq, tenants, workers,
+tasks, login), nested in :data:`ui` at ``/``.  Before each request the
+session's identity becomes ``flask.g.identity`` (so the API's ``auth``
+helpers decide what a tenant may see, exactly as for the API), requests with
+no session go to the login page, and state-changing requests without the
+session's CSRF token are refused.  Templates live in ``../templates/ui``,
+static files (``app.js``, CSS) in ``../static``; nothing is fetched from
+elsewhere.  ``charts.py`` draws the SVG charts and the run DAG.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flask
+from werkzeug.exceptions import HTTPException
+
+from redcron.dashboard.api.common import ApiError
+from redcron.dashboard.ui import (
+    dlq,
+    jobs,
+    login,
+    overview,
+    render,
+    runs,
+    session,
+    tasks,
+    tenants,
+    workers,
+)
+from redcron.dashboard.ui.render import Reply
+from redcron.errors import Conflict, NotFound, QuotaExceeded, Rejected, ValidationError
+
+ui = flask.Blueprint(
+    "ui",
+    __name__,
+    template_folder="../templates",
+    static_folder="../static",
+    static_url_path="/static",
+)
+for part in (
+    login.bp,
+    overview.bp,
+    jobs.bp,
+    runs.bp,
+    dlq.bp,
+    tenants.bp,
+    workers.bp,
+    tasks.bp,
+):
+    ui.register_blueprint(part)
+
+#: sent with every page: nothing but this site's own scripts, styles and frames
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+
+
+@ui.before_request
+def load_identity() -> Reply | None:
+    endpoint = flask.request.endpoint or ""
+    if flask.request.method in session.UNSAFE_METHODS and not session.csrf_ok():
+        return error_page(
+            400,
+            "This form expired or did not come from this dashboard (no valid CSRF token). "
+            "Reload the page and try again.",
+        )
+    if endpoint in login.PUBLIC_ENDPOINTS:
+        return None
+    who = session.identity()
+    if who is None:
+        if render.is_live():
+            return flask.Response("log in again\n", status=401, mimetype="text/plain")
+        target = flask.request.full_path.rstrip("?")
+        return render.go("ui.login.form", next=target)
+    flask.g.identity = who
+    return None
+
+
+@ui.after_request
+def security_headers(response: flask.Response) -> Reply:
+    for key, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(key, value)
+    if response.mimetype == "text/html":
+        response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+@ui.context_processor
+def identity_context() -> dict[str, Any]:
+    return {"who": flask.g.get("identity")}
+
+
+def error_page(status: int, message: str) -> Reply:
+    return render.page("error.html", title=f"Error {status}", status=status, message=message)
+
+
+@ui.errorhandler(NotFound)
+def not_found(exc: NotFound) -> Reply:
+    return error_page(404, str(exc))
+
+
+@ui.errorhandler(ValidationError)
+def invalid(exc: ValidationError) -> Reply:
+    return error_page(400, str(exc))
+
+
+@ui.errorhandler(ApiError)
+def api_error(exc: ApiError) -> Reply:
+    return error_page(exc.status, f"{exc.field}: {exc.message}" if exc.field else exc.message)
+
+
+@ui.errorhandler(Conflict)
+def conflict(exc: Conflict) -> Reply:
+    return error_page(409, str(exc))
+
+
+@ui.errorhandler(QuotaExceeded)
+def quota(exc: QuotaExceeded) -> Reply:
+    return error_page(429, str(exc))
+
+
+@ui.errorhandler(Rejected)
+def rejected(exc: Rejected) -> Reply:
+    return error_page(400, str(exc))
+
+
+@ui.errorhandler(HTTPException)
+def http_error(exc: HTTPException) -> Reply:
+    return error_page(exc.code or 500, exc.description or exc.name or "error")
+
+
+def init_ui(web: flask.Flask) -> None:
+    """Mount the dashboard pages on ``web``."""
+    session.configure(web)
+    render.install(web)
+    web.register_blueprint(ui)
+
+
+__all__ = ["init_ui"]

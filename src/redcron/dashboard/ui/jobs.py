@@ -1,0 +1,138 @@
+"""``/jobs``: every job with its schedule in words, next fire, last run,
+pause state and breaker; ``/jobs/<id>``: one job's next fires, run history
+with a duration chart, and pause / resume / trigger."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+import flask
+
+from redcron.broker.jobs import JobStore
+from redcron.dashboard.api import auth
+from redcron.dashboard.api.common import redcron_app
+from redcron.dashboard.ui import render
+from redcron.dashboard.ui.charts import durations_svg
+from redcron.dashboard.ui.render import Reply
+from redcron.errors import ValidationError
+from redcron.model import JobRecord, RunRecord, validation
+from redcron.schedule.triggers import Trigger, make_trigger
+from redcron.schedule.words import describe, upcoming
+
+bp = flask.Blueprint("jobs", __name__)
+
+#: fire times shown on a job's page
+NEXT_FIRES = 5
+#: runs in a job's duration chart
+CHART_RUNS = 50
+
+
+def trigger_of(job: JobRecord) -> Trigger | None:
+    try:
+        return make_trigger(cron=job.cron, every=job.every, at=job.at, tz=job.tz)
+    except ValidationError:
+        return None  # stored before a rule tightened: show the raw trigger
+
+
+def schedule_words(job: JobRecord) -> str:
+    trigger = trigger_of(job)
+    return describe(trigger) if trigger is not None else job.trigger
+
+
+@bp.get("/jobs")
+def index() -> Reply:
+    jobs = redcron_app().jobs
+    args = flask.request.args
+    tenant = args.get("tenant") or None
+    if tenant is not None:
+        validation.name("tenant", tenant)
+    search = (args.get("q") or "").strip().lower()
+    if tenant is not None and not auth.may_see(tenant):
+        found: list[JobRecord] = []
+    else:
+        found = jobs.list_jobs(tenant or auth.scope())
+    if search:
+        found = [j for j in found if search in j.name.lower() or search in j.tenant.lower()]
+    pager = render.paginate(found)
+    last: dict[str, RunRecord | None] = {}
+    for job in pager.rows:
+        latest = jobs.runs(job.id, 1)
+        last[job.id] = latest[0] if latest else None
+    return render.page(
+        "jobs.html",
+        title="Jobs",
+        jobs=pager,
+        last=last,
+        words={j.id: schedule_words(j) for j in pager.rows},
+        tenant=tenant or "",
+        q=args.get("q", ""),
+        scoped=auth.scope() is not None,
+    )
+
+
+@bp.get("/jobs/<job_id>")
+def show(job_id: str) -> Reply:
+    store = redcron_app().jobs
+    job = auth.job(job_id)
+    now = store.server_now()
+    trigger = trigger_of(job)
+    fires = upcoming(trigger, now, NEXT_FIRES) if trigger is not None and not job.paused else []
+    runs = store.runs(job.id, max(render.wanted(), CHART_RUNS))
+    chart = durations_svg([_bar(r) for r in reversed(runs[:CHART_RUNS])])
+    return render.page(
+        "job.html",
+        title=f"Job {job.tenant}/{job.name}",
+        job=job,
+        words=schedule_words(job),
+        fires=fires,
+        zone=job.tz,
+        local=_in_zone,
+        runs=render.paginate(runs, exact=len(runs) < render.wanted()),
+        chart=chart,
+        spec=_pretty(job.spec),
+        now=now,
+    )
+
+
+def _bar(run: RunRecord) -> tuple[str, float | None, str]:
+    return (run.id, render.between(run.started_at or run.created_at, run.ended_at), run.state)
+
+
+def _in_zone(value: datetime, zone: str) -> str:
+    from zoneinfo import ZoneInfo
+
+    return value.astimezone(ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def _pretty(spec: str) -> str:
+    try:
+        data: Any = json.loads(spec)
+    except ValueError:
+        return spec
+    return json.dumps(data, indent=2, sort_keys=True)
+
+
+@bp.post("/jobs/<job_id>/pause")
+def pause(job_id: str) -> Reply:
+    job = auth.job(job_id)
+    JobStore.pause(redcron_app().jobs, job.tenant, job.name)
+    flask.flash(f"paused {job.tenant}/{job.name}: it fires no more until resumed")
+    return render.go("ui.jobs.show", job_id=job.id)
+
+
+@bp.post("/jobs/<job_id>/resume")
+def resume(job_id: str) -> Reply:
+    job = auth.job(job_id)
+    JobStore.resume(redcron_app().jobs, job.tenant, job.name)
+    flask.flash(f"resumed {job.tenant}/{job.name}")
+    return render.go("ui.jobs.show", job_id=job.id)
+
+
+@bp.post("/jobs/<job_id>/trigger")
+def trigger(job_id: str) -> Reply:
+    job = auth.job(job_id)
+    run_id = redcron_app().jobs.trigger(job.tenant, job.name)
+    flask.flash(f"started run {run_id}")
+    return render.go("ui.runs.show", run_id=run_id)

@@ -1,0 +1,94 @@
+"""``/``: the overview — work per tenant and class, live workers, trigger lag
+and throughput over the last hour, open circuit breakers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import flask
+
+from redcron.broker.inspect import ready_by_class
+from redcron.broker.workers import WorkerRegistry
+from redcron.dashboard.api import auth
+from redcron.dashboard.api.common import redcron_app
+from redcron.dashboard.ui import render
+from redcron.dashboard.ui.render import Reply
+from redcron.keys import PRIORITIES
+from redcron.model import WorkerInfo
+
+bp = flask.Blueprint("overview", __name__)
+
+#: workers listed on the overview (the Workers page lists them all)
+WORKERS_SHOWN = 10
+
+
+@dataclass
+class TenantRow:
+    """One tenant's work now (summed over the shards it has rows on)."""
+
+    tenant: str
+    ready: dict[str, int] = field(default_factory=dict)  # priority class -> ready
+    in_flight: int = 0
+    delayed: int = 0
+    dlq: int = 0
+
+    @property
+    def ready_total(self) -> int:
+        return sum(self.ready.values())
+
+
+def serves_tenant(worker: WorkerInfo, tenant: str | None) -> bool:
+    return tenant is None or not worker.tenants or tenant in worker.tenants
+
+
+def tenant_rows() -> list[TenantRow]:
+    """Every tenant the viewer may see, with its ready work per class."""
+    broker = redcron_app().broker
+    only = auth.scope()
+    rows: dict[str, TenantRow] = {}
+    for load in broker.inspect():
+        if not auth.may_see(load.tenant):
+            continue
+        row = rows.setdefault(load.tenant, TenantRow(load.tenant))
+        row.in_flight += load.in_flight
+        row.delayed += load.delayed
+        row.dlq += load.dlq
+    for (tenant, priority), n in ready_by_class(broker, only).items():
+        if auth.may_see(tenant):
+            row = rows.setdefault(tenant, TenantRow(tenant))
+            row.ready[priority] = row.ready.get(priority, 0) + n
+    return [rows[t] for t in sorted(rows)]
+
+
+def recent(only: str | None) -> dict[str, Any]:
+    """Trigger lag and throughput over the last hour (filled in by the stats reader)."""
+    return {"lag": None, "activity": None}
+
+
+@bp.get("/")
+def index() -> Reply:
+    app = redcron_app()
+    only = auth.scope()
+    rows = tenant_rows()
+    totals = TenantRow("all")
+    for row in rows:
+        for priority, n in row.ready.items():
+            totals.ready[priority] = totals.ready.get(priority, 0) + n
+        totals.in_flight += row.in_flight
+        totals.delayed += row.delayed
+        totals.dlq += row.dlq
+    workers = [w for w in WorkerRegistry(app.broker).list() if serves_tenant(w, only)]
+    breakers = [j for j in app.jobs.list_jobs(only) if j.breaker != "closed"]
+    return render.page(
+        "overview.html",
+        title="Overview",
+        rows=render.paginate(rows),
+        totals=totals,
+        classes=PRIORITIES,
+        workers=workers[:WORKERS_SHOWN],
+        workers_total=len(workers),
+        breakers=breakers,
+        now=app.jobs.server_now(),
+        **recent(only),
+    )

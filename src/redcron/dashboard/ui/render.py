@@ -1,0 +1,146 @@
+"""What every page shares: rendering (whole, or only its live part), paging,
+and the Jinja filters that format times, durations and counts."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Generic, TypeVar
+
+import flask
+from markupsafe import Markup, escape
+from werkzeug.wrappers import Response
+
+from redcron.dashboard.ui import session
+from redcron.dashboard.ui.charts import format_seconds
+
+T = TypeVar("T")
+
+#: what a page view answers (a page, or a redirect after a form)
+Reply = Response
+
+#: request header app.js sends when it refreshes a page's live part
+LIVE_HEADER = "X-Redcron-Live"
+#: rows per page of every list
+PER_PAGE = 50
+#: how often pages refresh their live part (ms)
+REFRESH_MS = 1500
+
+
+def is_live() -> bool:
+    return flask.request.headers.get(LIVE_HEADER) == "1"
+
+
+def page(template: str, title: str, status: int = 200, **context: Any) -> Reply:
+    """Render ``ui/<template>``: the whole page, or only its ``live`` block when
+    app.js asks for a refresh."""
+    html = flask.render_template(
+        f"ui/{template}", title=title, live_only=is_live(), refresh_ms=REFRESH_MS, **context
+    )
+    response: Reply = flask.make_response(html, status)
+    return response
+
+
+def go(endpoint: str, anchor: str | None = None, **values: Any) -> Reply:
+    """303 See Other to a page (after a form): a reload does not post again."""
+    return flask.redirect(flask.url_for(endpoint, _anchor=anchor, **values), code=303)
+
+
+@dataclass(frozen=True)
+class Pager(Generic[T]):
+    """One page of a list: its rows and where the others are."""
+
+    rows: Sequence[T]
+    number: int
+    per_page: int
+    total: int | None  # None: unknown (a list read only as far as needed)
+    more: bool
+
+    @property
+    def first(self) -> int:
+        return (self.number - 1) * self.per_page + 1 if self.rows else 0
+
+    @property
+    def last(self) -> int:
+        return self.first + len(self.rows) - 1 if self.rows else 0
+
+    @property
+    def pages(self) -> int | None:
+        return max(1, math.ceil(self.total / self.per_page)) if self.total is not None else None
+
+
+def page_number() -> int:
+    try:
+        number = int(flask.request.args.get("page", "1"))
+    except ValueError:
+        number = 1
+    return max(1, min(number, 100_000))
+
+
+def paginate(items: Sequence[T], per_page: int = PER_PAGE, exact: bool = True) -> Pager[T]:
+    """The requested page (``?page=N``) of ``items``; ``exact``: ``items`` is the
+    whole list (else it was read only one row past the page, and the total is unknown)."""
+    number = page_number()
+    start = (number - 1) * per_page
+    rows = items[start : start + per_page]
+    more = len(items) > start + per_page
+    return Pager(rows, number, per_page, len(items) if exact else None, more)
+
+
+def wanted(per_page: int = PER_PAGE) -> int:
+    """Rows to read to show the requested page and know whether another follows."""
+    return page_number() * per_page + 1
+
+
+def url_with(**changes: Any) -> str:
+    """This page's URL with some query arguments changed (None removes one)."""
+    args = flask.request.args.to_dict()
+    for key, value in changes.items():
+        if value is None:
+            args.pop(key, None)
+        else:
+            args[key] = str(value)
+    values: dict[str, Any] = {**(flask.request.view_args or {}), **args}
+    return flask.url_for(flask.request.endpoint or "ui.overview.index", **values)
+
+
+def when(value: datetime | None, empty: str = "—") -> Markup:
+    """A ``<time>`` in UTC that app.js shows in the browser's zone (UTC on hover)."""
+    if value is None:
+        return Markup(escape(empty))
+    utc = value.astimezone(UTC)
+    iso = utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    text = utc.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return Markup('<time datetime="{}" title="{}">{}</time>').format(iso, text, text)
+
+
+def duration(seconds: float | None, empty: str = "—") -> str:
+    return empty if seconds is None else format_seconds(seconds)
+
+
+def between(start: datetime | None, end: datetime | None) -> float | None:
+    if start is None or end is None:
+        return None
+    return max(0.0, (end - start).total_seconds())
+
+
+def ago(value: datetime | None, now: datetime) -> str:
+    if value is None:
+        return "never"
+    seconds = (now - value).total_seconds()
+    return f"{duration(abs(seconds))} ago" if seconds >= 0 else f"in {duration(-seconds)}"
+
+
+def state_badge(state: str | None) -> Markup:
+    text = state or "unknown"
+    return Markup('<span class="badge state-{}">{}</span>').format(text, text)
+
+
+def install(web: flask.Flask) -> None:
+    """The filters and globals every template may use."""
+    web.jinja_env.filters.update(when=when, duration=duration, badge=state_badge)
+    web.jinja_env.globals.update(
+        csrf_token=session.csrf_token, url_with=url_with, between=between, ago=ago
+    )

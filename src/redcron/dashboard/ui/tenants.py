@@ -1,0 +1,84 @@
+"""``/tenants``: every tenant's settings (weight, cap, rate), in flight,
+queued and share of dispatch over the last minute; ``/tenants/<t>``: one
+tenant, with the settings form (admin only: a tenant raising its own weight
+or caps would defeat them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flask
+
+from redcron.dashboard.api import auth
+from redcron.dashboard.api.common import redcron_app
+from redcron.dashboard.ui import render
+from redcron.dashboard.ui.render import Reply
+from redcron.errors import ValidationError
+from redcron.keys import PRIORITIES
+from redcron.model import validation
+from redcron.model.tenants import SETTINGS_FIELDS, TenantSettings
+
+bp = flask.Blueprint("tenants", __name__)
+
+#: what each settings field means, shown next to its input
+HELP = {
+    "weight": "share of dispatch relative to other tenants (1-1000)",
+    "max_in_flight": "most tasks leased at once; 0 = no cap",
+    "rate": "tasks started per second, e.g. 20 or 20/s or 600/m; 0 = unlimited",
+    "burst": "token bucket size for the rate; 0 = one second of rate",
+    "max_queued": "most queued tasks before submissions are refused; 0 = unlimited",
+    "max_priority": "highest priority class the tenant may use",
+    "jitter_s": "default jitter of the tenant's scheduled fires, in seconds",
+}
+
+
+@bp.get("/tenants")
+def index() -> Reply:
+    statuses = [s for s in redcron_app().tenants.list() if auth.may_see(s.tenant)]
+    return render.page("tenants.html", title="Tenants", tenants=render.paginate(statuses))
+
+
+@bp.get("/tenants/<tenant>")
+def show(tenant: str) -> Reply:
+    validation.name("tenant", tenant)
+    auth.tenant_path(tenant)
+    return render.page(
+        "tenant.html",
+        title=f"Tenant {tenant}",
+        tenant_status=redcron_app().tenants.show(tenant),
+        fields=SETTINGS_FIELDS,
+        help=HELP,
+        classes=PRIORITIES,
+        admin=auth.current().kind == "admin",
+    )
+
+
+def changes_from_form(form: Any) -> dict[str, Any]:
+    """The settings a form changes, typed as TenantSettings holds them."""
+    defaults = TenantSettings()
+    out: dict[str, Any] = {}
+    for field in SETTINGS_FIELDS:
+        text = (form.get(field) or "").strip()
+        if not text:
+            continue
+        kind = type(getattr(defaults, field))
+        if field == "rate" or kind is str:
+            out[field] = text
+            continue
+        try:
+            out[field] = kind(text)
+        except ValueError:
+            word = "a whole number" if kind is int else "a number"
+            raise ValidationError(field, f"{text!r} is not {word}") from None
+    return out
+
+
+@bp.post("/tenants/<tenant>")
+def update(tenant: str) -> Reply:
+    validation.name("tenant", tenant)
+    auth.tenant_path(tenant)
+    auth.admin_only("changing tenant settings")
+    changes = changes_from_form(flask.request.form)
+    redcron_app().tenants.set(tenant, **changes)
+    flask.flash(f"saved {', '.join(sorted(changes))} of {tenant}" if changes else "nothing changed")
+    return render.go("ui.tenants.show", tenant=tenant)
