@@ -50,11 +50,16 @@ def alive(pid: int) -> bool:
     return True
 
 
-def get(port: int, path: str, token: str | None = None) -> tuple[int, dict[str, str], bytes]:
+def get(
+    port: int, path: str, token: str | None = None, cookie: str | None = None
+) -> tuple[int, dict[str, str], bytes]:
     """One GET, redirects not followed."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    if cookie:
+        headers["Cookie"] = cookie
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
-        conn.request("GET", path, headers={"Authorization": f"Bearer {token}"} if token else {})
+        conn.request("GET", path, headers=headers)
         resp = conn.getresponse()
         return resp.status, dict(resp.getheaders()), resp.read()
     finally:
@@ -180,7 +185,11 @@ def test_up_runs_the_dashboard_with_a_login_link_and_a_token_file(
     status, headers, _ = get(dash, link.group(1))
     assert status == 303
     assert urlsplit(headers["Location"]).path == "/"
-    assert "Set-Cookie" in headers  # the session
+    session = headers["Set-Cookie"].split(";")[0]
+    assert session.startswith("redcron_session="), headers
+    status, _, body = get(dash, "/", cookie=session)
+    assert status == 200
+    assert b"<h1>Overview</h1>" in body
     status, _, _ = get(dash, link.group(1))  # once only
     assert status == 401
 
