@@ -123,6 +123,7 @@ def lag_bucket_labels() -> tuple[str, ...]:
     """Every lag bucket's name in order, ``+Inf`` last."""
     return (*map(lag_bucket_label, LAG_BUCKETS_S), "+Inf")
 
+
 PRIORITIES: tuple[str, ...] = ("high", "normal", "low")
 
 #: the one consumer group of every ready stream, and its one consumer: who
@@ -313,9 +314,7 @@ def lua_key_functions() -> str:
         f"local ACTIVITY_TTL_S = {ACTIVITY_TTL_S}",
         # {upper bound in ms, field name}; the last, +Inf, has no bound
         "local LAG_BUCKETS = {"
-        + ", ".join(
-            f'{{{round(b * 1000)}, "{lag_bucket_label(b)}"}}' for b in LAG_BUCKETS_S
-        )
+        + ", ".join(f'{{{round(b * 1000)}, "{lag_bucket_label(b)}"}}' for b in LAG_BUCKETS_S)
         + ', {math.huge, "+Inf"}}',
     ]
     for kind, (template, names) in TEMPLATES.items():
