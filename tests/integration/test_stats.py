@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from redcron import App
 from redcron.broker import Broker, FailItem, Lease
 from redcron.broker.argv import FireArgs
-from redcron.broker.stats import activity, trigger_lag
+from redcron.broker.stats import activity, trigger_lag, trigger_lag_by_tenant
 from redcron.dashboard import create_app
 from redcron.keys import ACTIVITY_TTL_S, shard_of
 from redcron.model import LagSummary, MinuteActivity
@@ -245,6 +245,8 @@ def test_outcomes_activity_and_lag_match_a_known_workload(app: App) -> None:
     assert trigger_lag(b, T1, 1, now_ms=s + M + 4_000).p50_s == 5
     assert trigger_lag(b, T2, 60, now_ms=s + 10 * M) == LagSummary(60, 0, None, None, None, 0)
     assert trigger_lag(b, T1, 60, now_ms=T).fires == 0  # a day earlier: nothing
+    assert trigger_lag_by_tenant(b, 60, now_ms=s + 2 * M + 400_000) == {T1: hour_lag}
+    assert trigger_lag_by_tenant(b, 60, now_ms=T) == {}
 
 
 def test_minute_hashes_expire_and_lifetime_ones_do_not(app: App) -> None:

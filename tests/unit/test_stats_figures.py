@@ -124,3 +124,7 @@ def test_lag_counts_per_tenant_or_all() -> None:
     hashes = [{b"acme|0.05": b"2", b"beta|0.05": b"1"}, {b"acme|+Inf": b"1", b"x|junk": b"9"}]
     assert stats.lag_counts("acme", hashes) == counts(**{"0_05": 2, "inf": 1})
     assert stats.lag_counts(None, hashes) == counts(**{"0_05": 3, "inf": 1})
+    assert stats.lag_counts_by_tenant(hashes) == {
+        "acme": counts(**{"0_05": 2, "inf": 1}),
+        "beta": counts(**{"0_05": 1}),
+    }  # a field that names no bucket is not read

@@ -173,6 +173,17 @@ def activity_of(
     ]
 
 
+def lag_counts_by_tenant(hashes: Iterable[Mapping[Any, Any]]) -> dict[str, list[int]]:
+    """Per-bucket fires of each tenant, summed over ``lagm:<minute>`` hashes."""
+    index = {label: i for i, label in enumerate(LABELS)}
+    out: dict[str, list[int]] = {}
+    for fields in hashes:
+        for (t, le), n in per_tenant(fields).items():
+            if le in index:
+                out.setdefault(t, [0] * len(LABELS))[index[le]] += n
+    return out
+
+
 def lag_counts(tenant: str | None, hashes: Iterable[Mapping[Any, Any]]) -> list[int]:
     """Per-bucket fires summed over ``lagm:<minute>`` hashes; ``tenant`` None
     sums every tenant."""
@@ -245,3 +256,15 @@ def trigger_lag(
     now = broker.server_ms() if now_ms is None else now_ms
     hashes = _read_minutes(broker, "lagm", tenant, window(now, minutes), LABELS)
     return summarize_lag(lag_counts(tenant, hashes), minutes)
+
+
+def trigger_lag_by_tenant(
+    broker: Broker, minutes: int = 60, now_ms: int | None = None
+) -> dict[str, LagSummary]:
+    """:func:`trigger_lag` of every tenant with a scheduled fire in the last
+    ``minutes`` minutes, from one read of every shard (a table of tenants costs
+    one round trip per shard, not one per tenant)."""
+    minutes = check_minutes(minutes)
+    now = broker.server_ms() if now_ms is None else now_ms
+    hashes = _read_minutes(broker, "lagm", None, window(now, minutes), LABELS)
+    return {t: summarize_lag(c, minutes) for t, c in sorted(lag_counts_by_tenant(hashes).items())}
