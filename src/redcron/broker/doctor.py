@@ -307,6 +307,14 @@ class _Examiner:
             tenants, queues = self.check_instances(shard)
             tenants |= {_s(t) for t in self.r.smembers(self.k.tenants(shard))}
             queues |= {_s(q) for q in self.r.smembers(self.k.queues(shard))}
+            # streams written by hand or under names no set lists (names hold no ':')
+            head = self.k.shard(shard) + "q:"
+            for keys in self.scan(shard, "q"):
+                for key in keys:
+                    parts = key[len(head) :].split(":")
+                    if len(parts) == 3 and parts[2] in PRIORITIES:
+                        queues.add(parts[0])
+                        tenants.add(parts[1])
             self.say(f"shard {shard}: streams of {len(tenants)} tenants, {len(queues)} queues")
             ready = self.check_streams(shard, sorted(tenants), sorted(queues))
             self.say(f"shard {shard}: leases, timers, DLQ")
@@ -440,7 +448,7 @@ class _Examiner:
             if isinstance(values, Exception) or all(v is None for v in values):
                 continue  # expired meanwhile
             f = {nm: _s(v) for nm, v in zip(FIELDS, values, strict=True) if v is not None}
-            if f.get("state") != state or f.get("loc") != first.get("loc"):
+            if f.get("state", "") != state or f.get("loc") != first.get("loc"):
                 continue  # moved meanwhile: the next run of doctor judges it
             self._judge(shard, key, iid, f, got)
 
@@ -671,7 +679,7 @@ class _Examiner:
                     True,
                     "indexed, due now"
                     if self.call("doctor_reaper", shard, [], stream)
-                    else "already indexed",
+                    else "already indexed, or nothing pending any more: left",
                 ),
             )
         return length - n_pending
