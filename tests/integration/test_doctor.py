@@ -16,9 +16,10 @@ from worker_procs import thread_workers, wait_for  # tests/helpers
 
 from redcron import App
 from redcron.broker import FailItem
-from redcron.broker.doctor import examine
+from redcron.broker.doctor import SCRIPTS, examine
+from redcron.broker.scripts import full_source
 from redcron.keys import GROUP
-from redcron.model import DoctorReport, Finding
+from redcron.model import DoctorReport
 from redcron.model.jobs import Task
 
 TTL_MS = 1000  # the leases the test takes by hand: reaped soon after the test leaves them
@@ -173,7 +174,7 @@ def test_each_break_is_found_repaired_and_the_system_then_drains(app: App) -> No
 def test_an_expired_lease_with_no_entry_is_ended_as_the_reaper_would(app: App) -> None:
     b, r, k = app.broker, app.broker.client, app.broker.keys
     h = app.enqueue("t.ok", 1, _tenant="acme")
-    (lease,) = b.lease(0, "w-gone", 1, TTL_MS, ["default"])
+    (_lease,) = b.lease(0, "w-gone", 1, TTL_MS, ["default"])
     stream = k.q(0, "default", "acme", "normal")
     entry = r.hget(k.ti(0, h.id), "lease_entry").decode()
     r.xack(stream, GROUP, entry)  # "cleared" by hand: the reaper can no longer see the lease
@@ -223,6 +224,6 @@ def test_cli_doctor(app: App, invoke: Invoke) -> None:
     assert invoke("doctor").exit_code == 0
 
 
-def test_findings_serialize(app: App) -> None:
-    f = Finding("timer_orphan", 0, "k", "d.", True)
-    assert f.repaired is False and f.action == ""
+def test_every_repair_script_compiles(app: App) -> None:
+    for name in SCRIPTS:
+        assert app.broker.client.script_load(full_source(name))
