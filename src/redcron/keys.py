@@ -87,7 +87,42 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # ready instances admitted multi-call batches still have to write, which
     # max_queued counts: <batch key> -> count, <batch key>:exp -> expiry (ms)
     "reserved": ("reserved:{tenant}", ("tenant",)),
+    # lifetime attempts ended per <tenant>|<outcome> (succeeded, failed, timed_out,
+    # lost, cancelled)
+    "attempts": ("attempts", ()),
+    # lifetime runs ended per <tenant>|<state> (succeeded, failed, cancelled,
+    # skipped, rejected)
+    "runends": ("runends", ()),
+    # per-minute attempts per tenant: <tenant>|succeeded, <tenant>|failed (failed,
+    # timed out or lost); expires after ACTIVITY_TTL_S
+    "act": ("act:{minute}", ("minute",)),
+    # lifetime trigger-lag histogram of scheduled fires: <le> -> fires in that
+    # bucket (not cumulative), sum_ms, count
+    "lag": ("lag", ()),
+    # per-minute trigger-lag histogram: <tenant>|<le> -> fires; expires after ACTIVITY_TTL_S
+    "lagm": ("lagm:{minute}", ("minute",)),
 }
+
+#: upper bounds (seconds) of the trigger-lag histogram's finite buckets; one more
+#: bucket, ``+Inf``, takes the rest.  Lua gets them generated (``LAG_BUCKETS``).
+LAG_BUCKETS_S: tuple[float, ...] = (
+    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300,
+)  # fmt: skip
+#: how long a per-minute figure (``act:<minute>``, ``lagm:<minute>``) lives: the
+#: dashboard reads the last hour, with room for a clock step and a slow reader
+ACTIVITY_TTL_S = 7200
+
+
+def lag_bucket_label(bound_s: float) -> str:
+    """A lag bucket's name, as a hash field and as Prometheus's ``le``: ``0.025``,
+    ``1``, ``300``; ``+Inf`` for infinity."""
+    return "+Inf" if bound_s == float("inf") else f"{bound_s:g}"
+
+
+def lag_bucket_labels() -> tuple[str, ...]:
+    """Every lag bucket's name in order, ``+Inf`` last."""
+    return (*map(lag_bucket_label, LAG_BUCKETS_S), "+Inf")
+
 
 PRIORITIES: tuple[str, ...] = ("high", "normal", "low")
 
@@ -250,6 +285,21 @@ class Keys:
     def reserved(self, shard: int, tenant: str) -> str:
         return self.build(shard, "reserved", tenant)
 
+    def attempts(self, shard: int) -> str:
+        return self.build(shard, "attempts")
+
+    def runends(self, shard: int) -> str:
+        return self.build(shard, "runends")
+
+    def act(self, shard: int, minute: int) -> str:
+        return self.build(shard, "act", minute)
+
+    def lag(self, shard: int) -> str:
+        return self.build(shard, "lag")
+
+    def lagm(self, shard: int, minute: int) -> str:
+        return self.build(shard, "lagm", minute)
+
 
 def lua_key_functions() -> str:
     """Lua source defining ``key_<kind>(...)`` for every template.
@@ -261,6 +311,11 @@ def lua_key_functions() -> str:
         "-- generated from redcron/keys.py: do not edit",
         "local KP = KEYS[1]",
         f'local GROUP, CONSUMER = "{GROUP}", "{CONSUMER}"',
+        f"local ACTIVITY_TTL_S = {ACTIVITY_TTL_S}",
+        # {upper bound in ms, field name}; the last, +Inf, has no bound
+        "local LAG_BUCKETS = {"
+        + ", ".join(f'{{{round(b * 1000)}, "{lag_bucket_label(b)}"}}' for b in LAG_BUCKETS_S)
+        + ', {math.huge, "+Inf"}}',
     ]
     for kind, (template, names) in TEMPLATES.items():
         pieces: list[str] = []

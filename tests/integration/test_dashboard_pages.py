@@ -12,10 +12,12 @@ from typing import Any
 
 import flask
 import pytest
+from beats import tick_until  # tests/helpers is on sys.path
 from flask.testing import FlaskClient
-from worker_procs import thread_workers, wait_for  # tests/helpers is on sys.path
+from worker_procs import thread_workers, wait_for
 
 from redcron import App, Permanent
+from redcron.beat.beat import Beat
 from redcron.broker.logins import LoginLinks
 from redcron.broker.tokens import TokenStore
 from redcron.broker.workers import Registration, WorkerRegistry
@@ -250,6 +252,26 @@ def test_overview_shows_work_per_tenant_and_class_and_live_workers(
     assert 'data-tenant="globex"' in page
     assert "box-1:4242" in page and "0 / 8" in page
     assert "None: every job" in page
+
+
+def test_overview_shows_trigger_lag_and_tasks_per_minute(
+    app: App, admin: FlaskClient, start_worker: Callable[..., Worker]
+) -> None:
+    page = text(admin.get("/"))
+    assert "no scheduled fires in the last hour" in page
+    assert "no tasks in the last hour" in page
+    app.jobs.put(job_spec("tick", tenant=MINE, every="1s", tasks={"t": Task(ref="ui.add")}))
+    beat = Beat(app, name="ui-beat")
+    handles = [app.tasks["ui.add"].enqueue(i) for i in range(3)]
+    handles.append(app.tasks["ui.broken"].enqueue())
+    start_worker()
+    tick_until(beat, lambda: all(h.state in ("succeeded", "dead") for h in handles), "tasks")
+    tick_until(beat, lambda: app.jobs.runs(app.jobs.job_id(MINE, "tick"), 1), "a fire")
+    page = text(admin.get("/"))
+    card = re.search(r'<div class="card" id="trigger-lag">(.*?)</div>', page, re.S)
+    assert card is not None and "trigger lag p50 / p99, last hour (" in card.group(1)
+    assert "≤" in card.group(1)
+    assert 'class="chart activity"' in page and "no tasks in the last hour" not in page
 
 
 def test_live_refresh_answers_only_the_live_part(admin: FlaskClient) -> None:

@@ -89,7 +89,7 @@ def test_metrics_match_a_known_workload(app: App) -> None:
     assert v("redcron_dead_total") == 1
     assert v("redcron_job_breaker_state", tenant=T1, job="nightly") == 0
     assert 0 <= v("redcron_queue_oldest_ready_age_seconds", tenant=T2, queue="default") < 60
-    assert v("redcron_trigger_lag_seconds", shard=str(shard)) == 0
+    assert v("redcron_trigger_overdue_seconds", shard=str(shard)) == 0
     assert {k for k in m if k[0] == "redcron_queue_ready"} == {
         ("redcron_queue_ready", (("queue", q), ("tenant", t)))
         for t, q in ((T1, "default"), (T1, "bulk"), (T2, "default"), (T2, "bulk"))
@@ -102,7 +102,7 @@ def test_metrics_match_a_known_workload(app: App) -> None:
     client.zadd(broker.keys.schedule(job.shard), {job.id: broker.server_ms() - 90_000})
     m = scrape(create_app(app))
     assert v("redcron_job_breaker_state", tenant=T1, job="nightly") == 1
-    assert 90 <= v("redcron_trigger_lag_seconds", shard=str(job.shard)) < 100
+    assert 90 <= v("redcron_trigger_overdue_seconds", shard=str(job.shard)) < 100
 
 
 def test_metrics_token_is_optional(app: App) -> None:

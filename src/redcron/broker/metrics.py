@@ -4,11 +4,13 @@ Per shard, a scrape costs a handful of pipelined round trips whose size grows
 with the tenants, queues and jobs the shard knows (their SETs and HASHes), not
 with the work queued: stream lengths and consumer-group pending counts (ready
 and leased), lease-set cardinalities (in flight), DLQ stream lengths, the stats
-hash, the aging index (oldest ready entry per tenant) and the head of the
-schedule (trigger lag).  Two readers are capped, and a cap reached makes their
-figures a floor: delayed tasks per tenant read at most ``DELAYED_LIMIT`` timers
-per shard (a timer names its instance, not its tenant), and breaker states read
-at most ``JOB_LIMIT`` jobs per shard.  No SCAN over the keyspace.
+hash, the aging index (oldest ready entry per tenant), the head of the
+schedule (the most overdue fire), and the lifetime outcome counters and
+trigger-lag histogram the scripts keep (``broker/stats.py``).  Two readers
+are capped, and a cap reached makes their figures a floor: delayed tasks per
+tenant read at most ``DELAYED_LIMIT`` timers per shard (a timer names its
+instance, not its tenant), and breaker states read at most ``JOB_LIMIT`` jobs
+per shard.  No SCAN over the keyspace.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from redcron.broker import stats as _stats
+from redcron.broker.stats import LagHistogram
 from redcron.broker.workers import WorkerRegistry
 from redcron.keys import PRIORITIES, shard_of
 from redcron.model import WorkerInfo
@@ -55,7 +59,13 @@ class Metrics:
     #: (tenant, job name) -> breaker state (closed, open, trial)
     breakers: dict[tuple[str, str], str] = field(default_factory=dict)
     #: shard -> seconds the most overdue scheduled fire is late (0 when none is due)
-    trigger_lag_s: dict[int, float] = field(default_factory=dict)
+    trigger_overdue_s: dict[int, float] = field(default_factory=dict)
+    #: (tenant, outcome) -> attempts ended that way (lifetime)
+    attempts: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: (tenant, state) -> runs ended in that state (lifetime)
+    runs: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: trigger lag of every scheduled fire (lifetime histogram, summed over shards)
+    trigger_lag: LagHistogram = field(default_factory=lambda: _stats.lag_histogram([]))
 
 
 def read_metrics(broker: Broker) -> Metrics:
@@ -63,18 +73,25 @@ def read_metrics(broker: Broker) -> Metrics:
     client, keys = broker.client, broker.keys
     out = Metrics()
     now = broker.server_ms()
+    lags: list[dict[Any, Any]] = []
     for shard in range(broker.shards):
         pipe = client.pipeline(transaction=False)
         pipe.smembers(keys.tenants(shard))
         pipe.smembers(keys.queues(shard))
         pipe.hgetall(keys.stats(shard))
         pipe.zrange(keys.schedule(shard), 0, 0, withscores=True)
-        raw_tenants, raw_queues, stats, head = pipe.execute()
+        pipe.hgetall(keys.attempts(shard))
+        pipe.hgetall(keys.runends(shard))
+        pipe.hgetall(keys.lag(shard))
+        raw_tenants, raw_queues, stats, head, attempts, runs, lag = pipe.execute()
         tenants = sorted(_s(t) for t in raw_tenants)
         queues = sorted(_s(q) for q in raw_queues)
         for k, v in stats.items():
             out.stats[_s(k)] = out.stats.get(_s(k), 0) + int(v)
-        out.trigger_lag_s[shard] = max(0.0, (now - head[0][1]) / 1000) if head else 0.0
+        out.trigger_overdue_s[shard] = max(0.0, (now - head[0][1]) / 1000) if head else 0.0
+        _stats.add_counts(out.attempts, _stats.per_tenant(attempts))
+        _stats.add_counts(out.runs, _stats.per_tenant(runs))
+        lags.append(lag)
 
         streams = [
             (t, q, keys.q(shard, q, t, p)) for t in tenants for q in queues for p in PRIORITIES
@@ -117,5 +134,6 @@ def read_metrics(broker: Broker) -> Metrics:
                 pipe.hget(keys.job(shard, jid), "breaker")
             for (t, name, _jid), state in zip(job_ids, pipe.execute(), strict=True):
                 out.breakers[(t, name)] = _s(state) if state else "closed"
+    out.trigger_lag = _stats.lag_histogram(lags)
     out.workers = WorkerRegistry(broker).list(now)
     return out

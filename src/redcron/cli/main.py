@@ -10,6 +10,7 @@ from redcron.cli.bench import bench
 from redcron.cli.common import LOG_LEVELS, RedcronGroup, setup_logging
 from redcron.cli.dashboard import dashboard
 from redcron.cli.dlq import dlq
+from redcron.cli.doctor import doctor
 from redcron.cli.tasks import inspect_cmd, task
 from redcron.cli.tenants import tenants
 from redcron.cli.up import up
@@ -43,6 +44,7 @@ main.add_command(jobs.jobs)
 main.add_command(runs.runs)
 main.add_command(tenants)
 main.add_command(workers)
+main.add_command(doctor)
 
 if __name__ == "__main__":
     main(prog_name="redcron")

@@ -15,7 +15,12 @@ from collections.abc import Iterator
 
 import flask
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from redcron.app import App
@@ -93,14 +98,36 @@ class RedcronCollector(Collector):
         for (tenant, job), state in sorted(m.breakers.items()):
             breaker.add_metric([tenant, job], BREAKER_VALUES.get(state, 0))
         yield breaker
-        lag = GaugeMetricFamily(
-            "redcron_trigger_lag_seconds",
-            "How late the most overdue scheduled fire is (0: none is due)",
+        overdue = GaugeMetricFamily(
+            "redcron_trigger_overdue_seconds",
+            "How late the most overdue scheduled fire still to make is (0: none is due)",
             labels=["shard"],
         )
-        for shard, seconds in sorted(m.trigger_lag_s.items()):
-            lag.add_metric([str(shard)], seconds)
-        yield lag
+        for shard, seconds in sorted(m.trigger_overdue_s.items()):
+            overdue.add_metric([str(shard)], seconds)
+        yield overdue
+        yield HistogramMetricFamily(
+            "redcron_trigger_lag_seconds",
+            "How late scheduled fires were made (manual runs are not counted)",
+            buckets=m.trigger_lag.cumulative(),
+            sum_value=m.trigger_lag.sum_s,
+        )
+        attempts = CounterMetricFamily(
+            "redcron_task_attempts",
+            "Task attempts ended, by outcome (succeeded, failed, timed_out, lost, cancelled)",
+            labels=["tenant", "outcome"],
+        )
+        for (tenant, outcome), n in sorted(m.attempts.items()):
+            attempts.add_metric([tenant, outcome], n)
+        yield attempts
+        runs = CounterMetricFamily(
+            "redcron_runs",
+            "Runs ended, by state (succeeded, failed, cancelled; skipped and rejected fires)",
+            labels=["tenant", "state"],
+        )
+        for (tenant, state), n in sorted(m.runs.items()):
+            runs.add_metric([tenant, state], n)
+        yield runs
 
 
 def init_metrics(web: flask.Flask, app: App, token: str | None) -> None:

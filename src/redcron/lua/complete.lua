@@ -8,6 +8,7 @@
   A task of a run makes its downstream ready once all their dependencies succeeded.
   The task's last error is cleared (the attempt history keeps it); a command or
   container attempt succeeds only on exit code 0, so that is recorded too.
+  Each tenant's successes are counted once per call (lib/outcomes.lua).
   Upholds: a stale lease token writes nothing; each attempt ends once. ]]
 -- @include lib/clock.lua
 -- @include lib/streams.lua
@@ -15,6 +16,7 @@
 -- @include lib/waiters.lua
 -- @include lib/breaker.lua
 -- @include lib/runs.lua
+-- @include lib/outcomes.lua
 
 local worker = ARGV[1]
 local now = now_ms(ARGV[2])
@@ -58,5 +60,6 @@ drop_entries(drops)
 for tenant, iids in pairs(ended) do
   redis.call('ZREM', key_tleases(tenant), unpack(iids))
   unpark(tenant)
+  count_attempts(tenant, 'succeeded', #iids, now, true)
 end
 return out

@@ -24,9 +24,11 @@
   Upholds: one run per fire time (compare-and-set on owner epoch, schedule
   score and job version; run id from job id + nominal fire time; run and next
   fire time written together); no fire dropped silently (skipped fires are
-  counted, refused ones recorded as runs). ]]
+  counted, refused ones recorded as runs).
+  A scheduled fire's lag goes into the trigger-lag histograms (lib/lag.lua). ]]
 -- @include lib/clock.lua
 -- @include lib/err.lua
+-- @include lib/lag.lua
 -- @include lib/fire.lua
 
 local job_id, epoch = ARGV[1], ARGV[7]
@@ -35,6 +37,8 @@ local now = now_ms(ARGV[9])
 if not owner_ok(epoch, now) then
   return err('STALE', 'shard lease lost (epoch ' .. epoch .. ' is not the owner)')
 end
-local res = fire_one(0, now)
+local lags = {}
+local res = fire_one(0, now, nil, lags)
+lag_save(lags, now)
 if res[1] == 'notfound' then return err('NOTFOUND', 'no job ' .. job_id) end
 return res

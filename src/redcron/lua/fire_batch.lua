@@ -6,10 +6,11 @@
   notfound; now: the server time the fire was recorded at, ms).
   Errors: STALE when the epoch is not the shard owner's (nothing written).
   Upholds: one run per fire time and no fire dropped silently, as fire.lua,
-  for each group. ]]
+  for each group.  The scheduled fires' lags are written once per call (lib/lag.lua). ]]
 -- @include lib/clock.lua
 -- @include lib/err.lua
 -- @include lib/rings.lua
+-- @include lib/lag.lua
 -- @include lib/fire.lua
 
 local epoch = ARGV[7]  -- the same in every group, as now_override
@@ -19,11 +20,12 @@ if not owner_ok(epoch, now) then
   return err('STALE', 'shard lease lost (epoch ' .. epoch .. ' is not the owner)')
 end
 local out = {}
-local woken = {}
+local woken, lags = {}, {}
 for b = 0, #ARGV - 1, 12 do
-  local res = fire_one(b, now, woken)
+  local res = fire_one(b, now, woken, lags)
   res[3] = now
   out[#out + 1] = res
 end
 wake_gathered(woken)
+lag_save(lags, now)
 return out

@@ -9,10 +9,12 @@ from typing import Any
 import flask
 
 from redcron.broker.inspect import ready_by_class
+from redcron.broker.stats import activity, trigger_lag
 from redcron.broker.workers import WorkerRegistry
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
+from redcron.dashboard.ui.charts import activity_svg
 from redcron.dashboard.ui.render import Reply
 from redcron.keys import PRIORITIES
 from redcron.model import WorkerInfo
@@ -21,6 +23,8 @@ bp = flask.Blueprint("overview", __name__)
 
 #: workers listed on the overview (the Workers page lists them all)
 WORKERS_SHOWN = 10
+#: minutes of trigger lag and throughput on the overview
+HOUR = 60
 
 
 @dataclass
@@ -62,8 +66,13 @@ def tenant_rows() -> list[TenantRow]:
 
 
 def recent(only: str | None) -> dict[str, Any]:
-    """Trigger lag and throughput over the last hour (filled in by the stats reader)."""
-    return {"lag": None, "activity": None}
+    """Trigger lag p50/p99 and tasks per minute over the last hour (the viewer's
+    tenant, or all), from the per-minute stats hashes."""
+    broker = redcron_app().broker
+    minutes = activity(broker, only, HOUR)
+    now = minutes[-1].minute if minutes else None
+    chart = activity_svg([(m.minute, m.succeeded, m.failed) for m in minutes], now=now)
+    return {"lag": trigger_lag(broker, only, HOUR), "activity": chart}
 
 
 @bp.get("/")

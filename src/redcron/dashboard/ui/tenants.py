@@ -9,6 +9,7 @@ from typing import Any
 
 import flask
 
+from redcron.broker.stats import trigger_lag_by_tenant
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
@@ -19,6 +20,9 @@ from redcron.model import validation
 from redcron.model.tenants import SETTINGS_FIELDS, TenantSettings
 
 bp = flask.Blueprint("tenants", __name__)
+
+#: the window of the trigger lag column
+LAG_MINUTES = 60
 
 #: what each settings field means, shown next to its input
 HELP = {
@@ -34,8 +38,14 @@ HELP = {
 
 @bp.get("/tenants")
 def index() -> Reply:
-    statuses = [s for s in redcron_app().tenants.list() if auth.may_see(s.tenant)]
-    return render.page("tenants.html", title="Tenants", tenants=render.paginate(statuses))
+    app = redcron_app()
+    statuses = [s for s in app.tenants.list() if auth.may_see(s.tenant)]
+    return render.page(
+        "tenants.html",
+        title="Tenants",
+        tenants=render.paginate(statuses),
+        lag=trigger_lag_by_tenant(app.broker, LAG_MINUTES),
+    )
 
 
 @bp.get("/tenants/<tenant>")

@@ -5,6 +5,7 @@
 -- @include lib/breaker.lua
 -- @include lib/runs.lua
 -- @include lib/terminal.lua
+-- @include lib/outcomes.lua
 
 -- Does (worker, epoch) still hold a valid lease on this instance?
 local function token_ok(ti, worker, epoch)
@@ -18,6 +19,8 @@ end
   outcome: succeeded | failed | timed_out | lost | cancelled
   delay_ms: '' = backoff min(base * 2^(n-1), cap) scaled by frac (full jitter)
   counter: the stats field a retry counts under (default 'retries')
+  Every end is counted (lib/outcomes.lua); a hand-back (counter 'handed_back')
+  only in the lifetime counters, not as a failure in the minute's activity.
   Returns the new state and, for a retry, the delay in ms before the next
   attempt may run (0: ready at once); nil otherwise. ]]
 local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitcode, now, frac,
@@ -28,6 +31,7 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
   local tenant, queue, priority = f[2], f[8], f[9]
   local pre = 'a:' .. n .. ':'
   redis.call('HSET', ti, pre .. 'outcome', outcome, pre .. 'ended', now)
+  count_attempts(tenant, outcome, 1, now, counter ~= 'handed_back')
   if errtext ~= nil and errtext ~= '' then
     redis.call('HSET', ti, pre .. 'error', errtext, 'error', errtext)
   end

@@ -1,8 +1,13 @@
 --[[ fire: one fire of a job (see fire.lua for the ARGV group layout), shared by
   fire.lua (one fire) and fire_batch.lua (many fires of one shard per call).
   b is the 0-based offset of the 12-value group in ARGV; the caller checks the
-  owner epoch first. Returns {status, run_id}; status notfound for a missing job. ]]
+  owner epoch first. Returns {status, run_id}; status notfound for a missing job.
+  A new fire from the schedule (not manual) is noted in `lags` (lib/lag.lua: the
+  caller saves them once) as now - its due time, the later of its schedule score
+  and its nominal time (a catch-up fire of an old score is as late as its own
+  nominal time). ]]
 -- @include lib/lists.lua
+-- @include lib/lag.lua
 -- @include lib/admission.lua
 -- @include lib/runs.lua
 -- @include lib/cancel_instance.lua
@@ -14,7 +19,7 @@ local function owner_ok(epoch, now)
   return o[1] == epoch and tonumber(o[2] or '0') > now
 end
 
-local function fire_one(b, now, woken)
+local function fire_one(b, now, woken, lags)
   local job_id, expected, version = ARGV[b + 1], ARGV[b + 2], ARGV[b + 3]
   local fire_ms, next_nominal, next_due = ARGV[b + 4], ARGV[b + 5], ARGV[b + 6]
   local trigger, skipped, run_id, params = ARGV[b + 8], ARGV[b + 10], ARGV[b + 11], ARGV[b + 12]
@@ -55,6 +60,9 @@ local function fire_one(b, now, woken)
   if redis.call('EXISTS', key_run(run_id)) == 1 then return {'exists', run_id} end
   if expected == '' then redis.call('HSET', jk, 'last_fire', fire_ms) end
   redis.call('HINCRBY', key_stats(), 'fires', 1)
+  if expected ~= '' and trigger ~= 'manual' then
+    lag_note(lags, j[5], now - math.max(tonumber(expected), tonumber(fire_ms)))
+  end
 
   local overlap = j[3] or 'skip'
   local active = redis.call('SCARD', key_active(job_id))

@@ -1,7 +1,8 @@
 --[[ runs: DAG progress and the run lifecycle.
   Instance fields of a run's task: run, task, deps, down (comma lists),
   deps_left.  Run hash counters: total, n_done, n_succeeded, n_failed,
-  n_cancelled; a run ends when n_done == total. ]]
+  n_cancelled; a run ends when n_done == total.  Every run that ends, and every
+  fire recorded as a skipped or rejected run, is counted (lib/outcomes.lua). ]]
 -- @include lib/lists.lua
 -- @include lib/downstream.lua
 -- @include lib/admission.lua
@@ -10,6 +11,7 @@
 -- @include lib/waiters.lua
 -- @include lib/breaker.lua
 -- @include lib/recent.lua
+-- @include lib/outcomes.lua
 
 -- Once a run ends, it and its instances expire after keep_s, and the job's
 -- history keeps at most keep_runs runs (oldest ended runs deleted, ≤ 10 a call).
@@ -53,6 +55,7 @@ local function record_skipped(job_id, run_id, fire_ms, trigger, now, reason, sta
   redis.call('ZADD', key_runs(job_id), fire_ms, run_id)
   redis.call('HINCRBY', key_stats(), state == 'rejected' and 'fires_rejected'
     or 'fires_overlap_skipped', 1)
+  count_run(j[1], state or 'skipped')
   local keep = tonumber(j[3] or '0')
   if keep and keep > 0 then redis.call('EXPIRE', rk, keep) end
 end
@@ -119,7 +122,7 @@ end
 local function run_check_end(run_id, now)
   local rk = key_run(run_id)
   local f = redis.call('HMGET', rk, 'total', 'n_done', 'n_failed', 'cancel_requested', 'state',
-    'job', 'n_cancelled')
+    'job', 'n_cancelled', 'tenant')
   if not f[1] or tonumber(f[2]) < tonumber(f[1]) then return end
   if not RUN_ACTIVE[f[5]] then return end
   local state = 'succeeded'
@@ -131,6 +134,7 @@ local function run_check_end(run_id, now)
     state = 'cancelled'
   end
   redis.call('HSET', rk, 'state', state, 'ended', now)
+  count_run(f[8], state)
   local job_id = f[6]
   redis.call('SREM', key_active(job_id), run_id)
   local jk = key_job(job_id)

@@ -1,0 +1,270 @@
+"""How attempts, runs and scheduled fires went, as the scripts recorded them.
+
+The scripts count as work ends (``lua/lib/outcomes.lua``, ``lua/lib/lag.lua``):
+lifetime per-shard hashes (``attempts``, ``runends``, ``lag``) that ``/metrics``
+reads, and per-minute hashes (``act:<minute>``, ``lagm:<minute>``, kept 2 h)
+that the dashboard reads for its last hour.  Reading costs one pipelined round
+trip per shard read (one shard for a tenant, every shard for all tenants), of
+one command per minute of the window: the work grows with the tenants active
+in those minutes, never with the tasks run or the fires made.  No SCAN.
+
+The pure parts (minute arithmetic, quantiles from buckets, hash field parsing)
+take their inputs as arguments and are unit-tested without Redis.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from redcron.errors import ValidationError
+from redcron.keys import ACTIVITY_TTL_S, LAG_BUCKETS_S, lag_bucket_labels, shard_of
+from redcron.model import LagSummary, MinuteActivity
+from redcron.model import validation as check
+from redcron.serde import text as _s
+
+if TYPE_CHECKING:
+    from redcron.broker import Broker
+
+MINUTE_MS = 60_000
+#: the longest window the per-minute hashes can answer (they expire after this)
+MAX_MINUTES = ACTIVITY_TTL_S // 60 - 5
+#: the bucket names in order, ``+Inf`` last (hash fields and Prometheus ``le``)
+LABELS: tuple[str, ...] = lag_bucket_labels()
+#: the bucket upper bounds in seconds, ``inf`` last (aligned with LABELS)
+BOUNDS: tuple[float, ...] = (*(float(b) for b in LAG_BUCKETS_S), math.inf)
+#: how an attempt outcome counts in the per-minute activity
+SUCCEEDED, FAILED = "succeeded", "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class LagHistogram:
+    """The lifetime trigger-lag histogram (``/metrics``), summed over shards.
+
+    ``counts`` are per bucket (not cumulative), aligned with :data:`LABELS`."""
+
+    counts: tuple[int, ...]
+    count: int
+    sum_s: float
+
+    def cumulative(self) -> list[tuple[str, int]]:
+        """``(le, fires at most that late)`` per bucket, as Prometheus wants them."""
+        out: list[tuple[str, int]] = []
+        total = 0
+        for label, n in zip(LABELS, self.counts, strict=True):
+            total += n
+            out.append((label, total))
+        return out
+
+
+# -- pure helpers --------------------------------------------------------------
+
+
+def minute_of(ms: int) -> int:
+    """The minute number (``ms // 60000``) the scripts file a time under."""
+    return ms // MINUTE_MS
+
+
+def window(now_ms: int, minutes: int) -> range:
+    """The ``minutes`` minute numbers ending with the one ``now_ms`` falls in,
+    oldest first (the current minute, partly gone, is the last)."""
+    last = minute_of(now_ms)
+    return range(last - minutes + 1, last + 1)
+
+
+def check_minutes(minutes: int) -> int:
+    """A window length the per-minute hashes can answer: 1..MAX_MINUTES."""
+    if isinstance(minutes, bool) or not isinstance(minutes, int) or not 1 <= minutes <= MAX_MINUTES:
+        raise ValidationError(
+            "minutes",
+            f"{minutes!r} must be a whole number of minutes from 1 to {MAX_MINUTES} "
+            "(the per-minute figures expire after that)",
+        )
+    return minutes
+
+
+def split_field(field: str | bytes) -> tuple[str, str]:
+    """``"<tenant>|<what>"`` -> ``(tenant, what)`` (tenant names hold no ``|``)."""
+    tenant, _, what = _s(field).rpartition("|")
+    return tenant, what
+
+
+def per_tenant(fields: Mapping[Any, Any]) -> dict[tuple[str, str], int]:
+    """A ``<tenant>|<what> -> n`` hash as ``{(tenant, what): n}``."""
+    return {split_field(k): int(v) for k, v in fields.items()}
+
+
+def add_counts(into: dict[tuple[str, str], int], more: Mapping[tuple[str, str], int]) -> None:
+    """Sum ``more`` into ``into`` (figures of several shards)."""
+    for k, n in more.items():
+        into[k] = into.get(k, 0) + n
+
+
+def lag_histogram(hashes: Iterable[Mapping[Any, Any]]) -> LagHistogram:
+    """The lifetime ``lag`` hashes of the shards, summed."""
+    counts = [0] * len(LABELS)
+    count = sum_ms = 0
+    for fields in hashes:
+        got = {_s(k): int(v) for k, v in fields.items()}
+        for i, label in enumerate(LABELS):
+            counts[i] += got.get(label, 0)
+        count += got.get("count", 0)
+        sum_ms += got.get("sum_ms", 0)
+    return LagHistogram(tuple(counts), count, sum_ms / 1000)
+
+
+def quantile_bound(counts: Sequence[int], q: float) -> float | None:
+    """The upper bound (s) of the bucket holding the ``q`` quantile (nearest
+    rank: the first bucket whose cumulative count reaches ``ceil(q * n)``);
+    ``inf`` for the last bucket, None when the buckets are empty."""
+    total = sum(counts)
+    if total == 0:
+        return None
+    rank = max(1, math.ceil(q * total))
+    seen = 0
+    for bound, n in zip(BOUNDS, counts, strict=True):
+        seen += n
+        if seen >= rank:
+            return bound
+    return BOUNDS[-1]  # not reached: the last bucket brings seen to total
+
+
+def summarize_lag(counts: Sequence[int], minutes: int) -> LagSummary:
+    """A window's lag buckets (per bucket, aligned with LABELS) as a summary:
+    quantiles as bucket bounds, a bound past the last finite one read as that."""
+
+    def finite(bound: float | None) -> float | None:
+        return None if bound is None else min(bound, BOUNDS[-2])
+
+    slowest = next((b for b, n in zip(reversed(BOUNDS), reversed(counts), strict=True) if n), None)
+    return LagSummary(
+        minutes=minutes,
+        fires=sum(counts),
+        p50_s=finite(quantile_bound(counts, 0.5)),
+        p99_s=finite(quantile_bound(counts, 0.99)),
+        max_bucket_s=finite(slowest),
+        beyond_last_bucket=counts[-1],
+    )
+
+
+def activity_of(
+    minutes: range, tenant: str | None, hashes: Sequence[Mapping[Any, Any]]
+) -> list[MinuteActivity]:
+    """One record per minute of ``minutes`` from the ``act:<minute>`` hashes read
+    for them (shards' hashes summed: ``hashes`` holds, per shard, one per minute
+    in order); ``tenant`` None sums every tenant."""
+    succeeded = [0] * len(minutes)
+    failed = [0] * len(minutes)
+    for i, fields in enumerate(hashes):
+        slot = i % len(minutes)
+        for (t, what), n in per_tenant(fields).items():
+            if tenant is not None and t != tenant:
+                continue
+            if what == SUCCEEDED:
+                succeeded[slot] += n
+            elif what == FAILED:
+                failed[slot] += n
+    return [
+        MinuteActivity(datetime.fromtimestamp(m * 60, tz=UTC), s, f)
+        for m, s, f in zip(minutes, succeeded, failed, strict=True)
+    ]
+
+
+def lag_counts_by_tenant(hashes: Iterable[Mapping[Any, Any]]) -> dict[str, list[int]]:
+    """Per-bucket fires of each tenant, summed over ``lagm:<minute>`` hashes."""
+    index = {label: i for i, label in enumerate(LABELS)}
+    out: dict[str, list[int]] = {}
+    for fields in hashes:
+        for (t, le), n in per_tenant(fields).items():
+            if le in index:
+                out.setdefault(t, [0] * len(LABELS))[index[le]] += n
+    return out
+
+
+def lag_counts(tenant: str | None, hashes: Iterable[Mapping[Any, Any]]) -> list[int]:
+    """Per-bucket fires summed over ``lagm:<minute>`` hashes; ``tenant`` None
+    sums every tenant."""
+    index = {label: i for i, label in enumerate(LABELS)}
+    counts = [0] * len(LABELS)
+    for fields in hashes:
+        for (t, le), n in per_tenant(fields).items():
+            if (tenant is None or t == tenant) and le in index:
+                counts[index[le]] += n
+    return counts
+
+
+# -- reading -------------------------------------------------------------------
+
+
+def _read_minutes(
+    broker: Broker, kind: str, tenant: str | None, minutes: range, fields: Sequence[str]
+) -> list[Mapping[Any, Any]]:
+    """The per-minute hashes of ``kind`` (``act`` or ``lagm``) for ``minutes``:
+    every field of every shard (tenant None), or only ``<tenant>|<field>`` of the
+    tenant's shard.  One pipelined round trip per shard; hashes in shard then
+    minute order."""
+    keys = broker.keys
+    shards = range(broker.shards) if tenant is None else [shard_of(tenant, broker.shards)]
+    out: list[Mapping[Any, Any]] = []
+    for shard in shards:
+        pipe = broker.client.pipeline(transaction=False)
+        for m in minutes:
+            key = keys.build(shard, kind, m)
+            if tenant is None:
+                pipe.hgetall(key)
+            else:
+                pipe.hmget(key, [f"{tenant}|{f}" for f in fields])
+        for got in pipe.execute():
+            if tenant is None:
+                out.append(got)
+            else:
+                out.append(
+                    {f"{tenant}|{f}": v for f, v in zip(fields, got, strict=True) if v is not None}
+                )
+    return out
+
+
+def activity(
+    broker: Broker, tenant: str | None, minutes: int = 60, now_ms: int | None = None
+) -> list[MinuteActivity]:
+    """Attempts succeeded and failed per minute over the last ``minutes``
+    minutes (the current one last), oldest first, zero-filled; one tenant's,
+    or every tenant's (``tenant`` None).  ``now_ms``: the server clock unless
+    given (tests)."""
+    minutes = check_minutes(minutes)
+    if tenant is not None:
+        check.name("tenant", tenant)
+    now = broker.server_ms() if now_ms is None else now_ms
+    span = window(now, minutes)
+    return activity_of(
+        span, tenant, _read_minutes(broker, "act", tenant, span, (SUCCEEDED, FAILED))
+    )
+
+
+def trigger_lag(
+    broker: Broker, tenant: str | None, minutes: int = 60, now_ms: int | None = None
+) -> LagSummary:
+    """Trigger lag of the scheduled fires of the last ``minutes`` minutes: one
+    tenant's, or every tenant's (``tenant`` None).  ``now_ms``: the server clock
+    unless given (tests)."""
+    minutes = check_minutes(minutes)
+    if tenant is not None:
+        check.name("tenant", tenant)
+    now = broker.server_ms() if now_ms is None else now_ms
+    hashes = _read_minutes(broker, "lagm", tenant, window(now, minutes), LABELS)
+    return summarize_lag(lag_counts(tenant, hashes), minutes)
+
+
+def trigger_lag_by_tenant(
+    broker: Broker, minutes: int = 60, now_ms: int | None = None
+) -> dict[str, LagSummary]:
+    """:func:`trigger_lag` of every tenant with a scheduled fire in the last
+    ``minutes`` minutes, from one read of every shard (a table of tenants costs
+    one round trip per shard, not one per tenant)."""
+    minutes = check_minutes(minutes)
+    now = broker.server_ms() if now_ms is None else now_ms
+    hashes = _read_minutes(broker, "lagm", None, window(now, minutes), LABELS)
+    return {t: summarize_lag(c, minutes) for t, c in sorted(lag_counts_by_tenant(hashes).items())}

@@ -1,0 +1,115 @@
+--[[ doctor_place: put one instance back in the place its hash records, when
+  that place lost it (a hand edit, a lost write): the inverse of the index
+  checks of redcron doctor.
+  KEYS[1] shard prefix
+  ARGV[1] instance id
+  ARGV[2] now_override_ms ("" = server TIME)
+  ARGV[3] jitter fraction [0,1) for a retry's backoff (an expired lease ended here)
+  Returns: what it did, one word:
+    in_place       nothing to do on re-check
+    requeued       ready, but no undelivered entry of its stream named it: a new
+                   entry, the tenant on its ring and aging index, a worker woken
+    entry_pending  ready, but its entry is delivered (pending) or its hash holds a
+                   live deadline: a worker may hold it, left alone (the reaper drops
+                   that entry; run doctor again after)
+    timer_added    scheduled / retry_wait with no timer: timer at its due time
+    lease_indexed  leased / running, missing from tleases:<tenant>: added back at
+                   its deadline (and its stream in the reaper's index)
+    lease_live     leased / running with no pending stream entry, deadline still
+                   ahead: left alone (the worker may report; else run doctor again
+                   after the deadline)
+    lease_ended:<state>  leased / running with no pending entry and its deadline
+                   passed: the reaper can never see it, so the attempt ends 'lost'
+                   exactly as reap.lua ends an expired lease (retry or DLQ)
+    dlq_added      dead with no DLQ entry: a new self-contained entry
+    held_added     held, missing from held:<job>: appended
+    missing        no such instance
+  Upholds: one place per instance; nothing that may be running is handed out
+  again (a live deadline or a delivered entry blocks the requeue); each attempt
+  ends once. ]]
+-- @include lib/clock.lua
+-- @include lib/streams.lua
+-- @include lib/rings.lua
+-- @include lib/breaker.lua
+-- @include lib/attempts.lua
+
+local iid = ARGV[1]
+local now = now_ms(ARGV[2])
+local frac = ARGV[3] ~= '' and ARGV[3] or '0'
+local ti = key_ti(iid)
+local f = redis.call('HMGET', ti, 'state', 'loc', 'queue', 'tenant', 'priority', 'lease_entry',
+  'deadline', 'due', 'run', 'name', 'attempt', 'error', 'ended')
+local state, loc = f[1], f[2] or ''
+if not state then return 'missing' end
+local queue, tenant, priority = f[3], f[4], f[5]
+local deadline = tonumber(f[7] or '') or 0
+
+local function names_me(stream, eid)
+  local e = redis.call('XRANGE', stream, eid, eid)
+  return e[1] ~= nil and e[1][2][2] == iid
+end
+
+local function delivered(stream, eid)
+  return #redis.call('XPENDING', stream, GROUP, eid, eid, 1) > 0
+end
+
+if state == 'ready' then
+  local stream = key_q(queue, tenant, priority)
+  local eid = string.match(loc, '^q:(.+)$')
+  if eid and names_me(stream, eid) then
+    if not delivered(stream, eid) then return 'in_place' end
+    return 'entry_pending'
+  end
+  if deadline > now then return 'entry_pending' end
+  make_ready(ti, iid, queue, tenant, priority)
+  wake(queue, 1)
+  return 'requeued'
+elseif state == 'scheduled' or state == 'retry_wait' then
+  if redis.call('ZSCORE', key_timers(), iid) then return 'in_place' end
+  local due = tonumber(f[8] or '') or now
+  redis.call('ZADD', key_timers(), due, iid)
+  redis.call('HSET', ti, 'loc', 'timer', 'due', due)
+  return 'timer_added'
+elseif TASK_LEASED[state] then
+  local stream = key_q(queue, tenant, priority)
+  local eid = f[6] or ''
+  local pending = eid ~= '' and names_me(stream, eid) and delivered(stream, eid)
+  if not pending then
+    if deadline > now then return 'lease_live' end
+    -- invisible to the reaper (nothing pending names it): end it as reap would
+    redis.call('HINCRBY', key_stats(), 'lease_expired', 1)
+    local to = end_attempt(ti, iid, 'lost',
+      'lease expired with no stream entry left (ended by redcron doctor)', '1', '', '', now, frac)
+    return 'lease_ended:' .. to
+  end
+  local did = 'in_place'
+  if not redis.call('ZSCORE', key_tleases(tenant), iid) then
+    redis.call('ZADD', key_tleases(tenant), deadline, iid)
+    did = 'lease_indexed'
+  end
+  -- the reaper must look at this stream by the lease's deadline (as lease.lua)
+  if not redis.call('ZSCORE', key_pending(), stream) then
+    redis.call('ZADD', key_pending(), deadline, stream)
+    did = 'lease_indexed'
+  end
+  return did
+elseif state == 'dead' then
+  local dlq = key_dlq(tenant)
+  local eid = string.match(loc, '^dlq:(.+)$')
+  if eid and names_me(dlq, eid) then return 'in_place' end
+  local n = f[11] or '0'
+  local outcome = redis.call('HGET', ti, 'a:' .. n .. ':outcome') or 'failed'
+  local new = redis.call('XADD', dlq, '*', 'i', iid, 'name', f[10] or '', 'queue', queue or '',
+    'attempts', n, 'outcome', outcome, 'error', f[12] or '', 'tail', '', 'at', f[13] or now)
+  redis.call('HSET', ti, 'loc', 'dlq:' .. new)
+  return 'dlq_added'
+elseif state == 'held' then
+  local job_id = job_of_run(f[9])
+  if not job_id then return 'in_place' end
+  local hk = key_held(job_id)
+  if redis.call('LPOS', hk, iid) then return 'in_place' end
+  redis.call('RPUSH', hk, iid)
+  redis.call('HSET', ti, 'loc', 'held')
+  return 'held_added'
+end
+return 'in_place'

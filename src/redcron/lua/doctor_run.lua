@@ -1,0 +1,87 @@
+--[[ doctor_run: recount one run from its task instances and set what follows:
+  its counters, its membership of active:<job>, a pending task whose
+  dependencies all succeeded made ready (the fan-in that did not happen), and
+  the run's end when every task has ended (run_check_end, as the scripts that
+  end instances do).
+  KEYS[1] shard prefix
+  ARGV[1] run id
+  ARGV[2] now_override_ms ("" = server TIME)
+  Returns: {word, tasks made ready}; word: recounted (counters or active:<job>
+  membership rewritten) |
+  in_place | gone (no run hash: dropped from active:<job>) | ended (a run that
+  has ended: dropped from active:<job>) | task_missing (a task has no hash:
+  counters left alone).
+  Upholds: a run ends when no instance can progress; fan-in makes a task ready
+  once (a pending task never ran, so readying it cannot run anything twice). ]]
+-- @include lib/clock.lua
+-- @include lib/lists.lua
+-- @include lib/streams.lua
+-- @include lib/rings.lua
+-- @include lib/breaker.lua
+-- @include lib/runs.lua
+
+local run_id = ARGV[1]
+local now = now_ms(ARGV[2])
+local rk = key_run(run_id)
+local r = redis.call('HMGET', rk, 'state', 'job', 'tasks', 'total', 'n_done', 'n_succeeded',
+  'n_failed', 'n_cancelled')
+local job_id = r[2] or job_of_run(run_id)
+if not r[1] then
+  if job_id then redis.call('SREM', key_active(job_id), run_id) end
+  return {'gone', 0}
+end
+if not RUN_ACTIVE[r[1]] then
+  redis.call('SREM', key_active(job_id), run_id)
+  return {'ended', 0}
+end
+local word = 'in_place'
+if redis.call('SADD', key_active(job_id), run_id) == 1 then word = 'recounted' end
+local names = split(r[3])
+local states = {}
+for _, t in ipairs(names) do
+  local st = redis.call('HGET', key_ti(run_id .. '/' .. t), 'state')
+  if not st then return {'task_missing', 0} end
+  states[t] = st
+end
+-- the fan-in that did not happen: every dependency succeeded, still pending
+local readied = 0
+for _, t in ipairs(names) do
+  if states[t] == 'pending' then
+    local iid = run_id .. '/' .. t
+    local ti = key_ti(iid)
+    local met = true
+    for _, d in ipairs(split(redis.call('HGET', ti, 'deps'))) do
+      if states[d] ~= 'succeeded' then met = false end
+    end
+    if met then
+      local g = redis.call('HMGET', ti, 'queue', 'tenant', 'priority')
+      redis.call('HSET', ti, 'deps_left', 0)
+      make_ready(ti, iid, g[1], g[2], g[3])
+      wake(g[1], 1)
+      states[t] = 'ready'
+      readied = readied + 1
+    end
+  end
+end
+local done, ok, failed, cancelled = 0, 0, 0, 0
+for _, t in ipairs(names) do
+  local st = states[t]
+  if st == 'succeeded' then
+    ok = ok + 1
+  elseif st == 'dead' or st == 'failed' or st == 'upstream_failed' then
+    failed = failed + 1
+  elseif st == 'cancelled' or st == 'skipped' then
+    cancelled = cancelled + 1
+  end
+end
+done = ok + failed + cancelled
+local want = {#names, done, ok, failed, cancelled}
+for i = 1, 5 do
+  if tonumber(r[i + 3] or '') ~= want[i] then word = 'recounted' end
+end
+if word == 'recounted' then
+  redis.call('HSET', rk, 'total', want[1], 'n_done', want[2], 'n_succeeded', want[3],
+    'n_failed', want[4], 'n_cancelled', want[5])
+end
+run_check_end(run_id, now)
+return {word, readied}

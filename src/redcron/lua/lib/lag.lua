@@ -1,0 +1,42 @@
+--[[ lag: how late scheduled fires are (trigger lag), as histograms whose bucket
+  bounds come from redcron/keys.py (LAG_BUCKETS: {bound ms, field name}).
+  lag (HASH, lifetime): <le> -> fires in that bucket (not cumulative), sum_ms, count.
+  lagm:<minute> (HASH, per minute, expires after ACTIVITY_TTL_S): <tenant>|<le> -> fires.
+  A call gathers its fires in a table (lag_note) and writes them once (lag_save),
+  so a batch of fires costs a few calls, not a few per fire. ]]
+
+-- The field name of the bucket a lag (ms) falls in.
+local function lag_bucket(lag_ms)
+  for _, b in ipairs(LAG_BUCKETS) do
+    if lag_ms <= b[1] then return b[2] end
+  end
+  return '+Inf'  -- not reached: the last bound is math.huge
+end
+
+-- Gather one scheduled fire of `tenant`, `lag_ms` late, into `notes`.
+local function lag_note(notes, tenant, lag_ms)
+  if lag_ms < 0 then lag_ms = 0 end
+  local le = lag_bucket(lag_ms)
+  notes.count = (notes.count or 0) + 1
+  notes.sum = (notes.sum or 0) + lag_ms
+  notes.le = notes.le or {}
+  notes.le[le] = (notes.le[le] or 0) + 1
+  notes.tle = notes.tle or {}
+  local f = tenant .. '|' .. le
+  notes.tle[f] = (notes.tle[f] or 0) + 1
+end
+
+-- Write the gathered fires: the lifetime histogram and the minute's.
+local function lag_save(notes, now)
+  if not notes.count then return end
+  local lk = key_lag()
+  for le, n in pairs(notes.le) do redis.call('HINCRBY', lk, le, n) end
+  redis.call('HINCRBY', lk, 'count', notes.count)
+  redis.call('HINCRBY', lk, 'sum_ms', notes.sum)
+  local mk = key_lagm(math.floor(now / 60000))
+  local fresh = false
+  for f, n in pairs(notes.tle) do
+    if redis.call('HINCRBY', mk, f, n) == n then fresh = true end
+  end
+  if fresh then redis.call('EXPIRE', mk, ACTIVITY_TTL_S) end
+end

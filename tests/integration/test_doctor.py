@@ -1,0 +1,229 @@
+"""``redcron doctor`` against a real Redis: a busy, healthy system has no
+findings; each inconsistency an operator with redis-cli could make is found
+with its kind and key; ``repair`` fixes the safe ones, a second examination
+reports only what is not safely repairable, and a worker then drains
+everything."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from cli_fixtures import Invoke, invoke_fixture, prefix_fixture  # noqa: F401 (fixtures)
+from worker_procs import thread_workers, wait_for  # tests/helpers
+
+from redcron import App
+from redcron.broker import FailItem
+from redcron.broker.doctor import SCRIPTS, examine
+from redcron.broker.scripts import full_source
+from redcron.keys import GROUP
+from redcron.model import DoctorReport
+from redcron.model.jobs import Task
+
+TTL_MS = 1000  # the leases the test takes by hand: reaped soon after the test leaves them
+
+
+@pytest.fixture
+def app(redis_url: str, prefix: str) -> Iterator[App]:
+    a = App(redis_url, prefix=prefix, min_lease_ttl=0.5)
+
+    @a.task(name="t.ok", retries=0)
+    def ok(x: int) -> int:
+        return x
+
+    @a.task(name="t.bad", retries=0)
+    def bad() -> None:
+        raise ValueError("boom")
+
+    yield a
+    a.close()
+
+
+def kinds(report: DoctorReport) -> list[tuple[str, str]]:
+    return sorted((f.kind, f.key) for f in report.findings)
+
+
+def busy(app: App) -> dict[str, Any]:
+    """A busy, healthy system: ready, leased, succeeded, dead, countdown work,
+    a DAG run half way, a scheduled job."""
+    b = app.broker
+    done = app.enqueue("t.ok", 1, _tenant="acme")
+    leased = app.enqueue("t.ok", 2, _tenant="acme")
+    app.enqueue("t.ok", 3, _tenant="acme")
+    app.enqueue("t.ok", 4, _tenant="acme")
+    app.enqueue("t.ok", 5, _tenant="globex", _priority="high")
+    app.enqueue("t.ok", 6, _tenant="globex", _countdown=3600)
+    (l1, l2) = b.lease(0, "w-test", 2, TTL_MS, ["default"], tenants=["acme"])
+    assert {l1.iid, l2.iid} == {done.id, leased.id}
+    b.complete(0, "w-test", [(l1.iid, l1.epoch, b"\x01")])
+    dead = app.enqueue("t.bad", _tenant="globex")
+    (ld,) = b.lease(0, "w-test", 1, TTL_MS, ["default"], tenants=["globex"])
+    if ld.iid != dead.id:  # globex's high-priority task came first: finish it
+        b.complete(0, "w-test", [(ld.iid, ld.epoch, b"\x01")])
+        (ld,) = b.lease(0, "w-test", 1, TTL_MS, ["default"], tenants=["globex"])
+    (res,) = b.fail(0, "w-test", [FailItem(ld.iid, ld.epoch, "failed", "ValueError: boom", False)])
+    assert res.state == "dead"
+    app.jobs.put(
+        "etl",
+        tasks={
+            "extract": Task("t.ok", args=[1], queue="etl"),
+            "load": Task("t.ok", args=[2], depends_on=["extract"], queue="etl"),
+        },
+        tenant="acme",
+    )
+    run_id = app.jobs.trigger("acme", "etl")
+    (le,) = b.lease(0, "w-test", 1, TTL_MS, ["etl"])
+    b.complete(0, "w-test", [(le.iid, le.epoch, b"\x01")])
+    nightly = app.jobs.put("nightly", tasks={"t": Task("t.ok", args=[7])}, cron="0 3 * * *",
+                           tenant="acme")  # fmt: skip
+    return {"done": done.id, "leased": leased.id, "run": run_id, "nightly": nightly.id,
+            "dead": ld.iid}  # fmt: skip
+
+
+def test_a_busy_healthy_system_has_no_findings(app: App) -> None:
+    busy(app)
+    report = examine(app.broker)
+    assert report.findings == (), kinds(report)
+    assert report.clean
+    by_tenant = {t.tenant: t for t in report.tenants}
+    acme = by_tenant["acme"]
+    assert (acme.in_flight, acme.in_flight_recount) == (1, 1)
+    assert acme.queued == acme.queued_recount == acme.ready == 3  # 2 acme + the DAG's load
+    assert by_tenant["globex"].dlq == 1
+    assert report.summary.runs_active == 1 and report.summary.jobs == 2
+
+
+def test_each_break_is_found_repaired_and_the_system_then_drains(app: App) -> None:
+    ids = busy(app)
+    r, k = app.broker.client, app.broker.keys
+    ready_iid = app.enqueue("t.ok", 8, _tenant="acme").id
+    before = examine(app.broker)
+    assert before.findings == (), kinds(before)
+
+    # -- break things as an operator with redis-cli could -------------------------------
+    r.zrem(k.schedule(0), ids["nightly"])  # 1. a job off the schedule
+    r.zadd(k.schedule(0), {"0-01NOSUCHJOB": 1})  # 2. a schedule entry for no job
+    spare = k.q(0, "spare", "acme", "normal")  # 3. a pending entry whose instance is gone
+    r.xgroup_create(spare, GROUP, "0", mkstream=True)
+    r.xadd(spare, {"i": "0-01GHOST"})
+    r.xreadgroup(GROUP, GROUP, {spare: ">"}, count=1)
+    r.zadd(k.tleases(0, "acme"), {ids["done"]: 1})  # 4. a lease of a succeeded instance
+    loc = r.hget(k.ti(0, ready_iid), "loc").decode()  # 5. a ready instance off its stream
+    r.xdel(k.q(0, "default", "acme", "normal"), loc[2:])
+    r.zadd(k.ring(0, "default", "low"), {"nobody": 5})  # 6. a ring member with nothing ready
+    r.hset(k.run(0, ids["run"]), "n_done", 5)  # 7. a wrong run counter
+    r.zadd(k.timers(0), {"0-01NOSUCHTASK": 1})  # 8. a timer for no instance
+    r.hset(k.ti(0, "0-01BADSTATE"), mapping={"state": "garbage", "tenant": "acme"})  # 9.
+    r.hset(k.ti(0, "0-01NOSTATE"), mapping={"name": "t.ok", "queue": "default"})
+
+    report = examine(app.broker)
+    found = kinds(report)
+    expected = [
+        ("schedule_entry_missing", k.schedule(0)),
+        ("schedule_entry_orphan", k.schedule(0)),
+        ("pending_entry_orphan", spare),
+        ("reaper_index_missing", k.pending(0)),
+        ("lease_orphan", k.tleases(0, "acme")),
+        ("ready_not_in_stream", k.ti(0, ready_iid)),
+        ("ring_member_idle", k.ring(0, "default", "low")),
+        ("run_counters_wrong", k.run(0, ids["run"])),
+        ("timer_orphan", k.timers(0)),
+        ("instance_malformed", k.ti(0, "0-01BADSTATE")),
+        ("instance_malformed", k.ti(0, "0-01NOSTATE")),
+    ]
+    assert found == sorted(expected), "\n".join(map(str, found))
+    assert not report.clean
+    for f in report.findings:
+        assert f.detail and f.detail.endswith((".", ")")), f
+        assert f.repairable == (f.kind != "instance_malformed"), f
+        assert not f.repaired
+
+    repaired = examine(app.broker, repair=True)
+    assert kinds(repaired) == found
+    for f in repaired.findings:
+        assert f.repaired == f.repairable, f
+        assert f.action if f.repairable else True, f
+    assert repaired.summary.remaining == 2
+
+    again = examine(app.broker)
+    assert kinds(again) == [
+        ("instance_malformed", k.ti(0, "0-01BADSTATE")),
+        ("instance_malformed", k.ti(0, "0-01NOSTATE")),
+    ]
+    assert r.zscore(k.schedule(0), ids["nightly"]) is not None
+    assert r.hget(k.run(0, ids["run"]), "n_done") == b"1"
+
+    # the system works: a worker drains everything (the hand-left lease is reaped first)
+    with thread_workers(app) as start:
+        start(concurrency=4, queues=["default", "etl"])
+
+        def drained() -> bool:
+            loads = {t.tenant: t for t in app.broker.inspect()}
+            return all(t.ready == 0 and t.in_flight == 0 for t in loads.values())
+
+        wait_for(drained, "a worker to drain every queue", 20)
+        wait_for(lambda: app.jobs.run(ids["run"]).state == "succeeded", "the DAG run", 20)
+    assert app.broker.task_info(ready_iid).state == "succeeded"
+    r.delete(k.ti(0, "0-01BADSTATE"), k.ti(0, "0-01NOSTATE"))
+    final = examine(app.broker)
+    assert final.findings == (), kinds(final)
+
+
+def test_an_expired_lease_with_no_entry_is_ended_as_the_reaper_would(app: App) -> None:
+    b, r, k = app.broker, app.broker.client, app.broker.keys
+    h = app.enqueue("t.ok", 1, _tenant="acme")
+    (_lease,) = b.lease(0, "w-gone", 1, TTL_MS, ["default"])
+    stream = k.q(0, "default", "acme", "normal")
+    entry = r.hget(k.ti(0, h.id), "lease_entry").decode()
+    r.xack(stream, GROUP, entry)  # "cleared" by hand: the reaper can no longer see the lease
+    r.xdel(stream, entry)
+    now = b.server_ms()
+    live = examine(b, now_ms=now)
+    (f,) = live.findings
+    assert (f.kind, f.key, f.repairable) == ("lease_entry_missing", k.ti(0, h.id), False)
+    later = examine(b, now_ms=now + 10 * TTL_MS, repair=True)
+    (f,) = later.findings
+    assert f.repaired and "lost" in f.action, f
+    assert b.task_info(h.id).state == "dead"  # retries=0: the lost attempt was its last
+    assert examine(b).findings == ()
+
+
+def test_a_parked_tenant_below_its_cap_is_unparked(app: App) -> None:
+    r, k = app.broker.client, app.broker.keys
+    app.enqueue("t.ok", 1, _tenant="acme")
+    r.zrem(k.ring(0, "default", "normal"), "acme")
+    r.zrem(k.oldest(0, "default", "normal"), "acme")
+    r.sadd(k.parked(0, "acme"), "default|normal")
+    report = examine(app.broker)
+    assert kinds(report) == [("tenant_parked_stuck", k.parked(0, "acme"))]
+    assert examine(app.broker, repair=True).summary.remaining == 0
+    assert r.zscore(k.ring(0, "default", "normal"), "acme") is not None
+    assert examine(app.broker).findings == ()
+
+
+def test_cli_doctor(app: App, invoke: Invoke) -> None:
+    busy(app)
+    clean = invoke("doctor")
+    assert clean.exit_code == 0, clean.output
+    assert "no findings" in clean.stdout
+    r, k = app.broker.client, app.broker.keys
+    r.zadd(k.timers(0), {"0-01NOSUCHTASK": 1})
+    found = invoke("doctor")
+    assert found.exit_code == 1, found.output
+    assert "timer_orphan" in found.stdout and k.timers(0) in found.stdout
+    as_json = invoke("doctor", "--json")
+    assert as_json.exit_code == 1
+    data = json.loads(as_json.stdout)
+    assert [f["kind"] for f in data["findings"]] == ["timer_orphan"]
+    assert data["summary"]["remaining"] == 1
+    fixed = invoke("doctor", "--repair")
+    assert fixed.exit_code == 0, fixed.output
+    assert "repaired" in fixed.stdout
+    assert invoke("doctor").exit_code == 0
+
+
+def test_every_repair_script_compiles(app: App) -> None:
+    for name in SCRIPTS:
+        assert app.broker.client.script_load(full_source(name))
