@@ -50,6 +50,8 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # instance id -> created (ms): the newest instances, for `task list`
     # (enqueue and run creation add, trimmed to the newest 100,000 per shard)
     "recent": ("recent", ()),
+    # rank in ``recent`` where maintenance next looks for ids whose hash expired
+    "recentcur": ("recentcur", ()),
     # a job: spec, trigger, version, policies, compiled DAG template
     "job": ("job:{job_id}", ("job_id",)),
     # one tenant's jobs: name -> job id
@@ -233,6 +235,9 @@ class Keys:
 
     def recent(self, shard: int) -> str:
         return self.build(shard, "recent")
+
+    def recentcur(self, shard: int) -> str:
+        return self.build(shard, "recentcur")
 
     def lock(self, shard: int, name: str) -> str:
         return self.build(shard, "lock", name)

@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 #: bounded work per script call: no script walks an unbounded set at once
 MAX_BATCH = 256
 MAX_MAINTENANCE = 500
+#: ``recent`` ids a maintenance pass checks for expired hashes
+PRUNE_BATCH = 500
 
 
 #: the task hash fields that hold msgpack (every other field is plain text)
@@ -505,7 +507,30 @@ class Broker:
                 break
         if reaped:
             log.info("shard %d: reaped %d expired leases (retried or dead-lettered)", shard, reaped)
+        self.prune_recent(shard)
         return promoted, reaped
+
+    def prune_recent(self, shard: int, batch: int = PRUNE_BATCH) -> int:
+        """Drop ids whose instance hash expired from ``batch`` entries of the
+        shard's ``recent`` index, walking it a window per call (cursor in
+        ``recentcur``) so it holds about the retained instances rather than its
+        cap of newest ids; how many were dropped.  Ids are never reused, so an
+        id found without its hash is gone for good."""
+        client, keys = self.client, self.keys
+        start = int(client.get(keys.recentcur(shard)) or 0)
+        ids: Any = client.zrange(keys.recent(shard), start, start + batch - 1)
+        if not ids:
+            client.set(keys.recentcur(shard), 0)
+            return 0
+        pipe = client.pipeline(transaction=False)
+        for iid in ids:
+            pipe.exists(keys.ti(shard, _s(iid)))
+        gone = [iid for iid, alive in zip(ids, pipe.execute(), strict=True) if not alive]
+        if gone:
+            client.zrem(keys.recent(shard), *gone)
+        following = start + len(ids) - len(gone) if len(ids) == batch else 0
+        client.set(keys.recentcur(shard), following)
+        return len(gone)
 
     # -- the beat --------------------------------------------------------------
 

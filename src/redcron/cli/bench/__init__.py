@@ -7,6 +7,7 @@ import json
 import click
 
 from redcron.cli.bench.measure import fairness, latency, schedule, throughput, trigger
+from redcron.cli.bench.soak import soak
 from redcron.cli.common import concurrency_option
 from redcron.config import WORKER_PREFETCH_PER_SLOT, WORKER_THREADS
 
@@ -125,3 +126,21 @@ def schedule_cmd(calls: int, as_json: bool) -> None:
     if calls < 1:
         raise click.BadParameter("must be >= 1", param_hint="--calls")
     _emit(schedule(calls), as_json)
+
+
+@bench.command("soak")
+@click.option("--minutes", default=10, show_default=True, type=click.IntRange(min=1),
+              help="Minutes to run (one memory sample each).")  # fmt: skip
+@click.option("--runs-per-minute", default=1000, show_default=True, type=click.IntRange(min=1),
+              help="Runs fired a minute (two-task DAGs).")  # fmt: skip
+@click.option("--retention", "retention_s", default=120, show_default=True,
+              type=click.IntRange(min=10), help="Seconds each job keeps its runs.")  # fmt: skip
+@click.option("--redis", "redis_url", default=None, metavar="URL", help="Use this Redis.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def soak_cmd(
+    minutes: int, runs_per_minute: int, retention_s: int, redis_url: str | None, as_json: bool
+) -> None:
+    """Memory each minute with retention on: flat after the first retention
+    period?  And bytes per retained finished instance (a line a minute on stderr)."""
+
+    _emit(soak(minutes, runs_per_minute, retention_s, redis_url), as_json)
