@@ -28,6 +28,16 @@ class RedisUnavailable(ConnectionLost):
     names the URL (without its password) and where to fix it."""
 
 
+class NotReplicated(BrokerError):
+    """``durability="strict"``: the master did the write, but no replica (not
+    as many as asked) confirmed it in time.  It may be lost if the master fails
+    now; the caller may retry (a retried enqueue of the same id is refused as a
+    conflict if the first one survived)."""
+
+    #: the replies of a pipeline whose WAIT fell short (the writes did happen)
+    results: list[object] | None = None
+
+
 class ScriptError(BrokerError):
     """A Lua script failed in a way that is a bug, not a user error."""
 
