@@ -4,6 +4,8 @@ bare ``ValueError`` or ``ConnectionError`` from deep inside a call."""
 
 from __future__ import annotations
 
+import contextlib
+import time
 from typing import Any, cast
 from urllib.parse import urlencode
 
@@ -57,8 +59,30 @@ class Client(redis.Redis):
     url = ""
     #: the sentinels a ``redis+sentinel://`` client asks (closed with it)
     sentinels: redis.sentinel.Sentinel | None = None
+    _next_look = 0.0
+
+    def follow_master(self) -> None:
+        """A sentinel client: at most every :data:`MASTER_LOOK_S`, ask the sentinels
+        where the master is; if it moved, idle connections to the old one are
+        closed, and busy ones when they come back to the pool.
+
+        redis-py asks only when it opens a connection, so a steady pool would keep
+        writing to a demoted master until it turns read-only (after a forced
+        failover, up to the sentinels' 10-second INFO period): writes it takes
+        then are lost when it resyncs from the new master.
+        """
+        if self.sentinels is None:
+            return
+        now = time.monotonic()
+        if now < self._next_look:
+            return
+        self._next_look = now + MASTER_LOOK_S
+        # no sentinel answers: the command's own connection attempt will say so
+        with contextlib.suppress(redis.RedisError):
+            self.connection_pool.get_master_address()  # type: ignore[attr-defined]
 
     def execute_command(self, *args: Any, **options: Any) -> Any:
+        self.follow_master()
         try:
             return super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
         except _UNREACHABLE as exc:
@@ -66,6 +90,7 @@ class Client(redis.Redis):
             raise
 
     def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Pipeline:
+        self.follow_master()
         pipe = Pipeline(self.connection_pool, self.response_callbacks, transaction, shard_hint)
         pipe.url = self.url
         return pipe
@@ -98,6 +123,9 @@ def connect(url: str, **kwargs: Any) -> redis.Redis:
     client.url = url
     return client
 
+
+#: how often a sentinel client checks that the master has not moved (seconds)
+MASTER_LOOK_S = 1.0
 
 #: how long a sentinel may take to answer "where is the master?" before the next
 #: one is asked (redis-py's default is to wait forever)
