@@ -31,8 +31,8 @@ class RedisUnavailable(ConnectionLost):
 class NotReplicated(BrokerError):
     """``durability="strict"``: the master did the write, but no replica (not
     as many as asked) confirmed it in time.  It may be lost if the master fails
-    now; the caller may retry (a retried enqueue of the same id is refused as a
-    conflict if the first one survived)."""
+    now.  Workers and beats retry; an enqueue that raises it was queued on the
+    master, so enqueueing again may run the work twice."""
 
     #: the replies of a pipeline whose WAIT fell short (the writes did happen)
     results: list[object] | None = None
