@@ -23,6 +23,7 @@ from pathlib import Path
 
 import chaos_app  # tests/apps
 import pytest
+from click.testing import CliRunner
 from sentinels import Topology, sentinel_topology  # tests/helpers
 from worker_procs import wait_for, worker_spawner
 from workload import (
@@ -34,6 +35,8 @@ from workload import (
 )
 
 from redcron import App
+from redcron.cli.main import main
+from redcron.dashboard import create_app
 from redcron.errors import NotFound
 from redcron.model.states import TaskState
 from redcron.redact import masked_url
@@ -56,6 +59,17 @@ def test_a_sentinel_url_reaches_the_master_and_masks_its_password(topology: Topo
     try:
         assert app.broker.ensure_meta() == 1
         assert app.broker.client.connection_pool.master_address[1] == topology.master_port()
+        # the dashboard and the CLI take the same URL
+        web = create_app(app, admin_token="t0ken").test_client()
+        metrics = web.get("/metrics")
+        assert metrics.status_code == 200, metrics.get_data(as_text=True)
+        res = CliRunner().invoke(main, ["inspect", "--redis", topology.url])
+        assert res.exit_code == 0, res.output
+        # an unreachable set of sentinels: one line, the password masked
+        dead = url.replace(str(topology.sentinels[0].port), "1").split(",")[0] + "/mymaster"
+        res = CliRunner().invoke(main, ["inspect", "--redis", dead])
+        assert res.exit_code == 1
+        assert "s3cret" not in res.output and "No master found for 'mymaster'" in res.output
     finally:
         app.close()
 
