@@ -131,11 +131,13 @@ def worker_spawner(
         workers.append(w)
         return w
 
-    yield start
-    for w in workers:
-        w.close()
-    for i, w in enumerate(workers):
-        print(f"----- worker{i} (pid {w.pid}, exit {w.proc.returncode}) -----\n{w.log()}")
+    try:
+        yield start
+    finally:  # also when the test failed: no worker outlives it
+        for w in workers:
+            w.close()
+        for i, w in enumerate(workers):
+            print(f"----- worker{i} (pid {w.pid}, exit {w.proc.returncode}) -----\n{w.log()}")
 
 
 @contextmanager

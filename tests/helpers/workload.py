@@ -83,11 +83,13 @@ def beat_spawner(
         beats.append(b)
         return b
 
-    yield start
-    for b in beats:
-        b.close()
-    for b in beats:
-        print(f"----- {b.name} (exit {b.proc.returncode}) -----\n{b.log()[-4000:]}")
+    try:
+        yield start
+    finally:  # also when the test failed: no beat outlives it
+        for b in beats:
+            b.close()
+        for b in beats:
+            print(f"----- {b.name} (exit {b.proc.returncode}) -----\n{b.log()[-4000:]}")
 
 
 def every_second_job(app: App) -> str:
