@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from redcron.errors import ConfigError
 from redcron.redact import masked_url
@@ -29,11 +29,19 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 #: working directory): the URL on the first line, the server's pid on the second
 LOCAL_URL_FILE = Path(".redcron") / "redis.url"
 
-REDIS_SCHEMES = ("redis", "rediss", "unix")
+SENTINEL_SCHEME = "redis+sentinel"
+REDIS_SCHEMES = ("redis", "rediss", "unix", SENTINEL_SCHEME)
 _URL_FORMS = (
-    "expected redis://[[user]:password@]host[:port][/db], rediss://... (TLS) "
-    "or unix:///path/to/redis.sock"
+    "expected redis://[[user]:password@]host[:port][/db], rediss://... (TLS), "
+    "unix:///path/to/redis.sock or "
+    "redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/master-name[/db]"
 )
+#: the port of a sentinel named without one
+SENTINEL_PORT = 26379
+#: query fields of a sentinel URL that are for the sentinels, not the master
+SENTINEL_QUERY = ("sentinel_username", "sentinel_password")
+
+DURABILITY = ("normal", "strict")
 
 #: Worker defaults (``redcron worker``, :class:`redcron.worker.Worker`, and the
 #: throughput benchmark), chosen from ``redcron bench throughput`` on a 2-core
@@ -75,6 +83,14 @@ class Settings:
         dispatch_quantum: tasks credited per DRR visit per unit of tenant weight.
         aging: seconds ready work waits before it is served one priority class
             higher (per step); 0 turns aging off.
+        durability: ``normal``, or ``strict``: every acknowledging write (an
+            enqueue, a completion or failure, a fire, a job change...) returns
+            only once ``durability_replicas`` replicas hold it (``WAIT``), else
+            raises :class:`~redcron.errors.NotReplicated`; with
+            ``durability_replicas`` 0 (one server), the server must run
+            ``appendfsync always``.
+        durability_replicas: replicas a strict write waits for.
+        durability_timeout: seconds a strict write waits for them.
     """
 
     redis_url: str = DEFAULT_REDIS_URL
@@ -91,6 +107,9 @@ class Settings:
     container_runtime: str = "docker"
     dispatch_quantum: float = 1.0
     aging: float = 60.0
+    durability: str = "normal"
+    durability_replicas: int = 1
+    durability_timeout: float = 1.0
 
     def __post_init__(self) -> None:
         check_redis_url(self.redis_url)
@@ -115,6 +134,14 @@ class Settings:
             raise ConfigError("aging: must be >= 0 seconds (0 = off)")
         if self.max_retries < 0:
             raise ConfigError("max_retries: must be >= 0")
+        if self.durability not in DURABILITY:
+            raise ConfigError(
+                f"durability: {self.durability!r} is not one of {', '.join(DURABILITY)}"
+            )
+        if self.durability_replicas < 0:
+            raise ConfigError("durability_replicas: must be >= 0")
+        if self.durability_timeout <= 0:
+            raise ConfigError("durability_timeout: must be > 0 seconds")
         if not self.prefix or any(c in self.prefix for c in "{} "):
             raise ConfigError("prefix: must be non-empty without '{', '}' or spaces")
 
@@ -165,6 +192,9 @@ def check_redis_url(url: str) -> None:
         ConfigError: an unknown scheme, a bad port, a database that is not a number.
     """
     shown = repr(masked_url(url))
+    if url.startswith(f"{SENTINEL_SCHEME}://"):
+        parse_sentinel_url(url)
+        return
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 -- parsing the port is the check (out of range, not a number)
@@ -178,6 +208,84 @@ def check_redis_url(url: str) -> None:
             raise ConfigError(f"redis_url {shown}: no socket path; {_URL_FORMS}")
     elif parts.path.strip("/") and not parts.path.strip("/").isdigit():
         raise ConfigError(f"redis_url {shown}: database must be a number; {_URL_FORMS}")
+
+
+@dataclass(frozen=True)
+class SentinelURL:
+    """A ``redis+sentinel://`` URL taken apart.
+
+    Attributes:
+        sentinels: (host, port) of each sentinel, in the order given.
+        master: the master name the sentinels monitor.
+        db: the database number.
+        username, password: the master's (and its replicas') credentials.
+        sentinel_username, sentinel_password: the sentinels' own, when they
+            ask for some (``?sentinel_password=...``).
+        query: the other query fields (redis-py's connection options, such as
+            ``socket_timeout``), for the master connections.
+    """
+
+    sentinels: tuple[tuple[str, int], ...]
+    master: str
+    db: int = 0
+    username: str | None = None
+    password: str | None = None
+    sentinel_username: str | None = None
+    sentinel_password: str | None = None
+    query: tuple[tuple[str, str], ...] = ()
+
+
+def parse_sentinel_url(url: str) -> SentinelURL:
+    """Take apart ``redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/master[/db]``.
+
+    Raises:
+        ConfigError: no sentinel, a bad port, no master name, a database that is
+            not a number (named without the password).
+    """
+    shown = repr(masked_url(url))
+    rest = url[len(SENTINEL_SCHEME) + 3 :]
+    rest, _, query = rest.partition("?")
+    netloc, _, path = rest.partition("/")
+    userinfo, at, hosts = netloc.rpartition("@")
+    username = password = None
+    if at:
+        user, colon, pw = userinfo.partition(":")
+        username = unquote(user) or None
+        password = unquote(pw) if colon else None
+    sentinels: list[tuple[str, int]] = []
+    for item in hosts.split(","):
+        host, port = _host_port(item.strip(), shown)
+        sentinels.append((host, port))
+    master, _, db = path.strip("/").partition("/")
+    if not master:
+        raise ConfigError(f"redis_url {shown}: no master name; {_URL_FORMS}")
+    if db and not db.isdigit():
+        raise ConfigError(f"redis_url {shown}: database must be a number; {_URL_FORMS}")
+    fields = parse_qsl(query, keep_blank_values=True)
+    own = {k: v for k, v in fields if k in SENTINEL_QUERY}
+    return SentinelURL(
+        sentinels=tuple(sentinels),
+        master=unquote(master),
+        db=int(db or 0),
+        username=username,
+        password=password,
+        sentinel_username=own.get("sentinel_username") or None,
+        sentinel_password=own.get("sentinel_password") or None,
+        query=tuple((k, v) for k, v in fields if k not in SENTINEL_QUERY),
+    )
+
+
+def _host_port(item: str, shown: str) -> tuple[str, int]:
+    if not item:
+        raise ConfigError(f"redis_url {shown}: a sentinel address is empty; {_URL_FORMS}")
+    try:
+        parts = urlsplit(f"//{item}")
+        port = parts.port
+    except ValueError as exc:
+        raise ConfigError(f"redis_url {shown}: {exc}; {_URL_FORMS}") from None
+    if not parts.hostname:
+        raise ConfigError(f"redis_url {shown}: sentinel {item!r} has no host; {_URL_FORMS}")
+    return parts.hostname, SENTINEL_PORT if port is None else port
 
 
 def read_local_url(directory: Path | None = None) -> str | None:

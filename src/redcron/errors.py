@@ -28,6 +28,16 @@ class RedisUnavailable(ConnectionLost):
     names the URL (without its password) and where to fix it."""
 
 
+class NotReplicated(BrokerError):
+    """``durability="strict"``: the master did the write, but no replica (not
+    as many as asked) confirmed it in time.  It may be lost if the master fails
+    now.  Workers and beats retry; an enqueue that raises it was queued on the
+    master, so enqueueing again may run the work twice."""
+
+    #: the replies of a pipeline whose WAIT fell short (the writes did happen)
+    results: list[object] | None = None
+
+
 class ScriptError(BrokerError):
     """A Lua script failed in a way that is a bug, not a user error."""
 

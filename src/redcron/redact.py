@@ -8,7 +8,8 @@ MASK = "***"
 
 
 def masked_url(url: str) -> str:
-    """``url`` with its password (userinfo, or a ``password=`` query field) masked.
+    """``url`` with its passwords (userinfo, or a query field named ``password`` or
+    ending so, as a sentinel URL's ``sentinel_password``) masked.
 
     >>> masked_url("redis://user:s3cret@db:6379/0")
     'redis://user:***@db:6379/0'
@@ -21,7 +22,8 @@ def masked_url(url: str) -> str:
     query = parts.query
     if "password=" in query:
         query = urlencode(
-            [(k, MASK if k == "password" else v) for k, v in parse_qsl(query, True)], safe="*"
+            [(k, MASK if k.endswith("password") else v) for k, v in parse_qsl(query, True)],
+            safe="*",
         )
     if (netloc, query) == (parts.netloc, parts.query):
         return url

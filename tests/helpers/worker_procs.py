@@ -103,11 +103,16 @@ class WorkerProc:
 
 @contextmanager
 def worker_spawner(
-    redis_url: str, key_prefix: str, log_dir: Path, **defaults: Any
+    redis_url: str,
+    key_prefix: str,
+    log_dir: Path,
+    extra_env: dict[str, str] | None = None,
+    **defaults: Any,
 ) -> Iterator[Callable[..., WorkerProc]]:
     """Yield ``start(**kwargs)``, which runs a worker subprocess (``Worker(chaos_app.app,
-    **kwargs)``, ``defaults`` filling in what is not given). Every worker is stopped (or
-    killed) on exit, then its log printed: pytest shows it only when the test failed.
+    **kwargs)``, ``defaults`` filling in what is not given; ``extra_env`` added to its
+    environment, e.g. ``REDCRON_DURABILITY``). Every worker is stopped (or killed) on
+    exit, then its log printed: pytest shows it only when the test failed.
     """
     workers: list[WorkerProc] = []
     env = {k: v for k, v in os.environ.items() if not k.startswith("REDCRON_")}
@@ -117,6 +122,7 @@ def worker_spawner(
         REDCRON_PREFIX=key_prefix.rstrip(":"),
         REDCRON_MIN_LEASE_TTL="0.5",
     )
+    env.update(extra_env or {})
 
     def start(**kwargs: Any) -> WorkerProc:
         for name, value in defaults.items():
@@ -125,11 +131,13 @@ def worker_spawner(
         workers.append(w)
         return w
 
-    yield start
-    for w in workers:
-        w.close()
-    for i, w in enumerate(workers):
-        print(f"----- worker{i} (pid {w.pid}, exit {w.proc.returncode}) -----\n{w.log()}")
+    try:
+        yield start
+    finally:  # also when the test failed: no worker outlives it
+        for w in workers:
+            w.close()
+        for i, w in enumerate(workers):
+            print(f"----- worker{i} (pid {w.pid}, exit {w.proc.returncode}) -----\n{w.log()}")
 
 
 @contextmanager

@@ -7,7 +7,7 @@ import logging
 import pytest
 import redis
 
-from redcron.broker.retry import TRANSIENT, Backoff
+from redcron.broker.retry import TRANSIENT, Backoff, Outage
 from redcron.errors import ConnectionLost
 
 
@@ -24,11 +24,33 @@ def test_a_fixed_delay_is_first_equal_to_cap() -> None:
     assert {backoff.failed(OSError("refused"), "tick") for _ in range(3)} == {1.0}
 
 
-def test_failed_logs_what_failed_why_and_the_wait(caplog: pytest.LogCaptureFixture) -> None:
+def test_failed_logs_what_failed_and_why(caplog: pytest.LogCaptureFixture) -> None:
     log = logging.getLogger("redcron.test.backoff")
     with caplog.at_level(logging.WARNING, logger=log.name):
         Backoff(0.1, 5.0, log).failed(ConnectionLost("connection refused"), "report")
-    assert caplog.messages == ["report failed (connection refused); retrying in 0.1s"]
+    assert caplog.messages == [
+        "report failed (connection refused); retrying with back-off until Redis answers"
+    ]
+
+
+def test_an_outage_is_one_warning_and_one_info_however_many_loops_retry(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    log = logging.getLogger("redcron.test.outage")
+    outage = Outage(log, "worker w1")
+    lease, report = Backoff(0.1, 5.0, log, outage), Backoff(0.1, 5.0, log, outage)
+    with caplog.at_level(logging.INFO, logger=log.name):
+        for _ in range(5):
+            lease.failed(ConnectionLost("refused"), "lease")
+            report.failed(ConnectionLost("refused"), "report")
+        assert outage.down
+        lease.reset()
+        report.reset()
+    assert [r.levelname for r in caplog.records] == ["WARNING", "INFO"]
+    assert caplog.messages[0].startswith("worker w1: lease failed (refused)")
+    assert caplog.messages[1].startswith("worker w1: Redis answers again after ")
+    assert caplog.messages[1].endswith("(10 failed tries)")
+    assert not outage.down
 
 
 def test_transient_covers_redis_broker_and_socket_errors() -> None:

@@ -34,7 +34,7 @@ from redcron.app import App
 from redcron.broker.argv import FireArgs
 from redcron.broker.beat import BeatStore, ShardClaim
 from redcron.broker.jobs import spec_from_json
-from redcron.broker.retry import TRANSIENT, Backoff, ErrorReply
+from redcron.broker.retry import TRANSIENT, Backoff, ErrorReply, Outage
 from redcron.clock import ulid
 from redcron.errors import ConfigError, ShardLeaseLost, from_script_error
 from redcron.keys import Keys
@@ -200,7 +200,7 @@ class Beat:
             self.ttl_ms / 1000,
         )
         # a steady 1 s, not a growing wait: its shard leases are renewed soon after Redis is back
-        backoff = Backoff(1.0, 1.0, log)
+        backoff = Backoff(1.0, 1.0, log, Outage(log, f"beat {self.id}"))
         try:
             while not self._stop.is_set():
                 try:
@@ -208,7 +208,7 @@ class Beat:
                     delay = 0.0 if self._busy else self._idle_delay()
                     backoff.reset()
                 except TRANSIENT as exc:
-                    delay = backoff.failed(exc, f"beat {self.id}: tick")
+                    delay = backoff.failed(exc, "tick")
                 self._stop.wait(delay)
         finally:
             for sig, handler in old.items():

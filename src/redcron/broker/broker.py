@@ -18,7 +18,7 @@ import redis
 from redcron.broker import argv
 from redcron.broker.argv import FailItem, FireArgs
 from redcron.broker.connection import connect
-from redcron.broker.scripts import Scripts
+from redcron.broker.scripts import Scripts, Wait
 from redcron.clock import ulid
 from redcron.config import Settings
 from redcron.errors import (
@@ -26,6 +26,7 @@ from redcron.errors import (
     Conflict,
     ConnectionLost,
     NotFound,
+    NotReplicated,
     RedcronError,
     from_script_error,
 )
@@ -41,6 +42,14 @@ MAX_MAINTENANCE = 500
 #: ``recent`` ids a maintenance pass checks for expired hashes
 PRUNE_BATCH = 500
 
+
+#: scripts whose success a caller takes as an acknowledgement (a task is queued,
+#: an attempt's result recorded, a fire or a job change stored...): under
+#: durability="strict" they return only once replicas confirm them (WAIT)
+ACKED = frozenset({
+    "enqueue", "complete", "fail", "fire", "fire_batch", "job_put", "job_pause",
+    "job_delete", "cancel", "dlq_replay", "dlq_discard", "run_cancel", "run_retry",
+})  # fmt: skip
 
 #: the task hash fields that hold msgpack (every other field is plain text)
 PAYLOADS = ("args", "result")
@@ -116,6 +125,13 @@ class Broker:
         self.keys = Keys(settings.prefix)
         self.client: redis.Redis = client or connect(settings.redis_url, health_check_interval=30)
         self.scripts = Scripts(self.client)
+        strict = settings.durability == "strict" and settings.durability_replicas > 0
+        self._wait = (
+            Wait(settings.durability_replicas, max(1, int(settings.durability_timeout * 1000)))
+            if strict
+            else None
+        )
+        self._acked = frozenset(self.scripts.script(name).sha for name in ACKED)
         self._shards: int | None = None
         self._min_idle_ms: int | None = None
         self._names: dict[bytes | None, str] = {}
@@ -145,6 +161,7 @@ class Broker:
         """
         if check_policy:
             self.check_eviction_policy()
+            self.check_durability()
         meta = self.keys.meta()
         pipe = self.client.pipeline(transaction=False)
         pipe.hsetnx(meta, "shards", self.settings.shards)
@@ -172,7 +189,29 @@ class Broker:
                 "(an evicted key is lost work): CONFIG SET maxmemory-policy noeviction"
             )
 
+    def check_durability(self) -> None:
+        """``durability="strict"`` on one server (``durability_replicas`` 0) holds
+        only if every write is fsynced before it is acknowledged: refuse a server
+        that does not run ``appendonly yes`` with ``appendfsync always``."""
+        if self.settings.durability != "strict" or self.settings.durability_replicas > 0:
+            return
+        try:
+            got = self.client.config_get("append*")
+        except redis.ResponseError:  # CONFIG disabled (managed Redis): cannot check
+            log.warning("cannot read appendfsync; durability=strict needs appendfsync always")
+            return
+        if (_s(got.get("appendonly", b"")), _s(got.get("appendfsync", b""))) != ("yes", "always"):
+            raise ConfigError(
+                "durability=strict with durability_replicas=0 needs a server with appendonly "
+                "yes and appendfsync always (redcron up --fsync always); or name the "
+                "replicas each write waits for with durability_replicas"
+            )
+
     def _run(self, name: str, shard: int, args: list[Any], client: Any = None, *keys: str) -> Any:
+        if client is None and self._wait is not None and name in ACKED:
+            return self.scripts.run_replicated(
+                name, [self.keys.shard(shard), *keys], args, self._wait
+            )
         return self.scripts.run(name, [self.keys.shard(shard), *keys], args, client)
 
     # -- producing ----------------------------------------------------------
@@ -284,13 +323,29 @@ class Broker:
         and its scripts are made sure of first (one more round trip).
         """
         stack = list(pipe.command_stack)
+        wait = self._wait
+        if wait is not None and not any(
+            args[0] == "EVALSHA" and args[1] in self._acked for args, _options in stack
+        ):
+            wait = None
         try:
             if ordered:
                 self.scripts.ensure_loaded(stack)
+            if wait is not None:
+                pipe.execute_command(*wait.command())
             results: list[Any] = pipe.execute(raise_on_error=False)
-            self.scripts.rerun_missing(stack, results)
+            waited = results.pop() if wait is not None else None
+            rewaited = self.scripts.rerun_missing(stack, results, wait)
         except redis.ConnectionError as exc:
             raise ConnectionLost(str(exc)) from exc
+        if wait is not None:
+            for reply in (waited, rewaited):
+                if reply is not None:
+                    try:
+                        wait.check(reply, "a pipeline of writes")
+                    except NotReplicated as exc:
+                        exc.results = results
+                        raise
         return results
 
     def _execute(self, pipe: Any, ordered: bool = False) -> list[Any]:
@@ -445,11 +500,29 @@ class Broker:
             self._run("fail", shard, argv.fail(worker, fails, now), pipe)
         if lease is not None:
             self._run("lease", shard, self._lease_args(lease, now), pipe)
-        results = self._execute(pipe)[n_logs:]
+        try:
+            results = self._execute(pipe)[n_logs:]
+        except NotReplicated as exc:
+            # the reports are retried; the leases this pipeline took go back at once
+            # (not used: a retried report must not wait behind them)
+            if lease is not None:
+                self._hand_back_leases(shard, worker, (exc.results or [None])[-1])
+            raise
         done = [bool(x) for x in results[0]] if completes else []
         failed = _fail_results(results[1 if completes else 0]) if fails else []
         leases = self._leases(shard, results[-1]) if lease is not None else []
         return done, failed, leases
+
+    def _hand_back_leases(self, shard: int, worker: str, raw: Any) -> None:
+        """Release the leases of a lease.lua reply that will not be used (best effort:
+        a lease not released expires)."""
+        if not isinstance(raw, list) or not raw:
+            return
+        try:
+            tokens = [(lease.iid, lease.epoch) for lease in self._leases(shard, raw)]
+            self.release(shard, worker, tokens)
+        except (redis.RedisError, RedcronError) as exc:
+            log.warning("could not hand back %d unused leases (%s); they expire", len(raw), exc)
 
     def release(
         self, shard: int, worker: str, tokens: Iterable[tuple[str, str]], now: int | None = None

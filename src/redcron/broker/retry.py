@@ -8,6 +8,8 @@ that nothing outside ``broker/`` needs to import ``redis``.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 
 import redis
 
@@ -21,6 +23,58 @@ TRANSIENT: tuple[type[Exception], ...] = (redis.RedisError, BrokerError, OSError
 ErrorReply = redis.ResponseError
 
 
+class Outage:
+    """Whether Redis is failing, as the loops of one process see it, logged once:
+    a WARNING at the first failure, an INFO at the first success after it (with
+    how long it lasted), and the failures in between at DEBUG only, so a
+    10-second outage is two lines, not one per retry of every loop.
+
+    Args:
+        logger: where the lines go.
+        who: names the process in them (``worker <id>``).
+    """
+
+    def __init__(self, logger: logging.Logger | None = None, who: str = "") -> None:
+        self.log = logger or logging.getLogger(__name__)
+        self.who = f"{who}: " if who else ""
+        self._since: float | None = None
+        self._failures = 0
+        self._lock = threading.Lock()
+
+    @property
+    def down(self) -> bool:
+        return self._since is not None
+
+    def failed(self, exc: BaseException, what: str) -> None:
+        """``what`` failed with ``exc``."""
+        with self._lock:
+            self._failures += 1
+            first = self._since is None
+            if first:
+                self._since = time.monotonic()
+        if first:
+            self.log.warning(
+                "%s%s failed (%s); retrying with back-off until Redis answers", self.who, what, exc
+            )
+        else:
+            self.log.debug("%s%s failed again (%s)", self.who, what, exc)
+
+    def ok(self) -> None:
+        """A call went through: if Redis was failing, it is back."""
+        if self._since is None:  # the common case, without the lock
+            return
+        with self._lock:
+            since, failures = self._since, self._failures
+            self._since, self._failures = None, 0
+        if since is not None:
+            self.log.info(
+                "%sRedis answers again after %.1fs (%d failed tries)",
+                self.who,
+                time.monotonic() - since,
+                failures,
+            )
+
+
 class Backoff:
     """Doubling delays between retries: ``first`` after a failure, twice the last
     one after each further failure, never more than ``cap``; :meth:`reset` after a
@@ -29,25 +83,33 @@ class Backoff:
     Args:
         first: seconds to wait after the first failure.
         cap: the longest wait, seconds.
-        logger: where :meth:`failed` logs its warning.
+        logger: where failures are logged (through ``outage``).
+        outage: shared by the loops of one process, so that an outage is logged
+            once (:class:`Outage`); default: this back-off's own.
     """
 
     def __init__(
-        self, first: float = 0.1, cap: float = 5.0, logger: logging.Logger | None = None
+        self,
+        first: float = 0.1,
+        cap: float = 5.0,
+        logger: logging.Logger | None = None,
+        outage: Outage | None = None,
     ) -> None:
         self.first = first
         self.cap = cap
         self.delay = first
         self.log = logger or logging.getLogger(__name__)
+        self.outage = outage or Outage(self.log)
 
     def failed(self, exc: BaseException, what: str) -> float:
-        """Log that ``what`` failed with ``exc``; returns the seconds to wait before the
-        next try (and doubles the wait after that one)."""
+        """Note that ``what`` failed with ``exc``; returns the seconds to wait before
+        the next try (and doubles the wait after that one)."""
         delay = self.delay
-        self.log.warning("%s failed (%s); retrying in %.1fs", what, exc, delay)
+        self.outage.failed(exc, what)
         self.delay = min(delay * 2, self.cap)
         return delay
 
     def reset(self) -> None:
         """The last try succeeded: the next failure waits ``first`` again."""
         self.delay = self.first
+        self.outage.ok()

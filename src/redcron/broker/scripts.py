@@ -20,7 +20,7 @@ from typing import Any
 import redis
 from redis.commands.core import Script
 
-from redcron.errors import ConnectionLost, from_script_error
+from redcron.errors import ConnectionLost, NotReplicated, from_script_error
 from redcron.keys import lua_key_functions
 from redcron.model.states import lua_state_tables
 
@@ -170,6 +170,29 @@ def full_source(name: str) -> str:
     return _prune(_units(generated + _expand(name)))
 
 
+@dataclass(frozen=True)
+class Wait:
+    """``durability="strict"``: ``WAIT replicas timeout_ms`` after an acknowledging
+    write, on the connection that wrote (WAIT waits for that connection's writes)."""
+
+    replicas: int
+    timeout_ms: int
+
+    def command(self) -> tuple[Any, ...]:
+        return ("WAIT", self.replicas, self.timeout_ms)
+
+    def check(self, reply: Any, what: str) -> None:
+        """Raise :class:`NotReplicated` unless ``reply`` (WAIT's) counts enough replicas."""
+        if isinstance(reply, Exception):
+            raise NotReplicated(f"{what}: WAIT failed ({reply}); the write is not confirmed")
+        if int(reply) < self.replicas:
+            raise NotReplicated(
+                f"{what}: written on the master, but {int(reply)} of the {self.replicas} "
+                f"replicas asked for confirmed it within {self.timeout_ms}ms "
+                "(durability=strict); it may be lost if the master fails now"
+            )
+
+
 class Scripts:
     """The loaded scripts of one client; ``scripts.run("lease", keys, args)`` runs one.
 
@@ -202,6 +225,30 @@ class Scripts:
         except redis.ResponseError as exc:
             raise from_script_error(str(exc)) from exc
 
+    def run_replicated(self, name: str, keys: list[str], args: list[Any], wait: Wait) -> Any:
+        """:meth:`run`, then ``WAIT`` on the same connection (one pipeline, one
+        round trip); :class:`NotReplicated` if the replicas did not confirm in time.
+
+        A script error is raised first: a refused call wrote nothing.
+        """
+        script = self._scripts[name]
+        for _ in range(2):
+            pipe = self._client.pipeline(transaction=False)
+            pipe.evalsha(script.sha, len(keys), *keys, *args)
+            pipe.execute_command(*wait.command())  # type: ignore[no-untyped-call]
+            try:
+                reply, waited = pipe.execute(raise_on_error=False)
+            except redis.ConnectionError as exc:
+                raise ConnectionLost(str(exc)) from exc
+            if isinstance(reply, redis.exceptions.NoScriptError):
+                self._client.script_load(script.script)  # nothing ran: run it again
+                continue
+            if isinstance(reply, redis.ResponseError):
+                raise from_script_error(str(reply)) from reply
+            wait.check(waited, name)
+            return reply
+        raise ConnectionLost(f"script {name} vanished again right after SCRIPT LOAD")
+
     def _by_sha(self) -> dict[str, Script]:
         return {s.sha: s for s in self._scripts.values()}
 
@@ -215,23 +262,33 @@ class Scripts:
             if not present and sha in by_sha:
                 self._client.script_load(by_sha[sha].script)
 
-    def rerun_missing(self, stack: list[Any], results: list[Any]) -> None:
+    def rerun_missing(self, stack: list[Any], results: list[Any], wait: Wait | None = None) -> Any:
         """Re-run, in place, the pipelined script calls that found no script.
 
         ``stack`` is the pipeline's command stack as it was before execute.  A
         ``NOSCRIPT`` reply means that call did nothing, so loading the script and
-        running the call again is exactly once.
+        running the call again is exactly once (a new master after a failover,
+        or a restarted server, holds no scripts: Redis 7 does not replicate the
+        script cache).  The calls run again in one pipeline, with ``wait``'s
+        ``WAIT`` last when given; returns its reply (None: nothing re-ran, or no
+        ``wait``).
         """
         by_sha = self._by_sha()
+        again: list[int] = []
         for i, res in enumerate(results):
-            if not isinstance(res, redis.exceptions.NoScriptError):
-                continue
+            if isinstance(res, redis.exceptions.NoScriptError) and stack[i][0][1] in by_sha:
+                again.append(i)
+        if not again:
+            return None
+        for sha in {stack[i][0][1] for i in again}:
+            self._client.script_load(by_sha[sha].script)
+        pipe = self._client.pipeline(transaction=False)
+        for i in again:
             args, _options = stack[i]  # ("EVALSHA", sha, numkeys, *keys_and_args)
-            script = by_sha.get(args[1])
-            if script is None:
-                continue
-            self._client.script_load(script.script)
-            try:
-                results[i] = self._client.evalsha(args[1], args[2], *args[3:])
-            except redis.ResponseError as exc:
-                results[i] = exc
+            pipe.evalsha(args[1], args[2], *args[3:])
+        if wait is not None:
+            pipe.execute_command(*wait.command())  # type: ignore[no-untyped-call]
+        replies = pipe.execute(raise_on_error=False)
+        for i, reply in zip(again, replies, strict=False):
+            results[i] = reply
+        return replies[-1] if wait is not None else None

@@ -10,6 +10,7 @@ from redcron.cli.common import (
     FiniteFloatRange,
     app_option,
     build_app,
+    durability_option,
     log_format_option,
     redis_option,
     setup_logging,
@@ -19,6 +20,7 @@ from redcron.cli.common import (
 @click.command()
 @app_option
 @redis_option
+@durability_option
 @click.option(
     "--shard-ttl",
     type=FiniteFloatRange(min=0, min_open=True),
@@ -47,6 +49,7 @@ from redcron.cli.common import (
 def beat(
     app_path: str | None,
     redis_url: str | None,
+    durability: str | None,
     shard_ttl: float,
     catchup_window: float,
     name: str | None,
@@ -59,5 +62,5 @@ def beat(
     Run several for failover: they share the shards.
     """
     setup_logging(loglevel, log_format)
-    app = build_app(app_path, redis_url)
+    app = build_app(app_path, redis_url, durability)
     Beat(app, name=name, shard_ttl=shard_ttl, catchup_window=catchup_window).run()

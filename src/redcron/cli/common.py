@@ -15,6 +15,7 @@ import click
 import redis
 
 from redcron.app import App
+from redcron.config import DURABILITY
 from redcron.errors import (
     BrokerError,
     ConfigError,
@@ -110,17 +111,32 @@ def redis_option(fn: F) -> F:
     )(fn)
 
 
-def build_app(app_path: str | None, redis_url: str | None) -> App:
-    """Load ``app_path`` (or a bare ``App()``) and point it at ``redis_url`` if given.
+def durability_option(fn: F) -> F:
+    return click.option(
+        "--durability",
+        type=click.Choice(DURABILITY),
+        default=None,
+        help="strict: every acknowledging write (enqueue, result, fire) waits for a "
+        "replica (WAIT) and fails when none confirms in time [default: settings, env "
+        "REDCRON_DURABILITY, else normal].",
+    )(fn)
+
+
+def build_app(app_path: str | None, redis_url: str | None, durability: str | None = None) -> App:
+    """Load ``app_path`` (or a bare ``App()``) and point it at ``redis_url`` (and
+    ``durability``) if given.
 
     The App's connections are closed when the click command ends.
     """
+    changes: dict[str, Any] = {
+        k: v for k, v in (("redis_url", redis_url), ("durability", durability)) if v is not None
+    }
     if app_path is None:
-        app = App(redis_url)
+        app = App(redis_url, durability=durability)
     else:
         app = load_app(app_path)
-        if redis_url and app.settings.redis_url != redis_url:
-            app.settings = dataclasses.replace(app.settings, redis_url=redis_url)
+        if any(getattr(app.settings, k) != v for k, v in changes.items()):
+            app.settings = dataclasses.replace(app.settings, **changes)
             app.close()  # a broker made at import time still points at the old URL
     ctx = click.get_current_context(silent=True)
     if ctx is not None:

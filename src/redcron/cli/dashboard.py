@@ -8,7 +8,7 @@ import sys
 import click
 from waitress.server import BaseWSGIServer, MultiSocketServer, create_server
 
-from redcron.cli.common import app_option, build_app, redis_option
+from redcron.cli.common import app_option, build_app, durability_option, redis_option
 from redcron.dashboard import create_app
 
 
@@ -34,6 +34,7 @@ from redcron.dashboard import create_app
 )  # fmt: skip
 @app_option
 @redis_option
+@durability_option
 def dashboard(
     host: str,
     port: int,
@@ -42,6 +43,7 @@ def dashboard(
     metrics_token: str | None,
     app_path: str | None,
     redis_url: str | None,
+    durability: str | None,
 ) -> None:
     """Serve the dashboard (/), the REST API (/v1) and /metrics with waitress.
 
@@ -53,7 +55,7 @@ def dashboard(
     on the app given with -A.  GET /metrics is Prometheus text (see
     docs/operations.md), open unless --metrics-token is set.
     """
-    app = build_app(app_path, redis_url)
+    app = build_app(app_path, redis_url, durability)
     web = create_app(app, admin_token=admin_token or None, metrics_token=metrics_token or None)
     server = create_server(web, host=host, port=port, threads=threads)
     for where in listening(server):

@@ -50,6 +50,7 @@ from redcron.config import remove_local_url, write_local_url
 from redcron.embedded import EmbeddedRedis
 from redcron.loader import load_app
 from redcron.model.jobfile import load_jobs
+from redcron.redact import masked_url
 
 log = logging.getLogger(__name__)
 
@@ -380,6 +381,7 @@ def _terminate(children: list[ChildSpec], timeout: float, stopper: Stopper) -> N
 
 
 def _summary(server: EmbeddedRedis | None, redis_url: str, children: list[ChildSpec]) -> str:
+    redis_url = masked_url(redis_url)
     if server is not None:
         redis_row = [
             "redis",
@@ -479,7 +481,7 @@ def _enqueue_examples(app_path: str, redis_url: str) -> None:
     ids = [getattr(h, "id", str(h)) for h in handles]
     click.echo(
         f"enqueued {len(ids)} example tasks; look at one with:\n"
-        f"  redcron task show {ids[0]} --redis {redis_url}"
+        f"  redcron task show {ids[0]} --redis {masked_url(redis_url)}"
         if ids
         else "enqueued the example tasks"
     )

@@ -10,6 +10,7 @@ from redcron.cli.common import (
     app_option,
     build_app,
     concurrency_option,
+    durability_option,
     grace_option,
     log_format_option,
     redis_option,
@@ -84,6 +85,7 @@ from redcron.worker import Worker
     help="Memory this worker offers (e.g. 16G): tasks asking for mem run only while they fit.",
 )
 @redis_option
+@durability_option
 @click.option(
     "--loglevel",
     type=click.Choice(LOG_LEVELS, case_sensitive=False),
@@ -104,6 +106,7 @@ def worker(
     cpus: float | None,
     mem: str | None,
     redis_url: str | None,
+    durability: str | None,
     loglevel: str,
     log_format: str,
 ) -> None:
@@ -112,7 +115,7 @@ def worker(
     queue_names = split_csv(queues)
     if not queue_names:
         raise click.BadParameter("give at least one queue", param_hint="-Q")
-    app = build_app(app_path, redis_url)
+    app = build_app(app_path, redis_url, durability)
     w = Worker(
         app,
         concurrency=concurrency,

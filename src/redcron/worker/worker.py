@@ -34,7 +34,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from redcron.broker import FailItem, FailResult, Lease, LeaseRequest
-from redcron.broker.retry import TRANSIENT, Backoff
+from redcron.broker.retry import TRANSIENT, Backoff, Outage
 from redcron.broker.workers import TTL_LEASES, Registration, WorkerRegistry
 from redcron.clock import ulid
 from redcron.config import WORKER_PREFETCH_PER_SLOT, default_concurrency
@@ -148,6 +148,8 @@ class Worker:
         self.allow_commands = allow_commands
         self.grace = validation.seconds(grace, "grace")
         self.id = name or f"{socket.gethostname()}:{os.getpid()}:{ulid()[-6:]}"
+        # one for all the loops: an outage is one warning and one recovery line
+        self._outage = Outage(log, f"worker {self.id}")
         # keyed by the whole token, not the task id: a task retried at once
         # (Retry(delay=0)) can be leased again here while its previous attempt
         # still waits to be reported, and each attempt holds its own slot
@@ -234,17 +236,19 @@ class Worker:
             self.stop(graceful=True)
 
     def _connect(self) -> list[int]:
-        backoff = Backoff(0.1, 5.0, log)
+        backoff = Backoff(0.1, 5.0, log, self._outage)
         while True:
             try:
-                return list(range(self.broker.shards))
+                shards = list(range(self.broker.shards))
+                backoff.reset()
+                return shards
             except TRANSIENT as exc:
                 if self._stopping.is_set():
                     raise
                 time.sleep(backoff.failed(exc, "connecting to redis"))
 
     def _lease_loop(self, shards: list[int]) -> None:
-        backoff = Backoff(0.1, 5.0, log)
+        backoff = Backoff(0.1, 5.0, log, self._outage)
         start = 0
         while not self._stopping.is_set():
             with self._lock:
@@ -407,7 +411,7 @@ class Worker:
         """Report what ends while the lease loop is not about to (it carries reports
         with its next lease while busy): blocked on an empty queue, backing off,
         or stopped."""
-        backoff = Backoff(0.1, 5.0, log)
+        backoff = Backoff(0.1, 5.0, log, self._outage)
         while True:
             with self._lock:
                 while not (self._done and (self._closing or not self._leaser_reports)):
@@ -502,7 +506,7 @@ class Worker:
                         0.5 + random.random() / 2
                     )
             except TRANSIENT as exc:
-                log.warning("heartbeat/maintenance failed: %s", exc)
+                self._outage.failed(exc, "heartbeat/maintenance")
                 next_hb = now + min(hb_every, 1.0)
                 next_maint = now + 1.0
             if self._stopping.is_set() and not self._active:

@@ -1,0 +1,60 @@
+"""``durability="strict"`` on the session server (no replica): acknowledging writes
+wait for a replica and fail clearly when none confirms; one server needs
+``appendfsync always``.  The failover with a replica is tests/integration/test_sentinel.py."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from redcron import App, NotReplicated
+from redcron.errors import ConfigError
+
+
+@pytest.fixture
+def strict(redis_url: str, key_prefix: str) -> Iterator[App]:
+    a = App(redis_url, prefix=key_prefix.rstrip(":"), durability="strict", durability_timeout=0.1)
+
+    @a.task(name="noop")
+    def noop() -> None:
+        return None
+
+    yield a
+    a.close()
+
+
+def test_an_enqueue_no_replica_confirms_raises_not_replicated(strict: App) -> None:
+    began = time.monotonic()
+    with pytest.raises(NotReplicated, match="0 of the 1 replicas asked for confirmed it"):
+        strict.enqueue("noop")
+    assert time.monotonic() - began < 2
+    # the write did happen on the master: it is the confirmation that is missing
+    assert [(t.tenant, t.ready) for t in strict.broker.inspect()] == [("default", 1)]
+
+
+def test_a_pipelined_acknowledging_write_waits_too(strict: App) -> None:
+    with pytest.raises(NotReplicated):
+        strict.tasks["noop"].enqueue_many([()] * 300)  # more than one script call
+
+
+def test_writes_that_acknowledge_nothing_do_not_wait(strict: App) -> None:
+    assert strict.broker.lease(0, "w", 1, 2000, ["default"]) == []
+    assert strict.broker.server_ms() > 0
+
+
+def test_strict_reloads_scripts_after_a_flush(strict: App, r: redis.Redis) -> None:
+    r.script_flush()
+    with pytest.raises(NotReplicated):
+        strict.enqueue("noop")  # NOSCRIPT, loaded, run again, then WAIT
+
+
+def test_strict_on_one_server_needs_appendfsync_always(redis_url: str, key_prefix: str) -> None:
+    a = App(redis_url, prefix=key_prefix.rstrip(":"), durability="strict", durability_replicas=0)
+    try:
+        with pytest.raises(ConfigError, match="appendfsync always"):
+            a.broker.ensure_meta()
+    finally:
+        a.close()
