@@ -6,6 +6,7 @@ always hold its pid and can stop it gracefully, or kill it to simulate a crash.
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import logging
 import os
@@ -13,6 +14,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from types import TracebackType
@@ -102,6 +104,7 @@ class EmbeddedRedis:
         fsync: str = "everysec",
         appendonly: bool = True,
         binary: str | None = None,
+        die_with_parent: bool = False,
     ) -> None:
         if fsync not in _FSYNC_POLICIES:
             raise ConfigError(f"fsync must be one of {_FSYNC_POLICIES}, got {fsync!r}")
@@ -111,6 +114,8 @@ class EmbeddedRedis:
         self.fsync = fsync
         self.appendonly = appendonly
         self.binary = binary or find_redis_server()
+        #: SIGTERM the server (a clean shutdown) if the process that started it dies
+        self.die_with_parent = die_with_parent
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -174,6 +179,7 @@ class EmbeddedRedis:
             self._proc = subprocess.Popen(
                 self._args(), stdout=log, stderr=log, stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                preexec_fn=terminate_with_parent if self.die_with_parent else None,
             )  # fmt: skip
         logger.info("started redis-server pid=%d on %s", self._proc.pid, self.url)
         deadline = time.monotonic() + timeout
@@ -235,3 +241,16 @@ class EmbeddedRedis:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def terminate_with_parent() -> None:
+    """In a child, before exec: ask Linux to SIGTERM it when the thread that
+    started it dies (``prctl(PR_SET_PDEATHSIG)``), so a supervisor killed with
+    SIGKILL leaves no orphans; a no-op elsewhere.  Start such children from a
+    long-lived thread (the main one): the signal follows the thread, not the
+    process."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_set_pdeathsig = 1
+    libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)

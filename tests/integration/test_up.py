@@ -231,3 +231,23 @@ def test_up_without_dashboard(up_dir: Path, start_up: Callable[..., UpProc]) -> 
     assert not (up_dir / ".redcron" / "admin.token").exists()
     up.proc.send_signal(signal.SIGINT)
     assert up.proc.wait(60) == 0, up.describe()
+
+
+def test_killing_up_leaves_no_orphans(up_dir: Path, start_up: Callable[..., UpProc]) -> None:
+    """up SIGKILLed (no chance to stop its children): Linux SIGTERMs them
+    (PR_SET_PDEATHSIG), so no worker, beat, dashboard or Redis lives on."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("parent-death signals are Linux only")
+    up = start_up("-A", "tinyapp:app", "--port", str(free_port()),
+                  "--dashboard-port", str(free_port()), "--no-enqueue-examples",
+                  "--grace", "2")  # fmt: skip
+    text = "\n".join(up.read_until("Ctrl-C to stop."))
+    pids = [
+        int(m.group(1))
+        for m in re.finditer(r"^(?:redis|beat|worker|dashboard)\s+(\d+)\s", text, re.M)
+    ]
+    assert len(pids) == 4, text
+    up.proc.kill()
+    up.proc.wait(10)
+    for pid in pids:
+        wait_for(lambda pid=pid: not alive(pid), f"pid {pid} to be gone", timeout=30)

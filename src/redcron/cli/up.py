@@ -47,7 +47,7 @@ from redcron.cli.common import (
     table,
 )
 from redcron.config import remove_local_url, write_local_url
-from redcron.embedded import EmbeddedRedis
+from redcron.embedded import EmbeddedRedis, terminate_with_parent
 from redcron.loader import load_app
 from redcron.model.jobfile import load_jobs
 from redcron.redact import masked_url
@@ -84,8 +84,11 @@ class ChildSpec:
         # its only stdout line says where it listens, which the summary says too
         stdout = subprocess.DEVNULL if self.port is not None else None
         # a session of its own: the terminal's Ctrl-C reaches only up, which stops
-        # the children in order
-        self.proc = subprocess.Popen(self.argv, env=env, stdout=stdout, start_new_session=True)
+        # the children in order; and if up itself is killed, they get SIGTERM
+        self.proc = subprocess.Popen(
+            self.argv, env=env, stdout=stdout, start_new_session=True,
+            preexec_fn=terminate_with_parent,
+        )  # fmt: skip
 
 
 def child_specs(
@@ -266,7 +269,7 @@ def up(
         if redis_url is None:
             if _port_in_use(port):
                 fail(f"port {port} is in use (another `redcron up`?); pass --port or --redis")
-            server = EmbeddedRedis(data_dir, port=port, fsync=fsync)
+            server = EmbeddedRedis(data_dir, port=port, fsync=fsync, die_with_parent=True)
             server.start()
             redis_url = server.url
             # admin commands run here find this server without --redis (config.py)
