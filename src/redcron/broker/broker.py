@@ -49,7 +49,8 @@ _KINDS = {b"command": "command", b"container": "container", b"python": "python"}
 def shard_of_id(iid: str) -> int:
     """The shard an id was created on (ids are ``<shard>-<ulid>``)."""
     head, sep, _ = iid.partition("-")
-    if not sep or not head.isdigit():
+    # isascii: str.isdigit() takes "²", which int() then refuses (a 500 from the API)
+    if not sep or not (head.isascii() and head.isdigit()):
         raise NotFound(f"malformed task id {iid!r}: expected '<shard>-<ulid>'")
     return int(head)
 

@@ -154,7 +154,13 @@ class JobSpec:
         for fname in ("breaker_window_s", "breaker_cooldown_s"):
             validation.seconds(getattr(self, fname), fname, above=True)
         validation.seconds(self.jitter_s, "jitter_s")
-        validation.number(self.keep_days, "keep_days", unit="days", example="7")
+        validation.number(
+            self.keep_days,
+            "keep_days",
+            unit="days",
+            example="7",
+            maximum=validation.MAX_SECONDS / 86_400,
+        )
         if not isinstance(self.tasks, Mapping) or not self.tasks:
             raise ValidationError("tasks", "a job needs at least one task")
         if len(self.tasks) > MAX_DAG_TASKS:
