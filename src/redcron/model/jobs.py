@@ -70,14 +70,12 @@ class Task:
                 "give exactly one of a registered task name, command=[...] or image=... "
                 f"(got {', '.join(chosen) or 'none'})",
             )
-        if self.command is not None and (
-            not isinstance(self.command, list | tuple)
-            or not self.command
-            or not all(isinstance(a, str) for a in self.command)
-        ):
-            raise ValidationError(f"{where}.command", "must be a non-empty list of strings")
-        if self.image is not None and (not isinstance(self.image, str) or not self.image):
-            raise ValidationError(f"{where}.image", "must be a non-empty image name")
+        if self.command is not None:
+            validation.argv(self.command, f"{where}.command")
+        if self.image is not None:
+            validation.image(self.image, f"{where}.image")
+        validation.env(self.env, f"{where}.env")
+        validation.cwd(self.cwd, f"{where}.cwd")
         if self.ref is not None and (not isinstance(self.ref, str) or not self.ref):
             raise ValidationError(f"{where}.ref", "must be a registered task name")
         if not isinstance(self.args, list | tuple):

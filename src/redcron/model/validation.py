@@ -183,3 +183,58 @@ def mem_bytes(value: object, field: str = "mem") -> int:
 
 def cpus(value: object, field: str = "cpu") -> float:
     return number(value, field, above=True, unit="cpus", example="0.5 or 2")
+
+
+def _plain_text(value: object) -> bool:
+    # a NUL cannot cross exec(2): Popen raised ValueError in the worker's pool thread
+    return isinstance(value, str) and "\x00" not in value
+
+
+def argv(value: object, field: str) -> list[str]:
+    """A command: a non-empty list of strings without NUL characters."""
+    if (
+        not isinstance(value, list | tuple)
+        or not value
+        or not all(_plain_text(a) for a in value)
+        or not value[0]
+    ):
+        raise ValidationError(
+            field, "must be a non-empty list of strings (no NUL characters), e.g. ['rsync', '-a']"
+        )
+    return list(value)
+
+
+def env(value: object, field: str) -> dict[str, str]:
+    """Environment variables: names (no ``=``, no NUL, not empty) to string values."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValidationError(field, "must be a mapping of variable names to strings")
+    for key, val in value.items():
+        if not _plain_text(key) or not key or "=" in key:
+            raise ValidationError(field, f"{key!r} is not a variable name (no '=', no NUL)")
+        if not _plain_text(val):
+            raise ValidationError(
+                f"{field}.{key}", f"{val!r} must be a string (quote numbers: '1')"
+            )
+    return dict(value)
+
+
+def cwd(value: object, field: str) -> str | None:
+    """A working directory: a non-empty path, or None."""
+    if value is None:
+        return None
+    if not _plain_text(value) or not value:
+        raise ValidationError(field, f"{value!r} must be a directory path")
+    return str(value)
+
+
+def image(value: object, field: str) -> str:
+    """A container image reference: no spaces, and no leading ``-`` (which the
+    container runtime would read as an option, e.g. ``--privileged``)."""
+    text = value if isinstance(value, str) else ""
+    if not _plain_text(text) or not text or text.startswith("-") or any(c.isspace() for c in text):
+        raise ValidationError(
+            field, f"{value!r} is not an image name; use e.g. registry.example.com/app:1.2"
+        )
+    return text
