@@ -82,6 +82,18 @@ class Task:
             raise ValidationError(f"{where}.args", "must be a list")
         if not isinstance(self.kwargs, dict):
             raise ValidationError(f"{where}.kwargs", "must be a mapping")
+        if not isinstance(self.depends_on, list | tuple) or not all(
+            isinstance(d, str) for d in self.depends_on
+        ):
+            # a TypeError from validate() otherwise ('NoneType' is not iterable)
+            raise ValidationError(f"{where}.depends_on", "must be a list of task names")
+        for key in self.kwargs:
+            if not isinstance(key, str):
+                raise ValidationError(f"{where}.kwargs", f"{key!r}: keyword names are strings")
+        # here, not only when the DAG is compiled at put time: app.job() declares at
+        # import and an unencodable argument surfaced only when `redcron beat` applied it
+        serde.dumps(self.args, field=f"{where}.args")
+        serde.dumps(self.kwargs, field=f"{where}.kwargs")
         validation.timeout_ms(self.timeout, f"{where}.timeout")
         if self.retries is not None:
             validation.non_negative_int(self.retries, f"{where}.retries")

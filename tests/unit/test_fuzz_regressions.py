@@ -1,5 +1,5 @@
 """Regressions found by fuzzing (tests/fuzz): numbers too large for milliseconds
-or for Lua's doubles, and look-alike digits in ids."""
+(or for Lua's doubles), look-alike digits in ids, arguments msgpack cannot carry."""
 
 from __future__ import annotations
 
@@ -70,3 +70,29 @@ def test_ids_with_look_alike_digits_are_not_found(iid: str) -> None:
     # "²".isdigit() is true and int("²") raises: GET /v1/jobs/²-x was a 500
     with pytest.raises(NotFound):
         shard_of_id(iid)
+
+
+@pytest.mark.parametrize(
+    ("task", "field"),
+    [
+        (Task("x.y", args=[object()]), "tasks.t.args"),
+        (Task("x.y", kwargs={"k": {1, 2}}), "tasks.t.kwargs"),
+        (Task("x.y", kwargs={1: "v"}), "tasks.t.kwargs"),
+    ],
+)
+def test_job_declaration_refuses_arguments_msgpack_cannot_carry(task: Task, field: str) -> None:
+    # app.job() declared these without complaint; the error came only when
+    # `redcron beat` or `jobs apply -A` compiled the DAG
+    spec = JobSpec(name="j", tasks={"t": task}, cron="* * * * *")
+    with pytest.raises(ValidationError) as info:
+        spec.validate()
+    assert info.value.field == field
+
+
+@pytest.mark.parametrize("deps", [None, "a", [{"k": 1}], [1]])
+def test_depends_on_of_the_wrong_shape_is_a_validation_error(deps: object) -> None:
+    # app.jobs.put(tasks={"t": Task(..., depends_on=None)}) raised TypeError
+    spec = JobSpec(name="j", tasks={"t": Task("x.y", depends_on=deps)}, cron="* * * * *")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError) as info:
+        spec.validate()
+    assert info.value.field == "tasks.t.depends_on"
