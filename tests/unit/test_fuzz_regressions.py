@@ -96,3 +96,13 @@ def test_depends_on_of_the_wrong_shape_is_a_validation_error(deps: object) -> No
     with pytest.raises(ValidationError) as info:
         spec.validate()
     assert info.value.field == "tasks.t.depends_on"
+
+
+def test_arguments_that_would_not_decode_are_refused() -> None:
+    # {(1, 2): 3} packed fine and then failed to unpack (unhashable list key):
+    # enqueued, it could never run, and `task show` raised TypeError
+    from redcron import serde
+
+    with pytest.raises(ValidationError) as info:
+        serde.dumps([[{(1, 2): 3}], {}])
+    assert info.value.field == "args"

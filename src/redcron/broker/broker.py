@@ -335,6 +335,16 @@ class Broker:
         names = self._names
         out = []
         for row in raw:
+            if len(row) != 12 or not all(row[i] for i in (0, 3, 7, 10)):
+                # an instance hash edited by hand (no name, tenant or queue: Lua's nil
+                # cut the row short): one bad row must not drop the whole batch
+                what = row[0].decode(errors="replace") if row and row[0] else "?"
+                log.warning(
+                    "skipping malformed lease of %s (a field is missing or not a number); "
+                    "fix or delete the instance hash",
+                    self.keys.ti(shard, what),
+                )
+                continue
             iid, epoch, attempt, name, kind, args, timeout_ms, tenant, cpu, mem, queue, last = row
             # task names repeat: decode each distinct one once
             sname = names.get(name)

@@ -186,7 +186,7 @@ def cpus(value: object, field: str = "cpu") -> float:
 
 
 def _plain_text(value: object) -> bool:
-    # a NUL cannot cross exec(2): Popen raised ValueError in the worker's pool thread
+    # a NUL cannot cross execve: Popen raised ValueError in the worker's pool thread
     return isinstance(value, str) and "\x00" not in value
 
 

@@ -114,9 +114,19 @@ def run_python(app: App, attempt: Attempt, broker: Any = None) -> Outcome:
             f"{', '.join(sorted(app.tasks)) or 'none'}); is the worker running the right app?",
             retryable=True,
         )
-    capture.attach(attempt.buffer)
     try:
         args, kwargs = serde.loads(lease.args)
+        if not isinstance(args, list) or not isinstance(kwargs, dict):
+            raise TypeError(f"[args, kwargs] expected, got {type(args).__name__}")
+    except Exception as exc:  # written by hand into Redis: no retry will fix it
+        return Outcome(
+            ok=False,
+            outcome="failed",
+            error=f"malformed task arguments (args is not msgpack [args, kwargs]): {exc!r}",
+            retryable=False,
+        )
+    capture.attach(attempt.buffer)
+    try:
         if task.wants_ctx:
             run_id, _, task_name = lease.iid.rpartition("/")
             ctx = Context(
