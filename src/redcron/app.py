@@ -369,12 +369,9 @@ class App:
         countdown: float | None = None,
     ) -> TaskHandle:
         """Enqueue a shell command; it runs only on workers started with ``--allow-commands``."""
-        if (
-            not isinstance(argv, list | tuple)
-            or not argv
-            or not all(isinstance(a, str) for a in argv)
-        ):
-            raise ValidationError("argv", "must be a non-empty list of strings")
+        validation.argv(argv, "argv")
+        validation.env(env, "env")
+        validation.cwd(cwd, "cwd")
         opts = TaskOptions(
             retries=self.settings.max_retries if retries is None else retries,
             timeout=timeout,

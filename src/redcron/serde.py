@@ -12,7 +12,11 @@ from redcron.errors import ValidationError
 def dumps(value: Any, field: str = "args") -> bytes:
     """Encode ``value`` or raise :class:`ValidationError` naming ``field``."""
     try:
-        return msgpack.packb(value, use_bin_type=True)  # type: ignore[no-any-return]
+        packed: bytes = msgpack.packb(value, use_bin_type=True)
+        # a map keyed by a tuple packs, but unpacks to an unhashable list key: the
+        # task could never be decoded by a worker (nor shown).  Refuse it here.
+        loads(packed)
+        return packed
     except (TypeError, ValueError, OverflowError) as exc:
         raise ValidationError(
             field,

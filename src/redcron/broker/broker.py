@@ -60,7 +60,8 @@ _KINDS = {b"command": "command", b"container": "container", b"python": "python"}
 def shard_of_id(iid: str) -> int:
     """The shard an id was created on (ids are ``<shard>-<ulid>``)."""
     head, sep, _ = iid.partition("-")
-    if not sep or not head.isdigit():
+    # isascii: str.isdigit() takes "²", which int() then refuses (a 500 from the API)
+    if not sep or not (head.isascii() and head.isdigit()):
         raise NotFound(f"malformed task id {iid!r}: expected '<shard>-<ulid>'")
     return int(head)
 
@@ -391,6 +392,16 @@ class Broker:
         names = self._names
         out = []
         for row in raw:
+            if len(row) != 12 or not all(row[i] for i in (0, 3, 7, 10)):
+                # an instance hash edited by hand (no name, tenant or queue: Lua's nil
+                # cut the row short): one bad row must not drop the whole batch
+                what = row[0].decode(errors="replace") if row and row[0] else "?"
+                log.warning(
+                    "skipping malformed lease of %s (a field is missing or not a number); "
+                    "fix or delete the instance hash",
+                    self.keys.ti(shard, what),
+                )
+                continue
             iid, epoch, attempt, name, kind, args, timeout_ms, tenant, cpu, mem, queue, last = row
             # task names repeat: decode each distinct one once
             sname = names.get(name)

@@ -82,7 +82,7 @@ class TokenStore:
         raw = self.broker.client.hgetall(self.keys.token(token_id)) if token_id else {}
         if not raw:
             raise NotFound(f"no token {token_id!r}")
-        return _info({_s(k): _s(v) for k, v in raw.items()})
+        return _info({_s(k): _s(v) for k, v in raw.items()}, token_id)
 
     def list(self, kind: str | None = None, tenant: str | None = None) -> list[TokenInfo]:
         """Tokens oldest first, of one kind and (tenant tokens) one tenant if given."""
@@ -91,10 +91,10 @@ class TokenStore:
         for token_id in ids:
             pipe.hgetall(self.keys.token(token_id))
         out = []
-        for raw in pipe.execute():
+        for token_id, raw in zip(ids, pipe.execute(), strict=True):
             if not raw:
                 continue  # revoked between the two reads
-            info = _info({_s(k): _s(v) for k, v in raw.items()})
+            info = _info({_s(k): _s(v) for k, v in raw.items()}, token_id)
             if (kind is None or info.kind == kind) and (tenant is None or info.tenant == tenant):
                 out.append(info)
         return out
@@ -126,13 +126,16 @@ def _split(value: str) -> tuple[str, ...]:
     return tuple(v for v in value.split(",") if v)
 
 
-def _info(fields: dict[str, str]) -> TokenInfo:
+def _info(fields: dict[str, str], token_id: str) -> TokenInfo:
+    """A token's record from its hash; fields missing or garbled (edited by hand)
+    read as empty, so a request with the token is a 401, not a 500."""
     kind = fields.get("kind", "")
+    created = fields.get("created", "")
     return TokenInfo(
-        id=fields["id"],
+        id=token_id,
         kind=kind,
         tenant=fields.get("tenant") or None,
         queues=_split(fields.get("queues", "")),
         tenants=_split(fields.get("tenants", "")),
-        created_at=from_ms(int(fields["created"])) if fields.get("created") else None,
+        created_at=from_ms(int(created)) if created.isascii() and created.isdigit() else None,
     )

@@ -69,7 +69,28 @@ from redcron.worker import Worker
     "--allow-commands",
     is_flag=True,
     default=False,
-    help="Run shell-command tasks (app.enqueue_command); off unless asked for.",
+    help="Run command and container tasks (app.enqueue_command, job tasks with command= "
+    "or image=): arbitrary programs, off unless asked for.  Narrow it with --allow-program "
+    "and --allow-image.",
+)
+@click.option(
+    "--allow-program",
+    "allow_programs",
+    multiple=True,
+    metavar="PROGRAM",
+    help="With --allow-commands: run only command tasks of this program (repeatable).  "
+    "A path (/usr/bin/rsync), or a name looked up on this worker's PATH (backup.sh); a "
+    "task's program is resolved with this worker's PATH, never the task's, and that file "
+    "is run.  Any other program fails permanently.  Not given: any program.",
+)
+@click.option(
+    "--allow-image",
+    "allow_images",
+    multiple=True,
+    metavar="IMAGE",
+    help="With --allow-commands: run only container tasks of this image (repeatable); "
+    "registry/x:tag exactly, registry/x any tag or digest of it.  Any other image fails "
+    "permanently.  Not given: any image.",
 )
 @grace_option("On SIGTERM, how long running tasks may finish before they are released.")
 @click.option(
@@ -102,6 +123,8 @@ def worker(
     tenants: str | None,
     lease_ttl: float | None,
     allow_commands: bool,
+    allow_programs: tuple[str, ...],
+    allow_images: tuple[str, ...],
     grace: float,
     cpus: float | None,
     mem: str | None,
@@ -115,6 +138,9 @@ def worker(
     queue_names = split_csv(queues)
     if not queue_names:
         raise click.BadParameter("give at least one queue", param_hint="-Q")
+    if (allow_programs or allow_images) and not allow_commands:
+        option = "--allow-program" if allow_programs else "--allow-image"
+        raise click.UsageError(f"{option} narrows --allow-commands: give --allow-commands too")
     app = build_app(app_path, redis_url, durability)
     w = Worker(
         app,
@@ -124,6 +150,8 @@ def worker(
         tenants=split_csv(tenants),
         lease_ttl=lease_ttl,
         allow_commands=allow_commands,
+        allow_programs=allow_programs,
+        allow_images=allow_images,
         grace=grace,
         app_path=app_path,
         prefetch=prefetch,

@@ -70,20 +70,30 @@ class Task:
                 "give exactly one of a registered task name, command=[...] or image=... "
                 f"(got {', '.join(chosen) or 'none'})",
             )
-        if self.command is not None and (
-            not isinstance(self.command, list | tuple)
-            or not self.command
-            or not all(isinstance(a, str) for a in self.command)
-        ):
-            raise ValidationError(f"{where}.command", "must be a non-empty list of strings")
-        if self.image is not None and (not isinstance(self.image, str) or not self.image):
-            raise ValidationError(f"{where}.image", "must be a non-empty image name")
+        if self.command is not None:
+            validation.argv(self.command, f"{where}.command")
+        if self.image is not None:
+            validation.image(self.image, f"{where}.image")
+        validation.env(self.env, f"{where}.env")
+        validation.cwd(self.cwd, f"{where}.cwd")
         if self.ref is not None and (not isinstance(self.ref, str) or not self.ref):
             raise ValidationError(f"{where}.ref", "must be a registered task name")
         if not isinstance(self.args, list | tuple):
             raise ValidationError(f"{where}.args", "must be a list")
         if not isinstance(self.kwargs, dict):
             raise ValidationError(f"{where}.kwargs", "must be a mapping")
+        if not isinstance(self.depends_on, list | tuple) or not all(
+            isinstance(d, str) for d in self.depends_on
+        ):
+            # a TypeError from validate() otherwise ('NoneType' is not iterable)
+            raise ValidationError(f"{where}.depends_on", "must be a list of task names")
+        for key in self.kwargs:
+            if not isinstance(key, str):
+                raise ValidationError(f"{where}.kwargs", f"{key!r}: keyword names are strings")
+        # here, not only when the DAG is compiled at put time: app.job() declares at
+        # import and an unencodable argument surfaced only when `redcron beat` applied it
+        serde.dumps(self.args, field=f"{where}.args")
+        serde.dumps(self.kwargs, field=f"{where}.kwargs")
         validation.timeout_ms(self.timeout, f"{where}.timeout")
         if self.retries is not None:
             validation.non_negative_int(self.retries, f"{where}.retries")
@@ -154,7 +164,13 @@ class JobSpec:
         for fname in ("breaker_window_s", "breaker_cooldown_s"):
             validation.seconds(getattr(self, fname), fname, above=True)
         validation.seconds(self.jitter_s, "jitter_s")
-        validation.number(self.keep_days, "keep_days", unit="days", example="7")
+        validation.number(
+            self.keep_days,
+            "keep_days",
+            unit="days",
+            example="7",
+            maximum=validation.MAX_SECONDS / 86_400,
+        )
         if not isinstance(self.tasks, Mapping) or not self.tasks:
             raise ValidationError("tasks", "a job needs at least one task")
         if len(self.tasks) > MAX_DAG_TASKS:

@@ -11,6 +11,14 @@ from redcron.keys import PRIORITIES
 # matched with fullmatch: "$" would also accept a trailing newline ("acme\n")
 _NAME = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 
+#: the longest duration anything takes, in seconds (100 years).  Durations become
+#: milliseconds in Redis, where Lua reads them as doubles: 1e308 s overflowed
+#: ``int(value * 1000)`` (a 500 from POST /v1/tasks), and past 2**53 ms a count is
+#: no longer exact.
+MAX_SECONDS = 100 * 365 * 86_400
+#: the largest count (retries, keep_runs, caps...): what Lua's doubles hold exactly
+MAX_COUNT = 2**53 - 1
+
 
 def name(field: str, value: object) -> str:
     """A tenant or queue name: 1-64 of letters, digits, ``_ . -``.
@@ -40,8 +48,10 @@ def number(
     above: bool = False,
     unit: str = "seconds",
     example: str = "30",
+    maximum: float | None = None,
 ) -> float:
-    """A finite real number ``>= minimum`` (``> minimum`` when ``above``).
+    """A finite real number ``>= minimum`` (``> minimum`` when ``above``), and
+    ``<= maximum`` if given.
 
     The one place every number that comes in is checked.  NaN must be refused
     by name: every comparison with it is false, so ``value < 0`` lets it
@@ -56,8 +66,12 @@ def number(
             ok = False
     if ok and (value <= minimum if above else value < minimum):  # type: ignore[operator]
         ok = False
+    if ok and maximum is not None and value > maximum:  # type: ignore[operator]
+        ok = False
     if not ok:
         bound = f"{'>' if above else '>='} {minimum:g}"
+        if maximum is not None:
+            bound += f" and <= {maximum:g}"
         raise ValidationError(
             field, f"{value!r} must be a finite number of {unit} {bound}, e.g. {example}"
         )
@@ -73,21 +87,24 @@ def finite(value: float, field: str) -> float:
 
 
 def seconds(value: object, field: str, *, above: bool = False) -> float:
-    """A duration in seconds: finite, ``>= 0`` (``> 0`` when ``above``)."""
-    return number(value, field, above=above)
+    """A duration in seconds: finite, ``>= 0`` (``> 0`` when ``above``), at most
+    :data:`MAX_SECONDS`."""
+    return number(value, field, above=above, maximum=MAX_SECONDS)
 
 
 def timeout_ms(value: float | None, field: str = "timeout") -> int:
     """Seconds -> ms; ``None`` or 0 means no timeout."""
     if value is None:
         return 0
-    return int(number(value, field, example="30 (0 = no timeout)") * 1000)
+    return int(number(value, field, example="30 (0 = no timeout)", maximum=MAX_SECONDS) * 1000)
 
 
 def whole_number(value: object, field: str, minimum: int = 0) -> int:
-    """An ``int`` (not a bool, not a float) ``>= minimum``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValidationError(field, f"{value!r} must be a whole number >= {minimum}")
+    """An ``int`` (not a bool, not a float) ``>= minimum`` and ``<=`` :data:`MAX_COUNT`."""
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= MAX_COUNT:
+        raise ValidationError(
+            field, f"{value!r} must be a whole number >= {minimum} and <= 2**53 - 1"
+        )
     return value
 
 
@@ -151,17 +168,73 @@ def mem_bytes(value: object, field: str = "mem") -> int:
     """Memory as bytes: an int, or text like ``512M``, ``16G``, ``1.5GiB``."""
     if isinstance(value, bool):
         raise ValidationError(field, f"{value!r} is not an amount of memory")
-    if isinstance(value, int) and value > 0:
+    if isinstance(value, int) and 0 < value <= MAX_COUNT:
         return value
     if isinstance(value, float):
         number(value, field, above=True, unit="bytes", example="512M or 16G")  # NaN, inf
     text = value if isinstance(value, str) else str(value) if isinstance(value, int | float) else ""
     match = _MEM.fullmatch(text)
     unit = match.group(2).lower() if match else ""
-    if not match or unit not in _MEM_UNITS or float(match.group(1)) <= 0:
+    amount = float(match.group(1)) * _MEM_UNITS.get(unit, 0) if match else 0.0
+    if not match or unit not in _MEM_UNITS or not 0 < amount <= MAX_COUNT:
         raise ValidationError(field, f"{value!r} is not an amount of memory; use e.g. 512M or 16G")
-    return int(float(match.group(1)) * _MEM_UNITS[unit])
+    return int(amount)
 
 
 def cpus(value: object, field: str = "cpu") -> float:
     return number(value, field, above=True, unit="cpus", example="0.5 or 2")
+
+
+def _plain_text(value: object) -> bool:
+    # a NUL cannot cross execve: Popen raised ValueError in the worker's pool thread
+    return isinstance(value, str) and "\x00" not in value
+
+
+def argv(value: object, field: str) -> list[str]:
+    """A command: a non-empty list of strings without NUL characters."""
+    if (
+        not isinstance(value, list | tuple)
+        or not value
+        or not all(_plain_text(a) for a in value)
+        or not value[0]
+    ):
+        raise ValidationError(
+            field, "must be a non-empty list of strings (no NUL characters), e.g. ['rsync', '-a']"
+        )
+    return list(value)
+
+
+def env(value: object, field: str) -> dict[str, str]:
+    """Environment variables: names (no ``=``, no NUL, not empty) to string values."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValidationError(field, "must be a mapping of variable names to strings")
+    for key, val in value.items():
+        if not _plain_text(key) or not key or "=" in key:
+            raise ValidationError(field, f"{key!r} is not a variable name (no '=', no NUL)")
+        if not _plain_text(val):
+            raise ValidationError(
+                f"{field}.{key}", f"{val!r} must be a string (quote numbers: '1')"
+            )
+    return dict(value)
+
+
+def cwd(value: object, field: str) -> str | None:
+    """A working directory: a non-empty path, or None."""
+    if value is None:
+        return None
+    if not _plain_text(value) or not value:
+        raise ValidationError(field, f"{value!r} must be a directory path")
+    return str(value)
+
+
+def image(value: object, field: str) -> str:
+    """A container image reference: no spaces, and no leading ``-`` (which the
+    container runtime would read as an option, e.g. ``--privileged``)."""
+    text = value if isinstance(value, str) else ""
+    if not _plain_text(text) or not text or text.startswith("-") or any(c.isspace() for c in text):
+        raise ValidationError(
+            field, f"{value!r} is not an image name; use e.g. registry.example.com/app:1.2"
+        )
+    return text

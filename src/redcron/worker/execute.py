@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import threading
 import time
 import traceback
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from redcron import serde
 from redcron.broker import Lease
 from redcron.context import Context
-from redcron.errors import Permanent, Retry
+from redcron.errors import ConfigError, Permanent, Retry, ValidationError
+from redcron.model import validation
 from redcron.worker import capture
 
 if TYPE_CHECKING:
@@ -54,6 +57,7 @@ class Attempt:
     pgid: int | None = None  # process group to kill (command, or process-pool child)
     kill_reason: str | None = None
     slot_freed: bool = False  # the worker gave its slot back (guarded by the worker's lock)
+    executable: str | None = None  # the program an allowlist resolved argv[0] to
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def try_begin(self) -> bool:
@@ -110,9 +114,19 @@ def run_python(app: App, attempt: Attempt, broker: Any = None) -> Outcome:
             f"{', '.join(sorted(app.tasks)) or 'none'}); is the worker running the right app?",
             retryable=True,
         )
-    capture.attach(attempt.buffer)
     try:
         args, kwargs = serde.loads(lease.args)
+        if not isinstance(args, list) or not isinstance(kwargs, dict):
+            raise TypeError(f"[args, kwargs] expected, got {type(args).__name__}")
+    except Exception as exc:  # written by hand into Redis: no retry will fix it
+        return Outcome(
+            ok=False,
+            outcome="failed",
+            error=f"malformed task arguments (args is not msgpack [args, kwargs]): {exc!r}",
+            retryable=False,
+        )
+    capture.attach(attempt.buffer)
+    try:
         if task.wants_ctx:
             run_id, _, task_name = lease.iid.rpartition("/")
             ctx = Context(
@@ -149,6 +163,101 @@ def run_python(app: App, attempt: Attempt, broker: Any = None) -> Outcome:
         capture.attach(None)
 
 
+@dataclass(frozen=True)
+class CommandPolicy:
+    """Which command and container tasks a worker runs.
+
+    ``allowed`` False: none (``--allow-commands`` not given).  Otherwise every
+    command task, unless ``programs`` lists some: then only those, and every
+    container task, unless ``images`` lists some: then only those.
+
+    A program with a ``/`` is a path (made absolute against the worker's
+    directory); a bare name is looked up on the worker's ``PATH``.  A task's
+    ``argv[0]`` is resolved the same way, with the worker's ``PATH`` (never the
+    task's ``env``), and the worker executes the file it resolved, so a task
+    cannot swap in another program of the same name.  An image matches
+    exactly, and an image given without a tag or digest (``registry/x``)
+    matches every tag and digest of it.
+    """
+
+    allowed: bool = False
+    programs: tuple[str, ...] = ()
+    images: tuple[str, ...] = ()
+
+    @classmethod
+    def build(
+        cls, allowed: bool, programs: Iterable[str] = (), images: Iterable[str] = ()
+    ) -> CommandPolicy:
+        programs, images = tuple(programs), tuple(images)
+        if (programs or images) and not allowed:
+            raise ConfigError(
+                "allow_programs/allow_images narrow what --allow-commands runs: "
+                "give --allow-commands too"
+            )
+        for p in programs:
+            if not isinstance(p, str) or not p or "\x00" in p:
+                raise ConfigError(f"allow_programs: {p!r} is not a program path or name")
+        for i in images:
+            try:
+                validation.image(i, "allow_images")
+            except ValidationError as exc:
+                raise ConfigError(str(exc)) from None
+        return cls(allowed, programs, images)
+
+    def _resolve(self, program: str, cwd: str | None) -> str | None:
+        if "/" in program:
+            return os.path.abspath(os.path.join(cwd or os.getcwd(), program))
+        found = shutil.which(program, path=os.environ.get("PATH", os.defpath))
+        return os.path.abspath(found) if found else None
+
+    def check(self, kind: str, payload: Any) -> tuple[str | None, str | None]:
+        """``(refusal, executable)``: why this worker will not run the task (None:
+        it will), and the file to execute when an allowlist resolved one."""
+        if not self.allowed:
+            return (
+                "this worker does not run command or container tasks; start one with "
+                "--allow-commands",
+                None,
+            )
+        if not isinstance(payload, dict):
+            return f"malformed {kind} task arguments: {type(payload).__name__}", None
+        if kind == "container":
+            image = payload.get("image")
+            if not self.images or any(_image_matches(image, i) for i in self.images):
+                return None, None
+            return (
+                f"image {image!r} is not allowed on this worker; "
+                f"start a worker with --allow-image {image} to run it",
+                None,
+            )
+        if not self.programs:
+            return None, None
+        argv = payload.get("argv")
+        program = argv[0] if isinstance(argv, list) and argv else None
+        cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
+        if isinstance(program, str) and "\x00" not in program and program:
+            resolved = self._resolve(program, cwd)
+            allowed = {self._resolve(p, None) for p in self.programs} - {None}
+            if resolved is not None and resolved in allowed:
+                return None, resolved
+        return (
+            f"program {program!r} is not allowed on this worker; start a worker with "
+            f"--allow-program {program} to run it",
+            None,
+        )
+
+
+def _image_matches(image: object, allowed: str) -> bool:
+    if not isinstance(image, str):
+        return False
+    if image == allowed:
+        return True
+    rest = image[len(allowed) :] if image.startswith(allowed) else ""
+    # registry/x allows registry/x:tag and registry/x@sha256:..., not registry/x-evil
+    # or (for an allowed "registry") registry:5000/other
+    return rest[:1] in (":", "@") and "/" not in rest
+
+
 def container_argv(runtime: str, payload: dict[str, Any]) -> list[str]:
     """``<runtime> run --rm [--cpus N] [--memory M] [-e K=V...] IMAGE [COMMAND...]``.
 
@@ -169,25 +278,40 @@ def run_command(
     attempt: Attempt, timeout_s: float | None, container_runtime: str = "docker"
 ) -> Outcome:
     """Run a command (or container) task in its own process group; kill the group at
-    the timeout."""
-    payload = serde.loads(attempt.lease.args) or {}
-    if attempt.lease.kind == "container":
-        argv = container_argv(container_runtime, payload)
-        payload = {"argv": argv}
-    argv = payload.get("argv") or []
-    env = dict(os.environ)
-    env.update(payload.get("env") or {})
+    the timeout.  Arguments that cannot be run (written by hand into Redis, or
+    from before they were checked at the edge) fail the task permanently: this
+    never raises, or the pool thread would die with the attempt unreported."""
+    try:
+        payload = serde.loads(attempt.lease.args) or {}
+        if not isinstance(payload, dict):
+            raise ValidationError("args", f"a mapping was expected, not {type(payload).__name__}")
+        if attempt.lease.kind == "container":
+            validation.image(payload.get("image"), "image")
+            argv = container_argv(container_runtime, payload)
+            payload = {"argv": argv}
+        argv = validation.argv(payload.get("argv"), "argv")
+        env = dict(os.environ)
+        env.update(validation.env(payload.get("env"), "env"))
+        cwd = validation.cwd(payload.get("cwd") or None, "cwd")
+    except Exception as exc:
+        return Outcome(
+            ok=False,
+            outcome="failed",
+            error=f"malformed {attempt.lease.kind} task: {exc}",
+            retryable=False,
+        )
     try:
         proc = subprocess.Popen(
             argv,
-            cwd=payload.get("cwd") or None,
+            executable=attempt.executable,
+            cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    except OSError as exc:
+    except (OSError, ValueError, TypeError) as exc:
         return Outcome(
             ok=False, outcome="failed", error=f"cannot start {argv!r}: {exc}", retryable=False
         )

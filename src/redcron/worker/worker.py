@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from redcron import serde
 from redcron.broker import FailItem, FailResult, Lease, LeaseRequest
 from redcron.broker.retry import TRANSIENT, Backoff, Outage
 from redcron.broker.workers import TTL_LEASES, Registration, WorkerRegistry
@@ -42,7 +43,7 @@ from redcron.errors import ConfigError
 from redcron.model import validation
 from redcron.redact import masked_url
 from redcron.worker import capture
-from redcron.worker.execute import Attempt, Outcome
+from redcron.worker.execute import Attempt, CommandPolicy, Outcome
 from redcron.worker.pools import ProcessPool, ThreadPool
 
 if TYPE_CHECKING:
@@ -65,6 +66,11 @@ class Worker:
         tenants: only lease these tenants' work (empty = all).
         lease_ttl: seconds (default: the deployment's); heartbeats every TTL/6.
         allow_commands: run command tasks (arbitrary commands: an explicit opt-in).
+        allow_programs: with ``allow_commands``, run only command tasks whose
+            program is one of these (paths, or names on the worker's PATH); a
+            task naming another fails permanently.  Empty: any program.
+        allow_images: with ``allow_commands``, run only container tasks of these
+            images (``registry/x`` allows every tag of it).  Empty: any image.
         grace: seconds running attempts get to finish on SIGTERM before their
             leases are handed back.
         app_path: ``module:app``, needed by the processes pool to import tasks.
@@ -93,6 +99,8 @@ class Worker:
         prefetch: int | None = None,
         cpus: float | None = None,
         mem: int | str | None = None,
+        allow_programs: Sequence[str] = (),
+        allow_images: Sequence[str] = (),
     ) -> None:
         if concurrency is None:
             concurrency = default_concurrency(pool)
@@ -146,6 +154,7 @@ class Worker:
         # are busy anyway, so wait for half the capacity to be free and lease that.
         self._min_batch = max(1, self.capacity // 2 if prefetch else self.capacity // 4)
         self.allow_commands = allow_commands
+        self.commands = CommandPolicy.build(allow_commands, allow_programs, allow_images)
         self.grace = validation.seconds(grace, "grace")
         self.id = name or f"{socket.gethostname()}:{os.getpid()}:{ulid()[-6:]}"
         # one for all the loops: an outage is one warning and one recovery line
@@ -360,7 +369,26 @@ class Worker:
                     ),
                 )
                 continue
+            if attempt.lease.kind != "python" and (self.commands.programs or self.commands.images):
+                refusal = self._refusal(attempt)
+                if refusal is not None:
+                    self._on_done(
+                        attempt,
+                        Outcome(ok=False, outcome="failed", error=refusal, retryable=False),
+                    )
+                    continue
             self.pool.submit(attempt)
+
+    def _refusal(self, attempt: Attempt) -> str | None:
+        """Why the allowlist refuses a command or container task (None: it runs; the
+        program it resolved is the one executed)."""
+        try:
+            payload = serde.loads(attempt.lease.args)
+        except Exception as exc:  # garbage args: run_command reports them
+            log.debug("undecodable args of %s: %s", attempt.lease.iid, exc)
+            return None
+        refusal, attempt.executable = self.commands.check(attempt.lease.kind, payload)
+        return refusal
 
     def _free_slot(self, attempt: Attempt) -> None:
         """Give back an attempt's slot and resources, once: it finished, ended before it

@@ -55,6 +55,10 @@ def identify(token: str) -> Identity | None:
     if info is None:
         return None
     if info.kind == "tenant":
+        if not info.tenant:
+            # a tenant token whose tenant field is gone (edited by hand) would have
+            # scope() None: every tenant's data.  It is no live token.
+            return None
         return Identity("tenant", tenant=info.tenant, token_id=info.id)
     if info.kind == "worker":
         return Identity(

@@ -75,6 +75,7 @@ class LeaseToken:
             and isinstance(task_id, str)
             and task_id.startswith(f"{shard}-")
             and isinstance(epoch, str)
+            and epoch.isascii()
             and epoch.isdigit()
             and isinstance(worker, str)
             and _WORKER_ID.fullmatch(worker)
