@@ -227,3 +227,36 @@ def test_cli_doctor(app: App, invoke: Invoke) -> None:
 def test_every_repair_script_compiles(app: App) -> None:
     for name in SCRIPTS:
         assert app.broker.client.script_load(full_source(name))
+
+
+def test_a_dlq_entry_whose_instance_is_gone_is_found_and_dropped(
+    app: App, caplog: pytest.LogCaptureFixture
+) -> None:
+    # no script leaves one any more (a run keeps its retention off while a task of
+    # it is in the DLQ); older versions did, and a hand DEL still can
+    b, r, k = app.broker, app.broker.client, app.broker.keys
+    dead = app.enqueue("t.bad", _tenant="acme")
+    (ld,) = b.lease(0, "w-test", 1, TTL_MS, ["default"])
+    (res,) = b.fail(0, "w-test", [FailItem(ld.iid, ld.epoch, "failed", "boom", False)])
+    assert res.state == "dead"
+    r.delete(k.ti(0, dead.id))
+    report = examine(b)
+    assert kinds(report) == [("dlq_entry_orphan", k.dlq(0, "acme"))]
+    assert report.summary.dlq_expired == 1
+    # dlq list drops it with a warning instead of listing what cannot be acted on
+    with caplog.at_level("WARNING", logger="redcron.broker.broker"):
+        assert b.dlq_list("acme") == []
+    assert dead.id in caplog.text and "no longer exists" in caplog.text
+    assert r.xlen(k.dlq(0, "acme")) == 0
+    assert examine(b).findings == ()
+
+
+def test_doctor_repairs_a_dlq_entry_whose_instance_is_gone(app: App) -> None:
+    b, r, k = app.broker, app.broker.client, app.broker.keys
+    dead = app.enqueue("t.bad", _tenant="acme")
+    (ld,) = b.lease(0, "w-test", 1, TTL_MS, ["default"])
+    b.fail(0, "w-test", [FailItem(ld.iid, ld.epoch, "failed", "boom", False)])
+    r.delete(k.ti(0, dead.id))
+    fixed = examine(b, repair=True)
+    assert [f.repaired for f in fixed.findings] == [True]
+    assert r.xlen(k.dlq(0, "acme")) == 0

@@ -38,6 +38,7 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "cancel",
     "dlq_replay",
     "dlq_discard",
+    "dlq_prune",
     "watch",
     "fire",
     "fire_batch",

@@ -3,6 +3,7 @@
 -- @include lib/streams.lua
 -- @include lib/breaker.lua
 -- @include lib/terminal.lua
+-- @include lib/runs.lua
 
 -- Cancel one instance wherever it is.  Returns the resulting state:
 -- 'cancelled', 'cancel_requested' (running: revoked by the next heartbeat),
@@ -18,6 +19,7 @@ local function cancel_instance(iid, now)
     redis.call('HSET', ti, 'cancel_requested', '1')
     return 'cancel_requested'
   end
+  local dead_run
   if state == 'ready' then
     local stream = key_q(f[3], f[4], f[5])
     redis.call('XDEL', stream, string.sub(loc, 3))  -- not delivered: nothing to ack
@@ -29,13 +31,16 @@ local function cancel_instance(iid, now)
   elseif state == 'dead' then
     redis.call('XDEL', key_dlq(f[4]), string.sub(loc, 5))
     -- a dead task already counted as ended (failed) in its run: recount it
-    local run_id = redis.call('HGET', ti, 'run')
-    if run_id and run_id ~= '' then
-      redis.call('HINCRBY', key_run(run_id), 'n_done', -1)
-      redis.call('HINCRBY', key_run(run_id), 'n_failed', -1)
+    dead_run = redis.call('HGET', ti, 'run')
+    if dead_run == '' then dead_run = nil end
+    if dead_run then
+      redis.call('HINCRBY', key_run(dead_run), 'n_done', -1)
+      redis.call('HINCRBY', key_run(dead_run), 'n_failed', -1)
     end
   end
   redis.call('HSET', ti, 'cancel_requested', '1')
   make_terminal(ti, iid, 'cancelled', now)
+  -- out of the DLQ: an ended run held for it may start its retention
+  if dead_run then run_dlq_left(dead_run) end
   return 'cancelled'
 end
