@@ -260,3 +260,22 @@ def test_doctor_repairs_a_dlq_entry_whose_instance_is_gone(app: App) -> None:
     fixed = examine(b, repair=True)
     assert [f.repaired for f in fixed.findings] == [True]
     assert r.xlen(k.dlq(0, "acme")) == 0
+
+
+def test_a_stale_aging_entry_is_found_and_dropped(app: App) -> None:
+    r, k = app.broker.client, app.broker.keys
+    app.enqueue("t.ok", 1, _tenant="acme")
+    assert examine(app.broker).findings == ()
+    r.zadd(k.oldest(0, "default", "normal"), {"ghost": 1})  # no normal path leaves one
+    assert kinds(examine(app.broker)) == [("aging_entry_stale", k.oldest(0, "default", "normal"))]
+    assert examine(app.broker, repair=True).summary.remaining == 0
+    assert r.zscore(k.oldest(0, "default", "normal"), "ghost") is None
+
+
+def test_cancelling_ready_work_leaves_doctor_nothing_to_find(app: App) -> None:
+    a = app.enqueue("t.ok", 1, _tenant="acme")
+    b = app.enqueue("t.ok", 2, _tenant="acme")
+    app.broker.cancel(a.id)
+    assert examine(app.broker).findings == ()
+    app.broker.cancel(b.id)
+    assert examine(app.broker).findings == ()

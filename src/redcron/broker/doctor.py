@@ -892,8 +892,16 @@ class _Examiner:
                             "every lease visits it for nothing. Repair takes it off.",
                             fix,
                         )
-                    # an aging entry of a tenant off the ring is left by cancel (and
-                    # tolerated by lease, which drops it when it meets it): not a finding
+                    elif tenant in aged and tenant not in on and not (n > 0 and parked):
+                        self.add(
+                            "aging_entry_stale",
+                            shard,
+                            oldest,
+                            f"Tenant {tenant} is in {oldest} but not on {ring}: its old "
+                            "entry may raise nothing or hide other tenants' aged work. "
+                            "Repair drops the entry.",
+                            fix,
+                        )
         for tenant in tenants:
             pk = k.parked(shard, tenant)
             members = self.r.smembers(pk)

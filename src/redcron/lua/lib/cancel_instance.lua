@@ -21,9 +21,24 @@ local function cancel_instance(iid, now)
   end
   local dead_run
   if state == 'ready' then
-    local stream = key_q(f[3], f[4], f[5])
-    redis.call('XDEL', stream, string.sub(loc, 3))  -- not delivered: nothing to ack
-    if ready_count(stream) == 0 then redis.call('ZREM', key_ring(f[3], f[5]), f[4]) end
+    local queue, tenant, priority = f[3], f[4], f[5]
+    local stream, eid = key_q(queue, tenant, priority), string.sub(loc, 3)
+    redis.call('XDEL', stream, eid)  -- not delivered: nothing to ack
+    -- the ring and the aging index follow what is ready, as lease keeps them
+    local aging = key_oldest(queue, priority)
+    if ready_count(stream) == 0 then
+      redis.call('ZREM', key_ring(queue, priority), tenant)
+      redis.call('ZREM', aging, tenant)
+      redis.call('HDEL', key_tenant(tenant), 'd:' .. queue .. ':' .. priority,
+        'v:' .. queue .. ':' .. priority)
+    else
+      -- the head went: the index moves to the new head (else aged up early)
+      local score = tonumber(redis.call('ZSCORE', aging, tenant) or '')
+      if score and entry_ms(eid) <= score then
+        local head = first_ready(stream)
+        if head then redis.call('ZADD', aging, 'XX', entry_ms(head), tenant) end
+      end
+    end
   elseif state == 'retry_wait' or state == 'scheduled' then
     redis.call('ZREM', key_timers(), iid)
   elseif state == 'held' then
