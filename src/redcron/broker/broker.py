@@ -565,6 +565,11 @@ class Broker:
                 total += sum(int(x) for x in self._run(script, shard, build(chunk, now)))
         return total
 
+    def unpark(self, shard: int, tenant: str) -> bool:
+        """Give a tenant parked at its cap or rate limit its rings back (its limits
+        changed); the next lease re-checks them.  True when it was parked."""
+        return bool(self._run("tenant_unpark", shard, [tenant]))
+
     def watch(self, iid: str) -> str:
         return _s(self._run("watch", shard_of_id(iid), [iid]))
 

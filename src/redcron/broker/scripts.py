@@ -39,6 +39,7 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "dlq_replay",
     "dlq_discard",
     "dlq_prune",
+    "tenant_unpark",
     "watch",
     "fire",
     "fire_batch",
