@@ -227,3 +227,55 @@ def test_cli_doctor(app: App, invoke: Invoke) -> None:
 def test_every_repair_script_compiles(app: App) -> None:
     for name in SCRIPTS:
         assert app.broker.client.script_load(full_source(name))
+
+
+def test_a_dlq_entry_whose_instance_is_gone_is_found_and_dropped(
+    app: App, caplog: pytest.LogCaptureFixture
+) -> None:
+    # no script leaves one any more (a run keeps its retention off while a task of
+    # it is in the DLQ); older versions did, and a hand DEL still can
+    b, r, k = app.broker, app.broker.client, app.broker.keys
+    dead = app.enqueue("t.bad", _tenant="acme")
+    (ld,) = b.lease(0, "w-test", 1, TTL_MS, ["default"])
+    (res,) = b.fail(0, "w-test", [FailItem(ld.iid, ld.epoch, "failed", "boom", False)])
+    assert res.state == "dead"
+    r.delete(k.ti(0, dead.id))
+    report = examine(b)
+    assert kinds(report) == [("dlq_entry_orphan", k.dlq(0, "acme"))]
+    assert report.summary.dlq_expired == 1
+    # dlq list drops it with a warning instead of listing what cannot be acted on
+    with caplog.at_level("WARNING", logger="redcron.broker.broker"):
+        assert b.dlq_list("acme") == []
+    assert dead.id in caplog.text and "no longer exists" in caplog.text
+    assert r.xlen(k.dlq(0, "acme")) == 0
+    assert examine(b).findings == ()
+
+
+def test_doctor_repairs_a_dlq_entry_whose_instance_is_gone(app: App) -> None:
+    b, r, k = app.broker, app.broker.client, app.broker.keys
+    dead = app.enqueue("t.bad", _tenant="acme")
+    (ld,) = b.lease(0, "w-test", 1, TTL_MS, ["default"])
+    b.fail(0, "w-test", [FailItem(ld.iid, ld.epoch, "failed", "boom", False)])
+    r.delete(k.ti(0, dead.id))
+    fixed = examine(b, repair=True)
+    assert [f.repaired for f in fixed.findings] == [True]
+    assert r.xlen(k.dlq(0, "acme")) == 0
+
+
+def test_a_stale_aging_entry_is_found_and_dropped(app: App) -> None:
+    r, k = app.broker.client, app.broker.keys
+    app.enqueue("t.ok", 1, _tenant="acme")
+    assert examine(app.broker).findings == ()
+    r.zadd(k.oldest(0, "default", "normal"), {"ghost": 1})  # no normal path leaves one
+    assert kinds(examine(app.broker)) == [("aging_entry_stale", k.oldest(0, "default", "normal"))]
+    assert examine(app.broker, repair=True).summary.remaining == 0
+    assert r.zscore(k.oldest(0, "default", "normal"), "ghost") is None
+
+
+def test_cancelling_ready_work_leaves_doctor_nothing_to_find(app: App) -> None:
+    a = app.enqueue("t.ok", 1, _tenant="acme")
+    b = app.enqueue("t.ok", 2, _tenant="acme")
+    app.broker.cancel(a.id)
+    assert examine(app.broker).findings == ()
+    app.broker.cancel(b.id)
+    assert examine(app.broker).findings == ()

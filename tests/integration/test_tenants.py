@@ -7,6 +7,7 @@ every write here is checked to leave the other fields alone.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,6 +17,7 @@ from cli_fixtures import Invoke, invoke_fixture  # noqa: F401 (fixtures)
 from click.testing import Result
 
 from redcron import App
+from redcron.broker import FailItem
 from redcron.broker.tenants import TenantStore
 from redcron.errors import ValidationError
 from redcron.keys import shard_of
@@ -276,3 +278,59 @@ def test_cli_errors_are_one_line(invoke: Invoke, store: TenantStore, r: redis.Re
     res = invoke("tenants", "set", "acme")
     assert res.exit_code == 2 and "nothing to set" in res.output
     assert tenant_hash(store, r, "acme") == {}
+
+
+def _parked(app: App, tenant: str) -> set[str]:
+    k, shard = app.broker.keys, shard_of(tenant, SHARDS)
+    return {m.decode() for m in app.broker.client.smembers(k.parked(shard, tenant))}
+
+
+def _lease(app: App, tenant: str, n: int = 1) -> list[Any]:
+    return app.broker.lease(shard_of(tenant, SHARDS), "w-t", n, 60_000, ["default"])
+
+
+def test_raising_a_parked_tenants_cap_unparks_it_at_once(app: App, store: TenantStore) -> None:
+    # a tenant parked at its cap used to wait for one of its leases to end after
+    # its cap was raised (tasks running for hours: hours), and doctor called it stuck
+    store.set("acme", max_in_flight=1)
+    for i in range(3):
+        app.enqueue("t.noop", i, _tenant="acme")
+    assert len(_lease(app, "acme", 3)) == 1
+    assert _lease(app, "acme") == []
+    assert _parked(app, "acme") == {"default|normal"}
+    store.set("acme", max_in_flight=5)
+    assert _parked(app, "acme") == set()
+    assert len(_lease(app, "acme", 3)) == 2
+
+
+def test_a_faster_rate_unparks_a_rate_limited_tenant_at_once(app: App, store: TenantStore) -> None:
+    store.set("acme", rate="1/h")  # the next token is an hour away
+    for i in range(3):
+        app.enqueue("t.noop", i, _tenant="acme")
+    assert len(_lease(app, "acme", 3)) == 1
+    assert _parked(app, "acme") == {"default|normal"}
+    store.set("acme", rate="100/s")
+    time.sleep(0.05)  # the bucket refills at the new rate: a token every 10 ms
+    assert len(_lease(app, "acme", 3)) >= 1
+
+
+def test_normal_operations_leave_no_parked_tenant_without_a_way_back(
+    app: App, store: TenantStore
+) -> None:
+    # parked at its cap: each way its leases end (cancel + report, reap, hand back)
+    # unparks it, also after the cap was lowered below what it holds
+    b, shard = app.broker, shard_of("acme", SHARDS)
+    store.set("acme", max_in_flight=3)
+    ids = [app.enqueue("t.noop", i, _tenant="acme").id for i in range(6)]
+    held = _lease(app, "acme", 3)
+    assert _lease(app, "acme") == [] and _parked(app, "acme")
+    store.set("acme", max_in_flight=1)  # lowered: still parked, 3 leases held
+    assert _lease(app, "acme") == [] and _parked(app, "acme")
+    b.cancel(held[0].iid)
+    b.fail(shard, "w-t", [FailItem(held[0].iid, held[0].epoch, "cancelled", "", False)])
+    b.release(shard, "w-t", [(held[1].iid, held[1].epoch)])
+    b.reap(shard, now=b.server_ms() + 120_000)
+    assert b.client.zcard(b.keys.tleases(shard, "acme")) == 0
+    assert _parked(app, "acme") == set()
+    assert len(_lease(app, "acme", 5)) == 1  # the lowered cap holds
+    assert ids

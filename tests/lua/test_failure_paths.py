@@ -5,6 +5,8 @@ Scripts are called with an explicit ``now`` so delays are exact and nothing slee
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from lua_ops import T0, Ops, new_id, row
 from server_time import server_ms  # tests/helpers
@@ -212,6 +214,30 @@ def test_cancel_ready_work(ops: Ops) -> None:
         assert ops.r.ttl(ops.k.ti(0, iid)) > 0
     assert ops.lease("w1", n=10) == []
     assert ops.b.cancel(a) == "cancelled"  # idempotent
+
+
+def test_cancel_keeps_the_aging_index_and_deficits_on_what_is_ready(ops: Ops) -> None:
+    # cancelling the head used to leave oldest: at its time (the tenant aged up
+    # early); cancelling the last ready task left the entry and the DRR deficit
+    a, b, c = new_id(), new_id(), new_id()
+    ops.enqueue(row(a), row(c, tenant="globex"))
+    time.sleep(0.005)  # b's entry is a later ms than a's
+    ops.enqueue(row(b))
+    stream = ops.stream()
+    oldest, ring = ops.k.oldest(0, "default", "normal"), ops.k.ring(0, "default", "normal")
+    head_b = ops.r.xrange(stream)[-1][0].decode()
+    # a DRR visit leaves acme a deficit (and globex, the other ring member)
+    ops.r.hset(ops.k.tenant(0, "acme"), mapping={"d:default:normal": 1, "v:default:normal": 1})
+    assert ops.b.cancel(a) == "cancelled"
+    assert ops.r.zscore(oldest, "acme") == int(head_b.split("-")[0])
+    assert ops.b.cancel(b) == "cancelled"
+    assert ops.r.zscore(ring, "acme") is None
+    assert ops.r.zscore(oldest, "acme") is None
+    assert ops.r.hmget(ops.k.tenant(0, "acme"), ["d:default:normal", "v:default:normal"]) == [
+        None,
+        None,
+    ]
+    assert ops.r.zscore(oldest, "globex") is not None  # others untouched
 
 
 def test_cancel_a_countdown_task(ops: Ops) -> None:

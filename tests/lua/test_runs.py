@@ -423,6 +423,7 @@ def test_a_reopened_run_and_all_its_instances_lose_their_retention_ttl(runs: Run
     rid = runs.trigger("line")
     runs.ok(runs.lease()["a"])
     runs.fail(runs.lease()["b"])
+    runs.b.dlq_discard([f"{rid}/b"])  # while b is in the DLQ the run keeps no TTL
     keys = [runs.k.run(0, rid), *(runs.ti_key(f"{rid}/{t}") for t in "abc")]
     assert all(0 < runs.r.ttl(k) <= 86_400 for k in keys)  # ended: retention applies
     runs.app.jobs.retry_run(rid, ["b"])
@@ -695,3 +696,63 @@ def test_waiters_of_a_downstream_task_are_woken_when_it_is_marked_upstream_faile
     # notify_done fired for b, not only for the dead task itself
     assert runs.r.llen(runs.k.done(runs.shard, b)) == 1
     assert runs.b.watch(b) == "upstream_failed"
+
+
+# -- retention of runs with tasks in the DLQ --------------------------------------
+
+
+def test_a_run_with_a_task_in_the_dlq_keeps_no_ttl_until_it_leaves_the_dlq(runs: Runs) -> None:
+    # the dead task's hash used to expire with the run while its DLQ entry stayed:
+    # replay and discard then found nothing and did nothing
+    runs.job("line", chain("a", "b", "c"), keep_days=1)
+    rid = runs.trigger("line")
+    runs.ok(runs.lease()["a"])
+    assert runs.fail(runs.lease()["b"]) == "dead"
+    assert runs.run(rid).state == "failed"
+    keys = [runs.k.run(0, rid), *(runs.ti_key(f"{rid}/{t}") for t in "abc")]
+    assert [runs.r.ttl(k) for k in keys] == [-1, -1, -1, -1]  # held for the DLQ
+    assert runs.r.hget(runs.k.run(0, rid), "dlq_held") == b"1"
+    assert runs.b.dlq_discard([f"{rid}/b"]) == 1
+    # out of the DLQ: the retention starts for the run and every instance
+    assert all(0 < runs.r.ttl(k) <= 86_400 for k in keys)
+    assert runs.r.hget(runs.k.run(0, rid), "dlq_held") is None
+
+
+def test_a_held_run_keeps_its_ttl_off_until_its_last_dead_task_leaves(runs: Runs) -> None:
+    runs.job("pair", {"a": Task("t"), "b": Task("t")}, keep_days=1)
+    rid = runs.trigger("pair")
+    leased = runs.lease()
+    runs.fail(leased["a"])
+    runs.fail(leased["b"])
+    assert runs.r.hget(runs.k.run(0, rid), "dlq_held") == b"2"
+    assert runs.b.dlq_discard([f"{rid}/a"]) == 1
+    assert runs.r.ttl(runs.ti_key(f"{rid}/b")) == -1
+    assert runs.r.ttl(runs.k.run(0, rid)) == -1
+    # replayed: the run reopens; when it ends again, nothing is left in the DLQ
+    assert runs.b.dlq_replay([f"{rid}/b"]) == 1
+    assert runs.run(rid).state == "running"
+    runs.ok(runs.lease()["b"])
+    assert runs.run(rid).state == "cancelled"  # a was discarded
+    keys = [runs.k.run(0, rid), runs.ti_key(f"{rid}/a"), runs.ti_key(f"{rid}/b")]
+    assert all(0 < runs.r.ttl(k) <= 86_400 for k in keys)
+
+
+def test_keep_runs_trimming_skips_a_run_held_for_the_dlq(runs: Runs) -> None:
+    # keep_runs used to delete the oldest run with its dead task, leaving the DLQ
+    # entry behind: replay returned 0 and did nothing
+    job_id = runs.job("quick", {"a": Task("t")}, keep_runs=1)
+    failed = runs.trigger("quick")
+    assert runs.fail(runs.lease()["a"]) == "dead"
+    rids = []
+    for _ in range(3):
+        time.sleep(0.003)  # distinct scheduled_for (ms) so "oldest" is well defined
+        rids.append(runs.run_through("quick"))
+    hist = [x.decode() for x in runs.r.zrange(runs.k.runs(0, job_id), 0, -1)]
+    assert hist == [failed, rids[-1]]  # the held run stays, the others are trimmed
+    assert runs.dlq() == [f"{failed}/a"]
+    assert runs.b.dlq_replay([f"{failed}/a"]) == 1
+    assert runs.run(failed).state == "running"
+    runs.ok(runs.lease()["a"])
+    # ended again, and no longer held: the oldest of two, trimmed to keep_runs=1
+    assert [x.decode() for x in runs.r.zrange(runs.k.runs(0, job_id), 0, -1)] == [rids[-1]]
+    assert runs.dlq() == []

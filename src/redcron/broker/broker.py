@@ -674,6 +674,11 @@ class Broker:
                 total += sum(int(x) for x in self._run(script, shard, build(chunk, now)))
         return total
 
+    def unpark(self, shard: int, tenant: str) -> bool:
+        """Give a tenant parked at its cap or rate limit its rings back (its limits
+        changed); the next lease re-checks them.  True when it was parked."""
+        return bool(self._run("tenant_unpark", shard, [tenant]))
+
     def watch(self, iid: str) -> str:
         return _s(self._run("watch", shard_of_id(iid), [iid]))
 
@@ -738,9 +743,33 @@ class Broker:
             )
             for t in tenants:
                 entries: Any = self.client.xrange(self.keys.dlq(shard, t), count=count)
+                gone = self._dlq_gone(shard, t, entries)
                 for eid, fields in entries:
-                    out.append(DlqEntry.from_fields(_s(eid), t, shard, fields_of(fields)))
+                    if _s(eid) not in gone:
+                        out.append(DlqEntry.from_fields(_s(eid), t, shard, fields_of(fields)))
         return out
+
+    def _dlq_gone(self, shard: int, tenant: str, entries: Any) -> set[str]:
+        """Drop (``dlq_prune.lua``) the DLQ entries whose instance is gone: replay and
+        discard could never act on them.  Returns their entry ids."""
+        if not entries:
+            return set()
+        pipe = self.client.pipeline(transaction=False)
+        for _eid, fields in entries:
+            pipe.exists(self.keys.ti(shard, _s(fields.get(b"i", b""))))
+        suspects = [_s(e[0]) for e, n in zip(entries, pipe.execute(), strict=True) if not n]
+        if not suspects:
+            return set()
+        dropped = self._run("dlq_prune", shard, [tenant, *suspects])
+        for eid, iid in dropped:
+            log.warning(
+                "dropped DLQ entry %s of tenant %s: its task %s no longer exists (expired "
+                "or deleted), so it could not be replayed or discarded",
+                _s(eid),
+                tenant,
+                _s(iid),
+            )
+        return {_s(eid) for eid, _iid in dropped}
 
     def inspect(self) -> list[TenantLoad]:
         """Ready / in-flight / delayed / DLQ counts per tenant, one row per shard it is on."""

@@ -813,7 +813,16 @@ class _Examiner:
                 for (eid, fields), (state, loc) in zip(page, snap, strict=True):
                     eid, iid = _s(eid), _s(fields.get(b"i", b""))
                     if state is None:
-                        self.counts.dlq_expired += 1  # expired with its run: still informative
+                        self.counts.dlq_expired += 1
+                        self.add(
+                            "dlq_entry_orphan",
+                            shard,
+                            key,
+                            f"DLQ entry {eid} of {key} names {iid}, which is gone (expired "
+                            "or deleted): replay and discard cannot act on it. Repair "
+                            "deletes the entry (dlq list drops it too).",
+                            self._fix_members("doctor_dlq", shard, [tenant, eid]),
+                        )
                     elif _s(state) != "dead" or _s(loc or b"") != "dlq:" + eid:
                         self.add(
                             "dlq_entry_orphan",
@@ -883,8 +892,16 @@ class _Examiner:
                             "every lease visits it for nothing. Repair takes it off.",
                             fix,
                         )
-                    # an aging entry of a tenant off the ring is left by cancel (and
-                    # tolerated by lease, which drops it when it meets it): not a finding
+                    elif tenant in aged and tenant not in on and not (n > 0 and parked):
+                        self.add(
+                            "aging_entry_stale",
+                            shard,
+                            oldest,
+                            f"Tenant {tenant} is in {oldest} but not on {ring}: its old "
+                            "entry may raise nothing or hide other tenants' aged work. "
+                            "Repair drops the entry.",
+                            fix,
+                        )
         for tenant in tenants:
             pk = k.parked(shard, tenant)
             members = self.r.smembers(pk)

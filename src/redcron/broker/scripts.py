@@ -38,6 +38,8 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "cancel",
     "dlq_replay",
     "dlq_discard",
+    "dlq_prune",
+    "tenant_unpark",
     "watch",
     "fire",
     "fire_batch",

@@ -74,12 +74,16 @@ class TenantStore:
             )
             pipe.sadd(self.keys.tenants(shard), tenant)
             pipe.execute()
+            # a raised cap or a faster rate applies now, not when a lease ends
+            self.broker.unpark(shard, tenant)
         return merged
 
     def reset(self, tenant: str) -> TenantSettings:
         """Remove every settings field (back to defaults); dispatch state stays."""
         validation.name("tenant", tenant)
-        self.broker.client.hdel(self.keys.tenant(self.shard(tenant), tenant), *SETTINGS_FIELDS)
+        shard = self.shard(tenant)
+        self.broker.client.hdel(self.keys.tenant(shard, tenant), *SETTINGS_FIELDS)
+        self.broker.unpark(shard, tenant)  # no cap, no rate: nothing to wait for
         return TenantSettings()
 
     def show(self, tenant: str) -> TenantStatus:

@@ -1,6 +1,7 @@
---[[ doctor_dlq: delete a tenant's DLQ entries whose instance exists but is not
-  dead there (its loc names another place).  Entries whose instance expired
-  with its run's retention are left: they still tell what died.
+--[[ doctor_dlq: delete a tenant's DLQ entries whose instance is not dead there:
+  gone (no script leaves that: a run keeps its retention off while a task of it
+  is in the DLQ; left by older versions or a hand edit), or its loc names
+  another place.  Replay and discard could never act on such an entry.
   KEYS[1] shard prefix
   ARGV[1] tenant
   ARGV[2..] DLQ entry ids
@@ -19,7 +20,7 @@ for i = 2, #ARGV do
       if e[1][2][j] == 'i' then iid = e[1][2][j + 1] end
     end
     local f = redis.call('HMGET', key_ti(iid or ''), 'state', 'loc')
-    if f[1] and not (f[1] == 'dead' and f[2] == 'dlq:' .. eid) then
+    if not (f[1] == 'dead' and f[2] == 'dlq:' .. eid) then
       removed = removed + redis.call('XDEL', dlq, eid)
     else
       kept = kept + 1

@@ -7,7 +7,9 @@
   Returns: { lost = {iid...}, revoked = {iid...} } as a two-element array.
   Ownership (state, worker, epoch) is verified before an entry is touched; a
   lost lease is left alone.  A renewed lease gets its new deadline (hash and
-  tleases:<tenant>) and its stream entry's idle time reset (XCLAIM ... JUSTID,
+  tleases:<tenant>, where it is added back if it went missing: a valid token
+  means a live lease, since whatever ends a lease changes the state in the
+  same script) and its stream entry's idle time reset (XCLAIM ... JUSTID,
   one call per stream), so the reaper passes it over.  A revoked (cancel
   requested) lease is still renewed: it holds until the worker reports or the
   deadline passes.
@@ -29,7 +31,9 @@ for i = 4, #ARGV, 2 do
     'queue', 'priority', 'lease_entry')
   if TASK_LEASED[f[1]] and f[2] == worker and f[3] == epoch then
     redis.call('HSET', ti, 'deadline', deadline)
-    redis.call('ZADD', key_tleases(f[4]), 'XX', deadline, iid)
+    -- the token was checked: the lease is valid, so it belongs in the cap's set
+    -- (ZADD, not XX: a member lost from it comes back instead of undercounting)
+    redis.call('ZADD', key_tleases(f[4]), deadline, iid)
     local stream = key_q(f[6], f[4], f[7])
     entries[stream] = entries[stream] or {}
     table.insert(entries[stream], f[8])

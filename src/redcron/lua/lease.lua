@@ -289,9 +289,11 @@ local function serve_ring(queue, priority)
       end
       deficit = deficit - got
       if not more then
-        -- an empty tenant leaves the ring with its deficit reset
+        -- an empty tenant leaves the ring with its deficit reset (take() keeps
+        -- the aging index when it ran)
         redis.call('ZREM', ring, tenant)
         redis.call('HDEL', th, dfield, vfield)
+        if k <= 0 then redis.call('ZREM', key_oldest(queue, priority), tenant) end
       elseif #out >= want and deficit >= 1 then
         -- cut short by the batch size: stays at the head, goes on next call
         redis.call('HSET', th, dfield, deficit, vfield, '1')

@@ -67,6 +67,7 @@ local function retry_run_task(run_id, task, now)
     redis.call('PERSIST', rk)
     for _, t in ipairs(split(r[3])) do redis.call('PERSIST', key_ti(run_id .. '/' .. t)) end
     redis.call('HSET', rk, 'state', 'running', 'ended', '', 'cancel_requested', '')
+    redis.call('HDEL', rk, 'dlq_held')  -- counted again when it ends again
     redis.call('SADD', key_active(r[2]), run_id)
   end
   return true
