@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from redcron.broker.broker import PAYLOADS, fields_of
 from redcron.broker.doctor import glob_escape
@@ -67,7 +67,8 @@ class AuditLog:
         outcome: str = "",
     ) -> None:
         """Append one entry (one round trip; raises on a Redis error: the caller retries)."""
-        fields = {"ev": event, "i": iid, "e": epoch, "a": attempt, "w": worker, "p": pid}
+        fields: dict[Any, Any] = {"ev": event, "i": iid, "e": epoch, "a": attempt, "w": worker,
+                                  "p": pid}  # fmt: skip
         if outcome:
             fields["o"] = outcome
         self.broker.client.xadd(
@@ -79,7 +80,7 @@ class AuditLog:
         key = self.keys.audit(shard)
         after = "-"
         while True:
-            page = self.broker.client.xrange(key, min=after, count=BATCH)
+            page: Any = self.broker.client.xrange(key, min=after, count=BATCH)
             if not page:
                 return
             for eid, raw in page:

@@ -45,6 +45,7 @@ What is checked, once the system is idle (every process stopped):
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -153,9 +154,9 @@ def judge_instance(
     hist = {a.number: a for a in rec.attempts}
     for n in range(1, rec.attempt + 1):
         a = hist.get(n)
-        if a is None or not a.outcome or a.ended_at is None:
-            if rec.state.value in _TERMINAL:
-                out.append(f"task {iid} attempt {n} has no outcome, though the task ended")
+        ended_ok = a is not None and a.outcome and a.ended_at is not None
+        if not ended_ok and rec.state.value in _TERMINAL:
+            out.append(f"task {iid} attempt {n} has no outcome, though the task ended")
     if set(hist) - set(range(1, rec.attempt + 1)):
         out.append(f"task {iid} has history for attempts {sorted(hist)} but attempt={rec.attempt}")
     wins = [a.number for a in rec.attempts if a.outcome == "succeeded"]
@@ -180,9 +181,9 @@ def judge_instance(
             out.append(f"task {iid} attempt {e.attempt} was audited under epochs "
                        f"{epochs[e.attempt]} and {e.epoch}")  # fmt: skip
     ordered = sorted(epochs.items())
-    for (n1, e1), (n2, e2) in zip(ordered, ordered[1:], strict=False):
+    for (n1, e1), (n2, e2) in itertools.pairwise(ordered):
         if e2 <= e1:
-            out.append(f"task {iid}: attempt {n2} ran under epoch {e2}, not above attempt {n1}'s {e1}")
+            out.append(f"task {iid}: attempt {n2} ran under epoch {e2}, not above {n1}'s {e1}")
     valid: list[tuple[int, int, int, str]] = []  # (from, to, attempt, worker)
     raw: list[tuple[int, int, int]] = []
     for n, ss in sorted(starts.items()):
@@ -203,10 +204,7 @@ def judge_instance(
                        f"lease at {a.leased_at}")  # fmt: skip
         end_entries = [x for x in ends.get(n, []) if x.worker == s.worker]
         ended = _ms(a.ended_at)
-        if end_entries:
-            t_end = end_entries[0].at_ms
-        else:
-            t_end = worker_ends.get(s.worker, INF)
+        t_end = end_entries[0].at_ms if end_entries else worker_ends.get(s.worker, INF)
         lease_end = INF if ended is None else ended
         raw.append((s.at_ms, t_end, n))
         valid.append((s.at_ms, min(t_end, lease_end), n, s.worker))
@@ -216,8 +214,9 @@ def judge_instance(
                 out.append(f"task {iid} attempt {n} is recorded {a.outcome}, but no execution "
                            f"on {s.worker} ended {a.outcome}")  # fmt: skip
             elif ended is not None and reported[0].at_ms > ended:
+                done = from_ms(reported[0].at_ms)
                 out.append(f"task {iid} attempt {n} is recorded {a.outcome} at {a.ended_at}, "
-                           f"before its execution ended at {from_ms(reported[0].at_ms)}")  # fmt: skip
+                           f"before its execution ended at {done}")  # fmt: skip
     for n in hist:
         a = hist[n]
         if a.outcome in _REPORTED and n not in starts:
@@ -235,7 +234,7 @@ def judge_instance(
                 )
     zombies = 0
     raw.sort()
-    for i, (f1, t1, _n1) in enumerate(raw):
+    for i, (_f1, t1, _n1) in enumerate(raw):
         for f2, _t2, _n2 in raw[i + 1 :]:
             if f2 < t1:
                 zombies += 1

@@ -18,6 +18,7 @@ server-stamped times of the audit and the instance hashes.
 from __future__ import annotations
 
 import contextlib
+import functools
 import heapq
 import itertools
 import json
@@ -216,7 +217,7 @@ class Runner:
         assert self.app is not None
         by_shard: dict[int, list[list[Any]]] = {}
         for job in wave:
-            opts = {"_tenant": job.tenant, "_priority": job.priority}
+            opts: dict[str, Any] = {"_tenant": job.tenant, "_priority": job.priority}
             if job.timeout is not None:
                 opts["_timeout"] = job.timeout
             if job.retries is not None:
@@ -330,9 +331,9 @@ class Runner:
             at(self._elapsed() + delay, fn)
 
         for when, wave in self.sc.waves:
-            at(when, lambda wave=wave: self._submit(wave))
+            at(when, functools.partial(self._submit, wave))
         for ev in self.sc.events:
-            at(ev.at, lambda ev=ev: self._chaos(ev, later))
+            at(ev.at, functools.partial(self._chaos, ev, later))
         next_tick = 0.0
         next_progress = PROGRESS_EVERY
         while True:
@@ -352,7 +353,7 @@ class Runner:
 
     # -- settling -----------------------------------------------------------------------
 
-    def _settle(self) -> tuple[int, int]:
+    def _settle(self) -> tuple[int, float]:
         """Every process back, beats stopped, all work ended, workers stopped.
         Returns (the end of the fire window, ms; seconds it took to go idle)."""
         assert self.app is not None
