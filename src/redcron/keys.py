@@ -103,6 +103,9 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "lag": ("lag", ()),
     # per-minute trigger-lag histogram: <tenant>|<le> -> fires; expires after ACTIVITY_TTL_S
     "lagm": ("lagm:{minute}", ("minute",)),
+    # opt-in attempt audit (``Worker(audit=True)``, ``redcron chaos``): one entry per
+    # attempt start and end; the entry id is the server time; capped (MAXLEN ~)
+    "audit": ("audit", ()),
 }
 
 #: upper bounds (seconds) of the trigger-lag histogram's finite buckets; one more
@@ -304,6 +307,9 @@ class Keys:
 
     def lagm(self, shard: int, minute: int) -> str:
         return self.build(shard, "lagm", minute)
+
+    def audit(self, shard: int) -> str:
+        return self.build(shard, "audit")
 
 
 def lua_key_functions() -> str:

@@ -142,7 +142,8 @@ BASE = {"errors", "keys", "serde", "clock", "config", "redact"}
 
 #: what each part of the package may import (top-level names under redcron/);
 #: ``__init__`` is the package root (``from redcron import App``).  The CLI,
-#: the bench and the embedded server are faces and tools: they may use anything
+#: the bench, the embedded server and chaos (the scenario runner and its checker) are
+#: faces and tools: they may use anything
 #: (the dashboard too, but through App and store methods: see BROKER_USERS).
 LAYERS: dict[str, set[str]] = {
     # pure: time arithmetic, and data with its validation (no Redis, no processes)
@@ -183,7 +184,7 @@ def _top(name: str) -> str | None:
 
 
 def test_every_part_is_placed_in_a_layer_or_is_a_face() -> None:
-    faces = {"cli", "dashboard", "embedded", "__init__", "lua", "__pycache__"}
+    faces = {"cli", "dashboard", "embedded", "chaos", "__init__", "lua", "__pycache__"}
     parts = {p.stem for p in PACKAGE.iterdir() if p.suffix == ".py" or p.is_dir()}
     assert parts - faces - set(LAYERS) == set(), "place new modules in LAYERS (or among faces)"
 

@@ -7,6 +7,7 @@ import click
 from redcron.cli import jobs, runs
 from redcron.cli.beat import beat
 from redcron.cli.bench import bench
+from redcron.cli.chaos import chaos
 from redcron.cli.common import LOG_LEVELS, RedcronGroup, setup_logging
 from redcron.cli.dashboard import dashboard
 from redcron.cli.dlq import dlq
@@ -45,6 +46,7 @@ main.add_command(runs.runs)
 main.add_command(tenants)
 main.add_command(workers)
 main.add_command(doctor)
+main.add_command(chaos)
 
 if __name__ == "__main__":
     main(prog_name="redcron")

@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Done = Callable[[Attempt, Outcome], None]
+#: ``audit(attempt, "start", None)`` before an attempt's body runs and
+#: ``audit(attempt, "end", outcome)`` after it returned (``Worker(audit=True)``)
+Audit = Callable[[Attempt, str, Outcome | None], None]
 
 
 def _timeout_s(attempt: Attempt) -> float | None:
@@ -55,10 +58,11 @@ class _Slots:
 
     thread_name = "redcron-slot"
 
-    def __init__(self, app: App, size: int, on_done: Done) -> None:
+    def __init__(self, app: App, size: int, on_done: Done, audit: Audit | None = None) -> None:
         self.app = app
         self.size = size
         self.on_done = on_done
+        self.audit = audit
         self._queue: queue.SimpleQueue[Attempt | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
 
@@ -91,8 +95,10 @@ class ThreadPool(_Slots):
 
     thread_name = "redcron-exec"
 
-    def __init__(self, app: App, size: int, on_done: Done, broker: Any) -> None:
-        super().__init__(app, size, on_done)
+    def __init__(
+        self, app: App, size: int, on_done: Done, broker: Any, audit: Audit | None = None
+    ) -> None:
+        super().__init__(app, size, on_done, audit)
         self.broker = broker
 
     def replace(self) -> None:
@@ -106,12 +112,16 @@ class ThreadPool(_Slots):
                 return
             if not attempt.try_begin():
                 continue  # ended while it waited for this slot: never run it
+            if self.audit is not None:
+                self.audit(attempt, "start", None)
             if attempt.lease.kind != "python":
                 outcome = run_command(
                     attempt, _timeout_s(attempt), self.app.settings.container_runtime
                 )
             else:
                 outcome = run_python(self.app, attempt, self.broker)
+            if self.audit is not None:
+                self.audit(attempt, "end", outcome)
             if attempt.finish():
                 # this thread's slot was handed to a replacement; leave quietly
                 return
@@ -233,8 +243,16 @@ class _Child:
 class ProcessPool(_Slots):
     """N slots, each a thread driving one child process."""
 
-    def __init__(self, app: App, size: int, on_done: Done, app_path: str, max_lines: int) -> None:
-        super().__init__(app, size, on_done)
+    def __init__(
+        self,
+        app: App,
+        size: int,
+        on_done: Done,
+        app_path: str,
+        max_lines: int,
+        audit: Audit | None = None,
+    ) -> None:
+        super().__init__(app, size, on_done, audit)
         self.app_path = app_path
         self.max_lines = max_lines
         self._children: list[_Child] = []
@@ -264,12 +282,17 @@ class ProcessPool(_Slots):
                 return
             if not attempt.try_begin():
                 continue  # ended while it waited for this slot: the child stays as it is
+            if self.audit is not None:
+                self.audit(attempt, "start", None)
             if attempt.lease.kind != "python":
                 outcome = run_command(
                     attempt, _timeout_s(attempt), self.app.settings.container_runtime
                 )
             else:
                 outcome, child = self._run_in_child(child, attempt)
+            if self.audit is not None:
+                # the child is gone or has answered: the execution is over
+                self.audit(attempt, "end", outcome)
             if attempt.finish():
                 # handed back on shutdown (or already reported by the worker):
                 # a report now could race the hand-back and end the attempt twice

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from redcron import serde
 from redcron.broker import FailItem, FailResult, Lease, LeaseRequest
+from redcron.broker.audit import AuditLog
 from redcron.broker.retry import TRANSIENT, Backoff, Outage
 from redcron.broker.workers import TTL_LEASES, Registration, WorkerRegistry
 from redcron.clock import ulid
@@ -82,6 +83,10 @@ class Worker:
         cpus: cores this worker offers; tasks asking for cpu are leased only
             while they fit, and never more than this runs at once.
         mem: memory this worker offers (bytes, or text such as ``16G``), likewise.
+        audit: record every attempt's start and end of execution in the shard's
+            audit stream (``Keys.audit``; ``redcron chaos`` checks them).  Off by
+            default: it costs two writes per attempt, and an attempt does not
+            start until its start is recorded.
     """
 
     def __init__(
@@ -101,6 +106,7 @@ class Worker:
         mem: int | str | None = None,
         allow_programs: Sequence[str] = (),
         allow_images: Sequence[str] = (),
+        audit: bool = False,
     ) -> None:
         if concurrency is None:
             concurrency = default_concurrency(pool)
@@ -175,16 +181,46 @@ class Worker:
         self._hard_stop = threading.Event()
         self._reporter_done = threading.Event()
         self.processed = 0
+        self._audit_log = AuditLog(self.broker) if audit else None
+        hook = self._audit if audit else None
         self.pool: ThreadPool | ProcessPool
         if pool == "threads":
-            self.pool = ThreadPool(app, concurrency, self._on_done, self.broker)
+            self.pool = ThreadPool(app, concurrency, self._on_done, self.broker, audit=hook)
         else:
             assert app_path is not None
             self.pool = ProcessPool(
-                app, concurrency, self._on_done, app_path, self.settings.log_max_lines
+                app, concurrency, self._on_done, app_path, self.settings.log_max_lines, audit=hook
             )
 
     # -- public ---------------------------------------------------------------
+
+    def _audit(self, attempt: Attempt, event: str, outcome: Outcome | None) -> None:
+        """Record that ``attempt`` starts (``outcome`` None) or ended executing.
+
+        Called on the executing slot's thread before the task body runs and after
+        it returned; retried while Redis is away (so a start is always recorded
+        before the body runs), given up only on a hard stop.
+        """
+        assert self._audit_log is not None
+        lease = attempt.lease
+        backoff = Backoff(0.05, 1.0, log)
+        while True:
+            try:
+                self._audit_log.record(
+                    lease.shard,
+                    event,
+                    lease.iid,
+                    lease.epoch,
+                    lease.attempt,
+                    self.id,
+                    os.getpid(),
+                    outcome.outcome if outcome is not None else "",
+                )
+                return
+            except TRANSIENT as exc:
+                if self._hard_stop.is_set():
+                    return
+                time.sleep(backoff.failed(exc, f"audit {event} of {lease.iid}"))
 
     def stop(self, graceful: bool = True) -> None:
         """Stop leasing; running attempts finish within the grace period (or not at all)."""

@@ -1,0 +1,148 @@
+"""The opt-in attempt audit (``Worker(audit=True)``, used by ``redcron chaos``):
+one stream entry when an attempt starts executing and one when its execution
+ends, written by the worker that runs it, read back by the chaos checker.
+
+The entry id is assigned by the server (``XADD … *``), so an entry's time is
+the Redis clock, the clock leases and attempt histories are stamped with
+(invariant 8).  A start is written *before* the task body runs and an end
+*after* it returned, so the interval between them contains the execution.
+
+Also here: the bulk reads the checker needs (every instance hash of a shard,
+many at once), which nothing in the serving path wants.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from redcron.broker.broker import PAYLOADS, fields_of
+from redcron.broker.doctor import glob_escape
+from redcron.model import TaskRecord
+from redcron.serde import text as _s
+
+if TYPE_CHECKING:
+    from redcron.broker import Broker
+
+#: entries kept per shard (``MAXLEN ~``): far more than a chaos run writes
+AUDIT_MAXLEN = 2_000_000
+#: keys or entries read per round trip
+BATCH = 500
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One audit record: attempt ``attempt`` (lease epoch ``epoch``) of instance
+    ``iid`` started or ended executing on worker ``worker`` (process ``pid``) at
+    ``at_ms`` (server clock).  ``outcome`` is set on an end (``succeeded``,
+    ``failed``, ``timed_out``, ``cancelled``), empty on a start."""
+
+    at_ms: int
+    event: str  # start | end
+    iid: str
+    epoch: int
+    attempt: int
+    worker: str
+    pid: int
+    outcome: str = ""
+
+
+class AuditLog:
+    """Write and read the audit stream of each shard (``Keys.audit``)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.keys = broker.keys
+
+    def record(
+        self,
+        shard: int,
+        event: str,
+        iid: str,
+        epoch: int | str,
+        attempt: int,
+        worker: str,
+        pid: int,
+        outcome: str = "",
+    ) -> None:
+        """Append one entry (one round trip; raises on a Redis error: the caller retries)."""
+        fields: dict[Any, Any] = {"ev": event, "i": iid, "e": epoch, "a": attempt, "w": worker,
+                                  "p": pid}  # fmt: skip
+        if outcome:
+            fields["o"] = outcome
+        self.broker.client.xadd(
+            self.keys.audit(shard), fields, maxlen=AUDIT_MAXLEN, approximate=True
+        )
+
+    def read(self, shard: int) -> Iterator[AuditEntry]:
+        """Every entry of the shard's audit stream, oldest first."""
+        key = self.keys.audit(shard)
+        after = "-"
+        while True:
+            page: Any = self.broker.client.xrange(key, min=after, count=BATCH)
+            if not page:
+                return
+            for eid, raw in page:
+                f = fields_of(raw)
+                yield AuditEntry(
+                    at_ms=int(_s(eid).partition("-")[0]),
+                    event=str(f.get("ev", "")),
+                    iid=str(f.get("i", "")),
+                    epoch=int(f.get("e") or 0),
+                    attempt=int(f.get("a") or 0),
+                    worker=str(f.get("w", "")),
+                    pid=int(f.get("p") or 0),
+                    outcome=str(f.get("o", "")),
+                )
+            if len(page) < BATCH:
+                return
+            after = "(" + _s(page[-1][0])
+
+    def instance_ids(self, shard: int) -> Iterator[str]:
+        """The id of every instance hash on the shard (SCAN: for a checker, not a hot path)."""
+        head = self.keys.ti(shard, "")
+        for key in self.broker.client.scan_iter(match=glob_escape(head) + "*", count=1000):
+            yield _s(key)[len(head) :]
+
+    def task_infos(self, shard: int, iids: Sequence[str]) -> dict[str, TaskRecord]:
+        """The records of ``iids`` that exist (pipelined, ``BATCH`` per round trip)."""
+        out: dict[str, TaskRecord] = {}
+        for start in range(0, len(iids), BATCH):
+            chunk = iids[start : start + BATCH]
+            pipe = self.broker.client.pipeline(transaction=False)
+            for iid in chunk:
+                pipe.hgetall(self.keys.ti(shard, iid))
+            for iid, raw in zip(chunk, pipe.execute(), strict=True):
+                if raw:
+                    out[iid] = TaskRecord.from_fields(fields_of(raw, keep=PAYLOADS), shard)
+        return out
+
+    def states(self, shard: int, iids: Sequence[str]) -> dict[str, str]:
+        """``iid -> state`` for the instances of ``iids`` that exist (pipelined)."""
+        out: dict[str, str] = {}
+        for start in range(0, len(iids), BATCH):
+            chunk = iids[start : start + BATCH]
+            pipe = self.broker.client.pipeline(transaction=False)
+            for iid in chunk:
+                pipe.hget(self.keys.ti(shard, iid), "state")
+            for iid, state in zip(chunk, pipe.execute(), strict=True):
+                if state is not None:
+                    out[iid] = _s(state)
+        return out
+
+    def attempts_ended(self) -> int:
+        """Attempts ended so far on every shard (the ``attempts`` counters, summed)."""
+        pipe = self.broker.client.pipeline(transaction=False)
+        for shard in range(self.broker.shards):
+            pipe.hvals(self.keys.attempts(shard))
+        return sum(int(v) for vals in pipe.execute() for v in vals)
+
+    def attempt_counts(self, shard: int) -> dict[tuple[str, str], int]:
+        """The shard's ``attempts`` counters: (tenant, outcome) -> attempts ended so."""
+        raw = self.broker.client.hgetall(self.keys.attempts(shard))
+        out: dict[tuple[str, str], int] = {}
+        for k, v in raw.items():
+            tenant, _, outcome = _s(k).rpartition("|")
+            out[(tenant, outcome)] = int(v)
+        return out
