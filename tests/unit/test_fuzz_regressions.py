@@ -106,3 +106,11 @@ def test_arguments_that_would_not_decode_are_refused() -> None:
     with pytest.raises(ValidationError) as info:
         serde.dumps([[{(1, 2): 3}], {}])
     assert info.value.field == "args"
+
+
+def test_an_unknown_field_named_by_the_error_is_a_real_name_before_an_empty_one() -> None:
+    from redcron.model.jobs import first_unknown
+
+    assert first_unknown({"", "nmae"}) == "nmae"
+    assert first_unknown({""}) == ""
+    assert first_unknown({"b", "a"}) == "a"

@@ -285,7 +285,7 @@ def job_spec(
     unknown = set(policies) - known
     if unknown:
         raise ValidationError(
-            sorted(unknown)[0], f"unknown job option; known: {', '.join(sorted(known))}"
+            first_unknown(unknown), f"unknown job option; known: {', '.join(sorted(known))}"
         )
     spec = JobSpec(
         name=name, tenant=tenant, tasks=dict(tasks), cron=cron, every=every, at=at, tz=tz,
@@ -322,6 +322,12 @@ def find_cycle(deps: Mapping[str, list[str]]) -> list[str] | None:
     return None
 
 
+def first_unknown(names: set[str]) -> str:
+    """The unknown key an error names: the first in order, but a real name before
+    an empty one (an empty field name would read as "no field")."""
+    return min(names, key=lambda name: (not name, name))
+
+
 def spec_from_dict(data: Mapping[str, Any], *, where: str = "job") -> JobSpec:
     """Build a JobSpec from plain data (YAML/JSON); unknown keys are errors."""
     if not isinstance(data, Mapping):
@@ -330,7 +336,7 @@ def spec_from_dict(data: Mapping[str, Any], *, where: str = "job") -> JobSpec:
     unknown = set(data) - known
     if unknown:
         raise ValidationError(
-            f"{where}.{sorted(unknown)[0]}", f"unknown field; known: {', '.join(sorted(known))}"
+            f"{where}.{first_unknown(unknown)}", f"unknown field; known: {', '.join(sorted(known))}"
         )
     if "name" not in data:
         raise ValidationError(f"{where}.name", "missing")
@@ -361,7 +367,7 @@ def spec_from_dict(data: Mapping[str, Any], *, where: str = "job") -> JobSpec:
         bad = set(tdata) - task_fields
         if bad:
             raise ValidationError(
-                f"{where}.tasks.{tname}.{sorted(bad)[0]}",
+                f"{where}.tasks.{tname}.{first_unknown(bad)}",
                 f"unknown field; known: {', '.join(sorted(task_fields))}",
             )
         tasks[tname] = Task(**tdata)

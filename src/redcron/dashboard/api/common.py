@@ -11,6 +11,7 @@ from werkzeug.exceptions import HTTPException
 
 from redcron.app import App
 from redcron.errors import Conflict, NotFound, QuotaExceeded, Rejected, ValidationError
+from redcron.model.jobs import first_unknown
 from redcron.model.serialize import to_json
 
 EXTENSION = "redcron"
@@ -82,9 +83,9 @@ def body(required: bool = True) -> dict[str, Any]:
 
 
 def only(data: dict[str, Any], known: set[str] | frozenset[str]) -> None:
-    unknown = sorted(set(data) - set(known))
+    unknown = set(data) - set(known)
     if unknown:
-        bad(unknown[0], f"unknown field; known: {', '.join(sorted(known))}")
+        bad(first_unknown(unknown), f"unknown field; known: {', '.join(sorted(known))}")
 
 
 def query_int(name: str, default: int, minimum: int, maximum: int) -> int:
