@@ -3,9 +3,11 @@ Imported by name (``tests/helpers`` is on ``sys.path``)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,20 +16,31 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 @contextmanager
-def dashboard(redis_url: str, key_prefix: str, **env: str) -> Iterator[str]:
+def dashboard(
+    redis_url: str, key_prefix: str, log_path: Path | None = None, **env: str
+) -> Iterator[str]:
     """Run ``redcron dashboard --port 0`` under the test's prefix (``env``: more
-    REDCRON_* settings); yields its base URL once it listens."""
+    REDCRON_* settings); yields its base URL once it listens.  Its stderr goes
+    to ``log_path`` (default: a temporary file), printed when it stops so a
+    failing test shows the server's tracebacks."""
     full = {
         **os.environ,
         "PYTHONPATH": str(SRC),
         "REDCRON_PREFIX": key_prefix.rstrip(":"),
         **env,
     }
-    with subprocess.Popen(
-        [sys.executable, "-m", "redcron.cli.main", "dashboard", "--port", "0",
-         "--redis", redis_url],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=full,
-    ) as proc:  # fmt: skip
+    with contextlib.ExitStack() as stack:
+        if log_path is None:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="redcron-dash-"))
+            log_path = Path(tmp) / "dashboard.log"
+        log = stack.enter_context(log_path.open("w"))
+        proc = stack.enter_context(
+            subprocess.Popen(
+                [sys.executable, "-m", "redcron.cli.main", "dashboard", "--port", "0",
+                 "--redis", redis_url],
+                stdout=subprocess.PIPE, stderr=log, text=True, env=full,
+            )
+        )  # fmt: skip
         try:
             assert proc.stdout is not None
             line = proc.stdout.readline()
@@ -36,3 +49,5 @@ def dashboard(redis_url: str, key_prefix: str, **env: str) -> Iterator[str]:
         finally:
             proc.terminate()
             proc.wait(10)
+            log.flush()
+            print(f"----- dashboard stderr -----\n{log_path.read_text(errors='replace')}")
