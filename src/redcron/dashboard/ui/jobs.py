@@ -5,6 +5,7 @@ with a duration chart, and pause / resume / trigger."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -116,17 +117,19 @@ def _pretty(spec: str) -> str:
 
 @bp.post("/jobs/<job_id>/pause")
 def pause(job_id: str) -> Reply:
-    job = auth.job(job_id)
-    JobStore.pause(redcron_app().jobs, job.tenant, job.name)
-    flask.flash(f"paused {job.tenant}/{job.name}: it fires no more until resumed")
-    return render.go("ui.jobs.show", job_id=job.id)
+    return _switch(job_id, JobStore.pause, "paused {}: it fires no more until resumed")
 
 
 @bp.post("/jobs/<job_id>/resume")
 def resume(job_id: str) -> Reply:
+    return _switch(job_id, JobStore.resume, "resumed {}")
+
+
+def _switch(job_id: str, action: Callable[[JobStore, str, str], object], done: str) -> Reply:
+    """Pause or resume the viewer's job, then back to its page saying so."""
     job = auth.job(job_id)
-    JobStore.resume(redcron_app().jobs, job.tenant, job.name)
-    flask.flash(f"resumed {job.tenant}/{job.name}")
+    action(redcron_app().jobs, job.tenant, job.name)
+    flask.flash(done.format(f"{job.tenant}/{job.name}"))
     return render.go("ui.jobs.show", job_id=job.id)
 
 
