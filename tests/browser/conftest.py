@@ -16,6 +16,7 @@ import browser_app  # tests/apps
 import pytest
 from browser_page import Browser, start_chromium  # tests/helpers
 from dashboard_proc import dashboard
+from procs import stop
 
 from redcron import App
 
@@ -74,12 +75,7 @@ def worker_process(redis_url: str, key_prefix: str, tmp_path: Path) -> Iterator[
         try:
             yield
         finally:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc, 15)
     print(f"----- worker (pid {proc.pid}, exit {proc.returncode}) -----")
     print(log_path.read_text(errors="replace"))
 

@@ -9,10 +9,6 @@ against the test's deployment (four shards, jobs of several tenants spread over 
 from __future__ import annotations
 
 import itertools
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +16,7 @@ from typing import Any
 
 import pytest
 from server_time import server_ms  # tests/helpers
+from workload import BeatProc, beat_spawner
 
 from redcron import App
 from redcron.keys import shard_of
@@ -28,45 +25,7 @@ from redcron.model.records import epoch_ms
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
 SHARDS = 4
-BEAT_CODE = """
-import logging, sys
-logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-from redcron import App
-from redcron.beat.beat import Beat
-Beat(App(), name=sys.argv[1], shard_ttl=1.0, catchup_window=60).run()
-"""
-
-
-class BeatProc:
-    """One beat subprocess, its output in a log file."""
-
-    def __init__(self, name: str, env: dict[str, str], log_path: Path) -> None:
-        self.name = name
-        self.log_path = log_path
-        self._out = log_path.open("wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", BEAT_CODE, name],
-            env=env,
-            cwd=ROOT,
-            stdout=self._out,
-            stderr=subprocess.STDOUT,
-        )
-
-    def sigkill(self) -> None:
-        self.proc.kill()
-        self.proc.wait(10)
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._out.close()
 
 
 @pytest.fixture
@@ -78,25 +37,8 @@ def app(redis_url: str, key_prefix: str) -> Iterator[App]:
 
 @pytest.fixture
 def spawn(redis_url: str, key_prefix: str, tmp_path: Path) -> Iterator[Callable[[str], BeatProc]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("REDCRON_")}
-    env.update(
-        PYTHONPATH=str(ROOT / "src"),
-        REDCRON_REDIS_URL=redis_url,
-        REDCRON_PREFIX=key_prefix.rstrip(":"),
-        REDCRON_SHARDS=str(SHARDS),
-    )
-    beats: list[BeatProc] = []
-
-    def start(name: str) -> BeatProc:
-        b = BeatProc(name, env, tmp_path / f"{name}.log")
-        beats.append(b)
-        return b
-
-    yield start
-    for b in beats:
-        b.close()
-    for b in beats:
-        print(f"----- {b.name} (exit {b.proc.returncode}) -----\n{b.log_path.read_text()[-3000:]}")
+    with beat_spawner(redis_url, key_prefix, tmp_path, {"REDCRON_SHARDS": str(SHARDS)}) as start:
+        yield start
 
 
 def tenants_on_every_shard(per_shard: int) -> list[str]:

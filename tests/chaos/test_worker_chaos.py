@@ -20,7 +20,13 @@ import chaos_app  # tests/apps and tests/helpers are put on sys.path by tests/co
 import pytest
 import redis
 import worker_procs
-from worker_procs import WorkerProc, chaos_app_client, outcomes, wait_for, worker_spawner
+from worker_procs import (  # noqa: F401 (app_fixture: the chaos app's client, as ``app``)
+    WorkerProc,
+    app_fixture,
+    outcomes,
+    wait_for,
+    worker_spawner,
+)
 
 from redcron import App
 from redcron.model import TaskRecord
@@ -41,12 +47,6 @@ def alive(pid: int) -> bool:
             return False
         return True
     return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-
-
-@pytest.fixture
-def app(redis_url: str, key_prefix: str) -> Iterator[App]:
-    with chaos_app_client(redis_url, key_prefix) as a:
-        yield a
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ directory under the test's tmp dir; :meth:`Topology.stop` stops them all.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import redis
 from polling import wait_for
+from procs import stop
 
 from redcron.embedded import find_redis_server, free_port
 
@@ -63,13 +63,7 @@ class Node:
             c.close()
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop(self.proc)
         self.proc = None
 
     def log(self) -> str:

@@ -6,11 +6,10 @@ Imported by name (``from worker_procs import ...``): ``tests/conftest.py`` puts
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,12 +20,12 @@ from typing import Any
 import chaos_app
 import pytest
 from polling import wait_for  # noqa: F401 (re-exported for the tests)
+from procs import ROOT, LoggedProc, closed_on_exit
 
 from redcron import App
 from redcron.model import TaskRecord
 from redcron.worker import Worker
 
-ROOT = Path(__file__).resolve().parents[2]
 APPS = ROOT / "tests" / "apps"
 
 WORKER_CODE = """
@@ -52,19 +51,11 @@ def chaos_app_client(redis_url: str, key_prefix: str) -> Iterator[App]:
     a.close()
 
 
-class WorkerProc:
+class WorkerProc(LoggedProc):
     """One ``chaos_app`` worker subprocess, its output in a log file."""
 
     def __init__(self, env: dict[str, str], log_path: Path, kwargs: dict[str, Any]) -> None:
-        self.log_path = log_path
-        self._out = log_path.open("wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", WORKER_CODE, json.dumps(kwargs)],
-            env=env,
-            cwd=ROOT,
-            stdout=self._out,
-            stderr=subprocess.STDOUT,
-        )
+        super().__init__(WORKER_CODE, [json.dumps(kwargs)], env, log_path)
 
     @property
     def pid(self) -> int:
@@ -73,32 +64,18 @@ class WorkerProc:
     def poll(self) -> int | None:
         return self.proc.poll()
 
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
     def signal(self, sig: int) -> None:
         os.kill(self.proc.pid, sig)
 
-    def sigkill(self) -> None:
-        self.proc.kill()
-        self.proc.wait(10)
-
     def close(self) -> None:
         if self.proc.poll() is None:
-            # SIGCONT first: a stopped process would hold the SIGTERM; a second
-            # SIGTERM makes the worker hand its leases back without the grace wait.
-            for sig in (signal.SIGCONT, signal.SIGTERM, signal.SIGTERM):
-                try:
+            # SIGCONT first: a stopped process would hold the SIGTERM; the second
+            # SIGTERM (stop's) makes the worker hand its leases back without the grace wait.
+            for sig in (signal.SIGCONT, signal.SIGTERM):
+                with contextlib.suppress(ProcessLookupError):
                     self.signal(sig)
-                except ProcessLookupError:
-                    break
                 time.sleep(0.1)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._out.close()
+        super().close()
 
 
 @contextmanager
@@ -131,13 +108,8 @@ def worker_spawner(
         workers.append(w)
         return w
 
-    try:
+    with closed_on_exit(workers):
         yield start
-    finally:  # also when the test failed: no worker outlives it
-        for w in workers:
-            w.close()
-        for i, w in enumerate(workers):
-            print(f"----- worker{i} (pid {w.pid}, exit {w.proc.returncode}) -----\n{w.log()}")
 
 
 @contextmanager

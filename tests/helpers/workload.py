@@ -8,9 +8,6 @@ from __future__ import annotations
 import itertools
 import os
 import re
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,12 +15,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from procs import ROOT, LoggedProc, closed_on_exit
+
 from redcron import App
 from redcron.errors import RedcronError
 from redcron.model.jobs import Task
 from redcron.model.records import epoch_ms
-
-ROOT = Path(__file__).resolve().parents[2]
 
 BEAT_CODE = """
 import logging, sys
@@ -34,33 +31,12 @@ Beat(App(), name=sys.argv[1], shard_ttl=1.0, catchup_window=60).run()
 """
 
 
-class BeatProc:
+class BeatProc(LoggedProc):
     """One beat subprocess (``Beat(App(), shard_ttl=1.0)``), its output in a log file."""
 
     def __init__(self, name: str, env: dict[str, str], log_path: Path) -> None:
+        super().__init__(BEAT_CODE, [name], env, log_path)
         self.name = name
-        self.log_path = log_path
-        self._out = log_path.open("wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", BEAT_CODE, name],
-            env=env,
-            cwd=ROOT,
-            stdout=self._out,
-            stderr=subprocess.STDOUT,
-        )
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._out.close()
 
 
 @contextmanager
@@ -83,13 +59,8 @@ def beat_spawner(
         beats.append(b)
         return b
 
-    try:
+    with closed_on_exit(beats, tail=4000):
         yield start
-    finally:  # also when the test failed: no beat outlives it
-        for b in beats:
-            b.close()
-        for b in beats:
-            print(f"----- {b.name} (exit {b.proc.returncode}) -----\n{b.log()[-4000:]}")
 
 
 def every_second_job(app: App) -> str:

@@ -10,9 +10,10 @@ from typing import Any
 import flask
 import pytest
 from flask.testing import FlaskClient
+from web_app import add_and_broken_app
 from worker_procs import thread_workers, wait_for  # tests/helpers is on sys.path
 
-from redcron import App, Permanent
+from redcron import App
 from redcron.broker.workers import Registration, WorkerRegistry
 from redcron.dashboard import create_app
 from redcron.dashboard.api.openapi import DOCUMENT
@@ -31,18 +32,9 @@ def admin_client(web: flask.Flask) -> FlaskClient:
 
 @pytest.fixture
 def app(redis_url: str, key_prefix: str) -> Iterator[App]:
-    a = App(redis_url, prefix=key_prefix.rstrip(":"), min_lease_ttl=0.5)
-
-    @a.task(name="api.add", tenant=TENANT)
-    def add(x: int, y: int = 0) -> int:
-        return x + y
-
-    @a.task(name="api.broken", tenant=TENANT, retries=0)
-    def broken() -> None:
-        raise Permanent("cannot work")
-
-    yield a
-    a.close()
+    """``api.add`` and ``api.broken`` (prints, then fails permanently) of TENANT."""
+    with add_and_broken_app(redis_url, key_prefix, "api", TENANT) as a:
+        yield a
 
 
 @pytest.fixture

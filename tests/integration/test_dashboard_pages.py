@@ -14,9 +14,10 @@ import flask
 import pytest
 from beats import tick_until  # tests/helpers is on sys.path
 from flask.testing import FlaskClient
+from web_app import add_and_broken_app
 from worker_procs import thread_workers, wait_for
 
-from redcron import App, Permanent
+from redcron import App
 from redcron.beat.beat import Beat
 from redcron.broker.logins import LoginLinks
 from redcron.broker.tokens import TokenStore
@@ -32,19 +33,9 @@ ADMIN = "ui-admin-token"
 
 @pytest.fixture
 def app(redis_url: str, key_prefix: str) -> Iterator[App]:
-    a = App(redis_url, prefix=key_prefix.rstrip(":"), min_lease_ttl=0.5)
-
-    @a.task(name="ui.add", tenant=MINE)
-    def add(x: int, y: int = 0) -> int:
-        return x + y
-
-    @a.task(name="ui.broken", tenant=MINE, retries=0)
-    def broken() -> None:
-        print("about to fail")
-        raise Permanent("cannot work")
-
-    yield a
-    a.close()
+    """``ui.add`` and ``ui.broken`` (prints, then fails permanently) of MINE."""
+    with add_and_broken_app(redis_url, key_prefix, "ui", MINE) as a:
+        yield a
 
 
 @pytest.fixture

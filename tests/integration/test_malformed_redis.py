@@ -17,7 +17,12 @@ import pytest
 import redis
 from beats import tick_until
 from click.testing import CliRunner
-from worker_procs import WorkerProc, chaos_app_client, wait_for, worker_spawner
+from worker_procs import (  # noqa: F401 (app_fixture: the chaos app's client, as ``app``)
+    WorkerProc,
+    app_fixture,
+    wait_for,
+    worker_spawner,
+)
 
 from redcron import App
 from redcron.beat.beat import Beat
@@ -28,12 +33,6 @@ from redcron.keys import shard_of
 from redcron.model.jobs import Task
 
 TERMINAL = ("succeeded", "dead", "cancelled", "failed")
-
-
-@pytest.fixture
-def app(redis_url: str, key_prefix: str) -> Iterator[App]:
-    with chaos_app_client(redis_url, key_prefix) as a:
-        yield a
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from polling import wait_for
+from procs import stop
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -106,13 +107,7 @@ class UpProc:
         return f"stdout {self.output!r}, stderr:\n{self.stderr_path.read_text(errors='replace')}"
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop(self.proc, 30)
         self._reader.join(10)
         assert self.proc.stdout is not None
         self.proc.stdout.close()

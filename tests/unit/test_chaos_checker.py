@@ -28,32 +28,31 @@ def entry(at: int, event: str, attempt: int, worker: str, outcome: str = "") -> 
     return AuditEntry(at, event, "0-T", attempt, attempt, worker, 1, outcome)
 
 
-def test_a_zombie_running_past_its_lease_is_allowed() -> None:
+def lost_then_retried(retry_leased: int) -> tuple[TaskRecord, list[AuditEntry]]:
+    """Attempt 1 on W1 (leased at 1000, lost at 3000), attempt 2 on W2 (leased at
+    ``retry_leased``, succeeded at 3500), and the audit of both starts and the retry's end."""
     rec = record([
         {"worker": W1, "leased": 1000, "ended": 3000, "outcome": "lost"},
-        {"worker": W2, "leased": 3100, "ended": 3500, "outcome": "succeeded"},
+        {"worker": W2, "leased": retry_leased, "ended": 3500, "outcome": "succeeded"},
     ])  # fmt: skip
     audit = [
         entry(1010, "start", 1, W1),
-        entry(3200, "start", 2, W2),
+        entry(retry_leased + 100, "start", 2, W2),
         entry(3400, "end", 2, W2, "succeeded"),
-        entry(5000, "end", 1, W1, "succeeded"),  # woke up late: its report was rejected
     ]
+    return rec, audit
+
+
+def test_a_zombie_running_past_its_lease_is_allowed() -> None:
+    rec, audit = lost_then_retried(3100)
+    audit.append(entry(5000, "end", 1, W1, "succeeded"))  # woke up late: its report was rejected
     found, zombies = judge_instance(rec, audit, {})
     assert found == []
     assert zombies == 1
 
 
 def test_two_valid_leases_overlapping_are_a_violation() -> None:
-    rec = record([
-        {"worker": W1, "leased": 1000, "ended": 3000, "outcome": "lost"},
-        {"worker": W2, "leased": 2000, "ended": 3500, "outcome": "succeeded"},
-    ])  # fmt: skip
-    audit = [
-        entry(1010, "start", 1, W1),
-        entry(2100, "start", 2, W2),
-        entry(3400, "end", 2, W2, "succeeded"),
-    ]
+    rec, audit = lost_then_retried(2000)  # W2 leased while W1's lease still held
     found, _ = judge_instance(rec, audit, {W1: 2500})  # W1 was killed at 2500
     assert any("was leased at" in f for f in found), found
     assert any("both ran with a valid lease" in f for f in found), found
