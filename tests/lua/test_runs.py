@@ -537,6 +537,24 @@ def test_retention_ttls_once_ended_and_history_bounded_by_keep_runs(runs: Runs) 
     assert [r.id for r in runs.app.jobs.runs(job_id)] == rids[-keep:][::-1]
 
 
+def test_history_entries_of_runs_gone_with_their_retention_are_dropped(runs: Runs) -> None:
+    """A history below keep_runs is never trimmed by count, but runs expire
+    after keep_s: their entries must not pile up (bench soak saw the growth)."""
+    job_id = runs.job("quick", {"a": Task("t")}, keep_runs=1000)
+    rids = []
+    for _ in range(4):
+        time.sleep(0.003)  # distinct scheduled_for (ms) so "oldest" is well defined
+        rids.append(runs.run_through("quick"))
+    for old in rids[:3]:  # as if their keep_s ran out
+        runs.r.delete(runs.k.run(0, old), runs.ti_key(f"{old}/a"))
+    hist = runs.k.runs(0, job_id)
+    runs.run_through("quick")  # each run end drops up to two expired entries
+    assert [x.decode() for x in runs.r.zrange(hist, 0, -1)][:2] == [rids[2], rids[3]]
+    runs.run_through("quick")
+    assert runs.r.zrange(hist, 0, 0) == [rids[3].encode()]
+    assert len(runs.app.jobs.runs(job_id)) == 3
+
+
 def test_pause_after_consecutive_failed_runs(runs: Runs) -> None:
     job_id = runs.job("flaky", {"a": Task("t")}, cron="0 0 1 1 *", pause_after_failures=2)
     schedule = runs.k.schedule(0)

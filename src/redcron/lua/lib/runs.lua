@@ -76,6 +76,13 @@ local function run_retain(rk, run_id, job_id)
       end
     end
   end
+  -- runs gone with their retention (keep_s) leave their history entry behind:
+  -- each run end drops up to two such entries from the oldest end, which keeps
+  -- up with the one entry a run adds (a history under keep_runs never trims)
+  for _, rid in ipairs(redis.call('ZRANGE', hist, 0, 1)) do
+    if redis.call('EXISTS', key_run(rid)) == 1 then break end
+    redis.call('ZREM', hist, rid)
+  end
 end
 
 -- A dead task of a run left the DLQ for good (discarded): when the run has
