@@ -207,3 +207,32 @@ def test_worker_over_a_non_numeric_epoch_or_attempt(
     spawn(queues=["default"])
     good = app.tasks["echo"].enqueue("good")
     assert good.result(timeout=8) == "good"
+
+
+def test_an_unknown_state_is_shown_as_it_is(app: App, r: redis.Redis) -> None:
+    # TaskState("bogus") raised ValueError: task show, the API (500) and the page failed
+    handle = app.tasks["echo"].enqueue("odd")
+    r.hset(ti(app, handle.id), mapping={"state": "bogus", "a:x:outcome": "?"})
+    assert app.broker.task_info(handle.id).state == "bogus"
+    result = CliRunner().invoke(
+        main, ["task", "show", handle.id, "--redis", app.settings.redis_url],
+        env={"REDCRON_PREFIX": app.settings.prefix},
+    )  # fmt: skip
+    assert result.exit_code == 0 and "bogus" in result.output, result.output
+    web: flask.Flask = create_app(app, admin_token="t")
+    client = web.test_client()
+    resp = client.get(f"/v1/tasks/{handle.id}", headers={"Authorization": "Bearer t"})
+    assert resp.status_code == 200, resp.get_data(as_text=True)
+    assert resp.get_json()["state"] == "bogus"
+    client.get("/login")
+    with client.session_transaction() as session:
+        csrf = session["csrf_token"]
+    assert client.post("/login", data={"token": "t", "csrf_token": csrf}).status_code == 303
+    for path in (f"/tasks/{handle.id}", "/tasks"):
+        page = client.get(path)
+        assert page.status_code == 200 and "bogus" in page.get_data(as_text=True), path
+    listing = CliRunner().invoke(
+        main, ["task", "list", "--redis", app.settings.redis_url],
+        env={"REDCRON_PREFIX": app.settings.prefix},
+    )  # fmt: skip
+    assert listing.exit_code == 0 and "bogus" in listing.output, listing.output
