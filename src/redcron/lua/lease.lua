@@ -34,7 +34,8 @@
   a leased entry stays pending in the group, and its stream joins the
   reaper's index (pending, scored by the earliest deadline it may need).
   An entry that is held aside, or whose hash does not point back at it (left
-  by a crash), is acknowledged and deleted, never run.
+  by a crash), is acknowledged and deleted, never run.  A stream without the
+  consumer group (a hand-written XADD) gets it, from 0, on its first read.
   Upholds: a stale lease token writes nothing (epoch += 1 per assignment); one
   place per instance; fair shares under contention; leases on the server
   clock. ]]
@@ -176,8 +177,7 @@ local function take(queue, tenant, priority, stream, n, max_id)
   if max_id or cap_cpu or cap_mem then k, after = fitting(stream, n, max_id) end
   local entries = {}
   if k > 0 then
-    local res = redis.call('XREADGROUP', 'GROUP', GROUP, CONSUMER, 'COUNT', k,
-      'STREAMS', stream, '>')
+    local res = read_group(stream, k)
     if res then entries = res[1][2] end
   end
   local leased, ids, held = 0, {}, {}
