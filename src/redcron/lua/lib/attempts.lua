@@ -1,11 +1,10 @@
 --[[ attempts: check a lease token; end an attempt and move the instance on. ]]
 -- @include lib/streams.lua
 -- @include lib/rings.lua
--- @include lib/waiters.lua
 -- @include lib/breaker.lua
--- @include lib/runs.lua
 -- @include lib/terminal.lua
 -- @include lib/outcomes.lua
+-- @include lib/dead.lua
 
 -- Does (worker, epoch) still hold a valid lease on this instance?
 local function token_ok(ti, worker, epoch)
@@ -73,19 +72,6 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
     redis.call('HSET', ti, 'state', 'retry_wait', 'loc', 'timer', 'due', now + delay)
     return 'retry_wait', delay
   end
-  -- Dead: the DLQ entry is self-contained (error and log tail travel with it).
-  local tail = redis.call('XREVRANGE', key_log(iid, n), '+', '-', 'COUNT', 20)
-  local lines = {}
-  for i = #tail, 1, -1 do
-    local e = tail[i][2]
-    for j = 1, #e, 2 do if e[j] == 'line' then lines[#lines + 1] = e[j + 1] end end
-  end
-  local eid = redis.call('XADD', key_dlq(tenant), '*', 'i', iid, 'name', f[10] or '',
-    'queue', queue, 'attempts', n, 'outcome', outcome, 'error', errtext or '',
-    'tail', table.concat(lines, '\n'), 'at', now)
-  redis.call('HSET', ti, 'state', 'dead', 'loc', 'dlq:' .. eid, 'ended', now)
-  redis.call('HINCRBY', key_stats(), 'dead', 1)
-  notify_done(ti, iid)
-  run_task_ended(ti, iid, 'dead', now)
+  dead_letter(ti, iid, tenant, queue, f[10], n, outcome, errtext, now)
   return 'dead'
 end
