@@ -119,3 +119,31 @@ def test_a_stream_without_its_consumer_group_is_served(ops: Ops) -> None:
     ops.r.xadd(ops.stream("zeta"), {"i": "junk"})
     assert ops.lease("w1", n=10, tenants=["zeta"]) == []
     assert ops.ready("zeta") == 0
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"max_attempts": "many"},
+        {"budget": "x"},
+        {"retry_base_ms": "soon"},
+        {"retry_cap_ms": "never"},
+        {"attempt": "x"},
+    ],
+)
+def test_fail_and_reap_over_text_in_a_leased_hash(ops: Ops, change: dict[str, str]) -> None:
+    # before: arithmetic on nil failed the whole fail call (every report of the
+    # worker's batch, retried forever) or the shard's reap
+    iid, other = new_id(), new_id()
+    ops.enqueue(row(iid, max_attempts=3), row(other))
+    t, u = ops.lease("w1", n=2)
+    edit(ops, iid, change)
+    # max_attempts "many" counts as 1, as lease.lua reads it
+    assert ops.fail("w1", t, frac=0.0) == ("dead" if "max_attempts" in change else "ready")
+    assert ops.fail("w1", u, frac=0.0) == "ready"
+    toks = ops.lease("w1", n=2, ttl=100)
+    for tok in toks:
+        ops.r.hset(ops.k.ti(0, tok.iid), "deadline", "later")
+    ops.now += 100
+    assert ops.reap()[0] == len(toks)
+    assert {ops.info(x)["state"] for x in (iid, other)} <= {"ready", "retry_wait", "dead"}

@@ -26,7 +26,8 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
     counter)
   local f = redis.call('HMGET', ti, 'attempt', 'tenant', 'max_attempts', 'retry_base_ms',
     'retry_cap_ms', 'budget', 'cancel_requested', 'queue', 'priority', 'name', 'run', 'lease_entry')
-  local n = tonumber(f[1] or '0')
+  -- a field edited by hand into text must not fail the whole batch: defaults
+  local n = tonumber(f[1] or '0') or 0
   local tenant, queue, priority = f[2], f[8], f[9]
   local pre = 'a:' .. n .. ':'
   redis.call('HSET', ti, pre .. 'outcome', outcome, pre .. 'ended', now)
@@ -51,14 +52,14 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
     make_terminal(ti, iid, 'cancelled', now)
     return 'cancelled'
   end
-  local used = n - tonumber(f[6] or '0')
-  if retryable == '1' and used < tonumber(f[3] or '1') then
+  local used = n - (tonumber(f[6] or '0') or 0)
+  if retryable == '1' and used < (tonumber(f[3] or '1') or 1) then
     local delay
     if delay_ms ~= nil and delay_ms ~= '' then
       delay = tonumber(delay_ms)
     else
-      local ceiling = tonumber(f[4] or '1000') * (2 ^ (used - 1))
-      local cap = tonumber(f[5] or '3600000')
+      local ceiling = (tonumber(f[4] or '1000') or 1000) * (2 ^ (used - 1))
+      local cap = tonumber(f[5] or '3600000') or 3600000
       if ceiling > cap then ceiling = cap end
       delay = math.floor(ceiling * tonumber(frac))
     end
