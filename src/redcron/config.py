@@ -173,9 +173,17 @@ class Settings:
         return cls(**values)
 
 
+def _digits(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` is also true of "²" (which ``int`` then
+    refuses), and ``int`` reads "٣" and fullwidth digits."""
+    return text.isascii() and text.isdigit()
+
+
 def _coerce(name: str, typ: Any, raw: str) -> Any:
     kind = typ if isinstance(typ, str) else getattr(typ, "__name__", str(typ))
     try:
+        if kind in ("int", "float") and not raw.isascii():
+            raise ValueError(raw)  # int() and float() read "٣" and fullwidth digits
         if kind == "int":
             return int(raw)
         if kind == "float":
@@ -206,7 +214,7 @@ def check_redis_url(url: str) -> None:
     if parts.scheme == "unix":
         if not parts.path:
             raise ConfigError(f"redis_url {shown}: no socket path; {_URL_FORMS}")
-    elif parts.path.strip("/") and not parts.path.strip("/").isdigit():
+    elif parts.path.strip("/") and not _digits(parts.path.strip("/")):
         raise ConfigError(f"redis_url {shown}: database must be a number; {_URL_FORMS}")
 
 
@@ -259,7 +267,7 @@ def parse_sentinel_url(url: str) -> SentinelURL:
     master, _, db = path.strip("/").partition("/")
     if not master:
         raise ConfigError(f"redis_url {shown}: no master name; {_URL_FORMS}")
-    if db and not db.isdigit():
+    if db and not _digits(db):
         raise ConfigError(f"redis_url {shown}: database must be a number; {_URL_FORMS}")
     fields = parse_qsl(query, keep_blank_values=True)
     own = {k: v for k, v in fields if k in SENTINEL_QUERY}
@@ -300,7 +308,7 @@ def read_local_url(directory: Path | None = None) -> str | None:
         lines = path.read_text(encoding="utf-8").split()
     except OSError:
         return None
-    if len(lines) < 2 or not lines[1].isdigit():
+    if len(lines) < 2 or not _digits(lines[1]):
         log.warning("ignoring %s: expected a URL and a pid, one a line", path)
         return None
     url, pid = lines[0], int(lines[1])

@@ -774,3 +774,16 @@ def test_keep_runs_trimming_skips_a_run_held_for_the_dlq(runs: Runs) -> None:
     # ended again, and no longer held: the oldest of two, trimmed to keep_runs=1
     assert [x.decode() for x in runs.r.zrange(runs.k.runs(0, job_id), 0, -1)] == [rids[-1]]
     assert runs.dlq() == []
+
+
+def test_a_malformed_task_is_dead_lettered_and_its_run_moves_on(runs: Runs) -> None:
+    # lease.lua quarantines it, promote dead-letters it through the same path as
+    # a failed last attempt: its downstream fails and the run ends
+    runs.job("hand_edited", chain("a", "b"))
+    rid = runs.trigger("hand_edited")
+    runs.r.hset(runs.ti_key(f"{rid}/a"), "epoch", "abc")
+    assert runs.lease() == {}
+    runs.b.promote(runs.shard)
+    assert runs.states(rid) == {"a": "dead", "b": "upstream_failed"}
+    assert runs.dlq() == [f"{rid}/a"]
+    assert runs.run(rid).state == "failed"

@@ -69,7 +69,13 @@ def test_unknown_constructor_field_raises() -> None:
 
 @pytest.mark.parametrize(
     ("var", "raw"),
-    [("REDCRON_SHARDS", "many"), ("REDCRON_SHARDS", "2.5"), ("REDCRON_LEASE_TTL", "1m")],
+    [
+        ("REDCRON_SHARDS", "many"),
+        ("REDCRON_SHARDS", "2.5"),
+        ("REDCRON_LEASE_TTL", "1m"),
+        ("REDCRON_SHARDS", "٣"),  # int() reads Arabic-Indic and fullwidth digits
+        ("REDCRON_LEASE_TTL", "\uff11.5"),
+    ],
 )
 def test_bad_env_value_names_the_variable(var: str, raw: str) -> None:
     with pytest.raises(ConfigError) as info:

@@ -91,6 +91,17 @@ def test_task_record_without_result_or_timeout() -> None:
     assert rec.state is TaskState.READY
 
 
+def test_a_hand_edited_state_or_attempt_field_is_shown_not_raised() -> None:
+    # TaskState("bogus") raised ValueError: task show, the API and the dashboard failed
+    rec = TaskRecord.from_fields(ti_hash(state="bogus", **{"a:x:outcome": "?", "a:": "?"}), 0)
+    assert rec.state == "bogus" and not isinstance(rec.state, TaskState)
+    assert [a.number for a in rec.attempts] == [1, 2]
+    assert json.loads(dumps(rec))["state"] == "bogus"
+    assert TaskRecord.from_fields(ti_hash(state=""), 0).state == ""
+    run = RunRecord.from_fields(run_hash(state="weird"))
+    assert run.state == "weird" and json.loads(dumps(run))["state"] == "weird"
+
+
 def test_to_json_formats() -> None:
     rec = TaskRecord.from_fields(ti_hash(), shard=0)
     data = to_json(rec)

@@ -33,6 +33,9 @@ BAD_URLS = [
     ("redis://127.0.0.1:port/0", "Port could not be cast"),
     ("127.0.0.1:6379", "no scheme"),
     ("redis://127.0.0.1:6379/zero", "database must be a number"),
+    # str.isdigit() is true of "²": redis-py's int() then failed with a traceback
+    ("redis://127.0.0.1:6379/²", "database must be a number"),
+    ("redis://127.0.0.1:6379/٣", "database must be a number"),
 ]
 
 
@@ -101,7 +104,9 @@ def test_a_file_left_by_a_crashed_up_is_ignored(
     assert str(LOCAL_URL_FILE) in caplog.text
 
 
-@pytest.mark.parametrize("content", ["", "redis://127.0.0.1:6399/0\n", "redis://x\nnot-a-pid\n"])
+@pytest.mark.parametrize(
+    "content", ["", "redis://127.0.0.1:6399/0\n", "redis://x\nnot-a-pid\n", "redis://x\n²\n"]
+)
 def test_a_garbled_file_is_ignored(here: Path, content: str) -> None:
     (here / LOCAL_URL_FILE).parent.mkdir()
     (here / LOCAL_URL_FILE).write_text(content)

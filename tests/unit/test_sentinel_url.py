@@ -40,6 +40,7 @@ def test_the_db_defaults_to_0_and_a_password_alone_is_the_default_users() -> Non
         ("redis+sentinel://s1:port/m", "Port could not be cast"),
         ("redis+sentinel://s1,,s2/m", "a sentinel address is empty"),
         ("redis+sentinel://:pw@s1/m/zero", "database must be a number"),
+        ("redis+sentinel://:pw@s1/m/²", "database must be a number"),  # int() refused it
     ],
 )
 def test_a_bad_sentinel_url_is_a_config_error_without_the_password(url: str, says: str) -> None:

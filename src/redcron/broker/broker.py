@@ -393,8 +393,9 @@ class Broker:
         out = []
         for row in raw:
             if len(row) != 12 or not all(row[i] for i in (0, 3, 7, 10)):
-                # an instance hash edited by hand (no name, tenant or queue: Lua's nil
-                # cut the row short): one bad row must not drop the whole batch
+                # a safety net: lease.lua hands no row it cannot fill (a hash edited
+                # by hand goes to the DLQ via promote, lib/malformed.lua), but one
+                # bad row must not drop the whole batch
                 what = row[0].decode(errors="replace") if row and row[0] else "?"
                 log.warning(
                     "skipping malformed lease of %s (a field is missing or not a number); "

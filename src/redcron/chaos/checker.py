@@ -149,21 +149,21 @@ def judge_instance(
     """Checks 1 and 2 for one idle instance: (violations, zombie overlaps)."""
     out: list[str] = []
     iid = rec.id
-    if rec.state.value not in _TERMINAL:
-        out.append(f"task {iid} is still {rec.state.value} (attempt {rec.attempt}) when idle")
+    if str(rec.state) not in _TERMINAL:
+        out.append(f"task {iid} is still {rec.state} (attempt {rec.attempt}) when idle")
     hist = {a.number: a for a in rec.attempts}
     for n in range(1, rec.attempt + 1):
         a = hist.get(n)
         ended_ok = a is not None and a.outcome and a.ended_at is not None
-        if not ended_ok and rec.state.value in _TERMINAL:
+        if not ended_ok and str(rec.state) in _TERMINAL:
             out.append(f"task {iid} attempt {n} has no outcome, though the task ended")
     if set(hist) - set(range(1, rec.attempt + 1)):
         out.append(f"task {iid} has history for attempts {sorted(hist)} but attempt={rec.attempt}")
     wins = [a.number for a in rec.attempts if a.outcome == "succeeded"]
     if len(wins) > 1 or (wins and wins[-1] != rec.attempt):
         out.append(f"task {iid}: attempts {wins} succeeded (of {rec.attempt})")
-    if (rec.state.value == "succeeded") != bool(wins):
-        out.append(f"task {iid} is {rec.state.value} but succeeded attempts are {wins}")
+    if (str(rec.state) == "succeeded") != bool(wins):
+        out.append(f"task {iid} is {rec.state} but succeeded attempts are {wins}")
     for n in range(1, rec.attempt):
         a, b = hist.get(n), hist.get(n + 1)
         if a and b and a.ended_at and b.leased_at and b.leased_at < a.ended_at:
@@ -315,9 +315,9 @@ def check(app: App, scenario: Scenario, facts: Facts) -> ChaosReport:
         found, z = judge_instance(rec, audit.get(iid, ()), facts.worker_ends)
         violations += found
         zombies += z
-        if rec.state.value not in _TERMINAL:
+        if str(rec.state) not in _TERMINAL:
             stuck += 1
-        if rec.state.value == "dead":
+        if str(rec.state) == "dead":
             dead[rec.tenant] += 1
         for a in rec.attempts:
             if a.outcome:
@@ -342,7 +342,7 @@ def check(app: App, scenario: Scenario, facts: Facts) -> ChaosReport:
         for r in runs:
             if r.ended_at is None:
                 stuck += 1
-                violations.append(f"run {r.id} is still {r.state.value} when idle")
+                violations.append(f"run {r.id} is still {r.state} when idle")
         found, n, m, d = judge_fires(job, runs, facts.fire_end_ms)
         violations += found
         fires, missing, dups = fires + n, missing + m, dups + d

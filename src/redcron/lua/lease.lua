@@ -34,7 +34,10 @@
   a leased entry stays pending in the group, and its stream joins the
   reaper's index (pending, scored by the earliest deadline it may need).
   An entry that is held aside, or whose hash does not point back at it (left
-  by a crash), is acknowledged and deleted, never run.
+  by a crash), is acknowledged and deleted, never run; one whose hash no lease
+  can use (edited by hand: lib/malformed.lua) as well, its instance put on the
+  timers for promote to dead-letter.  A stream without the consumer group
+  (a hand-written XADD) gets it, from 0, on its first read.
   Upholds: a stale lease token writes nothing (epoch += 1 per assignment); one
   place per instance; fair shares under contention; leases on the server
   clock. ]]
@@ -42,6 +45,7 @@
 -- @include lib/streams.lua
 -- @include lib/rings.lua
 -- @include lib/breaker.lua
+-- @include lib/malformed.lua
 
 local worker = ARGV[1]
 local want = tonumber(ARGV[2])
@@ -176,8 +180,7 @@ local function take(queue, tenant, priority, stream, n, max_id)
   if max_id or cap_cpu or cap_mem then k, after = fitting(stream, n, max_id) end
   local entries = {}
   if k > 0 then
-    local res = redis.call('XREADGROUP', 'GROUP', GROUP, CONSUMER, 'COUNT', k,
-      'STREAMS', stream, '>')
+    local res = read_group(stream, k)
     if res then entries = res[1][2] end
   end
   local leased, ids, held = 0, {}, {}
@@ -192,6 +195,16 @@ local function take(queue, tenant, priority, stream, n, max_id)
     -- entry ids are unique per stream only: the hash must name this stream too
     local ok = f[1] == 'ready' and f[2] == 'q:' .. eid
       and f[12] == queue and f[13] == tenant and f[14] == priority
+    local epoch, attempt, timeout = tonumber(f[8]), tonumber(f[3]), tonumber(f[7] or '0')
+    if ok and not (epoch and attempt and timeout and epoch % 1 == 0 and attempt % 1 == 0
+        and timeout % 1 == 0 and f[4] and f[4] ~= '' and f[5] and f[6]) then
+      -- edited by hand: no lease can be trusted (or used) on it.  Promote
+      -- dead-letters it: this script does not carry the run library that
+      -- takes (its closures would cost every lease call ~12 us).
+      drop_entry(stream, eid)
+      quarantine(ti, iid, malformed(f[8], f[3], f[7], f[4], f[5], f[6]), now)
+      ok, eid = false, nil
+    end
     if ok and f[9] and f[9] ~= '' and breaker_gate(f[9], iid) == 'hold' then
       -- the job's breaker is open: held aside, not handed out
       redis.call('HSET', ti, 'state', 'held', 'loc', 'held')
@@ -199,8 +212,7 @@ local function take(queue, tenant, priority, stream, n, max_id)
       ok = false
     end
     if ok then
-      local epoch = tonumber(f[8]) + 1
-      local attempt = tonumber(f[3]) + 1
+      epoch, attempt = epoch + 1, attempt + 1
       local pre = 'a:' .. attempt .. ':'
       redis.call('HSET', ti, 'state', 'leased', 'loc', 'lease', 'attempt', attempt,
         'epoch', epoch, 'worker', worker, 'deadline', deadline, 'lease_entry', eid,
@@ -217,12 +229,12 @@ local function take(queue, tenant, priority, stream, n, max_id)
       local cpu, mem = tonumber(f[10] or '') or 0, tonumber(f[11] or '') or 0
       if cap_cpu then cap_cpu = cap_cpu - cpu end
       if cap_mem then cap_mem = cap_mem - mem end
-      out[#out + 1] = {iid, epoch, attempt, f[4], f[5], f[6], tonumber(f[7] or '0'), tenant,
+      out[#out + 1] = {iid, epoch, attempt, f[4], f[5], f[6], timeout, tenant,
         f[10] or '', tonumber(f[11] or '') or 0, queue,
         (tonumber(f[15] or '') or 1) + (tonumber(f[16] or '') or 0)}
       leased = leased + 1
       ids[#ids + 1] = eid
-    else
+    elseif eid then
       -- held aside, or left by a crash (the hash does not point back): never run
       drop_entry(stream, eid)
     end

@@ -6,10 +6,14 @@
   Members park:<tenant> are rate-limited tenants whose next token is due;
   brk:<job> is a job's circuit-breaker cool-down: its first held instance
   becomes the trial (lib/breaker.lua).  Neither counts as promoted.
+  An instance lease.lua put here because its hash cannot be leased (edited by
+  hand: lib/malformed.lua) is dead-lettered instead, unless fixed meanwhile.
   Upholds: one place per instance (ZREM the timer, then XADD). ]]
 -- @include lib/clock.lua
 -- @include lib/rings.lua
 -- @include lib/breaker.lua
+-- @include lib/malformed.lua
+-- @include lib/dead.lua
 
 local now = now_ms(ARGV[1])
 local limit = tonumber(ARGV[2])
@@ -30,12 +34,19 @@ for _, iid in ipairs(due) do
     breaker_cooldown_due(cooled_job, now)
   end
   local ti = key_ti(iid)
-  local f = redis.call('HMGET', ti, 'state', 'loc', 'queue', 'tenant', 'priority')
+  local f = redis.call('HMGET', ti, 'state', 'loc', 'queue', 'tenant', 'priority', 'malformed')
   redis.call('ZREM', key_timers(), iid)
   if (f[1] == 'retry_wait' or f[1] == 'scheduled') and f[2] == 'timer' then
-    make_ready(ti, iid, f[3], f[4], f[5])
-    gather_wake(woken, f[3])
-    n = n + 1
+    local why, name, attempt
+    if f[6] then why, name, attempt = still_malformed(ti) end
+    if why and f[3] and f[4] then
+      -- put here by lease.lua: no lease can use its hash (lib/malformed.lua)
+      dead_letter(ti, iid, f[4], f[3], name, attempt, 'malformed', why, now)
+    else
+      make_ready(ti, iid, f[3], f[4], f[5])
+      gather_wake(woken, f[3])
+      n = n + 1
+    end
   end
 end
 wake_gathered(woken)

@@ -61,7 +61,7 @@ local function visit(stream, eid)
     drop_entry(stream, eid)  -- left behind: the instance moved on
     return 0
   end
-  if tonumber(f[2] or '0') > now then
+  if (tonumber(f[2] or '0') or 0) > now then  -- text written by hand: expired
     stamp(stream, {eid}, now, override)
     return 0  -- a live lease (a longer TTL than the minimum)
   end

@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from redcron import serde
@@ -60,6 +60,20 @@ def _opt_float(fields: Fields, name: str) -> float | None:
         return float(raw)
     except ValueError:
         return None
+
+
+_S = TypeVar("_S", TaskState, RunState)
+
+
+def _state(kind: type[_S], fields: Fields) -> _S | str:
+    """The ``state`` field as its enum member, or the raw text when it is none of
+    them (a hash edited by hand): shown as it is, never a ValueError that takes
+    down ``task show``, the API or the dashboard."""
+    raw = _text(fields.get("state"))
+    try:
+        return kind(raw)
+    except ValueError:
+        return raw
 
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -144,7 +158,8 @@ class TaskRecord:
     id: str
     name: str
     kind: str
-    state: TaskState
+    #: the raw text when the hash holds no known state (edited by hand)
+    state: TaskState | str
     queue: str
     tenant: str
     priority: str
@@ -176,14 +191,15 @@ class TaskRecord:
         per_attempt: dict[int, dict[str, str | bytes]] = {}
         for key, value in fields.items():
             if key.startswith("a:"):
-                _, n, name = key.split(":", 2)
-                per_attempt.setdefault(int(n), {})[name] = value
+                _, n, name = (*key.split(":", 2), "")[:3]
+                if n.isascii() and n.isdigit():  # a field "a:x" written by hand is no attempt
+                    per_attempt.setdefault(int(n), {})[name] = value
         timeout_ms = _opt_int(fields, "timeout_ms")
         return cls(
             id=_text(fields.get("id")),
             name=_text(fields.get("name")),
             kind=_text(fields.get("kind")) or "python",
-            state=TaskState(_text(fields.get("state"))),
+            state=_state(TaskState, fields),
             queue=_text(fields.get("queue")),
             tenant=_text(fields.get("tenant")),
             priority=_text(fields.get("priority")),
@@ -254,7 +270,8 @@ class RunRecord:
     job_id: str
     job_name: str
     tenant: str
-    state: RunState
+    #: the raw text when the hash holds no known state (edited by hand)
+    state: RunState | str
     trigger: str
     reason: str | None
     scheduled_for: datetime | None
@@ -280,7 +297,7 @@ class RunRecord:
             job_id=_text(fields.get("job")),
             job_name=_text(fields.get("job_name")),
             tenant=_text(fields.get("tenant")),
-            state=RunState(_text(fields.get("state"))),
+            state=_state(RunState, fields),
             trigger=_text(fields.get("trigger")),
             reason=_opt_text(fields, "reason"),
             scheduled_for=_time(fields, "scheduled_for"),

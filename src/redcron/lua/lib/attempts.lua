@@ -1,11 +1,10 @@
 --[[ attempts: check a lease token; end an attempt and move the instance on. ]]
 -- @include lib/streams.lua
 -- @include lib/rings.lua
--- @include lib/waiters.lua
 -- @include lib/breaker.lua
--- @include lib/runs.lua
 -- @include lib/terminal.lua
 -- @include lib/outcomes.lua
+-- @include lib/dead.lua
 
 -- Does (worker, epoch) still hold a valid lease on this instance?
 local function token_ok(ti, worker, epoch)
@@ -27,7 +26,8 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
     counter)
   local f = redis.call('HMGET', ti, 'attempt', 'tenant', 'max_attempts', 'retry_base_ms',
     'retry_cap_ms', 'budget', 'cancel_requested', 'queue', 'priority', 'name', 'run', 'lease_entry')
-  local n = tonumber(f[1] or '0')
+  -- a field edited by hand into text must not fail the whole batch: defaults
+  local n = tonumber(f[1] or '0') or 0
   local tenant, queue, priority = f[2], f[8], f[9]
   local pre = 'a:' .. n .. ':'
   redis.call('HSET', ti, pre .. 'outcome', outcome, pre .. 'ended', now)
@@ -52,14 +52,14 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
     make_terminal(ti, iid, 'cancelled', now)
     return 'cancelled'
   end
-  local used = n - tonumber(f[6] or '0')
-  if retryable == '1' and used < tonumber(f[3] or '1') then
+  local used = n - (tonumber(f[6] or '0') or 0)
+  if retryable == '1' and used < (tonumber(f[3] or '1') or 1) then
     local delay
     if delay_ms ~= nil and delay_ms ~= '' then
       delay = tonumber(delay_ms)
     else
-      local ceiling = tonumber(f[4] or '1000') * (2 ^ (used - 1))
-      local cap = tonumber(f[5] or '3600000')
+      local ceiling = (tonumber(f[4] or '1000') or 1000) * (2 ^ (used - 1))
+      local cap = tonumber(f[5] or '3600000') or 3600000
       if ceiling > cap then ceiling = cap end
       delay = math.floor(ceiling * tonumber(frac))
     end
@@ -73,19 +73,6 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
     redis.call('HSET', ti, 'state', 'retry_wait', 'loc', 'timer', 'due', now + delay)
     return 'retry_wait', delay
   end
-  -- Dead: the DLQ entry is self-contained (error and log tail travel with it).
-  local tail = redis.call('XREVRANGE', key_log(iid, n), '+', '-', 'COUNT', 20)
-  local lines = {}
-  for i = #tail, 1, -1 do
-    local e = tail[i][2]
-    for j = 1, #e, 2 do if e[j] == 'line' then lines[#lines + 1] = e[j + 1] end end
-  end
-  local eid = redis.call('XADD', key_dlq(tenant), '*', 'i', iid, 'name', f[10] or '',
-    'queue', queue, 'attempts', n, 'outcome', outcome, 'error', errtext or '',
-    'tail', table.concat(lines, '\n'), 'at', now)
-  redis.call('HSET', ti, 'state', 'dead', 'loc', 'dlq:' .. eid, 'ended', now)
-  redis.call('HINCRBY', key_stats(), 'dead', 1)
-  notify_done(ti, iid)
-  run_task_ended(ti, iid, 'dead', now)
+  dead_letter(ti, iid, tenant, queue, f[10], n, outcome, errtext, now)
   return 'dead'
 end

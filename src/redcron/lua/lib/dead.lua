@@ -1,0 +1,24 @@
+--[[ dead: dead-letter an instance: a self-contained entry in its tenant's DLQ
+  (the error and the log tail of its last attempt travel with it), the hash
+  marks it dead there, result() waiters are woken and its run moves on. ]]
+-- @include lib/waiters.lua
+-- @include lib/runs.lua
+
+-- attempt: the attempt whose log tail goes with it (nil: none ran).
+local function dead_letter(ti, iid, tenant, queue, name, attempt, outcome, errtext, now)
+  local lines = {}
+  if attempt then
+    local tail = redis.call('XREVRANGE', key_log(iid, attempt), '+', '-', 'COUNT', 20)
+    for i = #tail, 1, -1 do
+      local e = tail[i][2]
+      for j = 1, #e, 2 do if e[j] == 'line' then lines[#lines + 1] = e[j + 1] end end
+    end
+  end
+  local eid = redis.call('XADD', key_dlq(tenant), '*', 'i', iid, 'name', name or '',
+    'queue', queue, 'attempts', attempt or 0, 'outcome', outcome, 'error', errtext or '',
+    'tail', table.concat(lines, '\n'), 'at', now)
+  redis.call('HSET', ti, 'state', 'dead', 'loc', 'dlq:' .. eid, 'ended', now)
+  redis.call('HINCRBY', key_stats(), 'dead', 1)
+  notify_done(ti, iid)
+  run_task_ended(ti, iid, 'dead', now)
+end

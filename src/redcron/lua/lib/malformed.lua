@@ -1,0 +1,46 @@
+--[[ malformed: an instance hash edited by hand into one no lease can use.
+  A lease needs whole numbers in epoch and attempt (each lease adds 1) and
+  timeout_ms (absent: none), and a name, kind and args to run.  lease.lua
+  checks them inline (one tonumber per field it reads anyway) and hands an
+  instance that fails to quarantine(): off its stream onto the timers, due at
+  once and marked, so the next promote dead-letters it (or makes it ready,
+  when the hash was fixed meanwhile). ]]
+
+-- Why these fields cannot be leased, as the error the DLQ shows; nil: they can.
+local function malformed(epoch, attempt, timeout_ms, name, kind, args)
+  local checks = {{'epoch', epoch}, {'attempt', attempt}, {'timeout_ms', timeout_ms or '0'}}
+  local why
+  for _, c in ipairs(checks) do
+    local v = c[2]
+    local n = tonumber(v or '')
+    if not n then
+      why = c[1] .. (v and (" '" .. v .. "' is not a number") or ' is missing')
+    elseif n % 1 ~= 0 then
+      why = c[1] .. " '" .. v .. "' is not a whole number"
+    end
+    if why then break end
+  end
+  if not why and (not name or name == '') then why = 'name is ' .. (name and 'empty' or 'missing') end
+  if not why and not kind then why = 'kind is missing' end
+  if not why and not args then why = 'args is missing' end
+  return why and ('malformed task record: ' .. why .. '; fix or discard it')
+end
+
+-- Off the ready path: on the timers, due now, marked for promote.
+local function quarantine(ti, iid, why, now)
+  redis.call('HSET', ti, 'state', 'retry_wait', 'loc', 'timer', 'due', now, 'deadline', '',
+    'error', why or 'malformed task record', 'malformed', '1')
+  redis.call('ZADD', key_timers(), now, iid)
+end
+
+-- Promote's check of a timer marked by quarantine(): the marker goes; returns
+-- the error, the name and the attempt (nil if not a number) when the hash is
+-- still malformed, nil when it was fixed meanwhile.
+local function still_malformed(ti)
+  redis.call('HDEL', ti, 'malformed')
+  local f = redis.call('HMGET', ti, 'epoch', 'attempt', 'timeout_ms', 'name', 'kind')
+  local has_args = redis.call('HEXISTS', ti, 'args') == 1
+  local why = malformed(f[1], f[2], f[3], f[4], f[5], has_args or nil)
+  if why then return why, f[4], tonumber(f[2] or '') end
+  return nil
+end
