@@ -1,0 +1,89 @@
+"""Jobs and the schedule: an active job with a next fire is scheduled, a
+paused one is not, and every schedule entry names a job.  Repair:
+``lua/doctor_schedule.lua`` (schedule at the next fire plus the job's jitter,
+or drop the entry)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from redcron.broker.doctor.exam import Exam, Fix
+from redcron.broker.doctor.scan import Cmd, scan, snapshot, zpages
+from redcron.broker.jobs import spec_from_json
+from redcron.schedule.jitter import effective_jitter_s, jitter_ms, tenant_jitter_s
+from redcron.serde import text as _s
+
+_SCHEDULE_WORDS = {
+    "added": "scheduled at the job's next fire",
+    "dropped": "removed from the schedule",
+    "in_place": "consistent on re-check: nothing written",
+    "changed": "the job changed meanwhile: nothing written, run doctor again",
+}
+
+_JOB_FIELDS = ["id", "tenant", "paused", "next_fire", "spec"]
+
+
+def check_jobs(ex: Exam, shard: int) -> None:
+    k, sk = ex.k, ex.k.schedule(shard)
+    head = k.job(shard, "")
+    for keys in scan(ex.r, k.shard(shard), "job"):
+        groups: list[list[Cmd]] = [
+            [("hmget", key, _JOB_FIELDS), ("zscore", sk, key[len(head) :])] for key in keys
+        ]
+        for key, (values, score) in zip(keys, snapshot(ex.r, groups), strict=True):
+            if isinstance(values, Exception) or values[0] is None:
+                continue
+            ex.counts["jobs"] += 1
+            job_id, tenant, paused, nxt, spec = (_s(v) if v else "" for v in values)
+            if paused != "1" and nxt and score is None:
+                ex.add(
+                    "schedule_entry_missing",
+                    shard,
+                    sk,
+                    f"Job {job_id} ({key}) is active with its next fire at {nxt} ms "
+                    f"but is not in {sk}: it will never fire again. Repair schedules "
+                    "it at that fire (plus its jitter).",
+                    _fix_schedule(ex, shard, job_id, tenant, nxt, spec),
+                )
+            elif paused == "1" and score is not None:
+                ex.add(
+                    "schedule_entry_paused",
+                    shard,
+                    sk,
+                    f"Job {job_id} ({key}) is paused but still in {sk}. Repair takes "
+                    "it off the schedule.",
+                    _fix_schedule(ex, shard, job_id, tenant, "", ""),
+                )
+    for page in zpages(ex.r, sk):
+        ex.counts["schedule_entries"] += len(page)
+        groups = [[("zscore", sk, m), ("exists", k.job(shard, m))] for m, _sc in page]
+        for (job_id, _sc), (score, exists) in zip(page, snapshot(ex.r, groups), strict=True):
+            if score is not None and not exists:
+                ex.add(
+                    "schedule_entry_orphan",
+                    shard,
+                    sk,
+                    f"{sk} schedules job {job_id}, which does not exist "
+                    f"({k.job(shard, job_id)}): the beat would try it at every "
+                    "pass. Repair removes the entry.",
+                    _fix_schedule(ex, shard, job_id, "", "", ""),
+                )
+
+
+def _fix_schedule(ex: Exam, shard: int, job_id: str, tenant: str, nxt: str, spec: str) -> Fix:
+    """Schedule ``job_id`` at nominal fire ``nxt`` (plus its jitter), or off the
+    schedule when ``nxt`` is empty."""
+
+    def fix() -> tuple[bool, str]:
+        due: Any = ""
+        if nxt:
+            jitter = effective_jitter_s(
+                spec_from_json(spec),
+                tenant_jitter_s(ex.r.hget(ex.k.tenant(shard, tenant), "jitter_s")),
+            )
+            nominal = int(nxt)
+            due = nominal + jitter_ms(job_id, nominal, jitter)
+        word = _s(ex.call("doctor_schedule", shard, [job_id, nxt, due]))
+        return word != "changed", _SCHEDULE_WORDS.get(word, word)
+
+    return fix
