@@ -19,8 +19,8 @@ import redis
 import yaml
 from cli_fixtures import Invoke, invoke_fixture, prefix_fixture  # noqa: F401 (fixtures)
 from click.testing import Result
-from fuzz_strategies import awkward_text, job_bodies, names, numbers
-from hypothesis import HealthCheck, given, settings
+from fuzz_strategies import BASE_JOB, awkward_text, job_bodies, names, numbers
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from redis_dump import diff, dump
 
@@ -59,6 +59,7 @@ def one_line_error(result: Result, *mentions: str) -> str:
 
 @FUZZ
 @given(case=job_bodies(), as_yaml=st.booleans())
+@example(case=({**BASE_JOB, "": None}, ""), as_yaml=False)
 def test_jobs_apply_file(
     invoke: Invoke, r: redis.Redis, key_prefix: str, case: tuple[dict[str, Any], str], as_yaml: bool
 ) -> None:
@@ -84,7 +85,7 @@ def test_jobs_apply_file(
     assert file.name in line, line
     # a field after the job ("job 'nightly': tasks.b.env: ..."), a line of the file,
     # or the file's shape as a whole
-    named = re.search(r": (job (#\d+|'[^']*'): )?[\w.\[\]-]+: ", line)
+    named = re.search(r": (job (#\d+|'[^']*'): )?[\w.\[\]\"-]+: ", line)
     assert named or "must hold" in line or "empty" in line, (path, line)
 
 

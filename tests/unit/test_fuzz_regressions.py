@@ -112,5 +112,16 @@ def test_an_unknown_field_named_by_the_error_is_a_real_name_before_an_empty_one(
     from redcron.model.jobs import first_unknown
 
     assert first_unknown({"", "nmae"}) == "nmae"
-    assert first_unknown({""}) == ""
+    assert first_unknown({""}) == '""'
     assert first_unknown({"b", "a"}) == "a"
+
+
+def test_a_zone_name_too_long_for_the_file_system_is_an_unknown_zone() -> None:
+    import pytest
+
+    from redcron.schedule.cron import ScheduleError
+    from redcron.schedule.triggers import check_timezone
+
+    with pytest.raises(ScheduleError) as err:
+        check_timezone("x" * 4000)
+    assert err.value.field == "tz" and len(str(err.value)) < 300

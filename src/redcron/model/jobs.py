@@ -323,9 +323,9 @@ def find_cycle(deps: Mapping[str, list[str]]) -> list[str] | None:
 
 
 def first_unknown(names: set[str]) -> str:
-    """The unknown key an error names: the first in order, but a real name before
-    an empty one (an empty field name would read as "no field")."""
-    return min(names, key=lambda name: (not name, name))
+    """The unknown key an error names: the first in order, a real name before an
+    empty one, and an empty one shown as ``""`` (bare, it would read as "no field")."""
+    return min(names, key=lambda name: (not name, name)) or '""'
 
 
 def spec_from_dict(data: Mapping[str, Any], *, where: str = "job") -> JobSpec:

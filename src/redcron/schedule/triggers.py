@@ -71,17 +71,26 @@ class Trigger:
     tz: ZoneInfo = _UTC_ZONE
 
 
+#: no IANA zone name is longer (the longest today has 32 characters)
+MAX_ZONE_NAME = 64
+
+
 def check_timezone(name: str) -> ZoneInfo:
     """The zone called ``name`` (IANA, e.g. ``Europe/Berlin``) or a ScheduleError."""
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, TypeError):
-        pass
-    # only on the error path: listing zones reads the whole tz database
-    close = difflib.get_close_matches(str(name), sorted(available_timezones()), n=1)
-    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    if isinstance(name, str) and len(name) <= MAX_ZONE_NAME:
+        try:
+            return ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError, TypeError, OSError):
+            # OSError: a name the file system refuses (too long a path part...)
+            pass
+        # only on the error path: listing zones reads the whole tz database
+        close = difflib.get_close_matches(name, sorted(available_timezones()), n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+    else:
+        hint = ""
+    shown = str(name) if len(str(name)) <= MAX_ZONE_NAME else f"{str(name)[:MAX_ZONE_NAME]}..."
     raise ScheduleError(
-        "tz", f"unknown time zone '{name}'; use an IANA name such as Europe/Berlin{hint}"
+        "tz", f"unknown time zone '{shown}'; use an IANA name such as Europe/Berlin{hint}"
     )
 
 
