@@ -36,6 +36,8 @@ class NotReplicated(BrokerError):
 
     #: the replies of a pipeline whose WAIT fell short (the writes did happen)
     results: list[object] | None = None
+    #: an enqueue's task ids (queued on the master): look them up, do not resend
+    task_ids: list[str] | None = None
 
 
 class ScriptError(BrokerError):

@@ -28,11 +28,15 @@ def strict(redis_url: str, key_prefix: str) -> Iterator[App]:
 
 def test_an_enqueue_no_replica_confirms_raises_not_replicated(strict: App) -> None:
     began = time.monotonic()
-    with pytest.raises(NotReplicated, match="0 of the 1 replicas asked for confirmed it"):
+    with pytest.raises(NotReplicated, match="0 of the 1 replicas asked for confirmed it") as err:
         strict.enqueue("noop")
     assert time.monotonic() - began < 2
-    # the write did happen on the master: it is the confirmation that is missing
+    # the write did happen on the master: it is the confirmation that is missing,
+    # and the error names the task so the caller can look it up instead of resending
     assert [(t.tenant, t.ready) for t in strict.broker.inspect()] == [("default", 1)]
+    assert err.value.task_ids is not None and len(err.value.task_ids) == 1
+    (task_id,) = err.value.task_ids
+    assert task_id in str(err.value) and strict.get(task_id).state == "ready"
 
 
 def test_a_pipelined_acknowledging_write_waits_too(strict: App) -> None:

@@ -218,6 +218,20 @@ class Broker:
     # -- producing ----------------------------------------------------------
 
     def enqueue(self, rows: Sequence[Sequence[Any]], now: int | None = None) -> int:
+        """Create instances (see :meth:`_enqueue`).  Under ``durability="strict"``
+        a :class:`NotReplicated` names the task ids it concerns: they are queued
+        on the master, and enqueueing them again would run the work twice."""
+        try:
+            return self._enqueue(rows, now)
+        except NotReplicated as exc:
+            ids = [str(row[0]) for row in rows]
+            shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+            raised = NotReplicated(f"{exc} (tasks {shown}: look them up, do not enqueue again)")
+            raised.task_ids = ids
+            raised.results = exc.results
+            raise raised from exc
+
+    def _enqueue(self, rows: Sequence[Sequence[Any]], now: int | None = None) -> int:
         """Create instances; each row holds the 13 enqueue.lua fields (iid first).
 
         All or nothing: a batch refused for a tenant's ``max_queued``

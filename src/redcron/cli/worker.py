@@ -105,6 +105,13 @@ from redcron.worker import Worker
     metavar="SIZE",
     help="Memory this worker offers (e.g. 16G): tasks asking for mem run only while they fit.",
 )
+@click.option(
+    "--audit",
+    is_flag=True,
+    help="Record every attempt's start and end of execution (instance, epoch, worker) "
+    "in the shard's audit stream, for checks like redcron chaos's.  Costs a write per start "
+    "and end.",
+)
 @redis_option
 @durability_option
 @click.option(
@@ -128,6 +135,7 @@ def worker(
     grace: float,
     cpus: float | None,
     mem: str | None,
+    audit: bool,
     redis_url: str | None,
     durability: str | None,
     loglevel: str,
@@ -157,5 +165,6 @@ def worker(
         prefetch=prefetch,
         cpus=cpus,
         mem=mem,
+        audit=audit,
     )
     w.run()
