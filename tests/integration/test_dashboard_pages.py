@@ -193,6 +193,21 @@ def test_logout_ends_the_session(admin: FlaskClient) -> None:
     assert admin.get("/").status_code == 303
 
 
+def test_an_unknown_path_is_a_page_for_a_browser_and_json_for_the_api(
+    web: flask.Flask, admin: FlaskClient
+) -> None:
+    html = {"Accept": "text/html,application/xhtml+xml"}
+    resp = admin.get("/no-such-page", headers=html)
+    assert resp.status_code == 404 and "There is no page /no-such-page" in text(resp)
+    assert 'id="nav"' in text(resp)
+    # not logged in: the same page, without the menu's links
+    anon = web.test_client().get("/no-such-page", headers=html)
+    assert anon.status_code == 404 and 'id="nav"' not in text(anon)
+    for path, headers in (("/v1/no-such-route", html), ("/no-such-page", {})):
+        resp = admin.get(path, headers=headers)
+        assert resp.status_code == 404 and resp.get_json()["error"]["code"] == "not_found"
+
+
 def test_pages_carry_security_headers_and_static_files_are_served(admin: FlaskClient) -> None:
     resp = admin.get("/")
     assert "script-src 'self'" in resp.headers["Content-Security-Policy"]

@@ -143,12 +143,15 @@ def register_error_handlers(web: flask.Flask) -> None:
     def rejected(exc: Rejected) -> flask.Response:
         return _error(400, "rejected", str(exc))
 
-    @web.errorhandler(HTTPException)
-    def http_error(exc: HTTPException) -> flask.Response:
-        status = exc.code or 500
-        code = (exc.name or "error").lower().replace(" ", "_")
-        response = _error(status, code, exc.description or exc.name or "error")
-        for key, value in exc.get_headers():
-            if key.lower() == "allow":
-                response.headers[key] = value
-        return response
+    web.register_error_handler(HTTPException, http_error)
+
+
+def http_error(exc: HTTPException) -> flask.Response:
+    """Werkzeug's errors (404 route, 405, 413...) in the API's error shape."""
+    status = exc.code or 500
+    code = (exc.name or "error").lower().replace(" ", "_")
+    response = _error(status, code, exc.description or exc.name or "error")
+    for key, value in exc.get_headers():
+        if key.lower() == "allow":
+            response.headers[key] = value
+    return response

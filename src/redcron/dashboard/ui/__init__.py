@@ -18,6 +18,7 @@ import flask
 from werkzeug.exceptions import HTTPException
 
 from redcron.dashboard.api.common import ApiError
+from redcron.dashboard.api.common import http_error as api_http_error
 from redcron.dashboard.ui import (
     dlq,
     jobs,
@@ -94,7 +95,7 @@ def security_headers(response: flask.Response) -> Reply:
     return response
 
 
-@ui.context_processor
+@ui.app_context_processor
 def identity_context() -> dict[str, Any]:
     return {"who": flask.g.get("identity")}
 
@@ -138,11 +139,24 @@ def http_error(exc: HTTPException) -> Reply:
     return error_page(exc.code or 500, exc.description or exc.name or "error")
 
 
+def unknown_path(exc: HTTPException) -> Reply:
+    """A path no route serves: a page for a browser, the API's JSON error for the
+    API, ``/metrics`` and clients that do not ask for HTML."""
+    request = flask.request
+    api = request.path.startswith(("/v1/", "/metrics"))
+    if api or not request.accept_mimetypes.accept_html:
+        return api_http_error(exc)
+    flask.g.identity = who = session.identity()  # the menu, if logged in
+    where = "The pages are in the menu above." if who else "Log in at /login to see the pages."
+    return error_page(404, f"There is no page {request.path}. {where}")
+
+
 def init_ui(web: flask.Flask) -> None:
     """Mount the dashboard pages on ``web``."""
     session.configure(web)
     render.install(web)
     web.register_blueprint(ui)
+    web.register_error_handler(404, unknown_path)
 
 
 __all__ = ["init_ui"]
