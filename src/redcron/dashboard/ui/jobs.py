@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import flask
 
@@ -102,8 +103,6 @@ def _bar(run: RunRecord) -> tuple[str, float | None, str]:
 
 
 def _in_zone(value: datetime, zone: str) -> str:
-    from zoneinfo import ZoneInfo
-
     return value.astimezone(ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
