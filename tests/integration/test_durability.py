@@ -4,11 +4,14 @@ wait for a replica and fail clearly when none confirms; one server needs
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
+from worker_procs import thread_workers, wait_for  # tests/helpers
 
 from redcron import App, NotReplicated
 from redcron.errors import ConfigError
@@ -62,3 +65,40 @@ def test_strict_on_one_server_needs_appendfsync_always(redis_url: str, key_prefi
             a.broker.ensure_meta()
     finally:
         a.close()
+
+
+def test_a_report_resent_after_an_unconfirmed_write_is_not_called_lost(
+    redis_url: str, key_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The first report lands on the master but WAIT falls short (NotReplicated):
+    the worker sends it again, Redis refuses it (the attempt already ended), and
+    the worker recognises its own outcome in the record instead of warning that
+    the lease was lost."""
+    app = App(redis_url, prefix=key_prefix.rstrip(":"))
+
+    @app.task(name="noop")
+    def noop() -> None:
+        return None
+
+    real = app.broker.report_and_lease
+    unconfirmed: list[int] = []
+
+    def first_unconfirmed(*args: Any, **kwargs: Any) -> Any:
+        result = real(*args, **kwargs)
+        if args[2] and not unconfirmed:  # the first call carrying a completion
+            unconfirmed.append(1)
+            raise NotReplicated("written on the master, but 0 of the 1 replicas confirmed it")
+        return result
+
+    app.broker.report_and_lease = first_unconfirmed  # type: ignore[method-assign]
+    handle = noop.enqueue()
+    caplog.set_level(logging.INFO, logger="redcron.worker.worker")
+    with thread_workers(app, "strict-worker") as start:
+        start(prefetch=0)
+        wait_for(lambda: handle.state == "succeeded", "the task to succeed")
+        wait_for(
+            lambda: "results were already written" in caplog.text, "the resend to be recognised"
+        )
+    assert unconfirmed and handle.attempts == 1
+    assert "leases were lost" not in caplog.text
+    app.close()

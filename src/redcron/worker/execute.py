@@ -58,6 +58,7 @@ class Attempt:
     kill_reason: str | None = None
     slot_freed: bool = False  # the worker gave its slot back (guarded by the worker's lock)
     executable: str | None = None  # the program an allowlist resolved argv[0] to
+    resent: bool = False  # its report reached Redis unconfirmed (NotReplicated): sent again
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def try_begin(self) -> bool:

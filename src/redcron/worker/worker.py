@@ -40,7 +40,7 @@ from redcron.broker.retry import TRANSIENT, Backoff, Outage
 from redcron.broker.workers import TTL_LEASES, Registration, WorkerRegistry
 from redcron.clock import ulid
 from redcron.config import WORKER_PREFETCH_PER_SLOT, default_concurrency
-from redcron.errors import ConfigError
+from redcron.errors import ConfigError, NotFound, NotReplicated
 from redcron.model import validation
 from redcron.redact import masked_url
 from redcron.worker import capture
@@ -530,10 +530,23 @@ class Worker:
                 )
         if not group and req is None:
             return []
-        done, failed, leases = self.broker.report_and_lease(
-            shard, self.id, completes, fails, logs, req
-        )
-        lost = done.count(False) + sum(f.state is None for f in failed)
+        try:
+            done, failed, leases = self.broker.report_and_lease(
+                shard, self.id, completes, fails, logs, req
+            )
+        except NotReplicated:
+            # written on the master, replication unconfirmed: sent again, and then
+            # refused if the first send did land (see _rejected)
+            for attempt, _out in group:
+                attempt.resent = True
+            raise
+        lost, written = self._rejected(group, done, failed)
+        if written:
+            log.info(
+                "%d results were already written: their first report reached Redis "
+                "before its replication was confirmed",
+                written,
+            )
         if lost:
             log.warning("%d results rejected: their leases were lost (reaped or cancelled)", lost)
         if log.isEnabledFor(logging.INFO):
@@ -545,6 +558,36 @@ class Worker:
             if self._stopping.is_set():
                 self._lock.notify_all()  # the drain waits for the last report
         return leases
+
+    def _rejected(
+        self, group: list[tuple[Attempt, Outcome]], done: list[bool], failed: list[FailResult]
+    ) -> tuple[int, int]:
+        """Of the reports Redis refused: how many lost their lease, and how many
+        were refused because this worker's earlier send of them had landed (a
+        resend after :class:`NotReplicated`: the attempt's record already holds
+        this worker's outcome)."""
+        oks, fails = iter(done), iter(failed)
+        lost = written = 0
+        for attempt, out in group:
+            accepted = next(oks) if out.ok else next(fails).state is not None
+            if accepted:
+                continue
+            if attempt.resent and self._outcome_recorded(attempt):
+                written += 1
+            else:
+                lost += 1
+        return lost, written
+
+    def _outcome_recorded(self, attempt: Attempt) -> bool:
+        lease = attempt.lease
+        try:
+            record = self.broker.task_info(lease.iid)
+        except NotFound:
+            return False
+        return any(
+            a.number == lease.attempt and a.worker == self.id and a.outcome is not None
+            for a in record.attempts
+        )
 
     def _keep_loop(self, shards: list[int]) -> None:
         hb_every = self.lease_ttl_ms / 1000 / 6
