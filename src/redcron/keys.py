@@ -80,6 +80,9 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "brk": ("brk:{job_id}", ("job_id",)),
     # ready instances of a job held aside while its circuit breaker is open
     "held": ("held:{job_id}", ("job_id",)),
+    # jobs whose circuit breaker is open or in trial -> end of the cool-down (ms):
+    # the dashboard lists them without reading every job
+    "brkopen": ("brkopen", ()),
     # recorded events (breaker opened/closed), capped
     "events": ("events", ()),
     # a multi-call enqueue batch: its name identifies the batch's reservations,
@@ -280,6 +283,9 @@ class Keys:
 
     def brk(self, shard: int, job_id: str) -> str:
         return self.build(shard, "brk", job_id)
+
+    def brkopen(self, shard: int) -> str:
+        return self.build(shard, "brkopen")
 
     def held(self, shard: int, job_id: str) -> str:
         return self.build(shard, "held", job_id)

@@ -61,10 +61,15 @@ def test_trips_holds_and_resume_releases(app: App) -> None:
     assert len(got) == 4
     fail_all(app, got[:3])
     assert job(app, job_id).get("breaker", "") == ""  # 3 of 3 failed, but fewer than 4 attempts
+    assert app.jobs.open_breakers() == []
     fail_all(app, got[3:])
     assert job(app, job_id)["breaker"] == "open"
     assert [e.type for e in app.jobs.events()] == ["breaker_opened"]
     assert all(app.jobs.run(r).state == "failed" for r in runs)
+    # the index the dashboard reads instead of every job
+    assert [j.id for j in app.jobs.open_breakers()] == [job_id]
+    assert [j.id for j in app.jobs.open_breakers("default")] == [job_id]
+    assert app.jobs.open_breakers("someone-else") == []
 
     held_runs = [app.jobs.trigger("default", "flaky") for _ in range(3)]
     assert lease(app) == []  # the job's work is held, not handed out
@@ -80,6 +85,7 @@ def test_trips_holds_and_resume_releases(app: App) -> None:
     assert app.broker.cancel(held[0]) == "cancelled"
     app.jobs.resume("default", "flaky")
     assert job(app, job_id)["breaker"] == ""
+    assert app.jobs.open_breakers() == []
     assert sorted(x.iid for x in lease(app)) == sorted(held[1:])
     assert app.jobs.events()[0].type == "breaker_closed"
 

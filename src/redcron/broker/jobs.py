@@ -202,33 +202,74 @@ class JobStore:
         return self.get_by_id(self.job_id(tenant, name))
 
     def get_by_id(self, job_id: str) -> JobRecord:
-        shard = shard_of_id(job_id)
-        pipe = self.broker.client.pipeline(transaction=False)
-        pipe.hgetall(self.keys.job(shard, job_id))
-        pipe.zscore(self.keys.schedule(shard), job_id)
-        raw, score = pipe.execute()
-        if not raw:
+        found = self.get_many([job_id])
+        if not found:
             raise NotFound(f"no job {job_id}")
-        # args:<task> fields are msgpack, and the record does not carry them
-        fields = fields_of({k: v for k, v in raw.items() if not k.startswith(b"args:")})
-        return JobRecord.from_fields(fields, shard, None if score is None else int(score))
+        return found[0]
+
+    def get_many(self, job_ids: Sequence[str]) -> list[JobRecord]:
+        """The jobs of ``job_ids`` that exist, in order, in one round trip."""
+        if not job_ids:
+            return []
+        pipe = self.broker.client.pipeline(transaction=False)
+        for job_id in job_ids:
+            shard = shard_of_id(job_id)
+            pipe.hgetall(self.keys.job(shard, job_id))
+            pipe.zscore(self.keys.schedule(shard), job_id)
+        replies = iter(pipe.execute())
+        out = []
+        for job_id in job_ids:
+            raw, score = next(replies), next(replies)
+            if not raw:
+                continue  # deleted meanwhile
+            # args:<task> fields are msgpack, and the record does not carry them
+            fields = fields_of({k: v for k, v in raw.items() if not k.startswith(b"args:")})
+            record = JobRecord.from_fields(
+                fields, shard_of_id(job_id), None if score is None else int(score)
+            )
+            out.append(record)
+        return out
+
+    def job_names(self, tenant: str | None = None) -> list[tuple[str, str, str]]:
+        """(tenant, name, job id) of every job (of ``tenant``), by tenant and name:
+        one read per tenant, no job hash read (page over these, then ``get_many``)."""
+        client = self.broker.client
+        out: list[tuple[str, str, str]] = []
+        for shard in range(self.broker.shards):
+            if tenant:
+                if shard_of(tenant, self.broker.shards) != shard:
+                    continue
+                tenants = [tenant]
+            else:
+                tenants = sorted(_s(t) for t in client.smembers(self.keys.tenants(shard)))
+                tenants = [t for t in tenants if shard_of(t, self.broker.shards) == shard]
+            pipe = client.pipeline(transaction=False)
+            for t in tenants:
+                pipe.hgetall(self.keys.jobs(shard, t))
+            for t, names in zip(tenants, pipe.execute() if tenants else [], strict=True):
+                out += [(t, _s(name), _s(jid)) for name, jid in names.items()]
+        return sorted(out)
 
     def list_jobs(self, tenant: str | None = None) -> list[JobRecord]:
-        out: list[JobRecord] = []
-        for shard in range(self.broker.shards):
-            tenants = (
-                [tenant]
-                if tenant
-                else sorted(_s(t) for t in self.broker.client.smembers(self.keys.tenants(shard)))
-            )
-            for t in tenants:
-                if shard_of(t, self.broker.shards) != shard:
-                    continue
-                for _name, jid in sorted(
-                    self.broker.client.hgetall(self.keys.jobs(shard, t)).items()
-                ):
-                    out.append(self.get_by_id(_s(jid)))
-        return out
+        """Every job (of ``tenant``), by tenant and name."""
+        return self.get_many([jid for _t, _name, jid in self.job_names(tenant)])
+
+    def open_breakers(self, tenant: str | None = None) -> list[JobRecord]:
+        """Jobs whose circuit breaker is open or in trial (of ``tenant``), from each
+        shard's ``brkopen`` index: the cost grows with open breakers, not jobs."""
+        client = self.broker.client
+        if tenant:
+            shards = [shard_of(tenant, self.broker.shards)]
+        else:
+            shards = list(range(self.broker.shards))
+        ids = [
+            _s(jid) for shard in shards for jid in client.zrange(self.keys.brkopen(shard), 0, -1)
+        ]
+        found = self.get_many(ids)
+        return sorted(
+            (j for j in found if tenant is None or j.tenant == tenant),
+            key=lambda j: (j.tenant, j.name),
+        )
 
     def pause(self, tenant: str, name: str) -> int:
         job_id = self.job_id(tenant, name)

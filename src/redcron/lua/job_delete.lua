@@ -12,5 +12,6 @@ local job_id = redis.call('HGET', idx, name)
 if not job_id then return err('NOTFOUND', 'no job ' .. name .. ' for tenant ' .. tenant) end
 redis.call('HDEL', idx, name)
 redis.call('ZREM', key_schedule(), job_id)
+redis.call('ZREM', key_brkopen(), job_id)
 redis.call('DEL', key_job(job_id))
 return job_id

@@ -52,12 +52,20 @@ def index() -> Reply:
         validation.name("tenant", tenant)
     search = (args.get("q") or "").strip().lower()
     if tenant is not None and not auth.may_see(tenant):
-        found: list[JobRecord] = []
+        names: list[tuple[str, str, str]] = []
     else:
-        found = jobs.list_jobs(tenant or auth.scope())
+        names = jobs.job_names(tenant or auth.scope())
     if search:
-        found = [j for j in found if search in j.name.lower() or search in j.tenant.lower()]
-    pager = render.paginate(found)
+        names = [n for n in names if search in n[1].lower() or search in n[0].lower()]
+    # page over the names; read only the page's jobs (one round trip)
+    page_of = render.paginate(names)
+    pager = render.Pager(
+        jobs.get_many([jid for _t, _n, jid in page_of.rows]),
+        page_of.number,
+        page_of.per_page,
+        page_of.total,
+        page_of.more,
+    )
     last: dict[str, RunRecord | None] = {}
     for job in pager.rows:
         latest = jobs.runs(job.id, 1)

@@ -88,7 +88,7 @@ def index() -> Reply:
         totals.delayed += row.delayed
         totals.dlq += row.dlq
     workers = [w for w in WorkerRegistry(app.broker).list() if serves_tenant(w, only)]
-    breakers = [j for j in app.jobs.list_jobs(only) if j.breaker != "closed"]
+    breakers = app.jobs.open_breakers(only)
     return render.page(
         "overview.html",
         title="Overview",

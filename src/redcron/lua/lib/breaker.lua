@@ -8,7 +8,8 @@
   aside (state held, loc held, in held:<job>) instead of handing them out.
   After the cool-down one trial task is leased: its success closes the
   breaker and releases the held work, its failure reopens it.  jobs resume
-  closes it too.  Every change is an entry in the events stream.
+  closes it too.  Every change is an entry in the events stream, and brkopen indexes the
+  jobs whose breaker is not closed.
   Every other end of the trial reopens it too, or the breaker would stay in
   'trial' with nothing left to report and the held work stuck: a trial
   cancelled (ready or running, by task or run cancel) or ended in any other
@@ -55,6 +56,7 @@ local function breaker_close(job_id, now, why)
   if (redis.call('HGET', jk, 'breaker') or '') == '' then return end
   redis.call('HSET', jk, 'breaker', '', 'breaker_until', '', 'breaker_trial', '')
   redis.call('ZREM', key_timers(), 'brk:' .. job_id)
+  redis.call('ZREM', key_brkopen(), job_id)
   local n = breaker_release(job_id)
   breaker_event('breaker_closed', job_id, now, why .. '; released ' .. n .. ' held')
 end
@@ -64,6 +66,7 @@ end
 local function breaker_open(job_id, till)
   redis.call('HSET', key_job(job_id), 'breaker', 'open', 'breaker_until', till, 'breaker_trial', '')
   redis.call('ZADD', key_timers(), till, 'brk:' .. job_id)
+  redis.call('ZADD', key_brkopen(), till, job_id)
 end
 
 -- The cool-down timer of a job is due (promote): if the breaker is still open
