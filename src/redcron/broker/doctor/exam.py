@@ -27,6 +27,7 @@ SCRIPTS = (
     "doctor_ring",
     "doctor_unpark",
     "doctor_schedule",
+    "doctor_breaker",
     "doctor_reaper",
     "doctor_run",
 )

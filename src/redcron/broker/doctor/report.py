@@ -15,7 +15,7 @@ from redcron.broker.doctor.instances import check_instances
 from redcron.broker.doctor.members import check_dlq, check_leases, check_timers
 from redcron.broker.doctor.rings import check_parked, check_rings
 from redcron.broker.doctor.runs import check_runs
-from redcron.broker.doctor.schedule import check_jobs
+from redcron.broker.doctor.schedule import check_breaker_index, check_jobs
 from redcron.broker.doctor.streams import check_streams, stream_names
 from redcron.model import DoctorReport, DoctorSummary, Finding, TenantRecount
 from redcron.model.records import from_ms
@@ -83,6 +83,7 @@ def _examine_shard(ex: Exam, shard: int) -> None:
     check_parked(ex, shard, by_tenant)
     ex.say(f"shard {shard}: jobs and schedule")
     check_jobs(ex, shard)
+    check_breaker_index(ex, shard)
     ex.say(f"shard {shard}: runs")
     check_runs(ex, shard)
 

@@ -1,7 +1,8 @@
 """Jobs and the schedule: an active job with a next fire is scheduled, a
 paused one is not, and every schedule entry names a job.  Repair:
 ``lua/doctor_schedule.lua`` (schedule at the next fire plus the job's jitter,
-or drop the entry)."""
+or drop the entry).  Likewise the open-breaker index (``brkopen``) lists
+exactly the jobs whose breaker is open or in trial (``lua/doctor_breaker.lua``)."""
 
 from __future__ import annotations
 
@@ -20,21 +21,44 @@ _SCHEDULE_WORDS = {
     "changed": "the job changed meanwhile: nothing written, run doctor again",
 }
 
-_JOB_FIELDS = ["id", "tenant", "paused", "next_fire", "spec"]
+_BREAKER_WORDS = {
+    "added": "listed in the open-breaker index",
+    "dropped": "removed from the open-breaker index",
+    "in_place": "consistent on re-check: nothing written",
+}
+
+_JOB_FIELDS = ["id", "tenant", "paused", "next_fire", "spec", "breaker"]
+#: breaker states the open-breaker index lists
+_OPEN = ("open", "trial")
 
 
 def check_jobs(ex: Exam, shard: int) -> None:
-    k, sk = ex.k, ex.k.schedule(shard)
+    k, sk, bk = ex.k, ex.k.schedule(shard), ex.k.brkopen(shard)
     head = k.job(shard, "")
     for keys in scan(ex.r, k.shard(shard), "job"):
         groups: list[list[Cmd]] = [
-            [("hmget", key, _JOB_FIELDS), ("zscore", sk, key[len(head) :])] for key in keys
+            [
+                ("hmget", key, _JOB_FIELDS),
+                ("zscore", sk, key[len(head) :]),
+                ("zscore", bk, key[len(head) :]),
+            ]
+            for key in keys
         ]
-        for key, (values, score) in zip(keys, snapshot(ex.r, groups), strict=True):
+        for key, (values, score, listed) in zip(keys, snapshot(ex.r, groups), strict=True):
             if isinstance(values, Exception) or values[0] is None:
                 continue
             ex.counts["jobs"] += 1
-            job_id, tenant, paused, nxt, spec = (_s(v) if v else "" for v in values)
+            job_id, tenant, paused, nxt, spec, breaker = (_s(v) if v else "" for v in values)
+            if breaker in _OPEN and listed is None:
+                ex.add(
+                    "breaker_index_missing",
+                    shard,
+                    bk,
+                    f"Job {job_id} ({key}) has its breaker {breaker} but is not in {bk}: "
+                    "the dashboard does not show it among the open breakers. Repair "
+                    "lists it.",
+                    _fix_breaker(ex, shard, job_id),
+                )
             if paused != "1" and nxt and score is None:
                 ex.add(
                     "schedule_entry_missing",
@@ -68,6 +92,34 @@ def check_jobs(ex: Exam, shard: int) -> None:
                     "pass. Repair removes the entry.",
                     _fix_schedule(ex, shard, job_id, "", "", ""),
                 )
+
+
+def check_breaker_index(ex: Exam, shard: int) -> None:
+    """Every entry of the open-breaker index names a job whose breaker is open."""
+    k, bk = ex.k, ex.k.brkopen(shard)
+    for page in zpages(ex.r, bk):
+        groups: list[list[Cmd]] = [
+            [("zscore", bk, m), ("hget", k.job(shard, m), "breaker")] for m, _sc in page
+        ]
+        for (job_id, _sc), (score, breaker) in zip(page, snapshot(ex.r, groups), strict=True):
+            if score is not None and (_s(breaker) if breaker else "") not in _OPEN:
+                ex.add(
+                    "breaker_index_stale",
+                    shard,
+                    bk,
+                    f"{bk} lists job {job_id}, whose breaker is "
+                    f"{_s(breaker) if breaker else 'closed (or the job is gone)'}: the "
+                    "dashboard shows it among the open breakers. Repair removes the entry.",
+                    _fix_breaker(ex, shard, job_id),
+                )
+
+
+def _fix_breaker(ex: Exam, shard: int, job_id: str) -> Fix:
+    def fix() -> tuple[bool, str]:
+        word = _s(ex.call("doctor_breaker", shard, [job_id]))
+        return True, _BREAKER_WORDS.get(word, word)
+
+    return fix
 
 
 def _fix_schedule(ex: Exam, shard: int, job_id: str, tenant: str, nxt: str, spec: str) -> Fix:
