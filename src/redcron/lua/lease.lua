@@ -195,14 +195,13 @@ local function take(queue, tenant, priority, stream, n, max_id)
     -- entry ids are unique per stream only: the hash must name this stream too
     local ok = f[1] == 'ready' and f[2] == 'q:' .. eid
       and f[12] == queue and f[13] == tenant and f[14] == priority
-    local epoch, attempt, timeout = tonumber(f[8]), tonumber(f[3]), tonumber(f[7] or '0')
-    if ok and not (epoch and attempt and timeout and epoch % 1 == 0 and attempt % 1 == 0
-        and timeout % 1 == 0 and f[4] and f[4] ~= '' and f[5] and f[6]) then
+    local why = ok and malformed(f[8], f[3], f[7], f[4], f[5], f[6])
+    if why then
       -- edited by hand: no lease can be trusted (or used) on it.  Promote
       -- dead-letters it: this script does not carry the run library that
       -- takes (its closures would cost every lease call ~12 us).
       drop_entry(stream, eid)
-      quarantine(ti, iid, malformed(f[8], f[3], f[7], f[4], f[5], f[6]), now)
+      quarantine(ti, iid, why, now)
       ok, eid = false, nil
     end
     if ok and f[9] and f[9] ~= '' and breaker_gate(f[9], iid) == 'hold' then
@@ -212,7 +211,7 @@ local function take(queue, tenant, priority, stream, n, max_id)
       ok = false
     end
     if ok then
-      epoch, attempt = epoch + 1, attempt + 1
+      local epoch, attempt = tonumber(f[8]) + 1, tonumber(f[3]) + 1
       local pre = 'a:' .. attempt .. ':'
       redis.call('HSET', ti, 'state', 'leased', 'loc', 'lease', 'attempt', attempt,
         'epoch', epoch, 'worker', worker, 'deadline', deadline, 'lease_entry', eid,
@@ -229,7 +228,7 @@ local function take(queue, tenant, priority, stream, n, max_id)
       local cpu, mem = tonumber(f[10] or '') or 0, tonumber(f[11] or '') or 0
       if cap_cpu then cap_cpu = cap_cpu - cpu end
       if cap_mem then cap_mem = cap_mem - mem end
-      out[#out + 1] = {iid, epoch, attempt, f[4], f[5], f[6], timeout, tenant,
+      out[#out + 1] = {iid, epoch, attempt, f[4], f[5], f[6], tonumber(f[7] or '0'), tenant,
         f[10] or '', tonumber(f[11] or '') or 0, queue,
         (tonumber(f[15] or '') or 1) + (tonumber(f[16] or '') or 0)}
       leased = leased + 1

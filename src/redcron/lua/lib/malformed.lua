@@ -6,16 +6,26 @@
   once and marked, so the next promote dead-letters it (or makes it ready,
   when the hash was fixed meanwhile). ]]
 
+local function whole(v)
+  local n = tonumber(v or '')
+  return n ~= nil and n % 1 == 0
+end
+
 -- Why these fields cannot be leased, as the error the DLQ shows; nil: they can.
+-- The check itself allocates nothing (lease.lua calls it for every entry);
+-- only a malformed hash builds the message.
 local function malformed(epoch, attempt, timeout_ms, name, kind, args)
-  local checks = {{'epoch', epoch}, {'attempt', attempt}, {'timeout_ms', timeout_ms or '0'}}
+  timeout_ms = timeout_ms or '0'
+  if whole(epoch) and whole(attempt) and whole(timeout_ms) and name and name ~= ''
+      and kind and args then
+    return nil
+  end
   local why
-  for _, c in ipairs(checks) do
+  for _, c in ipairs({{'epoch', epoch}, {'attempt', attempt}, {'timeout_ms', timeout_ms}}) do
     local v = c[2]
-    local n = tonumber(v or '')
-    if not n then
+    if not tonumber(v or '') then
       why = c[1] .. (v and (" '" .. v .. "' is not a number") or ' is missing')
-    elseif n % 1 ~= 0 then
+    elseif not whole(v) then
       why = c[1] .. " '" .. v .. "' is not a whole number"
     end
     if why then break end
@@ -23,7 +33,7 @@ local function malformed(epoch, attempt, timeout_ms, name, kind, args)
   if not why and (not name or name == '') then why = 'name is ' .. (name and 'empty' or 'missing') end
   if not why and not kind then why = 'kind is missing' end
   if not why and not args then why = 'args is missing' end
-  return why and ('malformed task record: ' .. why .. '; fix or discard it')
+  return 'malformed task record: ' .. why .. '; fix or discard it'
 end
 
 -- Off the ready path: on the timers, due now, marked for promote.
