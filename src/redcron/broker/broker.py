@@ -30,7 +30,7 @@ from redcron.errors import (
     RedcronError,
     from_script_error,
 )
-from redcron.keys import GROUP, PRIORITIES, Keys
+from redcron.keys import GROUP, PRIORITIES, Keys, shard_of
 from redcron.model import DlqEntry, TaskRecord, TenantLoad
 from redcron.serde import text as _s
 
@@ -748,43 +748,55 @@ class Broker:
         return [_s(fields.get(b"line", b"")) for _eid, fields in reversed(entries)]
 
     def dlq_list(self, tenant: str | None = None, count: int = 100) -> list[DlqEntry]:
-        """Dead tasks, oldest first: up to ``count`` per tenant (of ``tenant``)."""
+        """Dead tasks, oldest first: up to ``count`` per tenant (of ``tenant``).
+        Two pipelined round trips per shard (a tenant's: its shard only)."""
         out: list[DlqEntry] = []
-        for shard in range(self.shards):
+        shards = [shard_of(tenant, self.shards)] if tenant else range(self.shards)
+        for shard in shards:
             tenants = (
                 [tenant]
                 if tenant
                 else sorted(_s(t) for t in self.client.smembers(self.keys.tenants(shard)))
             )
+            if not tenants:
+                continue
+            pipe = self.client.pipeline(transaction=False)
             for t in tenants:
-                entries: Any = self.client.xrange(self.keys.dlq(shard, t), count=count)
-                gone = self._dlq_gone(shard, t, entries)
+                pipe.xrange(self.keys.dlq(shard, t), count=count)
+            streams: list[tuple[str, Any]] = list(zip(tenants, pipe.execute(), strict=True))
+            gone = self._dlq_gone(shard, streams)
+            for t, entries in streams:
                 for eid, fields in entries:
                     if _s(eid) not in gone:
                         out.append(DlqEntry.from_fields(_s(eid), t, shard, fields_of(fields)))
         return out
 
-    def _dlq_gone(self, shard: int, tenant: str, entries: Any) -> set[str]:
+    def _dlq_gone(self, shard: int, streams: Sequence[tuple[str, Any]]) -> set[str]:
         """Drop (``dlq_prune.lua``) the DLQ entries whose instance is gone: replay and
-        discard could never act on them.  Returns their entry ids."""
-        if not entries:
+        discard could never act on them.  One EXISTS pipeline for every tenant's
+        entries; returns the dropped entry ids."""
+        listed = [(t, _s(eid), fields) for t, entries in streams for eid, fields in entries]
+        if not listed:
             return set()
         pipe = self.client.pipeline(transaction=False)
-        for _eid, fields in entries:
+        for _t, _eid, fields in listed:
             pipe.exists(self.keys.ti(shard, _s(fields.get(b"i", b""))))
-        suspects = [_s(e[0]) for e, n in zip(entries, pipe.execute(), strict=True) if not n]
-        if not suspects:
-            return set()
-        dropped = self._run("dlq_prune", shard, [tenant, *suspects])
-        for eid, iid in dropped:
-            log.warning(
-                "dropped DLQ entry %s of tenant %s: its task %s no longer exists (expired "
-                "or deleted), so it could not be replayed or discarded",
-                _s(eid),
-                tenant,
-                _s(iid),
-            )
-        return {_s(eid) for eid, _iid in dropped}
+        suspects: dict[str, list[str]] = {}
+        for (t, eid, _f), alive in zip(listed, pipe.execute(), strict=True):
+            if not alive:
+                suspects.setdefault(t, []).append(eid)
+        dropped_ids: set[str] = set()
+        for t, eids in suspects.items():
+            for eid, iid in self._run("dlq_prune", shard, [t, *eids]):
+                log.warning(
+                    "dropped DLQ entry %s of tenant %s: its task %s no longer exists (expired "
+                    "or deleted), so it could not be replayed or discarded",
+                    _s(eid),
+                    t,
+                    _s(iid),
+                )
+                dropped_ids.add(_s(eid))
+        return dropped_ids
 
     def inspect(self) -> list[TenantLoad]:
         """Ready / in-flight / delayed / DLQ counts per tenant, one row per shard it is on."""
