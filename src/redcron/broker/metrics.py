@@ -6,11 +6,11 @@ with the work queued: stream lengths and consumer-group pending counts (ready
 and leased), lease-set cardinalities (in flight), DLQ stream lengths, the stats
 hash, the aging index (oldest ready entry per tenant), the head of the
 schedule (the most overdue fire), and the lifetime outcome counters and
-trigger-lag histogram the scripts keep (``broker/stats.py``).  Two readers
-are capped, and a cap reached makes their figures a floor: delayed tasks per
-tenant read at most ``DELAYED_LIMIT`` timers per shard (a timer names its
-instance, not its tenant), and breaker states read at most ``JOB_LIMIT`` jobs
-per shard.  No SCAN over the keyspace.
+trigger-lag histogram the scripts keep (``broker/stats.py``), and the
+open-breaker index (a job not in it is closed: only open ones are read).  One
+reader is capped, and a cap reached makes its figures a floor: delayed tasks
+per tenant read at most ``DELAYED_LIMIT`` timers per shard (a timer names its
+instance, not its tenant).  No SCAN over the keyspace.
 """
 
 from __future__ import annotations
@@ -30,9 +30,6 @@ if TYPE_CHECKING:
 
 #: timers read per shard to count delayed tasks per tenant
 DELAYED_LIMIT = 10_000
-#: jobs read per shard for their breaker state
-JOB_LIMIT = 10_000
-
 #: breaker state -> gauge value
 BREAKER_VALUES = {"closed": 0, "open": 1, "trial": 2}
 
@@ -83,7 +80,8 @@ def read_metrics(broker: Broker) -> Metrics:
         pipe.hgetall(keys.attempts(shard))
         pipe.hgetall(keys.runends(shard))
         pipe.hgetall(keys.lag(shard))
-        raw_tenants, raw_queues, stats, head, attempts, runs, lag = pipe.execute()
+        pipe.zrange(keys.brkopen(shard), 0, -1)
+        raw_tenants, raw_queues, stats, head, attempts, runs, lag, opened = pipe.execute()
         tenants = sorted(_s(t) for t in raw_tenants)
         queues = sorted(_s(q) for q in raw_queues)
         for k, v in stats.items():
@@ -127,13 +125,15 @@ def read_metrics(broker: Broker) -> Metrics:
         ):
             out.ready[(t, q)] = out.ready.get((t, q), 0) + n
 
-        job_ids = job_ids[:JOB_LIMIT]
-        if job_ids:
+        states: dict[str, str] = {}
+        if opened:
             pipe = client.pipeline(transaction=False)
-            for _t, _name, jid in job_ids:
-                pipe.hget(keys.job(shard, jid), "breaker")
-            for (t, name, _jid), state in zip(job_ids, pipe.execute(), strict=True):
-                out.breakers[(t, name)] = _s(state) if state else "closed"
+            for jid in opened:
+                pipe.hget(keys.job(shard, _s(jid)), "breaker")
+            for jid, state in zip(opened, pipe.execute(), strict=True):
+                states[_s(jid)] = _s(state) if state else "closed"
+        for t, name, jid in job_ids:
+            out.breakers[(t, name)] = states.get(jid, "closed")
     out.trigger_lag = _stats.lag_histogram(lags)
     out.workers = WorkerRegistry(broker).list(now)
     return out
