@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from redcron.broker.broker import PAYLOADS, fields_of, shard_of_id
-from redcron.broker.doctor import glob_escape
+from redcron.broker.doctor.scan import scan
 from redcron.model import TaskRecord
 from redcron.serde import text as _s
 
@@ -102,8 +102,8 @@ class AuditLog:
     def instance_ids(self, shard: int) -> Iterator[str]:
         """The id of every instance hash on the shard (SCAN: for a checker, not a hot path)."""
         head = self.keys.ti(shard, "")
-        for key in self.broker.client.scan_iter(match=glob_escape(head) + "*", count=1000):
-            yield _s(key)[len(head) :]
+        for keys in scan(self.broker.client, self.keys.shard(shard), "ti"):
+            yield from (key[len(head) :] for key in keys)
 
     def _read(
         self, shard: int, iids: Sequence[str], cmd: str, *args: Any
