@@ -19,16 +19,6 @@ ACTIVE_RUN = frozenset(s.value for s in RUN_ACTIVE)
 LIVE = frozenset({"ready", "leased", "running", "scheduled", "retry_wait", "held"})
 
 
-def _id(eid: str) -> tuple[int, int]:
-    ms, _, seq = eid.partition("-")
-    return int(ms), int(seq or 0)
-
-
-def undelivered(eid: str, last_delivered: str) -> bool:
-    """Is stream entry ``eid`` after the group's last-delivered id (ready, not leased)?"""
-    return _id(eid) > _id(last_delivered)
-
-
 def instance_problem(fields: Mapping[str, str]) -> str | None:
     """Why an instance hash cannot be placed (a sentence), or None when it can.
 
