@@ -61,7 +61,6 @@ PROGRESS_EVERY = 5.0
 BEAT_SETTLE_S = 3.0
 #: fires due this close to the beats' stop may or may not have been fired
 FIRE_SLACK_MS = 2500
-_TERMINAL = frozenset(s.value for s in TASK_TERMINAL)
 
 
 def now_ms() -> int:
@@ -257,7 +256,7 @@ class Runner:
             states = audit.states(self._to_cancel)
             for iid in self._to_cancel:
                 state = states.get(iid, "")
-                if state in _TERMINAL:
+                if state in TASK_TERMINAL:
                     continue
                 if state == "running" or (all_left and state):
                     self.app.broker.cancel(iid)
@@ -387,7 +386,7 @@ class Runner:
 
     def _not_ended(self, audit: AuditLog, iids: list[str]) -> list[str]:
         states = audit.states(iids)
-        return [i for i in iids if states.get(i, "") not in _TERMINAL]
+        return [i for i in iids if states.get(i, "") not in TASK_TERMINAL]
 
     def _runs_open(self) -> int:
         assert self.app is not None
