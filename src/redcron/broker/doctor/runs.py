@@ -47,10 +47,12 @@ def check_runs(ex: Exam, shard: int) -> None:
                 runs.append((key, key[len(head) :], tasks))
         for key, rid, tasks in runs:
             ex.counts["runs_active"] += 1
-            cmds: list[Cmd] = [("hmget", key, _RUN_FIELDS)]
+            # a run id is <job id>@...: its job's active set is read in the same snapshot
+            active = ex.k.active(shard, rid.partition("@")[0])
+            cmds: list[Cmd] = [("hmget", key, _RUN_FIELDS), ("sismember", active, rid)]
             cmds += [("hmget", ex.k.ti(shard, f"{rid}/{t}"), ["state", "deps"]) for t in tasks]
-            run, *rows = tx(ex.r, cmds)
-            _judge_run(ex, shard, key, rid, run, tasks, rows)
+            run, member, *rows = tx(ex.r, cmds)
+            _judge_run(ex, shard, key, rid, run, (active, bool(member)), tasks, rows)
 
 
 def _check_active_sets(ex: Exam, shard: int) -> None:
@@ -77,15 +79,23 @@ def _check_active_sets(ex: Exam, shard: int) -> None:
 
 
 def _judge_run(
-    ex: Exam, shard: int, key: str, rid: str, run: Any, tasks: list[str], rows: list[Any]
+    ex: Exam,
+    shard: int,
+    key: str,
+    rid: str,
+    run: Any,
+    listed: tuple[str, bool],
+    tasks: list[str],
+    rows: list[Any],
 ) -> None:
+    """``listed``: the job's active set, and whether it lists the run."""
     r = [_s(v) if v is not None else "" for v in run]
-    state, job_id = r[0], r[1]
+    state = r[0]
     if state not in RUN_ACTIVE:
         return  # ended meanwhile
     fix = _fix_run(ex, shard, rid)
-    active = ex.k.active(shard, job_id or rid.partition("@")[0])
-    if not ex.r.sismember(active, rid):
+    active, member = listed
+    if not member:
         ex.add(
             "active_run_missing",
             shard,
