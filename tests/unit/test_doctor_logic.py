@@ -11,16 +11,8 @@ from redcron.broker.doctor import (
     instance_problem,
     run_progress,
     run_recount,
-    undelivered,
 )
 from redcron.broker.scripts import full_source
-
-
-def test_undelivered_compares_stream_ids_numerically() -> None:
-    assert undelivered("10-0", "9-5")
-    assert undelivered("9-10", "9-9")
-    assert not undelivered("9-9", "9-9")
-    assert not undelivered("100-0", "1000-0")
 
 
 @pytest.mark.parametrize(

@@ -13,12 +13,12 @@ many at once), which nothing in the serving path wants.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from redcron.broker.broker import PAYLOADS, fields_of
-from redcron.broker.doctor import glob_escape
+from redcron.broker.broker import PAYLOADS, fields_of, shard_of_id
+from redcron.broker.doctor.scan import scan
 from redcron.model import TaskRecord
 from redcron.serde import text as _s
 
@@ -102,34 +102,40 @@ class AuditLog:
     def instance_ids(self, shard: int) -> Iterator[str]:
         """The id of every instance hash on the shard (SCAN: for a checker, not a hot path)."""
         head = self.keys.ti(shard, "")
-        for key in self.broker.client.scan_iter(match=glob_escape(head) + "*", count=1000):
-            yield _s(key)[len(head) :]
+        for keys in scan(self.broker.client, self.keys.shard(shard), "ti"):
+            yield from (key[len(head) :] for key in keys)
+
+    def _read(
+        self, shard: int, iids: Sequence[str], cmd: str, *args: Any
+    ) -> Iterator[tuple[str, Any]]:
+        """``(iid, reply)`` of command ``cmd`` on each instance hash of ``iids``
+        (pipelined, ``BATCH`` per round trip)."""
+        for start in range(0, len(iids), BATCH):
+            chunk = iids[start : start + BATCH]
+            pipe = self.broker.client.pipeline(transaction=False)
+            for iid in chunk:
+                getattr(pipe, cmd)(self.keys.ti(shard, iid), *args)
+            yield from zip(chunk, pipe.execute(), strict=True)
 
     def task_infos(self, shard: int, iids: Sequence[str]) -> dict[str, TaskRecord]:
-        """The records of ``iids`` that exist (pipelined, ``BATCH`` per round trip)."""
-        out: dict[str, TaskRecord] = {}
-        for start in range(0, len(iids), BATCH):
-            chunk = iids[start : start + BATCH]
-            pipe = self.broker.client.pipeline(transaction=False)
-            for iid in chunk:
-                pipe.hgetall(self.keys.ti(shard, iid))
-            for iid, raw in zip(chunk, pipe.execute(), strict=True):
-                if raw:
-                    out[iid] = TaskRecord.from_fields(fields_of(raw, keep=PAYLOADS), shard)
-        return out
+        """The records of ``iids`` that exist."""
+        return {
+            iid: TaskRecord.from_fields(fields_of(raw, keep=PAYLOADS), shard)
+            for iid, raw in self._read(shard, iids, "hgetall")
+            if raw
+        }
 
-    def states(self, shard: int, iids: Sequence[str]) -> dict[str, str]:
-        """``iid -> state`` for the instances of ``iids`` that exist (pipelined)."""
-        out: dict[str, str] = {}
-        for start in range(0, len(iids), BATCH):
-            chunk = iids[start : start + BATCH]
-            pipe = self.broker.client.pipeline(transaction=False)
-            for iid in chunk:
-                pipe.hget(self.keys.ti(shard, iid), "state")
-            for iid, state in zip(chunk, pipe.execute(), strict=True):
-                if state is not None:
-                    out[iid] = _s(state)
-        return out
+    def states(self, iids: Iterable[str]) -> dict[str, str]:
+        """``iid -> state`` for the instances of ``iids`` (on any shard) that exist."""
+        by_shard: dict[int, list[str]] = {}
+        for iid in iids:
+            by_shard.setdefault(shard_of_id(iid), []).append(iid)
+        return {
+            iid: _s(state)
+            for shard, group in by_shard.items()
+            for iid, state in self._read(shard, group, "hget", "state")
+            if state is not None
+        }
 
     def attempts_ended(self) -> int:
         """Attempts ended so far on every shard (the ``attempts`` counters, summed)."""

@@ -63,7 +63,6 @@ if TYPE_CHECKING:
     from redcron.app import App
     from redcron.chaos.scenario import Scenario
 
-_TERMINAL = frozenset(s.value for s in TASK_TERMINAL)
 #: outcomes only a worker's own report writes
 _REPORTED = frozenset({"succeeded", "failed"})
 #: sentences kept in the report (the count is exact)
@@ -149,13 +148,13 @@ def judge_instance(
     """Checks 1 and 2 for one idle instance: (violations, zombie overlaps)."""
     out: list[str] = []
     iid = rec.id
-    if str(rec.state) not in _TERMINAL:
+    if str(rec.state) not in TASK_TERMINAL:
         out.append(f"task {iid} is still {rec.state} (attempt {rec.attempt}) when idle")
     hist = {a.number: a for a in rec.attempts}
     for n in range(1, rec.attempt + 1):
         a = hist.get(n)
         ended_ok = a is not None and a.outcome and a.ended_at is not None
-        if not ended_ok and str(rec.state) in _TERMINAL:
+        if not ended_ok and str(rec.state) in TASK_TERMINAL:
             out.append(f"task {iid} attempt {n} has no outcome, though the task ended")
     if set(hist) - set(range(1, rec.attempt + 1)):
         out.append(f"task {iid} has history for attempts {sorted(hist)} but attempt={rec.attempt}")
@@ -315,7 +314,7 @@ def check(app: App, scenario: Scenario, facts: Facts) -> ChaosReport:
         found, z = judge_instance(rec, audit.get(iid, ()), facts.worker_ends)
         violations += found
         zombies += z
-        if str(rec.state) not in _TERMINAL:
+        if str(rec.state) not in TASK_TERMINAL:
             stuck += 1
         if str(rec.state) == "dead":
             dead[rec.tenant] += 1

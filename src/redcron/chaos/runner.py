@@ -61,7 +61,6 @@ PROGRESS_EVERY = 5.0
 BEAT_SETTLE_S = 3.0
 #: fires due this close to the beats' stop may or may not have been fired
 FIRE_SLACK_MS = 2500
-_TERMINAL = frozenset(s.value for s in TASK_TERMINAL)
 
 
 def now_ms() -> int:
@@ -254,15 +253,10 @@ class Runner:
         audit = AuditLog(self.app.broker)
         left: list[str] = []
         try:
-            by_shard: dict[int, list[str]] = {}
-            for iid in self._to_cancel:
-                by_shard.setdefault(shard_of_id(iid), []).append(iid)
-            states: dict[str, str] = {}
-            for shard, iids in by_shard.items():
-                states.update(audit.states(shard, iids))
+            states = audit.states(self._to_cancel)
             for iid in self._to_cancel:
                 state = states.get(iid, "")
-                if state in _TERMINAL:
+                if state in TASK_TERMINAL:
                     continue
                 if state == "running" or (all_left and state):
                     self.app.broker.cancel(iid)
@@ -391,14 +385,8 @@ class Runner:
         return fire_end, round(idle_s, 1)
 
     def _not_ended(self, audit: AuditLog, iids: list[str]) -> list[str]:
-        by_shard: dict[int, list[str]] = {}
-        for iid in iids:
-            by_shard.setdefault(shard_of_id(iid), []).append(iid)
-        out = []
-        for shard, group in by_shard.items():
-            states = audit.states(shard, group)
-            out += [i for i in group if states.get(i, "") not in _TERMINAL]
-        return out
+        states = audit.states(iids)
+        return [i for i in iids if states.get(i, "") not in TASK_TERMINAL]
 
     def _runs_open(self) -> int:
         assert self.app is not None

@@ -18,8 +18,7 @@ again work that a worker may be running.
 - ``exam``: the state one examination passes to every check (``Exam``).
 - ``scan``: discovery reads and snapshots.
 - ``logic``: the pure comparisons (:func:`instance_problem`,
-  :func:`run_recount`, :func:`run_progress`, :func:`undelivered`),
-  unit-tested without Redis.
+  :func:`run_recount`, :func:`run_progress`), unit-tested without Redis.
 - One module per area, each with its checks and their repairs:
   ``instances`` (each instance where its hash says), ``streams`` (entries
   owned, the reaper's index), ``members`` (lease sets, timers, DLQs),
@@ -34,7 +33,6 @@ from redcron.broker.doctor.logic import (
     instance_problem,
     run_progress,
     run_recount,
-    undelivered,
 )
 from redcron.broker.doctor.report import examine
 
@@ -46,5 +44,4 @@ __all__ = [
     "instance_problem",
     "run_progress",
     "run_recount",
-    "undelivered",
 ]

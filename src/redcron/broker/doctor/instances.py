@@ -9,7 +9,7 @@ import random
 from typing import Any
 
 from redcron.broker.doctor.exam import Exam, Fix
-from redcron.broker.doctor.logic import ACTIVE_RUN, LEASED, TERMINAL, TIMER_STATES, instance_problem
+from redcron.broker.doctor.logic import TIMER_STATES, instance_problem
 from redcron.broker.doctor.scan import (
     FIELDS,
     Cmd,
@@ -21,6 +21,7 @@ from redcron.broker.doctor.scan import (
     tx,
 )
 from redcron.keys import Keys
+from redcron.model.states import RUN_ACTIVE, TASK_LEASED, TASK_TERMINAL
 from redcron.serde import text as _s
 
 _PLACE_WORDS = {
@@ -72,7 +73,7 @@ def _lookups(k: Keys, shard: int, iid: str, f: dict[str, str]) -> list[Cmd]:
         return entry_cmds(stream, loc[2:] if loc.startswith("q:") else "0-0")
     if state in TIMER_STATES:
         return [("zscore", k.timers(shard), iid)]
-    if state in LEASED:
+    if state in TASK_LEASED:
         lease = ("zscore", k.tleases(shard, tenant), iid)
         return [lease, *entry_cmds(stream, f.get("lease_entry") or "0-0")]
     if state == "dead":
@@ -110,7 +111,7 @@ def _judge(ex: Exam, shard: int, key: str, iid: str, f: dict[str, str], got: lis
         )
         return
     state, loc = f["state"], f.get("loc", "")
-    if state in TERMINAL and state != "dead":
+    if state in TASK_TERMINAL and state != "dead":
         return
     tenant, queue, pr = f["tenant"], f["queue"], f["priority"]
     stream = ex.k.q(shard, queue, tenant, pr)
@@ -150,7 +151,7 @@ def _judge(ex: Exam, shard: int, key: str, iid: str, f: dict[str, str], got: lis
                 f"at its due time ({f.get('due') or 'now'}).",
                 place,
             )
-    elif state in LEASED:
+    elif state in TASK_LEASED:
         t["in_flight_recount"] += 1
         score, entry, pending = got
         if not (names(entry, iid) and pending):
@@ -207,7 +208,7 @@ def _judge(ex: Exam, shard: int, key: str, iid: str, f: dict[str, str], got: lis
             )
     elif state == "pending":
         (run_state,) = got
-        if run_state is None or _s(run_state) not in ACTIVE_RUN:
+        if run_state is None or _s(run_state) not in RUN_ACTIVE:
             ex.add(
                 "pending_without_run",
                 shard,

@@ -8,25 +8,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from redcron.keys import PRIORITIES
-from redcron.model.states import RUN_ACTIVE, TASK_LEASED, TASK_TERMINAL, TaskState
+from redcron.model.states import TASK_LEASED, TASK_TERMINAL, TaskState
 
-STATES = frozenset(s.value for s in TaskState)
-TIMER_STATES = frozenset({TaskState.SCHEDULED.value, TaskState.RETRY_WAIT.value})
-LEASED = frozenset(s.value for s in TASK_LEASED)
-TERMINAL = frozenset(s.value for s in TASK_TERMINAL)
-ACTIVE_RUN = frozenset(s.value for s in RUN_ACTIVE)
+STATES = frozenset(TaskState)
+TIMER_STATES = frozenset({TaskState.SCHEDULED, TaskState.RETRY_WAIT})
 #: states in which a run's task is somewhere work moves on from
 LIVE = frozenset({"ready", "leased", "running", "scheduled", "retry_wait", "held"})
-
-
-def _id(eid: str) -> tuple[int, int]:
-    ms, _, seq = eid.partition("-")
-    return int(ms), int(seq or 0)
-
-
-def undelivered(eid: str, last_delivered: str) -> bool:
-    """Is stream entry ``eid`` after the group's last-delivered id (ready, not leased)?"""
-    return _id(eid) > _id(last_delivered)
 
 
 def instance_problem(fields: Mapping[str, str]) -> str | None:
@@ -41,7 +28,7 @@ def instance_problem(fields: Mapping[str, str]) -> str | None:
         return "has no state field"
     if state not in STATES:
         return f"has state {state!r}, which is not a task state"
-    if state in TERMINAL and state != "dead":
+    if state in TASK_TERMINAL and state != "dead":
         return None
     missing = [f for f in ("queue", "tenant", "priority") if not fields.get(f)]
     if missing:
@@ -50,7 +37,7 @@ def instance_problem(fields: Mapping[str, str]) -> str | None:
         return (
             f"is {state} with priority {fields['priority']!r}, not one of {', '.join(PRIORITIES)}"
         )
-    if state in LEASED and not fields.get("deadline"):
+    if state in TASK_LEASED and not fields.get("deadline"):
         return f"is {state} but has no lease deadline"
     return None
 
@@ -100,7 +87,7 @@ def owns(fields: Mapping[str, str], eid: str, delivered: bool) -> bool:
     """Does the instance (hash ``fields``) own stream entry ``eid``: leased on it
     when the entry is delivered, ready at it when not?"""
     if delivered:
-        return fields.get("state", "") in LEASED and fields.get("lease_entry") == eid
+        return fields.get("state", "") in TASK_LEASED and fields.get("lease_entry") == eid
     return fields.get("state") == "ready" and fields.get("loc") == "q:" + eid
 
 

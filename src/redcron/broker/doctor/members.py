@@ -6,8 +6,9 @@ Repairs drop the member that does not (``lua/doctor_leases.lua``,
 from __future__ import annotations
 
 from redcron.broker.doctor.exam import Exam, Fix
-from redcron.broker.doctor.logic import LEASED, TIMER_STATES
+from redcron.broker.doctor.logic import TIMER_STATES
 from redcron.broker.doctor.scan import named, snapshot, tx, xpages, zpages
+from redcron.model.states import TASK_LEASED
 from redcron.serde import text as _s
 
 
@@ -28,12 +29,12 @@ def check_leases(ex: Exam, shard: int, tenants: list[str]) -> None:
                 if score is None:
                     continue
                 st = _s(state) if state else None
-                if st in LEASED and _s(owner or b"") == tenant:
+                if st in TASK_LEASED and _s(owner or b"") == tenant:
                     continue
                 what = (
                     "gone"
                     if st is None
-                    else (st if st not in LEASED else f"leased by tenant {_s(owner or b'')}")
+                    else (st if st not in TASK_LEASED else f"leased by tenant {_s(owner or b'')}")
                 )
                 ex.add(
                     "lease_orphan",

@@ -27,6 +27,14 @@ def check_rings(
 ) -> None:
     """``ready``: (tenant, queue, class) -> ready count, from ``check_streams``."""
     k = ex.k
+    parked_sets: dict[str, set[str]] = {}
+
+    def parked_off(tenant: str) -> set[str]:
+        # one SMEMBERS per tenant, not a SISMEMBER per (queue, class, tenant)
+        if tenant not in parked_sets:
+            parked_sets[tenant] = {_s(m) for m in ex.r.smembers(k.parked(shard, tenant))}
+        return parked_sets[tenant]
+
     for queue in queues:
         for pr in PRIORITIES:
             ring, oldest = k.ring(shard, queue, pr), k.oldest(shard, queue, pr)
@@ -34,7 +42,7 @@ def check_rings(
             aged = {_s(m) for m in ex.r.zrange(oldest, 0, -1)}
             for tenant in sorted(set(tenants) | on | aged):
                 n = ready.get((tenant, queue, pr), 0)
-                parked = bool(ex.r.sismember(k.parked(shard, tenant), f"{queue}|{pr}"))
+                parked = f"{queue}|{pr}" in parked_off(tenant)
                 fix = _fix_ring(ex, shard, queue, pr, tenant)
                 stream = k.q(shard, queue, tenant, pr)
                 if n > 0 and tenant not in on and not parked:

@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from redcron.broker.doctor.exam import Exam, Fix
-from redcron.broker.doctor.logic import ACTIVE_RUN, run_progress, run_recount
+from redcron.broker.doctor.logic import run_progress, run_recount
 from redcron.broker.doctor.scan import Cmd, pipelined, scan, snapshot, tx
+from redcron.model.states import RUN_ACTIVE
 from redcron.serde import text as _s
 
 _RUN_WORDS = {
@@ -41,15 +42,17 @@ def check_runs(ex: Exam, shard: int) -> None:
         for key, values in zip(keys, replies, strict=True):
             if isinstance(values, Exception) or values[0] is None:
                 continue  # not a hash, or gone
-            if _s(values[0]) in ACTIVE_RUN:
+            if _s(values[0]) in RUN_ACTIVE:
                 tasks = [t for t in _s(values[1] or b"").split(",") if t]
                 runs.append((key, key[len(head) :], tasks))
         for key, rid, tasks in runs:
             ex.counts["runs_active"] += 1
-            cmds: list[Cmd] = [("hmget", key, _RUN_FIELDS)]
+            # a run id is <job id>@...: its job's active set is read in the same snapshot
+            active = ex.k.active(shard, rid.partition("@")[0])
+            cmds: list[Cmd] = [("hmget", key, _RUN_FIELDS), ("sismember", active, rid)]
             cmds += [("hmget", ex.k.ti(shard, f"{rid}/{t}"), ["state", "deps"]) for t in tasks]
-            run, *rows = tx(ex.r, cmds)
-            _judge_run(ex, shard, key, rid, run, tasks, rows)
+            run, member, *rows = tx(ex.r, cmds)
+            _judge_run(ex, shard, key, rid, run, (active, bool(member)), tasks, rows)
 
 
 def _check_active_sets(ex: Exam, shard: int) -> None:
@@ -62,7 +65,7 @@ def _check_active_sets(ex: Exam, shard: int) -> None:
                 [("sismember", key, m), ("hget", ex.k.run(shard, m), "state")] for m in members
             ]
             for rid, (member, state) in zip(members, snapshot(ex.r, groups), strict=True):
-                if member and (state is None or _s(state) not in ACTIVE_RUN):
+                if member and (state is None or _s(state) not in RUN_ACTIVE):
                     what = "gone" if state is None else _s(state)
                     ex.add(
                         "active_run_ended",
@@ -76,15 +79,23 @@ def _check_active_sets(ex: Exam, shard: int) -> None:
 
 
 def _judge_run(
-    ex: Exam, shard: int, key: str, rid: str, run: Any, tasks: list[str], rows: list[Any]
+    ex: Exam,
+    shard: int,
+    key: str,
+    rid: str,
+    run: Any,
+    listed: tuple[str, bool],
+    tasks: list[str],
+    rows: list[Any],
 ) -> None:
+    """``listed``: the job's active set, and whether it lists the run."""
     r = [_s(v) if v is not None else "" for v in run]
-    state, job_id = r[0], r[1]
-    if state not in ACTIVE_RUN:
+    state = r[0]
+    if state not in RUN_ACTIVE:
         return  # ended meanwhile
     fix = _fix_run(ex, shard, rid)
-    active = ex.k.active(shard, job_id or rid.partition("@")[0])
-    if not ex.r.sismember(active, rid):
+    active, member = listed
+    if not member:
         ex.add(
             "active_run_missing",
             shard,

@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 from redcron.app import App
+from redcron.broker.doctor.scan import scan
 from redcron.cli.bench.measure import (
     _bench_app,
     _cleanup,
@@ -149,13 +150,7 @@ def _finished_instances(bapp: App) -> tuple[int, int | None]:
     client, keys = bapp.broker.client, bapp.broker.keys
     ended: list[Any] = []
     for shard in range(bapp.broker.shards):
-        batch: list[Any] = []
-        for key in client.scan_iter(match=keys.ti(shard, "*"), count=1000):
-            batch.append(key)
-            if len(batch) == 500:
-                ended += _ended(client, batch)
-                batch = []
-        if batch:
+        for batch in scan(client, keys.shard(shard), "ti"):
             ended += _ended(client, batch)
     sample = ended[:HASH_SAMPLE]
     sizes = [client.memory_usage(key) or 0 for key in sample]
