@@ -326,11 +326,23 @@ def read_local_url(directory: Path | None = None) -> str | None:
 
 def write_local_url(url: str, pid: int, directory: Path | None = None) -> Path:
     """Record ``url`` (served by process ``pid``) for :func:`read_local_url`."""
-    path = (Path.cwd() if directory is None else directory) / LOCAL_URL_FILE
+    return write_private_file(LOCAL_URL_FILE, f"{url}\n{pid}\n", directory)
+
+
+def write_private_file(name: Path, text: str, directory: Path | None = None) -> Path:
+    """Write ``text`` to ``name`` under ``directory`` (the working directory), as
+    ``redcron up`` does for the commands run next to it: whole (readers never
+    see half a file), readable by its owner only."""
+    path = (Path.cwd() if directory is None else directory) / name
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(f"{url}\n{pid}\n", encoding="utf-8")
-    tmp.replace(path)  # readers never see half a file
+    # 0600 from the start (never readable by others, not even for a moment); fchmod
+    # too, for a tmp file an earlier crash left with other bits
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        os.fchmod(f.fileno(), 0o600)
+        f.write(text)
+    tmp.replace(path)
     return path
 
 

@@ -22,6 +22,8 @@ import pytest
 from polling import wait_for
 from procs import stop
 
+from redcron.embedded import free_port
+
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 TINY_APP = """
@@ -35,12 +37,6 @@ app = App(os.environ.get("REDCRON_REDIS_URL") or "redis://127.0.0.1:1/0")
 def add(x, y):
     return x + y
 """
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def alive(pid: int) -> bool:

@@ -234,22 +234,22 @@ class Scripts:
         A script error is raised first: a refused call wrote nothing.
         """
         script = self._scripts[name]
-        for _ in range(2):
-            pipe = self._client.pipeline(transaction=False)
-            pipe.evalsha(script.sha, len(keys), *keys, *args)
-            pipe.execute_command(*wait.command())  # type: ignore[no-untyped-call]
-            try:
-                reply, waited = pipe.execute(raise_on_error=False)
-            except redis.ConnectionError as exc:
-                raise ConnectionLost(str(exc)) from exc
-            if isinstance(reply, redis.exceptions.NoScriptError):
-                self._client.script_load(script.script)  # nothing ran: run it again
-                continue
-            if isinstance(reply, redis.ResponseError):
-                raise from_script_error(str(reply)) from reply
-            wait.check(waited, name)
-            return reply
-        raise ConnectionLost(f"script {name} vanished again right after SCRIPT LOAD")
+        pipe = self._client.pipeline(transaction=False)
+        pipe.evalsha(script.sha, len(keys), *keys, *args)
+        stack = list(pipe.command_stack)
+        pipe.execute_command(*wait.command())  # type: ignore[no-untyped-call]
+        try:
+            results = pipe.execute(raise_on_error=False)
+            waited = results.pop()
+            # NOSCRIPT: nothing ran, so that WAIT confirmed nothing; the re-run's counts
+            rewaited = self.rerun_missing(stack, results, wait)
+        except redis.ConnectionError as exc:
+            raise ConnectionLost(str(exc)) from exc
+        reply = results[0]
+        if isinstance(reply, redis.ResponseError):
+            raise from_script_error(str(reply)) from reply
+        wait.check(waited if rewaited is None else rewaited, name)
+        return reply
 
     def _by_sha(self) -> dict[str, Script]:
         return {s.sha: s for s in self._scripts.values()}

@@ -12,16 +12,20 @@ from collections.abc import Sequence
 import click
 
 from redcron.broker.tokens import TokenStore
-from redcron.cli.common import app_option, build_app, echo_listing, iso_ms, redis_option, table
+from redcron.cli.common import (
+    app_option,
+    build_app,
+    echo_listing,
+    iso_ms,
+    redis_option,
+    split_csv,
+    table,
+)
 from redcron.model import TokenInfo
 
 
 def _store(app_path: str | None, redis_url: str | None) -> TokenStore:
     return TokenStore(build_app(app_path, redis_url).broker)
-
-
-def _csv(value: str | None) -> list[str]:
-    return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
 def tokens_table(found: Sequence[TokenInfo]) -> str:
@@ -99,7 +103,7 @@ def worker_create(
     queues: str, tenants: str | None, app_path: str | None, redis_url: str | None
 ) -> None:
     """Create a worker token; the token is printed once, last."""
-    info, token = _store(app_path, redis_url).create_worker(_csv(queues), _csv(tenants))
+    info, token = _store(app_path, redis_url).create_worker(split_csv(queues), split_csv(tenants))
     scope = f"queues {','.join(info.queues)}, tenants {','.join(info.tenants) or '(all)'}"
     click.echo(f"created worker token {info.id} for {scope} (shown once; store it now)")
     click.echo(f"token: {token}")

@@ -46,7 +46,7 @@ from redcron.cli.common import (
     setup_logging,
     table,
 )
-from redcron.config import remove_local_url, write_local_url
+from redcron.config import remove_local_url, write_local_url, write_private_file
 from redcron.embedded import EmbeddedRedis, terminate_with_parent
 from redcron.loader import load_app
 from redcron.model.jobfile import load_jobs
@@ -440,17 +440,7 @@ def _dashboard_access(app_path: str | None, redis_url: str, port: int) -> str:
 
 def write_admin_token(token: str, directory: Path | None = None) -> Path:
     """Write ``token`` to ``.redcron/admin.token``, readable by its owner only."""
-    path = (Path.cwd() if directory is None else directory) / ADMIN_TOKEN_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    # 0600 from the start (never readable by others, not even for a moment); fchmod
-    # too, for a tmp file an earlier crash left with other bits
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        os.fchmod(f.fileno(), 0o600)
-        f.write(f"{token}\n")
-    tmp.replace(path)
-    return path
+    return write_private_file(ADMIN_TOKEN_FILE, f"{token}\n", directory)
 
 
 def remove_admin_token(token: str, directory: Path | None = None) -> None:
