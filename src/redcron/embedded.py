@@ -6,7 +6,6 @@ always hold its pid and can stop it gracefully, or kill it to simulate a crash.
 
 from __future__ import annotations
 
-import ctypes
 import importlib.util
 import logging
 import os
@@ -14,12 +13,12 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 from types import TracebackType
 
 from redcron.errors import ConfigError
+from redcron.lifeline import terminate_with_parent
 
 logger = logging.getLogger(__name__)
 
@@ -241,16 +240,3 @@ class EmbeddedRedis:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
-
-
-def terminate_with_parent() -> None:
-    """In a child, before exec: ask Linux to SIGTERM it when the thread that
-    started it dies (``prctl(PR_SET_PDEATHSIG)``), so a supervisor killed with
-    SIGKILL leaves no orphans; a no-op elsewhere.  Start such children from a
-    long-lived thread (the main one): the signal follows the thread, not the
-    process."""
-    if not sys.platform.startswith("linux"):
-        return
-    libc = ctypes.CDLL(None, use_errno=True)
-    pr_set_pdeathsig = 1
-    libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)

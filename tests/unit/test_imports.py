@@ -138,7 +138,7 @@ def test_beat_worker_and_context_use_broker_methods_only() -> None:
 
 
 #: modules every layer may use: leaves with no I/O of their own
-BASE = {"errors", "keys", "serde", "clock", "config", "redact"}
+BASE = {"errors", "keys", "serde", "clock", "config", "redact", "lifeline"}
 
 #: what each part of the package may import (top-level names under redcron/);
 #: ``__init__`` is the package root (``from redcron import App``).  The CLI,
@@ -165,6 +165,7 @@ LAYERS: dict[str, set[str]] = {
     "serde": {"serde", "errors"},
     "clock": {"clock"},
     "redact": {"redact"},
+    "lifeline": {"lifeline"},
     "config": {"config", "errors", "redact"},
 }
 

@@ -47,7 +47,8 @@ from redcron.cli.common import (
     table,
 )
 from redcron.config import remove_local_url, write_local_url, write_private_file
-from redcron.embedded import EmbeddedRedis, terminate_with_parent
+from redcron.embedded import EmbeddedRedis
+from redcron.lifeline import terminate_with_parent
 from redcron.loader import load_app
 from redcron.model.jobfile import load_jobs
 from redcron.redact import masked_url

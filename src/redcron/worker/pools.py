@@ -12,19 +12,18 @@ group, killed at the timeout, whichever pool is used.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import multiprocessing
 import os
 import queue
 import signal
-import sys
 import threading
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
 from redcron.broker import Lease
+from redcron.lifeline import signal_on_parent_death
 from redcron.loader import load_app
 from redcron.worker import capture
 from redcron.worker.execute import Attempt, Outcome, run_command, run_python
@@ -128,10 +127,6 @@ class ThreadPool(_Slots):
             self.on_done(attempt, outcome)
 
 
-#: prctl(2) option: the signal this process gets when its parent dies (linux/prctl.h)
-PR_SET_PDEATHSIG = 1
-
-
 def _die_with_parent(parent_pid: int, lifeline: Connection) -> None:
     """Make sure a child never outlives the worker that spawned it.
 
@@ -143,10 +138,7 @@ def _die_with_parent(parent_pid: int, lifeline: Connection) -> None:
     holds: end of file means the parent is gone, and the child's whole process
     group (subprocesses the task started included) is killed.
     """
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    signal_on_parent_death(signal.SIGKILL)
     if os.getppid() != parent_pid:
         os._exit(1)  # orphaned before the death signal was armed
     watch_lifeline(lifeline)
