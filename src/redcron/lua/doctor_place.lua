@@ -32,6 +32,7 @@
 -- @include lib/rings.lua
 -- @include lib/breaker.lua
 -- @include lib/attempts.lua
+-- @include lib/dead.lua
 
 local iid = ARGV[1]
 local now = now_ms(ARGV[2])
@@ -99,8 +100,7 @@ elseif state == 'dead' then
   if eid and names_me(dlq, eid) then return 'in_place' end
   local n = f[11] or '0'
   local outcome = redis.call('HGET', ti, 'a:' .. n .. ':outcome') or 'failed'
-  local new = redis.call('XADD', dlq, '*', 'i', iid, 'name', f[10] or '', 'queue', queue or '',
-    'attempts', n, 'outcome', outcome, 'error', f[12] or '', 'tail', '', 'at', f[13] or now)
+  local new = dlq_add(iid, tenant, queue, f[10], tonumber(n), outcome, f[12], f[13] or now)
   redis.call('HSET', ti, 'loc', 'dlq:' .. new)
   return 'dlq_added'
 elseif state == 'held' then

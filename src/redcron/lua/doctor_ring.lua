@@ -34,10 +34,7 @@ for i = 3, #ARGV do
       word = 'aged'
     end
   elseif on then
-    redis.call('ZREM', ring, tenant)
-    redis.call('ZREM', oldest, tenant)
-    redis.call('HDEL', key_tenant(tenant), 'd:' .. queue .. ':' .. priority,
-      'v:' .. queue .. ':' .. priority)
+    ring_leave(queue, priority, tenant)
     word = 'removed'
   end
   if word == 'in_place' and not on and redis.call('ZREM', oldest, tenant) == 1 then

@@ -1,6 +1,7 @@
 --[[ cancel_instance: cancel one instance wherever it is (task cancel, run cancel,
   overlap cancel_previous). ]]
 -- @include lib/streams.lua
+-- @include lib/rings.lua
 -- @include lib/breaker.lua
 -- @include lib/terminal.lua
 -- @include lib/runs.lua
@@ -27,10 +28,7 @@ local function cancel_instance(iid, now)
     -- the ring and the aging index follow what is ready, as lease keeps them
     local aging = key_oldest(queue, priority)
     if ready_count(stream) == 0 then
-      redis.call('ZREM', key_ring(queue, priority), tenant)
-      redis.call('ZREM', aging, tenant)
-      redis.call('HDEL', key_tenant(tenant), 'd:' .. queue .. ':' .. priority,
-        'v:' .. queue .. ':' .. priority)
+      ring_leave(queue, priority, tenant)
     else
       -- the head went: the index moves to the new head (else aged up early)
       local score = tonumber(redis.call('ZSCORE', aging, tenant) or '')

@@ -4,8 +4,9 @@
 -- @include lib/waiters.lua
 -- @include lib/runs.lua
 
--- attempt: the attempt whose log tail goes with it (nil: none ran).
-local function dead_letter(ti, iid, tenant, queue, name, attempt, outcome, errtext, now)
+-- Add the DLQ entry of an instance: self-contained, with the error and the log
+-- tail of attempt `attempt` (nil: none ran); `at` is when it died.  Returns its id.
+local function dlq_add(iid, tenant, queue, name, attempt, outcome, errtext, at)
   local lines = {}
   if attempt then
     local tail = redis.call('XREVRANGE', key_log(iid, attempt), '+', '-', 'COUNT', 20)
@@ -14,9 +15,14 @@ local function dead_letter(ti, iid, tenant, queue, name, attempt, outcome, errte
       for j = 1, #e, 2 do if e[j] == 'line' then lines[#lines + 1] = e[j + 1] end end
     end
   end
-  local eid = redis.call('XADD', key_dlq(tenant), '*', 'i', iid, 'name', name or '',
-    'queue', queue, 'attempts', attempt or 0, 'outcome', outcome, 'error', errtext or '',
-    'tail', table.concat(lines, '\n'), 'at', now)
+  return redis.call('XADD', key_dlq(tenant), '*', 'i', iid, 'name', name or '',
+    'queue', queue or '', 'attempts', attempt or 0, 'outcome', outcome, 'error', errtext or '',
+    'tail', table.concat(lines, '\n'), 'at', at)
+end
+
+-- attempt: the attempt whose log tail goes with it (nil: none ran).
+local function dead_letter(ti, iid, tenant, queue, name, attempt, outcome, errtext, now)
+  local eid = dlq_add(iid, tenant, queue, name, attempt, outcome, errtext, now)
   redis.call('HSET', ti, 'state', 'dead', 'loc', 'dlq:' .. eid, 'ended', now)
   redis.call('HINCRBY', key_stats(), 'dead', 1)
   notify_done(ti, iid)

@@ -46,6 +46,15 @@ local function note_oldest(queue, priority, tenant, eid)
   if first then redis.call('ZADD', ok, entry_ms(first), tenant) end
 end
 
+-- A tenant with nothing ready left in (queue, class) leaves its ring and the
+-- aging index, and its DRR deficit and visit mark there are reset.
+local function ring_leave(queue, priority, tenant)
+  redis.call('ZREM', key_ring(queue, priority), tenant)
+  redis.call('ZREM', key_oldest(queue, priority), tenant)
+  redis.call('HDEL', key_tenant(tenant), 'd:' .. queue .. ':' .. priority,
+    'v:' .. queue .. ':' .. priority)
+end
+
 -- Put an instance on its tenant's ready stream and the tenant on the ring.
 local function make_ready(ti, iid, queue, tenant, priority)
   local eid = stream_add(key_q(queue, tenant, priority), iid)
