@@ -102,7 +102,6 @@ def show(job_id: str) -> Reply:
         runs=render.paginate(runs, exact=len(runs) < render.wanted()),
         chart=chart,
         spec=_pretty(job.spec),
-        now=now,
     )
 
 
