@@ -187,12 +187,10 @@ def lag_counts_by_tenant(hashes: Iterable[Mapping[Any, Any]]) -> dict[str, list[
 def lag_counts(tenant: str | None, hashes: Iterable[Mapping[Any, Any]]) -> list[int]:
     """Per-bucket fires summed over ``lagm:<minute>`` hashes; ``tenant`` None
     sums every tenant."""
-    index = {label: i for i, label in enumerate(LABELS)}
     counts = [0] * len(LABELS)
-    for fields in hashes:
-        for (t, le), n in per_tenant(fields).items():
-            if (tenant is None or t == tenant) and le in index:
-                counts[index[le]] += n
+    for t, row in lag_counts_by_tenant(hashes).items():
+        if tenant is None or t == tenant:
+            counts = [a + b for a, b in zip(counts, row, strict=True)]
     return counts
 
 

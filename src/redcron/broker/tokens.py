@@ -15,7 +15,7 @@ import hmac
 import re
 import secrets
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from redcron.errors import NotFound, ValidationError
 from redcron.model import TokenInfo, validation
@@ -54,10 +54,11 @@ class TokenStore:
         created = self.broker.server_ms()
         pipe = self.broker.client.pipeline(transaction=True)
         record = {**fields, "id": token_id, "created": str(created), "sha256": digest(token)}
+        # a fresh dict: redis-py types mapping with its own (invariant) key type
         pipe.hset(self.keys.token(token_id), mapping={k: v for k, v in record.items()})
         pipe.zadd(self.keys.tokens(), {token_id: created})
         pipe.execute()
-        return self.get(token_id), token
+        return _info(record, token_id), token
 
     def create_tenant(self, tenant: str) -> tuple[TokenInfo, str]:
         """A token that sees and changes only ``tenant``; returns it with its
@@ -82,7 +83,7 @@ class TokenStore:
         raw = self.broker.client.hgetall(self.keys.token(token_id)) if token_id else {}
         if not raw:
             raise NotFound(f"no token {token_id!r}")
-        return _info({_s(k): _s(v) for k, v in raw.items()}, token_id)
+        return _info(raw, token_id)
 
     def list(self, kind: str | None = None, tenant: str | None = None) -> list[TokenInfo]:
         """Tokens oldest first, of one kind and (tenant tokens) one tenant if given."""
@@ -94,7 +95,7 @@ class TokenStore:
         for token_id, raw in zip(ids, pipe.execute(), strict=True):
             if not raw:
                 continue  # revoked between the two reads
-            info = _info({_s(k): _s(v) for k, v in raw.items()}, token_id)
+            info = _info(raw, token_id)
             if (kind is None or info.kind == kind) and (tenant is None or info.tenant == tenant):
                 out.append(info)
         return out
@@ -113,22 +114,23 @@ class TokenStore:
         token_id, dot, secret = token.partition(".")
         if not dot or not secret or not _ID.fullmatch(token_id):
             return None
-        stored = self.broker.client.hget(self.keys.token(token_id), "sha256")
+        # one read: the hash holds the digest to check and the record to return
+        raw = self.broker.client.hgetall(self.keys.token(token_id))
+        stored = raw.get(b"sha256")
         if stored is None or not hmac.compare_digest(_s(stored), digest(token)):
             return None
-        try:
-            return self.get(token_id)
-        except NotFound:
-            return None  # revoked just now
+        return _info(raw, token_id)
 
 
 def _split(value: str) -> tuple[str, ...]:
     return tuple(v for v in value.split(",") if v)
 
 
-def _info(fields: dict[str, str], token_id: str) -> TokenInfo:
-    """A token's record from its hash; fields missing or garbled (edited by hand)
-    read as empty, so a request with the token is a 401, not a 500."""
+def _info(raw: Mapping[Any, Any], token_id: str) -> TokenInfo:
+    """A token's record from its hash (as Redis answers it, or as written);
+    fields missing or garbled (edited by hand) read as empty, so a request with
+    the token is a 401, not a 500."""
+    fields = {_s(k): _s(v) for k, v in raw.items()}
     kind = fields.get("kind", "")
     created = fields.get("created", "")
     return TokenInfo(

@@ -26,6 +26,7 @@ from prometheus_client.registry import Collector
 from redcron.app import App
 from redcron.broker.metrics import BREAKER_VALUES, read_metrics
 from redcron.broker.tokens import digest
+from redcron.dashboard.api.auth import bearer
 
 #: Flask config key: SHA-256 of the token ``GET /metrics`` requires (None: open)
 METRICS_DIGEST = "REDCRON_METRICS_TOKEN_SHA256"
@@ -142,9 +143,8 @@ def init_metrics(web: flask.Flask, app: App, token: str | None) -> None:
 def metrics() -> flask.Response:
     want = flask.current_app.config.get(METRICS_DIGEST)
     if want:
-        header = flask.request.headers.get("Authorization", "")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(want, digest(token.strip())):
+        token = bearer(flask.request.headers.get("Authorization", ""))
+        if token is None or not hmac.compare_digest(want, digest(token)):
             return flask.Response(
                 "send the metrics token: Authorization: Bearer <token>\n",
                 status=401,

@@ -16,12 +16,12 @@ Monday to Friday"); anything else is spelled out field by field ("at minutes 0,
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from itertools import pairwise
 from zoneinfo import ZoneInfo
 
 from redcron.schedule.cron import Cron
-from redcron.schedule.triggers import ScheduleError, Trigger, next_fire
+from redcron.schedule.triggers import ScheduleError, Trigger, fires_between
 
 __all__ = ["describe", "upcoming"]
 
@@ -47,6 +47,8 @@ _UTC_NAMES = frozenset(
 # Past this a "sentence" is a wall of numbers; the expression itself reads better
 _MAX_LEN = 160
 _UNITS = ((86400, "day"), (3600, "hour"), (60, "minute"), (1, "second"))
+# no end: upcoming() is fires_between() bounded by count alone
+_END_OF_TIME = datetime.max.replace(tzinfo=UTC)
 
 
 def describe(trigger: Trigger) -> str:
@@ -85,15 +87,7 @@ def upcoming(
     """
     if count < 0:
         raise ScheduleError("count", f"count {count} is negative; pass 0 or more")
-    out: list[datetime] = []
-    current = after
-    while len(out) < count:
-        fire = next_fire(trigger, current, anchor=anchor)
-        if fire is None:
-            break
-        out.append(fire)
-        current = fire
-    return out
+    return fires_between(trigger, after, _END_OF_TIME, count, anchor=anchor)
 
 
 def _is_utc(tz: ZoneInfo) -> bool:

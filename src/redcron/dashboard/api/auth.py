@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import flask
 
 from redcron.broker.tokens import TokenStore, digest
-from redcron.dashboard.api.common import ApiError, bad, redcron_app
+from redcron.dashboard.api.common import ApiError, bad, error_response, redcron_app
 from redcron.errors import NotFound
 from redcron.model import JobRecord, RunRecord, TaskRecord
 
@@ -68,8 +68,7 @@ def identify(token: str) -> Identity | None:
 
 
 def error(status: int, code: str, message: str) -> flask.Response:
-    response = flask.jsonify({"error": {"code": code, "message": message, "field": None}})
-    response.status_code = status
+    response = error_response(status, code, message)
     if status == 401:
         response.headers["WWW-Authenticate"] = 'Bearer realm="redcron"'
     return response

@@ -101,7 +101,10 @@ def query_int(name: str, default: int, minimum: int, maximum: int) -> int:
     return value
 
 
-def _error(status: int, code: str, message: str, field: str | None = None) -> flask.Response:
+def error_response(
+    status: int, code: str, message: str, field: str | None = None
+) -> flask.Response:
+    """The API's one error shape, ``{"error": {"code", "message", "field"}}``."""
     response = flask.jsonify({"error": {"code": code, "message": message, "field": field}})
     response.status_code = status
     return response
@@ -119,29 +122,29 @@ def register_error_handlers(web: flask.Flask) -> None:
 
     @web.errorhandler(ApiError)
     def api_error(exc: ApiError) -> flask.Response:
-        return _error(exc.status, exc.code, exc.message, exc.field)
+        return error_response(exc.status, exc.code, exc.message, exc.field)
 
     @web.errorhandler(ValidationError)
     def validation_error(exc: ValidationError) -> flask.Response:
-        return _error(400, "invalid", _validation_message(exc), exc.field)
+        return error_response(400, "invalid", _validation_message(exc), exc.field)
 
     @web.errorhandler(NotFound)
     def not_found(exc: NotFound) -> flask.Response:
-        return _error(404, "not_found", str(exc))
+        return error_response(404, "not_found", str(exc))
 
     @web.errorhandler(Conflict)
     def conflict(exc: Conflict) -> flask.Response:
-        return _error(409, "conflict", str(exc))
+        return error_response(409, "conflict", str(exc))
 
     @web.errorhandler(QuotaExceeded)
     def quota(exc: QuotaExceeded) -> flask.Response:
-        response = _error(429, "quota_exceeded", str(exc))
+        response = error_response(429, "quota_exceeded", str(exc))
         response.headers["Retry-After"] = str(web.config["REDCRON_RETRY_AFTER_S"])
         return response
 
     @web.errorhandler(Rejected)
     def rejected(exc: Rejected) -> flask.Response:
-        return _error(400, "rejected", str(exc))
+        return error_response(400, "rejected", str(exc))
 
     web.register_error_handler(HTTPException, http_error)
 
@@ -150,7 +153,7 @@ def http_error(exc: HTTPException) -> flask.Response:
     """Werkzeug's errors (404 route, 405, 413...) in the API's error shape."""
     status = exc.code or 500
     code = (exc.name or "error").lower().replace(" ", "_")
-    response = _error(status, code, exc.description or exc.name or "error")
+    response = error_response(status, code, exc.description or exc.name or "error")
     for key, value in exc.get_headers():
         if key.lower() == "allow":
             response.headers[key] = value

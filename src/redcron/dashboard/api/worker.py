@@ -25,8 +25,8 @@ import flask
 
 from redcron import serde
 from redcron.broker import FailItem, Lease
+from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import ApiError, bad, body, only, redcron_app, reply
-from redcron.errors import ValidationError
 from redcron.model import validation
 
 bp = flask.Blueprint("worker", __name__, url_prefix="/worker")
@@ -84,10 +84,6 @@ class LeaseToken:
         return cls(shard, task_id, epoch, worker)
 
 
-def _invalid(exc: ValidationError) -> NoReturn:
-    raise ApiError(400, "invalid", str(exc).removeprefix(f"{exc.field}: "), exc.field)
-
-
 def _worker_id(data: dict[str, Any]) -> str:
     value = data.get("worker_id")
     if not isinstance(value, str) or not _WORKER_ID.fullmatch(value):
@@ -95,23 +91,10 @@ def _worker_id(data: dict[str, Any]) -> str:
     return value
 
 
-def _claim(identity: Any, name: str) -> Any:
-    """One claim of the caller's identity (set by the authenticate hook), dict or object."""
-    if isinstance(identity, dict):
-        return identity.get(name)
-    return getattr(identity, name, None)
-
-
 def _allowed() -> tuple[tuple[str, ...] | None, tuple[str, ...] | None]:
     """The queues and tenants a worker token may lease from (None: any)."""
-    identity = getattr(flask.g, "identity", None)
-    if identity is None or _claim(identity, "kind") != "worker":
-        return None, None
-    queues, tenants = _claim(identity, "queues"), _claim(identity, "tenants")
-    return (
-        None if queues is None else tuple(queues),
-        None if tenants is None else tuple(tenants),
-    )
+    who = auth.current()
+    return (who.queues, who.tenants) if who.kind == "worker" else (None, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,24 +122,17 @@ def _lease_request(data: dict[str, Any]) -> _Ask:
     slots = capacity.get("slots", 1)
     if not isinstance(slots, int) or isinstance(slots, bool) or not 1 <= slots <= MAX_SLOTS:
         bad("capacity.slots", f"must be a whole number 1..{MAX_SLOTS}")
-    try:
-        cpu = (
-            None
-            if capacity.get("cpu") is None
-            else validation.cpus(capacity["cpu"], "capacity.cpu")
-        )
-        mem = (
-            None
-            if capacity.get("mem") is None
-            else validation.mem_bytes(capacity["mem"], "capacity.mem")
-        )
-        queues = data.get("queues", ["default"])
-        if not isinstance(queues, list) or not queues:
-            bad("queues", "must be a non-empty list of queue names")
-        queues = tuple(dict.fromkeys(validation.name("queues", q) for q in queues))
-        wait_s = validation.number(data.get("wait_s", 0), "wait_s")
-    except ValidationError as exc:
-        _invalid(exc)
+    cpu = None if capacity.get("cpu") is None else validation.cpus(capacity["cpu"], "capacity.cpu")
+    mem = (
+        None
+        if capacity.get("mem") is None
+        else validation.mem_bytes(capacity["mem"], "capacity.mem")
+    )
+    queues = data.get("queues", ["default"])
+    if not isinstance(queues, list) or not queues:
+        bad("queues", "must be a non-empty list of queue names")
+    queues = tuple(dict.fromkeys(validation.name("queues", q) for q in queues))
+    wait_s = validation.number(data.get("wait_s", 0), "wait_s")
     if wait_s > MAX_WAIT_S:
         bad("wait_s", f"{wait_s:g} is over the limit of {MAX_WAIT_S:g} seconds; poll again instead")
     allowed_queues, allowed_tenants = _allowed()
@@ -284,10 +260,7 @@ def complete() -> flask.Response:
     data = body()
     only(data, {"lease_id", "result"})
     token = LeaseToken.decode(data.get("lease_id"))
-    try:
-        result = serde.dumps(data.get("result"), field="result")
-    except ValidationError as exc:
-        _invalid(exc)
+    result = serde.dumps(data.get("result"), field="result")
     broker = redcron_app().broker
     (done,) = broker.complete(token.shard, token.worker, [(token.task_id, token.epoch, result)])
     if not done:
@@ -312,10 +285,7 @@ def fail() -> flask.Response:
     if exit_code is not None and (not isinstance(exit_code, int) or isinstance(exit_code, bool)):
         bad("exit_code", "must be a whole number or null")
     delay = data.get("retry_in_s")
-    try:
-        delay_ms = None if delay is None else validation.delay_ms(delay, "retry_in_s")
-    except ValidationError as exc:
-        _invalid(exc)
+    delay_ms = None if delay is None else validation.delay_ms(delay, "retry_in_s")
     item = FailItem(
         token.task_id, token.epoch, "failed", error[:8192], retryable, delay_ms, exit_code
     )

@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 
 import flask
 
+from redcron.broker.inspect import latest_runs
 from redcron.broker.jobs import JobStore
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
@@ -66,15 +67,11 @@ def index() -> Reply:
         page_of.total,
         page_of.more,
     )
-    last: dict[str, RunRecord | None] = {}
-    for job in pager.rows:
-        latest = jobs.runs(job.id, 1)
-        last[job.id] = latest[0] if latest else None
     return render.page(
         "jobs.html",
         title="Jobs",
         jobs=pager,
-        last=last,
+        last=latest_runs(redcron_app().broker, [j.id for j in pager.rows]),
         words={j.id: schedule_words(j) for j in pager.rows},
         tenant=tenant or "",
         q=args.get("q", ""),
@@ -102,7 +99,6 @@ def show(job_id: str) -> Reply:
         runs=render.paginate(runs, exact=len(runs) < render.wanted()),
         chart=chart,
         spec=_pretty(job.spec),
-        now=now,
     )
 
 

@@ -18,6 +18,7 @@ from redcron.dashboard.ui.charts import activity_svg
 from redcron.dashboard.ui.render import Reply
 from redcron.keys import PRIORITIES
 from redcron.model import WorkerInfo
+from redcron.model.records import from_ms
 
 bp = flask.Blueprint("overview", __name__)
 
@@ -65,20 +66,21 @@ def tenant_rows() -> list[TenantRow]:
     return [rows[t] for t in sorted(rows)]
 
 
-def recent(only: str | None) -> dict[str, Any]:
-    """Trigger lag p50/p99 and tasks per minute over the last hour (the viewer's
-    tenant, or all), from the per-minute stats hashes."""
+def recent(only: str | None, now_ms: int) -> dict[str, Any]:
+    """Trigger lag p50/p99 and tasks per minute over the hour up to ``now_ms``
+    (the viewer's tenant, or all), from the per-minute stats hashes."""
     broker = redcron_app().broker
-    minutes = activity(broker, only, HOUR)
+    minutes = activity(broker, only, HOUR, now_ms)
     now = minutes[-1].minute if minutes else None
     chart = activity_svg([(m.minute, m.succeeded, m.failed) for m in minutes], now=now)
-    return {"lag": trigger_lag(broker, only, HOUR), "activity": chart}
+    return {"lag": trigger_lag(broker, only, HOUR, now_ms), "activity": chart}
 
 
 @bp.get("/")
 def index() -> Reply:
     app = redcron_app()
     only = auth.scope()
+    now_ms = app.broker.server_ms()  # one clock read for the whole page
     rows = tenant_rows()
     totals = TenantRow("all")
     for row in rows:
@@ -98,6 +100,6 @@ def index() -> Reply:
         workers=workers[:WORKERS_SHOWN],
         workers_total=len(workers),
         breakers=breakers,
-        now=app.jobs.server_now(),
-        **recent(only),
+        now=from_ms(now_ms),
+        **recent(only, now_ms),
     )

@@ -70,7 +70,6 @@ def show(run_id: str) -> Reply:
         logs=attempt_logs(selected) if selected is not None else {},
         terminal=TASK_TERMINAL,
         retryable=RETRYABLE,
-        now=redcron_app().jobs.server_now(),
     )
 
 
