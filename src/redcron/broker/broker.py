@@ -800,9 +800,18 @@ class Broker:
 
     def inspect(self) -> list[TenantLoad]:
         """Ready / in-flight / delayed / DLQ counts per tenant, one row per shard it is on."""
-        rows: list[TenantLoad] = []
+        return [load for load, _classes in self.inspect_classes()]
+
+    def inspect_classes(self, tenant: str | None = None) -> list[tuple[TenantLoad, dict[str, int]]]:
+        """:meth:`inspect` (of ``tenant`` only, if given), each row with its ready
+        work per priority class: the same reads, nothing read twice."""
+        rows: list[tuple[TenantLoad, dict[str, int]]] = []
         for shard in range(self.shards):
             tenants = sorted(_s(t) for t in self.client.smembers(self.keys.tenants(shard)))
+            if tenant is not None:
+                tenants = [t for t in tenants if t == tenant]
+                if not tenants:
+                    continue
             queues = sorted(_s(q) for q in self.client.smembers(self.keys.queues(shard)))
             delayed: dict[str, int] = {}
             for (t, _queue), n in self.delayed_counts(shard).items():
@@ -817,16 +826,19 @@ class Broker:
                 pipe.xlen(self.keys.dlq(shard, t))
             res = iter(pipe.execute())
             for t in tenants:
-                rows.append(
-                    TenantLoad(
-                        tenant=t,
-                        shard=shard,
-                        ready=sum(next(ready) for _q in queues for _p in PRIORITIES),
-                        in_flight=int(next(res)),
-                        delayed=delayed.get(t, 0),
-                        dlq=int(next(res)),
-                    )
+                classes = dict.fromkeys(PRIORITIES, 0)
+                for _q in queues:
+                    for p in PRIORITIES:
+                        classes[p] += next(ready)
+                load = TenantLoad(
+                    tenant=t,
+                    shard=shard,
+                    ready=sum(classes.values()),
+                    in_flight=int(next(res)),
+                    delayed=delayed.get(t, 0),
+                    dlq=int(next(res)),
                 )
+                rows.append((load, classes))
         return rows
 
     def delayed_counts(self, shard: int, limit: int = 10_000) -> dict[tuple[str, str], int]:

@@ -89,27 +89,6 @@ def queue_loads(broker: Broker, workers: Sequence[WorkerInfo]) -> list[QueueLoad
     return sorted(rows, key=lambda r: (r.tenant, r.queue, r.shard))
 
 
-def ready_by_class(broker: Broker, tenant: str | None = None) -> dict[tuple[str, str], int]:
-    """Ready entries per (tenant, priority class), over all queues; ``tenant``:
-    read only that tenant (on its shard).  One pipelined round trip per shard."""
-    client, keys = broker.client, broker.keys
-    shards = [shard_of(tenant, broker.shards)] if tenant else list(range(broker.shards))
-    out: dict[tuple[str, str], int] = {}
-    for shard in shards:
-        if tenant:
-            tenants = [tenant]
-        else:
-            tenants = sorted(_s(t) for t in client.smembers(keys.tenants(shard)))
-        queues = sorted(_s(q) for q in client.smembers(keys.queues(shard)))
-        streams = [
-            (t, p, keys.q(shard, q, t, p)) for t in tenants for q in queues for p in PRIORITIES
-        ]
-        counts = broker.ready_counts([key for _t, _p, key in streams])
-        for (t, p, _key), n in zip(streams, counts, strict=True):
-            out[(t, p)] = out.get((t, p), 0) + n
-    return out
-
-
 @dataclass(frozen=True, slots=True)
 class Running:
     """A leased task instance, as the Workers page lists it under its worker."""

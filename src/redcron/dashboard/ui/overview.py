@@ -8,7 +8,6 @@ from typing import Any
 
 import flask
 
-from redcron.broker.inspect import ready_by_class
 from redcron.broker.stats import activity, trigger_lag
 from redcron.broker.workers import WorkerRegistry
 from redcron.dashboard.api import auth
@@ -49,19 +48,15 @@ def serves_tenant(worker: WorkerInfo, tenant: str | None) -> bool:
 
 def tenant_rows() -> list[TenantRow]:
     """Every tenant the viewer may see, with its ready work per class."""
-    broker = redcron_app().broker
-    only = auth.scope()
     rows: dict[str, TenantRow] = {}
-    for load in broker.inspect():
+    for load, classes in redcron_app().broker.inspect_classes(auth.scope()):
         if not auth.may_see(load.tenant):
             continue
         row = rows.setdefault(load.tenant, TenantRow(load.tenant))
         row.in_flight += load.in_flight
         row.delayed += load.delayed
         row.dlq += load.dlq
-    for (tenant, priority), n in ready_by_class(broker, only).items():
-        if auth.may_see(tenant):
-            row = rows.setdefault(tenant, TenantRow(tenant))
+        for priority, n in classes.items():
             row.ready[priority] = row.ready.get(priority, 0) + n
     return [rows[t] for t in sorted(rows)]
 
