@@ -14,9 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from redcron.broker.broker import fields_of, shard_of_id
 from redcron.keys import GROUP, PRIORITIES, shard_of
-from redcron.model import QueueLoad, RunRecord, WorkerInfo
+from redcron.model import QueueLoad, WorkerInfo
 from redcron.serde import text as _s
 
 if TYPE_CHECKING:
@@ -128,26 +127,4 @@ def running_by_worker(
                 out.setdefault(_s(worker), []).append(
                     Running(iid, _s(name or b""), t, _s(state or b""))
                 )
-    return out
-
-
-def latest_runs(broker: Broker, job_ids: Sequence[str]) -> dict[str, RunRecord | None]:
-    """Each job's newest run (None: none yet; ``tasks`` not read), as the Jobs
-    page lists them: two pipelined round trips for all the jobs, not two per job."""
-    client, keys = broker.client, broker.keys
-    out: dict[str, RunRecord | None] = dict.fromkeys(job_ids)
-    if not job_ids:
-        return out
-    pipe = client.pipeline(transaction=False)
-    for jid in job_ids:
-        pipe.zrevrange(keys.runs(shard_of_id(jid), jid), 0, 0)
-    newest = [(jid, _s(ids[0])) for jid, ids in zip(job_ids, pipe.execute(), strict=True) if ids]
-    if not newest:
-        return out
-    pipe = client.pipeline(transaction=False)
-    for jid, rid in newest:
-        pipe.hgetall(keys.run(shard_of_id(jid), rid))
-    for (jid, _rid), raw in zip(newest, pipe.execute(), strict=True):
-        if raw:  # expired between the two reads
-            out[jid] = RunRecord.from_fields(fields_of(raw))
     return out

@@ -327,6 +327,28 @@ class JobStore:
             pipe.hgetall(self.keys.run(shard, _s(rid)))
         return [RunRecord.from_fields(fields_of(raw)) for raw in pipe.execute() if raw]
 
+    def latest_runs(self, job_ids: Sequence[str]) -> dict[str, RunRecord | None]:
+        """Each job's newest run (None: none yet; ``tasks`` not read), for a list of
+        jobs: two pipelined round trips for all of them, not two per job."""
+        client, keys = self.broker.client, self.keys
+        out: dict[str, RunRecord | None] = dict.fromkeys(job_ids)
+        if not job_ids:
+            return out
+        pipe = client.pipeline(transaction=False)
+        for jid in job_ids:
+            pipe.zrevrange(keys.runs(shard_of_id(jid), jid), 0, 0)
+        heads = zip(job_ids, pipe.execute(), strict=True)
+        newest = [(jid, _s(ids[0])) for jid, ids in heads if ids]
+        if not newest:
+            return out
+        pipe = client.pipeline(transaction=False)
+        for jid, rid in newest:
+            pipe.hgetall(keys.run(shard_of_id(jid), rid))
+        for (jid, _rid), raw in zip(newest, pipe.execute(), strict=True):
+            if raw:  # expired between the two reads
+                out[jid] = RunRecord.from_fields(fields_of(raw))
+        return out
+
     def run(self, run_id: str) -> RunRecord:
         """A run with its tasks (state, attempts) in DAG order; a task whose
         record expired with its retention is an :class:`ExpiredTask`."""

@@ -12,7 +12,6 @@ from zoneinfo import ZoneInfo
 
 import flask
 
-from redcron.broker.inspect import latest_runs
 from redcron.broker.jobs import JobStore
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
@@ -71,7 +70,7 @@ def index() -> Reply:
         "jobs.html",
         title="Jobs",
         jobs=pager,
-        last=latest_runs(redcron_app().broker, [j.id for j in pager.rows]),
+        last=jobs.latest_runs([j.id for j in pager.rows]),
         words={j.id: schedule_words(j) for j in pager.rows},
         tenant=tenant or "",
         q=args.get("q", ""),
