@@ -25,7 +25,7 @@ from redcron.model import (
 )
 from redcron.model.jobs import JobSpec, job_spec, spec_from_dict
 from redcron.model.states import RunState
-from redcron.schedule.jitter import effective_jitter_s, jitter_ms, tenant_jitter_s
+from redcron.schedule.jitter import due_ms, tenant_jitter_s
 from redcron.schedule.timeutil import from_ms, to_ms
 from redcron.schedule.triggers import next_fire
 from redcron.serde import text as _s
@@ -117,11 +117,10 @@ class JobStore:
             job_id = _s(cur) if cur else new_id
             nominal = None if spec.paused else next_fire(spec.trigger(), now)
             nominal_ms: Any = ""
-            due_ms: Any = ""
+            due: Any = ""
             if nominal is not None:
                 nominal_ms = to_ms(nominal)
-                jitter = effective_jitter_s(spec, tenant_jitter[shard, spec.tenant])
-                due_ms = nominal_ms + jitter_ms(job_id, nominal_ms, jitter)
+                due = due_ms(job_id, spec, nominal_ms, tenant_jitter[shard, spec.tenant])
             at = spec.at.isoformat() if spec.at else None
             args = argv.job_put(
                 spec.tenant,
@@ -131,7 +130,7 @@ class JobStore:
                 template,
                 json.dumps([spec.cron, spec.every, at, spec.tz]),
                 nominal_ms,
-                due_ms,
+                due,
                 (spec.overlap, spec.keep_runs, int(spec.keep_days * 86_400),
                  spec.pause_after_failures),
                 spec.paused,
@@ -282,8 +281,7 @@ class JobStore:
         if nominal is None:
             return int(self._run_job("job_pause", job_id, argv.job_pause(job_id, False)))
         nominal_ms = to_ms(nominal)
-        jitter = effective_jitter_s(spec, self.tenant_jitter(spec.tenant))
-        due = nominal_ms + jitter_ms(job_id, nominal_ms, jitter)
+        due = due_ms(job_id, spec, nominal_ms, self.tenant_jitter(spec.tenant))
         args = argv.job_pause(job_id, False, nominal_ms, due)
         return int(self._run_job("job_pause", job_id, args))
 

@@ -26,6 +26,12 @@ def effective_jitter_s(spec: JobSpec, tenant_jitter: float) -> float:
     return tenant_jitter if tenant_jitter > 0 else 0.0
 
 
+def due_ms(job_id: str, spec: JobSpec, nominal_ms: int, tenant_jitter: float) -> int:
+    """When a job's fire at ``nominal_ms`` is due: the nominal time plus the job's
+    deterministic jitter (its own ``jitter_s``, else its tenant's default)."""
+    return nominal_ms + jitter_ms(job_id, nominal_ms, effective_jitter_s(spec, tenant_jitter))
+
+
 def tenant_jitter_s(value: Any) -> float:
     """A tenant hash's stored ``jitter_s`` field (bytes, text or None) in seconds;
     missing, unreadable or negative: 0 (no default jitter)."""
