@@ -163,6 +163,11 @@ def test_up_runs_the_dashboard_with_a_login_link_and_a_token_file(
     cmdline = Path(f"/proc/{pids['dashboard']}/cmdline")
     if cmdline.exists():
         assert token not in cmdline.read_text()
+    # nor do the children's argv carry the Redis URL (a password in it would show in ps)
+    for name in ("beat", "worker", "dashboard"):
+        argv = Path(f"/proc/{pids[name]}/cmdline")
+        if argv.exists():
+            assert "redis://" not in argv.read_text(), name
 
     status, _, body = get(dash, "/v1/openapi.json")
     assert status == 200

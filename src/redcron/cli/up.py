@@ -107,11 +107,14 @@ def child_specs(
     cli = [sys.executable, "-m", "redcron.cli.main"]
     app_args = ["-A", app_path] if app_path else []
     log_args = ["--loglevel", loglevel, "--log-format", log_format]
+    # the URL through the environment, as the token: a password in argv shows in ps
+    redis_env = {"REDCRON_REDIS_URL": redis_url}
     children = [
         ChildSpec(
             name="beat",
-            argv=[*cli, "beat", *app_args, "--redis", redis_url, *log_args],
+            argv=[*cli, "beat", *app_args, *log_args],
             where="fires cron jobs; applies the app's declared jobs",
+            env=redis_env,
         ),
         ChildSpec(
             name="worker",
@@ -119,8 +122,6 @@ def child_specs(
                 *cli,
                 "worker",
                 *app_args,
-                "--redis",
-                redis_url,
                 "--allow-commands",
                 "-Q",
                 UP_QUEUES,
@@ -131,6 +132,7 @@ def child_specs(
                 *log_args,
             ],
             where=f"queues {UP_QUEUES}, concurrency {concurrency}, app {app_path or '(none)'}",
+            env=redis_env,
         ),
     ]
     if dashboard_port is not None:
@@ -141,15 +143,13 @@ def child_specs(
                     *cli,
                     "dashboard",
                     *app_args,
-                    "--redis",
-                    redis_url,
                     "--host",
                     DASHBOARD_HOST,
                     "--port",
                     str(dashboard_port),
                 ],
                 where=f"{dashboard_url(dashboard_port)} (pages, API /v1, /metrics)",
-                env={"REDCRON_ADMIN_TOKEN": admin_token} if admin_token else {},
+                env={**redis_env, **({"REDCRON_ADMIN_TOKEN": admin_token} if admin_token else {})},
                 port=dashboard_port,
             )
         )
