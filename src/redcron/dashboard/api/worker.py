@@ -3,19 +3,16 @@
 A worker leases attempts, heartbeats them while they run, and reports each
 one complete or failed.  The routes call the same broker methods (and so the
 same Lua scripts and fencing) as the Python worker: a lease is the token
-(task id, epoch, worker id, shard), handed out as one opaque ``lease_id``, and
-a report on a lease that is no longer held writes nothing and answers 409.
+(task id, epoch, worker id, shard), handed out as one signed ``lease_id``
+(``leases.py``) that only the token which leased it may report on (else 403),
+and a report on a lease that is no longer held writes nothing and answers 409.
 
 Payloads cross as JSON; in Redis they stay msgpack (``redcron.serde``).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import itertools
-import json
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,8 +22,9 @@ import flask
 
 from redcron import serde
 from redcron.broker import FailItem, Lease
-from redcron.dashboard.api import auth
+from redcron.dashboard.api import auth, leases
 from redcron.dashboard.api.common import ApiError, bad, body, only, redcron_app, reply
+from redcron.dashboard.api.leases import LeaseToken
 from redcron.model import validation
 
 bp = flask.Blueprint("worker", __name__, url_prefix="/worker")
@@ -41,52 +39,12 @@ MAX_HEARTBEAT = 1024
 #: (a wake-up can be missed between a lease and the wait: this bounds the cost)
 POLL_S = 1.0
 
-_WORKER_ID = re.compile(r"[A-Za-z0-9_.:@\-]{1,128}")
 _rotation = itertools.count()
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseToken:
-    """What a ``lease_id`` carries: the full fencing token of one attempt."""
-
-    shard: int
-    task_id: str
-    epoch: str
-    worker: str
-
-    def encode(self) -> str:
-        raw = json.dumps([self.shard, self.task_id, self.epoch, self.worker], separators=(",", ":"))
-        return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-
-    @classmethod
-    def decode(cls, value: object, field: str = "lease_id") -> LeaseToken:
-        """Parse a ``lease_id``; anything else is a 400 naming ``field``."""
-        if not isinstance(value, str) or not value or len(value) > 1024:
-            bad(field, "must be a lease_id string as returned by POST /v1/worker/lease")
-        try:
-            raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
-            shard, task_id, epoch, worker = json.loads(raw)
-        except (binascii.Error, ValueError, TypeError):
-            bad(field, "malformed lease_id: pass it back exactly as the lease returned it")
-        if not (
-            isinstance(shard, int)
-            and not isinstance(shard, bool)
-            and shard >= 0
-            and isinstance(task_id, str)
-            and task_id.startswith(f"{shard}-")
-            and isinstance(epoch, str)
-            and epoch.isascii()
-            and epoch.isdigit()
-            and isinstance(worker, str)
-            and _WORKER_ID.fullmatch(worker)
-        ):
-            bad(field, "malformed lease_id: pass it back exactly as the lease returned it")
-        return cls(shard, task_id, epoch, worker)
 
 
 def _worker_id(data: dict[str, Any]) -> str:
     value = data.get("worker_id")
-    if not isinstance(value, str) or not _WORKER_ID.fullmatch(value):
+    if not isinstance(value, str) or not leases.WORKER_ID.fullmatch(value):
         bad("worker_id", "must be 1-128 letters, digits or '_ . : @ -' (unique per worker)")
     return value
 
@@ -148,9 +106,9 @@ def _lease_request(data: dict[str, Any]) -> _Ask:
     return _Ask(worker, slots, cpu, mem, queues, allowed_tenants or (), wait_s)
 
 
-def _leased(lease: Lease, worker: str, ttl_ms: int) -> dict[str, Any]:
+def _leased(lease: Lease, worker: str, ttl_ms: int, leaser: str) -> dict[str, Any]:
     """One lease as the worker sees it: JSON args, the command for a command task."""
-    token = LeaseToken(lease.shard, lease.iid, lease.epoch, worker)
+    token = LeaseToken(lease.shard, lease.iid, lease.epoch, worker, leaser)
     run_id, _, task_name = lease.iid.rpartition("/")
     payload = serde.loads(lease.args)
     item: dict[str, Any] = {
@@ -193,7 +151,8 @@ def lease() -> flask.Response:
         got = _lease_round(ask, shards, ttl_ms)
         left = deadline - time.monotonic()
         if got or left <= 0:
-            return reply([_leased(item, ask.worker, ttl_ms) for item in got])
+            by = leases.leaser()
+            return reply([_leased(item, ask.worker, ttl_ms, by) for item in got])
         broker.wait_for_work(shards, ask.queues, min(left, POLL_S))
 
 
@@ -229,7 +188,7 @@ def heartbeat() -> flask.Response:
     ids = data.get("lease_ids")
     if not isinstance(ids, list) or len(ids) > MAX_HEARTBEAT:
         bad("lease_ids", f"must be a list of up to {MAX_HEARTBEAT} lease_id strings")
-    tokens = {lease_id: LeaseToken.decode(lease_id, "lease_ids") for lease_id in ids}
+    tokens = {lease_id: leases.verify(lease_id, "lease_ids") for lease_id in ids}
     for token in tokens.values():
         if token.worker != worker:
             bad("lease_ids", f"a lease of task {token.task_id} was given to another worker")
@@ -259,7 +218,7 @@ def complete() -> flask.Response:
     """Report an attempt done with its ``result`` (any JSON, stored as msgpack)."""
     data = body()
     only(data, {"lease_id", "result"})
-    token = LeaseToken.decode(data.get("lease_id"))
+    token = leases.verify(data.get("lease_id"))
     result = serde.dumps(data.get("result"), field="result")
     broker = redcron_app().broker
     (done,) = broker.complete(token.shard, token.worker, [(token.task_id, token.epoch, result)])
@@ -274,7 +233,7 @@ def fail() -> flask.Response:
     are left, else dead-lettered; a cancelled task ends cancelled."""
     data = body()
     only(data, {"lease_id", "error", "retryable", "exit_code", "retry_in_s"})
-    token = LeaseToken.decode(data.get("lease_id"))
+    token = leases.verify(data.get("lease_id"))
     error = data.get("error", "")
     if not isinstance(error, str):
         bad("error", "must be a string saying what went wrong")
