@@ -339,3 +339,13 @@ def test_a_worker_token_limits_queues_and_tenants(app: App, web: flask.Flask) ->
     assert error_of(resp, 403, "queues")["code"] == "forbidden"
     assert [item["task_id"] for item in lease(client, capacity={"slots": 5})] == [mine.id]
     assert other.state == "ready"
+
+
+def test_a_made_up_lease_id_writes_nothing_not_even_the_secret(
+    app: App, client: FlaskClient
+) -> None:
+    """Only a lease makes the signing secret: a refused report leaves Redis as it was."""
+    made_up = f"{unsigned(0, '0-x', '1', 'hw-1')}.{'A' * 43}"
+    resp = client.post("/v1/worker/complete", json={"lease_id": made_up, "result": 1})
+    assert error_of(resp, 403, "lease_id")["code"] == "forbidden"
+    assert app.broker.client.get(app.broker.keys.lease_secret()) is None

@@ -35,6 +35,14 @@ def session_secret(broker: Broker) -> str:
     return shared_secret(broker, broker.keys.session_secret())
 
 
-def lease_secret(broker: Broker) -> bytes:
-    """The HMAC key that signs lease ids of the HTTP worker protocol."""
-    return bytes.fromhex(shared_secret(broker, broker.keys.lease_secret()))
+def lease_secret(broker: Broker, create: bool = True) -> bytes | None:
+    """The HMAC key that signs lease ids of the HTTP worker protocol.
+
+    ``create=False`` only reads it (None: not made yet), so checking a lease id
+    never writes: with no key yet, no lease id can be genuine.
+    """
+    key = broker.keys.lease_secret()
+    if create:
+        return bytes.fromhex(shared_secret(broker, key))
+    value = broker.client.get(key)
+    return None if value is None else bytes.fromhex(_s(value))

@@ -69,7 +69,9 @@ class LeaseToken:
         raw = json.dumps(
             [self.shard, self.task_id, self.epoch, self.worker, self.leaser], separators=(",", ":")
         ).encode()
-        return f"{_b64(raw)}.{_b64(_sign(raw))}"
+        secret = _secret(create=True)
+        assert secret is not None  # made if missing
+        return f"{_b64(raw)}.{_b64(_mac(secret, raw))}"
 
 
 def leaser() -> str:
@@ -90,7 +92,8 @@ def verify(value: object, field: str = "lease_id") -> LeaseToken:
     raw, signature = _unb64(payload_text), _unb64(signature_text)
     if not dot or raw is None or signature is None:
         bad(field, _MALFORMED)
-    if not hmac.compare_digest(signature, _sign(raw)):
+    secret = _secret(create=False)
+    if secret is None or not hmac.compare_digest(signature, _mac(secret, raw)):
         _forbidden(
             field,
             "this lease_id was not issued by this deployment or was altered: "
@@ -134,18 +137,21 @@ def _forbidden(field: str, message: str) -> NoReturn:
     raise ApiError(403, "forbidden", message, field)
 
 
-def _secret() -> bytes:
+def _secret(create: bool) -> bytes | None:
     """The deployment's lease secret, read from Redis once per app (it never changes
-    unless an operator deletes it, which voids every lease id out there)."""
+    unless an operator deletes it, which voids every lease id out there).  Only a
+    lease (``create``) makes it: a refused report writes nothing, not even this."""
     cache = flask.current_app.extensions
     key: bytes | None = cache.get(SECRET_CACHE)
     if key is None:
-        key = cache[SECRET_CACHE] = lease_secret(redcron_app().broker)
+        key = lease_secret(redcron_app().broker, create)
+        if key is not None:
+            cache[SECRET_CACHE] = key
     return key
 
 
-def _sign(raw: bytes) -> bytes:
-    return hmac.new(_secret(), _DOMAIN + raw, hashlib.sha256).digest()
+def _mac(secret: bytes, raw: bytes) -> bytes:
+    return hmac.new(secret, _DOMAIN + raw, hashlib.sha256).digest()
 
 
 def _b64(raw: bytes) -> str:
