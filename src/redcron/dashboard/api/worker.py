@@ -6,6 +6,8 @@ same Lua scripts and fencing) as the Python worker: a lease is the token
 (task id, epoch, worker id, shard), handed out as one signed ``lease_id``
 (``leases.py``) that only the token which leased it may report on (else 403),
 and a report on a lease that is no longer held writes nothing and answers 409.
+A long poll whose client has gone takes nothing, and leases whose reply could
+not be written go back at once without using an attempt (``connection.py``).
 
 Payloads cross as JSON; in Redis they stay msgpack (``redcron.serde``).
 """
@@ -13,19 +15,24 @@ Payloads cross as JSON; in Redis they stay msgpack (``redcron.serde``).
 from __future__ import annotations
 
 import itertools
+import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import flask
 
 from redcron import serde
-from redcron.broker import FailItem, Lease
+from redcron.broker import Broker, FailItem, Lease
+from redcron.broker.retry import TRANSIENT
 from redcron.dashboard.api import auth, leases
 from redcron.dashboard.api.common import ApiError, bad, body, only, redcron_app, reply
+from redcron.dashboard.api.connection import UnlessSent, client_gone
 from redcron.dashboard.api.leases import LeaseToken
 from redcron.model import validation
+
+log = logging.getLogger(__name__)
 
 bp = flask.Blueprint("worker", __name__, url_prefix="/worker")
 
@@ -141,19 +148,73 @@ def _leased(lease: Lease, worker: str, ttl_ms: int, leaser: str) -> dict[str, An
 
 @bp.post("/lease")
 def lease() -> flask.Response:
-    """Lease up to ``capacity.slots`` attempts; wait up to ``wait_s`` for the first."""
+    """Lease up to ``capacity.slots`` attempts; wait up to ``wait_s`` for the first.
+
+    Before each round the client's connection is checked: a client that hung
+    up mid-wait is leased nothing (the wake-up it was woken by goes on to
+    another worker), and leases whose reply cannot be written are handed back.
+    """
     ask = _lease_request(body())
     broker = redcron_app().broker
     ttl_ms = int(broker.settings.lease_ttl * 1000)
     shards = list(range(broker.shards))
+    environ = flask.request.environ
+
+    def gone() -> bool:
+        return client_gone(environ)
+
     deadline = time.monotonic() + ask.wait_s
     while True:
+        if gone():
+            log.info("lease request of worker %s: the client left; nothing leased", ask.worker)
+            return reply([])  # nobody reads it
         got = _lease_round(ask, shards, ttl_ms)
         left = deadline - time.monotonic()
         if got or left <= 0:
-            by = leases.leaser()
-            return reply([_leased(item, ask.worker, ttl_ms, by) for item in got])
-        broker.wait_for_work(shards, ask.queues, min(left, POLL_S))
+            return _handed_out(broker, ask, got, ttl_ms, gone)
+        broker.wait_for_work(shards, ask.queues, min(left, POLL_S), pass_on=gone)
+
+
+def _handed_out(
+    broker: Broker, ask: _Ask, got: list[Lease], ttl_ms: int, gone: Callable[[], bool]
+) -> flask.Response:
+    """The reply carrying ``got``; the leases go back if it never reaches the client."""
+    if not got:
+        return reply([])
+
+    def hand_back() -> None:
+        _hand_back(broker, ask.worker, got)
+
+    if gone():  # left while the round ran
+        hand_back()
+        return reply([])
+    by = leases.leaser()
+    response = reply([_leased(item, ask.worker, ttl_ms, by) for item in got])
+    # the server closes the body without writing it all when the client is gone
+    # (waitress: its write raises); then the leases go back, their attempts unused
+    response.response = UnlessSent([response.get_data()], hand_back)
+    return response
+
+
+def _hand_back(broker: Broker, worker: str, got: Sequence[Lease]) -> None:
+    """Release leases no client received: they run again at once, budget kept.
+    Best effort: a lease not handed back expires as a lost worker's does."""
+    by_shard: dict[int, list[tuple[str, str]]] = {}
+    for item in got:
+        by_shard.setdefault(item.shard, []).append((item.iid, item.epoch))
+    for shard, tokens in by_shard.items():
+        try:
+            n = broker.release(shard, worker, tokens)
+        except TRANSIENT as exc:
+            log.warning(
+                "worker %s left before its %d leases were sent and they could not be "
+                "handed back (%s); they expire",
+                worker,
+                len(tokens),
+                exc,
+            )
+        else:
+            log.info("worker %s left before its leases were sent: %d handed back", worker, n)
 
 
 def _lease_round(ask: _Ask, shards: Sequence[int], ttl_ms: int) -> list[Lease]:
