@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import socket
 import struct
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -16,11 +17,12 @@ from urllib.parse import urlsplit
 import pytest
 import redis
 from dashboard_proc import dashboard  # tests/helpers
+from werkzeug.serving import make_server
 from werkzeug.test import EnvironBuilder
 
 from redcron import App
 from redcron.dashboard import create_app
-from redcron.dashboard.api.connection import UnlessSent, peer_closed
+from redcron.dashboard.api.connection import UnlessSent, client_gone, peer_closed
 
 ADMIN = "gone-admin-token"
 TENANT = "acme"
@@ -103,6 +105,29 @@ def test_a_long_poll_whose_client_left_takes_no_work(
         assert handle.result(timeout=5) == 2
 
 
+def test_under_werkzeugs_server_too(app: App, r: redis.Redis) -> None:
+    """Werkzeug's server (``flask run``) hands over its socket: a peek sees the hang-up."""
+    server = make_server("127.0.0.1", 0, create_app(app, admin_token=ADMIN), threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{server.server_port}"
+    try:
+        blocked = _blocked_clients(r)
+        sock = _raw_lease(base, "gone-3", wait_s=25)
+        _wait_until_blocked(r, blocked + 1)
+        sock.close()
+        handle = app.enqueue("gone.add", 1)
+        got: list[dict[str, Any]] = []
+        end = time.monotonic() + 10
+        while not got and time.monotonic() < end:
+            got = _post(base, "/v1/worker/lease", {"worker_id": "live-3", "wait_s": 1})
+        assert [item["task_id"] for item in got] == [handle.id], got
+        assert got[0]["attempt"] == 1
+    finally:
+        server.shutdown()
+        thread.join(30)
+
+
 def test_leases_whose_reply_was_not_written_are_handed_back(app: App) -> None:
     """The server closes the body without writing it (waitress does when its write to a
     gone client raises): the leases go back at once, the attempt not counted."""
@@ -160,3 +185,24 @@ def test_peer_closed_sees_a_hang_up_and_not_a_pipelined_request() -> None:
         assert ours.recv(100) == b"GET / HTTP/1.1\r\n"  # the peek took nothing
         theirs.close()
         assert peer_closed(ours)
+
+
+class _Channel:
+    """Stands in for a waitress channel that does not read while a request runs
+    (``channel_request_lookahead`` 0): its flag never turns, its socket tells."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.socket = sock
+
+    def check_client_disconnected(self) -> bool:
+        return False
+
+
+def test_client_gone_peeks_a_waitress_channel_that_does_not_read() -> None:
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        environ = {"waitress.client_disconnected": _Channel(ours).check_client_disconnected}
+        assert not client_gone(environ)
+        theirs.close()
+        assert client_gone(environ)
+    assert not client_gone({})  # a server that tells nothing: assumed connected

@@ -10,7 +10,9 @@ spent.  Two tools for that:
   request: ``channel_request_lookahead`` ≥ 1 (``cli/dashboard.py`` sets it;
   set it too if you serve ``create_app`` with waitress yourself).  Under a
   server that hands over its socket (Werkzeug's, ``werkzeug.socket``), a
-  non-blocking peek tells: end of stream or a reset means gone.  Any other
+  non-blocking peek tells: end of stream or a reset means gone.  Waitress
+  without the lookahead: the same peek on the socket of the channel that owns
+  the flag (not a documented attribute, so only a fallback).  Any other
   server: assumed connected.
 * :class:`UnlessSent` wraps a reply body: if the server closes it before the
   body was written (waitress does when the client is gone: its write raises,
@@ -37,6 +39,10 @@ def client_gone(environ: dict[str, Any]) -> bool:
     if callable(check) and check():
         return True
     sock = environ.get(WERKZEUG_SOCKET)
+    if sock is None:
+        # waitress without channel_request_lookahead never turns its flag; the flag's
+        # owner, its channel, holds the socket, which nobody reads meanwhile: peek it
+        sock = getattr(getattr(check, "__self__", None), "socket", None)
     return isinstance(sock, socket.socket) and peer_closed(sock)
 
 
