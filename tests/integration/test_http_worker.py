@@ -349,3 +349,19 @@ def test_a_made_up_lease_id_writes_nothing_not_even_the_secret(
     resp = client.post("/v1/worker/complete", json={"lease_id": made_up, "result": 1})
     assert error_of(resp, 403, "lease_id")["code"] == "forbidden"
     assert app.broker.client.get(app.broker.keys.lease_secret()) is None
+
+
+def test_a_lease_id_has_one_spelling(app: App, client: FlaskClient) -> None:
+    """base64 decoders drop stray characters and a last character's unused bits: a
+    lease id spelled otherwise, though it decodes to the same bytes, is not taken."""
+    app.enqueue("hw.add", 1)
+    lease_id = lease_one(client)["lease_id"]
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    last = alphabet.index(lease_id[-1])
+    # 32 bytes take 43 characters; the last one's low 2 bits carry nothing
+    respelled = lease_id[:-1] + alphabet[last ^ 1]
+    for variant in (respelled, lease_id + "=", lease_id[:10] + "\n" + lease_id[10:]):
+        resp = client.post("/v1/worker/complete", json={"lease_id": variant, "result": 9})
+        error_of(resp, 400, "lease_id")
+    resp = client.post("/v1/worker/complete", json={"lease_id": lease_id, "result": 1})
+    assert resp.status_code == 200

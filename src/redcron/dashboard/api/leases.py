@@ -77,7 +77,12 @@ class LeaseToken:
 def leaser() -> str:
     """Who the request is, as a lease records it."""
     who = auth.current()
-    return who.token_id if who.kind == "worker" and who.token_id else ADMIN_LEASER
+    if who.kind == "admin":
+        return ADMIN_LEASER
+    if who.kind == "worker" and who.token_id:
+        return who.token_id
+    # authenticate() lets no one else reach the worker routes; never guess an identity
+    _forbidden(None, "the worker routes need a worker token")
 
 
 def verify(value: object, field: str = "lease_id") -> LeaseToken:
@@ -133,7 +138,7 @@ def _parse(raw: bytes, field: str) -> LeaseToken:
     return LeaseToken(shard, task_id, epoch, worker, by)
 
 
-def _forbidden(field: str, message: str) -> NoReturn:
+def _forbidden(field: str | None, message: str) -> NoReturn:
     raise ApiError(403, "forbidden", message, field)
 
 
