@@ -206,3 +206,15 @@ def test_client_gone_peeks_a_waitress_channel_that_does_not_read() -> None:
         theirs.close()
         assert client_gone(environ)
     assert not client_gone({})  # a server that tells nothing: assumed connected
+
+
+def test_a_wake_up_the_gone_poll_took_goes_on_to_another_worker(app: App) -> None:
+    """Redis hands one wake-up to one blocked client; a poll that will not lease (its
+    client left) puts it back, or a live worker would sleep through the work."""
+    broker = app.broker
+    key = broker.keys.wake(0, "default")
+    broker.client.lpush(key, "1")
+    assert broker.wait_for_work([0], ["default"], 1.0, pass_on=lambda: True)
+    assert broker.client.llen(key) == 1
+    assert broker.wait_for_work([0], ["default"], 1.0, pass_on=lambda: False)
+    assert broker.client.llen(key) == 0
