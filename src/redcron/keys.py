@@ -184,6 +184,10 @@ class Keys:
         """The dashboard's session-signing secret STRING (made once, shared by every replica)."""
         return f"{self.prefix}:session_secret"
 
+    def lease_secret(self) -> str:
+        """The HMAC key STRING that signs HTTP worker lease ids (made once, shared)."""
+        return f"{self.prefix}:lease_secret"
+
     def shard(self, shard: int) -> str:
         """The shard prefix passed to scripts as ``KEYS[1]``; ends with ``:``."""
         return f"{self.prefix}:{{s{shard}}}:"

@@ -30,13 +30,13 @@ from fuzz_strategies import (
 )
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from lease_ids import b64, unsigned  # tests/helpers
 from redis_dump import diff, dump
 
 from redcron import App
 from redcron.broker.jobs import spec_from_json
 from redcron.dashboard import create_app
 from redcron.dashboard.api.jobs import spec_from_body
-from redcron.dashboard.api.worker import LeaseToken
 
 ADMIN = "fuzz-admin-token"
 FUZZ = settings(
@@ -370,6 +370,9 @@ def test_path_params(client: FlaskClient, snap: Any, ident: str) -> None:
 
 # -- the worker protocol ------------------------------------------------------------------------
 
+#: a signature of the right size that signs nothing (a made-up lease id is refused, 403)
+FAKE_MAC = b64(bytes(32))
+
 
 @FUZZ
 @given(
@@ -386,15 +389,16 @@ def test_path_params(client: FlaskClient, snap: Any, ident: str) -> None:
             "wait_s": st.one_of(st.just(0), st.sampled_from([-1, 31, 1e308, "1", None]))}),
     ),
 )  # fmt: skip
-@example(route="complete", body={"lease_id": LeaseToken(0, "0-x", "0", "w").encode()})
-@example(route="fail", body={"lease_id": LeaseToken(0, "0-x", "²", "w").encode(), "error": "x"})
+@example(route="complete", body={"lease_id": unsigned(0, "0-x", "0", "w")})
+@example(route="complete", body={"lease_id": f"{unsigned(0, '0-x', '0', 'w')}.{FAKE_MAC}"})
+@example(route="fail", body={"lease_id": unsigned(0, "0-x", "²", "w"), "error": "x"})
 @example(
     route="heartbeat",
     body={
         "worker_id": "w",
         "lease_ids": [
-            LeaseToken(0, "0-x", "1", "w").encode(),
-            LeaseToken(1, "1-y", "\u0661", "w").encode(),
+            f"{unsigned(0, '0-x', '1', 'w')}.{FAKE_MAC}",
+            unsigned(1, "1-y", "\u0661", "w"),
         ],
     },
 )

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import flask
 import pytest
 from click.testing import CliRunner
 from flask.testing import FlaskClient
+from lease_ids import forged, parts, signed, unsigned  # tests/helpers
 
 from redcron import App
+from redcron.broker.broker import shard_of_id
 from redcron.broker.tokens import TokenStore
 from redcron.cli.main import main
 from redcron.dashboard import create_app
@@ -226,6 +228,94 @@ def test_a_foreign_tenant_token_gets_404_on_every_route(
     assert admin.get(f"/v1/tenants/{FOREIGN}").get_json()["settings"]["weight"] == 1
     jobs = admin.get("/v1/jobs", query_string={"tenant": FOREIGN}).get_json()["jobs"]
     assert [j["id"] for j in jobs] == [foreign["job_id"]]
+
+
+#: each /v1/worker route that reports on a lease, and its body for ``lease_id`` (and the
+#: worker id the lease was given to).  A new worker route fails the walk until listed.
+REPORTS: dict[tuple[str, str], Callable[[str, str], dict[str, Any]]] = {
+    ("POST", "/v1/worker/heartbeat"): lambda lid, w: {"worker_id": w, "lease_ids": [lid]},
+    ("POST", "/v1/worker/complete"): lambda lid, w: {"lease_id": lid, "result": 666},
+    ("POST", "/v1/worker/fail"): lambda lid, w: {"lease_id": lid, "error": "x", "retryable": False},
+}
+#: the worker routes that take no lease id (what they may reach is the token's scope)
+LEASES = {("POST", "/v1/worker/lease")}
+
+
+def _held(app: App, task_id: str) -> tuple[dict[bytes, bytes], list[Any]]:
+    """What a report would change: the instance hash and its tenant's lease deadlines."""
+    info = app.broker.task_info(task_id)
+    shard, keys = shard_of_id(task_id), app.broker.keys
+    deadlines = app.broker.client.zrange(keys.tleases(shard, info.tenant), 0, -1, withscores=True)
+    return app.broker.client.hgetall(keys.ti(shard, task_id)), deadlines
+
+
+def _forgeries(app: App, lease_id: str) -> dict[str, str]:
+    """Lease ids made from a genuine one: tampered, signed with another key, cut, unsigned."""
+    told = parts(lease_id)
+    return {
+        "epoch": forged(lease_id, epoch=str(int(told["epoch"]) + 1)),
+        "worker": forged(lease_id, worker="w-b"),
+        "leaser": forged(lease_id, leaser="admin"),
+        "other secret": signed(app, lease_id, secret=b"another deployment"),
+        "cut signature": lease_id[:-4],
+        "unsigned": unsigned(told["shard"], told["task_id"], told["epoch"], told["worker"]),
+    }
+
+
+def test_foreign_and_forged_lease_ids_are_403_on_every_worker_route(
+    app: App, web: flask.Flask, admin: FlaskClient, tokens: TokenStore
+) -> None:
+    """Every report must come from the token that leased (issue 16, item 2), and a lease
+    id nobody was given is refused (item 1): 403, nothing written, on every route."""
+    info_a, token_a = tokens.create_worker(["default"], [MINE])
+    leaser = client_with(web, token_a)
+    # another tenant's worker token; one with the very same scope; a tenant token
+    others = {
+        "foreign": client_with(web, tokens.create_worker(["default"], [FOREIGN])[1]),
+        "same scope": client_with(web, tokens.create_worker(["default"], [MINE])[1]),
+    }
+    task_id = admin.post("/v1/tasks", json={"name": "auth.add", "args": [1]}).get_json()["id"]
+    got = leaser.post("/v1/worker/lease", json={"worker_id": "w-a"}).get_json()
+    assert [item["task_id"] for item in got] == [task_id]
+    lease_id = got[0]["lease_id"]
+    held = _held(app, task_id)
+    walked = 0
+    for rule in web.url_map.iter_rules():
+        if not rule.rule.startswith("/v1/worker/"):
+            continue
+        for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):
+            route = (method, rule.rule)
+            if route in LEASES:
+                for name, other in others.items():
+                    resp = other.post(rule.rule, json={"worker_id": "w-b"})
+                    assert resp.status_code == 200 and resp.get_json() == [], (name, route)
+                continue
+            assert route in REPORTS, f"{method} {rule.rule}: new worker route; list it in REPORTS"
+            field = "lease_ids" if rule.rule.endswith("/heartbeat") else "lease_id"
+            for name, other in others.items():
+                resp = other.open(rule.rule, method=method, json=REPORTS[route](lease_id, "w-a"))
+                assert resp.status_code == 403, (name, route, resp.get_data(as_text=True))
+                err = resp.get_json()["error"]
+                assert (err["code"], err["field"]) == ("forbidden", field), (name, route)
+                assert _held(app, task_id) == held, (name, route)
+            for name, lease in _forgeries(app, lease_id).items():
+                for client in (leaser, admin):
+                    resp = client.open(rule.rule, method=method, json=REPORTS[route](lease, "w-a"))
+                    # not a lease id at all (unsigned, cut): 400; signed wrongly: 403
+                    assert resp.status_code in (400, 403), (name, route, resp.get_data())
+                    if name not in ("unsigned", "cut signature"):
+                        assert resp.status_code == 403, (name, route)
+                    assert resp.get_json()["error"]["field"] == field, (name, route)
+                    assert _held(app, task_id) == held, (name, route)
+            walked += 1
+    assert walked == len(REPORTS)
+    # the lease was left intact: its own token reports on it, and the admin may too
+    hb = admin.post("/v1/worker/heartbeat", json={"worker_id": "w-a", "lease_ids": [lease_id]})
+    assert hb.get_json() == {lease_id: "ok"}
+    done = leaser.post("/v1/worker/complete", json={"lease_id": lease_id, "result": 3})
+    assert done.status_code == 200, done.get_data(as_text=True)
+    assert app.broker.task_info(task_id).state == "succeeded"
+    assert info_a.id == parts(lease_id)["leaser"]
 
 
 @pytest.mark.parametrize("action", ["replay", "discard"])

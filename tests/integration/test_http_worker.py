@@ -5,7 +5,6 @@ failure reports, long-polling, and a worker token's queue/tenant limits."""
 from __future__ import annotations
 
 import base64
-import json
 import threading
 import time
 from collections.abc import Iterator
@@ -14,8 +13,10 @@ from typing import Any
 import flask
 import pytest
 from flask.testing import FlaskClient
+from lease_ids import forged, parts, signed, unsigned  # tests/helpers
 
 from redcron import App
+from redcron.broker.broker import shard_of_id
 from redcron.broker.tokens import TokenStore
 from redcron.dashboard import create_app
 
@@ -73,15 +74,6 @@ def error_of(resp: Any, status: int, field: str | None) -> dict[str, Any]:
     return err
 
 
-def forged(lease_id: str, **changes: Any) -> str:
-    """The same lease token with some parts changed (as a confused or stale worker has)."""
-    raw = base64.urlsafe_b64decode(lease_id + "=" * (-len(lease_id) % 4))
-    shard, task_id, epoch, worker = json.loads(raw)
-    parts = {"shard": shard, "task_id": task_id, "epoch": epoch, "worker": worker, **changes}
-    text = json.dumps([parts["shard"], parts["task_id"], parts["epoch"], parts["worker"]])
-    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
-
-
 def test_lease_heartbeat_complete(app: App, client: FlaskClient) -> None:
     handle = app.enqueue("hw.add", 2, y=3)
     item = lease_one(client, capacity={"slots": 4})
@@ -110,14 +102,18 @@ def test_a_stale_lease_is_rejected_and_writes_nothing(app: App, client: FlaskCli
     handle = app.enqueue("hw.add", 1)
     item = lease_one(client)
     lease_id = item["lease_id"]
-    for stale in (
-        forged(lease_id, epoch=str(forged_epoch(lease_id) + 1)),
-        forged(lease_id, worker="someone-else"),
+    epoch = parts(lease_id)["epoch"]
+    # tampered: the signature no longer fits (403); genuine but not the held lease (409)
+    for stale, status, code in (
+        (forged(lease_id, epoch=str(int(epoch) + 1)), 403, "forbidden"),
+        (forged(lease_id, worker="someone-else"), 403, "forbidden"),
+        (signed(app, lease_id, epoch=str(int(epoch) + 1)), 409, "lease_lost"),
+        (signed(app, lease_id, worker="someone-else"), 409, "lease_lost"),
     ):
         resp = client.post("/v1/worker/complete", json={"lease_id": stale, "result": 99})
-        assert error_of(resp, 409, "lease_id")["code"] == "lease_lost"
+        assert error_of(resp, status, "lease_id")["code"] == code
         resp = client.post("/v1/worker/fail", json={"lease_id": stale, "error": "x"})
-        error_of(resp, 409, "lease_id")
+        assert error_of(resp, status, "lease_id")["code"] == code
     info = app.broker.task_info(handle.id)
     assert info.state == "running" and info.result is None and info.error is None
 
@@ -135,9 +131,65 @@ def test_a_stale_lease_is_rejected_and_writes_nothing(app: App, client: FlaskCli
     assert resp.get_json() == {lease_id: "lost"}
 
 
-def forged_epoch(lease_id: str) -> int:
-    raw = base64.urlsafe_b64decode(lease_id + "=" * (-len(lease_id) % 4))
-    return int(json.loads(raw)[2])
+def test_a_python_workers_lease_cannot_be_forged(app: App, web: flask.Flask) -> None:
+    """Everything in a lease is readable (the worker id is in the task's attempts), so a
+    made-up lease id must not reach it, whoever sends it: issue 16, item 1."""
+    _info, worker_token = TokenStore(app.broker).create_worker(["default"], [TENANT])
+    borrowed = _mint(app, web, worker_token)  # a genuine lease id, to borrow its shape
+    handle = app.enqueue("hw.add", 1)
+    shard = shard_of_id(handle.id)
+    (held,) = app.broker.lease(shard, "py-worker-1", 1, 30_000, ["default"])
+    assert held.iid == handle.id
+    app.broker.start(shard, "py-worker-1", [(held.iid, held.epoch)])
+    ti = app.broker.keys.ti(shard, held.iid)
+    before = app.broker.client.hgetall(ti)
+
+    def made_up() -> Iterator[str]:
+        yield unsigned(shard, held.iid, held.epoch, "py-worker-1")  # the old, readable format
+        aimed = {"task_id": held.iid, "epoch": held.epoch, "worker": "py-worker-1"}
+        yield forged(borrowed, **aimed)  # a genuine signature over other parts
+        yield forged(borrowed, **aimed, leaser="admin")
+        other_secret = signed(app, borrowed, secret=b"not this deployment's", **aimed)
+        yield other_secret
+        yield other_secret.partition(".")[0] + "."
+        yield other_secret.partition(".")[0]
+
+    for token in (worker_token, ADMIN):
+        client = bearer(web, token)
+        for lease_id in made_up():
+            for path, report in (
+                ("complete", {"lease_id": lease_id, "result": 666}),
+                ("fail", {"lease_id": lease_id, "error": "forged", "retryable": False}),
+                ("heartbeat", {"worker_id": "py-worker-1", "lease_ids": [lease_id]}),
+            ):
+                resp = client.post(f"/v1/worker/{path}", json=report)
+                assert resp.status_code in (400, 403), (path, lease_id, resp.get_data())
+                assert resp.get_json()["error"]["field"] in ("lease_id", "lease_ids")
+                assert app.broker.client.hgetall(ti) == before, (path, lease_id)
+    # the real worker's result is the one that counts
+    assert app.broker.complete(shard, "py-worker-1", [(held.iid, held.epoch, b"\x03")]) == [True]
+    assert handle.result(timeout=5) == 3
+
+
+def _mint(app: App, web: flask.Flask, token: str) -> str:
+    """A genuine lease id taken with ``token`` (of a task of its own)."""
+    app.enqueue("hw.add", 0)
+    return lease_one(bearer(web, token), worker="minter")["lease_id"]
+
+
+def test_lease_ids_hold_across_dashboard_replicas(app: App, web: flask.Flask) -> None:
+    """The signing secret lives in Redis (SET NX), so another dashboard of the same
+    deployment (a replica, a restart) accepts the lease ids this one gave."""
+    handle = app.enqueue("hw.add", 4)
+    item = lease_one(bearer(web, ADMIN))
+    replica = create_app(app, admin_token=ADMIN)
+    resp = bearer(replica, ADMIN).post(
+        "/v1/worker/complete", json={"lease_id": item["lease_id"], "result": 4}
+    )
+    assert resp.status_code == 200, resp.get_data(as_text=True)
+    assert handle.result(timeout=5) == 4
+    secret = app.broker.client.get(app.broker.keys.lease_secret())
+    assert secret is not None and len(bytes.fromhex(secret.decode())) == 32
 
 
 def test_heartbeat_says_revoked_after_cancel(app: App, client: FlaskClient) -> None:
@@ -287,3 +339,29 @@ def test_a_worker_token_limits_queues_and_tenants(app: App, web: flask.Flask) ->
     assert error_of(resp, 403, "queues")["code"] == "forbidden"
     assert [item["task_id"] for item in lease(client, capacity={"slots": 5})] == [mine.id]
     assert other.state == "ready"
+
+
+def test_a_made_up_lease_id_writes_nothing_not_even_the_secret(
+    app: App, client: FlaskClient
+) -> None:
+    """Only a lease makes the signing secret: a refused report leaves Redis as it was."""
+    made_up = f"{unsigned(0, '0-x', '1', 'hw-1')}.{'A' * 43}"
+    resp = client.post("/v1/worker/complete", json={"lease_id": made_up, "result": 1})
+    assert error_of(resp, 403, "lease_id")["code"] == "forbidden"
+    assert app.broker.client.get(app.broker.keys.lease_secret()) is None
+
+
+def test_a_lease_id_has_one_spelling(app: App, client: FlaskClient) -> None:
+    """base64 decoders drop stray characters and a last character's unused bits: a
+    lease id spelled otherwise, though it decodes to the same bytes, is not taken."""
+    app.enqueue("hw.add", 1)
+    lease_id = lease_one(client)["lease_id"]
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    last = alphabet.index(lease_id[-1])
+    # 32 bytes take 43 characters; the last one's low 2 bits carry nothing
+    respelled = lease_id[:-1] + alphabet[last ^ 1]
+    for variant in (respelled, lease_id + "=", lease_id[:10] + "\n" + lease_id[10:]):
+        resp = client.post("/v1/worker/complete", json={"lease_id": variant, "result": 9})
+        error_of(resp, 400, "lease_id")
+    resp = client.post("/v1/worker/complete", json={"lease_id": lease_id, "result": 1})
+    assert resp.status_code == 200

@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 #: bounded work per script call: no script walks an unbounded set at once
 MAX_BATCH = 256
 MAX_MAINTENANCE = 500
+#: the longest a wake list gets (lib/rings.lua's wake() trims to the same bound)
+WAKE_MAX = 16
 #: ``recent`` ids a maintenance pass checks for expired hashes
 PRUNE_BATCH = 500
 
@@ -701,10 +703,27 @@ class Broker:
         key = self.keys.done(shard_of_id(iid), iid)
         return self.client.blpop([key], timeout=max(0.01, timeout_s)) is not None
 
-    def wait_for_work(self, shards: Sequence[int], queues: Sequence[str], timeout_s: float) -> bool:
-        """Block (≤ timeout) on the wake lists of the given queues and shards."""
+    def wait_for_work(
+        self,
+        shards: Sequence[int],
+        queues: Sequence[str],
+        timeout_s: float,
+        pass_on: Callable[[], bool] | None = None,
+    ) -> bool:
+        """Block (≤ timeout) on the wake lists of the given queues and shards.
+
+        ``pass_on`` is asked once a wake-up came: True puts it back on its list
+        for another idle worker, as the caller will not lease (its client left).
+        """
         keys = [self.keys.wake(shard, q) for shard in shards for q in queues]
-        return self.client.blpop(keys, timeout=max(0.01, timeout_s)) is not None
+        got = self.client.blpop(keys, timeout=max(0.01, timeout_s))
+        if got is not None and pass_on is not None and pass_on():
+            key, token = got
+            pipe = self.client.pipeline(transaction=False)
+            pipe.lpush(key, token)
+            pipe.ltrim(key, 0, WAKE_MAX - 1)  # bounded as lib/rings.lua's wake() keeps it
+            pipe.execute()
+        return got is not None
 
     def once(self, shard: int, key: str, ttl_s: int) -> bool:
         """Record an effect; True only for the first caller (SET NX)."""

@@ -7,8 +7,8 @@ consumes it (``GETDEL``), and an unused one expires.  Only the SHA-256 of the
 code is stored, so a dump of Redis cannot be replayed as a login.
 
 The session secret signs the dashboard's cookies; it is made once in Redis
-(``SET NX``) so that every dashboard replica and restart accepts the same
-sessions.
+(``SET NX``, :mod:`redcron.broker.shared_secrets`) so that every dashboard
+replica and restart accepts the same sessions.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import secrets
 from typing import TYPE_CHECKING
 
+from redcron.broker.shared_secrets import session_secret
 from redcron.broker.tokens import digest
 from redcron.serde import text as _s
 
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
 #: seconds an unused login link stays valid
 LINK_TTL_S = 15 * 60
 CODE_BYTES = 32
-SECRET_BYTES = 32
 
 
 class LoginLinks:
@@ -49,8 +49,4 @@ class LoginLinks:
 
     def session_secret(self) -> str:
         """The shared secret that signs session cookies (made on first use)."""
-        client, key = self.broker.client, self.broker.keys.session_secret()
-        client.set(key, secrets.token_hex(SECRET_BYTES), nx=True)
-        value = client.get(key)
-        assert value is not None
-        return _s(value)
+        return session_secret(self.broker)

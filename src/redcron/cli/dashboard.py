@@ -11,6 +11,9 @@ from waitress.server import BaseWSGIServer, MultiSocketServer, create_server
 from redcron.cli.common import app_option, build_app, durability_option, redis_option
 from redcron.dashboard import create_app
 
+#: requests waitress may read ahead on one connection (≥ 1: see dashboard/api/connection.py)
+LOOKAHEAD = 1
+
 
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
@@ -57,7 +60,11 @@ def dashboard(
     """
     app = build_app(app_path, redis_url, durability)
     web = create_app(app, admin_token=admin_token or None, metrics_token=metrics_token or None)
-    server = create_server(web, host=host, port=port, threads=threads)
+    # lookahead: waitress reads a connection while its request runs, so it sees a
+    # client hang up, and a long-polling lease takes no work for a client gone
+    server = create_server(
+        web, host=host, port=port, threads=threads, channel_request_lookahead=LOOKAHEAD
+    )
     for where in listening(server):
         click.echo(
             f"redcron dashboard listening on {where} "

@@ -1,4 +1,5 @@
---[[ release: hand leases back so the instances run again at once (worker shutdown).
+--[[ release: hand leases back so the instances run again at once (a worker shutting
+  down; the HTTP worker protocol when its client went away before it got its leases).
   KEYS[1] shard prefix
   ARGV[1] worker_id
   ARGV[2] now_override_ms ("" = server TIME)
@@ -18,8 +19,8 @@ for i = 3, #ARGV, 2 do
   local ti = key_ti(iid)
   if token_ok(ti, worker, epoch) then
     redis.call('HINCRBY', ti, 'budget', 1)
-    end_attempt(ti, iid, 'lost', 'worker shut down; handed back', '1', '0', '', now, 0,
-      'handed_back')
+    end_attempt(ti, iid, 'lost', 'handed back unrun (worker shutdown or client gone)', '1', '0',
+      '', now, 0, 'handed_back')
     n = n + 1
   end
 end

@@ -31,6 +31,8 @@ ERRORS: dict[str, str] = {
     "429": "Admission refused (tenant at max_queued); see Retry-After",
     "403": "The caller's token does not allow it (e.g. a queue a worker token lacks)",
     "409L": "The lease is no longer held (reaped or superseded); nothing was written",
+    "403L": "The lease_id is not genuine (altered, made up, or signed by another deployment) "
+    "or was leased with another token; nothing was written",
 }
 
 
@@ -44,7 +46,7 @@ def _op(
 ) -> Json:
     responses: Json = {ok: {"description": "OK", **(_json(schema) if schema else {})}}
     for code in errors:
-        # "409L": a second meaning of 409 (the worker routes' lost lease)
+        # "409L", "403L": second meanings of 409 and 403 (the worker routes' leases)
         responses[code[:3]] = {"description": ERRORS[code], **_json(_ref("Error"))}
     op: Json = {"summary": summary, "responses": responses}
     if request is not None:
@@ -154,19 +156,20 @@ PATHS: Json = {
     "/v1/worker/heartbeat": {
         "post": _op("Renew leases: each answers ok, revoked (cancelled) or lost", "200",
                     {"type": "object", "additionalProperties": {
-                        "enum": ["ok", "revoked", "lost"]}}, ("400", "413"),
+                        "enum": ["ok", "revoked", "lost"]}}, ("400", "403L", "413"),
                     {"type": "object", "required": ["worker_id", "lease_ids"], "properties": {
                         "worker_id": {"type": "string"},
                         "lease_ids": {"type": "array", "items": {"type": "string"}}}}),
     },
     "/v1/worker/complete": {
-        "post": _op("Report an attempt done", "200", _ref("WorkerReport"), ("400", "409L", "413"),
+        "post": _op("Report an attempt done", "200", _ref("WorkerReport"),
+                    ("400", "403L", "409L", "413"),
                     {"type": "object", "required": ["lease_id"], "properties": {
                         "lease_id": {"type": "string"}, "result": {}}}),
     },
     "/v1/worker/fail": {
         "post": _op("Report an attempt failed (retried or dead-lettered)", "200",
-                    _ref("WorkerReport"), ("400", "409L", "413"),
+                    _ref("WorkerReport"), ("400", "403L", "409L", "413"),
                     {"type": "object", "required": ["lease_id"], "properties": {
                         "lease_id": {"type": "string"}, "error": {"type": "string"},
                         "retryable": {"type": "boolean"},
@@ -244,7 +247,8 @@ SCHEMAS: Json = {
         "queues": {"type": "array", "items": {"type": "string"}},
         "wait_s": {"type": "number", "minimum": 0, "maximum": 30}}},
     "WorkerLease": {"type": "object", "properties": {
-        "lease_id": {"type": "string", "description": "opaque fencing token; pass it back"},
+        "lease_id": {"type": "string", "description":
+                     "signed fencing token; only the token that leased reports on it"},
         "task_id": {"type": "string"}, "kind": {"enum": ["python", "command", "container"]},
         "name": {"type": "string"}, "args": {"type": "array"}, "kwargs": _OBJECT,
         "command": {"type": "array", "items": {"type": "string"}}, "env": _OBJECT,

@@ -3,31 +3,36 @@
 A worker leases attempts, heartbeats them while they run, and reports each
 one complete or failed.  The routes call the same broker methods (and so the
 same Lua scripts and fencing) as the Python worker: a lease is the token
-(task id, epoch, worker id, shard), handed out as one opaque ``lease_id``, and
-a report on a lease that is no longer held writes nothing and answers 409.
+(task id, epoch, worker id, shard), handed out as one signed ``lease_id``
+(``leases.py``) that only the token which leased it may report on (else 403),
+and a report on a lease that is no longer held writes nothing and answers 409.
+A long poll whose client has gone takes nothing, and leases whose reply could
+not be written go back at once without using an attempt (``connection.py``).
 
 Payloads cross as JSON; in Redis they stay msgpack (``redcron.serde``).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import itertools
-import json
-import re
+import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import flask
 
 from redcron import serde
-from redcron.broker import FailItem, Lease
-from redcron.dashboard.api import auth
+from redcron.broker import Broker, FailItem, Lease
+from redcron.broker.retry import TRANSIENT
+from redcron.dashboard.api import auth, leases
 from redcron.dashboard.api.common import ApiError, bad, body, only, redcron_app, reply
+from redcron.dashboard.api.connection import UnlessSent, client_gone
+from redcron.dashboard.api.leases import LeaseToken
 from redcron.model import validation
+
+log = logging.getLogger(__name__)
 
 bp = flask.Blueprint("worker", __name__, url_prefix="/worker")
 
@@ -41,52 +46,12 @@ MAX_HEARTBEAT = 1024
 #: (a wake-up can be missed between a lease and the wait: this bounds the cost)
 POLL_S = 1.0
 
-_WORKER_ID = re.compile(r"[A-Za-z0-9_.:@\-]{1,128}")
 _rotation = itertools.count()
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseToken:
-    """What a ``lease_id`` carries: the full fencing token of one attempt."""
-
-    shard: int
-    task_id: str
-    epoch: str
-    worker: str
-
-    def encode(self) -> str:
-        raw = json.dumps([self.shard, self.task_id, self.epoch, self.worker], separators=(",", ":"))
-        return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-
-    @classmethod
-    def decode(cls, value: object, field: str = "lease_id") -> LeaseToken:
-        """Parse a ``lease_id``; anything else is a 400 naming ``field``."""
-        if not isinstance(value, str) or not value or len(value) > 1024:
-            bad(field, "must be a lease_id string as returned by POST /v1/worker/lease")
-        try:
-            raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
-            shard, task_id, epoch, worker = json.loads(raw)
-        except (binascii.Error, ValueError, TypeError):
-            bad(field, "malformed lease_id: pass it back exactly as the lease returned it")
-        if not (
-            isinstance(shard, int)
-            and not isinstance(shard, bool)
-            and shard >= 0
-            and isinstance(task_id, str)
-            and task_id.startswith(f"{shard}-")
-            and isinstance(epoch, str)
-            and epoch.isascii()
-            and epoch.isdigit()
-            and isinstance(worker, str)
-            and _WORKER_ID.fullmatch(worker)
-        ):
-            bad(field, "malformed lease_id: pass it back exactly as the lease returned it")
-        return cls(shard, task_id, epoch, worker)
 
 
 def _worker_id(data: dict[str, Any]) -> str:
     value = data.get("worker_id")
-    if not isinstance(value, str) or not _WORKER_ID.fullmatch(value):
+    if not isinstance(value, str) or not leases.WORKER_ID.fullmatch(value):
         bad("worker_id", "must be 1-128 letters, digits or '_ . : @ -' (unique per worker)")
     return value
 
@@ -148,9 +113,9 @@ def _lease_request(data: dict[str, Any]) -> _Ask:
     return _Ask(worker, slots, cpu, mem, queues, allowed_tenants or (), wait_s)
 
 
-def _leased(lease: Lease, worker: str, ttl_ms: int) -> dict[str, Any]:
+def _leased(lease: Lease, worker: str, ttl_ms: int, leaser: str) -> dict[str, Any]:
     """One lease as the worker sees it: JSON args, the command for a command task."""
-    token = LeaseToken(lease.shard, lease.iid, lease.epoch, worker)
+    token = LeaseToken(lease.shard, lease.iid, lease.epoch, worker, leaser)
     run_id, _, task_name = lease.iid.rpartition("/")
     payload = serde.loads(lease.args)
     item: dict[str, Any] = {
@@ -183,18 +148,73 @@ def _leased(lease: Lease, worker: str, ttl_ms: int) -> dict[str, Any]:
 
 @bp.post("/lease")
 def lease() -> flask.Response:
-    """Lease up to ``capacity.slots`` attempts; wait up to ``wait_s`` for the first."""
+    """Lease up to ``capacity.slots`` attempts; wait up to ``wait_s`` for the first.
+
+    Before each round the client's connection is checked: a client that hung
+    up mid-wait is leased nothing (the wake-up it was woken by goes on to
+    another worker), and leases whose reply cannot be written are handed back.
+    """
     ask = _lease_request(body())
     broker = redcron_app().broker
     ttl_ms = int(broker.settings.lease_ttl * 1000)
     shards = list(range(broker.shards))
+    environ = flask.request.environ
+
+    def gone() -> bool:
+        return client_gone(environ)
+
     deadline = time.monotonic() + ask.wait_s
     while True:
+        if gone():
+            log.info("lease request of worker %s: the client left; nothing leased", ask.worker)
+            return reply([])  # nobody reads it
         got = _lease_round(ask, shards, ttl_ms)
         left = deadline - time.monotonic()
         if got or left <= 0:
-            return reply([_leased(item, ask.worker, ttl_ms) for item in got])
-        broker.wait_for_work(shards, ask.queues, min(left, POLL_S))
+            return _handed_out(broker, ask, got, ttl_ms, gone)
+        broker.wait_for_work(shards, ask.queues, min(left, POLL_S), pass_on=gone)
+
+
+def _handed_out(
+    broker: Broker, ask: _Ask, got: list[Lease], ttl_ms: int, gone: Callable[[], bool]
+) -> flask.Response:
+    """The reply carrying ``got``; the leases go back if it never reaches the client."""
+    if not got:
+        return reply([])
+
+    def hand_back() -> None:
+        _hand_back(broker, ask.worker, got)
+
+    if gone():  # left while the round ran
+        hand_back()
+        return reply([])
+    by = leases.leaser()
+    response = reply([_leased(item, ask.worker, ttl_ms, by) for item in got])
+    # the server closes the body without writing it all when the client is gone
+    # (waitress: its write raises); then the leases go back, their attempts unused
+    response.response = UnlessSent([response.get_data()], hand_back)
+    return response
+
+
+def _hand_back(broker: Broker, worker: str, got: Sequence[Lease]) -> None:
+    """Release leases no client received: they run again at once, budget kept.
+    Best effort: a lease not handed back expires as a lost worker's does."""
+    by_shard: dict[int, list[tuple[str, str]]] = {}
+    for item in got:
+        by_shard.setdefault(item.shard, []).append((item.iid, item.epoch))
+    for shard, tokens in by_shard.items():
+        try:
+            n = broker.release(shard, worker, tokens)
+        except TRANSIENT as exc:
+            log.warning(
+                "worker %s left before its %d leases were sent and they could not be "
+                "handed back (%s); they expire",
+                worker,
+                len(tokens),
+                exc,
+            )
+        else:
+            log.info("worker %s left before its leases were sent: %d handed back", worker, n)
 
 
 def _lease_round(ask: _Ask, shards: Sequence[int], ttl_ms: int) -> list[Lease]:
@@ -229,7 +249,7 @@ def heartbeat() -> flask.Response:
     ids = data.get("lease_ids")
     if not isinstance(ids, list) or len(ids) > MAX_HEARTBEAT:
         bad("lease_ids", f"must be a list of up to {MAX_HEARTBEAT} lease_id strings")
-    tokens = {lease_id: LeaseToken.decode(lease_id, "lease_ids") for lease_id in ids}
+    tokens = {lease_id: leases.verify(lease_id, "lease_ids") for lease_id in ids}
     for token in tokens.values():
         if token.worker != worker:
             bad("lease_ids", f"a lease of task {token.task_id} was given to another worker")
@@ -259,7 +279,7 @@ def complete() -> flask.Response:
     """Report an attempt done with its ``result`` (any JSON, stored as msgpack)."""
     data = body()
     only(data, {"lease_id", "result"})
-    token = LeaseToken.decode(data.get("lease_id"))
+    token = leases.verify(data.get("lease_id"))
     result = serde.dumps(data.get("result"), field="result")
     broker = redcron_app().broker
     (done,) = broker.complete(token.shard, token.worker, [(token.task_id, token.epoch, result)])
@@ -274,7 +294,7 @@ def fail() -> flask.Response:
     are left, else dead-lettered; a cancelled task ends cancelled."""
     data = body()
     only(data, {"lease_id", "error", "retryable", "exit_code", "retry_in_s"})
-    token = LeaseToken.decode(data.get("lease_id"))
+    token = leases.verify(data.get("lease_id"))
     error = data.get("error", "")
     if not isinstance(error, str):
         bad("error", "must be a string saying what went wrong")
