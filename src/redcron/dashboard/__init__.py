@@ -17,7 +17,7 @@ from redcron.app import App
 from redcron.broker.tokens import digest
 from redcron.dashboard.api import api
 from redcron.dashboard.api.auth import ADMIN_DIGEST
-from redcron.dashboard.api.common import EXTENSION, register_error_handlers
+from redcron.dashboard.api.common import EXTENSION, StrictJSON, register_error_handlers
 from redcron.dashboard.metrics import init_metrics
 from redcron.dashboard.outage import init_outage
 from redcron.dashboard.ui import init_ui
@@ -50,6 +50,7 @@ def create_app(
             Redis, shared by replicas) or ``SESSION_COOKIE_SECURE`` (behind HTTPS).
     """
     web = flask.Flask(__name__)
+    web.json = StrictJSON(web)
     web.config.update(
         MAX_CONTENT_LENGTH=MAX_BODY_BYTES,
         REDCRON_RETRY_AFTER_S=RETRY_AFTER_S,
