@@ -17,6 +17,7 @@ from typing import Any
 
 import flask
 import pytest
+import redis
 from flask.testing import FlaskClient
 
 from redcron import App
@@ -170,3 +171,22 @@ def test_a_dashboard_started_while_redis_is_down_answers_503_not_500(
     assert browser.get("/", headers=HTML).status_code == 200
     assert len(outage_lines(caplog, logging.INFO, BACK)) == 1, caplog.text
     no_traceback(caplog)
+
+
+def test_refused_credentials_are_no_outage(
+    app: App, web: flask.Flask, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A wrong password or ACL stays wrong after a wait: a 500 (logged, as a bug to
+    fix), not a 503 that tells clients to come back."""
+    _info, token = TokenStore(app.broker).create_tenant(TENANT)
+
+    def refuse(self: TokenStore, presented: str) -> None:
+        raise redis.AuthenticationError("invalid username-password pair")
+
+    monkeypatch.setattr(TokenStore, "verify", refuse)
+    client = web.test_client()
+    client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {token}"
+    resp = client.get("/v1/jobs")
+    assert resp.status_code == 500
+    assert resp.get_json()["error"]["code"] == "internal_server_error"
+    assert not outage_lines(caplog, logging.WARNING, WENT)
