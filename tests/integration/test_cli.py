@@ -335,6 +335,18 @@ APP_MODULE = """
     app = App("redis://127.0.0.1:1/0")
     other = App("redis://127.0.0.1:1/0")
     not_an_app = 42
+
+    def make_app():
+        return App("redis://127.0.0.1:1/0", prefix="made")
+
+    def make_nothing():
+        return 42
+
+    def make_broken():
+        raise RuntimeError("broken in the factory")
+
+    def make_misconfigured():
+        return App("http://x")
 """
 
 
@@ -346,6 +358,15 @@ def test_load_app_from_cwd(module_dir: Callable[[str], str]) -> None:
     assert load_app(f"{name}:other") is mod.other
 
 
+def test_load_app_calls_a_factory(module_dir: Callable[[str], str]) -> None:
+    """``module:factory()``: the App is built when loaded, not when imported
+    (``redcron bench``'s worker processes load theirs so: issue 16, item 10)."""
+    name = module_dir(APP_MODULE)
+    made = load_app(f"{name}:make_app()")
+    assert isinstance(made, App) and made.settings.prefix == "made"
+    assert load_app(f"{name}:make_app()") is not made  # a fresh App per load
+
+
 @pytest.mark.parametrize(
     ("path", "needle"),
     [
@@ -354,6 +375,12 @@ def test_load_app_from_cwd(module_dir: Callable[[str], str]) -> None:
         ("{mod}:not_an_app", "not a redcron App"),
         (":app", "expected 'module:attribute'"),
         ("{broken}:app", "RuntimeError: broken at import"),
+        ("{mod}:not_an_app()", "is not callable"),
+        ("{mod}:make_nothing()", "make_nothing() is a int, not a redcron App"),
+        ("{mod}:make_broken()", "calling rc_mod_"),
+        ("{mod}:make_broken()", "RuntimeError: broken in the factory"),
+        ("{mod}:make_misconfigured()", "redis_url 'http://x'"),
+        ("{mod}:missing()", "has no attribute 'missing'"),
     ],
 )
 def test_load_app_errors_name_the_path(

@@ -9,16 +9,15 @@ and its task ends succeeded after that one attempt (its lease outlives the
 outage); the beat fires every second of the outage late, once each, none
 skipped (invariant 2).
 
-(tests/chaos/test_worker_chaos.py covers a SIGKILLed server restarted at once.)
+(tests/chaos/test_worker_chaos.py covers a SIGKILLed server restarted at once;
+tests/integration/test_dashboard_outage.py the dashboard under an outage.)
 """
 
 from __future__ import annotations
 
-import os
 import re
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import chaos_app  # tests/apps
@@ -37,19 +36,10 @@ WENT = "retrying with back-off until Redis answers"
 BACK = "Redis answers again after"
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[EmbeddedRedis]:
-    """A redis-server of this test's own (it is stopped and started again)."""
-    binary = os.environ.get("REDCRON_TEST_REDIS_SERVER") or None
-    srv = EmbeddedRedis(tmp_path / "redis", appendonly=True, binary=binary)
-    srv.start()
-    yield srv
-    srv.stop()
-
-
 def test_worker_and_beat_ride_out_a_ten_second_outage(
-    server: EmbeddedRedis, tmp_path: Path
+    own_redis: EmbeddedRedis, tmp_path: Path
 ) -> None:
+    server = own_redis  # stopped and started again
     prefix = f"t{uuid.uuid4().hex[:8]}"
     app = App(server.url, prefix=prefix, min_lease_ttl=0.5)
     chaos_app.register(app)

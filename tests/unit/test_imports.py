@@ -1,4 +1,5 @@
-"""The package's layering, checked on the source with ``ast`` (nothing is imported).
+"""The package's layering, checked on the source with ``ast`` (nothing is imported),
+and what importing it does, checked in fresh interpreters.
 
 - ``broker/`` owns Redis I/O: no other module imports ``redis``, bar the few
   listed in ``REDIS_ALLOWED`` with their reason.
@@ -6,11 +7,17 @@
   the other.
 - The beat, the worker, the task context and the dashboard go through broker
   methods: they never reach for ``broker.client`` or a private broker method.
+- Importing any module builds no Redis client and reads no ``REDCRON_*``
+  variable, so ``redcron --help`` works whatever ``REDCRON_REDIS_URL`` holds.
 """
 
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -203,3 +210,133 @@ def test_each_part_imports_only_what_its_layer_allows(part: str) -> None:
         f"redcron.{part} may import only {sorted(LAYERS[part])} (see docs/architecture.md):\n"
         + "\n".join(bad)
     )
+
+
+# -- what importing does ---------------------------------------------------------------
+
+#: a URL redis-py refuses: a module that built an App at import would fail on it
+BAD_ENV = {"REDCRON_REDIS_URL": "http://x", "REDCRON_PREFIX": "not a prefix"}
+
+#: run in a fresh interpreter: every Redis client constructor raises, and every read
+#: of a REDCRON_* variable (or a copy of the whole environment from redcron code)
+#: is an error, while every module of the package is imported
+IMPORT_ALL = textwrap.dedent(
+    """
+    import importlib, os, sys, sysconfig, traceback
+    import redis, redis.cluster, redis.connection, redis.sentinel
+
+    def refuse(self, *args, **kwargs):
+        raise AssertionError("a Redis client was built at import")
+
+    for cls in (redis.Redis, redis.cluster.RedisCluster, redis.sentinel.Sentinel,
+                redis.connection.ConnectionPool):
+        cls.__init__ = refuse
+
+    # third-party and standard modules may look at the environment (wsgiref copies
+    # it); ours, and the guard's own test modules, may not
+    THEIRS = tuple({p for k, p in sysconfig.get_paths().items() if "lib" in k})
+
+    def ours():
+        frame = sys._getframe(2)
+        while frame is not None and frame.f_code.co_filename.startswith(
+            ("<frozen", "<string>", os.__file__)
+        ):
+            frame = frame.f_back
+        return frame is not None and not frame.f_code.co_filename.startswith(THEIRS)
+
+    class Guarded(os._Environ):
+        def __getitem__(self, key):
+            if key.startswith("REDCRON_") and ours():
+                raise AssertionError(f"{key} read at import")
+            return super().__getitem__(key)
+
+        def __iter__(self):
+            if ours():
+                raise AssertionError("the environment copied at import")
+            return super().__iter__()
+
+    env = os.environ
+    os.environ = Guarded(env._data, env.encodekey, env.decodekey, env.encodevalue,
+                         env.decodevalue)
+    failed = []
+    for name in sys.argv[1:]:
+        try:
+            importlib.import_module(name)
+        except BaseException:
+            failed.append(f"{name}: {traceback.format_exc()}")
+    print("\\n".join(failed))
+    sys.exit(1 if failed else 0)
+    """
+)
+
+
+def test_importing_any_module_builds_no_client_and_reads_no_setting() -> None:
+    """Issue 16, item 10: ``cli/bench/measure.py`` built an ``App()`` at import, so
+    ``REDCRON_REDIS_URL=http://x redcron --help`` printed a traceback."""
+    names = [_module_name(path) for path in _modules()]
+    assert "redcron.cli.bench.measure" in names and "redcron.cli.main" in names
+    proc = subprocess.run(
+        [sys.executable, "-c", IMPORT_ALL, *names],
+        env={**os.environ, **BAD_ENV},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_import_guard_catches_an_app_built_at_import(tmp_path: Path) -> None:
+    """The check above would see the old ``app = register(App())``."""
+    (tmp_path / "builds_an_app.py").write_text("from redcron import App\napp = App()\n")
+    (tmp_path / "reads_env.py").write_text("import os\nURL = os.environ['REDCRON_X']\n")
+    for module in ("builds_an_app", "reads_env"):
+        proc = subprocess.run(
+            [sys.executable, "-c", IMPORT_ALL, module],
+            env={**os.environ, **BAD_ENV, "REDCRON_X": "1", "PYTHONPATH": str(tmp_path)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert "AssertionError" in proc.stdout or "ConfigError" in proc.stdout, proc.stdout
+
+
+#: the console script, as installed beside this interpreter
+REDCRON = str(Path(sys.executable).with_name("redcron"))
+
+#: commands whose --help must work whatever the environment holds
+HELP = [[], ["worker"], ["beat"], ["dashboard"], ["up"], ["jobs"], ["jobs", "list"],
+        ["task", "show"], ["tenants"], ["dlq"], ["doctor"], ["bench"],
+        ["bench", "throughput"], ["chaos"], ["workers"], ["inspect"]]  # fmt: skip
+
+
+@pytest.mark.parametrize("args", HELP, ids=lambda a: " ".join(a) or "redcron")
+def test_help_needs_no_redis_whatever_the_environment_holds(args: list[str]) -> None:
+    proc = subprocess.run(
+        [REDCRON, *args, "--help"],
+        env={**os.environ, **BAD_ENV},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert proc.stdout.startswith("Usage: "), proc.stdout
+
+
+def test_a_malformed_url_is_one_line_for_a_command_that_needs_redis() -> None:
+    proc = subprocess.run(
+        [REDCRON, "jobs", "list"],
+        env={**os.environ, "REDCRON_REDIS_URL": "http://x"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "redis_url 'http://x'" in lines[0], proc.stderr

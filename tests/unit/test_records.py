@@ -120,6 +120,17 @@ def test_to_json_marks_undecodable_payloads() -> None:
     assert to_json(rec)["args"] == {"undecodable": "2 bytes"}
 
 
+def test_to_json_spells_non_finite_floats_as_strings_so_output_stays_json() -> None:
+    """msgpack keeps inf and NaN (from the Python API); JSON has no number for them."""
+    odd = [float("inf"), float("-inf"), float("nan"), 1.5]
+    rec = TaskRecord.from_fields(ti_hash(result=msgpack.packb({"r": odd})), shard=0)
+    want = ["Infinity", "-Infinity", "NaN", 1.5]
+    assert to_json(rec)["result"] == {"r": want}
+    assert to_json({"plain": odd}) == {"plain": want}
+    text = dumps(rec)  # strict: json.dumps(allow_nan=False) would raise on a float left over
+    assert json.loads(text, parse_constant=lambda word: 1 / 0)["result"] == {"r": want}
+
+
 def test_to_json_times_always_have_milliseconds() -> None:
     assert iso(datetime(2026, 11, 30, 7, tzinfo=UTC)) == "2026-11-30T07:00:00.000Z"
 

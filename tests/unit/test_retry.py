@@ -6,9 +6,10 @@ import logging
 
 import pytest
 import redis
+import redis.exceptions
 
-from redcron.broker.retry import TRANSIENT, Backoff, Outage
-from redcron.errors import ConnectionLost
+from redcron.broker.retry import TRANSIENT, Backoff, Outage, is_unavailable
+from redcron.errors import ConnectionLost, RedisUnavailable
 
 
 def test_delays_double_up_to_the_cap_and_reset_starts_over() -> None:
@@ -57,3 +58,24 @@ def test_transient_covers_redis_broker_and_socket_errors() -> None:
     for exc in (redis.ConnectionError("x"), ConnectionLost("x"), ConnectionResetError()):
         assert isinstance(exc, TRANSIENT)
     assert not isinstance(ValueError("x"), TRANSIENT)
+
+
+def test_unavailable_is_an_outage_not_a_refusal() -> None:
+    """What the dashboard answers 503 (tests/integration/test_dashboard_outage.py)."""
+    for exc in (
+        redis.ConnectionError("x"),
+        redis.TimeoutError("x"),
+        redis.BusyLoadingError("Redis is loading the dataset in memory"),
+        redis.ReadOnlyError("You can't write against a read only replica."),
+        redis.exceptions.MasterDownError("Link with MASTER is down"),
+        ConnectionLost("x"),
+        RedisUnavailable("cannot reach Redis"),
+    ):
+        assert is_unavailable(exc), exc
+    for exc in (
+        redis.AuthenticationError("invalid password"),
+        redis.exceptions.AuthorizationError("NOPERM"),
+        redis.ResponseError("WRONGTYPE"),
+        ValueError("x"),
+    ):
+        assert not is_unavailable(exc), exc

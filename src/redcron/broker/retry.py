@@ -12,11 +12,39 @@ import threading
 import time
 
 import redis
+import redis.exceptions
 
-from redcron.errors import BrokerError
+from redcron.errors import BrokerError, ConnectionLost
 
 #: failures a loop retries: Redis unreachable or erroring, a script refused, a socket error
 TRANSIENT: tuple[type[Exception], ...] = (redis.RedisError, BrokerError, OSError)
+
+#: failures that mean Redis cannot serve now but will again: down or unreachable
+#: (redcron's :class:`ConnectionLost` and :class:`RedisUnavailable`, redis-py's
+#: ``ConnectionError`` and ``TimeoutError``), loading its data after a restart
+#: (``BusyLoadingError``, a ``ConnectionError``), or in a failover (``READONLY``
+#: from a demoted master, ``CLUSTERDOWN``/``MASTERDOWN``, ``TRYAGAIN``).  A face
+#: answers these "try again later" (HTTP 503), never as a bug; see
+#: :func:`is_unavailable` for the two ``ConnectionError`` kinds that are not.
+UNAVAILABLE: tuple[type[Exception], ...] = (
+    ConnectionLost,
+    redis.ConnectionError,
+    redis.TimeoutError,
+    redis.ReadOnlyError,
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.TryAgainError,
+)
+
+#: ``ConnectionError`` kinds where the server answered, and said no: wrong
+#: credentials or ACL stay wrong after a wait, so they are no outage
+_REFUSED = (redis.AuthenticationError, redis.exceptions.AuthorizationError)
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` says Redis cannot serve for now (:data:`UNAVAILABLE`), not
+    that a command or the credentials were refused."""
+    return isinstance(exc, UNAVAILABLE) and not isinstance(exc, _REFUSED)
+
 
 #: one error reply in the results of a pipeline run with ``raise_on_error=False``
 #: (:meth:`Broker.execute`): the call it answers was refused, the others ran
@@ -32,11 +60,18 @@ class Outage:
     Args:
         logger: where the lines go.
         who: names the process in them (``worker <id>``).
+        doing: what the process does meanwhile, for the WARNING line.
     """
 
-    def __init__(self, logger: logging.Logger | None = None, who: str = "") -> None:
+    def __init__(
+        self,
+        logger: logging.Logger | None = None,
+        who: str = "",
+        doing: str = "retrying with back-off",
+    ) -> None:
         self.log = logger or logging.getLogger(__name__)
         self.who = f"{who}: " if who else ""
+        self.doing = doing
         self._since: float | None = None
         self._failures = 0
         self._lock = threading.Lock()
@@ -54,7 +89,7 @@ class Outage:
                 self._since = time.monotonic()
         if first:
             self.log.warning(
-                "%s%s failed (%s); retrying with back-off until Redis answers", self.who, what, exc
+                "%s%s failed (%s); %s until Redis answers", self.who, what, exc, self.doing
             )
         else:
             self.log.debug("%s%s failed again (%s)", self.who, what, exc)

@@ -47,13 +47,13 @@ from redcron.errors import Conflict
 from redcron.model.records import epoch_ms
 from redcron.model.states import TASK_TERMINAL
 
-APP_PATH = "redcron.chaos.tasks:app"
+APP_PATH = "redcron.chaos.tasks:chaos_app()"
 WORKER_CODE = """
 import json, logging, sys
 logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-from redcron.chaos.tasks import app
+from redcron.chaos.tasks import chaos_app
 from redcron.worker import Worker
-Worker(app, **json.loads(sys.argv[1])).run()
+Worker(chaos_app(), **json.loads(sys.argv[1])).run()
 """
 #: seconds between progress lines
 PROGRESS_EVERY = 5.0

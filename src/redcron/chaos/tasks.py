@@ -1,23 +1,19 @@
 """The tasks the chaos scenario runs, registered under ``chaos.*``.
 
-Workers load them as ``redcron.chaos.tasks:app`` (the processes pool needs an
-importable app); the App is built on first use from the environment the runner
-gives its workers (``REDCRON_REDIS_URL``, ``REDCRON_SHARDS``...), never at import.
-The runner registers the same tasks on its own App with :func:`register`, so both
-sides agree on names and options.
+Workers load them as ``redcron.chaos.tasks:chaos_app()`` (the processes pool
+needs an importable app): the factory builds the App from the environment the
+runner gives its workers (``REDCRON_REDIS_URL``, ``REDCRON_SHARDS``...), when
+called, never at import.  The runner registers the same tasks on its own App
+with :func:`register`, so both sides agree on names and options.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from redcron.app import App
 from redcron.context import Context
 from redcron.errors import Permanent
-
-#: the module attribute ``app`` (see :func:`__getattr__`)
-_app: App | None = None
 
 
 def register(app: App) -> App:
@@ -59,11 +55,6 @@ def register(app: App) -> App:
     return app
 
 
-def __getattr__(name: str) -> Any:
-    # ``redcron.chaos.tasks:app`` for workers: built from the environment on first use
-    global _app
-    if name == "app":
-        if _app is None:
-            _app = register(App())
-        return _app
-    raise AttributeError(name)
+def chaos_app() -> App:
+    """A worker's App (``-A redcron.chaos.tasks:chaos_app()``), from the environment."""
+    return register(App())

@@ -95,7 +95,8 @@ def app_option(fn: F) -> F:
         "app_path",
         metavar="MODULE:ATTR",
         default=None,
-        help="The App to use, e.g. tasks:app (cwd is on sys.path).",
+        help="The App to use, e.g. tasks:app, or tasks:make_app() to call a factory "
+        "(cwd is on sys.path).",
     )(fn)
 
 

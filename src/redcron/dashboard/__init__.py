@@ -17,13 +17,15 @@ from redcron.app import App
 from redcron.broker.tokens import digest
 from redcron.dashboard.api import api
 from redcron.dashboard.api.auth import ADMIN_DIGEST
-from redcron.dashboard.api.common import EXTENSION, register_error_handlers
+from redcron.dashboard.api.common import EXTENSION, StrictJSON, register_error_handlers
 from redcron.dashboard.metrics import init_metrics
+from redcron.dashboard.outage import init_outage
 from redcron.dashboard.ui import init_ui
 
 #: request bodies above this many bytes are refused with 413
 MAX_BODY_BYTES = 1024 * 1024
 #: seconds a client is told to wait (``Retry-After``) when admission refuses it
+#: or Redis is down (503)
 RETRY_AFTER_S = 5
 
 
@@ -48,6 +50,7 @@ def create_app(
             Redis, shared by replicas) or ``SESSION_COOKIE_SECURE`` (behind HTTPS).
     """
     web = flask.Flask(__name__)
+    web.json = StrictJSON(web)
     web.config.update(
         MAX_CONTENT_LENGTH=MAX_BODY_BYTES,
         REDCRON_RETRY_AFTER_S=RETRY_AFTER_S,
@@ -59,6 +62,7 @@ def create_app(
     web.register_blueprint(api)
     init_metrics(web, app, metrics_token)
     register_error_handlers(web)
+    init_outage(web, app)
     return web
 
 

@@ -4,6 +4,10 @@ the same field names in the same formats.
 * times: ISO-8601 UTC with milliseconds (``2026-11-30T07:00:00.123Z``), fixed
   width so they sort as text;
 * numbers as numbers, enums as their values, tuples as lists, None as null;
+* a float that is not finite, which JSON cannot carry (a result or argument
+  stored through the Python API, where msgpack keeps it), as the string
+  ``"Infinity"``, ``"-Infinity"`` or ``"NaN"``: the output is always strict
+  JSON, and a stored infinity stays distinguishable from no value at all;
 * payload bytes (task arguments and results) decoded from msgpack; bytes that
   are not msgpack become ``{"undecodable": "<n> bytes"}`` rather than an error;
 * a text field marked ``JSON_TEXT`` (a job's spec, a run's params) as the
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import Enum
@@ -33,6 +38,8 @@ def to_json(obj: Any) -> Any:
     """``obj`` (a record, or lists/dicts of them) as JSON-able plain data."""
     if isinstance(obj, Enum):  # before str: a StrEnum is a str
         return to_json(obj.value)
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return non_finite(obj)
     if obj is None or isinstance(obj, bool | int | float | str):
         return obj
     if isinstance(obj, datetime):
@@ -54,9 +61,16 @@ def to_json(obj: Any) -> Any:
     return str(obj)
 
 
+def non_finite(value: float) -> str:
+    """How JSON output spells a float that is not finite (it has no number for it)."""
+    if math.isnan(value):
+        return "NaN"
+    return "Infinity" if value > 0 else "-Infinity"
+
+
 def dumps(obj: Any, indent: int | None = 2) -> str:
-    """``to_json(obj)`` as JSON text (keys sorted)."""
-    return json.dumps(to_json(obj), indent=indent, sort_keys=True)
+    """``to_json(obj)`` as strict JSON text (keys sorted; never ``NaN``)."""
+    return json.dumps(to_json(obj), indent=indent, sort_keys=True, allow_nan=False)
 
 
 def payload(data: bytes) -> Any:
@@ -72,6 +86,8 @@ def payload(data: bytes) -> Any:
 def _plain(value: Any) -> Any:
     if isinstance(value, bytes):
         return _text(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return non_finite(value)
     if isinstance(value, Mapping):
         return {str(_plain(k)): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from redcron.cli.bench.measure import fairness, latency, schedule, throughput, trigger
 from redcron.cli.bench.soak import soak
 from redcron.cli.common import concurrency_option
 from redcron.config import WORKER_PREFETCH_PER_SLOT, WORKER_THREADS
+from redcron.model import serialize
 
 
 @click.group()
@@ -23,7 +22,7 @@ def bench() -> None:
 
 def _emit(result: dict[str, object], as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps(result))
+        click.echo(serialize.dumps(result, indent=None))  # the one strict serializer
         return
     width = max(len(k) for k in result)
     for key, value in result.items():

@@ -63,9 +63,15 @@ def register(app: App) -> App:
     return app
 
 
-#: the app the benchmark worker process imports (``redcron.cli.bench.measure:app``);
-#: it reads REDCRON_REDIS_URL and REDCRON_PREFIX, which the benchmark sets.
-app = register(App())
+#: how a benchmark worker process (and its processes pool) loads its App
+BENCH_APP = "redcron.cli.bench.measure:bench_app()"
+
+
+def bench_app() -> App:
+    """The App of a benchmark worker process (:data:`BENCH_APP`), from the
+    REDCRON_REDIS_URL and REDCRON_PREFIX the benchmark gives it: read when
+    called, never at import (``redcron --help`` imports this module)."""
+    return register(App())
 
 
 @contextmanager
@@ -92,7 +98,7 @@ def worker_process(
         prefix,
         "from redcron.worker import Worker;"
         f"Worker(app, concurrency={concurrency}, pool={pool!r}, grace=2, prefetch={prefetch},"
-        "app_path='redcron.cli.bench.measure:app').run()",
+        f"app_path={BENCH_APP!r}).run()",
     ) as proc:
         yield proc
 
@@ -103,7 +109,7 @@ def _python_process(url: str, prefix: str, code: str) -> Iterator[subprocess.Pop
     terminated (then killed) on exit."""
     env = dict(os.environ, REDCRON_REDIS_URL=url, REDCRON_PREFIX=prefix)
     head = "import logging; logging.basicConfig(level=logging.WARNING);"
-    head += "from redcron.cli.bench.measure import app;"
+    head += "from redcron.cli.bench.measure import bench_app; app = bench_app();"
     proc = subprocess.Popen([sys.executable, "-c", head + code], env=env)
     try:
         yield proc

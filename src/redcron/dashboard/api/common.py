@@ -4,9 +4,11 @@ and the one error shape ``{"error": {"code", "message", "field"}}``."""
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, NoReturn
 
 import flask
+from flask.json.provider import DefaultJSONProvider
 from werkzeug.exceptions import HTTPException
 
 from redcron.app import App
@@ -15,6 +17,17 @@ from redcron.model.jobs import first_unknown
 from redcron.model.serialize import to_json
 
 EXTENSION = "redcron"
+
+
+class StrictJSON(DefaultJSONProvider):
+    """Flask's JSON provider, never writing ``NaN`` or ``Infinity`` (which are no
+    JSON): :func:`reply` gives it records through ``to_json``, which spells
+    those as strings, so a value that still holds one is a bug, raised here
+    rather than sent as text no strict parser reads."""
+
+    def dumps(self, obj: Any, **kwargs: Any) -> str:
+        kwargs.setdefault("allow_nan", False)
+        return super().dumps(obj, **kwargs)
 
 
 class ApiError(Exception):
@@ -53,8 +66,44 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _no_constant(name: str) -> Any:
-    bad(None, f"malformed JSON: {name} is not a JSON number")
+class _Numbers:
+    """json.loads hooks that note the first number that is not finite: ``1e400``
+    (Python reads a literal too big for a double as infinity) or the words
+    ``NaN``/``Infinity``, which are no JSON at all.  Parsing goes on, so that
+    :func:`non_finite_path` can then name where in the body it was."""
+
+    def __init__(self) -> None:
+        self.first: str | None = None
+
+    def parse_float(self, text: str) -> float:
+        value = float(text)
+        if self.first is None and not math.isfinite(value):
+            self.first = text
+        return value
+
+    def parse_constant(self, word: str) -> float:
+        if self.first is None:
+            self.first = word
+        return float(word)
+
+
+def non_finite_path(data: Any) -> str | None:
+    """Where the first float of ``data`` that is not finite is, in the API's field
+    notation (``result``, ``args[0]``, ``capacity.cpu``); None if there is none.
+    Iterative: a body may nest as deep as json.loads allows."""
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return path
+        if isinstance(value, dict):
+            items = [(f"{path}.{k}" if path else str(k), v) for k, v in value.items()]
+        elif isinstance(value, list):
+            items = [(f"{path}[{i}]", v) for i, v in enumerate(value)]
+        else:
+            continue
+        stack.extend(reversed(items))  # depth first, in document order
+    return None
 
 
 def body(required: bool = True) -> dict[str, Any]:
@@ -62,23 +111,38 @@ def body(required: bool = True) -> dict[str, Any]:
 
     Any content type is read as JSON (curl sends form encoding by default);
     an empty body is ``{}`` unless ``required``.  Bodies over
-    ``MAX_CONTENT_LENGTH`` raise 413 from Werkzeug while reading.
+    ``MAX_CONTENT_LENGTH`` raise 413 from Werkzeug while reading.  Every
+    number must be finite: ``1e400``, ``NaN`` or ``Infinity`` anywhere is a
+    400 naming its field, since nothing could store or show it as JSON.
     """
     raw = flask.request.get_data(cache=True)
     if not raw.strip():
         if required:
             bad(None, "a JSON object body is required")
         return {}
+    numbers = _Numbers()
     try:
-        data = json.loads(raw, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        data = json.loads(
+            raw,
+            object_pairs_hook=_no_duplicates,
+            parse_float=numbers.parse_float,
+            parse_constant=numbers.parse_constant,
+        )
     except UnicodeDecodeError:
         bad(None, "the body is not UTF-8 text")
     except json.JSONDecodeError as exc:
         bad(None, f"malformed JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")
     except RecursionError:
         bad(None, "malformed JSON: nested too deeply")
+    except ValueError:  # an integer of more digits than Python converts (4300)
+        bad(None, "malformed JSON: a number with too many digits")
     if not isinstance(data, dict):
         bad(None, f"the body must be a JSON object, not {type(data).__name__}")
+    if numbers.first is not None:
+        bad(
+            non_finite_path(data) or None,
+            f"{numbers.first[:40]} is not a finite number (JSON numbers must fit a double)",
+        )
     return data
 
 

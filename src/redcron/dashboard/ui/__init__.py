@@ -17,6 +17,7 @@ from typing import Any
 import flask
 from werkzeug.exceptions import HTTPException
 
+from redcron.broker.retry import UNAVAILABLE
 from redcron.dashboard.api.common import ApiError
 from redcron.dashboard.api.common import http_error as api_http_error
 from redcron.dashboard.ui import (
@@ -67,6 +68,7 @@ SECURITY_HEADERS = {
 
 @ui.before_request
 def load_identity() -> Reply | None:
+    session.opened()  # the session's secret is read from Redis, which may be down
     endpoint = flask.request.endpoint or ""
     if flask.request.method in session.UNSAFE_METHODS and not session.csrf_ok():
         return error_page(
@@ -139,14 +141,25 @@ def http_error(exc: HTTPException) -> Reply:
     return error_page(exc.code or 500, exc.description or exc.name or "error")
 
 
-def unknown_path(exc: HTTPException) -> Reply:
-    """A path no route serves: a page for a browser, the API's JSON error for the
-    API, ``/metrics`` and clients that do not ask for HTML."""
+def wants_page() -> bool:
+    """Whether an error is answered with a page (a browser, off the API) rather
+    than the API's JSON error (the API, ``/metrics``, clients that do not ask
+    for HTML)."""
     request = flask.request
     api = request.path.startswith(("/v1/", "/metrics"))
-    if api or not request.accept_mimetypes.accept_html:
+    return not api and request.accept_mimetypes.accept_html
+
+
+def unknown_path(exc: HTTPException) -> Reply:
+    """A path no route serves: a page for a browser, the API's JSON error otherwise."""
+    request = flask.request
+    if not wants_page():
         return api_http_error(exc)
-    flask.g.identity = who = session.identity()  # the menu, if logged in
+    try:
+        who = session.identity()  # the menu, if logged in
+    except UNAVAILABLE:
+        who = None  # the path is unknown all the same; Redis need not answer for that
+    flask.g.identity = who
     where = "The pages are in the menu above." if who else "Log in at /login to see the pages."
     return error_page(404, f"There is no page {request.path}. {where}")
 
@@ -159,4 +172,4 @@ def init_ui(web: flask.Flask) -> None:
     web.register_error_handler(404, unknown_path)
 
 
-__all__ = ["init_ui"]
+__all__ = ["error_page", "init_ui", "wants_page"]

@@ -21,11 +21,12 @@ from datetime import timedelta
 from typing import Any
 
 import flask
-from flask.sessions import SecureCookieSessionInterface
+from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
 from itsdangerous import URLSafeTimedSerializer
 
 from redcron.app import App
 from redcron.broker.logins import LoginLinks
+from redcron.broker.retry import UNAVAILABLE
 from redcron.broker.tokens import TokenStore
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import EXTENSION, redcron_app
@@ -39,6 +40,10 @@ CSRF_HEADER = "X-CSRF-Token"
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
+#: ``flask.g`` key: why this request's session could not be opened
+_UNOPENED = "redcron_session_error"
+
+
 class RedisSecretSessions(SecureCookieSessionInterface):
     """Flask's signed-cookie sessions, signed with the secret kept in Redis
     (read on the first request, unless ``SECRET_KEY`` is configured)."""
@@ -48,6 +53,24 @@ class RedisSecretSessions(SecureCookieSessionInterface):
             redcron: App = app.extensions[EXTENSION]
             app.secret_key = LoginLinks(redcron.broker).session_secret()
         return super().get_signing_serializer(app)
+
+    def open_session(self, app: flask.Flask, request: flask.Request) -> SecureCookieSession | None:
+        # Flask opens the session before any handler can catch what it raises (an
+        # error here is a logged 500): with Redis down, keep the error for
+        # :func:`opened` and give a null session, which pages never get past
+        try:
+            return super().open_session(app, request)
+        except UNAVAILABLE as exc:
+            flask.g.setdefault(_UNOPENED, exc)
+            return None
+
+
+def opened() -> None:
+    """Raise the error that kept this request's session from opening, if any
+    (a page cannot be served without it; the API and ``/metrics`` need none)."""
+    exc = flask.g.pop(_UNOPENED, None)
+    if exc is not None:
+        raise exc
 
 
 def configure(web: flask.Flask) -> None:

@@ -1,0 +1,69 @@
+"""Redis down under the dashboard: every request that needs it answers 503.
+
+While Redis restarts or fails over, a request that needs it — an API route,
+the bearer-token check before one, a page, the session check, ``/metrics`` —
+answers 503 with ``Retry-After``: in the API's error shape (code
+``unavailable``) for ``/v1``, ``/metrics`` and clients that do not ask for
+HTML, a short page for browsers.  It is no bug, so it logs no traceback: the
+process logs one WARNING when the outage starts and one INFO when a request
+goes through again (:class:`~redcron.broker.retry.Outage`, as workers and
+beats do).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import flask
+from werkzeug.wrappers import Response
+
+from redcron.app import App
+from redcron.broker.retry import UNAVAILABLE, Outage, is_unavailable
+from redcron.dashboard.api.common import error_response
+from redcron.dashboard.ui import error_page, wants_page
+
+log = logging.getLogger(__name__)
+
+#: Flask extension key of the process's :class:`Outage`
+EXTENSION = "redcron.outage"
+#: ``flask.g`` flag: this request met the outage (so it says nothing of recovery)
+_MET = "redcron_outage_met"
+
+MESSAGE = "Redis is not answering (restarting or unreachable); try again in {after} s"
+
+
+def init_outage(web: flask.Flask, app: App) -> None:
+    """Answer the :data:`UNAVAILABLE` errors of ``web``'s requests with 503."""
+    outage = Outage(log, "dashboard", doing="answering 503")
+    web.extensions[EXTENSION] = outage
+
+    def unavailable(exc: Exception) -> Response:
+        if not is_unavailable(exc):
+            raise exc  # refused credentials: a 500 as before, with its traceback
+        flask.g.setdefault(_MET, True)
+        request = flask.request
+        outage.failed(exc, f"{request.method} {request.path}")
+        after = web.config["REDCRON_RETRY_AFTER_S"]
+        message = MESSAGE.format(after=after)
+        if wants_page():
+            response: Response = error_page(503, message)
+        else:
+            response = error_response(503, "unavailable", message)
+        response.headers["Retry-After"] = str(after)
+        return response
+
+    for cls in UNAVAILABLE:
+        web.register_error_handler(cls, unavailable)
+
+    @web.after_request
+    def note_recovery(response: flask.Response) -> flask.Response:
+        # only while down, and only for a request that did not meet the outage
+        # (it may not have needed Redis): one look at the server says if it is back
+        if outage.down and not flask.g.get(_MET):
+            try:
+                app.broker.server_ms()
+            except UNAVAILABLE as exc:
+                outage.failed(exc, "a look at Redis")
+            else:
+                outage.ok()
+        return response
