@@ -162,8 +162,17 @@ class BeatStore:
             pipe.hmget(self.keys.job(shard, jid), "version", "next_fire", "paused", "tenant")
         for tenant in tenants:
             pipe.hget(self.keys.tenant(shard, tenant), "jitter_s")
-        res = pipe.execute()
-        heads = [_head(*row) for row in res[: len(job_ids)]]
+        # errors in place: a job key that is not a hash (WRONGTYPE) is that job's fault
+        res = pipe.execute(raise_on_error=False)
+        heads = [
+            JobHead("", None, False, "", f"the job key is not a readable hash ({row})")
+            if isinstance(row, redis.ResponseError)
+            else _head(*row)
+            for row in res[: len(job_ids)]
+        ]
+        for raw in res[len(job_ids) :]:
+            if isinstance(raw, Exception):
+                raise raw  # a tenant hash of the wrong type: doctor's, not one job's
         return heads, list(res[len(job_ids) :])
 
     def job_specs(
@@ -187,7 +196,10 @@ class BeatStore:
         for p in parks:
             args = argv.job_park(p.job_id, p.version, p.score, p.reason[:REASON_MAX])
             self.broker._run("job_park", shard, args, pipe)
-        return [bool(int(res)) for res in self.broker._execute(pipe)]
+        return [
+            not isinstance(res, redis.ResponseError) and bool(int(res))
+            for res in self.broker.execute(pipe)
+        ]
 
     # -- firing --------------------------------------------------------------------
 
