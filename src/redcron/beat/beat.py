@@ -413,7 +413,7 @@ class Beat:
             for i, h in heads.items()
             if h.version is not None
             and h.malformed is None
-            and self._specs.get(rows[i][0], _NO_SPEC).version != h.version
+            and self._stale_spec(rows[i][0], h.version, rows[i][1])
         ]
         # tenants of jobs read cold (new jobs among them) whose default jitter is unknown
         cold_tenants = {h.tenant for h in heads.values() if h.version is not None and h.tenant}
@@ -448,6 +448,14 @@ class Beat:
                 continue
             out[i] = _Loaded(h.version, got.spec, got.trigger, h.next_fire, h.paused)
         return out
+
+    def _stale_spec(self, job_id: str, version: str, score: int) -> bool:
+        """Whether the job's spec must be read: not cached at this version, or
+        cached unreadable and now due (score >= 0, not a prefetch): a zone put
+        back by a tzdata update, then a resume, leaves the version as it was, and
+        another beat may hold the old verdict."""
+        cached = self._specs.get(job_id, _NO_SPEC)
+        return cached.version != version or (cached.spec is None and score >= 0)
 
     def _tenants_read(self, shard: int, tenants: list[str], values: list[Any], at: float) -> None:
         """Record the default jitter read for each tenant (at monotonic time ``at``)."""
