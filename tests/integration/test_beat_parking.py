@@ -137,11 +137,13 @@ def test_bad_jobs_are_parked_and_the_beat_fires_the_others(
     listing = _cli(app, "jobs", "list")
     assert "parked by the beat" in listing and "next_fire 'soon'" in listing
     assert "parked" in _cli(app, "jobs", "show", "garbage")
+    assert "Mars/Olympus_Mons" in _cli(app, "jobs", "show", "zone")  # a spec with no trigger
     assert read_metrics(app.broker).jobs_parked == {"default": len(bad)}
     web = create_app(app, admin_token=ADMIN).test_client()
     metrics = web.get("/metrics").get_data(as_text=True)
     assert f'redcron_jobs_parked{{tenant="default"}} {float(len(bad))}' in metrics
-    api = web.get(f"/v1/jobs/{garbage.id}", headers={"Authorization": f"Bearer {ADMIN}"})
+    admin = {"Authorization": f"Bearer {ADMIN}"}
+    api = web.get(f"/v1/jobs/{garbage.id}", headers=admin)
     assert api.status_code == 200, api.get_data(as_text=True)
     assert "next_fire 'soon'" in api.get_json()["parked_reason"]
     assert web.get("/login").status_code == 200
@@ -153,10 +155,14 @@ def test_bad_jobs_are_parked_and_the_beat_fires_the_others(
     listing_page = web.get("/jobs").get_data(as_text=True)
     assert 'class="parked"' in listing_page
 
-    # an update (even of the same spec) or a resume clears it, and it fires again
-    again = app.jobs.put(spec_from_json(template.spec))
-    assert again.change == "updated" and again.parked_reason is None
-    assert again.scheduled_due is not None
+    # an update (even of the same spec, here through the API) or a resume clears
+    # it, and it fires again
+    body = {"name": "template", "every": "1s", "overlap": "allow", "tasks": {"t": {"ref": "noop"}}}
+    put = web.put(f"/v1/jobs/{template.id}", json=body, headers=admin)
+    assert put.status_code == 200, put.get_data(as_text=True)
+    again = app.jobs.get_by_id(template.id)
+    assert again.parked_reason is None and again.scheduled_due is not None
+    assert spec_from_json(again.spec) == spec_from_json(template.spec)  # the same spec
     app.jobs.resume("default", "garbage")
     assert app.jobs.get_by_id(garbage.id).parked_reason is None
     tick_until(
