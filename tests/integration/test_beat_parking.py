@@ -246,6 +246,32 @@ def test_a_fire_that_fails_alone_is_parked_and_its_call_goes_on(
     assert "fire failed: WRONGTYPE" in warnings[0], warnings
 
 
+def test_when_every_fire_fails_alone_none_is_parked(
+    app: App, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every fire failing on its own is a server's or script's fault, not one job's:
+    parking them all would stop every tenant the other way."""
+    caplog.set_level(logging.WARNING, logger="redcron.beat.beat")
+    jobs = [app.jobs.put(f"j{i}", tasks=TASKS, every="1s", overlap="allow") for i in range(2)]
+    beat = Beat(app, name="b1", shard_ttl=2.0)
+    tick_until(beat, lambda: all(runs_of(app, j.id) for j in jobs), "every job to fire")
+    r, k = app.broker.client, app.broker.keys
+    for j in jobs:
+        r.delete(k.job(j.shard, j.id))
+        r.set(k.job(j.shard, j.id), "not a hash")
+    tick_until(
+        beat,
+        lambda: any("none parked" in rec.getMessage() for rec in caplog.records),
+        "the beat to give up on the call without parking",
+    )
+    assert r.zcard(k.jobparked(0)) == 0 and r.zcard(k.schedule(0)) == 2
+    assert _parked_warnings(caplog) == []
+    # a healthy job due with them shows the fault is theirs: both are parked then
+    ok = app.jobs.put("ok", tasks=TASKS, every="1s", overlap="allow")
+    tick_until(beat, lambda: r.zcard(k.jobparked(0)) == 2, "the two to be parked")
+    tick_until(beat, lambda: runs_of(app, ok.id), "the healthy job to fire")
+
+
 def test_a_job_changed_after_the_beat_read_it_is_not_parked(app: App) -> None:
     """job_park compares version and score: a job fixed meanwhile keeps its schedule."""
     job = app.jobs.put("j", tasks=TASKS, every="1h")

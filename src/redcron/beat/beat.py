@@ -506,6 +506,8 @@ class Beat:
         return calls
 
     def _park(self, shard: int, parks: list[Park]) -> None:
+        if not parks:
+            return
         for job_id in parking.park(self.store, shard, parks):
             self._specs.pop(job_id, None)
             self._known.pop(job_id, None)
@@ -523,17 +525,13 @@ class Beat:
             ],
         )  # fmt: skip
 
-    def _settle(
-        self, shard: int, calls: list[_Call], results: list[Any], alone: bool = False
-    ) -> int:
+    def _settle(self, shard: int, calls: list[_Call], results: list[Any]) -> int:
         """Account for fire.lua results; returns the fires done.  Any progress
         makes the beat tick again at once (a chain may have more due).
 
         A job hash no run can be made from (fire.lua's ``malformed``) is parked.
-        A call of several fires that failed as a whole (one fire's script error
-        aborts its fire_batch call) is sent again one fire at a time, so the
-        others go on and the one at fault (a script error of its own, when sent
-        ``alone``) is parked.
+        Fires that failed with a script error (one fire's error aborts its whole
+        fire_batch call) are sent again one at a time (:meth:`_isolate`).
         """
         fired = 0
         parks: list[Park] = []
@@ -544,13 +542,10 @@ class Beat:
                 if isinstance(from_script_error(str(res)), ShardLeaseLost):
                     self._drop(shard)
                     break
-                if not alone and parking.job_fault(str(res)):
+                if parking.job_fault(str(res)):
                     again.append(call)
                     continue
                 log.warning("job %s: fire %d failed: %s", jid, f.fire_ms, res)
-                if alone and parking.job_fault(str(res)):
-                    why = f"fire failed: {res}"
-                    parks.append(Park(jid, call.version, f.expected, why, self._tenant_of(jid)))
                 continue
             status = _s(res[0])
             if status == "malformed":
@@ -566,11 +561,51 @@ class Beat:
             elif status == "version":
                 self._specs.pop(jid, None)
                 self._known.pop(jid, None)
-        for call in again if shard in self._owned else []:
-            epoch = self._owned[shard]
-            fired += self._settle(shard, [call], self._send(shard, epoch, [call]), alone=True)
         if parks:
             self._park(shard, parks)
+        if again:
+            fired += self._isolate(shard, again)
+        return fired
+
+    def _isolate(self, shard: int, calls: list[_Call]) -> int:
+        """Send fires that failed together one at a time; returns the fires done.
+
+        The others of the failed call are made; a job whose fire fails alone is
+        parked, but only when some fire succeeded alone: when every one fails,
+        the fault is the server's or a script's, not one job's data, and parking
+        them all would stop every tenant the other way.  Later fires of a chain
+        whose earlier fire failed are not sent (they could only come back stale).
+        """
+        fired = 0
+        failed: dict[str, tuple[_Call, Any]] = {}
+        succeeded = False
+        for call in calls:
+            if call.job_id in failed or shard not in self._owned:
+                continue
+            res = self._send(shard, self._owned[shard], [call])
+            if not isinstance(res[0], ErrorReply):
+                succeeded = True
+                fired += self._settle(shard, [call], res)
+                continue
+            if isinstance(from_script_error(str(res[0])), ShardLeaseLost):
+                self._drop(shard)
+                break
+            log.warning("job %s: fire %d failed: %s", call.job_id, call.fire.fire_ms, res[0])
+            failed[call.job_id] = (call, res[0])
+        if failed and succeeded:
+            self._park(shard, [
+                Park(c.job_id, c.version, c.fire.expected, f"fire failed: {err}",
+                     self._tenant_of(c.job_id))
+                for c, err in failed.values()
+                if parking.job_fault(str(err))
+            ])  # fmt: skip
+        elif failed:
+            log.warning(
+                "shard %d: all %d fires sent one at a time failed: taken for a server or "
+                "script fault, not one job's; none parked",
+                shard,
+                len(failed),
+            )
         return fired
 
     def _tenant_of(self, job_id: str) -> str:
