@@ -56,8 +56,11 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "job": ("job:{job_id}", ("job_id",)),
     # one tenant's jobs: name -> job id
     "jobs": ("jobs:{tenant}", ("tenant",)),
-    # job id -> next due time (ms); only fire, job update, pause and delete change it
+    # job id -> next due time (ms); only fire, job update, pause, park and delete change it
     "schedule": ("schedule", ()),
+    # jobs the beat parked (off the schedule: it could not plan or fire them) ->
+    # when (ms); /metrics and the dashboard count them without reading every job
+    "jobparked": ("jobparked", ()),
     # a run: state, scheduled_for, trigger, counters, task names
     "run": ("run:{run_id}", ("run_id",)),
     # a job's run history: run id -> scheduled_for (ms)
@@ -260,6 +263,9 @@ class Keys:
 
     def schedule(self, shard: int) -> str:
         return self.build(shard, "schedule")
+
+    def jobparked(self, shard: int) -> str:
+        return self.build(shard, "jobparked")
 
     def run(self, shard: int, run_id: str) -> str:
         return self.build(shard, "run", run_id)

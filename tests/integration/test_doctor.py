@@ -16,6 +16,7 @@ from worker_procs import thread_workers, wait_for  # tests/helpers
 
 from redcron import App
 from redcron.broker import FailItem
+from redcron.broker.beat import BeatStore, Park
 from redcron.broker.doctor import SCRIPTS, examine
 from redcron.broker.scripts import full_source
 from redcron.keys import GROUP
@@ -218,6 +219,25 @@ def test_the_open_breaker_index_is_checked_and_repaired(app: App) -> None:
     assert examine(app.broker, repair=True).summary.remaining == 0
     assert r.zrange(k.brkopen(0), 0, -1, withscores=True) == [(job_id.encode(), 123.0)]
     assert [j.id for j in app.jobs.open_breakers()] == [job_id]
+    assert examine(app.broker).findings == ()
+
+
+def test_a_job_the_beat_parked_is_not_a_missing_schedule_entry(app: App) -> None:
+    """A parked job is off the schedule on purpose (issue 16 item 5): doctor must
+    not report it, nor put it back with --repair (the beat would only park it
+    again, with another WARNING)."""
+    r, k = app.broker.client, app.broker.keys
+    job = app.jobs.put("parked", every="1h", tasks={"t": Task("t.ok")}, tenant="acme")
+    score = int(r.zscore(k.schedule(job.shard), job.id) or 0)
+    park = Park(job.id, str(job.version), score, "unreadable spec: test")
+    assert BeatStore(app.broker).park(job.shard, [park]) == [True]
+    assert r.zscore(k.schedule(job.shard), job.id) is None
+    assert examine(app.broker).findings == ()
+    examine(app.broker, repair=True)
+    assert r.zscore(k.schedule(job.shard), job.id) is None
+    # resumed: back on the schedule, and doctor still finds nothing
+    app.jobs.resume("acme", "parked")
+    assert r.zscore(k.schedule(job.shard), job.id) is not None
     assert examine(app.broker).findings == ()
 
 

@@ -207,6 +207,9 @@ def test_job_record_from_fields() -> None:
 def test_job_record_paused_has_no_next_fire() -> None:
     job = JobRecord.from_fields(job_hash(paused="1", paused_reason="3 failed runs"), shard=0)
     assert job.paused and job.paused_reason == "3 failed runs"
+    assert job.parked_reason is None and job.parked_at is None
+    parked = JobRecord.from_fields(job_hash(parked_reason="bad tz", parked_at="1000"), shard=0)
+    assert parked.parked_reason == "bad tz" and parked.parked_at == from_ms(1000)
     assert job.next_fire is None and job.scheduled_due is None
 
 

@@ -775,15 +775,36 @@ def test_star_slash_day_field_leaves_the_other_in_charge() -> None:
     assert len(fires("0 0 1 * 0-6", "UTC", utc(2026, 1, 1), utc(2026, 4, 1))) == 90
 
 
-def test_expression_that_never_fires_in_horizon_raises() -> None:
-    t = make_trigger(cron="0 0 * 2 1#5")  # fifth Monday of February: only 2044 after 2016
-    with pytest.raises(ScheduleError, match="no fire time within 8 years") as info:
-        next_fire(t, utc(2026, 1, 1))
-    assert info.value.field == "cron" and "0 0 * 2 1#5" in str(info.value)
-    assert next_fire(t, utc(2040, 1, 1)) == utc(2044, 2, 29)
+def test_decades_apart_fires_are_found_not_refused() -> None:
+    # issue 16 item 5: the fifth Monday of February (a leap year whose February
+    # starts on a Monday) was refused with "no fire time within 8 years"
+    t = make_trigger(cron="0 0 * FEB 1#5")
+    got = fires_between(t, utc(2026, 1, 1), utc(2200, 1, 1), 10)
+    assert got == [utc(y, 2, 29) for y in (2044, 2072, 2112, 2140, 2168, 2196)]
+    assert next_fire(t, utc(2044, 2, 29)) == utc(2072, 2, 29)  # after a fire: 28 years on
     tz_t = make_trigger(cron="0 0 * 2 1#5", tz="America/New_York")
-    with pytest.raises(ScheduleError):
-        next_fire(tz_t, utc(2026, 1, 1))
+    assert next_fire(tz_t, utc(2026, 1, 1)) == datetime(2044, 2, 29, 5, tzinfo=UTC)
+    # the 40-year gap over 2100 (not a leap year), in a zone with DST
+    berlin = make_trigger(cron="30 2 * 2 1#5", tz="Europe/Berlin")
+    assert next_fire(berlin, utc(2072, 3, 1)) == datetime(2112, 2, 29, 1, 30, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "0 0 */10 FEB 1#5",  # February's fifth Monday is the 29th, never 1, 11 or 21
+        "0 0 */30 2 1#5",
+        "0 0 */15 FEB 1L",  # the last Monday falls on the 22nd-29th
+    ],
+)
+def test_expression_that_never_fires_is_refused_at_parse(expr: str) -> None:
+    try:
+        parse_cron(expr)
+    except ScheduleError as exc:
+        assert exc.field == "cron" and "never select the same day" in str(exc)
+        assert "day-of-month" in str(exc) and "day-of-week" in str(exc)
+    else:
+        pytest.fail(f"{expr!r} was accepted")
 
 
 def test_near_year_9999_gives_up_cleanly() -> None:

@@ -31,8 +31,9 @@ from types import FrameType
 from typing import Any
 
 from redcron.app import App
+from redcron.beat import parking
 from redcron.broker.argv import FireArgs
-from redcron.broker.beat import BeatStore, ShardClaim
+from redcron.broker.beat import BeatStore, Park, ShardClaim
 from redcron.broker.jobs import spec_from_json
 from redcron.broker.retry import TRANSIENT, Backoff, ErrorReply, Outage
 from redcron.clock import ulid
@@ -65,11 +66,13 @@ def beats_key(prefix: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class _Spec:
-    """A job's parsed spec, cached by version (spec and trigger None: unreadable)."""
+    """A job's parsed spec, cached by version (spec and trigger None: unreadable,
+    and ``error`` says why)."""
 
     version: str
     spec: JobSpec | None
     trigger: Trigger | None
+    error: str = ""
 
 
 _NO_SPEC = _Spec("", None, None)
@@ -109,6 +112,23 @@ class _Loaded:
     trigger: Trigger
     nominal: int | None
     paused: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Bad:
+    """A due job whose hash or spec cannot be planned: it is parked, with ``reason``."""
+
+    version: str
+    reason: str
+    tenant: str = ""
+
+
+def _when(ms: int) -> str:
+    """A fire time for a reason text: ISO-8601, or the raw ms when out of range."""
+    try:
+        return iso(from_ms(ms))
+    except (OverflowError, ValueError, OSError):
+        return f"{ms} ms"
 
 
 class Beat:
@@ -335,13 +355,13 @@ class Beat:
         self._busy = self._busy or time.monotonic() > budget
         return fired
 
-    def _load(self, shard: int, rows: list[tuple[str, int]]) -> list[_Loaded | None]:
-        """Version, spec, trigger and next_fire of each due job (None: no job, or no
-        readable spec).  Parsed specs are cached by (job id, version); a job at the
-        score this beat stored is not read at all.  The default jitter of the jobs'
-        tenants is refreshed (at most every TENANT_JITTER_REFRESH_S) in the same
-        round trips."""
-        out: list[_Loaded | None] = [None] * len(rows)
+    def _load(self, shard: int, rows: list[tuple[str, int]]) -> list[_Loaded | _Bad | None]:
+        """Version, spec, trigger and next_fire of each due job (None: no job; _Bad: a
+        malformed hash or an unreadable spec, to be parked).  Parsed specs are
+        cached by (job id, version); a job at the score this beat stored is not
+        read at all.  The default jitter of the jobs' tenants is refreshed (at
+        most every TENANT_JITTER_REFRESH_S) in the same round trips."""
+        out: list[_Loaded | _Bad | None] = [None] * len(rows)
         cold: list[int] = []
         mono = time.monotonic()
         stale: set[str] = set()  # tenants whose default jitter is read with this page
@@ -391,7 +411,9 @@ class Beat:
         missing = [
             (rows[i][0], h.version)
             for i, h in heads.items()
-            if h.version is not None and self._specs.get(rows[i][0], _NO_SPEC).version != h.version
+            if h.version is not None
+            and h.malformed is None
+            and self._stale_spec(rows[i][0], h.version, rows[i][1])
         ]
         # tenants of jobs read cold (new jobs among them) whose default jitter is unknown
         cold_tenants = {h.tenant for h in heads.values() if h.version is not None and h.tenant}
@@ -409,14 +431,31 @@ class Beat:
                     parsed = spec_from_json(text)
                     self._specs[jid] = _Spec(version, parsed, parsed.trigger())
                 except Exception as exc:  # a spec we cannot read must not stop the others
-                    log.error("job %s: unreadable spec (%s); not fired", jid, exc)
-                    self._specs[jid] = _Spec(version, None, None)
+                    # (a zone gone from tzdata, a hand-edited spec): parked when due,
+                    # with one WARNING then (_park)
+                    log.debug("job %s: unreadable spec (%s)", jid, exc)
+                    why = f"unreadable spec: {type(exc).__name__}: {exc}"
+                    self._specs[jid] = _Spec(version, None, None, why)
         for i, h in heads.items():
+            if h.malformed is not None:
+                out[i] = _Bad(h.version or "", h.malformed, h.tenant)
+                continue
             got = self._specs.get(rows[i][0], _NO_SPEC)
-            if h.version is None or got.spec is None or got.trigger is None:
+            if h.version is None:
+                continue
+            if got.spec is None or got.trigger is None:
+                out[i] = _Bad(h.version, got.error or "no readable spec", h.tenant)
                 continue
             out[i] = _Loaded(h.version, got.spec, got.trigger, h.next_fire, h.paused)
         return out
+
+    def _stale_spec(self, job_id: str, version: str, score: int) -> bool:
+        """Whether the job's spec must be read: not cached at this version, or
+        cached unreadable and now due (score >= 0, not a prefetch): a zone put
+        back by a tzdata update, then a resume, leaves the version as it was, and
+        another beat may hold the old verdict."""
+        cached = self._specs.get(job_id, _NO_SPEC)
+        return cached.version != version or (cached.spec is None and score >= 0)
 
     def _tenants_read(self, shard: int, tenants: list[str], values: list[Any], at: float) -> None:
         """Record the default jitter read for each tenant (at monotonic time ``at``)."""
@@ -440,19 +479,38 @@ class Beat:
             self._load(shard, todo[i : i + self.batch])
 
     def _plan(self, shard: int, rows: list[tuple[str, int]], now: int) -> list[_Call]:
-        """The fire.lua calls for due schedule rows."""
+        """The fire.lua calls for due schedule rows; a job that cannot be planned
+        (malformed hash, unreadable spec, an error computing its fires) is parked."""
         calls: list[_Call] = []
+        parks: list[Park] = []
         for (jid, score), job in zip(rows, self._load(shard, rows), strict=True):
+            if isinstance(job, _Bad):
+                parks.append(Park(jid, job.version, score, job.reason, job.tenant))
+                continue
             if job is None or job.paused:
                 continue
             # no nominal recorded: the score is our best knowledge
             nominal = score if job.nominal is None else job.nominal
             tenant_jitter = self._tenant_jitter_of(shard, job.spec.tenant)
-            for fire in plan_fires(
-                jid, job.spec, job.trigger, nominal, score, now, self.window_ms, tenant_jitter
-            ):
-                calls.append(_Call(jid, job.version, fire))
+            try:
+                fires = plan_fires(
+                    jid, job.spec, job.trigger, nominal, score, now, self.window_ms, tenant_jitter
+                )
+            except Exception as exc:  # one job's schedule must not stop every tenant's
+                why = f"next fire after {_when(nominal)}: {type(exc).__name__}: {exc}"
+                parks.append(Park(jid, job.version, score, why, job.spec.tenant))
+                continue
+            calls += [_Call(jid, job.version, fire) for fire in fires]
+        if parks:
+            self._park(shard, parks)
         return calls
+
+    def _park(self, shard: int, parks: list[Park]) -> None:
+        if not parks:
+            return
+        for job_id in parking.park(self.store, shard, parks):
+            self._specs.pop(job_id, None)
+            self._known.pop(job_id, None)
 
     def _send(self, shard: int, epoch: str, calls: list[_Call]) -> list[Any]:
         """Send the fires (runs in the sender thread).  One result per call, in
@@ -469,17 +527,31 @@ class Beat:
 
     def _settle(self, shard: int, calls: list[_Call], results: list[Any]) -> int:
         """Account for fire.lua results; returns the fires done.  Any progress
-        makes the beat tick again at once (a chain may have more due)."""
+        makes the beat tick again at once (a chain may have more due).
+
+        A job hash no run can be made from (fire.lua's ``malformed``) is parked.
+        Fires that failed with a script error (one fire's error aborts its whole
+        fire_batch call) are sent again one at a time (:meth:`_isolate`).
+        """
         fired = 0
+        parks: list[Park] = []
+        again: list[_Call] = []
         for call, res in zip(calls, results, strict=True):
             jid, f = call.job_id, call.fire
             if isinstance(res, ErrorReply):
                 if isinstance(from_script_error(str(res)), ShardLeaseLost):
                     self._drop(shard)
                     break
+                if parking.job_fault(str(res)):
+                    again.append(call)
+                    continue
                 log.warning("job %s: fire %d failed: %s", jid, f.fire_ms, res)
                 continue
             status = _s(res[0])
+            if status == "malformed":
+                why = _s(res[1])
+                parks.append(Park(jid, call.version, f.expected, why, self._tenant_of(jid)))
+                continue
             if status in _DONE:
                 self._busy = True
                 if f.next_ms is not None and f.next_due is not None:
@@ -489,7 +561,56 @@ class Beat:
             elif status == "version":
                 self._specs.pop(jid, None)
                 self._known.pop(jid, None)
+        if parks:
+            self._park(shard, parks)
+        if again:
+            fired += self._isolate(shard, again)
         return fired
+
+    def _isolate(self, shard: int, calls: list[_Call]) -> int:
+        """Send fires that failed together one at a time; returns the fires done.
+
+        The others of the failed call are made; a job whose fire fails alone is
+        parked, but only when some fire succeeded alone: when every one fails,
+        the fault is the server's or a script's, not one job's data, and parking
+        them all would stop every tenant the other way.  Later fires of a chain
+        whose earlier fire failed are not sent (they could only come back stale).
+        """
+        fired = 0
+        failed: dict[str, tuple[_Call, Any]] = {}
+        succeeded = False
+        for call in calls:
+            if call.job_id in failed or shard not in self._owned:
+                continue
+            res = self._send(shard, self._owned[shard], [call])
+            if not isinstance(res[0], ErrorReply):
+                succeeded = True
+                fired += self._settle(shard, [call], res)
+                continue
+            if isinstance(from_script_error(str(res[0])), ShardLeaseLost):
+                self._drop(shard)
+                break
+            log.warning("job %s: fire %d failed: %s", call.job_id, call.fire.fire_ms, res[0])
+            failed[call.job_id] = (call, res[0])
+        if failed and succeeded:
+            self._park(shard, [
+                Park(c.job_id, c.version, c.fire.expected, f"fire failed: {err}",
+                     self._tenant_of(c.job_id))
+                for c, err in failed.values()
+                if parking.job_fault(str(err))
+            ])  # fmt: skip
+        elif failed:
+            log.warning(
+                "shard %d: all %d fires sent one at a time failed: taken for a server or "
+                "script fault, not one job's; none parked",
+                shard,
+                len(failed),
+            )
+        return fired
+
+    def _tenant_of(self, job_id: str) -> str:
+        spec = self._specs.get(job_id, _NO_SPEC).spec
+        return spec.tenant if spec else ""
 
     def _log_fire(self, call: _Call, run_id: str, status: str, recorded: int | None) -> None:
         """A line per fire time done: what fired, how late, and what became of it.

@@ -227,6 +227,13 @@ def job_put(
     )  # fmt: skip
 
 
+def job_park(
+    job_id: str, version: str, expected: int, reason: str, now: int | None = None
+) -> list[Any]:
+    """job_park.lua: park the job if it is still at ``version`` and score ``expected``."""
+    return [job_id, version, expected, reason, clock(now)]
+
+
 def job_delete(tenant: str, name: str) -> list[Any]:
     return [tenant, name]
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
+from redcron.broker import argv
 from redcron.broker.argv import FireArgs
 from redcron.broker.broker import time_ms
 from redcron.serde import text as _s
@@ -37,17 +38,56 @@ class ShardClaim:
     epoch: str
 
 
+#: a parked job's reason is cut to this many characters (an exception text can be long)
+REASON_MAX = 500
+
+
 @dataclass(frozen=True, slots=True)
 class JobHead:
     """The fields of a job hash the beat reads before firing it.
 
     ``version`` is None when the job hash is gone (deleted since it was scheduled).
+    ``malformed`` says why a hash that exists cannot be planned (a field edited by
+    hand into garbage); None when it can.
     """
 
     version: str | None
     next_fire: int | None
     paused: bool
     tenant: str
+    malformed: str | None = None
+
+
+def _head(version: Any, nf: Any, paused: Any, tenant: Any) -> JobHead:
+    """A job head from its raw HMGET reply, never raising on what is stored."""
+    text = None if nf is None else _s(nf)
+    try:
+        next_fire = int(text) if text else None
+    except ValueError:
+        shown = text if text is not None and len(text) <= 40 else f"{(text or '')[:40]}..."
+        return JobHead(
+            "" if version is None else _s(version), None, False, _s(tenant or b""),
+            f"next_fire {shown!r} in the job hash is not a time in ms",
+        )  # fmt: skip
+    if version is None and tenant is not None:
+        return JobHead("", next_fire, False, _s(tenant), "the job hash has no version")
+    return JobHead(
+        None if version is None else _s(version),
+        next_fire,
+        _s(paused or b"") == "1",
+        _s(tenant or b""),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Park:
+    """One job the beat cannot plan or fire: park it if still at (version, score)."""
+
+    job_id: str
+    version: str
+    score: int
+    reason: str
+    tenant: str = ""  # for the log line only
 
 
 class BeatStore:
@@ -122,16 +162,17 @@ class BeatStore:
             pipe.hmget(self.keys.job(shard, jid), "version", "next_fire", "paused", "tenant")
         for tenant in tenants:
             pipe.hget(self.keys.tenant(shard, tenant), "jitter_s")
-        res = pipe.execute()
+        # errors in place: a job key that is not a hash (WRONGTYPE) is that job's fault
+        res = pipe.execute(raise_on_error=False)
         heads = [
-            JobHead(
-                None if version is None else _s(version),
-                int(_s(nf)) if nf not in (None, b"", "") else None,
-                _s(paused or b"") == "1",
-                _s(tenant or b""),
-            )
-            for version, nf, paused, tenant in res[: len(job_ids)]
+            JobHead("", None, False, "", f"the job key is not a readable hash ({row})")
+            if isinstance(row, redis.ResponseError)
+            else _head(*row)
+            for row in res[: len(job_ids)]
         ]
+        for raw in res[len(job_ids) :]:
+            if isinstance(raw, Exception):
+                raise raw  # a tenant hash of the wrong type: doctor's, not one job's
         return heads, list(res[len(job_ids) :])
 
     def job_specs(
@@ -147,6 +188,18 @@ class BeatStore:
         res = pipe.execute()
         specs = [None if text is None else _s(text) for text in res[: len(job_ids)]]
         return specs, list(res[len(job_ids) :])
+
+    def park(self, shard: int, parks: Sequence[Park]) -> list[bool]:
+        """Park jobs of one shard (job_park.lua, pipelined): for each, whether it was
+        parked (False: changed, moved or deleted since it was read)."""
+        pipe = self.broker.client.pipeline(transaction=False)
+        for p in parks:
+            args = argv.job_park(p.job_id, p.version, p.score, p.reason[:REASON_MAX])
+            self.broker._run("job_park", shard, args, pipe)
+        return [
+            not isinstance(res, redis.ResponseError) and bool(int(res))
+            for res in self.broker.execute(pipe)
+        ]
 
     # -- firing --------------------------------------------------------------------
 

@@ -49,7 +49,7 @@ PRUNE_BATCH = 500
 #: an attempt's result recorded, a fire or a job change stored...): under
 #: durability="strict" they return only once replicas confirm them (WAIT)
 ACKED = frozenset({
-    "enqueue", "complete", "fail", "fire", "fire_batch", "job_put", "job_pause",
+    "enqueue", "complete", "fail", "fire", "fire_batch", "job_put", "job_pause", "job_park",
     "job_delete", "cancel", "dlq_replay", "dlq_discard", "run_cancel", "run_retry",
 })  # fmt: skip
 

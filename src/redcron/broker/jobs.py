@@ -303,6 +303,10 @@ class JobStore:
             job_id, "", "", "", None, None, "", "manual", 0, run_id, json.dumps(params or {})
         )
         status, rid = self.broker.fire(shard_of_id(job_id), manual, now)
+        if status == "malformed":
+            raise ValidationError(
+                "job", f"job {name!r} of tenant {tenant!r} cannot run: {_s(rid)}; put it again"
+            )
         if status == RunState.REJECTED:
             raise QuotaExceeded(
                 f"tenant {tenant!r} is at its max_queued; run {_s(rid)} was recorded as "

@@ -55,6 +55,8 @@ class Metrics:
     workers: list[WorkerInfo] = field(default_factory=list)
     #: (tenant, job name) -> breaker state (closed, open, trial)
     breakers: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: tenant -> jobs the beat parked (off the schedule until updated or resumed)
+    jobs_parked: dict[str, int] = field(default_factory=dict)
     #: shard -> seconds the most overdue scheduled fire is late (0 when none is due)
     trigger_overdue_s: dict[int, float] = field(default_factory=dict)
     #: (tenant, outcome) -> attempts ended that way (lifetime)
@@ -81,7 +83,8 @@ def read_metrics(broker: Broker) -> Metrics:
         pipe.hgetall(keys.runends(shard))
         pipe.hgetall(keys.lag(shard))
         pipe.zrange(keys.brkopen(shard), 0, -1)
-        raw_tenants, raw_queues, stats, head, attempts, runs, lag, opened = pipe.execute()
+        pipe.zrange(keys.jobparked(shard), 0, -1)
+        raw_tenants, raw_queues, stats, head, attempts, runs, lag, opened, parked = pipe.execute()
         tenants = sorted(_s(t) for t in raw_tenants)
         queues = sorted(_s(q) for q in raw_queues)
         for k, v in stats.items():
@@ -132,8 +135,10 @@ def read_metrics(broker: Broker) -> Metrics:
                 pipe.hget(keys.job(shard, _s(jid)), "breaker")
             for jid, state in zip(opened, pipe.execute(), strict=True):
                 states[_s(jid)] = _s(state) if state else "closed"
+        parked_ids = {_s(jid) for jid in parked}
         for t, name, jid in job_ids:
             out.breakers[(t, name)] = states.get(jid, "closed")
+            out.jobs_parked[t] = out.jobs_parked.get(t, 0) + (jid in parked_ids)
     out.trigger_lag = _stats.lag_histogram(lags)
     out.workers = WorkerRegistry(broker).list(now)
     return out

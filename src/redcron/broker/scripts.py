@@ -45,6 +45,7 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "fire_batch",
     "job_put",
     "job_pause",
+    "job_park",
     "job_delete",
     "run_cancel",
     "run_retry",

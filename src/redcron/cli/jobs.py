@@ -156,7 +156,7 @@ CHANGES = ("created", "updated", "unchanged", "deleted")
 def list_cmd(
     tenant: str | None, as_json: bool, app_path: str | None, redis_url: str | None
 ) -> None:
-    """List jobs: trigger, time zone, next fire (UTC), paused, last run state."""
+    """List jobs: trigger, time zone, next fire (UTC), paused, parked, last run state."""
     store = build_app(app_path, redis_url).jobs
     found = [(job, last_run(store, job)) for job in store.list_jobs(tenant)]
     rendered = [job_json(job, last) for job, last in found] if as_json else found
@@ -173,11 +173,18 @@ def jobs_table(found: Sequence[tuple[JobRecord, RunRecord | None]]) -> str:
             job.tz,
             iso_utc(job.next_fire) or "-",
             "yes" if job.paused else "no",
+            "yes" if job.parked_reason else "no",
             last.state if last else "-",
         )
         for job, last in found
     ]
-    return table(("name", "tenant", "trigger", "tz", "next fire", "paused", "last run"), rows)
+    header = ("name", "tenant", "trigger", "tz", "next fire", "paused", "parked", "last run")
+    out = table(header, rows)
+    parked = [f"  {job.tenant}/{job.name}: {job.parked_reason}" for job, _ in found
+              if job.parked_reason]  # fmt: skip
+    if parked:
+        out += "\n\nparked by the beat (not fired until updated or resumed):\n" + "\n".join(parked)
+    return out
 
 
 @jobs.command()
@@ -226,6 +233,8 @@ def render_job(job: JobRecord, spec: JobSpec, recent: Sequence[RunRecord]) -> st
         ("next fire", iso_utc(job.next_fire) or "-"),
         ("last fire", iso_utc(job.last_fire)),
         ("paused", paused),
+        ("parked", f"since {iso_utc(job.parked_at)}: {job.parked_reason}; not fired until "
+         "updated (jobs apply) or resumed" if job.parked_reason else None),
         ("catchup", f"{spec.catchup} (limit {spec.catchup_limit})"),
         ("overlap", spec.overlap),
         ("jitter", f"{spec.jitter_s:g}s" if spec.jitter_s else None),

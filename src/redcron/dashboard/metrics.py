@@ -99,6 +99,14 @@ class RedcronCollector(Collector):
         for (tenant, job), state in sorted(m.breakers.items()):
             breaker.add_metric([tenant, job], BREAKER_VALUES.get(state, 0))
         yield breaker
+        parked = GaugeMetricFamily(
+            "redcron_jobs_parked",
+            "Jobs the beat parked: off the schedule, not fired until updated or resumed",
+            labels=["tenant"],
+        )
+        for tenant, n in sorted(m.jobs_parked.items()):
+            parked.add_metric([tenant], n)
+        yield parked
         overdue = GaugeMetricFamily(
             "redcron_trigger_overdue_seconds",
             "How late the most overdue scheduled fire still to make is (0: none is due)",

@@ -19,7 +19,8 @@
   ones) | buffered (buffer_one: the run starts when the active runs end) | exists
   | skipped_all (trigger skip) | rejected (admission: the tenant is over
   max_queued; recorded as a 'rejected' run) | stale (the score moved: someone fired already) |
-  version (job changed: recompute) | paused
+  version (job changed: recompute) | paused | malformed (the job hash cannot
+  make a run: {'malformed', reason}, nothing written; the beat parks the job)
   Errors: STALE (the beat's shard lease was taken over), NOTFOUND.
   Upholds: one run per fire time (compare-and-set on owner epoch, schedule
   score and job version; run id from job id + nominal fire time; run and next

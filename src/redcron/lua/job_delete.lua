@@ -13,5 +13,6 @@ if not job_id then return err('NOTFOUND', 'no job ' .. name .. ' for tenant ' ..
 redis.call('HDEL', idx, name)
 redis.call('ZREM', key_schedule(), job_id)
 redis.call('ZREM', key_brkopen(), job_id)
+redis.call('ZREM', key_jobparked(), job_id)
 redis.call('DEL', key_job(job_id))
 return job_id

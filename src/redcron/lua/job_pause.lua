@@ -3,7 +3,8 @@
   ARGV[1] job_id   ARGV[2] paused (1|0)
   ARGV[3] next nominal fire ms on resume ("" = none)   ARGV[4] next due ms
   Returns: the job's version.  Fires missed while paused are not caught up.
-  Resuming also closes the job's circuit breaker and releases its held work.
+  Resuming also closes the job's circuit breaker and releases its held work, and
+  unparks a job the beat parked (job_park.lua); pausing leaves the parked mark.
   Errors: NOTFOUND. ]]
 -- @include lib/clock.lua
 -- @include lib/err.lua
@@ -20,6 +21,8 @@ else
   breaker_close(job_id, server_ms(), 'resumed')
   redis.call('HSET', jk, 'paused', '0', 'paused_reason', '', 'consecutive_failures', 0,
     'next_fire', next_fire)
+  redis.call('HDEL', jk, 'parked_reason', 'parked_at')
+  redis.call('ZREM', key_jobparked(), job_id)
   if next_fire ~= '' then redis.call('ZADD', key_schedule(), next_due, job_id) end
 end
 return tonumber(redis.call('HGET', jk, 'version'))

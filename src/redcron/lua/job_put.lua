@@ -9,7 +9,8 @@
   ARGV[15..] pairs: task name, msgpack args
   Returns: {job_id, version, change} change = created | updated | unchanged
   An identical spec is a no-op (the beat upserts declared jobs at every start and
-  must not reset a schedule that has fires due). ]]
+  must not reset a schedule that has fires due), except for a job the beat
+  parked (job_park.lua): any put unparks it and schedules it again. ]]
 -- @include lib/clock.lua
 -- @include lib/err.lua
 
@@ -30,8 +31,9 @@ if not job_id then
   end
 end
 local jk = key_job(job_id)
-local old = redis.call('HMGET', jk, 'spec', 'trigger_sig', 'paused', 'version')
-if change == 'updated' and old[1] == spec then
+local old = redis.call('HMGET', jk, 'spec', 'trigger_sig', 'paused', 'version', 'parked_at')
+local parked = old[5] and old[5] ~= ''
+if change == 'updated' and old[1] == spec and not parked then
   return {job_id, tonumber(old[4]), 'unchanged'}
 end
 
@@ -50,6 +52,11 @@ end
 redis.call('HSET', jk, 'spec', spec, 'template', template, 'trigger_sig', sig,
   'overlap', overlap, 'keep_runs', keep_runs, 'keep_s', keep_s,
   'pause_after_failures', pause_after_failures, 'paused', paused, 'updated', now)
+if parked then
+  -- off the schedule while parked: the ZADD below puts it back
+  redis.call('HDEL', jk, 'parked_reason', 'parked_at')
+  redis.call('ZREM', key_jobparked(), job_id)
+end
 for i = FIRST_ARG, #ARGV, 2 do redis.call('HSET', jk, 'args:' .. ARGV[i], ARGV[i + 1]) end
 -- register the job's queues now, so creating a run need not
 for _, row in ipairs(cjson.decode(template)) do redis.call('SADD', key_queues(), row.queue) end

@@ -349,7 +349,10 @@ class JobRecord:
     ``trigger`` says it in words (``cron 0 2 * * *``, ``every 30s``,
     ``manual``).  ``next_fire`` is the nominal time of the next fire and
     ``scheduled_due`` when the beat will fire it (nominal + jitter); both are
-    None while the job is paused or has no next fire.  ``breaker`` is the
+    None while the job is paused or has no next fire.  ``parked_reason`` says
+    why the beat took the job off the schedule (it could not compute or send
+    its next fire: a malformed hash, an unreadable spec, a zone gone from
+    tzdata), since ``parked_at``; an update or resume clears it.  ``breaker`` is the
     circuit breaker's state: ``closed``, ``open`` or ``trial``.  ``change``
     is what the write that returned the record did (``created``, ``updated``
     or ``unchanged``: ``app.jobs.put``); None on a plain read.
@@ -361,6 +364,8 @@ class JobRecord:
     version: int
     paused: bool
     paused_reason: str | None
+    parked_reason: str | None
+    parked_at: datetime | None
     trigger: str
     cron: str | None
     every: str | None
@@ -405,6 +410,8 @@ class JobRecord:
             version=_int(fields, "version"),
             paused=paused,
             paused_reason=_opt_text(fields, "paused_reason"),
+            parked_reason=_opt_text(fields, "parked_reason"),
+            parked_at=_time(fields, "parked_at"),
             trigger=_trigger_text(cron, every, at),
             cron=cron,
             every=every,

@@ -12,6 +12,9 @@ instants in a zone. Syntax (5 fields, or 6 with seconds first)::
 Day semantics are Vixie cron's: a day-of-month or day-of-week field that
 *starts with* ``*`` (``*``, ``*/2``) leaves the other one in charge (both
 must match); when neither starts with ``*`` a day matches if either does.
+An expression whose day fields select no date of any year (``30 FEB``,
+``*/10 FEB 1#5``) is refused here; every other one fires within any 400 years
+(:mod:`redcron.schedule.cycle`).
 """
 
 from __future__ import annotations
@@ -19,11 +22,11 @@ from __future__ import annotations
 import calendar
 import re
 import zlib
-from bisect import bisect_left
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from redcron.errors import ValidationError
+from redcron.schedule import cycle
 
 __all__ = ["Cron", "ScheduleError", "parse_cron"]
 
@@ -86,37 +89,19 @@ class Cron:
     # often". Vixie cron and cronie decide the same way (MIN_STAR | HR_STAR), so
     # "*/15 2 * * *" runs in neither a skipped 02:xx hour nor once after it
     fixed_time: bool = False
-    # Matching days per (year, month); the beat asks about the same few months
-    # for every job thousands of times, and the answer never changes
-    _day_cache: dict[tuple[int, int], tuple[int, ...]] = field(
+    # Matching days per month shape (length, weekday of the 1st) and months per
+    # year kind (leap, weekday of January 1st): 28 and 14 entries at most, asked
+    # for thousands of times by the beat (see schedule/cycle.py)
+    _month_cache: dict[tuple[int, int], tuple[int, ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )
+    _year_cache: dict[tuple[bool, int], cycle.YearPlan] = field(
         default_factory=dict, init=False, repr=False, compare=False, hash=False
     )
 
     def days_in(self, year: int, month: int) -> tuple[int, ...]:
         """The days of ``year-month`` the day fields select, ascending (month not checked)."""
-        key = (year, month)
-        found = self._day_cache.get(key)
-        if found is None:
-            first, ndays = calendar.monthrange(year, month)
-            sunday_first = (first + 1) % 7
-            found = tuple(
-                d
-                for d in range(1, ndays + 1)
-                if self._day_matches(d, (sunday_first + d - 1) % 7, ndays)
-            )
-            self._day_cache[key] = found
-        return found
-
-    def _day_matches(self, day: int, weekday: int, ndays: int) -> bool:
-        dom = day in self.days or (self.last_day and day == ndays)
-        dow = (
-            weekday in self.weekdays
-            or (weekday in self.last_weekdays and day + 7 > ndays)
-            or (weekday, (day - 1) // 7 + 1) in self.nth_weekdays
-        )
-        if self.dom_star or self.dow_star:
-            return dom and dow
-        return dom or dow
+        return cycle.days_in(self, year, month)
 
     def matches(self, wall: datetime) -> bool:
         """Whether the naive wall-clock time ``wall`` (to the second) is selected."""
@@ -132,48 +117,10 @@ class Cron:
     def next_wall(self, after: datetime, until_year: int) -> datetime | None:
         """The first selected naive wall time strictly after ``after``; None past ``until_year``.
 
-        Jumps field by field with bisect over the sorted values: a yearly job
-        costs a handful of steps, not a walk over every minute in between.
+        A parsed expression fires within any 400 years (:data:`cycle.CYCLE_YEARS`),
+        so ``after.year + 400`` is a horizon that misses nothing.
         """
-        months, hours, minutes, seconds = self.months, self.hours, self.minutes, self.seconds
-        y, mo, d = after.year, after.month, after.day
-        h, mi, s = after.hour, after.minute, after.second + 1
-        until_year = min(until_year, 9999)
-        while y <= until_year:
-            if mo > 12:
-                y, mo, d, h, mi, s = y + 1, 1, 1, 0, 0, 0
-                continue
-            i = bisect_left(months, mo)
-            if i == len(months):
-                y, mo, d, h, mi, s = y + 1, months[0], 1, 0, 0, 0
-                continue
-            if months[i] != mo:
-                mo, d, h, mi, s = months[i], 1, 0, 0, 0
-            days = self.days_in(y, mo)
-            i = bisect_left(days, d)
-            if i == len(days):
-                mo, d, h, mi, s = mo + 1, 1, 0, 0, 0
-                continue
-            if days[i] != d:
-                d, h, mi, s = days[i], 0, 0, 0
-            i = bisect_left(hours, h)
-            if i == len(hours):
-                d, h, mi, s = d + 1, 0, 0, 0
-                continue
-            if hours[i] != h:
-                h, mi, s = hours[i], 0, 0
-            i = bisect_left(minutes, mi)
-            if i == len(minutes):
-                h, mi, s = h + 1, 0, 0
-                continue
-            if minutes[i] != mi:
-                mi, s = minutes[i], 0
-            i = bisect_left(seconds, s)
-            if i == len(seconds):
-                mi, s = mi + 1, 0
-                continue
-            return datetime(y, mo, d, h, mi, seconds[i])
-        return None
+        return cycle.next_wall(self, after, until_year)
 
 
 def parse_cron(expr: str, *, job_key: str = "") -> Cron:
@@ -242,22 +189,36 @@ def parse_cron(expr: str, *, job_key: str = "") -> Cron:
         dow_star=dow[0] in "*?",
         fixed_time=not (minute.startswith("*") or hour.startswith("*")),
     )
-    _check_possible(cron, dom_pos)
+    _check_possible(cron, dom_pos, tokens)
     return cron
 
 
-def _check_possible(cron: Cron, dom_pos: int) -> None:
-    """Reject day-of-month/month pairs that no calendar has (``30 2``), at parse time."""
-    if not cron.dow_star or cron.last_day:
-        return  # a day-of-week alternative or L can always match somewhere
-    longest = max(_MAX_DAYS[m] for m in cron.months)
-    if cron.days[0] > longest:
-        names = ",".join(calendar.month_abbr[m].upper() for m in cron.months)
-        raise _fail(
-            dom_pos,
-            "day-of-month",
-            f"value '{cron.days[0]}' never occurs in month {names} (at most {longest} days); "
-            f"use L for the last day of the month",
+def _check_possible(cron: Cron, dom_pos: int, tokens: list[str]) -> None:
+    """Refuse, at parse time, day fields that no date of any year satisfies.
+
+    ``30 2`` gets its own message (the month is too short); the rest (``*/10 FEB
+    1#5``: February's fifth Monday is the 29th, never 1, 11 or 21) are found by
+    :func:`cycle.fires_ever` over the 14 kinds of year, which is exact: an
+    expression that passes fires within every 400 years.
+    """
+    if cron.dow_star and not cron.last_day:
+        longest = max(_MAX_DAYS[m] for m in cron.months)
+        if cron.days[0] > longest:
+            names = ",".join(calendar.month_abbr[m].upper() for m in cron.months)
+            raise _fail(
+                dom_pos,
+                "day-of-month",
+                f"value '{cron.days[0]}' never occurs in month {names} (at most {longest} "
+                f"days); use L for the last day of the month",
+            )
+    if not cycle.fires_ever(cron):
+        dom, month, dow = tokens[3], tokens[4], tokens[5]
+        raise ScheduleError(
+            "cron",
+            f"fields {dom_pos}-{dom_pos + 2} (day-of-month '{dom}', month '{month}', "
+            f"day-of-week '{dow}') never select the same day in any year (the calendar "
+            f"repeats every {cycle.CYCLE_YEARS} years), so '{cron.expr}' would never fire; "
+            "a day-of-month or day-of-week field starting with '*' means both must match",
         )
 
 

@@ -31,6 +31,7 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from redcron.schedule.cron import Cron, ScheduleError, parse_cron
+from redcron.schedule.cycle import CYCLE_YEARS
 
 __all__ = [
     "Cron",
@@ -49,9 +50,10 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # It bounds the fall-backs handled exactly: every one since 1970 is 3 h or
 # less except Antarctica/Vostok's 7 h in 1994.
 _NEAR = timedelta(hours=3)
-# Years a cron search may span before we call the expression dead. Eight, not
-# five: "0 0 29 2 *" has an 8-year gap around 2100, which is not a leap year.
-_HORIZON_YEARS = 8
+# Years a cron search spans: the whole Gregorian cycle. parse_cron refuses an
+# expression that selects no day in it, so a parsed one always fires within it
+# ("0 0 * FEB 1#5", the fifth Monday of February, has gaps of 28 and 40 years)
+_HORIZON_YEARS = CYCLE_YEARS
 _UTC_ZONE = ZoneInfo("UTC")
 # [0-9], not \d: \d and int() also take other scripts' digits (Arabic-Indic, fullwidth)
 _EVERY_RE = re.compile(r"([0-9]+)([dhms])")
@@ -296,8 +298,10 @@ def _gap_end(wall: datetime, tz: ZoneInfo, before: timedelta, later: timedelta) 
 
 
 def _dead(cron: Cron, after: datetime) -> ScheduleError:
+    # parse_cron refuses expressions that never fire, so only the end of the
+    # datetime range (year 9999) gets here
     return ScheduleError(
         "cron",
         f"'{cron.expr}' has no fire time within {_HORIZON_YEARS} years after "
-        f"{after.isoformat()}; check the day-of-month, month and day-of-week fields",
+        f"{after.isoformat()} (nor before the year 9999 ends)",
     )

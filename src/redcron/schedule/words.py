@@ -82,8 +82,8 @@ def upcoming(
     Fewer when the trigger runs out (manual, an ``at`` already past). ``anchor``
     is the phase of an ``every`` grid, as in :func:`next_fire`; the beat passes
     none (the Unix epoch), so leave it out to show what the beat will do.
-    Raises :class:`ScheduleError` as :func:`next_fire` does (naive times, a cron
-    expression with no fire in its search horizon).
+    Raises :class:`ScheduleError` as :func:`next_fire` does (naive times, a search
+    that runs past the year 9999).
     """
     if count < 0:
         raise ScheduleError("count", f"count {count} is negative; pass 0 or more")

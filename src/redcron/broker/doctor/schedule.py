@@ -1,5 +1,7 @@
 """Jobs and the schedule: an active job with a next fire is scheduled, a
-paused one is not, and every schedule entry names a job.  Repair:
+paused one is not, and every schedule entry names a job.  A job the beat
+parked (``parked_at`` set: it could not plan or fire it) is off the schedule on
+purpose until it is updated or resumed, so it is not a missing entry.  Repair:
 ``lua/doctor_schedule.lua`` (schedule at the next fire plus the job's jitter,
 or drop the entry).  Likewise the open-breaker index (``brkopen``) lists
 exactly the jobs whose breaker is open or in trial (``lua/doctor_breaker.lua``)."""
@@ -27,7 +29,7 @@ _BREAKER_WORDS = {
     "in_place": "consistent on re-check: nothing written",
 }
 
-_JOB_FIELDS = ["id", "tenant", "paused", "next_fire", "spec", "breaker"]
+_JOB_FIELDS = ["id", "tenant", "paused", "next_fire", "spec", "breaker", "parked_at"]
 #: breaker states the open-breaker index lists
 _OPEN = ("open", "trial")
 
@@ -48,7 +50,9 @@ def check_jobs(ex: Exam, shard: int) -> None:
             if isinstance(values, Exception) or values[0] is None:
                 continue
             ex.counts["jobs"] += 1
-            job_id, tenant, paused, nxt, spec, breaker = (_s(v) if v else "" for v in values)
+            job_id, tenant, paused, nxt, spec, breaker, parked = (
+                _s(v) if v else "" for v in values
+            )
             if breaker in _OPEN and listed is None:
                 ex.add(
                     "breaker_index_missing",
@@ -59,7 +63,7 @@ def check_jobs(ex: Exam, shard: int) -> None:
                     "lists it.",
                     _fix_breaker(ex, shard, job_id),
                 )
-            if paused != "1" and nxt and score is None:
+            if paused != "1" and nxt and score is None and not parked:
                 ex.add(
                     "schedule_entry_missing",
                     shard,

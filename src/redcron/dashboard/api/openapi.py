@@ -208,7 +208,10 @@ SCHEMAS: Json = {
     },
     "Job": {"type": "object", "properties": {
         "id": {"type": "string"}, "tenant": {"type": "string"}, "name": {"type": "string"},
-        "paused": {"type": "boolean"}, "next_fire": _TIME}},
+        "paused": {"type": "boolean"}, "next_fire": _TIME,
+        "parked_reason": {"type": ["string", "null"], "description": "why the beat took the "
+                          "job off the schedule; cleared by an update (PUT) or resume"},
+        "parked_at": _TIME}},
     "Run": {"type": "object", "properties": {
         "id": {"type": "string"}, "job_id": {"type": "string"}, "state": {"type": "string"},
         "created_at": _TIME, "ended_at": _TIME,

@@ -84,7 +84,8 @@ def show(job_id: str) -> Reply:
     job = auth.job(job_id)
     now = store.server_now()
     trigger = trigger_of(job)
-    fires = upcoming(trigger, now, NEXT_FIRES) if trigger is not None and not job.paused else []
+    live = trigger is not None and not job.paused and not job.parked_reason
+    fires = upcoming(trigger, now, NEXT_FIRES) if trigger is not None and live else []
     runs = store.runs(job.id, max(render.wanted(), CHART_RUNS))
     chart = durations_svg([_bar(r) for r in reversed(runs[:CHART_RUNS])])
     return render.page(

@@ -1,7 +1,8 @@
 --[[ fire: one fire of a job (see fire.lua for the ARGV group layout), shared by
   fire.lua (one fire) and fire_batch.lua (many fires of one shard per call).
   b is the 0-based offset of the 12-value group in ARGV; the caller checks the
-  owner epoch first. Returns {status, run_id}; status notfound for a missing job.
+  owner epoch first. Returns {status, run_id}; status notfound for a missing job,
+  {'malformed', reason} (nothing written) for a job hash no run can be made from.
   A new fire from the schedule (not manual) is noted in `lags` (lib/lag.lua: the
   caller saves them once) as now - its due time, the later of its schedule score
   and its nominal time (a catch-up fire of an old score is as late as its own
@@ -11,6 +12,22 @@
 -- @include lib/admission.lua
 -- @include lib/runs.lua
 -- @include lib/cancel_instance.lua
+
+-- Why a job hash cannot make a run (its template did not decode to rows of
+-- {task, queue, deps}, or it names no tenant); nil: it can.
+local function dag_malformed(decoded, rows, tenant)
+  if not tenant or tenant == '' then return 'the job hash has no tenant' end
+  if not decoded or type(rows) ~= 'table' or #rows == 0 then
+    return 'the job hash has no readable template (DAG JSON)'
+  end
+  for _, row in ipairs(rows) do
+    if type(row) ~= 'table' or type(row.task) ~= 'string' or type(row.queue) ~= 'string'
+        or type(row.deps) ~= 'table' then
+      return 'the job template has a malformed task row'
+    end
+  end
+  return nil
+end
 
 -- Is `epoch` the shard's current, unexpired owner epoch? ("" = not a beat: yes)
 local function owner_ok(epoch, now)
@@ -36,6 +53,11 @@ local function fire_one(b, now, woken, lags)
     if not score or tonumber(score) ~= tonumber(expected) then return {'stale', ''} end
   end
   if j[2] == '1' and trigger ~= 'manual' then return {'paused', ''} end
+  -- a hash edited by hand: refuse before the schedule moves (a Lua error
+  -- half-way would lose this fire and fail every fire of the same call)
+  local ok, rows = pcall(cjson.decode, j[4] or '')
+  local why = dag_malformed(ok, rows, j[5])
+  if why then return {'malformed', why} end
 
   -- the schedule moves in the same step as the run is created
   if expected ~= '' then
@@ -97,7 +119,7 @@ local function fire_one(b, now, woken, lags)
   local max_queued, max_priority = admission(j[5])
   if max_queued > 0 then
     local roots = 0
-    for _, row in ipairs(cjson.decode(j[4])) do
+    for _, row in ipairs(rows) do
       if #row.deps == 0 then roots = roots + 1 end
     end
     if queued_count(j[5]) + roots > max_queued then
@@ -107,6 +129,6 @@ local function fire_one(b, now, woken, lags)
     end
   end
   create_run(job_id, run_id, tonumber(fire_ms), trigger, now, params,
-    {j[4], j[5], j[6], j[7], max_priority}, woken)
+    {j[4], j[5], j[6], j[7], max_priority, rows = rows}, woken)
   return {'created', run_id}
 end

@@ -120,7 +120,7 @@ end
 local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, woken)
   local jk = key_job(job_id)
   local j = job or redis.call('HMGET', jk, 'template', 'tenant', 'name', 'keep_s')
-  local rows = cjson.decode(j[1])
+  local rows = j.rows or cjson.decode(j[1])  -- fire_one decoded (and checked) it already
   local tenant = j[2]
   local names = {}
   for i, row in ipairs(rows) do names[i] = row.task end
