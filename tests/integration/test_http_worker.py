@@ -14,6 +14,7 @@ from typing import Any
 import flask
 import pytest
 from flask.testing import FlaskClient
+from grants import grant_commands
 
 from redcron import App
 from redcron.broker.tokens import TokenStore
@@ -216,6 +217,7 @@ def test_long_poll_with_no_work_answers_an_empty_list(client: FlaskClient) -> No
 
 
 def test_a_command_task_gives_its_command(app: App, client: FlaskClient) -> None:
+    grant_commands(app)
     handle = app.enqueue_command(["echo", "hi"], env={"A": "1"}, timeout=30)
     assert lease(client) == []  # command tasks go to the "commands" queue
     item = lease_one(client, queues=["commands"])

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from redcron.broker import argv
 from redcron.broker.broker import PAYLOADS, fields_of, shard_of_id
 from redcron.clock import ulid
-from redcron.errors import NotFound, QuotaExceeded, ValidationError
+from redcron.errors import Forbidden, NotFound, QuotaExceeded, ValidationError
 from redcron.keys import shard_of
 from redcron.model import (
     Event,
@@ -25,6 +25,7 @@ from redcron.model import (
 )
 from redcron.model.jobs import JobSpec, job_spec, spec_from_dict
 from redcron.model.states import RunState
+from redcron.model.tenants import grant_refusal
 from redcron.schedule.jitter import due_ms, tenant_jitter_s
 from redcron.schedule.timeutil import from_ms, to_ms
 from redcron.schedule.triggers import next_fire
@@ -103,12 +104,25 @@ class JobStore:
         for spec, shard in zip(specs, shards, strict=True):
             pipe.hget(self.keys.jobs(shard, spec.tenant), spec.name)
         for shard, tenant in tenants:
-            pipe.hget(self.keys.tenant(shard, tenant), "jitter_s")
+            pipe.hmget(self.keys.tenant(shard, tenant), ["jitter_s", "allow_commands"])
         replies = pipe.execute()
         current = replies[: len(specs)]
         tenant_jitter = {
-            st: tenant_jitter_s(raw) for st, raw in zip(tenants, replies[len(specs) :], strict=True)
+            st: tenant_jitter_s(raw[0])
+            for st, raw in zip(tenants, replies[len(specs) :], strict=True)
         }
+        granted = {
+            st
+            for st, raw in zip(tenants, replies[len(specs) :], strict=True)
+            if raw[1] is not None and _s(raw[1]) == "1"
+        }
+        for spec, shard in zip(specs, shards, strict=True):
+            # job_put.lua refuses it too; here, so that no job of the batch is written
+            if (shard, spec.tenant) not in granted:
+                for tname, task in spec.tasks.items():
+                    if task.kind != "python":
+                        what = f"job {spec.name}, task {tname} is a {task.kind}"
+                        raise Forbidden(grant_refusal(spec.tenant, what))
         now = now or self.server_now()
         calls: list[tuple[JobSpec, int, list[Any]]] = []
         for spec, shard, cur in zip(specs, shards, current, strict=True):

@@ -8,10 +8,14 @@
   ARGV[13] paused (1|0)   ARGV[14] now_override_ms
   ARGV[15..] pairs: task name, msgpack args
   Returns: {job_id, version, change} change = created | updated | unchanged
+  Errors: CONFLICT (a new job's id exists); FORBIDDEN when a task is a command
+  or container and the tenant lacks the grant allow_commands (lib/grant.lua),
+  also for an unchanged spec: nothing is written.
   An identical spec is a no-op (the beat upserts declared jobs at every start and
   must not reset a schedule that has fires due). ]]
 -- @include lib/clock.lua
 -- @include lib/err.lua
+-- @include lib/grant.lua
 
 local tenant, name, new_id, spec, template, sig = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5],
   ARGV[6]
@@ -19,6 +23,12 @@ local next_fire, next_due, overlap, keep_runs = ARGV[7], ARGV[8], ARGV[9], ARGV[
 local keep_s, pause_after_failures, paused = ARGV[11], ARGV[12], ARGV[13]
 local now = now_ms(ARGV[14])
 local FIRST_ARG = 15  -- ARGV[15..]: task name, msgpack args pairs
+local rows = cjson.decode(template)
+for _, row in ipairs(rows) do
+  if needs_grant(row.kind) and not granted(tenant) then
+    return not_granted(tenant, 'job ' .. name .. ', task ' .. row.task .. ' is a ' .. row.kind)
+  end
+end
 local idx = key_jobs(tenant)
 local job_id = redis.call('HGET', idx, name)
 local change = 'updated'
@@ -52,7 +62,7 @@ redis.call('HSET', jk, 'spec', spec, 'template', template, 'trigger_sig', sig,
   'pause_after_failures', pause_after_failures, 'paused', paused, 'updated', now)
 for i = FIRST_ARG, #ARGV, 2 do redis.call('HSET', jk, 'args:' .. ARGV[i], ARGV[i + 1]) end
 -- register the job's queues now, so creating a run need not
-for _, row in ipairs(cjson.decode(template)) do redis.call('SADD', key_queues(), row.queue) end
+for _, row in ipairs(rows) do redis.call('SADD', key_queues(), row.queue) end
 local scheduled = redis.call('ZSCORE', key_schedule(), job_id)
 if paused == '1' or next_fire == '' then
   redis.call('ZREM', key_schedule(), job_id)
