@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from redcron.broker import argv
 from redcron.broker.broker import PAYLOADS, fields_of, shard_of_id
+from redcron.broker.grants import check_job_grants
 from redcron.clock import ulid
-from redcron.errors import Forbidden, NotFound, QuotaExceeded, ValidationError
+from redcron.errors import NotFound, QuotaExceeded, ValidationError
 from redcron.keys import shard_of
 from redcron.model import (
     Event,
@@ -25,7 +26,6 @@ from redcron.model import (
 )
 from redcron.model.jobs import JobSpec, job_spec, spec_from_dict
 from redcron.model.states import RunState
-from redcron.model.tenants import grant_refusal
 from redcron.schedule.jitter import due_ms, tenant_jitter_s
 from redcron.schedule.timeutil import from_ms, to_ms
 from redcron.schedule.triggers import next_fire
@@ -116,13 +116,7 @@ class JobStore:
             for st, raw in zip(tenants, replies[len(specs) :], strict=True)
             if raw[1] is not None and _s(raw[1]) == "1"
         }
-        for spec, shard in zip(specs, shards, strict=True):
-            # job_put.lua refuses it too; here, so that no job of the batch is written
-            if (shard, spec.tenant) not in granted:
-                for tname, task in spec.tasks.items():
-                    if task.kind != "python":
-                        what = f"job {spec.name}, task {tname} is a {task.kind}"
-                        raise Forbidden(grant_refusal(spec.tenant, what))
+        check_job_grants(self.broker, specs, shards, current, granted, spec_json)
         now = now or self.server_now()
         calls: list[tuple[JobSpec, int, list[Any]]] = []
         for spec, shard, cur in zip(specs, shards, current, strict=True):

@@ -8,9 +8,11 @@
   ARGV[13] paused (1|0)   ARGV[14] now_override_ms
   ARGV[15..] pairs: task name, msgpack args
   Returns: {job_id, version, change} change = created | updated | unchanged
-  Errors: CONFLICT (a new job's id exists); FORBIDDEN when a task is a command
-  or container and the tenant lacks the grant allow_commands (lib/grant.lua),
-  also for an unchanged spec: nothing is written.
+  Errors: CONFLICT (a new job's id exists); FORBIDDEN when a new or changed
+  job has a command or container task and the tenant lacks the grant
+  allow_commands (lib/grant.lua): nothing is written.  An unchanged job is not
+  refused (a beat re-applying its declared jobs after a revoke must not stop);
+  lease.lua keeps its command tasks from running.
   An identical spec is a no-op (the beat upserts declared jobs at every start and
   must not reset a schedule that has fires due). ]]
 -- @include lib/clock.lua
@@ -23,12 +25,6 @@ local next_fire, next_due, overlap, keep_runs = ARGV[7], ARGV[8], ARGV[9], ARGV[
 local keep_s, pause_after_failures, paused = ARGV[11], ARGV[12], ARGV[13]
 local now = now_ms(ARGV[14])
 local FIRST_ARG = 15  -- ARGV[15..]: task name, msgpack args pairs
-local rows = cjson.decode(template)
-for _, row in ipairs(rows) do
-  if needs_grant(row.kind) and not granted(tenant) then
-    return not_granted(tenant, 'job ' .. name .. ', task ' .. row.task .. ' is a ' .. row.kind)
-  end
-end
 local idx = key_jobs(tenant)
 local job_id = redis.call('HGET', idx, name)
 local change = 'updated'
@@ -43,6 +39,12 @@ local jk = key_job(job_id)
 local old = redis.call('HMGET', jk, 'spec', 'trigger_sig', 'paused', 'version')
 if change == 'updated' and old[1] == spec then
   return {job_id, tonumber(old[4]), 'unchanged'}
+end
+local rows = cjson.decode(template)
+for _, row in ipairs(rows) do
+  if needs_grant(row.kind) and not granted(tenant) then
+    return not_granted(tenant, 'job ' .. name .. ', task ' .. row.task .. ' is a ' .. row.kind)
+  end
 end
 
 local version = redis.call('HINCRBY', jk, 'version', 1)
