@@ -14,8 +14,8 @@ import pytest
 import redis
 from cli_fixtures import Invoke, app_fixture, invoke_fixture, prefix_fixture  # noqa: F401 (fixtures)
 from cli_output import one_error_line
-from grants import grant_commands
 from click.testing import Result
+from grants import grant_commands
 
 from redcron import App, Task
 from redcron.broker.workers import Registration, WorkerRegistry
