@@ -12,6 +12,7 @@ can be confined to some tenants (``--tenants``).
 from __future__ import annotations
 
 import stat
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -369,3 +370,16 @@ def test_a_worker_with_tenants_takes_only_their_work(
     assert theirs.info().state == "ready" and their_cmd.info().state == "ready"
     [reg] = [x for x in WorkerRegistry(app.broker).list() if x.id == w.id]
     assert list(reg.tenants) == [TENANT]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")
+def test_a_command_worker_process_cannot_be_read_by_its_commands() -> None:
+    # `redcron worker --allow-commands` makes itself non-dumpable: a command of the
+    # same OS user cannot read /proc/<worker>/environ (where redcron up puts the
+    # Redis URL) nor attach to it.  Checked in a child process: PR_GET_DUMPABLE.
+    code = (
+        "import ctypes; from redcron.lifeline import forbid_inspection; "
+        "assert forbid_inspection(); print(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "0"

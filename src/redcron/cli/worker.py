@@ -18,6 +18,7 @@ from redcron.cli.common import (
     split_csv,
 )
 from redcron.config import WORKER_PREFETCH_PER_SLOT, WORKER_THREADS
+from redcron.lifeline import forbid_inspection
 from redcron.worker import Worker
 
 
@@ -163,6 +164,10 @@ def worker(
     if pass_env and not allow_commands:
         raise click.UsageError("--pass-env is for command tasks: give --allow-commands too")
     app = build_app(app_path, redis_url, durability)
+    if allow_commands:
+        # a command runs as this user: keep it out of this process's environment
+        # and memory (/proc/<pid>/environ holds the Redis URL redcron up passes)
+        forbid_inspection()
     w = Worker(
         app,
         concurrency=concurrency,
