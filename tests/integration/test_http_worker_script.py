@@ -57,7 +57,10 @@ def test_the_shell_worker_runs_tasks(redis_url: str, key_prefix: str, server: st
     app = App(redis_url, prefix=key_prefix.rstrip(":"))
     grant_commands(app)
     try:
-        ok = app.enqueue_command(["sh", "-c", 'echo "hello $WHO"'], env={"WHO": "world"})
+        # the script's own token is not the task's (a clean environment)
+        ok = app.enqueue_command(
+            ["sh", "-c", 'echo "hello $WHO, token ${REDCRON_TOKEN:-none}"'], env={"WHO": "world"}
+        )
         bad = app.enqueue_command(["sh", "-c", "exit 3"], retries=0)
         done = subprocess.run(
             ["bash", str(SCRIPT)],
@@ -65,7 +68,7 @@ def test_the_shell_worker_runs_tasks(redis_url: str, key_prefix: str, server: st
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
-        assert "hello world" in done.stdout
+        assert "hello world, token none" in done.stdout
         assert ok.result(timeout=10) == {"exit_code": 0}
         assert ok.info().worker == "sh-test"
         assert bad.state == "dead"
