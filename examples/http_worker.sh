@@ -20,7 +20,8 @@ run() {  # one leased task (JSON) -> run it, heartbeating, then report
   hb=$(jq '[(.ttl_s / 3 | floor), 1] | max' <<<"$task")  # heartbeat 3x per TTL
   mapfile -t argv < <(jq -r '.command[]' <<<"$task")
   mapfile -t envs < <(jq -r '.env // {} | to_entries[] | "\(.key)=\(.value)"' <<<"$task")
-  env "${envs[@]}" "${argv[@]}" </dev/null & pid=$!
+  # a clean environment: never this script's token (docs/operations.md, Trust boundaries)
+  env -i PATH="$PATH" HOME="$HOME" LANG="${LANG:-C.UTF-8}" "${envs[@]}" "${argv[@]}" </dev/null & pid=$!
   next=$((SECONDS + hb))
   while kill -0 "$pid" 2>/dev/null; do
     sleep 0.2

@@ -77,6 +77,12 @@ class QuotaExceeded(Rejected):
     """Admission control refused the submission (HTTP 429)."""
 
 
+class Forbidden(Rejected):
+    """The tenant lacks a grant the submission needs, e.g. ``allow_commands`` for
+    command and container tasks (HTTP 403); the message names the setting and
+    the admin command that grants it."""
+
+
 class TaskFailed(RedcronError):
     """A task ended without success; carries the remote error text."""
 
@@ -115,6 +121,7 @@ CODES: dict[str, type[RedcronError]] = {
     "CONFLICT": Conflict,
     "REJECTED": Rejected,
     "QUOTA": QuotaExceeded,
+    "FORBIDDEN": Forbidden,
     "STALE": ShardLeaseLost,
 }
 

@@ -70,7 +70,7 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # shard owner (beat): owner, epoch, expiry
     "beat": ("beat", ()),
     # a tenant's settings (weight, max_in_flight, rate, burst, max_queued,
-    # max_priority, jitter_s) and dispatch state (d:<queue>:<class> deficits,
+    # max_priority, jitter_s, allow_commands) and dispatch state (d:<queue>:<class> deficits,
     # v:<queue>:<class> visit in progress, tokens, tokens_ts)
     "tenant": ("tenant:{tenant}", ("tenant",)),
     # (queue|class) rings a tenant left at its cap or rate limit

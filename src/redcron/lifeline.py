@@ -14,6 +14,7 @@ import signal
 import sys
 
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 
 
 def signal_on_parent_death(sig: int) -> None:
@@ -28,3 +29,18 @@ def signal_on_parent_death(sig: int) -> None:
 def terminate_with_parent() -> None:
     """A ``preexec_fn``: SIGTERM (a clean stop) when the parent ends."""
     signal_on_parent_death(signal.SIGTERM)
+
+
+def forbid_inspection() -> bool:
+    """Make this process non-dumpable (Linux): other processes of the same user,
+    such as the command tasks it starts, can then neither read its
+    ``/proc/<pid>/environ`` (its Redis URL, its tokens) nor attach to it; only
+    root can.  The cost: no core dumps, and py-spy or gdb need root.  True if
+    it was applied."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False

@@ -20,6 +20,7 @@ import chaos_app  # tests/apps and tests/helpers are put on sys.path by tests/co
 import pytest
 import redis
 import worker_procs
+from grants import grant_commands
 from worker_procs import (  # noqa: F401 (app_fixture: the chaos app's client, as ``app``)
     WorkerProc,
     app_fixture,
@@ -130,6 +131,7 @@ def test_zombie_result_is_rejected(
 def test_runaway_command_is_killed_at_timeout(
     app: App, spawn: Callable[..., WorkerProc], tmp_path: Path
 ) -> None:
+    grant_commands(app)
     spawn(concurrency=2, allow_commands=True, queues=["default", "commands"], lease_ttl=2.0)
     pidfile = tmp_path / "cmd.pid"
     h = app.enqueue_command(
@@ -216,6 +218,7 @@ def test_cancel_running_work_kills_it(
     )
     py = app.enqueue("slow", 60, True)
     pidfile = tmp_path / "cmd.pid"
+    grant_commands(app)
     cmd = app.enqueue_command(["sh", "-c", f"echo $$ > {pidfile}; exec sleep 30"], retries=3)
     wait_for(lambda: py.state == "running" and attempts_seen(r, app, py.id), "the python task")
     cmd_pid = int(wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), "command"))

@@ -28,6 +28,7 @@ from fuzz_strategies import (
     names,
     numbers,
 )
+from grants import grant_commands
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from lease_ids import b64, unsigned  # tests/helpers
@@ -54,6 +55,7 @@ def app(redis_url: str, key_prefix: str) -> Iterator[App]:
     def add(x: int = 0, y: int = 0) -> int:
         return x + y
 
+    grant_commands(a, "acme")  # BASE_JOB has a command task; other tenants get a 403
     yield a
     a.close()
 
@@ -145,6 +147,9 @@ def test_job_bodies(client: FlaskClient, snap: Any, case: tuple[dict[str, Any], 
         again = client.post("/v1/jobs", data=to_body(job))
         assert again.status_code == 200 and again.get_json()["change"] == "unchanged"
         client.delete(f"/v1/jobs/{resp.get_json()['id']}")
+        return
+    if err["code"] == "forbidden":  # a valid job with a command task of an ungranted tenant
+        assert "allow_commands" in err["message"] and job.get("tenant", "default") != "acme", err
         return
     assert err["code"] == "invalid", err
     head = path.split(".")[0]

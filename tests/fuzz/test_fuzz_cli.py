@@ -28,8 +28,9 @@ from redis_dump import diff, dump
 @pytest.fixture(autouse=True)
 def _deployed(invoke: Invoke) -> None:
     """The first command writes the deployment's metadata hash, once: not a write
-    of any command under test."""
+    of any command under test.  BASE_JOB's tenant may have its command task."""
     assert invoke("jobs", "list").exit_code == 0
+    assert invoke("tenants", "set", "acme", "--allow-commands").exit_code == 0
 
 
 FUZZ = settings(
@@ -81,6 +82,9 @@ def test_jobs_apply_file(
         return
     assert not diff(before, dump(r, key_prefix)), result.output
     line = one_line_error(result)
+    if "allow_commands" in line:  # a valid job with a command task of an ungranted tenant
+        assert job.get("tenant", "default") != "acme", line
+        return
     # the file, then the job and the field: "jobs.yaml: job 'nightly': tasks.b.env: ..."
     assert file.name in line, line
     # a field after the job ("job 'nightly': tasks.b.env: ..."), a line of the file,

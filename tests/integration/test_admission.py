@@ -6,7 +6,6 @@ recorded as a ``rejected`` run and counted, never dropped silently.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 import pytest
@@ -201,7 +200,8 @@ def test_an_admitted_batch_reserves_its_room_until_it_is_written(app: App, r: re
     ]
     batch = app.broker.keys.batch(SHARD, "b1")
     ids = [row[0] for row in rows]
-    assert app.broker._run("enqueue_check", SHARD, [json.dumps({TENANT: 290}), *ids], None, batch)
+    args = argv.enqueue_check({TENANT: 290}, ids)
+    assert app.broker._run("enqueue_check", SHARD, args, None, batch)
     reserved = app.broker.keys.reserved(SHARD, TENANT)
     assert r.hget(reserved, batch) == b"290"
     with pytest.raises(QuotaExceeded, match="has 290 queued"):

@@ -10,6 +10,7 @@ from typing import Any
 import flask
 import pytest
 from flask.testing import FlaskClient
+from grants import grant_commands
 from web_app import add_and_broken_app
 from worker_procs import thread_workers, wait_for  # tests/helpers is on sys.path
 
@@ -34,6 +35,7 @@ def admin_client(web: flask.Flask) -> FlaskClient:
 def app(redis_url: str, key_prefix: str) -> Iterator[App]:
     """``api.add`` and ``api.broken`` (prints, then fails permanently) of TENANT."""
     with add_and_broken_app(redis_url, key_prefix, "api", TENANT) as a:
+        grant_commands(a, TENANT, "default")  # the jobs here have command tasks
         yield a
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from grants import grant_commands
 from worker_procs import thread_workers, wait_for
 
 from redcron import App, serde
@@ -45,6 +46,7 @@ def app(redis_url: str, key_prefix: str, runtime: Path) -> Iterator[App]:
     a = App(
         redis_url, prefix=key_prefix.rstrip(":"), min_lease_ttl=0.5, container_runtime=str(runtime)
     )
+    grant_commands(a)  # these tests are about the workers' side (test_command_grant.py: the grant)
     yield a
     a.close()
 

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
+from grants import grant_commands
 from worker_procs import (  # tests/helpers is put on sys.path by tests/conftest.py
     thread_workers,
     wait_for,
@@ -218,6 +219,7 @@ def test_dead_task_fails_its_downstream_and_the_independent_branch_completes(
 
 def test_command_task_inside_a_dag(app: App, start_worker: Callable[..., Worker]) -> None:
     code = "import sys; print('shell step ran'); sys.exit(0)"
+    grant_commands(app, TENANT)
     app.jobs.put(
         "with_cmd",
         tasks={

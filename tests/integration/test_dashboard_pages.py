@@ -393,6 +393,15 @@ def test_tenants_pages_and_the_settings_form(app: App, admin: FlaskClient) -> No
     bad = post(admin, f"/tenants/{MINE}", max_in_flight="lots")
     assert bad.status_code == 400 and "max_in_flight" in text(bad)
     assert app.tenants.get(MINE).max_in_flight == 5
+    # the grant of command tasks: a yes/no choice, shown on the list
+    assert 'name="allow_commands"' in detail
+    assert post(admin, f"/tenants/{MINE}", allow_commands="1").status_code == 303
+    assert app.tenants.get(MINE).allow_commands is True
+    assert "granted" in text(admin.get("/tenants"))
+    assert post(admin, f"/tenants/{MINE}", allow_commands="0").status_code == 303
+    assert app.tenants.get(MINE).allow_commands is False
+    bad = post(admin, f"/tenants/{MINE}", allow_commands="maybe")
+    assert bad.status_code == 400 and "allow_commands" in text(bad)
 
 
 def test_workers_page_lists_what_each_worker_runs(

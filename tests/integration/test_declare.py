@@ -15,6 +15,7 @@ import redis
 from cli_fixtures import Invoke, app_fixture, invoke_fixture, prefix_fixture  # noqa: F401 (fixtures)
 from cli_output import one_error_line
 from click.testing import Result
+from grants import grant_commands
 
 from redcron import App, Task
 from redcron.broker.workers import Registration, WorkerRegistry
@@ -155,6 +156,7 @@ def test_apply_file_warns_about_tasks_no_live_worker_serves(
 ) -> None:
     path = tmp_path / "jobs.yaml"
     path.write_text("name: j\ntasks:\n  a: t.add\n  b: {command: [sh, -c, 'true']}\n")
+    grant_commands(app)
     result = invoke("jobs", "apply", "-f", str(path))
     assert result.exit_code == 0, result.output
     assert "warning: no live worker serves task 't.add' (job default/j, task 'a')" in (

@@ -13,6 +13,7 @@ from typing import Any
 import flask
 import pytest
 from flask.testing import FlaskClient
+from grants import grant_commands
 from lease_ids import forged, parts, signed, unsigned  # tests/helpers
 
 from redcron import App
@@ -268,6 +269,7 @@ def test_long_poll_with_no_work_answers_an_empty_list(client: FlaskClient) -> No
 
 
 def test_a_command_task_gives_its_command(app: App, client: FlaskClient) -> None:
+    grant_commands(app)
     handle = app.enqueue_command(["echo", "hi"], env={"A": "1"}, timeout=30)
     assert lease(client) == []  # command tasks go to the "commands" queue
     item = lease_one(client, queues=["commands"])

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from dashboard_proc import dashboard  # tests/helpers
+from grants import grant_commands
 from worker_procs import wait_for  # tests/helpers is on sys.path
 
 from redcron import App
@@ -54,8 +55,12 @@ def shell_worker(server: str, rounds: int) -> dict[str, str]:
 @needs_tools
 def test_the_shell_worker_runs_tasks(redis_url: str, key_prefix: str, server: str) -> None:
     app = App(redis_url, prefix=key_prefix.rstrip(":"))
+    grant_commands(app)
     try:
-        ok = app.enqueue_command(["sh", "-c", 'echo "hello $WHO"'], env={"WHO": "world"})
+        # the script's own token is not the task's (a clean environment)
+        ok = app.enqueue_command(
+            ["sh", "-c", 'echo "hello $WHO, token ${REDCRON_TOKEN:-none}"'], env={"WHO": "world"}
+        )
         bad = app.enqueue_command(["sh", "-c", "exit 3"], retries=0)
         done = subprocess.run(
             ["bash", str(SCRIPT)],
@@ -63,7 +68,7 @@ def test_the_shell_worker_runs_tasks(redis_url: str, key_prefix: str, server: st
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
-        assert "hello world" in done.stdout
+        assert "hello world, token none" in done.stdout
         assert ok.result(timeout=10) == {"exit_code": 0}
         assert ok.info().worker == "sh-test"
         assert bad.state == "dead"
@@ -77,6 +82,7 @@ def test_the_shell_worker_heartbeats_and_stops_a_cancelled_task(
     redis_url: str, key_prefix: str, server: str
 ) -> None:
     app = App(redis_url, prefix=key_prefix.rstrip(":"))
+    grant_commands(app)
     try:
         slow = app.enqueue_command(["sleep", "60"])
         with subprocess.Popen(

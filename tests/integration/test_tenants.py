@@ -99,6 +99,10 @@ def test_set_writes_only_the_given_fields_and_registers_the_tenant(
     s2 = store.set("acme", max_queued=1000, max_priority="normal", jitter_s=2.5, burst=40)
     assert s2 == TenantSettings(4, 50, 20.0, 40, 1000, "normal", 2.5)
     assert store.get("acme") == s2
+    s3 = store.set("acme", allow_commands=True)
+    assert s3 == TenantSettings(4, 50, 20.0, 40, 1000, "normal", 2.5, allow_commands=True)
+    assert store.get("acme") == s3
+    assert tenant_hash(store, r, "acme")["allow_commands"] == "1"  # what the scripts compare
     assert set(tenant_hash(store, r, "acme")) == set(SETTINGS_FIELDS)
 
 
@@ -253,10 +257,11 @@ def test_cli_list(invoke: Invoke, app: App, store: TenantStore, r: redis.Redis) 
     assert text.exit_code == 0, text.output
     lines = text.output.splitlines()
     assert lines[0].split() == [
-        "tenant", "weight", "cap", "rate", "max", "queued", "in-flight", "queued", "share", "1m",
+        "tenant", "weight", "cap", "rate", "max", "queued", "commands", "in-flight", "queued",
+        "share", "1m",
     ]  # fmt: skip
-    assert lines[1].split() == [a, "4", "50", "20/s", "10000", "1", "3", "75.0%"]
-    assert lines[2].split() == [b, "1", "-", "-", "-", "0", "1", "25.0%"]
+    assert lines[1].split() == [a, "4", "50", "20/s", "10000", "-", "1", "3", "75.0%"]
+    assert lines[2].split() == [b, "1", "-", "-", "-", "-", "0", "1", "25.0%"]
     rows = json.loads(as_json.output)
     assert [row["tenant"] for row in rows] == [a, b]
     assert rows[0]["share_last_minute"] == pytest.approx(0.75)

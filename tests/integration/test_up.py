@@ -8,6 +8,7 @@ import json
 import os
 import queue
 import re
+import shutil
 import signal
 import socket
 import stat
@@ -225,6 +226,21 @@ def test_up_without_dashboard(up_dir: Path, start_up: Callable[..., UpProc]) -> 
     assert not re.search(r"^dashboard", text, re.M), text
     assert "login/once" not in text
     assert not (up_dir / ".redcron" / "admin.token").exists()
+    up.proc.send_signal(signal.SIGINT)
+    assert up.proc.wait(60) == 0, up.describe()
+
+
+def test_up_with_the_examples_grants_their_tenant_command_tasks(
+    up_dir: Path, start_up: Callable[..., UpProc]
+) -> None:
+    # examples/jobs.yaml's nightly-report has a command task of tenant default:
+    # without the grant, applying it would be refused (issue 16 item 4)
+    shutil.copytree(SRC.parent / "examples", up_dir / "examples")
+    up = start_up("--port", str(free_port()), "--no-dashboard", "--grace", "2")
+    text = "\n".join(up.read_until("Ctrl-C to stop."))
+    assert "tenant default: command tasks granted" in text, up.describe()
+    assert "job default/nightly-report: created" in text
+    assert "enqueued 6 example tasks" in text  # app.enqueue_command among them
     up.proc.send_signal(signal.SIGINT)
     assert up.proc.wait(60) == 0, up.describe()
 

@@ -4,6 +4,7 @@ those since the last replay (issue 9: "6/4", stale errors, hidden exit 0)."""
 
 from __future__ import annotations
 
+from grants import grant_commands
 from lua_ops import Ops, new_id, row
 
 from redcron.broker import Broker
@@ -34,6 +35,7 @@ def test_a_command_success_records_exit_code_zero(ops: Ops, broker: Broker) -> N
     iid = new_id()
     command = row(iid)
     command[2] = "command"
+    grant_commands(broker, command[5])
     ops.enqueue(command)
     [t] = ops.lease("w1")
     assert ops.complete("w1", [t]) == [1]

@@ -129,3 +129,16 @@ def test_from_hash_fills_defaults_and_ignores_dispatch_state() -> None:
 def test_from_hash_names_a_corrupt_field() -> None:
     with pytest.raises(ValidationError, match=r"^max_in_flight: stored value 'lots'.*tenants set"):
         TenantSettings.from_hash({"max_in_flight": "lots"})
+
+
+def test_the_command_grant_is_stored_as_one_or_zero() -> None:
+    # the scripts grant only on the exact text "1" (lua/lib/grant.lua)
+    assert TenantSettings().allow_commands is False
+    assert TenantSettings(allow_commands=True).to_hash()["allow_commands"] == "1"
+    assert TenantSettings().to_hash()["allow_commands"] == "0"
+    assert TenantSettings.from_hash({b"allow_commands": b"1"}).allow_commands is True
+    assert TenantSettings.from_hash({"allow_commands": "0"}).allow_commands is False
+    with pytest.raises(ValidationError, match=r"^allow_commands: stored value 'yes' is not 1 or 0"):
+        TenantSettings.from_hash({"allow_commands": "yes"})
+    with pytest.raises(ValidationError, match=r"^allow_commands: 1 must be true or false"):
+        TenantSettings(allow_commands=1).validate()  # type: ignore[arg-type]

@@ -74,10 +74,13 @@ def enqueue(rows: Sequence[Sequence[Any]], now: int | None = None) -> list[Any]:
     return args
 
 
-def enqueue_check(admission: Mapping[str, int] | None, ids: Sequence[str]) -> list[Any]:
+def enqueue_check(
+    admission: Mapping[str, int] | None, ids: Sequence[str], granted: Iterable[str] = ()
+) -> list[Any]:
     """enqueue_check.lua: ``admission`` = tenant -> instances the whole batch makes
-    ready at once on this shard (None: not checked by this call)."""
-    return ["" if admission is None else json.dumps(admission), *ids]
+    ready at once on this shard (None: not checked by this call); ``granted``:
+    tenants whose command or container rows need the grant ``allow_commands``."""
+    return ["" if admission is None else json.dumps(admission), ",".join(sorted(granted)), *ids]
 
 
 def lease(

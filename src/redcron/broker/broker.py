@@ -237,8 +237,9 @@ class Broker:
         """Create instances; each row holds the 13 enqueue.lua fields (iid first).
 
         All or nothing: a batch refused for a tenant's ``max_queued``
-        (:class:`QuotaExceeded`) or an id that exists or comes twice
-        (:class:`Conflict`) writes nothing.  Up to ``MAX_BATCH`` rows on one
+        (:class:`QuotaExceeded`), a command or container row of a tenant
+        without the grant ``allow_commands`` (:class:`Forbidden`) or an id that
+        exists or comes twice (:class:`Conflict`) writes nothing.  Up to ``MAX_BATCH`` rows on one
         shard are one (atomic) enqueue.lua call.  A bigger batch is admitted
         whole before its first write, in one round trip of bounded
         enqueue_check.lua calls: every id, then each shard's admission for the
@@ -279,13 +280,21 @@ class Broker:
         token = ulid()
         batch = {shard: self.keys.batch(shard, token) for shard in by_shard}
         tenants = {shard: {row[5] for row in shard_rows} for shard, shard_rows in by_shard.items()}
+        # checked with the admission, so a tenant without the grant is refused
+        # before the first write, not half-way (enqueue.lua checks each call too)
+        needing = {
+            shard: {row[5] for row in shard_rows if row[2] != "python"}
+            for shard, shard_rows in by_shard.items()
+        }
         # 1. admit the whole batch (checks, then reservations): nothing written yet
         pipe = self.client.pipeline(transaction=False)
         for shard, shard_rows in by_shard.items():
             for i in range(0, len(shard_rows), MAX_BATCH):
                 final = i + MAX_BATCH >= len(shard_rows)
                 ids = [row[0] for row in shard_rows[i : i + MAX_BATCH]]
-                args = argv.enqueue_check(ready[shard] if final else None, ids)
+                args = argv.enqueue_check(
+                    ready[shard] if final else None, ids, needing[shard] if final else ()
+                )
                 self._run("enqueue_check", shard, args, pipe, batch[shard])
         if len(by_shard) > 1:
             # a call sees only its own shard's refusal marker (one slot per call):

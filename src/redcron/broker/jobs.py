@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from redcron.broker import argv
 from redcron.broker.broker import PAYLOADS, fields_of, shard_of_id
+from redcron.broker.grants import check_job_grants
 from redcron.clock import ulid
 from redcron.errors import NotFound, QuotaExceeded, ValidationError
 from redcron.keys import shard_of
@@ -103,12 +104,19 @@ class JobStore:
         for spec, shard in zip(specs, shards, strict=True):
             pipe.hget(self.keys.jobs(shard, spec.tenant), spec.name)
         for shard, tenant in tenants:
-            pipe.hget(self.keys.tenant(shard, tenant), "jitter_s")
+            pipe.hmget(self.keys.tenant(shard, tenant), ["jitter_s", "allow_commands"])
         replies = pipe.execute()
         current = replies[: len(specs)]
         tenant_jitter = {
-            st: tenant_jitter_s(raw) for st, raw in zip(tenants, replies[len(specs) :], strict=True)
+            st: tenant_jitter_s(raw[0])
+            for st, raw in zip(tenants, replies[len(specs) :], strict=True)
         }
+        granted = {
+            st
+            for st, raw in zip(tenants, replies[len(specs) :], strict=True)
+            if raw[1] is not None and _s(raw[1]) == "1"
+        }
+        check_job_grants(self.broker, specs, shards, current, granted, spec_json)
         now = now or self.server_now()
         calls: list[tuple[JobSpec, int, list[Any]]] = []
         for spec, shard, cur in zip(specs, shards, current, strict=True):

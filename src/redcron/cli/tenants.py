@@ -1,5 +1,6 @@
 """``redcron tenants set|show|list|reset``: per-tenant dispatch settings
-(weights, caps, rates, admission: docs/architecture.md, Fair dispatch)."""
+(weights, caps, rates, admission: docs/architecture.md, Fair dispatch) and
+the grant of command tasks (docs/operations.md, Trust boundaries)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ def render_settings(tenant: str, s: Mapping[str, Any]) -> list[str]:
         ("max queued", s["max_queued"] or "unlimited"),
         ("max priority", s["max_priority"]),
         ("jitter", f"{s['jitter_s']:g}s"),
+        ("commands", "granted" if s["allow_commands"] else "not granted"),
     ]
     return [f"tenant {tenant}"] + [f"  {k:<14} {v}" for k, v in fields]
 
@@ -65,6 +67,12 @@ def tenants() -> None:
 )
 @click.option("--jitter", "jitter_s", type=float, metavar="SECONDS",
               help="Default jitter for the tenant's scheduled fires.")  # fmt: skip
+@click.option(
+    "--allow-commands/--no-allow-commands",
+    default=None,
+    help="Grant (or revoke) command and container tasks: arbitrary programs on a worker. "
+    "A revoke applies to queued work too: it is dead-lettered, not run.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @app_option
 @redis_option
@@ -124,7 +132,10 @@ def list_cmd(as_json: bool, app_path: str | None, redis_url: str | None) -> None
 
 
 def tenants_table(rows: Sequence[TenantStatus]) -> str:
-    headers = ("tenant", "weight", "cap", "rate", "max queued", "in-flight", "queued", "share 1m")
+    headers = (
+        "tenant", "weight", "cap", "rate", "max queued", "commands", "in-flight", "queued",
+        "share 1m",
+    )  # fmt: skip
     return table(
         headers,
         [
@@ -134,6 +145,7 @@ def tenants_table(rows: Sequence[TenantStatus]) -> str:
                 _limit(r.settings.max_in_flight),
                 format_rate(r.settings.rate) if r.settings.rate else "-",
                 _limit(r.settings.max_queued),
+                "granted" if r.settings.allow_commands else "-",
                 r.in_flight,
                 r.queued,
                 _pct(r.share_last_minute),

@@ -56,6 +56,9 @@ from redcron.redact import masked_url
 log = logging.getLogger(__name__)
 
 EXAMPLES_APP = "examples.tasks:app"
+#: tenants whose command tasks the examples run (examples/jobs.yaml's
+#: nightly-report, enqueue_examples): up grants them, for the examples only
+EXAMPLE_COMMAND_TENANTS = ("default",)
 UP_QUEUES = "default,commands"
 #: extra seconds a child gets past its own --grace before SIGKILL
 KILL_MARGIN = 5.0
@@ -277,6 +280,8 @@ def up(
             assert server.pid is not None
             recorded_pid = server.pid
             write_local_url(redis_url, recorded_pid)
+        if app_path == EXAMPLES_APP:
+            _grant_commands(app_path, redis_url, EXAMPLE_COMMAND_TENANTS)
         if specs:
             _apply_jobs(app_path, redis_url, specs)
         children = child_specs(
@@ -453,6 +458,21 @@ def remove_admin_token(token: str, directory: Path | None = None) -> None:
             path.unlink()
     except OSError:
         pass
+
+
+def _grant_commands(app_path: str | None, redis_url: str, tenants: tuple[str, ...]) -> None:
+    """Grant command tasks to the examples' tenants: any other tenant needs an
+    admin's ``redcron tenants set T --allow-commands`` (docs/operations.md)."""
+    app = build_app(app_path, redis_url)
+    try:
+        for tenant in tenants:
+            app.tenants.set(tenant, allow_commands=True)
+            click.echo(
+                f"tenant {tenant}: command tasks granted (the examples run one); "
+                f"revoke with `redcron tenants set {tenant} --no-allow-commands`"
+            )
+    finally:
+        app.close()
 
 
 def _apply_jobs(app_path: str | None, redis_url: str, specs: list[Any]) -> None:

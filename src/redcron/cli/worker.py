@@ -18,6 +18,7 @@ from redcron.cli.common import (
     split_csv,
 )
 from redcron.config import WORKER_PREFETCH_PER_SLOT, WORKER_THREADS
+from redcron.lifeline import forbid_inspection
 from redcron.worker import Worker
 
 
@@ -56,7 +57,8 @@ from redcron.worker import Worker
     "--tenants",
     default=None,
     metavar="T1,T2",
-    help="Only take work of these tenants (default: all).",
+    help="Only take work of these tenants (default: all): run a tenant's command tasks "
+    "on workers of its own (docs/operations.md, Trust boundaries).",
 )
 @click.option(
     "--lease-ttl",
@@ -91,6 +93,15 @@ from redcron.worker import Worker
     help="With --allow-commands: run only container tasks of this image (repeatable); "
     "registry/x:tag exactly, registry/x any tag or digest of it.  Any other image fails "
     "permanently.  Not given: any image.",
+)
+@click.option(
+    "--pass-env",
+    "pass_env",
+    multiple=True,
+    metavar="NAME",
+    help="Give command and container tasks this variable of the worker's environment "
+    "(repeatable).  They get only PATH, HOME, LANG, these and their own env: never "
+    "REDCRON_* (refused), the Redis URL or a token.",
 )
 @grace_option("On SIGTERM, how long running tasks may finish before they are released.")
 @click.option(
@@ -132,6 +143,7 @@ def worker(
     allow_commands: bool,
     allow_programs: tuple[str, ...],
     allow_images: tuple[str, ...],
+    pass_env: tuple[str, ...],
     grace: float,
     cpus: float | None,
     mem: str | None,
@@ -149,7 +161,13 @@ def worker(
     if (allow_programs or allow_images) and not allow_commands:
         option = "--allow-program" if allow_programs else "--allow-image"
         raise click.UsageError(f"{option} narrows --allow-commands: give --allow-commands too")
+    if pass_env and not allow_commands:
+        raise click.UsageError("--pass-env is for command tasks: give --allow-commands too")
     app = build_app(app_path, redis_url, durability)
+    if allow_commands:
+        # a command runs as this user: keep it out of this process's environment
+        # and memory (/proc/<pid>/environ holds the Redis URL redcron up passes)
+        forbid_inspection()
     w = Worker(
         app,
         concurrency=concurrency,
@@ -166,5 +184,6 @@ def worker(
         cpus=cpus,
         mem=mem,
         audit=audit,
+        pass_env=pass_env,
     )
     w.run()

@@ -20,6 +20,8 @@
   its ready instances (admission control; countdown tasks are not counted
   until they are due).
   Errors: QUOTA when a tenant would exceed max_queued;
+          FORBIDDEN for a command or container row of a tenant without the
+          grant allow_commands (lib/grant.lua);
           CONFLICT if an id already exists (or comes twice in the batch);
           REJECTED for a malformed row (bad field count, priority not
           high|normal|low, empty queue/tenant, non-numeric or negative
@@ -32,6 +34,7 @@
 -- @include lib/rings.lua
 -- @include lib/admission.lua
 -- @include lib/batch.lua
+-- @include lib/grant.lua
 
 local now = now_ms(ARGV[1])
 local F = tonumber(ARGV[2])
@@ -61,16 +64,23 @@ if (F ~= 13 and F ~= 15) or (#ARGV - 2) % F ~= 0 then
 end
 local count = (#ARGV - 2) / F
 local batch = {}
+local grants = {}  -- tenant -> granted, read once per call
 local PRIORITIES = {high = true, normal = true, low = true}
 local function nonneg(v)
   local x = tonumber(v)
   return x ~= nil and x >= 0
 end
 for i = 0, count - 1 do
-  local iid, _, _, _, queue, tenant, priority, timeout_ms, max_attempts, retry_base_ms, retry_cap_ms,
-    delay_ms, result_ttl_s = row_at(i)
+  local iid, _, kind, _, queue, tenant, priority, timeout_ms, max_attempts, retry_base_ms,
+    retry_cap_ms, delay_ms, result_ttl_s = row_at(i)
   if iid == '' or queue == '' or tenant == '' then
     return refuse('REJECTED', 'task ' .. iid .. ': id, queue and tenant must not be empty')
+  end
+  if needs_grant(kind) then
+    if grants[tenant] == nil then grants[tenant] = granted(tenant) end
+    if not grants[tenant] then
+      return refuse('FORBIDDEN', grant_message(tenant, 'task ' .. iid .. ' is a ' .. kind))
+    end
   end
   if not PRIORITIES[priority] then
     return refuse('REJECTED', 'task ' .. iid .. ': priority ' .. priority .. ' is not high, normal or low')

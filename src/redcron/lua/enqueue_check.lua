@@ -7,10 +7,13 @@
           the batch's reservations
   ARGV[1] admission: JSON object tenant -> instances the whole batch makes ready
           at once on this shard (countdown tasks excluded); "" = not in this call
-  ARGV[2..] instance ids (<= 256 per call; the caller refuses ids that come
+  ARGV[2] tenants with command or container rows anywhere in the batch on this
+          shard, comma-separated ("" = none): each needs the grant allow_commands
+  ARGV[3..] instance ids (<= 256 per call; the caller refuses ids that come
           twice in the batch)
   Returns: number of ids checked.
-  Errors: CONFLICT if an id already exists; QUOTA when a tenant would exceed
+  Errors: CONFLICT if an id already exists; FORBIDDEN when a tenant of ARGV[2]
+  lacks the grant (lib/grant.lua); QUOTA when a tenant would exceed
   its max_queued (the same test as enqueue.lua, for the whole batch, counting
   other batches' reservations); REJECTED when an earlier call of the batch
   refused.  On a refusal the refusal marker is set (PX 60000), so the batch's
@@ -24,13 +27,22 @@
 -- @include lib/clock.lua
 -- @include lib/admission.lua
 -- @include lib/batch.lua
+-- @include lib/grant.lua
 
 local batch = KEYS[2]
 local admitting = ARGV[1]  -- JSON tenant -> n, or ''
+local needing = ARGV[2]  -- tenants that need the grant, comma-separated
+local FIRST_ID = 3
 
 local refused = batch_refused(batch)
 if refused then return refused end
-for i = 2, #ARGV do
+for tenant in string.gmatch(needing, '[^,]+') do
+  if not granted(tenant) then
+    return batch_refuse(batch, 'FORBIDDEN', grant_message(tenant, 'a task of the batch is a '
+      .. 'command or container'))
+  end
+end
+for i = FIRST_ID, #ARGV do
   local iid = ARGV[i]
   if redis.call('EXISTS', key_ti(iid)) == 1 then
     return batch_refuse(batch, 'CONFLICT', 'task id ' .. iid .. ' already exists')
@@ -49,4 +61,4 @@ if admitting ~= '' then
     redis.call('HSET', key_reserved(tenant), batch, n, batch .. ':exp', exp)
   end
 end
-return #ARGV - 1
+return #ARGV - FIRST_ID + 1

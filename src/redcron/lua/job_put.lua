@@ -8,11 +8,17 @@
   ARGV[13] paused (1|0)   ARGV[14] now_override_ms
   ARGV[15..] pairs: task name, msgpack args
   Returns: {job_id, version, change} change = created | updated | unchanged
+  Errors: CONFLICT (a new job's id exists); FORBIDDEN when a new or changed
+  job has a command or container task and the tenant lacks the grant
+  allow_commands (lib/grant.lua): nothing is written.  An unchanged job is not
+  refused (a beat re-applying its declared jobs after a revoke must not stop);
+  lease.lua keeps its command tasks from running.
   An identical spec is a no-op (the beat upserts declared jobs at every start and
   must not reset a schedule that has fires due), except for a job the beat
   parked (job_park.lua): any put unparks it and schedules it again. ]]
 -- @include lib/clock.lua
 -- @include lib/err.lua
+-- @include lib/grant.lua
 
 local tenant, name, new_id, spec, template, sig = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5],
   ARGV[6]
@@ -35,6 +41,12 @@ local old = redis.call('HMGET', jk, 'spec', 'trigger_sig', 'paused', 'version', 
 local parked = old[5] and old[5] ~= ''
 if change == 'updated' and old[1] == spec and not parked then
   return {job_id, tonumber(old[4]), 'unchanged'}
+end
+local rows = cjson.decode(template)
+for _, row in ipairs(rows) do
+  if needs_grant(row.kind) and not granted(tenant) then
+    return not_granted(tenant, 'job ' .. name .. ', task ' .. row.task .. ' is a ' .. row.kind)
+  end
 end
 
 local version = redis.call('HINCRBY', jk, 'version', 1)
@@ -59,7 +71,7 @@ if parked then
 end
 for i = FIRST_ARG, #ARGV, 2 do redis.call('HSET', jk, 'args:' .. ARGV[i], ARGV[i + 1]) end
 -- register the job's queues now, so creating a run need not
-for _, row in ipairs(cjson.decode(template)) do redis.call('SADD', key_queues(), row.queue) end
+for _, row in ipairs(rows) do redis.call('SADD', key_queues(), row.queue) end
 local scheduled = redis.call('ZSCORE', key_schedule(), job_id)
 if paused == '1' or next_fire == '' then
   redis.call('ZREM', key_schedule(), job_id)

@@ -36,7 +36,9 @@
   An entry that is held aside, or whose hash does not point back at it (left
   by a crash), is acknowledged and deleted, never run; one whose hash no lease
   can use (edited by hand: lib/malformed.lua) as well, its instance put on the
-  timers for promote to dead-letter.  A stream without the consumer group
+  timers for promote to dead-letter; so is a command or container task of a
+  tenant whose grant allow_commands was revoked after it was queued (never
+  handed to a worker: lib/grant.lua).  A stream without the consumer group
   (a hand-written XADD) gets it, from 0, on its first read.
   Upholds: a stale lease token writes nothing (epoch += 1 per assignment); one
   place per instance; fair shares under contention; leases on the server
@@ -46,6 +48,7 @@
 -- @include lib/rings.lua
 -- @include lib/breaker.lua
 -- @include lib/malformed.lua
+-- @include lib/grant.lua
 
 local worker = ARGV[1]
 local want = tonumber(ARGV[2])
@@ -71,10 +74,10 @@ local function limits(tenant)
   local t = tenant_cache[tenant]
   if t then return t end
   local f = redis.call('HMGET', key_tenant(tenant), 'weight', 'max_in_flight', 'rate', 'burst',
-    'tokens', 'tokens_ts')
+    'tokens', 'tokens_ts', 'allow_commands')
   t = {weight = tonumber(f[1] or '') or 1, cap = tonumber(f[2] or '') or 0,
        rate = tonumber(f[3] or '') or 0, burst = tonumber(f[4] or '') or 0,
-       tokens = tonumber(f[5] or ''), ts = tonumber(f[6] or '')}
+       tokens = tonumber(f[5] or ''), ts = tonumber(f[6] or ''), commands = f[7] == '1'}
   if t.rate > 0 then
     if t.burst <= 0 then t.burst = math.max(1, math.ceil(t.rate)) end
     if t.tokens == nil or t.ts == nil then t.tokens, t.ts = t.burst, now end
@@ -202,6 +205,12 @@ local function take(queue, tenant, priority, stream, n, max_id)
       -- takes (its closures would cost every lease call ~12 us).
       drop_entry(stream, eid)
       quarantine(ti, iid, why, now)
+      ok, eid = false, nil
+    end
+    if ok and needs_grant(f[5]) and not limits(tenant).commands then
+      -- queued while granted, revoked since: never run; promote dead-letters it
+      drop_entry(stream, eid)
+      quarantine(ti, iid, grant_message(tenant, 'task ' .. iid .. ' is a ' .. f[5]), now, 'grant')
       ok, eid = false, nil
     end
     if ok and f[9] and f[9] ~= '' and breaker_gate(f[9], iid) == 'hold' then

@@ -7,13 +7,16 @@
   brk:<job> is a job's circuit-breaker cool-down: its first held instance
   becomes the trial (lib/breaker.lua).  Neither counts as promoted.
   An instance lease.lua put here because its hash cannot be leased (edited by
-  hand: lib/malformed.lua) is dead-lettered instead, unless fixed meanwhile.
+  hand: lib/malformed.lua) is dead-lettered instead, unless fixed meanwhile;
+  so is one whose tenant lacks the grant allow_commands (outcome not_granted),
+  unless granted again meanwhile (lib/grant.lua).
   Upholds: one place per instance (ZREM the timer, then XADD). ]]
 -- @include lib/clock.lua
 -- @include lib/rings.lua
 -- @include lib/breaker.lua
 -- @include lib/malformed.lua
 -- @include lib/dead.lua
+-- @include lib/grant.lua
 
 local now = now_ms(ARGV[1])
 local limit = tonumber(ARGV[2])
@@ -37,11 +40,21 @@ for _, iid in ipairs(due) do
   local f = redis.call('HMGET', ti, 'state', 'loc', 'queue', 'tenant', 'priority', 'malformed')
   redis.call('ZREM', key_timers(), iid)
   if (f[1] == 'retry_wait' or f[1] == 'scheduled') and f[2] == 'timer' then
-    local why, name, attempt
-    if f[6] then why, name, attempt = still_malformed(ti) end
+    local why, name, attempt, outcome = nil, nil, nil, 'malformed'
+    if f[6] == 'grant' then
+      -- put here by lease.lua: the tenant's grant was revoked after it was queued
+      redis.call('HDEL', ti, 'malformed')
+      if f[4] and not granted(f[4]) then
+        local g = redis.call('HMGET', ti, 'error', 'name', 'attempt')
+        why, name, attempt, outcome = g[1] or 'not granted', g[2], tonumber(g[3] or ''),
+          'not_granted'
+      end
+    elseif f[6] then
+      why, name, attempt = still_malformed(ti)
+    end
     if why and f[3] and f[4] then
       -- put here by lease.lua: no lease can use its hash (lib/malformed.lua)
-      dead_letter(ti, iid, f[4], f[3], name, attempt, 'malformed', why, now)
+      dead_letter(ti, iid, f[4], f[3], name, attempt, outcome, why, now)
     else
       make_ready(ti, iid, f[3], f[4], f[5])
       gather_wake(woken, f[3])

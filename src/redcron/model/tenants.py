@@ -1,4 +1,5 @@
-"""Tenant settings (DESIGN §6): weight, caps, rate, admission bound, defaults.
+"""Tenant settings (DESIGN §6, §8a): weight, caps, rate, admission bound,
+defaults, and the admin's grant of command and container tasks.
 
 Settings live in the tenant hash ``keys.tenant(shard, tenant)`` as plain text
 fields, changeable live: the lease script reads them on every visit.  The
@@ -31,12 +32,25 @@ SETTINGS_FIELDS: tuple[str, ...] = (
     "max_queued",
     "max_priority",
     "jitter_s",
+    "allow_commands",
 )
+#: how a boolean setting is stored: the scripts compare with "1"
+_TRUE, _FALSE = "1", "0"
 MAX_WEIGHT = 1000.0
 
 # [0-9], not \d (float() reads other scripts' digits too); matched with fullmatch
 _RATE = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(?:/\s*([smh]))?\s*")
 _PER_SECOND = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def grant_refusal(tenant: str, what: str) -> str:
+    """Why ``tenant`` may not have command or container tasks: the setting and the
+    admin command that grants it (the words of ``lua/lib/grant.lua``)."""
+    return (
+        f"tenant {tenant} may not run command or container tasks ({what}): the tenant "
+        f"setting allow_commands is off; an admin grants it with "
+        f"`redcron tenants set {tenant} --allow-commands`"
+    )
 
 
 def _is_number(value: object) -> bool:
@@ -80,7 +94,10 @@ def format_rate(rate: float) -> str:
 
 
 def _text(value: object) -> str:
-    """A number as hash text that both Python and Lua ``tonumber`` read back exactly."""
+    """A number as hash text that both Python and Lua ``tonumber`` read back exactly;
+    a boolean as ``1``/``0``."""
+    if isinstance(value, bool):
+        return _TRUE if value else _FALSE
     if isinstance(value, float):
         return str(int(value)) if value.is_integer() else repr(value)
     return str(value)
@@ -98,6 +115,9 @@ class TenantSettings:
         max_queued: most queued instances before submissions are rejected; 0 = unlimited.
         max_priority: highest class the tenant may submit at (higher is clamped).
         jitter_s: default jitter for the tenant's scheduled fires, in seconds.
+        allow_commands: the admin's grant: the tenant may create and run command
+            and container tasks (arbitrary programs on a worker).  Off by default;
+            job_put, enqueue and lease check it in Lua (DESIGN §8a).
     """
 
     weight: float = 1.0
@@ -107,6 +127,7 @@ class TenantSettings:
     max_queued: int = 0
     max_priority: str = "high"
     jitter_s: float = 0.0
+    allow_commands: bool = False
 
     @property
     def effective_burst(self) -> int:
@@ -133,6 +154,10 @@ class TenantSettings:
         _rate(self.rate, self.rate)
         validation.seconds(self.jitter_s, "jitter_s")
         validation.priority(self.max_priority, "max_priority")
+        if not isinstance(self.allow_commands, bool):
+            raise ValidationError(
+                "allow_commands", f"{self.allow_commands!r} must be true or false"
+            )
         return self
 
     def to_hash(self) -> dict[str, str]:
@@ -149,6 +174,15 @@ class TenantSettings:
                 continue
             text = value.decode() if isinstance(value, bytes) else str(value)
             kind = type(getattr(defaults, field))
+            if kind is bool:
+                if text not in (_TRUE, _FALSE):
+                    raise ValidationError(
+                        field,
+                        f"stored value {text!r} is not 1 or 0; "
+                        f"fix it with `redcron tenants set` or `redcron tenants reset`",
+                    )
+                values[field] = text == _TRUE
+                continue
             try:
                 values[field] = kind(text)
             except ValueError:

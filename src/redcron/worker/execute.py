@@ -25,6 +25,11 @@ if TYPE_CHECKING:
     from redcron.app import App
 
 MAX_ERROR_CHARS = 4_000
+#: what a command or container task gets of the worker's environment: these
+#: (when set), then the worker's ``pass_env``, then the task spec's ``env``
+BASE_ENV = ("PATH", "HOME", "LANG")
+#: the worker's own settings (Redis URL, tokens): never passed, not even on request
+WORKER_ENV_PREFIX = "REDCRON_"
 
 
 @dataclass
@@ -58,6 +63,7 @@ class Attempt:
     kill_reason: str | None = None
     slot_freed: bool = False  # the worker gave its slot back (guarded by the worker's lock)
     executable: str | None = None  # the program an allowlist resolved argv[0] to
+    passed_env: dict[str, str] = field(default_factory=dict)  # the worker's --pass-env
     resent: bool = False  # its report reached Redis unconfirmed (NotReplicated): sent again
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -259,6 +265,37 @@ def _image_matches(image: object, allowed: str) -> bool:
     return rest[:1] in (":", "@") and "/" not in rest
 
 
+def command_env(passed: dict[str, str], spec_env: dict[str, str]) -> dict[str, str]:
+    """The whole environment of a command task (or of the container runtime).
+
+    Task code is tenant code (DESIGN §8a): it gets ``PATH``, ``HOME`` and
+    ``LANG`` of the worker, what the worker was told to pass (``--pass-env``),
+    and the task spec's ``env`` (the way a job passes a value on purpose), never
+    the rest of the worker's environment: no ``REDCRON_*`` settings, no Redis
+    URL, no token.
+    """
+    env = {k: os.environ[k] for k in BASE_ENV if k in os.environ}
+    env.setdefault("PATH", os.defpath)
+    env.update(passed)
+    env.update(spec_env)
+    return env
+
+
+def check_pass_env(names: Iterable[str]) -> tuple[str, ...]:
+    """``--pass-env`` names, checked: a variable name, and none of the worker's own."""
+    out = []
+    for name in names:
+        if not isinstance(name, str) or not name or "=" in name or "\x00" in name:
+            raise ConfigError(f"pass_env: {name!r} is not an environment variable name")
+        if name.upper().startswith(WORKER_ENV_PREFIX):
+            raise ConfigError(
+                f"pass_env: {name} is the worker's own setting; command tasks never get "
+                f"{WORKER_ENV_PREFIX}* variables (give a task what it needs in its env)"
+            )
+        out.append(name)
+    return tuple(out)
+
+
 def container_argv(runtime: str, payload: dict[str, Any]) -> list[str]:
     """``<runtime> run --rm [--cpus N] [--memory M] [-e K=V...] IMAGE [COMMAND...]``.
 
@@ -288,11 +325,12 @@ def run_command(
             raise ValidationError("args", f"a mapping was expected, not {type(payload).__name__}")
         if attempt.lease.kind == "container":
             validation.image(payload.get("image"), "image")
+            validation.env(payload.get("env"), "env")
             argv = container_argv(container_runtime, payload)
+            # the spec's env goes into the container (-e), not to the runtime
             payload = {"argv": argv}
         argv = validation.argv(payload.get("argv"), "argv")
-        env = dict(os.environ)
-        env.update(validation.env(payload.get("env"), "env"))
+        env = command_env(attempt.passed_env, validation.env(payload.get("env"), "env"))
         cwd = validation.cwd(payload.get("cwd") or None, "cwd")
     except Exception as exc:
         return Outcome(

@@ -44,7 +44,7 @@ from redcron.errors import ConfigError, NotFound, NotReplicated
 from redcron.model import validation
 from redcron.redact import masked_url
 from redcron.worker import capture
-from redcron.worker.execute import Attempt, CommandPolicy, Outcome
+from redcron.worker.execute import Attempt, CommandPolicy, Outcome, check_pass_env
 from redcron.worker.pools import ProcessPool, ThreadPool
 
 if TYPE_CHECKING:
@@ -72,6 +72,9 @@ class Worker:
             task naming another fails permanently.  Empty: any program.
         allow_images: with ``allow_commands``, run only container tasks of these
             images (``registry/x`` allows every tag of it).  Empty: any image.
+        pass_env: names of the worker's environment variables that command and
+            container tasks get on top of ``PATH``, ``HOME`` and ``LANG`` (they get
+            nothing else of it: never ``REDCRON_*``, refused here).
         grace: seconds running attempts get to finish on SIGTERM before their
             leases are handed back.
         app_path: ``module:app``, needed by the processes pool to import tasks.
@@ -107,6 +110,7 @@ class Worker:
         allow_programs: Sequence[str] = (),
         allow_images: Sequence[str] = (),
         audit: bool = False,
+        pass_env: Sequence[str] = (),
     ) -> None:
         if concurrency is None:
             concurrency = default_concurrency(pool)
@@ -161,6 +165,7 @@ class Worker:
         self._min_batch = max(1, self.capacity // 2 if prefetch else self.capacity // 4)
         self.allow_commands = allow_commands
         self.commands = CommandPolicy.build(allow_commands, allow_programs, allow_images)
+        self.pass_env = check_pass_env(pass_env)
         self.grace = validation.seconds(grace, "grace")
         self.id = name or f"{socket.gethostname()}:{os.getpid()}:{ulid()[-6:]}"
         # one for all the loops: an outage is one warning and one recovery line
@@ -405,6 +410,8 @@ class Worker:
                     ),
                 )
                 continue
+            if attempt.lease.kind != "python" and self.pass_env:
+                attempt.passed_env = {n: os.environ[n] for n in self.pass_env if n in os.environ}
             if attempt.lease.kind != "python" and (self.commands.programs or self.commands.images):
                 refusal = self._refusal(attempt)
                 if refusal is not None:

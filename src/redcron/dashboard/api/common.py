@@ -12,7 +12,14 @@ from flask.json.provider import DefaultJSONProvider
 from werkzeug.exceptions import HTTPException
 
 from redcron.app import App
-from redcron.errors import Conflict, NotFound, QuotaExceeded, Rejected, ValidationError
+from redcron.errors import (
+    Conflict,
+    Forbidden,
+    NotFound,
+    QuotaExceeded,
+    Rejected,
+    ValidationError,
+)
 from redcron.model.jobs import first_unknown
 from redcron.model.serialize import to_json
 
@@ -205,6 +212,10 @@ def register_error_handlers(web: flask.Flask) -> None:
         response = error_response(429, "quota_exceeded", str(exc))
         response.headers["Retry-After"] = str(web.config["REDCRON_RETRY_AFTER_S"])
         return response
+
+    @web.errorhandler(Forbidden)
+    def forbidden(exc: Forbidden) -> flask.Response:
+        return error_response(403, "forbidden", str(exc))
 
     @web.errorhandler(Rejected)
     def rejected(exc: Rejected) -> flask.Response:

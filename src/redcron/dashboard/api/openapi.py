@@ -233,7 +233,7 @@ SCHEMAS: Json = {
         "weight": {"type": "number"}, "max_in_flight": {"type": "integer"},
         "rate": {"type": ["number", "string"]}, "burst": {"type": "integer"},
         "max_queued": {"type": "integer"}, "max_priority": {"type": "string"},
-        "jitter_s": {"type": "number"}}},
+        "jitter_s": {"type": "number"}, "allow_commands": {"type": "boolean"}}},
     "TenantStatus": {"type": "object", "properties": {
         "tenant": {"type": "string"}, "settings": _ref("TenantSettings"),
         "in_flight": {"type": "integer"}, "queued": {"type": "integer"},

@@ -33,7 +33,14 @@ from redcron.dashboard.ui import (
     workers,
 )
 from redcron.dashboard.ui.render import Reply
-from redcron.errors import Conflict, NotFound, QuotaExceeded, Rejected, ValidationError
+from redcron.errors import (
+    Conflict,
+    Forbidden,
+    NotFound,
+    QuotaExceeded,
+    Rejected,
+    ValidationError,
+)
 
 ui = flask.Blueprint(
     "ui",
@@ -129,6 +136,11 @@ def conflict(exc: Conflict) -> Reply:
 @ui.errorhandler(QuotaExceeded)
 def quota(exc: QuotaExceeded) -> Reply:
     return error_page(429, str(exc))
+
+
+@ui.errorhandler(Forbidden)
+def forbidden(exc: Forbidden) -> Reply:
+    return error_page(403, str(exc))
 
 
 @ui.errorhandler(Rejected)

@@ -33,7 +33,10 @@ HELP = {
     "max_queued": "most queued tasks before submissions are refused; 0 = unlimited",
     "max_priority": "highest priority class the tenant may use",
     "jitter_s": "default jitter of the tenant's scheduled fires, in seconds",
+    "allow_commands": "may create and run command and container tasks (arbitrary programs "
+    "on a worker: grant only to tenants you trust, see docs/operations.md)",
 }
+_BOOLS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 
 
 @bp.get("/tenants")
@@ -72,6 +75,11 @@ def changes_from_form(form: Any) -> dict[str, Any]:
         if not text:
             continue
         kind = type(getattr(defaults, field))
+        if kind is bool:
+            if text.lower() not in _BOOLS:
+                raise ValidationError(field, f"{text!r} is not yes or no")
+            out[field] = _BOOLS[text.lower()]
+            continue
         if field == "rate" or kind is str:
             out[field] = text
             continue

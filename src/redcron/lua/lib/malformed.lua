@@ -36,10 +36,11 @@ local function malformed(epoch, attempt, timeout_ms, name, kind, args)
   return 'malformed task record: ' .. why .. '; fix or discard it'
 end
 
--- Off the ready path: on the timers, due now, marked for promote.
-local function quarantine(ti, iid, why, now)
+-- Off the ready path: on the timers, due now, marked for promote (marker '1':
+-- malformed; 'grant': its tenant lacks the grant allow_commands, lib/grant.lua).
+local function quarantine(ti, iid, why, now, marker)
   redis.call('HSET', ti, 'state', 'retry_wait', 'loc', 'timer', 'due', now, 'deadline', '',
-    'error', why or 'malformed task record', 'malformed', '1')
+    'error', why or 'malformed task record', 'malformed', marker or '1')
   redis.call('ZADD', key_timers(), now, iid)
 end
 
