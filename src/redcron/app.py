@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from redcron import serde
-from redcron.broker import Broker
+from redcron.broker import Broker, TaskCancel
 from redcron.broker.broker import shard_of_id
 from redcron.broker.jobs import JobStore
 from redcron.broker.tenants import TenantStore
@@ -108,7 +108,10 @@ class TaskHandle:
     def attempts(self) -> int:
         return self.info().attempt
 
-    def cancel(self) -> str:
+    def cancel(self) -> TaskCancel:
+        """End the task ``cancelled`` now, wherever it is; a running attempt's result
+        will be refused.  ``may_still_be_running``: its code may go on until the
+        worker kills it (a Python thread runs to its end)."""
         return self.app.broker.cancel(self.id)
 
     def result(self, timeout: float | None = None) -> Any:
