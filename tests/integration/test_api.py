@@ -336,6 +336,30 @@ def test_enqueue_and_read_a_task(client: FlaskClient) -> None:
     error_of(client.get("/v1/tasks/0-nope"), 404)
 
 
+def test_arguments_that_do_not_fit_the_task_are_400_naming_the_argument(
+    client: FlaskClient, app: App
+) -> None:
+    # issue 16 item 9: an unknown keyword answered 201 and was retried into the DLQ;
+    # the server runs with -A (the app registers api.add(x, y=0))
+    before = app.broker.inspect()
+    err = error_of(
+        client.post("/v1/tasks", json={"name": "api.add", "args": [1], "kwargs": {"z": 3}}),
+        400,
+        "kwargs.z",
+    )
+    assert err["message"] == "add() got an unexpected keyword argument 'z'"
+    err = error_of(client.post("/v1/tasks", json={"name": "api.add"}), 400, "args")
+    assert err["message"] == "add() missing a required argument: 'x'"
+    error_of(client.post("/v1/tasks", json={"name": "api.add", "args": [1, 2, 3]}), 400, "args")
+    assert app.broker.inspect() == before  # nothing was written
+    # a job's Python task the app registers is checked the same way
+    bad = {**JOB, "tasks": {"extract": {"ref": "api.add", "args": [1], "kwargs": {"z": 1}}}}
+    error_of(client.post("/v1/jobs", json=bad), 400, "tasks.extract.kwargs.z")
+    assert client.get("/v1/jobs").get_json()["jobs"] == []
+    ok = client.post("/v1/tasks", json={"name": "api.add", "args": [1], "kwargs": {"y": 3}})
+    assert ok.status_code == 201
+
+
 def test_dlq_list_and_replay(
     client: FlaskClient, app: App, start_worker: Callable[..., Worker]
 ) -> None:
@@ -477,7 +501,12 @@ def test_job_create_warns_only_of_unserved_python_tasks(client: FlaskClient, app
     WorkerRegistry(app.broker).publish(
         Registration("w1", "h", 1, ("default",), (), 1, 0, ("api.add",)), 60_000
     )
-    served = {"name": "served", "tenant": TENANT, "every": "30s", "task": {"name": "api.add"}}
+    served = {
+        "name": "served",
+        "tenant": TENANT,
+        "every": "30s",
+        "task": {"name": "api.add", "args": [1]},
+    }
     assert client.post("/v1/jobs", json=served).get_json()["warnings"] == []
     shell = {"name": "sh", "tenant": TENANT, "every": "30s", "task": {"command": ["true"]}}
     assert client.post("/v1/jobs", json=shell).get_json()["warnings"] == []

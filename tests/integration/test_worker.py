@@ -111,6 +111,41 @@ def test_permanent_goes_straight_to_dlq(app: App, start_worker: Callable[..., Wo
     assert entries[0].attempts == 1
 
 
+def test_arguments_that_do_not_fit_fail_the_first_attempt_for_good(
+    app: App, start_worker: Callable[..., Worker], redis_url: str, key_prefix: str
+) -> None:
+    # issue 16 item 9: the TypeError of an unknown keyword was retried into the DLQ.
+    # A producer whose registration of "echo" differs from the worker's (an
+    # older or newer version of the code) enqueues what the worker cannot call.
+    producer = App(redis_url, prefix=key_prefix.rstrip(":"))
+
+    @producer.task(name="echo", retries=3)
+    def echo(value: Any = None, extra: Any = None) -> Any:
+        return value
+
+    try:
+        # read back through the worker's app: the producer is closed below
+        fits = app.get(producer.enqueue("echo", "kept").id)
+        h = app.get(producer.enqueue("echo", 1, extra=2).id)
+        missing = app.get(producer.enqueue("echo").id)
+    finally:
+        producer.close()
+    start_worker(concurrency=2)
+    assert fits.result(timeout=30) == "kept"
+    for handle, error in (
+        (h, "echo() got an unexpected keyword argument 'extra'"),
+        (missing, "echo() missing a required argument: 'value'"),
+    ):
+        with pytest.raises(TaskFailed) as exc:
+            handle.result(timeout=30)
+        assert exc.value.state == "dead"
+        info = handle.info()
+        assert outcomes(info) == ["failed"]  # one attempt of four: no retry
+        assert info.error == error
+        [entry] = [e for e in app.broker.dlq_list() if e.task_id == handle.id]
+        assert (entry.attempts, entry.error) == (1, error)
+
+
 def test_dlq_after_max_attempts_then_replay_succeeds(
     app: App, start_worker: Callable[..., Worker], r: redis.Redis
 ) -> None:

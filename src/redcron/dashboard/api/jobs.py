@@ -99,6 +99,8 @@ def spec_from_body(data: dict[str, Any]) -> JobSpec:
         if isinstance(exc, ValidationError):
             raise
         raise ApiError(400, "invalid", f"invalid job: {exc}") from exc
+    # a Python task the server's app (-A) registers: its arguments must fit it
+    redcron_app().check_task_args(spec)
     return spec
 
 

@@ -1,8 +1,10 @@
 """``/v1/tasks``: enqueue a one-off call of a registered task, read a task, cancel it.
 
 Only tasks registered on the App the server runs with (``redcron dashboard
--A module:app``) can be enqueued: the name is checked, and the task's
-declared options are the defaults the body overrides.
+-A module:app``) can be enqueued: the name is checked, the arguments are
+bound to the function's signature (a call that does not fit is a 400 naming
+``args`` or ``kwargs.<name>``), and the task's declared options are the
+defaults the body overrides.
 """
 
 from __future__ import annotations
