@@ -99,14 +99,16 @@ def spec_from_body(data: dict[str, Any]) -> JobSpec:
         if isinstance(exc, ValidationError):
             raise
         raise ApiError(400, "invalid", f"invalid job: {exc}") from exc
-    # a Python task the server's app (-A) registers: its arguments must fit it
-    redcron_app().check_task_args(spec)
     return spec
 
 
 def _put(spec: JobSpec) -> JobRecord:
-    """Write the job; the record says what changed (created, updated, unchanged)."""
-    return redcron_app().jobs.put(spec)
+    """Write the job; the record says what changed (created, updated, unchanged).
+    A Python task the server's app (``-A``) registers must be given arguments
+    that fit its function (400 naming ``tasks.<task>.kwargs.<name>``)."""
+    app = redcron_app()
+    app.check_task_args(spec)
+    return app.jobs.put(spec)
 
 
 @bp.post("/jobs")
