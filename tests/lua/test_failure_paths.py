@@ -278,7 +278,7 @@ def test_cancel_running_work_ends_it_cancelled_whatever_the_worker_reports(
     # ended at once, and its lease (and cap slot) with it: nothing left to run it
     assert (info["state"], info["loc"], info["ended"]) == ("cancelled", "", str(ops.now))
     assert _outcomes(info) == {1: "cancelled"}
-    assert info["a:1:ended"] == str(ops.now)
+    assert (info["a:1:ended"], info["a:1:error"]) == (str(ops.now), "cancelled while running")
     assert ops.r.zscore(ops.k.tleases(0, "acme"), iid) is None
     assert ops.pending() == {}
     assert ops.r.xlen(ops.stream()) == 0

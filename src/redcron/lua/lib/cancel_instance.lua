@@ -24,7 +24,7 @@ local function cancel_instance(iid, now)
   if TASK_TERMINAL[state] and state ~= 'dead' then return state, false end
   if TASK_LEASED[state] then
     redis.call('HSET', ti, 'cancel_requested', '1')
-    end_attempt(ti, iid, 'cancelled', 'cancelled while running', '0', '', '', now, '0')
+    end_attempt(ti, iid, 'cancelled', 'cancelled while ' .. state, '0', '', '', now, '0')
     return 'cancelled', true, true
   end
   local dead_run
