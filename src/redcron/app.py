@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import inspect
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from redcron import serde
-from redcron.broker import Broker
+from redcron.broker import Broker, TaskCancel
 from redcron.broker.broker import shard_of_id
 from redcron.broker.jobs import JobStore
 from redcron.broker.tenants import TenantStore
@@ -20,6 +19,7 @@ from redcron.config import Settings
 from redcron.errors import TaskFailed, TaskTimeout, ValidationError
 from redcron.keys import shard_of
 from redcron.model import JobChange, TaskRecord, validation
+from redcron.model.binding import CallShape
 from redcron.model.jobs import JobSpec, Task, job_spec
 from redcron.model.states import TASK_TERMINAL, TaskState
 
@@ -52,8 +52,9 @@ class TaskDef(Generic[P, R]):
         self.fn = fn
         self.name = name
         self.options = options
-        params = list(inspect.signature(fn).parameters)
-        self.wants_ctx = bool(params) and params[0] == "ctx"
+        #: what a call may pass (read once: the worker binds every attempt to it)
+        self.shape = CallShape.of(fn)
+        self.wants_ctx = self.shape.wants_ctx
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
@@ -61,11 +62,24 @@ class TaskDef(Generic[P, R]):
     def __repr__(self) -> str:
         return f"<task {self.name}>"
 
+    def check_args(self, args: Sequence[Any], kwargs: Mapping[str, Any], where: str = "") -> None:
+        """Raise ValidationError when ``args``/``kwargs`` do not fit the function (the
+        field ``args`` or ``kwargs.<name>``, under ``where``): such a call could
+        only fail, on every attempt."""
+        bad = self.shape.mismatch(args, kwargs)
+        if bad is not None:
+            raise ValidationError(f"{where}.{bad.field}" if where else bad.field, bad.message)
+
     def enqueue(self, *args: Any, **kwargs: Any) -> TaskHandle:
         """Enqueue one call; ``_countdown``, ``_tenant``, ``_priority``, ``_queue``,
-        ``_timeout``, ``_retries`` override the declared options for this call."""
+        ``_timeout``, ``_retries`` override the declared options for this call.
+
+        Raises:
+            ValidationError: the arguments do not fit the function (nothing is written).
+        """
         opts = {k: kwargs.pop(k) for k in list(kwargs) if k.startswith("_")}
         row = self.app._row(self.name, "python", [list(args), kwargs], self.options, opts)
+        self.check_args(args, kwargs)  # after the options: their errors come first
         self.app.broker.enqueue([row])
         return TaskHandle(self.app, row[0])
 
@@ -82,6 +96,7 @@ class TaskDef(Generic[P, R]):
             rows.append(
                 self.app._row(self.name, "python", [list(call), {}], self.options, dict(options))
             )
+            self.check_args(call, {}, f"calls[{i}]")
         self.app.broker.enqueue(rows)
         return [TaskHandle(self.app, row[0]) for row in rows]
 
@@ -108,7 +123,10 @@ class TaskHandle:
     def attempts(self) -> int:
         return self.info().attempt
 
-    def cancel(self) -> str:
+    def cancel(self) -> TaskCancel:
+        """End the task ``cancelled`` now, wherever it is; a running attempt's result
+        will be refused.  ``may_still_be_running``: its code may go on until the
+        worker kills it (a Python thread runs to its end)."""
         return self.app.broker.cancel(self.id)
 
     def result(self, timeout: float | None = None) -> Any:
@@ -270,6 +288,8 @@ class App:
         spec = job_spec(
             name, tasks=tasks, cron=cron, every=every, at=at, tz=tz, tenant=tenant, **policies
         )
+        # tasks registered by now are checked now; the rest when the job is applied
+        self.check_task_args(spec)
         self._declare(spec)
         return spec
 
@@ -291,19 +311,23 @@ class App:
         """
 
         def declare(fn: Callable[P, R]) -> TaskDef[P, R]:
+            plain = fn.fn if isinstance(fn, TaskDef) else fn
+            job_name = name or plain.__name__
+            # each run calls it with no arguments: it must take none
+            bad = CallShape.of(plain).mismatch([], {})
+            if bad is not None:
+                raise ValidationError(f"tasks.{job_name}.{bad.field}", bad.message)
             td: TaskDef[P, R] = fn if isinstance(fn, TaskDef) else self.task(fn)
-            job_name = name or td.fn.__name__
-            self._declare(
-                job_spec(
-                    job_name,
-                    tasks={job_name: Task(td.name)},
-                    cron=expr,
-                    every=every,
-                    tz=tz,
-                    tenant=tenant,
-                    **policies,
-                )
+            spec = job_spec(
+                job_name,
+                tasks={job_name: Task(td.name)},
+                cron=expr,
+                every=every,
+                tz=tz,
+                tenant=tenant,
+                **policies,
             )
+            self._declare(spec)
             return td
 
         return declare
@@ -318,8 +342,9 @@ class App:
 
     def check_task_names(self, specs: Iterable[JobSpec]) -> None:
         """Raise ValidationError when a job's Python task names a function this
-        app has not registered (its runs would retry to exhaustion and
-        dead-letter): the message names the job, the task and the name."""
+        app has not registered, or passes it arguments that do not fit it (its
+        runs would retry to exhaustion and dead-letter): the message names the
+        job, the task and the name or the argument."""
         for spec in specs:
             for task_name, task in spec.tasks.items():
                 if task.kind == "python" and task.ref not in self.tasks:
@@ -329,6 +354,17 @@ class App:
                         f"job {spec.tenant}/{spec.name}: task {task_name!r} runs "
                         f"{task.ref!r}, which is not a registered task (registered: {known})",
                     )
+            self.check_task_args(spec)
+
+    def check_task_args(self, spec: JobSpec) -> None:
+        """Raise ValidationError (field ``tasks.<task>.args`` or
+        ``tasks.<task>.kwargs.<name>``) when a Python task of ``spec`` that this
+        app registers is given arguments that do not fit its function; tasks
+        this app does not know are not checked here."""
+        for task_name, task in spec.tasks.items():
+            registered = self.tasks.get(task.ref or "") if task.kind == "python" else None
+            if registered is not None:
+                registered.check_args(task.args, task.kwargs, f"tasks.{task_name}")
 
     def apply_declared(
         self, *, prune: bool = False, keep: Iterable[tuple[str, str]] = ()

@@ -226,12 +226,13 @@ def test_cancel_running_work_kills_it(
     child = int(attempts_seen(r, app, py.id)[0].split(":")[1])
 
     t0 = time.monotonic()
-    assert py.cancel() == "cancel_requested"
-    assert cmd.cancel() == "cancel_requested"
-    wait_for(lambda: py.state == "cancelled" and cmd.state == "cancelled", "both to end")
-    # revoked at the next heartbeat (every TTL/6); the rest is slack for a busy box
-    assert time.monotonic() - t0 < ttl / 6 + 5
+    # ended cancelled at once; the code goes on until the worker's next heartbeat
+    assert py.cancel().may_still_be_running
+    assert cmd.cancel().may_still_be_running
+    assert (py.state, cmd.state) == ("cancelled", "cancelled")
     wait_for(lambda: not alive(child) and not alive(cmd_pid), "both processes to die", 10)
+    # killed at the next heartbeat (every TTL/6); the rest is slack for a busy box
+    assert time.monotonic() - t0 < ttl / 6 + 5
     for h in (py, cmd):
         info = h.info()
         assert outcomes(info) == ["cancelled"], info

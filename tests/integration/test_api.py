@@ -227,14 +227,81 @@ def test_cancel_run_and_task(client: FlaskClient) -> None:
     assert cancelled.status_code == 200
     states = {t["name"]: t["state"] for t in cancelled.get_json()["tasks"]}
     assert states["extract"] == "cancelled"
-    error_of(client.post(f"/v1/runs/{rid}/tasks/extract/cancel"), 409)
+    assert cancelled.get_json()["may_still_be_running"] is False  # it was only ready
+    err = error_of(client.post(f"/v1/runs/{rid}/tasks/extract/cancel"), 409)
+    assert err["code"] == "conflict" and "already ended cancelled" in err["message"]
     error_of(client.post(f"/v1/runs/{rid}/tasks/nope/cancel"), 404)
 
     rid2 = client.post(f"/v1/jobs/{job['id']}/trigger").get_json()["run_id"]
     done = client.post(f"/v1/runs/{rid2}/cancel")
     assert done.status_code == 200 and done.get_json()["state"] == "cancelled"
-    error_of(client.post(f"/v1/runs/{rid2}/cancel"), 409)
+    assert (done.get_json()["may_still_be_running"], done.get_json()["still_running"]) == (
+        False,
+        [],
+    )
+    err = error_of(client.post(f"/v1/runs/{rid2}/cancel"), 409)
+    assert "already ended cancelled" in err["message"]
     error_of(client.post("/v1/runs/0-nope/cancel"), 404)
+
+
+def _run_a_task(app: App, task_id: str) -> tuple[str, str]:
+    """Lease and start ``task_id`` as a worker would: its (worker, epoch)."""
+    [lease] = app.broker.lease(0, "api-w", 1, 60_000, ["default"])
+    assert lease.iid == task_id
+    app.broker.start(0, "api-w", [(lease.iid, lease.epoch)])
+    assert app.broker.task_info(task_id).state == "running"
+    return "api-w", lease.epoch
+
+
+def test_cancel_a_running_task_ends_it_cancelled_and_its_report_is_refused(
+    client: FlaskClient, app: App
+) -> None:
+    # issue 16 item 8: the cancel answered 200, and the task then ended succeeded
+    tid = client.post("/v1/tasks", json={"name": "api.add", "args": [1]}).get_json()["id"]
+    worker, epoch = _run_a_task(app, tid)
+    resp = client.post(f"/v1/tasks/{tid}/cancel")
+    assert resp.status_code == 200, resp.get_data(as_text=True)
+    assert resp.get_json() == {
+        "id": tid,
+        "state": "cancelled",
+        "cancelled": True,
+        "may_still_be_running": True,  # a Python thread cannot be killed
+    }
+    # the worker's report comes in: refused, the task stays cancelled
+    assert app.broker.complete(0, worker, [(tid, epoch, b"\x01")]) == [False]
+    task = client.get(f"/v1/tasks/{tid}").get_json()
+    assert task["state"] == "cancelled"
+    assert [a["outcome"] for a in task["attempts"]] == ["cancelled"]
+    err = error_of(client.post(f"/v1/tasks/{tid}/cancel"), 409, None)
+    assert err["code"] == "conflict" and "already ended cancelled" in err["message"]
+    error_of(client.post("/v1/tasks/0-nope/cancel"), 404)
+
+
+def test_cancel_of_a_succeeded_task_is_409_naming_its_state(client: FlaskClient, app: App) -> None:
+    tid = client.post("/v1/tasks", json={"name": "api.add", "args": [1]}).get_json()["id"]
+    worker, epoch = _run_a_task(app, tid)
+    assert app.broker.complete(0, worker, [(tid, epoch, b"\x01")]) == [True]
+    err = error_of(client.post(f"/v1/tasks/{tid}/cancel"), 409, None)
+    assert err["code"] == "conflict"
+    assert err["message"] == f"task {tid} already ended succeeded"
+    assert client.get(f"/v1/tasks/{tid}").get_json()["state"] == "succeeded"
+
+
+def test_cancel_a_run_with_a_running_task(client: FlaskClient, app: App) -> None:
+    job = make_job(client, overlap="allow")
+    rid = client.post(f"/v1/jobs/{job['id']}/trigger").get_json()["run_id"]
+    worker, epoch = _run_a_task(app, f"{rid}/extract")
+    resp = client.post(f"/v1/runs/{rid}/cancel")
+    assert resp.status_code == 200, resp.get_data(as_text=True)
+    out = resp.get_json()
+    assert out["state"] == "cancelled"  # at once: it does not wait for the worker
+    assert (out["may_still_be_running"], out["still_running"]) == (True, ["extract"])
+    assert {t["name"]: t["state"] for t in out["tasks"]} == {
+        "extract": "cancelled",
+        "load": "cancelled",
+    }
+    assert app.broker.complete(0, worker, [(f"{rid}/extract", epoch, b"\x01")]) == [False]
+    assert client.get(f"/v1/runs/{rid}").get_json()["state"] == "cancelled"
 
 
 def test_retry_a_dead_task_of_a_run(
@@ -269,6 +336,30 @@ def test_enqueue_and_read_a_task(client: FlaskClient) -> None:
     assert client.get(f"/v1/tasks/{task['id']}").get_json()["args"] == [[2], {"y": 3}]
     error_of(client.post("/v1/tasks", json={"name": "api.sub"}), 400, "name")
     error_of(client.get("/v1/tasks/0-nope"), 404)
+
+
+def test_arguments_that_do_not_fit_the_task_are_400_naming_the_argument(
+    client: FlaskClient, app: App
+) -> None:
+    # issue 16 item 9: an unknown keyword answered 201 and was retried into the DLQ;
+    # the server runs with -A (the app registers api.add(x, y=0))
+    before = app.broker.inspect()
+    err = error_of(
+        client.post("/v1/tasks", json={"name": "api.add", "args": [1], "kwargs": {"z": 3}}),
+        400,
+        "kwargs.z",
+    )
+    assert err["message"] == "add() got an unexpected keyword argument 'z'"
+    err = error_of(client.post("/v1/tasks", json={"name": "api.add"}), 400, "args")
+    assert err["message"] == "add() missing a required argument: 'x'"
+    error_of(client.post("/v1/tasks", json={"name": "api.add", "args": [1, 2, 3]}), 400, "args")
+    assert app.broker.inspect() == before  # nothing was written
+    # a job's Python task the app registers is checked the same way
+    bad = {**JOB, "tasks": {"extract": {"ref": "api.add", "args": [1], "kwargs": {"z": 1}}}}
+    error_of(client.post("/v1/jobs", json=bad), 400, "tasks.extract.kwargs.z")
+    assert client.get("/v1/jobs").get_json()["jobs"] == []
+    ok = client.post("/v1/tasks", json={"name": "api.add", "args": [1], "kwargs": {"y": 3}})
+    assert ok.status_code == 201
 
 
 def test_dlq_list_and_replay(
@@ -366,6 +457,7 @@ BODY_ROUTES = [
     ("post", "/v1/runs/{run}/tasks/extract/cancel"),
     ("post", "/v1/runs/{run}/tasks/extract/retry"),
     ("post", "/v1/tasks"),
+    ("post", "/v1/tasks/0-x/cancel"),
     ("put", f"/v1/tenants/{TENANT}"),
     ("post", f"/v1/tenants/{TENANT}/dlq/0-x/replay"),
     ("post", f"/v1/tenants/{TENANT}/dlq/0-x/discard"),
@@ -411,7 +503,12 @@ def test_job_create_warns_only_of_unserved_python_tasks(client: FlaskClient, app
     WorkerRegistry(app.broker).publish(
         Registration("w1", "h", 1, ("default",), (), 1, 0, ("api.add",)), 60_000
     )
-    served = {"name": "served", "tenant": TENANT, "every": "30s", "task": {"name": "api.add"}}
+    served = {
+        "name": "served",
+        "tenant": TENANT,
+        "every": "30s",
+        "task": {"name": "api.add", "args": [1]},
+    }
     assert client.post("/v1/jobs", json=served).get_json()["warnings"] == []
     shell = {"name": "sh", "tenant": TENANT, "every": "30s", "task": {"command": ["true"]}}
     assert client.post("/v1/jobs", json=shell).get_json()["warnings"] == []

@@ -148,6 +148,33 @@ def test_one_bad_call_in_a_batch_writes_nothing(app: App, written: Callable[[], 
     assert written() == []
 
 
+def test_arguments_that_do_not_fit_the_function_are_refused_before_anything_is_written(
+    app: App, written: Callable[[], list[str]]
+) -> None:
+    # issue 16 item 9: an unknown keyword was enqueued, then retried into the DLQ
+    t = app.task(add, name="math.add")
+
+    @app.task(name="math.scale")
+    def scale(ctx: object, x: int, *, by: int) -> int:
+        return x * by
+
+    exc = _expect_field("kwargs.z", lambda: t.enqueue(1, z=3))
+    assert "add() got an unexpected keyword argument 'z'" in str(exc)
+    _expect_field("kwargs.z", lambda: app.enqueue("math.add", 1, z=3))
+    _expect_field("args", lambda: app.enqueue("math.add"))  # x is missing
+    _expect_field("args", lambda: app.enqueue("math.add", 1, 2, 3))
+    _expect_field("kwargs.x", lambda: app.enqueue("math.add", 1, x=1))
+    _expect_field("calls[1].args", lambda: t.enqueue_many([(1,), (1, 2, 3)]))
+    # the ctx parameter is the worker's to pass, never the caller's
+    exc = _expect_field("kwargs.by", lambda: app.enqueue("math.scale", 2))
+    assert "missing a required argument: 'by'" in str(exc)
+    _expect_field("args", lambda: app.enqueue("math.scale", "ctx", 2, by=3))
+    assert written() == []
+    # what fits is enqueued, options aside
+    assert app.enqueue("math.scale", 2, by=3, _countdown=60).state == "scheduled"
+    assert t.enqueue(x=1, y=2).state == "ready"
+
+
 def test_duplicate_task_name_is_refused(app: App) -> None:
     app.task(add, name="add")
     _expect_field("name", lambda: app.task(add, name="add"))

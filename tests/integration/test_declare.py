@@ -111,7 +111,7 @@ def test_prune_deletes_only_undeclared_jobs_of_the_declaring_tenants(
     app.jobs.put("stale", tenant="acme", tasks=tasks, every="1h")
     app.jobs.put("other", tenant="elsewhere", tasks=tasks, every="1h")
     jobs_file = tmp_path / "jobs.yaml"
-    jobs_file.write_text("name: filed\ntenant: acme\ntasks:\n  a: t.add\n")
+    jobs_file.write_text("name: filed\ntenant: acme\ntasks:\n  a: {ref: t.add, args: [1, 2]}\n")
     name = write_app()
     out = ok(invoke("jobs", "apply", "-A", f"{name}:app"))
     assert "deleted" not in out  # no --prune: undeclared jobs stay
@@ -149,6 +149,21 @@ def test_apply_app_refuses_a_task_name_the_app_does_not_register(
     line = one_error_line(result)
     assert "acme/broken" in line and "'load'" in line and "'etl.lod'" in line
     assert keys(r, prefix) == before  # nothing written, not even the good job
+
+
+def test_apply_file_with_an_app_refuses_arguments_that_do_not_fit(
+    write_app: Callable[..., str], invoke: Invoke, r: redis.Redis, prefix: str, tmp_path: Path
+) -> None:
+    # the app at hand (-A) registers t.add(x, y): a job file's call of it must fit
+    name = write_app()
+    path = tmp_path / "jobs.yaml"
+    path.write_text("name: j\ntenant: acme\ntasks:\n  a: {ref: t.add, args: [1], kwargs: {z: 2}}\n")
+    before = keys(r, prefix)
+    result = invoke("jobs", "apply", "-A", f"{name}:app", "-f", str(path))
+    assert result.exit_code != 0
+    line = one_error_line(result)
+    assert "tasks.a.kwargs.z" in line and "add() got an unexpected keyword argument 'z'" in line
+    assert keys(r, prefix) == before  # nothing written
 
 
 def test_apply_file_warns_about_tasks_no_live_worker_serves(
@@ -197,4 +212,45 @@ def test_app_job_declares_validates_and_refuses_duplicates(redis_url: str) -> No
         app.job("nightly", every="1m", tasks={"a": Task("t.add")})
     with pytest.raises(ValidationError):
         app.job("bad", cron="not a cron", tasks={"a": Task("t.add")})
+    assert app._broker is None
+
+
+def test_declared_jobs_check_the_arguments_of_the_tasks_the_app_registers() -> None:
+    # issue 16 item 9: arguments that do not fit the function fail every run
+    app = App("redis://127.0.0.1:1/0")  # unreachable: declaring must not connect
+
+    @app.task(name="t.add")
+    def add(x: int, y: int = 0) -> int:
+        return x + y
+
+    with pytest.raises(ValidationError) as exc:
+        app.job("j1", every="1m", tasks={"a": Task("t.add", args=[1], kwargs={"z": 2})})
+    assert exc.value.field == "tasks.a.kwargs.z"
+    assert "add() got an unexpected keyword argument 'z'" in str(exc.value)
+    with pytest.raises(ValidationError) as exc:
+        app.job("j2", every="1m", tasks={"a": Task("t.add")})
+    assert exc.value.field == "tasks.a.args"  # x is missing
+    assert app.declared_jobs == {}
+    app.job("j3", every="1m", tasks={"a": Task("t.add", args=[1], kwargs={"y": 2})})
+
+    # a task registered only later is checked when the jobs are applied
+    app.job("j4", every="1m", tasks={"b": Task("t.later", args=[1, 2])})
+
+    @app.task(name="t.later")
+    def later(x: int) -> int:
+        return x
+
+    with pytest.raises(ValidationError) as exc:
+        app.check_task_names(app.declared_jobs.values())
+    assert exc.value.field == "tasks.b.args"
+
+    # a cron job calls its function with no arguments: it must take none
+    with pytest.raises(ValidationError) as exc:
+
+        @app.cron(every="1m")
+        def needs_one(x: int) -> None:
+            return None
+
+    assert exc.value.field == "tasks.needs_one.args"
+    assert "needs_one" not in app.tasks  # refused whole: not registered either
     assert app._broker is None

@@ -317,3 +317,34 @@ def test_cancelling_ready_work_leaves_doctor_nothing_to_find(app: App) -> None:
     assert examine(app.broker).findings == ()
     app.broker.cancel(b.id)
     assert examine(app.broker).findings == ()
+
+
+def test_cancelling_running_work_leaves_doctor_nothing_to_find(app: App) -> None:
+    # a cancel ends a leased attempt, its lease and (for a run) the run at once:
+    # no lease set, stream entry, reaper index or run counter is left to disagree
+    b = app.broker
+    one = app.enqueue("t.ok", 1, _tenant="acme")
+    app.jobs.put(
+        "etl",
+        tasks={
+            "extract": Task("t.ok", args=[1], queue="etl"),
+            "load": Task("t.ok", args=[2], depends_on=["extract"], queue="etl"),
+        },
+        tenant="acme",
+    )
+    run_id = app.jobs.trigger("acme", "etl")
+    (lo,) = b.lease(0, "w-test", 1, TTL_MS, ["default"], tenants=["acme"])
+    (le,) = b.lease(0, "w-test", 1, TTL_MS, ["etl"])
+    b.start(0, "w-test", [(lo.iid, lo.epoch)])
+    assert b.cancel(one.id).may_still_be_running
+    assert app.jobs.cancel_run(run_id).running == ("extract",)
+    report = examine(b)
+    assert report.findings == (), kinds(report)
+    assert {t.tenant: t.in_flight for t in report.tenants}.get("acme", 0) == 0
+    assert report.summary.runs_active == 0
+    # the workers' late reports are refused and change nothing
+    assert b.complete(0, "w-test", [(lo.iid, lo.epoch, b"\x01")]) == [False]
+    (res,) = b.fail(0, "w-test", [FailItem(le.iid, le.epoch, "failed", "late", True)])
+    assert res.state is None
+    assert examine(b).findings == ()
+    assert app.jobs.run(run_id).state == "cancelled"

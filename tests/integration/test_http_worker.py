@@ -196,15 +196,19 @@ def test_lease_ids_hold_across_dashboard_replicas(app: App, web: flask.Flask) ->
 def test_heartbeat_says_revoked_after_cancel(app: App, client: FlaskClient) -> None:
     handle = app.enqueue("hw.add", 1)
     item = lease_one(client)
-    assert app.broker.cancel(handle.id) == "cancel_requested"
+    assert app.broker.cancel(handle.id).may_still_be_running
+    assert handle.state == "cancelled"  # at once: the worker's report cannot change it
     resp = client.post(
         "/v1/worker/heartbeat", json={"worker_id": "hw-1", "lease_ids": [item["lease_id"]]}
     )
     assert resp.get_json() == {item["lease_id"]: "revoked"}
+    resp = client.post("/v1/worker/complete", json={"lease_id": item["lease_id"], "result": 2})
+    error_of(resp, 409, "lease_id")
     resp = client.post("/v1/worker/fail", json={"lease_id": item["lease_id"], "error": "cancelled"})
-    assert resp.status_code == 200
-    assert resp.get_json()["state"] == "cancelled"
-    assert handle.state == "cancelled"
+    error_of(resp, 409, "lease_id")
+    info = handle.info()
+    assert info.state == "cancelled" and info.result is None
+    assert [a.outcome for a in info.attempts] == ["cancelled"]
 
 
 def test_fail_records_retryable_and_exit_code(app: App, client: FlaskClient) -> None:

@@ -98,7 +98,7 @@ def test_the_shell_worker_heartbeats_and_stops_a_cancelled_task(
                     lambda: (slow.info().deadline_at or first) > first, "a heartbeat", timeout=10
                 )
                 assert slow.state == "running"
-                assert app.broker.cancel(slow.id) == "cancel_requested"
+                assert app.broker.cancel(slow.id).may_still_be_running
                 _out, err = proc.communicate(timeout=30)  # the next heartbeat stops it
             finally:
                 proc.kill()

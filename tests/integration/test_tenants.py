@@ -322,7 +322,7 @@ def test_a_faster_rate_unparks_a_rate_limited_tenant_at_once(app: App, store: Te
 def test_normal_operations_leave_no_parked_tenant_without_a_way_back(
     app: App, store: TenantStore
 ) -> None:
-    # parked at its cap: each way its leases end (cancel + report, reap, hand back)
+    # parked at its cap: each way its leases end (cancel, reap, hand back)
     # unparks it, also after the cap was lowered below what it holds
     b, shard = app.broker, shard_of("acme", SHARDS)
     store.set("acme", max_in_flight=3)

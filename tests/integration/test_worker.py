@@ -111,6 +111,41 @@ def test_permanent_goes_straight_to_dlq(app: App, start_worker: Callable[..., Wo
     assert entries[0].attempts == 1
 
 
+def test_arguments_that_do_not_fit_fail_the_first_attempt_for_good(
+    app: App, start_worker: Callable[..., Worker], redis_url: str, key_prefix: str
+) -> None:
+    # issue 16 item 9: the TypeError of an unknown keyword was retried into the DLQ.
+    # A producer whose registration of "echo" differs from the worker's (an
+    # older or newer version of the code) enqueues what the worker cannot call.
+    producer = App(redis_url, prefix=key_prefix.rstrip(":"))
+
+    @producer.task(name="echo", retries=3)
+    def echo(value: Any = None, extra: Any = None) -> Any:
+        return value
+
+    try:
+        # read back through the worker's app: the producer is closed below
+        fits = app.get(producer.enqueue("echo", "kept").id)
+        h = app.get(producer.enqueue("echo", 1, extra=2).id)
+        missing = app.get(producer.enqueue("echo").id)
+    finally:
+        producer.close()
+    start_worker(concurrency=2)
+    assert fits.result(timeout=30) == "kept"
+    for handle, error in (
+        (h, "echo() got an unexpected keyword argument 'extra'"),
+        (missing, "echo() missing a required argument: 'value'"),
+    ):
+        with pytest.raises(TaskFailed) as exc:
+            handle.result(timeout=30)
+        assert exc.value.state == "dead"
+        info = handle.info()
+        assert outcomes(info) == ["failed"]  # one attempt of four: no retry
+        assert info.error == error
+        [entry] = [e for e in app.broker.dlq_list() if e.task_id == handle.id]
+        assert (entry.attempts, entry.error) == (1, error)
+
+
 def test_dlq_after_max_attempts_then_replay_succeeds(
     app: App, start_worker: Callable[..., Worker], r: redis.Redis
 ) -> None:
@@ -142,8 +177,8 @@ def test_cancel_ready_and_scheduled_work_never_runs(
 ) -> None:
     ready = app.enqueue("mark", "ready-one")
     later = app.enqueue("mark", "later-one", _countdown=0.5)
-    assert ready.cancel() == "cancelled"
-    assert later.cancel() == "cancelled"
+    assert ready.cancel().state == "cancelled"
+    assert later.cancel().state == "cancelled"
     assert ready.state == "cancelled" and later.state == "cancelled"
 
     start_worker(concurrency=2)
@@ -158,7 +193,7 @@ def test_cancel_ready_and_scheduled_work_never_runs(
         with pytest.raises(TaskFailed) as exc:
             h.result(timeout=1)
         assert exc.value.state == "cancelled"
-    assert ready.cancel() == "cancelled"  # idempotent
+    assert not ready.cancel().cancelled  # it had ended: nothing to do
 
 
 # -- prefetched work: cancel, re-lease, shutdown (issue 7) ------------------------
@@ -197,13 +232,14 @@ def test_cancelled_prefetched_task_never_runs_and_slots_stay_at_concurrency(
 ) -> None:
     holder = Holder(app)
     try:
-        start_worker(concurrency=1, prefetch=1, lease_ttl=1.2)
+        w = start_worker(concurrency=1, prefetch=1, lease_ttl=1.2)
         first = holder.task.enqueue("first")
         wait_for(lambda: holder.ran == ["first"], "the first task to hold the only slot")
         second = holder.task.enqueue("second")
         wait_for(lambda: second.state == "leased", "the second task to be prefetched")
-        assert second.cancel() == "cancel_requested"
-        wait_for(lambda: second.state == "cancelled", "the heartbeat to revoke it")
+        assert second.cancel().may_still_be_running  # the worker holds it
+        assert second.state == "cancelled"
+        wait_for(lambda: not _holds(w, second.id), "the heartbeat to revoke it")
         third = holder.task.enqueue("third")
     finally:
         holder.gate.set()
@@ -297,14 +333,15 @@ def test_drain_hands_back_prefetched_work_without_starting_it(
 def test_process_pool_never_starts_a_cancelled_prefetched_task(
     app: App, spawn_worker: Callable[..., WorkerProc], r: redis.Redis
 ) -> None:
-    spawn_worker(concurrency=1, prefetch=1, pool="processes", app_path="chaos_app:app")
+    proc = spawn_worker(concurrency=1, prefetch=1, pool="processes", app_path="chaos_app:app")
     go = chaos_app.rec_key(app, "go")
     first = app.enqueue("wait_key", go)
     wait_for(lambda: first.state == "running", "the first task to hold the only child")
     second = app.enqueue("slow", 0)
     wait_for(lambda: second.state == "leased", "the second task to be prefetched")
-    assert second.cancel() == "cancel_requested"
-    wait_for(lambda: second.state == "cancelled", "the heartbeat to revoke it")
+    assert second.cancel().may_still_be_running
+    assert second.state == "cancelled"
+    wait_for(lambda: f"task {second.id} cancelled" in proc.log(), "the heartbeat to revoke it")
     r.set(go, "1")
     child = first.result(timeout=30)
     # the slot passed the cancelled task over: the same child serves the next one,
@@ -312,6 +349,48 @@ def test_process_pool_never_starts_a_cancelled_prefetched_task(
     assert app.enqueue("whoami").result(timeout=30) == child
     assert r.llen(chaos_app.rec_key(app, "attempts", second.id)) == 0
     assert outcomes(second.info()) == ["cancelled"]
+
+
+# -- cancel of running work (issue 16 item 8) ---------------------------------------
+
+
+def _holds(w: Worker, iid: str) -> bool:
+    """Does the worker still hold an attempt of ``iid`` (not yet reported)?"""
+    with w._lock:
+        return any(a.lease.iid == iid for a in w._active.values())
+
+
+def test_cancelled_running_task_ends_cancelled_though_its_thread_returns(
+    app: App, start_worker: Callable[..., Worker]
+) -> None:
+    # a running task cancelled, whose code then returned before the next
+    # heartbeat, ended succeeded: the cancel must hold whatever the worker reports
+    holder = Holder(app)
+    try:
+        # a long TTL: the heartbeat (every TTL/6) comes after the task returns
+        w = start_worker(concurrency=1, lease_ttl=60)
+        h = holder.task.enqueue("first")
+        wait_for(lambda: h.state == "running", "the task to run")
+        done = h.cancel()
+        assert (done.state, done.cancelled, done.may_still_be_running) == (
+            "cancelled",
+            True,
+            True,  # a Python thread cannot be killed
+        )
+        assert h.state == "cancelled"
+    finally:
+        holder.gate.set()  # its code returns "first" and the worker reports it
+    wait_for(lambda: not _holds(w, h.id), "the worker to report the attempt")
+    info = h.info()
+    assert info.state == "cancelled"
+    assert outcomes(info) == ["cancelled"]  # the attempt history ends cancelled
+    assert info.result is None
+    with pytest.raises(TaskFailed) as exc:
+        h.result(timeout=1)
+    assert exc.value.state == "cancelled"
+    assert holder.ran == ["first"]
+    again = h.cancel()
+    assert (again.state, again.cancelled) == ("cancelled", False)
 
 
 # -- ctx and output capture --------------------------------------------------------

@@ -11,6 +11,7 @@ from server_time import server_ms  # tests/helpers
 
 from redcron import App
 from redcron.broker import FailItem
+from redcron.broker.cancel import RunCancel, TaskCancel, run_cancel, task_cancel
 from redcron.model.jobs import Task
 
 
@@ -82,7 +83,7 @@ def test_trips_holds_and_resume_releases(app: App) -> None:
     assert [x.iid for x in lease(app)] == [other.id]
 
     # cancel of held work, then resume releases the rest
-    assert app.broker.cancel(held[0]) == "cancelled"
+    assert app.broker.cancel(held[0]).state == "cancelled"
     app.jobs.resume("default", "flaky")
     assert job(app, job_id)["breaker"] == ""
     assert app.jobs.open_breakers() == []
@@ -163,12 +164,12 @@ class Brk:
     def cool_down_timer(self) -> float | None:
         return self.r.zscore(self.app.broker.keys.timers(0), f"brk:{self.job_id}")
 
-    def cancel(self, iid: str) -> str:
-        return str(self.ops.run("cancel", [iid, self.ops.now]).decode())
+    def cancel(self, iid: str) -> TaskCancel:
+        return task_cancel(iid, self.ops.run("cancel", [iid, self.ops.now]))
 
-    def cancel_run(self, iid: str) -> tuple[str, int]:
-        state, running = self.ops.run("run_cancel", [iid.rsplit("/", 1)[0], self.ops.now])
-        return state.decode(), int(running)
+    def cancel_run(self, iid: str) -> RunCancel:
+        run_id = iid.rsplit("/", 1)[0]
+        return run_cancel(run_id, self.ops.run("run_cancel", [run_id, self.ops.now]))
 
     def cool_down(self) -> None:
         self.ops.now += COOL_MS
@@ -190,15 +191,14 @@ def brk(app: App) -> Brk:
 
 def end_trial(brk: Brk, trial: Tok, how: str) -> None:
     if how == "task cancel, reported by the worker":
-        assert brk.cancel(trial.iid) == "cancel_requested"
-        assert brk.ops.fail("w", trial, outcome="cancelled", retryable=False) == "cancelled"
+        assert brk.cancel(trial.iid).may_still_be_running
+        assert brk.ops.fail("w", trial, outcome="cancelled", retryable=False) == 0  # refused
     elif how == "run cancel, reported by the worker":
-        assert brk.cancel_run(trial.iid) == ("running", 1)
-        assert brk.ops.fail("w", trial, outcome="cancelled", retryable=False) == "cancelled"
-    elif how == "cancelled while running, then its lease expired":
-        assert brk.cancel(trial.iid) == "cancel_requested"
-        brk.ops.now += 60_000
-        assert brk.ops.reap() == [1, -1, 0]
+        assert brk.cancel_run(trial.iid).running == (trial.iid.rsplit("/", 1)[1],)
+        assert brk.ops.fail("w", trial, outcome="cancelled", retryable=False) == 0
+    elif how == "cancelled while running, its worker silent":
+        assert brk.cancel(trial.iid).may_still_be_running
+        assert brk.ops.reap() == [0, -1, 0]  # the cancel ended the lease already
     elif how == "dead-lettered":
         assert brk.ops.fail("w", trial, retryable=False) == "dead"
     else:
@@ -210,7 +210,7 @@ def end_trial(brk: Brk, trial: Tok, how: str) -> None:
     [
         "task cancel, reported by the worker",
         "run cancel, reported by the worker",
-        "cancelled while running, then its lease expired",
+        "cancelled while running, its worker silent",
         "dead-lettered",
     ],
 )
@@ -278,9 +278,10 @@ def test_a_ready_trial_cancelled_reopens_the_breaker_and_the_next_held_task_is_t
     brk.ops.promote()
     assert brk.breaker()[:2] == ("trial", first)
     if how == "task cancel":
-        assert brk.cancel(first) == "cancelled"
+        assert brk.cancel(first).state == "cancelled"
     else:
-        assert brk.cancel_run(first) == ("cancelled", 0)
+        done = brk.cancel_run(first)
+        assert (done.state, done.cancelled, done.running) == ("cancelled", True, ())
     assert brk.breaker() == ("open", "", str(brk.ops.now + COOL_MS))
     assert brk.lease() == []
     brk.cool_down()

@@ -202,10 +202,10 @@ def test_cancel_ready_work(ops: Ops) -> None:
     a, b = new_id(), new_id()
     ops.enqueue(row(a), row(b))
     stream, ring = ops.k.q(0, "default", "acme", "normal"), ops.k.ring(0, "default", "normal")
-    assert ops.b.cancel(a) == "cancelled"
+    assert ops.b.cancel(a).state == "cancelled"
     assert ops.r.xlen(stream) == 1
     assert ops.r.zscore(ring, "acme") is not None  # b is still ready
-    assert ops.b.cancel(b) == "cancelled"
+    assert ops.b.cancel(b).state == "cancelled"
     assert ops.r.xlen(stream) == 0
     assert ops.r.zcard(ring) == 0
     for iid in (a, b):
@@ -213,7 +213,8 @@ def test_cancel_ready_work(ops: Ops) -> None:
         assert (info["state"], info["loc"]) == ("cancelled", "")
         assert ops.r.ttl(ops.k.ti(0, iid)) > 0
     assert ops.lease("w1", n=10) == []
-    assert ops.b.cancel(a) == "cancelled"  # idempotent
+    again = ops.b.cancel(a)
+    assert (again.state, again.cancelled) == ("cancelled", False)  # ended already: no-op
 
 
 def test_cancel_keeps_the_aging_index_and_deficits_on_what_is_ready(ops: Ops) -> None:
@@ -228,9 +229,9 @@ def test_cancel_keeps_the_aging_index_and_deficits_on_what_is_ready(ops: Ops) ->
     head_b = ops.r.xrange(stream)[-1][0].decode()
     # a DRR visit leaves acme a deficit (and globex, the other ring member)
     ops.r.hset(ops.k.tenant(0, "acme"), mapping={"d:default:normal": 1, "v:default:normal": 1})
-    assert ops.b.cancel(a) == "cancelled"
+    assert ops.b.cancel(a).state == "cancelled"
     assert ops.r.zscore(oldest, "acme") == int(head_b.split("-")[0])
-    assert ops.b.cancel(b) == "cancelled"
+    assert ops.b.cancel(b).state == "cancelled"
     assert ops.r.zscore(ring, "acme") is None
     assert ops.r.zscore(oldest, "acme") is None
     assert ops.r.hmget(ops.k.tenant(0, "acme"), ["d:default:normal", "v:default:normal"]) == [
@@ -244,7 +245,7 @@ def test_cancel_a_countdown_task(ops: Ops) -> None:
     iid = new_id()
     ops.enqueue(row(iid, delay=5000))
     assert ops.info(iid)["state"] == "scheduled"
-    assert ops.b.cancel(iid) == "cancelled"
+    assert ops.b.cancel(iid).state == "cancelled"
     assert ops.r.zscore(ops.k.timers(0), iid) is None
     ops.now += 10_000
     assert ops.promote() == [0, -1]
@@ -257,41 +258,78 @@ def test_cancel_a_retry_waiting_task(ops: Ops) -> None:
     ops.enqueue(row(iid))
     [t] = ops.lease("w1")
     assert ops.fail("w1", t, frac=0.5) == "retry_wait"
-    assert ops.b.cancel(iid) == "cancelled"
+    assert ops.b.cancel(iid).state == "cancelled"
     assert ops.r.zcard(ops.k.timers(0)) == 0
 
 
-@pytest.mark.parametrize("outcome", ["cancelled", "failed", "timed_out"])
-def test_cancel_running_work(ops: Ops, outcome: str) -> None:
+@pytest.mark.parametrize("report", ["complete", "cancelled", "failed", "timed_out"])
+def test_cancel_running_work_ends_it_cancelled_whatever_the_worker_reports(
+    ops: Ops, report: str
+) -> None:
+    # issue 16 item 8: a running task cancelled, then reported succeeded, ended succeeded
     iid = new_id()
     ops.enqueue(row(iid, max_attempts=5))
     [t] = ops.lease("w1")
     ops.start("w1", [t])
-    assert ops.b.cancel(iid) == "cancel_requested"
-    # the lease (and its cap slot) holds until the worker reports
-    assert ops.info(iid)["state"] == "running"
-    assert ops.r.zscore(ops.k.tleases(0, "acme"), iid) is not None
-    assert ops.heartbeat("w1", [t]) == ([], [iid])
-    assert ops.fail("w1", t, outcome=outcome, retryable=True, frac=0.0) == "cancelled"
+    ops.now += 1000  # a second into a 2-second task
+    done = ops.b.cancel(iid, now=ops.now)
+    assert (done.state, done.cancelled, done.may_still_be_running) == ("cancelled", True, True)
     info = ops.info(iid)
-    assert (info["state"], info["loc"]) == ("cancelled", "")
-    assert _outcomes(info) == {1: outcome}
+    # ended at once, and its lease (and cap slot) with it: nothing left to run it
+    assert (info["state"], info["loc"], info["ended"]) == ("cancelled", "", str(ops.now))
+    assert _outcomes(info) == {1: "cancelled"}
+    assert (info["a:1:ended"], info["a:1:error"]) == (str(ops.now), "cancelled while running")
     assert ops.r.zscore(ops.k.tleases(0, "acme"), iid) is None
     assert ops.pending() == {}
+    assert ops.r.xlen(ops.stream()) == 0
+    # the worker learns it at its next heartbeat: revoked, not renewed
+    assert ops.heartbeat("w1", [t]) == ([], [iid])
+    assert ops.r.zscore(ops.k.tleases(0, "acme"), iid) is None
+    assert ops.info(iid)["deadline"] == ""
+    # and its report, a second later, is refused like a zombie's: nothing written
+    ops.now += 1000
+    before = ops.r.hgetall(ops.k.ti(0, iid))
+    if report == "complete":
+        assert ops.complete("w1", [t]) == [0]
+    else:
+        assert ops.fail("w1", t, outcome=report, retryable=True, frac=0.0) == 0
+    assert ops.r.hgetall(ops.k.ti(0, iid)) == before
+    assert ops.start("w1", [t]) == 0
+    assert ops.release("w1", [t]) == 0
+    info = ops.info(iid)
+    assert info["state"] == "cancelled"
+    assert _outcomes(info) == {1: "cancelled"}  # the attempt history ends cancelled
+    assert ops.r.hget(ops.k.attempts(0), "acme|cancelled") == b"1"
     ops.now += 100_000
+    assert ops.reap(frac=0.0)[0] == 0
     assert ops.promote()[0] == 0
     assert ops.lease("w1") == []
 
 
-def test_cancelled_lease_that_expires_is_not_retried(ops: Ops) -> None:
+def test_cancel_frees_the_cap_slot_of_the_running_attempt(ops: Ops) -> None:
+    # the tenant's cap counts valid leases; a cancelled attempt holds none
+    # (docs/architecture.md, "Cancel")
+    running, waiting = new_id(), new_id()
+    ops.r.hset(ops.k.tenant(0, "acme"), "max_in_flight", 1)
+    ops.enqueue(row(running), row(waiting))
+    [t] = ops.lease("w1", n=2)
+    assert t.iid == running
+    assert ops.lease("w2") == []  # at its cap
+    assert ops.b.cancel(running, now=ops.now).may_still_be_running
+    [u] = ops.lease("w2")
+    assert u.iid == waiting
+
+
+def test_cancel_a_leased_attempt_that_never_started(ops: Ops) -> None:
     iid = new_id()
     ops.enqueue(row(iid, max_attempts=5))
-    ops.lease("w1", ttl=100)
-    assert ops.b.cancel(iid) == "cancel_requested"
+    [t] = ops.lease("w1", ttl=100)
+    done = ops.b.cancel(iid, now=ops.now)
+    assert (done.state, done.may_still_be_running) == ("cancelled", True)
     ops.now += 100
-    assert ops.reap(frac=0.0)[0] == 1
-    info = ops.info(iid)
-    assert info["state"] == "cancelled"
+    assert ops.reap(frac=0.0)[0] == 0  # nothing of it is left to reap
+    assert ops.heartbeat("w1", [t]) == ([], [iid])
+    assert ops.info(iid)["state"] == "cancelled"
     assert ops.lease("w1") == []
 
 
@@ -300,7 +338,7 @@ def test_cancel_dead_work_removes_the_dlq_entry(ops: Ops) -> None:
     ops.enqueue(row(iid))
     [t] = ops.lease("w1")
     ops.fail("w1", t, retryable=False)
-    assert ops.b.cancel(iid) == "cancelled"
+    assert ops.b.cancel(iid).state == "cancelled"
     assert ops.r.xlen(ops.k.dlq(0, "acme")) == 0
     assert ops.b.dlq_replay([iid]) == 0
 
@@ -329,8 +367,11 @@ def test_cancel_finished_or_unknown_work(ops: Ops) -> None:
     ops.enqueue(row(iid))
     [t] = ops.lease("w1")
     ops.complete("w1", [t])
-    assert ops.b.cancel(iid) == "succeeded"
-    assert ops.info(iid)["state"] == "succeeded"
+    before = ops.r.hgetall(ops.k.ti(0, iid))
+    done = ops.b.cancel(iid, now=ops.now)
+    # it had ended: said so (the API answers 409 naming the state), nothing written
+    assert (done.state, done.cancelled, done.may_still_be_running) == ("succeeded", False, False)
+    assert ops.r.hgetall(ops.k.ti(0, iid)) == before
     with pytest.raises(NotFound):
         ops.b.cancel(new_id())
 

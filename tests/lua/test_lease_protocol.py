@@ -169,15 +169,30 @@ def test_heartbeat_moves_the_deadline(ops: Ops) -> None:
     assert ops.complete("w1", [t]) == [1]
 
 
-def test_heartbeat_reports_a_revoked_lease_and_keeps_it(ops: Ops) -> None:
+def test_heartbeat_reports_a_cancelled_lease_revoked_and_does_not_renew_it(ops: Ops) -> None:
+    iid, other = new_id(), new_id()
+    ops.enqueue(row(iid), row(other))
+    [t, u] = ops.lease("w1", n=2)
+    ops.start("w1", [t])
+    assert ops.b.cancel(iid, now=ops.now).may_still_be_running
+    # revoked for the worker that held it; any other token is simply lost
+    assert ops.heartbeat("w1", [t, u]) == ([], [iid])
+    assert ops.heartbeat("w2", [t]) == ([iid], [])
+    assert ops.info(iid)["state"] == "cancelled"
+    assert ops.r.zscore(ops.k.tleases(0, "acme"), iid) is None
+    assert ops.r.zscore(ops.k.tleases(0, "acme"), other) is not None
+
+
+def test_heartbeat_still_revokes_a_lease_flagged_by_an_older_cancel(ops: Ops) -> None:
+    # an older version flagged running work and waited for the heartbeat: such a
+    # lease is renewed and revoked, and the worker's cancelled report ends it
     iid = new_id()
     ops.enqueue(row(iid))
     [t] = ops.lease("w1")
-    ops.start("w1", [t])
-    assert ops.b.cancel(iid) == "cancel_requested"
+    ops.r.hset(ops.k.ti(0, iid), "cancel_requested", "1")
     assert ops.heartbeat("w1", [t]) == ([], [iid])
-    assert ops.info(iid)["state"] == "running"
-    assert ops.r.zscore(ops.k.tleases(0, "acme"), iid) is not None
+    assert ops.info(iid)["state"] == "leased"
+    assert ops.fail("w1", t, outcome="failed", retryable=True) == "cancelled"
 
 
 def test_start_marks_running_only_with_the_token(ops: Ops) -> None:

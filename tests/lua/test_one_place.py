@@ -195,7 +195,8 @@ def apply(ops: Ops, model: Model, op: tuple[Any, ...]) -> None:
                 != 0
             )
         elif kind == "heartbeat":
-            ok = ops.heartbeat(tok.worker, [tok], ttl=op[2])[0] == []
+            # renewed: neither lost nor revoked (a cancelled lease is revoked, not renewed)
+            ok = ops.heartbeat(tok.worker, [tok], ttl=op[2]) == ([], [])
         elif kind == "start":
             ops.start(tok.worker, [tok])
             ok = valid

@@ -434,21 +434,18 @@ def test_a_reopened_run_and_all_its_instances_lose_their_retention_ttl(runs: Run
 # -- cancel ------------------------------------------------------------------------
 
 
-def test_cancel_mid_run_revokes_running_work_and_ends_when_it_reports(runs: Runs) -> None:
+def test_cancel_mid_run_ends_running_work_and_the_run_at_once(runs: Runs) -> None:
+    # issue 16 item 8: the run waited for its running task, which then succeeded
     runs.job("line", chain("a", "b", "c"))
     rid = runs.trigger("line")
     runs.ok(runs.lease()["a"])
     b = runs.lease()["b"]
     assert runs.states(rid) == {"a": "succeeded", "b": "leased", "c": "pending"}
 
-    assert runs.app.jobs.cancel_run(rid) == ("running", 1)
-    assert runs.states(rid) == {"a": "succeeded", "b": "leased", "c": "cancelled"}
-    assert runs.r.hget(runs.ti_key(b.iid), "cancel_requested") == b"1"
-    assert runs.run(rid).state == "running"  # b still holds its lease
-
-    lost, revoked = runs.b.heartbeat(0, WORKER, 60_000, [(b.iid, b.epoch)])
-    assert (lost, revoked) == ([], [b.iid])
-    assert runs.fail(b, outcome="cancelled") == "cancelled"
+    done = runs.app.jobs.cancel_run(rid)
+    assert (done.state, done.cancelled, done.running) == ("cancelled", True, ("b",))
+    assert done.may_still_be_running
+    assert runs.states(rid) == {"a": "succeeded", "b": "cancelled", "c": "cancelled"}
     info = runs.run(rid)
     assert info.state == "cancelled"
     assert runs.counters(rid) == {
@@ -459,14 +456,27 @@ def test_cancel_mid_run_revokes_running_work_and_ends_when_it_reports(runs: Runs
         "cancelled": 2,
     }
     assert runs.active(info.job_id) == set()
-    # a second cancel changes nothing
-    assert runs.app.jobs.cancel_run(rid) == ("cancelled", 0)
+    b_info = runs.b.task_info(b.iid)
+    assert [a.outcome for a in b_info.attempts] == ["cancelled"]
+
+    # b's worker: revoked at its heartbeat, and its report refused
+    lost, revoked = runs.b.heartbeat(0, WORKER, 60_000, [(b.iid, b.epoch)])
+    assert (lost, revoked) == ([], [b.iid])
+    assert runs.b.complete(0, WORKER, [(b.iid, b.epoch, b"\xc0")]) == [False]
+    [res] = runs.b.fail(0, WORKER, [FailItem(b.iid, b.epoch, "cancelled", "x", retryable=False)])
+    assert res.state is None
+    assert runs.states(rid) == {"a": "succeeded", "b": "cancelled", "c": "cancelled"}
+    assert runs.counters(rid)["cancelled"] == 2
+    # a second cancel changes nothing, and says the run had ended
+    again = runs.app.jobs.cancel_run(rid)
+    assert (again.state, again.cancelled, again.running) == ("cancelled", False, ())
 
 
 def test_cancel_of_a_run_with_nothing_running_ends_it_at_once(runs: Runs) -> None:
     runs.job("diamond", {"a": Task("t"), "b": Task("t", depends_on=["a"]), "c": Task("t")})
     rid = runs.trigger("diamond")
-    assert runs.app.jobs.cancel_run(rid) == ("cancelled", 0)
+    done = runs.app.jobs.cancel_run(rid)
+    assert (done.state, done.cancelled, done.may_still_be_running) == ("cancelled", True, False)
     assert runs.states(rid) == {"a": "cancelled", "b": "cancelled", "c": "cancelled"}
     assert runs.ready() == []
     assert runs.lease() == {}
@@ -476,9 +486,8 @@ def test_retry_after_cancel_runs_the_downstream_without_revoking_it(runs: Runs) 
     runs.job("line", chain("a", "b", "c"))
     rid = runs.trigger("line")
     runs.ok(runs.lease()["a"])
-    b = runs.lease()["b"]
+    runs.lease()["b"]
     runs.app.jobs.cancel_run(rid)
-    runs.fail(b, outcome="cancelled")
     assert runs.run(rid).state == "cancelled"
 
     assert runs.app.jobs.retry_run(rid, ["b"]) == 1
@@ -657,14 +666,14 @@ def test_overlap_cancel_previous_cancels_the_active_run(runs: Runs) -> None:
     a = runs.lease()["a"]
     status, second = runs.fire(job_id, T0 + MINUTE)
     assert status == "created"
-    assert runs.states(first) == {"a": "leased", "b": "cancelled"}
-    assert runs.run(first).cancel_requested
-    assert runs.states(second) == {"a": "ready", "b": "pending"}
-    assert runs.active(job_id) == {first, second}  # first ends when a reports
-    assert runs.b.heartbeat(0, WORKER, 60_000, [(a.iid, a.epoch)]) == ([], [a.iid])
-    runs.fail(a, outcome="cancelled")
+    # the running task ends cancelled at once, and the first run with it
+    assert runs.states(first) == {"a": "cancelled", "b": "cancelled"}
     assert runs.run(first).state == "cancelled"
+    assert runs.states(second) == {"a": "ready", "b": "pending"}
     assert runs.active(job_id) == {second}
+    assert runs.b.heartbeat(0, WORKER, 60_000, [(a.iid, a.epoch)]) == ([], [a.iid])
+    assert runs.b.complete(0, WORKER, [(a.iid, a.epoch, b"\xc0")]) == [False]
+    assert runs.run(first).state == "cancelled"
 
     # nothing of the second run is running: it is cancelled at once
     status, third = runs.fire(job_id, T0 + 2 * MINUTE)

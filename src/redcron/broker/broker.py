@@ -17,6 +17,7 @@ import redis
 
 from redcron.broker import argv
 from redcron.broker.argv import FailItem, FireArgs
+from redcron.broker.cancel import TaskCancel, task_cancel
 from redcron.broker.connection import connect
 from redcron.broker.scripts import Scripts, Wait
 from redcron.clock import ulid
@@ -670,8 +671,9 @@ class Broker:
 
     # -- control --------------------------------------------------------------
 
-    def cancel(self, iid: str, now: int | None = None) -> str:
-        return _s(self._run("cancel", shard_of_id(iid), argv.cancel(iid, now)))
+    def cancel(self, iid: str, now: int | None = None) -> TaskCancel:
+        """End a task ``cancelled`` wherever it is (see :mod:`redcron.broker.cancel`)."""
+        return task_cancel(iid, self._run("cancel", shard_of_id(iid), argv.cancel(iid, now)))
 
     def dlq_replay(self, iids: Sequence[str], now: int | None = None) -> int:
         """Make dead instances ready again; how many were (the others are left alone)."""

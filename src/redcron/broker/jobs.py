@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from redcron.broker import argv
 from redcron.broker.broker import PAYLOADS, fields_of, shard_of_id
+from redcron.broker.cancel import RunCancel, run_cancel
 from redcron.broker.grants import check_job_grants
 from redcron.clock import ulid
 from redcron.errors import NotFound, QuotaExceeded, ValidationError
@@ -379,11 +380,10 @@ class JobStore:
                 tasks.append(ExpiredTask(t))
         return RunRecord.from_fields(fields, tuple(tasks))
 
-    def cancel_run(self, run_id: str, now: int | None = None) -> tuple[str, int]:
-        state, running = self.broker._run(
-            "run_cancel", shard_of_id(run_id), argv.run_cancel(run_id, now)
-        )
-        return _s(state), int(running)
+    def cancel_run(self, run_id: str, now: int | None = None) -> RunCancel:
+        """End every live task of a run ``cancelled``, and so the run."""
+        raw = self.broker._run("run_cancel", shard_of_id(run_id), argv.run_cancel(run_id, now))
+        return run_cancel(run_id, raw)
 
     def retry_run(self, run_id: str, tasks: list[str] | None = None, now: int | None = None) -> int:
         args = argv.run_retry(run_id, tasks or (), now)

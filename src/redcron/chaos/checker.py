@@ -8,7 +8,8 @@ What is checked, once the system is idle (every process stopped):
    ``1..attempt`` of an instance's history has an outcome and an end time; at most
    one attempt succeeded, and only the last one; the per-(tenant, outcome)
    ``attempts`` counters equal a recount of the histories (an attempt ended twice
-   would be counted twice).
+   would be counted twice).  A task whose cancel was accepted ended
+   ``cancelled``, whatever its worker reported later (its report is refused).
 2. **No two attempts with valid leases overlapped.** Attempt ``n`` of an
    instance holds its lease from ``leased_n`` to ``ended_n`` (the history's
    times: the accepted report, the reaper's expiry, a hand-back or a cancel), so
@@ -89,6 +90,8 @@ class Facts:
     jobs: tuple[JobFacts, ...]
     fire_end_ms: int
     worker_ends: Mapping[str, int]
+    #: the task ids a cancel was accepted for (cancel said it cancelled them)
+    cancelled: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -322,6 +325,10 @@ def check(app: App, scenario: Scenario, facts: Facts) -> ChaosReport:
             if a.outcome:
                 recount[(rec.tenant, a.outcome)] += 1
                 outcomes[a.outcome] += 1
+    for iid in sorted(facts.cancelled):
+        found_rec = records.get(iid)
+        if found_rec is not None and str(found_rec.state) != "cancelled":
+            violations.append(f"task {iid} was cancelled, yet it ended {found_rec.state}")
     for iid in audit.keys() - records.keys():
         violations.append(f"task {iid} ran (audited) but has no record")
     for key in sorted(set(counted) | set(recount)):

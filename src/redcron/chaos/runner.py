@@ -131,6 +131,8 @@ class Tally:
     cancels: int = 0
     redis_kill_ms: int | None = None
     acked: list[str] = field(default_factory=list)
+    #: the ids a cancel was accepted for: each must end cancelled
+    cancelled: list[str] = field(default_factory=list)
     acked_before_kill: int = 0
     runs_before_kill: set[str] = field(default_factory=set)
 
@@ -259,7 +261,8 @@ class Runner:
                 if state in TASK_TERMINAL:
                     continue
                 if state == "running" or (all_left and state):
-                    self.app.broker.cancel(iid)
+                    if self.app.broker.cancel(iid).cancelled:
+                        self.tally.cancelled.append(iid)
                     self.tally.cancels += 1
                 else:
                     left.append(iid)
@@ -437,6 +440,7 @@ class Runner:
             facts = Facts(
                 acked=tuple(t.acked),
                 acked_before_kill=t.acked_before_kill,
+                cancelled=frozenset(t.cancelled),
                 runs_before_kill=frozenset(t.runs_before_kill),
                 jobs=tuple(self.jobs),
                 fire_end_ms=fire_end - FIRE_SLACK_MS,

@@ -130,6 +130,8 @@ def apply(
                 f"declared in {app_path}; keep one",
             )
     app.check_task_names(declared)
+    for spec in specs:  # a file's Python tasks that -A registers: their arguments must fit
+        app.check_task_args(spec)
     for warning in unserved_tasks(app.broker, specs):
         click.echo(f"warning: {warning}", err=True)
     rows = app.jobs.put_many(specs) if specs else []

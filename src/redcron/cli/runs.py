@@ -336,20 +336,21 @@ def watch_run(
 @app_option
 @redis_option
 def cancel(run_id: str, app_path: str | None, redis_url: str | None) -> None:
-    """Cancel a run: waiting tasks at once, running ones at their next heartbeat."""
+    """Cancel a run: every task not yet ended ends cancelled at once, and the run."""
     store = build_app(app_path, redis_url).jobs
-    before = load_run(store, run_id).state
-    if before not in RUN_ACTIVE:
-        click.echo(f"run {run_id}: already {before}, nothing to cancel")
-        return
-    state, running = store.cancel_run(run_id)
-    if running:
+    load_run(store, run_id)  # a clear "no run" first
+    done = store.cancel_run(run_id)
+    if not done.cancelled:
+        click.echo(f"run {run_id}: already {done.state}, nothing to cancel")
+    elif done.running:
+        n = len(done.running)
         click.echo(
-            f"run {run_id}: {state}; cancel requested for {running} running "
-            f"task{'' if running == 1 else 's'} (they stop at their next heartbeat)"
+            f"run {run_id}: {done.state}; the code of {n} task{'' if n == 1 else 's'} "
+            f"({', '.join(done.running)}) may still be running until their workers stop "
+            "them at their next heartbeat (their results are refused)"
         )
     else:
-        click.echo(f"run {run_id}: {state}")
+        click.echo(f"run {run_id}: {done.state}")
 
 
 @runs.command()

@@ -24,7 +24,7 @@ from redcron.cli.common import (
 from redcron.cli.runs import attempts_cell, task_error
 from redcron.model import QueueLoad, TaskRecord
 from redcron.model.serialize import payload, to_json
-from redcron.model.states import CANCEL_REQUESTED, TASK_TERMINAL, TaskState
+from redcron.model.states import TaskState
 
 LOG_TAIL_LINES = 20
 #: per-tenant counters of Broker.inspect(), in display order
@@ -127,18 +127,21 @@ def show(
 @app_option
 @redis_option
 def cancel(task_id: str, app_path: str | None, redis_url: str | None) -> None:
-    """Cancel a task: at once if waiting, at the next heartbeat if running."""
+    """Cancel a task: it ends cancelled at once, wherever it is (a running one's
+    result will be refused; its worker kills it at its next heartbeat)."""
     broker = build_app(app_path, redis_url).broker
     before = broker.task_info(task_id).state
-    # dead work is still in the DLQ: cancelling it takes it out
-    if before in TASK_TERMINAL and before != TaskState.DEAD:
-        click.echo(f"{task_id}: already {before}, nothing to cancel")
-        return
-    state = broker.cancel(task_id)
-    if state == CANCEL_REQUESTED:
-        click.echo(f"{task_id}: cancel requested; the worker stops it at its next heartbeat")
+    done = broker.cancel(task_id)
+    if not done.cancelled:
+        click.echo(f"{task_id}: already {done.state}, nothing to cancel")
+    elif done.may_still_be_running:
+        click.echo(
+            f"{task_id}: cancelled (was {before}); its code may still be running until the "
+            "worker stops it at its next heartbeat (a Python thread runs to its end; its "
+            "result is refused)"
+        )
     else:
-        click.echo(f"{task_id}: {state} (was {before})")
+        click.echo(f"{task_id}: cancelled (was {before})")
 
 
 def task_details(app: App, task_id: str, lines: int) -> TaskDetails:

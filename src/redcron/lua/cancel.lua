@@ -2,13 +2,17 @@
   KEYS[1] shard prefix
   ARGV[1] iid
   ARGV[2] now_override_ms ("" = server TIME)
-  Returns: the resulting state: 'cancelled' (ready, timer or DLQ work removed at
-  once), 'cancel_requested' (running: the next heartbeat revokes it and the
-  worker kills it), or the terminal state it already had.
+  Returns: {state, how}: how 1 = cancelled now (ready, timer, held or DLQ work
+  taken out of its place), 2 = cancelled now while leased (the attempt ends
+  'cancelled' at once and its lease with it; the worker's report is refused,
+  its next heartbeat answers revoked and it kills what it can: the code may
+  still be running), 0 = it had already ended: state is its terminal state and
+  nothing was written.
   Errors: NOTFOUND.
   A task of a run moves its run on (its pending downstream is cancelled).
-  Upholds: one place per instance (taken off its stream, timer or DLQ in the
-  same step); each attempt ends once (running work ends when it reports). ]]
+  Upholds: one place per instance (taken off its stream, timer, lease or DLQ in
+  the same step); each attempt ends once (here, for the running one); a stale
+  token writes nothing (a cancelled lease is no longer leased). ]]
 -- @include lib/clock.lua
 -- @include lib/err.lua
 -- @include lib/cancel_instance.lua
@@ -16,6 +20,7 @@
 local iid = ARGV[1]
 local now = now_ms(ARGV[2])
 
-local state = cancel_instance(iid, now)
+local state, now_ended, was_leased = cancel_instance(iid, now)
 if not state then return err('NOTFOUND', 'no task ' .. iid) end
-return state
+if not now_ended then return {state, 0} end
+return {state, was_leased and 2 or 1}

@@ -10,9 +10,12 @@
   tleases:<tenant>, where it is added back if it went missing: a valid token
   means a live lease, since whatever ends a lease changes the state in the
   same script) and its stream entry's idle time reset (XCLAIM ... JUSTID,
-  one call per stream), so the reaper passes it over.  A revoked (cancel
-  requested) lease is still renewed: it holds until the worker reports or the
-  deadline passes.
+  one call per stream), so the reaper passes it over.  A token whose attempt
+  was cancelled (the instance is 'cancelled' under this worker and epoch: the
+  cancel ended the attempt and its lease) is answered revoked, not renewed, so
+  the worker kills what it still runs; a leased instance flagged
+  cancel_requested (left by a version that waited for the heartbeat) is renewed
+  and answered revoked too.
   Upholds: one valid lease per instance (the whole token is checked); leases
   run on the server clock. ]]
 -- @include lib/clock.lua
@@ -38,6 +41,8 @@ for i = 4, #ARGV, 2 do
     entries[stream] = entries[stream] or {}
     table.insert(entries[stream], f[8])
     if f[5] == '1' then revoked[#revoked + 1] = iid end
+  elseif f[1] == 'cancelled' and f[2] == worker and f[3] == epoch then
+    revoked[#revoked + 1] = iid
   else
     lost[#lost + 1] = iid
   end

@@ -5,6 +5,7 @@
 - ``tenants``: a tenant's dispatch settings.
 - ``states``: task and run states (the Lua tables are generated from them).
 - ``validation``: the checks every number and name coming in goes through.
+- ``binding``: does a call's ``[args, kwargs]`` fit a task function's signature.
 - ``records``: what the library returns (a task, a job, a run...), and
   ``serialize``: the one JSON form of them (CLI ``--json``, the API).
 """

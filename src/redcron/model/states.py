@@ -61,8 +61,7 @@ TASK_LEASED: frozenset[TaskState] = frozenset({TaskState.LEASED, TaskState.RUNNI
 RUN_ACTIVE: frozenset[RunState] = frozenset({RunState.QUEUED, RunState.RUNNING})
 RUN_TERMINAL: frozenset[RunState] = frozenset(RunState) - RUN_ACTIVE
 
-#: what ``cancel`` returns for a leased instance: not a state, a request the
-#: next heartbeat turns into a revocation
+#: not a state: the hash field a cancel sets on a run and its instances
 CANCEL_REQUESTED = "cancel_requested"
 #: shown for a run's task whose hash expired with its retention (not stored)
 EXPIRED = "expired"

@@ -132,6 +132,9 @@ def run_python(app: App, attempt: Attempt, broker: Any = None) -> Outcome:
             error=f"malformed task arguments (args is not msgpack [args, kwargs]): {exc!r}",
             retryable=False,
         )
+    bad = task.shape.mismatch(args, kwargs)
+    if bad is not None:  # the call can never succeed: no retry, and the function never runs
+        return Outcome(ok=False, outcome="failed", error=bad.message, retryable=False)
     capture.attach(attempt.buffer)
     try:
         if task.wants_ctx:

@@ -577,8 +577,8 @@ class Worker:
         lost = written = 0
         for attempt, out in group:
             accepted = next(oks) if out.ok else next(fails).state is not None
-            if accepted:
-                continue
+            if accepted or out.outcome == "cancelled":
+                continue  # a cancel ended the attempt (and its lease) already
             if attempt.resent and self._outcome_recorded(attempt):
                 written += 1
             else:
@@ -858,7 +858,9 @@ def _log_ended(
         res = next(fails)
         error = (out.error.strip().splitlines() or [""])[-1][:200]
         fields.update(error=error, state=res.state, retry_in_ms=res.retry_in_ms)
-        if res.state is None:
+        if res.state is None and out.outcome == "cancelled":
+            then = "the cancel had ended it already"
+        elif res.state is None:
             then = "lease lost: not recorded"
         elif res.retry_in_ms is not None:
             then = f"retry in {_span(res.retry_in_ms)}"

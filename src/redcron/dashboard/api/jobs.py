@@ -103,8 +103,12 @@ def spec_from_body(data: dict[str, Any]) -> JobSpec:
 
 
 def _put(spec: JobSpec) -> JobRecord:
-    """Write the job; the record says what changed (created, updated, unchanged)."""
-    return redcron_app().jobs.put(spec)
+    """Write the job; the record says what changed (created, updated, unchanged).
+    A Python task the server's app (``-A``) registers must be given arguments
+    that fit its function (400 naming ``tasks.<task>.kwargs.<name>``)."""
+    app = redcron_app()
+    app.check_task_args(spec)
+    return app.jobs.put(spec)
 
 
 @bp.post("/jobs")

@@ -109,11 +109,12 @@ PATHS: Json = {
     },
     "/v1/runs/{run_id}/cancel": {
         "parameters": _path("run_id"),
-        "post": _op("Cancel a run", "200", _ref("Run"), ("404", "409")),
+        "post": _op("Cancel a run: every live task ends cancelled at once", "200",
+                    _ref("RunCancel"), ("404", "409")),
     },
     "/v1/runs/{run_id}/tasks/{name}/cancel": {
         "parameters": _path("run_id", "name"),
-        "post": _op("Cancel one task of a run", "200", _ref("Run"), ("404", "409")),
+        "post": _op("Cancel one task of a run", "200", _ref("RunCancel"), ("404", "409")),
     },
     "/v1/runs/{run_id}/tasks/{name}/retry": {
         "parameters": _path("run_id", "name"),
@@ -126,6 +127,11 @@ PATHS: Json = {
     "/v1/tasks/{task_id}": {
         "parameters": _path("task_id"),
         "get": _op("A task instance", "200", _ref("Task")),
+    },
+    "/v1/tasks/{task_id}/cancel": {
+        "parameters": _path("task_id"),
+        "post": _op("Cancel a task: it ends cancelled at once; 409 if it had ended", "200",
+                    _ref("TaskCancel"), ("404", "409")),
     },
     "/v1/tenants/{tenant}": {
         "parameters": _path("tenant"),
@@ -221,6 +227,14 @@ SCHEMAS: Json = {
             "started_at": _TIME, "ended_at": _TIME,
             "exit_code": {"type": ["integer", "null"]},
             "error": {"type": ["string", "null"]}}}}}},
+    "RunCancel": {"allOf": [_ref("Run"), {"type": "object", "properties": {
+        "may_still_be_running": {"type": "boolean", "description": "a task was leased: it "
+                                 "ended cancelled, but its code may run until its worker's "
+                                 "next heartbeat (a Python thread runs to its end)"},
+        "still_running": {"type": "array", "items": {"type": "string"}}}}]},
+    "TaskCancel": {"type": "object", "properties": {
+        "id": {"type": "string"}, "state": {"type": "string"},
+        "cancelled": {"type": "boolean"}, "may_still_be_running": {"type": "boolean"}}},
     "TaskBody": {"type": "object", "required": ["name"], "properties": {
         "name": {"type": "string"}, "args": {"type": "array"}, "kwargs": _OBJECT,
         "tenant": {"type": "string"}, "queue": {"type": "string"},

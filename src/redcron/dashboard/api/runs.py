@@ -17,13 +17,14 @@ from typing import Any
 
 import flask
 
+from redcron.broker.cancel import RunCancel, TaskCancel
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import ApiError, bad, body, only, query_int, redcron_app, reply
 from redcron.errors import NotFound
 from redcron.model import ExpiredTask, RunRecord, TaskRecord, validation
 from redcron.model.records import epoch_ms
 from redcron.model.serialize import to_json
-from redcron.model.states import RUN_ACTIVE, TASK_TERMINAL, RunState, TaskState
+from redcron.model.states import RunState
 
 bp = flask.Blueprint("runs", __name__)
 
@@ -135,14 +136,15 @@ def get_run(run_id: str) -> flask.Response:
     return flask.jsonify(run_json(auth.run(run_id)))
 
 
-def cancel_run(run_id: str) -> RunRecord:
-    """Cancel a run the caller may see; 409 if it already ended.  Shared with the dashboard."""
+def cancel_run(run_id: str) -> tuple[RunRecord, RunCancel]:
+    """Cancel a run the caller may see: every live task ends cancelled, and the run;
+    409 naming its state if it had already ended.  Shared with the dashboard."""
     jobs = redcron_app().jobs
-    run = auth.run(run_id)
-    if run.state not in RUN_ACTIVE:
-        raise ApiError(409, "conflict", f"run {run_id} already ended {run.state}")
-    jobs.cancel_run(run_id)
-    return jobs.run(run_id)
+    auth.run(run_id)
+    done = jobs.cancel_run(run_id)
+    if not done.cancelled:
+        raise ApiError(409, "conflict", f"run {run_id} already ended {done.state}")
+    return jobs.run(run_id), done
 
 
 def _run_task(run_id: str, name: str) -> TaskRecord:
@@ -152,14 +154,14 @@ def _run_task(run_id: str, name: str) -> TaskRecord:
     return redcron_app().broker.task_info(f"{run_id}/{name}")
 
 
-def cancel_task(run_id: str, name: str) -> RunRecord:
-    """Cancel one task of a run (a dead one leaves the DLQ); 409 if it already ended."""
+def cancel_task(run_id: str, name: str) -> tuple[RunRecord, TaskCancel]:
+    """Cancel one task of a run (a dead one leaves the DLQ); 409 naming its state
+    if it had already ended."""
     task = _run_task(run_id, name)
-    # dead work still sits in the DLQ: cancelling takes it out
-    if task.state in TASK_TERMINAL and task.state != TaskState.DEAD:
-        raise ApiError(409, "conflict", f"task {name} of run {run_id} already ended {task.state}")
-    redcron_app().broker.cancel(task.id)
-    return redcron_app().jobs.run(run_id)
+    done = redcron_app().broker.cancel(task.id)
+    if not done.cancelled:
+        raise ApiError(409, "conflict", f"task {name} of run {run_id} already ended {done.state}")
+    return redcron_app().jobs.run(run_id), done
 
 
 def retry_task(run_id: str, name: str) -> RunRecord:
@@ -175,14 +177,25 @@ def retry_task(run_id: str, name: str) -> RunRecord:
 
 @bp.post("/runs/<run_id>/cancel")
 def cancel_run_route(run_id: str) -> flask.Response:
+    """The run as ``GET`` shows it, with ``may_still_be_running`` (and, in
+    ``still_running``, the tasks that were leased: they ended cancelled, but their
+    workers may still be running the code until their next heartbeat)."""
     only(body(required=False), set())
-    return flask.jsonify(run_json(cancel_run(run_id)))
+    run, done = cancel_run(run_id)
+    out = run_json(run)
+    out["may_still_be_running"] = done.may_still_be_running
+    out["still_running"] = list(done.running)
+    return flask.jsonify(out)
 
 
 @bp.post("/runs/<run_id>/tasks/<name>/cancel")
 def cancel_task_route(run_id: str, name: str) -> flask.Response:
     only(body(required=False), set())
-    return flask.jsonify(run_json(cancel_task(run_id, name)))
+    run, done = cancel_task(run_id, name)
+    out = run_json(run)
+    out["may_still_be_running"] = done.may_still_be_running
+    out["still_running"] = [name] if done.may_still_be_running else []
+    return flask.jsonify(out)
 
 
 @bp.post("/runs/<run_id>/tasks/<name>/retry")

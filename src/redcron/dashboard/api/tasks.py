@@ -1,8 +1,10 @@
-"""``/v1/tasks``: enqueue a one-off call of a registered task, and read a task.
+"""``/v1/tasks``: enqueue a one-off call of a registered task, read a task, cancel it.
 
 Only tasks registered on the App the server runs with (``redcron dashboard
--A module:app``) can be enqueued: the name is checked, and the task's
-declared options are the defaults the body overrides.
+-A module:app``) can be enqueued: the name is checked, the arguments are
+bound to the function's signature (a call that does not fit is a 400 naming
+``args`` or ``kwargs.<name>``), and the task's declared options are the
+defaults the body overrides.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 import flask
 
 from redcron.dashboard.api import auth
-from redcron.dashboard.api.common import bad, body, only, redcron_app, reply
+from redcron.dashboard.api.common import ApiError, bad, body, only, redcron_app, reply
 
 bp = flask.Blueprint("tasks", __name__)
 
@@ -60,3 +62,17 @@ def enqueue_task() -> flask.Response:
 @bp.get("/tasks/<path:task_id>")  # a run's task ids hold a slash: <run>/<task>
 def get_task(task_id: str) -> flask.Response:
     return reply(auth.task(task_id))
+
+
+@bp.post("/tasks/<path:task_id>/cancel")
+def cancel_task(task_id: str) -> flask.Response:
+    """End the task cancelled wherever it is: ``{id, state, cancelled,
+    may_still_be_running}`` (a leased attempt's code may go on until its worker's
+    next heartbeat; a Python thread runs to its end, its result refused); 409
+    naming the state it had already ended in."""
+    only(body(required=False), set())
+    task = auth.task(task_id)
+    done = redcron_app().broker.cancel(task.id)
+    if not done.cancelled:
+        raise ApiError(409, "conflict", f"task {task.id} already ended {done.state}")
+    return reply(done)

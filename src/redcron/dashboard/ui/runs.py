@@ -81,15 +81,17 @@ def _back(run_id: str, task: str | None = None) -> Reply:
 
 @bp.post("/runs/<run_id>/cancel")
 def cancel(run_id: str) -> Reply:
-    run = api_runs.cancel_run(run_id)
-    flask.flash(f"cancel requested: run is {run.state}")
+    run, done = api_runs.cancel_run(run_id)
+    still = f"; may still be running: {', '.join(done.running)}" if done.running else ""
+    flask.flash(f"run is {run.state}{still}")
     return _back(run_id)
 
 
 @bp.post("/runs/<run_id>/tasks/<name>/cancel")
 def cancel_task(run_id: str, name: str) -> Reply:
-    api_runs.cancel_task(run_id, name)
-    flask.flash(f"cancel requested for task {name}")
+    _run, done = api_runs.cancel_task(run_id, name)
+    still = "; its code may still be running" if done.may_still_be_running else ""
+    flask.flash(f"task {name} cancelled{still}")
     return _back(run_id, name)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import flask
 
+from redcron.broker.cancel import TaskCancel
 from redcron.broker.tasklist import TaskFilter, list_tasks
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
@@ -69,6 +70,14 @@ def show(task_id: str) -> Reply:
 @bp.post("/tasks/<path:task_id>/cancel")
 def cancel(task_id: str) -> Reply:
     task = auth.task(task_id)
-    outcome = redcron_app().broker.cancel(task.id)
-    flask.flash(f"cancel {task.id}: {outcome}")
+    done = redcron_app().broker.cancel(task.id)
+    flask.flash(f"task {task.id}: {_cancel_message(done)}")
     return render.go("ui.tasks.show", task_id=task.id)
+
+
+def _cancel_message(done: TaskCancel) -> str:
+    if not done.cancelled:
+        return f"already {done.state}, nothing to cancel"
+    if done.may_still_be_running:
+        return "cancelled; its code may still run until the worker stops it (result refused)"
+    return "cancelled"

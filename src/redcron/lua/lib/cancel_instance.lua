@@ -1,24 +1,31 @@
 --[[ cancel_instance: cancel one instance wherever it is (task cancel, run cancel,
   overlap cancel_previous). ]]
+-- @include lib/attempts.lua
 -- @include lib/streams.lua
 -- @include lib/rings.lua
 -- @include lib/breaker.lua
 -- @include lib/terminal.lua
 -- @include lib/runs.lua
 
--- Cancel one instance wherever it is.  Returns the resulting state:
--- 'cancelled', 'cancel_requested' (running: revoked by the next heartbeat),
--- or the terminal state it already had; nil when it does not exist.
+-- Cancel one instance wherever it is.  Returns the resulting state and whether
+-- this call ended it: ('cancelled', true), or the terminal state it already had
+-- and false (nothing written); nil when it does not exist.  A third value is
+-- true when the attempt was leased: it ends 'cancelled' here and now (its token
+-- no longer matches a leased state, so the worker's complete/fail is refused as
+-- a zombie's is, and its heartbeat answers revoked), but its code may still be
+-- running until the worker kills it.  The lease and its cap slot end with the
+-- attempt (docs/architecture.md, "Cancel").
 local function cancel_instance(iid, now)
   local ti = key_ti(iid)
   local f = redis.call('HMGET', ti, 'state', 'loc', 'queue', 'tenant', 'priority')
   local state, loc = f[1], f[2] or ''
   if not state then return nil end
   -- dead work is terminal but still in the DLQ: cancelling takes it out
-  if TASK_TERMINAL[state] and state ~= 'dead' then return state end
+  if TASK_TERMINAL[state] and state ~= 'dead' then return state, false end
   if TASK_LEASED[state] then
     redis.call('HSET', ti, 'cancel_requested', '1')
-    return 'cancel_requested'
+    end_attempt(ti, iid, 'cancelled', 'cancelled while ' .. state, '0', '', '', now, '0')
+    return 'cancelled', true, true
   end
   local dead_run
   if state == 'ready' then
@@ -55,5 +62,5 @@ local function cancel_instance(iid, now)
   make_terminal(ti, iid, 'cancelled', now)
   -- out of the DLQ: an ended run held for it may start its retention
   if dead_run then run_dlq_left(dead_run) end
-  return 'cancelled'
+  return 'cancelled', true, false
 end
