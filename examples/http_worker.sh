@@ -33,12 +33,13 @@ run() {  # one leased task (JSON) -> run it, heartbeating, then report
     fi
   done
   wait "$pid"; code=$?
-  if [ "$state" = lost ]; then return; fi  # someone else owns the task now
-  if [ "$code" = 0 ] && [ "$state" = ok ]; then
+  # lost: someone else owns the task now; revoked: cancelled, already ended
+  if [ "$state" != ok ]; then return; fi
+  if [ "$code" = 0 ]; then
     post complete "$(jq -nc --arg l "$id" '{lease_id: $l, result: {exit_code: 0}}')"
   else
-    post fail "$(jq -nc --arg l "$id" --argjson c "$code" --arg s "$state" \
-      '{lease_id: $l, error: "exit code \($c) (\($s))", retryable: true, exit_code: $c}')"
+    post fail "$(jq -nc --arg l "$id" --argjson c "$code" \
+      '{lease_id: $l, error: "exit code \($c)", retryable: true, exit_code: $c}')"
   fi
   echo
 }

@@ -30,7 +30,7 @@ ERRORS: dict[str, str] = {
     "413": "Body over the size limit (MAX_CONTENT_LENGTH, 1 MiB by default)",
     "429": "Admission refused (tenant at max_queued); see Retry-After",
     "403": "The caller's token does not allow it (e.g. a queue a worker token lacks)",
-    "409L": "The lease is no longer held (reaped or superseded); nothing was written",
+    "409L": "The lease is no longer held (cancelled, reaped or superseded); nothing was written",
     "403L": "The lease_id is not genuine (altered, made up, or signed by another deployment) "
     "or was leased with another token; nothing was written",
 }

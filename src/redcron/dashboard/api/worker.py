@@ -326,6 +326,6 @@ def _lost(token: LeaseToken) -> NoReturn:
         409,
         "lease_lost",
         f"the lease on task {token.task_id} (epoch {token.epoch}) is no longer held "
-        "(reaped after missed heartbeats, or superseded); nothing was written",
+        "(cancelled, reaped after missed heartbeats, or superseded); nothing was written",
         "lease_id",
     )
