@@ -231,6 +231,7 @@ def test_every_response_is_strict_json_even_over_stored_infinities(
             (f"/v1/runs/{run_id}/tasks/a/retry", None)
         ],
         ("POST", "/v1/tasks"): [("/v1/tasks", {"name": "num.echo", "args": [1.5]})],
+        ("POST", "/v1/tasks/<path:task_id>/cancel"): [(f"/v1/tasks/{odd.id}/cancel", None)],
         ("GET", "/v1/tasks/<path:task_id>"): [
             (f"/v1/tasks/{odd.id}", None),
             (f"/v1/tasks/{dead.id}", None),

@@ -142,7 +142,9 @@ def test_a_tenant_token_cannot_create_command_jobs_without_the_grant(
     assert resp.status_code == 403 and "admin" in resp.get_json()["error"]["message"]
     # Python tasks never needed it
     assert (
-        tenant.post("/v1/jobs", json={"name": "py", "task": {"name": "grant.add"}}).status_code
+        tenant.post(
+            "/v1/jobs", json={"name": "py", "task": {"name": "grant.add", "args": [1]}}
+        ).status_code
         == 201
     )
 
