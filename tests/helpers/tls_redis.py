@@ -4,7 +4,6 @@ docs/operations.md.  Imported by name (``tests/helpers`` is on ``sys.path``)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import time
@@ -12,8 +11,9 @@ from pathlib import Path
 
 import redis
 from procs import stop
+from redis_binary import redis_server_path
 
-from redcron.embedded import find_redis_server, free_port
+from redcron.embedded import free_port
 
 #: the password of the limited user (searched for in logs and error messages)
 RC_PASSWORD = "s3cr3t-Pw-4-rc"
@@ -49,7 +49,7 @@ class TlsRedis:
         self.root = root
         self.ca, cert, key = make_certs(root / "certs")
         self.port = free_port()
-        binary = os.environ.get("REDCRON_TEST_REDIS_SERVER") or find_redis_server()
+        binary = redis_server_path()
         self.args = [
             binary, "--port", "0", "--tls-port", str(self.port), "--bind", "127.0.0.1",
             "--tls-cert-file", str(cert), "--tls-key-file", str(key),
