@@ -89,6 +89,8 @@ class Beat:
         self._planner = Planner(batch, self.window_ms)
         self._firer = Firer(self._shards, self._planner, batch)
         self._started = False
+        # (shard, exception type) already logged with its traceback
+        self._failing: set[tuple[int, type[Exception]]] = set()
         self._stop = threading.Event()
         self._store: BeatStore | None = None
 
@@ -155,6 +157,8 @@ class Beat:
     def tick(self) -> int:
         """One pass: ownership round (when due), fire what is due, maintenance.
 
+        An error other than Redis failing (:data:`TRANSIENT`, raised) in one
+        shard's fire pass or prefetch is logged and the other shards go on.
         Returns the number of fires that created (or recorded) a run.
         """
         if not self._started:
@@ -168,12 +172,43 @@ class Beat:
         budget = time.monotonic() + self.ttl_ms / 4000
         fired = 0
         for shard in sorted(self._shards.owned):
-            fired += self._firer.fire_shard(store, shard, now, budget)
+            try:
+                fired += self._firer.fire_shard(store, shard, now, budget)
+            except TRANSIENT:
+                raise  # Redis failing is every shard's: run() backs off
+            except Exception as exc:  # one shard's fault must not stop every tenant's
+                self._shard_failed(shard, "fire", exc)
         self._maintain()
         if not self._firer.busy:
             for shard in sorted(self._shards.owned):
-                self._planner.prefetch(store, shard, now)
+                try:
+                    self._planner.prefetch(store, shard, now)
+                except TRANSIENT:
+                    raise
+                except Exception as exc:  # the same loading as the fire pass
+                    self._shard_failed(shard, "prefetch", exc)
         return fired
+
+    def _shard_failed(self, shard: int, doing: str, exc: Exception) -> None:
+        """Log an error the beat did not expect on one shard, with its traceback
+        once per (shard, error kind), and go on: the shard is tried again at the
+        next tick and keeps its lease, so no other beat takes it over and fails
+        the same way (DESIGN §8a)."""
+        kind = (shard, type(exc))
+        if kind in self._failing:
+            log.debug("beat %s: shard %d: %s failed again: %r", self.id, shard, doing, exc)
+            return
+        self._failing.add(kind)
+        log.error(
+            "beat %s: shard %d: %s failed (%s: %s); the other shards go on, this one is "
+            "tried again each tick (logged once per shard and error kind)",
+            self.id,
+            shard,
+            doing,
+            type(exc).__name__,
+            exc,
+            exc_info=exc,
+        )
 
     # -- maintenance and idling --------------------------------------------------
 
