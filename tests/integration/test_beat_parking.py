@@ -7,27 +7,32 @@ tzdata, a DAG template that is not JSON, a next fire the engine cannot compute
 parked with its reason (off the schedule, in the ``jobparked`` index, one
 WARNING), shown by ``jobs list/show``, the JSON record and ``/metrics``; an update
 or a resume clears it.  A cron whose fires are decades apart fires and is
-scheduled decades on, not refused.
+scheduled decades on, not refused.  An error no job is parked for (one the beat
+does not expect) stops that shard's fires only, logged once.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
 from beats import runs_of, tick_until  # tests/helpers
 from click.testing import CliRunner
+from polling import wait_for  # tests/helpers
 
 from redcron import App
 from redcron.beat.beat import Beat
+from redcron.beat.firing import Firer
 from redcron.broker.beat import BeatStore, Park
 from redcron.broker.jobs import spec_from_json
 from redcron.broker.metrics import read_metrics
 from redcron.cli.main import main
 from redcron.dashboard import create_app
+from redcron.keys import shard_of
 from redcron.model.jobs import Task
 from redcron.model.records import JobRecord, epoch_ms
 from redcron.model.serialize import to_json
@@ -287,3 +292,53 @@ def test_a_job_changed_after_the_beat_read_it_is_not_parked(app: App) -> None:
     assert rec.parked_reason == "fault" and rec.scheduled_due is None
     app.jobs.delete("default", "j")
     assert app.broker.client.zcard(app.broker.keys.jobparked(job.shard)) == 0
+
+
+# -- a fault no job is parked for stops its shard, not the beat -----------------------
+
+
+def test_an_unexpected_error_in_one_shards_fire_pass_leaves_the_other_firing(
+    redis_url: str,
+    key_prefix: str,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bug hit on one shard's data (an exception the beat does not expect)
+    used to end Beat.run, and so every tenant's fires; the other shard fires on,
+    the error is logged once with its traceback, and the shard fires once it is gone."""
+    caplog.set_level(logging.WARNING, logger="redcron.beat.beat")
+    app = App(redis_url, prefix=key_prefix.rstrip(":"), shards=2)
+    by_shard = {shard_of(f"t{i}", 2): f"t{i}" for i in range(8)}
+    bad, ok = (
+        app.jobs.put(f"j{s}", tenant=by_shard[s], tasks=TASKS, every="1s", overlap="allow")
+        for s in (0, 1)
+    )
+    real = Firer.fire_shard
+
+    def fire_shard(self: Firer, store: BeatStore, shard: int, now: int, budget: float) -> int:
+        if shard == bad.shard:
+            raise KeyError("injected")
+        return real(self, store, shard, now, budget)
+
+    monkeypatch.setattr(Firer, "fire_shard", fire_shard)
+    beat = Beat(app, name="b1", shard_ttl=2.0)
+    t = threading.Thread(target=beat.run, daemon=True)
+    t.start()
+    try:
+        wait_for(lambda: len(runs_of(app, ok.id)) >= 3 or not t.is_alive(), "3 runs", 15)
+        assert t.is_alive(), "the beat stopped"
+        assert runs_of(app, bad.id) == []
+        errors = [
+            r
+            for r in caplog.records
+            if r.name == "redcron.beat.beat" and r.levelno >= logging.ERROR
+        ]
+        assert len(errors) == 1, [r.getMessage() for r in errors]
+        assert f"shard {bad.shard}" in errors[0].getMessage() and errors[0].exc_info
+        monkeypatch.undo()
+        wait_for(lambda: runs_of(app, bad.id), "the shard to fire again", 15)
+    finally:
+        beat.stop()
+        t.join(10)
+        app.close()
+    assert not t.is_alive()

@@ -16,7 +16,7 @@ import pytest
 from beats import runs_of, tick_until  # tests/helpers
 
 from redcron import App
-from redcron.beat import beat as beat_mod
+from redcron.beat import planning
 from redcron.beat.beat import Beat
 from redcron.model.jobs import JobSpec, Task
 from redcron.model.records import epoch_ms
@@ -162,7 +162,7 @@ def test_the_beat_fires_tenant_jittered_jobs_once_at_their_due_time(app: App) ->
 
 
 def test_the_beat_reads_a_changed_tenant_default(app: App, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(beat_mod, "TENANT_JITTER_REFRESH_S", 0.0)  # re-read at every page
+    monkeypatch.setattr(planning, "TENANT_JITTER_REFRESH_S", 0.0)  # re-read at every page
     job = app.jobs.put("live", tenant=TENANT, tasks=TASKS, every="1s", overlap="allow")
     jid = job.id
     beat = Beat(app, name="b1")
@@ -181,7 +181,7 @@ def test_the_beat_reads_a_changed_tenant_default(app: App, monkeypatch: pytest.M
     assert due == nxt  # the default is 0 again
     # a score stored with the old default by someone else (not this beat's fire), the
     # default now 0 and known to the beat: the jittered score is not the nominal time
-    monkeypatch.setattr(beat_mod, "TENANT_JITTER_REFRESH_S", 3600.0)
+    monkeypatch.setattr(planning, "TENANT_JITTER_REFRESH_S", 3600.0)
     k = app.broker.keys
     far = nxt + 3_000
     app.broker.client.hset(k.job(0, jid), "next_fire", far)

@@ -1,7 +1,7 @@
 """The beat's Redis side: the live-beats registry, shard ownership, due schedule
 rows, job heads and specs, and pipelined fires.
 
-The beat (``beat/beat.py``) decides what to own and what to fire; every round
+The beat (``beat/``) decides what to own and what to fire; every round
 trip it makes goes through :class:`BeatStore`.
 """
 
