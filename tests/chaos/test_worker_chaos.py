@@ -153,6 +153,9 @@ def test_runaway_python_in_process_pool_is_killed_and_respawned(
     app: App, spawn: Callable[..., WorkerProc], r: redis.Redis
 ) -> None:
     spawn(concurrency=1, pool="processes", app_path="chaos_app:app", lease_ttl=2.0)
+    # warm the child first: on a loaded machine its start (importing the app) took longer
+    # than the 1 s timeout below, which then killed it before it could say its pid
+    assert isinstance(app.enqueue("whoami").result(timeout=30), int)
     h = app.enqueue("spin", _timeout=1)
     pids = chaos_app.rec_key(app, "pids", h.id)
     child = int(wait_for(lambda: r.lindex(pids, 0), "the spinning child"))
