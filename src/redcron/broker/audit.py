@@ -65,10 +65,17 @@ class AuditLog:
         worker: str,
         pid: int,
         outcome: str = "",
+        token: str = "",
     ) -> None:
-        """Append one entry (one round trip; raises on a Redis error: the caller retries)."""
+        """Append one entry (one round trip; raises on a Redis error: the caller retries).
+
+        ``token`` names this event across the caller's retries: an XADD whose reply
+        was lost with the connection may have landed, and its retry lands again;
+        :meth:`read` yields one entry per token."""
         fields: dict[Any, Any] = {"ev": event, "i": iid, "e": epoch, "a": attempt, "w": worker,
                                   "p": pid}  # fmt: skip
+        if token:
+            fields["n"] = token
         if outcome:
             fields["o"] = outcome
         self.broker.client.xadd(
@@ -76,15 +83,22 @@ class AuditLog:
         )
 
     def read(self, shard: int) -> Iterator[AuditEntry]:
-        """Every entry of the shard's audit stream, oldest first."""
+        """Every entry of the shard's audit stream, oldest first; of the copies a
+        retried write left (one token), the first."""
         key = self.keys.audit(shard)
         after = "-"
+        seen: set[str] = set()
         while True:
             page: Any = self.broker.client.xrange(key, min=after, count=BATCH)
             if not page:
                 return
             for eid, raw in page:
                 f = fields_of(raw)
+                token = str(f.get("n", ""))
+                if token:
+                    if token in seen:
+                        continue
+                    seen.add(token)
                 yield AuditEntry(
                     at_ms=int(_s(eid).partition("-")[0]),
                     event=str(f.get("ev", "")),

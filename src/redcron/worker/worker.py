@@ -29,6 +29,7 @@ import signal
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -209,6 +210,7 @@ class Worker:
         assert self._audit_log is not None
         lease = attempt.lease
         backoff = Backoff(0.05, 1.0, log)
+        token = uuid.uuid4().hex[:16]  # one per event: a retry whose first send landed is one
         while True:
             try:
                 self._audit_log.record(
@@ -220,6 +222,7 @@ class Worker:
                     self.id,
                     os.getpid(),
                     outcome.outcome if outcome is not None else "",
+                    token,
                 )
                 return
             except TRANSIENT as exc:
