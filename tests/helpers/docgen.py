@@ -12,11 +12,11 @@ Three tables sit between ``<!-- BEGIN generated: NAME -->`` and
 - ``libs``: every ``.lua`` under ``src/redcron/lua/lib/``, with its header's
   first sentence, the includes it names (``-- @include``) and the top-level
   functions it defines;
-- ``records``: every record dataclass, with its docstring, where it comes back from (public functions whose return
-  annotation names it, and record fields that hold it) and its fields.  A
-  record is a dataclass exported by ``redcron.model`` (its ``__all__``),
-  defined in a module with ``records`` in its dotted name, or named in
-  :data:`ALSO`, wherever it is defined.
+- ``records``: every record dataclass, with its docstring, where it comes
+  back from (public functions whose return annotation names it, and record
+  fields that hold it) and its fields.  A record is a dataclass exported by
+  ``redcron.model`` (its ``__all__``), defined in a module with ``records``
+  in its dotted name, or named in :data:`ALSO`, wherever it is defined.
 
 Everything is read with ``ast`` and plain text from what is in the tree now
 (nothing is imported), so modules and scripts may move: the tables follow.
