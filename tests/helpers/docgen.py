@@ -113,10 +113,11 @@ def upholds(lines: list[str]) -> str:
 
 
 def cell(text: str) -> str:
-    """Text for a table cell: no pipes, reST's double backquotes as Markdown's,
-    and a word holding ``<...>`` (a key name) in backquotes, or Markdown would
+    """Text for a table cell: no pipes, reST's double backquotes and roles as
+    Markdown's code, and a word holding ``<...>`` (a key name) in backquotes, or Markdown would
     take it for an HTML tag."""
     text = text.replace("``", "`").replace("|", "\\|")
+    text = re.sub(r":[a-z]+:(`[^`]+`)", r"\1", text)  # :meth:`x` -> `x`
     words = []
     for word in text.split(" "):
         m = re.fullmatch(r"([(\[]*)([^`\s]*<[^`\s]*>[^`\s]*?)([)\],;:.]*)", word)
