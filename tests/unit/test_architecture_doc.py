@@ -100,7 +100,9 @@ def test_the_hand_written_tables_name_only_what_exists() -> None:
 @pytest.mark.parametrize("path", sorted(docgen.LUA.rglob("*.lua")), ids=lambda p: p.name)
 def test_each_lua_header_names_its_own_file(path: Path) -> None:
     # a header copied from another script would document that script in the table
-    assert docgen.header_name(path.read_text()) == path.stem
+    rel = path.relative_to(docgen.LUA).with_suffix("")
+    names = {path.stem, rel.as_posix(), rel.relative_to(rel.parts[0]).as_posix()}
+    assert docgen.header_name(path.read_text()) in names
 
 
 def test_every_file_the_doc_names_exists() -> None:
