@@ -2,7 +2,7 @@
 libraries and records are what ``tests/helpers/docgen.py`` generates from the
 Lua headers and the record docstrings (``make docs`` rewrites them), its
 hand-written tables name only scripts and records that exist, and every
-``.py``/``.lua`` file it names is in the tree.
+``.py``/``.lua`` file it (or any other doc) names is in the tree.
 
 Everything is read from the tree at test time, so files may move: the check
 follows them (only the doc's text must then be regenerated or edited).
@@ -105,13 +105,17 @@ def test_each_lua_header_names_its_own_file(path: Path) -> None:
     assert docgen.header_name(path.read_text()) in names
 
 
-def test_every_file_the_doc_names_exists() -> None:
+DOCS = sorted([*(docgen.ROOT / "docs").glob("*.md"), docgen.ROOT / "README.md"])
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_every_file_a_doc_names_exists(doc: Path) -> None:
     files = [
         p.relative_to(docgen.ROOT).as_posix()
         for top in ("src", "tests", "examples", "docs")
         for p in (docgen.ROOT / top).rglob("*")
         if p.suffix in {".py", ".lua"}
     ]
-    named = set(re.findall(r"`([\w./-]+\.(?:py|lua))`", DOC))
+    named = set(re.findall(r"`([\w./-]+\.(?:py|lua))`", doc.read_text()))
     gone = sorted(n for n in named if not any(f == n or f.endswith("/" + n) for f in files))
-    assert not gone, f"docs/architecture.md names files that are not in the tree: {gone}"
+    assert not gone, f"{doc.name} names files that are not in the tree: {gone}"
