@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install browser-deps run test lint unit bench clean
+.PHONY: install browser-deps run test lint unit bench docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,11 @@ test: install lint browser-deps
 
 unit: install
 	$(VENV)/bin/pytest -q tests/unit
+
+# the generated tables of docs/architecture.md (scripts, libs, records), from the
+# Lua headers and the record docstrings; tests/unit/test_architecture_doc.py checks them
+docs: install
+	$(PY) tests/helpers/docgen.py
 
 bench: install
 	$(VENV)/bin/redcron bench throughput --tasks 20000 --json

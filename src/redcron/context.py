@@ -14,8 +14,11 @@ if TYPE_CHECKING:
 class Context:
     """Passed as the first argument to tasks whose first parameter is named ``ctx``.
 
-    ``idem_key`` is stable across attempts (the task id for a one-off task,
-    ``run_id:task_name`` in a run): use it to deduplicate effects.
+    ``task_id`` is the instance's id (as ``TaskHandle.id``; see the words in
+    docs/architecture.md).  ``idem_key`` is stable across attempts (the task
+    id for a one-off task, ``run_id:task_name`` in a run, ``task_name`` being
+    the task's name in the job's DAG, not the registered name): use it to
+    deduplicate effects.
     """
 
     task_id: str

@@ -14,3 +14,13 @@ def server_ms(client: Any) -> int:
             client = getattr(client, attr, client)
     sec, usec = client.time()
     return int(sec) * 1000 + int(usec) // 1000
+
+
+def server_ms_after(client: Any, ms: int) -> int:
+    """The server clock once it is past ``ms`` (polled, no sleep: at most a
+    millisecond of round trips), for work that must be stamped a later ms by
+    the server itself: a stream entry id, which no explicit ``now`` sets."""
+    now = server_ms(client)
+    while now <= ms:
+        now = server_ms(client)
+    return now

@@ -5,11 +5,9 @@ Scripts are called with an explicit ``now`` so delays are exact and nothing slee
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from lua_ops import T0, Ops, new_id, row
-from server_time import server_ms  # tests/helpers
+from server_time import server_ms, server_ms_after  # tests/helpers
 
 from redcron.broker import Broker, FailItem, FailResult
 from redcron.errors import NotFound
@@ -222,7 +220,9 @@ def test_cancel_keeps_the_aging_index_and_deficits_on_what_is_ready(ops: Ops) ->
     # early); cancelling the last ready task left the entry and the DRR deficit
     a, b, c = new_id(), new_id(), new_id()
     ops.enqueue(row(a), row(c, tenant="globex"))
-    time.sleep(0.005)  # b's entry is a later ms than a's
+    # b's entry must be a later ms than a's: stream ids come from the server clock
+    head_a = ops.r.xrange(ops.stream())[0][0].decode()
+    server_ms_after(ops.r, int(head_a.split("-")[0]))
     ops.enqueue(row(b))
     stream = ops.stream()
     oldest, ring = ops.k.oldest(0, "default", "normal"), ops.k.ring(0, "default", "normal")

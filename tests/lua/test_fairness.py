@@ -10,14 +10,13 @@ more work than it leases.
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
 from lua_ops import Ops, Tok, new_id, row
-from server_time import server_ms  # tests/helpers
+from server_time import server_ms_after  # tests/helpers
 
 from redcron import App
 
@@ -378,8 +377,7 @@ def test_low_work_ages_past_normal_work_after_one_threshold(ops: Ops) -> None:
     [old] = fill(ops, "patient", 1, priority="low")
     born = _eid_ms(ops, old)
     # the normal work must be younger, or it would itself age into high first
-    while server_ms(ops.r) <= born:
-        time.sleep(0.001)
+    server_ms_after(ops.r, born)
     [busy, *_] = fill(ops, "busy", 100, priority="normal")
     assert _eid_ms(ops, busy) > born
     ops.now = born + aging - 1

@@ -10,11 +10,11 @@ cancel, retention, pause after failures and the overlap policies of
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from server_time import server_ms  # tests/helpers
 
 from redcron import App
 from redcron.broker import FailItem, Lease
@@ -52,8 +52,8 @@ class Runs:
     def job(self, name: str, tasks: dict[str, Task], **policies: Any) -> str:
         return self.app.jobs.put(name, tasks=tasks, tenant=TENANT, **policies).id
 
-    def trigger(self, name: str) -> str:
-        return self.app.jobs.trigger(TENANT, name)
+    def trigger(self, name: str, now: int | None = None) -> str:
+        return self.app.jobs.trigger(TENANT, name, now=now)
 
     def fire(self, job_id: str, fire_ms: int) -> tuple[str, str]:
         """Fire as the beat would (not from the schedule: the score is not checked)."""
@@ -83,9 +83,10 @@ class Runs:
         assert res.state is not None
         return res.state
 
-    def run_through(self, name: str) -> str:
-        """Trigger a run of a one-task job and let it succeed."""
-        rid = self.trigger(name)
+    def run_through(self, name: str, now: int | None = None) -> str:
+        """Trigger a run of a one-task job and let it succeed (``now``: the run's
+        scheduled_for, which orders the job's history)."""
+        rid = self.trigger(name, now)
         self.ok(*self.lease().values())
         assert self.run(rid).state == "succeeded"
         return rid
@@ -533,9 +534,9 @@ def test_retention_ttls_once_ended_and_history_bounded_by_keep_runs(runs: Runs) 
     assert all(0 < runs.r.ttl(k) <= 43_200 for k in keys)
 
     rids = [rid]
-    for _ in range(keep + 2):
-        time.sleep(0.003)  # distinct scheduled_for (ms) so "oldest" is well defined
-        rids.append(runs.run_through("quick"))
+    start = server_ms(runs.r)  # distinct scheduled_for (ms) so "oldest" is well defined
+    for i in range(keep + 2):
+        rids.append(runs.run_through("quick", now=start + 1 + i))
     hist = [x.decode() for x in runs.r.zrange(runs.k.runs(0, job_id), 0, -1)]
     assert hist == rids[-keep:]
     for old in rids[:-keep]:
@@ -550,16 +551,14 @@ def test_history_entries_of_runs_gone_with_their_retention_are_dropped(runs: Run
     """A history below keep_runs is never trimmed by count, but runs expire
     after keep_s: their entries must not pile up (bench soak saw the growth)."""
     job_id = runs.job("quick", {"a": Task("t")}, keep_runs=1000)
-    rids = []
-    for _ in range(4):
-        time.sleep(0.003)  # distinct scheduled_for (ms) so "oldest" is well defined
-        rids.append(runs.run_through("quick"))
+    start = server_ms(runs.r)  # distinct scheduled_for (ms) so "oldest" is well defined
+    rids = [runs.run_through("quick", now=start + i) for i in range(4)]
     for old in rids[:3]:  # as if their keep_s ran out
         runs.r.delete(runs.k.run(0, old), runs.ti_key(f"{old}/a"))
     hist = runs.k.runs(0, job_id)
-    runs.run_through("quick")  # each run end drops up to two expired entries
+    runs.run_through("quick", now=start + 4)  # each run end drops up to two expired entries
     assert [x.decode() for x in runs.r.zrange(hist, 0, -1)][:2] == [rids[2], rids[3]]
-    runs.run_through("quick")
+    runs.run_through("quick", now=start + 5)
     assert runs.r.zrange(hist, 0, 0) == [rids[3].encode()]
     assert len(runs.app.jobs.runs(job_id)) == 3
 
@@ -770,10 +769,8 @@ def test_keep_runs_trimming_skips_a_run_held_for_the_dlq(runs: Runs) -> None:
     job_id = runs.job("quick", {"a": Task("t")}, keep_runs=1)
     failed = runs.trigger("quick")
     assert runs.fail(runs.lease()["a"]) == "dead"
-    rids = []
-    for _ in range(3):
-        time.sleep(0.003)  # distinct scheduled_for (ms) so "oldest" is well defined
-        rids.append(runs.run_through("quick"))
+    start = server_ms(runs.r)  # distinct scheduled_for (ms) so "oldest" is well defined
+    rids = [runs.run_through("quick", now=start + 1 + i) for i in range(3)]
     hist = [x.decode() for x in runs.r.zrange(runs.k.runs(0, job_id), 0, -1)]
     assert hist == [failed, rids[-1]]  # the held run stays, the others are trimmed
     assert runs.dlq() == [f"{failed}/a"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from redcron.cli.bench.idle import beat_idle
 from redcron.cli.bench.measure import fairness, latency, schedule, throughput, trigger
 from redcron.cli.bench.soak import soak
 from redcron.cli.common import concurrency_option
@@ -101,6 +102,19 @@ def trigger_cmd(
     if not 0 < due_same_second <= jobs:
         raise click.BadParameter("need 0 < --due-same-second <= --jobs")
     _emit(trigger(jobs, due_same_second, redis_url, idle_seconds), as_json)
+
+
+@bench.command("beat-idle")
+@click.option("--jobs", default=100_000, show_default=True, help="Schedules registered, none due.")
+@click.option("--seconds", default=5.0, show_default=True, help="Idle window measured.")
+@click.option("--redis", "redis_url", default=None, metavar="URL", help="Use this Redis.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def beat_idle_cmd(jobs: int, seconds: float, redis_url: str | None, as_json: bool) -> None:
+    """CPU share of one beat process with JOBS schedules registered and nothing due."""
+
+    if jobs < 1 or seconds <= 0:
+        raise click.BadParameter("need --jobs >= 1 and --seconds > 0")
+    _emit(beat_idle(jobs, seconds, redis_url), as_json)
 
 
 @bench.command("fairness")

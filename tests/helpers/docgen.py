@@ -1,0 +1,376 @@
+"""The reference tables of ``docs/architecture.md``, generated from the tree.
+
+    make docs                                  # rewrite them
+    .venv/bin/python tests/helpers/docgen.py   # the same
+    .venv/bin/python tests/helpers/docgen.py --check   # exit 1 when stale
+
+Three tables sit between ``<!-- BEGIN generated: NAME -->`` and
+``<!-- END generated: NAME -->`` markers, and only those lines are rewritten:
+
+- ``scripts``: every ``src/redcron/lua/*.lua``, with the first sentence of its
+  header comment (``--[[ name: ...``) and its ``Upholds:`` sentence;
+- ``libs``: every ``.lua`` under ``src/redcron/lua/lib/``, with its header's
+  first sentence, the includes it names (``-- @include``) and the top-level
+  functions it defines;
+- ``records``: every record dataclass, with its docstring, where it comes
+  back from (public functions whose return annotation names it, and record
+  fields that hold it) and its fields.  A record is a dataclass exported by
+  ``redcron.model`` (its ``__all__``), defined in a module with ``records``
+  in its dotted name, or named in :data:`ALSO`, wherever it is defined.
+
+Everything is read with ``ast`` and plain text from what is in the tree now
+(nothing is imported), so modules and scripts may move: the tables follow.
+``tests/unit/test_architecture_doc.py`` fails when the doc is not what this
+script writes, and names the command.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "src" / "redcron"
+LUA = PACKAGE / "lua"
+DOC = ROOT / "docs" / "architecture.md"
+COMMAND = "make docs"
+
+#: records that live outside redcron.model (found by name wherever they are defined)
+ALSO = ("TaskCancel", "RunCancel", "DoctorReport", "DoctorSummary", "Finding", "TenantRecount")
+#: parts of the package whose functions are not "where a record comes back from"
+#: for a reader of the library: the faces print records, they do not return them
+FACES = {"cli", "dashboard", "chaos"}
+
+
+# -- Lua -------------------------------------------------------------------------
+
+
+def lua_header(text: str) -> list[str]:
+    """The lines of the opening ``--[[ name: ... ]]`` comment, stripped, without
+    the name prefix (see :func:`header_name`)."""
+    m = re.match(r"\s*--\[\[(.*?)\]\]", text, re.S)
+    if not m:
+        return []
+    lines = [line.strip() for line in m.group(1).strip().splitlines()]
+    lines[0] = re.sub(r"^[\w/.-]+:\s*", "", lines[0])
+    return lines
+
+
+def header_name(text: str) -> str | None:
+    """The name a header opens with (``--[[ lease: ...`` -> ``lease``)."""
+    m = re.match(r"\s*--\[\[\s*([\w/.-]+):", text)
+    return m.group(1) if m else None
+
+
+def sentences(text: str) -> Iterator[str]:
+    """Split on a full stop outside parentheses followed by a space (or the end)."""
+    depth, start = 0, 0
+    for i, ch in enumerate(text):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth = max(0, depth - 1)
+        elif ch == "." and depth == 0 and (i + 1 == len(text) or text[i + 1] == " "):
+            yield text[start : i + 1].strip()
+            start = i + 1
+    if text[start:].strip():
+        yield text[start:].strip()
+
+
+#: the lines of a header that open its KEYS/ARGV/returns/errors/invariants part
+_FIELD = re.compile(r"^(KEYS|ARGV|Returns|Errors|Upholds)\b")
+
+
+def _part(lines: list[str], start: int) -> str:
+    """The first sentence of the lines from ``start`` up to the next field line."""
+    out = [lines[start]]
+    for line in lines[start + 1 :]:
+        if _FIELD.match(line):
+            break
+        out.append(line)
+    return next(sentences(" ".join(" ".join(out).split())), "").rstrip(".")
+
+
+def summary(lines: list[str]) -> str:
+    """The header's first sentence, before its KEYS/ARGV/Returns lines."""
+    if not lines or _FIELD.match(lines[0]):
+        return "—"
+    return _part(lines, 0) or "—"
+
+
+def upholds(lines: list[str]) -> str:
+    """The first sentence of the header's ``Upholds:`` line(s)."""
+    for i, line in enumerate(lines):
+        if line.startswith("Upholds:"):
+            rest = [line.removeprefix("Upholds:").strip(), *lines[i + 1 :]]
+            return _part(rest, 0) or "—"
+    return "—"
+
+
+def cell(text: str) -> str:
+    """Text for a table cell: no pipes, reST's double backquotes and roles as
+    Markdown's code, and a word holding ``<...>`` (a key name) in backquotes, or Markdown would
+    take it for an HTML tag."""
+    text = text.replace("``", "`").replace("|", "\\|")
+    text = re.sub(r":[a-z]+:(`[^`]+`)", r"\1", text)  # :meth:`x` -> `x`
+    words = []
+    for word in text.split(" "):
+        m = re.fullmatch(r"([(\[]*)([^`\s]*<[^`\s]*>[^`\s]*?)([)\],;:.]*)", word)
+        words.append(f"{m.group(1)}`{m.group(2)}`{m.group(3)}" if m else word)
+    return " ".join(words)
+
+
+def scripts_table() -> list[str]:
+    rows = ["| script | does | upholds |", "|---|---|---|"]
+    for path in sorted(LUA.glob("*.lua")):
+        header = lua_header(path.read_text())
+        rows.append(f"| `{path.stem}` | {cell(summary(header))} | {cell(upholds(header))} |")
+    return rows
+
+
+def libs_table() -> list[str]:
+    rows = ["| lib | concern | includes | defines |", "|---|---|---|---|"]
+    for path in sorted((LUA / "lib").rglob("*.lua")):
+        text = path.read_text()
+        name = path.relative_to(LUA).with_suffix("").as_posix()
+        includes = re.findall(r"^--\s*@include\s+(\S+?)(?:\.lua)?\s*$", text, re.M)
+        defines = re.findall(r"^local\s+function\s+(\w+)", text, re.M)
+        rows.append(
+            f"| `{name}` | {cell(summary(lua_header(text)))} | "
+            + (", ".join(f"`{i}`" for i in includes) or "—")
+            + " | "
+            + (", ".join(f"`{d}`" for d in defines) or "—")
+            + " |"
+        )
+    return rows
+
+
+# -- Python ------------------------------------------------------------------------
+
+
+Where = tuple[str, str]  # (module, class name)
+
+
+@dataclass
+class Module:
+    name: str  # redcron.model.records
+    path: Path
+    tree: ast.Module
+    classes: dict[str, ast.ClassDef] = field(default_factory=dict)
+    imports: dict[str, Where] = field(default_factory=dict)  # alias -> (module, name)
+
+    @property
+    def rel(self) -> str:
+        return self.path.relative_to(PACKAGE).as_posix()
+
+
+@functools.cache
+def load_modules() -> dict[str, Module]:
+    mods: dict[str, Module] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        is_pkg = parts[-1] == "__init__"
+        if is_pkg:
+            parts.pop()
+        name = ".".join(parts)
+        mod = Module(name, path, ast.parse(path.read_text(), str(path)))
+        package = name if is_pkg else name.rpartition(".")[0]
+        for node in mod.tree.body:
+            if isinstance(node, ast.ClassDef):
+                mod.classes[node.name] = node
+        for imp in ast.walk(mod.tree):
+            if isinstance(imp, ast.ImportFrom):
+                base = imp.module or ""
+                if imp.level:
+                    up = package.split(".")[: len(package.split(".")) - imp.level + 1]
+                    base = ".".join([*up, base] if base else up)
+                for alias in imp.names:
+                    mod.imports[alias.asname or alias.name] = (base, alias.name)
+        mods[name] = mod
+    return mods
+
+
+def resolve(mods: dict[str, Module], module: str, name: str) -> Where | None:
+    """Where ``name`` as seen from ``module`` is defined: (module, class name)."""
+    seen: set[Where] = set()
+    while (module, name) not in seen:
+        seen.add((module, name))
+        mod = mods.get(module)
+        if mod is None:
+            return None
+        if name in mod.classes:
+            return module, name
+        if name not in mod.imports:
+            return None
+        module, name = mod.imports[name]
+    return None
+
+
+def is_dataclass(node: ast.ClassDef) -> bool:
+    for dec in node.decorator_list:
+        target = dec.func if isinstance(dec, ast.Call) else dec
+        if isinstance(target, ast.Name | ast.Attribute) and ast.unparse(target).endswith(
+            "dataclass"
+        ):
+            return True
+    return False
+
+
+def exported(mod: Module) -> list[str]:
+    for node in mod.tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            value = ast.literal_eval(node.value)
+            return [str(v) for v in value]
+    return []
+
+
+def records(mods: dict[str, Module]) -> list[Where]:
+    found: set[Where] = set()
+    model = mods.get("redcron.model")
+    for name in exported(model) if model else []:
+        where = resolve(mods, "redcron.model", name)
+        if where and is_dataclass(mods[where[0]].classes[where[1]]):
+            found.add(where)
+    for mod in mods.values():
+        if any("records" in part for part in mod.name.split(".")):
+            found |= {(mod.name, c) for c, node in mod.classes.items() if is_dataclass(node)}
+    for name in ALSO:
+        where_also = [
+            (m.name, name)
+            for m in mods.values()
+            if name in m.classes and is_dataclass(m.classes[name])
+        ]
+        if not where_also:
+            raise DocgenError(f"ALSO names {name}, which no module defines: drop it")
+        found |= set(where_also)
+    return sorted(found, key=lambda r: (mods[r[0]].rel, r[1]))
+
+
+def _names(annotation: ast.expr | None) -> set[str]:
+    if annotation is None:
+        return set()
+    return set(re.findall(r"[A-Za-z_]\w*", ast.unparse(annotation)))
+
+
+def sources(mods: dict[str, Module], wanted: set[Where]) -> dict[Where, list[str]]:
+    """record -> where it comes back from: ``Owner.method``, ``module.func``,
+    and ``in Record.field`` for a record field that holds it."""
+    out: dict[Where, list[str]] = {w: [] for w in wanted}
+
+    def note(mod: Module, annotation: ast.expr | None, label: str, owner: str | None) -> None:
+        for n in _names(annotation):
+            where = resolve(mods, mod.name, n)
+            if where in out and where[1] != owner and label not in out[where]:
+                out[where].append(label)
+
+    def public(node: ast.stmt) -> bool:
+        return isinstance(node, ast.FunctionDef) and not node.name.startswith("_")
+
+    for mod in mods.values():
+        parts = mod.name.split(".")
+        face = len(parts) > 1 and parts[1] in FACES
+        short = mod.name.removeprefix("redcron.")
+        for node in mod.tree.body:
+            if public(node) and not face:
+                assert isinstance(node, ast.FunctionDef)
+                note(mod, node.returns, f"`{short}.{node.name}`", None)
+            if not isinstance(node, ast.ClassDef) or node.name.startswith("_"):
+                continue
+            as_record = (mod.name, node.name) in out
+            for item in node.body:
+                if public(item) and not face:
+                    assert isinstance(item, ast.FunctionDef)
+                    note(mod, item.returns, f"`{node.name}.{item.name}`", node.name)
+                elif as_record and isinstance(item, ast.AnnAssign):
+                    target = ast.unparse(item.target)
+                    note(mod, item.annotation, f"in `{node.name}.{target}`", node.name)
+    return out
+
+
+def docstring(node: ast.ClassDef) -> str:
+    """The class docstring on one line (it explains the fields)."""
+    return " ".join((ast.get_docstring(node) or "").split()) or "—"
+
+
+def record_fields(node: ast.ClassDef) -> str:
+    names: list[str] = []
+    for item in node.body:
+        if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+            if "ClassVar" not in ast.unparse(item.annotation):
+                names.append(f"`{item.target.id}`")
+        elif isinstance(item, ast.FunctionDef) and any(
+            isinstance(d, ast.Name) and d.id == "property" for d in item.decorator_list
+        ):
+            names.append(f"property `{item.name}`")
+    return ", ".join(names) or "—"
+
+
+def records_table() -> list[str]:
+    mods = load_modules()
+    found = records(mods)
+    came_from = sources(mods, set(found))
+    rows = ["| record | defined in | what it is | returned by | fields |", "|---|---|---|---|---|"]
+    for module, name in found:
+        node = mods[module].classes[name]
+        back = ", ".join(came_from[(module, name)]) or "—"
+        rows.append(
+            f"| `{name}` | `{mods[module].rel}` | {cell(docstring(node))} | "
+            f"{back} | {record_fields(node)} |"
+        )
+    return rows
+
+
+# -- the doc -------------------------------------------------------------------------
+
+TABLES = {"scripts": scripts_table, "libs": libs_table, "records": records_table}
+
+
+class DocgenError(Exception):
+    """The doc or the tree is not as this script expects (says what to fix)."""
+
+
+def block(doc: str, name: str) -> tuple[int, int]:
+    """Where the generated table ``name`` sits in ``doc``: (start, end) offsets of
+    the lines between its markers."""
+    b = re.search(rf"^<!-- BEGIN generated: {name}\b.*-->\n", doc, re.M)
+    e = re.search(rf"^<!-- END generated: {name} -->$", doc, re.M)
+    if not b or not e or e.start() < b.end():
+        raise DocgenError(f"{DOC.name} has no BEGIN/END generated: {name} markers")
+    return b.end(), e.start()
+
+
+def render(doc: str) -> str:
+    """``doc`` with every generated table rewritten."""
+    for name, build in TABLES.items():
+        start, end = block(doc, name)
+        doc = doc[:start] + "\n".join(build()) + "\n" + doc[end:]
+    return doc
+
+
+def main(argv: list[str]) -> int:
+    current = DOC.read_text()
+    try:
+        fresh = render(current)
+    except DocgenError as exc:
+        print(f"docgen: {exc}", file=sys.stderr)
+        return 2
+    if "--check" in argv:
+        if fresh != current:
+            print(f"{DOC.relative_to(ROOT)} is stale: run `{COMMAND}`", file=sys.stderr)
+            return 1
+        return 0
+    if fresh != current:
+        DOC.write_text(fresh)
+        print(f"rewrote the generated tables of {DOC.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
