@@ -157,7 +157,14 @@ class Planner:
             tenant_jitter = self._tenant_jitter_of(shard, job.spec.tenant)
             try:
                 fires = plan_fires(
-                    jid, job.spec, job.trigger, nominal, score, now, self.window_ms, tenant_jitter
+                    jid,
+                    job.spec.fire_policy(),
+                    job.trigger,
+                    nominal,
+                    score,
+                    now,
+                    self.window_ms,
+                    tenant_jitter,
                 )
             except Exception as exc:  # one job's schedule must not stop every tenant's
                 why = f"next fire after {_when(nominal)}: {type(exc).__name__}: {exc}"

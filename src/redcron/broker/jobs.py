@@ -129,7 +129,7 @@ class JobStore:
             due: Any = ""
             if nominal is not None:
                 nominal_ms = to_ms(nominal)
-                due = due_ms(job_id, spec, nominal_ms, tenant_jitter[shard, spec.tenant])
+                due = due_ms(job_id, spec.jitter_s, nominal_ms, tenant_jitter[shard, spec.tenant])
             at = spec.at.isoformat() if spec.at else None
             args = argv.job_put(
                 spec.tenant,
@@ -290,7 +290,7 @@ class JobStore:
         if nominal is None:
             return int(self._run_job("job_pause", job_id, argv.job_pause(job_id, False)))
         nominal_ms = to_ms(nominal)
-        due = due_ms(job_id, spec, nominal_ms, self.tenant_jitter(spec.tenant))
+        due = due_ms(job_id, spec.jitter_s, nominal_ms, self.tenant_jitter(spec.tenant))
         args = argv.job_pause(job_id, False, nominal_ms, due)
         return int(self._run_job("job_pause", job_id, args))
 

@@ -17,6 +17,7 @@ from typing import Any
 from redcron import serde
 from redcron.errors import ValidationError
 from redcron.model import validation
+from redcron.schedule.plan import FirePolicy
 from redcron.schedule.triggers import Trigger, make_trigger
 
 COMMAND_TASK = "redcron.command"
@@ -202,6 +203,10 @@ class JobSpec:
             tz=self.tz,
             job_key=f"{self.tenant}/{self.name}",
         )
+
+    def fire_policy(self) -> FirePolicy:
+        """What fire planning reads of the job beside its trigger."""
+        return FirePolicy(self.catchup, self.catchup_limit, self.jitter_s)
 
     def template(self, defaults: Mapping[str, Any]) -> tuple[str, dict[str, bytes]]:
         """Compile the DAG for ``fire.lua``.
