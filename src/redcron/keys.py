@@ -1,4 +1,5 @@
-"""Every Redis key name redcron uses is built here, and only here.
+"""Every Redis key name redcron uses is built here, and only here, with the
+ids that route to them (:func:`shard_of_id`).
 
 Keys that belong to a shard carry the hash tag ``{s<N>}`` so that every
 script touches one cluster slot.  Lua scripts get a shard's prefix as
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
+
+from redcron.errors import NotFound
 
 #: kind -> template relative to the shard prefix.  Placeholders are filled
 #: in order by both the Python and the generated Lua builders.
@@ -147,6 +150,15 @@ CONSUMER = "redcron"
 def shard_of(tenant: str, shards: int) -> int:
     """The shard a tenant lives on: ``crc32(tenant) % shards``."""
     return zlib.crc32(tenant.encode()) % shards
+
+
+def shard_of_id(iid: str) -> int:
+    """The shard an id was created on (ids are ``<shard>-<ulid>``)."""
+    head, sep, _ = iid.partition("-")
+    # isascii: str.isdigit() takes "²", which int() then refuses (a 500 from the API)
+    if not sep or not (head.isascii() and head.isdigit()):
+        raise NotFound(f"malformed task id {iid!r}: expected '<shard>-<ulid>'")
+    return int(head)
 
 
 @dataclass(frozen=True)

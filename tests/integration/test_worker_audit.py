@@ -15,7 +15,7 @@ from procs import stop
 
 from redcron import App
 from redcron.broker.audit import AuditEntry, AuditLog
-from redcron.broker.broker import shard_of_id
+from redcron.keys import shard_of_id
 
 ROOT = Path(__file__).resolve().parents[2]
 

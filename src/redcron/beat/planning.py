@@ -17,8 +17,7 @@ from typing import Any
 
 from redcron.beat import parking
 from redcron.broker.beat import BeatStore, Park
-from redcron.broker.jobs import spec_from_json
-from redcron.model.jobs import JobSpec
+from redcron.model.jobs import JobSpec, spec_from_json
 from redcron.model.serialize import iso
 from redcron.schedule.jitter import tenant_jitter_s
 from redcron.schedule.plan import Fire, plan_fires

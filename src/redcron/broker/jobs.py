@@ -11,12 +11,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from redcron.broker import argv
-from redcron.broker.broker import PAYLOADS, fields_of, shard_of_id
+from redcron.broker.broker import PAYLOADS, fields_of
 from redcron.broker.cancel import RunCancel, run_cancel
 from redcron.broker.grants import check_job_grants
 from redcron.clock import ulid
 from redcron.errors import NotFound, QuotaExceeded, ValidationError
-from redcron.keys import shard_of
+from redcron.keys import shard_of, shard_of_id
 from redcron.model import (
     Event,
     ExpiredTask,
@@ -25,7 +25,12 @@ from redcron.model import (
     RunRecord,
     TaskRecord,
 )
-from redcron.model.jobs import JobSpec, job_spec, spec_from_dict
+from redcron.model.jobs import JobSpec, job_spec, spec_json
+
+# spec_from_json lives in model/jobs.py (pure: spec JSON, DESIGN §2); re-exported
+# here so that modules importing it from redcron.broker.jobs (on other branches too)
+# keep working
+from redcron.model.jobs import spec_from_json as spec_from_json
 from redcron.model.states import RunState
 from redcron.schedule.jitter import due_ms, tenant_jitter_s
 from redcron.schedule.timeutil import from_ms, to_ms
@@ -34,26 +39,6 @@ from redcron.serde import text as _s
 
 if TYPE_CHECKING:
     from redcron.broker import Broker
-
-
-def spec_json(spec: JobSpec) -> str:
-    def default(value: Any) -> Any:
-        if isinstance(value, datetime):
-            return value.isoformat()
-        raise TypeError(f"not JSON: {value!r}")
-
-    return json.dumps(dataclasses.asdict(spec), sort_keys=True, default=default)
-
-
-def spec_from_json(text: str) -> JobSpec:
-    data = json.loads(text)
-    for name in ("cron", "every"):
-        # stored before an empty cron/every was refused, when "" meant a manual job
-        if data.get(name) == "":
-            data[name] = None
-    if data.get("at"):
-        data["at"] = datetime.fromisoformat(data["at"])
-    return spec_from_dict(data)
 
 
 class JobStore:

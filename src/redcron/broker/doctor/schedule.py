@@ -12,7 +12,7 @@ from typing import Any
 
 from redcron.broker.doctor.exam import Exam, Fix
 from redcron.broker.doctor.scan import Cmd, scan, snapshot, zpages
-from redcron.broker.jobs import spec_from_json
+from redcron.model.jobs import spec_from_json
 from redcron.schedule.jitter import due_ms, tenant_jitter_s
 from redcron.serde import text as _s
 
