@@ -16,7 +16,7 @@ from redcron.broker.cancel import RunCancel, run_cancel
 from redcron.broker.grants import check_job_grants
 from redcron.clock import ulid
 from redcron.errors import NotFound, QuotaExceeded, ValidationError
-from redcron.keys import shard_of, shard_of_id
+from redcron.keys import manual_run_id, shard_of, shard_of_id
 from redcron.model import (
     Event,
     ExpiredTask,
@@ -292,7 +292,7 @@ class JobStore:
     ) -> str:
         """Start a manual run now; returns its id."""
         job_id = self.job_id(tenant, name)
-        run_id = f"{job_id}@m{ulid()}"
+        run_id = manual_run_id(job_id, ulid())
         manual = argv.FireArgs(
             job_id, "", "", "", None, None, "", "manual", 0, run_id, json.dumps(params or {})
         )
