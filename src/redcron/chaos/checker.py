@@ -53,8 +53,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from redcron.broker.audit import AuditEntry, AuditLog
-from redcron.broker.doctor import examine
+from redcron.broker import AuditEntry, AuditLog, examine
 from redcron.keys import run_id
 from redcron.model import RunRecord, TaskRecord
 from redcron.model.records import epoch_ms, from_ms

@@ -36,8 +36,7 @@ from typing import Any
 
 import redcron
 from redcron.app import App
-from redcron.broker.audit import AuditLog
-from redcron.broker.retry import TRANSIENT
+from redcron.broker import TRANSIENT, AuditLog
 from redcron.chaos.checker import ChaosReport, Facts, JobFacts, check
 from redcron.chaos.scenario import Event, OneOff, Scenario, WorkerPlan
 from redcron.chaos.tasks import register

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from redcron.broker.doctor import DoctorReport, Finding, examine
+from redcron.broker import DoctorReport, Finding, examine
 from redcron.cli.common import build_app, echo_json, redis_option
 
 

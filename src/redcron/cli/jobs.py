@@ -8,8 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
-from redcron.broker.jobs import JobStore
-from redcron.broker.workers import unserved_tasks
+from redcron.broker import JobStore, unserved_tasks
 from redcron.cli.common import (
     app_option,
     build_app,

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from redcron.broker.jobs import JobStore
+from redcron.broker import JobStore
 from redcron.cli.common import (
     FiniteFloatRange,
     app_option,
