@@ -1,6 +1,7 @@
 """What is data, and its validation; no Redis, no processes.
 
-- ``jobs``: job specs and the DAG of a job's tasks (``JobSpec``, ``Task``).
+- ``jobs``: job specs and the DAG of a job's tasks (``JobSpec``, ``Task``), and
+  the JSON a job hash stores them as (``spec_json``, ``spec_from_json``).
 - ``jobfile``: job files (YAML/JSON) into specs.
 - ``tenants``: a tenant's dispatch settings.
 - ``states``: task and run states (the Lua tables are generated from them).
