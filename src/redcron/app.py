@@ -11,13 +11,12 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from redcron import serde
 from redcron.broker import Broker, TaskCancel
-from redcron.broker.broker import shard_of_id
 from redcron.broker.jobs import JobStore
 from redcron.broker.tenants import TenantStore
 from redcron.clock import ulid
 from redcron.config import Settings
 from redcron.errors import TaskFailed, TaskTimeout, ValidationError
-from redcron.keys import shard_of
+from redcron.keys import shard_of, shard_of_id
 from redcron.model import JobChange, TaskRecord, validation
 from redcron.model.binding import CallShape
 from redcron.model.jobs import JobSpec, Task, job_spec

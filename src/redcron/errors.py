@@ -6,6 +6,8 @@ that into the matching exception so callers never parse strings.
 
 from __future__ import annotations
 
+import math
+
 
 class RedcronError(Exception):
     """Base class of every error redcron raises."""
@@ -103,11 +105,32 @@ class Retry(Exception):
     def __init__(self, message: str = "retry requested", delay: float | None = None) -> None:
         super().__init__(message)
         if delay is not None:
-            # imported here: validation imports this module (a real cycle)
-            from redcron.model.validation import seconds
-
-            seconds(delay, "delay")
+            _check_delay(delay)
         self.delay = delay
+
+
+#: the longest ``Retry`` delay: ``model.validation.MAX_SECONDS`` (100 years),
+#: repeated so that this module stays a leaf (DESIGN §2: the model imports
+#: errors, never the reverse); tests/unit/test_validation.py keeps the two equal
+_MAX_DELAY_S = 100 * 365 * 86_400
+
+
+def _check_delay(value: object) -> None:
+    """``model.validation.seconds(value, "delay")``, same verdict and message: a
+    finite number of seconds (not a bool, not NaN, not an infinity), 0..100 years."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if ok:
+        try:
+            ok = math.isfinite(value)  # type: ignore[arg-type]
+        except OverflowError:  # an int too large for a float
+            ok = False
+    if ok and not 0 <= value <= _MAX_DELAY_S:  # type: ignore[operator]
+        ok = False
+    if not ok:
+        raise ValidationError(
+            "delay",
+            f"{value!r} must be a finite number of seconds >= 0 and <= {_MAX_DELAY_S:g}, e.g. 30",
+        )
 
 
 class Permanent(Exception):

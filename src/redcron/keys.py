@@ -1,15 +1,20 @@
-"""Every Redis key name redcron uses is built here, and only here.
+"""Every Redis key name redcron uses is built here, and only here, with the
+ids that route to them (:func:`shard_of_id`) and the run ids derived from a
+fire (:func:`run_id`, :func:`job_of_run`).
 
 Keys that belong to a shard carry the hash tag ``{s<N>}`` so that every
 script touches one cluster slot.  Lua scripts get a shard's prefix as
 ``KEYS[1]`` and build the rest with functions generated from the same
-templates (:func:`lua_key_functions`), so Python and Lua cannot drift.
+templates (:func:`lua_key_functions`), so Python and Lua cannot drift; the
+run id's builder and parser are generated for Lua the same way.
 """
 
 from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
+
+from redcron.errors import NotFound
 
 #: kind -> template relative to the shard prefix.  Placeholders are filled
 #: in order by both the Python and the generated Lua builders.
@@ -147,6 +152,38 @@ CONSUMER = "redcron"
 def shard_of(tenant: str, shards: int) -> int:
     """The shard a tenant lives on: ``crc32(tenant) % shards``."""
     return zlib.crc32(tenant.encode()) % shards
+
+
+def shard_of_id(iid: str) -> int:
+    """The shard an id was created on (ids are ``<shard>-<ulid>``)."""
+    head, sep, _ = iid.partition("-")
+    # isascii: str.isdigit() takes "²", which int() then refuses (a 500 from the API)
+    if not sep or not (head.isascii() and head.isdigit()):
+        raise NotFound(f"malformed task id {iid!r}: expected '<shard>-<ulid>'")
+    return int(head)
+
+
+#: between a run id's job id and its fire (``<job id>@<fire ms>``); job ids never hold it
+RUN_SEP = "@"
+
+
+def run_id(job_id: str, fire_ms: int) -> str:
+    """The id of the run of ``job_id``'s fire at ``fire_ms`` (nominal, UTC ms):
+    derived, so one fire time makes at most one run (invariant 1).  Lua builds
+    the same with the generated ``make_run_id``."""
+    return f"{job_id}{RUN_SEP}{fire_ms}"
+
+
+def manual_run_id(job_id: str, token: str) -> str:
+    """The id of a manual run of ``job_id`` (``<job id>@m<token>``, a fresh ulid):
+    never a fire time, so it cannot collide with a scheduled run."""
+    return f"{job_id}{RUN_SEP}m{token}"
+
+
+def job_of_run(run_id: str) -> str:
+    """The job id a run id starts with (the text before its first ``@``; all of
+    it when there is none).  Lua's generated ``job_of_run`` returns nil then."""
+    return run_id.partition(RUN_SEP)[0]
 
 
 @dataclass(frozen=True)
@@ -329,9 +366,10 @@ class Keys:
 
 
 def lua_key_functions() -> str:
-    """Lua source defining ``key_<kind>(...)`` for every template.
+    """Lua source defining ``key_<kind>(...)`` for every template, and the run
+    id's builder ``make_run_id(job_id, fire_ms)`` and parser ``job_of_run(run_id)``.
 
-    Each function prefixes ``KEYS[1]`` (the shard prefix), so every key a
+    Each key function prefixes ``KEYS[1]`` (the shard prefix), so every key a
     script builds shares the shard's hash tag.
     """
     out = [
@@ -356,4 +394,11 @@ def lua_key_functions() -> str:
             pieces.append(repr(rest).replace("'", '"'))
         body = " .. ".join(["KP", *pieces])
         out.append(f"local function key_{kind}({', '.join(names)}) return {body} end")
+    # run_id / job_of_run above; the separator is no Lua pattern magic character
+    out.append(
+        f'local function make_run_id(job_id, fire_ms) return job_id .. "{RUN_SEP}" .. fire_ms end'
+    )
+    out.append(
+        f'local function job_of_run(run_id) return string.match(run_id or "", "^(.-){RUN_SEP}") end'
+    )
     return "\n".join(out) + "\n"

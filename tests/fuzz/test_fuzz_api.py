@@ -35,9 +35,9 @@ from lease_ids import b64, unsigned  # tests/helpers
 from redis_dump import diff, dump
 
 from redcron import App
-from redcron.broker.jobs import spec_from_json
 from redcron.dashboard import create_app
 from redcron.dashboard.api.jobs import spec_from_body
+from redcron.model.jobs import spec_from_json
 
 ADMIN = "fuzz-admin-token"
 FUZZ = settings(

@@ -30,9 +30,8 @@ from hypothesis import strategies as st
 from redis_dump import diff, dump
 
 from redcron import App, serde
-from redcron.broker.jobs import spec_from_json
 from redcron.errors import ValidationError
-from redcron.model.jobs import Task
+from redcron.model.jobs import Task, spec_from_json
 from redcron.model.tenants import SETTINGS_FIELDS
 
 FUZZ = settings(

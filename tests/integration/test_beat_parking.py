@@ -28,12 +28,11 @@ from redcron import App
 from redcron.beat.beat import Beat
 from redcron.beat.firing import Firer
 from redcron.broker.beat import BeatStore, Park
-from redcron.broker.jobs import spec_from_json
 from redcron.broker.metrics import read_metrics
 from redcron.cli.main import main
 from redcron.dashboard import create_app
 from redcron.keys import shard_of
-from redcron.model.jobs import Task
+from redcron.model.jobs import Task, spec_from_json
 from redcron.model.records import JobRecord, epoch_ms
 from redcron.model.serialize import to_json
 

@@ -17,10 +17,9 @@ from worker_procs import thread_workers, wait_for  # tests/helpers
 from redcron import App
 from redcron.broker import FailItem
 from redcron.broker.beat import BeatStore, Park
-from redcron.broker.doctor import SCRIPTS, examine
+from redcron.broker.doctor import SCRIPTS, DoctorReport, examine
 from redcron.broker.scripts import full_source
 from redcron.keys import GROUP
-from redcron.model import DoctorReport
 from redcron.model.jobs import Task
 
 TTL_MS = 1000  # the leases the test takes by hand: reaped soon after the test leaves them

@@ -44,9 +44,11 @@ def due_and_nominal(app: App, job_id: str) -> tuple[int, int]:
 
 
 def test_a_job_own_jitter_wins_over_the_tenant_default() -> None:
-    assert effective_jitter_s(JobSpec(name="a", tasks=TASKS, every="1s"), 30) == 30
-    assert effective_jitter_s(JobSpec(name="a", tasks=TASKS, every="1s", jitter_s=5), 30) == 5
-    assert effective_jitter_s(JobSpec(name="a", tasks=TASKS, every="1s"), 0) == 0
+    assert effective_jitter_s(JobSpec(name="a", tasks=TASKS, every="1s").jitter_s, 30) == 30
+    assert (
+        effective_jitter_s(JobSpec(name="a", tasks=TASKS, every="1s", jitter_s=5).jitter_s, 30) == 5
+    )
+    assert effective_jitter_s(JobSpec(name="a", tasks=TASKS, every="1s").jitter_s, 0) == 0
 
 
 @pytest.mark.parametrize(
@@ -62,10 +64,14 @@ def test_plan_fires_uses_the_tenant_default_for_the_next_due_time() -> None:
     own = JobSpec(name="b", tasks=TASKS, every="10s", jitter_s=5)
     nominal = 1_700_000_000_000
     for spec, jitter in ((plain, 30), (own, 5)):
-        (fire,) = plan_fires("0-j", spec, spec.trigger(), nominal, nominal, nominal, 60_000, 30)
+        (fire,) = plan_fires(
+            "0-j", spec.fire_policy(), spec.trigger(), nominal, nominal, nominal, 60_000, 30
+        )
         assert fire.next_ms == nominal + 10_000
         assert fire.next_due == fire.next_ms + jitter_ms("0-j", fire.next_ms, jitter)
-    (fire,) = plan_fires("0-j", plain, plain.trigger(), nominal, nominal, nominal, 60_000)
+    (fire,) = plan_fires(
+        "0-j", plain.fire_policy(), plain.trigger(), nominal, nominal, nominal, 60_000
+    )
     assert fire.next_due == fire.next_ms
 
 

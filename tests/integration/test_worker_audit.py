@@ -19,7 +19,7 @@ from worker_procs import thread_workers
 
 from redcron import App
 from redcron.broker.audit import AuditEntry, AuditLog
-from redcron.broker.broker import shard_of_id
+from redcron.keys import shard_of_id
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -15,7 +15,15 @@ from redcron.broker.scripts import SCRIPT_NAMES, full_source, source
 from redcron.clock import ulid
 from redcron.config import Settings
 from redcron.errors import Conflict, Rejected
-from redcron.keys import TEMPLATES, Keys, lua_key_functions, shard_of
+from redcron.keys import (
+    TEMPLATES,
+    Keys,
+    job_of_run,
+    lua_key_functions,
+    manual_run_id,
+    run_id,
+    shard_of,
+)
 from redcron.model.states import (
     RUN_ACTIVE,
     RUN_TERMINAL,
@@ -99,6 +107,24 @@ def test_lua_key_builders_match_python_keys(r: redis.Redis, key_prefix: str) -> 
     # numbers are formatted the same way as in Python (attempt counters)
     got_num = r.eval(lua_key_functions() + "return key_log('x', 2)", 1, keys.shard(1))
     assert got_num.decode() == keys.log(1, "x", 2)
+
+
+def test_lua_run_id_builder_and_parser_match_python(r: redis.Redis, key_prefix: str) -> None:
+    # fire_ms arrives as ARGV text or as a number (tonumber of a stored field)
+    script = lua_key_functions() + (
+        "return {make_run_id(ARGV[1], ARGV[2]), make_run_id(ARGV[1], tonumber(ARGV[2])),"
+        " job_of_run(ARGV[3]), job_of_run(ARGV[4]) or false}"
+    )
+    job_id, fire_ms = "3-01ARYZ6S41TSV4RRFFQ69G5FAV.2", 1_764_561_600_000
+    manual = manual_run_id(job_id, "01ARYZ6S41TSV4RRFFQ69G5FAW")
+    got = r.eval(script, 1, Keys(key_prefix.rstrip(":")).shard(3), job_id, fire_ms, manual, "x")
+    assert [x.decode() if x else x for x in got] == [
+        run_id(job_id, fire_ms),
+        run_id(job_id, fire_ms),
+        job_of_run(manual),
+        None,  # no '@': Lua's nil (Python's job_of_run returns the whole text)
+    ]
+    assert job_of_run(run_id(job_id, fire_ms)) == job_id == job_of_run(manual)
 
 
 @pytest.mark.parametrize("prefix", ["rc", "t0:x", "prod.eu-1"])

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from redcron.broker.broker import shard_of_id
 from redcron.errors import NotFound, ValidationError
+from redcron.keys import shard_of_id
 from redcron.model import validation
 from redcron.model.jobs import JobSpec, Task
 from redcron.model.tenants import TenantSettings

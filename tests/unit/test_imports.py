@@ -1,14 +1,28 @@
-"""The package's layering, checked on the source with ``ast`` (nothing is imported),
-and what importing it does, checked in fresh interpreters.
+"""The package's layering, as DESIGN.md §2 draws it, checked on the source with
+``ast`` (nothing is imported), and what importing it does, checked in fresh
+interpreters.
 
+DESIGN.md §2: faces (``cli/``, ``dashboard/``) -> processes (``worker/``,
+``beat/``) -> the client API (``App``) -> ``broker/`` (every Redis call) -> the
+model (specs, states, settings, ``keys.py``) and ``schedule/`` (pure time).
+Each layer imports only those below it; workers and beats never import each
+other; the model and ``schedule/`` import no Redis.  Enforced here:
+
+- ``LAYERS``: what each top-level part may import.  ``model`` may use
+  ``schedule`` (a JobSpec builds its Trigger), never the reverse; the leaves
+  (``errors``, ``keys``...) import nothing above them.
 - ``broker/`` owns Redis I/O: no other module imports ``redis``, bar the few
-  listed in ``REDIS_ALLOWED`` with their reason.
-- The worker and the beat are separate processes: neither package imports
-  the other.
-- The beat, the worker, the task context and the dashboard go through broker
-  methods: they never reach for ``broker.client`` or a private broker method.
+  in ``REDIS_ALLOWED``, each with its reason.
+- The worker and the beat are separate processes: neither imports the other.
+- The faces (and the chaos tool) reach Redis only through ``App`` and the
+  names ``redcron.broker`` exports (``__all__``), never a broker submodule,
+  bar ``FACE_ALLOWED``; the processes, the task context and the faces use
+  broker methods, never ``broker.client`` or a private broker method, bar
+  ``CLIENT_ALLOWED``.
 - Importing any module builds no Redis client and reads no ``REDCRON_*``
   variable, so ``redcron --help`` works whatever ``REDCRON_REDIS_URL`` holds.
+
+Every allowlist entry must still be needed: one that nothing uses fails.
 """
 
 from __future__ import annotations
@@ -32,8 +46,26 @@ REDIS_ALLOWED = {
     "redcron/cli/bench/measure.py": "the yardstick: bare INCRs measure Redis itself",
 }
 
+#: the faces: they reach Redis through App and redcron.broker's exports only
+FACES = ("redcron/cli/", "redcron/dashboard/", "redcron/chaos/")
+
+#: (module, broker submodule) a face may import past redcron.broker's exports, and why
+FACE_ALLOWED = {
+    ("redcron/cli/bench/soak.py", "redcron.broker.doctor.scan"): (
+        "the soak benchmark counts instance hashes with the doctor's key scan: a "
+        "measurement from below the broker's methods, not an operation"
+    ),
+}
+
 #: packages and modules that talk to Redis only through broker methods
-BROKER_USERS = ("redcron/beat/", "redcron/worker/", "redcron/context.py", "redcron/dashboard/")
+BROKER_USERS = ("redcron/beat/", "redcron/worker/", "redcron/context.py", *FACES)
+
+#: modules of BROKER_USERS that may use ``broker.client`` or a private broker
+#: method, and why
+CLIENT_ALLOWED = {
+    "redcron/cli/bench/measure.py": "the benchmarks read Redis itself (INFO, bare reads)",
+    "redcron/cli/bench/soak.py": "the soak benchmark reads memory use and counts keys",
+}
 
 
 def _modules() -> list[Path]:
@@ -108,6 +140,18 @@ def test_only_the_broker_imports_redis() -> None:
     )
 
 
+@pytest.mark.parametrize("part", ["model", "schedule"])
+def test_the_model_and_schedule_import_no_redis(part: str) -> None:
+    # DESIGN §2 in so many words; also implied by the two tests above
+    bad = [
+        f"{_rel(path)}:{line} imports {name}"
+        for path in sorted((PACKAGE / part).rglob("*.py"))
+        for line, name in _imports(path)
+        if _is(name, "redis") or _is(name, "redcron.broker")
+    ]
+    assert not bad, f"redcron.{part} is pure: no Redis\n" + "\n".join(bad)
+
+
 @pytest.mark.parametrize(("package", "other"), [("worker", "beat"), ("beat", "worker")])
 def test_worker_and_beat_do_not_import_each_other(package: str, other: str) -> None:
     bad = [
@@ -117,6 +161,61 @@ def test_worker_and_beat_do_not_import_each_other(package: str, other: str) -> N
         if _is(name, f"redcron.{other}")
     ]
     assert not bad, f"redcron.{package} must not depend on redcron.{other}:\n" + "\n".join(bad)
+
+
+def _broker_exports() -> set[str]:
+    """``redcron.broker.__all__``, read from the source."""
+    tree = ast.parse((PACKAGE / "broker" / "__init__.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            return set(ast.literal_eval(node.value))
+    raise AssertionError("redcron/broker/__init__.py defines no __all__")
+
+
+def _face_reaches(path: Path) -> Iterator[tuple[int, str]]:
+    """The broker modules ``path`` imports past the package's exports."""
+    exports = _broker_exports()
+    for line, name in _imports(path):
+        if not _is(name, "redcron.broker") or name == "redcron.broker":
+            continue
+        rest = name.removeprefix("redcron.broker.")
+        if "." in rest or rest not in exports:
+            yield line, name
+
+
+def test_no_broker_export_is_named_like_a_broker_module() -> None:
+    # else "from redcron.broker import jobs" would pass for an export
+    modules = {p.stem for p in (PACKAGE / "broker").iterdir() if p.suffix == ".py" or p.is_dir()}
+    assert _broker_exports() & modules == set()
+
+
+def test_the_faces_reach_the_broker_only_through_its_package_names() -> None:
+    """Issue 17, item 5: the CLI and the dashboard imported broker submodules
+    32 times, past App; a store moved between modules broke them."""
+    bad = [
+        f"{_rel(path)}:{line} imports {name}"
+        for path in _modules()
+        if _rel(path).startswith(FACES)
+        for line, name in _face_reaches(path)
+        if (_rel(path), name) not in FACE_ALLOWED
+        and not any(_is(name, allowed) for (mod, allowed) in FACE_ALLOWED if mod == _rel(path))
+    ]
+    assert not bad, (
+        "a face imports App or 'from redcron.broker import <name>'; export the name "
+        "in redcron/broker/__init__.py's __all__:\n" + "\n".join(bad)
+    )
+
+
+@pytest.mark.parametrize("allowed", sorted(FACE_ALLOWED))
+def test_every_face_exception_is_still_needed(allowed: tuple[str, str]) -> None:
+    module, target = allowed
+    path = SRC / module
+    assert path.is_file(), f"{module} is listed in FACE_ALLOWED but does not exist"
+    assert any(_is(name, target) for _line, name in _face_reaches(path)), (
+        f"{module} no longer imports {target}: remove it from FACE_ALLOWED"
+    )
 
 
 def _broker_reaches(path: Path) -> Iterator[tuple[int, str]]:
@@ -131,11 +230,11 @@ def _broker_reaches(path: Path) -> Iterator[tuple[int, str]]:
             yield node.lineno, f"{name}.{node.attr}"
 
 
-def test_beat_worker_and_context_use_broker_methods_only() -> None:
+def test_processes_context_and_faces_use_broker_methods_only() -> None:
     bad = [
         f"{_rel(path)}:{line} uses {what}"
         for path in _modules()
-        if _rel(path).startswith(BROKER_USERS)
+        if _rel(path).startswith(BROKER_USERS) and _rel(path) not in CLIENT_ALLOWED
         for line, what in sorted(_broker_reaches(path))
     ]
     assert not bad, (
@@ -144,37 +243,60 @@ def test_beat_worker_and_context_use_broker_methods_only() -> None:
     )
 
 
-#: modules every layer may use: leaves with no I/O of their own
-BASE = {"errors", "keys", "serde", "clock", "config", "redact", "lifeline"}
+@pytest.mark.parametrize("allowed", sorted(CLIENT_ALLOWED))
+def test_every_client_exception_is_still_needed(allowed: str) -> None:
+    path = SRC / allowed
+    assert path.is_file(), f"{allowed} is listed in CLIENT_ALLOWED but does not exist"
+    assert any(True for _ in _broker_reaches(path)), (
+        f"{allowed} no longer uses broker.client: remove it from CLIENT_ALLOWED"
+    )
 
-#: what each part of the package may import (top-level names under redcron/);
-#: ``__init__`` is the package root (``from redcron import App``).  The CLI,
-#: the bench, the embedded server and chaos (the scenario runner and its checker) are
-#: faces and tools: they may use anything
-#: (the dashboard too, but through App and store methods: see BROKER_USERS).
+
+#: the leaves: no I/O of their own, usable by every layer
+LEAVES = {"errors", "keys", "serde", "clock", "config", "redact", "lifeline"}
+#: the bottom of DESIGN §2: the model (with keys.py and the settings) and schedule/
+BOTTOM = {"model", "schedule", *LEAVES}
+
+#: what each part of the package may import (top-level names under redcron/),
+#: layer by layer from the bottom of DESIGN §2; ``__init__`` is the package
+#: root (``from redcron import App``).  A face's "broker" means the package's
+#: exports only (test_the_faces_reach_the_broker_only_through_its_package_names).
 LAYERS: dict[str, set[str]] = {
-    # pure: time arithmetic, and data with its validation (no Redis, no processes)
-    "schedule": {"schedule", "model", *BASE},
-    "model": {"model", "schedule", *BASE},
-    # all Redis I/O
-    "broker": {"broker", "model", "schedule", *BASE},
-    # the user's entry point and the task context
-    "app": {"app", "broker", "model", "schedule", "context", *BASE},
-    "context": {"context", "broker", "model", *BASE},
-    "loader": {"loader", "app", *BASE},
-    # processes: the broker's clients, never each other
-    "worker": {"worker", "broker", "model", "schedule", "app", "context", "loader", *BASE},
-    "beat": {"beat", "broker", "model", "schedule", "app", *BASE},
-    # the leaves themselves: nothing above them (errors checks numbers with
-    # model.validation: a documented import cycle inside a function)
-    "errors": {"errors", "model"},
-    "keys": {"keys"},
+    # the leaves: nothing above them
+    "errors": {"errors"},
+    "keys": {"keys", "errors"},
     "serde": {"serde", "errors"},
     "clock": {"clock"},
     "redact": {"redact"},
     "lifeline": {"lifeline"},
     "config": {"config", "errors", "redact"},
-}
+    # the bottom, pure: time arithmetic on plain values (a trigger, a jitter),
+    # and data with its validation; model -> schedule, never the reverse
+    "schedule": {"schedule", *LEAVES},
+    "model": {"model", "schedule", *LEAVES},
+    # every Redis call and every script call
+    "broker": {"broker", *BOTTOM},
+    # the client API: App, the task context, the loader of a user's App
+    "context": {"context", "broker", *BOTTOM},
+    "app": {"app", "context", "broker", *BOTTOM},
+    "loader": {"loader", "app", *LEAVES},
+    "__init__": {"app", "context", *BOTTOM},
+    # processes: the broker's clients, never each other
+    "worker": {"worker", "app", "context", "loader", "broker", *BOTTOM},
+    "beat": {"beat", "app", "broker", *BOTTOM},
+    # a tool the CLI and the tests start: the bundled redis-server
+    "embedded": {"embedded", *LEAVES},
+    # faces: everything below them; the dashboard never imports the CLI
+    "dashboard": {"dashboard", "app", "broker", *BOTTOM},
+    # the chaos scenario, its runner (starts workers, an embedded Redis) and checker
+    "chaos": {"chaos", "worker", "app", "context", "embedded", "broker", *BOTTOM},
+    # the CLI launches everything: `redcron up` starts a worker, a beat, the
+    # dashboard and an embedded Redis; `redcron chaos` runs the scenario
+    "cli": {
+        "cli", "dashboard", "chaos", "embedded", "worker", "beat", "app", "context",
+        "loader", "broker", *BOTTOM,
+    },
+}  # fmt: skip
 
 
 def _part(path: Path) -> str:
@@ -191,10 +313,10 @@ def _top(name: str) -> str | None:
     return head if head in known else "__init__"
 
 
-def test_every_part_is_placed_in_a_layer_or_is_a_face() -> None:
-    faces = {"cli", "dashboard", "embedded", "chaos", "__init__", "lua", "__pycache__"}
+def test_every_part_is_placed_in_a_layer() -> None:
+    not_code = {"lua", "__pycache__"}
     parts = {p.stem for p in PACKAGE.iterdir() if p.suffix == ".py" or p.is_dir()}
-    assert parts - faces - set(LAYERS) == set(), "place new modules in LAYERS (or among faces)"
+    assert parts - not_code - set(LAYERS) == set(), "place new modules in LAYERS"
 
 
 @pytest.mark.parametrize("part", sorted(LAYERS))
@@ -207,9 +329,17 @@ def test_each_part_imports_only_what_its_layer_allows(part: str) -> None:
         if (top := _top(name)) is not None and top not in LAYERS[part]
     ]
     assert not bad, (
-        f"redcron.{part} may import only {sorted(LAYERS[part])} (see docs/architecture.md):\n"
-        + "\n".join(bad)
+        f"redcron.{part} may import only {sorted(LAYERS[part])} (DESIGN.md §2, "
+        "docs/architecture.md):\n" + "\n".join(bad)
     )
+
+
+def test_the_layers_point_down() -> None:
+    """No two parts may import each other (a cycle would make "below" meaningless)."""
+    both = sorted(
+        f"{a} <-> {b}" for a in LAYERS for b in LAYERS[a] if a < b and a in LAYERS.get(b, set())
+    )
+    assert not both, both
 
 
 # -- what importing does ---------------------------------------------------------------

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from redcron.broker.jobs import spec_from_json
 from redcron.errors import ValidationError
 from redcron.model.jobfile import JobFileError, load_job_files, load_jobs
-from redcron.model.jobs import Task
+from redcron.model.jobs import Task, spec_from_json
 
 
 def write(tmp_path: Path, text: str, name: str = "jobs.yaml") -> Path:

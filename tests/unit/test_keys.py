@@ -8,7 +8,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from redcron.keys import PRIORITIES, TEMPLATES, Keys, lua_key_functions, shard_of
+from redcron.errors import NotFound
+from redcron.keys import (
+    PRIORITIES,
+    TEMPLATES,
+    Keys,
+    job_of_run,
+    lua_key_functions,
+    manual_run_id,
+    run_id,
+    shard_of,
+    shard_of_id,
+)
 
 
 def test_shard_of_is_stable_crc32() -> None:
@@ -80,3 +91,20 @@ def test_lua_key_functions_cover_every_template() -> None:
 
 def test_priorities_are_ordered_high_first() -> None:
     assert PRIORITIES == ("high", "normal", "low")
+
+
+def test_run_ids_are_derived_from_the_fire_and_name_their_job() -> None:
+    assert run_id("0-01J", 1_764_561_600_000) == "0-01J@1764561600000"
+    assert manual_run_id("0-01J", "01K") == "0-01J@m01K"
+    assert job_of_run("0-01J@1764561600000") == job_of_run("0-01J@m01K") == "0-01J"
+    assert job_of_run("no-sep") == "no-sep"
+    assert "local function make_run_id(job_id, fire_ms)" in lua_key_functions()
+    assert "local function job_of_run(run_id)" in lua_key_functions()
+
+
+def test_shard_of_id_reads_the_shard_an_id_carries() -> None:
+    assert shard_of_id("12-01J") == 12
+    assert shard_of_id(run_id("3-01J", 5)) == 3
+    for bad in ("", "x-01J", "01J", "\u00b2-01J"):
+        with pytest.raises(NotFound):
+            shard_of_id(bad)

@@ -51,7 +51,7 @@ def run(job: JobSpec, nominal: int, now: int, window: int = WINDOW) -> Outcome:
     score = nominal
     trigger = job.trigger()
     while score <= now:
-        calls = plan_fires("0-j", job, trigger, nominal, score, now, window)
+        calls = plan_fires("0-j", job.fire_policy(), trigger, nominal, score, now, window)
         assert 1 <= len(calls) <= CHAIN_LIMIT
         check_chain(calls, score)
         for f in calls:
@@ -87,7 +87,7 @@ def test_every_fire_within_the_window_is_fired_after_a_65s_outage() -> None:
 
 def test_the_plan_of_a_65s_outage_is_one_pass_oldest_first() -> None:
     job = spec(every="5s")
-    calls = plan_fires("0-j", job, job.trigger(), N, N, NOW, WINDOW)
+    calls = plan_fires("0-j", job.fire_policy(), job.trigger(), N, N, NOW, WINDOW)
     assert [(f.fire_ms, f.trigger, f.skipped) for f in calls] == [
         (N + 5_000, "catchup", 1),
         *((t, "every", 0) for t in RECENT),
@@ -118,7 +118,7 @@ def test_catchup_none_skips_the_old_ones_and_fires_the_recent_ones() -> None:
     assert out.fired == dict.fromkeys(RECENT, "every")
     assert out.skipped == 2
     job = spec(every="5s", catchup="none")
-    first = plan_fires("0-j", job, job.trigger(), N, N, NOW, WINDOW)[0]
+    first = plan_fires("0-j", job.fire_policy(), job.trigger(), N, N, NOW, WINDOW)[0]
     assert (first.fire_ms, first.trigger, first.skipped) == (N, "skip", 2)
     assert first.next_ms == RECENT[0]
 

@@ -375,3 +375,27 @@ def test_settings_refuse_nan(name: str) -> None:
 @pytest.mark.parametrize("delay", NOT_FINITE)
 def test_retry_delay_refuses_nan_and_infinity(delay: float) -> None:
     expect_field("delay", lambda: Retry(delay=delay))
+
+
+@pytest.mark.parametrize(
+    "delay",
+    [0, 0.0, 2.5, 10**9, validation.MAX_SECONDS, validation.MAX_SECONDS + 1, -1, -0.001,
+     *NOT_FINITE, 10**400, True, False, "5", None, [1]],
+)  # fmt: skip
+def test_retry_checks_its_delay_as_validation_seconds_does(delay: object) -> None:
+    """errors.py repeats the check (it imports nothing of ours); verdict and message agree."""
+    try:
+        validation.seconds(delay, "delay")
+    except ValidationError as exc:
+        expected: str | None = str(exc)
+    else:
+        expected = None
+    if delay is None:  # Retry(delay=None): no delay, nothing to check
+        assert Retry(delay=None).delay is None
+        return
+    try:
+        Retry(delay=delay)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        assert str(exc) == expected
+    else:
+        assert expected is None

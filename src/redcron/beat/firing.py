@@ -22,6 +22,7 @@ from redcron.broker.argv import FireArgs
 from redcron.broker.beat import BeatStore, Park
 from redcron.broker.retry import ErrorReply
 from redcron.errors import ShardLeaseLost, from_script_error
+from redcron.keys import run_id
 from redcron.model.serialize import iso
 from redcron.schedule.timeutil import from_ms
 from redcron.serde import text as _s
@@ -95,7 +96,7 @@ class Firer:
             [
                 FireArgs(c.job_id, c.fire.expected, c.version, c.fire.fire_ms, c.fire.next_ms,
                          c.fire.next_due, epoch, c.fire.trigger, c.fire.skipped,
-                         f"{c.job_id}@{c.fire.fire_ms}")
+                         run_id(c.job_id, c.fire.fire_ms))
                 for c in calls
             ],
         )  # fmt: skip

@@ -17,8 +17,7 @@ from typing import Any
 
 from redcron.beat import parking
 from redcron.broker.beat import BeatStore, Park
-from redcron.broker.jobs import spec_from_json
-from redcron.model.jobs import JobSpec
+from redcron.model.jobs import JobSpec, spec_from_json
 from redcron.model.serialize import iso
 from redcron.schedule.jitter import tenant_jitter_s
 from redcron.schedule.plan import Fire, plan_fires
@@ -157,7 +156,14 @@ class Planner:
             tenant_jitter = self._tenant_jitter_of(shard, job.spec.tenant)
             try:
                 fires = plan_fires(
-                    jid, job.spec, job.trigger, nominal, score, now, self.window_ms, tenant_jitter
+                    jid,
+                    job.spec.fire_policy(),
+                    job.trigger,
+                    nominal,
+                    score,
+                    now,
+                    self.window_ms,
+                    tenant_jitter,
                 )
             except Exception as exc:  # one job's schedule must not stop every tenant's
                 why = f"next fire after {_when(nominal)}: {type(exc).__name__}: {exc}"

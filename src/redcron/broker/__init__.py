@@ -1,15 +1,61 @@
-"""All Redis I/O lives in this package."""
+"""All Redis I/O lives in this package.
+
+The faces (``cli/``, ``dashboard/``) and the chaos tool reach Redis through
+``App`` and the names exported here, never through a submodule
+(``tests/unit/test_imports.py`` checks it): which module a store or a reader
+lives in is this package's business, and may change without touching them.
+"""
 
 from redcron.broker.argv import FailItem
+from redcron.broker.audit import AuditEntry, AuditLog
 from redcron.broker.broker import Broker, FailResult, Lease, LeaseRequest
 from redcron.broker.cancel import RunCancel, TaskCancel
+from redcron.broker.doctor import DoctorReport, Finding, examine
+from redcron.broker.inspect import queue_loads, running_by_worker
+from redcron.broker.jobs import JobStore
+from redcron.broker.logins import LINK_TTL_S, LoginLinks
+from redcron.broker.metrics import BREAKER_VALUES, read_metrics
+from redcron.broker.retry import TRANSIENT, UNAVAILABLE, Outage, is_unavailable
+from redcron.broker.shared_secrets import lease_secret
+from redcron.broker.stats import activity, trigger_lag, trigger_lag_by_tenant
+from redcron.broker.tasklist import TaskFilter, list_tasks
+from redcron.broker.tenants import TenantStore
+from redcron.broker.tokens import TokenStore, digest
+from redcron.broker.workers import WorkerRegistry, unserved_tasks
 
 __all__ = [
+    "BREAKER_VALUES",
+    "LINK_TTL_S",
+    "TRANSIENT",
+    "UNAVAILABLE",
+    "AuditEntry",
+    "AuditLog",
     "Broker",
+    "DoctorReport",
     "FailItem",
     "FailResult",
+    "Finding",
+    "JobStore",
     "Lease",
     "LeaseRequest",
+    "LoginLinks",
+    "Outage",
     "RunCancel",
     "TaskCancel",
+    "TaskFilter",
+    "TenantStore",
+    "TokenStore",
+    "WorkerRegistry",
+    "activity",
+    "digest",
+    "examine",
+    "is_unavailable",
+    "lease_secret",
+    "list_tasks",
+    "queue_loads",
+    "read_metrics",
+    "running_by_worker",
+    "trigger_lag",
+    "trigger_lag_by_tenant",
+    "unserved_tasks",
 ]

@@ -17,8 +17,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from redcron.broker.broker import PAYLOADS, fields_of, shard_of_id
+from redcron.broker.broker import PAYLOADS, fields_of
 from redcron.broker.doctor.scan import scan
+from redcron.keys import shard_of_id
 from redcron.model import TaskRecord
 from redcron.serde import text as _s
 

@@ -32,6 +32,10 @@ from redcron.errors import (
     from_script_error,
 )
 from redcron.keys import GROUP, PRIORITIES, Keys, shard_of
+
+# shard_of_id lives in keys.py (ids and shards, DESIGN §2); re-exported here so
+# that modules importing it from redcron.broker.broker (on other branches too) keep working
+from redcron.keys import shard_of_id as shard_of_id
 from redcron.model import DlqEntry, TaskRecord, TenantLoad
 from redcron.serde import text as _s
 
@@ -58,15 +62,6 @@ ACKED = frozenset({
 PAYLOADS = ("args", "result")
 
 _KINDS = {b"command": "command", b"container": "container", b"python": "python"}
-
-
-def shard_of_id(iid: str) -> int:
-    """The shard an id was created on (ids are ``<shard>-<ulid>``)."""
-    head, sep, _ = iid.partition("-")
-    # isascii: str.isdigit() takes "²", which int() then refuses (a 500 from the API)
-    if not sep or not (head.isascii() and head.isdigit()):
-        raise NotFound(f"malformed task id {iid!r}: expected '<shard>-<ulid>'")
-    return int(head)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,12 +11,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from redcron.broker import argv
-from redcron.broker.broker import PAYLOADS, fields_of, shard_of_id
+from redcron.broker.broker import PAYLOADS, fields_of
 from redcron.broker.cancel import RunCancel, run_cancel
 from redcron.broker.grants import check_job_grants
 from redcron.clock import ulid
 from redcron.errors import NotFound, QuotaExceeded, ValidationError
-from redcron.keys import shard_of
+from redcron.keys import manual_run_id, shard_of, shard_of_id
 from redcron.model import (
     Event,
     ExpiredTask,
@@ -25,7 +25,12 @@ from redcron.model import (
     RunRecord,
     TaskRecord,
 )
-from redcron.model.jobs import JobSpec, job_spec, spec_from_dict
+from redcron.model.jobs import JobSpec, job_spec, spec_json
+
+# spec_from_json lives in model/jobs.py (pure: spec JSON, DESIGN §2); re-exported
+# here so that modules importing it from redcron.broker.jobs (on other branches too)
+# keep working
+from redcron.model.jobs import spec_from_json as spec_from_json
 from redcron.model.states import RunState
 from redcron.schedule.jitter import due_ms, tenant_jitter_s
 from redcron.schedule.timeutil import from_ms, to_ms
@@ -34,26 +39,6 @@ from redcron.serde import text as _s
 
 if TYPE_CHECKING:
     from redcron.broker import Broker
-
-
-def spec_json(spec: JobSpec) -> str:
-    def default(value: Any) -> Any:
-        if isinstance(value, datetime):
-            return value.isoformat()
-        raise TypeError(f"not JSON: {value!r}")
-
-    return json.dumps(dataclasses.asdict(spec), sort_keys=True, default=default)
-
-
-def spec_from_json(text: str) -> JobSpec:
-    data = json.loads(text)
-    for name in ("cron", "every"):
-        # stored before an empty cron/every was refused, when "" meant a manual job
-        if data.get(name) == "":
-            data[name] = None
-    if data.get("at"):
-        data["at"] = datetime.fromisoformat(data["at"])
-    return spec_from_dict(data)
 
 
 class JobStore:
@@ -129,7 +114,7 @@ class JobStore:
             due: Any = ""
             if nominal is not None:
                 nominal_ms = to_ms(nominal)
-                due = due_ms(job_id, spec, nominal_ms, tenant_jitter[shard, spec.tenant])
+                due = due_ms(job_id, spec.jitter_s, nominal_ms, tenant_jitter[shard, spec.tenant])
             at = spec.at.isoformat() if spec.at else None
             args = argv.job_put(
                 spec.tenant,
@@ -290,7 +275,7 @@ class JobStore:
         if nominal is None:
             return int(self._run_job("job_pause", job_id, argv.job_pause(job_id, False)))
         nominal_ms = to_ms(nominal)
-        due = due_ms(job_id, spec, nominal_ms, self.tenant_jitter(spec.tenant))
+        due = due_ms(job_id, spec.jitter_s, nominal_ms, self.tenant_jitter(spec.tenant))
         args = argv.job_pause(job_id, False, nominal_ms, due)
         return int(self._run_job("job_pause", job_id, args))
 
@@ -307,7 +292,7 @@ class JobStore:
     ) -> str:
         """Start a manual run now; returns its id."""
         job_id = self.job_id(tenant, name)
-        run_id = f"{job_id}@m{ulid()}"
+        run_id = manual_run_id(job_id, ulid())
         manual = argv.FireArgs(
             job_id, "", "", "", None, None, "", "manual", 0, run_id, json.dumps(params or {})
         )

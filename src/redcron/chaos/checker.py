@@ -53,8 +53,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from redcron.broker.audit import AuditEntry, AuditLog
-from redcron.broker.doctor import examine
+from redcron.broker import AuditEntry, AuditLog, examine
+from redcron.keys import run_id
 from redcron.model import RunRecord, TaskRecord
 from redcron.model.records import epoch_ms, from_ms
 from redcron.model.states import TASK_TERMINAL
@@ -267,7 +267,7 @@ def judge_fires(
         nominal = _ms(r.scheduled_for)
         if nominal is None or r.trigger == "manual":
             continue
-        if r.id != f"{job.id}@{nominal}":
+        if r.id != run_id(job.id, nominal):
             out.append(f"run {r.id} of {job.name} is for fire {nominal}: its id should say so")
         if r.trigger not in ("every", "cron"):
             out.append(f"run {r.id} of {job.name} was fired as {r.trigger!r}, though no fire "
@@ -284,7 +284,7 @@ def judge_fires(
             out.append(f"job {job.name}: {n} runs for the fire at {from_ms(fire)}")
     missing = [f for f in expected if f not in per_fire]
     for f in missing[:20]:
-        out.append(f"job {job.name}: no run for the fire at {from_ms(f)} (run {job.id}@{f})")
+        out.append(f"job {job.name}: no run for the fire at {from_ms(f)} (run {run_id(job.id, f)})")
     if len(missing) > 20:
         out.append(f"job {job.name}: {len(missing) - 20} more fires without a run")
     return out, len(expected), len(missing), dup

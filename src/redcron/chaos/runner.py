@@ -36,14 +36,13 @@ from typing import Any
 
 import redcron
 from redcron.app import App
-from redcron.broker.audit import AuditLog
-from redcron.broker.broker import shard_of_id
-from redcron.broker.retry import TRANSIENT
+from redcron.broker import TRANSIENT, AuditLog
 from redcron.chaos.checker import ChaosReport, Facts, JobFacts, check
 from redcron.chaos.scenario import Event, OneOff, Scenario, WorkerPlan
 from redcron.chaos.tasks import register
 from redcron.embedded import EmbeddedRedis
 from redcron.errors import Conflict
+from redcron.keys import shard_of_id
 from redcron.model.records import epoch_ms
 from redcron.model.states import TASK_TERMINAL
 

@@ -7,9 +7,8 @@ import sys
 
 import click
 
-from redcron.broker.doctor import examine
+from redcron.broker import DoctorReport, Finding, examine
 from redcron.cli.common import build_app, echo_json, redis_option
-from redcron.model import DoctorReport, Finding
 
 
 def _line(f: Finding, repair: bool) -> str:

@@ -8,8 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
-from redcron.broker.jobs import JobStore, spec_from_json
-from redcron.broker.workers import unserved_tasks
+from redcron.broker import JobStore, unserved_tasks
 from redcron.cli.common import (
     app_option,
     build_app,
@@ -22,7 +21,7 @@ from redcron.cli.runs import dag_tree, iso_utc, runs_table
 from redcron.errors import ValidationError
 from redcron.model import JobRecord, RunRecord
 from redcron.model.jobfile import load_job_files
-from redcron.model.jobs import JobSpec, Task
+from redcron.model.jobs import JobSpec, Task, spec_from_json
 from redcron.model.serialize import to_json
 
 RECENT_RUNS = 10

@@ -10,8 +10,7 @@ from typing import Any
 
 import click
 
-from redcron.broker.broker import shard_of_id
-from redcron.broker.jobs import JobStore
+from redcron.broker import JobStore
 from redcron.cli.common import (
     FiniteFloatRange,
     app_option,
@@ -24,6 +23,7 @@ from redcron.cli.common import (
     table,
 )
 from redcron.errors import NotFound
+from redcron.keys import shard_of_id
 from redcron.model import RunRecord, TaskRecord
 from redcron.model.states import RUN_ACTIVE, TASK_LEASED, RunState, TaskState
 

@@ -8,9 +8,7 @@ from typing import Any
 import click
 
 from redcron.app import App
-from redcron.broker.inspect import queue_loads
-from redcron.broker.tasklist import TaskFilter, list_tasks
-from redcron.broker.workers import WorkerRegistry
+from redcron.broker import TaskFilter, WorkerRegistry, list_tasks, queue_loads
 from redcron.cli.common import (
     app_option,
     build_app,

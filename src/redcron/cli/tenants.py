@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from redcron.broker.tenants import TenantStore
+from redcron.broker import TenantStore
 from redcron.cli.common import (
     app_option,
     build_app,

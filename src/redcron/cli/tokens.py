@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import click
 
-from redcron.broker.tokens import TokenStore
+from redcron.broker import TokenStore
 from redcron.cli.common import (
     app_option,
     build_app,

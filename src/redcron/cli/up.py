@@ -33,7 +33,7 @@ from typing import Any
 
 import click
 
-from redcron.broker.logins import LINK_TTL_S, LoginLinks
+from redcron.broker import LINK_TTL_S, LoginLinks
 from redcron.cli.common import (
     LOG_LEVELS,
     app_option,

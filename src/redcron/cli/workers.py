@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import click
 
-from redcron.broker.workers import WorkerRegistry
+from redcron.broker import WorkerRegistry
 from redcron.cli.common import app_option, build_app, echo_listing, iso_ms, redis_option, table
 from redcron.cli.tokens import worker_token
 from redcron.model import WorkerInfo

@@ -14,7 +14,7 @@ from typing import Any
 import flask
 
 from redcron.app import App
-from redcron.broker.tokens import digest
+from redcron.broker import digest
 from redcron.dashboard.api import api
 from redcron.dashboard.api.auth import ADMIN_DIGEST
 from redcron.dashboard.api.common import EXTENSION, StrictJSON, register_error_handlers

@@ -24,8 +24,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from redcron.app import App
-from redcron.broker.metrics import BREAKER_VALUES, read_metrics
-from redcron.broker.tokens import digest
+from redcron.broker import BREAKER_VALUES, digest, read_metrics
 from redcron.dashboard.api.auth import bearer
 
 #: Flask config key: SHA-256 of the token ``GET /metrics`` requires (None: open)

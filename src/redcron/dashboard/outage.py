@@ -18,7 +18,7 @@ import flask
 from werkzeug.wrappers import Response
 
 from redcron.app import App
-from redcron.broker.retry import UNAVAILABLE, Outage, is_unavailable
+from redcron.broker import UNAVAILABLE, Outage, is_unavailable
 from redcron.dashboard.api.common import error_response
 from redcron.dashboard.ui import error_page, wants_page
 

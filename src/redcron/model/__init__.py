@@ -1,23 +1,22 @@
 """What is data, and its validation; no Redis, no processes.
 
-- ``jobs``: job specs and the DAG of a job's tasks (``JobSpec``, ``Task``).
+- ``jobs``: job specs and the DAG of a job's tasks (``JobSpec``, ``Task``), and
+  the JSON a job hash stores them as (``spec_json``, ``spec_from_json``).
 - ``jobfile``: job files (YAML/JSON) into specs.
 - ``tenants``: a tenant's dispatch settings.
 - ``states``: task and run states (the Lua tables are generated from them).
 - ``validation``: the checks every number and name coming in goes through.
 - ``binding``: does a call's ``[args, kwargs]`` fit a task function's signature.
-- ``records``: what the library returns (a task, a job, a run...), and
-  ``serialize``: the one JSON form of them (CLI ``--json``, the API).
+- ``records``: what the library returns (a task, a job, a run...), one module
+  per area, and ``serialize``: the one JSON form of them (CLI ``--json``, the
+  API).  The doctor's records live beside it (``redcron.broker.doctor.records``).
 """
 
 from redcron.model.records import (
     AttemptRecord,
     DlqEntry,
-    DoctorReport,
-    DoctorSummary,
     Event,
     ExpiredTask,
-    Finding,
     JobChange,
     JobRecord,
     LagSummary,
@@ -26,7 +25,6 @@ from redcron.model.records import (
     RunRecord,
     TaskRecord,
     TenantLoad,
-    TenantRecount,
     TenantStatus,
     TokenInfo,
     WorkerInfo,
@@ -36,11 +34,8 @@ from redcron.model.serialize import to_json
 __all__ = [
     "AttemptRecord",
     "DlqEntry",
-    "DoctorReport",
-    "DoctorSummary",
     "Event",
     "ExpiredTask",
-    "Finding",
     "JobChange",
     "JobRecord",
     "LagSummary",
@@ -49,7 +44,6 @@ __all__ = [
     "RunRecord",
     "TaskRecord",
     "TenantLoad",
-    "TenantRecount",
     "TenantStatus",
     "TokenInfo",
     "WorkerInfo",

@@ -8,6 +8,7 @@ created in one script call without Python in the loop.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from typing import Any
 from redcron import serde
 from redcron.errors import ValidationError
 from redcron.model import validation
+from redcron.schedule.plan import FirePolicy
 from redcron.schedule.triggers import Trigger, make_trigger
 
 COMMAND_TASK = "redcron.command"
@@ -203,6 +205,10 @@ class JobSpec:
             job_key=f"{self.tenant}/{self.name}",
         )
 
+    def fire_policy(self) -> FirePolicy:
+        """What fire planning reads of the job beside its trigger."""
+        return FirePolicy(self.catchup, self.catchup_limit, self.jitter_s)
+
     def template(self, defaults: Mapping[str, Any]) -> tuple[str, dict[str, bytes]]:
         """Compile the DAG for ``fire.lua``.
 
@@ -374,3 +380,26 @@ def spec_from_dict(data: Mapping[str, Any], *, where: str = "job") -> JobSpec:
     fields = {k: v for k, v in data.items() if k != "tasks"}
     spec = JobSpec(tasks=tasks, **fields)
     return spec
+
+
+def spec_json(spec: JobSpec) -> str:
+    """The spec as the JSON text a job hash stores (``spec``)."""
+
+    def default(value: Any) -> Any:
+        if isinstance(value, datetime):
+            return value.isoformat()
+        raise TypeError(f"not JSON: {value!r}")
+
+    return json.dumps(dataclasses.asdict(spec), sort_keys=True, default=default)
+
+
+def spec_from_json(text: str) -> JobSpec:
+    """A job hash's stored ``spec`` (:func:`spec_json`'s text) as a JobSpec."""
+    data = json.loads(text)
+    for name in ("cron", "every"):
+        # stored before an empty cron/every was refused, when "" meant a manual job
+        if data.get(name) == "":
+            data[name] = None
+    if data.get("at"):
+        data["at"] = datetime.fromisoformat(data["at"])
+    return spec_from_dict(data)

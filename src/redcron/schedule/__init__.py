@@ -7,6 +7,8 @@ window, backlog policy); ``jitter`` and ``timeutil`` hold the deterministic
 jitter and the millisecond conversions the beat and the broker share.
 
 The submodules are imported by name (``redcron.schedule.triggers``); this
-module imports none of them, so ``redcron.model.jobs`` can use ``triggers`` while
-``plan`` reads ``JobSpec`` without an import cycle.
+module imports none of them.  Nothing here imports ``redcron.model``: a job's
+schedule comes in as plain values (a ``Trigger``, a ``FirePolicy``, a jitter in
+seconds), so ``redcron.model.jobs`` builds them from a ``JobSpec`` and the
+dependency points one way (model -> schedule).
 """

@@ -6,8 +6,6 @@ import math
 import zlib
 from typing import Any
 
-from redcron.model.jobs import JobSpec
-
 
 def jitter_ms(job_id: str, nominal_ms: int, jitter_s: float) -> int:
     """Deterministic per (job, fire time): a restarted beat computes the same due time."""
@@ -17,19 +15,22 @@ def jitter_ms(job_id: str, nominal_ms: int, jitter_s: float) -> int:
     return zlib.crc32(f"{job_id}:{nominal_ms}".encode()) % (span + 1)
 
 
-def effective_jitter_s(spec: JobSpec, tenant_jitter: float) -> float:
-    """The jitter a job's due times use: its own ``jitter_s`` wins; a job without
-    one (0) takes its tenant's default ``jitter_s`` (read live, never stored in
-    the job spec, so changing the tenant setting moves the next due time computed)."""
-    if spec.jitter_s > 0:
-        return spec.jitter_s
+def effective_jitter_s(job_jitter_s: float, tenant_jitter: float) -> float:
+    """The jitter a job's due times use: its own ``jitter_s`` (``job_jitter_s``)
+    wins; a job without one (0) takes its tenant's default ``jitter_s`` (read
+    live, never stored in the job spec, so changing the tenant setting moves the
+    next due time computed)."""
+    if job_jitter_s > 0:
+        return job_jitter_s
     return tenant_jitter if tenant_jitter > 0 else 0.0
 
 
-def due_ms(job_id: str, spec: JobSpec, nominal_ms: int, tenant_jitter: float) -> int:
+def due_ms(job_id: str, job_jitter_s: float, nominal_ms: int, tenant_jitter: float) -> int:
     """When a job's fire at ``nominal_ms`` is due: the nominal time plus the job's
     deterministic jitter (its own ``jitter_s``, else its tenant's default)."""
-    return nominal_ms + jitter_ms(job_id, nominal_ms, effective_jitter_s(spec, tenant_jitter))
+    return nominal_ms + jitter_ms(
+        job_id, nominal_ms, effective_jitter_s(job_jitter_s, tenant_jitter)
+    )
 
 
 def tenant_jitter_s(value: Any) -> float:

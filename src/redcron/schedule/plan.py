@@ -12,7 +12,6 @@ import functools
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from redcron.model.jobs import JobSpec
 from redcron.schedule.jitter import effective_jitter_s, jitter_ms
 from redcron.schedule.timeutil import from_ms, to_ms
 from redcron.schedule.triggers import Trigger, fires_between, next_fire
@@ -21,6 +20,17 @@ from redcron.schedule.triggers import Trigger, fires_between, next_fire
 MISSED_LIMIT = 100_000
 #: fire.lua calls for one job in one pass (a longer backlog continues next pass)
 CHAIN_LIMIT = 100
+
+
+@dataclass(frozen=True, slots=True)
+class FirePolicy:
+    """What planning needs of a job beside its trigger (``JobSpec.fire_policy()``):
+    its catch-up policy (``latest``, ``all``, ``none``), how many fires ``all``
+    keeps, and its own jitter (0: the tenant's default)."""
+
+    catchup: str = "latest"
+    catchup_limit: int = 100
+    jitter_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +91,7 @@ def backlog(trigger: Trigger, nominal: int, now: int, keep: int) -> tuple[list[i
 
 def plan_fires(
     job_id: str,
-    spec: JobSpec,
+    policy: FirePolicy,
     trigger: Trigger,
     nominal: int,
     score: int,
@@ -101,13 +111,13 @@ def plan_fires(
     (the tenant's default) when the job has none.  At most CHAIN_LIMIT calls:
     the schedule then holds the next fire and the next pass goes on from it.
     """
-    jitter = effective_jitter_s(spec, tenant_jitter)
+    jitter = effective_jitter_s(policy.jitter_s, tenant_jitter)
     if now - nominal <= window_ms:
         return _chain(job_id, trigger, jitter, score, nominal, now, [])
     # fires at or before old_end are overdue by more than the window
     old_end = now - window_ms - 1
-    policy = spec.catchup if spec.catchup in ("all", "none") else "latest"
-    keep = {"latest": 1, "all": spec.catchup_limit, "none": 0}[policy]
+    catchup = policy.catchup if policy.catchup in ("all", "none") else "latest"
+    keep = {"latest": 1, "all": policy.catchup_limit, "none": 0}[catchup]
     kept, total = backlog(trigger, nominal, old_end, keep)
     # the first fire inside the window (or, if none is, the first one still to come)
     recent = _after(trigger, old_end)

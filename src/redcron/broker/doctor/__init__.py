@@ -15,6 +15,7 @@ idempotent: running doctor twice never does anything twice.  None hands out
 again work that a worker may be running.
 
 - ``report``: :func:`examine`, the order of the checks, the report.
+- ``records``: what it returns (``DoctorReport``, ``Finding``...).
 - ``exam``: the state one examination passes to every check (``Exam``).
 - ``scan``: discovery reads and snapshots.
 - ``logic``: the pure comparisons (:func:`instance_problem`,
@@ -34,11 +35,16 @@ from redcron.broker.doctor.logic import (
     run_progress,
     run_recount,
 )
+from redcron.broker.doctor.records import DoctorReport, DoctorSummary, Finding, TenantRecount
 from redcron.broker.doctor.report import examine
 
 __all__ = [
     "SCRIPTS",
+    "DoctorReport",
+    "DoctorSummary",
+    "Finding",
     "RunCounts",
+    "TenantRecount",
     "examine",
     "glob_escape",
     "instance_problem",

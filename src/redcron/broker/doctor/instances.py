@@ -20,7 +20,7 @@ from redcron.broker.doctor.scan import (
     snapshot,
     tx,
 )
-from redcron.keys import Keys
+from redcron.keys import Keys, job_of_run
 from redcron.model.states import RUN_ACTIVE, TASK_LEASED, TASK_TERMINAL
 from redcron.serde import text as _s
 
@@ -80,7 +80,7 @@ def _lookups(k: Keys, shard: int, iid: str, f: dict[str, str]) -> list[Cmd]:
         eid = loc[4:] if loc.startswith("dlq:") else "0-0"
         return [("xrange", k.dlq(shard, tenant), eid, eid)]
     if state == "held":
-        return [("lpos", k.held(shard, f.get("run", "").partition("@")[0]), iid)]
+        return [("lpos", k.held(shard, job_of_run(f.get("run", ""))), iid)]
     if state == "pending":
         return [("hget", k.run(shard, f.get("run", "")), "state")]
     return []
@@ -197,7 +197,7 @@ def _judge(ex: Exam, shard: int, key: str, iid: str, f: dict[str, str], got: lis
     elif state == "held":
         (pos,) = got
         if pos is None:
-            job = f.get("run", "").partition("@")[0]
+            job = job_of_run(f.get("run", ""))
             ex.add(
                 "held_missing",
                 shard,

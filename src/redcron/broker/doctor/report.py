@@ -13,11 +13,11 @@ import redis
 from redcron.broker.doctor.exam import Exam, Found
 from redcron.broker.doctor.instances import check_instances
 from redcron.broker.doctor.members import check_dlq, check_leases, check_timers
+from redcron.broker.doctor.records import DoctorReport, DoctorSummary, Finding, TenantRecount
 from redcron.broker.doctor.rings import check_parked, check_rings
 from redcron.broker.doctor.runs import check_runs
 from redcron.broker.doctor.schedule import check_breaker_index, check_jobs
 from redcron.broker.doctor.streams import check_streams, stream_names
-from redcron.model import DoctorReport, DoctorSummary, Finding, TenantRecount
 from redcron.model.records import from_ms
 from redcron.serde import text as _s
 

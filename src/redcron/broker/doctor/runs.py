@@ -10,6 +10,7 @@ from typing import Any
 from redcron.broker.doctor.exam import Exam, Fix
 from redcron.broker.doctor.logic import run_progress, run_recount
 from redcron.broker.doctor.scan import Cmd, pipelined, scan, snapshot, tx
+from redcron.keys import job_of_run
 from redcron.model.states import RUN_ACTIVE
 from redcron.serde import text as _s
 
@@ -48,7 +49,7 @@ def check_runs(ex: Exam, shard: int) -> None:
         for key, rid, tasks in runs:
             ex.counts["runs_active"] += 1
             # a run id is <job id>@...: its job's active set is read in the same snapshot
-            active = ex.k.active(shard, rid.partition("@")[0])
+            active = ex.k.active(shard, job_of_run(rid))
             cmds: list[Cmd] = [("hmget", key, _RUN_FIELDS), ("sismember", active, rid)]
             cmds += [("hmget", ex.k.ti(shard, f"{rid}/{t}"), ["state", "deps"]) for t in tasks]
             run, member, *rows = tx(ex.r, cmds)

@@ -12,7 +12,7 @@ from typing import Any
 
 from redcron.broker.doctor.exam import Exam, Fix
 from redcron.broker.doctor.scan import Cmd, scan, snapshot, zpages
-from redcron.broker.jobs import spec_from_json
+from redcron.model.jobs import spec_from_json
 from redcron.schedule.jitter import due_ms, tenant_jitter_s
 from redcron.serde import text as _s
 
@@ -134,7 +134,7 @@ def _fix_schedule(ex: Exam, shard: int, job_id: str, tenant: str, nxt: str, spec
         due: Any = ""
         if nxt:
             default = tenant_jitter_s(ex.r.hget(ex.k.tenant(shard, tenant), "jitter_s"))
-            due = due_ms(job_id, spec_from_json(spec), int(nxt), default)
+            due = due_ms(job_id, spec_from_json(spec).jitter_s, int(nxt), default)
         word = _s(ex.call("doctor_schedule", shard, [job_id, nxt, due]))
         return word != "changed", _SCHEDULE_WORDS.get(word, word)
 

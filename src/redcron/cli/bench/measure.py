@@ -26,6 +26,7 @@ from redcron.app import App
 from redcron.clock import ulid
 from redcron.config import WORKER_PREFETCH_PER_SLOT, default_concurrency
 from redcron.embedded import EmbeddedRedis
+from redcron.keys import run_id
 from redcron.model.jobs import JobSpec, Task
 from redcron.model.states import TaskState
 from redcron.schedule.timeutil import to_ms
@@ -366,7 +367,7 @@ def trigger(
             job_ids = [j.decode() for j in pipe.execute()]
             pipe = client.pipeline(transaction=False)
             for jid in job_ids:
-                pipe.hget(bapp.broker.keys.run(0, f"{jid}@{target_ms}"), "created")
+                pipe.hget(bapp.broker.keys.run(0, run_id(jid, target_ms)), "created")
             created = sorted(int(c) for c in pipe.execute() if c)
             lags = [c - target_ms for c in created]
             span_s = max(1e-3, (created[-1] - created[0]) / 1000) if created else 0.0

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import flask
 
-from redcron.broker.tokens import TokenStore, digest
+from redcron.broker import TokenStore, digest
 from redcron.dashboard.api.common import ApiError, bad, error_response, redcron_app
 from redcron.errors import NotFound
 from redcron.model import JobRecord, RunRecord, TaskRecord

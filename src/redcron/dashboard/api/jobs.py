@@ -17,8 +17,7 @@ from typing import Any
 
 import flask
 
-from redcron.broker.jobs import JobStore
-from redcron.broker.workers import unserved_tasks
+from redcron.broker import JobStore, unserved_tasks
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import ApiError, bad, body, only, redcron_app, reply
 from redcron.errors import ValidationError

@@ -37,7 +37,7 @@ from typing import NoReturn
 
 import flask
 
-from redcron.broker.shared_secrets import lease_secret
+from redcron.broker import lease_secret
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import ApiError, bad, redcron_app
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import flask
 
-from redcron.broker.cancel import RunCancel, TaskCancel
+from redcron.broker import RunCancel, TaskCancel
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import ApiError, bad, body, only, query_int, redcron_app, reply
 from redcron.errors import NotFound

@@ -24,8 +24,7 @@ from typing import Any, NoReturn
 import flask
 
 from redcron import serde
-from redcron.broker import Broker, FailItem, Lease
-from redcron.broker.retry import TRANSIENT
+from redcron.broker import TRANSIENT, Broker, FailItem, Lease
 from redcron.dashboard.api import auth, leases
 from redcron.dashboard.api.common import ApiError, bad, body, only, redcron_app, reply
 from redcron.dashboard.api.connection import UnlessSent, client_gone

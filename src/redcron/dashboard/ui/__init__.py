@@ -17,7 +17,7 @@ from typing import Any
 import flask
 from werkzeug.exceptions import HTTPException
 
-from redcron.broker.retry import UNAVAILABLE
+from redcron.broker import UNAVAILABLE
 from redcron.dashboard.api.common import ApiError
 from redcron.dashboard.api.common import http_error as api_http_error
 from redcron.dashboard.ui import (

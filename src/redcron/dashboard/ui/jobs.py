@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 
 import flask
 
-from redcron.broker.jobs import JobStore
+from redcron.broker import JobStore
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render

@@ -8,8 +8,7 @@ from typing import Any
 
 import flask
 
-from redcron.broker.stats import activity, trigger_lag
-from redcron.broker.workers import WorkerRegistry
+from redcron.broker import WorkerRegistry, activity, trigger_lag
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render

@@ -25,9 +25,7 @@ from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
 from itsdangerous import URLSafeTimedSerializer
 
 from redcron.app import App
-from redcron.broker.logins import LoginLinks
-from redcron.broker.retry import UNAVAILABLE
-from redcron.broker.tokens import TokenStore
+from redcron.broker import UNAVAILABLE, LoginLinks, TokenStore
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import EXTENSION, redcron_app
 from redcron.errors import NotFound

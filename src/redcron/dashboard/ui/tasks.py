@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import flask
 
-from redcron.broker.cancel import TaskCancel
-from redcron.broker.tasklist import TaskFilter, list_tasks
+from redcron.broker import TaskCancel, TaskFilter, list_tasks
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render

@@ -9,7 +9,7 @@ from typing import Any
 
 import flask
 
-from redcron.broker.stats import trigger_lag_by_tenant
+from redcron.broker import trigger_lag_by_tenant
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import flask
 
-from redcron.broker.inspect import running_by_worker
-from redcron.broker.workers import WorkerRegistry
+from redcron.broker import WorkerRegistry, running_by_worker
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render

@@ -22,10 +22,6 @@
   gets its trial even when no new work of the job comes in. ]]
 -- @include lib/rings.lua
 
-local function job_of_run(run_id)
-  return string.match(run_id or '', '^(.-)@')
-end
-
 local function breaker_event(kind, job_id, now, detail)
   redis.call('XADD', key_events(), 'MAXLEN', '~', 1000, '*', 'type', kind, 'job', job_id,
     'at', now, 'detail', detail or '')

@@ -3,7 +3,6 @@
 -- @include lib/attempts.lua
 -- @include lib/streams.lua
 -- @include lib/rings.lua
--- @include lib/breaker.lua
 -- @include lib/terminal.lua
 -- @include lib/runs.lua
 

@@ -208,7 +208,7 @@ local function run_check_end(run_id, now)
     if buffered and buffered ~= '' and redis.call('SCARD', key_active(job_id)) == 0 then
       redis.call('HSET', jk, 'buffered', '')
       local fire_ms, trig = string.match(buffered, '^(%d+)|(.*)$')
-      local rid = job_id .. '@' .. fire_ms
+      local rid = make_run_id(job_id, fire_ms)
       if redis.call('EXISTS', key_run(rid)) == 0 then
         if redis.call('HGET', jk, 'paused') == '1' then
           record_skipped(job_id, rid, tonumber(fire_ms), trig, now, 'buffered fire: job paused')

@@ -1,0 +1,215 @@
+"""Job records: one job (the ``job:<id>`` hash) and its place on the schedule,
+what writing a job did, and the events its circuit breaker records."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from redcron.model.records.fields import (
+    JSON_TEXT,
+    Fields,
+    _int,
+    _opt_float,
+    _opt_int,
+    _opt_text,
+    _text,
+    _time,
+    from_ms,
+)
+
+#: what writing a job did (``deleted``: removed by ``jobs apply --prune``)
+JobChangeKind = Literal["created", "updated", "unchanged", "deleted"]
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """One job (the ``job:<id>`` hash) and its place on the schedule.
+
+    ``spec`` is the stored spec (JSON text; ``spec_from_json`` makes it a
+    ``JobSpec``); ``cron``/``every``/``at``/``tz`` are its trigger and
+    ``trigger`` says it in words (``cron 0 2 * * *``, ``every 30s``,
+    ``manual``).  ``next_fire`` is the nominal time of the next fire and
+    ``scheduled_due`` when the beat will fire it (nominal + jitter); both are
+    None while the job is paused or has no next fire.  ``parked_reason`` says
+    why the beat took the job off the schedule (it could not compute or send
+    its next fire: a malformed hash, an unreadable spec, a zone gone from
+    tzdata), since ``parked_at``; an update or resume clears it.  ``breaker`` is the
+    circuit breaker's state: ``closed``, ``open`` or ``trial``.  ``change``
+    is what the write that returned the record did (``created``, ``updated``
+    or ``unchanged``: ``app.jobs.put``); None on a plain read.
+    """
+
+    id: str
+    tenant: str
+    name: str
+    version: int
+    paused: bool
+    paused_reason: str | None
+    parked_reason: str | None
+    parked_at: datetime | None
+    trigger: str
+    cron: str | None
+    every: str | None
+    at: datetime | None
+    tz: str
+    task_order: tuple[str, ...]
+    overlap: str
+    keep_runs: int
+    keep_s: int
+    pause_after_failures: int
+    consecutive_failures: int
+    fires_skipped: int
+    created_at: datetime | None
+    updated_at: datetime | None
+    last_fire: datetime | None
+    next_fire: datetime | None
+    scheduled_due: datetime | None
+    breaker: str
+    breaker_until: datetime | None
+    breaker_trial: str | None
+    breaker_ratio: float | None
+    breaker_min_attempts: int | None
+    breaker_window_s: float | None
+    breaker_cooldown_s: float | None
+    spec: str = field(metadata=JSON_TEXT)
+    shard: int
+    change: JobChangeKind | None = None
+
+    @classmethod
+    def from_fields(
+        cls, fields: Fields, shard: int, scheduled_due_ms: int | None = None
+    ) -> JobRecord:
+        """Parse a decoded ``job:<id>`` hash; ``scheduled_due_ms`` is the job's
+        score on the shard's schedule (None: not scheduled)."""
+        cron, every, at_text, tz = _trigger_sig(_text(fields.get("trigger_sig")))
+        at = _at(at_text, tz)
+        paused = _text(fields.get("paused")) == "1"
+        return cls(
+            id=_text(fields.get("id")),
+            tenant=_text(fields.get("tenant")),
+            name=_text(fields.get("name")),
+            version=_int(fields, "version"),
+            paused=paused,
+            paused_reason=_opt_text(fields, "paused_reason"),
+            parked_reason=_opt_text(fields, "parked_reason"),
+            parked_at=_time(fields, "parked_at"),
+            trigger=_trigger_text(cron, every, at),
+            cron=cron,
+            every=every,
+            at=at,
+            tz=tz,
+            task_order=_task_order(_text(fields.get("template"))),
+            overlap=_text(fields.get("overlap")),
+            keep_runs=_int(fields, "keep_runs"),
+            keep_s=_int(fields, "keep_s"),
+            pause_after_failures=_int(fields, "pause_after_failures"),
+            consecutive_failures=_int(fields, "consecutive_failures"),
+            fires_skipped=_int(fields, "fires_skipped"),
+            created_at=_time(fields, "created"),
+            updated_at=_time(fields, "updated"),
+            last_fire=_time(fields, "last_fire"),
+            next_fire=None if paused else _time(fields, "next_fire"),
+            scheduled_due=from_ms(scheduled_due_ms),
+            breaker=_text(fields.get("breaker")) or "closed",
+            breaker_until=_time(fields, "breaker_until"),
+            breaker_trial=_opt_text(fields, "breaker_trial"),
+            breaker_ratio=_opt_float(fields, "breaker_ratio"),
+            breaker_min_attempts=_opt_int(fields, "breaker_min"),
+            breaker_window_s=_opt_float(fields, "breaker_window_s"),
+            breaker_cooldown_s=_opt_float(fields, "breaker_cooldown_s"),
+            spec=_text(fields.get("spec")),
+            shard=shard,
+        )
+
+
+def _trigger_sig(text: str) -> tuple[str | None, str | None, str | None, str]:
+    """job_put's ``trigger_sig``: JSON ``[cron, every, at, tz]``."""
+    try:
+        cron, every, at, tz = json.loads(text)
+    except (ValueError, TypeError):
+        return None, None, None, "UTC"
+    return cron or None, every or None, at or None, tz or "UTC"
+
+
+def _at(text: str | None, tz: str) -> datetime | None:
+    """A one-shot job's time in UTC; a naive ``at`` is wall time in ``tz``
+    (in a DST gap ``next_fire`` holds the instant the beat computed)."""
+    if not text:
+        return None
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if at.tzinfo is None:
+        try:
+            at = at.replace(tzinfo=ZoneInfo(tz))
+        except (ZoneInfoNotFoundError, ValueError):
+            at = at.replace(tzinfo=UTC)
+    return at.astimezone(UTC)
+
+
+def _trigger_text(cron: str | None, every: str | None, at: datetime | None) -> str:
+    if cron:
+        return f"cron {cron}"
+    if every:
+        return f"every {every}"
+    if at is not None:
+        return f"at {at.isoformat().replace('+00:00', 'Z')}"
+    return "manual"
+
+
+def _task_order(template: str) -> tuple[str, ...]:
+    """The DAG's tasks in declaration order (the compiled template keeps it)."""
+    try:
+        return tuple(str(row["task"]) for row in json.loads(template or "[]"))
+    except (ValueError, TypeError, KeyError):
+        return ()
+
+
+@dataclass(frozen=True, slots=True)
+class JobChange:
+    """What an upsert did: ``change`` is created, updated or unchanged (or
+    deleted: a job ``jobs apply --prune`` removed; ``version`` is then the
+    version it had)."""
+
+    id: str
+    tenant: str
+    name: str
+    version: int
+    change: JobChangeKind
+
+    @classmethod
+    def parse(cls, tenant: str, name: str, reply: Any) -> JobChange:
+        """job_put.lua's reply ``{job_id, version, change}``."""
+        jid, version, change = reply
+        text = _text(change)
+        if text not in ("created", "updated", "unchanged"):
+            raise ValueError(f"job_put replied {text!r}")
+        return cls(_text(jid), tenant, name, int(version), text)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A recorded event (circuit breaker opened, trial, reopened, closed)."""
+
+    id: str
+    type: str
+    job_id: str
+    at: datetime | None
+    detail: str | None
+    shard: int
+
+    @classmethod
+    def from_fields(cls, entry_id: str, shard: int, fields: Fields) -> Event:
+        return cls(
+            id=entry_id,
+            type=_text(fields.get("type")),
+            job_id=_text(fields.get("job")),
+            at=_time(fields, "at"),
+            detail=_opt_text(fields, "detail"),
+            shard=shard,
+        )

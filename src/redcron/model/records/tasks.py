@@ -1,0 +1,163 @@
+"""Task records: one instance (the ``ti:<id>`` hash) and its attempts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from redcron import serde
+from redcron.model.records.fields import (
+    Fields,
+    _bytes,
+    _csv,
+    _int,
+    _opt_float,
+    _opt_int,
+    _opt_text,
+    _state,
+    _text,
+    _time,
+)
+from redcron.model.states import EXPIRED, TaskState
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """One attempt of a task: who ran it, when, and how it ended.
+
+    ``outcome`` is None while the attempt runs; else ``succeeded``, ``failed``,
+    ``timed_out``, ``lost`` or ``cancelled``.
+    """
+
+    number: int
+    worker: str | None = None
+    leased_at: datetime | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    outcome: str | None = None
+    error: str | None = None
+    exit_code: int | None = None
+
+    @classmethod
+    def from_fields(cls, number: int, fields: Fields) -> AttemptRecord:
+        """``fields`` holds one attempt's ``a:<n>:*`` fields without the prefix."""
+        return cls(
+            number=number,
+            worker=_opt_text(fields, "worker"),
+            leased_at=_time(fields, "leased"),
+            started_at=_time(fields, "started"),
+            ended_at=_time(fields, "ended"),
+            outcome=_opt_text(fields, "outcome"),
+            error=_opt_text(fields, "error"),
+            exit_code=_opt_int(fields, "exit"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRecord:
+    """One task instance (the ``ti:<id>`` hash), as ``task_info`` returns it.
+
+    ``args`` and ``result`` are the raw msgpack bytes; :meth:`decoded_args`
+    and :meth:`decoded_result` decode them.  ``attempt`` is the current
+    attempt number (0 before the first lease); ``budget`` the attempts not
+    counted against ``max_attempts`` (a DLQ replay or a hand-back moves it).
+    A run's task also has ``run_id``, ``task`` (its name in the DAG) and
+    ``depends_on``.
+    """
+
+    id: str
+    name: str
+    kind: str
+    #: the raw text when the hash holds no known state (edited by hand)
+    state: TaskState | str
+    queue: str
+    tenant: str
+    priority: str
+    attempt: int
+    max_attempts: int
+    budget: int
+    created_at: datetime | None
+    due_at: datetime | None
+    ended_at: datetime | None
+    deadline_at: datetime | None
+    worker: str | None
+    run_id: str | None
+    task: str | None
+    depends_on: tuple[str, ...]
+    error: str | None
+    exit_code: int | None
+    cpu: float | None
+    mem: int | None
+    timeout_s: float | None
+    cancel_requested: bool
+    args: bytes
+    result: bytes | None
+    attempts: tuple[AttemptRecord, ...]
+    shard: int
+
+    @classmethod
+    def from_fields(cls, fields: Fields, shard: int) -> TaskRecord:
+        """Parse a decoded ``ti:<id>`` hash (values may be bytes or text)."""
+        per_attempt: dict[int, dict[str, str | bytes]] = {}
+        for key, value in fields.items():
+            if key.startswith("a:"):
+                _, n, name = (*key.split(":", 2), "")[:3]
+                if n.isascii() and n.isdigit():  # a field "a:x" written by hand is no attempt
+                    per_attempt.setdefault(int(n), {})[name] = value
+        timeout_ms = _opt_int(fields, "timeout_ms")
+        return cls(
+            id=_text(fields.get("id")),
+            name=_text(fields.get("name")),
+            kind=_text(fields.get("kind")) or "python",
+            state=_state(TaskState, fields),
+            queue=_text(fields.get("queue")),
+            tenant=_text(fields.get("tenant")),
+            priority=_text(fields.get("priority")),
+            attempt=_int(fields, "attempt"),
+            max_attempts=_int(fields, "max_attempts"),
+            budget=_int(fields, "budget"),
+            created_at=_time(fields, "created"),
+            due_at=_time(fields, "due"),
+            ended_at=_time(fields, "ended"),
+            deadline_at=_time(fields, "deadline"),
+            worker=_opt_text(fields, "worker"),
+            run_id=_opt_text(fields, "run"),
+            task=_opt_text(fields, "task"),
+            depends_on=_csv(fields, "deps"),
+            error=_opt_text(fields, "error"),
+            exit_code=_opt_int(fields, "exit_code"),
+            cpu=_opt_float(fields, "cpu"),
+            mem=_opt_int(fields, "mem"),
+            timeout_s=timeout_ms / 1000 if timeout_ms else None,
+            cancel_requested=_text(fields.get("cancel_requested")) == "1",
+            args=_bytes(fields, "args") or b"",
+            result=_bytes(fields, "result") or None,
+            attempts=tuple(
+                AttemptRecord.from_fields(n, per_attempt[n]) for n in sorted(per_attempt)
+            ),
+            shard=shard,
+        )
+
+    @property
+    def attempts_used(self) -> int:
+        """Attempts counted against ``max_attempts``: those since the last DLQ
+        replay or run retry (each starts a fresh budget), less hand-backs."""
+        return max(0, self.attempt - self.budget)
+
+    def decoded_args(self) -> Any:
+        """The arguments as plain data: ``[args, kwargs]`` for a Python task,
+        ``{argv, env, cwd}`` for a command."""
+        return serde.loads(self.args)
+
+    def decoded_result(self) -> Any:
+        """The return value (None until the task succeeded)."""
+        return serde.loads(self.result)
+
+
+@dataclass(frozen=True, slots=True)
+class ExpiredTask:
+    """A run's task whose record is gone with its retention (only its name is left)."""
+
+    task: str
+    state: str = EXPIRED

@@ -1,0 +1,64 @@
+"""Who connects: live workers (the worker registry) and API tokens."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from redcron.model.records.fields import Fields, _csv, _int, _text, _time
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """A live worker as it last published itself (``redcron workers list``).
+
+    ``slots`` is its concurrency, ``running`` the attempts in progress at its
+    last heartbeat (``heartbeat_at``, server clock); ``expires_at`` is when the
+    entry goes if no heartbeat renews it.  ``tasks`` are the task names its
+    App registers (a command worker also serves ``redcron.command``)."""
+
+    id: str
+    host: str
+    pid: int
+    queues: tuple[str, ...]
+    tenants: tuple[str, ...]
+    slots: int
+    running: int
+    tasks: tuple[str, ...]
+    version: str
+    started_at: datetime | None
+    heartbeat_at: datetime | None
+    expires_at: datetime | None
+
+    @classmethod
+    def from_fields(cls, fields: Fields) -> WorkerInfo:
+        """Parse a decoded ``worker:<id>`` hash."""
+        return cls(
+            id=_text(fields.get("id")),
+            host=_text(fields.get("host")),
+            pid=_int(fields, "pid"),
+            queues=_csv(fields, "queues"),
+            tenants=_csv(fields, "tenants"),
+            slots=_int(fields, "slots"),
+            running=_int(fields, "running"),
+            tasks=_csv(fields, "tasks"),
+            version=_text(fields.get("version")),
+            started_at=_time(fields, "started"),
+            heartbeat_at=_time(fields, "heartbeat"),
+            expires_at=_time(fields, "expires"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TokenInfo:
+    """An API token as ``redcron tenants token list`` shows it: never its secret.
+
+    ``kind`` is ``tenant`` (``tenant`` set) or ``worker`` (``queues`` it may
+    lease from, ``tenants`` it may serve; empty ``tenants`` = all)."""
+
+    id: str
+    kind: str
+    tenant: str | None
+    queues: tuple[str, ...]
+    tenants: tuple[str, ...]
+    created_at: datetime | None
