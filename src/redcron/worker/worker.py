@@ -302,7 +302,7 @@ class Worker:
         start = 0
         while not self._stopping.is_set():
             with self._lock:
-                self._leaser_reports = not os.environ.get("RC_SPLIT")
+                self._leaser_reports = True
                 free = self.capacity - self._busy
                 if len(self._active) >= self.capacity + MAX_REPORT:
                     free = 0  # reports are not getting through: lease no more until they do
