@@ -1,5 +1,6 @@
 """The worker: pulls leases, runs tasks, heartbeats and reports in batches."""
 
+from redcron.worker.options import WorkerOptions
 from redcron.worker.worker import Worker
 
-__all__ = ["Worker"]
+__all__ = ["Worker", "WorkerOptions"]

@@ -39,12 +39,11 @@ from redcron.broker.audit import AuditLog
 from redcron.broker.retry import TRANSIENT, Backoff, Outage
 from redcron.broker.workers import TTL_LEASES, Registration, WorkerRegistry
 from redcron.clock import ulid
-from redcron.config import WORKER_PREFETCH_PER_SLOT, default_concurrency
-from redcron.errors import ConfigError, NotFound, NotReplicated
-from redcron.model import validation
+from redcron.errors import NotFound, NotReplicated
 from redcron.redact import masked_url
 from redcron.worker import capture
-from redcron.worker.execute import Attempt, CommandPolicy, Outcome, check_pass_env
+from redcron.worker.execute import Attempt, Outcome
+from redcron.worker.options import WorkerOptions
 from redcron.worker.pools import ProcessPool, ThreadPool
 
 if TYPE_CHECKING:
@@ -60,96 +59,30 @@ class Worker:
 
     Args:
         app: the application whose registered tasks this worker runs.
-        concurrency: slots: attempts running at once (default 32 threads, or
-            one process per core).
-        pool: ``threads`` or ``processes``.
-        queues: queues served.
-        tenants: only lease these tenants' work (empty = all).
-        lease_ttl: seconds (default: the deployment's); heartbeats every TTL/6.
-        allow_commands: run command tasks (arbitrary commands: an explicit opt-in).
-        allow_programs: with ``allow_commands``, run only command tasks whose
-            program is one of these (paths, or names on the worker's PATH); a
-            task naming another fails permanently.  Empty: any program.
-        allow_images: with ``allow_commands``, run only container tasks of these
-            images (``registry/x`` allows every tag of it).  Empty: any image.
-        pass_env: names of the worker's environment variables that command and
-            container tasks get on top of ``PATH``, ``HOME`` and ``LANG`` (they get
-            nothing else of it: never ``REDCRON_*``, refused here).
-        grace: seconds running attempts get to finish on SIGTERM before their
-            leases are handed back.
-        app_path: ``module:app``, needed by the processes pool to import tasks.
-        name: worker id (default ``host:pid:random``).
-        prefetch: leases held beyond ``concurrency``, waiting for a slot (default
-            as many as ``concurrency``; use 0 for long tasks, so that a held lease does
-            not wait behind them while another worker is idle).  A prefetched
-            attempt that was never started is handed back at once on shutdown.
-        cpus: cores this worker offers; tasks asking for cpu are leased only
-            while they fit, and never more than this runs at once.
-        mem: memory this worker offers (bytes, or text such as ``16G``), likewise.
-        audit: record every attempt's start and end of execution in the shard's
-            audit stream (``Keys.audit``; ``redcron chaos`` checks them).  Off by
-            default: it costs two writes per attempt, and an attempt does not
-            start until its start is recorded.
+        options: how it runs (:class:`WorkerOptions`); or give the options'
+            fields as keyword arguments instead: ``Worker(app, queues=["default"],
+            concurrency=8)`` is ``Worker(app, WorkerOptions(queues=["default"],
+            concurrency=8))``.
     """
 
-    def __init__(
-        self,
-        app: App,
-        concurrency: int | None = None,
-        pool: str = "threads",
-        queues: Sequence[str] = ("default",),
-        tenants: Sequence[str] = (),
-        lease_ttl: float | None = None,
-        allow_commands: bool = False,
-        grace: float = 30.0,
-        app_path: str | None = None,
-        name: str | None = None,
-        prefetch: int | None = None,
-        cpus: float | None = None,
-        mem: int | str | None = None,
-        allow_programs: Sequence[str] = (),
-        allow_images: Sequence[str] = (),
-        audit: bool = False,
-        pass_env: Sequence[str] = (),
-    ) -> None:
-        if concurrency is None:
-            concurrency = default_concurrency(pool)
-        if concurrency < 1:
-            raise ConfigError("concurrency: must be >= 1")
-        if pool not in ("threads", "processes"):
-            raise ConfigError(f"pool: {pool!r} is not one of threads, processes")
-        if pool == "processes" and not app_path:
-            raise ConfigError("pool: the processes pool needs app_path ('module:app')")
-        self.queues = [validation.name("queues", q) for q in queues]
-        if not self.queues:
-            raise ConfigError("queues: name at least one queue")
-        if "commands" in self.queues and not allow_commands:
-            raise ConfigError(
-                "queues: 'commands' holds command tasks; start the worker with "
-                "--allow-commands to run them, or leave that queue out"
+    def __init__(self, app: App, options: WorkerOptions | None = None, **kwargs: Any) -> None:
+        if options is None:
+            options = WorkerOptions(**kwargs)
+        elif kwargs:
+            raise TypeError(
+                f"Worker: give options or their fields as keywords, not both ({', '.join(kwargs)})"
             )
-        self.tenants = [validation.name("tenants", t) for t in tenants]
+        self.options = options
+        self.queues = list(options.queues)
+        self.tenants = list(options.tenants)
         self.app = app
         self.broker = app.broker
         self.settings = app.settings
-        ttl = validation.seconds(
-            self.settings.lease_ttl if lease_ttl is None else lease_ttl, "lease_ttl", above=True
-        )
-        if ttl < self.settings.min_lease_ttl:
-            raise ConfigError(
-                f"lease_ttl: {ttl}s is below the deployment minimum {self.settings.min_lease_ttl}s"
-            )
-        self.lease_ttl_ms = int(ttl * 1000)
-        self.concurrency = concurrency
-        if prefetch is None:
-            prefetch = WORKER_PREFETCH_PER_SLOT * concurrency
-        if prefetch < 0:
-            raise ConfigError("prefetch: must be >= 0")
-        # leases held beyond the running slots, so the next batch is ready when
-        # a slot frees; they count as in flight (heartbeated, capped) like any lease
-        self.capacity = concurrency + prefetch
-        self.cpus = None if cpus is None else validation.cpus(cpus, "cpus")
-        self.mem = None if mem is None else validation.mem_bytes(mem, "mem")
+        self.lease_ttl_ms = options.lease_ttl_ms(self.settings)
+        self.concurrency = options.slots
+        self.capacity = options.capacity
+        self.cpus = options.cpus
+        self.mem = options.mem_bytes
         self._cpu_used = 0.0
         self._mem_used = 0
         # leased attempts that have not finished (running or waiting for a slot);
@@ -162,12 +95,13 @@ class Worker:
         # A lease call has a fixed cost in Redis (the dispatcher's walk) of several
         # times one more task in its batch: with prefetched work queued, the slots
         # are busy anyway, so wait for half the capacity to be free and lease that.
+        prefetch = options.capacity - options.slots
         self._min_batch = max(1, self.capacity // 2 if prefetch else self.capacity // 4)
-        self.allow_commands = allow_commands
-        self.commands = CommandPolicy.build(allow_commands, allow_programs, allow_images)
-        self.pass_env = check_pass_env(pass_env)
-        self.grace = validation.seconds(grace, "grace")
-        self.id = name or f"{socket.gethostname()}:{os.getpid()}:{ulid()[-6:]}"
+        self.allow_commands = options.allow_commands
+        self.commands = options.commands
+        self.pass_env = tuple(options.pass_env)
+        self.grace = options.grace
+        self.id = options.name or f"{socket.gethostname()}:{os.getpid()}:{ulid()[-6:]}"
         # one for all the loops: an outage is one warning and one recovery line
         self._outage = Outage(log, f"worker {self.id}")
         # keyed by the whole token, not the task id: a task retried at once
@@ -186,15 +120,20 @@ class Worker:
         self._hard_stop = threading.Event()
         self._reporter_done = threading.Event()
         self.processed = 0
-        self._audit_log = AuditLog(self.broker) if audit else None
-        hook = self._audit if audit else None
+        self._audit_log = AuditLog(self.broker) if options.audit else None
+        hook = self._audit if options.audit else None
         self.pool: ThreadPool | ProcessPool
-        if pool == "threads":
-            self.pool = ThreadPool(app, concurrency, self._on_done, self.broker, audit=hook)
+        if options.pool == "threads":
+            self.pool = ThreadPool(app, self.concurrency, self._on_done, self.broker, audit=hook)
         else:
-            assert app_path is not None
+            assert options.app_path is not None
             self.pool = ProcessPool(
-                app, concurrency, self._on_done, app_path, self.settings.log_max_lines, audit=hook
+                app,
+                self.concurrency,
+                self._on_done,
+                options.app_path,
+                self.settings.log_max_lines,
+                audit=hook,
             )
 
     # -- public ---------------------------------------------------------------
