@@ -29,7 +29,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -42,9 +42,12 @@ from redcron.clock import ulid
 from redcron.errors import NotFound, NotReplicated
 from redcron.redact import masked_url
 from redcron.worker import capture
+from redcron.worker.attempt_log import AttemptLog
+from redcron.worker.audit import Audit
 from redcron.worker.execute import Attempt, Outcome
+from redcron.worker.hooks import AttemptHook, HookChain, Reports
 from redcron.worker.options import WorkerOptions
-from redcron.worker.pools import ProcessPool, ThreadPool
+from redcron.worker.pools import Pool, ProcessPool, ThreadPool
 
 if TYPE_CHECKING:
     from redcron.app import App
@@ -63,9 +66,18 @@ class Worker:
             fields as keyword arguments instead: ``Worker(app, queues=["default"],
             concurrency=8)`` is ``Worker(app, WorkerOptions(queues=["default"],
             concurrency=8))``.
+        hooks: attempt hooks (:class:`~redcron.worker.hooks.AttemptHook`), run
+            after the worker's own (its log line, and the audit with ``audit``).
     """
 
-    def __init__(self, app: App, options: WorkerOptions | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        app: App,
+        options: WorkerOptions | None = None,
+        *,
+        hooks: Iterable[AttemptHook] = (),
+        **kwargs: Any,
+    ) -> None:
         if options is None:
             options = WorkerOptions(**kwargs)
         elif kwargs:
@@ -120,51 +132,22 @@ class Worker:
         self._hard_stop = threading.Event()
         self._reporter_done = threading.Event()
         self.processed = 0
-        self._audit_log = AuditLog(self.broker) if options.audit else None
-        hook = self._audit if options.audit else None
-        self.pool: ThreadPool | ProcessPool
+        self.pool: Pool
         if options.pool == "threads":
-            self.pool = ThreadPool(app, self.concurrency, self._on_done, self.broker, audit=hook)
+            self.pool = ThreadPool(app, self.concurrency, self._on_done, self.broker)
         else:
             assert options.app_path is not None
             self.pool = ProcessPool(
-                app,
-                self.concurrency,
-                self._on_done,
-                options.app_path,
-                self.settings.log_max_lines,
-                audit=hook,
+                app, self.concurrency, self._on_done, options.app_path, self.settings.log_max_lines
             )
+        #: the attempt hooks, in order; fixed once :meth:`run` starts
+        self.hooks: list[AttemptHook] = [AttemptLog()]
+        if options.audit:
+            self.hooks.append(Audit(AuditLog(self.broker), self.id, self._hard_stop))
+        self.hooks.extend(hooks)
+        self._hooks = HookChain()
 
     # -- public ---------------------------------------------------------------
-
-    def _audit(self, attempt: Attempt, event: str, outcome: Outcome | None) -> None:
-        """Record that ``attempt`` starts (``outcome`` None) or ended executing.
-
-        Called on the executing slot's thread before the task body runs and after
-        it returned; retried while Redis is away (so a start is always recorded
-        before the body runs), given up only on a hard stop.
-        """
-        assert self._audit_log is not None
-        lease = attempt.lease
-        backoff = Backoff(0.05, 1.0, log)
-        while True:
-            try:
-                self._audit_log.record(
-                    lease.shard,
-                    event,
-                    lease.iid,
-                    lease.epoch,
-                    lease.attempt,
-                    self.id,
-                    os.getpid(),
-                    outcome.outcome if outcome is not None else "",
-                )
-                return
-            except TRANSIENT as exc:
-                if self._hard_stop.is_set():
-                    return
-                time.sleep(backoff.failed(exc, f"audit {event} of {lease.iid}"))
 
     def stop(self, graceful: bool = True) -> None:
         """Stop leasing; running attempts finish within the grace period (or not at all)."""
@@ -195,7 +178,8 @@ class Worker:
             len(shards),
             self.lease_ttl_ms / 1000,
         )
-        self.pool.start()
+        self._hooks = HookChain(self.hooks)
+        self.pool.start(self._hooks)
         reporter = threading.Thread(target=self._report_loop, name="redcron-report", daemon=True)
         keeper = threading.Thread(
             target=self._keep_loop, args=(shards,), name="redcron-keeper", daemon=True
@@ -495,8 +479,10 @@ class Worker:
             )
         if lost:
             log.warning("%d results rejected: their leases were lost (reaped or cancelled)", lost)
-        if log.isEnabledFor(logging.INFO):
-            _log_ended(group, done, failed)
+        if group and self._hooks.after_report:
+            reports = Reports(group, done, failed)
+            for hook in self._hooks.after_report:
+                hook(reports)
         with self._lock:
             for attempt, _out in group:
                 self._active.pop(_token(attempt), None)
@@ -751,76 +737,6 @@ class Worker:
                 self._active.pop(_token(attempt), None)
                 self._free_slot(attempt)
             self._lock.notify_all()
-
-
-def _log_ended(
-    group: list[tuple[Attempt, Outcome]], done: list[bool], failed: list[FailResult]
-) -> None:
-    """A line per reported attempt: what ran, how it ended, where the task went.
-
-    The fields also travel as the record's attributes (``extra``), so that
-    ``--log-format json`` carries them as keys.
-    """
-    oks = iter(done)
-    fails = iter(failed)
-    for attempt, out in group:
-        lease = attempt.lease
-        took = _took_ms(attempt)
-        fields: dict[str, Any] = {
-            "task_id": lease.iid,
-            "task": lease.name,
-            "tenant": lease.tenant,
-            "queue": lease.queue,
-            "attempt": lease.attempt,
-            "max_attempts": lease.max_attempts,
-            "outcome": out.outcome,
-            "duration_ms": took,
-        }
-        head = "task %s %s (tenant %s, queue %s) attempt %d/%d %s %s"
-        args: list[Any] = [
-            lease.name,
-            lease.iid,
-            lease.tenant,
-            lease.queue,
-            lease.attempt,
-            lease.max_attempts,
-            fields["outcome"],
-            "before it began" if took is None else f"in {_span(took)}",
-        ]
-        if out.ok:
-            recorded = next(oks)
-            fields["state"] = "succeeded" if recorded else None
-            if not recorded:
-                head += " (lease lost: result discarded)"
-            log.info(head, *args, extra=fields)
-            continue
-        res = next(fails)
-        error = (out.error.strip().splitlines() or [""])[-1][:200]
-        fields.update(error=error, state=res.state, retry_in_ms=res.retry_in_ms)
-        if res.state is None and out.outcome == "cancelled":
-            then = "the cancel had ended it already"
-        elif res.state is None:
-            then = "lease lost: not recorded"
-        elif res.retry_in_ms is not None:
-            then = f"retry in {_span(res.retry_in_ms)}"
-        elif res.state == "dead":
-            then = "dead-lettered"
-        else:
-            then = res.state
-        log.info(head + ": %s; %s", *args, error, then, extra=fields)
-
-
-def _took_ms(attempt: Attempt) -> int | None:
-    """From the attempt's start to its end, ms (None: it never began)."""
-    if attempt.began is None:
-        return None
-    ended = attempt.ended if attempt.ended is not None else time.monotonic()
-    return max(0, round((ended - attempt.began) * 1000))
-
-
-def _span(ms: int) -> str:
-    """A duration for people: ms below a second, else seconds."""
-    return f"{ms}ms" if ms < 1000 else f"{ms / 1000:.1f}s"
 
 
 def _token(attempt: Attempt) -> tuple[str, str]:
