@@ -5,13 +5,13 @@ methods, each a no-op by default, and a worker holds a list of them
 (``Worker(app, hooks=[...])``, in ``worker.hooks``, fixed once it runs).
 
 - ``before_attempt(attempt)``: on the slot's thread, just before the task body
-  runs (after the slot claimed the attempt: an attempt cancelled or handed back
-  while it waited never gets here).  The body does not start until every hook
-  returned.
+  runs (after the slot claimed the attempt: one cancelled, timed out or handed
+  back while it waited gets neither this call nor the next).  The body does
+  not start until every hook returned.
 - ``after_attempt(attempt, outcome)``: on the same thread, once the body
-  returned (or its process or command ended), before anything is reported:
-  an attempt ended by the worker without running (timed out in a thread,
-  cancelled before it began) gets no call.
+  returned (or its process or command ended), before its report.  A Python
+  thread abandoned at its timeout calls it only when the body returns, maybe
+  after the worker reported the attempt ``timed_out``.
 - ``after_report(reports)``: once a batch of ended attempts was reported to
   Redis, on the thread that reported it, with where each task went
   (:class:`Reported`).  An attempt handed back on shutdown is not reported,
