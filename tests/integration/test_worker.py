@@ -303,8 +303,8 @@ def test_attempt_leased_again_by_the_same_worker_keeps_its_own_lease(
     assert h.result(timeout=30) == 2
     assert outcomes(h.info()) == ["failed", "succeeded"]
     # each attempt gave back its own slot and cpu
-    wait_for(lambda: not w._active, "the worker to forget both attempts")
-    assert w._cpu_used == 0
+    wait_for(lambda: not w.ledger.active, "the worker to forget both attempts")
+    assert w.ledger.cpu_used == 0
 
 
 def test_drain_hands_back_prefetched_work_without_starting_it(
@@ -326,7 +326,7 @@ def test_drain_hands_back_prefetched_work_without_starting_it(
     info = second.info()
     assert outcomes(info) == ["lost"]
     assert "handed back" in str(info.attempts[0].error)
-    wait_for(lambda: not w._active, "the worker to finish its drain")
+    wait_for(lambda: not w.ledger.active, "the worker to finish its drain")
     assert holder.ran == ["first"]
 
 
@@ -356,8 +356,8 @@ def test_process_pool_never_starts_a_cancelled_prefetched_task(
 
 def _holds(w: Worker, iid: str) -> bool:
     """Does the worker still hold an attempt of ``iid`` (not yet reported)?"""
-    with w._lock:
-        return any(a.lease.iid == iid for a in w._active.values())
+    with w.ledger.lock:
+        return any(a.lease.iid == iid for a in w.ledger.active.values())
 
 
 def test_cancelled_running_task_ends_cancelled_though_its_thread_returns(

@@ -19,7 +19,7 @@ from redcron.cli.common import (
 )
 from redcron.config import WORKER_PREFETCH_PER_SLOT, WORKER_THREADS
 from redcron.lifeline import forbid_inspection
-from redcron.worker import Worker
+from redcron.worker import Worker, WorkerOptions
 
 
 @click.command()
@@ -168,8 +168,7 @@ def worker(
         # a command runs as this user: keep it out of this process's environment
         # and memory (/proc/<pid>/environ holds the Redis URL redcron up passes)
         forbid_inspection()
-    w = Worker(
-        app,
+    options = WorkerOptions(
         concurrency=concurrency,
         pool=pool,
         queues=queue_names,
@@ -186,4 +185,4 @@ def worker(
         audit=audit,
         pass_env=pass_env,
     )
-    w.run()
+    Worker(app, options).run()

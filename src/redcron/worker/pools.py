@@ -27,6 +27,7 @@ from redcron.lifeline import signal_on_parent_death
 from redcron.loader import load_app
 from redcron.worker import capture
 from redcron.worker.execute import Attempt, Outcome, run_command, run_python
+from redcron.worker.hooks import HookChain
 
 if TYPE_CHECKING:
     from redcron.app import App
@@ -34,9 +35,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Done = Callable[[Attempt, Outcome], None]
-#: ``audit(attempt, "start", None)`` before an attempt's body runs and
-#: ``audit(attempt, "end", outcome)`` after it returned (``Worker(audit=True)``)
-Audit = Callable[[Attempt, str, Outcome | None], None]
 
 
 def _timeout_s(attempt: Attempt) -> float | None:
@@ -57,15 +55,18 @@ class _Slots:
 
     thread_name = "redcron-slot"
 
-    def __init__(self, app: App, size: int, on_done: Done, audit: Audit | None = None) -> None:
+    def __init__(self, app: App, size: int, on_done: Done) -> None:
         self.app = app
         self.size = size
         self.on_done = on_done
-        self.audit = audit
+        self.hooks = HookChain()
         self._queue: queue.SimpleQueue[Attempt | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
 
-    def start(self) -> None:
+    def start(self, hooks: HookChain | None = None) -> None:
+        """Start the slots; each runs ``hooks`` before and after an attempt's body."""
+        if hooks is not None:
+            self.hooks = hooks
         for _ in range(self.size):
             self._spawn()
 
@@ -94,10 +95,8 @@ class ThreadPool(_Slots):
 
     thread_name = "redcron-exec"
 
-    def __init__(
-        self, app: App, size: int, on_done: Done, broker: Any, audit: Audit | None = None
-    ) -> None:
-        super().__init__(app, size, on_done, audit)
+    def __init__(self, app: App, size: int, on_done: Done, broker: Any) -> None:
+        super().__init__(app, size, on_done)
         self.broker = broker
 
     def replace(self) -> None:
@@ -111,16 +110,16 @@ class ThreadPool(_Slots):
                 return
             if not attempt.try_begin():
                 continue  # ended while it waited for this slot: never run it
-            if self.audit is not None:
-                self.audit(attempt, "start", None)
+            for before in self.hooks.before_attempt:
+                before(attempt)
             if attempt.lease.kind != "python":
                 outcome = run_command(
                     attempt, _timeout_s(attempt), self.app.settings.container_runtime
                 )
             else:
                 outcome = run_python(self.app, attempt, self.broker)
-            if self.audit is not None:
-                self.audit(attempt, "end", outcome)
+            for after in self.hooks.after_attempt:
+                after(attempt, outcome)
             if attempt.finish():
                 # this thread's slot was handed to a replacement; leave quietly
                 return
@@ -242,9 +241,8 @@ class ProcessPool(_Slots):
         on_done: Done,
         app_path: str,
         max_lines: int,
-        audit: Audit | None = None,
     ) -> None:
-        super().__init__(app, size, on_done, audit)
+        super().__init__(app, size, on_done)
         self.app_path = app_path
         self.max_lines = max_lines
         self._children: list[_Child] = []
@@ -274,17 +272,17 @@ class ProcessPool(_Slots):
                 return
             if not attempt.try_begin():
                 continue  # ended while it waited for this slot: the child stays as it is
-            if self.audit is not None:
-                self.audit(attempt, "start", None)
+            for before in self.hooks.before_attempt:
+                before(attempt)
             if attempt.lease.kind != "python":
                 outcome = run_command(
                     attempt, _timeout_s(attempt), self.app.settings.container_runtime
                 )
             else:
                 outcome, child = self._run_in_child(child, attempt)
-            if self.audit is not None:
-                # the child is gone or has answered: the execution is over
-                self.audit(attempt, "end", outcome)
+            # the child is gone or has answered: the execution is over
+            for after in self.hooks.after_attempt:
+                after(attempt, outcome)
             if attempt.finish():
                 # handed back on shutdown (or already reported by the worker):
                 # a report now could race the hand-back and end the attempt twice
@@ -327,3 +325,7 @@ class ProcessPool(_Slots):
             children = list(self._children)
         for child in children:
             child.kill()
+
+
+#: the pools a worker runs attempts in
+Pool = ThreadPool | ProcessPool

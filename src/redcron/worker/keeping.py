@@ -1,0 +1,206 @@
+"""Keeping: the keeper thread, which looks after the leases the worker holds.
+
+Every 50 ms it sends 'running' marks and enforces timeouts; every TTL/6 it
+heartbeats all leases (one call per shard), kills revoked work and renews the
+worker's entry in the workers registry; and it runs promote/reap at most once
+per shard per interval across all workers (a short lock).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from redcron.broker.retry import TRANSIENT, Outage
+from redcron.broker.workers import TTL_LEASES, Registration, WorkerRegistry
+from redcron.worker.execute import Attempt, Outcome
+from redcron.worker.ledger import Ledger, token
+from redcron.worker.options import WorkerOptions
+from redcron.worker.pools import Pool
+
+if TYPE_CHECKING:
+    from redcron.app import App
+
+# the worker's logger: operators and tests filter on it, wherever the line is written
+log = logging.getLogger("redcron.worker.worker")
+
+
+class Keeper:
+    """The keeper of one worker over its ``shards``."""
+
+    def __init__(
+        self,
+        app: App,
+        worker_id: str,
+        options: WorkerOptions,
+        lease_ttl_ms: int,
+        ledger: Ledger,
+        pool: Pool,
+        outage: Outage,
+    ) -> None:
+        self.app = app
+        self.broker = app.broker
+        self.settings = app.settings
+        self.id = worker_id
+        self.options = options
+        self.lease_ttl_ms = lease_ttl_ms
+        self.ledger = ledger
+        self.pool = pool
+        self._outage = outage
+
+    def run(self, shards: list[int]) -> None:
+        """Keep the leases until the drain is over and nothing is held."""
+        ledger = self.ledger
+        hb_every = self.lease_ttl_ms / 1000 / 6
+        next_hb = 0.0  # at once: nothing to renew yet, but the registry entry is published
+        next_maint = 0.0
+        registry = WorkerRegistry(self.broker)
+        while not ledger.reporter_done.is_set():
+            now = time.monotonic()
+            self._enforce_timeouts(now)
+            try:
+                self._mark_running()
+                if now >= next_hb:
+                    self._heartbeat(shards)
+                    self._register(registry)  # renewed with the leases
+                    next_hb = now + hb_every
+                if now >= next_maint:
+                    for shard in shards:
+                        if self.broker.try_maintenance_lock(
+                            shard, self.id, self.settings.maintenance_interval
+                        ):
+                            self.broker.maintain(shard)
+                    next_maint = now + self.settings.maintenance_interval * (
+                        0.5 + random.random() / 2
+                    )
+            except TRANSIENT as exc:
+                self._outage.failed(exc, "heartbeat/maintenance")
+                next_hb = now + min(hb_every, 1.0)
+                next_maint = now + 1.0
+            if ledger.stopping.is_set() and not ledger.active:
+                break
+            time.sleep(0.05)
+        self._register(registry, remove=True)
+
+    def _register(self, registry: WorkerRegistry, remove: bool = False) -> None:
+        """Publish this worker in the registry (``redcron workers list``), or take
+        it out on a clean stop.  The entry lives a few lease TTLs: a worker that
+        dies without a word drops out when its heartbeats stop renewing it."""
+        if remove:
+            try:
+                registry.remove(self.id)
+            except TRANSIENT as exc:  # on the way out: the entry expires anyway
+                log.info("could not leave the worker registry (%s); it expires", exc)
+            return
+        options = self.options
+        running = self.ledger.running()
+        registry.publish(
+            Registration(
+                id=self.id,
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                queues=options.queues,
+                tenants=options.tenants,
+                slots=options.slots,
+                running=running,
+                tasks=[*self.app.tasks, *(["redcron.command"] if options.allow_commands else [])],
+            ),
+            TTL_LEASES * self.lease_ttl_ms,
+        )
+
+    def _mark_running(self) -> None:
+        """Send 'running' marks for attempts that began since the last tick.
+
+        Off the lease path on purpose: a mark per batch would cost the hot
+        loop a round trip; attempts that end within one tick (50 ms) go
+        straight from leased to their outcome.
+        """
+        with self.ledger.lock:
+            began = [
+                j
+                for j in self.ledger.active.values()
+                if j.began is not None and not j.marked and not j.finished
+            ]
+        if not began:
+            return
+        by_shard: dict[int, list[tuple[str, str]]] = {}
+        for attempt in began:
+            by_shard.setdefault(attempt.lease.shard, []).append(
+                (attempt.lease.iid, attempt.lease.epoch)
+            )
+        for shard, tokens in by_shard.items():
+            self.broker.start(shard, self.id, tokens)
+        for attempt in began:
+            attempt.marked = True
+
+    def _enforce_timeouts(self, now: float) -> None:
+        with self.ledger.lock:
+            overdue = [
+                j
+                for j in self.ledger.active.values()
+                if j.deadline is not None
+                and now > j.deadline
+                and not j.finished
+                and j.kill_reason is None
+            ]
+        for attempt in overdue:
+            self._end_unkillable(
+                attempt, "timed_out", f"timed out after {attempt.lease.timeout_ms / 1000}s"
+            )
+
+    def _end_unkillable(self, attempt: Attempt, reason: str, message: str) -> None:
+        """Kill the attempt's process group; a Python thread is abandoned instead, and an
+        attempt still waiting for a slot (prefetched) is ended without ever starting."""
+        if attempt.kill(reason):
+            return  # the pool sees the kill and reports the outcome
+        with attempt.lock:
+            if attempt.finished or attempt.abandoned:
+                return
+            began = attempt.began is not None
+            if began and attempt.lease.kind != "python":
+                return  # between start and spawn: run_command sees kill_reason, kills at once
+            attempt.abandoned = True
+        if began:
+            log.warning("task %s %s; abandoning its thread", attempt.lease.iid, message)
+            # only a thread that is running the task is lost to the pool: one that
+            # never began keeps its slot, and a replacement would oversubscribe it
+            self.pool.replace()
+        else:
+            log.info("task %s %s before it began; it will not run", attempt.lease.iid, message)
+        outcome = "timed_out" if reason == "timed_out" else "cancelled"
+        self.ledger.ended(attempt, Outcome(ok=False, outcome=outcome, error=message))
+
+    def _heartbeat(self, shards: Sequence[int]) -> None:
+        with self.ledger.lock:
+            attempts = list(self.ledger.active.values())
+        for shard in shards:
+            # One token per task: the newest epoch.  An older attempt of the same
+            # task (finished, its report on the way) lost its lease when the new one
+            # was issued, and heartbeat answers by task id, so a second token for
+            # the id would make the answer ambiguous.
+            newest: dict[str, Attempt] = {}
+            for j in attempts:
+                if j.lease.shard != shard:
+                    continue
+                seen = newest.get(j.lease.iid)
+                if seen is None or int(j.lease.epoch) > int(seen.lease.epoch):
+                    newest[j.lease.iid] = j
+            if not newest:
+                continue
+            tokens = [token(j) for j in newest.values()]
+            lost, revoked = self.broker.heartbeat(shard, self.id, self.lease_ttl_ms, tokens)
+            for iid in lost:
+                # a finished attempt's report may have landed since the heartbeat read
+                # the map: only a lease lost under a running attempt is news
+                if not newest[iid].finished:
+                    log.warning("lease of %s lost; its result will be discarded", iid)
+            for iid in revoked:
+                attempt = newest.get(iid)
+                if attempt is not None and attempt.kill_reason is None:
+                    log.info("task %s cancelled; killing it", iid)
+                    self._end_unkillable(attempt, "cancelled", "cancelled while running")
