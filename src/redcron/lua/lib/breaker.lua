@@ -173,3 +173,42 @@ local function breaker_attempt_ended(iid, run_id, outcome, counter, now)
     breaker_record(iid, run_id, outcome ~= 'succeeded', now)
   end
 end
+
+-- The breaker's word on leasing one run instance: 'lease' or 'hold' (lease.lua;
+-- `gates`: job id -> its breaker, read once per call).  After the cool-down the
+-- first instance asked about becomes the single trial.
+local function breaker_gate(gates, run_id, iid, now)
+  local job_id = job_of_run(run_id)
+  if not job_id then return 'lease' end
+  local b = gates[job_id]
+  if not b then
+    local j = redis.call('HMGET', key_job(job_id), 'breaker', 'breaker_until', 'breaker_trial')
+    b = {state = j[1] or '', till = tonumber(j[2] or '') or 0, trial = j[3] or ''}
+    gates[job_id] = b
+  end
+  if b.state == '' then return 'lease' end
+  if b.state == 'open' and now >= b.till then
+    redis.call('HSET', key_job(job_id), 'breaker', 'trial', 'breaker_trial', iid)
+    breaker_event('breaker_trial', job_id, now, iid)
+    b.state, b.trial = 'trial', iid
+    return 'lease'
+  end
+  if b.state == 'trial' and b.trial == iid then return 'lease' end
+  if b.state == 'trial' and not b.checked then
+    -- a trial that can never report (its hash gone...) would hold the job forever
+    b.checked = true
+    if breaker_trial_lost(b.trial) then
+      redis.call('HSET', key_job(job_id), 'breaker_trial', iid)
+      breaker_event('breaker_trial', job_id, now, iid .. ' (trial ' .. b.trial .. ' lost)')
+      b.trial = iid
+      return 'lease'
+    end
+  end
+  return 'hold'
+end
+
+-- Hold a run instance aside while its job's breaker is open (not handed out).
+local function breaker_hold(ti, iid, run_id)
+  redis.call('HSET', ti, 'state', 'held', 'loc', 'held')
+  redis.call('RPUSH', key_held(job_of_run(run_id)), iid)
+end
