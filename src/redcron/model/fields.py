@@ -58,6 +58,14 @@ LUA_READS: dict[str, tuple[str, ...]] = {
         "state", "deadline", "timeout_ms", "attempt", "lease_entry", "queue", "tenant",
         "priority",
     ),
+    # lib/runs.lua run_check_end: has every task of the run ended, and how
+    "run_end": (
+        "total", "n_done", "n_failed", "cancel_requested", "state", "job", "n_cancelled", "tenant",
+    ),
+    # lib/fire.lua: the job a fire checks (version, pause) and makes a run of
+    "job_fire": ("version", "paused", "overlap", "template", "tenant", "name", "keep_s"),
+    # lib/run_create.lua: a run made without a fire's read (a buffered fire)
+    "job_run": ("template", "tenant", "name", "keep_s"),
 }  # fmt: skip
 
 _LUA_KEYWORDS = frozenset(
