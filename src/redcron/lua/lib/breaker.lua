@@ -126,9 +126,9 @@ local function breaker_record(iid, run_id, failed, now)
   local j = redis.call('HMGET', jk, 'breaker', 'breaker_trial', 'breaker_ratio', 'breaker_min',
     'breaker_window_s', 'breaker_cooldown_s')
   if not j[3] then return end  -- the job is gone, or has no breaker settings
-  local state = j[1] or ''
+  local mode = j[1] or ''  -- the breaker's: '' (closed), open or trial
   local cooldown_ms = (tonumber(j[6]) or 60) * 1000
-  if state == 'trial' and j[2] == iid then
+  if mode == 'trial' and j[2] == iid then
     if failed then
       breaker_open(job_id, now + cooldown_ms)
       breaker_event('breaker_reopened', job_id, now, 'trial task ' .. iid .. ' failed')
@@ -143,7 +143,7 @@ local function breaker_record(iid, run_id, failed, now)
   redis.call('HINCRBY', bk, minute .. ':n', 1)
   if failed then redis.call('HINCRBY', bk, minute .. ':f', 1) end
   redis.call('EXPIRE', bk, window_min * 60 + 120)
-  if not failed or state ~= '' then return end
+  if not failed or mode ~= '' then return end
   local fields = {}
   for m = minute - window_min + 1, minute do
     fields[#fields + 1] = m .. ':n'
@@ -183,18 +183,18 @@ local function breaker_gate(gates, run_id, iid, now)
   local b = gates[job_id]
   if not b then
     local j = redis.call('HMGET', key_job(job_id), 'breaker', 'breaker_until', 'breaker_trial')
-    b = {state = j[1] or '', till = tonumber(j[2] or '') or 0, trial = j[3] or ''}
+    b = {mode = j[1] or '', till = tonumber(j[2] or '') or 0, trial = j[3] or ''}
     gates[job_id] = b
   end
-  if b.state == '' then return 'lease' end
-  if b.state == 'open' and now >= b.till then
+  if b.mode == '' then return 'lease' end
+  if b.mode == 'open' and now >= b.till then
     redis.call('HSET', key_job(job_id), 'breaker', 'trial', 'breaker_trial', iid)
     breaker_event('breaker_trial', job_id, now, iid)
-    b.state, b.trial = 'trial', iid
+    b.mode, b.trial = 'trial', iid
     return 'lease'
   end
-  if b.state == 'trial' and b.trial == iid then return 'lease' end
-  if b.state == 'trial' and not b.checked then
+  if b.mode == 'trial' and b.trial == iid then return 'lease' end
+  if b.mode == 'trial' and not b.checked then
     -- a trial that can never report (its hash gone...) would hold the job forever
     b.checked = true
     if breaker_trial_lost(b.trial) then
