@@ -6,7 +6,7 @@ one ('succeded') would be a check that never matches.  This scans every
 script and library (no Redis) for the places a state is spelled:
 
 - an HSET pair ``'state', '<s>'``;
-- a comparison with a state read: ``f.state == '<s>'`` (a generated read),
+- a comparison with a state read: ``f[TI_LEASE_STATE] == '<s>'`` (a generated read),
   ``f[i] ~= '<s>'`` where ``f`` is an HMGET whose i-th field is ``state``,
   ``HGET(..., 'state') == '<s>'``, or a variable named ``state`` / ``st``;
 - an assignment to such a variable (``local state, loc = 'pending', ''``,
@@ -42,7 +42,7 @@ _HMGET = re.compile(r"local (\w+) = redis\.call\('HMGET',\s*[^,]+,((?:\s*'[^']*'
 _READ = re.compile(r"local (\w+) = read_(\w+)\(")
 _INDEXED = re.compile(r"\b(\w+)\[(\d+)\]\s*[=~]=\s*" + _LIT)
 _PATTERNS = [
-    re.compile(r"\b\w+\.state\s*[=~]=\s*" + _LIT),
+    re.compile(r"\b\w+\[[A-Z0-9_]*_STATE\]\s*[=~]=\s*" + _LIT),  # f[TI_LEASE_STATE]
     re.compile(r"'state'\)\s*[=~]=\s*" + _LIT),
     re.compile(r"(?<![.\w])(?:state|st|mark)\s*[=~]=\s*" + _LIT),
     re.compile(r"(?<![.\w])state\s+or\s+" + _LIT),
@@ -136,7 +136,7 @@ def test_the_scan_finds_the_states_the_scripts_spell() -> None:
 def test_a_typo_is_caught() -> None:
     code = """
 local f = read_ti_token(ti)
-if f.state == 'succeded' then end
+if f[TOKEN_STATE] == 'succeded' then end
 local g = redis.call('HMGET', ti, 'loc', 'state')
 if g[2] ~= 'redy' then redis.call('HSET', ti, 'loc', 'x', 'state', 'runing') end
 """

@@ -29,24 +29,24 @@ for i = 3, #ARGV, 3 do
   local f = read_ti_complete(ti)
   if token_holds(f, worker, epoch) then
     -- the fast path of end_attempt(..., 'succeeded', ...): one HSET for everything
-    local pre = 'a:' .. f.attempt .. ':'
+    local pre = 'a:' .. f[TI_COMPLETE_ATTEMPT] .. ':'
     redis.call('HSET', ti, 'result', result, pre .. 'outcome', 'succeeded',
       pre .. 'ended', now, 'state', 'succeeded', 'loc', '', 'ended', now, 'deadline', '',
       'lease_entry', '')
-    if f.error then redis.call('HDEL', ti, 'error') end  -- only after a failed attempt
-    if f.kind == 'command' or f.kind == 'container' then
+    if f[TI_COMPLETE_ERROR] then redis.call('HDEL', ti, 'error') end  -- only after a failed attempt
+    if f[TI_COMPLETE_KIND] == 'command' or f[TI_COMPLETE_KIND] == 'container' then
       redis.call('HSET', ti, pre .. 'exit', 0, 'exit_code', 0)
     end
-    local stream = key_q(f.queue, f.tenant, f.priority)
+    local stream = key_q(f[TI_COMPLETE_QUEUE], f[TI_COMPLETE_TENANT], f[TI_COMPLETE_PRIORITY])
     drops[stream] = drops[stream] or {}
-    table.insert(drops[stream], f.lease_entry)
-    ended[f.tenant] = ended[f.tenant] or {}
-    table.insert(ended[f.tenant], iid)
-    local ttl = tonumber(f.result_ttl_s or '0')
+    table.insert(drops[stream], f[TI_COMPLETE_LEASE_ENTRY])
+    ended[f[TI_COMPLETE_TENANT]] = ended[f[TI_COMPLETE_TENANT]] or {}
+    table.insert(ended[f[TI_COMPLETE_TENANT]], iid)
+    local ttl = tonumber(f[TI_COMPLETE_RESULT_TTL_S] or '0')
     if ttl and ttl > 0 then redis.call('EXPIRE', ti, ttl) end
-    if f.waiters and f.waiters ~= '0' then notify_done(ti, iid) end
-    if f.run and f.run ~= '' then
-      breaker_record(iid, f.run, false, now)
+    if f[TI_COMPLETE_WAITERS] and f[TI_COMPLETE_WAITERS] ~= '0' then notify_done(ti, iid) end
+    if f[TI_COMPLETE_RUN] and f[TI_COMPLETE_RUN] ~= '' then
+      breaker_record(iid, f[TI_COMPLETE_RUN], false, now)
       run_task_ended(ti, iid, 'succeeded', now)
     end
     out[#out + 1] = 1

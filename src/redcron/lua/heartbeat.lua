@@ -37,11 +37,11 @@ for i = 4, #ARGV, 2 do
     redis.call('HSET', ti, 'deadline', deadline)
     -- the token was checked: the lease is valid, so it belongs in the cap's set
     -- (ZADD, not XX: a member lost from it comes back instead of undercounting)
-    redis.call('ZADD', key_tleases(f.tenant), deadline, iid)
-    local stream = key_q(f.queue, f.tenant, f.priority)
+    redis.call('ZADD', key_tleases(f[TI_HEARTBEAT_TENANT]), deadline, iid)
+    local stream = key_q(f[TI_HEARTBEAT_QUEUE], f[TI_HEARTBEAT_TENANT], f[TI_HEARTBEAT_PRIORITY])
     entries[stream] = entries[stream] or {}
-    table.insert(entries[stream], f.lease_entry)
-    if f.cancel_requested == '1' then revoked[#revoked + 1] = iid end
+    table.insert(entries[stream], f[TI_HEARTBEAT_LEASE_ENTRY])
+    if f[TI_HEARTBEAT_CANCEL_REQUESTED] == '1' then revoked[#revoked + 1] = iid end
   elseif token_holds(f, worker, epoch, CANCELLED) then
     revoked[#revoked + 1] = iid
   else

@@ -26,8 +26,8 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
     counter)
   local f = read_ti_end(ti)
   -- a field edited by hand into text must not fail the whole batch: defaults
-  local n = tonumber(f.attempt or '0') or 0
-  local tenant, queue, priority = f.tenant, f.queue, f.priority
+  local n = tonumber(f[TI_END_ATTEMPT] or '0') or 0
+  local tenant, queue, priority = f[TI_END_TENANT], f[TI_END_QUEUE], f[TI_END_PRIORITY]
   local pre = 'a:' .. n .. ':'
   redis.call('HSET', ti, pre .. 'outcome', outcome, pre .. 'ended', now)
   count_attempts(tenant, outcome, 1, now, counter ~= 'handed_back')
@@ -37,28 +37,29 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
   if exitcode ~= nil and exitcode ~= '' then
     redis.call('HSET', ti, pre .. 'exit', exitcode, 'exit_code', exitcode)
   end
-  drop_entry(key_q(queue, tenant, priority), f.lease_entry)
+  drop_entry(key_q(queue, tenant, priority), f[TI_END_LEASE_ENTRY])
   redis.call('ZREM', key_tleases(tenant), iid)
   unpark(tenant)
   redis.call('HSET', ti, 'deadline', '', 'lease_entry', '')
-  if f.run and f.run ~= '' then breaker_attempt_ended(iid, f.run, outcome, counter, now) end
+  local run = f[TI_END_RUN]
+  if run and run ~= '' then breaker_attempt_ended(iid, run, outcome, counter, now) end
   if outcome == 'succeeded' then
     redis.call('HDEL', ti, 'error')  -- as complete.lua: history keeps it
     make_terminal(ti, iid, 'succeeded', now)
     return 'succeeded'
   end
-  if outcome == 'cancelled' or f.cancel_requested == '1' then
+  if outcome == 'cancelled' or f[TI_END_CANCEL_REQUESTED] == '1' then
     make_terminal(ti, iid, 'cancelled', now)
     return 'cancelled'
   end
-  local used = n - (tonumber(f.budget or '0') or 0)
-  if retryable == '1' and used < (tonumber(f.max_attempts or '1') or 1) then
+  local used = n - (tonumber(f[TI_END_BUDGET] or '0') or 0)
+  if retryable == '1' and used < (tonumber(f[TI_END_MAX_ATTEMPTS] or '1') or 1) then
     local delay
     if delay_ms ~= nil and delay_ms ~= '' then
       delay = tonumber(delay_ms)
     else
-      local ceiling = (tonumber(f.retry_base_ms or '1000') or 1000) * (2 ^ (used - 1))
-      local cap = tonumber(f.retry_cap_ms or '3600000') or 3600000
+      local ceiling = (tonumber(f[TI_END_RETRY_BASE_MS] or '1000') or 1000) * (2 ^ (used - 1))
+      local cap = tonumber(f[TI_END_RETRY_CAP_MS] or '3600000') or 3600000
       if ceiling > cap then ceiling = cap end
       delay = math.floor(ceiling * tonumber(frac))
     end
@@ -72,6 +73,6 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
     redis.call('HSET', ti, 'state', 'retry_wait', 'loc', 'timer', 'due', now + delay)
     return 'retry_wait', delay
   end
-  dead_letter(ti, iid, tenant, queue, f.name, n, outcome, errtext, now)
+  dead_letter(ti, iid, tenant, queue, f[TI_END_NAME], n, outcome, errtext, now)
   return 'dead'
 end

@@ -15,8 +15,9 @@ local function capacity_fit(stream, n, max_id, cpu_left, mem_left)
   local k = 0
   for _, e in ipairs(peek) do
     local f = read_ti_fit(key_ti(e[2][2]))
-    if f.state == 'ready' and f.loc == 'q:' .. e[1] and key_q(f.queue, f.tenant, f.priority) == stream then
-      local cpu, mem = tonumber(f.cpu or '') or 0, tonumber(f.mem or '') or 0
+    if f[TI_FIT_STATE] == 'ready' and f[TI_FIT_LOC] == 'q:' .. e[1]
+        and key_q(f[TI_FIT_QUEUE], f[TI_FIT_TENANT], f[TI_FIT_PRIORITY]) == stream then
+      local cpu, mem = tonumber(f[TI_FIT_CPU] or '') or 0, tonumber(f[TI_FIT_MEM] or '') or 0
       if (cpu_left and cpu > cpu_left) or (mem_left and mem > mem_left) then break end
       if cpu_left then cpu_left = cpu_left - cpu end
       if mem_left then mem_left = mem_left - mem end

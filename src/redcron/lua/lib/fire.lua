@@ -1,7 +1,8 @@
 --[[ fire: one fire of a job, shared by fire.lua (one fire) and fire_batch.lua
   (many fires of one shard per call).  fire_args() names the 12 values of one
   group of ARGV (laid out as fire.lua's header says) once; fire_one() takes
-  that table.  The caller checks the owner epoch first. Returns {status, run_id}; status notfound for a missing job,
+  that table.  The caller checks the owner epoch first.  Returns {status,
+  run_id}; status notfound for a missing job,
   {'malformed', reason} (nothing written) for a job hash no run can be made from.
   A new fire from the schedule (not manual) is noted in `lags` (lib/lag.lua: the
   caller saves them once) as now - its due time, the later of its schedule score
@@ -64,17 +65,17 @@ local function fire_one(fire, now, woken, lags)
 
   -- checks before writes (the owner epoch was checked by the calling script)
   local j = read_job_fire(jk)
-  if not j.version then return {'notfound', ''} end
-  if version ~= '' and version ~= j.version then return {'version', ''} end
+  if not j[JOB_FIRE_VERSION] then return {'notfound', ''} end
+  if version ~= '' and version ~= j[JOB_FIRE_VERSION] then return {'version', ''} end
   if expected ~= '' then
     local score = redis.call('ZSCORE', key_schedule(), job_id)
     if not score or tonumber(score) ~= tonumber(expected) then return {'stale', ''} end
   end
-  if j.paused == '1' and trigger ~= 'manual' then return {'paused', ''} end
+  if j[JOB_FIRE_PAUSED] == '1' and trigger ~= 'manual' then return {'paused', ''} end
   -- a hash edited by hand: refuse before the schedule moves (a Lua error
   -- half-way would lose this fire and fail every fire of the same call)
-  local ok, rows = pcall(cjson.decode, j.template or '')
-  local why = dag_malformed(ok, rows, j.tenant)
+  local ok, rows = pcall(cjson.decode, j[JOB_FIRE_TEMPLATE] or '')
+  local why = dag_malformed(ok, rows, j[JOB_FIRE_TENANT])
   if why then return {'malformed', why} end
 
   -- the schedule moves in the same step as the run is created
@@ -101,10 +102,10 @@ local function fire_one(fire, now, woken, lags)
   if expected == '' then redis.call('HSET', jk, 'last_fire', fire_ms) end
   redis.call('HINCRBY', key_stats(), 'fires', 1)
   if expected ~= '' and trigger ~= 'manual' then
-    lag_note(lags, j.tenant, now - math.max(tonumber(expected), tonumber(fire_ms)))
+    lag_note(lags, j[JOB_FIRE_TENANT], now - math.max(tonumber(expected), tonumber(fire_ms)))
   end
 
-  local overlap = j.overlap or 'skip'
+  local overlap = j[JOB_FIRE_OVERLAP] or 'skip'
   local active = redis.call('SCARD', key_active(job_id))
   if trigger ~= 'manual' and active > 0 then
     if overlap == 'skip' then
@@ -134,20 +135,21 @@ local function fire_one(fire, now, woken, lags)
   end
   -- admission: a run whose roots would push the tenant past max_queued is
   -- recorded as rejected (and counted), never dropped silently
-  local max_queued, max_priority = admission(j.tenant)
+  local max_queued, max_priority = admission(j[JOB_FIRE_TENANT])
   if max_queued > 0 then
     local roots = 0
     for _, row in ipairs(rows) do
       if #row.deps == 0 then roots = roots + 1 end
     end
-    if queued_count(j.tenant) + roots > max_queued then
+    if queued_count(j[JOB_FIRE_TENANT]) + roots > max_queued then
       record_skipped(job_id, run_id, tonumber(fire_ms), trigger, now,
         'admission: tenant over max_queued', 'rejected')
       return {'rejected', run_id}
     end
   end
   create_run(job_id, run_id, tonumber(fire_ms), trigger, now, params,
-    {tenant = j.tenant, name = j.name, keep_s = j.keep_s, max_priority = max_priority,
+    {tenant = j[JOB_FIRE_TENANT], name = j[JOB_FIRE_NAME], keep_s = j[JOB_FIRE_KEEP_S],
+     max_priority = max_priority,
      rows = rows}, woken)
   return {'created', run_id}
 end

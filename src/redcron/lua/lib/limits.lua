@@ -10,10 +10,13 @@ local function tenant_limits(cache, tenant, now)
   local t = cache[tenant]
   if t then return t end
   local f = read_tenant_limits(key_tenant(tenant))
-  t = {weight = tonumber(f.weight or '') or 1, cap = tonumber(f.max_in_flight or '') or 0,
-       rate = tonumber(f.rate or '') or 0, burst = tonumber(f.burst or '') or 0,
-       tokens = tonumber(f.tokens or ''), ts = tonumber(f.tokens_ts or ''),
-       commands = f.allow_commands == '1'}
+  t = {weight = tonumber(f[TENANT_LIMITS_WEIGHT] or '') or 1,
+       cap = tonumber(f[TENANT_LIMITS_MAX_IN_FLIGHT] or '') or 0,
+       rate = tonumber(f[TENANT_LIMITS_RATE] or '') or 0,
+       burst = tonumber(f[TENANT_LIMITS_BURST] or '') or 0,
+       tokens = tonumber(f[TENANT_LIMITS_TOKENS] or ''),
+       ts = tonumber(f[TENANT_LIMITS_TOKENS_TS] or ''),
+       commands = f[TENANT_LIMITS_ALLOW_COMMANDS] == '1'}
   if t.rate > 0 then
     if t.burst <= 0 then t.burst = math.max(1, math.ceil(t.rate)) end
     if t.tokens == nil or t.ts == nil then t.tokens, t.ts = t.burst, now end

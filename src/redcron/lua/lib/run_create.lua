@@ -32,7 +32,12 @@ end
 -- queue -> count so a batch wakes each queue once.
 local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, woken)
   local jk = key_job(job_id)
-  local j = job or read_job_run(jk)
+  local j = job
+  if not j then
+    local f = read_job_run(jk)
+    j = {template = f[JOB_RUN_TEMPLATE], tenant = f[JOB_RUN_TENANT], name = f[JOB_RUN_NAME],
+         keep_s = f[JOB_RUN_KEEP_S]}
+  end
   local rows = j.rows or cjson.decode(j.template)  -- fire_one decoded (and checked) it already
   local tenant = j.tenant
   local names = {}

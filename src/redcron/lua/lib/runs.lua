@@ -17,19 +17,20 @@
 local function run_check_end(run_id, now)
   local rk = key_run(run_id)
   local f = read_run_end(rk)
-  if not f.total or tonumber(f.n_done) < tonumber(f.total) then return end
-  if not RUN_ACTIVE[f.state] then return end
+  local total = f[RUN_END_TOTAL]
+  if not total or tonumber(f[RUN_END_N_DONE]) < tonumber(total) then return end
+  if not RUN_ACTIVE[f[RUN_END_STATE]] then return end
   local state = 'succeeded'
-  if f.cancel_requested == '1' then
+  if f[RUN_END_CANCEL_REQUESTED] == '1' then
     state = 'cancelled'
-  elseif tonumber(f.n_failed) > 0 then
+  elseif tonumber(f[RUN_END_N_FAILED]) > 0 then
     state = 'failed'
-  elseif tonumber(f.n_cancelled) > 0 then
+  elseif tonumber(f[RUN_END_N_CANCELLED]) > 0 then
     state = 'cancelled'
   end
   redis.call('HSET', rk, 'state', state, 'ended', now)
-  count_run(f.tenant, state)
-  local job_id = f.job
+  count_run(f[RUN_END_TENANT], state)
+  local job_id = f[RUN_END_JOB]
   redis.call('SREM', key_active(job_id), run_id)
   local jk = key_job(job_id)
   if redis.call('EXISTS', jk) == 1 then

@@ -37,10 +37,13 @@ local function take(L, queue, tenant, priority, stream, n, max_id)
     local ti = key_ti(iid)
     after = eid
     local f = read_ti_lease(ti)
+    local kind, run = f[TI_LEASE_KIND], f[TI_LEASE_RUN]
     -- entry ids are unique per stream only: the hash must name this stream too
-    local ok = f.state == 'ready' and f.loc == 'q:' .. eid
-      and f.queue == queue and f.tenant == tenant and f.priority == priority
-    local why = ok and malformed(f.epoch, f.attempt, f.timeout_ms, f.name, f.kind, f.args)
+    local ok = f[TI_LEASE_STATE] == 'ready' and f[TI_LEASE_LOC] == 'q:' .. eid
+      and f[TI_LEASE_QUEUE] == queue and f[TI_LEASE_TENANT] == tenant
+      and f[TI_LEASE_PRIORITY] == priority
+    local why = ok and malformed(f[TI_LEASE_EPOCH], f[TI_LEASE_ATTEMPT], f[TI_LEASE_TIMEOUT_MS],
+      f[TI_LEASE_NAME], kind, f[TI_LEASE_ARGS])
     if why then
       -- edited by hand: no lease can be trusted (or used) on it.  Promote
       -- dead-letters it: this script does not carry the run library that
@@ -49,38 +52,38 @@ local function take(L, queue, tenant, priority, stream, n, max_id)
       quarantine(ti, iid, why, now)
       ok, eid = false, nil
     end
-    if ok and needs_grant(f.kind) and not tenant_limits(L.tenants, tenant, now).commands then
+    if ok and needs_grant(kind) and not tenant_limits(L.tenants, tenant, now).commands then
       -- queued while granted, revoked since: never run; promote dead-letters it
       drop_entry(stream, eid)
-      quarantine(ti, iid, grant_message(tenant, 'task ' .. iid .. ' is a ' .. f.kind), now, 'grant')
+      quarantine(ti, iid, grant_message(tenant, 'task ' .. iid .. ' is a ' .. kind), now, 'grant')
       ok, eid = false, nil
     end
-    if ok and f.run and f.run ~= '' and breaker_gate(L.gates, f.run, iid, now) == 'hold' then
+    if ok and run and run ~= '' and breaker_gate(L.gates, run, iid, now) == 'hold' then
       -- the job's breaker is open: held aside, not handed out
-      breaker_hold(ti, iid, f.run)
+      breaker_hold(ti, iid, run)
       ok = false
     end
     if ok then
-      local epoch, attempt = tonumber(f.epoch) + 1, tonumber(f.attempt) + 1
+      local epoch, attempt = tonumber(f[TI_LEASE_EPOCH]) + 1, tonumber(f[TI_LEASE_ATTEMPT]) + 1
       local pre = 'a:' .. attempt .. ':'
       redis.call('HSET', ti, 'state', 'leased', 'loc', 'lease', 'attempt', attempt,
         'epoch', epoch, 'worker', worker, 'deadline', deadline, 'lease_entry', eid,
         pre .. 'worker', worker, pre .. 'leased', now)
       held[#held + 1] = deadline
       held[#held + 1] = iid
-      if f.run and f.run ~= '' then
+      if run and run ~= '' then
         -- the first lease of a run's task starts the run
-        local rk = key_run(f.run)
+        local rk = key_run(run)
         if redis.call('HGET', rk, 'state') == 'queued' then
           redis.call('HSET', rk, 'state', 'running', 'started', now)
         end
       end
-      local cpu, mem = tonumber(f.cpu or '') or 0, tonumber(f.mem or '') or 0
+      local cpu, mem = tonumber(f[TI_LEASE_CPU] or '') or 0, tonumber(f[TI_LEASE_MEM] or '') or 0
       if L.cpu then L.cpu = L.cpu - cpu end
       if L.mem then L.mem = L.mem - mem end
-      out[#out + 1] = {iid, epoch, attempt, f.name, f.kind, f.args, tonumber(f.timeout_ms or '0'),
-        tenant, f.cpu or '', mem, queue,
-        (tonumber(f.max_attempts or '') or 1) + (tonumber(f.budget or '') or 0)}
+      out[#out + 1] = {iid, epoch, attempt, f[TI_LEASE_NAME], kind, f[TI_LEASE_ARGS],
+        tonumber(f[TI_LEASE_TIMEOUT_MS] or '0'), tenant, f[TI_LEASE_CPU] or '', mem, queue,
+        (tonumber(f[TI_LEASE_MAX_ATTEMPTS] or '') or 1) + (tonumber(f[TI_LEASE_BUDGET] or '') or 0)}
       leased = leased + 1
       ids[#ids + 1] = eid
     elseif eid then
