@@ -68,6 +68,19 @@ LUA_READS: dict[str, tuple[str, ...]] = {
     "job_fire": ("version", "paused", "overlap", "template", "tenant", "name", "keep_s"),
     # lib/run_create.lua: a run made without a fire's read (a buffered fire)
     "job_run": ("template", "tenant", "name", "keep_s"),
+    # dlq_replay.lua: a dead instance put back (or its run's task retried)
+    "ti_replay": ("state", "loc", "queue", "tenant", "priority", "attempt", "run", "task"),
+    # lib/run_reopen.lua retry_run_task: a run's task made to run again
+    "ti_retry": ("state", "loc", "queue", "tenant", "priority", "attempt", "down"),
+    # doctor_place.lua: where an instance says it is, checked against that place
+    "ti_place": (
+        "state", "loc", "queue", "tenant", "priority", "lease_entry", "deadline", "due", "run",
+        "name", "attempt", "error", "ended",
+    ),
+    # doctor_run.lua: a run's counters, recounted from its instances
+    "run_doctor": (
+        "state", "job", "tasks", "total", "n_done", "n_succeeded", "n_failed", "n_cancelled",
+    ),
 }  # fmt: skip
 
 #: the lease token's fields: every read lib/token.lua checks starts with them
