@@ -11,9 +11,7 @@ from importlib import resources
 
 import pytest
 
-from redcron.broker.scripts import _INCLUDE, SCRIPT_NAMES, full_source
-from redcron.keys import lua_key_functions
-from redcron.model.states import lua_state_tables
+from redcron.broker.scripts import _INCLUDE, SCRIPT_NAMES, full_source, generated
 
 LUA = resources.files("redcron") / "lua"
 LIBS = sorted(f"lib/{p.name}" for p in (LUA / "lib").iterdir() if p.name.endswith(".lua"))
@@ -68,7 +66,7 @@ def _calls(code: str) -> set[str]:
     return set(_CALL.findall(code)) - KEYWORDS
 
 
-GENERATED = lua_key_functions() + lua_state_tables()
+GENERATED = generated()
 
 
 @pytest.mark.parametrize("path", FILES)

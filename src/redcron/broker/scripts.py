@@ -3,10 +3,12 @@
 Each ``lua/<name>.lua`` becomes one :class:`redis.commands.core.Script`.  A
 line ``-- @include lib/x.lua`` is replaced by that file (its own includes
 first, each file once); the generated key
-builders of :func:`redcron.keys.lua_key_functions` and state sets of
-:func:`redcron.model.states.lua_state_tables` go first, so scripts build keys from
-``KEYS[1]`` (the shard prefix) exactly as ``keys.py`` does, and decide which
-states are terminal exactly as ``states.py`` does.
+builders of :func:`redcron.keys.lua_key_functions`, state sets of
+:func:`redcron.model.states.lua_state_tables` and named hash readers of
+:func:`redcron.model.fields.lua_readers` go first, so scripts build keys from
+``KEYS[1]`` (the shard prefix) exactly as ``keys.py`` does, decide which
+states are terminal exactly as ``states.py`` does, and read wide hashes by
+field name (``f.max_attempts``), never by position.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from redis.commands.core import Script
 
 from redcron.errors import ConnectionLost, NotReplicated, from_script_error
 from redcron.keys import lua_key_functions
+from redcron.model.fields import lua_readers
 from redcron.model.states import lua_state_tables
 
 SCRIPT_NAMES: tuple[str, ...] = (
@@ -144,6 +147,15 @@ def _prune(units: list[_Unit]) -> str:
     than a small script's own work.  A library unit stays when a name it
     defines is used by what stays; a statement that defines nothing stays;
     library comments go.
+
+    The includes' declared dependencies cannot replace this (issue 17 §6):
+    the generated Lua alone defines 203 top-level locals, past Lua's limit of
+    200 per function, so it cannot be loaded whole, and listing by hand which
+    generated names a script uses would type them twice; and an include is a
+    file of one concern, not one function, so whole files would load 10-19
+    functions a script never calls (measured +2.6 us a complete call, +11.5
+    us a lease call).  One function per file would be ~130 files to get what
+    this does from actual use.
     """
     used: set[str] = set()
     keep = [not u.lib for u in units]
@@ -166,11 +178,19 @@ def _prune(units: list[_Unit]) -> str:
 
 
 @cache
+def generated() -> str:
+    """The Lua generated from Python definitions, ahead of every script: key
+    builders (keys.py), state sets (model/states.py), named hash reads
+    (model/fields.py)."""
+    return lua_key_functions() + lua_state_tables() + lua_readers()
+
+
+@cache
 def full_source(name: str) -> str:
-    """What is loaded into Redis: the generated key builders and state sets, the
-    includes and the script, pruned to what the script uses."""
-    generated = [(line, True) for line in (lua_key_functions() + lua_state_tables()).splitlines()]
-    return _prune(_units(generated + _expand(name)))
+    """What is loaded into Redis: the generated Lua, the includes and the
+    script, pruned to what the script uses."""
+    lines = [(line, True) for line in generated().splitlines()]
+    return _prune(_units(lines + _expand(name)))
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@
   Each tenant's successes are counted once per call (lib/outcomes.lua).
   Upholds: a stale lease token writes nothing; each attempt ends once. ]]
 -- @include lib/clock.lua
+-- @include lib/token.lua
 -- @include lib/streams.lua
 -- @include lib/rings.lua
 -- @include lib/waiters.lua
@@ -25,28 +26,27 @@ local drops, ended = {}, {}
 for i = 3, #ARGV, 3 do
   local iid, epoch, result = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local ti = key_ti(iid)
-  local f = redis.call('HMGET', ti, 'state', 'worker', 'epoch', 'attempt', 'tenant',
-    'result_ttl_s', 'waiters', 'run', 'queue', 'priority', 'lease_entry', 'kind', 'error')
-  if TASK_LEASED[f[1]] and f[2] == worker and f[3] == epoch then
+  local f = read_ti_complete(ti)
+  if token_holds(f, worker, epoch) then
     -- the fast path of end_attempt(..., 'succeeded', ...): one HSET for everything
-    local pre = 'a:' .. f[4] .. ':'
+    local pre = 'a:' .. f[TI_COMPLETE_ATTEMPT] .. ':'
     redis.call('HSET', ti, 'result', result, pre .. 'outcome', 'succeeded',
       pre .. 'ended', now, 'state', 'succeeded', 'loc', '', 'ended', now, 'deadline', '',
       'lease_entry', '')
-    if f[13] then redis.call('HDEL', ti, 'error') end  -- only after a failed attempt
-    if f[12] == 'command' or f[12] == 'container' then
+    if f[TI_COMPLETE_ERROR] then redis.call('HDEL', ti, 'error') end  -- only after a failed attempt
+    if f[TI_COMPLETE_KIND] == 'command' or f[TI_COMPLETE_KIND] == 'container' then
       redis.call('HSET', ti, pre .. 'exit', 0, 'exit_code', 0)
     end
-    local stream = key_q(f[9], f[5], f[10])
+    local stream = key_q(f[TI_COMPLETE_QUEUE], f[TI_COMPLETE_TENANT], f[TI_COMPLETE_PRIORITY])
     drops[stream] = drops[stream] or {}
-    table.insert(drops[stream], f[11])
-    ended[f[5]] = ended[f[5]] or {}
-    table.insert(ended[f[5]], iid)
-    local ttl = tonumber(f[6] or '0')
+    table.insert(drops[stream], f[TI_COMPLETE_LEASE_ENTRY])
+    ended[f[TI_COMPLETE_TENANT]] = ended[f[TI_COMPLETE_TENANT]] or {}
+    table.insert(ended[f[TI_COMPLETE_TENANT]], iid)
+    local ttl = tonumber(f[TI_COMPLETE_RESULT_TTL_S] or '0')
     if ttl and ttl > 0 then redis.call('EXPIRE', ti, ttl) end
-    if f[7] and f[7] ~= '0' then notify_done(ti, iid) end
-    if f[8] and f[8] ~= '' then
-      breaker_record(iid, f[8], false, now)
+    if f[TI_COMPLETE_WAITERS] and f[TI_COMPLETE_WAITERS] ~= '0' then notify_done(ti, iid) end
+    if f[TI_COMPLETE_RUN] and f[TI_COMPLETE_RUN] ~= '' then
+      breaker_record(iid, f[TI_COMPLETE_RUN], false, now)
       run_task_ended(ti, iid, 'succeeded', now)
     end
     out[#out + 1] = 1

@@ -19,21 +19,22 @@ local woken = {}
 for i = 2, #ARGV do
   local iid = ARGV[i]
   local ti = key_ti(iid)
-  local f = redis.call('HMGET', ti, 'state', 'loc', 'queue', 'tenant', 'priority', 'attempt', 'run',
-    'task')
-  if f[1] == 'dead' and f[7] and f[7] ~= '' then
+  local f = read_ti_replay(ti)
+  local run = f[TI_REPLAY_RUN]
+  if f[TI_REPLAY_STATE] == 'dead' and run and run ~= '' then
     -- a run's task: replay is the run's retry (downstream reset, run reopened
     -- only if the job's overlap policy allows)
-    if not run_reopen_forbidden(f[7]) and retry_run_task(f[7], f[8], now_ms(override)) then
+    local task = f[TI_REPLAY_TASK]
+    if not run_reopen_forbidden(run) and retry_run_task(run, task, now_ms(override)) then
       out[#out + 1] = 1
     else
       out[#out + 1] = 0
     end
-  elseif f[1] == 'dead' then
-    redis.call('XDEL', key_dlq(f[4]), string.sub(f[2], 5))
-    redis.call('HSET', ti, 'budget', f[6], 'ended', '', 'cancel_requested', '')
-    make_ready(ti, iid, f[3], f[4], f[5])
-    gather_wake(woken, f[3])
+  elseif f[TI_REPLAY_STATE] == 'dead' then
+    redis.call('XDEL', key_dlq(f[TI_REPLAY_TENANT]), string.sub(f[TI_REPLAY_LOC], 5))
+    redis.call('HSET', ti, 'budget', f[TI_REPLAY_ATTEMPT], 'ended', '', 'cancel_requested', '')
+    make_ready(ti, iid, f[TI_REPLAY_QUEUE], f[TI_REPLAY_TENANT], f[TI_REPLAY_PRIORITY])
+    gather_wake(woken, f[TI_REPLAY_QUEUE])
     out[#out + 1] = 1
   else
     out[#out + 1] = 0

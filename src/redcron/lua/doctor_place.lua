@@ -38,12 +38,11 @@ local iid = ARGV[1]
 local now = now_ms(ARGV[2])
 local frac = ARGV[3] ~= '' and ARGV[3] or '0'
 local ti = key_ti(iid)
-local f = redis.call('HMGET', ti, 'state', 'loc', 'queue', 'tenant', 'priority', 'lease_entry',
-  'deadline', 'due', 'run', 'name', 'attempt', 'error', 'ended')
-local state, loc = f[1], f[2] or ''
+local f = read_ti_place(ti)
+local state, loc = f[TI_PLACE_STATE], f[TI_PLACE_LOC] or ''
 if not state then return 'missing' end
-local queue, tenant, priority = f[3], f[4], f[5]
-local deadline = tonumber(f[7] or '') or 0
+local queue, tenant, priority = f[TI_PLACE_QUEUE], f[TI_PLACE_TENANT], f[TI_PLACE_PRIORITY]
+local deadline = tonumber(f[TI_PLACE_DEADLINE] or '') or 0
 
 local function names_me(stream, eid)
   local e = redis.call('XRANGE', stream, eid, eid)
@@ -67,13 +66,13 @@ if state == 'ready' then
   return 'requeued'
 elseif state == 'scheduled' or state == 'retry_wait' then
   if redis.call('ZSCORE', key_timers(), iid) then return 'in_place' end
-  local due = tonumber(f[8] or '') or now
+  local due = tonumber(f[TI_PLACE_DUE] or '') or now
   redis.call('ZADD', key_timers(), due, iid)
   redis.call('HSET', ti, 'loc', 'timer', 'due', due)
   return 'timer_added'
 elseif TASK_LEASED[state] then
   local stream = key_q(queue, tenant, priority)
-  local eid = f[6] or ''
+  local eid = f[TI_PLACE_LEASE_ENTRY] or ''
   local pending = eid ~= '' and names_me(stream, eid) and delivered(stream, eid)
   if not pending then
     if deadline > now then return 'lease_live' end
@@ -98,13 +97,14 @@ elseif state == 'dead' then
   local dlq = key_dlq(tenant)
   local eid = string.match(loc, '^dlq:(.+)$')
   if eid and names_me(dlq, eid) then return 'in_place' end
-  local n = f[11] or '0'
+  local n = f[TI_PLACE_ATTEMPT] or '0'
   local outcome = redis.call('HGET', ti, 'a:' .. n .. ':outcome') or 'failed'
-  local new = dlq_add(iid, tenant, queue, f[10], tonumber(n), outcome, f[12], f[13] or now)
+  local new = dlq_add(iid, tenant, queue, f[TI_PLACE_NAME], tonumber(n), outcome, f[TI_PLACE_ERROR],
+    f[TI_PLACE_ENDED] or now)
   redis.call('HSET', ti, 'loc', 'dlq:' .. new)
   return 'dlq_added'
 elseif state == 'held' then
-  local job_id = job_of_run(f[9])
+  local job_id = job_of_run(f[TI_PLACE_RUN])
   if not job_id then return 'in_place' end
   local hk = key_held(job_id)
   if redis.call('LPOS', hk, iid) then return 'in_place' end

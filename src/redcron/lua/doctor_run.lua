@@ -23,20 +23,19 @@
 local run_id = ARGV[1]
 local now = now_ms(ARGV[2])
 local rk = key_run(run_id)
-local r = redis.call('HMGET', rk, 'state', 'job', 'tasks', 'total', 'n_done', 'n_succeeded',
-  'n_failed', 'n_cancelled')
-local job_id = r[2] or job_of_run(run_id)
-if not r[1] then
+local r = read_run_doctor(rk)
+local job_id = r[RUN_DOCTOR_JOB] or job_of_run(run_id)
+if not r[RUN_DOCTOR_STATE] then
   if job_id then redis.call('SREM', key_active(job_id), run_id) end
   return {'gone', 0}
 end
-if not RUN_ACTIVE[r[1]] then
+if not RUN_ACTIVE[r[RUN_DOCTOR_STATE]] then
   redis.call('SREM', key_active(job_id), run_id)
   return {'ended', 0}
 end
 local word = 'in_place'
 if redis.call('SADD', key_active(job_id), run_id) == 1 then word = 'recounted' end
-local names = split(r[3])
+local names = split(r[RUN_DOCTOR_TASKS])
 local states = {}
 for _, t in ipairs(names) do
   local st = redis.call('HGET', key_ti(run_id .. '/' .. t), 'state')
@@ -76,8 +75,10 @@ for _, t in ipairs(names) do
 end
 done = ok + failed + cancelled
 local want = {#names, done, ok, failed, cancelled}
+local have = {r[RUN_DOCTOR_TOTAL], r[RUN_DOCTOR_N_DONE], r[RUN_DOCTOR_N_SUCCEEDED],
+  r[RUN_DOCTOR_N_FAILED], r[RUN_DOCTOR_N_CANCELLED]}
 for i = 1, 5 do
-  if tonumber(r[i + 3] or '') ~= want[i] then word = 'recounted' end
+  if tonumber(have[i] or '') ~= want[i] then word = 'recounted' end
 end
 if word == 'recounted' then
   redis.call('HSET', rk, 'total', want[1], 'n_done', want[2], 'n_succeeded', want[3],

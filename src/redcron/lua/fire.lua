@@ -32,14 +32,15 @@
 -- @include lib/lag.lua
 -- @include lib/fire.lua
 
-local job_id, epoch = ARGV[1], ARGV[7]
-local now = now_ms(ARGV[9])
+local fire = fire_args(0)
+local job_id, epoch = fire.job_id, fire.epoch
+local now = now_ms(fire.now_override)
 
 if not owner_ok(epoch, now) then
   return err('STALE', 'shard lease lost (epoch ' .. epoch .. ' is not the owner)')
 end
 local lags = {}
-local res = fire_one(0, now, nil, lags)
+local res = fire_one(fire, now, nil, lags)
 lag_save(lags, now)
 if res[1] == 'notfound' then return err('NOTFOUND', 'no job ' .. job_id) end
 return res

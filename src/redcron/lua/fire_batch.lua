@@ -13,8 +13,9 @@
 -- @include lib/lag.lua
 -- @include lib/fire.lua
 
-local epoch = ARGV[7]  -- the same in every group, as now_override
-local now = now_ms(ARGV[9])
+local first = fire_args(0)
+local epoch = first.epoch  -- the same in every group, as now_override
+local now = now_ms(first.now_override)
 
 if not owner_ok(epoch, now) then
   return err('STALE', 'shard lease lost (epoch ' .. epoch .. ' is not the owner)')
@@ -22,7 +23,7 @@ end
 local out = {}
 local woken, lags = {}, {}
 for b = 0, #ARGV - 1, 12 do
-  local res = fire_one(b, now, woken, lags)
+  local res = fire_one(fire_args(b), now, woken, lags)
   res[3] = now
   out[#out + 1] = res
 end

@@ -20,6 +20,7 @@
   run on the server clock. ]]
 -- @include lib/clock.lua
 -- @include lib/streams.lua
+-- @include lib/token.lua
 
 local worker = ARGV[1]
 local ttl = tonumber(ARGV[2])
@@ -27,21 +28,21 @@ local now = now_ms(ARGV[3])
 local deadline = now + ttl
 local lost, revoked = {}, {}
 local entries = {}  -- stream -> its renewed entries
+local CANCELLED = {cancelled = true}
 for i = 4, #ARGV, 2 do
   local iid, epoch = ARGV[i], ARGV[i + 1]
   local ti = key_ti(iid)
-  local f = redis.call('HMGET', ti, 'state', 'worker', 'epoch', 'tenant', 'cancel_requested',
-    'queue', 'priority', 'lease_entry')
-  if TASK_LEASED[f[1]] and f[2] == worker and f[3] == epoch then
+  local f = read_ti_heartbeat(ti)
+  if token_holds(f, worker, epoch) then
     redis.call('HSET', ti, 'deadline', deadline)
     -- the token was checked: the lease is valid, so it belongs in the cap's set
     -- (ZADD, not XX: a member lost from it comes back instead of undercounting)
-    redis.call('ZADD', key_tleases(f[4]), deadline, iid)
-    local stream = key_q(f[6], f[4], f[7])
+    redis.call('ZADD', key_tleases(f[TI_HEARTBEAT_TENANT]), deadline, iid)
+    local stream = key_q(f[TI_HEARTBEAT_QUEUE], f[TI_HEARTBEAT_TENANT], f[TI_HEARTBEAT_PRIORITY])
     entries[stream] = entries[stream] or {}
-    table.insert(entries[stream], f[8])
-    if f[5] == '1' then revoked[#revoked + 1] = iid end
-  elseif f[1] == 'cancelled' and f[2] == worker and f[3] == epoch then
+    table.insert(entries[stream], f[TI_HEARTBEAT_LEASE_ENTRY])
+    if f[TI_HEARTBEAT_CANCEL_REQUESTED] == '1' then revoked[#revoked + 1] = iid end
+  elseif token_holds(f, worker, epoch, CANCELLED) then
     revoked[#revoked + 1] = iid
   else
     lost[#lost + 1] = iid

@@ -54,22 +54,22 @@ local function visit(stream, eid)
   end
   local iid = e[1][2][2]
   local ti = key_ti(iid)
-  local f = redis.call('HMGET', ti, 'state', 'deadline', 'timeout_ms', 'attempt', 'lease_entry',
-    'queue', 'tenant', 'priority')
+  local f = read_ti_reap(ti)
   -- entry ids are unique per stream only: the lease must be on this stream
-  if not (TASK_LEASED[f[1]] and f[5] == eid and key_q(f[6], f[7], f[8]) == stream) then
+  if not (TASK_LEASED[f[TI_REAP_STATE]] and f[TI_REAP_LEASE_ENTRY] == eid
+      and key_q(f[TI_REAP_QUEUE], f[TI_REAP_TENANT], f[TI_REAP_PRIORITY]) == stream) then
     drop_entry(stream, eid)  -- left behind: the instance moved on
     return 0
   end
-  if (tonumber(f[2] or '0') or 0) > now then  -- text written by hand: expired
+  if (tonumber(f[TI_REAP_DEADLINE] or '0') or 0) > now then  -- text written by hand: expired
     stamp(stream, {eid}, now, override)
     return 0  -- a live lease (a longer TTL than the minimum)
   end
   redis.call('HINCRBY', key_stats(), 'lease_expired', 1)
   local outcome, why = 'lost', 'lease expired (worker lost or stuck)'
-  local timeout = tonumber(f[3] or '0') or 0
+  local timeout = tonumber(f[TI_REAP_TIMEOUT_MS] or '0') or 0
   if timeout > 0 then
-    local pre = 'a:' .. f[4] .. ':'
+    local pre = 'a:' .. f[TI_REAP_ATTEMPT] .. ':'
     local s = redis.call('HMGET', ti, pre .. 'started', pre .. 'leased')
     local since = tonumber(s[1] or s[2] or '')
     if since and now - since >= timeout then

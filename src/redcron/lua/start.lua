@@ -6,16 +6,18 @@
   Returns: number marked; a stale token changes nothing.
   Upholds: a stale lease token writes nothing. ]]
 -- @include lib/clock.lua
+-- @include lib/token.lua
 
 local worker = ARGV[1]
 local now = now_ms(ARGV[2])
 local n = 0
+local JUST_LEASED = {leased = true}  -- not yet started (a running one stays as it is)
 for i = 3, #ARGV, 2 do
   local iid, epoch = ARGV[i], ARGV[i + 1]
   local ti = key_ti(iid)
-  local f = redis.call('HMGET', ti, 'state', 'worker', 'epoch', 'attempt')
-  if f[1] == 'leased' and f[2] == worker and f[3] == epoch then
-    redis.call('HSET', ti, 'state', 'running', 'a:' .. f[4] .. ':started', now)
+  local f = read_ti_start(ti)
+  if token_holds(f, worker, epoch, JUST_LEASED) then
+    redis.call('HSET', ti, 'state', 'running', 'a:' .. f[TI_START_ATTEMPT] .. ':started', now)
     n = n + 1
   end
 end

@@ -1,5 +1,6 @@
 --[[ attempts: check a lease token; end an attempt and move the instance on. ]]
 -- @include lib/streams.lua
+-- @include lib/token.lua
 -- @include lib/rings.lua
 -- @include lib/breaker.lua
 -- @include lib/terminal.lua
@@ -8,8 +9,7 @@
 
 -- Does (worker, epoch) still hold a valid lease on this instance?
 local function token_ok(ti, worker, epoch)
-  local f = redis.call('HMGET', ti, 'state', 'worker', 'epoch')
-  return TASK_LEASED[f[1]] and f[2] == worker and f[3] == epoch
+  return token_holds(read_ti_token(ti), worker, epoch)
 end
 
 --[[ End the current attempt and move the instance to its next place:
@@ -24,11 +24,10 @@ end
   attempt may run (0: ready at once); nil otherwise. ]]
 local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitcode, now, frac,
     counter)
-  local f = redis.call('HMGET', ti, 'attempt', 'tenant', 'max_attempts', 'retry_base_ms',
-    'retry_cap_ms', 'budget', 'cancel_requested', 'queue', 'priority', 'name', 'run', 'lease_entry')
+  local f = read_ti_end(ti)
   -- a field edited by hand into text must not fail the whole batch: defaults
-  local n = tonumber(f[1] or '0') or 0
-  local tenant, queue, priority = f[2], f[8], f[9]
+  local n = tonumber(f[TI_END_ATTEMPT] or '0') or 0
+  local tenant, queue, priority = f[TI_END_TENANT], f[TI_END_QUEUE], f[TI_END_PRIORITY]
   local pre = 'a:' .. n .. ':'
   redis.call('HSET', ti, pre .. 'outcome', outcome, pre .. 'ended', now)
   count_attempts(tenant, outcome, 1, now, counter ~= 'handed_back')
@@ -38,28 +37,29 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
   if exitcode ~= nil and exitcode ~= '' then
     redis.call('HSET', ti, pre .. 'exit', exitcode, 'exit_code', exitcode)
   end
-  drop_entry(key_q(queue, tenant, priority), f[12])
+  drop_entry(key_q(queue, tenant, priority), f[TI_END_LEASE_ENTRY])
   redis.call('ZREM', key_tleases(tenant), iid)
   unpark(tenant)
   redis.call('HSET', ti, 'deadline', '', 'lease_entry', '')
-  if f[11] and f[11] ~= '' then breaker_attempt_ended(iid, f[11], outcome, counter, now) end
+  local run = f[TI_END_RUN]
+  if run and run ~= '' then breaker_attempt_ended(iid, run, outcome, counter, now) end
   if outcome == 'succeeded' then
     redis.call('HDEL', ti, 'error')  -- as complete.lua: history keeps it
     make_terminal(ti, iid, 'succeeded', now)
     return 'succeeded'
   end
-  if outcome == 'cancelled' or f[7] == '1' then
+  if outcome == 'cancelled' or f[TI_END_CANCEL_REQUESTED] == '1' then
     make_terminal(ti, iid, 'cancelled', now)
     return 'cancelled'
   end
-  local used = n - (tonumber(f[6] or '0') or 0)
-  if retryable == '1' and used < (tonumber(f[3] or '1') or 1) then
+  local used = n - (tonumber(f[TI_END_BUDGET] or '0') or 0)
+  if retryable == '1' and used < (tonumber(f[TI_END_MAX_ATTEMPTS] or '1') or 1) then
     local delay
     if delay_ms ~= nil and delay_ms ~= '' then
       delay = tonumber(delay_ms)
     else
-      local ceiling = (tonumber(f[4] or '1000') or 1000) * (2 ^ (used - 1))
-      local cap = tonumber(f[5] or '3600000') or 3600000
+      local ceiling = (tonumber(f[TI_END_RETRY_BASE_MS] or '1000') or 1000) * (2 ^ (used - 1))
+      local cap = tonumber(f[TI_END_RETRY_CAP_MS] or '3600000') or 3600000
       if ceiling > cap then ceiling = cap end
       delay = math.floor(ceiling * tonumber(frac))
     end
@@ -73,6 +73,6 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
     redis.call('HSET', ti, 'state', 'retry_wait', 'loc', 'timer', 'due', now + delay)
     return 'retry_wait', delay
   end
-  dead_letter(ti, iid, tenant, queue, f[10], n, outcome, errtext, now)
+  dead_letter(ti, iid, tenant, queue, f[TI_END_NAME], n, outcome, errtext, now)
   return 'dead'
 end

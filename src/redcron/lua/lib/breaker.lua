@@ -122,9 +122,9 @@ local function breaker_record(iid, run_id, failed, now)
   local j = redis.call('HMGET', jk, 'breaker', 'breaker_trial', 'breaker_ratio', 'breaker_min',
     'breaker_window_s', 'breaker_cooldown_s')
   if not j[3] then return end  -- the job is gone, or has no breaker settings
-  local state = j[1] or ''
+  local mode = j[1] or ''  -- the breaker's: '' (closed), open or trial
   local cooldown_ms = (tonumber(j[6]) or 60) * 1000
-  if state == 'trial' and j[2] == iid then
+  if mode == 'trial' and j[2] == iid then
     if failed then
       breaker_open(job_id, now + cooldown_ms)
       breaker_event('breaker_reopened', job_id, now, 'trial task ' .. iid .. ' failed')
@@ -139,7 +139,7 @@ local function breaker_record(iid, run_id, failed, now)
   redis.call('HINCRBY', bk, minute .. ':n', 1)
   if failed then redis.call('HINCRBY', bk, minute .. ':f', 1) end
   redis.call('EXPIRE', bk, window_min * 60 + 120)
-  if not failed or state ~= '' then return end
+  if not failed or mode ~= '' then return end
   local fields = {}
   for m = minute - window_min + 1, minute do
     fields[#fields + 1] = m .. ':n'
@@ -168,4 +168,43 @@ local function breaker_attempt_ended(iid, run_id, outcome, counter, now)
   else
     breaker_record(iid, run_id, outcome ~= 'succeeded', now)
   end
+end
+
+-- The breaker's word on leasing one run instance: 'lease' or 'hold' (lease.lua;
+-- `gates`: job id -> its breaker, read once per call).  After the cool-down the
+-- first instance asked about becomes the single trial.
+local function breaker_gate(gates, run_id, iid, now)
+  local job_id = job_of_run(run_id)
+  if not job_id then return 'lease' end
+  local b = gates[job_id]
+  if not b then
+    local j = redis.call('HMGET', key_job(job_id), 'breaker', 'breaker_until', 'breaker_trial')
+    b = {mode = j[1] or '', till = tonumber(j[2] or '') or 0, trial = j[3] or ''}
+    gates[job_id] = b
+  end
+  if b.mode == '' then return 'lease' end
+  if b.mode == 'open' and now >= b.till then
+    redis.call('HSET', key_job(job_id), 'breaker', 'trial', 'breaker_trial', iid)
+    breaker_event('breaker_trial', job_id, now, iid)
+    b.mode, b.trial = 'trial', iid
+    return 'lease'
+  end
+  if b.mode == 'trial' and b.trial == iid then return 'lease' end
+  if b.mode == 'trial' and not b.checked then
+    -- a trial that can never report (its hash gone...) would hold the job forever
+    b.checked = true
+    if breaker_trial_lost(b.trial) then
+      redis.call('HSET', key_job(job_id), 'breaker_trial', iid)
+      breaker_event('breaker_trial', job_id, now, iid .. ' (trial ' .. b.trial .. ' lost)')
+      b.trial = iid
+      return 'lease'
+    end
+  end
+  return 'hold'
+end
+
+-- Hold a run instance aside while its job's breaker is open (not handed out).
+local function breaker_hold(ti, iid, run_id)
+  redis.call('HSET', ti, 'state', 'held', 'loc', 'held')
+  redis.call('RPUSH', key_held(job_of_run(run_id)), iid)
 end

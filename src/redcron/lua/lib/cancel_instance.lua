@@ -4,7 +4,7 @@
 -- @include lib/streams.lua
 -- @include lib/rings.lua
 -- @include lib/terminal.lua
--- @include lib/runs.lua
+-- @include lib/run_retention.lua
 
 -- Cancel one instance wherever it is.  Returns the resulting state and whether
 -- this call ended it: ('cancelled', true), or the terminal state it already had

@@ -1,7 +1,8 @@
---[[ fire: one fire of a job (see fire.lua for the ARGV group layout), shared by
-  fire.lua (one fire) and fire_batch.lua (many fires of one shard per call).
-  b is the 0-based offset of the 12-value group in ARGV; the caller checks the
-  owner epoch first. Returns {status, run_id}; status notfound for a missing job,
+--[[ fire: one fire of a job, shared by fire.lua (one fire) and fire_batch.lua
+  (many fires of one shard per call).  fire_args() names the 12 values of one
+  group of ARGV (laid out as fire.lua's header says) once; fire_one() takes
+  that table.  The caller checks the owner epoch first.  Returns {status,
+  run_id}; status notfound for a missing job,
   {'malformed', reason} (nothing written) for a job hash no run can be made from.
   A new fire from the schedule (not manual) is noted in `lags` (lib/lag.lua: the
   caller saves them once) as now - its due time, the later of its schedule score
@@ -10,7 +11,7 @@
 -- @include lib/lists.lua
 -- @include lib/lag.lua
 -- @include lib/admission.lua
--- @include lib/runs.lua
+-- @include lib/run_create.lua
 -- @include lib/cancel_instance.lua
 
 -- Why a job hash cannot make a run (its template did not decode to rows of
@@ -36,27 +37,45 @@ local function owner_ok(epoch, now)
   return o[1] == epoch and tonumber(o[2] or '0') > now
 end
 
-local function fire_one(b, now, woken, lags)
-  local job_id, expected, version = ARGV[b + 1], ARGV[b + 2], ARGV[b + 3]
-  local fire_ms, next_nominal, next_due = ARGV[b + 4], ARGV[b + 5], ARGV[b + 6]
-  local trigger, skipped, run_id, params = ARGV[b + 8], ARGV[b + 10], ARGV[b + 11], ARGV[b + 12]
+-- The fire whose 12 values start after ARGV[b] (b: 0, 12, 24...).
+local function fire_args(b)
+  return {
+    job_id = ARGV[b + 1],
+    expected = ARGV[b + 2],  -- the due score it was planned from ('' = not from the schedule)
+    version = ARGV[b + 3],
+    fire_ms = ARGV[b + 4],
+    next_nominal = ARGV[b + 5],
+    next_due = ARGV[b + 6],
+    epoch = ARGV[b + 7],
+    trigger = ARGV[b + 8],
+    now_override = ARGV[b + 9],
+    skipped = ARGV[b + 10],
+    run_id = ARGV[b + 11],
+    params = ARGV[b + 12],
+  }
+end
+
+-- One fire (a fire_args() table).
+local function fire_one(fire, now, woken, lags)
+  local job_id, expected, version = fire.job_id, fire.expected, fire.version
+  local fire_ms, next_nominal, next_due = fire.fire_ms, fire.next_nominal, fire.next_due
+  local trigger, skipped, run_id, params = fire.trigger, fire.skipped, fire.run_id, fire.params
   if fire_ms == '' then fire_ms = tostring(now) end
   local jk = key_job(job_id)
 
   -- checks before writes (the owner epoch was checked by the calling script)
-  local j = redis.call('HMGET', jk, 'version', 'paused', 'overlap', 'template', 'tenant', 'name',
-    'keep_s')
-  if not j[1] then return {'notfound', ''} end
-  if version ~= '' and version ~= j[1] then return {'version', ''} end
+  local j = read_job_fire(jk)
+  if not j[JOB_FIRE_VERSION] then return {'notfound', ''} end
+  if version ~= '' and version ~= j[JOB_FIRE_VERSION] then return {'version', ''} end
   if expected ~= '' then
     local score = redis.call('ZSCORE', key_schedule(), job_id)
     if not score or tonumber(score) ~= tonumber(expected) then return {'stale', ''} end
   end
-  if j[2] == '1' and trigger ~= 'manual' then return {'paused', ''} end
+  if j[JOB_FIRE_PAUSED] == '1' and trigger ~= 'manual' then return {'paused', ''} end
   -- a hash edited by hand: refuse before the schedule moves (a Lua error
   -- half-way would lose this fire and fail every fire of the same call)
-  local ok, rows = pcall(cjson.decode, j[4] or '')
-  local why = dag_malformed(ok, rows, j[5])
+  local ok, rows = pcall(cjson.decode, j[JOB_FIRE_TEMPLATE] or '')
+  local why = dag_malformed(ok, rows, j[JOB_FIRE_TENANT])
   if why then return {'malformed', why} end
 
   -- the schedule moves in the same step as the run is created
@@ -83,10 +102,10 @@ local function fire_one(b, now, woken, lags)
   if expected == '' then redis.call('HSET', jk, 'last_fire', fire_ms) end
   redis.call('HINCRBY', key_stats(), 'fires', 1)
   if expected ~= '' and trigger ~= 'manual' then
-    lag_note(lags, j[5], now - math.max(tonumber(expected), tonumber(fire_ms)))
+    lag_note(lags, j[JOB_FIRE_TENANT], now - math.max(tonumber(expected), tonumber(fire_ms)))
   end
 
-  local overlap = j[3] or 'skip'
+  local overlap = j[JOB_FIRE_OVERLAP] or 'skip'
   local active = redis.call('SCARD', key_active(job_id))
   if trigger ~= 'manual' and active > 0 then
     if overlap == 'skip' then
@@ -116,19 +135,21 @@ local function fire_one(b, now, woken, lags)
   end
   -- admission: a run whose roots would push the tenant past max_queued is
   -- recorded as rejected (and counted), never dropped silently
-  local max_queued, max_priority = admission(j[5])
+  local max_queued, max_priority = admission(j[JOB_FIRE_TENANT])
   if max_queued > 0 then
     local roots = 0
     for _, row in ipairs(rows) do
       if #row.deps == 0 then roots = roots + 1 end
     end
-    if queued_count(j[5]) + roots > max_queued then
+    if queued_count(j[JOB_FIRE_TENANT]) + roots > max_queued then
       record_skipped(job_id, run_id, tonumber(fire_ms), trigger, now,
         'admission: tenant over max_queued', 'rejected')
       return {'rejected', run_id}
     end
   end
   create_run(job_id, run_id, tonumber(fire_ms), trigger, now, params,
-    {j[4], j[5], j[6], j[7], max_priority, rows = rows}, woken)
+    {tenant = j[JOB_FIRE_TENANT], name = j[JOB_FIRE_NAME], keep_s = j[JOB_FIRE_KEEP_S],
+     max_priority = max_priority,
+     rows = rows}, woken)
   return {'created', run_id}
 end

@@ -21,8 +21,9 @@ end
 local function retry_run_task(run_id, task, now)
   local iid = run_id .. '/' .. task
   local ti = key_ti(iid)
-  local f = redis.call('HMGET', ti, 'state', 'loc', 'queue', 'tenant', 'priority', 'attempt', 'down')
-  if f[1] ~= 'dead' and f[1] ~= 'cancelled' and f[1] ~= 'upstream_failed' then return false end
+  local f = read_ti_retry(ti)
+  local state = f[TI_RETRY_STATE]
+  if state ~= 'dead' and state ~= 'cancelled' and state ~= 'upstream_failed' then return false end
   -- an upstream that failed (and is not retried itself) means it can never run:
   -- reopening the run for it would leave a run that nothing can progress
   local deps = split(redis.call('HGET', ti, 'deps'))
@@ -31,23 +32,25 @@ local function retry_run_task(run_id, task, now)
     if not st or (TASK_TERMINAL[st] and st ~= 'succeeded') then return false end
   end
   local rk = key_run(run_id)
-  local counter = f[1] == 'cancelled' and 'n_cancelled' or 'n_failed'
-  if f[1] == 'dead' then redis.call('XDEL', key_dlq(f[4]), string.sub(f[2], 5)) end
+  local counter = state == 'cancelled' and 'n_cancelled' or 'n_failed'
+  if state == 'dead' then
+    redis.call('XDEL', key_dlq(f[TI_RETRY_TENANT]), string.sub(f[TI_RETRY_LOC], 5))
+  end
   redis.call('HINCRBY', rk, 'n_done', -1)
   redis.call('HINCRBY', rk, counter, -1)
   redis.call('PERSIST', ti)
-  redis.call('HSET', ti, 'budget', f[6], 'ended', '', 'cancel_requested', '')
+  redis.call('HSET', ti, 'budget', f[TI_RETRY_ATTEMPT], 'ended', '', 'cancel_requested', '')
   -- a task whose own upstream is not done waits for it
   local left = unmet_deps(run_id, deps)
   redis.call('HSET', ti, 'deps_left', left)
   if left == 0 then
-    make_ready(ti, iid, f[3], f[4], f[5])
-    wake(f[3], 1)
+    make_ready(ti, iid, f[TI_RETRY_QUEUE], f[TI_RETRY_TENANT], f[TI_RETRY_PRIORITY])
+    wake(f[TI_RETRY_QUEUE], 1)
   else
     redis.call('HSET', ti, 'state', 'pending', 'loc', '')
   end
   -- what this task's failure marked downstream (never started) waits again
-  walk_downstream(run_id, f[7], function(dti)
+  walk_downstream(run_id, f[TI_RETRY_DOWN], function(dti)
     local g = redis.call('HMGET', dti, 'state', 'down', 'deps')
     local never_ran = g[1] == 'cancelled' and redis.call('HGET', dti, 'attempt') == '0'
     if g[1] ~= 'upstream_failed' and not never_ran then return nil end

@@ -1,0 +1,91 @@
+--[[ run_create: a run and its instances from the job's compiled template,
+  or the record of a fire that made none (skipped, rejected).  Every fire
+  recorded as a skipped or rejected run is counted (lib/outcomes.lua). ]]
+-- @include lib/admission.lua
+-- @include lib/streams.lua
+-- @include lib/rings.lua
+-- @include lib/recent.lua
+-- @include lib/outcomes.lua
+
+-- Record a fire that created no run (overlap, or the job paused while it was
+-- buffered): a 'skipped' run without instances in the job's history and a
+-- counted stat, so no fire is dropped silently.
+local function record_skipped(job_id, run_id, fire_ms, trigger, now, reason, state)
+  local jk = key_job(job_id)
+  local j = redis.call('HMGET', jk, 'tenant', 'name', 'keep_s')
+  local rk = key_run(run_id)
+  redis.call('HSET', rk, 'id', run_id, 'job', job_id, 'tenant', j[1], 'job_name', j[2],
+    'state', state or 'skipped', 'reason', reason, 'scheduled_for', fire_ms, 'trigger', trigger,
+    'created', now, 'ended', now, 'total', 0, 'tasks', '')
+  redis.call('ZADD', key_runs(job_id), fire_ms, run_id)
+  redis.call('HINCRBY', key_stats(), state == 'rejected' and 'fires_rejected'
+    or 'fires_overlap_skipped', 1)
+  count_run(j[1], state or 'skipped')
+  local keep = tonumber(j[3] or '0')
+  if keep and keep > 0 then redis.call('EXPIRE', rk, keep) end
+end
+
+-- Create a run and its instances from the job's compiled template; the
+-- roots are made ready at once.  `job` may carry the job fields the caller
+-- already read: tenant, name, keep_s, rows (the decoded template) and
+-- optionally max_priority (the tenant's); `woken` (optional) collects
+-- queue -> count so a batch wakes each queue once.
+local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, woken)
+  local jk = key_job(job_id)
+  local j = job
+  if not j then
+    local f = read_job_run(jk)
+    j = {template = f[JOB_RUN_TEMPLATE], tenant = f[JOB_RUN_TENANT], name = f[JOB_RUN_NAME],
+         keep_s = f[JOB_RUN_KEEP_S]}
+  end
+  local rows = j.rows or cjson.decode(j.template)  -- fire_one decoded (and checked) it already
+  local tenant = j.tenant
+  local names = {}
+  for i, row in ipairs(rows) do names[i] = row.task end
+  local rk = key_run(run_id)
+  redis.call('HSET', rk, 'id', run_id, 'job', job_id, 'job_name', j.name, 'tenant', tenant,
+    'state', 'queued', 'scheduled_for', fire_ms, 'trigger', trigger, 'created', now,
+    'total', #rows, 'n_done', 0, 'n_succeeded', 0, 'n_failed', 0, 'n_cancelled', 0,
+    'tasks', table.concat(names, ','), 'keep_s', j.keep_s or '0', 'params', params or '')
+  local wake_now = woken == nil
+  woken = woken or {}
+  local recent = {}
+  -- the caller may have read the tenant's admission settings already
+  local max_priority = j.max_priority
+  if not max_priority then
+    local _
+    _, max_priority = admission(tenant)
+  end
+  for _, row in ipairs(rows) do
+    row.priority = clamp_priority(row.priority, max_priority)
+    local iid = run_id .. '/' .. row.task
+    local state, loc = 'pending', ''
+    if #row.deps == 0 then
+      -- a root: ready at once (the stream entry first, so the hash names it)
+      local eid = stream_add(key_q(row.queue, tenant, row.priority), iid)
+      loc, state = 'q:' .. eid, 'ready'
+      ring_add(key_ring(row.queue, row.priority), tenant)
+      note_oldest(row.queue, row.priority, tenant, eid)
+      gather_wake(woken, row.queue)
+    end
+    redis.call('HSET', key_ti(iid), 'id', iid, 'name', row.name, 'kind', row.kind,
+      'args', redis.call('HGET', jk, 'args:' .. row.task) or '', 'queue', row.queue,
+      'tenant', tenant, 'priority', row.priority, 'timeout_ms', row.timeout_ms,
+      'max_attempts', row.max_attempts, 'retry_base_ms', row.retry_base_ms,
+      'retry_cap_ms', row.retry_cap_ms, 'result_ttl_s', 0, 'created', now, 'attempt', 0,
+      'epoch', 0, 'budget', 0, 'run', run_id, 'task', row.task,
+      'deps', table.concat(row.deps, ','), 'down', table.concat(row.down, ','),
+      'deps_left', #row.deps, 'state', state, 'loc', loc, 'due', '')
+    note_recent(recent, iid, now)
+    if row.cpu or row.mem then
+      redis.call('HSET', key_ti(iid), 'cpu', row.cpu or '', 'mem', row.mem or '')
+    end
+  end
+  if wake_now then
+    wake_gathered(woken)
+  end
+  save_recent(recent)
+  -- tenants and queues were registered by job_put
+  redis.call('SADD', key_active(job_id), run_id)
+  redis.call('ZADD', key_runs(job_id), fire_ms, run_id)
+end
