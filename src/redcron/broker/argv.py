@@ -18,8 +18,33 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-#: values per task in enqueue.lua's ARGV (13 without resource requests)
+#: values per task in enqueue.lua's ARGV (the fields of :class:`EnqueueRow`)
 ENQUEUE_FIELDS = 15
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueRow:
+    """One task instance to create, as enqueue.lua takes it (its ARGV header).
+
+    The App builds these (validated); only :func:`enqueue` knows their order on
+    the wire.
+    """
+
+    iid: str
+    name: str
+    kind: str  # python | command | container
+    args: bytes  # msgpack
+    queue: str
+    tenant: str
+    priority: str
+    timeout_ms: int
+    max_attempts: int
+    retry_base_ms: int
+    retry_cap_ms: int
+    delay_ms: int
+    result_ttl_s: int
+    cpu: float | None = None  # cores (None: no request)
+    mem: int | None = None  # bytes (None: no request)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,15 +87,27 @@ def flat(head: list[Any], groups: Iterable[Sequence[Any]]) -> list[Any]:
     return [*head, *(v for group in groups for v in group)]
 
 
-def enqueue(rows: Sequence[Sequence[Any]], now: int | None = None) -> list[Any]:
-    """enqueue.lua: rows of the 13 task fields, optionally + (cpu, mem)."""
+def enqueue(rows: Iterable[EnqueueRow], now: int | None = None) -> list[Any]:
+    """enqueue.lua: every row's 15 fields (resource requests "" when None)."""
     args: list[Any] = [clock(now), ENQUEUE_FIELDS]
-    for row in rows:
-        if len(row) == ENQUEUE_FIELDS - 2:  # no resource requests
-            row = [*row, "", ""]
-        if len(row) != ENQUEUE_FIELDS:
-            raise ValueError(f"enqueue row needs {ENQUEUE_FIELDS} fields, got {len(row)}")
-        args.extend(row)
+    for r in rows:
+        args += (
+            r.iid,
+            r.name,
+            r.kind,
+            r.args,
+            r.queue,
+            r.tenant,
+            r.priority,
+            r.timeout_ms,
+            r.max_attempts,
+            r.retry_base_ms,
+            r.retry_cap_ms,
+            r.delay_ms,
+            r.result_ttl_s,
+            "" if r.cpu is None else r.cpu,
+            "" if r.mem is None else r.mem,
+        )
     return args
 
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import redis
 
-from redcron.broker.argv import FailItem, FireArgs
+from redcron.broker.argv import EnqueueRow, FailItem, FireArgs
 from redcron.broker.beat import BeatStore, Fired
 from redcron.broker.cancel import TaskCancel, cancel
 from redcron.broker.core import MAX_MAINTENANCE, PAYLOADS, Core, fields_of, shard_of_id, time_ms
@@ -83,7 +83,7 @@ class Broker(Core):
 
     # -- producing: broker/enqueue.py ------------------------------------------
 
-    def enqueue(self, rows: Sequence[Sequence[Any]], now: int | None = None) -> int:
+    def enqueue(self, rows: Sequence[EnqueueRow], now: int | None = None) -> int:
         """See :meth:`Enqueuer.enqueue`."""
         return self.enqueuer.enqueue(rows, now)
 

@@ -1,6 +1,6 @@
 """Admission and enqueue: ``enqueue_check.lua`` then ``enqueue.lua``.
 
-A batch of rows is written whole or not at
+A batch of :class:`~redcron.broker.argv.EnqueueRow` is written whole or not at
 all; how a batch bigger than one call is admitted before its first write is
 :meth:`Enqueuer.enqueue`'s docstring.
 """
@@ -14,6 +14,7 @@ from typing import Any
 import redis
 
 from redcron.broker import argv
+from redcron.broker.argv import EnqueueRow
 from redcron.broker.core import MAX_BATCH, Core, shard_of_id
 from redcron.clock import ulid
 from redcron.errors import Conflict, NotReplicated, RedcronError
@@ -27,22 +28,22 @@ class Enqueuer:
     def __init__(self, core: Core) -> None:
         self.core = core
 
-    def enqueue(self, rows: Sequence[Sequence[Any]], now: int | None = None) -> int:
+    def enqueue(self, rows: Sequence[EnqueueRow], now: int | None = None) -> int:
         """Create instances (see :meth:`_enqueue`).  Under ``durability="strict"``
         a :class:`NotReplicated` names the task ids it concerns: they are queued
         on the master, and enqueueing them again would run the work twice."""
         try:
             return self._enqueue(rows, now)
         except NotReplicated as exc:
-            ids = [row[0] for row in rows]
+            ids = [row.iid for row in rows]
             shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
             raised = NotReplicated(f"{exc} (tasks {shown}: look them up, do not enqueue again)")
             raised.task_ids = ids
             raised.results = exc.results
             raise raised from exc
 
-    def _enqueue(self, rows: Sequence[Sequence[Any]], now: int | None = None) -> int:
-        """Create instances; each row holds the 13 enqueue.lua fields (iid first).
+    def _enqueue(self, rows: Sequence[EnqueueRow], now: int | None = None) -> int:
+        """Create instances, one per row.
 
         All or nothing: a batch refused for a tenant's ``max_queued``
         (:class:`QuotaExceeded`), a command or container row of a tenant
@@ -70,9 +71,9 @@ class Enqueuer:
         holds on Redis Cluster too: every call touches one shard's slot.
         """
         core = self.core
-        by_shard: dict[int, list[Sequence[Any]]] = {}
+        by_shard: dict[int, list[EnqueueRow]] = {}
         for row in rows:
-            by_shard.setdefault(shard_of_id(row[0]), []).append(row)
+            by_shard.setdefault(shard_of_id(row.iid), []).append(row)
         if len(by_shard) == 1 and len(rows) <= MAX_BATCH:
             shard, chunk = next(iter(by_shard.items()))
             return int(core._run("enqueue", shard, argv.enqueue(chunk, now)))
@@ -81,18 +82,20 @@ class Enqueuer:
         for shard, shard_rows in by_shard.items():
             counts = ready[shard] = {}
             for row in shard_rows:
-                if row[0] in seen:
-                    raise Conflict(f"task id {row[0]} comes twice in the batch; nothing written")
-                seen.add(row[0])
-                if not _delayed(row[11]):
-                    counts[row[5]] = counts.get(row[5], 0) + 1
+                if row.iid in seen:
+                    raise Conflict(f"task id {row.iid} comes twice in the batch; nothing written")
+                seen.add(row.iid)
+                if not _delayed(row.delay_ms):
+                    counts[row.tenant] = counts.get(row.tenant, 0) + 1
         token = ulid()
         batch = {shard: core.keys.batch(shard, token) for shard in by_shard}
-        tenants = {shard: {row[5] for row in shard_rows} for shard, shard_rows in by_shard.items()}
+        tenants = {
+            shard: {row.tenant for row in shard_rows} for shard, shard_rows in by_shard.items()
+        }
         # checked with the admission, so a tenant without the grant is refused
         # before the first write, not half-way (enqueue.lua checks each call too)
         needing = {
-            shard: {row[5] for row in shard_rows if row[2] != "python"}
+            shard: {row.tenant for row in shard_rows if row.kind != "python"}
             for shard, shard_rows in by_shard.items()
         }
         # 1. admit the whole batch (checks, then reservations): nothing written yet
@@ -100,7 +103,7 @@ class Enqueuer:
         for shard, shard_rows in by_shard.items():
             for i in range(0, len(shard_rows), MAX_BATCH):
                 final = i + MAX_BATCH >= len(shard_rows)
-                ids = [row[0] for row in shard_rows[i : i + MAX_BATCH]]
+                ids = [row.iid for row in shard_rows[i : i + MAX_BATCH]]
                 args = argv.enqueue_check(
                     ready[shard] if final else None, ids, needing[shard] if final else ()
                 )

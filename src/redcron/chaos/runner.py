@@ -36,6 +36,7 @@ from typing import Any
 
 import redcron
 from redcron.app import App
+from redcron.broker.argv import EnqueueRow
 from redcron.broker.audit import AuditLog
 from redcron.broker.broker import shard_of_id
 from redcron.broker.retry import TRANSIENT
@@ -163,7 +164,7 @@ class Runner:
         self.beats: list[Proc] = []
         self.retired: list[Proc] = []
         self._gen = itertools.count()
-        self._pending: list[list[list[Any]]] = []  # row groups (one shard each) to enqueue
+        self._pending: list[list[EnqueueRow]] = []  # row groups (one shard each) to enqueue
         self._to_cancel: list[str] = []
         self._t0 = 0.0
         self.app: App | None = None
@@ -216,7 +217,7 @@ class Runner:
 
     def _submit(self, wave: tuple[OneOff, ...]) -> None:
         assert self.app is not None
-        by_shard: dict[int, list[list[Any]]] = {}
+        by_shard: dict[int, list[EnqueueRow]] = {}
         for job in wave:
             opts: dict[str, Any] = {"_tenant": job.tenant, "_priority": job.priority}
             if job.timeout is not None:
@@ -225,9 +226,9 @@ class Runner:
                 opts["_retries"] = job.retries
             defaults = self.app.tasks[job.task].options
             row = self.app._row(job.task, "python", [list(job.args), {}], defaults, opts)
-            by_shard.setdefault(shard_of_id(row[0]), []).append(row)
+            by_shard.setdefault(shard_of_id(row.iid), []).append(row)
             if job.kind == "cancel":
-                self._to_cancel.append(row[0])
+                self._to_cancel.append(row.iid)
         self._pending.extend(by_shard.values())
         self._flush()
 
@@ -245,7 +246,7 @@ class Runner:
             except TRANSIENT:
                 return
             self._pending.pop(0)
-            self.tally.acked += [r[0] for r in rows]
+            self.tally.acked += [r.iid for r in rows]
             self.tally.enqueued += len(rows)
 
     def _cancel_running(self, all_left: bool = False) -> None:
