@@ -6,7 +6,6 @@ recorded as a ``rejected`` run and counted, never dropped silently.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 
 import pytest
@@ -167,7 +166,7 @@ def test_a_duplicate_id_in_a_later_call_of_a_batch_writes_nothing(
     ]
     # in the second chunk: the first 256 rows would be a call of their own
     repeated = old.id if where == "exists already" else rows[10].iid
-    rows[300] = dataclasses.replace(rows[300], iid=repeated)
+    rows[300] = rows[300]._replace(iid=repeated)
     with pytest.raises(Conflict):
         app.broker.enqueue(rows)
     assert everything(r, prefix) == before

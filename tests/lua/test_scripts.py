@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -224,7 +223,7 @@ def test_enqueue_rejects_a_malformed_row_and_writes_nothing(
     broker: Broker, r: redis.Redis, key_prefix: str, field: str, value: Any, message: str
 ) -> None:
     good = row(f"0-{ulid()}")
-    bad = dataclasses.replace(row(f"0-{ulid()}"), **{field: value})
+    bad = row(f"0-{ulid()}")._replace(**{field: value})
     with pytest.raises(Rejected, match=message):
         broker.enqueue([good, bad])
     assert _scan(r, key_prefix) == [key_prefix + "meta"]

@@ -4,8 +4,6 @@ those since the last replay (issue 9: "6/4", stale errors, hidden exit 0)."""
 
 from __future__ import annotations
 
-import dataclasses
-
 from grants import grant_commands
 from lua_ops import Ops, new_id, row
 
@@ -35,7 +33,7 @@ def test_success_after_a_failure_clears_the_error_but_keeps_the_history(
 
 def test_a_command_success_records_exit_code_zero(ops: Ops, broker: Broker) -> None:
     iid = new_id()
-    command = dataclasses.replace(row(iid), kind="command")
+    command = row(iid)._replace(kind="command")
     grant_commands(broker, command.tenant)
     ops.enqueue(command)
     [t] = ops.lease("w1")

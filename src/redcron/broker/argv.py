@@ -16,18 +16,18 @@ import json
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-#: values per task in enqueue.lua's ARGV (the fields of :class:`EnqueueRow`)
-ENQUEUE_FIELDS = 15
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class EnqueueRow:
+class EnqueueRow(NamedTuple):
     """One task instance to create, as enqueue.lua takes it (its ARGV header).
 
     The App builds these (validated); only :func:`enqueue` knows their order on
-    the wire.
+    the wire, and lays the fields out in the order they are declared here.
+    A NamedTuple, not a frozen dataclass: a frozen dataclass's ``__init__``
+    sets each of its 15 fields through ``object.__setattr__``, ~2.2 µs a row
+    against ~0.9 µs for this (measured on the App's ``enqueue_many`` path,
+    about 35 µs a row in all); read it by name all the same.
     """
 
     iid: str
@@ -45,6 +45,10 @@ class EnqueueRow:
     result_ttl_s: int
     cpu: float | None = None  # cores (None: no request)
     mem: int | None = None  # bytes (None: no request)
+
+
+#: values per task in enqueue.lua's ARGV
+ENQUEUE_FIELDS = len(EnqueueRow._fields)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,23 +95,9 @@ def enqueue(rows: Iterable[EnqueueRow], now: int | None = None) -> list[Any]:
     """enqueue.lua: every row's 15 fields (resource requests "" when None)."""
     args: list[Any] = [clock(now), ENQUEUE_FIELDS]
     for r in rows:
-        args += (
-            r.iid,
-            r.name,
-            r.kind,
-            r.args,
-            r.queue,
-            r.tenant,
-            r.priority,
-            r.timeout_ms,
-            r.max_attempts,
-            r.retry_base_ms,
-            r.retry_cap_ms,
-            r.delay_ms,
-            r.result_ttl_s,
-            "" if r.cpu is None else r.cpu,
-            "" if r.mem is None else r.mem,
-        )
+        args += r[:-2]  # EnqueueRow declares its fields in ARGV order
+        args.append("" if r.cpu is None else r.cpu)
+        args.append("" if r.mem is None else r.mem)
     return args
 
 
