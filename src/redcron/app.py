@@ -11,6 +11,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from redcron import serde
 from redcron.broker import Broker, TaskCancel
+from redcron.broker.argv import EnqueueRow
 from redcron.broker.jobs import JobStore
 from redcron.broker.tenants import TenantStore
 from redcron.clock import ulid
@@ -80,7 +81,7 @@ class TaskDef(Generic[P, R]):
         row = self.app._row(self.name, "python", [list(args), kwargs], self.options, opts)
         self.check_args(args, kwargs)  # after the options: their errors come first
         self.app.broker.enqueue([row])
-        return TaskHandle(self.app, row[0])
+        return TaskHandle(self.app, row.iid)
 
     def enqueue_many(self, calls: Iterable[Sequence[Any]], **options: Any) -> list[TaskHandle]:
         """Enqueue many calls (each a tuple of positional args) in one round trip."""
@@ -97,7 +98,7 @@ class TaskDef(Generic[P, R]):
             )
             self.check_args(call, {}, f"calls[{i}]")
         self.app.broker.enqueue(rows)
-        return [TaskHandle(self.app, row[0]) for row in rows]
+        return [TaskHandle(self.app, row.iid) for row in rows]
 
 
 class TaskHandle:
@@ -419,7 +420,7 @@ class App:
         payload = {"argv": list(argv), "env": env or {}, "cwd": cwd}
         row = self._row(COMMAND_TASK, "command", payload, opts, {"_countdown": countdown})
         self.broker.enqueue([row])
-        return TaskHandle(self, row[0])
+        return TaskHandle(self, row.iid)
 
     def get(self, task_id: str) -> TaskHandle:
         shard_of_id(task_id)
@@ -427,7 +428,7 @@ class App:
 
     def _row(
         self, name: str, kind: str, payload: Any, defaults: TaskOptions, opts: dict[str, Any]
-    ) -> list[Any]:
+    ) -> EnqueueRow:
         """Validate one submission and build its enqueue.lua row (nothing written)."""
         known = {
             "_countdown",
@@ -466,20 +467,20 @@ class App:
         )
         args = serde.dumps(payload)
         shard = shard_of(tenant, self.broker.shards)
-        return [
-            f"{shard}-{ulid()}",
-            name,
-            kind,
-            args,
-            queue,
-            tenant,
-            priority,
-            timeout,
-            retries + 1,
-            int(defaults.retry_base * 1000),
-            int(defaults.retry_cap * 1000),
-            delay,
-            self.settings.result_ttl,
-            "" if cpu is None else cpu,
-            "" if mem is None else mem,
-        ]
+        return EnqueueRow(
+            iid=f"{shard}-{ulid()}",
+            name=name,
+            kind=kind,
+            args=args,
+            queue=queue,
+            tenant=tenant,
+            priority=priority,
+            timeout_ms=timeout,
+            max_attempts=retries + 1,
+            retry_base_ms=int(defaults.retry_base * 1000),
+            retry_cap_ms=int(defaults.retry_cap * 1000),
+            delay_ms=delay,
+            result_ttl_s=self.settings.result_ttl,
+            cpu=cpu,
+            mem=mem,
+        )

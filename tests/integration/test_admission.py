@@ -165,7 +165,8 @@ def test_a_duplicate_id_in_a_later_call_of_a_batch_writes_nothing(
         for i in range(600)
     ]
     # in the second chunk: the first 256 rows would be a call of their own
-    rows[300][0] = old.id if where == "exists already" else rows[10][0]
+    repeated = old.id if where == "exists already" else rows[10].iid
+    rows[300] = rows[300]._replace(iid=repeated)
     with pytest.raises(Conflict):
         app.broker.enqueue(rows)
     assert everything(r, prefix) == before
@@ -199,7 +200,7 @@ def test_an_admitted_batch_reserves_its_room_until_it_is_written(app: App, r: re
         for i in range(290)
     ]
     batch = app.broker.keys.batch(SHARD, "b1")
-    ids = [row[0] for row in rows]
+    ids = [row.iid for row in rows]
     args = argv.enqueue_check({TENANT: 290}, ids)
     assert app.broker._run("enqueue_check", SHARD, args, None, batch)
     reserved = app.broker.keys.reserved(SHARD, TENANT)

@@ -281,7 +281,7 @@ def test_a_dlq_entry_whose_instance_is_gone_is_found_and_dropped(
     assert kinds(report) == [("dlq_entry_orphan", k.dlq(0, "acme"))]
     assert report.summary.dlq_expired == 1
     # dlq list drops it with a warning instead of listing what cannot be acted on
-    with caplog.at_level("WARNING", logger="redcron.broker.broker"):
+    with caplog.at_level("WARNING", logger="redcron.broker.dlq"):
         assert b.dlq_list("acme") == []
     assert dead.id in caplog.text and "no longer exists" in caplog.text
     assert r.xlen(k.dlq(0, "acme")) == 0

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from redcron.broker import Broker, FailItem, argv
+from redcron.broker.argv import EnqueueRow
 from redcron.clock import ulid
 from redcron.keys import GROUP
 
@@ -40,22 +41,23 @@ def row(
     base: int = 1000,
     cap: int = 60_000,
     delay: int = 0,
-) -> list[Any]:
-    return [
-        iid,
-        "job",
-        "python",
-        b"\x90",
-        queue,
-        tenant,
-        priority,
-        0,
-        max_attempts,
-        base,
-        cap,
-        delay,
-        3600,
-    ]
+    timeout: int = 0,
+) -> EnqueueRow:
+    return EnqueueRow(
+        iid=iid,
+        name="job",
+        kind="python",
+        args=b"\x90",
+        queue=queue,
+        tenant=tenant,
+        priority=priority,
+        timeout_ms=timeout,
+        max_attempts=max_attempts,
+        retry_base_ms=base,
+        retry_cap_ms=cap,
+        delay_ms=delay,
+        result_ttl_s=3600,
+    )
 
 
 class Ops:
@@ -72,7 +74,7 @@ class Ops:
     def run(self, name: str, args: list[Any]) -> Any:
         return self.b.scripts.run(name, self.kp, args)
 
-    def enqueue(self, *rows: list[Any]) -> int:
+    def enqueue(self, *rows: EnqueueRow) -> int:
         return int(self.run("enqueue", argv.enqueue(rows, self.now)))
 
     def lease(self, worker: str = "w1", n: int = 1, ttl: int = 1000, **kw: Any) -> list[Tok]:

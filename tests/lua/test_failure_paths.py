@@ -425,9 +425,7 @@ def test_release_hands_back_without_using_the_budget(ops: Ops) -> None:
 
 def test_reaped_lease_past_the_task_timeout_ends_timed_out(ops: Ops) -> None:
     slow, quick = new_id(), new_id()
-    slow_row, quick_row = row(slow), row(quick, tenant="globex")
-    slow_row[7] = 1000  # timeout_ms
-    quick_row[7] = 60_000
+    slow_row, quick_row = row(slow, timeout=1000), row(quick, tenant="globex", timeout=60_000)
     ops.enqueue(slow_row, quick_row)
     toks = ops.lease("w1", n=2, ttl=1500)
     ops.now += 200

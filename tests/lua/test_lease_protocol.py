@@ -15,6 +15,7 @@ import redis
 from lua_ops import T0, Ops, Tok, new_id, row
 
 from redcron.broker import Broker
+from redcron.broker.argv import EnqueueRow
 from redcron.keys import GROUP
 
 
@@ -262,7 +263,7 @@ def _fill(ops: Ops, tenants: Sequence[str], per_tenant: int, **kw: Any) -> dict[
     for tenant in tenants:
         rows = [row(new_id(), tenant=tenant, **kw) for _ in range(per_tenant)]
         ops.enqueue(*rows)
-        owner.update({r[0]: tenant for r in rows})
+        owner.update({r.iid: tenant for r in rows})
     return owner
 
 
@@ -337,21 +338,21 @@ def test_broker_lease_returns_the_payload(broker: Broker, r: redis.Redis) -> Non
     iid = new_id()
     broker.enqueue(
         [
-            [
-                iid,
-                "mod.fn",
-                "python",
-                b"\x92\x91\x01\x80",
-                "default",
-                "acme",
-                "normal",
-                2500,
-                3,
-                1000,
-                60_000,
-                0,
-                3600,
-            ]
+            EnqueueRow(
+                iid=iid,
+                name="mod.fn",
+                kind="python",
+                args=b"\x92\x91\x01\x80",
+                queue="default",
+                tenant="acme",
+                priority="normal",
+                timeout_ms=2500,
+                max_attempts=3,
+                retry_base_ms=1000,
+                retry_cap_ms=60_000,
+                delay_ms=0,
+                result_ttl_s=3600,
+            )
         ]
     )
     [lease] = broker.lease(0, "w1", 5, 10_000, ["default"])

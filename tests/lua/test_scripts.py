@@ -11,6 +11,7 @@ import redis
 from redis.crc import key_slot
 
 from redcron.broker import Broker, FailItem
+from redcron.broker.argv import EnqueueRow
 from redcron.broker.scripts import SCRIPT_NAMES, full_source, source
 from redcron.clock import ulid
 from redcron.config import Settings
@@ -35,8 +36,22 @@ from redcron.model.states import (
 T0 = 1_700_000_000_000
 
 
-def row(iid: str, tenant: str = "acme", queue: str = "default", delay: int = 0) -> list[Any]:
-    return [iid, "t", "python", b"\x90", queue, tenant, "normal", 0, 2, 100, 1000, delay, 3600]
+def row(iid: str, tenant: str = "acme", queue: str = "default", delay: int = 0) -> EnqueueRow:
+    return EnqueueRow(
+        iid=iid,
+        name="t",
+        kind="python",
+        args=b"\x90",
+        queue=queue,
+        tenant=tenant,
+        priority="normal",
+        timeout_ms=0,
+        max_attempts=2,
+        retry_base_ms=100,
+        retry_cap_ms=1000,
+        delay_ms=delay,
+        result_ttl_s=3600,
+    )
 
 
 @pytest.fixture
@@ -220,21 +235,21 @@ def test_keys_written_by_the_protocol_stay_in_the_shards_slot(
 
 
 @pytest.mark.parametrize(
-    ("index", "value", "message"),
+    ("field", "value", "message"),
     [
-        (6, "urgent", "priority"),
-        (11, "soon", "delay_ms"),
-        (11, -5, "delay_ms"),
-        (8, 0, "max_attempts"),
-        (9, "x", "retry_base_ms"),
-        (4, "", "queue"),
+        ("priority", "urgent", "priority"),
+        ("delay_ms", "soon", "delay_ms"),
+        ("delay_ms", -5, "delay_ms"),
+        ("max_attempts", 0, "max_attempts"),
+        ("retry_base_ms", "x", "retry_base_ms"),
+        ("queue", "", "queue"),
     ],
 )
 def test_enqueue_rejects_a_malformed_row_and_writes_nothing(
-    broker: Broker, r: redis.Redis, key_prefix: str, index: int, value: Any, message: str
+    broker: Broker, r: redis.Redis, key_prefix: str, field: str, value: Any, message: str
 ) -> None:
-    good, bad = row(f"0-{ulid()}"), row(f"0-{ulid()}")
-    bad[index] = value
+    good = row(f"0-{ulid()}")
+    bad = row(f"0-{ulid()}")._replace(**{field: value})
     with pytest.raises(Rejected, match=message):
         broker.enqueue([good, bad])
     assert _scan(r, key_prefix) == [key_prefix + "meta"]

@@ -33,9 +33,8 @@ def test_success_after_a_failure_clears_the_error_but_keeps_the_history(
 
 def test_a_command_success_records_exit_code_zero(ops: Ops, broker: Broker) -> None:
     iid = new_id()
-    command = row(iid)
-    command[2] = "command"
-    grant_commands(broker, command[5])
+    command = row(iid)._replace(kind="command")
+    grant_commands(broker, command.tenant)
     ops.enqueue(command)
     [t] = ops.lease("w1")
     assert ops.complete("w1", [t]) == [1]

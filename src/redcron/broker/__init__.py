@@ -6,7 +6,7 @@ The faces (``cli/``, ``dashboard/``) and the chaos tool reach Redis through
 lives in is this package's business, and may change without touching them.
 """
 
-from redcron.broker.argv import FailItem
+from redcron.broker.argv import EnqueueRow, FailItem
 from redcron.broker.audit import AuditEntry, AuditLog
 from redcron.broker.broker import Broker, FailResult, Lease, LeaseRequest
 from redcron.broker.cancel import RunCancel, TaskCancel
@@ -32,6 +32,7 @@ __all__ = [
     "AuditLog",
     "Broker",
     "DoctorReport",
+    "EnqueueRow",
     "FailItem",
     "FailResult",
     "Finding",

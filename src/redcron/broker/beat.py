@@ -1,5 +1,6 @@
-"""The beat's Redis side: the live-beats registry, shard ownership, due schedule
-rows, job heads and specs, and pipelined fires.
+"""The beat's Redis side: the live-beats registry, shard ownership
+(``beat_own.lua``), due schedule rows, job heads and specs, parking
+(``job_park.lua``), and fires (``fire.lua``, ``fire_batch.lua``, pipelined).
 
 The beat (``beat/``) decides what to own and what to fire; every round
 trip it makes goes through :class:`BeatStore`.
@@ -9,17 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple
 
 import redis
 
 from redcron.broker import argv
 from redcron.broker.argv import FireArgs
-from redcron.broker.broker import time_ms
+from redcron.broker.core import Core, time_ms
 from redcron.serde import text as _s
-
-if TYPE_CHECKING:
-    from redcron.broker import Broker
 
 #: fires per fire_batch.lua call: amortizes the per-call cost while keeping one
 #: script call short (~50 runs created, a few ms of Redis time)
@@ -90,14 +88,40 @@ class Park:
     tenant: str = ""  # for the log line only
 
 
-class BeatStore:
-    """Every Redis operation of a beat."""
+class Fired(NamedTuple):
+    """fire.lua's answer for one fire (a NamedTuple: callers unpack it)."""
 
-    def __init__(self, broker: Broker) -> None:
+    #: created | buffered | skipped | paused | malformed ... (lua/fire.lua's header)
+    status: str
+    #: the run's id ("" when none; for ``malformed``, the reason)
+    run_id: str
+
+
+class BeatStore:
+    """Every Redis operation of a beat.
+
+    ``broker`` is the :class:`~redcron.broker.core.Core` (in practice the
+    :class:`~redcron.broker.Broker`) it runs scripts through.
+    """
+
+    def __init__(self, broker: Core) -> None:
         self.broker = broker
         self.keys = broker.keys
 
     # -- registry and ownership ---------------------------------------------------
+
+    def beat_own(
+        self,
+        shard: int,
+        owner: str,
+        ttl_ms: int,
+        mode: str,
+        now: int | None = None,
+        pipe: Any = None,
+    ) -> Any:
+        """Acquire, renew or release a shard's ownership lease: (owned, epoch, owner)
+        (with ``pipe``: queued, the pipeline's result holds it)."""
+        return self.broker._run("beat_own", shard, argv.beat_own(owner, ttl_ms, mode, now), pipe)
 
     def register(self, beat: str, now: int, ttl_ms: int) -> int:
         """Renew ``beat`` in the live-beats registry until ``now + ttl_ms``, drop the
@@ -118,7 +142,7 @@ class BeatStore:
         trip."""
         pipe = self.broker.client.pipeline(transaction=False)
         for shard in shards:
-            self.broker.beat_own(shard, beat, ttl_ms, mode, pipe=pipe)
+            self.beat_own(shard, beat, ttl_ms, mode, pipe=pipe)
         return [
             ShardClaim(shard, bool(int(ok)), _s(epoch))
             for shard, (ok, epoch, _owner) in zip(shards, self.broker._execute(pipe), strict=True)
@@ -203,6 +227,17 @@ class BeatStore:
 
     # -- firing --------------------------------------------------------------------
 
+    def fire_one(self, shard: int, fire: FireArgs, now: int | None = None) -> Fired:
+        """One fire of one job (a beat fire, or a manual run)."""
+        status, run_id = self.broker._run("fire", shard, argv.fire(fire, now))
+        return Fired(_s(status), _s(run_id))
+
+    def fire_batch(
+        self, shard: int, fires: Sequence[FireArgs], now: int | None = None, pipe: Any = None
+    ) -> Any:
+        """Fire many jobs of one shard in one call: a {status, run_id} per fire."""
+        return self.broker._run("fire_batch", shard, argv.fire_batch(fires, now), pipe)
+
     def fire(self, shard: int, fires: Sequence[FireArgs]) -> list[Any]:
         """Send fires of one shard, ``FIRES_PER_CALL`` per fire_batch.lua call and
         those calls pipelined.  One result per fire, in order: fire.lua's
@@ -215,7 +250,7 @@ class BeatStore:
             page = fires[i : i + PIPELINE_FIRES]
             for j in range(0, len(page), FIRES_PER_CALL):
                 chunk = page[j : j + FIRES_PER_CALL]
-                self.broker.fire_batch(shard, chunk, pipe=pipe)
+                self.fire_batch(shard, chunk, pipe=pipe)
                 chunks.append(len(chunk))
             for n, res in zip(chunks, self.broker.execute(pipe), strict=True):
                 out += [res] * n if isinstance(res, redis.ResponseError) else list(res)

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from redcron.broker import argv
+from redcron.broker.core import Core, shard_of_id
 from redcron.serde import text as _s
 
 
@@ -59,3 +61,8 @@ def run_cancel(run_id: str, raw: Sequence[Any]) -> RunCancel:
     """run_cancel.lua's ``{state, cancelled, {running task names}}``."""
     state, cancelled, running = raw
     return RunCancel(run_id, _s(state), bool(int(cancelled)), tuple(_s(t) for t in running))
+
+
+def cancel(core: Core, iid: str, now: int | None = None) -> TaskCancel:
+    """``cancel.lua``: end a task ``cancelled`` wherever it is."""
+    return task_cancel(iid, core._run("cancel", shard_of_id(iid), argv.cancel(iid, now)))

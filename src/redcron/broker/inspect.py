@@ -1,5 +1,13 @@
-"""``inspect`` per queue: ready / in flight / delayed / DLQ of each (tenant,
-queue), and whether any live worker serves it (from the worker registry).
+"""Inspection: what is where, read without a script (``watch.lua`` aside).
+
+:class:`Inspection` holds the per-tenant counts (``inspect``: ready / in flight
+/ delayed / DLQ, and ready per priority class), the ready and delayed counts
+the metrics and tenant pages build on, a task's record, params and log, and
+``watch``/``wait_done`` for a caller waiting on a result.
+
+:func:`queue_loads` is ``inspect`` per queue: ready / in flight / delayed / DLQ
+of each (tenant, queue), and whether any live worker serves it (from the
+worker registry).
 
 Counts come from the ready streams (length less pending entries: ready;
 pending entries: in flight), the timer set (delayed) and the DLQ streams.
@@ -10,12 +18,15 @@ Delayed and DLQ are read entry by entry (their entries name the queue), up to
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from redcron.broker.core import PAYLOADS, Core, fields_of, shard_of_id
+from redcron.errors import NotFound
 from redcron.keys import GROUP, PRIORITIES, shard_of
-from redcron.model import QueueLoad, WorkerInfo
+from redcron.model import QueueLoad, TaskRecord, TenantLoad, WorkerInfo
 from redcron.serde import text as _s
 
 if TYPE_CHECKING:
@@ -25,6 +36,128 @@ if TYPE_CHECKING:
 SCAN_LIMIT = 10_000
 #: leases read per tenant to list what each worker is running
 RUNNING_LIMIT = 1_000
+
+
+class Inspection:
+    """Counts per tenant and per stream, and one task's record and log."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+
+    # -- one task -------------------------------------------------------------
+
+    def task_info(self, iid: str) -> TaskRecord:
+        """The task instance's record (its hash, parsed)."""
+        shard = shard_of_id(iid)
+        raw = self.core.client.hgetall(self.core.keys.ti(shard, iid))
+        if not raw:
+            raise NotFound(f"no task {iid} (never existed, or expired after its retention)")
+        return TaskRecord.from_fields(fields_of(raw, keep=PAYLOADS), shard)
+
+    def run_params(self, shard: int, run_id: str) -> dict[str, Any]:
+        """The params a run was triggered with (``{}``: none, or no such run)."""
+        raw = self.core.client.hget(self.core.keys.run(shard, run_id), "params")
+        params: dict[str, Any] = json.loads(raw) if raw else {}
+        return params
+
+    def log_lines(self, iid: str, attempt: int, count: int = 20) -> list[str]:
+        key = self.core.keys.log(shard_of_id(iid), iid, attempt)
+        entries: Any = self.core.client.xrevrange(key, count=count)
+        return [_s(fields.get(b"line", b"")) for _eid, fields in reversed(entries)]
+
+    def watch(self, iid: str) -> str:
+        return _s(self.core._run("watch", shard_of_id(iid), [iid]))
+
+    def wait_done(self, iid: str, timeout_s: float) -> bool:
+        key = self.core.keys.done(shard_of_id(iid), iid)
+        return self.core.client.blpop([key], timeout=max(0.01, timeout_s)) is not None
+
+    # -- counts ---------------------------------------------------------------
+
+    def inspect(self) -> list[TenantLoad]:
+        """Ready / in-flight / delayed / DLQ counts per tenant, one row per shard it is on."""
+        return [load for load, _classes in self.inspect_classes()]
+
+    def inspect_classes(self, tenant: str | None = None) -> list[tuple[TenantLoad, dict[str, int]]]:
+        """:meth:`inspect` (of ``tenant`` only, if given), each row with its ready
+        work per priority class: the same reads, nothing read twice."""
+        client, keys = self.core.client, self.core.keys
+        rows: list[tuple[TenantLoad, dict[str, int]]] = []
+        for shard in range(self.core.shards):
+            tenants = sorted(_s(t) for t in client.smembers(keys.tenants(shard)))
+            if tenant is not None:
+                tenants = [t for t in tenants if t == tenant]
+                if not tenants:
+                    continue
+            queues = sorted(_s(q) for q in client.smembers(keys.queues(shard)))
+            delayed: dict[str, int] = {}
+            for (t, _queue), n in self.delayed_counts(shard).items():
+                delayed[t] = delayed.get(t, 0) + n
+            streams = [keys.q(shard, q, t, p) for t in tenants for q in queues for p in PRIORITIES]
+            ready = iter(self.ready_counts(streams))
+            pipe = client.pipeline(transaction=False)
+            for t in tenants:
+                pipe.zcard(keys.tleases(shard, t))
+                pipe.xlen(keys.dlq(shard, t))
+            res = iter(pipe.execute())
+            for t in tenants:
+                classes = dict.fromkeys(PRIORITIES, 0)
+                for _q in queues:
+                    for p in PRIORITIES:
+                        classes[p] += next(ready)
+                load = TenantLoad(
+                    tenant=t,
+                    shard=shard,
+                    ready=sum(classes.values()),
+                    in_flight=int(next(res)),
+                    delayed=delayed.get(t, 0),
+                    dlq=int(next(res)),
+                )
+                rows.append((load, classes))
+        return rows
+
+    def delayed_counts(self, shard: int, limit: int = 10_000) -> dict[tuple[str, str], int]:
+        """Delayed instances (retry waits, countdowns) per (tenant, queue) among the
+        first ``limit`` timers of a shard: past that, a floor.  Two round trips."""
+        client, keys = self.core.client, self.core.keys
+        timer_ids = [_s(x) for x in client.zrange(keys.timers(shard), 0, limit - 1)]
+        if not timer_ids:
+            return {}
+        pipe = client.pipeline(transaction=False)
+        for iid in timer_ids:
+            pipe.hmget(keys.ti(shard, iid), ["tenant", "queue"])
+        out: dict[tuple[str, str], int] = {}
+        for tenant, queue in pipe.execute():
+            if tenant is not None:  # park:/brk: timers are not instances
+                key = (_s(tenant), _s(queue or b""))
+                out[key] = out.get(key, 0) + 1
+        return out
+
+    def ready_counts(self, streams: Sequence[str]) -> list[int]:
+        """Ready entries of each ready stream: its length less the entries pending
+        (leased) in its consumer group, in one round trip."""
+        if not streams:
+            return []
+        pipe = self.core.client.pipeline(transaction=False)
+        for key in streams:
+            pipe.xlen(key)
+            pipe.xpending(key, GROUP)
+        replies = iter(pipe.execute(raise_on_error=False))
+        out = []
+        for _key in streams:
+            length, pending = next(replies), next(replies)
+            # a stream never created has no group: XPENDING errors, nothing is there
+            held = 0 if isinstance(pending, Exception) else int(pending["pending"])
+            out.append(int(length) - held)
+        return out
+
+    def stats(self) -> dict[str, int]:
+        """The deployment's counters (each shard's stats hash), summed."""
+        total: dict[str, int] = {}
+        for shard in range(self.core.shards):
+            for k, v in self.core.client.hgetall(self.core.keys.stats(shard)).items():
+                total[_s(k)] = total.get(_s(k), 0) + int(v)
+        return total
 
 
 def serves(worker: WorkerInfo, tenant: str, queue: str) -> bool:

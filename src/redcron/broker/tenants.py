@@ -75,7 +75,7 @@ class TenantStore:
             pipe.sadd(self.keys.tenants(shard), tenant)
             pipe.execute()
             # a raised cap or a faster rate applies now, not when a lease ends
-            self.broker.unpark(shard, tenant)
+            self.unpark(shard, tenant)
         return merged
 
     def reset(self, tenant: str) -> TenantSettings:
@@ -83,8 +83,14 @@ class TenantStore:
         validation.name("tenant", tenant)
         shard = self.shard(tenant)
         self.broker.client.hdel(self.keys.tenant(shard, tenant), *SETTINGS_FIELDS)
-        self.broker.unpark(shard, tenant)  # no cap, no rate: nothing to wait for
+        self.unpark(shard, tenant)  # no cap, no rate: nothing to wait for
         return TenantSettings()
+
+    def unpark(self, shard: int, tenant: str) -> bool:
+        """Give a tenant parked at its cap or rate limit its rings back (its limits
+        changed, ``tenant_unpark.lua``); the next lease re-checks them.  True when
+        it was parked."""
+        return bool(self.broker._run("tenant_unpark", shard, [tenant]))
 
     def show(self, tenant: str) -> TenantStatus:
         """One tenant's settings with its live numbers."""

@@ -36,7 +36,7 @@ from typing import Any
 
 import redcron
 from redcron.app import App
-from redcron.broker import TRANSIENT, AuditLog
+from redcron.broker import TRANSIENT, AuditLog, EnqueueRow
 from redcron.chaos.checker import ChaosReport, Facts, JobFacts, check
 from redcron.chaos.scenario import Event, OneOff, Scenario, WorkerPlan
 from redcron.chaos.tasks import register
@@ -162,7 +162,7 @@ class Runner:
         self.beats: list[Proc] = []
         self.retired: list[Proc] = []
         self._gen = itertools.count()
-        self._pending: list[list[list[Any]]] = []  # row groups (one shard each) to enqueue
+        self._pending: list[list[EnqueueRow]] = []  # row groups (one shard each) to enqueue
         self._to_cancel: list[str] = []
         self._t0 = 0.0
         self.app: App | None = None
@@ -215,7 +215,7 @@ class Runner:
 
     def _submit(self, wave: tuple[OneOff, ...]) -> None:
         assert self.app is not None
-        by_shard: dict[int, list[list[Any]]] = {}
+        by_shard: dict[int, list[EnqueueRow]] = {}
         for job in wave:
             opts: dict[str, Any] = {"_tenant": job.tenant, "_priority": job.priority}
             if job.timeout is not None:
@@ -224,9 +224,9 @@ class Runner:
                 opts["_retries"] = job.retries
             defaults = self.app.tasks[job.task].options
             row = self.app._row(job.task, "python", [list(job.args), {}], defaults, opts)
-            by_shard.setdefault(shard_of_id(row[0]), []).append(row)
+            by_shard.setdefault(shard_of_id(row.iid), []).append(row)
             if job.kind == "cancel":
-                self._to_cancel.append(row[0])
+                self._to_cancel.append(row.iid)
         self._pending.extend(by_shard.values())
         self._flush()
 
@@ -244,7 +244,7 @@ class Runner:
             except TRANSIENT:
                 return
             self._pending.pop(0)
-            self.tally.acked += [r[0] for r in rows]
+            self.tally.acked += [r.iid for r in rows]
             self.tally.enqueued += len(rows)
 
     def _cancel_running(self, all_left: bool = False) -> None:

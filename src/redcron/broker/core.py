@@ -1,0 +1,211 @@
+"""The broker's core: the client, the scripts, how a script call is run (and,
+under ``durability="strict"``, waited on), and the deployment's meta key.
+
+Every protocol module of the broker (``enqueue``, ``leases``, ``maintenance``,
+``dlq``, ``inspect``, ``beat``, ``jobs``...) runs its scripts through one
+:class:`Core`; :class:`redcron.broker.Broker` is a :class:`Core` that also
+holds them.  Ids carry their shard (``<shard>-<ulid>``), so any id routes to
+its hash slot without a lookup.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import redis
+
+from redcron.broker.connection import connect
+from redcron.broker.scripts import Scripts, Wait
+from redcron.config import Settings
+from redcron.errors import ConfigError, ConnectionLost, NotReplicated, from_script_error
+from redcron.keys import Keys
+
+# shard_of_id lives in keys.py (ids and shards, DESIGN §2); re-exported from here and
+# from redcron.broker.broker for callers that import it by those names
+from redcron.keys import shard_of_id as shard_of_id
+from redcron.serde import text as _s
+
+log = logging.getLogger(__name__)
+
+#: bounded work per script call: no script walks an unbounded set at once
+MAX_BATCH = 256
+MAX_MAINTENANCE = 500
+
+#: scripts whose success a caller takes as an acknowledgement (a task is queued,
+#: an attempt's result recorded, a fire or a job change stored...): under
+#: durability="strict" they return only once replicas confirm them (WAIT)
+ACKED = frozenset({
+    "enqueue", "complete", "fail", "fire", "fire_batch", "job_put", "job_pause", "job_park",
+    "job_delete", "cancel", "dlq_replay", "dlq_discard", "run_cancel", "run_retry",
+})  # fmt: skip
+
+#: the task hash fields that hold msgpack (every other field is plain text)
+PAYLOADS = ("args", "result")
+
+
+def fields_of(raw: Mapping[Any, Any], keep: Sequence[str] = ()) -> dict[str, str | bytes]:
+    """A hash or stream entry from Redis: names as text, values as text except
+    the ``keep`` fields (msgpack payloads stay bytes)."""
+    out: dict[str, str | bytes] = {}
+    for k, v in raw.items():
+        name = _s(k)
+        out[name] = v if name in keep else _s(v)
+    return out
+
+
+def time_ms(reply: Any) -> int:
+    """A ``TIME`` reply (seconds, microseconds) in ms, as the scripts compute it."""
+    sec, usec = reply
+    return int(sec) * 1000 + int(usec) // 1000
+
+
+class Core:
+    """The client, scripts and meta of one deployment (one key prefix)."""
+
+    def __init__(self, settings: Settings, client: redis.Redis | None = None) -> None:
+        self.settings = settings
+        self.keys = Keys(settings.prefix)
+        self.client: redis.Redis = client or connect(settings.redis_url, health_check_interval=30)
+        self.scripts = Scripts(self.client)
+        strict = settings.durability == "strict" and settings.durability_replicas > 0
+        self._wait = (
+            Wait(settings.durability_replicas, max(1, int(settings.durability_timeout * 1000)))
+            if strict
+            else None
+        )
+        self._acked = frozenset(self.scripts.script(name).sha for name in ACKED)
+        self._shards: int | None = None
+        self._min_idle_ms: int | None = None
+
+    # -- deployment ---------------------------------------------------------
+
+    @property
+    def shards(self) -> int:
+        """The deployment's shard count (stored in the meta key at first use)."""
+        if self._shards is None:
+            self._shards = self.ensure_meta()
+        return self._shards
+
+    @property
+    def min_idle_ms(self) -> int:
+        """The deployment's minimum lease TTL in ms: no live lease goes longer
+        without a heartbeat, so the reaper looks only at entries idle this long."""
+        if self._min_idle_ms is None:
+            self.ensure_meta()
+        assert self._min_idle_ms is not None
+        return self._min_idle_ms
+
+    def ensure_meta(self, check_policy: bool = True) -> int:
+        """Create the meta key if missing; refuse an evicting Redis.
+
+        Returns the deployment's shard count (the stored one wins over settings).
+        """
+        if check_policy:
+            self.check_eviction_policy()
+            self.check_durability()
+        meta = self.keys.meta()
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hsetnx(meta, "shards", self.settings.shards)
+        pipe.hsetnx(meta, "lease_ttl_s", self.settings.lease_ttl)
+        pipe.hsetnx(meta, "min_lease_ttl_s", self.settings.min_lease_ttl)
+        pipe.hmget(meta, ["shards", "min_lease_ttl_s"])
+        shards, min_ttl = pipe.execute()[-1]
+        self._shards = int(shards)
+        self._min_idle_ms = int(float(min_ttl) * 1000)
+        return self._shards
+
+    def server_ms(self) -> int:
+        """The Redis server's clock in ms: every process reads "now" from it (invariant 8)."""
+        return time_ms(self.client.time())
+
+    def check_eviction_policy(self) -> None:
+        try:
+            policy = self.client.config_get("maxmemory-policy").get("maxmemory-policy")
+        except redis.ResponseError:  # CONFIG disabled (managed Redis): cannot check
+            log.warning("cannot read maxmemory-policy; make sure it is noeviction")
+            return
+        if policy is not None and _s(policy) != "noeviction":
+            raise ConfigError(
+                f"Redis maxmemory-policy is {_s(policy)!r}; redcron needs 'noeviction' "
+                "(an evicted key is lost work): CONFIG SET maxmemory-policy noeviction"
+            )
+
+    def check_durability(self) -> None:
+        """``durability="strict"`` on one server (``durability_replicas`` 0) holds
+        only if every write is fsynced before it is acknowledged: refuse a server
+        that does not run ``appendonly yes`` with ``appendfsync always``."""
+        if self.settings.durability != "strict" or self.settings.durability_replicas > 0:
+            return
+        try:
+            got = self.client.config_get("append*")
+        except redis.ResponseError:  # CONFIG disabled (managed Redis): cannot check
+            log.warning("cannot read appendfsync; durability=strict needs appendfsync always")
+            return
+        if (_s(got.get("appendonly", b"")), _s(got.get("appendfsync", b""))) != ("yes", "always"):
+            raise ConfigError(
+                "durability=strict with durability_replicas=0 needs a server with appendonly "
+                "yes and appendfsync always (redcron up --fsync always); or name the "
+                "replicas each write waits for with durability_replicas"
+            )
+
+    # -- running scripts ----------------------------------------------------
+
+    def _run(self, name: str, shard: int, args: list[Any], client: Any = None, *keys: str) -> Any:
+        """Run ``lua/<name>.lua`` on ``shard`` (queued on ``client`` if it is a
+        pipeline); an acknowledged write waits for its replicas under strict
+        durability."""
+        if client is None and self._wait is not None and name in ACKED:
+            return self.scripts.run_replicated(
+                name, [self.keys.shard(shard), *keys], args, self._wait
+            )
+        return self.scripts.run(name, [self.keys.shard(shard), *keys], args, client)
+
+    def execute(self, pipe: Any, ordered: bool = False) -> list[Any]:
+        """Execute a pipeline of script calls: every reply in order, a refused call's
+        error in its place.
+
+        A call that found no script (a flushed or restarted Redis) is loaded and
+        run again *after* the rest of the pipeline.  That is harmless where the
+        calls do not depend on each other's order (reports and a lease, fires of
+        one script); a pipeline whose later calls rely on earlier ones having
+        run (an admission check, then the writes it guards) passes ``ordered``,
+        and its scripts are made sure of first (one more round trip).
+        """
+        stack = list(pipe.command_stack)
+        wait = self._wait
+        if wait is not None and not any(
+            args[0] == "EVALSHA" and args[1] in self._acked for args, _options in stack
+        ):
+            wait = None
+        try:
+            if ordered:
+                self.scripts.ensure_loaded(stack)
+            if wait is not None:
+                pipe.execute_command(*wait.command())
+            results: list[Any] = pipe.execute(raise_on_error=False)
+            waited = results.pop() if wait is not None else None
+            rewaited = self.scripts.rerun_missing(stack, results, wait)
+        except redis.ConnectionError as exc:
+            raise ConnectionLost(str(exc)) from exc
+        if wait is not None:
+            for reply in (waited, rewaited):
+                if reply is not None:
+                    try:
+                        wait.check(reply, "a pipeline of writes")
+                    except NotReplicated as exc:
+                        exc.results = results
+                        raise
+        return results
+
+    def _execute(self, pipe: Any, ordered: bool = False) -> list[Any]:
+        """Execute a pipeline; a script error becomes its exception (the first one)."""
+        results = self.execute(pipe, ordered)
+        for res in results:
+            if isinstance(res, redis.ResponseError):
+                raise from_script_error(str(res)) from res
+        return results
+
+    def close(self) -> None:
+        self.client.close()
