@@ -7,6 +7,10 @@ script touches one cluster slot.  Lua scripts get a shard's prefix as
 ``KEYS[1]`` and build the rest with functions generated from the same
 templates (:func:`lua_key_functions`), so Python and Lua cannot drift; the
 run id's builder and parser are generated for Lua the same way.
+
+One module, a little over 400 lines, on purpose: it is the single place key
+names are built (CONVENTIONS.md), and the generated Lua must see every template
+at once.
 """
 
 from __future__ import annotations

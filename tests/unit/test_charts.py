@@ -1,4 +1,4 @@
-"""The dashboard's SVG drawings (redcron.dashboard.ui.charts): layout, safety, escaping.
+"""The dashboard's SVG drawings (redcron.dashboard.ui.charts, .dag): layout, safety, escaping.
 
 Every drawing is parsed as XML, so a stray ``<`` or ``&`` fails the test; the
 layout is read back from the boxes' coordinates.
@@ -13,16 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from redcron.dashboard.ui.charts import (
-    BOX_W,
-    NAME_CHARS,
-    PLOT_H,
-    DagNode,
-    activity_svg,
-    dag_svg,
-    durations_svg,
-    format_seconds,
-)
+from redcron.dashboard.ui.charts import PLOT_H, activity_svg, durations_svg, format_seconds
+from redcron.dashboard.ui.dag import BOX_W, NAME_CHARS, DagNode, dag_svg
 from redcron.model.states import CANCEL_REQUESTED, EXPIRED, RunState, TaskState
 
 SVG = "{http://www.w3.org/2000/svg}"

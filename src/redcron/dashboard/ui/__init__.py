@@ -7,7 +7,7 @@ helpers decide what a tenant may see, exactly as for the API), requests with
 no session go to the login page, and state-changing requests without the
 session's CSRF token are refused.  Templates live in ``../templates/ui``,
 static files (``app.js``, CSS) in ``../static``; nothing is fetched from
-elsewhere.  ``charts.py`` draws the SVG charts and the run DAG.
+elsewhere.  ``charts.py`` draws the SVG charts, ``dag.py`` the run DAG.
 """
 
 from __future__ import annotations

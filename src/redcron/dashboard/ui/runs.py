@@ -13,7 +13,7 @@ from redcron.dashboard.api import auth
 from redcron.dashboard.api import runs as api_runs
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
-from redcron.dashboard.ui.charts import DagNode, dag_svg
+from redcron.dashboard.ui.dag import DagNode, dag_svg
 from redcron.dashboard.ui.render import Reply
 from redcron.model import ExpiredTask, RunRecord, TaskRecord
 from redcron.model.states import RUN_ACTIVE, TASK_TERMINAL, TaskState
