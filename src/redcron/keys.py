@@ -131,6 +131,9 @@ LAG_BUCKETS_S: tuple[float, ...] = (
 #: how long a per-minute figure (``act:<minute>``, ``lagm:<minute>``) lives: the
 #: dashboard reads the last hour, with room for a clock step and a slow reader
 ACTIVITY_TTL_S = 7200
+#: the longest a wake list (``wake:<queue>``) gets: lib/rings.lua's wake() and the
+#: worker protocol's hand-on trim to it
+WAKE_MAX = 16
 
 
 def lag_bucket_label(bound_s: float) -> str:
@@ -381,6 +384,7 @@ def lua_key_functions() -> str:
         "local KP = KEYS[1]",
         f'local GROUP, CONSUMER = "{GROUP}", "{CONSUMER}"',
         f"local ACTIVITY_TTL_S = {ACTIVITY_TTL_S}",
+        f"local WAKE_MAX = {WAKE_MAX}",
         # {upper bound in ms, field name}; the last, +Inf, has no bound
         "local LAG_BUCKETS = {"
         + ", ".join(f'{{{round(b * 1000)}, "{lag_bucket_label(b)}"}}' for b in LAG_BUCKETS_S)

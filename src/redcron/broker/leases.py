@@ -20,12 +20,10 @@ from redcron.broker import argv
 from redcron.broker.argv import FailItem
 from redcron.broker.core import MAX_BATCH, Core
 from redcron.errors import NotReplicated, RedcronError
+from redcron.keys import WAKE_MAX
 from redcron.serde import text as _s
 
 log = logging.getLogger(__name__)
-
-#: the longest a wake list gets (lib/rings.lua's wake() trims to the same bound)
-WAKE_MAX = 16
 
 _KINDS = {b"command": "command", b"container": "container", b"python": "python"}
 
@@ -354,6 +352,6 @@ class Leases:
             key, token = got
             pipe = client.pipeline(transaction=False)
             pipe.lpush(key, token)
-            pipe.ltrim(key, 0, WAKE_MAX - 1)  # bounded as lib/rings.lua's wake() keeps it
+            pipe.ltrim(key, 0, WAKE_MAX - 1)  # the bound lib/rings.lua's wake() keeps
             pipe.execute()
         return got is not None

@@ -17,11 +17,11 @@ end
 -- Wake up to n idle workers of a queue (bounded list: never grows past 16).
 local function wake(queue, n)
   if n < 1 then return end
-  if n > 16 then n = 16 end
+  if n > WAKE_MAX then n = WAKE_MAX end
   local wk = key_wake(queue)
   local tokens = {}
   for i = 1, n do tokens[i] = '1' end
-  if redis.call('LPUSH', wk, unpack(tokens)) > 16 then redis.call('LTRIM', wk, 0, 15) end
+  if redis.call('LPUSH', wk, unpack(tokens)) > WAKE_MAX then redis.call('LTRIM', wk, 0, WAKE_MAX - 1) end
 end
 
 -- Wake-ups gathered over one script call: one per instance made ready,
