@@ -16,42 +16,21 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from redcron.broker.retry import TRANSIENT, Outage
+from redcron.broker.retry import TRANSIENT
 from redcron.broker.workers import TTL_LEASES, Registration, WorkerRegistry
+from redcron.worker.crew import Role
 from redcron.worker.execute import Attempt, Outcome
-from redcron.worker.ledger import Ledger, token
-from redcron.worker.options import WorkerOptions
-from redcron.worker.pools import Pool
+from redcron.worker.ledger import token
 
 if TYPE_CHECKING:
-    from redcron.app import App
+    pass
 
 # the worker's logger: operators and tests filter on it, wherever the line is written
 log = logging.getLogger("redcron.worker.worker")
 
 
-class Keeper:
+class Keeper(Role):
     """The keeper of one worker over its ``shards``."""
-
-    def __init__(
-        self,
-        app: App,
-        worker_id: str,
-        options: WorkerOptions,
-        lease_ttl_ms: int,
-        ledger: Ledger,
-        pool: Pool,
-        outage: Outage,
-    ) -> None:
-        self.app = app
-        self.broker = app.broker
-        self.settings = app.settings
-        self.id = worker_id
-        self.options = options
-        self.lease_ttl_ms = lease_ttl_ms
-        self.ledger = ledger
-        self.pool = pool
-        self._outage = outage
 
     def run(self, shards: list[int]) -> None:
         """Keep the leases until the drain is over and nothing is held."""
