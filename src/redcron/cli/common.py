@@ -78,13 +78,22 @@ def setup_logging(level: str, log_format: str = "text") -> None:
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
 
 
-def log_format_option(fn: F) -> F:
-    return click.option(
+def logging_options(fn: F) -> F:
+    """``--loglevel`` and ``--log-format`` of the long-running commands (worker,
+    beat, up), which pass them to :func:`setup_logging`; the admin commands
+    take the group's ``--loglevel`` instead."""
+    fn = click.option(
         "--log-format",
         type=click.Choice(LOG_FORMATS),
         default="text",
         show_default=True,
         help="Log lines as text, or as one JSON object per line (fields as keys).",
+    )(fn)
+    return click.option(
+        "--loglevel",
+        type=click.Choice(LOG_LEVELS, case_sensitive=False),
+        default="info",
+        show_default=True,
     )(fn)
 
 

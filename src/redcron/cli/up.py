@@ -28,12 +28,11 @@ from pathlib import Path
 import click
 
 from redcron.cli.common import (
-    LOG_LEVELS,
     app_option,
     concurrency_option,
     fail,
     grace_option,
-    log_format_option,
+    logging_options,
     redis_option,
     setup_logging,
     table,
@@ -195,13 +194,7 @@ def dashboard_url(port: int) -> str:
     default=None,
     help=f"Enqueue example tasks at start [default: on for {EXAMPLES_APP}].",
 )
-@click.option(
-    "--loglevel",
-    type=click.Choice(LOG_LEVELS, case_sensitive=False),
-    default="info",
-    show_default=True,
-)
-@log_format_option
+@logging_options
 def up(
     app_path: str | None,
     redis_url: str | None,

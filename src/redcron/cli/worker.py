@@ -5,14 +5,13 @@ from __future__ import annotations
 import click
 
 from redcron.cli.common import (
-    LOG_LEVELS,
     FiniteFloatRange,
     app_option,
     build_app,
     concurrency_option,
     durability_option,
     grace_option,
-    log_format_option,
+    logging_options,
     redis_option,
     setup_logging,
     split_csv,
@@ -125,13 +124,7 @@ from redcron.worker import Worker, WorkerOptions
 )
 @redis_option
 @durability_option
-@click.option(
-    "--loglevel",
-    type=click.Choice(LOG_LEVELS, case_sensitive=False),
-    default="info",
-    show_default=True,
-)
-@log_format_option
+@logging_options
 def worker(
     app_path: str | None,
     concurrency: int,
