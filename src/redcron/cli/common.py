@@ -251,6 +251,30 @@ def concurrency_option(
     )
 
 
+def prefetch_option(help_text: str, show: str) -> Callable[[F], F]:
+    """``--prefetch`` (leases held beyond the slots), shared by ``worker`` and
+    ``bench throughput``; None leaves it to the worker (``show`` says what it is)."""
+    return click.option(
+        "--prefetch",
+        type=click.IntRange(min=0),
+        default=None,
+        show_default=show,
+        help=help_text,
+    )
+
+
+def pool_option(help_text: str | None = None) -> Callable[[F], F]:
+    """``--pool threads|processes`` (where tasks run), shared by ``worker`` and
+    ``bench throughput``."""
+    return click.option(
+        "--pool",
+        type=click.Choice(["threads", "processes"]),
+        default="threads",
+        show_default=True,
+        help=help_text,
+    )
+
+
 class FiniteFloatRange(click.FloatRange):
     """A ``click.FloatRange`` that refuses ``nan`` and ``inf``: every comparison
     with NaN is false, so click's own bounds let it through."""
