@@ -3,12 +3,14 @@ it takes against Redis before the children start (grant the examples' tenants
 command tasks, apply the job files) and after (enqueue the example tasks), and
 admin access to the dashboard it started (the token file, the one-time login
 link).  ``up`` (cli/up.py) calls them in order; the children it supervises
-are cli/supervise.py's.
+are cli/supervise.py's.  A step closes its App when done (``up`` runs on for
+hours), bar enqueue_example_tasks, whose App the click context closes.
 """
 
 from __future__ import annotations
 
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import click
@@ -26,11 +28,8 @@ ADMIN_TOKEN_FILE = Path(".redcron") / "admin.token"
 def dashboard_access(app_path: str | None, redis_url: str, url: str) -> str:
     """How to get into the dashboard at ``url``: a one-time login link, and the
     admin token for the API."""
-    app = build_app(app_path, redis_url)
-    try:
+    with closing(build_app(app_path, redis_url)) as app:
         code = LoginLinks(app.broker).create()
-    finally:
-        app.close()
     return (
         f"dashboard  {url}\n"
         f"log in     {url}login/once/{code}\n"
@@ -60,26 +59,20 @@ def remove_admin_token(token: str, directory: Path | None = None) -> None:
 def grant_commands(app_path: str | None, redis_url: str, tenants: tuple[str, ...]) -> None:
     """Grant command tasks to the examples' tenants: any other tenant needs an
     admin's ``redcron tenants set T --allow-commands`` (docs/operations.md)."""
-    app = build_app(app_path, redis_url)
-    try:
+    with closing(build_app(app_path, redis_url)) as app:
         for tenant in tenants:
             app.tenants.set(tenant, allow_commands=True)
             click.echo(
                 f"tenant {tenant}: command tasks granted (the examples run one); "
                 f"revoke with `redcron tenants set {tenant} --no-allow-commands`"
             )
-    finally:
-        app.close()
 
 
 def apply_jobs(app_path: str | None, redis_url: str, specs: list[JobSpec]) -> None:
     """Upsert the jobs of ``-f`` files, a line each saying what changed."""
-    app = build_app(app_path, redis_url)
-    try:
+    with closing(build_app(app_path, redis_url)) as app:
         for spec, res in zip(specs, app.jobs.put_many(specs), strict=True):
             click.echo(f"job {spec.tenant}/{spec.name}: {res.change}")
-    finally:
-        app.close()
 
 
 def enqueue_example_tasks(app_path: str, redis_url: str) -> None:
