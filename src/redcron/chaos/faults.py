@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from redcron.chaos.procs import Fleet, now_ms
 from redcron.chaos.scenario import Event
@@ -17,28 +18,17 @@ from redcron.embedded import EmbeddedRedis
 Later = Callable[[float, Callable[[], None]], None]
 
 
+@dataclass
 class Faults:
-    """Inject ``Event``s into ``fleet`` and ``server``.
+    """Inject ``Event``s into ``fleet`` and ``server``, counted in ``tally``."""
 
-    ``before_redis_kill`` runs just before the server is killed (the runner
-    notes the runs that exist); ``elapsed`` gives the seconds since the run
-    began, for the progress line ``say`` gets."""
-
-    def __init__(
-        self,
-        fleet: Fleet,
-        server: EmbeddedRedis,
-        tally: Tally,
-        say: Callable[[str], None],
-        elapsed: Callable[[], float],
-        before_redis_kill: Callable[[], None],
-    ) -> None:
-        self.fleet = fleet
-        self.server = server
-        self.tally = tally
-        self.say = say
-        self.elapsed = elapsed
-        self.before_redis_kill = before_redis_kill
+    fleet: Fleet
+    server: EmbeddedRedis
+    tally: Tally
+    #: gets a progress line
+    note: Callable[[str], None]
+    #: runs just before the server is killed (the runner notes the runs that exist)
+    before_redis_kill: Callable[[], None]
 
     def apply(self, ev: Event, later: Later) -> None:
         if ev.what == "worker":
@@ -62,7 +52,7 @@ class Faults:
             self.tally.acked_before_kill = len(self.tally.acked)
             self.server.kill()
             self.tally.redis_kill_ms = now_ms()
-            self.say(f"chaos: {self.elapsed():5.1f}s  redis-server SIGKILLed, down {ev.hold}s")
+            self.note(f"redis-server SIGKILLed, down {ev.hold}s")
             time.sleep(ev.hold)
             self.server.start(timeout=60)
             self.tally.redis_restarts += 1

@@ -77,9 +77,7 @@ class Runner:
         self.dir = Path(tempfile.mkdtemp(prefix=f"redcron-chaos-{scenario.seed}-"))
         self.server = EmbeddedRedis(self.dir / "redis", fsync="always")
         self.fleet = Fleet(scenario, self.server.url, self.dir)
-        self.faults = Faults(
-            self.fleet, self.server, self.tally, self.say, self._elapsed, self._snapshot_runs
-        )
+        self.faults = Faults(self.fleet, self.server, self.tally, self._note, self._snapshot_runs)
         self.load: Submissions | None = None
         self._t0 = 0.0
         self.app: App | None = None
@@ -87,6 +85,10 @@ class Runner:
 
     def _elapsed(self) -> float:
         return time.monotonic() - self._t0
+
+    def _note(self, text: str) -> None:
+        """A progress line: ``chaos:``, the seconds since the run began, ``text``."""
+        self.say(f"chaos: {self._elapsed():5.1f}s  {text}")
 
     # -- the timeline -------------------------------------------------------------------
 
@@ -96,8 +98,8 @@ class Runner:
         if self.app is not None:
             with contextlib.suppress(*TRANSIENT):
                 ended = str(AuditLog(self.app.broker).attempts_ended())
-        self.say(
-            f"chaos: {self._elapsed():5.1f}s  kills {t.worker_kills + t.beat_kills} "
+        self._note(
+            f"kills {t.worker_kills + t.beat_kills} "
             f"(workers {t.worker_kills}, beats {t.beat_kills}) stops {t.worker_stops}  "
             f"redis restarts {t.redis_restarts}  tasks {t.enqueued}/{self.sc.tasks}  "
             f"attempts ended {ended}"
@@ -150,7 +152,7 @@ class Runner:
         fire_end = now_ms()
         for b in self.fleet.beats:
             b.terminate()
-        self.say(f"chaos: {self._elapsed():5.1f}s  chaos over; waiting for every task and run")
+        self._note("chaos over; waiting for every task and run")
         t0 = time.monotonic()
         audit = AuditLog(self.app.broker)
         left = list(self.tally.acked)
@@ -237,7 +239,7 @@ class Runner:
                 fire_end_ms=fire_end - FIRE_SLACK_MS,
                 worker_ends=self.fleet.worker_ends(),
             )
-            self.say(f"chaos: {self._elapsed():5.1f}s  checking")
+            self._note("checking")
             report = check(self.app, self.sc, facts)
             report = report.with_run(
                 worker_kills=t.worker_kills,
