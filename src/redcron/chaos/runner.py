@@ -30,7 +30,7 @@ import itertools
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from redcron.app import App
@@ -43,6 +43,7 @@ from redcron.chaos.submissions import Submissions
 from redcron.chaos.tally import Tally
 from redcron.chaos.tasks import register
 from redcron.embedded import EmbeddedRedis
+from redcron.model import RunRecord
 from redcron.model.records import epoch_ms
 from redcron.model.states import TASK_TERMINAL
 
@@ -50,6 +51,8 @@ from redcron.model.states import TASK_TERMINAL
 PROGRESS_EVERY = 5.0
 #: seconds the beats go on after the chaos, so the last kill's backlog fires
 BEAT_SETTLE_S = 3.0
+#: runs each job keeps (all of them, for the checker), and so reads back
+KEEP_RUNS = 100_000
 #: fires due this close to the beats' stop may or may not have been fired
 FIRE_SLACK_MS = 2500
 
@@ -178,19 +181,19 @@ class Runner:
         states = audit.states(iids)
         return [i for i in iids if states.get(i, "") not in TASK_TERMINAL]
 
-    def _runs_open(self) -> int:
+    def _runs(self) -> Iterator[RunRecord]:
+        """Every run of the scenario's jobs (each keeps up to ``KEEP_RUNS``)."""
         assert self.app is not None
-        n = 0
         for job in self.jobs:
-            n += sum(1 for r in self.app.jobs.runs(job.id, limit=100_000) if not r.ended_at)
-        return n
+            yield from self.app.jobs.runs(job.id, limit=KEEP_RUNS)
+
+    def _runs_open(self) -> int:
+        return sum(1 for r in self._runs() if not r.ended_at)
 
     def _snapshot_runs(self) -> None:
-        assert self.app is not None
         with contextlib.suppress(*TRANSIENT):
-            for job in self.jobs:
-                for run in self.app.jobs.runs(job.id, limit=100_000):
-                    self.tally.runs_before_kill.add(run.id)
+            for run in self._runs():
+                self.tally.runs_before_kill.add(run.id)
 
     # -- the whole run ------------------------------------------------------------------
 
@@ -209,7 +212,7 @@ class Runner:
         for j in self.sc.jobs:
             rec = self.app.jobs.put(
                 j.name, tenant=j.tenant, tasks=j.tasks, every=j.every, overlap="allow",
-                keep_runs=100_000,
+                keep_runs=KEEP_RUNS,
             )  # fmt: skip
             assert rec.next_fire is not None
             self.jobs.append(JobFacts(rec.id, j.name, j.every, epoch_ms(rec.next_fire)))
