@@ -65,14 +65,16 @@ class Proc:
         self.ended_ms = now_ms()
         self._out.close()
 
-    def stop(self) -> None:
+    def _signal(self, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError):
-            os.kill(self.proc.pid, signal.SIGSTOP)
+            os.kill(self.proc.pid, sig)
+
+    def stop(self) -> None:
+        self._signal(signal.SIGSTOP)
         self.stopped = True
 
     def cont(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.proc.pid, signal.SIGCONT)
+        self._signal(signal.SIGCONT)
         self.stopped = False
 
     def terminate(self, wait: float = 20.0) -> None:
