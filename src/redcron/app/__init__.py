@@ -298,7 +298,7 @@ class App:
         )
         payload = {"argv": list(argv), "env": env or {}, "cwd": cwd}
         row = self._row(COMMAND_TASK, "command", payload, opts, {"_countdown": countdown})
-        self.broker.enqueue([row])
+        self.broker.enqueuer.enqueue([row])
         return TaskHandle(self, row.iid)
 
     def get(self, task_id: str) -> TaskHandle:

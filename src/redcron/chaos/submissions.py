@@ -49,7 +49,7 @@ class Submissions:
         while self.pending:
             rows = self.pending[0]
             try:
-                self.app.broker.enqueue(rows)
+                self.app.broker.enqueuer.enqueue(rows)
             except Conflict:
                 pass
             except TRANSIENT:

@@ -50,10 +50,10 @@ class Keeper(Role):
                     next_hb = now + hb_every
                 if now >= next_maint:
                     for shard in shards:
-                        if self.broker.try_maintenance_lock(
+                        if self.broker.maintenance.try_lock(
                             shard, self.id, self.settings.maintenance_interval
                         ):
-                            self.broker.maintain(shard)
+                            self.broker.maintenance.maintain(shard)
                     next_maint = now + self.settings.maintenance_interval * (
                         0.5 + random.random() / 2
                     )
@@ -113,7 +113,7 @@ class Keeper(Role):
                 (attempt.lease.iid, attempt.lease.epoch)
             )
         for shard, tokens in by_shard.items():
-            self.broker.start(shard, self.id, tokens)
+            self.broker.leases.start(shard, self.id, tokens)
         for attempt in began:
             attempt.marked = True
 
@@ -172,7 +172,7 @@ class Keeper(Role):
             if not newest:
                 continue
             tokens = [token(j) for j in newest.values()]
-            lost, revoked = self.broker.heartbeat(shard, self.id, self.lease_ttl_ms, tokens)
+            lost, revoked = self.broker.leases.heartbeat(shard, self.id, self.lease_ttl_ms, tokens)
             for iid in lost:
                 # a finished attempt's report may have landed since the heartbeat read
                 # the map: only a lease lost under a running attempt is news

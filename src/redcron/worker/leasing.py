@@ -63,7 +63,7 @@ class Leaser(Role):
                 if not got and free > 0:
                     # nothing ready: the reporter sends what ends while we block
                     ledger.set_leaser_reports(False)
-                    self.broker.wait_for_work(shards, self.options.queues, 1.0)
+                    self.broker.leases.wait_for_work(shards, self.options.queues, 1.0)
                 backoff.reset()
             except TRANSIENT as exc:
                 with ledger.lock:

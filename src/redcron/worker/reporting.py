@@ -91,7 +91,7 @@ class Reporter(Role):
         if not group and req is None:
             return []
         try:
-            done, failed, leases = self.broker.report_and_lease(
+            done, failed, leases = self.broker.leases.report_and_lease(
                 shard, self.id, completes, fails, logs, req
             )
         except NotReplicated:
@@ -138,7 +138,7 @@ class Reporter(Role):
     def _outcome_recorded(self, attempt: Attempt) -> bool:
         lease = attempt.lease
         try:
-            record = self.broker.task_info(lease.iid)
+            record = self.broker.inspection.task_info(lease.iid)
         except NotFound:
             return False
         return any(

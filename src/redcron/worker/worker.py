@@ -251,7 +251,7 @@ class Worker:
             backoff = Backoff(0.2, 1.0, log)
             for tries in range(5):
                 try:
-                    self.broker.release(shard, self.id, tokens)
+                    self.broker.leases.release(shard, self.id, tokens)
                     break
                 except TRANSIENT as exc:
                     if tries == 4:
