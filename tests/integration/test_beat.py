@@ -103,8 +103,9 @@ def test_a_stale_beat_cannot_fire(app: App) -> None:
     k = app.broker.keys
     # the old beat's lease expires (it stalled) and another beat takes the shard
     app.broker.client.hset(k.beat(0), "expiry", 0)
-    ok, new_epoch, owner = app.broker.beat.beat_own(0, "new", 30_000, "acquire")
-    assert (ok, owner) == (1, b"new") and int(new_epoch) == int(epoch) + 1
+    [claim] = app.broker.beat.own([0], "new", 30_000, "acquire")
+    assert claim.owned and int(claim.epoch) == int(epoch) + 1
+    assert app.broker.client.hget(k.beat(0), "owner") == b"new"
     before = len(runs_of(app, job.id))
     # fire.lua itself refuses the old epoch
     due = app.jobs.get_by_id(job.id).scheduled_due

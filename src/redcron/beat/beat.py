@@ -144,10 +144,8 @@ class Beat:
 
     def close(self) -> None:
         """Release owned shards and leave the live-beats registry (best effort)."""
-        broker = self.app.broker
         try:
-            for shard in list(self._shards.owned):
-                broker.beat.beat_own(shard, self.id, self.ttl_ms, "release")
+            self.store.own(list(self._shards.owned), self.id, self.ttl_ms, "release")
             self.store.unregister(self.id)
         except TRANSIENT as exc:
             log.warning("beat %s: could not release shards (%s); they expire", self.id, exc)

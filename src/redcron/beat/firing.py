@@ -73,7 +73,8 @@ class Firer:
             busy = {call.job_id for call in flying}
             due = store.due(shard, now, self.batch + len(busy))
             last = len(due) < self.batch + len(busy) or time.monotonic() > budget
-            calls = self.planner.plan(store, shard, [row for row in due if row[0] not in busy], now)
+            todo = [row for row in due if row.job_id not in busy]
+            calls = self.planner.plan(store, shard, todo, now)
             if flight is not None:
                 fired += self._settle(store, shard, flying, flight.result())
             if not calls or shard not in self.shards.owned:

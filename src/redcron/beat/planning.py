@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from redcron.beat import parking
-from redcron.broker.beat import BeatStore, Park
+from redcron.broker.beat import BeatStore, DueRow, Park
 from redcron.model.jobs import JobSpec, spec_from_json
 from redcron.model.serialize import iso
 from redcron.schedule.jitter import tenant_jitter_s
@@ -138,9 +138,7 @@ class Planner:
         self._specs.pop(job_id, None)
         self._known.pop(job_id, None)
 
-    def plan(
-        self, store: BeatStore, shard: int, rows: list[tuple[str, int]], now: int
-    ) -> list[Call]:
+    def plan(self, store: BeatStore, shard: int, rows: Sequence[DueRow], now: int) -> list[Call]:
         """The fire.lua calls for due schedule rows; a job that cannot be planned
         (malformed hash, unreadable spec, an error computing its fires) is parked."""
         calls: list[Call] = []
@@ -184,12 +182,12 @@ class Planner:
         """Load the specs of jobs due soon (up to ``10 * batch`` a tick), so that a
         burst of fires finds them parsed."""
         ids = store.due_between(shard, now, now + PREFETCH_MS, 40 * self.batch)
-        todo = [(jid, -1) for jid in ids if jid not in self._specs]
+        todo = [DueRow(jid, -1) for jid in ids if jid not in self._specs]
         for i in range(0, min(len(todo), 10 * self.batch), self.batch):
             self.load(store, shard, todo[i : i + self.batch])
 
     def load(
-        self, store: BeatStore, shard: int, rows: list[tuple[str, int]]
+        self, store: BeatStore, shard: int, rows: Sequence[DueRow]
     ) -> list[_Loaded | _Bad | None]:
         """Version, spec, trigger and next_fire of each due job (None: no job; _Bad: a
         malformed hash or an unreadable spec, to be parked).  Parsed specs are
@@ -240,15 +238,15 @@ class Planner:
         if not cold and not stale:
             return out
         asked = sorted(stale)
-        read, jitters = store.job_heads(shard, [rows[i][0] for i in cold], asked)
+        read, jitters = store.job_heads(shard, [rows[i].job_id for i in cold], asked)
         heads = dict(zip(cold, read, strict=True))
         self._tenants_read(shard, asked, jitters, mono)
         missing = [
-            (rows[i][0], h.version)
+            (rows[i].job_id, h.version)
             for i, h in heads.items()
             if h.version is not None
             and h.malformed is None
-            and self._stale_spec(rows[i][0], h.version, rows[i][1])
+            and self._stale_spec(rows[i].job_id, h.version, rows[i].due_ms)
         ]
         # tenants of jobs read cold (new jobs among them) whose default jitter is unknown
         cold_tenants = {h.tenant for h in heads.values() if h.version is not None and h.tenant}
@@ -275,7 +273,7 @@ class Planner:
             if h.malformed is not None:
                 out[i] = _Bad(h.version or "", h.malformed, h.tenant)
                 continue
-            got = self._specs.get(rows[i][0], _NO_SPEC)
+            got = self._specs.get(rows[i].job_id, _NO_SPEC)
             if h.version is None:
                 continue
             if got.spec is None or got.trigger is None:

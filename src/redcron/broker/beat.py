@@ -26,6 +26,14 @@ FIRES_PER_CALL = 50
 PIPELINE_FIRES = 1_000
 
 
+class DueRow(NamedTuple):
+    """A schedule row: a job and when the beat is to fire it (ms, nominal + jitter;
+    -1 for a job read ahead of being due)."""
+
+    job_id: str
+    due_ms: int
+
+
 @dataclass(frozen=True, slots=True)
 class ShardClaim:
     """The answer for one shard to acquire/renew/release: owned or not, and the
@@ -110,19 +118,6 @@ class BeatStore:
 
     # -- registry and ownership ---------------------------------------------------
 
-    def beat_own(
-        self,
-        shard: int,
-        owner: str,
-        ttl_ms: int,
-        mode: str,
-        now: int | None = None,
-        pipe: Any = None,
-    ) -> Any:
-        """Acquire, renew or release a shard's ownership lease: (owned, epoch, owner)
-        (with ``pipe``: queued, the pipeline's result holds it)."""
-        return self.broker._run("beat_own", shard, argv.beat_own(owner, ttl_ms, mode, now), pipe)
-
     def register(self, beat: str, now: int, ttl_ms: int) -> int:
         """Renew ``beat`` in the live-beats registry until ``now + ttl_ms``, drop the
         beats expired by ``now``; returns how many are live (one round trip)."""
@@ -142,7 +137,7 @@ class BeatStore:
         trip."""
         pipe = self.broker.client.pipeline(transaction=False)
         for shard in shards:
-            self.beat_own(shard, beat, ttl_ms, mode, pipe=pipe)
+            self.broker._run("beat_own", shard, argv.beat_own(beat, ttl_ms, mode), pipe)
         return [
             ShardClaim(shard, bool(int(ok)), _s(epoch))
             for shard, (ok, epoch, _owner) in zip(shards, self.broker._execute(pipe), strict=True)
@@ -150,12 +145,12 @@ class BeatStore:
 
     # -- the schedule --------------------------------------------------------------
 
-    def due(self, shard: int, now: int, limit: int) -> list[tuple[str, int]]:
-        """Up to ``limit`` schedule rows due by ``now``: (job id, due score), earliest first."""
+    def due(self, shard: int, now: int, limit: int) -> list[DueRow]:
+        """Up to ``limit`` schedule rows due by ``now``, earliest first."""
         rows: list[Any] = self.broker.client.zrangebyscore(
             self.keys.schedule(shard), "-inf", now, start=0, num=limit, withscores=True
         )
-        return [(_s(member), int(score)) for member, score in rows]
+        return [DueRow(_s(member), int(score)) for member, score in rows]
 
     def due_between(self, shard: int, start: int, end: int, limit: int) -> list[str]:
         """Up to ``limit`` job ids due in ``[start, end]``, earliest first."""
