@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import click
 
+from redcron.cli.bench.fairness import fairness
 from redcron.cli.bench.idle import beat_idle
-from redcron.cli.bench.measure import fairness, latency, schedule, throughput, trigger
+from redcron.cli.bench.latency import latency
+from redcron.cli.bench.schedule import schedule
 from redcron.cli.bench.soak import soak
+from redcron.cli.bench.throughput import throughput
+from redcron.cli.bench.trigger import trigger
 from redcron.cli.common import concurrency_option
 from redcron.config import WORKER_PREFETCH_PER_SLOT, WORKER_THREADS
 from redcron.model import serialize

@@ -10,11 +10,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from redcron.cli.bench.measure import (
+from redcron.cli.bench.fixtures import (
     _bench_app,
     _cleanup,
-    _proc_cpu_s,
     beat_process,
+    proc_cpu_s,
     redis_for_bench,
 )
 from redcron.clock import ulid
@@ -43,9 +43,9 @@ def beat_idle(jobs: int, seconds: float, redis_url: str | None) -> dict[str, Any
             setup_s = time.perf_counter() - t0
             with beat_process(url, prefix) as proc:
                 time.sleep(1.0)  # started, shards claimed, first ticks done
-                cpu0, wall0 = _proc_cpu_s(proc.pid), time.monotonic()
+                cpu0, wall0 = proc_cpu_s(proc.pid), time.monotonic()
                 time.sleep(seconds)
-                cpu = _proc_cpu_s(proc.pid) - cpu0
+                cpu = proc_cpu_s(proc.pid) - cpu0
                 wall = time.monotonic() - wall0
             return {
                 "jobs": jobs,

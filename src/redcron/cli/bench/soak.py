@@ -22,7 +22,7 @@ from typing import Any
 
 from redcron.app import App
 from redcron.broker.doctor.scan import scan
-from redcron.cli.bench.measure import (
+from redcron.cli.bench.fixtures import (
     _bench_app,
     _cleanup,
     beat_process,

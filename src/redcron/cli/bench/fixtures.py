@@ -1,0 +1,168 @@
+"""What the benchmarks of ``redcron bench`` share: the benchmark App and its
+tasks, the Redis a run uses (given, or a fresh embedded one), the worker and
+beat processes it starts, waiting for tasks to finish and a process's CPU time.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import redis
+
+from redcron.app import App
+from redcron.embedded import EmbeddedRedis
+from redcron.model.states import TaskState
+
+#: the state field as the pipeline returns it (bytes), compared in a hot loop
+_SUCCEEDED = TaskState.SUCCEEDED.encode()
+
+
+def register(app: App) -> App:
+    """Register the benchmark tasks on ``app`` (producer and worker alike)."""
+
+    @app.task(name="bench.noop", retries=0)
+    def noop() -> None:
+        return None
+
+    local = threading.local()
+
+    @app.task(name="bench.incr", retries=0)
+    def incr() -> None:
+        # The body peer queues are compared on: one INCR on the executing thread's
+        # own connection (per thread, per process), as a task with its own client
+        # would do, not on the worker's shared pool.
+        client = getattr(local, "client", None)
+        if client is None:
+            client = local.client = redis.Redis.from_url(
+                app.settings.redis_url, single_connection_client=True
+            )
+        client.incr(f"{app.settings.prefix}:bench:counter")
+
+    @app.task(name="bench.now", retries=0)
+    def now() -> float:
+        return time.time()
+
+    return app
+
+
+#: how a benchmark worker process (and its processes pool) loads its App:
+#: "redcron.cli.bench.fixtures:bench_app()", built from this module's name so
+#: that it follows the module if it moves
+BENCH_APP = f"{__name__}:bench_app()"
+
+
+def bench_app() -> App:
+    """The App of a benchmark worker process (:data:`BENCH_APP`), from the
+    REDCRON_REDIS_URL and REDCRON_PREFIX the benchmark gives it: read when
+    called, never at import (``redcron --help`` imports this module)."""
+    return register(App())
+
+
+@contextmanager
+def redis_for_bench(url: str | None) -> Iterator[str]:
+    """The given Redis, or a fresh embedded one (no persistence cost) for the run."""
+    if url:
+        yield url
+        return
+    with tempfile.TemporaryDirectory(prefix="redcron-bench-") as tmp:
+        server = EmbeddedRedis(tmp, appendonly=False)
+        server.start()
+        try:
+            yield server.url
+        finally:
+            server.stop()
+
+
+@contextmanager
+def worker_process(
+    url: str, prefix: str, concurrency: int | None, pool: str, prefetch: int | None = 0
+) -> Iterator[subprocess.Popen[bytes]]:
+    with _python_process(
+        url,
+        prefix,
+        "from redcron.worker import Worker;"
+        f"Worker(app, concurrency={concurrency}, pool={pool!r}, grace=2, prefetch={prefetch},"
+        f"app_path={BENCH_APP!r}).run()",
+    ) as proc:
+        yield proc
+
+
+@contextmanager
+def beat_process(url: str, prefix: str) -> Iterator[subprocess.Popen[bytes]]:
+    code = "from redcron.beat.beat import Beat; Beat(app, apply_declared=False).run()"
+    with _python_process(url, prefix, code) as proc:
+        yield proc
+
+
+@contextmanager
+def _python_process(url: str, prefix: str, code: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A child Python running ``code`` with the benchmark app imported as ``app``;
+    terminated (then killed) on exit."""
+    env = dict(os.environ, REDCRON_REDIS_URL=url, REDCRON_PREFIX=prefix)
+    head = "import logging; logging.basicConfig(level=logging.WARNING);"
+    head += f"from {__name__} import bench_app; app = bench_app();"
+    proc = subprocess.Popen([sys.executable, "-c", head + code], env=env)
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _bench_app(url: str, prefix: str) -> App:
+    return register(App(url, prefix=prefix))
+
+
+def _cleanup(bapp: App) -> None:
+    client = bapp.broker.client
+    batch: list[bytes] = []
+    for key in client.scan_iter(match=f"{bapp.settings.prefix}:*", count=1000):
+        batch.append(key)
+        if len(batch) >= 1000:
+            client.unlink(*batch)
+            batch = []
+    if batch:
+        client.unlink(*batch)
+
+
+def wait_all_done(bapp: App, ids: list[str]) -> None:
+    """Wait until every task succeeded, looking at a small window of the oldest
+    unfinished ones at a time: a poll of every pending id (thousands of HGETs
+    in one pipeline, ten times a second) would take CPU from the worker and
+    Redis being measured on a 2-core machine."""
+    client = bapp.broker.client
+    keys = bapp.broker.keys
+    deadline = time.monotonic() + 600
+    pending = list(ids)
+    window = 256
+    while pending:
+        head = pending[:window]
+        pipe = client.pipeline(transaction=False)
+        for iid in head:
+            pipe.hget(keys.ti(0, iid), "state")
+        states = pipe.execute()
+        left = [i for i, s in zip(head, states, strict=True) if s != _SUCCEEDED]
+        pending = left + pending[window:]
+        if left:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(pending)} tasks not done after 600 s")
+            time.sleep(0.05)
+
+
+def proc_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks
