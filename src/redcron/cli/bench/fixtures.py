@@ -1,6 +1,7 @@
 """What the benchmarks of ``redcron bench`` share: the benchmark App and its
-tasks, the Redis a run uses (given, or a fresh embedded one), the worker and
-beat processes it starts, waiting for tasks to finish and a process's CPU time.
+tasks, the Redis a run uses (given, or a fresh embedded one) with a key prefix
+of its own (deleted after), the worker and beat processes it starts, waiting for
+tasks to finish and a process's CPU time.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import redis
 
 from redcron.app import App
+from redcron.clock import ulid
 from redcron.embedded import EmbeddedRedis
 from redcron.model.states import TaskState
 
@@ -80,6 +83,30 @@ def redis_for_bench(url: str | None) -> Iterator[str]:
             server.stop()
 
 
+@dataclass(frozen=True)
+class BenchRun:
+    """One benchmark's Redis, its key prefix and the App the benchmark drives."""
+
+    url: str
+    prefix: str
+    app: App
+
+
+@contextmanager
+def bench_run(redis_url: str | None, kind: str = "rcbench") -> Iterator[BenchRun]:
+    """A fresh prefix (``kind`` and six random characters) on :func:`redis_for_bench`
+    and the benchmark App on it; on exit every key under the prefix is deleted
+    and the App closed."""
+    prefix = f"{kind}{ulid()[-6:].lower()}"
+    with redis_for_bench(redis_url) as url:
+        bapp = register(App(url, prefix=prefix))
+        try:
+            yield BenchRun(url, prefix, bapp)
+        finally:
+            _cleanup(bapp)
+            bapp.close()
+
+
 @contextmanager
 def worker_process(
     url: str, prefix: str, concurrency: int | None, pool: str, prefetch: int | None = 0
@@ -118,10 +145,6 @@ def _python_process(url: str, prefix: str, code: str) -> Iterator[subprocess.Pop
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-
-
-def _bench_app(url: str, prefix: str) -> App:
-    return register(App(url, prefix=prefix))
 
 
 def _cleanup(bapp: App) -> None:

@@ -15,14 +15,7 @@ from typing import Any
 import redis
 
 from redcron.app import App
-from redcron.cli.bench.fixtures import (
-    _bench_app,
-    _cleanup,
-    redis_for_bench,
-    wait_all_done,
-    worker_process,
-)
-from redcron.clock import ulid
+from redcron.cli.bench.fixtures import bench_run, wait_all_done, worker_process
 from redcron.config import WORKER_PREFETCH_PER_SLOT, default_concurrency
 
 
@@ -37,46 +30,41 @@ def throughput(
     """Enqueue ``tasks`` with enqueue_many, then one worker process drains them
     (``concurrency``, ``prefetch`` None: the worker's defaults)."""
     slots = default_concurrency(pool) if concurrency is None else concurrency
-    prefix = f"rcbench{ulid()[-6:].lower()}"
-    with redis_for_bench(redis_url) as url:
-        bapp = _bench_app(url, prefix)
-        try:
-            task = bapp.tasks[f"bench.{body}"]
-            # a tenth (at most 2,000) one at a time, the rest in batches; the
-            # worker drains them all
-            singles = min(2_000, max(1, tasks // 10))
-            t0 = time.perf_counter()
-            handles = [task.enqueue() for _ in range(singles)]
-            single_s = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            for i in range(0, tasks - singles, 1_000):
-                handles += task.enqueue_many([()] * min(1_000, tasks - singles - i))
-            many_s = time.perf_counter() - t0
-            ids = [h.id for h in handles]
-            with worker_process(url, prefix, slots, pool, prefetch):
-                wait_all_done(bapp, ids)
-            first, last, done = _span(bapp, ids)
-            drain_s = max(1e-9, (last - first) / 1000)
-            drain_per_s = done / drain_s
-            reference = reference_incr(url, prefix, max(5_000, min(tasks, 20_000)))
-            return {
-                "tasks": tasks,
-                "workers": 1,
-                "pool": pool,
-                "concurrency": slots,
-                "prefetch": WORKER_PREFETCH_PER_SLOT * slots if prefetch is None else prefetch,
-                "body": body,
-                "enqueue_per_s": round((tasks - singles) / many_s) if tasks > singles else None,
-                "enqueue_single_per_s": round(singles / single_s),
-                "drain_per_s": round(drain_per_s),
-                "drain_s": round(drain_s, 3),
-                "measured_tasks": done,
-                "reference_incr_per_s": round(reference),
-                "drain_vs_reference": round(drain_per_s / reference, 2),
-            }
-        finally:
-            _cleanup(bapp)
-            bapp.close()
+    with bench_run(redis_url) as run:
+        bapp = run.app
+        task = bapp.tasks[f"bench.{body}"]
+        # a tenth (at most 2,000) one at a time, the rest in batches; the
+        # worker drains them all
+        singles = min(2_000, max(1, tasks // 10))
+        t0 = time.perf_counter()
+        handles = [task.enqueue() for _ in range(singles)]
+        single_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for i in range(0, tasks - singles, 1_000):
+            handles += task.enqueue_many([()] * min(1_000, tasks - singles - i))
+        many_s = time.perf_counter() - t0
+        ids = [h.id for h in handles]
+        with worker_process(run.url, run.prefix, slots, pool, prefetch):
+            wait_all_done(bapp, ids)
+        first, last, done = _span(bapp, ids)
+        drain_s = max(1e-9, (last - first) / 1000)
+        drain_per_s = done / drain_s
+        reference = reference_incr(run.url, run.prefix, max(5_000, min(tasks, 20_000)))
+        return {
+            "tasks": tasks,
+            "workers": 1,
+            "pool": pool,
+            "concurrency": slots,
+            "prefetch": WORKER_PREFETCH_PER_SLOT * slots if prefetch is None else prefetch,
+            "body": body,
+            "enqueue_per_s": round((tasks - singles) / many_s) if tasks > singles else None,
+            "enqueue_single_per_s": round(singles / single_s),
+            "drain_per_s": round(drain_per_s),
+            "drain_s": round(drain_s, 3),
+            "measured_tasks": done,
+            "reference_incr_per_s": round(reference),
+            "drain_vs_reference": round(drain_per_s / reference, 2),
+        }
 
 
 def reference_incr(url: str, prefix: str, n: int, threads: int = 8) -> float:
