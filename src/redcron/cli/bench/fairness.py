@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from redcron.app import App
-from redcron.cli.bench.fixtures import bench_run, wait_all_done, worker_process
+from redcron.cli.bench.fixtures import bench_run, p99, wait_all_done, worker_process
 
 
 def _lease_times(bapp: App, ids_by_tenant: dict[str, list[str]]) -> list[tuple[int, str]]:
@@ -128,7 +128,7 @@ def fairness(redis_url: str | None, backfill: int = 50_000) -> dict[str, Any]:
             "shares": {t: round(counts[t] / total, 4) for t in ("w1", "w2", "w4")},
             "jain_index": round(jain, 4),
             "small_tenant_wait_p50_ms": waits[len(waits) // 2],
-            "small_tenant_wait_p99_ms": waits[min(len(waits) - 1, int(len(waits) * 0.99))],
+            "small_tenant_wait_p99_ms": p99(waits),
             "backfill_throughput_per_s": round(len(big_leases) / span),
             "lease_us_10_idle_tenants": round(cost_10, 1),
             "lease_us_10k_idle_tenants": round(cost_10k, 1),

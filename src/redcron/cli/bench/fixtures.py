@@ -1,7 +1,8 @@
 """What the benchmarks of ``redcron bench`` share: the benchmark App and its
 tasks, the Redis a run uses (given, or a fresh embedded one) with a key prefix
-of its own (deleted after), the worker and beat processes it starts, waiting for
-tasks to finish and a process's CPU time.
+of its own (deleted after), the schedules that are never due, the worker and
+beat processes it starts, waiting for tasks to finish, a process's CPU time and
+the one p99 rule every figure uses.
 """
 
 from __future__ import annotations
@@ -12,19 +13,23 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TypeVar
 
 import redis
 
 from redcron.app import App
 from redcron.clock import ulid
 from redcron.embedded import EmbeddedRedis
+from redcron.model.jobs import JobSpec, Task
 from redcron.model.states import TaskState
 
 #: the state field as the pipeline returns it (bytes), compared in a hot loop
 _SUCCEEDED = TaskState.SUCCEEDED.encode()
+
+_T = TypeVar("_T")
 
 
 def register(app: App) -> App:
@@ -159,6 +164,20 @@ def _cleanup(bapp: App) -> None:
         client.unlink(*batch)
 
 
+def idle_jobs(count: int) -> list[JobSpec]:
+    """``count`` schedules spread over 100 tenants, due once a year (1 January,
+    midnight): registered, never due during a run."""
+    return [
+        JobSpec(
+            name=f"idle{i}",
+            tenant=f"t{i % 100}",
+            cron="0 0 1 1 *",
+            tasks={"t": Task("bench.noop")},
+        )
+        for i in range(count)
+    ]
+
+
 def wait_all_done(bapp: App, ids: list[str]) -> None:
     """Wait until every task succeeded, looking at a small window of the oldest
     unfinished ones at a time: a poll of every pending id (thousands of HGETs
@@ -189,3 +208,9 @@ def proc_cpu_s(pid: int) -> float:
         fields = f.read().rsplit(")", 1)[1].split()
     ticks = os.sysconf("SC_CLK_TCK")
     return (int(fields[11]) + int(fields[12])) / ticks
+
+
+def p99(ordered: Sequence[_T]) -> _T:
+    """The 99th percentile of a sorted, non-empty sequence (nearest rank, the
+    largest for fewer than 100 values)."""
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]

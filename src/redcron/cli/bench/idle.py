@@ -10,8 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from redcron.cli.bench.fixtures import beat_process, bench_run, proc_cpu_s
-from redcron.model.jobs import JobSpec, Task
+from redcron.cli.bench.fixtures import beat_process, bench_run, idle_jobs, proc_cpu_s
 
 
 def beat_idle(jobs: int, seconds: float, redis_url: str | None) -> dict[str, Any]:
@@ -20,17 +19,7 @@ def beat_idle(jobs: int, seconds: float, redis_url: str | None) -> dict[str, Any
     with bench_run(redis_url) as run:
         bapp = run.app
         t0 = time.perf_counter()
-        bapp.jobs.put_many(
-            [
-                JobSpec(
-                    name=f"idle{i}",
-                    tenant=f"t{i % 100}",
-                    cron="0 0 1 1 *",
-                    tasks={"t": Task("bench.noop")},
-                )
-                for i in range(jobs)
-            ]
-        )
+        bapp.jobs.put_many(idle_jobs(jobs))
         setup_s = time.perf_counter() - t0
         with beat_process(run.url, run.prefix) as proc:
             time.sleep(1.0)  # started, shards claimed, first ticks done

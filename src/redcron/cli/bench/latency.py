@@ -6,7 +6,7 @@ import statistics
 import time
 from typing import Any
 
-from redcron.cli.bench.fixtures import bench_run, worker_process
+from redcron.cli.bench.fixtures import bench_run, p99, worker_process
 
 
 def latency(samples: int, redis_url: str | None) -> dict[str, Any]:
@@ -26,6 +26,6 @@ def latency(samples: int, redis_url: str | None) -> dict[str, Any]:
         return {
             "samples": samples,
             "p50_ms": round(statistics.median(lat), 3),
-            "p99_ms": round(lat[min(len(lat) - 1, int(len(lat) * 0.99))], 3),
+            "p99_ms": round(p99(lat), 3),
             "max_ms": round(lat[-1], 3),
         }

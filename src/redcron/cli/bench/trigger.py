@@ -7,7 +7,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from redcron.cli.bench.fixtures import beat_process, bench_run, proc_cpu_s
+from redcron.cli.bench.fixtures import beat_process, bench_run, idle_jobs, p99, proc_cpu_s
 from redcron.keys import run_id
 from redcron.model.jobs import JobSpec, Task
 from redcron.schedule.timeutil import to_ms
@@ -24,15 +24,7 @@ def trigger(
         bapp = run.app
         store = bapp.jobs
         # far-future schedules for the rest: registered, never due in the run
-        idle = [
-            JobSpec(
-                name=f"idle{i}",
-                tenant=f"t{i % 100}",
-                cron="0 0 1 1 *",
-                tasks={"t": Task("bench.noop")},
-            )
-            for i in range(jobs - due_same_second)
-        ]
+        idle = idle_jobs(jobs - due_same_second)
         t0 = time.perf_counter()
         store.put_many(idle)
         # the due ones: a 6-field cron for one second, far enough ahead to
@@ -84,7 +76,7 @@ def trigger(
             "runs": len(created),
             "runs_per_s": round(len(created) / span_s) if created else 0,
             "lag_p50_ms": lags[len(lags) // 2] if lags else None,
-            "lag_p99_ms": lags[min(len(lags) - 1, int(len(lags) * 0.99))] if lags else None,
+            "lag_p99_ms": p99(lags) if lags else None,
             "lag_max_ms": lags[-1] if lags else None,
             "beat_cpu_s_burst": round(cpu_burst, 3),
             "beat_idle_cpu_pct": round(100 * cpu_idle / idle_s, 2),
