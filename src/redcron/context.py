@@ -38,7 +38,7 @@ class Context:
         if self.run_id is None or self.broker is None:
             return {}
         if self._params is None:
-            self._params = self.broker.run_params(self.shard, self.run_id)
+            self._params = self.broker.inspection.run_params(self.shard, self.run_id)
         return self._params
 
     def once(self, key: str, ttl: int = 7 * 86_400) -> bool:
@@ -50,4 +50,4 @@ class Context:
         """
         if self.broker is None:
             raise RuntimeError("ctx.once needs a broker (the task is not running on a worker)")
-        return self.broker.once(self.shard, f"{self.idem_key}:{key}", ttl)
+        return self.broker.leases.once(self.shard, f"{self.idem_key}:{key}", ttl)

@@ -93,7 +93,7 @@ def test_sigkilled_worker_is_reaped_and_retried(
         ["2", str(b.pid)],
     ]
     assert_one_end_per_attempt(info)
-    assert app.broker.stats().get("lease_expired", 0) >= 1
+    assert app.broker.inspection.stats().get("lease_expired", 0) >= 1
 
 
 def test_zombie_result_is_rejected(

@@ -163,6 +163,7 @@ class Module:
     tree: ast.Module
     classes: dict[str, ast.ClassDef] = field(default_factory=dict)
     imports: dict[str, Where] = field(default_factory=dict)  # alias -> (module, name)
+    stars: list[str] = field(default_factory=list)  # modules it imports * from
 
     @property
     def rel(self) -> str:
@@ -190,7 +191,10 @@ def load_modules() -> dict[str, Module]:
                     up = package.split(".")[: len(package.split(".")) - imp.level + 1]
                     base = ".".join([*up, base] if base else up)
                 for alias in imp.names:
-                    mod.imports[alias.asname or alias.name] = (base, alias.name)
+                    if alias.name == "*":
+                        mod.stars.append(base)
+                    else:
+                        mod.imports[alias.asname or alias.name] = (base, alias.name)
         mods[name] = mod
     return mods
 
@@ -205,9 +209,13 @@ def resolve(mods: dict[str, Module], module: str, name: str) -> Where | None:
             return None
         if name in mod.classes:
             return module, name
-        if name not in mod.imports:
+        if name in mod.imports:
+            module, name = mod.imports[name]
+            continue
+        star = next((m for m in mod.stars if m in mods and name in exported(mods[m])), None)
+        if star is None:
             return None
-        module, name = mod.imports[name]
+        module = star
     return None
 
 
@@ -226,8 +234,10 @@ def exported(mod: Module) -> list[str]:
         if isinstance(node, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
         ):
-            value = ast.literal_eval(node.value)
-            return [str(v) for v in value]
+            # the literal names; a spliced list (``*_records``) is another
+            # module's __all__, read where it is written
+            elts = node.value.elts if isinstance(node.value, ast.List | ast.Tuple) else []
+            return [str(ast.literal_eval(e)) for e in elts if not isinstance(e, ast.Starred)]
     return []
 
 

@@ -58,7 +58,9 @@ def everything(r: redis.Redis, prefix: str) -> dict[bytes, object]:
 
 
 def queued(app: App) -> int:
-    [ready] = app.broker.ready_counts([app.broker.keys.q(SHARD, "default", TENANT, "normal")])
+    [ready] = app.broker.inspection.ready_counts(
+        [app.broker.keys.q(SHARD, "default", TENANT, "normal")]
+    )
     return ready
 
 
@@ -89,7 +91,7 @@ def test_a_submission_over_max_queued_is_refused_and_writes_nothing(
     noop.enqueue(1, _tenant="other")
 
     # leasing frees room: exactly as many as were leased may come in again
-    leases = app.broker.lease(SHARD, "w1", 2, 60_000, ["default"], tenants=[TENANT])
+    leases = app.broker.leases.lease(SHARD, "w1", 2, 60_000, ["default"], tenants=[TENANT])
     assert {x.iid for x in leases} <= {h.id for h in handles} and len(leases) == 2
     assert queued(app) == 3
     noop.enqueue_many([(7,), (8,)], _tenant=TENANT)
@@ -146,7 +148,7 @@ def test_a_batch_over_max_queued_spanning_calls_is_refused_and_writes_nothing(
         for i in range(300)
     ]
     with pytest.raises(QuotaExceeded):
-        app.broker.enqueue(mixed)
+        app.broker.enqueuer.enqueue(mixed)
     assert everything(r, prefix) == before
     assert r.zcard(app.broker.keys.timers(SHARD)) == 0
 
@@ -168,7 +170,7 @@ def test_a_duplicate_id_in_a_later_call_of_a_batch_writes_nothing(
     repeated = old.id if where == "exists already" else rows[10].iid
     rows[300] = rows[300]._replace(iid=repeated)
     with pytest.raises(Conflict):
-        app.broker.enqueue(rows)
+        app.broker.enqueuer.enqueue(rows)
     assert everything(r, prefix) == before
 
 
@@ -249,9 +251,9 @@ def test_a_batch_spanning_shards_is_refused_whole(redis_url: str, key_prefix: st
         ]
         before = everything(a.broker.client, a.settings.prefix)
         with pytest.raises(QuotaExceeded):
-            a.broker.enqueue(rows)
+            a.broker.enqueuer.enqueue(rows)
         assert everything(a.broker.client, a.settings.prefix) == before
-        assert a.broker.enqueue(rows[:7]) == 7
+        assert a.broker.enqueuer.enqueue(rows[:7]) == 7
     finally:
         for key in a.broker.client.scan_iter(match=f"{a.settings.prefix}:*"):
             a.broker.client.delete(key)
@@ -259,7 +261,7 @@ def test_a_batch_spanning_shards_is_refused_whole(redis_url: str, key_prefix: st
 
 
 def _fire(app: App, job_id: str, fire_ms: int) -> tuple[str, str]:
-    return app.broker.fire(
+    return app.broker.beat.fire_one(
         SHARD, FireArgs(job_id, "", "", fire_ms, None, None, "", "cron", 0, f"{job_id}@{fire_ms}")
     )
 
@@ -290,7 +292,7 @@ def test_a_fire_over_max_queued_is_recorded_as_rejected_and_creates_no_instances
     assert "max_queued" in run["reason"]
     assert run["scheduled_for"] == str(FIRE_MS)
     assert r.zscore(k.runs(SHARD, job_id), run_id) == FIRE_MS
-    assert app.broker.stats().get("fires_rejected") == 1
+    assert app.broker.inspection.stats().get("fires_rejected") == 1
     assert app.jobs.run(run_id).state == "rejected"
     # no instances, nothing queued, not active
     assert set(r.scan_iter(match=f"{prefix}:*:ti:*", count=1000)) == ti_before
@@ -302,10 +304,10 @@ def test_a_fire_over_max_queued_is_recorded_as_rejected_and_creates_no_instances
 
     # a replay of the same fire is not a second rejection
     assert _fire(app, job_id, FIRE_MS) == ("exists", run_id)
-    assert app.broker.stats().get("fires_rejected") == 1
+    assert app.broker.inspection.stats().get("fires_rejected") == 1
 
     # with room again (one leased), the next fire creates its run (one root)
-    app.broker.lease(SHARD, "w1", 1, 60_000, ["default"], tenants=[TENANT])
+    app.broker.leases.lease(SHARD, "w1", 1, 60_000, ["default"], tenants=[TENANT])
     status, run2 = _fire(app, job_id, FIRE_MS + 86_400_000)
     assert status == "created"
     assert r.hget(k.run(SHARD, run2), "state") == b"queued"

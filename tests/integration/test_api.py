@@ -246,10 +246,10 @@ def test_cancel_run_and_task(client: FlaskClient) -> None:
 
 def _run_a_task(app: App, task_id: str) -> tuple[str, str]:
     """Lease and start ``task_id`` as a worker would: its (worker, epoch)."""
-    [lease] = app.broker.lease(0, "api-w", 1, 60_000, ["default"])
+    [lease] = app.broker.leases.lease(0, "api-w", 1, 60_000, ["default"])
     assert lease.iid == task_id
-    app.broker.start(0, "api-w", [(lease.iid, lease.epoch)])
-    assert app.broker.task_info(task_id).state == "running"
+    app.broker.leases.start(0, "api-w", [(lease.iid, lease.epoch)])
+    assert app.broker.inspection.task_info(task_id).state == "running"
     return "api-w", lease.epoch
 
 
@@ -268,7 +268,7 @@ def test_cancel_a_running_task_ends_it_cancelled_and_its_report_is_refused(
         "may_still_be_running": True,  # a Python thread cannot be killed
     }
     # the worker's report comes in: refused, the task stays cancelled
-    assert app.broker.complete(0, worker, [(tid, epoch, b"\x01")]) == [False]
+    assert app.broker.leases.complete(0, worker, [(tid, epoch, b"\x01")]) == [False]
     task = client.get(f"/v1/tasks/{tid}").get_json()
     assert task["state"] == "cancelled"
     assert [a["outcome"] for a in task["attempts"]] == ["cancelled"]
@@ -280,7 +280,7 @@ def test_cancel_a_running_task_ends_it_cancelled_and_its_report_is_refused(
 def test_cancel_of_a_succeeded_task_is_409_naming_its_state(client: FlaskClient, app: App) -> None:
     tid = client.post("/v1/tasks", json={"name": "api.add", "args": [1]}).get_json()["id"]
     worker, epoch = _run_a_task(app, tid)
-    assert app.broker.complete(0, worker, [(tid, epoch, b"\x01")]) == [True]
+    assert app.broker.leases.complete(0, worker, [(tid, epoch, b"\x01")]) == [True]
     err = error_of(client.post(f"/v1/tasks/{tid}/cancel"), 409, None)
     assert err["code"] == "conflict"
     assert err["message"] == f"task {tid} already ended succeeded"
@@ -300,7 +300,7 @@ def test_cancel_a_run_with_a_running_task(client: FlaskClient, app: App) -> None
         "extract": "cancelled",
         "load": "cancelled",
     }
-    assert app.broker.complete(0, worker, [(f"{rid}/extract", epoch, b"\x01")]) == [False]
+    assert app.broker.leases.complete(0, worker, [(f"{rid}/extract", epoch, b"\x01")]) == [False]
     assert client.get(f"/v1/runs/{rid}").get_json()["state"] == "cancelled"
 
 
@@ -343,7 +343,7 @@ def test_arguments_that_do_not_fit_the_task_are_400_naming_the_argument(
 ) -> None:
     # issue 16 item 9: an unknown keyword answered 201 and was retried into the DLQ;
     # the server runs with -A (the app registers api.add(x, y=0))
-    before = app.broker.inspect()
+    before = app.broker.inspection.inspect()
     err = error_of(
         client.post("/v1/tasks", json={"name": "api.add", "args": [1], "kwargs": {"z": 3}}),
         400,
@@ -353,7 +353,7 @@ def test_arguments_that_do_not_fit_the_task_are_400_naming_the_argument(
     err = error_of(client.post("/v1/tasks", json={"name": "api.add"}), 400, "args")
     assert err["message"] == "add() missing a required argument: 'x'"
     error_of(client.post("/v1/tasks", json={"name": "api.add", "args": [1, 2, 3]}), 400, "args")
-    assert app.broker.inspect() == before  # nothing was written
+    assert app.broker.inspection.inspect() == before  # nothing was written
     # a job's Python task the app registers is checked the same way
     bad = {**JOB, "tasks": {"extract": {"ref": "api.add", "args": [1], "kwargs": {"z": 1}}}}
     error_of(client.post("/v1/jobs", json=bad), 400, "tasks.extract.kwargs.z")
@@ -369,7 +369,7 @@ def test_dlq_list_and_replay(
     error_of(client.post(f"/v1/tenants/{TENANT}/dlq/{waiting}/replay"), 409)  # not dead
     tid = client.post("/v1/tasks", json={"name": "api.broken"}).get_json()["id"]
     start_worker(concurrency=1)
-    wait_for(lambda: app.broker.task_info(tid).state == "dead", "the task to die")
+    wait_for(lambda: app.broker.inspection.task_info(tid).state == "dead", "the task to die")
     entries = client.get(f"/v1/tenants/{TENANT}/dlq").get_json()["entries"]
     assert [e["task_id"] for e in entries] == [tid]
     assert entries[0]["error"] and entries[0]["dead_at"].endswith("Z")
@@ -385,7 +385,7 @@ def test_dlq_discard(client: FlaskClient, app: App, start_worker: Callable[..., 
     error_of(client.post(f"/v1/tenants/{TENANT}/dlq/{waiting}/discard"), 409)  # not dead
     tid = client.post("/v1/tasks", json={"name": "api.broken"}).get_json()["id"]
     start_worker(concurrency=1)
-    wait_for(lambda: app.broker.task_info(tid).state == "dead", "the task to die")
+    wait_for(lambda: app.broker.inspection.task_info(tid).state == "dead", "the task to die")
     error_of(client.post(f"/v1/tenants/other/dlq/{tid}/discard"), 404)
     error_of(client.post(f"/v1/tenants/{TENANT}/dlq/0-nope/discard"), 404)
     discarded = client.post(f"/v1/tenants/{TENANT}/dlq/{tid}/discard")

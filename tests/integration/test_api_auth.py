@@ -243,7 +243,7 @@ LEASES = {("POST", "/v1/worker/lease")}
 
 def _held(app: App, task_id: str) -> tuple[dict[bytes, bytes], list[Any]]:
     """What a report would change: the instance hash and its tenant's lease deadlines."""
-    info = app.broker.task_info(task_id)
+    info = app.broker.inspection.task_info(task_id)
     shard, keys = shard_of_id(task_id), app.broker.keys
     deadlines = app.broker.client.zrange(keys.tleases(shard, info.tenant), 0, -1, withscores=True)
     return app.broker.client.hgetall(keys.ti(shard, task_id)), deadlines
@@ -314,7 +314,7 @@ def test_foreign_and_forged_lease_ids_are_403_on_every_worker_route(
     assert hb.get_json() == {lease_id: "ok"}
     done = leaser.post("/v1/worker/complete", json={"lease_id": lease_id, "result": 3})
     assert done.status_code == 200, done.get_data(as_text=True)
-    assert app.broker.task_info(task_id).state == "succeeded"
+    assert app.broker.inspection.task_info(task_id).state == "succeeded"
     assert info_a.id == parts(lease_id)["leaser"]
 
 

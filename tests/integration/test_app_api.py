@@ -197,7 +197,7 @@ def test_enqueue_many_crosses_the_batch_size(app: App, r: redis.Redis) -> None:
     assert states == {"ready"}
     # the 1000 are all handed out, each once
     seen: set[str] = set()
-    while batch := app.broker.lease(0, "w1", 256, 60_000, ["default"]):
+    while batch := app.broker.leases.lease(0, "w1", 256, 60_000, ["default"]):
         seen.update(x.iid for x in batch)
     assert seen == {h.id for h in handles}
 
@@ -246,7 +246,7 @@ def test_handle_state_attempts_info(app: App) -> None:
     assert info.max_attempts == 5
     assert info.attempts == ()
     assert app.get(h.id).state == "ready"
-    [lease] = app.broker.lease(0, "w1", 1, 60_000, ["maths"])
+    [lease] = app.broker.leases.lease(0, "w1", 1, 60_000, ["maths"])
     assert lease.name == "math.add"
     assert h.state == "leased"
     assert h.attempts == 1
@@ -275,16 +275,18 @@ def test_result_times_out_on_unprocessed_task(app: App) -> None:
 def test_result_of_a_completed_task(app: App) -> None:
     t = app.task(add, name="add")
     h = t.enqueue(1)
-    [lease] = app.broker.lease(0, "w1", 1, 60_000, ["default"])
-    app.broker.complete(0, "w1", [(lease.iid, lease.epoch, b"\x2a")])
+    [lease] = app.broker.leases.lease(0, "w1", 1, 60_000, ["default"])
+    app.broker.leases.complete(0, "w1", [(lease.iid, lease.epoch, b"\x2a")])
     assert h.result(timeout=1) == 42
 
 
 def test_result_of_a_dead_task_raises_with_the_error(app: App) -> None:
     t = app.task(add, name="add")
     h = t.enqueue(1)
-    [lease] = app.broker.lease(0, "w1", 1, 60_000, ["default"])
-    app.broker.fail(0, "w1", [FailItem(lease.iid, lease.epoch, "failed", "KeyError: x", False)])
+    [lease] = app.broker.leases.lease(0, "w1", 1, 60_000, ["default"])
+    app.broker.leases.fail(
+        0, "w1", [FailItem(lease.iid, lease.epoch, "failed", "KeyError: x", False)]
+    )
     with pytest.raises(TaskFailed) as info:
         h.result(timeout=1)
     assert info.value.state == "dead"

@@ -103,7 +103,7 @@ def test_a_stale_beat_cannot_fire(app: App) -> None:
     k = app.broker.keys
     # the old beat's lease expires (it stalled) and another beat takes the shard
     app.broker.client.hset(k.beat(0), "expiry", 0)
-    ok, new_epoch, owner = app.broker.beat_own(0, "new", 30_000, "acquire")
+    ok, new_epoch, owner = app.broker.beat.beat_own(0, "new", 30_000, "acquire")
     assert (ok, owner) == (1, b"new") and int(new_epoch) == int(epoch) + 1
     before = len(runs_of(app, job.id))
     # fire.lua itself refuses the old epoch
@@ -111,7 +111,9 @@ def test_a_stale_beat_cannot_fire(app: App) -> None:
     assert due is not None
     score = epoch_ms(due)
     with pytest.raises(ShardLeaseLost, match="shard lease lost"):
-        app.broker.fire(0, FireArgs(job.id, score, "", score, None, None, epoch, "cron", 0, "x"))
+        app.broker.beat.fire_one(
+            0, FireArgs(job.id, score, "", score, None, None, epoch, "cron", 0, "x")
+        )
     # and the old beat, still believing it owns the shard, fires nothing once due
     time.sleep(max(0, (score - server_ms(app)) / 1000) + 0.05)
     assert old.tick() == 0

@@ -22,7 +22,7 @@ def app(redis_url: str, key_prefix: str) -> Iterator[App]:
 
 
 def lease_ids(app: App, capacity: tuple[float | None, int | None], n: int = 10) -> list[str]:
-    return [x.iid for x in app.broker.lease(0, "w", n, 60_000, ["default"], (), capacity)]
+    return [x.iid for x in app.broker.leases.lease(0, "w", n, 60_000, ["default"], (), capacity)]
 
 
 def test_tasks_are_leased_only_while_they_fit(app: App) -> None:
@@ -35,7 +35,7 @@ def test_tasks_are_leased_only_while_they_fit(app: App) -> None:
     assert lease_ids(app, (0.5, None)) == []  # what is left does not fit
     assert lease_ids(app, (None, 512 * 1024**2)) == []  # nor 512M of memory
     assert lease_ids(app, (1.0, 1024**3)) == [hs[2].id]
-    info = app.broker.task_info(hs[0].id)
+    info = app.broker.inspection.task_info(hs[0].id)
     assert (info.cpu, info.mem) == (1.0, 1024**3)
 
 
@@ -58,7 +58,7 @@ def test_per_call_and_job_requests_and_their_validation(app: App) -> None:
     def t() -> None: ...
 
     h = t.enqueue(_cpu=2, _mem="256M")
-    info = app.broker.task_info(h.id)
+    info = app.broker.inspection.task_info(h.id)
     assert (info.cpu, info.mem) == (2.0, 256 * 1024**2)
     for opts, field in (({"_cpu": 0}, "_cpu"), ({"_mem": "lots"}, "_mem")):
         with pytest.raises(ValidationError) as exc:
@@ -66,7 +66,7 @@ def test_per_call_and_job_requests_and_their_validation(app: App) -> None:
         assert exc.value.field == field
     app.jobs.put(JobSpec(name="j", tasks={"x": Task("cap.t", cpu=3, mem="1G")}))
     rid = app.jobs.trigger("default", "j")
-    info = app.broker.task_info(f"{rid}/x")
+    info = app.broker.inspection.task_info(f"{rid}/x")
     assert (info.cpu, info.mem) == (3.0, 1024**3)
 
 

@@ -40,15 +40,15 @@ def app(redis_url: str, prefix: str) -> Iterator[App]:
 
 
 def lease_one(app: App, worker: str = "w-test") -> Any:
-    (lease,) = app.broker.lease(0, worker, 1, 30_000, ["default"])
+    (lease,) = app.broker.leases.lease(0, worker, 1, 30_000, ["default"])
     return lease
 
 
 def make_dead(app: App, tenant: str = "default") -> str:
     handle = app.enqueue("t.add", 1, 2, _tenant=tenant)
     lease = lease_one(app)
-    app.broker.start(0, "w-test", [(lease.iid, lease.epoch)])
-    (res,) = app.broker.fail(
+    app.broker.leases.start(0, "w-test", [(lease.iid, lease.epoch)])
+    (res,) = app.broker.leases.fail(
         0, "w-test", [FailItem(lease.iid, lease.epoch, "failed", "ValueError: boom", False)]
     )
     assert res.state == "dead"
@@ -88,9 +88,9 @@ def test_task_show_plain(app: App, invoke: Invoke) -> None:
 def test_task_show_attempts_error_and_log_tail(app: App, invoke: Invoke) -> None:
     handle = app.enqueue("t.add", 2, 3, _retries=1)
     lease = lease_one(app, "w-one")
-    app.broker.start(0, "w-one", [(lease.iid, lease.epoch)])
-    app.broker.append_logs(0, [(lease.iid, lease.attempt, ["computing", "about to fail"])])
-    app.broker.fail(
+    app.broker.leases.start(0, "w-one", [(lease.iid, lease.epoch)])
+    app.broker.leases.append_logs(0, [(lease.iid, lease.attempt, ["computing", "about to fail"])])
+    app.broker.leases.fail(
         0,
         "w-one",
         [FailItem(lease.iid, lease.epoch, "failed", "Traceback\nKeyError: 'x'", True, 0, 3)],
@@ -108,9 +108,9 @@ def test_task_show_attempts_error_and_log_tail(app: App, invoke: Invoke) -> None
 def test_task_show_json(app: App, invoke: Invoke) -> None:
     handle = app.enqueue("t.add", 2, 3)
     lease = lease_one(app)
-    app.broker.start(0, "w-test", [(lease.iid, lease.epoch)])
-    app.broker.append_logs(0, [(lease.iid, lease.attempt, ["adding"])])
-    app.broker.complete(0, "w-test", [(lease.iid, lease.epoch, serde.dumps(5))])
+    app.broker.leases.start(0, "w-test", [(lease.iid, lease.epoch)])
+    app.broker.leases.append_logs(0, [(lease.iid, lease.attempt, ["adding"])])
+    app.broker.leases.complete(0, "w-test", [(lease.iid, lease.epoch, serde.dumps(5))])
 
     result = invoke("task", "show", handle.id, "--json")
     assert result.exit_code == 0, result.output
@@ -235,7 +235,7 @@ def test_task_list_filters_newest_first(app: App, invoke: Invoke) -> None:
     every = ids()
     assert set(every) == {a, b, c, dead}
     # newest first (ties within a millisecond by id, as the index orders them)
-    created = [app.broker.task_info(i).created_at for i in every]
+    created = [app.broker.inspection.task_info(i).created_at for i in every]
     assert created == sorted(created, reverse=True)
     assert ids("--limit", "2") == every[:2]
     assert ids("--state", "dead") == [dead]

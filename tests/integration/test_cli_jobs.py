@@ -88,14 +88,16 @@ def trigger(invoke: Invoke, job: str, *extra: str) -> str:
 
 
 def lease_one(app: App, worker: str = "w-test") -> Any:
-    (lease,) = app.broker.lease(0, worker, 1, 30_000, ["default", "commands"])
-    app.broker.start(0, worker, [(lease.iid, lease.epoch)])
+    (lease,) = app.broker.leases.lease(0, worker, 1, 30_000, ["default", "commands"])
+    app.broker.leases.start(0, worker, [(lease.iid, lease.epoch)])
     return lease
 
 
 def succeed_next(app: App) -> str:
     lease = lease_one(app)
-    assert app.broker.complete(0, "w-test", [(lease.iid, lease.epoch, serde.dumps(3))]) == [True]
+    assert app.broker.leases.complete(0, "w-test", [(lease.iid, lease.epoch, serde.dumps(3))]) == [
+        True
+    ]
     return str(lease.iid)
 
 
@@ -103,7 +105,7 @@ def kill_next(app: App) -> str:
     """Lease the next ready task and fail it non-retryably: it goes to the DLQ."""
     lease = lease_one(app)
     item = FailItem(lease.iid, lease.epoch, "failed", "ValueError: boom", False)
-    assert [r.state for r in app.broker.fail(0, "w-test", [item])] == ["dead"]
+    assert [r.state for r in app.broker.leases.fail(0, "w-test", [item])] == ["dead"]
     return str(lease.iid)
 
 
@@ -372,7 +374,7 @@ def test_runs_watch(app: App, invoke: Invoke, applied: Path) -> None:
             leases.append(lease_one(app))
         else:
             lease = leases[0]
-            app.broker.complete(0, "w-test", [(lease.iid, lease.epoch, serde.dumps(4))])
+            app.broker.leases.complete(0, "w-test", [(lease.iid, lease.epoch, serde.dumps(4))])
 
     code = watch_run(app.jobs, run_id, 0.01, 0, lines.append, sleep)
     assert code == 0

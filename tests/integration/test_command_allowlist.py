@@ -211,7 +211,9 @@ def test_allowed_image_runs_and_another_fails_permanently(
     run_id = app.jobs.trigger("default", "images")
     ok, no = (f"{run_id}/ok", f"{run_id}/no")
     assert ended(app, ok).state == "succeeded"
-    assert "runtime: run --rm registry.example/app:1.2 run" in app.broker.log_lines(ok, 1)
+    assert "runtime: run --rm registry.example/app:1.2 run" in app.broker.inspection.log_lines(
+        ok, 1
+    )
     info = ended(app, no)
     assert info.state == "dead" and len(info.attempts) == 1
     assert "--allow-image registry.example/other:1" in (info.error or "")

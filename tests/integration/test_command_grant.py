@@ -191,10 +191,10 @@ def test_a_batch_of_many_calls_is_refused_before_its_first_write(app: App, r: re
     )
     before = keys_of(r, app)
     with pytest.raises(Forbidden):
-        app.broker.enqueue([*rows, command])
+        app.broker.enqueuer.enqueue([*rows, command])
     assert keys_of(r, app) == before
     grant_commands(app, TENANT)
-    assert app.broker.enqueue([*rows, command]) == 301
+    assert app.broker.enqueuer.enqueue([*rows, command]) == 301
 
 
 def test_the_cli_grants_shows_and_revokes(app: App, tmp_path: Path, redis_url: str) -> None:
@@ -257,7 +257,7 @@ def test_a_revoked_grant_keeps_queued_commands_from_running(
     shell = ended(app, f"{run_id}/sh")
     assert shell.state == "dead" and ended(app, f"{run_id}/py").state == "succeeded"
     assert not marker.exists()
-    dead = {e.task_id: e for e in app.broker.dlq_list(TENANT)}
+    dead = {e.task_id: e for e in app.broker.dlq.list(TENANT)}
     assert dead[one_off.id].outcome == "not_granted"
     assert dead[f"{run_id}/sh"].outcome == "not_granted"
     wait_for(lambda: app.jobs.run(run_id).state == "failed", "the run to fail")
@@ -268,12 +268,12 @@ def test_granted_again_before_promote_it_is_made_ready_again(app: App) -> None:
     handle = app.enqueue_command(["true"], tenant=TENANT)
     shard = shard_of(TENANT, app.broker.shards)
     grant_commands(app, TENANT, granted=False)
-    assert app.broker.lease(shard, "w1", 10, 30_000, ["commands"]) == []
+    assert app.broker.leases.lease(shard, "w1", 10, 30_000, ["commands"]) == []
     assert handle.info().state == "retry_wait"  # off its stream, waiting for promote
     grant_commands(app, TENANT)
-    app.broker.promote(shard)
+    app.broker.maintenance.promote(shard)
     assert handle.info().state == "ready"
-    [lease] = app.broker.lease(shard, "w1", 10, 30_000, ["commands"])
+    [lease] = app.broker.leases.lease(shard, "w1", 10, 30_000, ["commands"])
     assert lease.iid == handle.id
 
 
@@ -293,7 +293,7 @@ def worker_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def printed_env(app: App, task_id: str) -> list[str]:
     info = ended(app, task_id)
     assert info.state == "succeeded", info.error
-    return app.broker.log_lines(task_id, 1, count=500)
+    return app.broker.inspection.log_lines(task_id, 1, count=500)
 
 
 def assert_clean(lines: list[str]) -> None:

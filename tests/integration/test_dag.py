@@ -239,7 +239,7 @@ def test_command_task_inside_a_dag(app: App, start_worker: Callable[..., Worker]
     assert shell.queue == "commands"
     assert shell.state == "succeeded"
     assert [a.outcome for a in shell.attempts] == ["succeeded"]
-    assert "shell step ran" in app.broker.log_lines(shell.id, 1)
+    assert "shell step ran" in app.broker.inspection.log_lines(shell.id, 1)
     assert [r["label"] for r in seen(app)] == ["prep", "post"]
     assert after(tasks["post"].attempts[0].leased_at, shell.ended_at)
 

@@ -344,10 +344,10 @@ def test_cancel_a_run_and_retry_a_task_from_the_run_page(
     assert post(admin, f"/runs/{run_id}/tasks/d/cancel").status_code == 303
     start_worker()
     wait_for(lambda: app.jobs.run(run_id).state not in ("queued", "running"), 20)
-    assert app.broker.task_info(f"{run_id}/d").state == "cancelled"
+    assert app.broker.inspection.task_info(f"{run_id}/d").state == "cancelled"
     resp = post(admin, f"/runs/{run_id}/tasks/d/retry")
     assert resp.status_code == 303 and resp.headers["Location"].endswith("task=d#task")
-    wait_for(lambda: app.broker.task_info(f"{run_id}/d").state == "succeeded", 20)
+    wait_for(lambda: app.broker.inspection.task_info(f"{run_id}/d").state == "succeeded", 20)
     # an ended run cannot be cancelled: 409 with the reason
     resp = post(admin, f"/runs/{run_id}/cancel")
     assert resp.status_code == 409 and "already ended" in text(resp)

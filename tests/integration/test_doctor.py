@@ -55,15 +55,17 @@ def busy(app: App) -> dict[str, Any]:
     app.enqueue("t.ok", 4, _tenant="acme")
     app.enqueue("t.ok", 5, _tenant="globex", _priority="high")
     app.enqueue("t.ok", 6, _tenant="globex", _countdown=3600)
-    (l1, l2) = b.lease(0, "w-test", 2, TTL_MS, ["default"], tenants=["acme"])
+    (l1, l2) = b.leases.lease(0, "w-test", 2, TTL_MS, ["default"], tenants=["acme"])
     assert {l1.iid, l2.iid} == {done.id, leased.id}
-    b.complete(0, "w-test", [(l1.iid, l1.epoch, b"\x01")])
+    b.leases.complete(0, "w-test", [(l1.iid, l1.epoch, b"\x01")])
     dead = app.enqueue("t.bad", _tenant="globex")
-    (ld,) = b.lease(0, "w-test", 1, TTL_MS, ["default"], tenants=["globex"])
+    (ld,) = b.leases.lease(0, "w-test", 1, TTL_MS, ["default"], tenants=["globex"])
     if ld.iid != dead.id:  # globex's high-priority task came first: finish it
-        b.complete(0, "w-test", [(ld.iid, ld.epoch, b"\x01")])
-        (ld,) = b.lease(0, "w-test", 1, TTL_MS, ["default"], tenants=["globex"])
-    (res,) = b.fail(0, "w-test", [FailItem(ld.iid, ld.epoch, "failed", "ValueError: boom", False)])
+        b.leases.complete(0, "w-test", [(ld.iid, ld.epoch, b"\x01")])
+        (ld,) = b.leases.lease(0, "w-test", 1, TTL_MS, ["default"], tenants=["globex"])
+    (res,) = b.leases.fail(
+        0, "w-test", [FailItem(ld.iid, ld.epoch, "failed", "ValueError: boom", False)]
+    )
     assert res.state == "dead"
     app.jobs.put(
         "etl",
@@ -74,8 +76,8 @@ def busy(app: App) -> dict[str, Any]:
         tenant="acme",
     )
     run_id = app.jobs.trigger("acme", "etl")
-    (le,) = b.lease(0, "w-test", 1, TTL_MS, ["etl"])
-    b.complete(0, "w-test", [(le.iid, le.epoch, b"\x01")])
+    (le,) = b.leases.lease(0, "w-test", 1, TTL_MS, ["etl"])
+    b.leases.complete(0, "w-test", [(le.iid, le.epoch, b"\x01")])
     nightly = app.jobs.put("nightly", tasks={"t": Task("t.ok", args=[7])}, cron="0 3 * * *",
                            tenant="acme")  # fmt: skip
     return {"done": done.id, "leased": leased.id, "run": run_id, "nightly": nightly.id,
@@ -160,12 +162,12 @@ def test_each_break_is_found_repaired_and_the_system_then_drains(app: App) -> No
         start(concurrency=4, queues=["default", "etl"])
 
         def drained() -> bool:
-            loads = {t.tenant: t for t in app.broker.inspect()}
+            loads = {t.tenant: t for t in app.broker.inspection.inspect()}
             return all(t.ready == 0 and t.in_flight == 0 for t in loads.values())
 
         wait_for(drained, "a worker to drain every queue", 20)
         wait_for(lambda: app.jobs.run(ids["run"]).state == "succeeded", "the DAG run", 20)
-    assert app.broker.task_info(ready_iid).state == "succeeded"
+    assert app.broker.inspection.task_info(ready_iid).state == "succeeded"
     r.delete(k.ti(0, "0-01BADSTATE"), k.ti(0, "0-01NOSTATE"))
     final = examine(app.broker)
     assert final.findings == (), kinds(final)
@@ -174,7 +176,7 @@ def test_each_break_is_found_repaired_and_the_system_then_drains(app: App) -> No
 def test_an_expired_lease_with_no_entry_is_ended_as_the_reaper_would(app: App) -> None:
     b, r, k = app.broker, app.broker.client, app.broker.keys
     h = app.enqueue("t.ok", 1, _tenant="acme")
-    (_lease,) = b.lease(0, "w-gone", 1, TTL_MS, ["default"])
+    (_lease,) = b.leases.lease(0, "w-gone", 1, TTL_MS, ["default"])
     stream = k.q(0, "default", "acme", "normal")
     entry = r.hget(k.ti(0, h.id), "lease_entry").decode()
     r.xack(stream, GROUP, entry)  # "cleared" by hand: the reaper can no longer see the lease
@@ -186,7 +188,7 @@ def test_an_expired_lease_with_no_entry_is_ended_as_the_reaper_would(app: App) -
     later = examine(b, now_ms=now + 10 * TTL_MS, repair=True)
     (f,) = later.findings
     assert f.repaired and "lost" in f.action, f
-    assert b.task_info(h.id).state == "dead"  # retries=0: the lost attempt was its last
+    assert b.inspection.task_info(h.id).state == "dead"  # retries=0: the lost attempt was its last
     assert examine(b).findings == ()
 
 
@@ -273,8 +275,8 @@ def test_a_dlq_entry_whose_instance_is_gone_is_found_and_dropped(
     # it is in the DLQ); older versions did, and a hand DEL still can
     b, r, k = app.broker, app.broker.client, app.broker.keys
     dead = app.enqueue("t.bad", _tenant="acme")
-    (ld,) = b.lease(0, "w-test", 1, TTL_MS, ["default"])
-    (res,) = b.fail(0, "w-test", [FailItem(ld.iid, ld.epoch, "failed", "boom", False)])
+    (ld,) = b.leases.lease(0, "w-test", 1, TTL_MS, ["default"])
+    (res,) = b.leases.fail(0, "w-test", [FailItem(ld.iid, ld.epoch, "failed", "boom", False)])
     assert res.state == "dead"
     r.delete(k.ti(0, dead.id))
     report = examine(b)
@@ -282,7 +284,7 @@ def test_a_dlq_entry_whose_instance_is_gone_is_found_and_dropped(
     assert report.summary.dlq_expired == 1
     # dlq list drops it with a warning instead of listing what cannot be acted on
     with caplog.at_level("WARNING", logger="redcron.broker.dlq"):
-        assert b.dlq_list("acme") == []
+        assert b.dlq.list("acme") == []
     assert dead.id in caplog.text and "no longer exists" in caplog.text
     assert r.xlen(k.dlq(0, "acme")) == 0
     assert examine(b).findings == ()
@@ -291,8 +293,8 @@ def test_a_dlq_entry_whose_instance_is_gone_is_found_and_dropped(
 def test_doctor_repairs_a_dlq_entry_whose_instance_is_gone(app: App) -> None:
     b, r, k = app.broker, app.broker.client, app.broker.keys
     dead = app.enqueue("t.bad", _tenant="acme")
-    (ld,) = b.lease(0, "w-test", 1, TTL_MS, ["default"])
-    b.fail(0, "w-test", [FailItem(ld.iid, ld.epoch, "failed", "boom", False)])
+    (ld,) = b.leases.lease(0, "w-test", 1, TTL_MS, ["default"])
+    b.leases.fail(0, "w-test", [FailItem(ld.iid, ld.epoch, "failed", "boom", False)])
     r.delete(k.ti(0, dead.id))
     fixed = examine(b, repair=True)
     assert [f.repaired for f in fixed.findings] == [True]
@@ -332,9 +334,9 @@ def test_cancelling_running_work_leaves_doctor_nothing_to_find(app: App) -> None
         tenant="acme",
     )
     run_id = app.jobs.trigger("acme", "etl")
-    (lo,) = b.lease(0, "w-test", 1, TTL_MS, ["default"], tenants=["acme"])
-    (le,) = b.lease(0, "w-test", 1, TTL_MS, ["etl"])
-    b.start(0, "w-test", [(lo.iid, lo.epoch)])
+    (lo,) = b.leases.lease(0, "w-test", 1, TTL_MS, ["default"], tenants=["acme"])
+    (le,) = b.leases.lease(0, "w-test", 1, TTL_MS, ["etl"])
+    b.leases.start(0, "w-test", [(lo.iid, lo.epoch)])
     assert b.cancel(one.id).may_still_be_running
     assert app.jobs.cancel_run(run_id).running == ("extract",)
     report = examine(b)
@@ -342,8 +344,8 @@ def test_cancelling_running_work_leaves_doctor_nothing_to_find(app: App) -> None
     assert {t.tenant: t.in_flight for t in report.tenants}.get("acme", 0) == 0
     assert report.summary.runs_active == 0
     # the workers' late reports are refused and change nothing
-    assert b.complete(0, "w-test", [(lo.iid, lo.epoch, b"\x01")]) == [False]
-    (res,) = b.fail(0, "w-test", [FailItem(le.iid, le.epoch, "failed", "late", True)])
+    assert b.leases.complete(0, "w-test", [(lo.iid, lo.epoch, b"\x01")]) == [False]
+    (res,) = b.leases.fail(0, "w-test", [FailItem(le.iid, le.epoch, "failed", "late", True)])
     assert res.state is None
     assert examine(b).findings == ()
     assert app.jobs.run(run_id).state == "cancelled"

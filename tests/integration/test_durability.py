@@ -36,7 +36,7 @@ def test_an_enqueue_no_replica_confirms_raises_not_replicated(strict: App) -> No
     assert time.monotonic() - began < 2
     # the write did happen on the master: it is the confirmation that is missing,
     # and the error names the task so the caller can look it up instead of resending
-    assert [(t.tenant, t.ready) for t in strict.broker.inspect()] == [("default", 1)]
+    assert [(t.tenant, t.ready) for t in strict.broker.inspection.inspect()] == [("default", 1)]
     assert err.value.task_ids is not None and len(err.value.task_ids) == 1
     (task_id,) = err.value.task_ids
     assert task_id in str(err.value) and strict.get(task_id).state == "ready"
@@ -48,7 +48,7 @@ def test_a_pipelined_acknowledging_write_waits_too(strict: App) -> None:
 
 
 def test_writes_that_acknowledge_nothing_do_not_wait(strict: App) -> None:
-    assert strict.broker.lease(0, "w", 1, 2000, ["default"]) == []
+    assert strict.broker.leases.lease(0, "w", 1, 2000, ["default"]) == []
     assert strict.broker.server_ms() > 0
 
 
@@ -80,7 +80,7 @@ def test_a_report_resent_after_an_unconfirmed_write_is_not_called_lost(
     def noop() -> None:
         return None
 
-    real = app.broker.report_and_lease
+    real = app.broker.leases.report_and_lease
     unconfirmed: list[int] = []
 
     def first_unconfirmed(*args: Any, **kwargs: Any) -> Any:
@@ -90,7 +90,7 @@ def test_a_report_resent_after_an_unconfirmed_write_is_not_called_lost(
             raise NotReplicated("written on the master, but 0 of the 1 replicas confirmed it")
         return result
 
-    app.broker.report_and_lease = first_unconfirmed  # type: ignore[method-assign]
+    app.broker.leases.report_and_lease = first_unconfirmed  # type: ignore[method-assign]
     handle = noop.enqueue()
     caplog.set_level(logging.INFO, logger="redcron.worker.worker")
     with thread_workers(app, "strict-worker") as start:

@@ -115,7 +115,7 @@ def test_a_stale_lease_is_rejected_and_writes_nothing(app: App, client: FlaskCli
         assert error_of(resp, status, "lease_id")["code"] == code
         resp = client.post("/v1/worker/fail", json={"lease_id": stale, "error": "x"})
         assert error_of(resp, status, "lease_id")["code"] == code
-    info = app.broker.task_info(handle.id)
+    info = app.broker.inspection.task_info(handle.id)
     assert info.state == "running" and info.result is None and info.error is None
 
     assert (
@@ -139,9 +139,9 @@ def test_a_python_workers_lease_cannot_be_forged(app: App, web: flask.Flask) -> 
     borrowed = _mint(app, web, worker_token)  # a genuine lease id, to borrow its shape
     handle = app.enqueue("hw.add", 1)
     shard = shard_of_id(handle.id)
-    (held,) = app.broker.lease(shard, "py-worker-1", 1, 30_000, ["default"])
+    (held,) = app.broker.leases.lease(shard, "py-worker-1", 1, 30_000, ["default"])
     assert held.iid == handle.id
-    app.broker.start(shard, "py-worker-1", [(held.iid, held.epoch)])
+    app.broker.leases.start(shard, "py-worker-1", [(held.iid, held.epoch)])
     ti = app.broker.keys.ti(shard, held.iid)
     before = app.broker.client.hgetall(ti)
 
@@ -168,7 +168,9 @@ def test_a_python_workers_lease_cannot_be_forged(app: App, web: flask.Flask) -> 
                 assert resp.get_json()["error"]["field"] in ("lease_id", "lease_ids")
                 assert app.broker.client.hgetall(ti) == before, (path, lease_id)
     # the real worker's result is the one that counts
-    assert app.broker.complete(shard, "py-worker-1", [(held.iid, held.epoch, b"\x03")]) == [True]
+    assert app.broker.leases.complete(shard, "py-worker-1", [(held.iid, held.epoch, b"\x03")]) == [
+        True
+    ]
     assert handle.result(timeout=5) == 3
 
 
@@ -221,7 +223,7 @@ def test_fail_records_retryable_and_exit_code(app: App, client: FlaskClient) -> 
     assert resp.status_code == 200, resp.get_data(as_text=True)
     report = resp.get_json()
     assert report["state"] in ("retry_wait", "ready") and report["retry_in_s"] is not None
-    info = app.broker.task_info(handle.id)
+    info = app.broker.inspection.task_info(handle.id)
     assert info.exit_code == 3 and info.error == "exit 3"
     assert info.attempts[-1].outcome == "failed" and info.attempts[-1].exit_code == 3
     resp = client.post("/v1/worker/fail", json={"lease_id": item["lease_id"], "error": "again"})
@@ -238,7 +240,7 @@ def test_a_permanent_failure_goes_to_the_dlq(app: App, client: FlaskClient) -> N
     )  # fmt: skip
     assert resp.get_json() == {"task_id": handle.id, "state": "dead", "retry_in_s": None}
     assert handle.state == "dead"
-    assert app.broker.task_info(handle.id).exit_code == 2
+    assert app.broker.inspection.task_info(handle.id).exit_code == 2
 
 
 def test_retry_in_s_sets_the_delay(app: App, client: FlaskClient) -> None:

@@ -99,7 +99,7 @@ def test_a_long_poll_whose_client_left_takes_no_work(
         assert [item["task_id"] for item in got] == [handle.id], got
         # its attempt budget is whole: the first attempt, nothing spent on the gone client
         assert got[0]["attempt"] == 1 and got[0]["max_attempts"] == 1
-        assert len(app.broker.task_info(handle.id).attempts) == 1
+        assert len(app.broker.inspection.task_info(handle.id).attempts) == 1
         done = _post(b, "/v1/worker/complete", {"lease_id": got[0]["lease_id"], "result": 2})
         assert done["state"] == "succeeded"
         assert handle.result(timeout=5) == 2
@@ -140,9 +140,9 @@ def test_leases_whose_reply_was_not_written_are_handed_back(app: App) -> None:
     replies: list[str] = []
     body = web.wsgi_app(environ, lambda status, headers, exc=None: replies.append(status))
     assert replies == ["200 OK"]
-    assert app.broker.task_info(handle.id).state == "running"
+    assert app.broker.inspection.task_info(handle.id).state == "running"
     body.close()  # type: ignore[attr-defined]  # never iterated: nothing was written
-    info = app.broker.task_info(handle.id)
+    info = app.broker.inspection.task_info(handle.id)
     assert info.state == "ready", info
     assert [a.outcome for a in info.attempts] == ["lost"]
     # retries=0, yet the task runs again: the hand-back did not use its one attempt
@@ -161,7 +161,7 @@ def test_a_reply_that_was_written_keeps_its_leases(app: App) -> None:
     client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {ADMIN}"
     got = client.post("/v1/worker/lease", json={"worker_id": "w"}).get_json()
     assert [item["task_id"] for item in got] == [handle.id]
-    assert app.broker.task_info(handle.id).state == "running"
+    assert app.broker.inspection.task_info(handle.id).state == "running"
 
 
 def test_unless_sent_calls_back_only_when_closed_unwritten() -> None:
@@ -214,7 +214,7 @@ def test_a_wake_up_the_gone_poll_took_goes_on_to_another_worker(app: App) -> Non
     broker = app.broker
     key = broker.keys.wake(0, "default")
     broker.client.lpush(key, "1")
-    assert broker.wait_for_work([0], ["default"], 1.0, pass_on=lambda: True)
+    assert broker.leases.wait_for_work([0], ["default"], 1.0, pass_on=lambda: True)
     assert broker.client.llen(key) == 1
-    assert broker.wait_for_work([0], ["default"], 1.0, pass_on=lambda: False)
+    assert broker.leases.wait_for_work([0], ["default"], 1.0, pass_on=lambda: False)
     assert broker.client.llen(key) == 0

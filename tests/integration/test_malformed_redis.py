@@ -47,7 +47,9 @@ def ti(app: App, iid: str) -> str:
 
 def ended(app: App, iid: str, timeout: float = 20) -> Any:
     return wait_for(
-        lambda: (i := app.broker.task_info(iid)).state in TERMINAL and i, f"{iid} to end", timeout
+        lambda: (i := app.broker.inspection.task_info(iid)).state in TERMINAL and i,
+        f"{iid} to end",
+        timeout,
     )
 
 
@@ -85,7 +87,7 @@ def test_worker_over_garbage_instances(app: App, r: redis.Redis, spawn: Any) -> 
     outcomes = {}
     for what, iid in bad.items():
         info = wait_for(
-            lambda iid=iid: (i := app.broker.task_info(iid)).state != "ready" and i,
+            lambda iid=iid: (i := app.broker.inspection.task_info(iid)).state != "ready" and i,
             f"the {what} instance to be dealt with",
             timeout=20,
         )
@@ -108,7 +110,7 @@ def test_worker_over_garbage_instances(app: App, r: redis.Redis, spawn: Any) -> 
             "dead",
             f"malformed task record: {why}; fix or discard it",
         ), what
-    dead = [e.task_id for e in app.broker.dlq_list("default")]
+    dead = [e.task_id for e in app.broker.dlq.list("default")]
     assert sorted(dead) == sorted({bad["args"], bad["name"], bad["timeout"]}), dead
     assert "skipping malformed lease" not in worker.log()
     # more good work after the garbage
@@ -153,7 +155,7 @@ def test_dlq_entry_with_missing_fields(app: App, r: redis.Redis) -> None:
     dlq = app.broker.keys.dlq(shard, "acme")
     r.xadd(dlq, {"i": f"{shard}-GONE"})
     r.xadd(dlq, {"junk": "x"})
-    entries = app.broker.dlq_list("acme", 10)
+    entries = app.broker.dlq.list("acme", 10)
     assert len(entries) <= 2
     web: flask.Flask = create_app(app, admin_token="t")
     resp = web.test_client().get("/v1/tenants/acme/dlq", headers={"Authorization": "Bearer t"})
@@ -223,7 +225,7 @@ def test_worker_over_a_non_numeric_epoch_or_attempt(
     assert info.state == "dead" and info.error == (
         f"malformed task record: {why} is not a number; fix or discard it"
     )
-    assert [e.task_id for e in app.broker.dlq_list("default")] == [handle.id]
+    assert [e.task_id for e in app.broker.dlq.list("default")] == [handle.id]
     no_traceback(worker)
 
 
@@ -231,7 +233,7 @@ def test_an_unknown_state_is_shown_as_it_is(app: App, r: redis.Redis) -> None:
     # TaskState("bogus") raised ValueError: task show, the API (500) and the page failed
     handle = app.tasks["echo"].enqueue("odd")
     r.hset(ti(app, handle.id), mapping={"state": "bogus", "a:x:outcome": "?"})
-    assert app.broker.task_info(handle.id).state == "bogus"
+    assert app.broker.inspection.task_info(handle.id).state == "bogus"
     result = CliRunner().invoke(
         main, ["task", "show", handle.id, "--redis", app.settings.redis_url],
         env={"REDCRON_PREFIX": app.settings.prefix},

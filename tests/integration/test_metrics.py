@@ -57,10 +57,12 @@ def test_metrics_match_a_known_workload(app: App) -> None:
     app.enqueue("m.work", 9, _tenant=T2, _countdown=3600)  # delayed
 
     shard = shard_of(T1, broker.shards)
-    leases = broker.lease(shard, "w1", 3, 60_000, ["default"], tenants=[T1])
+    leases = broker.leases.lease(shard, "w1", 3, 60_000, ["default"], tenants=[T1])
     assert len(leases) == 3
     dead = leases[0]
-    [res] = broker.fail(shard, "w1", [FailItem(dead.iid, dead.epoch, "failed", "boom", False)])
+    [res] = broker.leases.fail(
+        shard, "w1", [FailItem(dead.iid, dead.epoch, "failed", "boom", False)]
+    )
     assert res.state == "dead"
     WorkerRegistry(broker).publish(
         Registration("w1", "h", 1, ("default",), (), 4, 2, ("m.work",)), 60_000

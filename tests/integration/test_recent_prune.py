@@ -33,17 +33,17 @@ def test_prune_drops_expired_ids_a_window_at_a_time(app: App) -> None:
     recent = broker.keys.recent(shard)
     assert broker.client.zcard(recent) == 7
 
-    dropped = [broker.prune_recent(shard, batch=3) for _ in range(4)]
+    dropped = [broker.maintenance.prune_recent(shard, batch=3) for _ in range(4)]
     assert sum(dropped) == 3
     left = {m.decode() for m in broker.client.zrange(recent, 0, -1)}
     assert left == set(ids) - set(expired)
     # the cursor wrapped: a further pass over live ids drops nothing and keeps walking
-    assert broker.prune_recent(shard, batch=3) == 0
+    assert broker.maintenance.prune_recent(shard, batch=3) == 0
 
 
 def test_maintenance_prunes_the_index(app: App) -> None:
     broker = app.broker
     ids = [app.tasks["p.t"].enqueue().id for _ in range(3)]
     broker.client.delete(*[broker.keys.ti(0, i) for i in ids[:2]])
-    broker.maintain(0)
+    broker.maintenance.maintain(0)
     assert [m.decode() for m in broker.client.zrange(broker.keys.recent(0), 0, -1)] == ids[2:]

@@ -108,13 +108,13 @@ def test_workers_beats_and_clients_follow_a_failover(
         lost: list[tuple[str, float]] = []
         for iid, at in acked.items():
             try:
-                app.broker.task_info(iid)
+                app.broker.inspection.task_info(iid)
             except NotFound:
                 lost.append((iid, at))
         gone = {iid for iid, _at in lost}
         for iid in (i for i in acked if i not in gone):
             wait_for(
-                lambda iid=iid: app.broker.task_info(iid).state == TaskState.SUCCEEDED,
+                lambda iid=iid: app.broker.inspection.task_info(iid).state == TaskState.SUCCEEDED,
                 f"task {iid} succeeds",
                 30,
             )
@@ -126,7 +126,8 @@ def test_workers_beats_and_clients_follow_a_failover(
         reported = reported_successes(worker.log())
         rerun = [
             iid for iid, attempt in reported.items()
-            if iid in acked and iid not in gone and app.broker.task_info(iid).attempt != attempt
+            if iid in acked and iid not in gone
+            and app.broker.inspection.task_info(iid).attempt != attempt
         ]  # fmt: skip
         print(
             f"durability={durability}: {len(acked)} enqueues acknowledged, {len(lost)} lost, "

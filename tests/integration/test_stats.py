@@ -47,7 +47,7 @@ def app(redis_url: str, key_prefix: str) -> Iterator[App]:
 
 
 def lease(b: Broker, tenant: str, now: int, n: int = 50, queue: str = "default") -> list[Lease]:
-    return b.lease(shard_of(tenant, b.shards), W, n, 1_000, [queue], now=now)
+    return b.leases.lease(shard_of(tenant, b.shards), W, n, 1_000, [queue], now=now)
 
 
 def by_name(leases: list[Lease]) -> dict[str, list[Lease]]:
@@ -59,14 +59,14 @@ def by_name(leases: list[Lease]) -> dict[str, list[Lease]]:
 
 def complete(b: Broker, tenant: str, leases: list[Lease], now: int) -> None:
     items = [(x.iid, x.epoch, b"\xc0") for x in leases]
-    assert b.complete(shard_of(tenant, b.shards), W, items, now=now) == [True] * len(leases)
+    assert b.leases.complete(shard_of(tenant, b.shards), W, items, now=now) == [True] * len(leases)
 
 
 def fail(
     b: Broker, tenant: str, x: Lease, now: int, outcome: str = "failed", retry: bool = True
 ) -> str:
     item = FailItem(x.iid, x.epoch, outcome, "boom", retry, 0 if retry else None)
-    [res] = b.fail(shard_of(tenant, b.shards), W, [item], now=now)
+    [res] = b.leases.fail(shard_of(tenant, b.shards), W, [item], now=now)
     return str(res.state)
 
 
@@ -93,7 +93,7 @@ def attempts_workload(app: App) -> None:
     now = T + M + 1_000
     got = by_name(lease(b, T1, now))
     assert [fail(b, T1, x, now) for x in got["s.bad"]] == ["dead", "dead"]
-    assert b.release(0, W, [(got["s.flaky"][0].iid, got["s.flaky"][0].epoch)], now=now) == 1
+    assert b.leases.release(0, W, [(got["s.flaky"][0].iid, got["s.flaky"][0].epoch)], now=now) == 1
     got = by_name(lease(b, T2, now))
     complete(b, T2, got["s.ok"], now)
     assert fail(b, T2, got["s.bad"][0], now, retry=False) == "dead"
@@ -101,7 +101,7 @@ def attempts_workload(app: App) -> None:
     # minute 2: flaky's lease expires and the reaper ends it 'lost' (retried at once)
     now = T + 2 * M + 1_000
     [x] = lease(b, T1, now)
-    assert b.reap(0, now=now + 5_000, jitter=0.0)[0] == 1
+    assert b.maintenance.reap(0, now=now + 5_000, jitter=0.0)[0] == 1
     # minute 3: cancelled (counted, but neither a success nor a failure)
     now = T + 3 * M + 1_000
     [x] = lease(b, T1, now)
@@ -129,7 +129,7 @@ def jobs_workload(app: App) -> int:
         due = s + k * M
         assert int(b.client.zscore(sched, job.id) or 0) == due
         args = FireArgs(job.id, due, "", due, due + M, due + M, "", "cron", 0, f"{job.id}@{due}")
-        return b.fire(job.shard, args, now=due + late_ms)[0]
+        return b.beat.fire_one(job.shard, args, now=due + late_ms)[0]
 
     assert fire(0, 30) == "created"
     [x] = lease(b, T1, s + 1_000, queue="jobs")

@@ -161,7 +161,7 @@ def test_list_shows_live_in_flight_and_queued_per_tenant(app: App, store: Tenant
     assert rows["idle"].settings.rate == pytest.approx(5 / 3600)
     assert rows[a].shard == shard_of(a, SHARDS)
 
-    leased = app.broker.lease(store.shard(a), "w-1", 2, 30_000, ["default", "gpu"])
+    leased = app.broker.leases.lease(store.shard(a), "w-1", 2, 30_000, ["default", "gpu"])
     assert [lease.tenant for lease in leased] == [a, a]
     rows = {row.tenant: row for row in store.list()}
     assert (rows[a].queued, rows[a].in_flight) == (3, 2)
@@ -243,7 +243,7 @@ def test_cli_list(invoke: Invoke, app: App, store: TenantStore, r: redis.Redis) 
     app.tasks["t.noop"].enqueue(1, _tenant=b)
     assert invoke("tenants", "set", a, "--weight", "4", "--max-in-flight", "50",
                   "--rate", "20/s", "--max-queued", "10000").exit_code == 0  # fmt: skip
-    app.broker.lease(store.shard(a), "w-1", 1, 30_000, ["default"])
+    app.broker.leases.lease(store.shard(a), "w-1", 1, 30_000, ["default"])
 
     def check(minute: int) -> tuple[Result, Result]:
         r.delete(store.keys.disp(store.shard(a), minute - 1))
@@ -290,7 +290,7 @@ def _parked(app: App, tenant: str) -> set[str]:
 
 
 def _lease(app: App, tenant: str, n: int = 1, now: int | None = None) -> list[Any]:
-    return app.broker.lease(shard_of(tenant, SHARDS), "w-t", n, 60_000, ["default"], now=now)
+    return app.broker.leases.lease(shard_of(tenant, SHARDS), "w-t", n, 60_000, ["default"], now=now)
 
 
 def test_raising_a_parked_tenants_cap_unparks_it_at_once(app: App, store: TenantStore) -> None:
@@ -331,9 +331,9 @@ def test_normal_operations_leave_no_parked_tenant_without_a_way_back(
     store.set("acme", max_in_flight=1)  # lowered: still parked, 3 leases held
     assert _lease(app, "acme") == [] and _parked(app, "acme")
     b.cancel(held[0].iid)
-    b.fail(shard, "w-t", [FailItem(held[0].iid, held[0].epoch, "cancelled", "", False)])
-    b.release(shard, "w-t", [(held[1].iid, held[1].epoch)])
-    b.reap(shard, now=b.server_ms() + 120_000)
+    b.leases.fail(shard, "w-t", [FailItem(held[0].iid, held[0].epoch, "cancelled", "", False)])
+    b.leases.release(shard, "w-t", [(held[1].iid, held[1].epoch)])
+    b.maintenance.reap(shard, now=b.server_ms() + 120_000)
     assert b.client.zcard(b.keys.tleases(shard, "acme")) == 0
     assert _parked(app, "acme") == set()
     assert len(_lease(app, "acme", 5)) == 1  # the lowered cap holds

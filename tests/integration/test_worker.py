@@ -81,7 +81,7 @@ def test_retry_with_backoff_succeeds_on_third_attempt(
     assert outcomes(info) == ["failed", "failed", "succeeded"]
     assert "attempt 2 fails" in str(info.attempts[1].error)
     # backoff goes through the timer set (retry_wait), then back to ready
-    assert app.broker.stats().get("retries", 0) >= 2
+    assert app.broker.inspection.stats().get("retries", 0) >= 2
 
 
 def test_retry_delay_is_honoured(app: App, start_worker: Callable[..., Worker]) -> None:
@@ -106,7 +106,7 @@ def test_permanent_goes_straight_to_dlq(app: App, start_worker: Callable[..., Wo
     info = h.info()
     assert outcomes(info) == ["failed"]
     assert "Permanent: bad input" in str(info.error)
-    entries = [e for e in app.broker.dlq_list() if e.task_id == h.id]
+    entries = [e for e in app.broker.dlq.list() if e.task_id == h.id]
     assert len(entries) == 1
     assert entries[0].attempts == 1
 
@@ -142,7 +142,7 @@ def test_arguments_that_do_not_fit_fail_the_first_attempt_for_good(
         info = handle.info()
         assert outcomes(info) == ["failed"]  # one attempt of four: no retry
         assert info.error == error
-        [entry] = [e for e in app.broker.dlq_list() if e.task_id == handle.id]
+        [entry] = [e for e in app.broker.dlq.list() if e.task_id == handle.id]
         assert (entry.attempts, entry.error) == (1, error)
 
 
@@ -157,16 +157,16 @@ def test_dlq_after_max_attempts_then_replay_succeeds(
     info = h.info()
     assert info.state == "dead"
     assert outcomes(info) == ["failed", "failed"]
-    entries = [e for e in app.broker.dlq_list() if e.task_id == h.id]
+    entries = [e for e in app.broker.dlq.list() if e.task_id == h.id]
     assert len(entries) == 1 and entries[0].attempts == 2
     assert "is not set" in entries[0].error
 
     r.set(marker, "1")
-    assert app.broker.dlq_replay([h.id]) == 1
+    assert app.broker.dlq.replay([h.id]) == 1
     assert h.result(timeout=30) == "replayed"
     assert outcomes(h.info()) == ["failed", "failed", "succeeded"]
-    assert [e for e in app.broker.dlq_list() if e.task_id == h.id] == []
-    assert app.broker.dlq_replay([h.id]) == 0  # not dead any more: left alone
+    assert [e for e in app.broker.dlq.list() if e.task_id == h.id] == []
+    assert app.broker.dlq.replay([h.id]) == 0  # not dead any more: left alone
 
 
 # -- cancel of work that is not running -----------------------------------------
@@ -273,7 +273,7 @@ def test_attempt_leased_again_by_the_same_worker_keeps_its_own_lease(
     # only then is attempt 1 forgotten, as happens when the lease loop wins.
     # (A report the lease loop carries with its lease is forgotten before the
     # leases it brings are dispatched: no race there, and no waiting on itself.)
-    real = app.broker.report_and_lease
+    real = app.broker.leases.report_and_lease
 
     def report_and_lease(*args: Any) -> Any:
         out = real(*args)
@@ -282,7 +282,7 @@ def test_attempt_leased_again_by_the_same_worker_keeps_its_own_lease(
             began.wait(30)
         return out
 
-    monkeypatch.setattr(app.broker, "report_and_lease", report_and_lease)
+    monkeypatch.setattr(app.broker.leases, "report_and_lease", report_and_lease)
     w = start_worker(concurrency=2, lease_ttl=1.5, cpus=2)
     h = again.enqueue()
     try:
@@ -409,7 +409,7 @@ def test_ctx_and_output_capture(
     assert [s["once"] for s in seen] == [True, False]
 
     for attempt in (1, 2):
-        lines = app.broker.log_lines(h.id, attempt)
+        lines = app.broker.inspection.log_lines(h.id, attempt)
         assert f"print from attempt {attempt}" in lines
         assert f"INFO chaos_app: log from attempt {attempt}" in lines
         assert f"WARNING chaos_app: warning from attempt {attempt}" in lines
@@ -418,7 +418,7 @@ def test_ctx_and_output_capture(
     with pytest.raises(TaskFailed):
         dead.result(timeout=30)
     assert "noisy failure" in str(dead.info().error)
-    (entry,) = [e for e in app.broker.dlq_list() if e.task_id == dead.id]
+    (entry,) = [e for e in app.broker.dlq.list() if e.task_id == dead.id]
     tail = list(entry.log_tail)
     assert tail[:3] == ["noisy line 0", "noisy line 1", "noisy line 2"]
     assert "WARNING chaos_app: about to fail" in tail
@@ -431,7 +431,7 @@ def test_process_pool_captures_output(app: App, spawn_worker: Callable[..., Work
     h = app.enqueue("probe")
     assert h.result(timeout=30) == "probed"
     for attempt in (1, 2):
-        lines = app.broker.log_lines(h.id, attempt)
+        lines = app.broker.inspection.log_lines(h.id, attempt)
         assert f"print from attempt {attempt}" in lines
         assert f"WARNING chaos_app: warning from attempt {attempt}" in lines
 

@@ -39,12 +39,12 @@ def make_job(app: App, cooldown: float = 60.0) -> str:
 
 
 def lease(app: App, n: int = 10, now: int | None = None) -> list:  # type: ignore[type-arg]
-    return app.broker.lease(0, "w", n, 600_000, ["default"], now=now)
+    return app.broker.leases.lease(0, "w", n, 600_000, ["default"], now=now)
 
 
 def fail_all(app: App, leases: list, now: int | None = None) -> None:  # type: ignore[type-arg]
     items = [FailItem(x.iid, x.epoch, "failed", "boom", False) for x in leases]
-    app.broker.fail(0, "w", items, now=now)
+    app.broker.leases.fail(0, "w", items, now=now)
 
 
 def job(app: App, job_id: str) -> dict[str, str]:
@@ -75,7 +75,7 @@ def test_trips_holds_and_resume_releases(app: App) -> None:
     held_runs = [app.jobs.trigger("default", "flaky") for _ in range(3)]
     assert lease(app) == []  # the job's work is held, not handed out
     held = [f"{r}/t" for r in held_runs]
-    assert [app.broker.task_info(i).state for i in held] == ["held"] * 3
+    assert [app.broker.inspection.task_info(i).state for i in held] == ["held"] * 3
     assert app.broker.client.llen(app.broker.keys.held(0, job_id)) == 3
 
     # other jobs are not affected
@@ -112,7 +112,7 @@ def test_cool_down_lets_one_trial_through(app: App) -> None:
     app.jobs.trigger("default", "flaky")
     trial2 = lease(app, now=t + 120_001)
     assert len(trial2) == 1
-    app.broker.complete(0, "w", [(trial2[0].iid, trial2[0].epoch, b"\xc0")], now=t + 120_002)
+    app.broker.leases.complete(0, "w", [(trial2[0].iid, trial2[0].epoch, b"\xc0")], now=t + 120_002)
     assert job(app, job_id)["breaker"] == ""
     assert len(lease(app, now=t + 120_003)) == 2
     kinds = [e.type for e in reversed(app.jobs.events())]

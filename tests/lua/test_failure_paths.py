@@ -76,14 +76,16 @@ def test_explicit_retry_delay_is_honoured(ops: Ops) -> None:
 
 def test_broker_fail_rolls_jitter_within_bounds(broker: Broker) -> None:
     ids = [new_id() for _ in range(20)]
-    broker.enqueue([row(i, base=10_000, cap=10_000) for i in ids])
-    leases = broker.lease(0, "w1", 20, 60_000, ["default"])
+    broker.enqueuer.enqueue([row(i, base=10_000, cap=10_000) for i in ids])
+    leases = broker.leases.lease(0, "w1", 20, 60_000, ["default"])
     before = server_ms(broker)
-    states = broker.fail(0, "w1", [FailItem(x.iid, x.epoch, "failed", "e", True) for x in leases])
+    states = broker.leases.fail(
+        0, "w1", [FailItem(x.iid, x.epoch, "failed", "e", True) for x in leases]
+    )
     after = server_ms(broker)
     dues = []
     for x in leases:
-        info = broker.task_info(x.iid)
+        info = broker.inspection.task_info(x.iid)
         if info.state == "retry_wait":
             assert info.due_at is not None
             dues.append(epoch_ms(info.due_at))
@@ -93,7 +95,7 @@ def test_broker_fail_rolls_jitter_within_bounds(broker: Broker) -> None:
     for x, s in zip(leases, states, strict=True):
         assert s.retry_in_ms is not None
         if s.state == "retry_wait":
-            due = broker.task_info(x.iid).due_at
+            due = broker.inspection.task_info(x.iid).due_at
             assert due is not None and before <= epoch_ms(due) - s.retry_in_ms <= after
     assert len(set(dues)) > 1  # not the same dice every call
 
@@ -102,18 +104,20 @@ def test_lease_and_fail_tell_the_worker_what_it_logs(broker: Broker) -> None:
     """A lease names its queue and last attempt; a failure report says where the
     task went and, for a retry, after how long."""
     iid = new_id()
-    broker.enqueue([row(iid, queue="mail", max_attempts=2)])
-    [first] = broker.lease(0, "w1", 1, 60_000, ["mail"])
+    broker.enqueuer.enqueue([row(iid, queue="mail", max_attempts=2)])
+    [first] = broker.leases.lease(0, "w1", 1, 60_000, ["mail"])
     assert (first.queue, first.attempt, first.max_attempts) == ("mail", 1, 2)
-    [res] = broker.fail(0, "w1", [FailItem(first.iid, first.epoch, "failed", "e", True, 1500)])
+    [res] = broker.leases.fail(
+        0, "w1", [FailItem(first.iid, first.epoch, "failed", "e", True, 1500)]
+    )
     assert (res.state, res.retry_in_ms) == ("retry_wait", 1500)
-    assert broker.fail(0, "w1", [FailItem(first.iid, first.epoch, "failed", "e", True)]) == [
+    assert broker.leases.fail(0, "w1", [FailItem(first.iid, first.epoch, "failed", "e", True)]) == [
         FailResult(None)
     ]
-    broker.maintain(0, now=server_ms(broker) + 2_000)
-    [second] = broker.lease(0, "w1", 1, 60_000, ["mail"])
+    broker.maintenance.maintain(0, now=server_ms(broker) + 2_000)
+    [second] = broker.leases.lease(0, "w1", 1, 60_000, ["mail"])
     assert (second.attempt, second.max_attempts) == (2, 2)
-    [res] = broker.fail(0, "w1", [FailItem(second.iid, second.epoch, "failed", "e", True)])
+    [res] = broker.leases.fail(0, "w1", [FailItem(second.iid, second.epoch, "failed", "e", True)])
     assert res == FailResult("dead", None)
 
 
@@ -128,7 +132,7 @@ def test_dead_letter_after_max_attempts_then_replay(ops: Ops) -> None:
         assert ops.fail("w1", t, frac=0.0, error=f"boom {attempt}") == "ready"
     [t] = ops.lease("w1")
     assert t.attempt == 3
-    ops.b.append_logs(0, [(iid, 3, ["step one", "step two"])])
+    ops.b.leases.append_logs(0, [(iid, 3, ["step one", "step two"])])
     ops.now += 5
     assert ops.fail("w1", t, frac=0.0, error="final boom") == "dead"
 
@@ -150,15 +154,15 @@ def test_dead_letter_after_max_attempts_then_replay(ops: Ops) -> None:
     assert ops.r.zscore(ops.k.timers(0), iid) is None
     assert ops.lease("w1") == []
     assert ops.r.hget(ops.k.stats(0), "dead") == b"1"
-    listed = ops.b.dlq_list("acme")
+    listed = ops.b.dlq.list("acme")
     assert [x.task_id for x in listed] == [iid]
 
-    assert ops.b.dlq_replay([iid]) == 1
+    assert ops.b.dlq.replay([iid]) == 1
     assert ops.r.xlen(ops.k.dlq(0, "acme")) == 0
     info = ops.info(iid)
     assert info["state"] == "ready"
     assert info["loc"].startswith("q:")
-    assert ops.b.dlq_replay([iid]) == 0  # not dead any more: left alone
+    assert ops.b.dlq.replay([iid]) == 0  # not dead any more: left alone
     # a fresh budget: three more attempts before it is dead again
     for attempt in (4, 5):
         [t] = ops.lease("w1")
@@ -340,7 +344,7 @@ def test_cancel_dead_work_removes_the_dlq_entry(ops: Ops) -> None:
     ops.fail("w1", t, retryable=False)
     assert ops.b.cancel(iid).state == "cancelled"
     assert ops.r.xlen(ops.k.dlq(0, "acme")) == 0
-    assert ops.b.dlq_replay([iid]) == 0
+    assert ops.b.dlq.replay([iid]) == 0
 
 
 def test_discard_takes_dead_work_out_of_the_dlq_for_good(ops: Ops) -> None:
@@ -349,16 +353,16 @@ def test_discard_takes_dead_work_out_of_the_dlq_for_good(ops: Ops) -> None:
     ops.enqueue(row(other))
     [t, _u] = ops.lease("w1", n=2)
     ops.fail("w1", t, retryable=False, error="boom")
-    assert ops.b.dlq_discard([iid, other, "0-nosuchtask"]) == 1  # others: left alone
+    assert ops.b.dlq.discard([iid, other, "0-nosuchtask"]) == 1  # others: left alone
     assert ops.r.xlen(ops.k.dlq(0, "acme")) == 0
     info = ops.info(iid)
     assert info["state"] == "cancelled"
     assert info["loc"] == ""
     assert info["error"] == "discarded from the DLQ"
     assert ops.info(other)["state"] == "leased"
-    assert ops.b.dlq_discard([iid]) == 0  # not dead any more
-    assert ops.b.dlq_replay([iid]) == 0  # for good: replay finds nothing
-    assert ops.b.dlq_list("acme") == []
+    assert ops.b.dlq.discard([iid]) == 0  # not dead any more
+    assert ops.b.dlq.replay([iid]) == 0  # for good: replay finds nothing
+    assert ops.b.dlq.list("acme") == []
     assert ops.lease("w1") == []
 
 

@@ -64,7 +64,10 @@ def lease(
 def fill(ops: Ops, tenant: str, count: int, priority: str = "normal", **kw: Any) -> list[str]:
     """Queue ``count`` ready tasks for ``tenant`` (pipelined, 256 per script call)."""
     ids = [new_id() for _ in range(count)]
-    assert ops.b.enqueue([row(i, tenant=tenant, priority=priority, **kw) for i in ids]) == count
+    assert (
+        ops.b.enqueuer.enqueue([row(i, tenant=tenant, priority=priority, **kw) for i in ids])
+        == count
+    )
     return ids
 
 
@@ -171,7 +174,7 @@ def test_small_tenants_arriving_after_a_backfill_start_within_one_round(
 
     smalls = [f"small{i:03d}" for i in range(100)]
     rows = [row(new_id(), tenant=t) for t in smalls for _ in range(20)]
-    assert ops.b.enqueue(rows) == len(rows)
+    assert ops.b.enqueuer.enqueue(rows) == len(rows)
 
     # one DRR round: every small tenant (weight 1) plus the backfill's quantum,
     # plus at most one task of credit it may carry over
@@ -440,7 +443,7 @@ def test_max_priority_clamps_what_a_tenant_may_ask_for(app: App, ops: Ops) -> No
     assert ops.r.xlen(k.q(0, "default", "bulk", "normal")) == 1
     assert ring(ops, "high") == ["vip"]
 
-    got = app.broker.lease(0, WORKER, 1, 60_000, ["default"])
+    got = app.broker.leases.lease(0, WORKER, 1, 60_000, ["default"])
     assert [x.iid for x in got] == [vip.id]
-    got = app.broker.lease(0, WORKER, 16, 60_000, ["default"])
+    got = app.broker.leases.lease(0, WORKER, 16, 60_000, ["default"])
     assert [x.iid for x in got] == [clamped.id, low.id]

@@ -55,9 +55,9 @@ def test_stale_token_is_rejected_and_changes_nothing(ops: Ops, second_worker: st
     assert ops.snapshot(iid) == before
 
     # through the broker's own methods (server time) as well
-    assert ops.b.complete(0, "w1", [(t1.iid, t1.epoch, b"\xc0")]) == [False]
-    assert ops.b.heartbeat(0, "w1", 1000, [(t1.iid, t1.epoch)]) == ([iid], [])
-    assert ops.b.start(0, "w1", [(t1.iid, t1.epoch)]) == 0
+    assert ops.b.leases.complete(0, "w1", [(t1.iid, t1.epoch, b"\xc0")]) == [False]
+    assert ops.b.leases.heartbeat(0, "w1", 1000, [(t1.iid, t1.epoch)]) == ([iid], [])
+    assert ops.b.leases.start(0, "w1", [(t1.iid, t1.epoch)]) == 0
     assert ops.snapshot(iid) == before
 
     assert ops.complete(second_worker, [t2]) == [1]
@@ -117,7 +117,7 @@ def test_attempt_history_records_each_attempt_once(ops: Ops) -> None:
     assert info["epoch"] == "2"
     assert info["loc"] == ""
     assert ops.r.ttl(ops.k.ti(0, iid)) > 0  # retention starts once terminal
-    tinfo = ops.b.task_info(iid)
+    tinfo = ops.b.inspection.task_info(iid)
     assert [a.outcome for a in tinfo.attempts] == ["failed", "succeeded"]
     assert [a.number for a in tinfo.attempts] == [1, 2]
 
@@ -336,7 +336,7 @@ def test_a_worker_never_gets_another_queues_tasks(ops: Ops) -> None:
 
 def test_broker_lease_returns_the_payload(broker: Broker, r: redis.Redis) -> None:
     iid = new_id()
-    broker.enqueue(
+    broker.enqueuer.enqueue(
         [
             EnqueueRow(
                 iid=iid,
@@ -355,7 +355,7 @@ def test_broker_lease_returns_the_payload(broker: Broker, r: redis.Redis) -> Non
             )
         ]
     )
-    [lease] = broker.lease(0, "w1", 5, 10_000, ["default"])
+    [lease] = broker.leases.lease(0, "w1", 5, 10_000, ["default"])
     assert lease.iid == iid
     assert lease.epoch == "1"
     assert lease.attempt == 1
@@ -379,7 +379,7 @@ def test_deadlines_come_from_the_server_clock_not_the_clients(
     monkeypatch.setattr(time, "time_ns", lambda: int(skewed * 1e9))
     sec, usec = ops.b.client.time()
     before = int(sec) * 1000 + int(usec) // 1000
-    [lease] = ops.b.lease(0, "w1", 1, 30_000, ["default"])
+    [lease] = ops.b.leases.lease(0, "w1", 1, 30_000, ["default"])
     sec, usec = ops.b.client.time()
     after = int(sec) * 1000 + int(usec) // 1000
     deadline = int(ops.info(iid)["deadline"])

@@ -66,15 +66,15 @@ def test_an_unusable_hash_is_dead_lettered_once_and_the_batch_goes_on(
     ops.now += 60_000
     assert ops.lease("w1", n=5) == [] and ops.promote() == [0, -1]
     assert ops.r.xlen(ops.k.dlq(0, "acme")) == 1
-    [listed] = ops.b.dlq_list("acme")
+    [listed] = ops.b.dlq.list("acme")
     assert listed.task_id == bad and listed.outcome == "malformed"
     # replayed unfixed: dead-lettered again; fixed: it runs
-    assert ops.b.dlq_replay([bad]) == 1
+    assert ops.b.dlq.replay([bad]) == 1
     assert ops.lease("w1") == []
     assert ops.promote() == [0, -1] and ops.info(bad)["state"] == "dead"
     edit(ops, bad, {"epoch": "0", "attempt": "0", "timeout_ms": "0", "name": "job",
                     "kind": "python", "args": b"\x90"})  # fmt: skip
-    assert ops.b.dlq_replay([bad]) == 1
+    assert ops.b.dlq.replay([bad]) == 1
     [t] = ops.lease("w1")
     assert t.iid == bad and ops.complete("w1", [t]) == [1]
 

@@ -177,7 +177,7 @@ def apply(ops: Ops, model: Model, op: tuple[Any, ...]) -> None:
             # mostly replay/discard dead work (the interesting case), sometimes anything
             dead = [i for i in model.ids if ops.info(i)["state"] == "dead"] or model.ids
             pick = [dead[op[1] % len(dead)]]
-            (ops.b.dlq_replay if kind == "replay" else ops.b.dlq_discard)(pick)
+            (ops.b.dlq.replay if kind == "replay" else ops.b.dlq.discard)(pick)
     else:
         if not model.tokens:
             return

@@ -1,6 +1,6 @@
 """Runs and DAGs at the script level (real Redis, no worker).
 
-The tests drive task instances through ``Broker.lease`` / ``complete`` /
+The tests drive task instances through ``Leases.lease`` / ``complete`` /
 ``fail`` themselves, so every step of a run's lifecycle (queued, running, ended) is
 checked right where it happens: fan-out and fan-in, a failed task failing
 its downstream while independent branches go on, retry = DLQ replay,
@@ -57,7 +57,7 @@ class Runs:
 
     def fire(self, job_id: str, fire_ms: int) -> tuple[str, str]:
         """Fire as the beat would (not from the schedule: the score is not checked)."""
-        return self.b.fire(
+        return self.b.beat.fire_one(
             self.shard,
             FireArgs(job_id, "", "", fire_ms, None, None, "", "cron", 0, f"{job_id}@{fire_ms}"),
         )
@@ -66,16 +66,16 @@ class Runs:
 
     def lease(self, n: int = 256, queues: tuple[str, ...] = ("default",)) -> dict[str, Lease]:
         """Lease what is ready, keyed by task name."""
-        got = self.b.lease(self.shard, WORKER, n, 60_000, list(queues))
+        got = self.b.leases.lease(self.shard, WORKER, n, 60_000, list(queues))
         return {lease.iid.rsplit("/", 1)[1]: lease for lease in got}
 
     def ok(self, *leases: Lease) -> None:
-        assert self.b.complete(self.shard, WORKER, [(x.iid, x.epoch, b"\xc0") for x in leases]) == [
-            True
-        ] * len(leases)
+        assert self.b.leases.complete(
+            self.shard, WORKER, [(x.iid, x.epoch, b"\xc0") for x in leases]
+        ) == [True] * len(leases)
 
     def fail(self, lease: Lease, *, retryable: bool = False, outcome: str = "failed") -> str:
-        [res] = self.b.fail(
+        [res] = self.b.leases.fail(
             self.shard,
             WORKER,
             [FailItem(lease.iid, lease.epoch, outcome, "boom", retryable=retryable, delay_ms=0)],
@@ -281,7 +281,7 @@ def test_discarding_a_dead_task_of_an_ended_run_keeps_the_run_ended(runs: Runs) 
     runs.ok(runs.lease()["a"])
     assert runs.fail(runs.lease()["b"]) == "dead"
     assert runs.run(rid).state == "failed"
-    assert runs.b.dlq_discard([f"{rid}/b"]) == 1
+    assert runs.b.dlq.discard([f"{rid}/b"]) == 1
     assert runs.dlq() == []
     assert runs.states(rid) == {"a": "succeeded", "b": "cancelled", "c": "upstream_failed"}
     info = runs.run(rid)
@@ -303,7 +303,7 @@ def test_discarding_a_dead_task_lets_a_running_run_end(runs: Runs) -> None:
     rid = runs.trigger("fork")
     leased = runs.lease()
     assert runs.fail(leased["a"]) == "dead"
-    assert runs.b.dlq_discard([f"{rid}/a"]) == 1
+    assert runs.b.dlq.discard([f"{rid}/a"]) == 1
     assert runs.run(rid).state == "running"
     runs.ok(leased["c"])
     info = runs.run(rid)
@@ -329,7 +329,7 @@ def test_retry_of_a_dead_middle_task_reopens_the_run(runs: Runs, how: str) -> No
     if how == "run_retry":
         assert runs.app.jobs.retry_run(rid, ["b"]) == 1
     else:
-        assert runs.b.dlq_replay([b_iid]) == 1
+        assert runs.b.dlq.replay([b_iid]) == 1
     assert runs.states(rid) == {"a": "succeeded", "b": "ready", "c": "pending"}
     assert runs.dlq() == []
     assert runs.ready() == [b_iid]
@@ -356,7 +356,7 @@ def test_retry_of_a_dead_middle_task_reopens_the_run(runs: Runs, how: str) -> No
     runs.ok(runs.lease()["c"])
     assert runs.run(rid).state == "succeeded"
     assert runs.counters(rid)["succeeded"] == 3
-    outcomes = [a.outcome for a in runs.b.task_info(b_iid).attempts]
+    outcomes = [a.outcome for a in runs.b.inspection.task_info(b_iid).attempts]
     assert outcomes == ["failed", "failed", "succeeded"]
     assert runs.job_hash(job_id)["consecutive_failures"] == "0"
 
@@ -407,7 +407,7 @@ def test_retry_and_replay_refuse_to_reopen_a_run_while_another_is_active(runs: R
     newer = runs.trigger("line")
     with pytest.raises(Conflict):
         runs.app.jobs.retry_run(rid, ["a"])
-    assert runs.b.dlq_replay([f"{rid}/a"]) == 0
+    assert runs.b.dlq.replay([f"{rid}/a"]) == 0
     assert runs.states(rid) == {"a": "dead", "b": "upstream_failed"}
     assert runs.dlq() == [f"{rid}/a"]
     assert runs.run(rid).state == "failed"
@@ -415,7 +415,7 @@ def test_retry_and_replay_refuse_to_reopen_a_run_while_another_is_active(runs: R
 
     runs.ok(runs.lease()["a"])
     runs.ok(runs.lease()["b"])
-    assert runs.b.dlq_replay([f"{rid}/a"]) == 1  # nothing else active: allowed
+    assert runs.b.dlq.replay([f"{rid}/a"]) == 1  # nothing else active: allowed
     assert runs.run(rid).state == "running"
 
 
@@ -424,7 +424,7 @@ def test_a_reopened_run_and_all_its_instances_lose_their_retention_ttl(runs: Run
     rid = runs.trigger("line")
     runs.ok(runs.lease()["a"])
     runs.fail(runs.lease()["b"])
-    runs.b.dlq_discard([f"{rid}/b"])  # while b is in the DLQ the run keeps no TTL
+    runs.b.dlq.discard([f"{rid}/b"])  # while b is in the DLQ the run keeps no TTL
     keys = [runs.k.run(0, rid), *(runs.ti_key(f"{rid}/{t}") for t in "abc")]
     assert all(0 < runs.r.ttl(k) <= 86_400 for k in keys)  # ended: retention applies
     runs.app.jobs.retry_run(rid, ["b"])
@@ -457,14 +457,16 @@ def test_cancel_mid_run_ends_running_work_and_the_run_at_once(runs: Runs) -> Non
         "cancelled": 2,
     }
     assert runs.active(info.job_id) == set()
-    b_info = runs.b.task_info(b.iid)
+    b_info = runs.b.inspection.task_info(b.iid)
     assert [a.outcome for a in b_info.attempts] == ["cancelled"]
 
     # b's worker: revoked at its heartbeat, and its report refused
-    lost, revoked = runs.b.heartbeat(0, WORKER, 60_000, [(b.iid, b.epoch)])
+    lost, revoked = runs.b.leases.heartbeat(0, WORKER, 60_000, [(b.iid, b.epoch)])
     assert (lost, revoked) == ([], [b.iid])
-    assert runs.b.complete(0, WORKER, [(b.iid, b.epoch, b"\xc0")]) == [False]
-    [res] = runs.b.fail(0, WORKER, [FailItem(b.iid, b.epoch, "cancelled", "x", retryable=False)])
+    assert runs.b.leases.complete(0, WORKER, [(b.iid, b.epoch, b"\xc0")]) == [False]
+    [res] = runs.b.leases.fail(
+        0, WORKER, [FailItem(b.iid, b.epoch, "cancelled", "x", retryable=False)]
+    )
     assert res.state is None
     assert runs.states(rid) == {"a": "succeeded", "b": "cancelled", "c": "cancelled"}
     assert runs.counters(rid)["cancelled"] == 2
@@ -496,7 +498,7 @@ def test_retry_after_cancel_runs_the_downstream_without_revoking_it(runs: Runs) 
     runs.ok(runs.lease()["b"])
     c = runs.lease()["c"]
     # c was cancelled by the run's cancel; once reset it must not be revoked
-    assert runs.b.heartbeat(0, WORKER, 60_000, [(c.iid, c.epoch)]) == ([], [])
+    assert runs.b.leases.heartbeat(0, WORKER, 60_000, [(c.iid, c.epoch)]) == ([], [])
     assert runs.fail(c, retryable=True) == "ready"  # a retry, not a cancel
     runs.ok(runs.lease()["c"])
     assert runs.run(rid).state == "succeeded"
@@ -516,7 +518,7 @@ def test_instance_id_is_run_and_task_and_stays_the_same_across_attempts(runs: Ru
     assert (second.iid, second.attempt) == (first.iid, 2)
     assert int(second.epoch) > int(first.epoch)
     # the stale token of attempt 1 writes nothing
-    assert runs.b.complete(0, WORKER, [(first.iid, first.epoch, b"\xc0")]) == [False]
+    assert runs.b.leases.complete(0, WORKER, [(first.iid, first.epoch, b"\xc0")]) == [False]
     runs.ok(second)
     [inst] = runs.run(rid).tasks or ()
     assert isinstance(inst, TaskRecord)
@@ -606,7 +608,7 @@ def test_overlap_skip_records_a_skipped_run_without_instances(runs: Runs) -> Non
     assert not runs.r.exists(runs.ti_key(f"{second}/a"))
     assert runs.active(job_id) == {first}
     assert runs.ready() == [f"{first}/a"]
-    assert runs.b.stats()["fires_overlap_skipped"] == 1
+    assert runs.b.inspection.stats()["fires_overlap_skipped"] == 1
     hist = [x.decode() for x in runs.r.zrange(runs.k.runs(0, job_id), 0, -1)]
     assert hist == [first, second]
 
@@ -635,7 +637,7 @@ def test_overlap_buffer_one_holds_one_fire_and_starts_it_when_the_run_ends(
     status, third = runs.fire(job_id, T0 + 2 * MINUTE)
     assert status == "skipped"
     assert runs.run(third).state == "skipped"
-    assert runs.b.stats()["fires_overlap_skipped"] == 1
+    assert runs.b.inspection.stats()["fires_overlap_skipped"] == 1
     buffered = f"{job_id}@{T0 + MINUTE}"
     assert not runs.r.exists(runs.k.run(0, buffered))
     assert runs.active(job_id) == {first}
@@ -670,8 +672,8 @@ def test_overlap_cancel_previous_cancels_the_active_run(runs: Runs) -> None:
     assert runs.run(first).state == "cancelled"
     assert runs.states(second) == {"a": "ready", "b": "pending"}
     assert runs.active(job_id) == {second}
-    assert runs.b.heartbeat(0, WORKER, 60_000, [(a.iid, a.epoch)]) == ([], [a.iid])
-    assert runs.b.complete(0, WORKER, [(a.iid, a.epoch, b"\xc0")]) == [False]
+    assert runs.b.leases.heartbeat(0, WORKER, 60_000, [(a.iid, a.epoch)]) == ([], [a.iid])
+    assert runs.b.leases.complete(0, WORKER, [(a.iid, a.epoch, b"\xc0")]) == [False]
     assert runs.run(first).state == "cancelled"
 
     # nothing of the second run is running: it is cancelled at once
@@ -717,11 +719,11 @@ def test_waiters_of_a_downstream_task_are_woken_when_it_is_marked_upstream_faile
     runs.job("line", chain("a", "b"))
     rid = runs.trigger("line")
     b = f"{rid}/b"
-    assert runs.b.watch(b) == "pending"  # a result() waiter registers
+    assert runs.b.inspection.watch(b) == "pending"  # a result() waiter registers
     assert runs.fail(runs.lease()["a"]) == "dead"
     # notify_done fired for b, not only for the dead task itself
     assert runs.r.llen(runs.k.done(runs.shard, b)) == 1
-    assert runs.b.watch(b) == "upstream_failed"
+    assert runs.b.inspection.watch(b) == "upstream_failed"
 
 
 # -- retention of runs with tasks in the DLQ --------------------------------------
@@ -738,7 +740,7 @@ def test_a_run_with_a_task_in_the_dlq_keeps_no_ttl_until_it_leaves_the_dlq(runs:
     keys = [runs.k.run(0, rid), *(runs.ti_key(f"{rid}/{t}") for t in "abc")]
     assert [runs.r.ttl(k) for k in keys] == [-1, -1, -1, -1]  # held for the DLQ
     assert runs.r.hget(runs.k.run(0, rid), "dlq_held") == b"1"
-    assert runs.b.dlq_discard([f"{rid}/b"]) == 1
+    assert runs.b.dlq.discard([f"{rid}/b"]) == 1
     # out of the DLQ: the retention starts for the run and every instance
     assert all(0 < runs.r.ttl(k) <= 86_400 for k in keys)
     assert runs.r.hget(runs.k.run(0, rid), "dlq_held") is None
@@ -751,11 +753,11 @@ def test_a_held_run_keeps_its_ttl_off_until_its_last_dead_task_leaves(runs: Runs
     runs.fail(leased["a"])
     runs.fail(leased["b"])
     assert runs.r.hget(runs.k.run(0, rid), "dlq_held") == b"2"
-    assert runs.b.dlq_discard([f"{rid}/a"]) == 1
+    assert runs.b.dlq.discard([f"{rid}/a"]) == 1
     assert runs.r.ttl(runs.ti_key(f"{rid}/b")) == -1
     assert runs.r.ttl(runs.k.run(0, rid)) == -1
     # replayed: the run reopens; when it ends again, nothing is left in the DLQ
-    assert runs.b.dlq_replay([f"{rid}/b"]) == 1
+    assert runs.b.dlq.replay([f"{rid}/b"]) == 1
     assert runs.run(rid).state == "running"
     runs.ok(runs.lease()["b"])
     assert runs.run(rid).state == "cancelled"  # a was discarded
@@ -774,7 +776,7 @@ def test_keep_runs_trimming_skips_a_run_held_for_the_dlq(runs: Runs) -> None:
     hist = [x.decode() for x in runs.r.zrange(runs.k.runs(0, job_id), 0, -1)]
     assert hist == [failed, rids[-1]]  # the held run stays, the others are trimmed
     assert runs.dlq() == [f"{failed}/a"]
-    assert runs.b.dlq_replay([f"{failed}/a"]) == 1
+    assert runs.b.dlq.replay([f"{failed}/a"]) == 1
     assert runs.run(failed).state == "running"
     runs.ok(runs.lease()["a"])
     # ended again, and no longer held: the oldest of two, trimmed to keep_runs=1
@@ -789,7 +791,7 @@ def test_a_malformed_task_is_dead_lettered_and_its_run_moves_on(runs: Runs) -> N
     rid = runs.trigger("hand_edited")
     runs.r.hset(runs.ti_key(f"{rid}/a"), "epoch", "abc")
     assert runs.lease() == {}
-    runs.b.promote(runs.shard)
+    runs.b.maintenance.promote(runs.shard)
     assert runs.states(rid) == {"a": "dead", "b": "upstream_failed"}
     assert runs.dlq() == [f"{rid}/a"]
     assert runs.run(rid).state == "failed"

@@ -63,26 +63,28 @@ def broker(redis_url: str, key_prefix: str) -> Iterator[Broker]:
 
 
 def test_noscript_is_reloaded_transparently(broker: Broker, r: redis.Redis) -> None:
-    assert broker.enqueue([row(f"0-{ulid()}")]) == 1
+    assert broker.enqueuer.enqueue([row(f"0-{ulid()}")]) == 1
     sha = broker.scripts.script("enqueue").sha
     assert r.script_exists(sha) == [True]
     r.script_flush()
     assert r.script_exists(sha) == [False]
-    assert broker.enqueue([row(f"0-{ulid()}")]) == 1
+    assert broker.enqueuer.enqueue([row(f"0-{ulid()}")]) == 1
     assert r.script_exists(sha) == [True]
     # the pipelined path (several shards / > 256 rows) reloads too
     r.script_flush()
     rows = [row(f"0-{ulid()}") for _ in range(300)]
-    assert broker.enqueue(rows) == 300
+    assert broker.enqueuer.enqueue(rows) == 300
     r.script_flush()
-    held = broker.lease(0, "w1", 5, 10_000, ["default"])
+    held = broker.leases.lease(0, "w1", 5, 10_000, ["default"])
     assert len(held) == 5
     # a pipelined call that finds no script is re-run once, in place, after loading it
     r.script_flush()
-    done, failed = broker.report(0, "w1", [(x.iid, x.epoch, b"\xc0") for x in held[:3]], [], [])
+    done, failed = broker.leases.report(
+        0, "w1", [(x.iid, x.epoch, b"\xc0") for x in held[:3]], [], []
+    )
     assert done == [True] * 3 and failed == []
     r.script_flush()
-    done, failed = broker.report(0, "w1", [(x.iid, x.epoch, b"\xc0") for x in held], [], [])
+    done, failed = broker.leases.report(0, "w1", [(x.iid, x.epoch, b"\xc0") for x in held], [], [])
     assert done == [False] * 3 + [True] * 2  # each call ran once: the first three were done
 
 
@@ -187,23 +189,23 @@ def test_keys_written_by_the_protocol_stay_in_the_shards_slot(
         used_shards.add(shard)
         ids = [f"{shard}-{ulid()}" for _ in range(6)]
         rows = [row(i, tenant=tenant) for i in ids[:5]] + [row(ids[5], tenant=tenant, delay=50)]
-        broker.enqueue(rows)
-        leases = broker.lease(shard, "w1", 4, 100, ["default"])
+        broker.enqueuer.enqueue(rows)
+        leases = broker.leases.lease(shard, "w1", 4, 100, ["default"])
         assert len(leases) == 4
         a, b, c, _expired = leases
-        broker.start(shard, "w1", [(a.iid, a.epoch)])
-        broker.heartbeat(shard, "w1", 100, [(a.iid, a.epoch)])
-        broker.append_logs(shard, [(b.iid, b.attempt, ["line 1", "line 2"])])
-        broker.complete(shard, "w1", [(a.iid, a.epoch, b"\xc0")])
-        broker.fail(shard, "w1", [FailItem(b.iid, b.epoch, "failed", "boom", False)])
-        broker.release(shard, "w1", [(c.iid, c.epoch)])
-        broker.reap(shard, now=T0 * 2)  # d's lease expired
-        broker.promote(shard, now=T0 * 2)
+        broker.leases.start(shard, "w1", [(a.iid, a.epoch)])
+        broker.leases.heartbeat(shard, "w1", 100, [(a.iid, a.epoch)])
+        broker.leases.append_logs(shard, [(b.iid, b.attempt, ["line 1", "line 2"])])
+        broker.leases.complete(shard, "w1", [(a.iid, a.epoch, b"\xc0")])
+        broker.leases.fail(shard, "w1", [FailItem(b.iid, b.epoch, "failed", "boom", False)])
+        broker.leases.release(shard, "w1", [(c.iid, c.epoch)])
+        broker.maintenance.reap(shard, now=T0 * 2)  # d's lease expired
+        broker.maintenance.promote(shard, now=T0 * 2)
         broker.cancel(ids[4])
-        broker.watch(ids[5])
-        broker.once(shard, f"{ids[0]}:email", 60)
-        broker.try_maintenance_lock(shard, "w1", 1.0)
-        broker.dlq_replay([b.iid])
+        broker.inspection.watch(ids[5])
+        broker.leases.once(shard, f"{ids[0]}:email", 60)
+        broker.maintenance.try_lock(shard, "w1", 1.0)
+        broker.dlq.replay([b.iid])
     assert len(used_shards) > 1
     found = _scan(r, prefix + ":")
     assert f"{prefix}:meta" in found
@@ -251,7 +253,7 @@ def test_enqueue_rejects_a_malformed_row_and_writes_nothing(
     good = row(f"0-{ulid()}")
     bad = row(f"0-{ulid()}")._replace(**{field: value})
     with pytest.raises(Rejected, match=message):
-        broker.enqueue([good, bad])
+        broker.enqueuer.enqueue([good, bad])
     assert _scan(r, key_prefix) == [key_prefix + "meta"]
 
 
@@ -265,18 +267,18 @@ def test_enqueue_refuses_an_existing_or_repeated_id(
 ) -> None:
     iid = f"0-{ulid()}"
     with pytest.raises(Conflict):
-        broker.enqueue([row(iid), row(iid)])
+        broker.enqueuer.enqueue([row(iid), row(iid)])
     assert _scan(r, key_prefix) == [key_prefix + "meta"]
-    broker.enqueue([row(iid)])
+    broker.enqueuer.enqueue([row(iid)])
     before = r.hgetall(broker.keys.ti(0, iid))
     with pytest.raises(Conflict):
-        broker.enqueue([row(f"0-{ulid()}"), row(iid, tenant="acme")])
+        broker.enqueuer.enqueue([row(f"0-{ulid()}"), row(iid, tenant="acme")])
     assert r.hgetall(broker.keys.ti(0, iid)) == before
     assert r.xlen(broker.keys.q(0, "default", "acme", "normal")) == 1
 
 
 def test_enqueue_registers_tenants_and_queues(broker: Broker, r: redis.Redis) -> None:
-    broker.enqueue(
+    broker.enqueuer.enqueue(
         [
             row(f"0-{ulid()}", tenant="acme"),
             row(f"0-{ulid()}", queue="later", tenant="acme", delay=60_000),

@@ -18,14 +18,14 @@ def test_success_after_a_failure_clears_the_error_but_keeps_the_history(
     ops.enqueue(row(iid, max_attempts=3))
     [t] = ops.lease("w1")
     assert ops.fail("w1", t, delay=0, error="ValueError: once") == "ready"
-    assert broker.task_info(iid).error == "ValueError: once"
-    assert task_error(broker.task_info(iid)) == "ValueError: once"
+    assert broker.inspection.task_info(iid).error == "ValueError: once"
+    assert task_error(broker.inspection.task_info(iid)) == "ValueError: once"
     [t] = ops.lease("w1")
     assert ops.complete("w1", [t]) == [1]
     info = ops.info(iid)
     assert "error" not in info
     assert info["a:1:error"] == "ValueError: once"
-    record = broker.task_info(iid)
+    record = broker.inspection.task_info(iid)
     assert record.state == "succeeded" and record.error is None
     assert task_error(record) == ""
     assert attempts_cell(record) == "2/3"
@@ -38,7 +38,7 @@ def test_a_command_success_records_exit_code_zero(ops: Ops, broker: Broker) -> N
     ops.enqueue(command)
     [t] = ops.lease("w1")
     assert ops.complete("w1", [t]) == [1]
-    record = broker.task_info(iid)
+    record = broker.inspection.task_info(iid)
     assert record.exit_code == 0
     assert [a.exit_code for a in record.attempts] == [0]
 
@@ -48,7 +48,7 @@ def test_a_python_success_records_no_exit_code(ops: Ops, broker: Broker) -> None
     ops.enqueue(row(iid))
     [t] = ops.lease("w1")
     ops.complete("w1", [t])
-    assert broker.task_info(iid).exit_code is None
+    assert broker.inspection.task_info(iid).exit_code is None
 
 
 def test_attempts_after_a_replay_count_against_the_fresh_budget(ops: Ops, broker: Broker) -> None:
@@ -57,12 +57,12 @@ def test_attempts_after_a_replay_count_against_the_fresh_budget(ops: Ops, broker
     for _ in range(2):
         [t] = ops.lease("w1")
         ops.fail("w1", t, delay=0)
-    assert broker.task_info(iid).state == "dead"
-    assert attempts_cell(broker.task_info(iid)) == "2/2"
-    assert broker.dlq_replay([iid], now=ops.now) == 1
+    assert broker.inspection.task_info(iid).state == "dead"
+    assert attempts_cell(broker.inspection.task_info(iid)) == "2/2"
+    assert broker.dlq.replay([iid], now=ops.now) == 1
     [t] = ops.lease("w1")
     ops.fail("w1", t, delay=0)
-    record = broker.task_info(iid)
+    record = broker.inspection.task_info(iid)
     assert (record.attempt, record.budget, record.attempts_used) == (3, 2, 1)
     # before: "3/2" (attempt against max_attempts), which read as over budget
     assert attempts_cell(record) == "1/2 (+2 earlier)"

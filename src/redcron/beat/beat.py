@@ -147,7 +147,7 @@ class Beat:
         broker = self.app.broker
         try:
             for shard in list(self._shards.owned):
-                broker.beat_own(shard, self.id, self.ttl_ms, "release")
+                broker.beat.beat_own(shard, self.id, self.ttl_ms, "release")
             self.store.unregister(self.id)
         except TRANSIENT as exc:
             log.warning("beat %s: could not release shards (%s); they expire", self.id, exc)
@@ -219,8 +219,8 @@ class Beat:
         broker = self.app.broker
         interval = self.app.settings.maintenance_interval
         for shard in list(self._shards.owned):
-            if broker.try_maintenance_lock(shard, self.id, interval):
-                broker.maintain(shard)
+            if broker.maintenance.try_lock(shard, self.id, interval):
+                broker.maintenance.maintain(shard)
 
     def _idle_delay(self) -> float:
         """Seconds until the earliest due score of an owned shard, the next

@@ -10,6 +10,7 @@ from redcron.broker.argv import EnqueueRow, FailItem
 from redcron.broker.audit import AuditEntry, AuditLog
 from redcron.broker.broker import Broker, FailResult, Lease, LeaseRequest
 from redcron.broker.cancel import RunCancel, TaskCancel
+from redcron.broker.dlq import DlqStore
 from redcron.broker.doctor import DoctorReport, Finding, examine
 from redcron.broker.inspect import queue_loads, running_by_worker
 from redcron.broker.jobs import JobStore
@@ -31,6 +32,7 @@ __all__ = [
     "AuditEntry",
     "AuditLog",
     "Broker",
+    "DlqStore",
     "DoctorReport",
     "EnqueueRow",
     "FailItem",

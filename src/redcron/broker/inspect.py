@@ -13,7 +13,7 @@ Counts come from the ready streams (length less pending entries: ready;
 pending entries: in flight), the timer set (delayed) and the DLQ streams.
 Delayed and DLQ are read entry by entry (their entries name the queue), up to
 ``SCAN_LIMIT`` per shard and per tenant: past that, the counts are a floor
-(the per-tenant totals of ``Broker.inspect`` stay exact).
+(the per-tenant totals of ``Inspection.inspect`` stay exact).
 """
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ def queue_loads(broker: Broker, workers: Sequence[WorkerInfo]) -> list[QueueLoad
             if length or held:
                 _add(counts, t, q, 0, int(length) - held)
                 _add(counts, t, q, 1, held)
-        for (tenant, queue), n in broker.delayed_counts(shard, SCAN_LIMIT).items():
+        for (tenant, queue), n in broker.inspection.delayed_counts(shard, SCAN_LIMIT).items():
             _add(counts, tenant, queue, 2, n)
         pipe = client.pipeline(transaction=False)
         for t in tenants:

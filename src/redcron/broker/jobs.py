@@ -296,7 +296,7 @@ class JobStore:
         manual = argv.FireArgs(
             job_id, "", "", "", None, None, "", "manual", 0, run_id, json.dumps(params or {})
         )
-        status, rid = self.broker.fire(shard_of_id(job_id), manual, now)
+        status, rid = self.broker.beat.fire_one(shard_of_id(job_id), manual, now)
         if status == "malformed":
             raise ValidationError(
                 "job", f"job {name!r} of tenant {tenant!r} cannot run: {_s(rid)}; put it again"

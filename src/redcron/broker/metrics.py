@@ -49,7 +49,7 @@ class Metrics:
     delayed: dict[str, int] = field(default_factory=dict)
     #: tenant -> dead-lettered tasks
     dlq: dict[str, int] = field(default_factory=dict)
-    #: lifetime counters (``Broker.stats``), summed over shards
+    #: lifetime counters (``Inspection.stats``), summed over shards
     stats: dict[str, int] = field(default_factory=dict)
     #: live workers
     workers: list[WorkerInfo] = field(default_factory=list)
@@ -120,11 +120,11 @@ def read_metrics(broker: Broker) -> Metrics:
                     age = max(0.0, (now - since) / 1000)
                     key = (_s(tenant), q)
                     out.oldest_ready_s[key] = max(out.oldest_ready_s.get(key, 0.0), age)
-        for (tenant, _queue), n in broker.delayed_counts(shard, DELAYED_LIMIT).items():
+        for (tenant, _queue), n in broker.inspection.delayed_counts(shard, DELAYED_LIMIT).items():
             out.delayed[tenant] = out.delayed.get(tenant, 0) + n
 
         for (t, q, _key), n in zip(
-            streams, broker.ready_counts([k for _t, _q, k in streams]), strict=True
+            streams, broker.inspection.ready_counts([k for _t, _q, k in streams]), strict=True
         ):
             out.ready[(t, q)] = out.ready.get((t, q), 0) + n
 

@@ -117,7 +117,7 @@ class TenantStore:
         client = self.broker.client
         queues = sorted(_s(q) for q in client.smembers(self.keys.queues(shard)))
         streams = [self.keys.q(shard, q, t, k) for t in tenants for q in queues for k in PRIORITIES]
-        ready = iter(self.broker.ready_counts(streams))
+        ready = iter(self.broker.inspection.ready_counts(streams))
         pipe = client.pipeline(transaction=False)
         for t in tenants:
             pipe.hmget(self.keys.tenant(shard, t), list(SETTINGS_FIELDS))

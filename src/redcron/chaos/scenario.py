@@ -15,6 +15,7 @@ SIGKILLed once around the middle of the run and restarted.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from redcron.model.jobs import Task
@@ -142,6 +143,20 @@ def one_off(rng: random.Random, kind: str, tenant: str) -> OneOff:
     raise ValueError(f"unknown one-off kind {kind!r}")
 
 
+def _times(
+    rng: random.Random, start: float, gap: tuple[float, float], until: float
+) -> Iterator[float]:
+    """Times from ``start``, each a uniform draw in ``gap`` after the last, before
+    ``until``.  Lazy: each gap is drawn when the next time is asked for, so what
+    the caller draws in between keeps its place in ``rng``'s sequence."""
+    t = start
+    while True:
+        t += rng.uniform(*gap)
+        if t >= until:
+            return
+        yield t
+
+
 def plan(seed: int, duration: float = 60.0, tasks: int = 10_000) -> Scenario:
     """The scenario of ``seed``: ``duration`` seconds of chaos, ``tasks`` one-offs."""
     rng = random.Random(seed)
@@ -176,11 +191,7 @@ def plan(seed: int, duration: float = 60.0, tasks: int = 10_000) -> Scenario:
         WorkerPlan("processes", 2, 0),
     )
     events: list[Event] = []
-    t = 1.0
-    while True:
-        t += rng.uniform(1.5, 2.5)
-        if t >= duration:
-            break
+    for t in _times(rng, 1.0, (1.5, 2.5), duration):
         if rng.random() < 0.5:
             events.append(Event(round(t, 3), "worker", "kill", rng.randrange(len(workers))))
         else:
@@ -188,11 +199,7 @@ def plan(seed: int, duration: float = 60.0, tasks: int = 10_000) -> Scenario:
             events.append(
                 Event(round(t, 3), "worker", "stop", rng.randrange(len(workers)), round(hold, 3))
             )
-    t = 2.0
-    while True:
-        t += rng.uniform(4.0, 6.0)
-        if t >= duration:
-            break
+    for t in _times(rng, 2.0, (4.0, 6.0), duration):
         events.append(Event(round(t, 3), "beat", "kill", rng.randrange(2)))
     redis_at = duration * rng.uniform(0.35, 0.55)
     events.append(Event(round(redis_at, 3), "redis", "kill", 0, round(rng.uniform(0.5, 1.5), 3)))

@@ -6,12 +6,11 @@ import click
 
 from redcron.beat.beat import Beat
 from redcron.cli.common import (
-    LOG_LEVELS,
     FiniteFloatRange,
     app_option,
     build_app,
     durability_option,
-    log_format_option,
+    logging_options,
     redis_option,
     setup_logging,
 )
@@ -39,13 +38,7 @@ from redcron.cli.common import (
     "catch-up policy. Must be longer than --shard-ttl.",
 )
 @click.option("--name", default=None, help="Beat id (unique per process) [default: host:pid:rand].")
-@click.option(
-    "--loglevel",
-    type=click.Choice(LOG_LEVELS, case_sensitive=False),
-    default="info",
-    show_default=True,
-)
-@log_format_option
+@logging_options
 def beat(
     app_path: str | None,
     redis_url: str | None,

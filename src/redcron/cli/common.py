@@ -78,13 +78,22 @@ def setup_logging(level: str, log_format: str = "text") -> None:
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
 
 
-def log_format_option(fn: F) -> F:
-    return click.option(
+def logging_options(fn: F) -> F:
+    """``--loglevel`` and ``--log-format`` of the long-running commands (worker,
+    beat, up), which pass them to :func:`setup_logging`; the admin commands
+    take the group's ``--loglevel`` instead."""
+    fn = click.option(
         "--log-format",
         type=click.Choice(LOG_FORMATS),
         default="text",
         show_default=True,
         help="Log lines as text, or as one JSON object per line (fields as keys).",
+    )(fn)
+    return click.option(
+        "--loglevel",
+        type=click.Choice(LOG_LEVELS, case_sensitive=False),
+        default="info",
+        show_default=True,
     )(fn)
 
 
@@ -238,6 +247,30 @@ def concurrency_option(
         type=click.IntRange(min=1),
         default=default,
         show_default=show or True,
+        help=help_text,
+    )
+
+
+def prefetch_option(help_text: str, show: str) -> Callable[[F], F]:
+    """``--prefetch`` (leases held beyond the slots), shared by ``worker`` and
+    ``bench throughput``; None leaves it to the worker (``show`` says what it is)."""
+    return click.option(
+        "--prefetch",
+        type=click.IntRange(min=0),
+        default=None,
+        show_default=show,
+        help=help_text,
+    )
+
+
+def pool_option(help_text: str | None = None) -> Callable[[F], F]:
+    """``--pool threads|processes`` (where tasks run), shared by ``worker`` and
+    ``bench throughput``."""
+    return click.option(
+        "--pool",
+        type=click.Choice(["threads", "processes"]),
+        default="threads",
+        show_default=True,
         help=help_text,
     )
 

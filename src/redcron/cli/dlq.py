@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 
 import click
 
-from redcron.broker import Broker
+from redcron.broker import Broker, DlqStore
 from redcron.cli.common import (
     app_option,
     build_app,
@@ -43,7 +43,7 @@ def list_cmd(
     tenant: str | None, limit: int, as_json: bool, app_path: str | None, redis_url: str | None
 ) -> None:
     """List dead tasks, oldest first."""
-    entries = build_app(app_path, redis_url).broker.dlq_list(tenant, count=limit)
+    entries = build_app(app_path, redis_url).broker.dlq.list(tenant, count=limit)
     empty = "the DLQ is empty" + (f" for tenant {tenant}" if tenant else "")
     echo_listing(entries, as_json, empty, lambda: dlq_table(entries))
 
@@ -79,7 +79,7 @@ def replay(
     redis_url: str | None,
 ) -> None:
     """Make dead tasks ready again, with a fresh retry budget."""
-    _each(Broker.dlq_replay, "replayed", task_ids, replay_all, tenant, app_path, redis_url)
+    _each(DlqStore.replay, "replayed", task_ids, replay_all, tenant, app_path, redis_url)
 
 
 @dlq.command()
@@ -97,11 +97,11 @@ def discard(
 ) -> None:
     """Take dead tasks out of the DLQ for good: they end cancelled, with the error
     "discarded from the DLQ" (a run's task counts as cancelled in its run)."""
-    _each(Broker.dlq_discard, "discarded", task_ids, discard_all, tenant, app_path, redis_url)
+    _each(DlqStore.discard, "discarded", task_ids, discard_all, tenant, app_path, redis_url)
 
 
 #: a broker DLQ operation over ids: how many it acted on
-DlqAction = Callable[[Broker, Sequence[str]], int]
+DlqAction = Callable[[DlqStore, Sequence[str]], int]
 
 
 def _each(
@@ -118,7 +118,7 @@ def _each(
     if tenant and not every:
         raise click.UsageError("--tenant only applies with --all")
     broker = build_app(app_path, redis_url).broker
-    n = act_on_every(broker, tenant, action) if every else action(broker, list(task_ids))
+    n = act_on_every(broker, tenant, action) if every else action(broker.dlq, list(task_ids))
     click.echo(f"{done} {n} task{'' if n == 1 else 's'}")
     if not every and n < len(task_ids):
         click.echo(
@@ -132,10 +132,10 @@ def act_on_every(broker: Broker, tenant: str | None, action: DlqAction) -> int:
     """Apply ``action`` page after page until the DLQ (of ``tenant``) is empty."""
     total = 0
     while True:
-        ids = [e.task_id for e in broker.dlq_list(tenant, count=PAGE) if e.task_id]
+        ids = [e.task_id for e in broker.dlq.list(tenant, count=PAGE) if e.task_id]
         if not ids:
             return total
-        n = action(broker, ids)
+        n = action(broker.dlq, ids)
         total += n
         if n == 0:  # entries that are not dead any more: stop rather than spin
             return total

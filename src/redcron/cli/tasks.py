@@ -25,7 +25,7 @@ from redcron.model.serialize import payload, to_json
 from redcron.model.states import TaskState
 
 LOG_TAIL_LINES = 20
-#: per-tenant counters of Broker.inspect(), in display order
+#: per-tenant counters of Inspection.inspect(), in display order
 COUNTS = ("ready", "in_flight", "delayed", "dlq")
 
 
@@ -128,7 +128,7 @@ def cancel(task_id: str, app_path: str | None, redis_url: str | None) -> None:
     """Cancel a task: it ends cancelled at once, wherever it is (a running one's
     result will be refused; its worker kills it at its next heartbeat)."""
     broker = build_app(app_path, redis_url).broker
-    before = broker.task_info(task_id).state
+    before = broker.inspection.task_info(task_id).state
     done = broker.cancel(task_id)
     if not done.cancelled:
         click.echo(f"{task_id}: already {done.state}, nothing to cancel")
@@ -144,9 +144,9 @@ def cancel(task_id: str, app_path: str | None, redis_url: str | None) -> None:
 
 def task_details(app: App, task_id: str, lines: int) -> TaskDetails:
     """The task's record and the last attempt's log tail."""
-    task = app.broker.task_info(task_id)
+    task = app.broker.inspection.task_info(task_id)
     last = task.attempt
-    tail = app.broker.log_lines(task_id, last, lines) if last and lines else []
+    tail = app.broker.inspection.log_lines(task_id, last, lines) if last and lines else []
     return TaskDetails(task, tuple(tail))
 
 
@@ -210,14 +210,14 @@ def inspect_cmd(as_json: bool, app_path: str | None, redis_url: str | None) -> N
     """Ready / in-flight / delayed / DLQ counts per tenant and per (tenant, queue),
     queues no live worker serves, and lifetime counters."""
     broker = build_app(app_path, redis_url).broker
-    loads = sorted(broker.inspect(), key=lambda row: (row.tenant, row.shard))
+    loads = sorted(broker.inspection.inspect(), key=lambda row: (row.tenant, row.shard))
     tenants: dict[str, dict[str, int]] = {}
     for row in loads:  # one row per (shard, tenant): sum over shards
         acc = tenants.setdefault(row.tenant, dict.fromkeys(COUNTS, 0))
         for name in COUNTS:
             acc[name] += getattr(row, name)
     totals = {name: sum(t[name] for t in tenants.values()) for name in COUNTS}
-    stats = broker.stats()
+    stats = broker.inspection.stats()
     live = WorkerRegistry(broker).list()
     queues = queue_loads(broker, live)
     if as_json:

@@ -13,47 +13,52 @@ The dashboard gets a fresh admin token through its environment only
 ``.redcron/admin.token`` (mode 0600, removed at stop) for API clients, and
 prints a one-time link that opens the dashboard logged in as admin
 (:class:`~redcron.broker.logins.LoginLinks`), as Jupyter prints its token URL.
+
+This module is the command and the children it runs; starting, watching and
+stopping them is cli/supervise.py, the steps against Redis (grants, job files,
+the examples) and admin access are cli/up_setup.py.
 """
 
 from __future__ import annotations
 
-import logging
-import os
 import secrets
-import signal
-import socket
-import subprocess
 import sys
-import threading
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
 import click
 
-from redcron.broker import LINK_TTL_S, LoginLinks
 from redcron.cli.common import (
-    LOG_LEVELS,
     app_option,
-    build_app,
     concurrency_option,
     fail,
     grace_option,
-    log_format_option,
+    logging_options,
     redis_option,
     setup_logging,
     table,
 )
-from redcron.config import remove_local_url, write_local_url, write_private_file
+from redcron.cli.supervise import (
+    ChildSpec,
+    Stopper,
+    port_in_use,
+    supervise,
+    terminate,
+    wait_listening,
+)
+from redcron.cli.up_setup import (
+    apply_jobs,
+    dashboard_access,
+    enqueue_example_tasks,
+    grant_commands,
+    remove_admin_token,
+    write_admin_token,
+)
+from redcron.config import remove_local_url, write_local_url
 from redcron.embedded import EmbeddedRedis
-from redcron.lifeline import terminate_with_parent
 from redcron.loader import load_app
 from redcron.model.jobfile import load_jobs
+from redcron.model.jobs import JobSpec
 from redcron.redact import masked_url
-
-log = logging.getLogger(__name__)
 
 EXAMPLES_APP = "examples.tasks:app"
 #: tenants whose command tasks the examples run (examples/jobs.yaml's
@@ -66,33 +71,6 @@ KILL_MARGIN = 5.0
 DASHBOARD_HOST = "127.0.0.1"
 #: seconds the dashboard may take to listen (importing the app included)
 DASHBOARD_START_TIMEOUT = 30.0
-#: the admin token of the dashboard ``up`` started, for API clients run here
-ADMIN_TOKEN_FILE = Path(".redcron") / "admin.token"
-
-
-@dataclass
-class ChildSpec:
-    """One supervised child process."""
-
-    name: str
-    argv: list[str]
-    where: str
-    #: set in the child's environment on top of ours (secrets go here, never in argv)
-    env: dict[str, str] = field(default_factory=dict, repr=False)
-    #: the port it listens on (``up`` waits for it before saying it is up)
-    port: int | None = None
-    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
-
-    def start(self) -> None:
-        env = {**os.environ, **self.env} if self.env else None
-        # its only stdout line says where it listens, which the summary says too
-        stdout = subprocess.DEVNULL if self.port is not None else None
-        # a session of its own: the terminal's Ctrl-C reaches only up, which stops
-        # the children in order; and if up itself is killed, they get SIGTERM
-        self.proc = subprocess.Popen(
-            self.argv, env=env, stdout=stdout, start_new_session=True,
-            preexec_fn=terminate_with_parent,
-        )  # fmt: skip
 
 
 def child_specs(
@@ -216,13 +194,7 @@ def dashboard_url(port: int) -> str:
     default=None,
     help=f"Enqueue example tasks at start [default: on for {EXAMPLES_APP}].",
 )
-@click.option(
-    "--loglevel",
-    type=click.Choice(LOG_LEVELS, case_sensitive=False),
-    default="info",
-    show_default=True,
-)
-@log_format_option
+@logging_options
 def up(
     app_path: str | None,
     redis_url: str | None,
@@ -251,7 +223,7 @@ def up(
     example_jobs = Path.cwd() / "examples" / "jobs.yaml"
     if not job_files and app_path == EXAMPLES_APP and example_jobs.is_file():
         job_files = (example_jobs,)
-    specs = []
+    specs: list[JobSpec] = []
     for path in job_files:  # validated before anything starts
         specs += load_jobs(path)
     if app_path is not None:
@@ -265,13 +237,13 @@ def up(
     code = 1
     try:
         stopper.install()
-        if with_dashboard and _port_in_use(dashboard_port, DASHBOARD_HOST):
+        if with_dashboard and port_in_use(dashboard_port, DASHBOARD_HOST):
             fail(
                 f"port {dashboard_port} is in use (another `redcron up`?); "
                 "pass --dashboard-port or --no-dashboard"
             )
         if redis_url is None:
-            if _port_in_use(port):
+            if port_in_use(port):
                 fail(f"port {port} is in use (another `redcron up`?); pass --port or --redis")
             server = EmbeddedRedis(data_dir, port=port, fsync=fsync, die_with_parent=True)
             server.start()
@@ -281,9 +253,9 @@ def up(
             recorded_pid = server.pid
             write_local_url(redis_url, recorded_pid)
         if app_path == EXAMPLES_APP:
-            _grant_commands(app_path, redis_url, EXAMPLE_COMMAND_TENANTS)
+            grant_commands(app_path, redis_url, EXAMPLE_COMMAND_TENANTS)
         if specs:
-            _apply_jobs(app_path, redis_url, specs)
+            apply_jobs(app_path, redis_url, specs)
         children = child_specs(
             app_path,
             redis_url,
@@ -300,17 +272,17 @@ def up(
         for child in children:
             child.start()
         for child in children:
-            _wait_listening(child, stopper)
+            wait_listening(child, stopper, DASHBOARD_HOST, DASHBOARD_START_TIMEOUT)
         if not stopper.event.is_set():  # else Ctrl-C while starting: just stop
             click.echo(_summary(server, redis_url, children))
             if with_dashboard:
-                click.echo(_dashboard_access(app_path, redis_url, dashboard_port))
+                click.echo(dashboard_access(app_path, redis_url, dashboard_url(dashboard_port)))
             if enqueue_examples and app_path:
-                _enqueue_examples(app_path, redis_url)
+                enqueue_example_tasks(app_path, redis_url)
             click.echo("Ctrl-C to stop.")
-        code = _supervise(children, server, stopper)
+        code = supervise(children, server, stopper)
     finally:
-        _terminate(children, grace + KILL_MARGIN, stopper)
+        terminate(children, grace + KILL_MARGIN, stopper)
         if server is not None:
             server.stop()
         if recorded_pid is not None:
@@ -321,72 +293,6 @@ def up(
     if code:
         raise click.exceptions.Exit(code)
     click.echo("stopped.")
-
-
-class Stopper:
-    """Counts SIGINT/SIGTERM: the first asks for a graceful stop, the second forces it."""
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self.count = 0
-        self._previous: dict[int, Any] = {}
-
-    def _handle(self, signum: int, _frame: FrameType | None) -> None:
-        self.count += 1
-        self.event.set()
-
-    def install(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            self._previous[sig] = signal.signal(sig, self._handle)
-
-    def uninstall(self) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-        self._previous.clear()
-
-
-def _supervise(children: list[ChildSpec], server: EmbeddedRedis | None, stopper: Stopper) -> int:
-    """Wait for a stop signal (0) or an unexpected death (1)."""
-    while not stopper.event.wait(0.2):
-        for child in children:
-            assert child.proc is not None
-            rc = child.proc.poll()
-            if rc is not None:
-                click.echo(
-                    f"{child.name} (pid {child.proc.pid}) exited unexpectedly "
-                    f"with code {rc}; shutting down",
-                    err=True,
-                )
-                return 1
-        if server is not None and not server.running():
-            click.echo(
-                f"redis-server exited unexpectedly (log: {server.log_path}); shutting down",
-                err=True,
-            )
-            return 1
-    click.echo("stopping (Ctrl-C again to kill)...")
-    return 0
-
-
-def _terminate(children: list[ChildSpec], timeout: float, stopper: Stopper) -> None:
-    """SIGTERM every child (last started first), SIGKILL what outlives ``timeout``."""
-    alive = [c for c in reversed(children) if c.proc is not None and c.proc.poll() is None]
-    for child in alive:
-        assert child.proc is not None
-        child.proc.send_signal(signal.SIGTERM)
-    stopper.count = min(stopper.count, 1)
-    deadline = time.monotonic() + timeout
-    while any(c.proc is not None and c.proc.poll() is None for c in alive):
-        if time.monotonic() > deadline or stopper.count > 1:
-            for child in alive:
-                if child.proc is not None and child.proc.poll() is None:
-                    log.warning("%s pid=%d did not stop; killing", child.name, child.proc.pid)
-                    child.proc.kill()
-                    child.proc.wait()
-            break
-        time.sleep(0.1)
 
 
 def _summary(server: EmbeddedRedis | None, redis_url: str, children: list[ChildSpec]) -> str:
@@ -404,104 +310,3 @@ def _summary(server: EmbeddedRedis | None, redis_url: str, children: list[ChildS
         [c.name, c.proc.pid if c.proc else "-", redis_url, c.where] for c in children
     ]
     return "redcron is up\n" + table(("component", "pid", "redis", "details"), rows)
-
-
-def _wait_listening(child: ChildSpec, stopper: Stopper) -> None:
-    """Return once ``child`` accepts connections on its port (if it has one)."""
-    if child.port is None:
-        return
-    assert child.proc is not None
-    deadline = time.monotonic() + DASHBOARD_START_TIMEOUT
-    while not _port_in_use(child.port, DASHBOARD_HOST):
-        rc = child.proc.poll()
-        if rc is not None:
-            fail(f"{child.name} (pid {child.proc.pid}) exited with code {rc} before listening")
-        if stopper.event.is_set():
-            return  # Ctrl-C while starting: stop quietly
-        if time.monotonic() > deadline:
-            fail(
-                f"{child.name} (pid {child.proc.pid}) is not listening on port {child.port} "
-                f"after {DASHBOARD_START_TIMEOUT:.0f}s"
-            )
-        time.sleep(0.05)
-
-
-def _dashboard_access(app_path: str | None, redis_url: str, port: int) -> str:
-    """How to get in: a one-time login link, and the admin token for the API."""
-    app = build_app(app_path, redis_url)
-    try:
-        code = LoginLinks(app.broker).create()
-    finally:
-        app.close()
-    url = dashboard_url(port)
-    return (
-        f"dashboard  {url}\n"
-        f"log in     {url}login/once/{code}\n"
-        f"           (opens the dashboard logged in as admin; valid {LINK_TTL_S // 60} "
-        "minutes, once)\n"
-        f"API        the admin token is in {ADMIN_TOKEN_FILE} (mode 0600):\n"
-        f'           curl -H "Authorization: Bearer $(cat {ADMIN_TOKEN_FILE})" {url}v1/jobs'
-    )
-
-
-def write_admin_token(token: str, directory: Path | None = None) -> Path:
-    """Write ``token`` to ``.redcron/admin.token``, readable by its owner only."""
-    return write_private_file(ADMIN_TOKEN_FILE, f"{token}\n", directory)
-
-
-def remove_admin_token(token: str, directory: Path | None = None) -> None:
-    """Remove the file :func:`write_admin_token` wrote, unless another ``up`` has
-    written its own since."""
-    path = (Path.cwd() if directory is None else directory) / ADMIN_TOKEN_FILE
-    try:
-        if path.read_text(encoding="utf-8").strip() == token:
-            path.unlink()
-    except OSError:
-        pass
-
-
-def _grant_commands(app_path: str | None, redis_url: str, tenants: tuple[str, ...]) -> None:
-    """Grant command tasks to the examples' tenants: any other tenant needs an
-    admin's ``redcron tenants set T --allow-commands`` (docs/operations.md)."""
-    app = build_app(app_path, redis_url)
-    try:
-        for tenant in tenants:
-            app.tenants.set(tenant, allow_commands=True)
-            click.echo(
-                f"tenant {tenant}: command tasks granted (the examples run one); "
-                f"revoke with `redcron tenants set {tenant} --no-allow-commands`"
-            )
-    finally:
-        app.close()
-
-
-def _apply_jobs(app_path: str | None, redis_url: str, specs: list[Any]) -> None:
-    app = build_app(app_path, redis_url)
-    try:
-        for spec, res in zip(specs, app.jobs.put_many(specs), strict=True):
-            click.echo(f"job {spec.tenant}/{spec.name}: {res.change}")
-    finally:
-        app.close()
-
-
-def _enqueue_examples(app_path: str, redis_url: str) -> None:
-    app = build_app(app_path, redis_url)
-    module = sys.modules.get(app_path.partition(":")[0])
-    hook = getattr(module, "enqueue_examples", None)
-    if not callable(hook):
-        click.echo(f"({app_path} has no enqueue_examples(app); nothing enqueued)")
-        return
-    handles = hook(app) or []
-    ids = [getattr(h, "id", str(h)) for h in handles]
-    click.echo(
-        f"enqueued {len(ids)} example tasks; look at one with:\n"
-        f"  redcron task show {ids[0]} --redis {masked_url(redis_url)}"
-        if ids
-        else "enqueued the example tasks"
-    )
-
-
-def _port_in_use(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(0.5)
-        return sock.connect_ex((host, port)) == 0

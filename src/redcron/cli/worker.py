@@ -5,14 +5,15 @@ from __future__ import annotations
 import click
 
 from redcron.cli.common import (
-    LOG_LEVELS,
     FiniteFloatRange,
     app_option,
     build_app,
     concurrency_option,
     durability_option,
     grace_option,
-    log_format_option,
+    logging_options,
+    pool_option,
+    prefetch_option,
     redis_option,
     setup_logging,
     split_csv,
@@ -29,22 +30,13 @@ from redcron.worker import Worker, WorkerOptions
     "Tasks run at once.",
     show=f"{WORKER_THREADS} threads; one per core with --pool processes",
 )
-@click.option(
-    "--prefetch",
-    type=click.IntRange(min=0),
-    default=None,
-    show_default=f"{WORKER_PREFETCH_PER_SLOT} x concurrency",
-    help="Leases held beyond -c, waiting for a slot: the next batch is leased while "
+@prefetch_option(
+    "Leases held beyond -c, waiting for a slot: the next batch is leased while "
     "the slots still have work (held leases count as in flight; handed back at once "
     "on shutdown).  Use 0 for long tasks, so a held lease does not wait behind them.",
+    show=f"{WORKER_PREFETCH_PER_SLOT} x concurrency",
 )
-@click.option(
-    "--pool",
-    type=click.Choice(["threads", "processes"]),
-    default="threads",
-    show_default=True,
-    help="Run tasks in threads, or in child processes.",
-)
+@pool_option("Run tasks in threads, or in child processes.")
 @click.option(
     "-Q",
     "--queues",
@@ -125,13 +117,7 @@ from redcron.worker import Worker, WorkerOptions
 )
 @redis_option
 @durability_option
-@click.option(
-    "--loglevel",
-    type=click.Choice(LOG_LEVELS, case_sensitive=False),
-    default="info",
-    show_default=True,
-)
-@log_format_option
+@logging_options
 def worker(
     app_path: str | None,
     concurrency: int,

@@ -13,7 +13,7 @@
           [, cpu (cores, "" = none), mem (bytes, "" = none)]
   Returns: number of instances created.
   One call is atomic.  A batch of more than 256 rows (or spanning shards) is
-  several calls: Broker.enqueue first runs enqueue_check.lua for the whole
+  several calls: Enqueuer.enqueue first runs enqueue_check.lua for the whole
   batch (every id; max_queued, reserving the room), then these calls, so a
   refused batch writes nothing and an admitted one is not refused half-way.
   A tenant's max_priority clamps the class asked for; its max_queued bounds

@@ -1,6 +1,6 @@
 --[[ enqueue_check: admit a batch that takes more than one enqueue call, before
   any of its calls writes, and reserve its room under max_queued.
-  Broker.enqueue queues these calls (ids 256 per call, the admission on the
+  Enqueuer.enqueue queues these calls (ids 256 per call, the admission on the
   last one of each shard) before the batch's enqueue calls.
   KEYS[1] shard prefix (rc:{sN}:)
   KEYS[2] the batch key (batch:<token>): the refusal marker, and the name of

@@ -12,40 +12,9 @@
   API).  The doctor's records live beside it (``redcron.broker.doctor.records``).
 """
 
-from redcron.model.records import (
-    AttemptRecord,
-    DlqEntry,
-    Event,
-    ExpiredTask,
-    JobChange,
-    JobRecord,
-    LagSummary,
-    MinuteActivity,
-    QueueLoad,
-    RunRecord,
-    TaskRecord,
-    TenantLoad,
-    TenantStatus,
-    TokenInfo,
-    WorkerInfo,
-)
+# every record, by the records package's own list (one list, not two)
+from redcron.model.records import *  # noqa: F403
+from redcron.model.records import __all__ as _records
 from redcron.model.serialize import to_json
 
-__all__ = [
-    "AttemptRecord",
-    "DlqEntry",
-    "Event",
-    "ExpiredTask",
-    "JobChange",
-    "JobRecord",
-    "LagSummary",
-    "MinuteActivity",
-    "QueueLoad",
-    "RunRecord",
-    "TaskRecord",
-    "TenantLoad",
-    "TenantStatus",
-    "TokenInfo",
-    "WorkerInfo",
-    "to_json",
-]
+__all__ = [*_records, "to_json"]

@@ -16,42 +16,21 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from redcron.broker.retry import TRANSIENT, Outage
+from redcron.broker.retry import TRANSIENT
 from redcron.broker.workers import TTL_LEASES, Registration, WorkerRegistry
+from redcron.worker.crew import Role
 from redcron.worker.execute import Attempt, Outcome
-from redcron.worker.ledger import Ledger, token
-from redcron.worker.options import WorkerOptions
-from redcron.worker.pools import Pool
+from redcron.worker.ledger import token
 
 if TYPE_CHECKING:
-    from redcron.app import App
+    pass
 
 # the worker's logger: operators and tests filter on it, wherever the line is written
 log = logging.getLogger("redcron.worker.worker")
 
 
-class Keeper:
+class Keeper(Role):
     """The keeper of one worker over its ``shards``."""
-
-    def __init__(
-        self,
-        app: App,
-        worker_id: str,
-        options: WorkerOptions,
-        lease_ttl_ms: int,
-        ledger: Ledger,
-        pool: Pool,
-        outage: Outage,
-    ) -> None:
-        self.app = app
-        self.broker = app.broker
-        self.settings = app.settings
-        self.id = worker_id
-        self.options = options
-        self.lease_ttl_ms = lease_ttl_ms
-        self.ledger = ledger
-        self.pool = pool
-        self._outage = outage
 
     def run(self, shards: list[int]) -> None:
         """Keep the leases until the drain is over and nothing is held."""
@@ -71,10 +50,10 @@ class Keeper:
                     next_hb = now + hb_every
                 if now >= next_maint:
                     for shard in shards:
-                        if self.broker.try_maintenance_lock(
+                        if self.broker.maintenance.try_lock(
                             shard, self.id, self.settings.maintenance_interval
                         ):
-                            self.broker.maintain(shard)
+                            self.broker.maintenance.maintain(shard)
                     next_maint = now + self.settings.maintenance_interval * (
                         0.5 + random.random() / 2
                     )
@@ -134,7 +113,7 @@ class Keeper:
                 (attempt.lease.iid, attempt.lease.epoch)
             )
         for shard, tokens in by_shard.items():
-            self.broker.start(shard, self.id, tokens)
+            self.broker.leases.start(shard, self.id, tokens)
         for attempt in began:
             attempt.marked = True
 
@@ -193,7 +172,7 @@ class Keeper:
             if not newest:
                 continue
             tokens = [token(j) for j in newest.values()]
-            lost, revoked = self.broker.heartbeat(shard, self.id, self.lease_ttl_ms, tokens)
+            lost, revoked = self.broker.leases.heartbeat(shard, self.id, self.lease_ttl_ms, tokens)
             for iid in lost:
                 # a finished attempt's report may have landed since the heartbeat read
                 # the map: only a lease lost under a running attempt is news

@@ -12,43 +12,25 @@ import logging
 import os
 
 from redcron import serde
-from redcron.broker import Broker, Lease, LeaseRequest
-from redcron.broker.retry import TRANSIENT, Backoff, Outage
+from redcron.broker import Lease, LeaseRequest
+from redcron.broker.retry import TRANSIENT, Backoff
 from redcron.worker import capture
+from redcron.worker.crew import Crew, Role
 from redcron.worker.execute import Attempt, Outcome
-from redcron.worker.ledger import MAX_REPORT, Item, Ledger
-from redcron.worker.options import WorkerOptions
-from redcron.worker.pools import Pool
+from redcron.worker.ledger import MAX_REPORT, Item
 from redcron.worker.reporting import Reporter
 
 # the worker's logger: operators and tests filter on it, wherever the line is written
 log = logging.getLogger("redcron.worker.worker")
 
 
-class Leaser:
+class Leaser(Role):
     """The lease loop of one worker over its ``shards``."""
 
-    def __init__(
-        self,
-        broker: Broker,
-        worker_id: str,
-        options: WorkerOptions,
-        lease_ttl_ms: int,
-        log_max_lines: int,
-        ledger: Ledger,
-        pool: Pool,
-        reporter: Reporter,
-        outage: Outage,
-    ) -> None:
-        self.broker = broker
-        self.id = worker_id
-        self.options = options
-        self.lease_ttl_ms = lease_ttl_ms
-        self.log_max_lines = log_max_lines
-        self.ledger = ledger
-        self.pool = pool
+    def __init__(self, crew: Crew, reporter: Reporter) -> None:
+        super().__init__(crew)
+        self.log_max_lines = crew.app.settings.log_max_lines
         self.reporter = reporter
-        self._outage = outage
 
     def run(self, shards: list[int]) -> None:
         """Lease and dispatch until the worker stops."""
@@ -81,7 +63,7 @@ class Leaser:
                 if not got and free > 0:
                     # nothing ready: the reporter sends what ends while we block
                     ledger.set_leaser_reports(False)
-                    self.broker.wait_for_work(shards, self.options.queues, 1.0)
+                    self.broker.leases.wait_for_work(shards, self.options.queues, 1.0)
                 backoff.reset()
             except TRANSIENT as exc:
                 with ledger.lock:

@@ -12,28 +12,24 @@ import logging
 import time
 from collections.abc import Sequence
 
-from redcron.broker import Broker, FailItem, FailResult, Lease, LeaseRequest
-from redcron.broker.retry import TRANSIENT, Backoff, Outage
+from redcron.broker import FailItem, FailResult, Lease, LeaseRequest
+from redcron.broker.retry import TRANSIENT, Backoff
 from redcron.errors import NotFound, NotReplicated
+from redcron.worker.crew import Crew, Role
 from redcron.worker.execute import Attempt
 from redcron.worker.hooks import HookChain, Reports
-from redcron.worker.ledger import Item, Ledger
+from redcron.worker.ledger import Item
 
 # the worker's logger: operators and tests filter on it, wherever the line is written
 log = logging.getLogger("redcron.worker.worker")
 
 
-class Reporter:
+class Reporter(Role):
     """Sends reports of one worker, and runs its reporter thread."""
 
-    def __init__(
-        self, broker: Broker, worker_id: str, ledger: Ledger, hooks: HookChain, outage: Outage
-    ) -> None:
-        self.broker = broker
-        self.id = worker_id
-        self.ledger = ledger
+    def __init__(self, crew: Crew, hooks: HookChain) -> None:
+        super().__init__(crew)
         self.hooks = hooks
-        self._outage = outage
 
     def run(self) -> None:
         """Report what ends while the lease loop is not about to (it carries reports
@@ -95,7 +91,7 @@ class Reporter:
         if not group and req is None:
             return []
         try:
-            done, failed, leases = self.broker.report_and_lease(
+            done, failed, leases = self.broker.leases.report_and_lease(
                 shard, self.id, completes, fails, logs, req
             )
         except NotReplicated:
@@ -142,7 +138,7 @@ class Reporter:
     def _outcome_recorded(self, attempt: Attempt) -> bool:
         lease = attempt.lease
         try:
-            record = self.broker.task_info(lease.iid)
+            record = self.broker.inspection.task_info(lease.iid)
         except NotFound:
             return False
         return any(

@@ -46,6 +46,7 @@ from redcron.redact import masked_url
 from redcron.worker import capture
 from redcron.worker.attempt_log import AttemptLog
 from redcron.worker.audit import Audit
+from redcron.worker.crew import Crew
 from redcron.worker.execute import Attempt
 from redcron.worker.hooks import AttemptHook, HookChain
 from redcron.worker.keeping import Keeper
@@ -150,21 +151,12 @@ class Worker:
             self.lease_ttl_ms / 1000,
         )
         hooks = HookChain(self.hooks)
-        reporter = Reporter(self.broker, self.id, self.ledger, hooks, self._outage)
-        leaser = Leaser(
-            self.broker,
-            self.id,
-            options,
-            self.lease_ttl_ms,
-            self.settings.log_max_lines,
-            self.ledger,
-            self.pool,
-            reporter,
-            self._outage,
-        )
-        keeper = Keeper(
+        crew = Crew(
             self.app, self.id, options, self.lease_ttl_ms, self.ledger, self.pool, self._outage
         )
+        reporter = Reporter(crew, hooks)
+        leaser = Leaser(crew, reporter)
+        keeper = Keeper(crew)
         self.pool.start(hooks)
         reporting = threading.Thread(target=reporter.run, name="redcron-report", daemon=True)
         keeping = threading.Thread(
@@ -259,7 +251,7 @@ class Worker:
             backoff = Backoff(0.2, 1.0, log)
             for tries in range(5):
                 try:
-                    self.broker.release(shard, self.id, tokens)
+                    self.broker.leases.release(shard, self.id, tokens)
                     break
                 except TRANSIENT as exc:
                     if tries == 4:

@@ -11,7 +11,7 @@ from redcron.cli.bench.schedule import schedule
 from redcron.cli.bench.soak import soak
 from redcron.cli.bench.throughput import throughput
 from redcron.cli.bench.trigger import trigger
-from redcron.cli.common import concurrency_option
+from redcron.cli.common import concurrency_option, pool_option, prefetch_option
 from redcron.config import WORKER_PREFETCH_PER_SLOT, WORKER_THREADS
 from redcron.model import serialize
 
@@ -47,16 +47,11 @@ def _emit(result: dict[str, object], as_json: bool) -> None:
     "Worker slots.",
     show=f"the worker's: {WORKER_THREADS} threads; one per core with --pool processes",
 )
-@click.option(
-    "--prefetch",
-    type=click.IntRange(min=0),
-    default=None,
-    show_default=f"the worker's: {WORKER_PREFETCH_PER_SLOT} x concurrency",
-    help="Leases held beyond the slots.",
+@prefetch_option(
+    "Leases held beyond the slots.",
+    show=f"the worker's: {WORKER_PREFETCH_PER_SLOT} x concurrency",
 )
-@click.option(
-    "--pool", type=click.Choice(["threads", "processes"]), default="threads", show_default=True
-)
+@pool_option()
 @click.option(
     "--body",
     type=click.Choice(["noop", "incr"]),

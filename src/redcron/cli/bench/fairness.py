@@ -104,15 +104,15 @@ def fairness(redis_url: str | None, backfill: int = 50_000) -> dict[str, Any]:
             # so the measurement sees steady state
             held = []
             for _ in range(50):
-                held += bapp.broker.lease(0, "bench", 16, 60_000, ["default"])
+                held += bapp.broker.leases.lease(0, "bench", 16, 60_000, ["default"])
             time.sleep(0.5)
             c0, u0 = _evalsha_us(bapp)
             for _ in range(200):
-                held += bapp.broker.lease(0, "bench", 16, 60_000, ["default"])
+                held += bapp.broker.leases.lease(0, "bench", 16, 60_000, ["default"])
             c1, u1 = _evalsha_us(bapp)
             # end the leases, so every round starts from the same state
             for i in range(0, len(held), 200):
-                bapp.broker.complete(
+                bapp.broker.leases.complete(
                     0, "bench", [(x.iid, x.epoch, b"\xc0") for x in held[i : i + 200]]
                 )
             return (u1 - u0) / max(1, c1 - c0)

@@ -129,7 +129,7 @@ def _used_memory(bapp: App) -> int:
 
 
 def _fires(bapp: App) -> int:
-    return bapp.broker.stats().get("fires", 0)
+    return bapp.broker.inspection.stats().get("fires", 0)
 
 
 def _finished_instances(bapp: App) -> tuple[int, int | None]:

@@ -133,7 +133,7 @@ def run(run_id: str) -> RunRecord:
 
 
 def task(task_id: str) -> TaskRecord:
-    record = redcron_app().broker.task_info(task_id)
+    record = redcron_app().broker.inspection.task_info(task_id)
     if not may_see(record.tenant):
         raise NotFound(f"no task {task_id} (never existed, or expired after its retention)")
     return record

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import flask
@@ -187,6 +188,28 @@ def _validation_message(exc: ValidationError) -> str:
     return text[len(head) :] if text.startswith(head) else text
 
 
+#: redcron's exceptions (but ValidationError, which names a field) and how a
+#: request that raised one is answered: the status, and the API's error code
+#: (the pages, ``dashboard/ui``, answer with the same status)
+ANSWERS: tuple[tuple[type[Exception], int, str], ...] = (
+    (NotFound, 404, "not_found"),
+    (Conflict, 409, "conflict"),
+    (QuotaExceeded, 429, "quota_exceeded"),
+    (Forbidden, 403, "forbidden"),
+    (Rejected, 400, "rejected"),
+)
+
+
+def _answer(web: flask.Flask, status: int, code: str) -> Callable[[Exception], flask.Response]:
+    def answer(exc: Exception) -> flask.Response:
+        response = error_response(status, code, str(exc))
+        if status == 429:
+            response.headers["Retry-After"] = str(web.config["REDCRON_RETRY_AFTER_S"])
+        return response
+
+    return answer
+
+
 def register_error_handlers(web: flask.Flask) -> None:
     """Every failure as ``{"error": {...}}``: redcron's exceptions by class,
     Werkzeug's (404 route, 405, 413...) by their status."""
@@ -199,27 +222,8 @@ def register_error_handlers(web: flask.Flask) -> None:
     def validation_error(exc: ValidationError) -> flask.Response:
         return error_response(400, "invalid", _validation_message(exc), exc.field)
 
-    @web.errorhandler(NotFound)
-    def not_found(exc: NotFound) -> flask.Response:
-        return error_response(404, "not_found", str(exc))
-
-    @web.errorhandler(Conflict)
-    def conflict(exc: Conflict) -> flask.Response:
-        return error_response(409, "conflict", str(exc))
-
-    @web.errorhandler(QuotaExceeded)
-    def quota(exc: QuotaExceeded) -> flask.Response:
-        response = error_response(429, "quota_exceeded", str(exc))
-        response.headers["Retry-After"] = str(web.config["REDCRON_RETRY_AFTER_S"])
-        return response
-
-    @web.errorhandler(Forbidden)
-    def forbidden(exc: Forbidden) -> flask.Response:
-        return error_response(403, "forbidden", str(exc))
-
-    @web.errorhandler(Rejected)
-    def rejected(exc: Rejected) -> flask.Response:
-        return error_response(400, "rejected", str(exc))
+    for exc_type, status, code in ANSWERS:
+        web.register_error_handler(exc_type, _answer(web, status, code))
 
     web.register_error_handler(HTTPException, http_error)
 

@@ -151,7 +151,7 @@ def _run_task(run_id: str, name: str) -> TaskRecord:
     run = auth.run(run_id)
     if name not in run.task_names:
         raise NotFound(f"run {run_id} has no task {name!r}; tasks: {', '.join(run.task_names)}")
-    return redcron_app().broker.task_info(f"{run_id}/{name}")
+    return redcron_app().broker.inspection.task_info(f"{run_id}/{name}")
 
 
 def cancel_task(run_id: str, name: str) -> tuple[RunRecord, TaskCancel]:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 import flask
 
-from redcron.broker import Broker
+from redcron.broker import DlqStore
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import ApiError, body, only, query_int, redcron_app, reply
 from redcron.errors import NotFound
@@ -45,24 +45,24 @@ def list_dlq(tenant: str) -> flask.Response:
     validation.name("tenant", tenant)
     auth.tenant_path(tenant)
     limit = query_int("limit", DEFAULT_DLQ_LIMIT, 1, MAX_DLQ_LIMIT)
-    return reply({"entries": redcron_app().broker.dlq_list(tenant, limit)})
+    return reply({"entries": redcron_app().broker.dlq.list(tenant, limit)})
 
 
 @bp.post("/tenants/<tenant>/dlq/<path:task_id>/replay")  # run tasks: <run>/<task>
 def replay_dlq(tenant: str, task_id: str) -> flask.Response:
     """Put one dead task back on its queue with a fresh retry budget."""
-    return _dlq_action(tenant, task_id, Broker.dlq_replay)
+    return _dlq_action(tenant, task_id, DlqStore.replay)
 
 
 @bp.post("/tenants/<tenant>/dlq/<path:task_id>/discard")
 def discard_dlq(tenant: str, task_id: str) -> flask.Response:
     """Take one dead task out of the DLQ for good: it ends ``cancelled`` with the
     error "discarded from the DLQ"."""
-    return _dlq_action(tenant, task_id, Broker.dlq_discard)
+    return _dlq_action(tenant, task_id, DlqStore.discard)
 
 
 def _dlq_action(
-    tenant: str, task_id: str, action: Callable[[Broker, Sequence[str]], int]
+    tenant: str, task_id: str, action: Callable[[DlqStore, Sequence[str]], int]
 ) -> flask.Response:
     """One dead task of ``tenant``: 404 when it is another tenant's (or unknown),
     409 when it is not in the DLQ; otherwise the task after ``action``."""
@@ -70,9 +70,9 @@ def _dlq_action(
     only(body(required=False), set())
     validation.name("tenant", tenant)
     broker = redcron_app().broker
-    task = broker.task_info(task_id)
+    task = broker.inspection.task_info(task_id)
     if task.tenant != tenant:
         raise NotFound(f"no task {task_id} in the DLQ of tenant {tenant!r}")
-    if task.state != TaskState.DEAD or action(broker, [task_id]) == 0:
+    if task.state != TaskState.DEAD or action(broker.dlq, [task_id]) == 0:
         raise ApiError(409, "conflict", f"task {task_id} is {task.state}, not in the DLQ")
-    return reply(broker.task_info(task_id))
+    return reply(broker.inspection.task_info(task_id))

@@ -171,7 +171,7 @@ def lease() -> flask.Response:
         left = deadline - time.monotonic()
         if got or left <= 0:
             return _handed_out(broker, ask, got, ttl_ms, gone)
-        broker.wait_for_work(shards, ask.queues, min(left, POLL_S), pass_on=gone)
+        broker.leases.wait_for_work(shards, ask.queues, min(left, POLL_S), pass_on=gone)
 
 
 def _handed_out(
@@ -203,7 +203,7 @@ def _hand_back(broker: Broker, worker: str, got: Sequence[Lease]) -> None:
         by_shard.setdefault(item.shard, []).append((item.iid, item.epoch))
     for shard, tokens in by_shard.items():
         try:
-            n = broker.release(shard, worker, tokens)
+            n = broker.leases.release(shard, worker, tokens)
         except TRANSIENT as exc:
             log.warning(
                 "worker %s left before its %d leases were sent and they could not be "
@@ -226,11 +226,13 @@ def _lease_round(ask: _Ask, shards: Sequence[int], ttl_ms: int) -> list[Lease]:
         if free <= 0:
             break
         shard = shards[(start + i) % len(shards)]
-        leases = broker.lease(shard, ask.worker, free, ttl_ms, ask.queues, ask.tenants, (cpu, mem))
+        leases = broker.leases.lease(
+            shard, ask.worker, free, ttl_ms, ask.queues, ask.tenants, (cpu, mem)
+        )
         if not leases:
             continue
         # the attempt is handed to a worker that starts it at once: mark it running
-        broker.start(shard, ask.worker, [(x.iid, x.epoch) for x in leases])
+        broker.leases.start(shard, ask.worker, [(x.iid, x.epoch) for x in leases])
         got += leases
         free -= len(leases)
         cpu = None if cpu is None else max(0.0, cpu - sum(x.cpu for x in leases))
@@ -262,7 +264,7 @@ def heartbeat() -> flask.Response:
             by_shard[token.shard][token.task_id] = token.epoch
     answers: dict[tuple[str, str], str] = {}
     for shard, epochs in by_shard.items():
-        lost, revoked = broker.heartbeat(shard, worker, ttl_ms, list(epochs.items()))
+        lost, revoked = broker.leases.heartbeat(shard, worker, ttl_ms, list(epochs.items()))
         for iid, epoch in epochs.items():
             answers[(iid, epoch)] = "lost" if iid in lost else "revoked" if iid in revoked else "ok"
     return reply(
@@ -281,7 +283,9 @@ def complete() -> flask.Response:
     token = leases.verify(data.get("lease_id"))
     result = serde.dumps(data.get("result"), field="result")
     broker = redcron_app().broker
-    (done,) = broker.complete(token.shard, token.worker, [(token.task_id, token.epoch, result)])
+    (done,) = broker.leases.complete(
+        token.shard, token.worker, [(token.task_id, token.epoch, result)]
+    )
     if not done:
         _lost(token)
     return reply({"task_id": token.task_id, "state": "succeeded"})
@@ -308,7 +312,7 @@ def fail() -> flask.Response:
     item = FailItem(
         token.task_id, token.epoch, "failed", error[:8192], retryable, delay_ms, exit_code
     )
-    (result,) = redcron_app().broker.fail(token.shard, token.worker, [item])
+    (result,) = redcron_app().broker.leases.fail(token.shard, token.worker, [item])
     if result.state is None:
         _lost(token)
     return reply(

@@ -12,13 +12,14 @@ elsewhere.  ``charts.py`` draws the SVG charts, ``dag.py`` the run DAG.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import flask
 from werkzeug.exceptions import HTTPException
 
 from redcron.broker import UNAVAILABLE
-from redcron.dashboard.api.common import ApiError
+from redcron.dashboard.api.common import ANSWERS, ApiError
 from redcron.dashboard.api.common import http_error as api_http_error
 from redcron.dashboard.ui import (
     dlq,
@@ -33,14 +34,7 @@ from redcron.dashboard.ui import (
     workers,
 )
 from redcron.dashboard.ui.render import Reply
-from redcron.errors import (
-    Conflict,
-    Forbidden,
-    NotFound,
-    QuotaExceeded,
-    Rejected,
-    ValidationError,
-)
+from redcron.errors import ValidationError
 
 ui = flask.Blueprint(
     "ui",
@@ -113,11 +107,6 @@ def error_page(status: int, message: str) -> Reply:
     return render.page("error.html", title=f"Error {status}", status=status, message=message)
 
 
-@ui.errorhandler(NotFound)
-def not_found(exc: NotFound) -> Reply:
-    return error_page(404, str(exc))
-
-
 @ui.errorhandler(ValidationError)
 def invalid(exc: ValidationError) -> Reply:
     return error_page(400, str(exc))
@@ -128,24 +117,14 @@ def api_error(exc: ApiError) -> Reply:
     return error_page(exc.status, f"{exc.field}: {exc.message}" if exc.field else exc.message)
 
 
-@ui.errorhandler(Conflict)
-def conflict(exc: Conflict) -> Reply:
-    return error_page(409, str(exc))
+def _page_for(status: int) -> Callable[[Exception], Reply]:
+    return lambda exc: error_page(status, str(exc))
 
 
-@ui.errorhandler(QuotaExceeded)
-def quota(exc: QuotaExceeded) -> Reply:
-    return error_page(429, str(exc))
-
-
-@ui.errorhandler(Forbidden)
-def forbidden(exc: Forbidden) -> Reply:
-    return error_page(403, str(exc))
-
-
-@ui.errorhandler(Rejected)
-def rejected(exc: Rejected) -> Reply:
-    return error_page(400, str(exc))
+# NotFound 404, Conflict 409, QuotaExceeded 429, Forbidden 403, Rejected 400:
+# the statuses the API answers them with
+for _exc_type, _status, _code in ANSWERS:
+    ui.register_error_handler(_exc_type, _page_for(_status))
 
 
 @ui.errorhandler(HTTPException)

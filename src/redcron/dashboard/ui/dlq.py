@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 import flask
 
-from redcron.broker import Broker
+from redcron.broker import DlqStore
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
@@ -24,7 +24,7 @@ def entries(tenant: str | None, name: str | None, count: int) -> list[DlqEntry]:
     """Dead tasks the viewer may see, oldest first, matching the filter."""
     if tenant is not None and not auth.may_see(tenant):
         return []
-    found = redcron_app().broker.dlq_list(tenant or auth.scope(), count)
+    found = redcron_app().broker.dlq.list(tenant or auth.scope(), count)
     return [e for e in found if auth.may_see(e.tenant) and (name is None or e.name == name)]
 
 
@@ -53,15 +53,15 @@ def index() -> Reply:
 
 @bp.post("/dlq/replay")
 def replay() -> Reply:
-    return _act(Broker.dlq_replay, "replayed", "back on their queues with a fresh retry budget")
+    return _act(DlqStore.replay, "replayed", "back on their queues with a fresh retry budget")
 
 
 @bp.post("/dlq/discard")
 def discard() -> Reply:
-    return _act(Broker.dlq_discard, "discarded", "ended cancelled")
+    return _act(DlqStore.discard, "discarded", "ended cancelled")
 
 
-def _act(action: Callable[[Broker, Sequence[str]], int], verb: str, what: str) -> Reply:
+def _act(action: Callable[[DlqStore, Sequence[str]], int], verb: str, what: str) -> Reply:
     """Apply ``action`` to the chosen entries: a row's button (``one``), the
     ticked boxes (``ids``) or every entry of the filter (``all``)."""
     tenant, name = _filter()
@@ -77,7 +77,7 @@ def _act(action: Callable[[Broker, Sequence[str]], int], verb: str, what: str) -
         flask.flash("nothing selected: tick some entries first", "error")
     else:
         allowed = [i for i in chosen if i in visible]
-        done = action(redcron_app().broker, allowed) if allowed else 0
+        done = action(redcron_app().broker.dlq, allowed) if allowed else 0
         missed = len(chosen) - done
         message = f"{verb} {done} task{'s' if done != 1 else ''} ({what})"
         if missed:

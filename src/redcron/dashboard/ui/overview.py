@@ -48,7 +48,7 @@ def serves_tenant(worker: WorkerInfo, tenant: str | None) -> bool:
 def tenant_rows() -> list[TenantRow]:
     """Every tenant the viewer may see, with its ready work per class."""
     rows: dict[str, TenantRow] = {}
-    for load, classes in redcron_app().broker.inspect_classes(auth.scope()):
+    for load, classes in redcron_app().broker.inspection.inspect_classes(auth.scope()):
         if not auth.may_see(load.tenant):
             continue
         row = rows.setdefault(load.tenant, TenantRow(load.tenant))

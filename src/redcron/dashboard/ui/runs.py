@@ -30,7 +30,9 @@ RETRYABLE = frozenset(
 
 def attempt_logs(task: TaskRecord) -> dict[int, list[str]]:
     broker = redcron_app().broker
-    return {a.number: broker.log_lines(task.id, a.number, LOG_LINES) for a in task.attempts}
+    return {
+        a.number: broker.inspection.log_lines(task.id, a.number, LOG_LINES) for a in task.attempts
+    }
 
 
 def nodes(run: RunRecord) -> list[DagNode]:

@@ -1,5 +1,5 @@
 """Tenant records: a tenant's load and status per shard and queue, and its
-dead-lettered tasks (``Broker.inspect``, ``redcron tenants``, the DLQ)."""
+dead-lettered tasks (``Inspection.inspect``, ``redcron tenants``, the DLQ)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ class DlqEntry:
 
 @dataclass(frozen=True, slots=True)
 class TenantLoad:
-    """One tenant's work on one shard (a row of ``Broker.inspect``)."""
+    """One tenant's work on one shard (a row of ``Inspection.inspect``)."""
 
     tenant: str
     shard: int
@@ -80,7 +80,7 @@ class TenantStatus:
 
 @dataclass(frozen=True, slots=True)
 class QueueLoad:
-    """One (tenant, queue)'s work on one shard (``Broker.inspect_queues``).
+    """One (tenant, queue)'s work on one shard (``redcron.broker.inspect.queue_loads``).
 
     ``served``: some live worker leases from this queue for this tenant
     (False: work here waits for a worker that is not running)."""

@@ -1,157 +1,36 @@
-"""The public Python API: ``App``, the ``@app.task`` decorator and task handles."""
+"""The public Python API: ``App``, the ``@app.task`` decorator and task handles.
+
+:class:`App` (here) holds the settings, the broker and the registry of tasks
+and declared jobs, and turns a submission into an enqueue row (``_row``);
+the registered task and the handle on one instance are in
+:mod:`redcron.app.tasks`.
+"""
 
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, ParamSpec, TypeVar, overload
 
 from redcron import serde
-from redcron.broker import Broker, TaskCancel
+from redcron.app.tasks import TaskDef, TaskHandle, TaskOptions
+from redcron.broker import Broker
 from redcron.broker.argv import EnqueueRow
 from redcron.broker.jobs import JobStore
 from redcron.broker.tenants import TenantStore
 from redcron.clock import ulid
 from redcron.config import Settings
-from redcron.errors import TaskFailed, TaskTimeout, ValidationError
+from redcron.errors import ValidationError
 from redcron.keys import shard_of, shard_of_id
-from redcron.model import JobChange, TaskRecord, validation
+from redcron.model import JobChange, validation
 from redcron.model.binding import CallShape
-from redcron.model.jobs import JobSpec, Task, job_spec
-from redcron.model.states import TASK_TERMINAL, TaskState
+from redcron.model.jobs import COMMAND_TASK, JobSpec, Task, job_spec
+
+__all__ = ["COMMAND_TASK", "App", "TaskDef", "TaskHandle", "TaskOptions"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-COMMAND_TASK = "redcron.command"
-
-
-@dataclass(frozen=True)
-class TaskOptions:
-    """Defaults a task was declared with; per-call ``_options`` override them."""
-
-    retries: int
-    timeout: float | None
-    priority: str
-    tenant: str
-    queue: str
-    retry_base: float
-    retry_cap: float
-    cpu: float | None = None
-    mem: int | None = None
-
-
-class TaskDef(Generic[P, R]):
-    """A registered task: call it to run locally, ``.enqueue`` to run on a worker."""
-
-    def __init__(self, app: App, fn: Callable[P, R], name: str, options: TaskOptions) -> None:
-        self.app = app
-        self.fn = fn
-        self.name = name
-        self.options = options
-        #: what a call may pass (read once: the worker binds every attempt to it)
-        self.shape = CallShape.of(fn)
-        self.wants_ctx = self.shape.wants_ctx
-
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        return self.fn(*args, **kwargs)
-
-    def __repr__(self) -> str:
-        return f"<task {self.name}>"
-
-    def check_args(self, args: Sequence[Any], kwargs: Mapping[str, Any], where: str = "") -> None:
-        """Raise ValidationError when ``args``/``kwargs`` do not fit the function (the
-        field ``args`` or ``kwargs.<name>``, under ``where``): such a call could
-        only fail, on every attempt."""
-        bad = self.shape.mismatch(args, kwargs)
-        if bad is not None:
-            raise ValidationError(f"{where}.{bad.field}" if where else bad.field, bad.message)
-
-    def enqueue(self, *args: Any, **kwargs: Any) -> TaskHandle:
-        """Enqueue one call; ``_countdown``, ``_tenant``, ``_priority``, ``_queue``,
-        ``_timeout``, ``_retries`` override the declared options for this call.
-
-        Raises:
-            ValidationError: the arguments do not fit the function (nothing is written).
-        """
-        opts = {k: kwargs.pop(k) for k in list(kwargs) if k.startswith("_")}
-        row = self.app._row(self.name, "python", [list(args), kwargs], self.options, opts)
-        self.check_args(args, kwargs)  # after the options: their errors come first
-        self.app.broker.enqueue([row])
-        return TaskHandle(self.app, row.iid)
-
-    def enqueue_many(self, calls: Iterable[Sequence[Any]], **options: Any) -> list[TaskHandle]:
-        """Enqueue many calls (each a tuple of positional args) in one round trip."""
-        rows = []
-        for i, call in enumerate(calls):
-            if not isinstance(call, list | tuple):
-                raise ValidationError(
-                    f"calls[{i}]",
-                    f"{call!r} is not a tuple of positional arguments; "
-                    "pass e.g. [(2, 3), (4, 5)] (use (x,) for one argument)",
-                )
-            rows.append(
-                self.app._row(self.name, "python", [list(call), {}], self.options, dict(options))
-            )
-            self.check_args(call, {}, f"calls[{i}]")
-        self.app.broker.enqueue(rows)
-        return [TaskHandle(self.app, row.iid) for row in rows]
-
-
-class TaskHandle:
-    """A reference to one task instance by id."""
-
-    def __init__(self, app: App, task_id: str) -> None:
-        self.app = app
-        self.id = task_id
-
-    def __repr__(self) -> str:
-        return f"<TaskHandle {self.id}>"
-
-    def info(self) -> TaskRecord:
-        """The task's record: state, attempts, error, result..."""
-        return self.app.broker.task_info(self.id)
-
-    @property
-    def state(self) -> str:
-        return str(self.info().state)
-
-    @property
-    def attempts(self) -> int:
-        return self.info().attempt
-
-    def cancel(self) -> TaskCancel:
-        """End the task ``cancelled`` now, wherever it is; a running attempt's result
-        will be refused.  ``may_still_be_running``: its code may go on until the
-        worker kills it (a Python thread runs to its end)."""
-        return self.app.broker.cancel(self.id)
-
-    def result(self, timeout: float | None = None) -> Any:
-        """Wait for the task to end and return its result.
-
-        Raises:
-            TaskFailed: it ended in any other terminal state (dead in the DLQ,
-                failed, cancelled, upstream_failed, skipped); carries the error.
-            TaskTimeout: it did not end within ``timeout`` seconds.
-        """
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            state = self.app.broker.watch(self.id)
-            if state in TASK_TERMINAL:
-                break
-            left = 1.0 if deadline is None else deadline - time.monotonic()
-            if left <= 0:
-                raise TaskTimeout(f"task {self.id} still {state} after {timeout}s")
-            # A token arrives on done:<id> when it ends; re-check at least each second
-            # in case the waiter registration expired with a restart.
-            self.app.broker.wait_done(self.id, min(left, 1.0))
-        info = self.info()
-        if info.state != TaskState.SUCCEEDED:
-            raise TaskFailed(self.id, info.state, info.error)
-        return info.decoded_result()
 
 
 class App:
@@ -419,7 +298,7 @@ class App:
         )
         payload = {"argv": list(argv), "env": env or {}, "cwd": cwd}
         row = self._row(COMMAND_TASK, "command", payload, opts, {"_countdown": countdown})
-        self.broker.enqueue([row])
+        self.broker.enqueuer.enqueue([row])
         return TaskHandle(self, row.iid)
 
     def get(self, task_id: str) -> TaskHandle:

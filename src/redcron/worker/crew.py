@@ -1,0 +1,48 @@
+"""What the three roles of one worker share, and the base they are built on.
+
+A worker is a lease loop (``leasing``), a reporter (``reporting``) and a keeper
+(``keeping``) around one ledger and one pool.  :class:`Crew` is what they share;
+:class:`Role` lays it out as plain attributes, so the hot loops read
+``self.ledger`` rather than ``self.crew.ledger``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from redcron.broker.retry import Outage
+from redcron.worker.ledger import Ledger
+from redcron.worker.options import WorkerOptions
+from redcron.worker.pools import Pool
+
+if TYPE_CHECKING:
+    from redcron.app import App
+
+
+@dataclass(frozen=True)
+class Crew:
+    """One worker's identity, options and state, as its roles see them."""
+
+    app: App
+    id: str
+    options: WorkerOptions
+    lease_ttl_ms: int
+    ledger: Ledger
+    pool: Pool
+    outage: Outage
+
+
+class Role:
+    """A part of one worker: its crew's members as attributes."""
+
+    def __init__(self, crew: Crew) -> None:
+        self.app = crew.app
+        self.broker = crew.app.broker
+        self.settings = crew.app.settings
+        self.id = crew.id
+        self.options = crew.options
+        self.lease_ttl_ms = crew.lease_ttl_ms
+        self.ledger = crew.ledger
+        self.pool = crew.pool
+        self._outage = crew.outage
