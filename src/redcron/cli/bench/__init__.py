@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import click
 
+from redcron.cli.bench.fairness import fairness
 from redcron.cli.bench.idle import beat_idle
-from redcron.cli.bench.measure import fairness, latency, schedule, throughput, trigger
+from redcron.cli.bench.latency import latency
+from redcron.cli.bench.schedule import schedule
 from redcron.cli.bench.soak import soak
+from redcron.cli.bench.throughput import throughput
+from redcron.cli.bench.trigger import trigger
 from redcron.cli.common import concurrency_option, pool_option, prefetch_option
 from redcron.config import WORKER_PREFETCH_PER_SLOT, WORKER_THREADS
 from redcron.model import serialize
+
+#: options the benchmarks share (each use adds a click.Option of its own)
+_redis_option = click.option(
+    "--redis", "redis_url", default=None, metavar="URL", help="Use this Redis."
+)
+_json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 
 
 @click.group()
@@ -50,8 +60,8 @@ def _emit(result: dict[str, object], as_json: bool) -> None:
     help="Task body: nothing, or one Redis INCR on the executing thread's own "
     "connection (as the peers were measured).",
 )
-@click.option("--redis", "redis_url", default=None, metavar="URL", help="Use this Redis.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_redis_option
+@_json_option
 def throughput_cmd(
     tasks: int,
     concurrency: int | None,
@@ -71,8 +81,8 @@ def throughput_cmd(
 
 @bench.command("latency")
 @click.option("--samples", default=200, show_default=True, help="Tasks, one at a time.")
-@click.option("--redis", "redis_url", default=None, metavar="URL", help="Use this Redis.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_redis_option
+@_json_option
 def latency_cmd(samples: int, redis_url: str | None, as_json: bool) -> None:
     """Enqueue → task start with an idle worker (p50/p99 in ms)."""
 
@@ -87,8 +97,8 @@ def latency_cmd(samples: int, redis_url: str | None, as_json: bool) -> None:
     "--due-same-second", default=10_000, show_default=True, help="Of which due in one second."
 )
 @click.option("--idle-seconds", default=10.0, show_default=True, help="Idle CPU window.")
-@click.option("--redis", "redis_url", default=None, metavar="URL", help="Use this Redis.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_redis_option
+@_json_option
 def trigger_cmd(
     jobs: int, due_same_second: int, idle_seconds: float, redis_url: str | None, as_json: bool
 ) -> None:
@@ -102,8 +112,8 @@ def trigger_cmd(
 @bench.command("beat-idle")
 @click.option("--jobs", default=100_000, show_default=True, help="Schedules registered, none due.")
 @click.option("--seconds", default=5.0, show_default=True, help="Idle window measured.")
-@click.option("--redis", "redis_url", default=None, metavar="URL", help="Use this Redis.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_redis_option
+@_json_option
 def beat_idle_cmd(jobs: int, seconds: float, redis_url: str | None, as_json: bool) -> None:
     """CPU share of one beat process with JOBS schedules registered and nothing due."""
 
@@ -114,8 +124,8 @@ def beat_idle_cmd(jobs: int, seconds: float, redis_url: str | None, as_json: boo
 
 @bench.command("fairness")
 @click.option("--backfill", default=50_000, show_default=True, help="Backfill tenant's tasks.")
-@click.option("--redis", "redis_url", default=None, metavar="URL", help="Use this Redis.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_redis_option
+@_json_option
 def fairness_cmd(backfill: int, redis_url: str | None, as_json: bool) -> None:
     """Weighted shares, Jain index, small-tenant wait behind a backfill, lease cost."""
 
@@ -124,7 +134,7 @@ def fairness_cmd(backfill: int, redis_url: str | None, as_json: bool) -> None:
 
 @bench.command("schedule")
 @click.option("--calls", default=2_000, show_default=True, help="next_fire calls per case.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_json_option
 def schedule_cmd(calls: int, as_json: bool) -> None:
     """Microseconds per next_fire call: cron in UTC and in a DST zone, near a fall-back.
 
@@ -143,8 +153,8 @@ def schedule_cmd(calls: int, as_json: bool) -> None:
               help="Runs fired a minute (two-task DAGs).")  # fmt: skip
 @click.option("--retention", "retention_s", default=120, show_default=True,
               type=click.IntRange(min=10), help="Seconds each job keeps its runs.")  # fmt: skip
-@click.option("--redis", "redis_url", default=None, metavar="URL", help="Use this Redis.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_redis_option
+@_json_option
 def soak_cmd(
     minutes: int, runs_per_minute: int, retention_s: int, redis_url: str | None, as_json: bool
 ) -> None:

@@ -10,49 +10,26 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from redcron.cli.bench.measure import (
-    _bench_app,
-    _cleanup,
-    _proc_cpu_s,
-    beat_process,
-    redis_for_bench,
-)
-from redcron.clock import ulid
-from redcron.model.jobs import JobSpec, Task
+from redcron.cli.bench.fixtures import beat_process, bench_run, idle_jobs, proc_cpu_s
 
 
 def beat_idle(jobs: int, seconds: float, redis_url: str | None) -> dict[str, Any]:
     """``jobs`` cron schedules registered, none due for months: the CPU share of
     one beat process over ``seconds`` once it has started and claimed its shards."""
-    prefix = f"rcbench{ulid()[-6:].lower()}"
-    with redis_for_bench(redis_url) as url:
-        bapp = _bench_app(url, prefix)
-        try:
-            t0 = time.perf_counter()
-            bapp.jobs.put_many(
-                [
-                    JobSpec(
-                        name=f"idle{i}",
-                        tenant=f"t{i % 100}",
-                        cron="0 0 1 1 *",
-                        tasks={"t": Task("bench.noop")},
-                    )
-                    for i in range(jobs)
-                ]
-            )
-            setup_s = time.perf_counter() - t0
-            with beat_process(url, prefix) as proc:
-                time.sleep(1.0)  # started, shards claimed, first ticks done
-                cpu0, wall0 = _proc_cpu_s(proc.pid), time.monotonic()
-                time.sleep(seconds)
-                cpu = _proc_cpu_s(proc.pid) - cpu0
-                wall = time.monotonic() - wall0
-            return {
-                "jobs": jobs,
-                "seconds": round(wall, 1),
-                "beat_idle_cpu_pct": round(100 * cpu / wall, 2),
-                "setup_s": round(setup_s, 1),
-            }
-        finally:
-            _cleanup(bapp)
-            bapp.close()
+    with bench_run(redis_url) as run:
+        bapp = run.app
+        t0 = time.perf_counter()
+        bapp.jobs.put_many(idle_jobs(jobs))
+        setup_s = time.perf_counter() - t0
+        with beat_process(run.url, run.prefix) as proc:
+            time.sleep(1.0)  # started, shards claimed, first ticks done
+            cpu0, wall0 = proc_cpu_s(proc.pid), time.monotonic()
+            time.sleep(seconds)
+            cpu = proc_cpu_s(proc.pid) - cpu0
+            wall = time.monotonic() - wall0
+        return {
+            "jobs": jobs,
+            "seconds": round(wall, 1),
+            "beat_idle_cpu_pct": round(100 * cpu / wall, 2),
+            "setup_s": round(setup_s, 1),
+        }

@@ -22,14 +22,7 @@ from typing import Any
 
 from redcron.app import App
 from redcron.broker.doctor.scan import scan
-from redcron.cli.bench.measure import (
-    _bench_app,
-    _cleanup,
-    beat_process,
-    redis_for_bench,
-    worker_process,
-)
-from redcron.clock import ulid
+from redcron.cli.bench.fixtures import beat_process, bench_run, worker_process
 from redcron.model.jobs import JobSpec, Task
 
 #: seconds between two runs of one soak job
@@ -50,51 +43,46 @@ def soak(
     """Run the soak for ``minutes`` samples of ``sample_s`` seconds; print a
     line per sample on stderr; the figures as a dict."""
     jobs = max(1, round(runs_per_minute * EVERY_S / 60))
-    prefix = f"rcsoak{ulid()[-6:].lower()}"
-    with redis_for_bench(redis_url) as url:
-        bapp = _bench_app(url, prefix)
-        try:
-            specs = [
-                JobSpec(
-                    name=f"soak{i}",
-                    tenant=f"t{i % 10}",
-                    every=f"{EVERY_S}s",
-                    keep_days=retention_s / 86_400,
-                    keep_runs=100_000,
-                    tasks={
-                        "a": Task("bench.noop"),
-                        "b": Task("bench.noop", depends_on=["a"]),
-                    },
+    with bench_run(redis_url, "rcsoak") as run:
+        bapp = run.app
+        specs = [
+            JobSpec(
+                name=f"soak{i}",
+                tenant=f"t{i % 10}",
+                every=f"{EVERY_S}s",
+                keep_days=retention_s / 86_400,
+                keep_runs=100_000,
+                tasks={
+                    "a": Task("bench.noop"),
+                    "b": Task("bench.noop", depends_on=["a"]),
+                },
+            )
+            for i in range(jobs)
+        ]
+        bapp.jobs.put_many(specs)
+        baseline = _used_memory(bapp)
+        samples: list[dict[str, Any]] = []
+        fires0 = _fires(bapp)
+        with beat_process(run.url, run.prefix), worker_process(run.url, run.prefix, 8, "threads"):
+            for minute in range(1, minutes + 1):
+                time.sleep(sample_s)
+                retained, hash_bytes = _finished_instances(bapp)
+                sample = {
+                    "minute": minute,
+                    "used_memory": _used_memory(bapp),
+                    "retained_instances": retained,
+                    "instance_hash_bytes": hash_bytes,
+                    "runs": _fires(bapp) - fires0,
+                }
+                samples.append(sample)
+                print(
+                    f"soak: minute {minute}/{minutes}: {sample['used_memory']:,} bytes, "
+                    f"{sample['retained_instances']:,} finished instances retained, "
+                    f"{sample['runs']:,} runs so far",
+                    file=sys.stderr,
+                    flush=True,
                 )
-                for i in range(jobs)
-            ]
-            bapp.jobs.put_many(specs)
-            baseline = _used_memory(bapp)
-            samples: list[dict[str, Any]] = []
-            fires0 = _fires(bapp)
-            with beat_process(url, prefix), worker_process(url, prefix, 8, "threads"):
-                for minute in range(1, minutes + 1):
-                    time.sleep(sample_s)
-                    retained, hash_bytes = _finished_instances(bapp)
-                    sample = {
-                        "minute": minute,
-                        "used_memory": _used_memory(bapp),
-                        "retained_instances": retained,
-                        "instance_hash_bytes": hash_bytes,
-                        "runs": _fires(bapp) - fires0,
-                    }
-                    samples.append(sample)
-                    print(
-                        f"soak: minute {minute}/{minutes}: {sample['used_memory']:,} bytes, "
-                        f"{sample['retained_instances']:,} finished instances retained, "
-                        f"{sample['runs']:,} runs so far",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-            return _figures(samples, baseline, runs_per_minute, retention_s, sample_s)
-        finally:
-            _cleanup(bapp)
-            bapp.close()
+        return _figures(samples, baseline, runs_per_minute, retention_s, sample_s)
 
 
 def _figures(

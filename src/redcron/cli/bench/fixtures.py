@@ -1,0 +1,216 @@
+"""What the benchmarks of ``redcron bench`` share: the benchmark App and its
+tasks, the Redis a run uses (given, or a fresh embedded one) with a key prefix
+of its own (deleted after), the schedules that are never due, the worker and
+beat processes it starts, waiting for tasks to finish, a process's CPU time and
+the one p99 rule every figure uses.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TypeVar
+
+import redis
+
+from redcron.app import App
+from redcron.clock import ulid
+from redcron.embedded import EmbeddedRedis
+from redcron.model.jobs import JobSpec, Task
+from redcron.model.states import TaskState
+
+#: the state field as the pipeline returns it (bytes), compared in a hot loop
+_SUCCEEDED = TaskState.SUCCEEDED.encode()
+
+_T = TypeVar("_T")
+
+
+def register(app: App) -> App:
+    """Register the benchmark tasks on ``app`` (producer and worker alike)."""
+
+    @app.task(name="bench.noop", retries=0)
+    def noop() -> None:
+        return None
+
+    local = threading.local()
+
+    @app.task(name="bench.incr", retries=0)
+    def incr() -> None:
+        # The body peer queues are compared on: one INCR on the executing thread's
+        # own connection (per thread, per process), as a task with its own client
+        # would do, not on the worker's shared pool.
+        client = getattr(local, "client", None)
+        if client is None:
+            client = local.client = redis.Redis.from_url(
+                app.settings.redis_url, single_connection_client=True
+            )
+        client.incr(f"{app.settings.prefix}:bench:counter")
+
+    @app.task(name="bench.now", retries=0)
+    def now() -> float:
+        return time.time()
+
+    return app
+
+
+#: how a benchmark worker process (and its processes pool) loads its App:
+#: "redcron.cli.bench.fixtures:bench_app()", built from this module's name so
+#: that it follows the module if it moves
+BENCH_APP = f"{__name__}:bench_app()"
+
+
+def bench_app() -> App:
+    """The App of a benchmark worker process (:data:`BENCH_APP`), from the
+    REDCRON_REDIS_URL and REDCRON_PREFIX the benchmark gives it: read when
+    called, never at import (``redcron --help`` imports this module)."""
+    return register(App())
+
+
+@contextmanager
+def redis_for_bench(url: str | None) -> Iterator[str]:
+    """The given Redis, or a fresh embedded one (no persistence cost) for the run."""
+    if url:
+        yield url
+        return
+    with tempfile.TemporaryDirectory(prefix="redcron-bench-") as tmp:
+        server = EmbeddedRedis(tmp, appendonly=False)
+        server.start()
+        try:
+            yield server.url
+        finally:
+            server.stop()
+
+
+@dataclass(frozen=True)
+class BenchRun:
+    """One benchmark's Redis, its key prefix and the App the benchmark drives."""
+
+    url: str
+    prefix: str
+    app: App
+
+
+@contextmanager
+def bench_run(redis_url: str | None, kind: str = "rcbench") -> Iterator[BenchRun]:
+    """A fresh prefix (``kind`` and six random characters) on :func:`redis_for_bench`
+    and the benchmark App on it; on exit every key under the prefix is deleted
+    and the App closed."""
+    prefix = f"{kind}{ulid()[-6:].lower()}"
+    with redis_for_bench(redis_url) as url:
+        bapp = register(App(url, prefix=prefix))
+        try:
+            yield BenchRun(url, prefix, bapp)
+        finally:
+            _cleanup(bapp)
+            bapp.close()
+
+
+@contextmanager
+def worker_process(
+    url: str, prefix: str, concurrency: int | None, pool: str, prefetch: int | None = 0
+) -> Iterator[subprocess.Popen[bytes]]:
+    with _python_process(
+        url,
+        prefix,
+        "from redcron.worker import Worker;"
+        f"Worker(app, concurrency={concurrency}, pool={pool!r}, grace=2, prefetch={prefetch},"
+        f"app_path={BENCH_APP!r}).run()",
+    ) as proc:
+        yield proc
+
+
+@contextmanager
+def beat_process(url: str, prefix: str) -> Iterator[subprocess.Popen[bytes]]:
+    code = "from redcron.beat.beat import Beat; Beat(app, apply_declared=False).run()"
+    with _python_process(url, prefix, code) as proc:
+        yield proc
+
+
+@contextmanager
+def _python_process(url: str, prefix: str, code: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A child Python running ``code`` with the benchmark app imported as ``app``;
+    terminated (then killed) on exit."""
+    env = dict(os.environ, REDCRON_REDIS_URL=url, REDCRON_PREFIX=prefix)
+    head = "import logging; logging.basicConfig(level=logging.WARNING);"
+    head += f"from {__name__} import bench_app; app = bench_app();"
+    proc = subprocess.Popen([sys.executable, "-c", head + code], env=env)
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _cleanup(bapp: App) -> None:
+    client = bapp.broker.client
+    batch: list[bytes] = []
+    for key in client.scan_iter(match=f"{bapp.settings.prefix}:*", count=1000):
+        batch.append(key)
+        if len(batch) >= 1000:
+            client.unlink(*batch)
+            batch = []
+    if batch:
+        client.unlink(*batch)
+
+
+def idle_jobs(count: int) -> list[JobSpec]:
+    """``count`` schedules spread over 100 tenants, due once a year (1 January,
+    midnight): registered, never due during a run."""
+    return [
+        JobSpec(
+            name=f"idle{i}",
+            tenant=f"t{i % 100}",
+            cron="0 0 1 1 *",
+            tasks={"t": Task("bench.noop")},
+        )
+        for i in range(count)
+    ]
+
+
+def wait_all_done(bapp: App, ids: list[str]) -> None:
+    """Wait until every task succeeded, looking at a small window of the oldest
+    unfinished ones at a time: a poll of every pending id (thousands of HGETs
+    in one pipeline, ten times a second) would take CPU from the worker and
+    Redis being measured on a 2-core machine."""
+    client = bapp.broker.client
+    keys = bapp.broker.keys
+    deadline = time.monotonic() + 600
+    pending = list(ids)
+    window = 256
+    while pending:
+        head = pending[:window]
+        pipe = client.pipeline(transaction=False)
+        for iid in head:
+            pipe.hget(keys.ti(0, iid), "state")
+        states = pipe.execute()
+        left = [i for i, s in zip(head, states, strict=True) if s != _SUCCEEDED]
+        pending = left + pending[window:]
+        if left:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(pending)} tasks not done after 600 s")
+            time.sleep(0.05)
+
+
+def proc_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks
+
+
+def p99(ordered: Sequence[_T]) -> _T:
+    """The 99th percentile of a sorted, non-empty sequence (nearest rank, the
+    largest for fewer than 100 values)."""
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
