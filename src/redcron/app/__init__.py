@@ -32,6 +32,11 @@ __all__ = ["COMMAND_TASK", "App", "TaskDef", "TaskHandle", "TaskOptions"]
 P = ParamSpec("P")
 R = TypeVar("R")
 
+#: what a call may override (``task.enqueue(..., _countdown=5)``)
+PER_CALL_OPTIONS = frozenset(
+    ("_countdown", "_tenant", "_priority", "_queue", "_timeout", "_retries", "_cpu", "_mem")
+)
+
 
 class App:
     """A redcron application: settings, a broker and a registry of tasks.
@@ -309,41 +314,34 @@ class App:
         self, name: str, kind: str, payload: Any, defaults: TaskOptions, opts: dict[str, Any]
     ) -> EnqueueRow:
         """Validate one submission and build its enqueue.lua row (nothing written)."""
-        known = {
-            "_countdown",
-            "_tenant",
-            "_priority",
-            "_queue",
-            "_timeout",
-            "_retries",
-            "_cpu",
-            "_mem",
-        }
-        unknown = set(opts) - known
+        unknown = opts.keys() - PER_CALL_OPTIONS if opts else ()
         if unknown:
             raise ValidationError(
                 sorted(unknown)[0],
-                f"unknown option; per-call options are {', '.join(sorted(known))}",
+                f"unknown option; per-call options are {', '.join(sorted(PER_CALL_OPTIONS))}",
             )
 
-        def pick(key: str, default: Any) -> Any:
-            value = opts.get(key)
-            return default if value is None else value
-
-        tenant = validation.name("tenant", pick("_tenant", defaults.tenant))
-        queue = validation.name("queue", pick("_queue", defaults.queue))
-        priority = validation.priority(pick("_priority", defaults.priority))
-        timeout = validation.timeout_ms(
-            opts["_timeout"] if opts.get("_timeout") is not None else defaults.timeout
-        )
-        retries = validation.non_negative_int(
-            opts["_retries"] if opts.get("_retries") is not None else defaults.retries, "retries"
-        )
-        delay = validation.delay_ms(opts.get("_countdown"))
-        cpu = defaults.cpu if opts.get("_cpu") is None else validation.cpus(opts["_cpu"], "_cpu")
-        mem = (
-            defaults.mem if opts.get("_mem") is None else validation.mem_bytes(opts["_mem"], "_mem")
-        )
+        checked = defaults.checked
+        tenant, queue, priority = checked.tenant, checked.queue, checked.priority
+        timeout, max_attempts = checked.timeout_ms, checked.max_attempts
+        cpu, mem, delay = defaults.cpu, defaults.mem, 0
+        if opts:  # each given option replaces its default (None: the default)
+            get = opts.get
+            if get("_tenant") is not None:
+                tenant = validation.name("tenant", opts["_tenant"])
+            if get("_queue") is not None:
+                queue = validation.name("queue", opts["_queue"])
+            if get("_priority") is not None:
+                priority = validation.priority(opts["_priority"])
+            if get("_timeout") is not None:
+                timeout = validation.timeout_ms(opts["_timeout"])
+            if get("_retries") is not None:
+                max_attempts = validation.non_negative_int(opts["_retries"], "retries") + 1
+            delay = validation.delay_ms(get("_countdown"))
+            if get("_cpu") is not None:
+                cpu = validation.cpus(opts["_cpu"], "_cpu")
+            if get("_mem") is not None:
+                mem = validation.mem_bytes(opts["_mem"], "_mem")
         args = serde.dumps(payload)
         shard = shard_of(tenant, self.broker.shards)
         return EnqueueRow(
@@ -355,9 +353,9 @@ class App:
             tenant=tenant,
             priority=priority,
             timeout_ms=timeout,
-            max_attempts=retries + 1,
-            retry_base_ms=int(defaults.retry_base * 1000),
-            retry_cap_ms=int(defaults.retry_cap * 1000),
+            max_attempts=max_attempts,
+            retry_base_ms=checked.retry_base_ms,
+            retry_cap_ms=checked.retry_cap_ms,
             delay_ms=delay,
             result_ttl_s=self.settings.result_ttl,
             cpu=cpu,

@@ -7,14 +7,15 @@ Both reach Redis through their :class:`~redcron.app.App`'s broker.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, ParamSpec, TypeVar
 
 from redcron.broker import TaskCancel
 from redcron.errors import TaskFailed, TaskTimeout, ValidationError
-from redcron.model import TaskRecord
+from redcron.model import TaskRecord, validation
 from redcron.model.binding import CallShape
 from redcron.model.states import TASK_TERMINAL, TaskState
 
@@ -38,6 +39,32 @@ class TaskOptions:
     retry_cap: float
     cpu: float | None = None
     mem: int | None = None
+
+    @functools.cached_property
+    def checked(self) -> CheckedOptions:
+        """The defaults validated and in the units of an enqueue row, worked out
+        once per task rather than once per call (raises ValidationError)."""
+        return CheckedOptions(
+            validation.name("tenant", self.tenant),
+            validation.name("queue", self.queue),
+            validation.priority(self.priority),
+            validation.timeout_ms(self.timeout),
+            validation.non_negative_int(self.retries, "retries") + 1,
+            int(self.retry_base * 1000),
+            int(self.retry_cap * 1000),
+        )
+
+
+class CheckedOptions(NamedTuple):
+    """A task's defaults as an enqueue row carries them (see ``TaskOptions.checked``)."""
+
+    tenant: str
+    queue: str
+    priority: str
+    timeout_ms: int
+    max_attempts: int
+    retry_base_ms: int
+    retry_cap_ms: int
 
 
 class TaskDef(Generic[P, R]):
