@@ -61,6 +61,10 @@ def one_line_error(result: Result, *mentions: str) -> str:
 @FUZZ
 @given(case=job_bodies(), as_yaml=st.booleans())
 @example(case=({**BASE_JOB, "": None}, ""), as_yaml=False)
+@example(
+    case=({**BASE_JOB, "tasks": {"a": {"command": ["true"], "env": {":": None}}}}, ""),
+    as_yaml=False,
+)
 def test_jobs_apply_file(
     invoke: Invoke, r: redis.Redis, key_prefix: str, case: tuple[dict[str, Any], str], as_yaml: bool
 ) -> None:
@@ -89,7 +93,8 @@ def test_jobs_apply_file(
     assert file.name in line, line
     # a field after the job ("job 'nightly': tasks.b.env: ..."), a line of the file,
     # or the file's shape as a whole
-    named = re.search(r": (job (#\d+|'[^']*'): )?[\w.\[\]\"-]+: ", line)
+    # (a key that is not a plain name is JSON-quoted: tasks.a.env[":"])
+    named = re.search(r": (job (#\d+|'[^']*'): )?([\w.\[\]-]|\"([^\"\\]|\\.)*\")+: ", line)
     assert named or "must hold" in line or "empty" in line, (path, line)
 
 

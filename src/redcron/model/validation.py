@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -215,9 +216,16 @@ def env(value: object, field: str) -> dict[str, str]:
             raise ValidationError(field, f"{key!r} is not a variable name (no '=', no NUL)")
         if not _plain_text(val):
             raise ValidationError(
-                f"{field}.{key}", f"{val!r} must be a string (quote numbers: '1')"
+                member(field, key), f"{val!r} must be a string (quote numbers: '1')"
             )
     return dict(value)
+
+
+def member(field: str, key: str) -> str:
+    """The field of one key of a mapping: ``env.HOME``, or ``env[":"]`` (JSON-quoted)
+    for a key that is not a plain name, which would blur the ``field: message`` line."""
+    plain = key.isascii() and key.replace("_", "a").isalnum() and not key[0].isdigit()
+    return f"{field}.{key}" if plain else f"{field}[{json.dumps(key, ensure_ascii=False)}]"
 
 
 def cwd(value: object, field: str) -> str | None:
