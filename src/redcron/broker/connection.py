@@ -11,10 +11,18 @@ from urllib.parse import urlencode
 
 import redis
 import redis.client
+import redis.cluster
 import redis.connection
 import redis.sentinel
 
-from redcron.config import SENTINEL_SCHEME, SentinelURL, parse_sentinel_url
+from redcron.config import (
+    SENTINEL_SCHEME,
+    ClusterURL,
+    SentinelURL,
+    is_cluster_url,
+    parse_cluster_url,
+    parse_sentinel_url,
+)
 from redcron.errors import ConfigError, RedisUnavailable
 from redcron.redact import masked_url
 
@@ -110,18 +118,181 @@ def connect(url: str, **kwargs: Any) -> redis.Redis:
     demoted by a failover is dropped (its READONLY reply becomes a
     ``ConnectionError``), so the caller's retry lands on the new master.
 
+    A ``redis+cluster://`` URL gives a :class:`ClusterClient` (redis-py's
+    :class:`~redis.cluster.RedisCluster`): each command goes to the master of
+    its key's slot, ``MOVED``/``ASK`` are followed.  Unlike the others it reads
+    the slot map here, so an unreachable cluster raises
+    :class:`RedisUnavailable` at once.  It is typed here as a
+    ``redis.Redis`` because the broker uses only the commands both share;
+    what differs (pipelines of several slots, blocking pops, scans, the
+    server's settings) is handled where it is used, asking :func:`is_cluster`.
+
     Raises:
         ConfigError: redis-py refuses the URL.
+        RedisUnavailable: no node of a cluster URL answered.
     """
     try:
         if url.startswith(f"{SENTINEL_SCHEME}://"):
             client = _sentinel_master(parse_sentinel_url(url), kwargs)
+        elif is_cluster_url(url):
+            try:
+                cluster = _cluster(parse_cluster_url(url), kwargs)
+            except redis.exceptions.RedisClusterException as exc:
+                # RedisCluster asks a startup node for the slot map at once: no
+                # node answered (redis-py's message names each one tried)
+                raise unavailable(url, exc) from exc
+            cluster.url = url
+            return cast(redis.Redis, cluster)
         else:
             client = cast(Client, Client.from_url(url, **kwargs))
     except ValueError as exc:
         raise ConfigError(f"redis_url {masked_url(url)!r}: {exc}") from None
     client.url = url
     return client
+
+
+def is_cluster(client: Any) -> bool:
+    """Whether ``client`` (a client or a pipeline) talks to a Redis Cluster."""
+    return isinstance(client, redis.cluster.RedisCluster)
+
+
+class ClusterPipeline(redis.cluster.ClusterPipeline):
+    """redis-py's cluster pipeline (commands grouped per node, one round trip
+    each, written to every node before any is read) as the broker uses a
+    pipeline:
+
+    - ``command_stack`` lists ``(args, options)`` as :class:`redis.client.Pipeline`
+      does, so a ``NOSCRIPT`` reply is re-run the same way on both;
+    - ``evalsha`` queues a script call routed by its keys (redis-py blocks the
+      method on cluster pipelines, not the command);
+    - ``transaction=True`` is a ``MULTI`` when every queued key maps to one slot
+      (a shard's keys), else the commands go as a plain pipeline: a cluster
+      cannot run one transaction over several slots.  The broker's only such
+      pipelines write a record and its index (a worker registration, an API
+      token), and every reader of those indexes already skips an entry whose
+      record is gone;
+    - ``execute`` raises :class:`RedisUnavailable` once the retries gave up.
+    """
+
+    url = ""
+    atomic = False
+    factory: Any = None
+
+    @property
+    def command_stack(self) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
+        return [(c.args, c.options) for c in self._execution_strategy.command_queue]
+
+    @command_stack.setter
+    def command_stack(self, _value: Any) -> None:
+        """redis-py's ``__init__`` sets a list it never uses again: ignored."""
+
+    def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> Any:
+        return self.execute_command("EVALSHA", sha, numkeys, *keys_and_args)  # type: ignore[no-untyped-call]
+
+    def _slots(self) -> set[int]:
+        slots: set[int] = set()
+        for args, _options in self.command_stack:
+            try:
+                slots.add(int(self.determine_slot(*args) or 0))
+            except redis.RedisError:
+                slots.add(-1)  # a command of no key (WAIT): never inside MULTI
+        return slots
+
+    def _transaction(self, raise_on_error: bool) -> list[Any]:
+        """The queued commands as one ``MULTI``/``EXEC`` on their slot's master.
+
+        redis-py 8.1's cluster transaction parses the replies with the cluster's
+        own callbacks only, not the commands' (an ``XRANGE`` comes back as raw
+        nested lists, not ``(id, fields)``): the node client's are applied here,
+        as :class:`redis.client.Pipeline` does inside ``EXEC``.
+        """
+        stack = self.command_stack
+        tx = self.factory(True)
+        for args, options in stack:
+            tx.execute_command(*args, **options)
+        self.reset()  # type: ignore[no-untyped-call]
+        node = self.nodes_manager.get_node_from_slot(self._slot_of(stack), False)
+        callbacks = self.get_redis_connection(node).response_callbacks
+        replies = list(tx.execute(raise_on_error))
+        for i, ((args, options), reply) in enumerate(zip(stack, replies, strict=True)):
+            name = args[0]
+            if isinstance(reply, Exception) or name in self.cluster_response_callbacks:
+                continue
+            if name in callbacks:
+                options = {k: v for k, v in options.items() if k != "keys"}
+                replies[i] = callbacks[name](reply, **options)
+        return replies
+
+    def _slot_of(self, stack: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> int:
+        return int(self.determine_slot(*stack[0][0]) or 0)
+
+    def execute(self, raise_on_error: bool = True) -> list[Any]:
+        try:
+            if self.atomic and len(self._slots()) == 1:
+                return self._transaction(raise_on_error)
+            return super().execute(raise_on_error)
+        except _UNREACHABLE as exc:
+            _reraise(self.url, exc)
+            raise
+
+
+class ClusterClient(redis.cluster.RedisCluster):
+    """``RedisCluster`` whose commands and pipelines raise :class:`RedisUnavailable`
+    once redis-py's own retries have given up."""
+
+    url = ""
+
+    def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().execute_command(*args, **kwargs)  # type: ignore[no-untyped-call]
+        except _UNREACHABLE as exc:
+            _reraise(self.url, exc)
+            raise
+
+    def _pipe(self, transaction: bool) -> Any:
+        pipe_class = ClusterPipeline if not transaction else redis.cluster.ClusterPipeline
+        return pipe_class(
+            nodes_manager=self.nodes_manager,
+            commands_parser=self.commands_parser,
+            startup_nodes=list(self.nodes_manager.startup_nodes.values()),
+            result_callbacks=self.result_callbacks,
+            cluster_response_callbacks=self.cluster_response_callbacks,
+            read_from_replicas=self.read_from_replicas,
+            load_balancing_strategy=self.load_balancing_strategy,
+            reinitialize_steps=self.reinitialize_steps,
+            retry=self.retry,
+            lock=self._lock,
+            transaction=transaction,
+            event_dispatcher=self._event_dispatcher,
+        )
+
+    def pipeline(self, transaction: Any = True, shard_hint: Any = None) -> ClusterPipeline:
+        pipe: ClusterPipeline = self._pipe(False)
+        pipe.url = self.url
+        pipe.atomic = bool(transaction)
+        pipe.factory = self._pipe
+        return pipe
+
+
+def _cluster(target: ClusterURL, kwargs: dict[str, Any]) -> ClusterClient:
+    """The client of a cluster URL; ``kwargs`` and the URL's query fields
+    (redis-py's URL options, e.g. ``socket_timeout``) go to every node's connections."""
+    query = f"redis://localhost/0?{urlencode(target.query)}"
+    options: dict[str, Any] = redis.connection.parse_url(query)  # type: ignore[no-untyped-call]
+    for name in ("host", "port", "db", "username", "password", "connection_class"):
+        options.pop(name, None)
+    options.update(kwargs)
+    if target.tls:
+        options["ssl"] = True
+    return ClusterClient(
+        startup_nodes=[
+            redis.cluster.ClusterNode(host, port)  # type: ignore[no-untyped-call]
+            for host, port in target.nodes
+        ],
+        username=target.username,
+        password=target.password,
+        **options,
+    )
 
 
 #: how often a sentinel client checks that the master has not moved (seconds)

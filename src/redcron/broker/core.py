@@ -16,7 +16,7 @@ from typing import Any
 
 import redis
 
-from redcron.broker.connection import connect
+from redcron.broker.connection import connect, is_cluster
 from redcron.broker.scripts import Scripts, Wait
 from redcron.config import Settings
 from redcron.errors import ConfigError, ConnectionLost, NotReplicated, from_script_error
@@ -70,6 +70,13 @@ class Core:
         self.client: redis.Redis = client or connect(settings.redis_url, health_check_interval=30)
         self.scripts = Scripts(self.client)
         strict = settings.durability == "strict" and settings.durability_replicas > 0
+        if strict and is_cluster(self.client):
+            # WAIT counts the replicas of the connection's own node: a pipeline of
+            # writes to several masters would need one WAIT per node, not written yet
+            raise ConfigError(
+                "durability=strict with durability_replicas on Redis Cluster is not "
+                "supported yet; use durability=normal there"
+            )
         self._wait = (
             Wait(settings.durability_replicas, max(1, int(settings.durability_timeout * 1000)))
             if strict
@@ -120,17 +127,27 @@ class Core:
         """The Redis server's clock in ms: every process reads "now" from it (invariant 8)."""
         return time_ms(self.client.time())
 
+    def config_get(self, pattern: str) -> list[dict[Any, Any]]:
+        """``CONFIG GET`` of the server, or of every master of a cluster (each
+        holds its own settings)."""
+        if is_cluster(self.client):
+            got: Any = self.client.config_get(pattern, target_nodes="primaries")
+            return list(got.values())
+        return [self.client.config_get(pattern)]
+
     def check_eviction_policy(self) -> None:
         try:
-            policy = self.client.config_get("maxmemory-policy").get("maxmemory-policy")
+            policies = [got.get("maxmemory-policy") for got in self.config_get("maxmemory-policy")]
         except redis.ResponseError:  # CONFIG disabled (managed Redis): cannot check
             log.warning("cannot read maxmemory-policy; make sure it is noeviction")
             return
-        if policy is not None and _s(policy) != "noeviction":
-            raise ConfigError(
-                f"Redis maxmemory-policy is {_s(policy)!r}; redcron needs 'noeviction' "
-                "(an evicted key is lost work): CONFIG SET maxmemory-policy noeviction"
-            )
+        for policy in policies:
+            if policy is not None and _s(policy) != "noeviction":
+                raise ConfigError(
+                    f"Redis maxmemory-policy is {_s(policy)!r}; redcron needs 'noeviction' "
+                    "(an evicted key is lost work): CONFIG SET maxmemory-policy noeviction"
+                    + (" on every master" if is_cluster(self.client) else "")
+                )
 
     def check_durability(self) -> None:
         """``durability="strict"`` on one server (``durability_replicas`` 0) holds
@@ -139,11 +156,14 @@ class Core:
         if self.settings.durability != "strict" or self.settings.durability_replicas > 0:
             return
         try:
-            got = self.client.config_get("append*")
+            every = self.config_get("append*")
         except redis.ResponseError:  # CONFIG disabled (managed Redis): cannot check
             log.warning("cannot read appendfsync; durability=strict needs appendfsync always")
             return
-        if (_s(got.get("appendonly", b"")), _s(got.get("appendfsync", b""))) != ("yes", "always"):
+        if any(
+            (_s(got.get("appendonly", b"")), _s(got.get("appendfsync", b""))) != ("yes", "always")
+            for got in every
+        ):
             raise ConfigError(
                 "durability=strict with durability_replicas=0 needs a server with appendonly "
                 "yes and appendfsync always (redcron up --fsync always); or name the "

@@ -111,7 +111,8 @@ class Enqueuer:
         if len(by_shard) > 1:
             # a call sees only its own shard's refusal marker (one slot per call):
             # the writes wait for every shard's admission, a round trip later
-            pipe.delete(*batch.values())
+            for marker in batch.values():  # one DEL each: the markers lie in different slots
+                pipe.delete(marker)
             try:
                 core._execute(pipe, ordered=True)
             except RedcronError:
@@ -126,7 +127,8 @@ class Enqueuer:
                 chunk = shard_rows[i : i + MAX_BATCH]
                 core._run("enqueue", shard, argv.enqueue(chunk, now), pipe, batch[shard])
         end = len(pipe.command_stack)
-        pipe.delete(*batch.values())
+        for marker in batch.values():
+            pipe.delete(marker)
         try:
             results = core._execute(pipe, ordered=True)
         except RedcronError:

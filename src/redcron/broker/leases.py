@@ -10,6 +10,7 @@ attempt), :class:`LeaseRequest`, :class:`FailResult`; what it reports is
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -18,6 +19,7 @@ import redis
 
 from redcron.broker import argv
 from redcron.broker.argv import FailItem
+from redcron.broker.connection import is_cluster
 from redcron.broker.core import MAX_BATCH, Core
 from redcron.errors import NotReplicated, RedcronError
 from redcron.keys import WAKE_MAX
@@ -33,6 +35,10 @@ LEASE_REPLY = ("iid", "epoch", "attempt", "name", "kind", "args", "timeout_ms", 
 #: the fields a reply row cannot lack (text the Lease needs)
 _REQUIRED = tuple(LEASE_REPLY.index(f) for f in ("iid", "name", "tenant", "queue"))
 _WIDTH = len(LEASE_REPLY)
+
+#: on a cluster, how long an idle worker blocks on one shard's wake lists before
+#: it sweeps every shard's again: the longest a wake-up on another shard waits
+CLUSTER_WAKE_SLICE_S = 0.1
 
 #: a completion to report: (iid, epoch, msgpack result)
 Completion = tuple[str, str, bytes]
@@ -129,6 +135,8 @@ class Leases:
         self.core = core
         #: decoded task, tenant and queue names: they repeat from lease to lease
         self._names: dict[bytes | None, str] = {}
+        #: the shard an idle worker on a cluster blocks on next (_wait_cluster)
+        self._turn = 0
 
     def lease(
         self,
@@ -342,16 +350,54 @@ class Leases:
     ) -> bool:
         """Block (≤ timeout) on the wake lists of the given queues and shards.
 
+        One server: one ``BLPOP`` over every list.  A cluster refuses a
+        ``BLPOP`` over keys of several slots (each shard is a slot), so there it
+        is :meth:`_wait_cluster`.
+
         ``pass_on`` is asked once a wake-up came: True puts it back on its list
         for another idle worker, as the caller will not lease (its client left).
         """
         client, keys = self.core.client, self.core.keys
-        wake = [keys.wake(shard, q) for shard in shards for q in queues]
-        got = client.blpop(wake, timeout=max(0.01, timeout_s))
-        if got is not None and pass_on is not None and pass_on():
-            key, token = got
+        by_shard = [[keys.wake(shard, q) for q in queues] for shard in shards]
+        if is_cluster(client):
+            got = self._wait_cluster(by_shard, timeout_s)
+        else:
+            wake = [key for shard_keys in by_shard for key in shard_keys]
+            one = client.blpop(wake, timeout=max(0.01, timeout_s))
+            got = [] if one is None else [one]
+        if got and pass_on is not None and pass_on():
             pipe = client.pipeline(transaction=False)
-            pipe.lpush(key, token)
-            pipe.ltrim(key, 0, WAKE_MAX - 1)  # the bound lib/rings.lua's wake() keeps
+            for key, token in got:
+                pipe.lpush(key, token)
+                pipe.ltrim(key, 0, WAKE_MAX - 1)  # the bound lib/rings.lua's wake() keeps
             pipe.execute()
-        return got is not None
+        return bool(got)
+
+    def _wait_cluster(self, by_shard: list[list[str]], timeout_s: float) -> list[Any]:
+        """Wait for a wake-up on a cluster: the tokens taken, [] at the timeout.
+
+        Each round first sweeps every wake list with a non-blocking ``LPOP``
+        (one pipeline: one round trip per master, all masters written before any
+        is read), so a wake-up on any shard is seen within a round; then blocks
+        up to :data:`CLUSTER_WAKE_SLICE_S` in a ``BLPOP`` on the lists of one
+        shard (one slot), the next shard each round, on the client's pool: no
+        connection per shard.  A worker that took tokens of several shards
+        leases on all of them next, so none is wasted.
+        """
+        client = self.core.client
+        flat = [key for shard_keys in by_shard for key in shard_keys]
+        deadline = time.monotonic() + timeout_s
+        while True:
+            pipe = client.pipeline(transaction=False)
+            for key in flat:
+                pipe.lpop(key)
+            got = [(k, t) for k, t in zip(flat, pipe.execute(), strict=True) if t is not None]
+            left = deadline - time.monotonic()
+            if got or left <= 0:
+                return got
+            self._turn = (self._turn + 1) % len(by_shard)
+            one = client.blpop(
+                by_shard[self._turn], timeout=max(0.01, min(left, CLUSTER_WAKE_SLICE_S))
+            )
+            if one is not None:
+                return [one]

@@ -11,6 +11,7 @@ from typing import Any
 
 import redis
 
+from redcron.broker.connection import is_cluster
 from redcron.broker.doctor.logic import glob_escape
 from redcron.keys import GROUP
 from redcron.serde import text as _s
@@ -38,10 +39,16 @@ Cmd = tuple[Any, ...]
 
 
 def scan(r: redis.Redis, shard_prefix: str, kind: str) -> Iterator[list[str]]:
-    """Batches of the shard's keys ``<shard prefix><kind>:*``."""
+    """Batches of the shard's keys ``<shard prefix><kind>:*``.
+
+    On a cluster only the master holding the shard's slot is scanned (redis-py
+    would scan every master, once per shard and kind)."""
     pattern = glob_escape(shard_prefix + kind + ":") + "*"
+    where: dict[str, Any] = {}
+    if is_cluster(r):
+        where["target_nodes"] = r.get_node_from_key(shard_prefix)  # type: ignore[attr-defined]
     batch: list[str] = []
-    for key in r.scan_iter(match=pattern, count=SCAN_COUNT):
+    for key in r.scan_iter(match=pattern, count=SCAN_COUNT, **where):
         batch.append(_s(key))
         if len(batch) >= BATCH:
             yield batch
