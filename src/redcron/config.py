@@ -75,7 +75,10 @@ class Settings:
     Attributes:
         redis_url: where Redis is.
         prefix: key prefix (``rc``); several deployments can share one server.
-        shards: number of shards, used when the deployment meta key is created.
+        shards: number of shards of a new deployment (stored in its meta key at
+            first use; None: 1).  Once stored it is the deployment's: None reads
+            it, another number is refused (docs/operations.md, "Changing the
+            shard count").
         lease_ttl: seconds a lease lives without a heartbeat.
         min_lease_ttl: the smallest TTL a worker may ask for.
         result_ttl: seconds a finished task's record (and result) is kept.
@@ -100,7 +103,7 @@ class Settings:
 
     redis_url: str = DEFAULT_REDIS_URL
     prefix: str = "rc"
-    shards: int = 1
+    shards: int | None = None
     lease_ttl: float = 60.0
     min_lease_ttl: float = 2.0
     result_ttl: int = 86_400
@@ -123,7 +126,7 @@ class Settings:
             # every comparison with NaN is false: the range checks below would pass it
             if isinstance(value, float) and not math.isfinite(value):
                 raise ConfigError(f"{f.name}: {value!r} is not a finite number")
-        if self.shards < 1:
+        if self.shards is not None and self.shards < 1:
             raise ConfigError("shards: must be >= 1")
         if self.lease_ttl < self.min_lease_ttl:
             raise ConfigError(
@@ -186,6 +189,7 @@ def _digits(text: str) -> bool:
 
 def _coerce(name: str, typ: Any, raw: str) -> Any:
     kind = typ if isinstance(typ, str) else getattr(typ, "__name__", str(typ))
+    kind = kind.removesuffix(" | None")
     try:
         if kind in ("int", "float") and not raw.isascii():
             raise ValueError(raw)  # int() and float() read "٣" and fullwidth digits

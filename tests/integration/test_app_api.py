@@ -11,7 +11,7 @@ from redis.crc import key_slot
 
 from redcron import App, Settings, TaskFailed, TaskTimeout, ValidationError
 from redcron.broker import FailItem
-from redcron.errors import NotFound
+from redcron.errors import ConfigError, NotFound
 from redcron.keys import shard_of
 
 
@@ -304,3 +304,27 @@ def test_calling_a_task_runs_it_locally(app: App, written: Callable[[], list[str
     t = app.task(add, name="add")
     assert t(2, y=3) == 5
     assert written() == []
+
+
+def test_the_shard_count_is_the_deployments_and_a_change_is_refused(
+    redis_url: str, key_prefix: str
+) -> None:
+    """The count is stored at first use; unset reads it, another count is refused
+    (every tenant's shard would change under its queued work)."""
+    prefix = key_prefix.rstrip(":")
+    first = App(redis_url, prefix=prefix, shards=4)
+    unset = App(redis_url, prefix=prefix)
+    other = App(redis_url, prefix=prefix, shards=2)
+    try:
+        assert first.broker.shards == 4
+        assert unset.broker.shards == 4
+        with pytest.raises(ConfigError) as err:
+            other.broker.shards  # noqa: B018 (the read is the check)
+        text = str(err.value)
+        assert "4 shard(s), not 2" in text and "Changing the shard count" in text
+        fresh = App(redis_url, prefix=prefix + "n")
+        assert fresh.broker.shards == 1  # a new deployment: 1 by default
+        fresh.close()
+    finally:
+        for a in (first, unset, other):
+            a.close()

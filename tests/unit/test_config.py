@@ -17,7 +17,7 @@ def test_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert s == Settings()
     assert s.redis_url == DEFAULT_REDIS_URL
     assert s.prefix == "rc"
-    assert s.shards == 1
+    assert s.shards is None  # the deployment's; 1 for a new one
     assert s.min_lease_ttl <= s.lease_ttl
 
 
@@ -47,14 +47,14 @@ def test_explicit_overrides_beat_env_and_none_falls_through() -> None:
 
 
 def test_empty_env_value_is_ignored() -> None:
-    assert Settings.from_env(env={"REDCRON_SHARDS": ""}).shards == 1
+    assert Settings.from_env(env={"REDCRON_SHARDS": ""}).shards is None
 
 
 def test_env_is_read_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REDCRON_SHARDS", "9")
-    assert Settings.from_env(env={}).shards == 1
+    assert Settings.from_env(env={}).shards is None  # unset: the deployment's (1 when new)
     assert Settings.from_env().shards == 9
-    assert Settings().shards == 1
+    assert Settings().shards is None
 
 
 def test_unknown_override_raises() -> None:

@@ -107,18 +107,33 @@ class Core:
     def ensure_meta(self, check_policy: bool = True) -> int:
         """Create the meta key if missing; refuse an evicting Redis.
 
-        Returns the deployment's shard count (the stored one wins over settings).
+        Returns the deployment's shard count: the stored one; ``settings.shards``
+        (else 1) when this call creates the deployment.
+
+        Raises:
+            ConfigError: ``settings.shards`` names another count than the stored
+                one (a tenant's shard would change under its queued work).
         """
         if check_policy:
             self.check_eviction_policy()
             self.check_durability()
         meta = self.keys.meta()
         pipe = self.client.pipeline(transaction=False)
-        pipe.hsetnx(meta, "shards", self.settings.shards)
+        pipe.hsetnx(meta, "shards", self.settings.shards or 1)
         pipe.hsetnx(meta, "lease_ttl_s", self.settings.lease_ttl)
         pipe.hsetnx(meta, "min_lease_ttl_s", self.settings.min_lease_ttl)
         pipe.hmget(meta, ["shards", "min_lease_ttl_s"])
         shards, min_ttl = pipe.execute()[-1]
+        asked = self.settings.shards
+        if asked is not None and asked != int(shards):
+            raise ConfigError(
+                f"shards: the deployment at prefix {self.settings.prefix!r} has "
+                f"{int(shards)} shard(s), not {asked}; a tenant's shard follows from the "
+                "count, so changing it would strand every tenant's queued work, leases "
+                "and schedules. Leave shards unset (REDCRON_SHARDS) to use the "
+                "deployment's, or move to a new prefix with the new count "
+                '(docs/operations.md, "Changing the shard count")'
+            )
         self._shards = int(shards)
         self._min_idle_ms = int(float(min_ttl) * 1000)
         return self._shards
