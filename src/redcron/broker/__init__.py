@@ -14,6 +14,14 @@ from redcron.broker.dlq import DlqStore
 from redcron.broker.doctor import DoctorReport, Finding, examine
 from redcron.broker.inspect import queue_loads, running_by_worker
 from redcron.broker.jobs import JobStore
+from redcron.broker.listing import (
+    Page,
+    count_tenants,
+    ensure_indexes,
+    page_jobs,
+    page_runs,
+    page_tenants,
+)
 from redcron.broker.logins import LINK_TTL_S, LoginLinks
 from redcron.broker.metrics import BREAKER_VALUES, read_metrics
 from redcron.broker.retry import TRANSIENT, UNAVAILABLE, Outage, is_unavailable
@@ -43,6 +51,7 @@ __all__ = [
     "LeaseRequest",
     "LoginLinks",
     "Outage",
+    "Page",
     "RunCancel",
     "TaskCancel",
     "TaskFilter",
@@ -50,11 +59,16 @@ __all__ = [
     "TokenStore",
     "WorkerRegistry",
     "activity",
+    "count_tenants",
     "digest",
+    "ensure_indexes",
     "examine",
     "is_unavailable",
     "lease_secret",
     "list_tasks",
+    "page_jobs",
+    "page_runs",
+    "page_tenants",
     "queue_loads",
     "read_metrics",
     "running_by_worker",

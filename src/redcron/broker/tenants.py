@@ -73,6 +73,7 @@ class TenantStore:
                 mapping={f: v for f, v in merged.to_hash().items() if f in changes},
             )
             pipe.sadd(self.keys.tenants(shard), tenant)
+            pipe.zadd(self.keys.tenantidx(shard), {tenant: 0})
             pipe.execute()
             # a raised cap or a faster rate applies now, not when a lease ends
             self.unpark(shard, tenant)
