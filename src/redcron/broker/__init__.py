@@ -26,7 +26,7 @@ from redcron.broker.logins import LINK_TTL_S, LoginLinks
 from redcron.broker.metrics import BREAKER_VALUES, read_metrics
 from redcron.broker.retry import TRANSIENT, UNAVAILABLE, Outage, is_unavailable
 from redcron.broker.shared_secrets import lease_secret
-from redcron.broker.stats import activity, trigger_lag, trigger_lag_by_tenant
+from redcron.broker.stats import activity, trigger_lag, trigger_lag_by_tenant, trigger_lag_of
 from redcron.broker.tasklist import TaskFilter, list_tasks
 from redcron.broker.tenants import TenantStore
 from redcron.broker.tokens import TokenStore, digest
@@ -74,5 +74,6 @@ __all__ = [
     "running_by_worker",
     "trigger_lag",
     "trigger_lag_by_tenant",
+    "trigger_lag_of",
     "unserved_tasks",
 ]

@@ -45,14 +45,21 @@ INDEX_VERSION = "1"
 #: run index entries read per request at most, past expired runs and filters:
 #: a page may come back short (with a cursor) rather than read on without bound
 RUN_SCAN = 1_000
+#: job index entries a search reads per request at most
+SEARCH_SCAN = 2_000
 
 
 @dataclass(frozen=True, slots=True)
 class Page(Generic[T]):
-    """One page of a listing and the cursor of the next (None: the last page)."""
+    """One page of a listing: its items, the cursor of the next page and of the
+    previous one (None: none that way)."""
 
     items: list[T]
     next_cursor: str | None
+    prev_cursor: str | None = None
+    #: entries before the first item, and in the whole listing (None: not counted)
+    offset: int | None = None
+    total: int | None = None
 
 
 def ensure_indexes(broker: Broker) -> None:
@@ -108,33 +115,73 @@ def _shards(broker: Broker, tenant: str | None) -> list[int]:
 
 
 def _lex_page(
-    broker: Broker, key_of: list[tuple[int, str]], low: str, high: str, limit: int
+    broker: Broker,
+    keys: Sequence[str],
+    low: str,
+    high: str,
+    limit: int,
+    backwards: bool = False,
+    scope: tuple[str, str] | None = None,
 ) -> Page[str]:
-    """``limit`` members past ``low`` (a ZRANGEBYLEX bound) up to ``high``, merged
-    over the (shard, key) pairs of ``key_of``, in order."""
+    """``limit`` members from ``low`` up to ``high`` (ZRANGEBYLEX bounds), merged
+    over ``keys`` in order; ``backwards``: the ``limit`` last ones (read from
+    ``high`` down).  Cursors: the last member shown (next), the first (prev).
+    ``scope``: the bounds of the whole listing, to count the page's offset and
+    the total (one more round trip)."""
     pipe = broker.client.pipeline(transaction=False)
-    for _shard, key in key_of:
-        pipe.zrangebylex(key, low, high, start=0, num=limit + 1)
-    merged = heapq.merge(*[[_s(m) for m in got] for got in pipe.execute()])
+    for key in keys:
+        if backwards:
+            pipe.zrevrangebylex(key, high, low, start=0, num=limit + 1)
+        else:
+            pipe.zrangebylex(key, low, high, start=0, num=limit + 1)
+    lists = [[_s(m) for m in got] for got in pipe.execute()]
+    merged = heapq.merge(*lists, reverse=backwards)
     members = [m for _i, m in zip(range(limit + 1), merged, strict=False)]
     more = len(members) > limit
     shown = members[:limit]
-    return Page(shown, shown[-1] if more else None)
+    if backwards:
+        shown.reverse()
+        # the page came from before a cursor: something follows it
+        nxt, prev = (shown[-1] if shown else None), (shown[0] if more else None)
+    else:
+        started = low not in ("-", "") and not low.startswith("[")
+        nxt, prev = (shown[-1] if more else None), (shown[0] if started and shown else None)
+    if scope is None:
+        return Page(shown, nxt, prev)
+    # where the page is, and how long the listing: ZLEXCOUNT is O(log N)
+    pipe = broker.client.pipeline(transaction=False)
+    for key in keys:
+        pipe.zlexcount(key, scope[0], scope[1])
+        pipe.zlexcount(key, scope[0], f"({shown[0]}" if shown else scope[0])
+    counts = [int(n) for n in pipe.execute()]
+    total, offset = sum(counts[0::2]), sum(counts[1::2]) if shown else 0
+    return Page(shown, nxt, prev, offset, total)
+
+
+def _bound(cursor: str | None, fallback: str) -> str:
+    return f"({cursor}" if cursor else fallback
 
 
 def page_tenants(
-    broker: Broker, after: str | None, limit: int, tenant: str | None = None
+    broker: Broker,
+    after: str | None,
+    limit: int,
+    tenant: str | None = None,
+    before: str | None = None,
 ) -> Page[str]:
-    """Tenant names in order, ``limit`` after ``after``; only ``tenant`` when given."""
+    """Tenant names in order: ``limit`` after ``after``, or the ``limit`` before
+    ``before``; only ``tenant`` when given."""
     ensure_indexes(broker)
     if tenant is not None:
         shard = shard_of(tenant, broker.shards)
         score = broker.client.zscore(broker.keys.tenantidx(shard), tenant)
-        shown = [tenant] if score is not None and (after is None or tenant > after) else []
+        shown = [tenant] if score is not None and not after and not before else []
         return Page(shown, None)
-    low = f"({after}" if after else "-"
-    keys = [(s, broker.keys.tenantidx(s)) for s in range(broker.shards)]
-    return _lex_page(broker, keys, low, "+", limit)
+    keys = [broker.keys.tenantidx(s) for s in range(broker.shards)]
+    whole = ("-", "+")
+    if before:
+        return _lex_page(broker, keys, "-", _bound(before, "+"), limit, True, whole)
+    return _lex_page(broker, keys, _bound(after, "-"), "+", limit, scope=whole)
 
 
 def count_tenants(broker: Broker) -> int:
@@ -147,24 +194,36 @@ def count_tenants(broker: Broker) -> int:
 
 
 def page_jobs(
-    broker: Broker, tenant: str | None, after: tuple[str, str] | None, limit: int
+    broker: Broker,
+    tenant: str | None,
+    after: tuple[str, str] | None,
+    limit: int,
+    before: tuple[str, str] | None = None,
+    search: str | None = None,
 ) -> Page[tuple[str, str, str]]:
-    """(tenant, name, job id) in (tenant, name) order, ``limit`` after ``after``
-    (a (tenant, name) pair); of ``tenant`` only when given.  The cursor is
-    ``<tenant> <name>``."""
+    """(tenant, name, job id) in (tenant, name) order: ``limit`` after ``after``
+    (a (tenant, name) pair), or the ``limit`` before ``before``; of ``tenant``
+    only when given.  ``search``: only names or tenants holding it, among at
+    most :data:`SEARCH_SCAN` index entries per request (a page may come back
+    short, with a next cursor).  The cursors are ``<tenant> <name>``."""
     ensure_indexes(broker)
-    low = f"({after[0]}{JOBIDX_SEP}{after[1]}" if after else "-"
-    high = "+"
+    low, high = "-", "+"
     if tenant is not None:
-        if after is not None and after[0] > tenant:
-            return Page([], None)
-        if after is None or after[0] < tenant:
-            low = f"[{tenant}{JOBIDX_SEP}"
+        low = f"[{tenant}{JOBIDX_SEP}"
         # the character after the separator: past every member of the tenant
         high = f"({tenant}{chr(ord(JOBIDX_SEP) + 1)}"
-    keys = [(s, broker.keys.jobidx(s)) for s in _shards(broker, tenant)]
-    page = _lex_page(broker, keys, low, high, limit)
-    pairs = [tuple(m.split(JOBIDX_SEP, 1)) for m in page.items]
+    whole = (low, high)
+    member = _member(after or before)
+    if after is not None and (tenant is None or after[0] >= tenant):
+        low = f"({member}"
+    if before is not None and (tenant is None or before[0] <= tenant):
+        high = f"({member}"
+    keys = [broker.keys.jobidx(s) for s in _shards(broker, tenant)]
+    if search:
+        page = _search(broker, keys, low, high, limit, search.lower())
+    else:
+        page = _lex_page(broker, keys, low, high, limit, before is not None, whole)
+    pairs = [m.split(JOBIDX_SEP, 1) for m in page.items]
     pipe = broker.client.pipeline(transaction=False)
     for t, name in pairs:
         pipe.hget(broker.keys.jobs(shard_of(t, broker.shards), t), name)
@@ -173,7 +232,26 @@ def page_jobs(
         for (t, name), jid in zip(pairs, pipe.execute() if pairs else [], strict=True)
         if jid is not None  # deleted between the two reads
     ]
-    return Page(out, page.next_cursor)
+    return Page(out, page.next_cursor, page.prev_cursor, page.offset, page.total)
+
+
+def _member(key: tuple[str, str] | None) -> str:
+    return f"{key[0]}{JOBIDX_SEP}{key[1]}" if key else ""
+
+
+def _search(
+    broker: Broker, keys: Sequence[str], low: str, high: str, limit: int, needle: str
+) -> Page[str]:
+    """Members holding ``needle`` from ``low``, among at most SEARCH_SCAN read."""
+    scanned = _lex_page(broker, keys, low, high, SEARCH_SCAN)
+    shown: list[str] = []
+    for m in scanned.items:
+        if needle in m.lower():
+            shown.append(m)
+            if len(shown) == limit:
+                return Page(shown, m)
+    last = scanned.items[-1] if scanned.items else None
+    return Page(shown, last if scanned.next_cursor else None)
 
 
 def page_runs(
