@@ -120,6 +120,9 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "attempts": ("attempts", ()),
     # lifetime runs ended per <tenant>|<state> (succeeded, failed, cancelled,
     # skipped, rejected)
+    # attempts and runs ended, summed over tenants: outcome / state -> n (lifetime)
+    "attemptsall": ("attemptsall", ()),
+    "runendsall": ("runendsall", ()),
     "runends": ("runends", ()),
     # per-minute attempts per tenant: <tenant>|succeeded, <tenant>|failed (failed,
     # timed out or lost); expires after ACTIVITY_TTL_S
@@ -389,6 +392,12 @@ class Keys:
 
     def attempts(self, shard: int) -> str:
         return self.build(shard, "attempts")
+
+    def attemptsall(self, shard: int) -> str:
+        return self.build(shard, "attemptsall")
+
+    def runendsall(self, shard: int) -> str:
+        return self.build(shard, "runendsall")
 
     def runends(self, shard: int) -> str:
         return self.build(shard, "runends")

@@ -23,7 +23,7 @@ from redcron.broker.listing import (
     page_tenants,
 )
 from redcron.broker.logins import LINK_TTL_S, LoginLinks
-from redcron.broker.metrics import BREAKER_VALUES, read_metrics
+from redcron.broker.metrics import BREAKER_VALUES, Metrics, read_metrics
 from redcron.broker.retry import TRANSIENT, UNAVAILABLE, Outage, is_unavailable
 from redcron.broker.shared_secrets import lease_secret
 from redcron.broker.stats import activity, trigger_lag, trigger_lag_by_tenant, trigger_lag_of
@@ -50,6 +50,7 @@ __all__ = [
     "Lease",
     "LeaseRequest",
     "LoginLinks",
+    "Metrics",
     "Outage",
     "Page",
     "RunCancel",
