@@ -284,9 +284,15 @@ def trigger_lag_of(
     hashes: list[Mapping[Any, Any]] = []
     for shard, names in by_shard.items():
         fields = [f"{t}|{label}" for t in names for label in LABELS]
+        keys = [broker.keys.build(shard, "lagm", m) for m in window(now, minutes)]
+        # a minute without a scheduled fire has no hash: ask only those that exist
         pipe = broker.client.pipeline(transaction=False)
-        for m in window(now, minutes):
-            pipe.hmget(broker.keys.build(shard, "lagm", m), fields)
-        for got in pipe.execute():
+        for key in keys:
+            pipe.exists(key)
+        keys = [k for k, there in zip(keys, pipe.execute(), strict=True) if there]
+        pipe = broker.client.pipeline(transaction=False)
+        for key in keys:
+            pipe.hmget(key, fields)
+        for got in pipe.execute() if keys else []:
             hashes.append({f: v for f, v in zip(fields, got, strict=True) if v is not None})
     return {t: summarize_lag(c, minutes) for t, c in sorted(lag_counts_by_tenant(hashes).items())}
