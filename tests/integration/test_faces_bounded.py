@@ -210,3 +210,25 @@ def test_metrics_series_do_not_grow_with_tenants_beyond_the_bound(
     asked = series(web, "?tenant=more17")
     assert any(labels.get("tenant") == "more17" for _n, labels in asked)
     assert web.test_client().get("/metrics?tenant=a%20b").status_code == 400
+
+
+def test_lease_keeps_the_minutes_dispatch_total(app: App) -> None:
+    """The Tenants page reads a page's shares with one HMGET: the lease script
+    keeps each minute's total in field ``*`` beside the tenants' counts."""
+    for t in ("t00", "t01"):
+        app.tasks["f.noop"].enqueue_many([(), (), ()], _tenant=t)
+    client, keys = app.broker.client, app.broker.keys
+    minute = app.broker.server_ms() // 60_000
+    leased = 0
+    for shard in {shard_of(t, app.broker.shards) for t in ("t00", "t01")}:
+        leased += len(app.broker.leases.lease(shard, "w1", 4, 30_000, ["default"]))
+    assert leased == 6
+    per_tenant = total = 0
+    for shard in range(app.broker.shards):
+        for m in (minute, minute + 1):  # the lease may have crossed a minute
+            got = {k.decode(): int(v) for k, v in client.hgetall(keys.disp(shard, m)).items()}
+            total += got.pop("*", 0)
+            per_tenant += sum(got.values())
+    assert total == per_tenant == 6
+    shares = {s.tenant: s.dispatched_last_minute for s in app.tenants.rows(["t00", "t01"])}
+    assert shares == {"t00": 3, "t01": 3}

@@ -147,7 +147,10 @@ def list_jobs() -> flask.Response:
         return reply({"jobs": [], "next_cursor": None})
     app = redcron_app()
     found = page_jobs(app.broker, tenant or auth.scope(), (key[0], key[1]) if key else None, limit)
-    jobs = app.jobs.get_many([jid for _t, _n, jid in found.items])
+    scope = tenant or auth.scope()
+    # the index range holds only that tenant's jobs: a guard, never a filter
+    jobs = [j for j in app.jobs.get_many([jid for _t, _n, jid in found.items])
+            if scope is None or j.tenant == scope]  # fmt: skip
     after = found.next_cursor
     return reply(
         {
