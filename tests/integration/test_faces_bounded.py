@@ -16,7 +16,7 @@ from flask.testing import FlaskClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from redcron import App
-from redcron.broker import ensure_indexes, page_runs
+from redcron.broker import activity, ensure_indexes, page_runs, trigger_lag
 from redcron.broker.tokens import TokenStore
 from redcron.dashboard import create_app
 from redcron.dashboard.totals import EXTENSION as TOTALS
@@ -232,3 +232,22 @@ def test_lease_keeps_the_minutes_dispatch_total(app: App) -> None:
     assert total == per_tenant == 6
     shares = {s.tenant: s.dispatched_last_minute for s in app.tenants.rows(["t00", "t01"])}
     assert shares == {"t00": 3, "t01": 3}
+
+
+def test_overview_figures_read_the_sums_over_tenants_or_an_older_minute_whole(
+    app: App,
+) -> None:
+    """activity() and trigger_lag() of every tenant read the ``*|`` fields the
+    scripts keep; a minute written before them (no ``*|`` field) is read whole."""
+    client, keys = app.broker.client, app.broker.keys
+    now = app.broker.server_ms()
+    minute = now // 60_000
+    # this minute as the scripts now write it, the one before as older ones did
+    client.hset(keys.act(0, minute), mapping={"a|succeeded": 2, "b|succeeded": 3,
+                                              "*|succeeded": 5, "*|failed": 0})  # fmt: skip
+    client.hset(keys.act(1, minute - 1), mapping={"c|succeeded": 4, "c|failed": 1})
+    minutes = activity(app.broker, None, 2, now)
+    assert [(m.succeeded, m.failed) for m in minutes] == [(4, 1), (5, 0)]
+    client.hset(keys.lagm(0, minute), mapping={"a|0.05": 1, "*|0.05": 1})
+    client.hset(keys.lagm(1, minute - 1), mapping={"c|0.05": 2})
+    assert trigger_lag(app.broker, None, 2, now).fires == 3

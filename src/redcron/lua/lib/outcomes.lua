@@ -1,7 +1,8 @@
 --[[ outcomes: count how attempts and runs end, for /metrics and the dashboard.
   attempts (HASH, lifetime): <tenant>|<outcome> -> attempts ended that way.
   act:<minute> (HASH, per minute, expires after ACTIVITY_TTL_S): <tenant>|succeeded
-  and <tenant>|failed (failed, timed_out or lost) -> attempts ended in that minute.
+  and <tenant>|failed (failed, timed_out or lost) -> attempts ended in that minute,
+  and *|succeeded, *|failed: the same summed over tenants.
   runends (HASH, lifetime): <tenant>|<state> -> runs ended in that state.
   attemptsall, runendsall (HASH, lifetime): the same summed over tenants, so
   /metrics reads the totals without reading every tenant's fields. ]]
@@ -22,6 +23,8 @@ local function count_attempts(tenant, outcome, n, now, active)
   if redis.call('HINCRBY', ak, tenant .. '|' .. kind, n) == n then
     redis.call('EXPIRE', ak, ACTIVITY_TTL_S)
   end
+  -- every tenant's, summed ('*' is no tenant name): the overview reads two fields
+  redis.call('HINCRBY', ak, '*|' .. kind, n)
 end
 
 -- A run of `tenant` reached the terminal `state` (a run reopened by a retry
