@@ -50,6 +50,17 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "once": ("once:{key}", ("key",)),
     # tenants known on this shard -> SET of names
     "tenants": ("tenants", ()),
+    # tenants known on this shard, all scored 0 (read in name order by
+    # ZRANGEBYLEX: the faces page over it, never over the SET)
+    "tenantidx": ("tenantidx", ()),
+    # jobs of this shard as "<tenant> <name>", all scored 0 (paged by ZRANGEBYLEX)
+    "jobidx": ("jobidx", ()),
+    # run id -> created (ms): the shard's newest runs, for /v1/runs (trimmed)
+    "runidx": ("runidx", ()),
+    # one tenant's run ids -> created (ms), for /v1/runs of a tenant (trimmed)
+    "truns": ("truns:{tenant}", ("tenant",)),
+    # the version of the listing indexes above this shard was backfilled to
+    "indexed": ("indexed", ()),
     # queues known on this shard -> SET of names
     "queues": ("queues", ()),
     # shard counters (retries, lost leases, dead-lettered, ...)
@@ -109,6 +120,9 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "attempts": ("attempts", ()),
     # lifetime runs ended per <tenant>|<state> (succeeded, failed, cancelled,
     # skipped, rejected)
+    # attempts and runs ended, summed over tenants: outcome / state -> n (lifetime)
+    "attemptsall": ("attemptsall", ()),
+    "runendsall": ("runendsall", ()),
     "runends": ("runends", ()),
     # per-minute attempts per tenant: <tenant>|succeeded, <tenant>|failed (failed,
     # timed out or lost); expires after ACTIVITY_TTL_S
@@ -134,6 +148,14 @@ ACTIVITY_TTL_S = 7200
 #: the longest a wake list (``wake:<queue>``) gets: lib/rings.lua's wake() and the
 #: worker protocol's hand-on trim to it
 WAKE_MAX = 16
+#: runs kept in a shard's ``runidx`` and a tenant's ``truns`` (newest first; older
+#: runs are still read by job, from the job's own history)
+RUNIDX_MAX = 100_000
+TRUNS_MAX = 10_000
+#: separator of a ``jobidx`` member ``<tenant> <name>``: no name holds a space, and
+#: it sorts below every character a name may hold, so the index's order is
+#: (tenant, name)'s
+JOBIDX_SEP = " "
 
 
 def lag_bucket_label(bound_s: float) -> str:
@@ -284,6 +306,21 @@ class Keys:
     def tenants(self, shard: int) -> str:
         return self.build(shard, "tenants")
 
+    def tenantidx(self, shard: int) -> str:
+        return self.build(shard, "tenantidx")
+
+    def jobidx(self, shard: int) -> str:
+        return self.build(shard, "jobidx")
+
+    def runidx(self, shard: int) -> str:
+        return self.build(shard, "runidx")
+
+    def truns(self, shard: int, tenant: str) -> str:
+        return self.build(shard, "truns", tenant)
+
+    def indexed(self, shard: int) -> str:
+        return self.build(shard, "indexed")
+
     def queues(self, shard: int) -> str:
         return self.build(shard, "queues")
 
@@ -356,6 +393,12 @@ class Keys:
     def attempts(self, shard: int) -> str:
         return self.build(shard, "attempts")
 
+    def attemptsall(self, shard: int) -> str:
+        return self.build(shard, "attemptsall")
+
+    def runendsall(self, shard: int) -> str:
+        return self.build(shard, "runendsall")
+
     def runends(self, shard: int) -> str:
         return self.build(shard, "runends")
 
@@ -385,6 +428,8 @@ def lua_key_functions() -> str:
         f'local GROUP, CONSUMER = "{GROUP}", "{CONSUMER}"',
         f"local ACTIVITY_TTL_S = {ACTIVITY_TTL_S}",
         f"local WAKE_MAX = {WAKE_MAX}",
+        f"local RUNIDX_MAX, TRUNS_MAX = {RUNIDX_MAX}, {TRUNS_MAX}",
+        f'local JOBIDX_SEP = "{JOBIDX_SEP}"',
         # {upper bound in ms, field name}; the last, +Inf, has no bound
         "local LAG_BUCKETS = {"
         + ", ".join(f'{{{round(b * 1000)}, "{lag_bucket_label(b)}"}}' for b in LAG_BUCKETS_S)

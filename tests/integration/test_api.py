@@ -122,7 +122,10 @@ def test_job_create_get_list_replace_delete(client: FlaskClient) -> None:
     assert client.get(f"/v1/jobs/{job['id']}").get_json()["id"] == job["id"]
     listed = client.get("/v1/jobs", query_string={"tenant": TENANT}).get_json()["jobs"]
     assert [j["id"] for j in listed] == [job["id"]]
-    assert client.get("/v1/jobs", query_string={"tenant": "other"}).get_json() == {"jobs": []}
+    assert client.get("/v1/jobs", query_string={"tenant": "other"}).get_json() == {
+        "jobs": [],
+        "next_cursor": None,
+    }
     error_of(client.get("/v1/jobs", query_string={"tenant": "a b"}), 400, "tenant")
 
     put = client.put(f"/v1/jobs/{job['id']}", json={**JOB, "cron": "0 3 * * *"})

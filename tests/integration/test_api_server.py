@@ -23,4 +23,4 @@ def test_dashboard_command_serves_the_api(redis_url: str, key_prefix: str) -> No
             f"{base}/v1/jobs", headers={"Authorization": "Bearer server-admin-token"}
         )
         with urllib.request.urlopen(request, timeout=10) as resp:
-            assert json.load(resp) == {"jobs": []}
+            assert json.load(resp) == {"jobs": [], "next_cursor": None}

@@ -5,6 +5,7 @@ every form, and tenant isolation on every page."""
 
 from __future__ import annotations
 
+import html
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -452,9 +453,19 @@ def test_lists_are_paginated(app: App, admin: FlaskClient) -> None:
     app.jobs.put_many(specs)
     first = text(admin.get("/jobs"))
     assert first.count("data-job-id=") == 50 and "1\u201350 of 55" in first
-    assert 'rel="next" href="/jobs?page=2"' in first
-    second = text(admin.get("/jobs?page=2"))
-    assert second.count("data-job-id=") == 5 and 'rel="prev"' in second
+    # keyed, not counted: the next page starts after the last job shown
+    nxt = re.search(r'rel="next" href="([^"]+)"', first)
+    assert nxt is not None and "after=" in nxt.group(1) and 'rel="prev"' not in first
+    second = text(admin.get(html.unescape(nxt.group(1))))
+    assert second.count("data-job-id=") == 5 and "51\u201355 of 55" in second
+    assert 'rel="next"' not in second
+    prev = re.search(r'rel="prev" href="([^"]+)"', second)
+    assert prev is not None and "before=" in prev.group(1)
+    back = text(admin.get(html.unescape(prev.group(1))))
+    assert back.count("data-job-id=") == 50 and "1\u201350 of 55" in back
+    ids = set(re.findall(r'data-job-id="([^"]+)"', first))
+    assert ids == set(re.findall(r'data-job-id="([^"]+)"', back))
+    assert not ids & set(re.findall(r'data-job-id="([^"]+)"', second))
 
 
 # -- safety ---------------------------------------------------------------------------------

@@ -248,8 +248,9 @@ def test_cli_list(invoke: Invoke, app: App, store: TenantStore, r: redis.Redis) 
     def check(minute: int) -> tuple[Result, Result]:
         r.delete(store.keys.disp(store.shard(a), minute - 1))
         r.delete(store.keys.disp(store.shard(b), minute - 1))
-        r.hset(store.keys.disp(store.shard(a), minute), mapping={a: 3})
-        r.hset(store.keys.disp(store.shard(b), minute), mapping={b: 1})
+        # as lease.lua writes them: each tenant's count and the minute's total
+        r.hset(store.keys.disp(store.shard(a), minute), mapping={a: 3, "*": 3})
+        r.hset(store.keys.disp(store.shard(b), minute), mapping={b: 1, "*": 1})
         return invoke("tenants", "list"), invoke("tenants", "list", "--json")
 
     text, as_json = with_stable_minute(r, check)

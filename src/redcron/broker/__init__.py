@@ -14,11 +14,19 @@ from redcron.broker.dlq import DlqStore
 from redcron.broker.doctor import DoctorReport, Finding, examine
 from redcron.broker.inspect import queue_loads, running_by_worker
 from redcron.broker.jobs import JobStore
+from redcron.broker.listing import (
+    Page,
+    count_tenants,
+    ensure_indexes,
+    page_jobs,
+    page_runs,
+    page_tenants,
+)
 from redcron.broker.logins import LINK_TTL_S, LoginLinks
-from redcron.broker.metrics import BREAKER_VALUES, read_metrics
+from redcron.broker.metrics import BREAKER_VALUES, Metrics, read_metrics
 from redcron.broker.retry import TRANSIENT, UNAVAILABLE, Outage, is_unavailable
 from redcron.broker.shared_secrets import lease_secret
-from redcron.broker.stats import activity, trigger_lag, trigger_lag_by_tenant
+from redcron.broker.stats import activity, trigger_lag, trigger_lag_by_tenant, trigger_lag_of
 from redcron.broker.tasklist import TaskFilter, list_tasks
 from redcron.broker.tenants import TenantStore
 from redcron.broker.tokens import TokenStore, digest
@@ -42,7 +50,9 @@ __all__ = [
     "Lease",
     "LeaseRequest",
     "LoginLinks",
+    "Metrics",
     "Outage",
+    "Page",
     "RunCancel",
     "TaskCancel",
     "TaskFilter",
@@ -50,15 +60,21 @@ __all__ = [
     "TokenStore",
     "WorkerRegistry",
     "activity",
+    "count_tenants",
     "digest",
+    "ensure_indexes",
     "examine",
     "is_unavailable",
     "lease_secret",
     "list_tasks",
+    "page_jobs",
+    "page_runs",
+    "page_tenants",
     "queue_loads",
     "read_metrics",
     "running_by_worker",
     "trigger_lag",
     "trigger_lag_by_tenant",
+    "trigger_lag_of",
     "unserved_tasks",
 ]

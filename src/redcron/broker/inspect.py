@@ -87,33 +87,53 @@ class Inspection:
             tenants = sorted(_s(t) for t in client.smembers(keys.tenants(shard)))
             if tenant is not None:
                 tenants = [t for t in tenants if t == tenant]
-                if not tenants:
-                    continue
-            queues = sorted(_s(q) for q in client.smembers(keys.queues(shard)))
-            delayed: dict[str, int] = {}
-            for (t, _queue), n in self.delayed_counts(shard).items():
-                delayed[t] = delayed.get(t, 0) + n
-            streams = [keys.q(shard, q, t, p) for t in tenants for q in queues for p in PRIORITIES]
-            ready = iter(self.ready_counts(streams))
-            pipe = client.pipeline(transaction=False)
-            for t in tenants:
-                pipe.zcard(keys.tleases(shard, t))
-                pipe.xlen(keys.dlq(shard, t))
-            res = iter(pipe.execute())
-            for t in tenants:
-                classes = dict.fromkeys(PRIORITIES, 0)
-                for _q in queues:
-                    for p in PRIORITIES:
-                        classes[p] += next(ready)
-                load = TenantLoad(
-                    tenant=t,
-                    shard=shard,
-                    ready=sum(classes.values()),
-                    in_flight=int(next(res)),
-                    delayed=delayed.get(t, 0),
-                    dlq=int(next(res)),
-                )
-                rows.append((load, classes))
+            rows += self._shard_classes(shard, tenants)
+        return rows
+
+    def inspect_tenants(self, tenants: Sequence[str]) -> list[tuple[TenantLoad, dict[str, int]]]:
+        """:meth:`inspect_classes` of ``tenants`` only (a page of a table), each on
+        its own shard: nothing of other tenants is read (but the shard's first
+        ``SCAN_LIMIT`` timers, which name no tenant: delayed counts are a floor)."""
+        by_shard: dict[int, list[str]] = {}
+        for t in tenants:
+            by_shard.setdefault(shard_of(t, self.core.shards), []).append(t)
+        rows: list[tuple[TenantLoad, dict[str, int]]] = []
+        for shard, names in sorted(by_shard.items()):
+            rows += self._shard_classes(shard, names)
+        return rows
+
+    def _shard_classes(
+        self, shard: int, tenants: Sequence[str]
+    ) -> list[tuple[TenantLoad, dict[str, int]]]:
+        client, keys = self.core.client, self.core.keys
+        rows: list[tuple[TenantLoad, dict[str, int]]] = []
+        if not tenants:
+            return rows
+        queues = sorted(_s(q) for q in client.smembers(keys.queues(shard)))
+        delayed: dict[str, int] = {}
+        for (t, _queue), n in self.delayed_counts(shard).items():
+            delayed[t] = delayed.get(t, 0) + n
+        streams = [keys.q(shard, q, t, p) for t in tenants for q in queues for p in PRIORITIES]
+        ready = iter(self.ready_counts(streams))
+        pipe = client.pipeline(transaction=False)
+        for t in tenants:
+            pipe.zcard(keys.tleases(shard, t))
+            pipe.xlen(keys.dlq(shard, t))
+        res = iter(pipe.execute())
+        for t in tenants:
+            classes = dict.fromkeys(PRIORITIES, 0)
+            for _q in queues:
+                for p in PRIORITIES:
+                    classes[p] += next(ready)
+            load = TenantLoad(
+                tenant=t,
+                shard=shard,
+                ready=sum(classes.values()),
+                in_flight=int(next(res)),
+                delayed=delayed.get(t, 0),
+                dlq=int(next(res)),
+            )
+            rows.append((load, classes))
         return rows
 
     def delayed_counts(self, shard: int, limit: int = 10_000) -> dict[tuple[str, str], int]:

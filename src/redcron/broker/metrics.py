@@ -1,24 +1,28 @@
 """What ``GET /metrics`` reports, read from Redis at scrape time with bounded work.
 
-Per shard, a scrape costs a handful of pipelined round trips whose size grows
-with the tenants, queues and jobs the shard knows (their SETs and HASHes), not
-with the work queued: stream lengths and consumer-group pending counts (ready
-and leased), lease-set cardinalities (in flight), DLQ stream lengths, the stats
-hash, the aging index (oldest ready entry per tenant), the head of the
-schedule (the most overdue fire), and the lifetime outcome counters and
-trigger-lag histogram the scripts keep (``broker/stats.py``), and the
-open-breaker index (a job not in it is closed: only open ones are read).  One
-reader is capped, and a cap reached makes its figures a floor: delayed tasks
-per tenant read at most ``DELAYED_LIMIT`` timers per shard (a timer names its
-instance, not its tenant).  No SCAN over the keyspace.
+A scrape's cost does not grow with the tenants, jobs or runs.  Per-tenant
+figures are read for a bounded set of tenants only: the ``TOP_TENANTS``
+:func:`busiest` (the oldest ready work, from the head of each shard's aging
+index ``oldest:<queue>:<class>``) and the tenants a scraper names
+(``/metrics?tenant=a&tenant=b``).  For those: ready per queue (stream length
+less pending), in flight (lease-set size), DLQ length, oldest ready age, delayed
+(among the shard's first ``DELAYED_LIMIT`` timers: a floor past that) and their
+lifetime outcome counters (``HMGET`` of their fields).  Deployment figures are
+O(1) or bounded per shard: the tenant count (``tenantidx``), the stats hash,
+the lifetime totals over tenants (``attemptsall``, ``runendsall``), the
+trigger-lag histogram, the head of the schedule, and the open-breaker and
+parked-job indexes (at most ``LISTED_JOBS`` each; a closed breaker is not
+reported).  Queues and workers are few by nature and read whole.  No SCAN.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from redcron.broker import stats as _stats
+from redcron.broker.listing import ensure_indexes
 from redcron.broker.stats import LagHistogram
 from redcron.broker.workers import WorkerRegistry
 from redcron.keys import PRIORITIES, shard_of
@@ -30,6 +34,13 @@ if TYPE_CHECKING:
 
 #: timers read per shard to count delayed tasks per tenant
 DELAYED_LIMIT = 10_000
+#: tenants with per-tenant series by default (the busiest: oldest ready work)
+TOP_TENANTS = 20
+#: open breakers and parked jobs read per shard
+LISTED_JOBS = 1_000
+#: what the per-tenant lifetime counters count
+ATTEMPT_OUTCOMES = ("succeeded", "failed", "timed_out", "lost", "cancelled")
+RUN_ENDS = ("succeeded", "failed", "cancelled", "skipped", "rejected")
 #: breaker state -> gauge value
 BREAKER_VALUES = {"closed": 0, "open": 1, "trial": 2}
 
@@ -63,82 +74,154 @@ class Metrics:
     attempts: dict[tuple[str, str], int] = field(default_factory=dict)
     #: (tenant, state) -> runs ended in that state (lifetime)
     runs: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: outcome -> attempts ended that way, all tenants (lifetime)
+    attempts_all: dict[str, int] = field(default_factory=dict)
+    #: state -> runs ended in that state, all tenants (lifetime)
+    runs_all: dict[str, int] = field(default_factory=dict)
+    #: tenants known, and how many have per-tenant figures here
+    tenants: int = 0
+    tenants_shown: int = 0
+    #: every queue known
+    queues: list[str] = field(default_factory=list)
     #: trigger lag of every scheduled fire (lifetime histogram, summed over shards)
     trigger_lag: LagHistogram = field(default_factory=lambda: _stats.lag_histogram([]))
 
 
-def read_metrics(broker: Broker) -> Metrics:
-    """Read every figure ``GET /metrics`` reports (see the module docstring for the cost)."""
+def busiest(broker: Broker, top: int) -> list[str]:
+    """The ``top`` tenants with the oldest ready work (each shard's aging index
+    ``oldest:<queue>:<class>``: the head of each, ``top`` entries), oldest first:
+    the tenants whose backlog matters most, found without reading every tenant."""
+    if top <= 0:
+        return []
+    client, keys = broker.client, broker.keys
+    since: dict[str, float] = {}
+    for shard in range(broker.shards):
+        queues = sorted(_s(q) for q in client.smembers(keys.queues(shard)))
+        pipe = client.pipeline(transaction=False)
+        for q in queues:
+            for p in PRIORITIES:
+                pipe.zrange(keys.oldest(shard, q, p), 0, top - 1, withscores=True)
+        for got in pipe.execute() if queues else []:
+            for tenant, ms in got:
+                t = _s(tenant)
+                since[t] = min(since.get(t, ms), ms)
+    return sorted(since, key=lambda t: (since[t], t))[:top]
+
+
+def read_metrics(broker: Broker, tenants: Sequence[str] = (), top: int | None = None) -> Metrics:
+    """Read what ``GET /metrics`` reports: per-tenant figures of the :func:`busiest`
+    ``top`` tenants and of ``tenants`` (asked for by name), deployment figures
+    of all (see the module docstring for the cost)."""
     client, keys = broker.client, broker.keys
     out = Metrics()
     now = broker.server_ms()
+    top = TOP_TENANTS if top is None else top
+    top = TOP_TENANTS if top is None else top  # read now: tests and operators may set it
+    chosen = sorted(set(busiest(broker, top)) | set(tenants))
+    out.tenants_shown = len(chosen)
+    by_shard: dict[int, list[str]] = {}
+    for t in chosen:
+        by_shard.setdefault(shard_of(t, broker.shards), []).append(t)
     lags: list[dict[Any, Any]] = []
+    known_queues: set[str] = set()
+    ensure_indexes(broker)
     for shard in range(broker.shards):
+        mine = by_shard.get(shard, [])
         pipe = client.pipeline(transaction=False)
-        pipe.smembers(keys.tenants(shard))
+        pipe.zcard(keys.tenantidx(shard))
         pipe.smembers(keys.queues(shard))
         pipe.hgetall(keys.stats(shard))
         pipe.zrange(keys.schedule(shard), 0, 0, withscores=True)
-        pipe.hgetall(keys.attempts(shard))
-        pipe.hgetall(keys.runends(shard))
+        pipe.hgetall(keys.attemptsall(shard))
+        pipe.hgetall(keys.runendsall(shard))
         pipe.hgetall(keys.lag(shard))
-        pipe.zrange(keys.brkopen(shard), 0, -1)
-        pipe.zrange(keys.jobparked(shard), 0, -1)
-        raw_tenants, raw_queues, stats, head, attempts, runs, lag, opened, parked = pipe.execute()
-        tenants = sorted(_s(t) for t in raw_tenants)
+        pipe.zrange(keys.brkopen(shard), 0, LISTED_JOBS - 1)
+        pipe.zrange(keys.jobparked(shard), 0, LISTED_JOBS - 1)
+        pipe.hmget(keys.attempts(shard), _fields(mine, ATTEMPT_OUTCOMES))
+        pipe.hmget(keys.runends(shard), _fields(mine, RUN_ENDS))
+        (n_tenants, raw_queues, stats, head, attempts_all, runs_all, lag, opened, parked,
+         attempts, runs) = pipe.execute()  # fmt: skip
+        out.tenants += int(n_tenants)
         queues = sorted(_s(q) for q in raw_queues)
+        known_queues.update(queues)
         for k, v in stats.items():
             out.stats[_s(k)] = out.stats.get(_s(k), 0) + int(v)
         out.trigger_overdue_s[shard] = max(0.0, (now - head[0][1]) / 1000) if head else 0.0
-        _stats.add_counts(out.attempts, _stats.per_tenant(attempts))
-        _stats.add_counts(out.runs, _stats.per_tenant(runs))
+        for k, v in attempts_all.items():
+            out.attempts_all[_s(k)] = out.attempts_all.get(_s(k), 0) + int(v)
+        for k, v in runs_all.items():
+            out.runs_all[_s(k)] = out.runs_all.get(_s(k), 0) + int(v)
+        fields = iter(attempts)
+        for t in mine:
+            for o in ATTEMPT_OUTCOMES:
+                n = next(fields)
+                if n is not None:
+                    out.attempts[(t, o)] = int(n)
+        fields = iter(runs)
+        for t in mine:
+            for r in RUN_ENDS:
+                n = next(fields)
+                if n is not None:
+                    out.runs[(t, r)] = int(n)
         lags.append(lag)
 
-        streams = [
-            (t, q, keys.q(shard, q, t, p)) for t in tenants for q in queues for p in PRIORITIES
-        ]
+        streams = [(t, q, keys.q(shard, q, t, p)) for t in mine for q in queues for p in PRIORITIES]
         pipe = client.pipeline(transaction=False)
-        for t in tenants:
+        for t in mine:
             pipe.zcard(keys.tleases(shard, t))
             pipe.xlen(keys.dlq(shard, t))
-            pipe.hgetall(keys.jobs(shard, t))
         for q in queues:
             for p in PRIORITIES:
-                pipe.zrange(keys.oldest(shard, q, p), 0, -1, withscores=True)
-        per_tenant = iter(pipe.execute())
-        job_ids: list[tuple[str, str, str]] = []
-        for t in tenants:
+                for t in mine:
+                    pipe.zscore(keys.oldest(shard, q, p), t)
+        per_tenant = iter(pipe.execute() if mine else [])
+        for t in mine:
             out.in_flight[t] = int(next(per_tenant))
             out.dlq[t] = int(next(per_tenant))
-            jobs: dict[Any, Any] = next(per_tenant)
-            if shard_of(t, broker.shards) == shard:
-                job_ids.extend((t, _s(name), _s(jid)) for name, jid in sorted(jobs.items()))
             out.delayed.setdefault(t, 0)
         for q in queues:
             for _p in PRIORITIES:
-                for tenant, since in next(per_tenant):
-                    age = max(0.0, (now - since) / 1000)
-                    key = (_s(tenant), q)
-                    out.oldest_ready_s[key] = max(out.oldest_ready_s.get(key, 0.0), age)
-        for (tenant, _queue), n in broker.inspection.delayed_counts(shard, DELAYED_LIMIT).items():
-            out.delayed[tenant] = out.delayed.get(tenant, 0) + n
-
+                for t in mine:
+                    since = next(per_tenant)
+                    if since is not None:
+                        age = max(0.0, (now - float(since)) / 1000)
+                        out.oldest_ready_s[(t, q)] = max(out.oldest_ready_s.get((t, q), 0.0), age)
+        if mine:
+            wanted = set(mine)
+            for (tenant, _q), n in broker.inspection.delayed_counts(shard, DELAYED_LIMIT).items():
+                if tenant in wanted:
+                    out.delayed[tenant] = out.delayed.get(tenant, 0) + n
         for (t, q, _key), n in zip(
             streams, broker.inspection.ready_counts([k for _t, _q, k in streams]), strict=True
         ):
             out.ready[(t, q)] = out.ready.get((t, q), 0) + n
-
-        states: dict[str, str] = {}
-        if opened:
-            pipe = client.pipeline(transaction=False)
-            for jid in opened:
-                pipe.hget(keys.job(shard, _s(jid)), "breaker")
-            for jid, state in zip(opened, pipe.execute(), strict=True):
-                states[_s(jid)] = _s(state) if state else "closed"
-        parked_ids = {_s(jid) for jid in parked}
-        for t, name, jid in job_ids:
-            out.breakers[(t, name)] = states.get(jid, "closed")
-            out.jobs_parked[t] = out.jobs_parked.get(t, 0) + (jid in parked_ids)
+        _jobs(broker, shard, opened, parked, out)
+    out.queues = sorted(known_queues)
     out.trigger_lag = _stats.lag_histogram(lags)
     out.workers = WorkerRegistry(broker).list(now)
     return out
+
+
+def _fields(tenants: Sequence[str], kinds: Sequence[str]) -> list[str]:
+    """``<tenant>|<kind>`` of each pair (``|`` alone when none: HMGET needs one)."""
+    return [f"{t}|{k}" for t in tenants for k in kinds] or ["|"]
+
+
+def _jobs(broker: Broker, shard: int, opened: list[Any], parked: list[Any], out: Metrics) -> None:
+    """Open breakers and parked jobs per tenant, from the shard's indexes (at
+    most LISTED_JOBS each): closed breakers are not reported."""
+    ids = [_s(j) for j in opened] + [_s(j) for j in parked]
+    if not ids:
+        return
+    pipe = broker.client.pipeline(transaction=False)
+    for jid in ids:
+        pipe.hmget(broker.keys.job(shard, jid), ["tenant", "name", "breaker"])
+    got = dict(zip(ids, pipe.execute(), strict=False))
+    for jid in (_s(j) for j in opened):
+        tenant, name, state = got[jid]
+        if tenant is not None and name is not None:
+            out.breakers[(_s(tenant), _s(name))] = _s(state) if state else "closed"
+    for jid in (_s(j) for j in parked):
+        tenant = got[jid][0]
+        if tenant is not None:
+            out.jobs_parked[_s(tenant)] = out.jobs_parked.get(_s(tenant), 0) + 1

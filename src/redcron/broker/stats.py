@@ -38,6 +38,8 @@ LABELS: tuple[str, ...] = lag_bucket_labels()
 BOUNDS: tuple[float, ...] = (*(float(b) for b in LAG_BUCKETS_S), math.inf)
 #: how an attempt outcome counts in the per-minute activity
 SUCCEEDED, FAILED = "succeeded", "failed"
+#: the "tenant" of the per-minute fields summed over tenants (no tenant name is ``*``)
+ALL_TENANTS = "*"
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,27 +203,32 @@ def _read_minutes(
     broker: Broker, kind: str, tenant: str | None, minutes: range, fields: Sequence[str]
 ) -> list[Mapping[Any, Any]]:
     """The per-minute hashes of ``kind`` (``act`` or ``lagm``) for ``minutes``:
-    every field of every shard (tenant None), or only ``<tenant>|<field>`` of the
-    tenant's shard.  One pipelined round trip per shard; hashes in shard then
-    minute order."""
+    only ``<tenant>|<field>`` of the tenant's shard, or (tenant None) every
+    shard's ``*|<field>``, the sum over tenants the scripts keep beside.  A
+    minute that has none of those (written before they existed) is read whole.
+    One or two pipelined round trips per shard; hashes in shard then minute
+    order, ``*`` standing for every tenant."""
     keys = broker.keys
     shards = range(broker.shards) if tenant is None else [shard_of(tenant, broker.shards)]
+    who = ALL_TENANTS if tenant is None else tenant
+    names = [f"{who}|{f}" for f in fields]
     out: list[Mapping[Any, Any]] = []
     for shard in shards:
         pipe = broker.client.pipeline(transaction=False)
         for m in minutes:
-            key = keys.build(shard, kind, m)
-            if tenant is None:
-                pipe.hgetall(key)
-            else:
-                pipe.hmget(key, [f"{tenant}|{f}" for f in fields])
-        for got in pipe.execute():
-            if tenant is None:
-                out.append(got)
-            else:
-                out.append(
-                    {f"{tenant}|{f}": v for f, v in zip(fields, got, strict=True) if v is not None}
-                )
+            pipe.hmget(keys.build(shard, kind, m), names)
+        got = [
+            {f: v for f, v in zip(names, row, strict=True) if v is not None}
+            for row in pipe.execute()
+        ]
+        if tenant is None:
+            older = [i for i, row in enumerate(got) if not row]
+            pipe = broker.client.pipeline(transaction=False)
+            for i in older:
+                pipe.hgetall(keys.build(shard, kind, minutes[i]))
+            for i, whole in zip(older, pipe.execute() if older else [], strict=True):
+                got[i] = whole
+        out += got
     return out
 
 
@@ -264,5 +271,42 @@ def trigger_lag_by_tenant(
     one round trip per shard, not one per tenant)."""
     minutes = check_minutes(minutes)
     now = broker.server_ms() if now_ms is None else now_ms
-    hashes = _read_minutes(broker, "lagm", None, window(now, minutes), LABELS)
+    keys = [
+        broker.keys.build(s, "lagm", m) for s in range(broker.shards) for m in window(now, minutes)
+    ]
+    pipe = broker.client.pipeline(transaction=False)
+    for key in keys:
+        pipe.hgetall(key)
+    counts = lag_counts_by_tenant(pipe.execute())
+    counts.pop(ALL_TENANTS, None)  # the sum the scripts keep beside the tenants
+    return {t: summarize_lag(c, minutes) for t, c in sorted(counts.items())}
+
+
+def trigger_lag_of(
+    broker: Broker, tenants: Sequence[str], minutes: int = 60, now_ms: int | None = None
+) -> dict[str, LagSummary]:
+    """:func:`trigger_lag` of each of ``tenants`` (a page of a table) that had a
+    scheduled fire in the last ``minutes`` minutes: only their fields of the
+    per-minute hashes are read, one pipelined round trip per shard."""
+    minutes = check_minutes(minutes)
+    if not tenants:
+        return {}
+    now = broker.server_ms() if now_ms is None else now_ms
+    by_shard: dict[int, list[str]] = {}
+    for t in tenants:
+        by_shard.setdefault(shard_of(t, broker.shards), []).append(t)
+    hashes: list[Mapping[Any, Any]] = []
+    for shard, names in by_shard.items():
+        fields = [f"{t}|{label}" for t in names for label in LABELS]
+        keys = [broker.keys.build(shard, "lagm", m) for m in window(now, minutes)]
+        # a minute without a scheduled fire has no hash: ask only those that exist
+        pipe = broker.client.pipeline(transaction=False)
+        for key in keys:
+            pipe.exists(key)
+        keys = [k for k, there in zip(keys, pipe.execute(), strict=True) if there]
+        pipe = broker.client.pipeline(transaction=False)
+        for key in keys:
+            pipe.hmget(key, fields)
+        for got in pipe.execute() if keys else []:
+            hashes.append({f: v for f, v in zip(fields, got, strict=True) if v is not None})
     return {t: summarize_lag(c, minutes) for t, c in sorted(lag_counts_by_tenant(hashes).items())}

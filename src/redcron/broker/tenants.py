@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 #: dispatch share is summed over the current and the previous server minute
 SHARE_WINDOW_MINUTES = 2
+#: the field of a ``disp:<minute>`` hash holding the minute's total
+TOTAL_FIELD = "*"
 
 #: ``list`` is a TenantStore method: annotations in the class use this alias
 Statuses = list[TenantStatus]
@@ -73,6 +75,7 @@ class TenantStore:
                 mapping={f: v for f, v in merged.to_hash().items() if f in changes},
             )
             pipe.sadd(self.keys.tenants(shard), tenant)
+            pipe.zadd(self.keys.tenantidx(shard), {tenant: 0})
             pipe.execute()
             # a raised cap or a faster rate applies now, not when a lease ends
             self.unpark(shard, tenant)
@@ -95,19 +98,33 @@ class TenantStore:
     def show(self, tenant: str) -> TenantStatus:
         """One tenant's settings with its live numbers."""
         validation.name("tenant", tenant)
-        dispatched, total = self._dispatched()
-        (row,) = self._shard_rows(self.shard(tenant), [tenant])
-        return _with_share(row, dispatched, total)
+        (row,) = self.rows([tenant])
+        return row
 
     def list(self) -> Statuses:
-        """Every known tenant of every shard, sorted by name."""
-        dispatched, total = self._dispatched()
+        """Every known tenant of every shard, sorted by name (the CLI's table; the
+        dashboard reads a page at a time with :meth:`rows`)."""
         client = self.broker.client
-        rows: Statuses = []
-        for shard in range(self.broker.shards):
-            tenants = sorted(_s(t) for t in client.smembers(self.keys.tenants(shard)))
-            rows += self._shard_rows(shard, tenants)
-        return sorted((_with_share(row, dispatched, total) for row in rows), key=lambda r: r.tenant)
+        tenants = [
+            _s(t)
+            for shard in range(self.broker.shards)
+            for t in client.smembers(self.keys.tenants(shard))
+        ]
+        return self.rows(sorted(set(tenants)))
+
+    def rows(self, tenants: Sequence[str]) -> Statuses:
+        """The statuses of ``tenants``, in that order: a few round trips per shard
+        for the lot, reading nothing of other tenants."""
+        dispatched, total = self._dispatched(tenants)
+        by_shard: dict[int, list[str]] = {}
+        for t in tenants:
+            by_shard.setdefault(self.shard(t), []).append(t)
+        found = {
+            row.tenant: row
+            for shard, names in by_shard.items()
+            for row in self._shard_rows(shard, names)
+        }
+        return [_with_share(found[t], dispatched, total) for t in tenants]
 
     # -- internals --------------------------------------------------------------
 
@@ -134,27 +151,54 @@ class TenantStore:
             rows.append(TenantStatus(t, shard, settings, in_flight, queued))
         return rows
 
-    def _dispatched(self) -> tuple[dict[str, int], int]:
-        """Tasks leased per tenant in the current and previous server minute, and the total.
+    def _dispatched(self, tenants: Sequence[str]) -> tuple[dict[str, int], int]:
+        """Tasks leased by each of ``tenants`` in the current and previous server
+        minute, and the total of all tenants.
 
-        The lease script counts them in ``disp:<minute>`` hashes; minutes use
-        server time so every client agrees on the window.
+        The lease script counts them in ``disp:<minute>`` hashes, with the
+        minute's total in field ``*``; minutes use server time so every client
+        agrees on the window.  A minute without ``*`` (written before it
+        existed) is read whole and summed.
         """
         client = self.broker.client
         minute = self.broker.server_ms() // 60_000
+        fields = [*tenants, TOTAL_FIELD]
+        keys = [
+            self.keys.disp(shard, m)
+            for shard in range(self.broker.shards)
+            for m in range(minute - SHARE_WINDOW_MINUTES + 1, minute + 1)
+        ]
         pipe = client.pipeline(transaction=False)
-        for shard in range(self.broker.shards):
-            for m in range(minute - SHARE_WINDOW_MINUTES + 1, minute + 1):
-                pipe.hgetall(self.keys.disp(shard, m))
+        for key in keys:
+            pipe.hmget(key, fields)
         counts: dict[str, int] = {}
-        for raw in pipe.execute():
-            for k, v in raw.items():
-                try:
-                    n = int(v)
-                except ValueError:
-                    continue  # not ours to fix; a bad field just does not count
-                counts[_s(k)] = counts.get(_s(k), 0) + n
-        return counts, sum(counts.values())
+        total = 0
+        whole: list[str] = []
+        for key, got in zip(keys, pipe.execute(), strict=True):
+            for t, v in zip(tenants, got, strict=False):
+                n = _count(v)
+                if n:
+                    counts[t] = counts.get(t, 0) + n
+            if got[-1] is not None:
+                total += _count(got[-1])
+            else:
+                whole.append(key)
+        if whole:
+            pipe = client.pipeline(transaction=False)
+            for key in whole:
+                pipe.hvals(key)
+            total += sum(_count(v) for vals in pipe.execute() for v in vals)
+        return counts, total
+
+
+def _count(value: Any) -> int:
+    """A disp field as a count; a field that is no number (not ours to fix) is 0."""
+    if value is None:
+        return 0
+    try:
+        return int(value)
+    except ValueError:
+        return 0
 
 
 def _with_share(row: TenantStatus, dispatched: Mapping[str, int], total: int) -> TenantStatus:

@@ -20,6 +20,7 @@ from redcron.dashboard.api.auth import ADMIN_DIGEST
 from redcron.dashboard.api.common import EXTENSION, StrictJSON, register_error_handlers
 from redcron.dashboard.metrics import init_metrics
 from redcron.dashboard.outage import init_outage
+from redcron.dashboard.totals import init_totals
 from redcron.dashboard.ui import init_ui
 
 #: request bodies above this many bytes are refused with 413
@@ -60,6 +61,7 @@ def create_app(
     web.config.update(config)
     web.extensions[EXTENSION] = app
     web.register_blueprint(api)
+    init_totals(web, app)
     init_metrics(web, app, metrics_token)
     register_error_handlers(web)
     init_outage(web, app)

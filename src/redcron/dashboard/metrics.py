@@ -11,7 +11,7 @@ unless ``create_app(..., metrics_token=...)`` sets one: firewall it otherwise
 from __future__ import annotations
 
 import hmac
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import flask
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -24,23 +24,31 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from redcron.app import App
-from redcron.broker import BREAKER_VALUES, digest, read_metrics
+from redcron.broker import BREAKER_VALUES, Metrics, digest, read_metrics
 from redcron.dashboard.api.auth import bearer
+from redcron.dashboard.api.common import redcron_app
+from redcron.dashboard.totals import TTL_S, Totals, totals
+from redcron.errors import ValidationError
+from redcron.model import validation
 
 #: Flask config key: SHA-256 of the token ``GET /metrics`` requires (None: open)
 METRICS_DIGEST = "REDCRON_METRICS_TOKEN_SHA256"
-#: Flask extension key of the app's CollectorRegistry
-REGISTRY = "redcron.metrics"
+#: tenants one scrape may name (``/metrics?tenant=a&tenant=b``) for their series
+MAX_TENANTS_ASKED = 100
 
 
 class RedcronCollector(Collector):
-    """Every ``redcron_*`` family, read fresh on each ``collect``."""
+    """Every ``redcron_*`` family, read fresh on each ``collect``: per-tenant
+    series of the busiest tenants and of ``tenants`` (named by the scrape)."""
 
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: App, tenants: Sequence[str] = (), totals: Totals | None = None) -> None:
         self.app = app
+        self.tenants = tenants
+        self.totals = totals
 
     def collect(self) -> Iterator[Metric]:
-        m = read_metrics(self.app.broker)
+        m = read_metrics(self.app.broker, self.tenants)
+        yield from _deployment(m, self.totals)
         ready = GaugeMetricFamily(
             "redcron_queue_ready", "Ready tasks (all priority classes)", labels=["tenant", "queue"]
         )
@@ -76,7 +84,7 @@ class RedcronCollector(Collector):
         for w in m.workers:
             for q in w.queues:
                 per_queue[q] = per_queue.get(q, 0) + 1
-        for queue in sorted(set(per_queue) | {q for _t, q in m.ready}):
+        for queue in sorted(set(per_queue) | set(m.queues)):
             served.add_metric([queue], per_queue.get(queue, 0))
         yield served
         slots = GaugeMetricFamily("redcron_worker_slots", "Concurrency of the live workers")
@@ -139,10 +147,9 @@ class RedcronCollector(Collector):
 
 
 def init_metrics(web: flask.Flask, app: App, token: str | None) -> None:
-    """Register ``GET /metrics`` on ``web`` with a registry of its own."""
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(RedcronCollector(app))
-    web.extensions[REGISTRY] = registry
+    """Register ``GET /metrics`` on ``web``; each scrape builds a registry of its
+    own (never prometheus-client's global one, so two apps in one process do not
+    mix), with the tenants it names."""
     web.config[METRICS_DIGEST] = digest(token) if token else None
     web.add_url_rule("/metrics", "metrics", metrics, methods=["GET"])
 
@@ -158,5 +165,59 @@ def metrics() -> flask.Response:
                 mimetype="text/plain",
                 headers={"WWW-Authenticate": "Bearer"},
             )
-    registry: CollectorRegistry = flask.current_app.extensions[REGISTRY]
+    tenants = flask.request.args.getlist("tenant")
+    if len(tenants) > MAX_TENANTS_ASKED:
+        return _refuse(f"at most {MAX_TENANTS_ASKED} tenant= arguments per scrape")
+    for t in tenants:
+        try:
+            validation.name("tenant", t)
+        except ValidationError as exc:
+            return _refuse(str(exc))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(RedcronCollector(redcron_app(), tenants, totals()))
     return flask.Response(generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def _refuse(message: str) -> flask.Response:
+    return flask.Response(message + "\n", status=400, mimetype="text/plain")
+
+
+def _deployment(m: Metrics, totals: Totals | None) -> Iterator[Metric]:
+    """Figures of every tenant at once, whatever series are shown per tenant."""
+    yield GaugeMetricFamily("redcron_tenants", "Tenants known", value=m.tenants)
+    yield GaugeMetricFamily(
+        "redcron_metrics_tenants_shown",
+        "Tenants with per-tenant series in this scrape (the busiest, and those asked for)",
+        value=m.tenants_shown,
+    )
+    attempts = CounterMetricFamily(
+        "redcron_task_attempts_all",
+        "Task attempts ended, by outcome, all tenants",
+        labels=["outcome"],
+    )
+    for outcome, n in sorted(m.attempts_all.items()):
+        attempts.add_metric([outcome], n)
+    yield attempts
+    runs = CounterMetricFamily(
+        "redcron_runs_all", "Runs ended, by state, all tenants", labels=["state"]
+    )
+    for state, n in sorted(m.runs_all.items()):
+        runs.add_metric([state], n)
+    yield runs
+    snap = totals.get() if totals is not None else None
+    if snap is None:
+        return  # the first scrape of this process: counting in the background
+    tasks = GaugeMetricFamily(
+        "redcron_deployment_tasks",
+        f"Tasks of every tenant by place (ready, in_flight, delayed, dlq), counted "
+        f"in the background at most every {TTL_S:.0f} s while scraped or viewed",
+        labels=["place"],
+    )
+    for place, n in (
+        ("ready", snap.ready_total),
+        ("in_flight", snap.in_flight),
+        ("delayed", snap.delayed),
+        ("dlq", snap.dlq),
+    ):
+        tasks.add_metric([place], n)
+    yield tasks

@@ -11,6 +11,7 @@ local idx = key_jobs(tenant)
 local job_id = redis.call('HGET', idx, name)
 if not job_id then return err('NOTFOUND', 'no job ' .. name .. ' for tenant ' .. tenant) end
 redis.call('HDEL', idx, name)
+redis.call('ZREM', key_jobidx(), tenant .. JOBIDX_SEP .. name)
 redis.call('ZREM', key_schedule(), job_id)
 redis.call('ZREM', key_brkopen(), job_id)
 redis.call('ZREM', key_jobparked(), job_id)

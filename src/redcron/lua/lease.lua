@@ -95,7 +95,14 @@ end
 limits_save(L.tenants)
 if next(L.dispatched) then
   local dk = key_disp(math.floor(now / 60000))
-  for tenant, n in pairs(L.dispatched) do redis.call('HINCRBY', dk, tenant, n) end
+  local total = 0
+  for tenant, n in pairs(L.dispatched) do
+    redis.call('HINCRBY', dk, tenant, n)
+    total = total + n
+  end
+  -- the minute's total ('*' is no tenant name): a page of tenants reads its
+  -- shares with one HMGET, not the whole hash
+  redis.call('HINCRBY', dk, '*', total)
   redis.call('EXPIRE', dk, 180)
 end
 return out

@@ -36,6 +36,16 @@ def iso(dt: datetime) -> str:
 
 def to_json(obj: Any) -> Any:
     """``obj`` (a record, or lists/dicts of them) as JSON-able plain data."""
+    # exact types first: most values are plain leaves or containers (a job's spec
+    # holds hundreds), and a page of 50 records walks them all; a subclass (a
+    # StrEnum, a bool) takes the general path below
+    kind = type(obj)
+    if kind is str or kind is int or obj is None:
+        return obj
+    if kind is dict:
+        return {_key(k): to_json(v) for k, v in obj.items()}
+    if kind is list:
+        return [to_json(v) for v in obj]
     if isinstance(obj, Enum):  # before str: a StrEnum is a str
         return to_json(obj.value)
     if isinstance(obj, float) and not math.isfinite(obj):

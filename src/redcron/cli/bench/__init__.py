@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from redcron.cli.bench.faces import faces
 from redcron.cli.bench.fairness import fairness
 from redcron.cli.bench.idle import beat_idle
 from redcron.cli.bench.latency import latency
@@ -162,3 +163,17 @@ def soak_cmd(
     period?  And bytes per retained finished instance (a line a minute on stderr)."""
 
     _emit(soak(minutes, runs_per_minute, retention_s, redis_url), as_json)
+
+
+@bench.command("faces")
+@click.option("--tenants", "sizes", multiple=True, type=click.IntRange(min=1),
+              default=(10, 10_000), show_default=True,
+              help="Tenants (one job and one queued task each); repeat for each size.")  # fmt: skip
+@_redis_option
+@_json_option
+def faces_cmd(sizes: tuple[int, ...], redis_url: str | None, as_json: bool) -> None:
+    """The overview, tenants and jobs pages, GET /v1/jobs, GET /v1/runs and
+    /metrics at each size: median time and reply size, and whether the largest
+    size stays within 3x of the smallest (and /v1/jobs, /metrics under 1 MB)."""
+
+    _emit(faces(sizes, redis_url), as_json)

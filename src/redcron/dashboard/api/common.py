@@ -3,6 +3,8 @@ and the one error shape ``{"error": {"code", "message", "field"}}``."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import math
 from collections.abc import Callable
@@ -171,6 +173,43 @@ def query_int(name: str, default: int, minimum: int, maximum: int) -> int:
     if not minimum <= value <= maximum:
         bad(name, f"{value} is out of range {minimum}..{maximum}")
     return value
+
+
+#: list replies: the page size when a request names none, and the most it may ask
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 500
+_NOT_OURS = "not a cursor this API returned (pass next_cursor as it is)"
+
+
+def encode_cursor(key: list[Any]) -> str:
+    """An opaque cursor (URL-safe, no padding) for the last entry of a page."""
+    return base64.urlsafe_b64encode(json.dumps(key).encode()).decode().rstrip("=")
+
+
+def decode_cursor(text: str, shape: tuple[type, ...]) -> list[Any]:
+    """The key a cursor of :func:`encode_cursor` holds, checked against ``shape``
+    (the type of each element); 400 on anything else."""
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        key = json.loads(raw)
+    except (binascii.Error, ValueError, TypeError):
+        bad("cursor", _NOT_OURS)
+    if not isinstance(key, list) or len(key) != len(shape):
+        bad("cursor", _NOT_OURS)
+    for value, kind in zip(key, shape, strict=True):
+        if not isinstance(value, kind) or isinstance(value, bool):
+            bad("cursor", _NOT_OURS)
+    return key
+
+
+def query_cursor(shape: tuple[type, ...]) -> list[Any] | None:
+    """The request's ``cursor`` query argument, decoded (None: the first page)."""
+    text = flask.request.args.get("cursor")
+    return decode_cursor(text, shape) if text else None
+
+
+def query_limit() -> int:
+    return query_int("limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
 
 
 def error_response(

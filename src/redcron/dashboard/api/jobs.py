@@ -17,10 +17,21 @@ from typing import Any
 
 import flask
 
-from redcron.broker import JobStore, unserved_tasks
+from redcron.broker import JobStore, page_jobs, unserved_tasks
 from redcron.dashboard.api import auth
-from redcron.dashboard.api.common import ApiError, bad, body, only, redcron_app, reply
+from redcron.dashboard.api.common import (
+    ApiError,
+    bad,
+    body,
+    encode_cursor,
+    only,
+    query_cursor,
+    query_limit,
+    redcron_app,
+    reply,
+)
 from redcron.errors import ValidationError
+from redcron.keys import JOBIDX_SEP
 from redcron.model import JobRecord, validation
 from redcron.model.jobfile import JobFileError, parse_jobs
 from redcron.model.jobs import JobSpec
@@ -125,12 +136,28 @@ def create_job() -> flask.Response:
 
 @bp.get("/jobs")
 def list_jobs() -> flask.Response:
+    """Jobs by tenant and name, a page at a time (``limit``, ``cursor``); a
+    request without ``cursor`` answers the first page, with ``next_cursor``."""
     tenant = flask.request.args.get("tenant") or None
     if tenant is not None:
         validation.name("tenant", tenant)
+    limit = query_limit()
+    key = query_cursor((str, str))
     if tenant is not None and not auth.may_see(tenant):
-        return reply({"jobs": []})
-    return reply({"jobs": redcron_app().jobs.list_jobs(tenant or auth.scope())})
+        return reply({"jobs": [], "next_cursor": None})
+    app = redcron_app()
+    found = page_jobs(app.broker, tenant or auth.scope(), (key[0], key[1]) if key else None, limit)
+    scope = tenant or auth.scope()
+    # the index range holds only that tenant's jobs: a guard, never a filter
+    jobs = [j for j in app.jobs.get_many([jid for _t, _n, jid in found.items])
+            if scope is None or j.tenant == scope]  # fmt: skip
+    after = found.next_cursor
+    return reply(
+        {
+            "jobs": jobs,
+            "next_cursor": encode_cursor(after.split(JOBIDX_SEP, 1)) if after else None,
+        }
+    )
 
 
 @bp.get("/jobs/<job_id>")

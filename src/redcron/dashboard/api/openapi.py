@@ -42,7 +42,7 @@ def _op(
     schema: Json | None,
     errors: tuple[str, ...] = ("404",),
     request: Json | None = None,
-    query: tuple[tuple[str, str], ...] = (),
+    query: tuple[tuple[str, ...], ...] = (),
 ) -> Json:
     responses: Json = {ok: {"description": "OK", **(_json(schema) if schema else {})}}
     for code in errors:
@@ -52,9 +52,16 @@ def _op(
     if request is not None:
         op["requestBody"] = {"required": True, **_json(request)}
     if query:
+        # (name, type) or (name, type, description)
         op["parameters"] = [
-            {"name": name, "in": "query", "required": False, "schema": {"type": kind}}
-            for name, kind in query
+            {
+                "name": q[0],
+                "in": "query",
+                "required": False,
+                "schema": {"type": q[1]},
+                **({"description": q[2]} if len(q) > 2 else {}),
+            }
+            for q in query
         ]
     return op
 
@@ -67,6 +74,18 @@ def _path(*names: str) -> list[Json]:
 _OBJECT: Json = {"type": "object"}
 _BODY_ERRORS = ("400", "404", "413")
 
+#: the query arguments and reply field every paged list shares
+_LIMIT = ("limit", "integer", "Entries per page, 1..500 (default 50)")
+_CURSOR = ("cursor", "string", "The next_cursor of the previous page, passed back as it is")
+_NEXT_CURSOR: Json = {
+    "type": ["string", "null"],
+    "description": "Pass as cursor for the next page; null on the last page",
+}
+_STATE_PAGES = (
+    "Only runs in this state; a page then reads at most 1,000 runs, so it may hold "
+    "fewer than limit while next_cursor is not null: page until it is"
+)
+
 PATHS: Json = {
     "/v1/jobs": {
         "post": _op("Create or update a job (keyed by tenant + name); warnings name the "
@@ -74,8 +93,11 @@ PATHS: Json = {
                         "type": "object", "required": ["warnings"], "properties": {
                             "warnings": {"type": "array", "items": {"type": "string"}}}}]},
                     ("400", "413"), _ref("JobBody")),
-        "get": _op("List jobs", "200", {"type": "object", "properties": {
-            "jobs": {"type": "array", "items": _ref("Job")}}}, (), query=(("tenant", "string"),)),
+        "get": _op("Jobs by tenant and name, a page at a time (no cursor: the first page)",
+                   "200", {"type": "object", "properties": {
+                       "jobs": {"type": "array", "items": _ref("Job")},
+                       "next_cursor": _NEXT_CURSOR}}, ("400",),
+                   query=(("tenant", "string"), _LIMIT, _CURSOR)),
     },
     "/v1/jobs/{job_id}": {
         "parameters": _path("job_id"),
@@ -99,9 +121,9 @@ PATHS: Json = {
     "/v1/runs": {
         "get": _op("Runs, newest first, a page at a time", "200", {"type": "object", "properties": {
             "runs": {"type": "array", "items": _ref("Run")},
-            "next_cursor": {"type": ["string", "null"]}}}, ("400", "404"),
-            query=(("job", "string"), ("state", "string"), ("tenant", "string"),
-                   ("limit", "integer"), ("cursor", "string"))),
+            "next_cursor": _NEXT_CURSOR}}, ("400", "404"),
+            query=(("job", "string"), ("state", "string", _STATE_PAGES), ("tenant", "string"),
+                   _LIMIT, _CURSOR)),
     },
     "/v1/runs/{run_id}": {
         "parameters": _path("run_id"),

@@ -2,14 +2,13 @@
 
 Pages are newest first and keyed, not counted: the cursor names the last run
 shown (its creation time and id), so runs fired while a client pages do not
-shift or repeat entries.
+shift or repeat entries.  A page reads one page of the run indexes, not every
+job's history; with a ``state`` filter it reads at most ``RUN_SCAN`` entries, so
+a page may come back short with a ``next_cursor``: page until it is null.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,9 +16,19 @@ from typing import Any
 
 import flask
 
-from redcron.broker import RunCancel, TaskCancel
+from redcron.broker import RunCancel, TaskCancel, page_runs
 from redcron.dashboard.api import auth
-from redcron.dashboard.api.common import ApiError, bad, body, only, query_int, redcron_app, reply
+from redcron.dashboard.api.common import (
+    ApiError,
+    bad,
+    body,
+    encode_cursor,
+    only,
+    query_cursor,
+    query_limit,
+    redcron_app,
+    reply,
+)
 from redcron.errors import NotFound
 from redcron.model import ExpiredTask, RunRecord, TaskRecord, validation
 from redcron.model.records import epoch_ms
@@ -28,9 +37,7 @@ from redcron.model.states import RunState
 
 bp = flask.Blueprint("runs", __name__)
 
-DEFAULT_LIMIT = 50
-MAX_LIMIT = 500
-#: a job keeps at most keep_runs runs (default 100); read them all to filter and page
+#: a job keeps at most keep_runs runs (default 100); its page reads them all to filter
 RUNS_PER_JOB = 100_000
 
 
@@ -74,21 +81,6 @@ def _sort_key(run: RunRecord) -> tuple[int, str]:
     return (epoch_ms(run.created_at) if run.created_at else 0, run.id)
 
 
-def _encode_cursor(key: tuple[int, str]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(list(key)).encode()).decode().rstrip("=")
-
-
-def _decode_cursor(text: str) -> tuple[int, str]:
-    try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-        ms, rid = json.loads(raw)
-    except (binascii.Error, ValueError, TypeError):
-        bad("cursor", "not a cursor this API returned (pass next_cursor as it is)")
-    if not isinstance(ms, int) or isinstance(ms, bool) or not isinstance(rid, str):
-        bad("cursor", "not a cursor this API returned (pass next_cursor as it is)")
-    return ms, rid
-
-
 def page(
     runs: Sequence[RunRecord], limit: int, cursor: tuple[int, str] | None
 ) -> tuple[list[RunRecord], str | None]:
@@ -98,37 +90,41 @@ def page(
         ordered = [r for r in ordered if _sort_key(r) < cursor]
     shown = ordered[:limit]
     more = len(ordered) > limit
-    return shown, _encode_cursor(_sort_key(shown[-1])) if more else None
+    return shown, encode_cursor(list(_sort_key(shown[-1]))) if more else None
 
 
 @bp.get("/runs")
 def list_runs() -> flask.Response:
+    """Runs newest first, a page at a time: of one job (its history, at most its
+    ``keep_runs``), or from the run indexes (``broker.listing``: a page reads a
+    page, whatever the number of jobs and runs)."""
     args = flask.request.args
-    limit = query_int("limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
-    cursor = _decode_cursor(args["cursor"]) if args.get("cursor") else None
+    limit = query_limit()
+    key = query_cursor((int, str))
+    cursor = (key[0], key[1]) if key is not None else None
     state = args.get("state") or None
     if state is not None and state not in set(RunState):
         bad("state", f"{state!r} is not one of {', '.join(s.value for s in RunState)}")
     tenant = args.get("tenant") or None
     if tenant is not None:
         validation.name("tenant", tenant)
-    jobs = redcron_app().jobs
     job_id = args.get("job") or None
     if job_id is not None:
-        job_ids = [auth.job(job_id).id]
-    elif tenant is not None and not auth.may_see(tenant):
-        job_ids = []
-    else:
-        tenant = tenant or auth.scope()
-        job_ids = [j.id for j in jobs.list_jobs(tenant)]
-    found = [
-        r
-        for jid in job_ids
-        for r in jobs.runs(jid, RUNS_PER_JOB)
-        if (state is None or r.state == state) and (tenant is None or r.tenant == tenant)
-    ]
-    shown, next_cursor = page(found, limit, cursor)
-    return reply({"runs": shown, "next_cursor": next_cursor})
+        job = auth.job(job_id)
+        found = [
+            r
+            for r in redcron_app().jobs.runs(job.id, RUNS_PER_JOB)
+            if (state is None or r.state == state) and (tenant is None or r.tenant == tenant)
+        ]
+        shown, next_cursor = page(found, limit, cursor)
+        return reply({"runs": shown, "next_cursor": next_cursor})
+    if tenant is not None and not auth.may_see(tenant):
+        return reply({"runs": [], "next_cursor": None})
+    tenant = tenant or auth.scope()
+    runs, after = page_runs(redcron_app().broker, tenant, cursor, limit, state)
+    if tenant is not None:  # the tenant's own index: a guard, never a filter
+        runs = [r for r in runs if r.tenant == tenant]
+    return reply({"runs": runs, "next_cursor": encode_cursor(list(after)) if after else None})
 
 
 @bp.get("/runs/<run_id>")

@@ -12,13 +12,14 @@ from zoneinfo import ZoneInfo
 
 import flask
 
-from redcron.broker import JobStore
+from redcron.broker import JobStore, Page, page_jobs
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
 from redcron.dashboard.ui.charts import durations_svg
 from redcron.dashboard.ui.render import Reply
 from redcron.errors import ValidationError
+from redcron.keys import JOBIDX_SEP
 from redcron.model import JobRecord, RunRecord, validation
 from redcron.schedule.triggers import Trigger, make_trigger
 from redcron.schedule.words import describe, upcoming
@@ -43,29 +44,38 @@ def schedule_words(job: JobRecord) -> str:
     return describe(trigger) if trigger is not None else job.trigger
 
 
+def _job_cursor(text: str | None) -> tuple[str, str] | None:
+    """A jobs page cursor, ``<tenant> <name>`` as the pager's links carry it."""
+    if text is None:
+        return None
+    tenant, sep, name = text.partition(JOBIDX_SEP)
+    if not sep:
+        raise ValidationError("after", f"{text!r} is not a jobs page cursor")
+    return tenant, name
+
+
 @bp.get("/jobs")
 def index() -> Reply:
-    jobs = redcron_app().jobs
+    app = redcron_app()
+    jobs = app.jobs
     args = flask.request.args
     tenant = args.get("tenant") or None
     if tenant is not None:
         validation.name("tenant", tenant)
-    search = (args.get("q") or "").strip().lower()
+    search = (args.get("q") or "").strip()
     if tenant is not None and not auth.may_see(tenant):
-        names: list[tuple[str, str, str]] = []
+        found: Page[tuple[str, str, str]] = Page([], None)
     else:
-        names = jobs.job_names(tenant or auth.scope())
-    if search:
-        names = [n for n in names if search in n[1].lower() or search in n[0].lower()]
-    # page over the names; read only the page's jobs (one round trip)
-    page_of = render.paginate(names)
-    pager = render.Pager(
-        jobs.get_many([jid for _t, _n, jid in page_of.rows]),
-        page_of.number,
-        page_of.per_page,
-        page_of.total,
-        page_of.more,
-    )
+        found = page_jobs(
+            app.broker,
+            tenant or auth.scope(),
+            _job_cursor(render.after_cursor()),
+            render.PER_PAGE,
+            _job_cursor(render.before_cursor()),
+            search or None,
+        )
+    # one page of names from the index; read only the page's jobs (one round trip)
+    pager = render.keyed(found, jobs.get_many([jid for _t, _n, jid in found.items]))
     return render.page(
         "jobs.html",
         title="Jobs",

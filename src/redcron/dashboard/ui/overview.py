@@ -3,14 +3,18 @@ and throughput over the last hour, open circuit breakers."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import flask
 
-from redcron.broker import WorkerRegistry, activity, trigger_lag
+from redcron.broker import WorkerRegistry, activity, page_tenants, trigger_lag
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
+from redcron.dashboard.totals import TTL_S as TOTALS_TTL_S
+from redcron.dashboard.totals import WorkTotals
+from redcron.dashboard.totals import totals as totals_snapshot
 from redcron.dashboard.ui import render
 from redcron.dashboard.ui.charts import activity_svg
 from redcron.dashboard.ui.render import Reply
@@ -45,19 +49,30 @@ def serves_tenant(worker: WorkerInfo, tenant: str | None) -> bool:
     return tenant is None or not worker.tenants or tenant in worker.tenants
 
 
-def tenant_rows() -> list[TenantRow]:
-    """Every tenant the viewer may see, with its ready work per class."""
+def tenant_rows(names: Sequence[str]) -> list[TenantRow]:
+    """The work of each of ``names`` (a page of tenants) the viewer may see."""
     rows: dict[str, TenantRow] = {}
-    for load, classes in redcron_app().broker.inspection.inspect_classes(auth.scope()):
-        if not auth.may_see(load.tenant):
-            continue
+    shown = [t for t in names if auth.may_see(t)]
+    for load, classes in redcron_app().broker.inspection.inspect_tenants(shown):
         row = rows.setdefault(load.tenant, TenantRow(load.tenant))
         row.in_flight += load.in_flight
         row.delayed += load.delayed
         row.dlq += load.dlq
         for priority, n in classes.items():
             row.ready[priority] = row.ready.get(priority, 0) + n
-    return [rows[t] for t in sorted(rows)]
+    return [rows[t] for t in shown if t in rows]
+
+
+def sum_rows(rows: Sequence[TenantRow]) -> WorkTotals:
+    """The rows' work, summed (live: ``taken_at`` None)."""
+    out = WorkTotals()
+    for row in rows:
+        for priority, n in row.ready.items():
+            out.ready[priority] = out.ready.get(priority, 0) + n
+        out.in_flight += row.in_flight
+        out.delayed += row.delayed
+        out.dlq += row.dlq
+    return out
 
 
 def recent(only: str | None, now_ms: int) -> dict[str, Any]:
@@ -75,21 +90,20 @@ def index() -> Reply:
     app = redcron_app()
     only = auth.scope()
     now_ms = app.broker.server_ms()  # one clock read for the whole page
-    rows = tenant_rows()
-    totals = TenantRow("all")
-    for row in rows:
-        for priority, n in row.ready.items():
-            totals.ready[priority] = totals.ready.get(priority, 0) + n
-        totals.in_flight += row.in_flight
-        totals.delayed += row.delayed
-        totals.dlq += row.dlq
+    names = page_tenants(app.broker, render.after_cursor(), render.PER_PAGE, only,
+                         render.before_cursor())  # fmt: skip
+    rows = tenant_rows(names.items)
+    whole = names.next_cursor is None and names.prev_cursor is None
+    # every tenant on this page: its rows are the totals; else the snapshot
+    totals = sum_rows(rows) if whole else totals_snapshot().get()
     workers = [w for w in WorkerRegistry(app.broker).list() if serves_tenant(w, only)]
     breakers = app.jobs.open_breakers(only)
     return render.page(
         "overview.html",
         title="Overview",
-        rows=render.paginate(rows),
+        rows=render.keyed(names, rows),
         totals=totals,
+        totals_ttl_s=TOTALS_TTL_S,
         classes=PRIORITIES,
         workers=workers[:WORKERS_SHOWN],
         workers_total=len(workers),

@@ -13,6 +13,7 @@ import flask
 from markupsafe import Markup, escape
 from werkzeug.wrappers import Response
 
+from redcron.broker import Page
 from redcron.dashboard.ui import session
 from redcron.dashboard.ui.charts import format_seconds
 
@@ -69,6 +70,43 @@ class Pager(Generic[T]):
     @property
     def pages(self) -> int | None:
         return max(1, math.ceil(self.total / self.per_page)) if self.total is not None else None
+
+
+@dataclass(frozen=True)
+class Keyed(Generic[T]):
+    """One page of a keyed list (``?after=`` / ``?before=`` a cursor): its rows,
+    the cursors of the next and previous pages, and where it sits (None: not
+    counted).  The pager macro ``keyed`` draws its links."""
+
+    rows: Sequence[T]
+    next: str | None
+    prev: str | None
+    offset: int | None = None
+    total: int | None = None
+
+    @property
+    def first(self) -> int:
+        return (self.offset or 0) + 1 if self.rows else 0
+
+    @property
+    def last(self) -> int:
+        return self.first + len(self.rows) - 1 if self.rows else 0
+
+
+def keyed(found: Page[Any], rows: Sequence[T]) -> Keyed[T]:
+    """A :class:`Keyed` page of ``rows`` (what the page shows of ``found``'s items),
+    with ``found``'s cursors and counts."""
+    return Keyed(rows, found.next_cursor, found.prev_cursor, found.offset, found.total)
+
+
+def after_cursor() -> str | None:
+    """The ``after`` query argument: show the page after this cursor."""
+    return flask.request.args.get("after") or None
+
+
+def before_cursor() -> str | None:
+    """The ``before`` query argument: show the page before this cursor."""
+    return flask.request.args.get("before") or None
 
 
 def page_number() -> int:

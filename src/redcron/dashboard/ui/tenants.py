@@ -9,7 +9,7 @@ from typing import Any
 
 import flask
 
-from redcron.broker import trigger_lag_by_tenant
+from redcron.broker import Page, page_tenants, trigger_lag_of
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
@@ -39,15 +39,25 @@ HELP = {
 _BOOLS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 
 
+def tenant_page() -> Page[str]:
+    """The page of tenant names the viewer asked for (``?after=``/``?before=``):
+    a tenant's own viewer sees only itself."""
+    broker = redcron_app().broker
+    only = auth.scope()
+    after, before = render.after_cursor(), render.before_cursor()
+    return page_tenants(broker, after, render.PER_PAGE, only, before)
+
+
 @bp.get("/tenants")
 def index() -> Reply:
     app = redcron_app()
-    statuses = [s for s in app.tenants.list() if auth.may_see(s.tenant)]
+    names = tenant_page()
+    rows = app.tenants.rows([t for t in names.items if auth.may_see(t)])
     return render.page(
         "tenants.html",
         title="Tenants",
-        tenants=render.paginate(statuses),
-        lag=trigger_lag_by_tenant(app.broker, LAG_MINUTES),
+        tenants=render.keyed(names, rows),
+        lag=trigger_lag_of(app.broker, [r.tenant for r in rows], LAG_MINUTES),
     )
 
 

@@ -1,7 +1,8 @@
 --[[ lag: how late scheduled fires are (trigger lag), as histograms whose bucket
   bounds come from redcron/keys.py (LAG_BUCKETS: {bound ms, field name}).
   lag (HASH, lifetime): <le> -> fires in that bucket (not cumulative), sum_ms, count.
-  lagm:<minute> (HASH, per minute, expires after ACTIVITY_TTL_S): <tenant>|<le> -> fires.
+  lagm:<minute> (HASH, per minute, expires after ACTIVITY_TTL_S): <tenant>|<le> -> fires,
+  and *|<le>: the same summed over tenants.
   A call gathers its fires in a table (lag_note) and writes them once (lag_save),
   so a batch of fires costs a few calls, not a few per fire. ]]
 
@@ -38,5 +39,7 @@ local function lag_save(notes, now)
   for f, n in pairs(notes.tle) do
     if redis.call('HINCRBY', mk, f, n) == n then fresh = true end
   end
+  -- every tenant's, summed ('*' is no tenant name): the overview reads these
+  for le, n in pairs(notes.le) do redis.call('HINCRBY', mk, '*|' .. le, n) end
   if fresh then redis.call('EXPIRE', mk, ACTIVITY_TTL_S) end
 end

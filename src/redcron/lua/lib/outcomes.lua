@@ -1,8 +1,11 @@
 --[[ outcomes: count how attempts and runs end, for /metrics and the dashboard.
   attempts (HASH, lifetime): <tenant>|<outcome> -> attempts ended that way.
   act:<minute> (HASH, per minute, expires after ACTIVITY_TTL_S): <tenant>|succeeded
-  and <tenant>|failed (failed, timed_out or lost) -> attempts ended in that minute.
-  runends (HASH, lifetime): <tenant>|<state> -> runs ended in that state. ]]
+  and <tenant>|failed (failed, timed_out or lost) -> attempts ended in that minute,
+  and *|succeeded, *|failed: the same summed over tenants.
+  runends (HASH, lifetime): <tenant>|<state> -> runs ended in that state.
+  attemptsall, runendsall (HASH, lifetime): the same summed over tenants, so
+  /metrics reads the totals without reading every tenant's fields. ]]
 
 local ACTIVITY = {succeeded = 'succeeded', failed = 'failed', timed_out = 'failed',
   lost = 'failed'}
@@ -13,16 +16,20 @@ local ACTIVITY = {succeeded = 'succeeded', failed = 'failed', timed_out = 'faile
 -- (minute, tenant, kind): the first increment of a field sets the key's expiry.
 local function count_attempts(tenant, outcome, n, now, active)
   redis.call('HINCRBY', key_attempts(), tenant .. '|' .. outcome, n)
+  redis.call('HINCRBY', key_attemptsall(), outcome, n)
   local kind = ACTIVITY[outcome]
   if not kind or active == false then return end
   local ak = key_act(math.floor(now / 60000))
   if redis.call('HINCRBY', ak, tenant .. '|' .. kind, n) == n then
     redis.call('EXPIRE', ak, ACTIVITY_TTL_S)
   end
+  -- every tenant's, summed ('*' is no tenant name): the overview reads two fields
+  redis.call('HINCRBY', ak, '*|' .. kind, n)
 end
 
 -- A run of `tenant` reached the terminal `state` (a run reopened by a retry
 -- counts again when it ends again).
 local function count_run(tenant, state)
   redis.call('HINCRBY', key_runends(), (tenant or '') .. '|' .. state, 1)
+  redis.call('HINCRBY', key_runendsall(), state, 1)
 end

@@ -7,6 +7,21 @@
 -- @include lib/recent.lua
 -- @include lib/outcomes.lua
 
+-- List a new run in the shard's and its tenant's run indexes (newest first for
+-- /v1/runs), each trimmed to its newest RUNIDX_MAX / TRUNS_MAX: older runs stay
+-- in their job's history.  An entry whose run expired is skipped by readers.
+local function index_run(run_id, tenant, now)
+  local all, mine = key_runidx(), key_truns(tenant)
+  redis.call('ZADD', all, now, run_id)
+  redis.call('ZADD', mine, now, run_id)
+  if redis.call('ZCARD', all) > RUNIDX_MAX then
+    redis.call('ZREMRANGEBYRANK', all, 0, -(RUNIDX_MAX + 1))
+  end
+  if redis.call('ZCARD', mine) > TRUNS_MAX then
+    redis.call('ZREMRANGEBYRANK', mine, 0, -(TRUNS_MAX + 1))
+  end
+end
+
 -- Record a fire that created no run (overlap, or the job paused while it was
 -- buffered): a 'skipped' run without instances in the job's history and a
 -- counted stat, so no fire is dropped silently.
@@ -18,6 +33,7 @@ local function record_skipped(job_id, run_id, fire_ms, trigger, now, reason, sta
     'state', state or 'skipped', 'reason', reason, 'scheduled_for', fire_ms, 'trigger', trigger,
     'created', now, 'ended', now, 'total', 0, 'tasks', '')
   redis.call('ZADD', key_runs(job_id), fire_ms, run_id)
+  index_run(run_id, j[1], now)
   redis.call('HINCRBY', key_stats(), state == 'rejected' and 'fires_rejected'
     or 'fires_overlap_skipped', 1)
   count_run(j[1], state or 'skipped')
@@ -88,4 +104,5 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, wo
   -- tenants and queues were registered by job_put
   redis.call('SADD', key_active(job_id), run_id)
   redis.call('ZADD', key_runs(job_id), fire_ms, run_id)
+  index_run(run_id, tenant, now)
 end

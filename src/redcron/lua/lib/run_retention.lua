@@ -47,7 +47,7 @@ local function run_retain(rk, run_id, job_id)
       if #page == 0 then break end
       for _, rid in ipairs(page) do
         local ork = key_run(rid)
-        local o = redis.call('HMGET', ork, 'state', 'dlq_held', 'tasks')
+        local o = redis.call('HMGET', ork, 'state', 'dlq_held', 'tasks', 'tenant')
         if not o[1] then
           -- expired with its retention: only its history entry was left
           redis.call('ZREM', hist, rid)
@@ -60,6 +60,8 @@ local function run_retain(rk, run_id, job_id)
           for _, t in ipairs(split(o[3])) do redis.call('DEL', key_ti(rid .. '/' .. t)) end
           redis.call('DEL', ork)
           redis.call('ZREM', hist, rid)
+          redis.call('ZREM', key_runidx(), rid)
+          if o[4] then redis.call('ZREM', key_truns(o[4]), rid) end
           excess = excess - 1
         else
           skipped = skipped + 1

@@ -1,0 +1,309 @@
+"""Listings the faces page over: tenants, jobs and runs, a page at a time.
+
+Each read costs a few round trips per shard whatever the number of tenants,
+jobs and runs: it reads one page (``limit`` + 1 entries) of an index, never a
+whole SET or every tenant's hash.  The indexes (``docs/keys.md``):
+
+- ``tenantidx``: every tenant of a shard, scored 0, read in name order with
+  ``ZRANGEBYLEX`` (``job_put``, ``enqueue`` and ``tenants set`` add);
+- ``jobidx``: every job as ``<tenant> <name>``, likewise (``job_put`` adds,
+  ``job_delete`` removes);
+- ``runidx`` and ``truns:<tenant>``: run id -> created ms, the newest
+  ``RUNIDX_MAX`` / ``TRUNS_MAX`` (run creation adds and trims, retention removes;
+  a run that expired with its ``keep_s`` is skipped when read).
+
+A cursor names the last entry shown (a tenant, ``<tenant> <name>``, or a run's
+(created ms, id)), so entries added while a client pages neither shift nor
+repeat the ones after it.  Several shards merge: each gives its next
+``limit`` + 1 entries past the cursor, and the smallest ``limit`` of all are
+the page.
+
+A deployment made before these indexes is backfilled once per shard (the
+first read after an upgrade pays one pass over the tenants and their jobs,
+then marks the shard ``indexed``); each Broker checks that once, not per read.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from redcron.broker.core import fields_of
+from redcron.keys import JOBIDX_SEP, RUNIDX_MAX, TRUNS_MAX, shard_of
+from redcron.model import RunRecord
+from redcron.serde import text as _s
+
+if TYPE_CHECKING:
+    from redcron.broker import Broker
+
+T = TypeVar("T")
+
+#: the version of the listing indexes a shard was backfilled to
+INDEX_VERSION = "1"
+#: run index entries read per request at most, past expired runs and filters:
+#: a page may come back short (with a cursor) rather than read on without bound
+RUN_SCAN = 1_000
+#: job index entries a search reads per request at most
+SEARCH_SCAN = 2_000
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    """One page of a listing: its items, the cursor of the next page and of the
+    previous one (None: none that way)."""
+
+    items: list[T]
+    next_cursor: str | None
+    prev_cursor: str | None = None
+    #: entries before the first item, and in the whole listing (None: not counted)
+    offset: int | None = None
+    total: int | None = None
+
+
+def ensure_indexes(broker: Broker) -> None:
+    """Backfill the listing indexes of every shard not marked ``indexed`` (a
+    deployment older than them); once per Broker, then free."""
+    if getattr(broker, "_listing_indexed", False):
+        return
+    client, keys = broker.client, broker.keys
+    for shard in range(broker.shards):
+        if _s(client.get(keys.indexed(shard)) or b"") == INDEX_VERSION:
+            continue
+        tenants = sorted(_s(t) for t in client.smembers(keys.tenants(shard)))
+        pipe = client.pipeline(transaction=False)
+        for t in tenants:
+            pipe.hgetall(keys.jobs(shard, t))
+        hashes = pipe.execute() if tenants else []
+        pipe = client.pipeline(transaction=False)
+        for t, names in zip(tenants, hashes, strict=True):
+            pipe.zadd(keys.tenantidx(shard), {t: 0})
+            for name in names:
+                pipe.zadd(keys.jobidx(shard), {f"{t}{JOBIDX_SEP}{_s(name)}": 0})
+        pipe.execute()
+        _backfill_runs(broker, shard, [_s(j) for h in hashes for j in h.values()])
+        client.set(keys.indexed(shard), INDEX_VERSION)
+    broker._listing_indexed = True  # type: ignore[attr-defined]
+
+
+def _backfill_runs(broker: Broker, shard: int, job_ids: Sequence[str]) -> None:
+    client, keys = broker.client, broker.keys
+    pipe = client.pipeline(transaction=False)
+    for jid in job_ids:
+        pipe.zrevrange(keys.runs(shard, jid), 0, TRUNS_MAX - 1)
+    run_ids = [_s(r) for ids in (pipe.execute() if job_ids else []) for r in ids]
+    for start in range(0, len(run_ids), 1000):
+        chunk = run_ids[start : start + 1000]
+        pipe = client.pipeline(transaction=False)
+        for rid in chunk:
+            pipe.hmget(keys.run(shard, rid), ["tenant", "created"])
+        pipe2 = client.pipeline(transaction=False)
+        for rid, (tenant, created) in zip(chunk, pipe.execute(), strict=True):
+            if tenant is None or created is None:
+                continue
+            pipe2.zadd(keys.runidx(shard), {rid: int(created)})
+            pipe2.zadd(keys.truns(shard, _s(tenant)), {rid: int(created)})
+        pipe2.execute()
+    pipe = client.pipeline(transaction=False)
+    pipe.zremrangebyrank(keys.runidx(shard), 0, -(RUNIDX_MAX + 1))
+    pipe.execute()
+
+
+def _shards(broker: Broker, tenant: str | None) -> list[int]:
+    return [shard_of(tenant, broker.shards)] if tenant else list(range(broker.shards))
+
+
+def _lex_page(
+    broker: Broker,
+    keys: Sequence[str],
+    low: str,
+    high: str,
+    limit: int,
+    backwards: bool = False,
+    scope: tuple[str, str] | None = None,
+) -> Page[str]:
+    """``limit`` members from ``low`` up to ``high`` (ZRANGEBYLEX bounds), merged
+    over ``keys`` in order; ``backwards``: the ``limit`` last ones (read from
+    ``high`` down).  Cursors: the last member shown (next), the first (prev).
+    ``scope``: the bounds of the whole listing, to count the page's offset and
+    the total (one more round trip)."""
+    pipe = broker.client.pipeline(transaction=False)
+    for key in keys:
+        if backwards:
+            pipe.zrevrangebylex(key, high, low, start=0, num=limit + 1)
+        else:
+            pipe.zrangebylex(key, low, high, start=0, num=limit + 1)
+    lists = [[_s(m) for m in got] for got in pipe.execute()]
+    merged = heapq.merge(*lists, reverse=backwards)
+    members = [m for _i, m in zip(range(limit + 1), merged, strict=False)]
+    more = len(members) > limit
+    shown = members[:limit]
+    if backwards:
+        shown.reverse()
+        # the page came from before a cursor: something follows it
+        nxt, prev = (shown[-1] if shown else None), (shown[0] if more else None)
+    else:
+        started = low not in ("-", "") and not low.startswith("[")
+        nxt, prev = (shown[-1] if more else None), (shown[0] if started and shown else None)
+    if scope is None:
+        return Page(shown, nxt, prev)
+    # where the page is, and how long the listing: ZLEXCOUNT is O(log N)
+    pipe = broker.client.pipeline(transaction=False)
+    for key in keys:
+        pipe.zlexcount(key, scope[0], scope[1])
+        pipe.zlexcount(key, scope[0], f"({shown[0]}" if shown else scope[0])
+    counts = [int(n) for n in pipe.execute()]
+    total, offset = sum(counts[0::2]), sum(counts[1::2]) if shown else 0
+    return Page(shown, nxt, prev, offset, total)
+
+
+def _bound(cursor: str | None, fallback: str) -> str:
+    return f"({cursor}" if cursor else fallback
+
+
+def page_tenants(
+    broker: Broker,
+    after: str | None,
+    limit: int,
+    tenant: str | None = None,
+    before: str | None = None,
+) -> Page[str]:
+    """Tenant names in order: ``limit`` after ``after``, or the ``limit`` before
+    ``before``; only ``tenant`` when given."""
+    ensure_indexes(broker)
+    if tenant is not None:
+        shard = shard_of(tenant, broker.shards)
+        score = broker.client.zscore(broker.keys.tenantidx(shard), tenant)
+        shown = [tenant] if score is not None and not after and not before else []
+        return Page(shown, None)
+    keys = [broker.keys.tenantidx(s) for s in range(broker.shards)]
+    whole = ("-", "+")
+    if before:
+        return _lex_page(broker, keys, "-", _bound(before, "+"), limit, True, whole)
+    return _lex_page(broker, keys, _bound(after, "-"), "+", limit, scope=whole)
+
+
+def count_tenants(broker: Broker) -> int:
+    """How many tenants there are (one ZCARD per shard)."""
+    ensure_indexes(broker)
+    pipe = broker.client.pipeline(transaction=False)
+    for s in range(broker.shards):
+        pipe.zcard(broker.keys.tenantidx(s))
+    return sum(int(n) for n in pipe.execute())
+
+
+def page_jobs(
+    broker: Broker,
+    tenant: str | None,
+    after: tuple[str, str] | None,
+    limit: int,
+    before: tuple[str, str] | None = None,
+    search: str | None = None,
+) -> Page[tuple[str, str, str]]:
+    """(tenant, name, job id) in (tenant, name) order: ``limit`` after ``after``
+    (a (tenant, name) pair), or the ``limit`` before ``before``; of ``tenant``
+    only when given.  ``search``: only names or tenants holding it, among at
+    most :data:`SEARCH_SCAN` index entries per request (a page may come back
+    short, with a next cursor).  The cursors are ``<tenant> <name>``."""
+    ensure_indexes(broker)
+    low, high = "-", "+"
+    if tenant is not None:
+        low = f"[{tenant}{JOBIDX_SEP}"
+        # the character after the separator: past every member of the tenant
+        high = f"({tenant}{chr(ord(JOBIDX_SEP) + 1)}"
+    whole = (low, high)
+    member = _member(after or before)
+    if after is not None and (tenant is None or after[0] >= tenant):
+        low = f"({member}"
+    if before is not None and (tenant is None or before[0] <= tenant):
+        high = f"({member}"
+    keys = [broker.keys.jobidx(s) for s in _shards(broker, tenant)]
+    if search:
+        page = _search(broker, keys, low, high, limit, search.lower())
+    else:
+        page = _lex_page(broker, keys, low, high, limit, before is not None, whole)
+    pairs = [m.split(JOBIDX_SEP, 1) for m in page.items]
+    pipe = broker.client.pipeline(transaction=False)
+    for t, name in pairs:
+        pipe.hget(broker.keys.jobs(shard_of(t, broker.shards), t), name)
+    out = [
+        (t, name, _s(jid))
+        for (t, name), jid in zip(pairs, pipe.execute() if pairs else [], strict=True)
+        if jid is not None  # deleted between the two reads
+    ]
+    return Page(out, page.next_cursor, page.prev_cursor, page.offset, page.total)
+
+
+def _member(key: tuple[str, str] | None) -> str:
+    return f"{key[0]}{JOBIDX_SEP}{key[1]}" if key else ""
+
+
+def _search(
+    broker: Broker, keys: Sequence[str], low: str, high: str, limit: int, needle: str
+) -> Page[str]:
+    """Members holding ``needle`` from ``low``, among at most SEARCH_SCAN read."""
+    scanned = _lex_page(broker, keys, low, high, SEARCH_SCAN)
+    shown: list[str] = []
+    for m in scanned.items:
+        if needle in m.lower():
+            shown.append(m)
+            if len(shown) == limit:
+                return Page(shown, m)
+    last = scanned.items[-1] if scanned.items else None
+    return Page(shown, last if scanned.next_cursor else None)
+
+
+def page_runs(
+    broker: Broker,
+    tenant: str | None,
+    before: tuple[int, str] | None,
+    limit: int,
+    state: str | None = None,
+) -> tuple[list[RunRecord], tuple[int, str] | None]:
+    """Runs newest first (by creation time, then id), ``limit`` older than
+    ``before``; of ``tenant`` only, and in ``state`` only, when given.
+
+    Reads ``limit`` + 1 index entries per shard, or :data:`RUN_SCAN` with a
+    ``state`` filter: a page may then hold fewer than ``limit`` runs while
+    more follow (the cursor says so).  Returns the runs and the cursor of the
+    next page (None on the last)."""
+    client, keys = broker.client, broker.keys
+    ensure_indexes(broker)
+    shards = _shards(broker, tenant)
+    index = [keys.truns(s, tenant) if tenant else keys.runidx(s) for s in shards]
+    want = RUN_SCAN if state else limit + 1
+    pipe = client.pipeline(transaction=False)
+    high = "+inf" if before is None else before[0]
+    for key in index:
+        pipe.zrevrangebyscore(key, high, "-inf", start=0, num=want + _TIES, withscores=True)
+    entries: list[tuple[int, str, int]] = []
+    cut = False  # some shard has entries past what was read
+    for shard, got in zip(shards, pipe.execute(), strict=True):
+        cut = cut or len(got) >= want + _TIES
+        for rid, ms in got:
+            at = (int(ms), _s(rid))
+            if before is None or at < before:
+                entries.append((at[0], at[1], shard))
+    entries.sort(reverse=True)
+    entries = entries[:want]
+    pipe = client.pipeline(transaction=False)
+    for _ms, rid, shard in entries:
+        pipe.hgetall(keys.run(shard, rid))
+    shown: list[RunRecord] = []
+    last: tuple[int, str] | None = None
+    for (ms, rid, _shard), raw in zip(entries, pipe.execute() if entries else [], strict=True):
+        if len(shown) == limit:
+            return shown, last  # an entry follows the page
+        last = (ms, rid)
+        if not raw:
+            continue  # expired with its retention
+        run = RunRecord.from_fields(fields_of(raw))
+        if state is None or run.state == state:
+            shown.append(run)
+    more = cut or len(entries) >= want
+    return shown, last if more and last is not None else None
+
+
+#: entries created in the same ms as the cursor that may precede it in the reply
+_TIES = 64

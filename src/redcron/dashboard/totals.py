@@ -1,0 +1,110 @@
+"""Deployment-wide work totals (ready per class, in flight, delayed, DLQ) for
+the overview's cards and ``/metrics``, without a request paying for them.
+
+Summing them reads every tenant's streams and sets: work that grows with the
+tenants.  So no request does it: a request that finds the snapshot older than
+:data:`TTL_S` (or none yet) starts one refresh in a background thread and
+answers with the snapshot it has (None on the very first request, shown as
+"counting").  At most one refresh runs per dashboard process, and only while
+someone is looking: an idle dashboard reads nothing.  Pages that show every
+tenant anyway (all of them fit on one page) sum their own rows instead, exact
+and live.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+import flask
+
+from redcron.app import App
+
+log = logging.getLogger(__name__)
+
+#: Flask extension key of the process's :class:`Totals`
+EXTENSION = "redcron.totals"
+#: how old a snapshot may be before a request starts a refresh (seconds)
+TTL_S = 10.0
+
+
+@dataclass
+class WorkTotals:
+    """Work summed over tenants (a snapshot, or a page's rows)."""
+
+    ready: dict[str, int] = field(default_factory=dict)  # priority class -> ready
+    in_flight: int = 0
+    delayed: int = 0
+    dlq: int = 0
+    #: when the snapshot was taken (epoch s, this process's clock); None: live
+    taken_at: float | None = None
+
+    @property
+    def ready_total(self) -> int:
+        return sum(self.ready.values())
+
+
+def count(app: App) -> WorkTotals:
+    """Every tenant's work, summed: the refresh's whole cost."""
+    out = WorkTotals(taken_at=time.time())
+    for load, classes in app.broker.inspection.inspect_classes():
+        for priority, n in classes.items():
+            out.ready[priority] = out.ready.get(priority, 0) + n
+        out.in_flight += load.in_flight
+        out.delayed += load.delayed
+        out.dlq += load.dlq
+    return out
+
+
+class Totals:
+    """The process's snapshot of :func:`count` and its one refresher thread."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self._lock = threading.Lock()
+        self._snapshot: WorkTotals | None = None
+        self._running = False
+
+    def get(self) -> WorkTotals | None:
+        """The latest snapshot (None: none yet); starts a refresh if it is stale."""
+        with self._lock:
+            snap = self._snapshot
+            stale = snap is None or snap.taken_at is None or time.time() - snap.taken_at > TTL_S
+            if stale and not self._running:
+                self._running = True
+                threading.Thread(target=self._refresh, name="redcron-totals", daemon=True).start()
+        return snap
+
+    def _refresh(self) -> None:
+        try:
+            snap = count(self.app)
+        except Exception:  # Redis down, or worse: keep the old snapshot, a later request retries
+            log.exception("work totals not refreshed")
+            snap = None
+        finally:
+            with self._lock:
+                self._running = False
+        if snap is not None:
+            with self._lock:
+                self._snapshot = snap
+
+    def wait(self, timeout_s: float = 30.0) -> WorkTotals | None:
+        """Wait for a running refresh to end (tests and the benchmark's set-up)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._running:
+                    return self._snapshot
+            time.sleep(0.01)
+        return self._snapshot
+
+
+def init_totals(web: flask.Flask, app: App) -> None:
+    web.extensions[EXTENSION] = Totals(app)
+
+
+def totals() -> Totals:
+    found: Totals = flask.current_app.extensions[EXTENSION]
+    return found
