@@ -985,3 +985,16 @@ def test_cron_is_hashable_and_comparable() -> None:
     a.days_in(2026, 1)  # the day cache must not affect equality
     assert a == b and hash(a) == hash(b)
     assert isinstance(a, Cron)
+
+
+def test_parsed_expressions_are_shared_but_h_stays_per_job() -> None:
+    # memoized: the same text parses once (the beat and put_many parse per job)
+    assert parse_cron("0 2 * * *", job_key="a/x") is parse_cron("0 2 * * *", job_key="b/y")
+    # an H field is seeded by the job key: never shared between jobs
+    hashed = {parse_cron("H H * * *", job_key=f"t/job{i}").minutes for i in range(20)}
+    assert len(hashed) > 1
+    assert parse_cron("h 2 * * *", job_key="t/a") == parse_cron("h 2 * * *", job_key="t/a")
+    # errors are raised every time, never cached as a value
+    for _ in range(2):
+        with pytest.raises(ValidationError):
+            parse_cron("0 0 30 FEB *")

@@ -41,6 +41,9 @@ __all__ = ["Beat", "beats_key"]
 
 log = logging.getLogger(__name__)
 
+#: seconds of a tick spent at most loading the specs of jobs due soon
+PREFETCH_BUDGET_S = 0.5
+
 
 class Beat:
     """A beat process: owns shards, fires what is due, runs promote/reap.
@@ -93,6 +96,10 @@ class Beat:
         self._failing: set[tuple[int, type[Exception]]] = set()
         self._stop = threading.Event()
         self._store: BeatStore | None = None
+        # server time the last tick's fire pass read the schedule at
+        self._tick_ms = 0
+        # the last tick's prefetch left specs of jobs due soon to load
+        self._ahead = False
 
     @property
     def owned(self) -> dict[int, str]:
@@ -128,7 +135,8 @@ class Beat:
             while not self._stop.is_set():
                 try:
                     self.tick()
-                    delay = 0.0 if self._firer.busy else self._idle_delay()
+                    busy = self._firer.busy or self._ahead
+                    delay = 0.0 if busy else self._idle_delay()
                     backoff.reset()
                 except TRANSIENT as exc:
                     delay = backoff.failed(exc, "tick")
@@ -164,7 +172,7 @@ class Beat:
                 self.app.apply_declared()
             self._started = True
         self._firer.busy = False
-        now = self._server_ms()
+        now = self._tick_ms = self._server_ms()
         store = self.store
         self._shards.round(store, now)
         budget = time.monotonic() + self.ttl_ms / 4000
@@ -177,10 +185,12 @@ class Beat:
             except Exception as exc:  # one shard's fault must not stop every tenant's
                 self._shard_failed(shard, "fire", exc)
         self._maintain()
+        self._ahead = False
         if not self._firer.busy:
             for shard in sorted(self._shards.owned):
                 try:
-                    self._planner.prefetch(store, shard, now)
+                    more = self._planner.prefetch(store, shard, now, PREFETCH_BUDGET_S)
+                    self._ahead = self._ahead or more
                 except TRANSIENT:
                     raise
                 except Exception as exc:  # the same loading as the fire pass
@@ -230,8 +240,12 @@ class Beat:
             if head is not None:
                 wake = min(wake, head)
         # a due entry that made no progress (version change, unreadable spec)
-        # is retried at the next round or second, not in a busy loop
+        # is retried at the next round or second, not in a busy loop; one that
+        # fell due after the fire pass read the schedule (while the tick went on
+        # to maintenance and prefetch) is fired at once
         if wake <= now:
+            if any(h is not None and h > self._tick_ms for h in heads):
+                return 0.0
             wake = min(now + 1000, max(next_round, now + 50))
         return max(0.0, (wake - now) / 1000)
 

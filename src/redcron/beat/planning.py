@@ -9,6 +9,7 @@ an error computing its fires) is parked (:mod:`redcron.beat.parking`).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Sequence
@@ -28,7 +29,10 @@ from redcron.schedule.triggers import Trigger
 log = logging.getLogger("redcron.beat.beat")
 
 #: specs of jobs due within this many ms are loaded ahead, while the beat is idle
-PREFETCH_MS = 3_000
+#: (100,000 jobs due in one second take a few seconds to load)
+PREFETCH_MS = 10_000
+#: parsed specs kept at most; past it the oldest loaded half is dropped
+SPECS_MAX = 200_000
 #: a tenant's default jitter_s is re-read at most this often (seconds, per tenant)
 TENANT_JITTER_REFRESH_S = 5.0
 
@@ -113,6 +117,8 @@ class Planner:
         self.window_ms = window_ms
         self._specs: dict[str, _Spec] = {}
         self._known: dict[str, _Stored] = {}
+        # shard -> the last schedule row prefetch read (it resumes after it)
+        self._cursor: dict[int, DueRow] = {}
         # (shard, tenant) -> its default jitter: re-read at most every
         # TENANT_JITTER_REFRESH_S, so a changed setting applies within seconds
         self._tenant_jitter: dict[tuple[int, str], _Jitter] = {}
@@ -178,13 +184,34 @@ class Planner:
         for job_id in parking.park(store, shard, parks):
             self.forget(job_id)
 
-    def prefetch(self, store: BeatStore, shard: int, now: int) -> None:
-        """Load the specs of jobs due soon (up to ``10 * batch`` a tick), so that a
-        burst of fires finds them parsed."""
-        ids = store.due_between(shard, now, now + PREFETCH_MS, 40 * self.batch)
-        todo = [DueRow(jid, -1) for jid in ids if jid not in self._specs]
-        for i in range(0, min(len(todo), 10 * self.batch), self.batch):
-            self.load(store, shard, todo[i : i + self.batch])
+    def prefetch(self, store: BeatStore, shard: int, now: int, budget_s: float) -> bool:
+        """Load the specs of jobs due within ``PREFETCH_MS`` of ``now``, so that a
+        burst of fires finds them parsed; returns whether some are left to load
+        (the beat then ticks again at once).
+
+        A page at a time, from where the last call stopped (a cursor per shard,
+        :meth:`BeatStore.due_page`), for at most ``budget_s`` seconds, and never
+        into a due time: once the earliest job of the next page is due the fire
+        pass takes over (a prefetch that ran past it held back the whole burst).
+        """
+        end = now + PREFETCH_MS
+        start = time.monotonic()
+        cursor = self._cursor.get(shard)
+        if cursor is not None and cursor.due_ms < now:
+            cursor = None  # the fire pass has that part of the schedule
+        while True:
+            rows = store.due_page(shard, now, end, cursor, self.batch)
+            if not rows:
+                return False
+            elapsed = time.monotonic() - start
+            if now + int(elapsed * 1000) >= rows[0].due_ms or elapsed > budget_s:
+                return elapsed > budget_s
+            todo = [DueRow(jid, -1) for jid, _due in rows if jid not in self._specs]
+            if todo:
+                self.load(store, shard, todo)
+            cursor = self._cursor[shard] = rows[-1]
+            if len(rows) < self.batch:
+                return False
 
     def load(
         self, store: BeatStore, shard: int, rows: Sequence[DueRow]
@@ -252,9 +279,8 @@ class Planner:
         cold_tenants = {h.tenant for h in heads.values() if h.version is not None and h.tenant}
         unknown = sorted(t for t in cold_tenants if not fresh(t))
         if missing or unknown:
-            if len(self._specs) > 200_000:
-                self._specs.clear()
-                self._known.clear()
+            if len(self._specs) > SPECS_MAX:
+                self._evict()
             texts, jitters = store.job_specs(shard, [jid for jid, _v in missing], unknown)
             self._tenants_read(shard, unknown, jitters, mono)
             for (jid, version), text in zip(missing, texts, strict=True):
@@ -281,6 +307,14 @@ class Planner:
                 continue
             out[i] = _Loaded(h.version, got.spec, got.trigger, h.next_fire, h.paused)
         return out
+
+    def _evict(self) -> None:
+        """Drop the oldest loaded half of the specs (dicts keep insertion order):
+        those were due longest ago, where a full clear also dropped the ones a
+        prefetch had just loaded for the coming burst."""
+        for cache in (self._specs, self._known):
+            for jid in list(itertools.islice(cache, len(cache) // 2)):
+                del cache[jid]
 
     def _stale_spec(self, job_id: str, version: str, score: int) -> bool:
         """Whether the job's spec must be read: not cached at this version, or

@@ -133,7 +133,7 @@ def apply(
         app.check_task_args(spec)
     for warning in unserved_tasks(app.broker, specs):
         click.echo(f"warning: {warning}", err=True)
-    rows = app.jobs.put_many(specs) if specs else []
+    rows = app.jobs.put_many(specs, progress=progress_printer(len(specs))) if specs else []
     if app_path:
         rows += app.apply_declared(prune=prune, keep=from_files)
     if as_json:
@@ -147,6 +147,26 @@ def apply(
 
 
 CHANGES = ("created", "updated", "unchanged", "deleted")
+
+#: an apply of at least this many jobs says on stderr how far it got, this often
+PROGRESS_EVERY = 5_000
+
+
+def progress_printer(total: int) -> Callable[[int, int], None] | None:
+    """A ``put_many`` progress callback printing ``applied N/TOTAL jobs`` to stderr
+    every :data:`PROGRESS_EVERY` jobs (None for a smaller apply): stdout keeps
+    the per-job lines and ``--json`` alone."""
+    if total < PROGRESS_EVERY:
+        return None
+    shown = 0
+
+    def report(done: int, total: int) -> None:
+        nonlocal shown
+        if done - shown >= PROGRESS_EVERY or done == total:
+            shown = done
+            click.echo(f"applied {done}/{total} jobs", err=True)
+
+    return report
 
 
 @jobs.command("list")

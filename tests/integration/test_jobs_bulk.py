@@ -1,0 +1,124 @@
+"""The bulk path of job registration against a real Redis: ``JobStore.put_many``
+writes every job once across shards and chunks, in the order given, with its
+progress; an invalid job writes nothing and its error names the field (and, from
+``jobs apply -f``, the file and the job).  Timing is the bench's, never asserted."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cli_fixtures import Invoke, invoke_fixture, prefix_fixture  # noqa: F401 (fixtures)
+
+from redcron import App
+from redcron.broker import jobs as jobstore
+from redcron.cli import jobs as cli_jobs
+from redcron.errors import ValidationError
+from redcron.model.jobs import JobSpec, Task
+
+TASKS = {"t": Task("bulk.noop")}
+
+
+@pytest.fixture
+def app4(redis_url: str, prefix: str) -> Iterator[App]:
+    a = App(redis_url, prefix=prefix, shards=4)
+    yield a
+    a.close()
+
+
+def keys_of(app: App) -> set[bytes]:
+    return set(app.broker.client.scan_iter(match=f"{app.settings.prefix}:*", count=1000))
+
+
+def specs(n: int) -> list[JobSpec]:
+    return [JobSpec(name=f"j{i}", tenant=f"t{i % 13}", tasks=dict(TASKS), cron=f"{i % 60} * * * *")
+            for i in range(n)]  # fmt: skip
+
+
+def test_put_many_writes_every_job_once_in_chunks_per_shard(
+    app4: App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(jobstore, "PUT_CHUNK", 37)
+    monkeypatch.setattr(jobstore, "READ_CHUNK", 101)
+    batch = specs(1_200)
+    seen: list[tuple[int, int]] = []
+    out = app4.jobs.put_many(batch, progress=lambda done, total: seen.append((done, total)))
+    assert [(c.tenant, c.name, c.change) for c in out] == [
+        (s.tenant, s.name, "created") for s in batch
+    ]
+    assert len({c.id for c in out}) == len(batch)
+    dones = [d for d, _ in seen]
+    assert dones == sorted(dones) and dones[-1] == len(batch) and {t for _, t in seen} == {1_200}
+    assert len(seen) > len(batch) // 37  # chunked, and per shard
+    names = app4.jobs.job_names()
+    assert sorted((t, n) for t, n, _ in names) == sorted((s.tenant, s.name) for s in batch)
+    client, k = app4.broker.client, app4.broker.keys
+    assert sum(client.zcard(k.schedule(s)) for s in range(4)) == len(batch)
+    records = app4.jobs.get_many([c.id for c in out])
+    assert all(r.version == 1 for r in records)
+    # the breaker fields follow each chunk
+    assert all(client.hget(k.job(r.shard, r.id), "breaker_min") == b"20" for r in records)
+    # again: unchanged, nothing rewritten
+    again = app4.jobs.put_many(batch)
+    assert {c.change for c in again} == {"unchanged"}
+    assert [c.id for c in again] == [c.id for c in out]
+
+
+def test_a_name_given_twice_ends_as_its_last_spec_says(
+    app4: App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(jobstore, "PUT_CHUNK", 2)
+    first = JobSpec(name="dup", tenant="t1", tasks=dict(TASKS), cron="1 * * * *")
+    last = JobSpec(name="dup", tenant="t1", tasks=dict(TASKS), cron="2 * * * *")
+    out = app4.jobs.put_many([first, *specs(5), last])
+    assert out[0].id == out[-1].id
+    assert app4.jobs.get("t1", "dup").trigger == "cron 2 * * * *"
+
+
+def test_an_invalid_job_in_a_bulk_put_writes_nothing(app4: App) -> None:
+    batch = specs(600)
+    batch[450] = JobSpec(name="bad", tenant="t1", tasks=dict(TASKS), cron="0 0 30 FEB *")
+    before = keys_of(app4)
+    with pytest.raises(ValidationError) as info:
+        app4.jobs.put_many(batch)
+    assert info.value.field == "cron"
+    assert keys_of(app4) == before
+
+
+def write_jobs(path: Path, n: int, bad: int | None = None) -> Path:
+    jobs = [{"name": f"j{i}", "tenant": f"t{i % 7}", "cron": "0 2 * * *",
+             "tasks": {"t": {"task": "bulk.noop"}}} for i in range(n)]  # fmt: skip
+    if bad is not None:
+        jobs[bad]["catchup"] = "sometimes"
+    path.write_text(json.dumps({"jobs": jobs}))
+    return path
+
+
+def test_jobs_apply_a_large_file_shows_progress_on_stderr(
+    invoke: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cli_jobs, "PROGRESS_EVERY", 400)
+    monkeypatch.setattr(jobstore, "PUT_CHUNK", 100)
+    path = write_jobs(tmp_path / "many.json", 1_000)
+    result = invoke("jobs", "apply", "-f", str(path))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip().endswith("1000 jobs: 1000 created, 0 updated, 0 unchanged")
+    progress = [line for line in result.stderr.splitlines() if line.startswith("applied ")]
+    assert progress == ["applied 400/1000 jobs", "applied 800/1000 jobs", "applied 1000/1000 jobs"]
+    # --json keeps stdout one JSON document
+    again = invoke("jobs", "apply", "-f", str(path), "--json")
+    assert again.exit_code == 0, again.output
+    assert {row["change"] for row in json.loads(again.stdout)} == {"unchanged"}
+
+
+def test_jobs_apply_names_the_file_job_and_field_and_writes_nothing(
+    invoke: Invoke, tmp_path: Path
+) -> None:
+    path = write_jobs(tmp_path / "many.json", 1_000, bad=777)
+    result = invoke("jobs", "apply", "-f", str(path))
+    assert result.exit_code == 2, result.output
+    assert f"{path}: job 'j777': catchup:" in result.stderr
+    listed = invoke("jobs", "list", "--json")
+    assert json.loads(listed.stdout) == []
