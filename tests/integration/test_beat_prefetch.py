@@ -49,7 +49,8 @@ def test_due_page_reads_every_row_once_by_cursor_and_restarts_when_it_moved(app:
 
 
 def test_prefetch_loads_every_spec_of_a_burst_many_pages_long(app: App) -> None:
-    at = (app.jobs.server_now() + timedelta(milliseconds=PREFETCH_MS // 2)).replace(microsecond=0)
+    # an hour ahead (not seconds): a slow put_many cannot let the fire time pass first
+    at = (app.jobs.server_now() + timedelta(hours=1)).replace(microsecond=0)
     expr = f"{at.second} {at.minute} {at.hour} * * *"
     # 600 jobs due in the same second: 60 pages of 10, more than a read of 40 x batch
     specs = [JobSpec(name=f"j{i}", tenant=f"t{i % 7}", tasks=dict(TASKS), cron=expr)
@@ -58,7 +59,9 @@ def test_prefetch_loads_every_spec_of_a_burst_many_pages_long(app: App) -> None:
     beat = Beat(app, name="b1", batch=10)
     beat.tick()  # owns the shard; its prefetch starts
     planner = beat._planner
-    now = server_ms(app)
+    # "now" passed in: the window just reaches the burst, leaving the prefetch
+    # ~10 s before it would hand over to the fire pass, however slow the machine
+    now = int(at.timestamp() * 1000) - PREFETCH_MS + 1
     while planner.prefetch(beat.store, 0, now, 10.0):
         pass
     assert all(planner.spec_of(jid) is not None for jid in ids)

@@ -13,7 +13,7 @@ import pytest
 from cli_fixtures import Invoke, invoke_fixture, prefix_fixture  # noqa: F401 (fixtures)
 
 from redcron import App
-from redcron.broker import jobs as jobstore
+from redcron.broker import job_writes as jobstore
 from redcron.cli import jobs as cli_jobs
 from redcron.errors import ValidationError
 from redcron.model.jobs import JobSpec, Task

@@ -10,12 +10,10 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from redis.typing import EncodableT, FieldT
-
 from redcron.broker import argv
 from redcron.broker.broker import PAYLOADS, fields_of
 from redcron.broker.cancel import RunCancel, run_cancel
-from redcron.broker.grants import check_job_grants
+from redcron.broker.job_writes import put_many
 from redcron.clock import ulid
 from redcron.errors import NotFound, QuotaExceeded, ValidationError
 from redcron.keys import manual_run_id, shard_of, shard_of_id
@@ -27,7 +25,7 @@ from redcron.model import (
     RunRecord,
     TaskRecord,
 )
-from redcron.model.jobs import JobSpec, job_spec, spec_json
+from redcron.model.jobs import JobSpec, job_spec
 
 # spec_from_json lives in model/jobs.py (pure: spec JSON, DESIGN §2); re-exported
 # here so that modules importing it from redcron.broker.jobs (on other branches too)
@@ -41,22 +39,6 @@ from redcron.serde import text as _s
 
 if TYPE_CHECKING:
     from redcron.broker import Broker
-
-
-#: job_put.lua calls per pipeline round trip in :meth:`JobStore.put_many`
-PUT_CHUNK = 500
-#: reads per pipeline round trip in :meth:`JobStore.put_many`
-READ_CHUNK = 5_000
-
-
-def _breaker_fields(spec: JobSpec) -> dict[FieldT, EncodableT]:
-    """The job's circuit-breaker settings: plain hash fields the scripts read."""
-    return {
-        "breaker_ratio": spec.breaker_threshold,
-        "breaker_min": spec.breaker_min_attempts,
-        "breaker_window_s": spec.breaker_window_s,
-        "breaker_cooldown_s": spec.breaker_cooldown_s,
-    }
 
 
 class JobStore:
@@ -97,114 +79,9 @@ class JobStore:
         now: datetime | None = None,
         progress: Callable[[int, int], None] | None = None,
     ) -> list[JobChange]:
-        """:meth:`put` for many jobs, the bulk path (``jobs apply -f``, benches).
-
-        Every spec is validated, and the batch's command grants checked, before
-        anything is written.  Then the jobs go out shard by shard,
-        :data:`PUT_CHUNK` ``job_put.lua`` calls per pipeline (each call is short:
-        a few tens of us of Redis time, so no call blocks the server however
-        large the batch), each chunk's circuit-breaker fields in the round trip
-        after it.  ``progress(done, total)`` is called after every chunk.  A
-        script's refusal there (a new job id taken, a grant revoked meanwhile)
-        raises with the chunks before it written, as :meth:`put` would have.
-        One change per spec, in the order given.
-        """
-        for spec in specs:
-            spec.validate()
-        settings = self.broker.settings
-        defaults = {
-            "retries": settings.max_retries,
-            "retry_base": settings.retry_base,
-            "retry_cap": settings.retry_cap,
-        }
-        shards = [shard_of(spec.tenant, self.broker.shards) for spec in specs]
-        current = self._current_ids(specs, shards)
-        tenants = sorted({(shard, spec.tenant) for spec, shard in zip(specs, shards, strict=True)})
-        pipe = self.broker.client.pipeline(transaction=False)
-        for shard, tenant in tenants:
-            pipe.hmget(self.keys.tenant(shard, tenant), ["jitter_s", "allow_commands"])
-        settings_of = pipe.execute() if tenants else []
-        tenant_jitter = {
-            st: tenant_jitter_s(raw[0]) for st, raw in zip(tenants, settings_of, strict=True)
-        }
-        granted = {
-            st
-            for st, raw in zip(tenants, settings_of, strict=True)
-            if raw[1] is not None and _s(raw[1]) == "1"
-        }
-        check_job_grants(self.broker, specs, shards, current, granted, spec_json)
-        now = now or self.server_now()
-        by_shard: dict[int, list[int]] = {}
-        for i, shard in enumerate(shards):
-            by_shard.setdefault(shard, []).append(i)
-        out: list[JobChange | None] = [None] * len(specs)
-        done = 0
-        for shard, indexes in sorted(by_shard.items()):
-            for c in range(0, len(indexes), PUT_CHUNK):
-                chunk = indexes[c : c + PUT_CHUNK]
-                pipe = self.broker.client.pipeline(transaction=False)
-                for i in chunk:
-                    args = self._put_args(specs[i], shard, current[i], defaults, now, tenant_jitter)
-                    self.broker._run("job_put", shard, args, pipe)
-                # ordered: a (tenant, name) given twice ends as its last spec says
-                replies = self.broker._execute(pipe, ordered=True)
-                pipe = self.broker.client.pipeline(transaction=False)
-                for i, reply in zip(chunk, replies, strict=True):
-                    change = out[i] = JobChange.parse(specs[i].tenant, specs[i].name, reply)
-                    pipe.hset(self.keys.job(shard, change.id), mapping=_breaker_fields(specs[i]))
-                pipe.execute()
-                done += len(chunk)
-                if progress is not None:
-                    progress(done, len(specs))
-        return [change for change in out if change is not None]
-
-    def _current_ids(self, specs: Sequence[JobSpec], shards: Sequence[int]) -> list[Any]:
-        """Each spec's stored job id (None: a new job), read in pipelines of
-        :data:`READ_CHUNK`."""
-        out: list[Any] = []
-        for c in range(0, len(specs), READ_CHUNK):
-            pipe = self.broker.client.pipeline(transaction=False)
-            for spec, shard in zip(
-                specs[c : c + READ_CHUNK], shards[c : c + READ_CHUNK], strict=True
-            ):
-                pipe.hget(self.keys.jobs(shard, spec.tenant), spec.name)
-            out += pipe.execute()
-        return out
-
-    def _put_args(
-        self,
-        spec: JobSpec,
-        shard: int,
-        cur: Any,
-        defaults: dict[str, Any],
-        now: datetime,
-        tenant_jitter: dict[tuple[int, str], float],
-    ) -> list[Any]:
-        """job_put.lua's ARGV for one spec."""
-        template, task_args = spec.template(defaults)
-        new_id = f"{shard}-{ulid()}"
-        job_id = _s(cur) if cur else new_id
-        nominal = None if spec.paused else next_fire(spec.trigger(), now)
-        nominal_ms: Any = ""
-        due: Any = ""
-        if nominal is not None:
-            nominal_ms = to_ms(nominal)
-            due = due_ms(job_id, spec.jitter_s, nominal_ms, tenant_jitter[shard, spec.tenant])
-        at = spec.at.isoformat() if spec.at else None
-        return argv.job_put(
-            spec.tenant,
-            spec.name,
-            new_id,
-            spec_json(spec),
-            template,
-            json.dumps([spec.cron, spec.every, at, spec.tz]),
-            nominal_ms,
-            due,
-            (spec.overlap, spec.keep_runs, int(spec.keep_days * 86_400),
-             spec.pause_after_failures),
-            spec.paused,
-            task_args,
-        )  # fmt: skip
+        """:meth:`put` for many jobs, the bulk path (``jobs apply -f``, benches):
+        :func:`redcron.broker.job_writes.put_many`."""
+        return put_many(self.broker, specs, now or self.server_now(), progress)
 
     def prune(self, tenants: Iterable[str], keep: Iterable[tuple[str, str]]) -> list[JobChange]:
         """Delete every job of ``tenants`` whose (tenant, name) is not in
