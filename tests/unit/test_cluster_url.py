@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from redcron.broker.connection import connect
-from redcron.config import ClusterURL, Settings, check_redis_url, parse_cluster_url
+from redcron.config import Settings
 from redcron.errors import ConfigError, RedisUnavailable
 from redcron.redact import masked_url
+from redcron.urls import ClusterURL, check_redis_url, parse_cluster_url
 
 
 def test_a_cluster_url_names_the_nodes_the_credentials_and_the_options() -> None:

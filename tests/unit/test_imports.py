@@ -257,7 +257,7 @@ def test_every_client_exception_is_still_needed(allowed: str) -> None:
 
 
 #: the leaves: no I/O of their own, usable by every layer
-LEAVES = {"errors", "keys", "serde", "clock", "config", "redact", "lifeline"}
+LEAVES = {"errors", "keys", "serde", "clock", "config", "redact", "lifeline", "urls"}
 #: the bottom of DESIGN §2: the model (with keys.py and the settings) and schedule/
 BOTTOM = {"model", "schedule", *LEAVES}
 
@@ -273,7 +273,8 @@ LAYERS: dict[str, set[str]] = {
     "clock": {"clock"},
     "redact": {"redact"},
     "lifeline": {"lifeline"},
-    "config": {"config", "errors", "redact"},
+    "urls": {"urls", "errors", "redact"},
+    "config": {"config", "errors", "redact", "urls"},
     # the bottom, pure: time arithmetic on plain values (a trigger, a jitter),
     # and data with its validation; model -> schedule, never the reverse
     "schedule": {"schedule", *LEAVES},

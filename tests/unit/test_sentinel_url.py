@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from redcron.config import SentinelURL, Settings, parse_sentinel_url
+from redcron.config import Settings
 from redcron.errors import ConfigError
 from redcron.redact import masked_url
+from redcron.urls import SentinelURL, parse_sentinel_url
 
 
 def test_a_sentinel_url_names_the_sentinels_the_master_the_db_and_the_options() -> None:

@@ -15,7 +15,9 @@ import redis.cluster
 import redis.connection
 import redis.sentinel
 
-from redcron.config import (
+from redcron.errors import ConfigError, RedisUnavailable
+from redcron.redact import masked_url
+from redcron.urls import (
     SENTINEL_SCHEME,
     ClusterURL,
     SentinelURL,
@@ -23,8 +25,6 @@ from redcron.config import (
     parse_cluster_url,
     parse_sentinel_url,
 )
-from redcron.errors import ConfigError, RedisUnavailable
-from redcron.redact import masked_url
 
 #: what a user can do about an unreachable Redis
 FIX = (
