@@ -176,7 +176,7 @@ def test_indexes_are_backfilled_for_a_deployment_older_than_them(app: App) -> No
         client.delete(keys.indexed(shard), *[keys.truns(shard, t) for t in TENANTS])
     ensure_indexes(app.broker)  # nothing done
     assert client.zcard(keys.tenantidx(shard_of("t00", app.broker.shards))) == 0
-    app.broker._listing_indexed = False  # type: ignore[attr-defined]
+    app.broker.listing_indexed = False
     runs, _ = page_runs(app.broker, None, None, 100)
     assert sorted(r.id for r in runs) == sorted(run_ids)
     assert sum(client.zcard(keys.jobidx(s)) for s in range(app.broker.shards)) == len(TENANTS)

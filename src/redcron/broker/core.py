@@ -85,6 +85,8 @@ class Core:
         self._acked = frozenset(self.scripts.script(name).sha for name in ACKED)
         self._shards: int | None = None
         self._min_idle_ms: int | None = None
+        #: every shard's listing indexes are known to be built (broker/listing.py)
+        self.listing_indexed = False
 
     # -- deployment ---------------------------------------------------------
 

@@ -65,7 +65,7 @@ class Page(Generic[T]):
 def ensure_indexes(broker: Broker) -> None:
     """Backfill the listing indexes of every shard not marked ``indexed`` (a
     deployment older than them); once per Broker, then free."""
-    if getattr(broker, "_listing_indexed", False):
+    if broker.listing_indexed:
         return
     client, keys = broker.client, broker.keys
     for shard in range(broker.shards):
@@ -84,7 +84,7 @@ def ensure_indexes(broker: Broker) -> None:
         pipe.execute()
         _backfill_runs(broker, shard, [_s(j) for h in hashes for j in h.values()])
         client.set(keys.indexed(shard), INDEX_VERSION)
-    broker._listing_indexed = True  # type: ignore[attr-defined]
+    broker.listing_indexed = True
 
 
 def _backfill_runs(broker: Broker, shard: int, job_ids: Sequence[str]) -> None:
