@@ -1,4 +1,4 @@
-"""A real 3-master Redis Cluster for the session (``tests/helpers/redis_cluster.py``),
+"""A real 3-master Redis Cluster for the session (``redcron.embedded_cluster``),
 and a deployment of 12 shards on it per test, under the test's own key prefix.
 
 Every test here is marked ``cluster``; ``-m 'not cluster'`` leaves them out.
@@ -15,9 +15,9 @@ import pytest
 import redis
 import redis.cluster
 from redis_binary import redis_server_path  # tests/helpers
-from redis_cluster import RedisCluster
 
 from redcron import App
+from redcron.embedded_cluster import EmbeddedCluster
 
 #: shards of the deployments here: four per master, as docs/operations.md advises
 SHARDS = 12
@@ -31,8 +31,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
-    cluster = RedisCluster(tmp_path_factory.mktemp("cluster"), redis_server_path())
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
+    cluster = EmbeddedCluster(tmp_path_factory.mktemp("cluster"), binary=redis_server_path())
     cluster.start()
     try:
         yield cluster
@@ -41,12 +41,12 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClu
 
 
 @pytest.fixture
-def cluster_url(redis_cluster: RedisCluster) -> str:
+def cluster_url(redis_cluster: EmbeddedCluster) -> str:
     return redis_cluster.url
 
 
 @pytest.fixture
-def rc(redis_cluster: RedisCluster) -> Iterator[redis.cluster.RedisCluster]:
+def rc(redis_cluster: EmbeddedCluster) -> Iterator[redis.cluster.RedisCluster]:
     """A plain redis-py cluster client (bytes), for looking from outside."""
     client = redis.cluster.RedisCluster(host="127.0.0.1", port=redis_cluster.ports[0])
     try:

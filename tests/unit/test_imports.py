@@ -45,6 +45,9 @@ REDIS_ALLOWED = {
     "redcron/cli/common.py": "turns redis connection and auth errors into one-line CLI messages",
     "redcron/cli/bench/fixtures.py": "the bench.incr body: one bare INCR, as peers are measured",
     "redcron/cli/bench/throughput.py": "the yardstick: bare INCRs measure Redis itself",
+    "redcron/embedded_cluster.py": (
+        "assembles a local cluster (CLUSTER ADDSLOTS, MEET, INFO) before any broker can connect"
+    ),
 }
 
 #: the faces: they reach Redis through App and redcron.broker's exports only
@@ -289,16 +292,20 @@ LAYERS: dict[str, set[str]] = {
     # processes: the broker's clients, never each other
     "worker": {"worker", "app", "context", "loader", "broker", *BOTTOM},
     "beat": {"beat", "app", "broker", *BOTTOM},
-    # a tool the CLI and the tests start: the bundled redis-server
+    # tools the CLI and the tests start: the bundled redis-server, a local cluster
     "embedded": {"embedded", *LEAVES},
+    "embedded_cluster": {"embedded_cluster", "embedded", *LEAVES},
     # faces: everything below them; the dashboard never imports the CLI
     "dashboard": {"dashboard", "app", "broker", *BOTTOM},
     # the chaos scenario, its runner (starts workers, an embedded Redis) and checker
-    "chaos": {"chaos", "worker", "app", "context", "embedded", "broker", *BOTTOM},
+    "chaos": {
+        "chaos", "worker", "app", "context", "embedded", "embedded_cluster", "broker", *BOTTOM,
+    },
     # the CLI launches everything: `redcron up` starts a worker, a beat, the
     # dashboard and an embedded Redis; `redcron chaos` runs the scenario
     "cli": {
-        "cli", "dashboard", "chaos", "embedded", "worker", "beat", "app", "context",
+        "cli", "dashboard", "chaos", "embedded", "embedded_cluster", "worker", "beat", "app",
+        "context",
         "loader", "broker", *BOTTOM,
     },
 }  # fmt: skip

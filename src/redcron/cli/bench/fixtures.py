@@ -23,6 +23,8 @@ import redis
 from redcron.app import App
 from redcron.clock import ulid
 from redcron.embedded import EmbeddedRedis
+from redcron.embedded_cluster import EmbeddedCluster
+from redcron.keys import shard_of_id
 from redcron.model.jobs import JobSpec, Task
 from redcron.model.states import TaskState
 
@@ -74,13 +76,18 @@ def bench_app() -> App:
 
 
 @contextmanager
-def redis_for_bench(url: str | None) -> Iterator[str]:
-    """The given Redis, or a fresh embedded one (no persistence cost) for the run."""
+def redis_for_bench(url: str | None, masters: int = 0) -> Iterator[str]:
+    """The given Redis; else a fresh embedded one (no persistence cost) for the
+    run, or with ``masters`` a fresh local Redis Cluster of that many masters."""
     if url:
         yield url
         return
     with tempfile.TemporaryDirectory(prefix="redcron-bench-") as tmp:
-        server = EmbeddedRedis(tmp, appendonly=False)
+        if masters:
+            with EmbeddedCluster(tmp, masters=masters, die_with_parent=True) as cluster:
+                yield cluster.url
+            return
+        server = EmbeddedRedis(tmp, appendonly=False, die_with_parent=True)
         server.start()
         try:
             yield server.url
@@ -98,13 +105,16 @@ class BenchRun:
 
 
 @contextmanager
-def bench_run(redis_url: str | None, kind: str = "rcbench") -> Iterator[BenchRun]:
+def bench_run(
+    redis_url: str | None, kind: str = "rcbench", masters: int = 0, shards: int | None = None
+) -> Iterator[BenchRun]:
     """A fresh prefix (``kind`` and six random characters) on :func:`redis_for_bench`
-    and the benchmark App on it; on exit every key under the prefix is deleted
-    and the App closed."""
+    (a local cluster of ``masters`` when asked) and the benchmark App on it with
+    ``shards`` shards; on exit every key under the prefix is deleted and the App
+    closed."""
     prefix = f"{kind}{ulid()[-6:].lower()}"
-    with redis_for_bench(redis_url) as url:
-        bapp = register(App(url, prefix=prefix))
+    with redis_for_bench(redis_url, masters) as url:
+        bapp = register(App(url, prefix=prefix, shards=shards))
         try:
             yield BenchRun(url, prefix, bapp)
         finally:
@@ -192,7 +202,7 @@ def wait_all_done(bapp: App, ids: list[str]) -> None:
         head = pending[:window]
         pipe = client.pipeline(transaction=False)
         for iid in head:
-            pipe.hget(keys.ti(0, iid), "state")
+            pipe.hget(keys.ti(shard_of_id(iid), iid), "state")
         states = pipe.execute()
         left = [i for i, s in zip(head, states, strict=True) if s != _SUCCEEDED]
         pending = left + pending[window:]
