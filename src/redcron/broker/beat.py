@@ -16,6 +16,7 @@ import redis
 
 from redcron.broker import argv
 from redcron.broker.argv import FireArgs
+from redcron.broker.connection import is_cluster
 from redcron.broker.core import Core, time_ms
 from redcron.serde import text as _s
 
@@ -179,13 +180,19 @@ class BeatStore:
 
     def next_due(self, shards: Sequence[int]) -> tuple[int, list[int | None]]:
         """The server time (ms) and each shard's earliest due score (None: nothing
-        scheduled), in one round trip."""
+        scheduled), in one round trip on one server.  A cluster pipeline refuses
+        TIME (it has no key to route by): there it is asked first, on its own."""
         pipe = self.broker.client.pipeline(transaction=False)
-        pipe.time()
+        clustered = is_cluster(self.broker.client)
+        if not clustered:
+            pipe.time()
         for shard in shards:
             pipe.zrange(self.keys.schedule(shard), 0, 0, withscores=True)
+        now = self.broker.server_ms() if clustered else None
         res = pipe.execute()
-        return time_ms(res[0]), [int(head[0][1]) if head else None for head in res[1:]]
+        if now is None:
+            now, res = time_ms(res[0]), res[1:]
+        return now, [int(head[0][1]) if head else None for head in res]
 
     # -- jobs and tenants ----------------------------------------------------------
 
