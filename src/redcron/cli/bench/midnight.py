@@ -169,6 +169,7 @@ class _Progress:
 
 def _register(bapp: App, specs: list[JobSpec], what: str) -> tuple[list[str], float]:
     """put_many ``specs``; their job ids and the seconds it took."""
+    click.echo(f"midnight: registering {len(specs):,} {what}", err=True)
     t0 = time.perf_counter()
     changes = bapp.jobs.put_many(specs, progress=_Progress(what)) if specs else []
     return [c.id for c in changes], time.perf_counter() - t0
