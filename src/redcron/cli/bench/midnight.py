@@ -281,6 +281,61 @@ def summarize(instances: Sequence[Instance], target_ms: int) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class _SetUp:
+    """What registration left: the due jobs' ids, their due second and how long
+    it took."""
+
+    due_ids: list[str]
+    target: datetime
+    seconds: float
+
+
+@dataclass(frozen=True)
+class _Burst:
+    """The burst as the processes saw it: wall time, CPU seconds by role, and
+    whether the wait for the last success gave up."""
+
+    seconds: float
+    cpu_s: dict[str, float]
+    timed_out: bool
+
+
+def _set_up(bapp: App, schedules: int, tenants: int, due: int) -> _SetUp:
+    """Register the idle schedules, then the due ones for a second far enough
+    ahead (:func:`_lead_s`, at the rate the idle ones went in)."""
+    _, idle_s = _register(bapp, idle_jobs(schedules - due, tenants), "idle schedules")
+    rate = (schedules - due) / idle_s if schedules > due and idle_s > 0 else 5_000.0
+    now = bapp.jobs.server_now()
+    target = (now + timedelta(seconds=_lead_s(due, rate))).replace(microsecond=0)
+    due_ids, due_s = _register(bapp, due_jobs(due, tenants, target), "due schedules")
+    return _SetUp(due_ids, target, idle_s + due_s)
+
+
+def _burst(run: BenchRun, workers: int, setup: _SetUp) -> _Burst:
+    """Start the processes, wait for them and for the due second, then for
+    every due task to succeed; CPU by role over that window."""
+    bapp = run.app
+    target_ms = to_ms(setup.target)
+    due = len(setup.due_ids)
+    click.echo(f"midnight: starting 1 beat, {workers} workers", err=True)
+    with _processes(run, workers) as pids:
+        _wait_ready(bapp, workers, target_ms - 500)
+        click.echo(f"midnight: ready; {due:,} due at {setup.target.isoformat()}", err=True)
+        _sleep_until(bapp, target_ms - 200)
+        cpu0 = _cpu(bapp, pids)
+        wall0 = time.monotonic()
+        timed_out = False
+        try:
+            wait_all_done(bapp, [f"{run_id(j, target_ms)}/{TASK}" for j in setup.due_ids],
+                          timeout_s=120 + due / 200)  # fmt: skip
+        except TimeoutError:
+            timed_out = True
+        wall = time.monotonic() - wall0
+        cpu = {k: round(v - cpu0[k], 2) for k, v in _cpu(bapp, pids).items()}
+    return _Burst(wall, cpu, timed_out)
+
+
 def midnight(
     schedules: int,
     tenants: int,
@@ -297,49 +352,28 @@ def midnight(
     workers = workers or default_workers()
     with bench_run(redis_url, "rcmid", masters=masters, shards=shards) as run:
         bapp = run.app
-        _, idle_s = _register(bapp, idle_jobs(schedules - due, tenants), "idle schedules")
-        rate = (schedules - due) / idle_s if schedules > due and idle_s > 0 else 5_000.0
-        now = bapp.jobs.server_now()
-        target = (now + timedelta(seconds=_lead_s(due, rate))).replace(microsecond=0)
-        target_ms = to_ms(target)
-        due_ids, due_s = _register(bapp, due_jobs(due, tenants, target), "due schedules")
-        setup_s = idle_s + due_s
+        setup = _set_up(bapp, schedules, tenants, due)
         memory_setup = redis_used_memory(bapp)
-        click.echo(
-            f"midnight: set up in {setup_s:.1f} s; starting 1 beat, {workers} workers", err=True
-        )
-        with _processes(run, workers) as pids:
-            _wait_ready(bapp, workers, target_ms - 500)
-            click.echo(f"midnight: ready; {due:,} due at {target.isoformat()}", err=True)
-            _sleep_until(bapp, target_ms - 200)
-            cpu0 = _cpu(bapp, pids)
-            wall0 = time.monotonic()
-            timed_out = False
-            try:
-                wait_all_done(bapp, [f"{run_id(j, target_ms)}/{TASK}" for j in due_ids],
-                              timeout_s=120 + due / 200)  # fmt: skip
-            except TimeoutError:
-                timed_out = True
-            wall = time.monotonic() - wall0
-            cpu = {k: round(v - cpu0[k], 2) for k, v in _cpu(bapp, pids).items()}
-        instances = _read_instances(bapp, due_ids, target_ms)
-        figures = summarize(instances, target_ms)
+        click.echo(f"midnight: set up in {setup.seconds:.1f} s", err=True)
+        burst = _burst(run, workers, setup)
+        instances = _read_instances(bapp, setup.due_ids, to_ms(setup.target))
+        figures = summarize(instances, to_ms(setup.target))
         return {
             "schedules": schedules,
             "tenants": tenants,
             "due": due,
             "shards": bapp.broker.shards,
-            "masters": masters or None,
+            "masters": len(bapp.broker.info("server")),
             "beats": 1,
             "workers": workers,
             **figures,
-            "timed_out": timed_out,
-            "burst_s": round(wall, 2),
-            "cpu_s": cpu,
-            "redis_cpu_pct": round(100 * cpu["redis"] / wall, 1) if wall else None,
+            "timed_out": burst.timed_out,
+            "burst_s": round(burst.seconds, 2),
+            "cpu_s": burst.cpu_s,
+            "redis_cpu_pct": round(100 * burst.cpu_s["redis"] / burst.seconds, 1),
             "redis_used_memory_setup_mb": round(memory_setup / 2**20, 1),
             "redis_used_memory_mb": round(redis_used_memory(bapp) / 2**20, 1),
-            "setup_s": round(setup_s, 1),
+            "setup_s": round(setup.seconds, 1),
             "targets_met": all(t["met"] is not False for t in figures["targets"].values()),
         }
 
