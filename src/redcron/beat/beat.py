@@ -43,6 +43,11 @@ log = logging.getLogger(__name__)
 
 #: seconds of a tick spent at most loading the specs of jobs due soon
 PREFETCH_BUDGET_S = 0.5
+#: schedule pages a shard fires before the next owned shard's turn: one, so a
+#: burst due on every shard fires on all of them together (bench midnight on a
+#: 12-shard cluster: Jain 0.07 of starts per tenant when each shard fired all
+#: its due jobs in turn)
+TURN_PAGES = 1
 
 
 class Beat:
@@ -177,13 +182,19 @@ class Beat:
         self._shards.round(store, now)
         budget = time.monotonic() + self.ttl_ms / 4000
         fired = 0
-        for shard in sorted(self._shards.owned):
-            try:
-                fired += self._firer.fire_shard(store, shard, now, budget)
-            except TRANSIENT:
-                raise  # Redis failing is every shard's: run() backs off
-            except Exception as exc:  # one shard's fault must not stop every tenant's
-                self._shard_failed(shard, "fire", exc)
+        turn = sorted(self._shards.owned)
+        # several shards take turns, a page each, while any has due rows left
+        self._firer.turn_pages = TURN_PAGES if len(turn) > 1 else None
+        while turn:
+            for shard in turn:
+                try:
+                    fired += self._firer.fire_shard(store, shard, now, budget)
+                except TRANSIENT:
+                    raise  # Redis failing is every shard's: run() backs off
+                except Exception as exc:  # one shard's fault must not stop every tenant's
+                    self._firer.more.discard(shard)
+                    self._shard_failed(shard, "fire", exc)
+            turn = sorted(s for s in self._firer.more if s in self._shards.owned)
         self._maintain()
         self._ahead = False
         if not self._firer.busy:
