@@ -14,7 +14,7 @@ import pytest
 from beats import runs_of  # tests/helpers
 
 from redcron import App
-from redcron.beat.beat import Beat
+from redcron.beat.beat import TURN_PAGES, Beat
 from redcron.broker.argv import FireArgs
 from redcron.broker.beat import BeatStore
 from redcron.keys import shard_of
@@ -33,7 +33,7 @@ def test_due_jobs_of_two_shards_fire_in_turns(
         specs = [
             JobSpec(name=f"j{s}{i}", tenant=tenant[s], cron=cron, tasks={"t": Task("noop")})
             for s in (0, 1)
-            for i in range(6)
+            for i in range(2 * TURN_PAGES)
         ]
         changes = app.jobs.put_many(specs, now=target - timedelta(seconds=1))
         calls: list[int] = []
@@ -44,10 +44,12 @@ def test_due_jobs_of_two_shards_fire_in_turns(
             return real(self, shard, fires)
 
         monkeypatch.setattr(BeatStore, "fire", fire)
-        beat = Beat(app, name="b1", batch=2, apply_declared=False)
+        beat = Beat(app, name="b1", batch=1, apply_declared=False)
         beat.tick()
         beat.close()
-        assert calls == [0, 1, 0, 1, 0, 1]  # a page of 2 each, in turns
+        # TURN_PAGES pages of one row each, then the other shard's turn, then back
+        assert calls[: 2 * TURN_PAGES] == [0] * TURN_PAGES + [1] * TURN_PAGES
+        assert 0 in calls[2 * TURN_PAGES :] and 1 in calls[2 * TURN_PAGES :]
         assert all(len(runs_of(app, c.id)) == 1 for c in changes)
     finally:
         app.close()
