@@ -10,7 +10,7 @@ from redcron.broker.argv import EnqueueRow, FailItem
 from redcron.broker.audit import AuditEntry, AuditLog
 from redcron.broker.broker import Broker, FailResult, Lease, LeaseRequest
 from redcron.broker.cancel import RunCancel, TaskCancel
-from redcron.broker.dlq import DlqStore
+from redcron.broker.dlq import DLQ_ENTRY_ID, DlqPage, DlqStore
 from redcron.broker.doctor import DoctorReport, Finding, examine
 from redcron.broker.inspect import queue_loads, running_by_worker
 from redcron.broker.jobs import JobStore
@@ -34,12 +34,14 @@ from redcron.broker.workers import WorkerRegistry, unserved_tasks
 
 __all__ = [
     "BREAKER_VALUES",
+    "DLQ_ENTRY_ID",
     "LINK_TTL_S",
     "TRANSIENT",
     "UNAVAILABLE",
     "AuditEntry",
     "AuditLog",
     "Broker",
+    "DlqPage",
     "DlqStore",
     "DoctorReport",
     "EnqueueRow",

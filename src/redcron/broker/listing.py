@@ -8,6 +8,7 @@ whole SET or every tenant's hash.  The indexes (``docs/keys.md``):
   ``ZRANGEBYLEX`` (``job_put``, ``enqueue`` and ``tenants set`` add);
 - ``jobidx``: every job as ``<tenant> <name>``, likewise (``job_put`` adds,
   ``job_delete`` removes);
+- ``dlqidx``: the tenants whose DLQ may hold entries (``broker/dlq.py``);
 - ``runidx`` and ``truns:<tenant>``: run id -> created ms, the newest
   ``RUNIDX_MAX`` / ``TRUNS_MAX`` (run creation adds and trims, retention removes;
   a run that expired with its ``keep_s`` is skipped when read).
@@ -30,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from redcron.broker.core import fields_of
+from redcron.broker.core import Core, fields_of
 from redcron.keys import JOBIDX_SEP, RUNIDX_MAX, TRUNS_MAX, shard_of
 from redcron.model import RunRecord
 from redcron.serde import text as _s
@@ -40,8 +41,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-#: the version of the listing indexes a shard was backfilled to
-INDEX_VERSION = "1"
+#: the version of the listing indexes a shard was backfilled to ("2" added
+#: ``dlqidx``: a shard at "1" backfills only that)
+INDEX_VERSION = "2"
 #: run index entries read per request at most, past expired runs and filters:
 #: a page may come back short (with a cursor) rather than read on without bound
 RUN_SCAN = 1_000
@@ -62,16 +64,21 @@ class Page(Generic[T]):
     total: int | None = None
 
 
-def ensure_indexes(broker: Broker) -> None:
+def ensure_indexes(broker: Core) -> None:
     """Backfill the listing indexes of every shard not marked ``indexed`` (a
     deployment older than them); once per Broker, then free."""
     if broker.listing_indexed:
         return
     client, keys = broker.client, broker.keys
     for shard in range(broker.shards):
-        if _s(client.get(keys.indexed(shard)) or b"") == INDEX_VERSION:
+        version = _s(client.get(keys.indexed(shard)) or b"")
+        if version == INDEX_VERSION:
             continue
         tenants = sorted(_s(t) for t in client.smembers(keys.tenants(shard)))
+        _backfill_dlq(broker, shard, tenants)
+        if version == "1":
+            client.set(keys.indexed(shard), INDEX_VERSION)
+            continue
         pipe = client.pipeline(transaction=False)
         for t in tenants:
             pipe.hgetall(keys.jobs(shard, t))
@@ -87,7 +94,18 @@ def ensure_indexes(broker: Broker) -> None:
     broker.listing_indexed = True
 
 
-def _backfill_runs(broker: Broker, shard: int, job_ids: Sequence[str]) -> None:
+def _backfill_dlq(broker: Core, shard: int, tenants: Sequence[str]) -> None:
+    """``dlqidx``: every tenant whose DLQ stream has entries."""
+    client, keys = broker.client, broker.keys
+    pipe = client.pipeline(transaction=False)
+    for t in tenants:
+        pipe.xlen(keys.dlq(shard, t))
+    dead = [t for t, n in zip(tenants, pipe.execute() if tenants else [], strict=True) if n]
+    if dead:
+        client.zadd(keys.dlqidx(shard), dict.fromkeys(dead, 0))
+
+
+def _backfill_runs(broker: Core, shard: int, job_ids: Sequence[str]) -> None:
     client, keys = broker.client, broker.keys
     pipe = client.pipeline(transaction=False)
     for jid in job_ids:

@@ -8,11 +8,16 @@ own: readers prune index entries whose score is past, and skip (and prune)
 ids whose hash is gone.  A clean stop removes both at once.
 
 The registry is deployment-wide (not per shard): a worker serves every shard.
+Pages (the Workers page, ``GET /v1/workers``) read it a page at a time by id
+from a second index, ``workeridx`` (every registered id scored 0, read with
+``ZRANGEBYLEX``): an id whose hash is gone is dropped from both on the way.
+Each worker also publishes up to :data:`LEASED_PUBLISHED` instance ids it holds,
+so a page shows what its workers run without reading any tenant's leases.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING
@@ -30,6 +35,11 @@ if TYPE_CHECKING:
 TTL_LEASES = 3
 #: bound on the entries one read looks at
 MAX_LISTED = 10_000
+#: worker ids one page read looks at most, past gone ones and a tenant filter
+#: (the page may then come back short, with a cursor)
+PAGE_SCAN = 500
+#: instance ids a worker publishes of those it holds (the Workers page's "running now")
+LEASED_PUBLISHED = 10
 
 
 def package_version() -> str:
@@ -53,6 +63,7 @@ class Registration:
     running: int
     tasks: Sequence[str]
     version: str = ""
+    leased: Sequence[str] = ()
 
 
 class WorkerRegistry:
@@ -84,11 +95,13 @@ class WorkerRegistry:
                 "version": reg.version or package_version(),
                 "heartbeat": now,
                 "expires": expires,
+                "leased": ",".join(reg.leased[:LEASED_PUBLISHED]),
             },
         )
         pipe.hsetnx(key, "started", now)  # kept by every renewal
         pipe.pexpire(key, ttl_ms)
         pipe.zadd(self.keys.workers(), {reg.id: expires})
+        pipe.zadd(self.keys.workeridx(), {reg.id: 0})
         pipe.execute()
         return expires
 
@@ -97,7 +110,75 @@ class WorkerRegistry:
         pipe = self.broker.client.pipeline(transaction=True)
         pipe.delete(self.keys.worker(worker_id))
         pipe.zrem(self.keys.workers(), worker_id)
+        pipe.zrem(self.keys.workeridx(), worker_id)
         pipe.execute()
+
+    def count(self, now: int | None = None) -> int:
+        """How many workers are live (expired index entries pruned first)."""
+        now = self.broker.server_ms() if now is None else now
+        pipe = self.broker.client.pipeline(transaction=False)
+        pipe.zremrangebyscore(self.keys.workers(), "-inf", f"({now}")
+        pipe.zcard(self.keys.workers())
+        return int(pipe.execute()[1])
+
+    def page(
+        self,
+        after: str | None,
+        limit: int,
+        keep: Callable[[WorkerInfo], bool] | None = None,
+    ) -> tuple[list[WorkerInfo], str | None]:
+        """Live workers by id: ``limit`` after the id ``after``, only those ``keep``
+        accepts when given (a viewer's tenant), among at most :data:`PAGE_SCAN`
+        ids read; and the cursor of the next page (the last id read; None: the
+        last page).  The work grows with the page, never with the workers."""
+        client, idx = self.broker.client, self.keys.workeridx()
+        self._backfill()
+        shown: list[WorkerInfo] = []
+        low = f"({after}" if after else "-"
+        scanned = 0
+        last: str | None = None
+        while scanned < PAGE_SCAN:
+            want = min(limit + 1 - len(shown), PAGE_SCAN - scanned)
+            ids = [_s(x) for x in client.zrangebylex(idx, low, "+", 0, want)]
+            if not ids:
+                return shown[:limit], None
+            scanned += len(ids)
+            pipe = client.pipeline(transaction=False)
+            for wid in ids:
+                pipe.hgetall(self.keys.worker(wid))
+            gone: list[str] = []
+            for wid, raw in zip(ids, pipe.execute(), strict=True):
+                if not raw:  # expired (a worker killed without a word): prune
+                    gone.append(wid)
+                    continue
+                info = WorkerInfo.from_fields(fields_of(raw))
+                if keep is None or keep(info):
+                    shown.append(info)
+                    if len(shown) > limit:
+                        return shown[:limit], shown[limit - 1].id
+            if gone:
+                self._prune(gone)
+            last = ids[-1]
+            low = f"({last}"
+            if len(ids) < want:
+                return shown, None
+        return shown, last
+
+    def _prune(self, ids: Sequence[str]) -> None:
+        pipe = self.broker.client.pipeline(transaction=False)
+        pipe.zrem(self.keys.workeridx(), *ids)
+        pipe.zrem(self.keys.workers(), *ids)
+        pipe.execute()
+
+    def _backfill(self) -> None:
+        """A deployment older than ``workeridx``: copy the ids in once (workers
+        that publish add themselves too)."""
+        client = self.broker.client
+        if client.exists(self.keys.workeridx()):
+            return
+        ids = [_s(x) for x in client.zrange(self.keys.workers(), 0, MAX_LISTED - 1)]
+        if ids:
+            client.zadd(self.keys.workeridx(), dict.fromkeys(ids, 0))
 
     def list(self, now: int | None = None) -> list[WorkerInfo]:
         """Live workers, by id; entries expired at ``now`` (server clock by
