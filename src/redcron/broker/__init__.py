@@ -30,7 +30,13 @@ from redcron.broker.stats import activity, trigger_lag, trigger_lag_by_tenant, t
 from redcron.broker.tasklist import TaskFilter, list_tasks
 from redcron.broker.tenants import TenantStore
 from redcron.broker.tokens import TokenStore, digest
-from redcron.broker.workers import WorkerRegistry, unserved_tasks
+from redcron.broker.workers import (
+    Registration,
+    WorkerRegistry,
+    unserved_by_task,
+    unserved_refs,
+    unserved_tasks,
+)
 
 __all__ = [
     "BREAKER_VALUES",
@@ -55,6 +61,7 @@ __all__ = [
     "Metrics",
     "Outage",
     "Page",
+    "Registration",
     "RunCancel",
     "TaskCancel",
     "TaskFilter",
@@ -78,5 +85,7 @@ __all__ = [
     "trigger_lag",
     "trigger_lag_by_tenant",
     "trigger_lag_of",
+    "unserved_by_task",
+    "unserved_refs",
     "unserved_tasks",
 ]

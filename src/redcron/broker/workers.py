@@ -205,22 +205,49 @@ class WorkerRegistry:
         return sorted(out, key=lambda w: w.id)
 
 
-def unserved_tasks(broker: Broker, specs: Sequence[JobSpec]) -> list[str]:
-    """One line per Python task of ``specs`` that no live worker serves (its
-    runs would retry until dead-lettered); nothing when no job names one.
-    Shared by ``redcron jobs apply`` (stderr) and ``POST /v1/jobs`` (``warnings``)."""
+def unserved_refs(broker: Broker, specs: Sequence[JobSpec]) -> list[tuple[str, str, str]]:
+    """(task ref, ``<tenant>/<job>``, task name) of each Python task of ``specs``
+    that no live worker serves (its runs would retry until dead-lettered)."""
     refs = [
-        (spec, name, task.ref)
+        (task.ref, f"{spec.tenant}/{spec.name}", name)
         for spec in specs
         for name, task in spec.tasks.items()
-        if task.kind == "python"
+        if task.kind == "python" and task.ref is not None
     ]
     if not refs:
         return []
     served = {name for worker in WorkerRegistry(broker).list() for name in worker.tasks}
-    return [
-        f"no live worker serves task {ref!r} (job {spec.tenant}/{spec.name}, task {name!r}); "
-        "its runs will fail until a worker registering it starts"
-        for spec, name, ref in refs
-        if ref not in served
-    ]
+    return [r for r in refs if r[0] not in served]
+
+
+def unserved_tasks(broker: Broker, specs: Sequence[JobSpec]) -> list[str]:
+    """One line per Python task of ``specs`` that no live worker serves; nothing
+    when no job names one (``POST /v1/jobs``' ``warnings``; ``redcron jobs
+    apply`` groups them by task with :func:`unserved_by_task`)."""
+    return [_unserved_line(ref, [(job, name)]) for ref, job, name in unserved_refs(broker, specs)]
+
+
+def unserved_by_task(missing: Sequence[tuple[str, str, str]], named: int = 3) -> list[str]:
+    """:func:`unserved_refs` as one line per task ref (in order of first
+    appearance), naming its first ``named`` jobs and counting the rest: a file
+    of 10,000 jobs warns once per task, not once per job."""
+    by_ref: dict[str, list[tuple[str, str]]] = {}
+    for ref, job, name in missing:
+        by_ref.setdefault(ref, []).append((job, name))
+    return [_unserved_line(ref, uses, named) for ref, uses in by_ref.items()]
+
+
+def _unserved_line(ref: str, uses: Sequence[tuple[str, str]], named: int = 3) -> str:
+    tail = "until a worker registering it starts"
+    if len(uses) == 1:
+        job, name = uses[0]
+        return (
+            f"no live worker serves task {ref!r} (job {job}, task {name!r}); "
+            f"its runs will fail {tail}"
+        )
+    jobs = ", ".join(job for job, _name in uses[:named])
+    more = f" and {len(uses) - named:,} more" if len(uses) > named else ""
+    return (
+        f"no live worker serves task {ref!r} ({len(uses):,} jobs: {jobs}{more}); "
+        f"their runs will fail {tail}"
+    )
