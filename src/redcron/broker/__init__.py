@@ -27,7 +27,7 @@ from redcron.broker.metrics import BREAKER_VALUES, Metrics, read_metrics
 from redcron.broker.retry import TRANSIENT, UNAVAILABLE, Outage, is_unavailable
 from redcron.broker.shared_secrets import lease_secret
 from redcron.broker.stats import activity, trigger_lag, trigger_lag_by_tenant, trigger_lag_of
-from redcron.broker.tasklist import TaskFilter, list_tasks
+from redcron.broker.tasklist import TaskFilter, list_tasks, scan_tasks
 from redcron.broker.tenants import TenantStore
 from redcron.broker.tokens import TokenStore, digest
 from redcron.broker.workers import (
@@ -82,6 +82,7 @@ __all__ = [
     "queue_loads",
     "read_metrics",
     "running_by_worker",
+    "scan_tasks",
     "trigger_lag",
     "trigger_lag_by_tenant",
     "trigger_lag_of",

@@ -26,6 +26,8 @@ bp = flask.Blueprint("overview", __name__)
 
 #: workers listed on the overview (the Workers page pages over them all)
 WORKERS_SHOWN = 10
+#: open breakers listed on the overview (the soonest to close first)
+BREAKERS_SHOWN = 20
 #: minutes of trigger lag and throughput on the overview
 HOUR = 60
 
@@ -105,7 +107,8 @@ def index() -> Reply:
     workers, more = registry.page(None, WORKERS_SHOWN, keep)
     # a tenant's count would read every worker: "10+" when a page follows
     workers_total = registry.count() if only is None else (None if more else len(workers))
-    breakers = app.jobs.open_breakers(only)
+    breakers = app.jobs.open_breakers(only, BREAKERS_SHOWN)
+    breakers_total = app.jobs.count_open_breakers() if only is None else None
     return render.page(
         "overview.html",
         title="Overview",
@@ -116,6 +119,7 @@ def index() -> Reply:
         workers=workers,
         workers_total=workers_total,
         breakers=breakers,
+        breakers_total=breakers_total,
         now=from_ms(now_ms),
         **recent(only, now_ms),
     )
