@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import flask
 
 from redcron.app import App
-from redcron.broker import WorkerRegistry
+from redcron.broker import WorkerRegistry, is_unavailable
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +97,11 @@ class Totals:
     def _refresh(self) -> None:
         try:
             snap = count(self.app)
-        except Exception:  # Redis down, or worse: keep the old snapshot, a later request retries
-            log.exception("work totals not refreshed")
+        except Exception as exc:  # keep the old snapshot: a later request retries
+            if is_unavailable(exc):  # Redis down: the outage is reported once, elsewhere
+                log.debug("work totals not refreshed: %s", exc)
+            else:
+                log.exception("work totals not refreshed")
             snap = None
         finally:
             with self._lock:
