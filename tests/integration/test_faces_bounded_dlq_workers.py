@@ -255,3 +255,22 @@ def test_a_requests_redis_commands_do_not_grow_with_tenants_dead_tasks_or_worker
     # (the overview's is its hour of per-minute figures: 60 minutes x shards x 4)
     assert all(many[name] <= 100 for name in ("GET /v1/dlq", "/dlq", "GET /v1/workers",
                                                "/workers", "/metrics")), many  # fmt: skip
+
+
+def test_a_walk_past_many_emptied_tenants_still_returns_every_entry_once(
+    app: App, web: flask.Flask
+) -> None:
+    names = tenants(0, 24)
+    dead_letter(app, names)
+    # empty the first 18 tenants' DLQs behind the index's back (no reader saw it):
+    # a page's range of the index is then mostly stale entries
+    gone = [e.task_id for t in names[:18] for e in app.broker.dlq.page(t, None, 10).entries]
+    assert app.broker.dlq.discard(gone) == 36
+    pages = walk(bearer(web, ADMIN), "/v1/dlq", "entries", limit=2)
+    seen = [(e["tenant"], e["task_id"]) for page in pages for e in page]
+    assert [t for t, _i in seen] == sorted(t for t in names[18:] for _ in range(2))
+    assert len(set(seen)) == 12
+    # the walk dropped every emptied tenant from the index on the way
+    index = [app.broker.keys.dlqidx(s) for s in range(app.broker.shards)]
+    left = {m.decode() for key in index for m in app.broker.client.zrange(key, 0, -1)}
+    assert left == set(names[18:])
