@@ -24,6 +24,7 @@ from redcron.broker.workers import Registration, WorkerRegistry
 from redcron.dashboard import create_app
 from redcron.dashboard.totals import EXTENSION as TOTALS
 from redcron.keys import shard_of
+from redcron.model.jobs import JobSpec, Task
 
 
 @pytest.fixture
@@ -274,3 +275,26 @@ def test_a_walk_past_many_emptied_tenants_still_returns_every_entry_once(
     index = [app.broker.keys.dlqidx(s) for s in range(app.broker.shards)]
     left = {m.decode() for key in index for m in app.broker.client.zrange(key, 0, -1)}
     assert left == set(names[18:])
+
+
+def test_a_jobs_runs_are_paged_without_reading_its_whole_history(
+    app: App, web: flask.Flask
+) -> None:
+    spec = JobSpec(name="many", tenant="t001", cron="0 0 1 1 *", overlap="allow",
+                   keep_runs=1_000, tasks={"a": Task("f.noop")})  # fmt: skip
+    app.jobs.put_many([spec])
+    job_id = app.jobs.get("t001", "many").id
+    run_ids = [app.jobs.trigger("t001", "many") for _ in range(30)]
+    admin = bearer(web, ADMIN)
+    pages = walk(admin, "/v1/runs", "runs", job=job_id, limit=7)
+    seen = [r["id"] for p in pages for r in p]
+    assert sorted(seen) == sorted(run_ids) and len(set(seen)) == 30
+    assert [len(p) for p in pages] == [7, 7, 7, 7, 2]
+
+    def first_page() -> Any:
+        return admin.get("/v1/runs", query_string={"job": job_id, "limit": 5})
+
+    few = commands_of(first_page)
+    run_ids += [app.jobs.trigger("t001", "many") for _ in range(90)]
+    assert commands_of(first_page) == few  # four times the history: the same reads
+    assert walk(admin, "/v1/runs", "runs", job=job_id, tenant="t002") == [[]]

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from redcron.broker.core import Core, fields_of
-from redcron.keys import JOBIDX_SEP, RUNIDX_MAX, TRUNS_MAX, shard_of
+from redcron.keys import JOBIDX_SEP, RUNIDX_MAX, TRUNS_MAX, shard_of, shard_of_id
 from redcron.model import RunRecord
 from redcron.serde import text as _s
 
@@ -286,14 +286,42 @@ def page_runs(
     ``state`` filter: a page may then hold fewer than ``limit`` runs while
     more follow (the cursor says so).  Returns the runs and the cursor of the
     next page (None on the last)."""
-    client, keys = broker.client, broker.keys
+    keys = broker.keys
     ensure_indexes(broker)
     shards = _shards(broker, tenant)
-    index = [keys.truns(s, tenant) if tenant else keys.runidx(s) for s in shards]
+    index = [(s, keys.truns(s, tenant) if tenant else keys.runidx(s)) for s in shards]
+    return _page_run_index(broker, index, before, limit, state)
+
+
+def page_job_runs(
+    broker: Broker,
+    job_id: str,
+    before: tuple[int, str] | None,
+    limit: int,
+    state: str | None = None,
+) -> tuple[list[RunRecord], tuple[int, str] | None]:
+    """One job's runs newest first by scheduled time (its history ``runs:<job>``,
+    scored so), then id: as :func:`page_runs`, a page reads ``limit`` + 1
+    entries (:data:`RUN_SCAN` with ``state``), however long the history.  The
+    cursor is (scheduled ms, run id)."""
+    shard = shard_of_id(job_id)
+    return _page_run_index(broker, [(shard, broker.keys.runs(shard, job_id))], before, limit, state)
+
+
+def _page_run_index(
+    broker: Broker,
+    index: Sequence[tuple[int, str]],
+    before: tuple[int, str] | None,
+    limit: int,
+    state: str | None,
+) -> tuple[list[RunRecord], tuple[int, str] | None]:
+    """:func:`page_runs` over ``index``: (shard, ZSET of run id -> ms) pairs."""
+    client, keys = broker.client, broker.keys
+    shards = [s for s, _key in index]
     want = RUN_SCAN if state else limit + 1
     pipe = client.pipeline(transaction=False)
     high = "+inf" if before is None else before[0]
-    for key in index:
+    for _shard, key in index:
         pipe.zrevrangebyscore(key, high, "-inf", start=0, num=want + _TIES, withscores=True)
     entries: list[tuple[int, str, int]] = []
     cut = False  # some shard has entries past what was read
