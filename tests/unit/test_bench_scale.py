@@ -7,7 +7,7 @@ from __future__ import annotations
 import click
 import pytest
 
-from redcron.cli.bench.fixtures import split_evenly, spread_tenants
+from redcron.cli.bench.fixtures import machine_busy_s, split_evenly, spread_tenants
 from redcron.cli.bench.scale import Sample, cores, parse_counts, table
 from redcron.cli.bench.shard_weights import (
     expected_shares,
@@ -74,7 +74,7 @@ def test_shares_while_backlogged_stop_at_the_first_tenant_to_run_dry() -> None:
 
 def test_cores_over_a_window() -> None:
     before = Sample(wall=10.0, done=100, workers=1.0, masters=(0.5, 0.5), bench=0.1)
-    after = Sample(wall=12.0, done=2_100, workers=2.0, masters=(1.5, 0.7), bench=0.2)
+    after = Sample(wall=12.0, done=2_100, workers=2.0, masters=(1.5, 0.7), bench=0.2, machine=3.0)
     got = cores(before, after)
     assert got["tasks_per_s"] == 1_000
     assert got["window_tasks"] == 2_000
@@ -82,6 +82,7 @@ def test_cores_over_a_window() -> None:
     assert got["redis_cpu_s_per_master"] == [1.0, 0.2]
     assert got["cores"] == {"workers": 0.5, "redis": 0.6, "bench": 0.05}
     assert got["cores_total"] == 1.15
+    assert got["machine_cores"] == 1.5
 
 
 def test_table_has_a_line_per_row() -> None:
@@ -93,6 +94,7 @@ def test_table_has_a_line_per_row() -> None:
         "cores": {"workers": 0.5, "redis": 0.6, "bench": 0.05},
         "redis_cpu_s_per_master": [1.0, 0.2, 0.0],
         "cores_total": 1.15,
+        "machine_cores": 1.9,
     }
     lines = table({"rows": [row, row]}).splitlines()
     assert len(lines) == 3
@@ -105,3 +107,9 @@ def test_parse_counts() -> None:
     for bad in ("", "0", "1,x", "-1"):
         with pytest.raises(click.BadParameter, match="comma"):
             parse_counts(bad, "--shards")
+
+
+def test_machine_busy_seconds_grow() -> None:
+    first = machine_busy_s()
+    sum(i * i for i in range(200_000))  # some work of our own
+    assert machine_busy_s() >= first > 0

@@ -274,6 +274,16 @@ def proc_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / ticks
 
 
+def machine_busy_s() -> float:
+    """CPU seconds every core of the machine has spent busy since boot (Linux
+    /proc/stat: all but idle and iowait), whoever ran: what a benchmark's own
+    processes did not use of it went to others sharing the machine."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    busy = sum(fields[:8]) - fields[3] - fields[4]  # guest time is inside user already
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
 def p99(ordered: Sequence[_T]) -> _T:
     """The 99th percentile of a sorted, non-empty sequence (nearest rank, the
     largest for fewer than 100 values)."""

@@ -8,7 +8,9 @@ the steady part of the drain (from 10% to 90% of the tasks done), so worker
 start-up and the last stragglers count in neither (a run too small for that
 window is measured over the whole drain, and says so); the CPU shares say where
 the machine saturates: the worker processes (summed), each Redis master
-(``INFO cpu``) and this process (which only polls a counter per shard).
+(``INFO cpu``) and this process (which only polls a counter per shard), and
+how busy the whole machine was (``/proc/stat``: on a shared machine the
+difference is other people's work).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from redcron.app import App
 from redcron.cli.bench.fixtures import (
     bench_run,
     enqueue_spread,
+    machine_busy_s,
     proc_cpu_s,
     redis_cpu_s,
     redis_for_bench,
@@ -54,6 +57,8 @@ class Sample:
     workers: float
     masters: tuple[float, ...]
     bench: float
+    #: every core's busy seconds, whoever ran (see machine_busy_s)
+    machine: float = 0.0
 
 
 def cores(before: Sample, after: Sample) -> dict[str, Any]:
@@ -74,6 +79,7 @@ def cores(before: Sample, after: Sample) -> dict[str, Any]:
         "redis_cpu_s_per_master": [round(v, 3) for v in masters],
         "cores": {k: round(v / wall, 2) for k, v in cpu.items()},
         "cores_total": round(sum(cpu.values()) / wall, 2),
+        "machine_cores": round((after.machine - before.machine) / wall, 2),
     }
 
 
@@ -84,6 +90,7 @@ def _sample(bapp: App, pids: Sequence[int], done: int) -> Sample:
         sum(proc_cpu_s(pid) for pid in pids),
         tuple(redis_cpu_s(bapp)),
         time.process_time(),
+        machine_busy_s(),
     )
 
 
@@ -178,6 +185,7 @@ _COLUMNS: tuple[tuple[str, Any], ...] = (
     ("per master (CPU s)", lambda r: "/".join(f"{v:.2f}" for v in r["redis_cpu_s_per_master"])),
     ("bench cores", lambda r: f"{r['cores']['bench']:.2f}"),
     ("total cores", lambda r: f"{r['cores_total']:.2f}"),
+    ("machine busy", lambda r: f"{r['machine_cores']:.2f}"),
 )
 
 
