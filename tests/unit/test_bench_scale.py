@@ -93,12 +93,13 @@ def test_table_has_a_line_per_row() -> None:
         "tasks_per_s": 12_345,
         "cores": {"workers": 0.5, "redis": 0.6, "bench": 0.05},
         "redis_cpu_s_per_master": [1.0, 0.2, 0.0],
+        "window_s": 2.0,
         "cores_total": 1.15,
         "machine_cores": 1.9,
     }
     lines = table({"rows": [row, row]}).splitlines()
     assert len(lines) == 3
-    assert "tasks/s" in lines[0] and "12,345" in lines[1] and "1.00/0.20/0.00" in lines[1]
+    assert "tasks/s" in lines[0] and "12,345" in lines[1] and "0.50/0.10/0.00" in lines[1]
 
 
 def test_parse_counts() -> None:

@@ -182,7 +182,10 @@ _COLUMNS: tuple[tuple[str, Any], ...] = (
     ("tasks/s", lambda r: f"{r['tasks_per_s']:,}"),
     ("worker cores", lambda r: f"{r['cores']['workers']:.2f}"),
     ("redis cores", lambda r: f"{r['cores']['redis']:.2f}"),
-    ("per master (CPU s)", lambda r: "/".join(f"{v:.2f}" for v in r["redis_cpu_s_per_master"])),
+    (
+        "per master",
+        lambda r: "/".join(f"{v / r['window_s']:.2f}" for v in r["redis_cpu_s_per_master"]),
+    ),
     ("bench cores", lambda r: f"{r['cores']['bench']:.2f}"),
     ("total cores", lambda r: f"{r['cores_total']:.2f}"),
     ("machine busy", lambda r: f"{r['machine_cores']:.2f}"),
