@@ -130,6 +130,12 @@ def scale_cmd(
     number of worker processes (default slots), and the CPU of the workers,
     each master and this process over the steady part of the drain."""
 
+    if single and redis_url:
+        raise click.BadParameter(
+            "--single starts its own redis-server beside the cluster; leave out --redis, "
+            "or run again with --redis pointing at one server",
+            param_hint="--single",
+        )
     shard_counts = parse_counts(shard_list, "--shards")
     worker_counts = parse_counts(worker_list, "--workers")
     result = scale(tasks, shard_counts, worker_counts, redis_url, single, pool)

@@ -153,7 +153,7 @@ def scale(
     redis-server for each worker count; progress on stderr."""
     rows: list[dict[str, Any]] = []
     plan = [("cluster", s, w) for s in shard_counts for w in worker_counts]
-    if single and redis_url is None:
+    if single:
         plan += [("single", 1, w) for w in worker_counts]
     for kind in ("cluster", "single"):
         todo = [(s, w) for k, s, w in plan if k == kind]
@@ -171,7 +171,7 @@ def scale(
                     file=sys.stderr,
                     flush=True,
                 )
-    return {"tasks": tasks, "masters": MASTERS, "rows": rows}
+    return {"tasks": tasks, "masters": None if redis_url else MASTERS, "rows": rows}
 
 
 #: the text table's columns: (heading, how a row shows it)
