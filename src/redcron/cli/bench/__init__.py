@@ -113,7 +113,7 @@ def throughput_cmd(
               help="Worker processes, comma-separated.")  # fmt: skip
 @click.option("--single", is_flag=True,
               help="Add S=1 on one redis-server for each worker count.")  # fmt: skip
-@pool_option()
+@pool_option("Where each worker process runs its tasks.")
 @click.option("--redis", "redis_url", default=None, metavar="URL",
               help="Use this Redis or cluster instead of a local 3-master cluster.")  # fmt: skip
 @_json_option
