@@ -152,6 +152,14 @@ class Core:
             return list(got.values())
         return [self.client.config_get(pattern)]
 
+    def server_info(self, section: str) -> list[dict[str, Any]]:
+        """``INFO <section>`` of the server, or of every master of a cluster (in
+        the order of their addresses), for the benchmarks' CPU and memory figures."""
+        if is_cluster(self.client):
+            got: Any = self.client.info(section, target_nodes="primaries")
+            return [got[node] for node in sorted(got)]
+        return [self.client.info(section)]
+
     def check_eviction_policy(self) -> None:
         try:
             policies = [got.get("maxmemory-policy") for got in self.config_get("maxmemory-policy")]
