@@ -62,6 +62,23 @@ def free_cluster_ports(n: int) -> list[int]:
     return ports
 
 
+#: moves every key of a slot in one script call on its master: nothing runs on
+#: that master between the first key moved and the last (see move_slot)
+#: ARGV: slot, target host, target port, target node id, keys per MIGRATE, timeout ms
+#: returns: how many keys moved
+MOVE_SLOT_LUA = """
+local slot, host, port, target, batch, timeout = unpack(ARGV)
+redis.call('CLUSTER', 'SETSLOT', slot, 'MIGRATING', target)
+local moved = 0
+while true do
+  local keys = redis.call('CLUSTER', 'GETKEYSINSLOT', slot, batch)
+  if #keys == 0 then return moved end
+  redis.call('MIGRATE', host, port, '', 0, timeout, 'KEYS', unpack(keys))
+  moved = moved + #keys
+end
+"""
+
+
 def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -231,6 +248,68 @@ class EmbeddedCluster:
             n.get("node_id") == promoted and "master" in n.get("flags", "") and n.get("slots")
             for n in nodes.values()
         )
+
+    def node_id(self, port: int) -> str:
+        """The cluster node id of the node on ``port``."""
+        with redis.Redis(port=port, socket_timeout=5) as c:
+            return _text(c.execute_command("CLUSTER MYID"))
+
+    def owner(self, slot: int) -> int:
+        """The port of the master that serves ``slot`` (as master 0's node sees it)."""
+        with redis.Redis(port=self._live()[0], socket_timeout=5) as c:
+            for start, end, master, *_ in c.execute_command("CLUSTER SLOTS"):
+                if int(start) <= slot <= int(end):
+                    return int(master[1])
+        raise ConfigError(f"slot {slot} is served by no node")
+
+    def move_slot(
+        self,
+        slot: int,
+        to_port: int,
+        batch: int = 100,
+        hold: Callable[[], None] | None = None,
+    ) -> int:
+        """Move ``slot`` and its keys to the master on ``to_port``, as a resharding
+        does (``CLUSTER SETSLOT IMPORTING``/``MIGRATING``, ``MIGRATE ... KEYS`` in
+        batches of ``batch``, then ``SETSLOT NODE`` on every master); returns how
+        many keys moved.
+
+        Unlike ``redis-cli --cluster reshard``, the ``MIGRATING`` state and every
+        batch are one script call on the source (:data:`MOVE_SLOT_LUA`), so no
+        command runs there while the slot's keys are split between the two
+        nodes.  redcron's scripts need that: they declare one key of their shard
+        and build the others in Lua, so mid-move a script could run on either
+        node with part of the shard missing (docs/operations.md, "Resharding").
+        Between that call and ``SETSLOT NODE`` (``hold``, if given, runs
+        there), the source answers ``ASK`` and the target serves the slot to
+        ``ASKING`` clients; a multi-key call meets ``TRYAGAIN`` until the end.
+        """
+        source = self.owner(slot)
+        masters = [p for p in self._live() if self._is_master(p)]
+        target_id, source_id = self.node_id(to_port), self.node_id(source)
+        if source == to_port:
+            return 0
+        with redis.Redis(port=to_port, socket_timeout=30) as target:
+            target.execute_command("CLUSTER SETSLOT", slot, "IMPORTING", source_id)
+            with redis.Redis(port=source, socket_timeout=30) as src:
+                moved = int(
+                    src.eval(MOVE_SLOT_LUA, 0, slot, "127.0.0.1", to_port, target_id, batch, 10_000)
+                )
+                if hold is not None:
+                    hold()
+                # the target first, then the source, then the others (the docs' order)
+                target.execute_command("CLUSTER SETSLOT", slot, "NODE", target_id)
+                src.execute_command("CLUSTER SETSLOT", slot, "NODE", target_id)
+        for port in masters:
+            if port not in (source, to_port):
+                with redis.Redis(port=port, socket_timeout=5) as c:
+                    c.execute_command("CLUSTER SETSLOT", slot, "NODE", target_id)
+        return moved
+
+    @staticmethod
+    def _is_master(port: int) -> bool:
+        with redis.Redis(port=port, socket_timeout=5) as c:
+            return bool(c.info("replication").get("role") == "master")
 
     def kill_master(self, master: int) -> None:
         """SIGKILL master ``master`` (an index into :attr:`ports`), as a crash would."""
