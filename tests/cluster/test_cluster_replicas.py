@@ -17,7 +17,7 @@ import chaos_app  # tests/apps
 import pytest
 import redis
 from redis_binary import redis_server_path  # tests/helpers
-from worker_procs import thread_workers
+from worker_procs import thread_workers, wait_for
 
 from conftest import SHARDS  # tests/cluster/conftest.py
 from redcron import App, NotReplicated
@@ -133,23 +133,42 @@ def test_a_failover_keeps_acknowledged_strict_writes_and_work_resumes(
     on_first = [t for s, t in enumerate(tenants)  # the shards master 0 holds
                 if client.get_node_from_key(keys.shard(s)).port == replica_cluster.ports[0]]  # type: ignore[attr-defined]  # fmt: skip
     assert on_first  # 12 shards over 3 masters: master 0 holds some
-    acked = [strict.enqueue("echo", f"{t}-{i}", _tenant=t) for t in on_first for i in range(3)]
-    replica_cluster.kill_master(0)  # no time to lose anything that was not confirmed
-    replica_cluster.promote_replica(0)
+    # the worker has its own client (and slot map), as a worker process would
+    wapp = App(replica_cluster.url, prefix=strict.settings.prefix, min_lease_ttl=0.5,
+               durability="strict", durability_timeout=2.0)  # fmt: skip
+    chaos_app.register(wapp)
     try:
-        # the first call to the dead master's slots fails (connection refused:
-        # nothing sent) and makes redis-py read the slot map again
-        with pytest.raises(RedisUnavailable):
-            strict.enqueue("echo", "refused", _tenant=on_first[0])
-        # the promoted replica has no replica of its own yet: strict refuses to confirm
-        with pytest.raises(NotReplicated, match="0 of the 1 replicas"):
-            strict.enqueue("echo", "unconfirmed", _tenant=on_first[0])
+        acked = [strict.enqueue("echo", f"{t}-{i}", _tenant=t) for t in on_first for i in range(3)]
+        with thread_workers(wapp, "failover-worker") as start:
+            start(concurrency=4)
+            # in flight when the master dies: leased, their reports due after it
+            running = [strict.enqueue("slow", 1.0, _tenant=t) for t in on_first]
+            wait_for(lambda: all(h.state == "running" for h in running), "the slow tasks to start")
+            replica_cluster.kill_master(0)  # no time to lose anything that was not confirmed
+            replica_cluster.promote_replica(0)
+            try:
+                # the promoted replica has no replica of its own yet: strict refuses
+                # to confirm. The client's first call may still go to the dead master
+                # (connection refused: nothing sent); it then reads the slot map
+                # again, so the next one reaches the promoted replica
+                for attempt in (1, 2):
+                    try:
+                        strict.enqueue("echo", "unconfirmed", _tenant=on_first[0])
+                    except RedisUnavailable:
+                        assert attempt == 1
+                    except NotReplicated as exc:
+                        assert "0 of the 1 replicas" in str(exc)
+                        break
+                else:
+                    pytest.fail("a strict write without a replica was confirmed")
+            finally:
+                replica_cluster.start_master(0)  # back, as the new master's replica, in sync
+            after = [strict.enqueue("echo", f"{t}-after", _tenant=t) for t in on_first]
+            assert [h.result(timeout=30) for h in acked] == [
+                f"{t}-{i}" for t in on_first for i in range(3)
+            ]
+            assert [h.result(timeout=30) for h in after] == [f"{t}-after" for t in on_first]
+            # the in-flight ones finish too (again if their lease was reaped meanwhile)
+            assert all(h.result(timeout=30).startswith("attempt-") for h in running)
     finally:
-        replica_cluster.start_master(0)  # back, as the new master's replica, in sync
-    after = [strict.enqueue("echo", f"{t}-after", _tenant=t) for t in on_first]
-    with thread_workers(strict, "failover-worker") as start:
-        start(concurrency=4)
-        assert [h.result(timeout=30) for h in acked] == [
-            f"{t}-{i}" for t in on_first for i in range(3)
-        ]
-        assert [h.result(timeout=30) for h in after] == [f"{t}-after" for t in on_first]
+        wapp.close()
