@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from typing import Any, cast
 from urllib.parse import urlencode
 
@@ -151,6 +152,46 @@ def connect(url: str, **kwargs: Any) -> redis.Redis:
     return client
 
 
+#: how long a cluster command that cannot run yet (``TRYAGAIN``: a multi-key call
+#: whose keys are split between two nodes while their slot moves, or redirections
+#: that never settled) is retried, with a backoff, after redis-py's own ~0.4 s
+TRYAGAIN_BUDGET_S = 10.0
+_TRYAGAIN_FIRST_S = 0.05
+_TRYAGAIN_MAX_S = 0.5
+
+
+def _not_run_yet(exc: BaseException) -> bool:
+    """A cluster reply that says the command did nothing and may be sent again:
+    ``TRYAGAIN``, or redis-py's "TTL exhausted" after 16 redirections/TRYAGAINs."""
+    if isinstance(exc, redis.exceptions.TryAgainError):
+        return True
+    return isinstance(exc, redis.exceptions.ClusterError) and "TTL exhausted" in str(exc)
+
+
+def retry_not_run(call: Callable[[], Any], budget_s: float = TRYAGAIN_BUDGET_S) -> Any:
+    """``call()``, again with a doubling pause (50 ms to 0.5 s) while it raises a
+    :func:`_not_run_yet` error, for at most ``budget_s``; then that error.
+
+    redis-py follows ``MOVED``/``ASK`` and retries ``TRYAGAIN`` 16 times within
+    ~0.4 s; a slot whose keys are being moved can take longer than that.
+    """
+    deadline = time.monotonic() + budget_s
+    pause = _TRYAGAIN_FIRST_S
+    while True:
+        try:
+            return call()
+        except (redis.exceptions.TryAgainError, redis.exceptions.ClusterError) as exc:
+            if not _not_run_yet(exc) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, _TRYAGAIN_MAX_S)
+
+
+def node_of_key(client: Any, key: str) -> Any:
+    """The master of ``key``'s slot, as a cluster client's slot map has it now."""
+    return client.nodes_manager.get_node_from_slot(client.keyslot(key), False)
+
+
 def is_cluster(client: Any) -> bool:
     """Whether ``client`` (a client or a pipeline) talks to a Redis Cluster."""
     return isinstance(client, redis.cluster.RedisCluster)
@@ -171,12 +212,29 @@ class ClusterPipeline(redis.cluster.ClusterPipeline):
       pipelines write a record and its index (a worker registration, an API
       token), and every reader of those indexes already skips an entry whose
       record is gone;
+    - a command that redis-py sends again on its own after a ``MOVED``, ``ASK``
+      or ``TRYAGAIN`` reply is retried past redis-py's ~0.4 s with
+      :func:`retry_not_run`, and :attr:`redirected` says it happened (it ran on
+      another connection than the pipeline's: a ``WAIT`` queued in the pipeline
+      does not cover it);
     - ``execute`` raises :class:`RedisUnavailable` once the retries gave up.
     """
 
     url = ""
     atomic = False
     factory: Any = None
+    #: the last execute sent a command again on its own (see above)
+    redirected = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        again = self.parent_execute_command
+
+        def resend(*cargs: Any, **options: Any) -> Any:
+            self.redirected = True
+            return retry_not_run(lambda: again(*cargs, **options))  # type: ignore[no-untyped-call]
+
+        self.parent_execute_command = resend
 
     @property
     def command_stack(self) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
@@ -227,11 +285,18 @@ class ClusterPipeline(redis.cluster.ClusterPipeline):
         return int(self.determine_slot(*stack[0][0]) or 0)
 
     def execute(self, raise_on_error: bool = True) -> list[Any]:
+        self.redirected = False
         try:
             if self.atomic and len(self._slots()) == 1:
                 return self._transaction(raise_on_error)
             return super().execute(raise_on_error)
         except _UNREACHABLE as exc:
+            # a node is down (a failover under way): read the slot map again now,
+            # as redis-py does after a single command's, so that the caller's
+            # retry goes to the promoted replica (a pipeline does not, for a
+            # command sent to a named node: a strict write's WAIT)
+            with contextlib.suppress(redis.RedisError):
+                self.nodes_manager.initialize()
             _reraise(self.url, exc)
             raise
 
@@ -243,8 +308,10 @@ class ClusterClient(redis.cluster.RedisCluster):
     url = ""
 
     def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        """redis-py's, with ``TRYAGAIN`` retried longer (:func:`retry_not_run`)."""
+        run = super().execute_command
         try:
-            return super().execute_command(*args, **kwargs)  # type: ignore[no-untyped-call]
+            return retry_not_run(lambda: run(*args, **dict(kwargs)))  # type: ignore[no-untyped-call]
         except _UNREACHABLE as exc:
             _reraise(self.url, exc)
             raise

@@ -70,13 +70,6 @@ class Core:
         self.client: redis.Redis = client or connect(settings.redis_url, health_check_interval=30)
         self.scripts = Scripts(self.client)
         strict = settings.durability == "strict" and settings.durability_replicas > 0
-        if strict and is_cluster(self.client):
-            # WAIT counts the replicas of the connection's own node: a pipeline of
-            # writes to several masters would need one WAIT per node, not written yet
-            raise ConfigError(
-                "durability=strict with durability_replicas on Redis Cluster is not "
-                "supported yet; use durability=normal there"
-            )
         self._wait = (
             Wait(settings.durability_replicas, max(1, int(settings.durability_timeout * 1000)))
             if strict
@@ -152,6 +145,14 @@ class Core:
             return list(got.values())
         return [self.client.config_get(pattern)]
 
+    def server_info(self, section: str) -> list[dict[str, Any]]:
+        """``INFO <section>`` of the server, or of every master of a cluster (in
+        the order of their addresses), for the benchmarks' CPU and memory figures."""
+        if is_cluster(self.client):
+            got: Any = self.client.info(section, target_nodes="primaries")
+            return [got[node] for node in sorted(got)]
+        return [self.client.info(section)]
+
     def check_eviction_policy(self) -> None:
         try:
             policies = [got.get("maxmemory-policy") for got in self.config_get("maxmemory-policy")]
@@ -212,28 +213,26 @@ class Core:
         """
         stack = list(pipe.command_stack)
         wait = self._wait
-        if wait is not None and not any(
-            args[0] == "EVALSHA" and args[1] in self._acked for args, _options in stack
-        ):
+        acked = [c for c in stack if c[0][0] == "EVALSHA" and c[0][1] in self._acked]
+        if not acked:
             wait = None
+        waited: list[Any] = []
         try:
             if ordered:
                 self.scripts.ensure_loaded(stack)
-            if wait is not None:
-                pipe.execute_command(*wait.command())
+            waits = self.scripts.queue_waits(pipe, acked, wait) if wait is not None else 0
             results: list[Any] = pipe.execute(raise_on_error=False)
-            waited = results.pop() if wait is not None else None
+            if wait is not None:
+                waited = self.scripts.take_waits(pipe, results, waits)
             rewaited = self.scripts.rerun_missing(stack, results, wait)
         except redis.ConnectionError as exc:
             raise ConnectionLost(str(exc)) from exc
         if wait is not None:
-            for reply in (waited, rewaited):
-                if reply is not None:
-                    try:
-                        wait.check(reply, "a pipeline of writes")
-                    except NotReplicated as exc:
-                        exc.results = results
-                        raise
+            try:
+                wait.check_all(waited + (rewaited or []), "a pipeline of writes")
+            except NotReplicated as exc:
+                exc.results = results
+                raise
         return results
 
     def _execute(self, pipe: Any, ordered: bool = False) -> list[Any]:

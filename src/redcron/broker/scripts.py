@@ -22,6 +22,7 @@ from typing import Any
 import redis
 from redis.commands.core import Script
 
+from redcron.broker.connection import is_cluster, node_of_key
 from redcron.errors import ConnectionLost, NotReplicated, from_script_error
 from redcron.keys import lua_key_functions
 from redcron.model.fields import lua_readers
@@ -197,13 +198,22 @@ def full_source(name: str) -> str:
 @dataclass(frozen=True)
 class Wait:
     """``durability="strict"``: ``WAIT replicas timeout_ms`` after an acknowledging
-    write, on the connection that wrote (WAIT waits for that connection's writes)."""
+    write, on the connection that wrote (WAIT waits for that connection's writes).
+
+    On a Redis Cluster each master replicates its own writes: a pipeline of
+    writes to several masters sends one ``WAIT`` to each (:meth:`Scripts.queue_waits`),
+    in the pipeline, so on the connection that carried that master's writes."""
 
     replicas: int
     timeout_ms: int
 
     def command(self) -> tuple[Any, ...]:
         return ("WAIT", self.replicas, self.timeout_ms)
+
+    def check_all(self, replies: list[Any], what: str) -> None:
+        """:meth:`check` each ``WAIT`` reply (one per master written to)."""
+        for reply in replies:
+            self.check(reply, what)
 
     def check(self, reply: Any, what: str) -> None:
         """Raise :class:`NotReplicated` unless ``reply`` (WAIT's) counts enough replicas."""
@@ -259,10 +269,10 @@ class Scripts:
         pipe = self._client.pipeline(transaction=False)
         pipe.evalsha(script.sha, len(keys), *keys, *args)
         stack = list(pipe.command_stack)
-        pipe.execute_command(*wait.command())  # type: ignore[no-untyped-call]
+        waits = self.queue_waits(pipe, stack, wait)
         try:
             results = pipe.execute(raise_on_error=False)
-            waited = results.pop()
+            waited = self.take_waits(pipe, results, waits)
             # NOSCRIPT: nothing ran, so that WAIT confirmed nothing; the re-run's counts
             rewaited = self.rerun_missing(stack, results, wait)
         except redis.ConnectionError as exc:
@@ -270,8 +280,46 @@ class Scripts:
         reply = results[0]
         if isinstance(reply, redis.ResponseError):
             raise from_script_error(str(reply)) from reply
-        wait.check(waited if rewaited is None else rewaited, name)
+        wait.check_all(waited if rewaited is None else rewaited, name)
         return reply
+
+    def queue_waits(self, pipe: Any, calls: list[Any], wait: Wait) -> int:
+        """Queue ``wait``'s ``WAIT`` on ``pipe`` after ``calls`` (its queued
+        ``(args, options)`` that need confirming); returns how many were queued.
+
+        One server: one ``WAIT``.  A cluster: one per master the calls' first
+        keys map to (``target_nodes``), each after that master's writes on the
+        same connection (redis-py sends a node's share of a pipeline on one).
+        """
+        if not is_cluster(self._client):
+            pipe.execute_command(*wait.command())
+            return 1
+        nodes: dict[str, Any] = {}
+        for args, _options in calls:
+            if args[0] == "EVALSHA" and int(args[2]) > 0:
+                node = node_of_key(self._client, args[3])
+                nodes[node.name] = node
+        for node in nodes.values():
+            pipe.execute_command(*wait.command(), target_nodes=node)
+        return len(nodes)
+
+    @staticmethod
+    def take_waits(pipe: Any, results: list[Any], waits: int) -> list[Any]:
+        """The ``WAIT`` replies :meth:`queue_waits` queued, taken off the end of
+        ``results``.  A cluster pipeline that sent a call again on its own (its
+        slot moved: ``MOVED``/``ASK``/``TRYAGAIN``) ran it on another connection,
+        which no queued ``WAIT`` covers: an error reply stands for it, so the
+        write is reported as not confirmed rather than confirmed by mistake."""
+        waited = results[len(results) - waits :]
+        del results[len(results) - waits :]
+        if getattr(pipe, "redirected", False):
+            waited.append(
+                redis.exceptions.ClusterError(
+                    "a call was redirected to another node or connection while its "
+                    "slot moved, so no WAIT covers it"
+                )
+            )
+        return waited
 
     def _by_sha(self) -> dict[str, Script]:
         return {s.sha: s for s in self._scripts.values()}
@@ -286,7 +334,9 @@ class Scripts:
             if not present and sha in by_sha:
                 self._client.script_load(by_sha[sha].script)
 
-    def rerun_missing(self, stack: list[Any], results: list[Any], wait: Wait | None = None) -> Any:
+    def rerun_missing(
+        self, stack: list[Any], results: list[Any], wait: Wait | None = None
+    ) -> list[Any] | None:
         """Re-run, in place, the pipelined script calls that found no script.
 
         ``stack`` is the pipeline's command stack as it was before execute.  A
@@ -294,8 +344,8 @@ class Scripts:
         running the call again is exactly once (a new master after a failover,
         or a restarted server, holds no scripts: Redis 7 does not replicate the
         script cache).  The calls run again in one pipeline, with ``wait``'s
-        ``WAIT`` last when given; returns its reply (None: nothing re-ran, or no
-        ``wait``).
+        ``WAIT`` (one per master on a cluster) last when given; returns their
+        replies (None: nothing re-ran, or no ``wait``).
         """
         by_sha = self._by_sha()
         again: list[int] = []
@@ -310,9 +360,9 @@ class Scripts:
         for i in again:
             args, _options = stack[i]  # ("EVALSHA", sha, numkeys, *keys_and_args)
             pipe.evalsha(args[1], args[2], *args[3:])
-        if wait is not None:
-            pipe.execute_command(*wait.command())  # type: ignore[no-untyped-call]
+        waits = self.queue_waits(pipe, [stack[i] for i in again], wait) if wait else 0
         replies = pipe.execute(raise_on_error=False)
-        for i, reply in zip(again, replies, strict=False):
+        waited = self.take_waits(pipe, replies, waits) if wait else None
+        for i, reply in zip(again, replies, strict=True):
             results[i] = reply
-        return replies[-1] if wait is not None else None
+        return waited

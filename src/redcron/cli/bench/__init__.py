@@ -8,7 +8,9 @@ from redcron.cli.bench.faces import faces
 from redcron.cli.bench.fairness import fairness
 from redcron.cli.bench.idle import beat_idle
 from redcron.cli.bench.latency import latency
+from redcron.cli.bench.scale import parse_counts, scale, table
 from redcron.cli.bench.schedule import schedule
+from redcron.cli.bench.shard_weights import fairness_cluster
 from redcron.cli.bench.soak import soak
 from redcron.cli.bench.throughput import throughput
 from redcron.cli.bench.trigger import trigger
@@ -61,6 +63,11 @@ def _emit(result: dict[str, object], as_json: bool) -> None:
     help="Task body: nothing, or one Redis INCR on the executing thread's own "
     "connection (as the peers were measured).",
 )
+@click.option("--cluster", is_flag=True,
+              help="On a fresh local Redis Cluster of 3 masters (not with --redis).")  # fmt: skip
+@click.option("--shards", type=click.IntRange(min=1), default=None,
+              help="Shards of the deployment, tasks spread over tenants on every one "
+              "[default: 12 with --cluster, else 1].")  # fmt: skip
 @_redis_option
 @_json_option
 def throughput_cmd(
@@ -69,6 +76,8 @@ def throughput_cmd(
     prefetch: int | None,
     pool: str,
     body: str,
+    cluster: bool,
+    shards: int | None,
     redis_url: str | None,
     as_json: bool,
 ) -> None:
@@ -77,7 +86,63 @@ def throughput_cmd(
 
     if tasks < 1:
         raise click.BadParameter("must be >= 1", param_hint="--tasks")
-    _emit(throughput(tasks, concurrency, pool, body, redis_url, prefetch), as_json)
+    if cluster and redis_url:
+        raise click.BadParameter(
+            "--cluster starts its own cluster; give a cluster's redis+cluster:// URL "
+            "to --redis instead",
+            param_hint="--cluster",
+        )
+    on_cluster = cluster or "+cluster" in (redis_url or "")
+    if body == "incr" and on_cluster:
+        raise click.BadParameter(
+            "the incr body connects to one server; use --body noop on a cluster",
+            param_hint="--body",
+        )
+    if cluster and shards is None:
+        shards = 12
+    masters = 3 if cluster else 0
+    _emit(throughput(tasks, concurrency, pool, body, redis_url, prefetch, masters, shards), as_json)
+
+
+@bench.command("scale")
+@click.option("--tasks", default=20_000, show_default=True, type=click.IntRange(min=10),
+              help="Tasks drained in each cell.")  # fmt: skip
+@click.option("--shards", "shard_list", default="1,4,12", show_default=True,
+              help="Shard counts, comma-separated.")  # fmt: skip
+@click.option("--workers", "worker_list", default="1,2,4", show_default=True,
+              help="Worker processes, comma-separated.")  # fmt: skip
+@click.option("--single", is_flag=True,
+              help="Add S=1 on one redis-server for each worker count.")  # fmt: skip
+@pool_option("Where each worker process runs its tasks.")
+@click.option("--redis", "redis_url", default=None, metavar="URL",
+              help="Use this Redis or cluster instead of a local 3-master cluster.")  # fmt: skip
+@_json_option
+def scale_cmd(
+    tasks: int,
+    shard_list: str,
+    worker_list: str,
+    single: bool,
+    pool: str,
+    redis_url: str | None,
+    as_json: bool,
+) -> None:
+    """Drain rate with each shard count over a local 3-master cluster and each
+    number of worker processes (default slots), and the CPU of the workers,
+    each master and this process over the steady part of the drain."""
+
+    if single and redis_url:
+        raise click.BadParameter(
+            "--single starts its own redis-server beside the cluster; leave out --redis, "
+            "or run again with --redis pointing at one server",
+            param_hint="--single",
+        )
+    shard_counts = parse_counts(shard_list, "--shards")
+    worker_counts = parse_counts(worker_list, "--workers")
+    result = scale(tasks, shard_counts, worker_counts, redis_url, single, pool)
+    if as_json:
+        click.echo(serialize.dumps(result, indent=None))
+    else:
+        click.echo(table(result))
 
 
 @bench.command("latency")
@@ -125,11 +190,24 @@ def beat_idle_cmd(jobs: int, seconds: float, redis_url: str | None, as_json: boo
 
 @bench.command("fairness")
 @click.option("--backfill", default=50_000, show_default=True, help="Backfill tenant's tasks.")
+@click.option("--cluster", is_flag=True,
+              help="Weighted tenants on different shards of a local 3-master cluster "
+              "(12 shards), against the same weights on one shard; with --redis, "
+              "that cluster.")  # fmt: skip
+@click.option("--tasks-per-weight", default=1_000, show_default=True,
+              type=click.IntRange(min=10),
+              help="With --cluster: tasks per unit of weight.")  # fmt: skip
 @_redis_option
 @_json_option
-def fairness_cmd(backfill: int, redis_url: str | None, as_json: bool) -> None:
-    """Weighted shares, Jain index, small-tenant wait behind a backfill, lease cost."""
+def fairness_cmd(
+    backfill: int, cluster: bool, tasks_per_weight: int, redis_url: str | None, as_json: bool
+) -> None:
+    """Weighted shares, Jain index, small-tenant wait behind a backfill, lease cost;
+    with --cluster, weighted shares across shards."""
 
+    if cluster:
+        _emit(fairness_cluster(redis_url, tasks_per_weight), as_json)
+        return
     _emit(fairness(redis_url, backfill), as_json)
 
 

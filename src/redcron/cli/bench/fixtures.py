@@ -24,7 +24,7 @@ from redcron.app import App
 from redcron.clock import ulid
 from redcron.embedded import EmbeddedRedis
 from redcron.embedded_cluster import EmbeddedCluster
-from redcron.keys import shard_of_id
+from redcron.keys import shard_of, shard_of_id
 from redcron.model.jobs import JobSpec, Task
 from redcron.model.states import TaskState
 
@@ -188,6 +188,60 @@ def idle_jobs(count: int) -> list[JobSpec]:
     ]
 
 
+def spread_tenants(shards: int, per_shard: int) -> list[str]:
+    """Tenant names ``t<i>``, the first ``per_shard`` that land on each of
+    ``shards`` shards (:func:`redcron.keys.shard_of`): work spread over them
+    loads every shard alike, whatever the hash does with few names."""
+    names: list[str] = []
+    room = [per_shard] * shards
+    i = 0
+    while len(names) < shards * per_shard:
+        name = f"t{i}"
+        shard = shard_of(name, shards)
+        if room[shard]:
+            room[shard] -= 1
+            names.append(name)
+        i += 1
+    return names
+
+
+def split_evenly(total: int, parts: int) -> list[int]:
+    """``total`` as ``parts`` counts that differ by at most one (larger first)."""
+    base, extra = divmod(total, parts)
+    return [base + (1 if i < extra else 0) for i in range(parts)]
+
+
+def enqueue_spread(bapp: App, task_name: str, tasks: int, tenants: Sequence[str]) -> list[str]:
+    """Enqueue ``tasks`` of ``task_name`` split evenly over ``tenants``, with
+    enqueue_many in batches of 1,000; returns their ids."""
+    task = bapp.tasks[task_name]
+    ids: list[str] = []
+    for tenant, count in zip(tenants, split_evenly(tasks, len(tenants)), strict=True):
+        for i in range(0, count, 1_000):
+            batch = task.enqueue_many([()] * min(1_000, count - i), _tenant=tenant)
+            ids += [h.id for h in batch]
+    return ids
+
+
+def succeeded_count(bapp: App) -> int:
+    """Attempts that succeeded so far, every shard (the shards' outcome counters:
+    one small read per shard, cheap enough to poll during a drain)."""
+    client, keys = bapp.broker.client, bapp.broker.keys
+    pipe = client.pipeline(transaction=False)
+    for shard in range(bapp.broker.shards):
+        pipe.hget(keys.attemptsall(shard), "succeeded")
+    return sum(int(n or 0) for n in pipe.execute())
+
+
+def redis_cpu_s(bapp: App) -> list[float]:
+    """User + system CPU seconds of the server, or of each master of a cluster
+    (``INFO cpu``)."""
+    return [
+        float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+        for info in bapp.broker.server_info("cpu")
+    ]
+
+
 def wait_all_done(bapp: App, ids: list[str]) -> None:
     """Wait until every task succeeded, looking at a small window of the oldest
     unfinished ones at a time: a poll of every pending id (thousands of HGETs
@@ -218,6 +272,16 @@ def proc_cpu_s(pid: int) -> float:
         fields = f.read().rsplit(")", 1)[1].split()
     ticks = os.sysconf("SC_CLK_TCK")
     return (int(fields[11]) + int(fields[12])) / ticks
+
+
+def machine_busy_s() -> float:
+    """CPU seconds every core of the machine has spent busy since boot (Linux
+    /proc/stat: all but idle and iowait), whoever ran: what a benchmark's own
+    processes did not use of it went to others sharing the machine."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    busy = sum(fields[:8]) - fields[3] - fields[4]  # guest time is inside user already
+    return busy / os.sysconf("SC_CLK_TCK")
 
 
 def p99(ordered: Sequence[_T]) -> _T:
