@@ -43,6 +43,7 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "dlq_replay",
     "dlq_discard",
     "dlq_prune",
+    "dlq_unindex",
     "tenant_unpark",
     "watch",
     "fire",

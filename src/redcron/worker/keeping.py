@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from redcron.broker.retry import TRANSIENT
-from redcron.broker.workers import TTL_LEASES, Registration, WorkerRegistry
+from redcron.broker.workers import LEASED_PUBLISHED, TTL_LEASES, Registration, WorkerRegistry
 from redcron.worker.crew import Role
 from redcron.worker.execute import Attempt, Outcome
 from redcron.worker.ledger import token
@@ -38,16 +38,22 @@ class Keeper(Role):
         hb_every = self.lease_ttl_ms / 1000 / 6
         next_hb = 0.0  # at once: nothing to renew yet, but the registry entry is published
         next_maint = 0.0
+        next_pub = 0.0  # "running now" re-published on a change, at most once a second
+        published: list[str] = []
         registry = WorkerRegistry(self.broker)
         while not ledger.reporter_done.is_set():
             now = time.monotonic()
             self._enforce_timeouts(now)
             try:
                 self._mark_running()
+                leased = self.ledger.leased(LEASED_PUBLISHED)
                 if now >= next_hb:
                     self._heartbeat(shards)
-                    self._register(registry)  # renewed with the leases
-                    next_hb = now + hb_every
+                    self._register(registry, leased)  # renewed with the leases
+                    next_hb, next_pub, published = now + hb_every, now + 1.0, leased
+                elif leased != published and now >= next_pub:
+                    self._register(registry, leased)
+                    next_pub, published = now + 1.0, leased
                 if now >= next_maint:
                     for shard in shards:
                         if self.broker.maintenance.try_lock(
@@ -66,7 +72,9 @@ class Keeper(Role):
             time.sleep(0.05)
         self._register(registry, remove=True)
 
-    def _register(self, registry: WorkerRegistry, remove: bool = False) -> None:
+    def _register(
+        self, registry: WorkerRegistry, leased: Sequence[str] = (), remove: bool = False
+    ) -> None:
         """Publish this worker in the registry (``redcron workers list``), or take
         it out on a clean stop.  The entry lives a few lease TTLs: a worker that
         dies without a word drops out when its heartbeats stop renewing it."""
@@ -88,6 +96,7 @@ class Keeper(Role):
                 slots=options.slots,
                 running=running,
                 tasks=[*self.app.tasks, *(["redcron.command"] if options.allow_commands else [])],
+                leased=leased,
             ),
             TTL_LEASES * self.lease_ttl_ms,
         )

@@ -246,12 +246,14 @@ def soak_cmd(
 @bench.command("faces")
 @click.option("--tenants", "sizes", multiple=True, type=click.IntRange(min=1),
               default=(10, 10_000), show_default=True,
-              help="Tenants (one job and one queued task each); repeat for each size.")  # fmt: skip
+              help="Tenants (one job, one queued, one delayed and one dead task each; "
+                   "a worker per 5 tenants); repeat for each size.")  # fmt: skip
 @_redis_option
 @_json_option
 def faces_cmd(sizes: tuple[int, ...], redis_url: str | None, as_json: bool) -> None:
-    """The overview, tenants and jobs pages, GET /v1/jobs, GET /v1/runs and
-    /metrics at each size: median time and reply size, and whether the largest
-    size stays within 3x of the smallest (and /v1/jobs, /metrics under 1 MB)."""
+    """The overview, tenants, jobs, DLQ and workers pages, GET /v1/jobs, /v1/runs,
+    /v1/dlq, /v1/workers and /metrics at each size: median time and reply size,
+    and whether the largest size stays within 3x of the smallest (and /v1/jobs,
+    /metrics under 1 MB)."""
 
     _emit(faces(sizes, redis_url), as_json)
