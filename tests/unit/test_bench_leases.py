@@ -12,6 +12,7 @@ from redcron.cli.bench.leases import (
     interleave,
     killed,
     percentiles,
+    profile,
     split,
     tenant_counts,
     usage_of,
@@ -57,8 +58,20 @@ def test_usage_sums_every_master() -> None:
     cpu = [{"used_cpu_sys": 1.5, "used_cpu_user": 2.0}, {"used_cpu_sys": 0.5, "used_cpu_user": 0}]
     stats = [{"cmdstat_evalsha": {"calls": 10, "usec": 2_000_000}}, {"cmdstat_get": {"calls": 1}}]
     u = usage_of(cpu, stats)
-    assert u == Usage(cpu=4.0, scripts=2.0, script_calls=10)
-    assert u.minus(Usage(1.0, 0.5, 4)) == Usage(3.0, 1.5, 6)
+    assert (u.cpu, u.scripts, u.script_calls) == (4.0, 2.0, 10)
+    assert u.commands == {"evalsha": 2.0, "get": 0.0}
+    less = u.minus(Usage(1.0, 0.5, 4, {"evalsha": 0.5}))
+    assert (less.cpu, less.scripts, less.script_calls) == (3.0, 1.5, 6)
+    assert less.commands == {"evalsha": 1.5, "get": 0.0}
+
+
+def test_profile_ranks_commands_as_a_share_of_a_core() -> None:
+    both = Usage(commands={"evalsha": 9.0, "xclaim": 2.0, "hset": 1.0, "xautoclaim": 3.0})
+    alone = Usage(commands={"evalsha": 4.0, "xclaim": 1.0, "hset": 0.5})
+    # heartbeats alone over 5 s; evalsha is the scripts' sum, left out
+    assert profile(alone, 5.0) == {"xclaim": 20.0, "hset": 10.0}
+    # the reaper: the window (10 s) less the heartbeats' rate
+    assert profile(both, 10.0, alone, 5.0) == {"xautoclaim": 30.0}
 
 
 def test_split_gives_heartbeats_their_window_and_the_reaper_the_difference() -> None:

@@ -137,18 +137,37 @@ class Usage:
     #: script time (INFO commandstats: cmdstat_evalsha usec)
     scripts: float = 0.0
     script_calls: int = 0
+    #: command -> seconds (commandstats count the commands scripts call too)
+    commands: dict[str, float] = field(default_factory=dict)
 
     def minus(self, other: Usage) -> Usage:
         return Usage(
             self.cpu - other.cpu,
             self.scripts - other.scripts,
             self.script_calls - other.script_calls,
+            {k: v - other.commands.get(k, 0.0) for k, v in self.commands.items()},
         )
 
     def add(self, other: Usage) -> None:
         self.cpu += other.cpu
         self.scripts += other.scripts
         self.script_calls += other.script_calls
+        for k, v in other.commands.items():
+            self.commands[k] = self.commands.get(k, 0.0) + v
+
+
+def profile(
+    usage: Usage, seconds: float, less: Usage | None = None, less_s: float = 1.0, top: int = 6
+) -> dict[str, float]:
+    """The commands that took most time (scripts' own calls included, EVALSHA
+    left out: it is their sum), in % of a core; ``less`` (over ``less_s``)
+    subtracted as a rate first."""
+    rates = {k: v / max(seconds, 1e-9) for k, v in usage.commands.items() if k != "evalsha"}
+    if less is not None:
+        for k, v in less.commands.items():
+            rates[k] = rates.get(k, 0.0) - v / max(less_s, 1e-9)
+    ranked = sorted(rates.items(), key=lambda kv: -kv[1])[:top]
+    return {k: round(100 * v, 1) for k, v in ranked if v > 0}
 
 
 def split(both: Usage, both_s: float, heartbeats: Usage, heartbeats_s: float) -> dict[str, float]:
@@ -174,6 +193,10 @@ def usage_of(cpu_infos: Sequence[dict[str, Any]], stat_infos: Sequence[dict[str,
         evalsha = info.get("cmdstat_evalsha") or {}
         out.scripts += int(evalsha.get("usec", 0)) / 1e6
         out.script_calls += int(evalsha.get("calls", 0))
+        for key, stat in info.items():
+            if key.startswith("cmdstat_") and isinstance(stat, dict):
+                name = key[len("cmdstat_") :]
+                out.commands[name] = out.commands.get(name, 0.0) + int(stat.get("usec", 0)) / 1e6
     return out
 
 
@@ -484,6 +507,8 @@ def lease_bench(
             "heartbeat_lag_p99_ms": p99(sorted(window.lag_ms)) if window.lag_ms else None,
             "heartbeat_us_per_lease": round(alone.total.scripts * 1e6 / max(1, alone.renewed), 2),
             **shares,
+            "heartbeat_profile_pct": profile(alone.total, alone.seconds),
+            "reaper_profile_pct": profile(window.total, window.seconds, alone.total, alone.seconds),
             "maintenance_passes_per_s": round(len(window.pass_ms) / window.seconds, 1),
             "maintenance_pass_ms_p99": p99(sorted(window.pass_ms)) if window.pass_ms else None,
             "lost_live_leases": window.lost + alone.lost + tail.lost,
