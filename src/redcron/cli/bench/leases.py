@@ -2,40 +2,49 @@
 
 ``N`` no-op tasks are enqueued over many tenants and leased in full by
 simulated workers (no task body runs), each holding as many leases as a
-default worker does (32 threads + 32 prefetched).  One thread then plays every
+default worker does (32 threads + 32 prefetched).  One thread plays every
 worker's keeper: each worker renews all its leases in one ``heartbeat`` call
 (its shard's, as ``worker/keeping.py`` does) once per heartbeat period, the
-workers spread evenly over the period, and a maintenance pass
-(``Maintenance.maintain``, promote + reap + prune) runs on every shard once per
-``maintenance_interval`` -- the rate the per-shard maintenance lock allows
-however many workers compete for it.  One thread doing both means Redis time
-can be split exactly: every maintenance pass is bracketed by ``INFO cpu`` and
-``INFO commandstats`` reads, and whatever the server spent outside the brackets
-went to heartbeats.
+workers spread evenly over the period.  One thread per shard runs a
+maintenance pass (``Maintenance.maintain``: promote, reap, prune) on it once
+per ``maintenance_interval``: the rate the shard's maintenance lock allows
+however many workers compete for it.
 
 Phases: set-up (leases taken with a long TTL); one heartbeat period of
 warm-up (every lease renewed once with the real TTL, the phases spread); the
 measured window (every worker alive: the design's 15,000 heartbeats/s at
-150,000 leases); then a fraction of the workers is killed (their heartbeats
-stop) and the rest go on until every killed lease is reaped.  A reap records
-its own server time in the instance hash (``a:<n>:ended``) so lateness --
-reap time minus the lease's deadline, read just after the kill -- is read once
-at the end, without polling anything.
+150,000 leases); half as long with maintenance paused, so that Redis CPU
+splits into heartbeats (that window) and the reaper (the difference); then a
+fraction of the workers is killed (their heartbeats stop) and the rest go on
+until every killed lease is reaped.  A reap records its own server time in
+the instance hash (``a:<n>:ended``), so lateness -- reap time minus the
+lease's deadline, read just after the kill -- is read once at the end,
+without polling anything.
 """
 
 from __future__ import annotations
 
-import math
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from redcron.app import App
 from redcron.broker import Lease
 from redcron.cli.bench.fixtures import bench_run, p99
+from redcron.cli.bench.lease_figures import (
+    Usage,
+    hb_offsets,
+    interleave,
+    killed,
+    percentiles,
+    profile,
+    split,
+    tenant_counts,
+    usage_of,
+)
 from redcron.config import WORKER_PREFETCH_PER_SLOT, WORKER_THREADS
 from redcron.keys import shard_of
 from redcron.urls import is_cluster_url
@@ -44,8 +53,6 @@ from redcron.urls import is_cluster_url
 DEFAULT_PER_WORKER = WORKER_THREADS * (1 + WORKER_PREFETCH_PER_SLOT)
 #: the design's ceiling for heartbeats and reaping together, % of one Redis core
 CPU_TARGET_PCT = 25.0
-_T = TypeVar("_T")
-
 #: most heartbeat calls one round trip carries when several are due at once
 _HEARTBEAT_ROUND = 16
 #: tasks per enqueue_many call in the set-up
@@ -84,120 +91,6 @@ class LeaseBenchOptions:
             raise ValueError("--kill: a fraction of the workers, 0 < f < 1")
         if self.tenants < 1:
             raise ValueError("--tenants: must be >= 1")
-
-
-# -- pure helpers (tests/unit/test_bench_leases.py) ----------------------------
-
-
-def tenant_counts(leases: int, tenants: int) -> list[int]:
-    """Tasks per tenant ``t0..``: ``leases`` spread as evenly as integers allow."""
-    base, extra = divmod(leases, tenants)
-    return [base + (1 if i < extra else 0) for i in range(tenants)]
-
-
-def hb_offsets(workers: int, period_s: float) -> list[float]:
-    """Each worker's heartbeat phase within the period: evenly spread, so the
-    heartbeat rate is flat (workers started at random times look the same)."""
-    return [period_s * i / workers for i in range(workers)]
-
-
-def interleave(groups: Sequence[Sequence[_T]]) -> list[_T]:
-    """The groups' items merged round-robin, each group spread evenly over the
-    result (a group twice the size of another comes up twice as often)."""
-    keyed = [
-        ((j + 0.5) / len(group), g, item)
-        for g, group in enumerate(groups)
-        for j, item in enumerate(group)
-    ]
-    keyed.sort(key=lambda k: (k[0], k[1]))
-    return [item for _pos, _g, item in keyed]
-
-
-def killed(workers: int, fraction: float) -> list[int]:
-    """Which workers die: ``ceil(fraction x workers)`` of them, spread over the
-    list (so over shards and heartbeat phases alike)."""
-    k = max(1, min(workers, math.ceil(fraction * workers)))
-    return sorted({int(i * workers / k) for i in range(k)})
-
-
-def percentiles(values: Sequence[int]) -> dict[str, int | None]:
-    """p50, p99 (nearest rank) and max of ``values`` (None when empty)."""
-    if not values:
-        return {"p50": None, "p99": None, "max": None}
-    ordered = sorted(values)
-    return {"p50": ordered[len(ordered) // 2], "p99": p99(ordered), "max": ordered[-1]}
-
-
-@dataclass
-class Usage:
-    """Redis time over a phase, all masters together, in seconds."""
-
-    #: server CPU (INFO cpu: used_cpu_sys + used_cpu_user)
-    cpu: float = 0.0
-    #: script time (INFO commandstats: cmdstat_evalsha usec)
-    scripts: float = 0.0
-    script_calls: int = 0
-    #: command -> seconds (commandstats count the commands scripts call too)
-    commands: dict[str, float] = field(default_factory=dict)
-
-    def minus(self, other: Usage) -> Usage:
-        return Usage(
-            self.cpu - other.cpu,
-            self.scripts - other.scripts,
-            self.script_calls - other.script_calls,
-            {k: v - other.commands.get(k, 0.0) for k, v in self.commands.items()},
-        )
-
-    def add(self, other: Usage) -> None:
-        self.cpu += other.cpu
-        self.scripts += other.scripts
-        self.script_calls += other.script_calls
-        for k, v in other.commands.items():
-            self.commands[k] = self.commands.get(k, 0.0) + v
-
-
-def profile(
-    usage: Usage, seconds: float, less: Usage | None = None, less_s: float = 1.0, top: int = 6
-) -> dict[str, float]:
-    """The commands that took most time (scripts' own calls included, EVALSHA
-    left out: it is their sum), in % of a core; ``less`` (over ``less_s``)
-    subtracted as a rate first."""
-    rates = {k: v / max(seconds, 1e-9) for k, v in usage.commands.items() if k != "evalsha"}
-    if less is not None:
-        for k, v in less.commands.items():
-            rates[k] = rates.get(k, 0.0) - v / max(less_s, 1e-9)
-    ranked = sorted(rates.items(), key=lambda kv: -kv[1])[:top]
-    return {k: round(100 * v, 1) for k, v in ranked if v > 0}
-
-
-def split(both: Usage, both_s: float, heartbeats: Usage, heartbeats_s: float) -> dict[str, float]:
-    """% of one core: all of Redis with heartbeats and maintenance running
-    (``both`` over ``both_s``), heartbeats alone (maintenance paused), the
-    reaper as the difference, and the same split of script time alone."""
-    pb, ph = 100 / max(both_s, 1e-9), 100 / max(heartbeats_s, 1e-9)
-    return {
-        "redis_cpu_pct": round(both.cpu * pb, 1),
-        "heartbeat_cpu_pct": round(heartbeats.cpu * ph, 1),
-        "reaper_cpu_pct": round(both.cpu * pb - heartbeats.cpu * ph, 1),
-        "heartbeat_script_pct": round(heartbeats.scripts * ph, 1),
-        "reaper_script_pct": round(both.scripts * pb - heartbeats.scripts * ph, 1),
-    }
-
-
-def usage_of(cpu_infos: Sequence[dict[str, Any]], stat_infos: Sequence[dict[str, Any]]) -> Usage:
-    """A :class:`Usage` from INFO cpu and INFO commandstats replies (one per master)."""
-    out = Usage()
-    for info in cpu_infos:
-        out.cpu += float(info.get("used_cpu_sys", 0)) + float(info.get("used_cpu_user", 0))
-    for info in stat_infos:
-        evalsha = info.get("cmdstat_evalsha") or {}
-        out.scripts += int(evalsha.get("usec", 0)) / 1e6
-        out.script_calls += int(evalsha.get("calls", 0))
-        for key, stat in info.items():
-            if key.startswith("cmdstat_") and isinstance(stat, dict):
-                name = key[len("cmdstat_") :]
-                out.commands[name] = out.commands.get(name, 0.0) + int(stat.get("usec", 0)) / 1e6
-    return out
 
 
 # -- the run ---------------------------------------------------------------------
@@ -250,7 +143,7 @@ class _Phase:
     renewed: int = 0
     lost: int = 0
     lag_ms: list[int] = field(default_factory=list)
-    #: wall time of each maintenance pass over every shard
+    #: wall time of each maintenance pass (of one shard)
     pass_ms: list[int] = field(default_factory=list)
 
     def extend(self, more: _Phase) -> None:
@@ -266,9 +159,9 @@ class _Phase:
 
 class _Keepers:
     """Every simulated worker's keeper: one thread heartbeats for them all, each
-    worker at its phase; another runs the maintenance passes (as some worker's
-    keeper holding the maintenance lock would, concurrently with the others'
-    heartbeats)."""
+    worker at its phase; one more per shard runs that shard's maintenance
+    passes (as the keeper holding its maintenance lock would, concurrently
+    with the others' heartbeats)."""
 
     def __init__(self, bapp: App, workers: list[_Worker], period_s: float, ttl_ms: int) -> None:
         self.bapp = bapp
@@ -291,15 +184,20 @@ class _Keepers:
         before = self.redis.usage()
         t0 = time.monotonic()
         stop = threading.Event()
-        passes = threading.Thread(target=self._maintain, args=(stop, phase), daemon=True)
-        if maintain:
-            passes.start()
+        # one maintainer per shard: the shards' locks are held by whichever
+        # workers took them, each on its own
+        passes = [
+            threading.Thread(target=self._maintain, args=(stop, phase, shard), daemon=True)
+            for shard in (range(self.shards) if maintain else ())
+        ]
+        for t in passes:
+            t.start()
         try:
             self._heartbeat(phase, t0 + seconds, until)
         finally:
             stop.set()
-            if maintain:
-                passes.join()
+            for t in passes:
+                t.join()
         phase.seconds = time.monotonic() - t0
         phase.total = self.redis.usage().minus(before)
         return phase
@@ -340,15 +238,14 @@ class _Keepers:
                 phase.renewed += len(w.tokens) - len(lost)
                 phase.lost += len(lost)
 
-    def _maintain(self, stop: threading.Event, phase: _Phase) -> None:
-        """A pass over every shard once per maintenance interval: the rate the
-        per-shard maintenance lock allows however many workers compete for it."""
+    def _maintain(self, stop: threading.Event, phase: _Phase, shard: int) -> None:
+        """A pass over ``shard`` once per maintenance interval: the rate its
+        maintenance lock allows however many workers compete for it."""
         maintain = self.bapp.broker.maintenance.maintain
         nxt = time.monotonic()
         while not stop.is_set():
             t = time.monotonic()
-            for shard in range(self.shards):
-                maintain(shard)
+            maintain(shard)
             phase.pass_ms.append(int((time.monotonic() - t) * 1000))
             nxt = max(nxt + self.interval, time.monotonic())
             stop.wait(max(0.0, nxt - time.monotonic()))
@@ -509,7 +406,9 @@ def lease_bench(
             **shares,
             "heartbeat_profile_pct": profile(alone.total, alone.seconds),
             "reaper_profile_pct": profile(window.total, window.seconds, alone.total, alone.seconds),
-            "maintenance_passes_per_s": round(len(window.pass_ms) / window.seconds, 1),
+            "maintenance_passes_per_shard_s": round(
+                len(window.pass_ms) / window.seconds / bapp.broker.shards, 1
+            ),
             "maintenance_pass_ms_p99": p99(sorted(window.pass_ms)) if window.pass_ms else None,
             "lost_live_leases": window.lost + alone.lost + tail.lost,
             "expired_live_leases": expired_live,

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from redcron.cli.bench.leases import (
-    LeaseBenchOptions,
+from redcron.cli.bench.lease_figures import (
     Usage,
     hb_offsets,
     interleave,
@@ -17,6 +16,7 @@ from redcron.cli.bench.leases import (
     tenant_counts,
     usage_of,
 )
+from redcron.cli.bench.leases import LeaseBenchOptions
 
 
 def test_tenant_counts_spread_every_lease() -> None:
