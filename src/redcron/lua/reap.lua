@@ -21,9 +21,8 @@
   deleted while pending (Redis 6.2 reports those), is acknowledged and
   dropped.  After a complete pass the stream leaves the index when nothing
   is pending, else it is due again one minimum TTL later (a little less: SLACK
-  below), or at the earliest deadline of its tenant's leases when that is
-  later (next_look below); lease.lua and heartbeat.lua lower the score to a
-  new deadline.  So an expired lease is reaped within
+  below); lease.lua lowers
+  the score to a new lease's deadline.  So an expired lease is reaped within
   (minimum TTL + the maintenance interval) of its deadline.
   Upholds: every attempt ends once; nothing in flight is lost; leases run on
   the server clock. ]]
@@ -95,28 +94,6 @@ local function visit(stream, eid)
   return 1
 end
 
--- When a stream that still has pending entries next needs a look, after a
--- complete pass: one minimum TTL on (less SLACK), or, when no lease of its
--- tenant expires by then, at the earliest deadline among them (tleases: every
--- lease of the tenant, scored by deadline; a lower bound for this stream's).
--- Without that, workers that heartbeat less often than the minimum TTL (the
--- default worker: TTL 60 s, a heartbeat every 10 s, minimum TTL 2 s) have every
--- live lease visited once per minimum TTL: at 150,000 leases that was 29% of a
--- Redis core (`redcron bench leases`).  No lease of the stream expires before
--- that look, and lease.lua and heartbeat.lua lower the score (ZADD LT) to any
--- earlier deadline they set, so the bound below holds as before.
-local function next_look(stream)
-  local at = now + min_look
-  -- a stream is q:<queue>:<tenant>:<class>; names hold no ':' (validation.name)
-  local tenant = string.match(stream, ':([^:]+):[^:]+$')
-  if tenant then
-    local first = redis.call('ZRANGE', key_tleases(tenant), 0, 0, 'WITHSCORES')
-    local earliest = tonumber(first[2] or '')
-    if earliest and earliest > at then at = earliest end
-  end
-  return at
-end
-
 local due = redis.call('ZRANGEBYSCORE', PENDING, '-inf', now, 'LIMIT', 0, MAX_STREAMS)
 for _, stream in ipairs(due) do
   if n >= limit or claims >= MAX_CLAIMS then break end
@@ -137,7 +114,7 @@ for _, stream in ipairs(due) do
     if redis.call('XLEN', stream) == 0 or redis.call('XPENDING', stream, GROUP)[1] == 0 then
       redis.call('ZREM', PENDING, stream)
     else
-      redis.call('ZADD', PENDING, next_look(stream), stream)
+      redis.call('ZADD', PENDING, now + min_look, stream)
     end
   end
 end
