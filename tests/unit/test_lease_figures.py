@@ -15,6 +15,7 @@ from redcron.cli.bench.lease_figures import (
     split,
     tenant_counts,
     usage_of,
+    warm_up_s,
 )
 from redcron.cli.bench.leases import LeaseBenchOptions
 
@@ -107,3 +108,9 @@ def test_the_default_ttl_is_one_and_a_half_heartbeats() -> None:
     assert LeaseBenchOptions(heartbeat_s=10).ttl == 15.0
     assert LeaseBenchOptions(heartbeat_s=10, ttl_s=60).ttl == 60.0
     LeaseBenchOptions().check()
+
+
+def test_the_warm_up_lasts_until_the_reaper_has_looked_at_every_stream() -> None:
+    assert warm_up_s(10.0, 15.0, 2.0) == 19.0  # first looks one TTL in, then per min TTL
+    assert warm_up_s(10.0, 60.0, 2.0) == 64.0
+    assert warm_up_s(30.0, 31.0, 0.1) == 31.2

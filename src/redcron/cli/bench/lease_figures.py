@@ -26,6 +26,14 @@ def hb_offsets(workers: int, period_s: float) -> list[float]:
     return [period_s * i / workers for i in range(workers)]
 
 
+def warm_up_s(heartbeat_s: float, ttl_s: float, min_ttl_s: float) -> float:
+    """How long to run before measuring: one heartbeat period spreads the
+    phases, but the reaper first looks at a stream at its earliest lease
+    deadline, one TTL after the first heartbeat, and every minimum TTL after:
+    a window that starts sooner sees the reaper idle for part of it."""
+    return max(heartbeat_s, ttl_s + 2 * min_ttl_s)
+
+
 def interleave(groups: Sequence[Sequence[_T]]) -> list[_T]:
     """The groups' items merged round-robin, each group spread evenly over the
     result (a group twice the size of another comes up twice as often)."""

@@ -44,6 +44,7 @@ from redcron.cli.bench.lease_figures import (
     split,
     tenant_counts,
     usage_of,
+    warm_up_s,
 )
 from redcron.config import WORKER_PREFETCH_PER_SLOT, WORKER_THREADS
 from redcron.keys import shard_of
@@ -334,8 +335,11 @@ def lease_bench(
         ttl_ms = int(opts.ttl * 1000)
         interval_ms = int(bapp.settings.maintenance_interval * 1000)
         keepers = _Keepers(bapp, workers, opts.heartbeat_s, ttl_ms)
-        _progress(f"warm-up: one heartbeat period ({opts.heartbeat_s:g}s)")
-        keepers.run(opts.heartbeat_s)
+        # until the reaper is in its stride: a stream is first due at its first
+        # lease deadline (one TTL after the first heartbeat), then every minimum TTL
+        warm_s = warm_up_s(opts.heartbeat_s, opts.ttl, min_ttl_ms / 1000)
+        _progress(f"warm-up: {warm_s:g}s (heartbeats spread, the reaper's looks begun)")
+        keepers.run(warm_s)
         _progress(f"measuring {opts.seconds:g}s with every worker alive")
         window = keepers.run(opts.seconds)
         _progress(f"measuring {opts.seconds / 2:g}s of heartbeats alone (maintenance paused)")
