@@ -8,6 +8,7 @@ from redcron.cli.bench.faces import faces
 from redcron.cli.bench.fairness import fairness
 from redcron.cli.bench.idle import beat_idle
 from redcron.cli.bench.latency import latency
+from redcron.cli.bench.leases import DEFAULT_PER_WORKER, LeaseBenchOptions, lease_bench
 from redcron.cli.bench.scale import parse_counts, scale, table
 from redcron.cli.bench.schedule import schedule
 from redcron.cli.bench.shard_weights import fairness_cluster
@@ -257,3 +258,50 @@ def faces_cmd(sizes: tuple[int, ...], redis_url: str | None, as_json: bool) -> N
     /metrics under 1 MB)."""
 
     _emit(faces(sizes, redis_url), as_json)
+
+
+@bench.command("leases")
+@click.option("--leases", default=150_000, show_default=True, type=click.IntRange(min=1),
+              help="Live leases held by the simulated workers.")  # fmt: skip
+@click.option("--heartbeat-s", default=10.0, show_default=True, type=click.FloatRange(min=0.1),
+              help="Seconds between one worker's heartbeats.")  # fmt: skip
+@click.option("--ttl", "ttl_s", default=None, type=click.FloatRange(min=0.1),
+              help="TTL each heartbeat sets (s)  [default: 1.5 x --heartbeat-s]")  # fmt: skip
+@click.option("--seconds", default=20.0, show_default=True, type=click.FloatRange(min=1),
+              help="Measured window, every worker alive.")  # fmt: skip
+@click.option("--per-worker", default=DEFAULT_PER_WORKER, show_default=True,
+              type=click.IntRange(1, 256),
+              help="Leases per simulated worker (a default worker's).")  # fmt: skip
+@click.option("--kill", "kill_fraction", default=0.1, show_default=True,
+              type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              help="Fraction of the workers killed after the window.")  # fmt: skip
+@click.option("--tenants", default=100, show_default=True, type=click.IntRange(min=1),
+              help="Tenants the tasks are spread over.")  # fmt: skip
+@click.option("--cluster", is_flag=True,
+              help="12 shards on a local 3-master Redis Cluster (or on --redis).")  # fmt: skip
+@_redis_option
+@_json_option
+def leases_cmd(
+    leases: int,
+    heartbeat_s: float,
+    ttl_s: float | None,
+    seconds: float,
+    per_worker: int,
+    kill_fraction: float,
+    tenants: int,
+    cluster: bool,
+    redis_url: str | None,
+    as_json: bool,
+) -> None:
+    """Redis CPU of LEASES live leases heartbeating every HEARTBEAT-S seconds and
+    of the reaper, and how late a killed worker's leases are reaped; the targets
+    of issue 18 marked met or not."""
+
+    opts = LeaseBenchOptions(
+        leases, heartbeat_s, ttl_s, seconds, per_worker, kill_fraction, tenants
+    )
+    try:
+        opts.check()
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    _emit(lease_bench(opts, redis_url, cluster), as_json)
