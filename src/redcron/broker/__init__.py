@@ -10,6 +10,7 @@ from redcron.broker.argv import EnqueueRow, FailItem
 from redcron.broker.audit import AuditEntry, AuditLog
 from redcron.broker.broker import Broker, FailResult, Lease, LeaseRequest
 from redcron.broker.cancel import RunCancel, TaskCancel
+from redcron.broker.connection import key_slot
 from redcron.broker.dlq import DlqStore
 from redcron.broker.doctor import DoctorReport, Finding, examine
 from redcron.broker.inspect import queue_loads, running_by_worker
@@ -65,6 +66,7 @@ __all__ = [
     "ensure_indexes",
     "examine",
     "is_unavailable",
+    "key_slot",
     "lease_secret",
     "list_tasks",
     "page_jobs",

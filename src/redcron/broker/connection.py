@@ -13,6 +13,7 @@ import redis
 import redis.client
 import redis.cluster
 import redis.connection
+import redis.crc
 import redis.sentinel
 
 from redcron.errors import ConfigError, RedisUnavailable
@@ -149,6 +150,12 @@ def connect(url: str, **kwargs: Any) -> redis.Redis:
         raise ConfigError(f"redis_url {masked_url(url)!r}: {exc}") from None
     client.url = url
     return client
+
+
+def key_slot(key: str) -> int:
+    """The Redis Cluster slot of ``key`` (CRC16 of its hash tag, as ``CLUSTER
+    KEYSLOT`` computes it)."""
+    return int(redis.crc.key_slot(key.encode()))
 
 
 def is_cluster(client: Any) -> bool:

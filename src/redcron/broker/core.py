@@ -148,9 +148,26 @@ class Core:
         """``CONFIG GET`` of the server, or of every master of a cluster (each
         holds its own settings)."""
         if is_cluster(self.client):
-            got: Any = self.client.config_get(pattern, target_nodes="primaries")
-            return list(got.values())
+            return self._config_get_masters(pattern)
         return [self.client.config_get(pattern)]
+
+    def _config_get_masters(self, pattern: str) -> list[dict[Any, Any]]:
+        """``CONFIG GET`` of every master that answers: a master that is down
+        (its shards pause until it is back) must not keep a process from
+        starting on the others; it is logged, and checked when it answers at
+        the next start.  Raises when no master answers."""
+        cluster: Any = self.client
+        out: list[dict[Any, Any]] = []
+        failure: Exception | None = None
+        for node in cluster.get_primaries():
+            try:
+                out.append(cluster.config_get(pattern, target_nodes=node))
+            except (ConnectionLost, redis.ConnectionError, redis.TimeoutError) as exc:
+                log.warning("master %s did not answer CONFIG GET %s (%s)", node.name, pattern, exc)
+                failure = exc
+        if not out and failure is not None:
+            raise failure
+        return out
 
     def check_eviction_policy(self) -> None:
         try:
