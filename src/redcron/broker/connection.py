@@ -239,8 +239,38 @@ class ClusterPipeline(redis.cluster.ClusterPipeline):
                 return self._transaction(raise_on_error)
             return super().execute(raise_on_error)
         except _UNREACHABLE as exc:
+            self._move_default_node()
             _reraise(self.url, exc)
             raise
+
+    def _move_default_node(self) -> None:
+        """After a pipeline failed to reach a node: if the client's default node
+        is down, make a master that answers the default.
+
+        redis-py 8.1 asks the default node for the keys of every pipelined
+        script call (``COMMAND GETKEYS``: ``EVALSHA``'s keys are "movable"), and
+        replaces a dead default node only after a failed single command of no
+        key.  With a master down that was the default, every pipeline failed,
+        whatever its slots, until such a command came along."""
+        node: Any = self.get_default_node()  # type: ignore[no-untyped-call]
+        if node is None or _answers(node):
+            return
+        for other in self.get_primaries():  # type: ignore[no-untyped-call]
+            if other.name != node.name and _answers(other):
+                self.set_default_node(other)  # type: ignore[no-untyped-call]
+                return
+
+
+def _answers(node: Any) -> bool:
+    """Whether a cluster node answers ``PING`` now."""
+    client = node.redis_connection
+    if client is None:
+        return False
+    try:
+        client.ping()
+    except _UNREACHABLE:
+        return False
+    return True
 
 
 class ClusterClient(redis.cluster.RedisCluster):

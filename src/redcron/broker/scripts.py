@@ -20,6 +20,7 @@ from importlib import resources
 from typing import Any
 
 import redis
+import redis.cluster
 from redis.commands.core import Script
 
 from redcron.errors import ConnectionLost, NotReplicated, from_script_error
@@ -216,6 +217,10 @@ class Wait:
             )
 
 
+def _is_cluster(client: Any) -> bool:
+    return isinstance(client, redis.cluster.RedisCluster)
+
+
 class Scripts:
     """The loaded scripts of one client; ``scripts.run("lease", keys, args)`` runs one.
 
@@ -241,7 +246,11 @@ class Scripts:
         script = self._scripts[name]
         try:
             if client is None:
-                return script(keys, args)
+                try:
+                    return self._client.evalsha(script.sha, len(keys), *keys, *args)
+                except redis.exceptions.NoScriptError:
+                    self.load(script.script)
+                    return self._client.evalsha(script.sha, len(keys), *keys, *args)
             return client.evalsha(script.sha, len(keys), *keys, *args)
         except redis.ConnectionError as exc:
             raise ConnectionLost(str(exc)) from exc
@@ -272,6 +281,28 @@ class Scripts:
         wait.check(waited if rewaited is None else rewaited, name)
         return reply
 
+    def load(self, source: str | bytes | memoryview) -> None:
+        """``SCRIPT LOAD`` ``source``: on a cluster on every master that answers,
+        one at a time.  redis-py sends it to every master at once and fails as
+        a whole when one is down, so a process would run no script on any
+        master until that one is back; a master that was down loads it on its
+        own ``NOSCRIPT`` later (it restarts with an empty script cache anyway).
+        Raises when no master answers."""
+        client: Any = self._client
+        if not _is_cluster(client):
+            client.script_load(source)
+            return
+        failure: Exception | None = None
+        loaded = False
+        for node in client.get_primaries():
+            try:
+                client.execute_command("SCRIPT LOAD", source, target_nodes=node)
+                loaded = True
+            except (ConnectionLost, redis.ConnectionError, redis.TimeoutError) as exc:
+                failure = exc
+        if not loaded and failure is not None:
+            raise failure
+
     def _by_sha(self) -> dict[str, Script]:
         return {s.sha: s for s in self._scripts.values()}
 
@@ -281,9 +312,28 @@ class Scripts:
         if not shas:
             return
         by_sha = self._by_sha()
-        for sha, present in zip(shas, self._client.script_exists(*shas), strict=True):
-            if not present and sha in by_sha:
-                self._client.script_load(by_sha[sha].script)
+        client: Any = self._client
+        if not _is_cluster(client):
+            for sha, present in zip(shas, client.script_exists(*shas), strict=True):
+                if not present and sha in by_sha:
+                    client.script_load(by_sha[sha].script)
+            return
+        # each master on its own (redis-py asks all at once, and fails as a whole
+        # when one is down): a master that does not answer is skipped, its
+        # shards' calls fail anyway; raises when none answers
+        failure: Exception | None = None
+        answered = False
+        for node in client.get_primaries():
+            try:
+                present = client.execute_command("SCRIPT EXISTS", *shas, target_nodes=node)
+                for sha, there in zip(shas, present, strict=True):
+                    if not there and sha in by_sha:
+                        client.execute_command("SCRIPT LOAD", by_sha[sha].script, target_nodes=node)
+                answered = True
+            except (ConnectionLost, redis.ConnectionError, redis.TimeoutError) as exc:
+                failure = exc
+        if not answered and failure is not None:
+            raise failure
 
     def rerun_missing(self, stack: list[Any], results: list[Any], wait: Wait | None = None) -> Any:
         """Re-run, in place, the pipelined script calls that found no script.
@@ -304,7 +354,7 @@ class Scripts:
         if not again:
             return None
         for sha in {stack[i][0][1] for i in again}:
-            self._client.script_load(by_sha[sha].script)
+            self.load(by_sha[sha].script)
         pipe = self._client.pipeline(transaction=False)
         for i in again:
             args, _options = stack[i]  # ("EVALSHA", sha, numkeys, *keys_and_args)
