@@ -25,7 +25,7 @@ from redcron.broker.listing import (
 )
 from redcron.broker.logins import LINK_TTL_S, LoginLinks
 from redcron.broker.metrics import BREAKER_VALUES, Metrics, read_metrics
-from redcron.broker.retry import TRANSIENT, UNAVAILABLE, Outage, is_unavailable
+from redcron.broker.retry import TRANSIENT, UNAVAILABLE, Outage, ShardGate, is_unavailable
 from redcron.broker.shared_secrets import lease_secret
 from redcron.broker.stats import activity, trigger_lag, trigger_lag_by_tenant, trigger_lag_of
 from redcron.broker.tasklist import TaskFilter, list_tasks
@@ -55,6 +55,7 @@ __all__ = [
     "Outage",
     "Page",
     "RunCancel",
+    "ShardGate",
     "TaskCancel",
     "TaskFilter",
     "TenantStore",
