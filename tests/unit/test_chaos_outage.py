@@ -94,12 +94,22 @@ def test_account_counts_ends_per_master_in_the_window_and_after_on_the_dead_one(
 
 
 def test_judge_names_a_paused_live_master_a_dead_master_that_wrote_and_no_resumption() -> None:
-    got = account([(1, 1500)], WHERE, master=1, down_ms=1000, up_ms=2000)
+    ends = [(0, 500), (2, 600), (5, 700), (1, 1500)]  # masters 0 and 2 ended work before
+    got = account(ends, WHERE, master=1, down_ms=1000, up_ms=2000)
     found = judge(got)
     assert len(found) == 4
-    assert found[0].startswith("master 0: no attempt ended on its shards while master 1")
-    assert found[1].startswith("master 2: no attempt ended")
+    assert found[0] == (
+        "master 0: no attempt ended on its shards while master 1 was down (1 s), 1 in as long "
+        "a window just before: a live master's shards paused too"
+    )
+    assert found[1].startswith("master 2: no attempt ended on its shards while master 1")
     assert found[2].startswith("master 1: 1 attempts ended on its shards while it was down")
     assert found[3] == "master 1: no attempt ended on its shards 1,4 after it came back: " \
         "work did not resume"  # fmt: skip
     assert "first never" in describe(got)
+
+
+def test_a_live_master_that_ended_nothing_before_either_shows_nothing_either_way() -> None:
+    got = account([(0, 1500), (1, 2500)], WHERE, master=1, down_ms=1000, up_ms=2000)
+    assert got.finishes == {0: 1, 1: 0, 2: 0} and got.finishes_before == {0: 0, 1: 0, 2: 0}
+    assert judge(got) == []  # master 2 was idle before too: no pause shown

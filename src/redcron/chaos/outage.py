@@ -9,9 +9,10 @@ splits the 16,384 slots evenly, in order (master 0 the lowest), which
 
 The outage check, besides every invariant of the checker: while the killed
 master was down, attempts kept ending on the shards of every live master (more
-than 0 on each, counted from the instance histories' ``ended_at``, stamped by
-the server that wrote them) and none ended on the dead one's; after it came
-back, attempts on its shards ended again (work resumed).
+than 0 on each that ended any in as long a window just before; counted from
+the instance histories' ``ended_at``, stamped by the server that wrote them)
+and none ended on the dead one's; after it came back, attempts on its shards
+ended again (work resumed).
 """
 
 from __future__ import annotations
@@ -118,14 +119,21 @@ def account(
 
 def judge(outage: MasterOutage) -> list[str]:
     """The outage's violations (a sentence each): a live master whose shards
-    ended nothing while it was down, an attempt the dead master ended, no work
-    on its shards after it came back."""
+    ended attempts just before the outage and none during it (they paused
+    too), an attempt the dead master ended, no work on its shards after it
+    came back.
+
+    A live master that ended nothing in the window before either (a starved
+    machine, no work routed there yet) shows nothing either way: it is no
+    violation, and the figures say so."""
     out: list[str] = []
     for m, n in sorted(outage.finishes.items()):
-        if m != outage.master and n == 0:
+        before = outage.finishes_before.get(m, 0)
+        if m != outage.master and n == 0 and before > 0:
             out.append(
                 f"master {m}: no attempt ended on its shards while master {outage.master} was "
-                f"down ({outage.down_s:g} s): a live master's shards paused too"
+                f"down ({outage.down_s:g} s), {before} in as long a window just before: a "
+                "live master's shards paused too"
             )
     if outage.finishes_dead:
         out.append(
