@@ -7,7 +7,7 @@ cluster of its own (the session one is shared by the other tests).
 
 from __future__ import annotations
 
-import contextlib
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,7 +21,7 @@ from worker_procs import thread_workers
 
 from redcron import App
 from redcron.beat.beat import Beat
-from redcron.broker import key_slot
+from redcron.broker import TRANSIENT, key_slot
 from redcron.chaos.outage import master_of_slot, shard_masters, spread_tenants
 from redcron.embedded_cluster import EmbeddedCluster
 from redcron.errors import RedisUnavailable
@@ -59,8 +59,12 @@ def down(cluster: EmbeddedCluster) -> Iterator[Callable[[int], None]]:
         killed.append(master)
 
     yield kill
-    for m in killed:
-        cluster.start_master(m)
+    # together: a master's start waits until the whole cluster is up again
+    starts = [threading.Thread(target=cluster.start_master, args=(m,)) for m in killed]
+    for t in starts:
+        t.start()
+    for t in starts:
+        t.join(60)
 
 
 @pytest.fixture
@@ -168,17 +172,19 @@ def test_a_new_process_runs_scripts_on_the_live_masters_while_one_is_down(
     # SCRIPT LOAD / SCRIPT EXISTS go to every master at once in redis-py: a
     # process whose scripts were not yet loaded could run none while one is down
     names = tenants(mapp)
-    dead = 2
+    # not the meta key's master: a process that starts needs that one
+    dead = (master_of(Keys(mapp.settings.prefix).meta()) + 1) % MASTERS
+    live = [t for m, t in enumerate(names) if m != dead]
     for node in mapp.broker.client.get_primaries():  # type: ignore[attr-defined]
         mapp.broker.client.execute_command("SCRIPT FLUSH", target_nodes=node)
     down(dead)
     fresh = App(cluster.url, prefix=mapp.settings.prefix)
     chaos_app.register(fresh)
     try:
-        handles = [fresh.enqueue("echo", 1, _tenant=t) for t in names[:dead]]  # ordered pipeline
+        handles = [fresh.enqueue("echo", 1, _tenant=t) for t in live]  # ordered pipeline
         assert all(h.id for h in handles)
         leased = fresh.broker.leases.lease(  # a script call on its own
-            shard_of(names[0], SHARDS), "w-fresh", 10, 2000, ["default"]
+            shard_of(live[0], SHARDS), "w-fresh", 10, 2000, ["default"]
         )
         assert leased
     finally:
@@ -188,16 +194,34 @@ def test_a_new_process_runs_scripts_on_the_live_masters_while_one_is_down(
 def test_pipelines_go_on_when_the_clients_default_node_is_the_dead_master(
     mapp: App, cluster: EmbeddedCluster, down: Callable[[int], None]
 ) -> None:
-    # redis-py asks the default node for the keys of each pipelined script call
+    # redis-py asked the default node for the keys of each pipelined script call
     # (COMMAND GETKEYS): with it down, every pipeline failed, whatever its slots
     dead = 1
     client: Any = mapp.broker.client
     client.set_default_node(client.get_node("127.0.0.1", cluster.ports[dead]))
     down(dead)
-    live = next(s for s, m in shard_masters(SHARDS, MASTERS, mapp.settings.prefix).items()
-                if m != dead)  # fmt: skip
+    where = shard_masters(SHARDS, MASTERS, mapp.settings.prefix)
+    live = [s for s, m in where.items() if m != dead]
     store = Beat(mapp, name="x").store
-    with contextlib.suppress(RedisUnavailable):
-        store.own([live], "x", 1000, "acquire")  # the failure that moves the default node
-    assert store.own([live], "x", 1000, "acquire")[0].owned
-    assert client.get_default_node().port != cluster.ports[dead]
+    claims = store.own(live, "x", 1000, "acquire")  # one pipeline over the live masters
+    assert [c.shard for c in claims if c.owned] == live
+
+
+def test_every_master_down_is_redis_unavailable_which_the_loops_retry(
+    mapp: App, down: Callable[[int], None]
+) -> None:
+    # redis-py re-reads the slot map after a ConnectionError; with no node
+    # answering it raised RedisClusterException (no RedisError: not retried),
+    # and a worker's or a beat's loop died of it
+    for m in range(MASTERS):
+        down(m)
+    client = mapp.broker.client
+    calls: list[Callable[[], object]] = [
+        lambda: client.get(Keys(mapp.settings.prefix).ti(1, "x")),
+        mapp.broker.server_ms,
+        lambda: client.pipeline(transaction=False).get("a").get("b").execute(),
+    ]
+    for call in calls:
+        with pytest.raises(RedisUnavailable) as caught:
+            call()
+        assert isinstance(caught.value, TRANSIENT)

@@ -48,6 +48,16 @@ def _reraise(url: str, exc: BaseException) -> None:
         raise unavailable(url, exc) from exc
 
 
+def _cluster_unreachable(exc: BaseException) -> bool:
+    """Whether redis-py's cluster error (not a ``RedisError``, so no loop would
+    retry it) says that the nodes cannot be reached: the slot map could not be
+    re-read from any node after a connection failed (its cause is that
+    ``ConnectionError``), or a slot has no master."""
+    return isinstance(exc, redis.exceptions.SlotNotCoveredError) or isinstance(
+        exc.__cause__, _UNREACHABLE
+    )
+
+
 class Pipeline(redis.client.Pipeline):
     """A pipeline whose ``execute`` raises :class:`RedisUnavailable`."""
 
@@ -196,6 +206,15 @@ class ClusterPipeline(redis.cluster.ClusterPipeline):
     def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> Any:
         return self.execute_command("EVALSHA", sha, numkeys, *keys_and_args)  # type: ignore[no-untyped-call]
 
+    def _get_command_keys(self, *args: Any) -> Any:
+        """The keys of a queued command: a script call's from its own arguments
+        (``EVALSHA sha numkeys key...``).  redis-py 8.1 asks the client's default
+        node (``COMMAND GETKEYS``, a round trip per script call) because their
+        keys are "movable"; with that node down, every pipeline failed."""
+        if args and str(args[0]).upper() in ("EVALSHA", "EVAL"):
+            return list(args[3 : 3 + int(args[2])])
+        return super()._get_command_keys(*args)  # type: ignore[no-untyped-call]
+
     def _slots(self) -> set[int]:
         slots: set[int] = set()
         for args, _options in self.command_stack:
@@ -242,16 +261,19 @@ class ClusterPipeline(redis.cluster.ClusterPipeline):
             self._move_default_node()
             _reraise(self.url, exc)
             raise
+        except redis.exceptions.RedisClusterException as exc:
+            if _cluster_unreachable(exc):
+                raise unavailable(self.url, exc) from exc
+            raise
 
     def _move_default_node(self) -> None:
         """After a pipeline failed to reach a node: if the client's default node
         is down, make a master that answers the default.
 
-        redis-py 8.1 asks the default node for the keys of every pipelined
-        script call (``COMMAND GETKEYS``: ``EVALSHA``'s keys are "movable"), and
-        replaces a dead default node only after a failed single command of no
-        key.  With a master down that was the default, every pipeline failed,
-        whatever its slots, until such a command came along."""
+        redis-py 8.1 asks the default node for the keys of pipelined commands
+        whose keys are "movable" (``COMMAND GETKEYS``; script calls are read
+        here, :meth:`_get_command_keys`), and replaces a dead default node only
+        after a failed single command of no key."""
         node: Any = self.get_default_node()  # type: ignore[no-untyped-call]
         if node is None or _answers(node):
             return
@@ -284,6 +306,12 @@ class ClusterClient(redis.cluster.RedisCluster):
             return super().execute_command(*args, **kwargs)  # type: ignore[no-untyped-call]
         except _UNREACHABLE as exc:
             _reraise(self.url, exc)
+            raise
+        except redis.exceptions.RedisClusterException as exc:
+            # every node down: redis-py's refresh of the slot map fails after the
+            # ConnectionError, and raises this instead of it
+            if _cluster_unreachable(exc):
+                raise unavailable(self.url, exc) from exc
             raise
 
     def _pipe(self, transaction: bool) -> Any:

@@ -167,7 +167,9 @@ class Runner:
         """Every process back, beats stopped, all work ended, workers stopped.
         Returns (the end of the fire window, ms; seconds it took to go idle)."""
         assert self.app is not None and self.load is not None and self.fleet is not None
-        self.fleet.revive_workers()
+        exited = self.fleet.revive_workers()
+        if exited:
+            self._note(f"workers that exited on their own, restarted: {', '.join(exited)}")
         while self.load.pending:
             self.load.flush()
             time.sleep(0.1)
