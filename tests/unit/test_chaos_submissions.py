@@ -32,7 +32,8 @@ def group(*iids: str) -> list[EnqueueRow]:
 
 def test_a_failing_shard_keeps_its_groups_in_order_and_the_others_go_on() -> None:
     enq = Enqueuer()
-    app = cast(App, SimpleNamespace(broker=SimpleNamespace(enqueuer=enq)))
+    broker = SimpleNamespace(enqueuer=enq, shards_with=lambda shard: [shard])
+    app = cast(App, SimpleNamespace(broker=broker))
     tally = Tally()
     sub = Submissions(app, tally)
     enq.down = {1}

@@ -96,7 +96,9 @@ class Beat:
         self._failing: set[tuple[int, type[Exception]]] = set()
         self._stop = threading.Event()
         # shards whose last call failed (a cluster master down): left alone a while
-        self._gate = ShardGate(0.2, 2.0, Outage(log, f"beat {self.id}"))
+        self._gate = ShardGate(
+            0.2, 2.0, Outage(log, f"beat {self.id}"), lambda s: self.app.broker.shards_with(s)
+        )
         self._store: BeatStore | None = None
         # server time the last tick's fire pass read the schedule at
         self._tick_ms = 0

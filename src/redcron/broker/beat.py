@@ -16,7 +16,7 @@ import redis
 
 from redcron.broker import argv
 from redcron.broker.argv import FireArgs
-from redcron.broker.connection import is_cluster
+from redcron.broker.connection import is_cluster, raise_unreachable
 from redcron.broker.core import Core, time_ms
 from redcron.serde import text as _s
 
@@ -209,6 +209,7 @@ class BeatStore:
             pipe.hget(self.keys.tenant(shard, tenant), "jitter_s")
         # errors in place: a job key that is not a hash (WRONGTYPE) is that job's fault
         res = pipe.execute(raise_on_error=False)
+        raise_unreachable(res)  # a cluster pipeline's unreachable node: no reply at all
         heads = [
             JobHead("", None, False, "", f"the job key is not a readable hash ({row})")
             if isinstance(row, redis.ResponseError)

@@ -16,7 +16,7 @@ import redis.connection
 import redis.crc
 import redis.sentinel
 
-from redcron.errors import ConfigError, RedisUnavailable
+from redcron.errors import ConfigError, ConnectionLost, RedisUnavailable
 from redcron.redact import masked_url
 from redcron.urls import (
     SENTINEL_SCHEME,
@@ -401,3 +401,17 @@ def _sentinel_master(target: SentinelURL, kwargs: dict[str, Any]) -> Client:
     )
     client.sentinels = sentinel
     return client
+
+
+def raise_unreachable(results: list[Any]) -> None:
+    """Raise the first connection failure among a pipeline's replies.
+
+    One server fails a pipeline as a whole; redis-py's cluster pipeline, run
+    with ``raise_on_error=False``, puts a node's ``ConnectionError`` in place of
+    each reply it could not get (a master down, a connection cut mid-way),
+    which a caller would take for a reply (a worker's lease loop died of
+    iterating one).  As on one server, which of the calls landed is unknown.
+    """
+    for reply in results:
+        if isinstance(reply, redis.ConnectionError | redis.TimeoutError):
+            raise ConnectionLost(str(reply)) from reply

@@ -16,7 +16,7 @@ from typing import Any
 
 import redis
 
-from redcron.broker.connection import connect, is_cluster
+from redcron.broker.connection import connect, is_cluster, raise_unreachable
 from redcron.broker.scripts import Scripts, Wait
 from redcron.config import Settings
 from redcron.errors import ConfigError, ConnectionLost, NotReplicated, from_script_error
@@ -140,6 +140,20 @@ class Core:
         self._min_idle_ms = int(float(min_ttl) * 1000)
         return self._shards
 
+    def shards_with(self, shard: int) -> list[int]:
+        """The shards served by the node that serves ``shard``: on one server all
+        of them; on a cluster those whose hash tag's slot has the same master
+        in the client's slot map (no I/O)."""
+        client: Any = self.client
+        if not is_cluster(client):
+            return list(range(self.shards))
+        node = client.get_node_from_key(self.keys.shard(shard)).name
+        return [
+            s
+            for s in range(self.shards)
+            if client.get_node_from_key(self.keys.shard(s)).name == node
+        ]
+
     def server_ms(self) -> int:
         """The Redis server's clock in ms: every process reads "now" from it (invariant 8)."""
         return time_ms(self.client.time())
@@ -239,6 +253,7 @@ class Core:
             if wait is not None:
                 pipe.execute_command(*wait.command())
             results: list[Any] = pipe.execute(raise_on_error=False)
+            raise_unreachable(results)
             waited = results.pop() if wait is not None else None
             rewaited = self.scripts.rerun_missing(stack, results, wait)
         except redis.ConnectionError as exc:

@@ -7,9 +7,11 @@ that nothing outside ``broker/`` needs to import ``redis``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterable
 
 import redis
 import redis.exceptions
@@ -161,13 +163,24 @@ class ShardGate:
     together, so the loop sees what a :class:`Backoff` gave it: every shard
     closed, the next try after the delay.
 
+    ``siblings(shard)`` names the shards served by the same node (on one
+    server, all of them): a failure closes them all, so a master that is down
+    costs one failed call per delay, not one per shard it serves.
+
     Times are ``time.monotonic()`` seconds, passed in (``now``).
     """
 
-    def __init__(self, first: float = 0.1, cap: float = 2.0, outage: Outage | None = None) -> None:
+    def __init__(
+        self,
+        first: float = 0.1,
+        cap: float = 2.0,
+        outage: Outage | None = None,
+        siblings: Callable[[int], Iterable[int]] | None = None,
+    ) -> None:
         self.first = first
         self.cap = cap
         self.outage = outage or Outage()
+        self.siblings = siblings
         #: shard -> (when it may be tried again, the delay after its next failure)
         self._closed: dict[int, tuple[float, float]] = {}
         self._lock = threading.Lock()
@@ -185,10 +198,17 @@ class ShardGate:
             return [s for s in shards if s not in closed or closed[s][0] <= now]
 
     def failed(self, shard: int, exc: BaseException, what: str, now: float) -> None:
-        """A call of ``what`` on ``shard`` failed with ``exc``: close it for its delay."""
+        """A call of ``what`` on ``shard`` failed with ``exc``: close it, and the
+        shards on its node, for its delay."""
+        together = {shard}
+        if self.siblings is not None:
+            # the slot map cannot say (SlotNotCoveredError...): this shard alone
+            with contextlib.suppress(Exception):
+                together.update(self.siblings(shard))
         with self._lock:
             _at, delay = self._closed.get(shard, (0.0, self.first))
-            self._closed[shard] = (now + delay, min(delay * 2, self.cap))
+            for s in together:
+                self._closed[s] = (now + delay, min(delay * 2, self.cap))
         self.outage.failed(exc, f"{what} on shard {shard}")
 
     def ok(self, shard: int) -> None:

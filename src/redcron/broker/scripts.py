@@ -23,6 +23,7 @@ import redis
 import redis.cluster
 from redis.commands.core import Script
 
+from redcron.broker.connection import raise_unreachable
 from redcron.errors import ConnectionLost, NotReplicated, from_script_error
 from redcron.keys import lua_key_functions
 from redcron.model.fields import lua_readers
@@ -270,6 +271,7 @@ class Scripts:
         pipe.execute_command(*wait.command())  # type: ignore[no-untyped-call]
         try:
             results = pipe.execute(raise_on_error=False)
+            raise_unreachable(results)
             waited = results.pop()
             # NOSCRIPT: nothing ran, so that WAIT confirmed nothing; the re-run's counts
             rewaited = self.rerun_missing(stack, results, wait)
@@ -362,6 +364,7 @@ class Scripts:
         if wait is not None:
             pipe.execute_command(*wait.command())  # type: ignore[no-untyped-call]
         replies = pipe.execute(raise_on_error=False)
+        raise_unreachable(replies)
         for i, reply in zip(again, replies, strict=False):
             results[i] = reply
         return replies[-1] if wait is not None else None

@@ -28,7 +28,9 @@ class Submissions:
         self.pending: list[list[EnqueueRow]] = []
         self._to_cancel: list[str] = []
         #: shards whose enqueue failed, left alone a while (the runner's own log)
-        self.gate = ShardGate(0.2, 1.0, Outage(logging.getLogger(__name__), "chaos runner"))
+        self.gate = ShardGate(
+            0.2, 1.0, Outage(logging.getLogger(__name__), "chaos runner"), app.broker.shards_with
+        )
 
     def submit(self, wave: tuple[OneOff, ...]) -> None:
         by_shard: dict[int, list[EnqueueRow]] = {}

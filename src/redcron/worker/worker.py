@@ -166,7 +166,7 @@ class Worker:
             self.ledger,
             self.pool,
             self._outage,
-            ShardGate(0.1, GATE_CAP_S, self._outage),
+            ShardGate(0.1, GATE_CAP_S, self._outage, self.broker.shards_with),
         )
         reporter = Reporter(crew, hooks)
         leaser = Leaser(crew, reporter)
