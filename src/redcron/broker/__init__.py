@@ -10,6 +10,7 @@ from redcron.broker.argv import EnqueueRow, FailItem
 from redcron.broker.audit import AuditEntry, AuditLog
 from redcron.broker.broker import Broker, FailResult, Lease, LeaseRequest
 from redcron.broker.cancel import RunCancel, TaskCancel
+from redcron.broker.connection import key_slot
 from redcron.broker.dlq import DLQ_ENTRY_ID, DlqPage, DlqStore
 from redcron.broker.doctor import DoctorReport, Finding, examine
 from redcron.broker.inspect import queue_loads, running_by_worker
@@ -25,7 +26,7 @@ from redcron.broker.listing import (
 )
 from redcron.broker.logins import LINK_TTL_S, LoginLinks
 from redcron.broker.metrics import BREAKER_VALUES, Metrics, read_metrics
-from redcron.broker.retry import TRANSIENT, UNAVAILABLE, Outage, is_unavailable
+from redcron.broker.retry import TRANSIENT, UNAVAILABLE, Outage, ShardGate, is_unavailable
 from redcron.broker.shared_secrets import lease_secret
 from redcron.broker.stats import activity, trigger_lag, trigger_lag_by_tenant, trigger_lag_of
 from redcron.broker.tasklist import TaskFilter, list_tasks, scan_tasks
@@ -64,6 +65,7 @@ __all__ = [
     "Page",
     "Registration",
     "RunCancel",
+    "ShardGate",
     "TaskCancel",
     "TaskFilter",
     "TenantStore",
@@ -75,6 +77,7 @@ __all__ = [
     "ensure_indexes",
     "examine",
     "is_unavailable",
+    "key_slot",
     "lease_secret",
     "list_tasks",
     "page_job_runs",

@@ -14,9 +14,10 @@ import redis
 import redis.client
 import redis.cluster
 import redis.connection
+import redis.crc
 import redis.sentinel
 
-from redcron.errors import ConfigError, RedisUnavailable
+from redcron.errors import ConfigError, ConnectionLost, RedisUnavailable
 from redcron.redact import masked_url
 from redcron.urls import (
     SENTINEL_SCHEME,
@@ -46,6 +47,16 @@ def unavailable(url: str, exc: BaseException) -> RedisUnavailable:
 def _reraise(url: str, exc: BaseException) -> None:
     if isinstance(exc, _UNREACHABLE) and not isinstance(exc, redis.AuthenticationError):
         raise unavailable(url, exc) from exc
+
+
+def _cluster_unreachable(exc: BaseException) -> bool:
+    """Whether redis-py's cluster error (not a ``RedisError``, so no loop would
+    retry it) says that the nodes cannot be reached: the slot map could not be
+    re-read from any node after a connection failed (its cause is that
+    ``ConnectionError``), or a slot has no master."""
+    return isinstance(exc, redis.exceptions.SlotNotCoveredError) or isinstance(
+        exc.__cause__, _UNREACHABLE
+    )
 
 
 class Pipeline(redis.client.Pipeline):
@@ -192,6 +203,12 @@ def node_of_key(client: Any, key: str) -> Any:
     return client.nodes_manager.get_node_from_slot(client.keyslot(key), False)
 
 
+def key_slot(key: str) -> int:
+    """The Redis Cluster slot of ``key`` (CRC16 of its hash tag, as ``CLUSTER
+    KEYSLOT`` computes it)."""
+    return int(redis.crc.key_slot(key.encode()))
+
+
 def is_cluster(client: Any) -> bool:
     """Whether ``client`` (a client or a pipeline) talks to a Redis Cluster."""
     return isinstance(client, redis.cluster.RedisCluster)
@@ -247,6 +264,15 @@ class ClusterPipeline(redis.cluster.ClusterPipeline):
     def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> Any:
         return self.execute_command("EVALSHA", sha, numkeys, *keys_and_args)  # type: ignore[no-untyped-call]
 
+    def _get_command_keys(self, *args: Any) -> Any:
+        """The keys of a queued command: a script call's from its own arguments
+        (``EVALSHA sha numkeys key...``).  redis-py 8.1 asks the client's default
+        node (``COMMAND GETKEYS``, a round trip per script call) because their
+        keys are "movable"; with that node down, every pipeline failed."""
+        if args and str(args[0]).upper() in ("EVALSHA", "EVAL"):
+            return list(args[3 : 3 + int(args[2])])
+        return super()._get_command_keys(*args)  # type: ignore[no-untyped-call]
+
     def _slots(self) -> set[int]:
         slots: set[int] = set()
         for args, _options in self.command_stack:
@@ -297,8 +323,41 @@ class ClusterPipeline(redis.cluster.ClusterPipeline):
             # command sent to a named node: a strict write's WAIT)
             with contextlib.suppress(redis.RedisError):
                 self.nodes_manager.initialize()
+            self._move_default_node()
             _reraise(self.url, exc)
             raise
+        except redis.exceptions.RedisClusterException as exc:
+            if _cluster_unreachable(exc):
+                raise unavailable(self.url, exc) from exc
+            raise
+
+    def _move_default_node(self) -> None:
+        """After a pipeline failed to reach a node: if the client's default node
+        is down, make a master that answers the default.
+
+        redis-py 8.1 asks the default node for the keys of pipelined commands
+        whose keys are "movable" (``COMMAND GETKEYS``; script calls are read
+        here, :meth:`_get_command_keys`), and replaces a dead default node only
+        after a failed single command of no key."""
+        node: Any = self.get_default_node()  # type: ignore[no-untyped-call]
+        if node is None or _answers(node):
+            return
+        for other in self.get_primaries():  # type: ignore[no-untyped-call]
+            if other.name != node.name and _answers(other):
+                self.set_default_node(other)  # type: ignore[no-untyped-call]
+                return
+
+
+def _answers(node: Any) -> bool:
+    """Whether a cluster node answers ``PING`` now."""
+    client = node.redis_connection
+    if client is None:
+        return False
+    try:
+        client.ping()
+    except _UNREACHABLE:
+        return False
+    return True
 
 
 class ClusterClient(redis.cluster.RedisCluster):
@@ -314,6 +373,12 @@ class ClusterClient(redis.cluster.RedisCluster):
             return retry_not_run(lambda: run(*args, **dict(kwargs)))  # type: ignore[no-untyped-call]
         except _UNREACHABLE as exc:
             _reraise(self.url, exc)
+            raise
+        except redis.exceptions.RedisClusterException as exc:
+            # every node down: redis-py's refresh of the slot map fails after the
+            # ConnectionError, and raises this instead of it
+            if _cluster_unreachable(exc):
+                raise unavailable(self.url, exc) from exc
             raise
 
     def _pipe(self, transaction: bool) -> Any:
@@ -403,3 +468,17 @@ def _sentinel_master(target: SentinelURL, kwargs: dict[str, Any]) -> Client:
     )
     client.sentinels = sentinel
     return client
+
+
+def raise_unreachable(results: list[Any]) -> None:
+    """Raise the first connection failure among a pipeline's replies.
+
+    One server fails a pipeline as a whole; redis-py's cluster pipeline, run
+    with ``raise_on_error=False``, puts a node's ``ConnectionError`` in place of
+    each reply it could not get (a master down, a connection cut mid-way),
+    which a caller would take for a reply (a worker's lease loop died of
+    iterating one).  As on one server, which of the calls landed is unknown.
+    """
+    for reply in results:
+        if isinstance(reply, redis.ConnectionError | redis.TimeoutError):
+            raise ConnectionLost(str(reply)) from reply

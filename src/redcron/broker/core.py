@@ -16,7 +16,7 @@ from typing import Any
 
 import redis
 
-from redcron.broker.connection import connect, is_cluster
+from redcron.broker.connection import connect, is_cluster, raise_unreachable
 from redcron.broker.scripts import Scripts, Wait
 from redcron.config import Settings
 from redcron.errors import ConfigError, ConnectionLost, NotReplicated, from_script_error
@@ -133,6 +133,20 @@ class Core:
         self._min_idle_ms = int(float(min_ttl) * 1000)
         return self._shards
 
+    def shards_with(self, shard: int) -> list[int]:
+        """The shards served by the node that serves ``shard``: on one server all
+        of them; on a cluster those whose hash tag's slot has the same master
+        in the client's slot map (no I/O)."""
+        client: Any = self.client
+        if not is_cluster(client):
+            return list(range(self.shards))
+        node = client.get_node_from_key(self.keys.shard(shard)).name
+        return [
+            s
+            for s in range(self.shards)
+            if client.get_node_from_key(self.keys.shard(s)).name == node
+        ]
+
     def server_ms(self) -> int:
         """The Redis server's clock in ms: every process reads "now" from it (invariant 8)."""
         return time_ms(self.client.time())
@@ -141,8 +155,7 @@ class Core:
         """``CONFIG GET`` of the server, or of every master of a cluster (each
         holds its own settings)."""
         if is_cluster(self.client):
-            got: Any = self.client.config_get(pattern, target_nodes="primaries")
-            return list(got.values())
+            return self._config_get_masters(pattern)
         return [self.client.config_get(pattern)]
 
     def server_info(self, section: str) -> list[dict[str, Any]]:
@@ -152,6 +165,24 @@ class Core:
             got: Any = self.client.info(section, target_nodes="primaries")
             return [got[node] for node in sorted(got)]
         return [self.client.info(section)]
+
+    def _config_get_masters(self, pattern: str) -> list[dict[Any, Any]]:
+        """``CONFIG GET`` of every master that answers: a master that is down
+        (its shards pause until it is back) must not keep a process from
+        starting on the others; it is logged, and checked when it answers at
+        the next start.  Raises when no master answers."""
+        cluster: Any = self.client
+        out: list[dict[Any, Any]] = []
+        failure: Exception | None = None
+        for node in cluster.get_primaries():
+            try:
+                out.append(cluster.config_get(pattern, target_nodes=node))
+            except (ConnectionLost, redis.ConnectionError, redis.TimeoutError) as exc:
+                log.warning("master %s did not answer CONFIG GET %s (%s)", node.name, pattern, exc)
+                failure = exc
+        if not out and failure is not None:
+            raise failure
+        return out
 
     def check_eviction_policy(self) -> None:
         try:
@@ -222,6 +253,7 @@ class Core:
                 self.scripts.ensure_loaded(stack)
             waits = self.scripts.queue_waits(pipe, acked, wait) if wait is not None else 0
             results: list[Any] = pipe.execute(raise_on_error=False)
+            raise_unreachable(results)
             if wait is not None:
                 waited = self.scripts.take_waits(pipe, results, waits)
             rewaited = self.scripts.rerun_missing(stack, results, wait)

@@ -20,9 +20,10 @@ from importlib import resources
 from typing import Any
 
 import redis
+import redis.cluster
 from redis.commands.core import Script
 
-from redcron.broker.connection import is_cluster, node_of_key
+from redcron.broker.connection import is_cluster, node_of_key, raise_unreachable
 from redcron.errors import ConnectionLost, NotReplicated, from_script_error
 from redcron.keys import lua_key_functions
 from redcron.model.fields import lua_readers
@@ -252,7 +253,11 @@ class Scripts:
         script = self._scripts[name]
         try:
             if client is None:
-                return script(keys, args)
+                try:
+                    return self._client.evalsha(script.sha, len(keys), *keys, *args)
+                except redis.exceptions.NoScriptError:
+                    self.load(script.script)
+                    return self._client.evalsha(script.sha, len(keys), *keys, *args)
             return client.evalsha(script.sha, len(keys), *keys, *args)
         except redis.ConnectionError as exc:
             raise ConnectionLost(str(exc)) from exc
@@ -272,6 +277,7 @@ class Scripts:
         waits = self.queue_waits(pipe, stack, wait)
         try:
             results = pipe.execute(raise_on_error=False)
+            raise_unreachable(results)
             waited = self.take_waits(pipe, results, waits)
             # NOSCRIPT: nothing ran, so that WAIT confirmed nothing; the re-run's counts
             rewaited = self.rerun_missing(stack, results, wait)
@@ -321,6 +327,28 @@ class Scripts:
             )
         return waited
 
+    def load(self, source: str | bytes | memoryview) -> None:
+        """``SCRIPT LOAD`` ``source``: on a cluster on every master that answers,
+        one at a time.  redis-py sends it to every master at once and fails as
+        a whole when one is down, so a process would run no script on any
+        master until that one is back; a master that was down loads it on its
+        own ``NOSCRIPT`` later (it restarts with an empty script cache anyway).
+        Raises when no master answers."""
+        client: Any = self._client
+        if not is_cluster(client):
+            client.script_load(source)
+            return
+        failure: Exception | None = None
+        loaded = False
+        for node in client.get_primaries():
+            try:
+                client.execute_command("SCRIPT LOAD", source, target_nodes=node)
+                loaded = True
+            except (ConnectionLost, redis.ConnectionError, redis.TimeoutError) as exc:
+                failure = exc
+        if not loaded and failure is not None:
+            raise failure
+
     def _by_sha(self) -> dict[str, Script]:
         return {s.sha: s for s in self._scripts.values()}
 
@@ -330,9 +358,28 @@ class Scripts:
         if not shas:
             return
         by_sha = self._by_sha()
-        for sha, present in zip(shas, self._client.script_exists(*shas), strict=True):
-            if not present and sha in by_sha:
-                self._client.script_load(by_sha[sha].script)
+        client: Any = self._client
+        if not is_cluster(client):
+            for sha, present in zip(shas, client.script_exists(*shas), strict=True):
+                if not present and sha in by_sha:
+                    client.script_load(by_sha[sha].script)
+            return
+        # each master on its own (redis-py asks all at once, and fails as a whole
+        # when one is down): a master that does not answer is skipped, its
+        # shards' calls fail anyway; raises when none answers
+        failure: Exception | None = None
+        answered = False
+        for node in client.get_primaries():
+            try:
+                present = client.execute_command("SCRIPT EXISTS", *shas, target_nodes=node)
+                for sha, there in zip(shas, present, strict=True):
+                    if not there and sha in by_sha:
+                        client.execute_command("SCRIPT LOAD", by_sha[sha].script, target_nodes=node)
+                answered = True
+            except (ConnectionLost, redis.ConnectionError, redis.TimeoutError) as exc:
+                failure = exc
+        if not answered and failure is not None:
+            raise failure
 
     def rerun_missing(
         self, stack: list[Any], results: list[Any], wait: Wait | None = None
@@ -355,13 +402,14 @@ class Scripts:
         if not again:
             return None
         for sha in {stack[i][0][1] for i in again}:
-            self._client.script_load(by_sha[sha].script)
+            self.load(by_sha[sha].script)
         pipe = self._client.pipeline(transaction=False)
         for i in again:
             args, _options = stack[i]  # ("EVALSHA", sha, numkeys, *keys_and_args)
             pipe.evalsha(args[1], args[2], *args[3:])
         waits = self.queue_waits(pipe, [stack[i] for i in again], wait) if wait else 0
         replies = pipe.execute(raise_on_error=False)
+        raise_unreachable(replies)
         waited = self.take_waits(pipe, replies, waits) if wait else None
         for i, reply in zip(again, replies, strict=True):
             results[i] = reply
