@@ -40,6 +40,9 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "timers": ("timers", ()),
     # dead-lettered instances of one tenant
     "dlq": ("dlq:{tenant}", ("tenant",)),
+    # tenants whose DLQ may hold entries, all scored 0 (paged by ZRANGEBYLEX:
+    # the cross-tenant DLQ list reads a page of it, never every tenant)
+    "dlqidx": ("dlqidx", ()),
     # wake-up tokens for idle workers of one queue
     "wake": ("wake:{queue}", ("queue",)),
     # captured output of one attempt (capped)
@@ -233,6 +236,11 @@ class Keys:
         """Live workers ZSET: worker id -> registration expiry (ms, server clock)."""
         return f"{self.prefix}:workers"
 
+    def workeridx(self) -> str:
+        """Registered worker ids, all scored 0: the Workers page and ``GET
+        /v1/workers`` page over it by id (``ZRANGEBYLEX``)."""
+        return f"{self.prefix}:workeridx"
+
     def worker(self, worker_id: str) -> str:
         """One worker's registration HASH (expires unless heartbeats renew it)."""
         return f"{self.prefix}:worker:{worker_id}"
@@ -290,6 +298,9 @@ class Keys:
 
     def dlq(self, shard: int, tenant: str) -> str:
         return self.build(shard, "dlq", tenant)
+
+    def dlqidx(self, shard: int) -> str:
+        return self.build(shard, "dlqidx")
 
     def wake(self, shard: int, queue: str) -> str:
         return self.build(shard, "wake", queue)

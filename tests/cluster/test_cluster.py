@@ -21,7 +21,7 @@ from slot_check import exercise_every_shard_key
 from worker_procs import thread_workers, wait_for
 
 from conftest import SHARDS  # tests/cluster/conftest.py
-from redcron import App, TaskFailed
+from redcron import App, NotReplicated, TaskFailed
 from redcron.beat.beat import Beat
 from redcron.broker import Broker
 from redcron.broker.connection import ClusterClient, is_cluster
@@ -250,11 +250,34 @@ def test_doctor_on_the_cluster(
         assert [x.result(timeout=30) for x in handles] == tenants
 
 
-def test_strict_durability_with_replicas_is_refused_on_a_cluster(
+def test_strict_durability_without_replicas_raises_not_replicated_as_on_one_server(
+    cluster_url: str, cprefix: str
+) -> None:
+    """As tests/integration/test_durability.py on one server: the write is done on
+    its master, the confirmation is missing.  tests/cluster/test_cluster_replicas.py
+    has the cluster with replicas."""
+    a = App(cluster_url, prefix=cprefix, shards=SHARDS, durability="strict",
+            durability_timeout=0.1)  # fmt: skip
+    chaos_app.register(a)
+    try:
+        with pytest.raises(NotReplicated, match="0 of the 1 replicas asked for confirmed it") as e:
+            a.enqueue("echo", 1, _tenant="t0")
+        assert e.value.task_ids is not None and a.get(e.value.task_ids[0]).state == "ready"
+        with pytest.raises(NotReplicated):  # a pipeline over every master: a WAIT on each
+            a.tasks["echo"].enqueue_many([(t,) for t in tenants_on_every_shard()])
+    finally:
+        a.close()
+
+
+def test_strict_durability_with_no_replicas_needs_appendfsync_always_on_every_master(
     cluster_url: str, cprefix: str
 ) -> None:
     settings = Settings(
-        redis_url=cluster_url, prefix=cprefix, durability="strict", durability_replicas=1
+        redis_url=cluster_url, prefix=cprefix, durability="strict", durability_replicas=0
     )
-    with pytest.raises(ConfigError, match="not supported yet"):
-        Broker(settings)
+    broker = Broker(settings)
+    try:
+        with pytest.raises(ConfigError, match="appendfsync always"):
+            broker.ensure_meta()
+    finally:
+        broker.close()

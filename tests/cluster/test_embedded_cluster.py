@@ -44,3 +44,12 @@ def test_a_killed_master_stops_only_its_slots_and_returns_with_its_data(tmp_path
 def test_a_cluster_needs_a_master(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="at least 1 master"):
         EmbeddedCluster(tmp_path, masters=0, binary=redis_server_path())
+
+
+def test_replicas_are_a_count_per_master_and_promotion_needs_one(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="replicas is a count per master"):
+        EmbeddedCluster(tmp_path, replicas=-1, binary=redis_server_path())
+    plain = EmbeddedCluster(tmp_path, masters=3, binary=redis_server_path())
+    assert plain.nodes == 3 and plain.url == "redis+cluster://"  # not started: no ports yet
+    with pytest.raises(ConfigError, match="needs a cluster started with replicas"):
+        plain.promote_replica(0)

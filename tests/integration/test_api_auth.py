@@ -29,6 +29,7 @@ PUBLIC = {("GET", "/v1/openapi.json")}
 #: when it names the other tenant: "empty" (200, nothing of the other tenant) or
 #: a 400 naming ``tenant``.  A new such route fails the walk until it is listed.
 UNSCOPED = {("GET", "/v1/jobs"): "empty", ("GET", "/v1/runs"): "empty",
+            ("GET", "/v1/dlq"): "empty", ("GET", "/v1/workers"): "empty",
             ("POST", "/v1/jobs"): "tenant", ("POST", "/v1/tasks"): "tenant"}  # fmt: skip
 
 
@@ -141,7 +142,7 @@ def test_a_tenant_token_works_within_its_tenant(admin: FlaskClient, mine: FlaskC
     assert task.status_code == 201 and task.get_json()["tenant"] == MINE
     assert mine.get(f"/v1/tasks/{task.get_json()['id']}").status_code == 200
     assert mine.get(f"/v1/tenants/{MINE}").status_code == 200
-    assert mine.get(f"/v1/tenants/{MINE}/dlq").get_json() == {"entries": []}
+    assert mine.get(f"/v1/tenants/{MINE}/dlq").get_json() == {"entries": [], "next_cursor": None}
     # its own weight and caps are the operator's to set, not the tenant's
     denied = mine.put(f"/v1/tenants/{MINE}", json={"weight": 100})
     assert denied.status_code == 403 and denied.get_json()["error"]["code"] == "forbidden"

@@ -240,6 +240,8 @@ def test_every_response_is_strict_json_even_over_stored_infinities(
         ("GET", "/v1/tenants/<tenant>"): [(f"/v1/tenants/{TENANT}", None)],
         ("PUT", "/v1/tenants/<tenant>"): [(f"/v1/tenants/{TENANT}", {"weight": 2})],
         ("GET", "/v1/tenants/<tenant>/dlq"): [(f"/v1/tenants/{TENANT}/dlq", None)],
+        ("GET", "/v1/dlq"): [("/v1/dlq", None)],
+        ("GET", "/v1/workers"): [("/v1/workers", None)],
         ("POST", "/v1/tenants/<tenant>/dlq/<path:task_id>/replay"): [
             (f"/v1/tenants/{dead_path}/replay", None)
         ],

@@ -166,6 +166,23 @@ def test_apply_file_with_an_app_refuses_arguments_that_do_not_fit(
     assert keys(r, prefix) == before  # nothing written
 
 
+def test_apply_file_warns_once_per_unserved_task_however_many_jobs_name_it(
+    invoke: Invoke, app: App, tmp_path: Path
+) -> None:
+    path = tmp_path / "jobs.yaml"
+    jobs = "".join(f"  - name: j{i:03d}\n    tasks: {{a: t.add, b: t.mul}}\n" for i in range(120))
+    path.write_text("jobs:\n" + jobs)
+    result = invoke("jobs", "apply", "-f", str(path))
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        "warning: no live worker serves task 't.add' (120 jobs: default/j000, default/j001, "
+        "default/j002 and 117 more); their runs will fail until a worker registering it starts",
+        "warning: no live worker serves task 't.mul' (120 jobs: default/j000, default/j001, "
+        "default/j002 and 117 more); their runs will fail until a worker registering it starts",
+    ]
+
+
 def test_apply_file_warns_about_tasks_no_live_worker_serves(
     invoke: Invoke, app: App, tmp_path: Path
 ) -> None:

@@ -13,6 +13,7 @@ from redcron import App
 from redcron.broker.argv import FailItem
 from redcron.broker.workers import Registration, WorkerRegistry
 from redcron.dashboard import create_app
+from redcron.dashboard.totals import EXTENSION as TOTALS
 from redcron.keys import shard_of
 from redcron.model.jobs import Task
 
@@ -69,7 +70,12 @@ def test_metrics_match_a_known_workload(app: App) -> None:
     )
     app.jobs.put("nightly", tenant=T1, cron="0 2 * * *", tasks={"a": Task("m.work", args=[1])})
 
-    m = scrape(create_app(app))
+    web = create_app(app)
+    # delayed per tenant and the workers' slots come from the background totals,
+    # which the first scrape starts: the second one reads them
+    scrape(web)
+    assert web.extensions[TOTALS].wait() is not None
+    m = scrape(web)
 
     def v(name: str, **labels: str) -> float:
         return m[(name, tuple(sorted(labels.items())))]

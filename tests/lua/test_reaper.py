@@ -18,6 +18,7 @@ from lua_ops import T0, Ops, Tok, new_id, row
 
 from redcron.broker import Broker
 from redcron.config import Settings
+from redcron.keys import CONSUMER, GROUP
 
 MIN_TTL = 100  # ms
 INTERVAL = 50  # ms between reaper passes
@@ -90,7 +91,34 @@ def test_a_long_lease_is_looked_at_without_being_reaped(ops: Ops) -> None:
     [t] = ops.lease("w1", ttl=10_000)
     ops.r.zadd(ops.k.pending(0), {ops.stream(): T0})  # due for a look now
     ops.now += 5_000
-    assert ops.reap() == [0, ops.now + 100, 0]  # looked at again one minimum TTL later
+    # looked at again one minimum TTL (100 ms) later, less the reaper's slack (10 ms)
+    assert ops.reap() == [0, ops.now + 90, 0]
     assert ops.info(iid)["state"] == "leased"
     assert ops.complete("w1", [t]) == [1]
     assert ops.pending() == {}
+
+
+def test_an_entry_touched_just_after_the_pass_clock_is_reaped_at_the_next_look(
+    ops: Ops,
+) -> None:
+    """XAUTOCLAIM stamps a claimed entry with its own clock, a few ms after the
+    ``now`` a pass schedules the next look from; at that next look the entry is
+    a hair short of one minimum TTL idle.  The reaper's slack still takes it
+    then, instead of one minimum TTL later (twice the bound for an expired lease)."""
+    iid = new_id()
+    ops.enqueue(row(iid))
+    [t] = ops.lease("w1", ttl=150)
+    ops.now += 100
+    look = ops.now
+    stream = ops.stream()
+    ops.r.zadd(ops.k.pending(0), {stream: look})  # due for a look now
+    # a pass at `look` visits the live lease, its XAUTOCLAIM stamping 5 ms later
+    assert ops.reap()[0] == 0
+    eid = ops.info(iid)["lease_entry"]
+    ops.r.xclaim(stream, GROUP, CONSUMER, 0, [eid], time=look + 5, justid=True)
+    nxt = ops.r.zscore(ops.k.pending(0), stream)
+    assert nxt is not None and nxt <= look + 100  # due again within one minimum TTL
+    ops.now = int(nxt)  # the next look, exactly when due: the lease expired since
+    assert ops.reap()[0] == 1
+    assert ops.info(iid)["state"] != "leased"
+    assert t.iid == iid

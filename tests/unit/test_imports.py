@@ -75,6 +75,9 @@ CLIENT_ALLOWED = {
     ),
     "redcron/cli/bench/fairness.py": "lease times, tenants set up bare, EVALSHA cost from INFO",
     "redcron/cli/bench/soak.py": "the soak benchmark reads memory use and counts keys",
+    "redcron/cli/bench/leases.py": (
+        "Redis CPU and script time from INFO, deadlines and reap times read bare"
+    ),
 }
 
 

@@ -32,7 +32,7 @@ from redcron.beat.firing import Firer
 from redcron.beat.ownership import Ownership, beats_key
 from redcron.beat.planning import Planner
 from redcron.broker.beat import BeatStore
-from redcron.broker.retry import TRANSIENT, Backoff, Outage
+from redcron.broker.retry import TRANSIENT, Backoff, Outage, ShardGate
 from redcron.clock import ulid
 from redcron.errors import ConfigError
 from redcron.redact import masked_url
@@ -100,6 +100,10 @@ class Beat:
         # (shard, exception type) already logged with its traceback
         self._failing: set[tuple[int, type[Exception]]] = set()
         self._stop = threading.Event()
+        # shards whose last call failed (a cluster master down): left alone a while
+        self._gate = ShardGate(
+            0.2, 2.0, Outage(log, f"beat {self.id}"), lambda s: self.app.broker.shards_with(s)
+        )
         self._store: BeatStore | None = None
         # server time the last tick's fire pass read the schedule at
         self._tick_ms = 0
@@ -135,14 +139,15 @@ class Beat:
             self.ttl_ms / 1000,
         )
         # a steady 1 s, not a growing wait: its shard leases are renewed soon after Redis is back
-        backoff = Backoff(1.0, 1.0, log, Outage(log, f"beat {self.id}"))
+        backoff = Backoff(1.0, 1.0, log, self._gate.outage)
         try:
             while not self._stop.is_set():
                 try:
                     self.tick()
                     busy = self._firer.busy or self._ahead
                     delay = 0.0 if busy else self._idle_delay()
-                    backoff.reset()
+                    if not self._gate.failing:  # else the outage is not over
+                        backoff.reset()
                 except TRANSIENT as exc:
                     delay = backoff.failed(exc, "tick")
                 self._stop.wait(delay)
@@ -168,8 +173,11 @@ class Beat:
     def tick(self) -> int:
         """One pass: ownership round (when due), fire what is due, maintenance.
 
-        An error other than Redis failing (:data:`TRANSIENT`, raised) in one
-        shard's fire pass or prefetch is logged and the other shards go on.
+        An error other than Redis failing (:data:`TRANSIENT`) in one shard's
+        fire pass or prefetch is logged and the other shards go on.  Redis
+        failing on one shard (its cluster master down) leaves that shard alone
+        for its gate delay while the others go on; failing on every shard it
+        tries, it raises (Redis is down: :meth:`run` backs off).
         Returns the number of fires that created (or recorded) a run.
         """
         if not self._started:
@@ -182,28 +190,39 @@ class Beat:
         self._shards.round(store, now)
         budget = time.monotonic() + self.ttl_ms / 4000
         fired = 0
-        turn = sorted(self._shards.owned)
+        owned = self._gate.open(sorted(self._shards.owned), time.monotonic())
+        answered = False
+        failure: Exception | None = None
         # several shards take turns, a page each, while any has due rows left
-        self._firer.turn_pages = TURN_PAGES if len(turn) > 1 else None
+        self._firer.turn_pages = TURN_PAGES if len(owned) > 1 else None
+        turn = owned
         while turn:
             for shard in turn:
                 try:
                     fired += self._firer.fire_shard(store, shard, now, budget)
-                except TRANSIENT:
-                    raise  # Redis failing is every shard's: run() backs off
+                except TRANSIENT as exc:
+                    # on a cluster, this shard's master is down: the others go on
+                    self._firer.more.discard(shard)
+                    self._gate.failed(shard, exc, "fire", time.monotonic())
+                    failure = exc
+                    continue
                 except Exception as exc:  # one shard's fault must not stop every tenant's
                     self._firer.more.discard(shard)
                     self._shard_failed(shard, "fire", exc)
-            turn = sorted(s for s in self._firer.more if s in self._shards.owned)
+                answered = True
+                self._gate.ok(shard)
+            turn = [s for s in turn if s in self._firer.more and s in self._shards.owned]
+        if failure is not None and not answered:
+            raise failure  # every shard failing: Redis is down, run() backs off
         self._maintain()
         self._ahead = False
         if not self._firer.busy:
-            for shard in sorted(self._shards.owned):
+            for shard in self._gate.open(sorted(self._shards.owned), time.monotonic()):
                 try:
                     more = self._planner.prefetch(store, shard, now, PREFETCH_BUDGET_S)
                     self._ahead = self._ahead or more
-                except TRANSIENT:
-                    raise
+                except TRANSIENT as exc:
+                    self._gate.failed(shard, exc, "prefetch", time.monotonic())
                 except Exception as exc:  # the same loading as the fire pass
                     self._shard_failed(shard, "prefetch", exc)
         return fired
@@ -237,14 +256,22 @@ class Beat:
     def _maintain(self) -> None:
         broker = self.app.broker
         interval = self.app.settings.maintenance_interval
-        for shard in list(self._shards.owned):
-            if broker.maintenance.try_lock(shard, self.id, interval):
-                broker.maintenance.maintain(shard)
+        for shard in self._gate.open(sorted(self._shards.owned), time.monotonic()):
+            try:
+                if broker.maintenance.try_lock(shard, self.id, interval):
+                    broker.maintenance.maintain(shard)
+            except TRANSIENT as exc:  # this shard's master down: the others go on
+                self._gate.failed(shard, exc, "maintenance", time.monotonic())
 
     def _idle_delay(self) -> float:
         """Seconds until the earliest due score of an owned shard, the next
         ownership round, or 1 s, whichever comes first (server clock)."""
-        now, heads = self.store.next_due(sorted(self._shards.owned))
+        shards = self._gate.open(sorted(self._shards.owned), time.monotonic())
+        try:
+            now, heads = self.store.next_due(shards)
+        except TRANSIENT:
+            # a shard's master went down since the fire pass: look again soon
+            return 0.25
         next_round = self._shards.next_round
         wake = min(now + 1000, next_round)
         for head in heads:

@@ -5,6 +5,10 @@ Every beat registers in a live-beats ZSET and holds at most its fair share
 ``shard_ttl / 3``); shards above its share are released so a newcomer gets
 some.  The fencing epoch of each shard goes to ``fire.lua``, which refuses a
 beat that lost its lease (STALE), so two beats never both fire a shard.
+
+On a Redis Cluster a master that is down fails only the calls of its own
+shards (and of the live-beats registry, if it holds that key): a round goes on
+with the shards that answer and the beats last counted.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import math
 import zlib
 
 from redcron.broker.beat import BeatStore, ShardClaim
+from redcron.broker.retry import TRANSIENT
 from redcron.keys import Keys
 
 # one logger for the whole beat, so its records keep the name operators filter on
@@ -40,12 +45,22 @@ class Ownership:
         self.owned: dict[int, str] = {}  # shard -> fencing epoch
         self.next_round = 0  # server ms of the next ownership round
         self.live = 0  # live beats at the last round
+        self._answered = True  # Redis answered a call of the current round
 
     def round(self, store: BeatStore, now: int) -> None:
         """Register, and when a round is due (or the live beats changed, or this
         beat holds more than its share): renew, release above the fair share of
         the deployment's shards, acquire up to it."""
-        live = max(1, store.register(self.beat_id, now, self.ttl_ms))
+        failure: Exception | None = None
+        try:
+            live = max(1, store.register(self.beat_id, now, self.ttl_ms))
+        except TRANSIENT as exc:
+            # the registry's cluster master is down: go on with the beats last
+            # counted (nothing is known better), renewing the shards that answer
+            if not self.live:
+                raise
+            live, failure = self.live, exc
+        self._answered = failure is None
         total = store.broker.shards
         share = math.ceil(total / live)
         if now < self.next_round and live == self.live and len(self.owned) <= share:
@@ -78,6 +93,8 @@ class Ownership:
                     log.info(
                         "beat %s owns shard %d (epoch %s)", self.beat_id, claim.shard, claim.epoch
                     )
+        if failure is not None and not self._answered:
+            raise failure  # nothing answered: Redis is down, not one master
 
     def drop(self, shard: int) -> None:
         """Forget a shard whose fires were refused as stale; the next tick runs a
@@ -95,4 +112,25 @@ class Ownership:
         self.next_round = 0
 
     def _own(self, store: BeatStore, mode: str, shards: list[int]) -> list[ShardClaim]:
-        return store.own(shards, self.beat_id, self.ttl_ms, mode)
+        """Claims for ``shards`` in one round trip; when that fails (on a cluster,
+        one master down fails the whole pipeline), one call per shard, leaving
+        out the shards that do not answer: a shard not renewed keeps its place
+        in :attr:`owned` (fire.lua fences it off if its lease expired meanwhile),
+        one not acquired stays free.  Raises when the registry did not answer
+        either and no shard does (Redis is down, not one master)."""
+        if not shards:
+            return []
+        try:
+            claims = store.own(shards, self.beat_id, self.ttl_ms, mode)
+        except TRANSIENT:
+            claims = []
+            failure: Exception | None = None
+            for shard in shards:
+                try:
+                    claims += store.own([shard], self.beat_id, self.ttl_ms, mode)
+                except TRANSIENT as exc:
+                    failure = exc
+            if not claims and not self._answered and failure is not None:
+                raise failure from None
+        self._answered = self._answered or bool(claims)
+        return claims

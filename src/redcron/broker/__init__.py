@@ -10,7 +10,8 @@ from redcron.broker.argv import EnqueueRow, FailItem
 from redcron.broker.audit import AuditEntry, AuditLog
 from redcron.broker.broker import Broker, FailResult, Lease, LeaseRequest
 from redcron.broker.cancel import RunCancel, TaskCancel
-from redcron.broker.dlq import DlqStore
+from redcron.broker.connection import key_slot
+from redcron.broker.dlq import DLQ_ENTRY_ID, DlqPage, DlqStore
 from redcron.broker.doctor import DoctorReport, Finding, examine
 from redcron.broker.inspect import queue_loads, running_by_worker
 from redcron.broker.jobs import JobStore
@@ -18,28 +19,37 @@ from redcron.broker.listing import (
     Page,
     count_tenants,
     ensure_indexes,
+    page_job_runs,
     page_jobs,
     page_runs,
     page_tenants,
 )
 from redcron.broker.logins import LINK_TTL_S, LoginLinks
 from redcron.broker.metrics import BREAKER_VALUES, Metrics, read_metrics
-from redcron.broker.retry import TRANSIENT, UNAVAILABLE, Outage, is_unavailable
+from redcron.broker.retry import TRANSIENT, UNAVAILABLE, Outage, ShardGate, is_unavailable
 from redcron.broker.shared_secrets import lease_secret
 from redcron.broker.stats import activity, trigger_lag, trigger_lag_by_tenant, trigger_lag_of
-from redcron.broker.tasklist import TaskFilter, list_tasks
+from redcron.broker.tasklist import TaskFilter, list_tasks, scan_tasks
 from redcron.broker.tenants import TenantStore
 from redcron.broker.tokens import TokenStore, digest
-from redcron.broker.workers import WorkerRegistry, unserved_tasks
+from redcron.broker.workers import (
+    Registration,
+    WorkerRegistry,
+    unserved_by_task,
+    unserved_refs,
+    unserved_tasks,
+)
 
 __all__ = [
     "BREAKER_VALUES",
+    "DLQ_ENTRY_ID",
     "LINK_TTL_S",
     "TRANSIENT",
     "UNAVAILABLE",
     "AuditEntry",
     "AuditLog",
     "Broker",
+    "DlqPage",
     "DlqStore",
     "DoctorReport",
     "EnqueueRow",
@@ -53,7 +63,9 @@ __all__ = [
     "Metrics",
     "Outage",
     "Page",
+    "Registration",
     "RunCancel",
+    "ShardGate",
     "TaskCancel",
     "TaskFilter",
     "TenantStore",
@@ -65,16 +77,21 @@ __all__ = [
     "ensure_indexes",
     "examine",
     "is_unavailable",
+    "key_slot",
     "lease_secret",
     "list_tasks",
+    "page_job_runs",
     "page_jobs",
     "page_runs",
     "page_tenants",
     "queue_loads",
     "read_metrics",
     "running_by_worker",
+    "scan_tasks",
     "trigger_lag",
     "trigger_lag_by_tenant",
     "trigger_lag_of",
+    "unserved_by_task",
+    "unserved_refs",
     "unserved_tasks",
 ]

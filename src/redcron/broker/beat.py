@@ -16,7 +16,7 @@ import redis
 
 from redcron.broker import argv
 from redcron.broker.argv import FireArgs
-from redcron.broker.connection import is_cluster
+from redcron.broker.connection import is_cluster, raise_unreachable
 from redcron.broker.core import Core, time_ms
 from redcron.serde import text as _s
 
@@ -180,17 +180,18 @@ class BeatStore:
 
     def next_due(self, shards: Sequence[int]) -> tuple[int, list[int | None]]:
         """The server time (ms) and each shard's earliest due score (None: nothing
-        scheduled), in one round trip on one server.  A cluster pipeline refuses
-        TIME (it has no key to route by): there it is asked first, on its own."""
-        pipe = self.broker.client.pipeline(transaction=False)
-        clustered = is_cluster(self.broker.client)
-        if not clustered:
+        scheduled), in one round trip (two on a cluster)."""
+        client = self.broker.client
+        pipe = client.pipeline(transaction=False)
+        if is_cluster(client):
+            # a cluster pipeline refuses TIME (a command of no key): asked apart
+            now = self.broker.server_ms()
+        else:
             pipe.time()
         for shard in shards:
             pipe.zrange(self.keys.schedule(shard), 0, 0, withscores=True)
-        now = self.broker.server_ms() if clustered else None
-        res = pipe.execute()
-        if now is None:
+        res = pipe.execute() if shards or not is_cluster(client) else []
+        if not is_cluster(client):
             now, res = time_ms(res[0]), res[1:]
         return now, [int(head[0][1]) if head else None for head in res]
 
@@ -208,6 +209,7 @@ class BeatStore:
             pipe.hget(self.keys.tenant(shard, tenant), "jitter_s")
         # errors in place: a job key that is not a hash (WRONGTYPE) is that job's fault
         res = pipe.execute(raise_on_error=False)
+        raise_unreachable(res)  # a cluster pipeline's unreachable node: no reply at all
         heads = [
             JobHead("", None, False, "", f"the job key is not a readable hash ({row})")
             if isinstance(row, redis.ResponseError)

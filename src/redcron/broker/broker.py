@@ -5,18 +5,18 @@ script execution, meta, durability) that holds one object per protocol; callers
 go to the part (``broker.leases.lease(...)``), which is the Python that calls
 ``lua/<name>.lua``, one hop from the script:
 
-============================  ===============================================
+============================  ====================================================================
 module                        scripts
-============================  ===============================================
+============================  ====================================================================
 ``broker/enqueue.py``         enqueue, enqueue_check (:class:`Enqueuer`)
 ``broker/leases.py``          lease, start, heartbeat, complete, fail, release
 ``broker/maintenance.py``     promote, reap (with the lock and ``recent`` pruning)
-``broker/dlq.py``             dlq_replay, dlq_discard, dlq_prune (:class:`DlqStore`)
+``broker/dlq.py``             dlq_replay, dlq_discard, dlq_prune, dlq_unindex (:class:`DlqStore`)
 ``broker/inspect.py``         watch; counts read without a script
 ``broker/beat.py``            beat_own, fire, fire_batch, job_park (:class:`BeatStore`)
 ``broker/cancel.py``          cancel (run_cancel, run_retry: ``broker/jobs.py``)
 ``broker/tenants.py``         tenant_unpark
-============================  ===============================================
+============================  ====================================================================
 
 ``Broker.cancel`` is the one method of its own (docs/architecture.md, "The
 broker").  ``shard_of_id``, ``fields_of``, ``time_ms`` and ``PAYLOADS`` live in

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from typing import Any, cast
 from urllib.parse import urlencode
 
@@ -13,9 +14,10 @@ import redis
 import redis.client
 import redis.cluster
 import redis.connection
+import redis.crc
 import redis.sentinel
 
-from redcron.errors import ConfigError, RedisUnavailable
+from redcron.errors import ConfigError, ConnectionLost, RedisUnavailable
 from redcron.redact import masked_url
 from redcron.urls import (
     SENTINEL_SCHEME,
@@ -45,6 +47,16 @@ def unavailable(url: str, exc: BaseException) -> RedisUnavailable:
 def _reraise(url: str, exc: BaseException) -> None:
     if isinstance(exc, _UNREACHABLE) and not isinstance(exc, redis.AuthenticationError):
         raise unavailable(url, exc) from exc
+
+
+def _cluster_unreachable(exc: BaseException) -> bool:
+    """Whether redis-py's cluster error (not a ``RedisError``, so no loop would
+    retry it) says that the nodes cannot be reached: the slot map could not be
+    re-read from any node after a connection failed (its cause is that
+    ``ConnectionError``), or a slot has no master."""
+    return isinstance(exc, redis.exceptions.SlotNotCoveredError) or isinstance(
+        exc.__cause__, _UNREACHABLE
+    )
 
 
 class Pipeline(redis.client.Pipeline):
@@ -151,6 +163,52 @@ def connect(url: str, **kwargs: Any) -> redis.Redis:
     return client
 
 
+#: how long a cluster command that cannot run yet (``TRYAGAIN``: a multi-key call
+#: whose keys are split between two nodes while their slot moves, or redirections
+#: that never settled) is retried, with a backoff, after redis-py's own ~0.4 s
+TRYAGAIN_BUDGET_S = 10.0
+_TRYAGAIN_FIRST_S = 0.05
+_TRYAGAIN_MAX_S = 0.5
+
+
+def _not_run_yet(exc: BaseException) -> bool:
+    """A cluster reply that says the command did nothing and may be sent again:
+    ``TRYAGAIN``, or redis-py's "TTL exhausted" after 16 redirections/TRYAGAINs."""
+    if isinstance(exc, redis.exceptions.TryAgainError):
+        return True
+    return isinstance(exc, redis.exceptions.ClusterError) and "TTL exhausted" in str(exc)
+
+
+def retry_not_run(call: Callable[[], Any], budget_s: float = TRYAGAIN_BUDGET_S) -> Any:
+    """``call()``, again with a doubling pause (50 ms to 0.5 s) while it raises a
+    :func:`_not_run_yet` error, for at most ``budget_s``; then that error.
+
+    redis-py follows ``MOVED``/``ASK`` and retries ``TRYAGAIN`` 16 times within
+    ~0.4 s; a slot whose keys are being moved can take longer than that.
+    """
+    deadline = time.monotonic() + budget_s
+    pause = _TRYAGAIN_FIRST_S
+    while True:
+        try:
+            return call()
+        except (redis.exceptions.TryAgainError, redis.exceptions.ClusterError) as exc:
+            if not _not_run_yet(exc) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, _TRYAGAIN_MAX_S)
+
+
+def node_of_key(client: Any, key: str) -> Any:
+    """The master of ``key``'s slot, as a cluster client's slot map has it now."""
+    return client.nodes_manager.get_node_from_slot(client.keyslot(key), False)
+
+
+def key_slot(key: str) -> int:
+    """The Redis Cluster slot of ``key`` (CRC16 of its hash tag, as ``CLUSTER
+    KEYSLOT`` computes it)."""
+    return int(redis.crc.key_slot(key.encode()))
+
+
 def is_cluster(client: Any) -> bool:
     """Whether ``client`` (a client or a pipeline) talks to a Redis Cluster."""
     return isinstance(client, redis.cluster.RedisCluster)
@@ -171,12 +229,29 @@ class ClusterPipeline(redis.cluster.ClusterPipeline):
       pipelines write a record and its index (a worker registration, an API
       token), and every reader of those indexes already skips an entry whose
       record is gone;
+    - a command that redis-py sends again on its own after a ``MOVED``, ``ASK``
+      or ``TRYAGAIN`` reply is retried past redis-py's ~0.4 s with
+      :func:`retry_not_run`, and :attr:`redirected` says it happened (it ran on
+      another connection than the pipeline's: a ``WAIT`` queued in the pipeline
+      does not cover it);
     - ``execute`` raises :class:`RedisUnavailable` once the retries gave up.
     """
 
     url = ""
     atomic = False
     factory: Any = None
+    #: the last execute sent a command again on its own (see above)
+    redirected = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        again = self.parent_execute_command
+
+        def resend(*cargs: Any, **options: Any) -> Any:
+            self.redirected = True
+            return retry_not_run(lambda: again(*cargs, **options))  # type: ignore[no-untyped-call]
+
+        self.parent_execute_command = resend
 
     @property
     def command_stack(self) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
@@ -188,6 +263,15 @@ class ClusterPipeline(redis.cluster.ClusterPipeline):
 
     def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> Any:
         return self.execute_command("EVALSHA", sha, numkeys, *keys_and_args)  # type: ignore[no-untyped-call]
+
+    def _get_command_keys(self, *args: Any) -> Any:
+        """The keys of a queued command: a script call's from its own arguments
+        (``EVALSHA sha numkeys key...``).  redis-py 8.1 asks the client's default
+        node (``COMMAND GETKEYS``, a round trip per script call) because their
+        keys are "movable"; with that node down, every pipeline failed."""
+        if args and str(args[0]).upper() in ("EVALSHA", "EVAL"):
+            return list(args[3 : 3 + int(args[2])])
+        return super()._get_command_keys(*args)  # type: ignore[no-untyped-call]
 
     def _slots(self) -> set[int]:
         slots: set[int] = set()
@@ -227,13 +311,53 @@ class ClusterPipeline(redis.cluster.ClusterPipeline):
         return int(self.determine_slot(*stack[0][0]) or 0)
 
     def execute(self, raise_on_error: bool = True) -> list[Any]:
+        self.redirected = False
         try:
             if self.atomic and len(self._slots()) == 1:
                 return self._transaction(raise_on_error)
             return super().execute(raise_on_error)
         except _UNREACHABLE as exc:
+            # a node is down (a failover under way): read the slot map again now,
+            # as redis-py does after a single command's, so that the caller's
+            # retry goes to the promoted replica (a pipeline does not, for a
+            # command sent to a named node: a strict write's WAIT)
+            with contextlib.suppress(redis.RedisError):
+                self.nodes_manager.initialize()
+            self._move_default_node()
             _reraise(self.url, exc)
             raise
+        except redis.exceptions.RedisClusterException as exc:
+            if _cluster_unreachable(exc):
+                raise unavailable(self.url, exc) from exc
+            raise
+
+    def _move_default_node(self) -> None:
+        """After a pipeline failed to reach a node: if the client's default node
+        is down, make a master that answers the default.
+
+        redis-py 8.1 asks the default node for the keys of pipelined commands
+        whose keys are "movable" (``COMMAND GETKEYS``; script calls are read
+        here, :meth:`_get_command_keys`), and replaces a dead default node only
+        after a failed single command of no key."""
+        node: Any = self.get_default_node()  # type: ignore[no-untyped-call]
+        if node is None or _answers(node):
+            return
+        for other in self.get_primaries():  # type: ignore[no-untyped-call]
+            if other.name != node.name and _answers(other):
+                self.set_default_node(other)  # type: ignore[no-untyped-call]
+                return
+
+
+def _answers(node: Any) -> bool:
+    """Whether a cluster node answers ``PING`` now."""
+    client = node.redis_connection
+    if client is None:
+        return False
+    try:
+        client.ping()
+    except _UNREACHABLE:
+        return False
+    return True
 
 
 class ClusterClient(redis.cluster.RedisCluster):
@@ -243,10 +367,18 @@ class ClusterClient(redis.cluster.RedisCluster):
     url = ""
 
     def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        """redis-py's, with ``TRYAGAIN`` retried longer (:func:`retry_not_run`)."""
+        run = super().execute_command
         try:
-            return super().execute_command(*args, **kwargs)  # type: ignore[no-untyped-call]
+            return retry_not_run(lambda: run(*args, **dict(kwargs)))  # type: ignore[no-untyped-call]
         except _UNREACHABLE as exc:
             _reraise(self.url, exc)
+            raise
+        except redis.exceptions.RedisClusterException as exc:
+            # every node down: redis-py's refresh of the slot map fails after the
+            # ConnectionError, and raises this instead of it
+            if _cluster_unreachable(exc):
+                raise unavailable(self.url, exc) from exc
             raise
 
     def _pipe(self, transaction: bool) -> Any:
@@ -336,3 +468,17 @@ def _sentinel_master(target: SentinelURL, kwargs: dict[str, Any]) -> Client:
     )
     client.sentinels = sentinel
     return client
+
+
+def raise_unreachable(results: list[Any]) -> None:
+    """Raise the first connection failure among a pipeline's replies.
+
+    One server fails a pipeline as a whole; redis-py's cluster pipeline, run
+    with ``raise_on_error=False``, puts a node's ``ConnectionError`` in place of
+    each reply it could not get (a master down, a connection cut mid-way),
+    which a caller would take for a reply (a worker's lease loop died of
+    iterating one).  As on one server, which of the calls landed is unknown.
+    """
+    for reply in results:
+        if isinstance(reply, redis.ConnectionError | redis.TimeoutError):
+            raise ConnectionLost(str(reply)) from reply

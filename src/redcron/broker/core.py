@@ -16,7 +16,7 @@ from typing import Any
 
 import redis
 
-from redcron.broker.connection import connect, is_cluster
+from redcron.broker.connection import connect, is_cluster, raise_unreachable
 from redcron.broker.scripts import Scripts, Wait
 from redcron.config import Settings
 from redcron.errors import ConfigError, ConnectionLost, NotReplicated, from_script_error
@@ -70,13 +70,6 @@ class Core:
         self.client: redis.Redis = client or connect(settings.redis_url, health_check_interval=30)
         self.scripts = Scripts(self.client)
         strict = settings.durability == "strict" and settings.durability_replicas > 0
-        if strict and is_cluster(self.client):
-            # WAIT counts the replicas of the connection's own node: a pipeline of
-            # writes to several masters would need one WAIT per node, not written yet
-            raise ConfigError(
-                "durability=strict with durability_replicas on Redis Cluster is not "
-                "supported yet; use durability=normal there"
-            )
         self._wait = (
             Wait(settings.durability_replicas, max(1, int(settings.durability_timeout * 1000)))
             if strict
@@ -140,6 +133,20 @@ class Core:
         self._min_idle_ms = int(float(min_ttl) * 1000)
         return self._shards
 
+    def shards_with(self, shard: int) -> list[int]:
+        """The shards served by the node that serves ``shard``: on one server all
+        of them; on a cluster those whose hash tag's slot has the same master
+        in the client's slot map (no I/O)."""
+        client: Any = self.client
+        if not is_cluster(client):
+            return list(range(self.shards))
+        node = client.get_node_from_key(self.keys.shard(shard)).name
+        return [
+            s
+            for s in range(self.shards)
+            if client.get_node_from_key(self.keys.shard(s)).name == node
+        ]
+
     def server_ms(self) -> int:
         """The Redis server's clock in ms: every process reads "now" from it (invariant 8)."""
         return time_ms(self.client.time())
@@ -148,17 +155,34 @@ class Core:
         """``CONFIG GET`` of the server, or of every master of a cluster (each
         holds its own settings)."""
         if is_cluster(self.client):
-            got: Any = self.client.config_get(pattern, target_nodes="primaries")
-            return list(got.values())
+            return self._config_get_masters(pattern)
         return [self.client.config_get(pattern)]
 
-    def info(self, section: str) -> list[dict[str, Any]]:
-        """``INFO section`` of the server, or of every master of a cluster (each
-        reports its own memory and CPU; a figure for the deployment is their sum)."""
+    def server_info(self, section: str) -> list[dict[str, Any]]:
+        """``INFO <section>`` of the server, or of every master of a cluster (in
+        the order of their addresses), for the benchmarks' CPU and memory figures."""
         if is_cluster(self.client):
             got: Any = self.client.info(section, target_nodes="primaries")
-            return list(got.values())
+            return [got[node] for node in sorted(got)]
         return [self.client.info(section)]
+
+    def _config_get_masters(self, pattern: str) -> list[dict[Any, Any]]:
+        """``CONFIG GET`` of every master that answers: a master that is down
+        (its shards pause until it is back) must not keep a process from
+        starting on the others; it is logged, and checked when it answers at
+        the next start.  Raises when no master answers."""
+        cluster: Any = self.client
+        out: list[dict[Any, Any]] = []
+        failure: Exception | None = None
+        for node in cluster.get_primaries():
+            try:
+                out.append(cluster.config_get(pattern, target_nodes=node))
+            except (ConnectionLost, redis.ConnectionError, redis.TimeoutError) as exc:
+                log.warning("master %s did not answer CONFIG GET %s (%s)", node.name, pattern, exc)
+                failure = exc
+        if not out and failure is not None:
+            raise failure
+        return out
 
     def check_eviction_policy(self) -> None:
         try:
@@ -220,28 +244,27 @@ class Core:
         """
         stack = list(pipe.command_stack)
         wait = self._wait
-        if wait is not None and not any(
-            args[0] == "EVALSHA" and args[1] in self._acked for args, _options in stack
-        ):
+        acked = [c for c in stack if c[0][0] == "EVALSHA" and c[0][1] in self._acked]
+        if not acked:
             wait = None
+        waited: list[Any] = []
         try:
             if ordered:
                 self.scripts.ensure_loaded(stack)
-            if wait is not None:
-                pipe.execute_command(*wait.command())
+            waits = self.scripts.queue_waits(pipe, acked, wait) if wait is not None else 0
             results: list[Any] = pipe.execute(raise_on_error=False)
-            waited = results.pop() if wait is not None else None
+            raise_unreachable(results)
+            if wait is not None:
+                waited = self.scripts.take_waits(pipe, results, waits)
             rewaited = self.scripts.rerun_missing(stack, results, wait)
         except redis.ConnectionError as exc:
             raise ConnectionLost(str(exc)) from exc
         if wait is not None:
-            for reply in (waited, rewaited):
-                if reply is not None:
-                    try:
-                        wait.check(reply, "a pipeline of writes")
-                    except NotReplicated as exc:
-                        exc.results = results
-                        raise
+            try:
+                wait.check_all(waited + (rewaited or []), "a pipeline of writes")
+            except NotReplicated as exc:
+                exc.results = results
+                raise
         return results
 
     def _execute(self, pipe: Any, ordered: bool = False) -> list[Any]:

@@ -19,7 +19,7 @@ Delayed and DLQ are read entry by entry (their entries name the queue), up to
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -34,8 +34,6 @@ if TYPE_CHECKING:
 
 #: timers per shard and DLQ entries per tenant read to split counts by queue
 SCAN_LIMIT = 10_000
-#: leases read per tenant to list what each worker is running
-RUNNING_LIMIT = 1_000
 
 
 class Inspection:
@@ -90,20 +88,24 @@ class Inspection:
             rows += self._shard_classes(shard, tenants)
         return rows
 
-    def inspect_tenants(self, tenants: Sequence[str]) -> list[tuple[TenantLoad, dict[str, int]]]:
+    def inspect_tenants(
+        self, tenants: Sequence[str], delayed: Mapping[str, int] | None = None
+    ) -> list[tuple[TenantLoad, dict[str, int]]]:
         """:meth:`inspect_classes` of ``tenants`` only (a page of a table), each on
-        its own shard: nothing of other tenants is read (but the shard's first
-        ``SCAN_LIMIT`` timers, which name no tenant: delayed counts are a floor)."""
+        its own shard: nothing of other tenants is read.  ``delayed``: each
+        tenant's delayed count, counted elsewhere (a page's: the dashboard's
+        background totals); None reads the shard's first ``SCAN_LIMIT`` timers,
+        which name no tenant (work that grows with the timers, not the page)."""
         by_shard: dict[int, list[str]] = {}
         for t in tenants:
             by_shard.setdefault(shard_of(t, self.core.shards), []).append(t)
         rows: list[tuple[TenantLoad, dict[str, int]]] = []
         for shard, names in sorted(by_shard.items()):
-            rows += self._shard_classes(shard, names)
+            rows += self._shard_classes(shard, names, delayed)
         return rows
 
     def _shard_classes(
-        self, shard: int, tenants: Sequence[str]
+        self, shard: int, tenants: Sequence[str], counted: Mapping[str, int] | None = None
     ) -> list[tuple[TenantLoad, dict[str, int]]]:
         client, keys = self.core.client, self.core.keys
         rows: list[tuple[TenantLoad, dict[str, int]]] = []
@@ -111,8 +113,11 @@ class Inspection:
             return rows
         queues = sorted(_s(q) for q in client.smembers(keys.queues(shard)))
         delayed: dict[str, int] = {}
-        for (t, _queue), n in self.delayed_counts(shard).items():
-            delayed[t] = delayed.get(t, 0) + n
+        if counted is not None:
+            delayed.update((t, counted.get(t, 0)) for t in tenants)
+        else:
+            for (t, _queue), n in self.delayed_counts(shard).items():
+                delayed[t] = delayed.get(t, 0) + n
         streams = [keys.q(shard, q, t, p) for t in tenants for q in queues for p in PRIORITIES]
         ready = iter(self.ready_counts(streams))
         pipe = client.pipeline(transaction=False)
@@ -252,32 +257,24 @@ class Running:
 
 
 def running_by_worker(
-    broker: Broker, tenant: str | None = None, limit: int = RUNNING_LIMIT
+    broker: Broker, workers: Sequence[WorkerInfo], tenant: str | None = None
 ) -> dict[str, list[Running]]:
-    """Worker id -> the instances it holds a valid lease on (from each tenant's
-    lease set; at most ``limit`` per tenant).  Two round trips per shard."""
+    """Worker id -> the instances it holds, for ``workers`` (a page of them): the
+    ids each published at its last heartbeat (``WorkerInfo.leased``), kept while
+    the instance's hash still holds that worker's lease; of ``tenant`` only when
+    given.  One round trip, whatever the number of tenants and leases."""
     client, keys = broker.client, broker.keys
-    shards = [shard_of(tenant, broker.shards)] if tenant else list(range(broker.shards))
+    pairs = [(w.id, iid) for w in workers for iid in w.leased]
+    if not pairs:
+        return {}
+    pipe = client.pipeline(transaction=False)
+    for _wid, iid in pairs:
+        pipe.hmget(keys.ti(shard_of_id(iid), iid), ["worker", "name", "state", "tenant", "loc"])
     out: dict[str, list[Running]] = {}
-    for shard in shards:
-        if tenant:
-            tenants = [tenant]
-        else:
-            tenants = sorted(_s(t) for t in client.smembers(keys.tenants(shard)))
-        pipe = client.pipeline(transaction=False)
-        for t in tenants:
-            pipe.zrange(keys.tleases(shard, t), 0, limit - 1)
-        leased = [
-            (t, _s(iid)) for t, ids in zip(tenants, pipe.execute(), strict=True) for iid in ids
-        ]
-        if not leased:
+    for (wid, iid), (worker, name, state, owner, loc) in zip(pairs, pipe.execute(), strict=True):
+        if worker is None or _s(worker) != wid or _s(loc or b"") != "lease":
+            continue  # ended, or leased again to another worker since
+        if tenant is not None and _s(owner or b"") != tenant:
             continue
-        pipe = client.pipeline(transaction=False)
-        for _t, iid in leased:
-            pipe.hmget(keys.ti(shard, iid), ["worker", "name", "state"])
-        for (t, iid), (worker, name, state) in zip(leased, pipe.execute(), strict=True):
-            if worker:
-                out.setdefault(_s(worker), []).append(
-                    Running(iid, _s(name or b""), t, _s(state or b""))
-                )
+        out.setdefault(wid, []).append(Running(iid, _s(name or b""), _s(owner or b""), _s(state)))
     return out

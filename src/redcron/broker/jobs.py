@@ -41,6 +41,10 @@ if TYPE_CHECKING:
     from redcron.broker import Broker
 
 
+#: open-breaker index entries a tenant's bounded read looks at (its shard's first)
+BREAKER_SCAN = 1_000
+
+
 class JobStore:
     """Job and run operations of one broker."""
 
@@ -176,22 +180,33 @@ class JobStore:
         """Every job (of ``tenant``), by tenant and name."""
         return self.get_many([jid for _t, _name, jid in self.job_names(tenant)])
 
-    def open_breakers(self, tenant: str | None = None) -> list[JobRecord]:
+    def open_breakers(self, tenant: str | None = None, limit: int | None = None) -> list[JobRecord]:
         """Jobs whose circuit breaker is open or in trial (of ``tenant``), from each
-        shard's ``brkopen`` index: the cost grows with open breakers, not jobs."""
+        shard's ``brkopen`` index: the cost grows with open breakers, not jobs.
+        ``limit``: at most that many, the soonest to close first (a tenant's among
+        the first :data:`BREAKER_SCAN` of its shard): a page's bounded read."""
         client = self.broker.client
         if tenant:
             shards = [shard_of(tenant, self.broker.shards)]
         else:
             shards = list(range(self.broker.shards))
+        last = -1 if limit is None else (limit if tenant is None else BREAKER_SCAN) - 1
         ids = [
-            _s(jid) for shard in shards for jid in client.zrange(self.keys.brkopen(shard), 0, -1)
+            _s(jid) for shard in shards for jid in client.zrange(self.keys.brkopen(shard), 0, last)
         ]
         found = self.get_many(ids)
-        return sorted(
+        mine = sorted(
             (j for j in found if tenant is None or j.tenant == tenant),
             key=lambda j: (j.tenant, j.name),
         )
+        return mine if limit is None else mine[:limit]
+
+    def count_open_breakers(self) -> int:
+        """How many breakers are open or in trial (one ZCARD per shard)."""
+        pipe = self.broker.client.pipeline(transaction=False)
+        for shard in range(self.broker.shards):
+            pipe.zcard(self.keys.brkopen(shard))
+        return sum(int(n) for n in pipe.execute())
 
     def pause(self, tenant: str, name: str) -> int:
         job_id = self.job_id(tenant, name)

@@ -229,6 +229,21 @@ class Leases:
         )
         return Heartbeat([_s(x) for x in lost], [_s(x) for x in revoked])
 
+    def heartbeat_many(
+        self, calls: Sequence[tuple[int, str, int, Sequence[tuple[str, str]]]]
+    ) -> list[Heartbeat]:
+        """:meth:`heartbeat` for many (shard, worker, ttl_ms, tokens), in one round
+        trip: still one script call each, as each worker's own would be (the
+        simulated workers of ``redcron bench leases``)."""
+        core = self.core
+        pipe = core.client.pipeline(transaction=False)
+        for shard, worker, ttl_ms, tokens in calls:
+            core._run("heartbeat", shard, argv.heartbeat(worker, ttl_ms, tokens), pipe)
+        return [
+            Heartbeat([_s(x) for x in lost], [_s(x) for x in revoked])
+            for lost, revoked in core._execute(pipe)
+        ]
+
     def complete(
         self, shard: int, worker: str, items: Sequence[Completion], now: int | None = None
     ) -> list[bool]:

@@ -8,6 +8,7 @@ whole SET or every tenant's hash.  The indexes (``docs/keys.md``):
   ``ZRANGEBYLEX`` (``job_put``, ``enqueue`` and ``tenants set`` add);
 - ``jobidx``: every job as ``<tenant> <name>``, likewise (``job_put`` adds,
   ``job_delete`` removes);
+- ``dlqidx``: the tenants whose DLQ may hold entries (``broker/dlq.py``);
 - ``runidx`` and ``truns:<tenant>``: run id -> created ms, the newest
   ``RUNIDX_MAX`` / ``TRUNS_MAX`` (run creation adds and trims, retention removes;
   a run that expired with its ``keep_s`` is skipped when read).
@@ -30,8 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from redcron.broker.core import fields_of
-from redcron.keys import JOBIDX_SEP, RUNIDX_MAX, TRUNS_MAX, shard_of
+from redcron.broker.core import Core, fields_of
+from redcron.keys import JOBIDX_SEP, RUNIDX_MAX, TRUNS_MAX, shard_of, shard_of_id
 from redcron.model import RunRecord
 from redcron.serde import text as _s
 
@@ -40,8 +41,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-#: the version of the listing indexes a shard was backfilled to
-INDEX_VERSION = "1"
+#: the version of the listing indexes a shard was backfilled to ("2" added
+#: ``dlqidx``: a shard at "1" backfills only that)
+INDEX_VERSION = "2"
 #: run index entries read per request at most, past expired runs and filters:
 #: a page may come back short (with a cursor) rather than read on without bound
 RUN_SCAN = 1_000
@@ -62,16 +64,21 @@ class Page(Generic[T]):
     total: int | None = None
 
 
-def ensure_indexes(broker: Broker) -> None:
+def ensure_indexes(broker: Core) -> None:
     """Backfill the listing indexes of every shard not marked ``indexed`` (a
     deployment older than them); once per Broker, then free."""
     if broker.listing_indexed:
         return
     client, keys = broker.client, broker.keys
     for shard in range(broker.shards):
-        if _s(client.get(keys.indexed(shard)) or b"") == INDEX_VERSION:
+        version = _s(client.get(keys.indexed(shard)) or b"")
+        if version == INDEX_VERSION:
             continue
         tenants = sorted(_s(t) for t in client.smembers(keys.tenants(shard)))
+        _backfill_dlq(broker, shard, tenants)
+        if version == "1":
+            client.set(keys.indexed(shard), INDEX_VERSION)
+            continue
         pipe = client.pipeline(transaction=False)
         for t in tenants:
             pipe.hgetall(keys.jobs(shard, t))
@@ -87,7 +94,18 @@ def ensure_indexes(broker: Broker) -> None:
     broker.listing_indexed = True
 
 
-def _backfill_runs(broker: Broker, shard: int, job_ids: Sequence[str]) -> None:
+def _backfill_dlq(broker: Core, shard: int, tenants: Sequence[str]) -> None:
+    """``dlqidx``: every tenant whose DLQ stream has entries."""
+    client, keys = broker.client, broker.keys
+    pipe = client.pipeline(transaction=False)
+    for t in tenants:
+        pipe.xlen(keys.dlq(shard, t))
+    dead = [t for t, n in zip(tenants, pipe.execute() if tenants else [], strict=True) if n]
+    if dead:
+        client.zadd(keys.dlqidx(shard), dict.fromkeys(dead, 0))
+
+
+def _backfill_runs(broker: Core, shard: int, job_ids: Sequence[str]) -> None:
     client, keys = broker.client, broker.keys
     pipe = client.pipeline(transaction=False)
     for jid in job_ids:
@@ -268,14 +286,42 @@ def page_runs(
     ``state`` filter: a page may then hold fewer than ``limit`` runs while
     more follow (the cursor says so).  Returns the runs and the cursor of the
     next page (None on the last)."""
-    client, keys = broker.client, broker.keys
+    keys = broker.keys
     ensure_indexes(broker)
     shards = _shards(broker, tenant)
-    index = [keys.truns(s, tenant) if tenant else keys.runidx(s) for s in shards]
+    index = [(s, keys.truns(s, tenant) if tenant else keys.runidx(s)) for s in shards]
+    return _page_run_index(broker, index, before, limit, state)
+
+
+def page_job_runs(
+    broker: Broker,
+    job_id: str,
+    before: tuple[int, str] | None,
+    limit: int,
+    state: str | None = None,
+) -> tuple[list[RunRecord], tuple[int, str] | None]:
+    """One job's runs newest first by scheduled time (its history ``runs:<job>``,
+    scored so), then id: as :func:`page_runs`, a page reads ``limit`` + 1
+    entries (:data:`RUN_SCAN` with ``state``), however long the history.  The
+    cursor is (scheduled ms, run id)."""
+    shard = shard_of_id(job_id)
+    return _page_run_index(broker, [(shard, broker.keys.runs(shard, job_id))], before, limit, state)
+
+
+def _page_run_index(
+    broker: Broker,
+    index: Sequence[tuple[int, str]],
+    before: tuple[int, str] | None,
+    limit: int,
+    state: str | None,
+) -> tuple[list[RunRecord], tuple[int, str] | None]:
+    """:func:`page_runs` over ``index``: (shard, ZSET of run id -> ms) pairs."""
+    client, keys = broker.client, broker.keys
+    shards = [s for s, _key in index]
     want = RUN_SCAN if state else limit + 1
     pipe = client.pipeline(transaction=False)
     high = "+inf" if before is None else before[0]
-    for key in index:
+    for _shard, key in index:
         pipe.zrevrangebyscore(key, high, "-inf", start=0, num=want + _TIES, withscores=True)
     entries: list[tuple[int, str, int]] = []
     cut = False  # some shard has entries past what was read

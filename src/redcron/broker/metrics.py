@@ -6,18 +6,20 @@ figures are read for a bounded set of tenants only: the ``TOP_TENANTS``
 index ``oldest:<queue>:<class>``) and the tenants a scraper names
 (``/metrics?tenant=a&tenant=b``).  For those: ready per queue (stream length
 less pending), in flight (lease-set size), DLQ length, oldest ready age, delayed
-(among the shard's first ``DELAYED_LIMIT`` timers: a floor past that) and their
-lifetime outcome counters (``HMGET`` of their fields).  Deployment figures are
+(from the caller's counts, the dashboard's background totals: counting them
+reads the shard's timers, which name no tenant) and their lifetime outcome
+counters (``HMGET`` of their fields).  Deployment figures are
 O(1) or bounded per shard: the tenant count (``tenantidx``), the stats hash,
 the lifetime totals over tenants (``attemptsall``, ``runendsall``), the
 trigger-lag histogram, the head of the schedule, and the open-breaker and
 parked-job indexes (at most ``LISTED_JOBS`` each; a closed breaker is not
-reported).  Queues and workers are few by nature and read whole.  No SCAN.
+reported), the live-worker count (``ZCARD``; their slots and queues come from
+the background totals).  Queues are few by nature and read whole.  No SCAN.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -26,14 +28,11 @@ from redcron.broker.listing import ensure_indexes
 from redcron.broker.stats import LagHistogram
 from redcron.broker.workers import WorkerRegistry
 from redcron.keys import PRIORITIES, shard_of
-from redcron.model import WorkerInfo
 from redcron.serde import text as _s
 
 if TYPE_CHECKING:
     from redcron.broker import Broker
 
-#: timers read per shard to count delayed tasks per tenant
-DELAYED_LIMIT = 10_000
 #: tenants with per-tenant series by default (the busiest: oldest ready work)
 TOP_TENANTS = 20
 #: open breakers and parked jobs read per shard
@@ -62,8 +61,8 @@ class Metrics:
     dlq: dict[str, int] = field(default_factory=dict)
     #: lifetime counters (``Inspection.stats``), summed over shards
     stats: dict[str, int] = field(default_factory=dict)
-    #: live workers
-    workers: list[WorkerInfo] = field(default_factory=list)
+    #: live workers (how many)
+    workers_live: int = 0
     #: (tenant, job name) -> breaker state (closed, open, trial)
     breakers: dict[tuple[str, str], str] = field(default_factory=dict)
     #: tenant -> jobs the beat parked (off the schedule until updated or resumed)
@@ -108,10 +107,16 @@ def busiest(broker: Broker, top: int) -> list[str]:
     return sorted(since, key=lambda t: (since[t], t))[:top]
 
 
-def read_metrics(broker: Broker, tenants: Sequence[str] = (), top: int | None = None) -> Metrics:
+def read_metrics(
+    broker: Broker,
+    tenants: Sequence[str] = (),
+    top: int | None = None,
+    delayed: Mapping[str, int] | None = None,
+) -> Metrics:
     """Read what ``GET /metrics`` reports: per-tenant figures of the :func:`busiest`
     ``top`` tenants and of ``tenants`` (asked for by name), deployment figures
-    of all (see the module docstring for the cost)."""
+    of all (see the module docstring for the cost).  ``delayed``: each tenant's
+    delayed tasks, counted elsewhere (None: no per-tenant delayed figures)."""
     client, keys = broker.client, broker.keys
     out = Metrics()
     now = broker.server_ms()
@@ -178,7 +183,8 @@ def read_metrics(broker: Broker, tenants: Sequence[str] = (), top: int | None = 
         for t in mine:
             out.in_flight[t] = int(next(per_tenant))
             out.dlq[t] = int(next(per_tenant))
-            out.delayed.setdefault(t, 0)
+            if delayed is not None:
+                out.delayed[t] = delayed.get(t, 0)
         for q in queues:
             for _p in PRIORITIES:
                 for t in mine:
@@ -186,11 +192,6 @@ def read_metrics(broker: Broker, tenants: Sequence[str] = (), top: int | None = 
                     if since is not None:
                         age = max(0.0, (now - float(since)) / 1000)
                         out.oldest_ready_s[(t, q)] = max(out.oldest_ready_s.get((t, q), 0.0), age)
-        if mine:
-            wanted = set(mine)
-            for (tenant, _q), n in broker.inspection.delayed_counts(shard, DELAYED_LIMIT).items():
-                if tenant in wanted:
-                    out.delayed[tenant] = out.delayed.get(tenant, 0) + n
         for (t, q, _key), n in zip(
             streams, broker.inspection.ready_counts([k for _t, _q, k in streams]), strict=True
         ):
@@ -198,7 +199,7 @@ def read_metrics(broker: Broker, tenants: Sequence[str] = (), top: int | None = 
         _jobs(broker, shard, opened, parked, out)
     out.queues = sorted(known_queues)
     out.trigger_lag = _stats.lag_histogram(lags)
-    out.workers = WorkerRegistry(broker).list(now)
+    out.workers_live = WorkerRegistry(broker).count(now)
     return out
 
 

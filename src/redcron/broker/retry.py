@@ -7,9 +7,11 @@ that nothing outside ``broker/`` needs to import ``redis``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterable
 
 import redis
 import redis.exceptions
@@ -148,3 +150,80 @@ class Backoff:
         """The last try succeeded: the next failure waits ``first`` again."""
         self.delay = self.first
         self.outage.ok()
+
+
+class ShardGate:
+    """Which shards a loop should leave alone for now, because their last call
+    failed: on a Redis Cluster a master that is down fails only the calls of its
+    own shards, and the loop must go on serving the others instead of backing off
+    as a whole.  Each shard has its own doubling delay (``first`` .. ``cap``),
+    started by :meth:`failed` and cleared by :meth:`ok`; the failures go to
+    ``outage`` (one WARNING for the process), and its recovery line is written
+    only once no shard is failing any more.  On one server every shard fails
+    together, so the loop sees what a :class:`Backoff` gave it: every shard
+    closed, the next try after the delay.
+
+    ``siblings(shard)`` names the shards served by the same node (on one
+    server, all of them): a failure closes them all, so a master that is down
+    costs one failed call per delay, not one per shard it serves.
+
+    Times are ``time.monotonic()`` seconds, passed in (``now``).
+    """
+
+    def __init__(
+        self,
+        first: float = 0.1,
+        cap: float = 2.0,
+        outage: Outage | None = None,
+        siblings: Callable[[int], Iterable[int]] | None = None,
+    ) -> None:
+        self.first = first
+        self.cap = cap
+        self.outage = outage or Outage()
+        self.siblings = siblings
+        #: shard -> (when it may be tried again, the delay after its next failure)
+        self._closed: dict[int, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def failing(self) -> frozenset[int]:
+        """The shards whose last call failed."""
+        with self._lock:
+            return frozenset(self._closed)
+
+    def open(self, shards: list[int], now: float) -> list[int]:
+        """Of ``shards`` (in order), those to call now: not failing, or due a retry."""
+        with self._lock:
+            closed = self._closed
+            return [s for s in shards if s not in closed or closed[s][0] <= now]
+
+    def failed(self, shard: int, exc: BaseException, what: str, now: float) -> None:
+        """A call of ``what`` on ``shard`` failed with ``exc``: close it, and the
+        shards on its node, for its delay."""
+        together = {shard}
+        if self.siblings is not None:
+            # the slot map cannot say (SlotNotCoveredError...): this shard alone
+            with contextlib.suppress(Exception):
+                together.update(self.siblings(shard))
+        with self._lock:
+            _at, delay = self._closed.get(shard, (0.0, self.first))
+            for s in together:
+                self._closed[s] = (now + delay, min(delay * 2, self.cap))
+        self.outage.failed(exc, f"{what} on shard {shard}")
+
+    def ok(self, shard: int) -> None:
+        """A call on ``shard`` went through; once none is failing, Redis is back."""
+        if not self._closed:  # the common case, without the lock
+            return
+        with self._lock:
+            self._closed.pop(shard, None)
+            clear = not self._closed
+        if clear:
+            self.outage.ok()
+
+    def wait(self, now: float) -> float:
+        """Seconds until the next failing shard is due a retry (0: none failing)."""
+        with self._lock:
+            if not self._closed:
+                return 0.0
+            return max(0.0, min(at for at, _delay in self._closed.values()) - now)

@@ -20,8 +20,10 @@ from importlib import resources
 from typing import Any
 
 import redis
+import redis.cluster
 from redis.commands.core import Script
 
+from redcron.broker.connection import is_cluster, node_of_key, raise_unreachable
 from redcron.errors import ConnectionLost, NotReplicated, from_script_error
 from redcron.keys import lua_key_functions
 from redcron.model.fields import lua_readers
@@ -42,6 +44,7 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "dlq_replay",
     "dlq_discard",
     "dlq_prune",
+    "dlq_unindex",
     "tenant_unpark",
     "watch",
     "fire",
@@ -196,13 +199,22 @@ def full_source(name: str) -> str:
 @dataclass(frozen=True)
 class Wait:
     """``durability="strict"``: ``WAIT replicas timeout_ms`` after an acknowledging
-    write, on the connection that wrote (WAIT waits for that connection's writes)."""
+    write, on the connection that wrote (WAIT waits for that connection's writes).
+
+    On a Redis Cluster each master replicates its own writes: a pipeline of
+    writes to several masters sends one ``WAIT`` to each (:meth:`Scripts.queue_waits`),
+    in the pipeline, so on the connection that carried that master's writes."""
 
     replicas: int
     timeout_ms: int
 
     def command(self) -> tuple[Any, ...]:
         return ("WAIT", self.replicas, self.timeout_ms)
+
+    def check_all(self, replies: list[Any], what: str) -> None:
+        """:meth:`check` each ``WAIT`` reply (one per master written to)."""
+        for reply in replies:
+            self.check(reply, what)
 
     def check(self, reply: Any, what: str) -> None:
         """Raise :class:`NotReplicated` unless ``reply`` (WAIT's) counts enough replicas."""
@@ -241,7 +253,11 @@ class Scripts:
         script = self._scripts[name]
         try:
             if client is None:
-                return script(keys, args)
+                try:
+                    return self._client.evalsha(script.sha, len(keys), *keys, *args)
+                except redis.exceptions.NoScriptError:
+                    self.load(script.script)
+                    return self._client.evalsha(script.sha, len(keys), *keys, *args)
             return client.evalsha(script.sha, len(keys), *keys, *args)
         except redis.ConnectionError as exc:
             raise ConnectionLost(str(exc)) from exc
@@ -258,10 +274,11 @@ class Scripts:
         pipe = self._client.pipeline(transaction=False)
         pipe.evalsha(script.sha, len(keys), *keys, *args)
         stack = list(pipe.command_stack)
-        pipe.execute_command(*wait.command())  # type: ignore[no-untyped-call]
+        waits = self.queue_waits(pipe, stack, wait)
         try:
             results = pipe.execute(raise_on_error=False)
-            waited = results.pop()
+            raise_unreachable(results)
+            waited = self.take_waits(pipe, results, waits)
             # NOSCRIPT: nothing ran, so that WAIT confirmed nothing; the re-run's counts
             rewaited = self.rerun_missing(stack, results, wait)
         except redis.ConnectionError as exc:
@@ -269,8 +286,68 @@ class Scripts:
         reply = results[0]
         if isinstance(reply, redis.ResponseError):
             raise from_script_error(str(reply)) from reply
-        wait.check(waited if rewaited is None else rewaited, name)
+        wait.check_all(waited if rewaited is None else rewaited, name)
         return reply
+
+    def queue_waits(self, pipe: Any, calls: list[Any], wait: Wait) -> int:
+        """Queue ``wait``'s ``WAIT`` on ``pipe`` after ``calls`` (its queued
+        ``(args, options)`` that need confirming); returns how many were queued.
+
+        One server: one ``WAIT``.  A cluster: one per master the calls' first
+        keys map to (``target_nodes``), each after that master's writes on the
+        same connection (redis-py sends a node's share of a pipeline on one).
+        """
+        if not is_cluster(self._client):
+            pipe.execute_command(*wait.command())
+            return 1
+        nodes: dict[str, Any] = {}
+        for args, _options in calls:
+            if args[0] == "EVALSHA" and int(args[2]) > 0:
+                node = node_of_key(self._client, args[3])
+                nodes[node.name] = node
+        for node in nodes.values():
+            pipe.execute_command(*wait.command(), target_nodes=node)
+        return len(nodes)
+
+    @staticmethod
+    def take_waits(pipe: Any, results: list[Any], waits: int) -> list[Any]:
+        """The ``WAIT`` replies :meth:`queue_waits` queued, taken off the end of
+        ``results``.  A cluster pipeline that sent a call again on its own (its
+        slot moved: ``MOVED``/``ASK``/``TRYAGAIN``) ran it on another connection,
+        which no queued ``WAIT`` covers: an error reply stands for it, so the
+        write is reported as not confirmed rather than confirmed by mistake."""
+        waited = results[len(results) - waits :]
+        del results[len(results) - waits :]
+        if getattr(pipe, "redirected", False):
+            waited.append(
+                redis.exceptions.ClusterError(
+                    "a call was redirected to another node or connection while its "
+                    "slot moved, so no WAIT covers it"
+                )
+            )
+        return waited
+
+    def load(self, source: str | bytes | memoryview) -> None:
+        """``SCRIPT LOAD`` ``source``: on a cluster on every master that answers,
+        one at a time.  redis-py sends it to every master at once and fails as
+        a whole when one is down, so a process would run no script on any
+        master until that one is back; a master that was down loads it on its
+        own ``NOSCRIPT`` later (it restarts with an empty script cache anyway).
+        Raises when no master answers."""
+        client: Any = self._client
+        if not is_cluster(client):
+            client.script_load(source)
+            return
+        failure: Exception | None = None
+        loaded = False
+        for node in client.get_primaries():
+            try:
+                client.execute_command("SCRIPT LOAD", source, target_nodes=node)
+                loaded = True
+            except (ConnectionLost, redis.ConnectionError, redis.TimeoutError) as exc:
+                failure = exc
+        if not loaded and failure is not None:
+            raise failure
 
     def _by_sha(self) -> dict[str, Script]:
         return {s.sha: s for s in self._scripts.values()}
@@ -281,11 +358,32 @@ class Scripts:
         if not shas:
             return
         by_sha = self._by_sha()
-        for sha, present in zip(shas, self._client.script_exists(*shas), strict=True):
-            if not present and sha in by_sha:
-                self._client.script_load(by_sha[sha].script)
+        client: Any = self._client
+        if not is_cluster(client):
+            for sha, present in zip(shas, client.script_exists(*shas), strict=True):
+                if not present and sha in by_sha:
+                    client.script_load(by_sha[sha].script)
+            return
+        # each master on its own (redis-py asks all at once, and fails as a whole
+        # when one is down): a master that does not answer is skipped, its
+        # shards' calls fail anyway; raises when none answers
+        failure: Exception | None = None
+        answered = False
+        for node in client.get_primaries():
+            try:
+                present = client.execute_command("SCRIPT EXISTS", *shas, target_nodes=node)
+                for sha, there in zip(shas, present, strict=True):
+                    if not there and sha in by_sha:
+                        client.execute_command("SCRIPT LOAD", by_sha[sha].script, target_nodes=node)
+                answered = True
+            except (ConnectionLost, redis.ConnectionError, redis.TimeoutError) as exc:
+                failure = exc
+        if not answered and failure is not None:
+            raise failure
 
-    def rerun_missing(self, stack: list[Any], results: list[Any], wait: Wait | None = None) -> Any:
+    def rerun_missing(
+        self, stack: list[Any], results: list[Any], wait: Wait | None = None
+    ) -> list[Any] | None:
         """Re-run, in place, the pipelined script calls that found no script.
 
         ``stack`` is the pipeline's command stack as it was before execute.  A
@@ -293,8 +391,8 @@ class Scripts:
         running the call again is exactly once (a new master after a failover,
         or a restarted server, holds no scripts: Redis 7 does not replicate the
         script cache).  The calls run again in one pipeline, with ``wait``'s
-        ``WAIT`` last when given; returns its reply (None: nothing re-ran, or no
-        ``wait``).
+        ``WAIT`` (one per master on a cluster) last when given; returns their
+        replies (None: nothing re-ran, or no ``wait``).
         """
         by_sha = self._by_sha()
         again: list[int] = []
@@ -304,14 +402,15 @@ class Scripts:
         if not again:
             return None
         for sha in {stack[i][0][1] for i in again}:
-            self._client.script_load(by_sha[sha].script)
+            self.load(by_sha[sha].script)
         pipe = self._client.pipeline(transaction=False)
         for i in again:
             args, _options = stack[i]  # ("EVALSHA", sha, numkeys, *keys_and_args)
             pipe.evalsha(args[1], args[2], *args[3:])
-        if wait is not None:
-            pipe.execute_command(*wait.command())  # type: ignore[no-untyped-call]
+        waits = self.queue_waits(pipe, [stack[i] for i in again], wait) if wait else 0
         replies = pipe.execute(raise_on_error=False)
-        for i, reply in zip(again, replies, strict=False):
+        raise_unreachable(replies)
+        waited = self.take_waits(pipe, replies, waits) if wait else None
+        for i, reply in zip(again, replies, strict=True):
             results[i] = reply
-        return replies[-1] if wait is not None else None
+        return waited

@@ -45,30 +45,46 @@ class TaskFilter:
 
 def list_tasks(broker: Broker, where: TaskFilter, limit: int = 50) -> list[TaskRecord]:
     """Up to ``limit`` instances matching ``where``, newest first (all shards)."""
+    return scan_tasks(broker, where, limit)[0]
+
+
+def scan_tasks(
+    broker: Broker, where: TaskFilter, limit: int, scan: int | None = None
+) -> tuple[list[TaskRecord], bool]:
+    """:func:`list_tasks` reading at most ``scan`` index entries per shard (None:
+    all): the dashboard's bound, whatever the filter matches.  Returns the
+    records and whether some shard's index was cut short by the bound."""
     if where.tenant is not None:
         shards = [shard_of(where.tenant, broker.shards)]
     else:
         shards = list(range(broker.shards))
     found: list[tuple[float, TaskRecord]] = []
+    cut = False
     for shard in shards:
-        found += _from_shard(broker, shard, where, limit)
+        got, short = _from_shard(broker, shard, where, limit, scan)
+        found += got
+        cut = cut or short
     found.sort(key=lambda pair: (pair[0], pair[1].id), reverse=True)
-    return [record for _created, record in found[:limit]]
+    return [record for _created, record in found[:limit]], cut
 
 
 def _from_shard(
-    broker: Broker, shard: int, where: TaskFilter, limit: int
-) -> list[tuple[float, TaskRecord]]:
+    broker: Broker, shard: int, where: TaskFilter, limit: int, scan: int | None = None
+) -> tuple[list[tuple[float, TaskRecord]], bool]:
     client, keys = broker.client, broker.keys
     index = keys.recent(shard)
     out: list[tuple[float, TaskRecord]] = []
-    start = 0
+    start = read = 0
     while len(out) < limit:
-        raw_page: Any = client.zrevrange(index, start, start + PAGE - 1, withscores=True)
+        if scan is not None and read >= scan:
+            return out, True
+        size = PAGE if scan is None else min(PAGE, scan - read)
+        raw_page: Any = client.zrevrange(index, start, start + size - 1, withscores=True)
         page = [(_s(member), float(score)) for member, score in raw_page]
         if not page:
             break
         start += len(page)
+        read += len(page)
         pipe = client.pipeline(transaction=False)
         for iid, _score in page:
             pipe.hmget(keys.ti(shard, iid), list(_FILTERED))
@@ -92,4 +108,4 @@ def _from_shard(
                     out.append(
                         (score, TaskRecord.from_fields(fields_of(raw, keep=PAYLOADS), shard))
                     )
-    return out
+    return out, False

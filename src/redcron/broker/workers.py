@@ -8,11 +8,16 @@ own: readers prune index entries whose score is past, and skip (and prune)
 ids whose hash is gone.  A clean stop removes both at once.
 
 The registry is deployment-wide (not per shard): a worker serves every shard.
+Pages (the Workers page, ``GET /v1/workers``) read it a page at a time by id
+from a second index, ``workeridx`` (every registered id scored 0, read with
+``ZRANGEBYLEX``): an id whose hash is gone is dropped from both on the way.
+Each worker also publishes up to :data:`LEASED_PUBLISHED` instance ids it holds,
+so a page shows what its workers run without reading any tenant's leases.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING
@@ -30,6 +35,11 @@ if TYPE_CHECKING:
 TTL_LEASES = 3
 #: bound on the entries one read looks at
 MAX_LISTED = 10_000
+#: worker ids one page read looks at most, past gone ones and a tenant filter
+#: (the page may then come back short, with a cursor)
+PAGE_SCAN = 500
+#: instance ids a worker publishes of those it holds (the Workers page's "running now")
+LEASED_PUBLISHED = 10
 
 
 def package_version() -> str:
@@ -53,6 +63,7 @@ class Registration:
     running: int
     tasks: Sequence[str]
     version: str = ""
+    leased: Sequence[str] = ()
 
 
 class WorkerRegistry:
@@ -84,11 +95,13 @@ class WorkerRegistry:
                 "version": reg.version or package_version(),
                 "heartbeat": now,
                 "expires": expires,
+                "leased": ",".join(reg.leased[:LEASED_PUBLISHED]),
             },
         )
         pipe.hsetnx(key, "started", now)  # kept by every renewal
         pipe.pexpire(key, ttl_ms)
         pipe.zadd(self.keys.workers(), {reg.id: expires})
+        pipe.zadd(self.keys.workeridx(), {reg.id: 0})
         pipe.execute()
         return expires
 
@@ -97,7 +110,75 @@ class WorkerRegistry:
         pipe = self.broker.client.pipeline(transaction=True)
         pipe.delete(self.keys.worker(worker_id))
         pipe.zrem(self.keys.workers(), worker_id)
+        pipe.zrem(self.keys.workeridx(), worker_id)
         pipe.execute()
+
+    def count(self, now: int | None = None) -> int:
+        """How many workers are live (expired index entries pruned first)."""
+        now = self.broker.server_ms() if now is None else now
+        pipe = self.broker.client.pipeline(transaction=False)
+        pipe.zremrangebyscore(self.keys.workers(), "-inf", f"({now}")
+        pipe.zcard(self.keys.workers())
+        return int(pipe.execute()[1])
+
+    def page(
+        self,
+        after: str | None,
+        limit: int,
+        keep: Callable[[WorkerInfo], bool] | None = None,
+    ) -> tuple[list[WorkerInfo], str | None]:
+        """Live workers by id: ``limit`` after the id ``after``, only those ``keep``
+        accepts when given (a viewer's tenant), among at most :data:`PAGE_SCAN`
+        ids read; and the cursor of the next page (the last id read; None: the
+        last page).  The work grows with the page, never with the workers."""
+        client, idx = self.broker.client, self.keys.workeridx()
+        self._backfill()
+        shown: list[WorkerInfo] = []
+        low = f"({after}" if after else "-"
+        scanned = 0
+        last: str | None = None
+        while scanned < PAGE_SCAN:
+            want = min(limit + 1 - len(shown), PAGE_SCAN - scanned)
+            ids = [_s(x) for x in client.zrangebylex(idx, low, "+", 0, want)]
+            if not ids:
+                return shown[:limit], None
+            scanned += len(ids)
+            pipe = client.pipeline(transaction=False)
+            for wid in ids:
+                pipe.hgetall(self.keys.worker(wid))
+            gone: list[str] = []
+            for wid, raw in zip(ids, pipe.execute(), strict=True):
+                if not raw:  # expired (a worker killed without a word): prune
+                    gone.append(wid)
+                    continue
+                info = WorkerInfo.from_fields(fields_of(raw))
+                if keep is None or keep(info):
+                    shown.append(info)
+                    if len(shown) > limit:
+                        return shown[:limit], shown[limit - 1].id
+            if gone:
+                self._prune(gone)
+            last = ids[-1]
+            low = f"({last}"
+            if len(ids) < want:
+                return shown, None
+        return shown, last
+
+    def _prune(self, ids: Sequence[str]) -> None:
+        pipe = self.broker.client.pipeline(transaction=False)
+        pipe.zrem(self.keys.workeridx(), *ids)
+        pipe.zrem(self.keys.workers(), *ids)
+        pipe.execute()
+
+    def _backfill(self) -> None:
+        """A deployment older than ``workeridx``: copy the ids in once (workers
+        that publish add themselves too)."""
+        client = self.broker.client
+        if client.exists(self.keys.workeridx()):
+            return
+        ids = [_s(x) for x in client.zrange(self.keys.workers(), 0, MAX_LISTED - 1)]
+        if ids:
+            client.zadd(self.keys.workeridx(), dict.fromkeys(ids, 0))
 
     def list(self, now: int | None = None) -> list[WorkerInfo]:
         """Live workers, by id; entries expired at ``now`` (server clock by
@@ -124,22 +205,49 @@ class WorkerRegistry:
         return sorted(out, key=lambda w: w.id)
 
 
-def unserved_tasks(broker: Broker, specs: Sequence[JobSpec]) -> list[str]:
-    """One line per Python task of ``specs`` that no live worker serves (its
-    runs would retry until dead-lettered); nothing when no job names one.
-    Shared by ``redcron jobs apply`` (stderr) and ``POST /v1/jobs`` (``warnings``)."""
+def unserved_refs(broker: Broker, specs: Sequence[JobSpec]) -> list[tuple[str, str, str]]:
+    """(task ref, ``<tenant>/<job>``, task name) of each Python task of ``specs``
+    that no live worker serves (its runs would retry until dead-lettered)."""
     refs = [
-        (spec, name, task.ref)
+        (task.ref, f"{spec.tenant}/{spec.name}", name)
         for spec in specs
         for name, task in spec.tasks.items()
-        if task.kind == "python"
+        if task.kind == "python" and task.ref is not None
     ]
     if not refs:
         return []
     served = {name for worker in WorkerRegistry(broker).list() for name in worker.tasks}
-    return [
-        f"no live worker serves task {ref!r} (job {spec.tenant}/{spec.name}, task {name!r}); "
-        "its runs will fail until a worker registering it starts"
-        for spec, name, ref in refs
-        if ref not in served
-    ]
+    return [r for r in refs if r[0] not in served]
+
+
+def unserved_tasks(broker: Broker, specs: Sequence[JobSpec]) -> list[str]:
+    """One line per Python task of ``specs`` that no live worker serves; nothing
+    when no job names one (``POST /v1/jobs``' ``warnings``; ``redcron jobs
+    apply`` groups them by task with :func:`unserved_by_task`)."""
+    return [_unserved_line(ref, [(job, name)]) for ref, job, name in unserved_refs(broker, specs)]
+
+
+def unserved_by_task(missing: Sequence[tuple[str, str, str]], named: int = 3) -> list[str]:
+    """:func:`unserved_refs` as one line per task ref (in order of first
+    appearance), naming its first ``named`` jobs and counting the rest: a file
+    of 10,000 jobs warns once per task, not once per job."""
+    by_ref: dict[str, list[tuple[str, str]]] = {}
+    for ref, job, name in missing:
+        by_ref.setdefault(ref, []).append((job, name))
+    return [_unserved_line(ref, uses, named) for ref, uses in by_ref.items()]
+
+
+def _unserved_line(ref: str, uses: Sequence[tuple[str, str]], named: int = 3) -> str:
+    tail = "until a worker registering it starts"
+    if len(uses) == 1:
+        job, name = uses[0]
+        return (
+            f"no live worker serves task {ref!r} (job {job}, task {name!r}); "
+            f"its runs will fail {tail}"
+        )
+    jobs = ", ".join(job for job, _name in uses[:named])
+    more = f" and {len(uses) - named:,} more" if len(uses) > named else ""
+    return (
+        f"no live worker serves task {ref!r} ({len(uses):,} jobs: {jobs}{more}); "
+        f"their runs will fail {tail}"
+    )

@@ -57,6 +57,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from redcron.broker import AuditEntry, AuditLog, examine
+from redcron.chaos.outage import MasterOutage
 from redcron.keys import run_id
 from redcron.model import RunRecord, TaskRecord
 from redcron.model.records import epoch_ms, from_ms
@@ -130,6 +131,9 @@ class ChaosReport:
     data_dir: str = ""
     outcomes: dict[str, int] = field(default_factory=dict)
     rerun: str = ""
+    #: ``--cluster``: the run was on a Redis Cluster, and its master outage
+    cluster: bool = False
+    outage: MasterOutage | None = None
 
     @property
     def ok(self) -> bool:
@@ -402,5 +406,5 @@ def check(app: App, scenario: Scenario, facts: Facts) -> ChaosReport:
         violations=listed,
         outcomes=dict(sorted(outcomes.items())),
         rerun=f"redcron chaos --seed {scenario.seed} --duration {scenario.duration:g} "
-        f"--tasks {scenario.tasks}",
+        f"--tasks {scenario.tasks}" + (" --cluster" if scenario.cluster else ""),
     )

@@ -159,13 +159,18 @@ class Fleet:
         self.retired.append(self.beats[slot])
         self.beats[slot] = self._start_beat(slot)
 
-    def revive_workers(self) -> None:
-        """SIGCONT every frozen worker; restart every slot whose process is gone."""
+    def revive_workers(self) -> list[str]:
+        """SIGCONT every frozen worker; restart every slot whose process is gone.
+        Returns the names of those that exited on their own (their logs say why)."""
+        exited = []
         for slot, w in enumerate(self.workers):
             if w.stopped:
                 w.cont()
             if not w.alive():
+                w.terminate()  # already gone: notes when, closes its log
+                exited.append(f"{w.name} (exit status {w.proc.returncode})")
                 self.replace_worker(slot)
+        return exited
 
     def worker_ends(self) -> dict[str, int]:
         """When each worker process, past and present, stopped running anything."""

@@ -9,6 +9,13 @@ once) and the Redis server (restarted after the planned outage).  Then it lets
 the system settle: every process back, beats stopped, every task and run
 ended, workers stopped; and hands what it saw to :func:`~redcron.chaos.checker.check`.
 
+With a cluster scenario (``--cluster``) it starts a local 3-master Redis
+Cluster instead (:class:`~redcron.embedded_cluster.EmbeddedCluster`, AOF,
+``appendfsync always``) for a deployment of 12 shards, and the Redis fault is
+one master SIGKILLed and restarted after the planned outage while the run goes
+on; besides every invariant, :mod:`~redcron.chaos.outage` checks that only
+that master's shards paused and that their work resumed.
+
 This module is the run and its observation (the timeline, progress, settling,
 the facts for the checker); the processes are in :mod:`~redcron.chaos.procs`,
 the fault injection in :mod:`~redcron.chaos.faults`, the one-off submissions
@@ -24,6 +31,7 @@ server-stamped times of the audit and the instance hashes.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import heapq
 import itertools
@@ -37,12 +45,14 @@ from redcron.app import App
 from redcron.broker import TRANSIENT, AuditLog
 from redcron.chaos.checker import ChaosReport, Facts, JobFacts, check
 from redcron.chaos.faults import Faults
+from redcron.chaos.outage import account, describe, judge, shard_masters
 from redcron.chaos.procs import Fleet, now_ms
 from redcron.chaos.scenario import Scenario
 from redcron.chaos.submissions import Submissions
 from redcron.chaos.tally import Tally
 from redcron.chaos.tasks import register
 from redcron.embedded import EmbeddedRedis
+from redcron.embedded_cluster import EmbeddedCluster
 from redcron.model import RunRecord
 from redcron.model.records import epoch_ms
 from redcron.model.states import TASK_TERMINAL
@@ -78,9 +88,16 @@ class Runner:
         self.settle_timeout = settle_timeout
         self.tally = Tally()
         self.dir = Path(tempfile.mkdtemp(prefix=f"redcron-chaos-{scenario.seed}-"))
-        self.server = EmbeddedRedis(self.dir / "redis", fsync="always")
-        self.fleet = Fleet(scenario, self.server.url, self.dir)
-        self.faults = Faults(self.fleet, self.server, self.tally, self._note, self._snapshot_runs)
+        self.server: EmbeddedRedis | EmbeddedCluster
+        if scenario.cluster:
+            self.server = EmbeddedCluster(
+                self.dir / "cluster", masters=scenario.masters, appendonly=True, fsync="always"
+            )
+        else:
+            self.server = EmbeddedRedis(self.dir / "redis", fsync="always")
+        # the cluster's URL is known once it runs (free ports): both made in _setup
+        self.fleet: Fleet | None = None
+        self.faults: Faults | None = None
         self.load: Submissions | None = None
         self._t0 = 0.0
         self.app: App | None = None
@@ -121,6 +138,7 @@ class Runner:
 
         for when, wave in self.sc.waves:
             at(when, functools.partial(self.load.submit, wave))
+        assert self.faults is not None
         for ev in self.sc.events:
             at(ev.at, functools.partial(self.faults.apply, ev, later))
         next_tick = 0.0
@@ -137,7 +155,10 @@ class Runner:
                 self._progress()
                 next_progress += PROGRESS_EVERY
             if now >= self.sc.duration:
-                break  # what is left (a frozen worker's SIGCONT) is done by _settle
+                # what is left (a frozen worker's SIGCONT) is done by _settle; a
+                # master still down is restarted now
+                self.faults.wait_restarted()
+                break
             time.sleep(max(0.0, min(0.05, (timeline[0][0] - now) if timeline else 0.05)))
 
     # -- settling -----------------------------------------------------------------------
@@ -145,8 +166,10 @@ class Runner:
     def _settle(self) -> tuple[int, float]:
         """Every process back, beats stopped, all work ended, workers stopped.
         Returns (the end of the fire window, ms; seconds it took to go idle)."""
-        assert self.app is not None and self.load is not None
-        self.fleet.revive_workers()
+        assert self.app is not None and self.load is not None and self.fleet is not None
+        exited = self.fleet.revive_workers()
+        if exited:
+            self._note(f"workers that exited on their own, restarted: {', '.join(exited)}")
         while self.load.pending:
             self.load.flush()
             time.sleep(0.1)
@@ -199,6 +222,8 @@ class Runner:
 
     def _setup(self) -> None:
         self.server.start()
+        self.fleet = Fleet(self.sc, self.server.url, self.dir)
+        self.faults = Faults(self.fleet, self.server, self.tally, self._note, self._snapshot_runs)
         self.app = register(
             App(
                 self.server.url,
@@ -225,9 +250,15 @@ class Runner:
         ok = False
         try:
             self._setup()
+            where = (
+                f"a {self.sc.masters}-master cluster, {self.sc.shards} shards"
+                if self.sc.cluster
+                else "one redis-server"
+            )
             self.say(
                 f"chaos: seed {self.sc.seed}, {self.sc.duration:g}s, {self.sc.tasks} tasks, "
-                f"{len(self.sc.workers)} workers, {self.sc.beats} beats, data in {self.dir}"
+                f"{len(self.sc.workers)} workers, {self.sc.beats} beats on {where}, "
+                f"data in {self.dir}"
             )
             self._play()
             fire_end, idle_s = self._settle()
@@ -240,10 +271,12 @@ class Runner:
                 runs_before_kill=frozenset(t.runs_before_kill),
                 jobs=tuple(self.jobs),
                 fire_end_ms=fire_end - FIRE_SLACK_MS,
-                worker_ends=self.fleet.worker_ends(),
+                worker_ends=self.fleet.worker_ends() if self.fleet else {},
             )
             self._note("checking")
             report = check(self.app, self.sc, facts)
+            if self.sc.cluster:
+                report = self._judge_outage(report)
             report = report.with_run(
                 worker_kills=t.worker_kills,
                 worker_stops=t.worker_stops,
@@ -257,12 +290,49 @@ class Runner:
             ok = report.ok
             return report
         finally:
-            self.fleet.terminate_all(5)
+            if self.fleet is not None:
+                self.fleet.terminate_all(5)
             if self.app is not None:
                 self.app.close()
             self.server.stop()
             if ok and not self.keep:
                 shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _judge_outage(self, report: ChaosReport) -> ChaosReport:
+        """The master outage's accounting and violations added to ``report``."""
+        assert self.app is not None
+        t = self.tally
+        if t.master_killed is None or t.redis_kill_ms is None or t.master_up_ms is None:
+            sentence = "the planned master kill and restart did not both happen"
+            return dataclasses.replace(
+                report,
+                cluster=True,
+                violations=(*report.violations, sentence),
+                invariant_violations=report.invariant_violations + 1,
+            )
+        where = shard_masters(self.sc.shards, self.sc.masters, self.app.settings.prefix)
+        found = account(
+            self._attempt_ends(), where, t.master_killed, t.redis_kill_ms, t.master_up_ms
+        )
+        self._note(describe(found))
+        broken = judge(found)
+        return dataclasses.replace(
+            report,
+            cluster=True,
+            outage=found,
+            violations=(*report.violations, *broken),
+            invariant_violations=report.invariant_violations + len(broken),
+        )
+
+    def _attempt_ends(self) -> Iterator[tuple[int, int]]:
+        """``(shard, ended ms)`` of every attempt that ended, from the histories."""
+        assert self.app is not None
+        log = AuditLog(self.app.broker)
+        for shard in range(self.sc.shards):
+            for rec in log.task_infos(shard, list(log.instance_ids(shard))).values():
+                for a in rec.attempts:
+                    if a.ended_at is not None:
+                        yield shard, epoch_ms(a.ended_at)
 
 
 def run_scenario(

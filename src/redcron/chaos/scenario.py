@@ -10,6 +10,12 @@ some time out, some are cancelled while they run, a few are slow); 4 workers
 (both pools, with and without prefetch) each SIGKILLed or SIGSTOPped at random
 about every 2 s; 2 beats, one SIGKILLed about every 5 s; the Redis server
 SIGKILLed once around the middle of the run and restarted.
+
+With ``cluster`` the plan is the same but for the deployment and the Redis
+fault: 12 shards over a 3-master cluster, one tenant on a shard of each
+master (:func:`~redcron.chaos.outage.spread_tenants`), and instead of the
+server one master SIGKILLed around the middle of the run, kept down for
+4-8 s, then restarted.
 """
 
 from __future__ import annotations
@@ -18,10 +24,16 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from redcron.chaos.outage import spread_tenants
 from redcron.model.jobs import Task
 
 #: tenant names, weights and caps (valid leases) to draw from
 TENANTS = ("acme", "globex", "initech")
+#: ``--cluster``: the masters, the shards over them (four per master, as
+#: docs/operations.md advises) and how long the killed master stays down (s)
+CLUSTER_MASTERS = 3
+CLUSTER_SHARDS = 12
+MASTER_DOWN_S = (4.0, 8.0)
 #: the one-off mix: kind -> share of the tasks
 MIX: dict[str, float] = {
     "ok": 0.70,
@@ -78,10 +90,11 @@ class WorkerPlan:
 class Event:
     """One thing the runner does at ``at`` seconds into the run: ``kill`` or
     ``stop`` (for ``hold`` seconds) worker ``target``, ``kill`` beat ``target``
-    (``what`` = beat), or ``kill`` the Redis server (down for ``hold`` seconds)."""
+    (``what`` = beat), ``kill`` the Redis server (down for ``hold`` seconds), or
+    ``kill`` cluster master ``target`` (``what`` = master, down for ``hold``)."""
 
     at: float
-    what: str  # worker | beat | redis
+    what: str  # worker | beat | redis | master
     action: str  # kill | stop
     target: int = 0
     hold: float = 0.0
@@ -101,6 +114,12 @@ class Scenario:
     beats: int
     events: tuple[Event, ...]
     mix: dict[str, int] = field(default_factory=dict)
+    #: masters of the local Redis Cluster the run starts (0: one redis-server)
+    masters: int = 0
+
+    @property
+    def cluster(self) -> bool:
+        return self.masters > 0
 
     @property
     def tasks(self) -> int:
@@ -157,12 +176,15 @@ def _times(
         yield t
 
 
-def plan(seed: int, duration: float = 60.0, tasks: int = 10_000) -> Scenario:
-    """The scenario of ``seed``: ``duration`` seconds of chaos, ``tasks`` one-offs."""
+def plan(seed: int, duration: float = 60.0, tasks: int = 10_000, cluster: bool = False) -> Scenario:
+    """The scenario of ``seed``: ``duration`` seconds of chaos, ``tasks`` one-offs;
+    with ``cluster``, on 12 shards over 3 masters, one of them killed (module doc)."""
     rng = random.Random(seed)
     weights = rng.sample([1.0, 2.0, 4.0], 3)
     caps = rng.sample([6, 12, 24], 3)
-    tenants = tuple(TenantPlan(n, w, c) for n, w, c in zip(TENANTS, weights, caps, strict=True))
+    masters, shards = (CLUSTER_MASTERS, CLUSTER_SHARDS) if cluster else (0, 2)
+    names = spread_tenants(TENANTS, shards, masters) if cluster else TENANTS
+    tenants = tuple(TenantPlan(n, w, c) for n, w, c in zip(names, weights, caps, strict=True))
     jobs = tuple(
         JobPlan(f"{t.name}-{every}", t.name, every, dag(rng))
         for t in tenants
@@ -202,12 +224,18 @@ def plan(seed: int, duration: float = 60.0, tasks: int = 10_000) -> Scenario:
     for t in _times(rng, 2.0, (4.0, 6.0), duration):
         events.append(Event(round(t, 3), "beat", "kill", rng.randrange(2)))
     redis_at = duration * rng.uniform(0.35, 0.55)
-    events.append(Event(round(redis_at, 3), "redis", "kill", 0, round(rng.uniform(0.5, 1.5), 3)))
+    hold = round(rng.uniform(0.5, 1.5), 3)
+    if cluster:
+        master = rng.randrange(masters)
+        down = round(rng.uniform(*MASTER_DOWN_S), 3)
+        events.append(Event(round(redis_at, 3), "master", "kill", master, down))
+    else:
+        events.append(Event(round(redis_at, 3), "redis", "kill", 0, hold))
     events.sort(key=lambda e: e.at)
     return Scenario(
         seed=seed,
         duration=duration,
-        shards=2,
+        shards=shards,
         lease_ttl=2.0,
         min_lease_ttl=1.0,
         tenants=tenants,
@@ -217,4 +245,5 @@ def plan(seed: int, duration: float = 60.0, tasks: int = 10_000) -> Scenario:
         beats=2,
         events=tuple(events),
         mix=mix,
+        masters=masters,
     )

@@ -4,10 +4,12 @@ and cancels the "cancel" tasks once they run."""
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any
 
 from redcron.app import App
-from redcron.broker import TRANSIENT, AuditLog, EnqueueRow
+from redcron.broker import TRANSIENT, AuditLog, EnqueueRow, Outage, ShardGate
 from redcron.chaos.scenario import OneOff
 from redcron.chaos.tally import Tally
 from redcron.errors import Conflict
@@ -25,6 +27,10 @@ class Submissions:
         #: row groups (one shard each) to enqueue
         self.pending: list[list[EnqueueRow]] = []
         self._to_cancel: list[str] = []
+        #: shards whose enqueue failed, left alone a while (the runner's own log)
+        self.gate = ShardGate(
+            0.2, 1.0, Outage(logging.getLogger(__name__), "chaos runner"), app.broker.shards_with
+        )
 
     def submit(self, wave: tuple[OneOff, ...]) -> None:
         by_shard: dict[int, list[EnqueueRow]] = {}
@@ -45,18 +51,28 @@ class Submissions:
     def flush(self) -> None:
         """Enqueue the row groups not yet acknowledged, the same rows again after an
         error (each group is one atomic call: a Conflict on a retry means the
-        first call wrote it, and its answer was lost with the connection)."""
-        while self.pending:
-            rows = self.pending[0]
+        first call wrote it, and its answer was lost with the connection).  A
+        shard whose call fails (on a cluster, its master is down) keeps its
+        groups, in order, and is left alone for its gate delay; the other
+        shards' go on."""
+        left: list[list[EnqueueRow]] = []
+        for rows in self.pending:
+            shard = shard_of_id(rows[0].iid)
+            if not self.gate.open([shard], time.monotonic()):
+                left.append(rows)
+                continue
             try:
                 self.app.broker.enqueuer.enqueue(rows)
             except Conflict:
                 pass
-            except TRANSIENT:
-                return
-            self.pending.pop(0)
+            except TRANSIENT as exc:
+                self.gate.failed(shard, exc, "enqueue", time.monotonic())
+                left.append(rows)
+                continue
+            self.gate.ok(shard)
             self.tally.acked += [r.iid for r in rows]
             self.tally.enqueued += len(rows)
+        self.pending = left
 
     def cancel_running(self, all_left: bool = False) -> None:
         """Cancel the "cancel" tasks that run (``all_left``: every one not yet ended)."""

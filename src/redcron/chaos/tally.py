@@ -23,3 +23,6 @@ class Tally:
     cancelled: list[str] = field(default_factory=list)
     acked_before_kill: int = 0
     runs_before_kill: set[str] = field(default_factory=set)
+    #: ``--cluster``: the master killed, when (wall ms), when its restart began
+    master_killed: int | None = None
+    master_up_ms: int | None = None

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
-from redcron.broker import JobStore, unserved_tasks
+from redcron.broker import JobStore, unserved_by_task, unserved_refs
 from redcron.cli.common import (
     app_option,
     build_app,
@@ -131,7 +131,8 @@ def apply(
     app.check_task_names(declared)
     for spec in specs:  # a file's Python tasks that -A registers: their arguments must fit
         app.check_task_args(spec)
-    for warning in unserved_tasks(app.broker, specs):
+    # one line per task, however many jobs name it (a file may hold 10,000)
+    for warning in unserved_by_task(unserved_refs(app.broker, specs)):
         click.echo(f"warning: {warning}", err=True)
     rows = app.jobs.put_many(specs, progress=progress_printer(len(specs))) if specs else []
     if app_path:

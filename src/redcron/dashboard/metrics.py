@@ -27,7 +27,7 @@ from redcron.app import App
 from redcron.broker import BREAKER_VALUES, Metrics, digest, read_metrics
 from redcron.dashboard.api.auth import bearer
 from redcron.dashboard.api.common import redcron_app
-from redcron.dashboard.totals import TTL_S, Totals, totals
+from redcron.dashboard.totals import TTL_S, Totals, WorkTotals, totals
 from redcron.errors import ValidationError
 from redcron.model import validation
 
@@ -47,8 +47,10 @@ class RedcronCollector(Collector):
         self.totals = totals
 
     def collect(self) -> Iterator[Metric]:
-        m = read_metrics(self.app.broker, self.tenants)
-        yield from _deployment(m, self.totals)
+        snap = self.totals.get() if self.totals is not None else None
+        delayed = snap.delayed_by_tenant if snap is not None else None
+        m = read_metrics(self.app.broker, self.tenants, delayed=delayed)
+        yield from _deployment(m, snap)
         ready = GaugeMetricFamily(
             "redcron_queue_ready", "Ready tasks (all priority classes)", labels=["tenant", "queue"]
         )
@@ -76,25 +78,9 @@ class RedcronCollector(Collector):
             for tenant, n in sorted(figures.items()):
                 gauge.add_metric([tenant], n)
             yield gauge
-        yield GaugeMetricFamily("redcron_workers_live", "Live workers", value=len(m.workers))
-        served = GaugeMetricFamily(
-            "redcron_queue_workers", "Live workers leasing from a queue", labels=["queue"]
-        )
-        per_queue: dict[str, int] = {}
-        for w in m.workers:
-            for q in w.queues:
-                per_queue[q] = per_queue.get(q, 0) + 1
-        for queue in sorted(set(per_queue) | set(m.queues)):
-            served.add_metric([queue], per_queue.get(queue, 0))
-        yield served
-        slots = GaugeMetricFamily("redcron_worker_slots", "Concurrency of the live workers")
-        slots.add_metric([], sum(w.slots for w in m.workers))
-        yield slots
-        running = GaugeMetricFamily(
-            "redcron_worker_running", "Attempts running at the live workers' last heartbeat"
-        )
-        running.add_metric([], sum(w.running for w in m.workers))
-        yield running
+        yield GaugeMetricFamily("redcron_workers_live", "Live workers", value=m.workers_live)
+        if snap is not None:  # summed over every worker: the background totals'
+            yield from _workers(snap, m.queues)
         for stat, n in sorted(m.stats.items()):
             # prometheus-client appends _total to counter samples
             yield CounterMetricFamily(f"redcron_{stat}", f"Lifetime count: {stat}", value=n)
@@ -182,7 +168,24 @@ def _refuse(message: str) -> flask.Response:
     return flask.Response(message + "\n", status=400, mimetype="text/plain")
 
 
-def _deployment(m: Metrics, totals: Totals | None) -> Iterator[Metric]:
+def _workers(snap: WorkTotals, queues: Sequence[str]) -> Iterator[Metric]:
+    served = GaugeMetricFamily(
+        "redcron_queue_workers", "Live workers leasing from a queue", labels=["queue"]
+    )
+    for queue in sorted(set(snap.workers_by_queue) | set(queues)):
+        served.add_metric([queue], snap.workers_by_queue.get(queue, 0))
+    yield served
+    slots = GaugeMetricFamily("redcron_worker_slots", "Concurrency of the live workers")
+    slots.add_metric([], snap.worker_slots)
+    yield slots
+    running = GaugeMetricFamily(
+        "redcron_worker_running", "Attempts running at the live workers' last heartbeat"
+    )
+    running.add_metric([], snap.worker_running)
+    yield running
+
+
+def _deployment(m: Metrics, snap: WorkTotals | None) -> Iterator[Metric]:
     """Figures of every tenant at once, whatever series are shown per tenant."""
     yield GaugeMetricFamily("redcron_tenants", "Tenants known", value=m.tenants)
     yield GaugeMetricFamily(
@@ -204,7 +207,6 @@ def _deployment(m: Metrics, totals: Totals | None) -> Iterator[Metric]:
     for state, n in sorted(m.runs_all.items()):
         runs.add_metric([state], n)
     yield runs
-    snap = totals.get() if totals is not None else None
     if snap is None:
         return  # the first scrape of this process: counting in the background
     tasks = GaugeMetricFamily(
@@ -216,7 +218,7 @@ def _deployment(m: Metrics, totals: Totals | None) -> Iterator[Metric]:
     for place, n in (
         ("ready", snap.ready_total),
         ("in_flight", snap.in_flight),
-        ("delayed", snap.delayed),
+        ("delayed", snap.delayed or 0),
         ("dlq", snap.dlq),
     ):
         tasks.add_metric([place], n)

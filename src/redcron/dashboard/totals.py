@@ -1,5 +1,6 @@
-"""Deployment-wide work totals (ready per class, in flight, delayed, DLQ) for
-the overview's cards and ``/metrics``, without a request paying for them.
+"""Deployment-wide work totals (ready per class, in flight, delayed, DLQ), each
+tenant's delayed tasks, and the live workers' queues, slots and running
+attempts, for the overview and ``/metrics``, without a request paying for them.
 
 Summing them reads every tenant's streams and sets: work that grows with the
 tenants.  So no request does it: a request that finds the snapshot older than
@@ -8,7 +9,8 @@ answers with the snapshot it has (None on the very first request, shown as
 "counting").  At most one refresh runs per dashboard process, and only while
 someone is looking: an idle dashboard reads nothing.  Pages that show every
 tenant anyway (all of them fit on one page) sum their own rows instead, exact
-and live.
+and live; their delayed column still comes from the snapshot (counting a
+tenant's delayed tasks reads its shard's timers, which name no tenant).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 import flask
 
 from redcron.app import App
+from redcron.broker import WorkerRegistry, is_unavailable
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +39,14 @@ class WorkTotals:
 
     ready: dict[str, int] = field(default_factory=dict)  # priority class -> ready
     in_flight: int = 0
-    delayed: int = 0
+    delayed: int | None = 0  # None: a page's rows before the first snapshot
     dlq: int = 0
+    #: tenant -> its delayed tasks (retry waits, countdowns)
+    delayed_by_tenant: dict[str, int] = field(default_factory=dict)
+    #: the live workers: queue -> how many lease from it, their slots, their running attempts
+    workers_by_queue: dict[str, int] = field(default_factory=dict)
+    worker_slots: int = 0
+    worker_running: int = 0
     #: when the snapshot was taken (epoch s, this process's clock); None: live
     taken_at: float | None = None
 
@@ -53,8 +62,16 @@ def count(app: App) -> WorkTotals:
         for priority, n in classes.items():
             out.ready[priority] = out.ready.get(priority, 0) + n
         out.in_flight += load.in_flight
-        out.delayed += load.delayed
+        out.delayed = (out.delayed or 0) + load.delayed
         out.dlq += load.dlq
+        out.delayed_by_tenant[load.tenant] = (
+            out.delayed_by_tenant.get(load.tenant, 0) + load.delayed
+        )
+    for w in WorkerRegistry(app.broker).list():
+        for q in w.queues:
+            out.workers_by_queue[q] = out.workers_by_queue.get(q, 0) + 1
+        out.worker_slots += w.slots
+        out.worker_running += w.running
     return out
 
 
@@ -80,8 +97,11 @@ class Totals:
     def _refresh(self) -> None:
         try:
             snap = count(self.app)
-        except Exception:  # Redis down, or worse: keep the old snapshot, a later request retries
-            log.exception("work totals not refreshed")
+        except Exception as exc:  # keep the old snapshot: a later request retries
+            if is_unavailable(exc):  # Redis down: the outage is reported once, elsewhere
+                log.debug("work totals not refreshed: %s", exc)
+            else:
+                log.exception("work totals not refreshed")
             snap = None
         finally:
             with self._lock:

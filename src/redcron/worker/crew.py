@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from redcron.broker.retry import Outage
+from redcron.broker.retry import Outage, ShardGate
 from redcron.worker.ledger import Ledger
 from redcron.worker.options import WorkerOptions
 from redcron.worker.pools import Pool
@@ -31,6 +31,8 @@ class Crew:
     ledger: Ledger
     pool: Pool
     outage: Outage
+    #: the shards whose last call failed (a cluster master down), for every role
+    gate: ShardGate
 
 
 class Role:
@@ -46,3 +48,4 @@ class Role:
         self.ledger = crew.ledger
         self.pool = crew.pool
         self._outage = crew.outage
+        self.gate = crew.gate

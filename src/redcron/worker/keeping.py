@@ -3,7 +3,9 @@
 Every 50 ms it sends 'running' marks and enforces timeouts; every TTL/6 it
 heartbeats all leases (one call per shard), kills revoked work and renews the
 worker's entry in the workers registry; and it runs promote/reap at most once
-per shard per interval across all workers (a short lock).
+per shard per interval across all workers (a short lock).  A shard whose call
+fails (its cluster master down) is left alone for its gate delay; the others,
+and the registry entry, go on.
 """
 
 from __future__ import annotations
@@ -13,17 +15,13 @@ import os
 import random
 import socket
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
 
 from redcron.broker.retry import TRANSIENT
-from redcron.broker.workers import TTL_LEASES, Registration, WorkerRegistry
+from redcron.broker.workers import LEASED_PUBLISHED, TTL_LEASES, Registration, WorkerRegistry
 from redcron.worker.crew import Role
 from redcron.worker.execute import Attempt, Outcome
 from redcron.worker.ledger import token
-
-if TYPE_CHECKING:
-    pass
 
 # the worker's logger: operators and tests filter on it, wherever the line is written
 log = logging.getLogger("redcron.worker.worker")
@@ -38,35 +36,61 @@ class Keeper(Role):
         hb_every = self.lease_ttl_ms / 1000 / 6
         next_hb = 0.0  # at once: nothing to renew yet, but the registry entry is published
         next_maint = 0.0
+        next_pub = 0.0  # "running now" re-published on a change, at most once a second
+        published: list[str] = []
         registry = WorkerRegistry(self.broker)
         while not ledger.reporter_done.is_set():
             now = time.monotonic()
             self._enforce_timeouts(now)
-            try:
-                self._mark_running()
-                if now >= next_hb:
-                    self._heartbeat(shards)
-                    self._register(registry)  # renewed with the leases
-                    next_hb = now + hb_every
-                if now >= next_maint:
-                    for shard in shards:
-                        if self.broker.maintenance.try_lock(
-                            shard, self.id, self.settings.maintenance_interval
-                        ):
-                            self.broker.maintenance.maintain(shard)
-                    next_maint = now + self.settings.maintenance_interval * (
-                        0.5 + random.random() / 2
-                    )
-            except TRANSIENT as exc:
-                self._outage.failed(exc, "heartbeat/maintenance")
-                next_hb = now + min(hb_every, 1.0)
-                next_maint = now + 1.0
+            up = self.gate.open(shards, now)
+            self._per_shard(up, "running marks", self._mark_running)
+            leased = self.ledger.leased(LEASED_PUBLISHED)
+            if now >= next_hb:
+                self._per_shard(up, "heartbeat", self._heartbeat)
+                self._publish(registry, leased)  # renewed with the leases
+                next_hb, next_pub, published = now + hb_every, now + 1.0, leased
+            elif leased != published and now >= next_pub:
+                self._publish(registry, leased)
+                next_pub, published = now + 1.0, leased
+            if now >= next_maint:
+                self._per_shard(up, "maintenance", self._maintain)
+                next_maint = now + self.settings.maintenance_interval * (0.5 + random.random() / 2)
             if ledger.stopping.is_set() and not ledger.active:
                 break
             time.sleep(0.05)
         self._register(registry, remove=True)
 
-    def _register(self, registry: WorkerRegistry, remove: bool = False) -> None:
+    def _per_shard(self, shards: list[int], what: str, call: Callable[[int], bool]) -> None:
+        """``call`` each shard (True: it talked to Redis); a shard that fails (its
+        cluster master down; on one server, every shard) is left alone for its
+        gate delay, the others go on."""
+        for shard in shards:
+            try:
+                talked = call(shard)
+            except TRANSIENT as exc:
+                self.gate.failed(shard, exc, what, time.monotonic())
+            else:
+                if talked:
+                    self.gate.ok(shard)
+
+    def _maintain(self, shard: int) -> bool:
+        """Promote/reap ``shard``, if no other worker or beat did within the interval."""
+        interval = self.settings.maintenance_interval
+        if self.broker.maintenance.try_lock(shard, self.id, interval):
+            self.broker.maintenance.maintain(shard)
+        return True
+
+    def _publish(self, registry: WorkerRegistry, leased: Sequence[str]) -> None:
+        """:meth:`_register`, an outage of its key's master logged (the entry is
+        renewed next time)."""
+        try:
+            self._register(registry, leased)
+        except TRANSIENT as exc:
+            self._outage.failed(exc, "worker registry")
+
+    def _register(
+        self, registry: WorkerRegistry, leased: Sequence[str] = (), remove: bool = False
+    ) -> None:
         """Publish this worker in the registry (``redcron workers list``), or take
         it out on a clean stop.  The entry lives a few lease TTLs: a worker that
         dies without a word drops out when its heartbeats stop renewing it."""
@@ -88,12 +112,14 @@ class Keeper(Role):
                 slots=options.slots,
                 running=running,
                 tasks=[*self.app.tasks, *(["redcron.command"] if options.allow_commands else [])],
+                leased=leased,
             ),
             TTL_LEASES * self.lease_ttl_ms,
         )
 
-    def _mark_running(self) -> None:
-        """Send 'running' marks for attempts that began since the last tick.
+    def _mark_running(self, shard: int) -> bool:
+        """Send 'running' marks for the attempts on ``shard`` that began since the
+        last tick.
 
         Off the lease path on purpose: a mark per batch would cost the hot
         loop a round trip; attempts that end within one tick (50 ms) go
@@ -103,19 +129,18 @@ class Keeper(Role):
             began = [
                 j
                 for j in self.ledger.active.values()
-                if j.began is not None and not j.marked and not j.finished
+                if j.lease.shard == shard
+                and j.began is not None
+                and not j.marked
+                and not j.finished
             ]
         if not began:
-            return
-        by_shard: dict[int, list[tuple[str, str]]] = {}
-        for attempt in began:
-            by_shard.setdefault(attempt.lease.shard, []).append(
-                (attempt.lease.iid, attempt.lease.epoch)
-            )
-        for shard, tokens in by_shard.items():
-            self.broker.leases.start(shard, self.id, tokens)
+            return False
+        tokens = [(attempt.lease.iid, attempt.lease.epoch) for attempt in began]
+        self.broker.leases.start(shard, self.id, tokens)
         for attempt in began:
             attempt.marked = True
+        return True
 
     def _enforce_timeouts(self, now: float) -> None:
         with self.ledger.lock:
@@ -154,32 +179,31 @@ class Keeper(Role):
         outcome = "timed_out" if reason == "timed_out" else "cancelled"
         self.ledger.ended(attempt, Outcome(ok=False, outcome=outcome, error=message))
 
-    def _heartbeat(self, shards: Sequence[int]) -> None:
+    def _heartbeat(self, shard: int) -> bool:
+        """Heartbeat the leases held on ``shard``; kill what was cancelled."""
         with self.ledger.lock:
-            attempts = list(self.ledger.active.values())
-        for shard in shards:
-            # One token per task: the newest epoch.  An older attempt of the same
-            # task (finished, its report on the way) lost its lease when the new one
-            # was issued, and heartbeat answers by task id, so a second token for
-            # the id would make the answer ambiguous.
-            newest: dict[str, Attempt] = {}
-            for j in attempts:
-                if j.lease.shard != shard:
-                    continue
-                seen = newest.get(j.lease.iid)
-                if seen is None or int(j.lease.epoch) > int(seen.lease.epoch):
-                    newest[j.lease.iid] = j
-            if not newest:
-                continue
-            tokens = [token(j) for j in newest.values()]
-            lost, revoked = self.broker.leases.heartbeat(shard, self.id, self.lease_ttl_ms, tokens)
-            for iid in lost:
-                # a finished attempt's report may have landed since the heartbeat read
-                # the map: only a lease lost under a running attempt is news
-                if not newest[iid].finished:
-                    log.warning("lease of %s lost; its result will be discarded", iid)
-            for iid in revoked:
-                attempt = newest.get(iid)
-                if attempt is not None and attempt.kill_reason is None:
-                    log.info("task %s cancelled; killing it", iid)
-                    self._end_unkillable(attempt, "cancelled", "cancelled while running")
+            attempts = [j for j in self.ledger.active.values() if j.lease.shard == shard]
+        # One token per task: the newest epoch.  An older attempt of the same
+        # task (finished, its report on the way) lost its lease when the new one
+        # was issued, and heartbeat answers by task id, so a second token for
+        # the id would make the answer ambiguous.
+        newest: dict[str, Attempt] = {}
+        for j in attempts:
+            seen = newest.get(j.lease.iid)
+            if seen is None or int(j.lease.epoch) > int(seen.lease.epoch):
+                newest[j.lease.iid] = j
+        if not newest:
+            return False
+        tokens = [token(j) for j in newest.values()]
+        lost, revoked = self.broker.leases.heartbeat(shard, self.id, self.lease_ttl_ms, tokens)
+        for iid in lost:
+            # a finished attempt's report may have landed since the heartbeat read
+            # the map: only a lease lost under a running attempt is news
+            if not newest[iid].finished:
+                log.warning("lease of %s lost; its result will be discarded", iid)
+        for iid in revoked:
+            attempt = newest.get(iid)
+            if attempt is not None and attempt.kill_reason is None:
+                log.info("task %s cancelled; killing it", iid)
+                self._end_unkillable(attempt, "cancelled", "cancelled while running")
+        return True

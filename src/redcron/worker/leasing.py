@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 
 from redcron import serde
 from redcron.broker import Lease, LeaseRequest
-from redcron.broker.retry import TRANSIENT, Backoff
+from redcron.broker.retry import TRANSIENT
 from redcron.worker import capture
 from redcron.worker.crew import Crew, Role
 from redcron.worker.execute import Attempt, Outcome
@@ -31,11 +32,18 @@ class Leaser(Role):
         super().__init__(crew)
         self.log_max_lines = crew.app.settings.log_max_lines
         self.reporter = reporter
+        #: reports of shards that are failing, kept for their next try
+        self.parked: list[Item] = []
 
     def run(self, shards: list[int]) -> None:
-        """Lease and dispatch until the worker stops."""
+        """Lease and dispatch until the worker stops.
+
+        A shard whose call fails (its cluster master is down; on one server, all
+        of them) is left alone for its gate delay (:class:`ShardGate`) while
+        the others go on; its reports wait in :attr:`parked` until it is tried
+        again, and go to the reporter when the loop stops."""
         ledger = self.ledger
-        backoff = Backoff(0.1, 5.0, log, self._outage)
+        gate = self.gate
         start = 0
         while not ledger.stopping.is_set():
             with ledger.lock:
@@ -44,8 +52,9 @@ class Leaser(Role):
                 if len(ledger.active) >= ledger.capacity + MAX_REPORT:
                     free = 0  # reports are not getting through: lease no more until they do
                 if free <= 0 and not ledger.done:
-                    ledger.wait_for_slots(1, 0.5)
-                    continue
+                    ledger.wait_for_slots(1, 0.5 if not self.parked else 0.1)
+                    if not self._parked_due():
+                        continue
                 if 0 < free < ledger.min_batch and ledger.busy:
                     if self.pool.queued():
                         # every slot has work: lease once a batch is free, or the
@@ -56,27 +65,40 @@ class Leaser(Role):
                         ledger.wait_for_slots(ledger.min_batch, 0.002)
                     free = ledger.capacity - ledger.busy
                 items = ledger.take_done()
+            items = self.parked + items
+            self.parked = []
+            up = gate.open(shards, time.monotonic())
+            got = self._exchange(up, start, items, free)
+            start += 1
+            if got or free <= 0:
+                continue
+            # nothing ready: the reporter sends what ends while we block
+            ledger.set_leaser_reports(False)
+            up = gate.open(shards, time.monotonic())
+            if not up:  # every shard failing: wait for the first one's next try
+                ledger.stopping.wait(max(0.01, gate.wait(time.monotonic())))
+                continue
             try:
-                got = self._exchange(shards, start, items, free)
-                items = []
-                start += 1
-                if not got and free > 0:
-                    # nothing ready: the reporter sends what ends while we block
-                    ledger.set_leaser_reports(False)
-                    self.broker.leases.wait_for_work(shards, self.options.queues, 1.0)
-                backoff.reset()
-            except TRANSIENT as exc:
-                with ledger.lock:
-                    items = ledger.still_held(items)
-                ledger.set_leaser_reports(False, unsent=items)
-                ledger.stopping.wait(backoff.failed(exc, "lease"))
-        ledger.set_leaser_reports(False)
+                self.broker.leases.wait_for_work(up, self.options.queues, 1.0)
+            except TRANSIENT as exc:  # a shard failing since the exchange: next round
+                self._outage.failed(exc, "waiting for work")
+                ledger.stopping.wait(0.1)
+        ledger.set_leaser_reports(False, unsent=self.parked)
+        self.parked = []
+
+    def _parked_due(self) -> bool:
+        """Whether a parked report's shard is due a try."""
+        now = time.monotonic()
+        return bool(self.gate.open(sorted({it[0].lease.shard for it in self.parked}), now))
 
     def _exchange(self, shards: list[int], start: int, items: list[Item], free: int) -> int:
         """Report ``items`` and lease up to ``free`` attempts, one round trip per shard
         visited; returns how many were leased.  Shards are visited in rotation
-        from ``start``; a shard with reports but no room left gets only those."""
+        from ``start``; a shard with reports but no room left gets only those.
+        ``shards`` are the ones to call now: the reports of any other shard, and
+        of a shard whose call fails, are parked (:attr:`parked`)."""
         send = self.reporter.send
+        gate = self.gate
         by_shard: dict[int, list[Item]] = {}
         for item in items:
             by_shard.setdefault(item[0].lease.shard, []).append(item)
@@ -84,25 +106,43 @@ class Leaser(Role):
         for i in range(len(shards)):
             shard = shards[(start + i) % len(shards)]
             group = by_shard.pop(shard, [])
-            if free <= 0:
-                if group:
-                    send(shard, group, None)
+            req = None
+            if free > 0:
+                req = LeaseRequest(
+                    self.id,
+                    free,
+                    self.lease_ttl_ms,
+                    tuple(self.options.queues),
+                    tuple(self.options.tenants),
+                    self.ledger.free_resources(),
+                )
+            elif not group:
                 continue
-            req = LeaseRequest(
-                self.id,
-                free,
-                self.lease_ttl_ms,
-                tuple(self.options.queues),
-                tuple(self.options.tenants),
-                self.ledger.free_resources(),
-            )
-            leases = send(shard, group, req)
+            try:
+                leases = send(shard, group, req)
+            except TRANSIENT as exc:
+                gate.failed(shard, exc, "lease" if req else "report", time.monotonic())
+                with self.ledger.lock:
+                    self.parked += self.ledger.still_held(group)
+                continue
+            gate.ok(shard)
             if leases:
                 self._dispatch(leases)
                 got += len(leases)
                 free -= len(leases)
-        for shard, group in by_shard.items():  # shards this worker does not poll
-            send(shard, group, None)
+        open_now = set(gate.open(sorted(by_shard), time.monotonic()))
+        for shard, group in by_shard.items():  # shards not visited: not polled, or failing
+            if shard not in open_now:
+                self.parked += group
+                continue
+            try:
+                send(shard, group, None)
+            except TRANSIENT as exc:
+                gate.failed(shard, exc, "report", time.monotonic())
+                with self.ledger.lock:
+                    self.parked += self.ledger.still_held(group)
+                continue
+            gate.ok(shard)
         return got
 
     def _dispatch(self, leases: list[Lease]) -> None:

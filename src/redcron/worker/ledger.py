@@ -157,6 +157,12 @@ class Ledger:
             if self.stopping.is_set():
                 self.lock.notify_all()  # the drain waits for the last report
 
+    def leased(self, limit: int) -> list[str]:
+        """Instance ids of up to ``limit`` attempts held now (begun or waiting)."""
+        with self.lock:
+            held = [j.lease.iid for j in self.active.values() if not j.finished]
+        return sorted(held)[:limit]
+
     def running(self) -> int:
         """Attempts executing now (begun, not finished)."""
         with self.lock:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 
 from redcron.broker import FailItem, FailResult, Lease, LeaseRequest
-from redcron.broker.retry import TRANSIENT, Backoff
+from redcron.broker.retry import TRANSIENT
 from redcron.errors import NotFound, NotReplicated
 from redcron.worker.crew import Crew, Role
 from redcron.worker.execute import Attempt
@@ -34,34 +34,53 @@ class Reporter(Role):
     def run(self) -> None:
         """Report what ends while the lease loop is not about to (it carries reports
         with its next lease while busy): blocked on an empty queue, backing off,
-        or stopped."""
+        or stopped.  Reports of a shard that is failing (its cluster master down;
+        on one server, every shard) are kept for its next try, and the others go."""
         ledger = self.ledger
-        backoff = Backoff(0.1, 5.0, log, self._outage)
+        parked: list[Item] = []
         while True:
             with ledger.lock:
-                while not (ledger.done and (ledger.closing or not ledger.leaser_reports)):
-                    if ledger.closing and not ledger.done:
+                while not (
+                    self._due(parked)
+                    or (ledger.done and (ledger.closing or not ledger.leaser_reports))
+                ):
+                    if ledger.closing and not ledger.done and not parked:
                         return
-                    ledger.report_cv.wait(1.0)
-                items = ledger.take_done()
-            try:
-                self.report(items)
-                backoff.reset()
-            except TRANSIENT as exc:
-                with ledger.lock:
-                    ledger.done[:0] = ledger.still_held(items)
-                delay = backoff.failed(exc, "report")
-                if ledger.closing and ledger.hard_stop.is_set():
-                    return
-                time.sleep(delay)
+                    if ledger.closing and ledger.hard_stop.is_set() and not ledger.done:
+                        return  # what is parked cannot go: the leases expire
+                    wait = self.gate.wait(time.monotonic()) if parked else 1.0
+                    ledger.report_cv.wait(min(1.0, max(0.01, wait)))
+                items = parked + ledger.take_done()
+            parked = self.report(items)
 
-    def report(self, items: list[Item]) -> None:
-        """Report ``items``, one round trip per shard."""
+    def _due(self, parked: list[Item]) -> bool:
+        """Whether a parked report's shard is due a try."""
+        if not parked:
+            return False
+        shards = sorted({it[0].lease.shard for it in parked})
+        return bool(self.gate.open(shards, time.monotonic()))
+
+    def report(self, items: list[Item]) -> list[Item]:
+        """Report ``items``, one round trip per shard; returns those that could not
+        go (their shard is failing: it is left alone for its gate delay)."""
         by_shard: dict[int, list[Item]] = {}
         for attempt, out in items:
             by_shard.setdefault(attempt.lease.shard, []).append((attempt, out))
+        kept: list[Item] = []
+        open_now = set(self.gate.open(sorted(by_shard), time.monotonic()))
         for shard, group in by_shard.items():
-            self.send(shard, group, None)
+            if shard not in open_now:
+                kept += group
+                continue
+            try:
+                self.send(shard, group, None)
+            except TRANSIENT as exc:
+                self.gate.failed(shard, exc, "report", time.monotonic())
+                with self.ledger.lock:
+                    kept += self.ledger.still_held(group)
+                continue
+            self.gate.ok(shard)
+        return kept
 
     def send(self, shard: int, group: list[Item], req: LeaseRequest | None) -> list[Lease]:
         """Logs, completions and failures of one shard, and a lease if asked for,

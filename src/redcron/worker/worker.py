@@ -24,7 +24,10 @@ soon as its attempt ends; the lease stays held (and heartbeated) until its
 report lands.
 
 Redis going away never kills the worker: every loop backs off and retries,
-and finished attempts wait in memory until they can be reported.
+and finished attempts wait in memory until they can be reported.  On a Redis
+Cluster a master that is down fails only its own shards: the roles leave
+those alone for a while (a :class:`~redcron.broker.retry.ShardGate` they
+share) and go on leasing, reporting and heartbeating on the others.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from redcron.broker.audit import AuditLog
-from redcron.broker.retry import TRANSIENT, Backoff, Outage
+from redcron.broker.retry import TRANSIENT, Backoff, Outage, ShardGate
 from redcron.clock import ulid
 from redcron.redact import masked_url
 from redcron.worker import capture
@@ -60,6 +63,10 @@ if TYPE_CHECKING:
     from redcron.app import App
 
 log = logging.getLogger(__name__)
+
+#: the longest a shard that failed (its cluster master down) is left alone
+#: before the next try, seconds: how late its work resumes once it is back
+GATE_CAP_S = 2.0
 
 
 class Worker:
@@ -152,7 +159,14 @@ class Worker:
         )
         hooks = HookChain(self.hooks)
         crew = Crew(
-            self.app, self.id, options, self.lease_ttl_ms, self.ledger, self.pool, self._outage
+            self.app,
+            self.id,
+            options,
+            self.lease_ttl_ms,
+            self.ledger,
+            self.pool,
+            self._outage,
+            ShardGate(0.1, GATE_CAP_S, self._outage, self.broker.shards_with),
         )
         reporter = Reporter(crew, hooks)
         leaser = Leaser(crew, reporter)

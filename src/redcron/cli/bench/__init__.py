@@ -8,8 +8,11 @@ from redcron.cli.bench.faces import faces
 from redcron.cli.bench.fairness import fairness
 from redcron.cli.bench.idle import beat_idle
 from redcron.cli.bench.latency import latency
+from redcron.cli.bench.leases import DEFAULT_PER_WORKER, LeaseBenchOptions, lease_bench
 from redcron.cli.bench.midnight import default_workers, midnight
+from redcron.cli.bench.scale import parse_counts, scale, table
 from redcron.cli.bench.schedule import schedule
+from redcron.cli.bench.shard_weights import fairness_cluster
 from redcron.cli.bench.soak import soak
 from redcron.cli.bench.throughput import throughput
 from redcron.cli.bench.trigger import trigger
@@ -63,6 +66,11 @@ def _emit(result: dict[str, object], as_json: bool) -> None:
     help="Task body: nothing, or one Redis INCR on the executing thread's own "
     "connection (as the peers were measured).",
 )
+@click.option("--cluster", is_flag=True,
+              help="On a fresh local Redis Cluster of 3 masters (not with --redis).")  # fmt: skip
+@click.option("--shards", type=click.IntRange(min=1), default=None,
+              help="Shards of the deployment, tasks spread over tenants on every one "
+              "[default: 12 with --cluster, else 1].")  # fmt: skip
 @_redis_option
 @_json_option
 def throughput_cmd(
@@ -71,6 +79,8 @@ def throughput_cmd(
     prefetch: int | None,
     pool: str,
     body: str,
+    cluster: bool,
+    shards: int | None,
     redis_url: str | None,
     as_json: bool,
 ) -> None:
@@ -79,7 +89,63 @@ def throughput_cmd(
 
     if tasks < 1:
         raise click.BadParameter("must be >= 1", param_hint="--tasks")
-    _emit(throughput(tasks, concurrency, pool, body, redis_url, prefetch), as_json)
+    if cluster and redis_url:
+        raise click.BadParameter(
+            "--cluster starts its own cluster; give a cluster's redis+cluster:// URL "
+            "to --redis instead",
+            param_hint="--cluster",
+        )
+    on_cluster = cluster or "+cluster" in (redis_url or "")
+    if body == "incr" and on_cluster:
+        raise click.BadParameter(
+            "the incr body connects to one server; use --body noop on a cluster",
+            param_hint="--body",
+        )
+    if cluster and shards is None:
+        shards = 12
+    masters = 3 if cluster else 0
+    _emit(throughput(tasks, concurrency, pool, body, redis_url, prefetch, masters, shards), as_json)
+
+
+@bench.command("scale")
+@click.option("--tasks", default=20_000, show_default=True, type=click.IntRange(min=10),
+              help="Tasks drained in each cell.")  # fmt: skip
+@click.option("--shards", "shard_list", default="1,4,12", show_default=True,
+              help="Shard counts, comma-separated.")  # fmt: skip
+@click.option("--workers", "worker_list", default="1,2,4", show_default=True,
+              help="Worker processes, comma-separated.")  # fmt: skip
+@click.option("--single", is_flag=True,
+              help="Add S=1 on one redis-server for each worker count.")  # fmt: skip
+@pool_option("Where each worker process runs its tasks.")
+@click.option("--redis", "redis_url", default=None, metavar="URL",
+              help="Use this Redis or cluster instead of a local 3-master cluster.")  # fmt: skip
+@_json_option
+def scale_cmd(
+    tasks: int,
+    shard_list: str,
+    worker_list: str,
+    single: bool,
+    pool: str,
+    redis_url: str | None,
+    as_json: bool,
+) -> None:
+    """Drain rate with each shard count over a local 3-master cluster and each
+    number of worker processes (default slots), and the CPU of the workers,
+    each master and this process over the steady part of the drain."""
+
+    if single and redis_url:
+        raise click.BadParameter(
+            "--single starts its own redis-server beside the cluster; leave out --redis, "
+            "or run again with --redis pointing at one server",
+            param_hint="--single",
+        )
+    shard_counts = parse_counts(shard_list, "--shards")
+    worker_counts = parse_counts(worker_list, "--workers")
+    result = scale(tasks, shard_counts, worker_counts, redis_url, single, pool)
+    if as_json:
+        click.echo(serialize.dumps(result, indent=None))
+    else:
+        click.echo(table(result))
 
 
 @bench.command("latency")
@@ -127,11 +193,24 @@ def beat_idle_cmd(jobs: int, seconds: float, redis_url: str | None, as_json: boo
 
 @bench.command("fairness")
 @click.option("--backfill", default=50_000, show_default=True, help="Backfill tenant's tasks.")
+@click.option("--cluster", is_flag=True,
+              help="Weighted tenants on different shards of a local 3-master cluster "
+              "(12 shards), against the same weights on one shard; with --redis, "
+              "that cluster.")  # fmt: skip
+@click.option("--tasks-per-weight", default=1_000, show_default=True,
+              type=click.IntRange(min=10),
+              help="With --cluster: tasks per unit of weight.")  # fmt: skip
 @_redis_option
 @_json_option
-def fairness_cmd(backfill: int, redis_url: str | None, as_json: bool) -> None:
-    """Weighted shares, Jain index, small-tenant wait behind a backfill, lease cost."""
+def fairness_cmd(
+    backfill: int, cluster: bool, tasks_per_weight: int, redis_url: str | None, as_json: bool
+) -> None:
+    """Weighted shares, Jain index, small-tenant wait behind a backfill, lease cost;
+    with --cluster, weighted shares across shards."""
 
+    if cluster:
+        _emit(fairness_cluster(redis_url, tasks_per_weight), as_json)
+        return
     _emit(fairness(redis_url, backfill), as_json)
 
 
@@ -170,15 +249,64 @@ def soak_cmd(
 @bench.command("faces")
 @click.option("--tenants", "sizes", multiple=True, type=click.IntRange(min=1),
               default=(10, 10_000), show_default=True,
-              help="Tenants (one job and one queued task each); repeat for each size.")  # fmt: skip
+              help="Tenants (one job, one queued, one delayed and one dead task each; "
+                   "a worker per 5 tenants); repeat for each size.")  # fmt: skip
 @_redis_option
 @_json_option
 def faces_cmd(sizes: tuple[int, ...], redis_url: str | None, as_json: bool) -> None:
-    """The overview, tenants and jobs pages, GET /v1/jobs, GET /v1/runs and
-    /metrics at each size: median time and reply size, and whether the largest
-    size stays within 3x of the smallest (and /v1/jobs, /metrics under 1 MB)."""
+    """The overview, tenants, jobs, DLQ and workers pages, GET /v1/jobs, /v1/runs,
+    /v1/dlq, /v1/workers and /metrics at each size: median time and reply size,
+    and whether the largest size stays within 3x of the smallest (and /v1/jobs,
+    /metrics under 1 MB)."""
 
     _emit(faces(sizes, redis_url), as_json)
+
+
+@bench.command("leases")
+@click.option("--leases", default=150_000, show_default=True, type=click.IntRange(min=1),
+              help="Live leases held by the simulated workers.")  # fmt: skip
+@click.option("--heartbeat-s", default=10.0, show_default=True, type=click.FloatRange(min=0.1),
+              help="Seconds between one worker's heartbeats.")  # fmt: skip
+@click.option("--ttl", "ttl_s", default=None, type=click.FloatRange(min=0.1),
+              help="TTL each heartbeat sets (s)  [default: 1.5 x --heartbeat-s]")  # fmt: skip
+@click.option("--seconds", default=20.0, show_default=True, type=click.FloatRange(min=1),
+              help="Measured window, every worker alive.")  # fmt: skip
+@click.option("--per-worker", default=DEFAULT_PER_WORKER, show_default=True,
+              type=click.IntRange(1, 256),
+              help="Leases per simulated worker (a default worker's).")  # fmt: skip
+@click.option("--kill", "kill_fraction", default=0.1, show_default=True,
+              type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              help="Fraction of the workers killed after the window.")  # fmt: skip
+@click.option("--tenants", default=100, show_default=True, type=click.IntRange(min=1),
+              help="Tenants the tasks are spread over.")  # fmt: skip
+@click.option("--cluster", is_flag=True,
+              help="12 shards on a local 3-master Redis Cluster (or on --redis).")  # fmt: skip
+@_redis_option
+@_json_option
+def leases_cmd(
+    leases: int,
+    heartbeat_s: float,
+    ttl_s: float | None,
+    seconds: float,
+    per_worker: int,
+    kill_fraction: float,
+    tenants: int,
+    cluster: bool,
+    redis_url: str | None,
+    as_json: bool,
+) -> None:
+    """Redis CPU of LEASES live leases heartbeating every HEARTBEAT-S seconds and
+    of the reaper, and how late a killed worker's leases are reaped; the targets
+    of issue 18 marked met or not."""
+
+    opts = LeaseBenchOptions(
+        leases, heartbeat_s, ttl_s, seconds, per_worker, kill_fraction, tenants
+    )
+    try:
+        opts.check()
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    _emit(lease_bench(opts, redis_url, cluster), as_json)
 
 
 @bench.command("midnight")

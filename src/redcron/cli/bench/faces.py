@@ -2,7 +2,11 @@
 cost as tenants grow.
 
 Each size is a fresh key prefix on the same Redis: ``N`` tenants, each with one
-job (a cron schedule never due during the run) and one queued task.  Each path
+job (a cron schedule never due during the run), one queued task, one delayed
+(countdown) task and one dead-lettered task, and ``N / 5`` registered workers
+(at least 10; 2,000 at 10,000 tenants).  A list at the smallest size may show
+fewer rows than a full page at the largest: the ``?limit=10`` variants compare
+the same rows, what a request costs apart from its page's size.  Each path
 is requested through Flask's test client (no HTTP server, no network: the time
 is the dashboard's and Redis's) with the admin token, a few times; the figure is
 the median, and the reply's size is noted.  The bounded-work target of issue 18
@@ -22,6 +26,7 @@ import flask
 from flask.testing import FlaskClient
 
 from redcron.app import App
+from redcron.broker import FailItem, Registration, WorkerRegistry
 from redcron.cli.bench.fixtures import bench_run, redis_for_bench
 from redcron.dashboard import create_app
 from redcron.dashboard.totals import EXTENSION as TOTALS
@@ -37,6 +42,12 @@ PATHS = (
     ("GET /v1/jobs?limit=10", "/v1/jobs?limit=10"),
     ("GET /v1/runs", "/v1/runs"),
     ("/metrics", "/metrics"),
+    ("DLQ page", "/dlq"),
+    ("GET /v1/dlq", "/v1/dlq"),
+    ("GET /v1/dlq?limit=10", "/v1/dlq?limit=10"),
+    ("workers page", "/workers"),
+    ("GET /v1/workers", "/v1/workers"),
+    ("GET /v1/workers?limit=10", "/v1/workers?limit=10"),
 )
 #: requests per path; the median is reported
 REPEATS = 5
@@ -47,6 +58,13 @@ MAX_REPLY_BYTES = 1_000_000
 SIZE_CAPPED = ("GET /v1/jobs", "/metrics")
 #: jobs written per put_many call
 BATCH = 2_000
+#: tenants per registered worker, and the fewest workers (a page of 10 at every size)
+TENANTS_PER_WORKER = 5
+MIN_WORKERS = 10
+#: tasks leased and failed per call while dead-lettering
+DEAD_BATCH = 256
+#: the queue the dead-lettered tasks go through (no bench worker serves it)
+DEAD_QUEUE = "bench-dead"
 
 
 def tenant_jobs(tenants: int) -> list[JobSpec]:
@@ -71,7 +89,26 @@ def populate(app: App, tenants: int) -> float:
     noop = app.tasks["bench.noop"]
     for spec in specs:
         noop.enqueue_many([()], _tenant=spec.tenant)
+        noop.enqueue_many([()], _tenant=spec.tenant, _countdown=86_400)
+        noop.enqueue_many([()], _tenant=spec.tenant, _queue=DEAD_QUEUE)
+    dead_letter(app)
+    registry = WorkerRegistry(app.broker)
+    for i in range(max(MIN_WORKERS, tenants // TENANTS_PER_WORKER)):
+        reg = Registration(f"bench-w{i:05d}", "bench", i, ("default",), (), 4, 0, ("bench.noop",))
+        registry.publish(reg, 3_600_000)
     return time.perf_counter() - t0
+
+
+def dead_letter(app: App) -> None:
+    """Lease every task of :data:`DEAD_QUEUE` and fail it for good: one DLQ entry each."""
+    broker = app.broker
+    for shard in range(broker.shards):
+        while True:
+            leases = broker.leases.lease(shard, "bench-dead", DEAD_BATCH, 600_000, [DEAD_QUEUE])
+            if not leases:
+                break
+            items = [FailItem(x.iid, x.epoch, "failed", "bench", False) for x in leases]
+            broker.leases.fail(shard, "bench-dead", items)
 
 
 def _clients(web: flask.Flask, admin: str) -> tuple[FlaskClient, FlaskClient]:

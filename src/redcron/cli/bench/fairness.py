@@ -12,7 +12,7 @@ from redcron.app import App
 from redcron.cli.bench.fixtures import bench_run, jain_index, p99, wait_all_done, worker_process
 
 
-def _lease_times(bapp: App, ids_by_tenant: dict[str, list[str]]) -> list[tuple[int, str]]:
+def lease_times(bapp: App, ids_by_tenant: dict[str, list[str]]) -> list[tuple[int, str]]:
     """(first lease ms, tenant) of every task, in lease order."""
     client = bapp.broker.client
     keys = bapp.broker.keys
@@ -47,7 +47,7 @@ def fairness(redis_url: str | None, backfill: int = 50_000) -> dict[str, Any]:
             ids[tenant] = [h.id for h in noop.enqueue_many([()] * (1_000 * weight), _tenant=tenant)]
         with worker_process(run.url, run.prefix, 16, "threads", 16):
             wait_all_done(bapp, [i for v in ids.values() for i in v])
-        leases = _lease_times(bapp, ids)
+        leases = lease_times(bapp, ids)
         last = {t: max(ms for ms, tt in leases if tt == t) for t in weights}
         window_end = min(last.values())
         counts = {t: 0 for t in weights}
@@ -82,7 +82,7 @@ def fairness(redis_url: str | None, backfill: int = 50_000) -> dict[str, Any]:
             created = min(c for c, _ in rows)
             waits.append(min(lz for _, lz in rows) - created)
         waits.sort()
-        big_leases = _lease_times(bapp, {"backfill": big})
+        big_leases = lease_times(bapp, {"backfill": big})
         span = max(1, big_leases[-1][0] - big_leases[0][0]) / 1000
 
         # -- lease cost: 10 vs 10,000 idle tenants (alternated, median of 3) ------

@@ -24,7 +24,7 @@ from redcron.app import App
 from redcron.clock import ulid
 from redcron.embedded import EmbeddedRedis
 from redcron.embedded_cluster import EmbeddedCluster
-from redcron.keys import shard_of_id
+from redcron.keys import shard_of, shard_of_id
 from redcron.model.jobs import JobSpec, Task
 from redcron.model.states import TaskState
 
@@ -188,6 +188,60 @@ def idle_jobs(count: int, tenants: int = 100) -> list[JobSpec]:
     ]
 
 
+def spread_tenants(shards: int, per_shard: int) -> list[str]:
+    """Tenant names ``t<i>``, the first ``per_shard`` that land on each of
+    ``shards`` shards (:func:`redcron.keys.shard_of`): work spread over them
+    loads every shard alike, whatever the hash does with few names."""
+    names: list[str] = []
+    room = [per_shard] * shards
+    i = 0
+    while len(names) < shards * per_shard:
+        name = f"t{i}"
+        shard = shard_of(name, shards)
+        if room[shard]:
+            room[shard] -= 1
+            names.append(name)
+        i += 1
+    return names
+
+
+def split_evenly(total: int, parts: int) -> list[int]:
+    """``total`` as ``parts`` counts that differ by at most one (larger first)."""
+    base, extra = divmod(total, parts)
+    return [base + (1 if i < extra else 0) for i in range(parts)]
+
+
+def enqueue_spread(bapp: App, task_name: str, tasks: int, tenants: Sequence[str]) -> list[str]:
+    """Enqueue ``tasks`` of ``task_name`` split evenly over ``tenants``, with
+    enqueue_many in batches of 1,000; returns their ids."""
+    task = bapp.tasks[task_name]
+    ids: list[str] = []
+    for tenant, count in zip(tenants, split_evenly(tasks, len(tenants)), strict=True):
+        for i in range(0, count, 1_000):
+            batch = task.enqueue_many([()] * min(1_000, count - i), _tenant=tenant)
+            ids += [h.id for h in batch]
+    return ids
+
+
+def succeeded_count(bapp: App) -> int:
+    """Attempts that succeeded so far, every shard (the shards' outcome counters:
+    one small read per shard, cheap enough to poll during a drain)."""
+    client, keys = bapp.broker.client, bapp.broker.keys
+    pipe = client.pipeline(transaction=False)
+    for shard in range(bapp.broker.shards):
+        pipe.hget(keys.attemptsall(shard), "succeeded")
+    return sum(int(n or 0) for n in pipe.execute())
+
+
+def redis_cpu_s(bapp: App) -> list[float]:
+    """User + system CPU seconds of the server, or of each master of a cluster
+    (``INFO cpu``)."""
+    return [
+        float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+        for info in bapp.broker.server_info("cpu")
+    ]
+
+
 def wait_all_done(bapp: App, ids: list[str], timeout_s: float = 600) -> None:
     """Wait until every task succeeded, looking at a small window of the oldest
     unfinished ones at a time: a poll of every pending id (thousands of HGETs
@@ -221,6 +275,16 @@ def proc_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / ticks
 
 
+def machine_busy_s() -> float:
+    """CPU seconds every core of the machine has spent busy since boot (Linux
+    /proc/stat: all but idle and iowait), whoever ran: what a benchmark's own
+    processes did not use of it went to others sharing the machine."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    busy = sum(fields[:8]) - fields[3] - fields[4]  # guest time is inside user already
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
 def percentile(ordered: Sequence[_T], q: float) -> _T:
     """The ``q`` quantile (0 <= q <= 1) of a sorted, non-empty sequence: the
     value at index ``int(len * q)``, the largest when that runs past the end
@@ -248,15 +312,6 @@ def jain_index(values: Sequence[float]) -> float:
     return sum(values) ** 2 / (len(values) * square_sum)
 
 
-def redis_cpu_s(bapp: App) -> float:
-    """Redis's CPU seconds so far (``used_cpu_sys`` + ``used_cpu_user``), summed
-    over the masters of a cluster: a delta of two readings is Redis's cost."""
-    return sum(
-        float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
-        for info in bapp.broker.info("cpu")
-    )
-
-
 def redis_used_memory(bapp: App) -> int:
     """``used_memory`` in bytes, summed over the masters of a cluster."""
-    return sum(int(info["used_memory"]) for info in bapp.broker.info("memory"))
+    return sum(int(info["used_memory"]) for info in bapp.broker.server_info("memory"))

@@ -363,7 +363,7 @@ def midnight(
             "tenants": tenants,
             "due": due,
             "shards": bapp.broker.shards,
-            "masters": len(bapp.broker.info("server")),
+            "masters": len(bapp.broker.server_info("server")),
             "beats": 1,
             "workers": workers,
             **figures,
@@ -380,7 +380,7 @@ def midnight(
 
 def _cpu(bapp: App, pids: dict[str, list[int]]) -> dict[str, float]:
     """CPU seconds so far of Redis (every master), the beat and the workers."""
-    out = {"redis": redis_cpu_s(bapp)}
+    out = {"redis": sum(redis_cpu_s(bapp))}
     for role, ps in pids.items():
         out[role] = sum(proc_cpu_s(p) for p in ps)
     return out

@@ -15,8 +15,18 @@ from typing import Any
 import redis
 
 from redcron.app import App
-from redcron.cli.bench.fixtures import bench_run, wait_all_done, worker_process
+from redcron.cli.bench.fixtures import (
+    bench_run,
+    enqueue_spread,
+    spread_tenants,
+    wait_all_done,
+    worker_process,
+)
 from redcron.config import WORKER_PREFETCH_PER_SLOT, default_concurrency
+from redcron.keys import shard_of_id
+
+#: tenants per shard the tasks of a run with several shards are spread over
+TENANTS_PER_SHARD = 4
 
 
 def throughput(
@@ -26,32 +36,44 @@ def throughput(
     body: str,
     redis_url: str | None,
     prefetch: int | None = None,
+    masters: int = 0,
+    shards: int | None = None,
 ) -> dict[str, Any]:
     """Enqueue ``tasks`` with enqueue_many, then one worker process drains them
-    (``concurrency``, ``prefetch`` None: the worker's defaults)."""
+    (``concurrency``, ``prefetch`` None: the worker's defaults); with
+    ``masters``, on a fresh local cluster of that many masters, and with
+    ``shards`` > 1 the tasks spread over tenants on every shard.  The
+    yardstick (bare INCRs on one connection per thread) needs one server:
+    None on a cluster."""
     slots = default_concurrency(pool) if concurrency is None else concurrency
-    with bench_run(redis_url) as run:
+    with bench_run(redis_url, masters=masters, shards=shards) as run:
         bapp = run.app
         task = bapp.tasks[f"bench.{body}"]
+        n_shards = bapp.broker.shards
+        tenants = spread_tenants(n_shards, TENANTS_PER_SHARD) if n_shards > 1 else ["default"]
         # a tenth (at most 2,000) one at a time, the rest in batches; the
         # worker drains them all
         singles = min(2_000, max(1, tasks // 10))
         t0 = time.perf_counter()
-        handles = [task.enqueue() for _ in range(singles)]
+        ids = [task.enqueue(_tenant=tenants[i % len(tenants)]).id for i in range(singles)]
         single_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        for i in range(0, tasks - singles, 1_000):
-            handles += task.enqueue_many([()] * min(1_000, tasks - singles - i))
+        ids += enqueue_spread(bapp, f"bench.{body}", tasks - singles, tenants)
         many_s = time.perf_counter() - t0
-        ids = [h.id for h in handles]
         with worker_process(run.url, run.prefix, slots, pool, prefetch):
             wait_all_done(bapp, ids)
-        first, last, done = _span(bapp, ids)
+        first, last, done = drain_span(bapp, ids)
         drain_s = max(1e-9, (last - first) / 1000)
         drain_per_s = done / drain_s
-        reference = reference_incr(run.url, run.prefix, max(5_000, min(tasks, 20_000)))
+        reference = (
+            None
+            if "+cluster" in run.url
+            else reference_incr(run.url, run.prefix, max(5_000, min(tasks, 20_000)))
+        )
         return {
             "tasks": tasks,
+            "shards": n_shards,
+            "masters": masters or None,
             "workers": 1,
             "pool": pool,
             "concurrency": slots,
@@ -62,8 +84,8 @@ def throughput(
             "drain_per_s": round(drain_per_s),
             "drain_s": round(drain_s, 3),
             "measured_tasks": done,
-            "reference_incr_per_s": round(reference),
-            "drain_vs_reference": round(drain_per_s / reference, 2),
+            "reference_incr_per_s": round(reference) if reference else None,
+            "drain_vs_reference": round(drain_per_s / reference, 2) if reference else None,
         }
 
 
@@ -97,13 +119,14 @@ def reference_incr(url: str, prefix: str, n: int, threads: int = 8) -> float:
     return per * threads / max(1e-9, time.perf_counter() - t0)
 
 
-def _span(bapp: App, ids: list[str]) -> tuple[int, int, int]:
-    """Server-clock span from the first lease to the last completion."""
+def drain_span(bapp: App, ids: list[str]) -> tuple[int, int, int]:
+    """Server-clock span (ms) from the first lease to the last completion of
+    ``ids``, and how many of them have both."""
     client = bapp.broker.client
     keys = bapp.broker.keys
     pipe = client.pipeline(transaction=False)
     for iid in ids:
-        pipe.hmget(keys.ti(0, iid), "a:1:leased", "ended")
+        pipe.hmget(keys.ti(shard_of_id(iid), iid), "a:1:leased", "ended")
     first, last, n = 2**62, 0, 0
     for leased, ended in pipe.execute():
         if leased and ended:

@@ -1,4 +1,5 @@
-"""The JSON API, ``/v1``: jobs, runs, one-off tasks, tenants and their DLQ.
+"""The JSON API, ``/v1``: jobs, runs, one-off tasks, tenants and their DLQ, the
+DLQ across tenants and the live workers.
 
 Every route module holds one blueprint; this one nests them under ``/v1`` and
 runs :func:`authenticate` (bearer tokens, ``auth.py``) before each request.
@@ -9,10 +10,29 @@ from __future__ import annotations
 
 import flask
 
-from redcron.dashboard.api import auth, jobs, openapi, runs, tasks, tenants, worker
+from redcron.dashboard.api import (
+    auth,
+    dlq,
+    jobs,
+    live_workers,
+    openapi,
+    runs,
+    tasks,
+    tenants,
+    worker,
+)
 
 api = flask.Blueprint("api", __name__, url_prefix="/v1")
-for part in (jobs.bp, runs.bp, tasks.bp, tenants.bp, worker.bp, openapi.bp):
+for part in (
+    jobs.bp,
+    runs.bp,
+    tasks.bp,
+    tenants.bp,
+    dlq.bp,
+    live_workers.bp,
+    worker.bp,
+    openapi.bp,
+):
     api.register_blueprint(part)
 
 

@@ -163,9 +163,27 @@ PATHS: Json = {
     },
     "/v1/tenants/{tenant}/dlq": {
         "parameters": _path("tenant"),
-        "get": _op("Dead tasks of a tenant, oldest first", "200", {"type": "object", "properties": {
-            "entries": {"type": "array", "items": _ref("DlqEntry")}}}, ("400",),
-            query=(("limit", "integer"),)),
+        "get": _op("Dead tasks of a tenant, oldest first, a page at a time", "200",
+                   {"type": "object", "properties": {
+                       "entries": {"type": "array", "items": _ref("DlqEntry")},
+                       "next_cursor": _NEXT_CURSOR}}, ("400",),
+                   query=(("limit", "integer", "Entries per page, 1..1000 (default 100)"),
+                          _CURSOR)),
+    },
+    "/v1/dlq": {
+        "get": _op("Dead tasks of every tenant (a tenant token: its own) by tenant, oldest "
+                   "first, a page at a time", "200", {"type": "object", "properties": {
+                       "entries": {"type": "array", "items": _ref("DlqEntry")},
+                       "next_cursor": _NEXT_CURSOR}}, ("400",),
+                   query=(("tenant", "string"), ("name", "string"), _LIMIT, _CURSOR)),
+    },
+    "/v1/workers": {
+        "get": _op("Live workers by id, a page at a time, each with the tasks it holds "
+                   "(a tenant token: the workers serving it, its own tasks)", "200",
+                   {"type": "object", "properties": {
+                       "workers": {"type": "array", "items": {"type": "object"}},
+                       "next_cursor": _NEXT_CURSOR}}, ("400",),
+                   query=(_LIMIT, _CURSOR)),
     },
     "/v1/tenants/{tenant}/dlq/{task_id}/replay": {
         "parameters": _path("tenant", "task_id"),

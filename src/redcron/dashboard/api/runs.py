@@ -9,14 +9,13 @@ a page may come back short with a ``next_cursor``: page until it is null.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import flask
 
-from redcron.broker import RunCancel, TaskCancel, page_runs
+from redcron.broker import RunCancel, TaskCancel, page_job_runs, page_runs
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import (
     ApiError,
@@ -31,14 +30,10 @@ from redcron.dashboard.api.common import (
 )
 from redcron.errors import NotFound
 from redcron.model import ExpiredTask, RunRecord, TaskRecord, validation
-from redcron.model.records import epoch_ms
 from redcron.model.serialize import to_json
 from redcron.model.states import RunState
 
 bp = flask.Blueprint("runs", __name__)
-
-#: a job keeps at most keep_runs runs (default 100); its page reads them all to filter
-RUNS_PER_JOB = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,27 +72,11 @@ def run_json(run: RunRecord) -> dict[str, Any]:
     return out
 
 
-def _sort_key(run: RunRecord) -> tuple[int, str]:
-    return (epoch_ms(run.created_at) if run.created_at else 0, run.id)
-
-
-def page(
-    runs: Sequence[RunRecord], limit: int, cursor: tuple[int, str] | None
-) -> tuple[list[RunRecord], str | None]:
-    """Newest first, after ``cursor``; the next cursor, or None on the last page."""
-    ordered = sorted(runs, key=_sort_key, reverse=True)
-    if cursor is not None:
-        ordered = [r for r in ordered if _sort_key(r) < cursor]
-    shown = ordered[:limit]
-    more = len(ordered) > limit
-    return shown, encode_cursor(list(_sort_key(shown[-1]))) if more else None
-
-
 @bp.get("/runs")
 def list_runs() -> flask.Response:
-    """Runs newest first, a page at a time: of one job (its history, at most its
-    ``keep_runs``), or from the run indexes (``broker.listing``: a page reads a
-    page, whatever the number of jobs and runs)."""
+    """Runs newest first, a page at a time: of one job (its history by scheduled
+    time), or from the run indexes by creation time (``broker.listing``: a page
+    reads a page, whatever the number of jobs and runs)."""
     args = flask.request.args
     limit = query_limit()
     key = query_cursor((int, str))
@@ -111,13 +90,11 @@ def list_runs() -> flask.Response:
     job_id = args.get("job") or None
     if job_id is not None:
         job = auth.job(job_id)
-        found = [
-            r
-            for r in redcron_app().jobs.runs(job.id, RUNS_PER_JOB)
-            if (state is None or r.state == state) and (tenant is None or r.tenant == tenant)
-        ]
-        shown, next_cursor = page(found, limit, cursor)
-        return reply({"runs": shown, "next_cursor": next_cursor})
+        if tenant is not None and tenant != job.tenant:
+            return reply({"runs": [], "next_cursor": None})
+        # the job's history by scheduled time, a page at a time (however long its keep_runs)
+        runs, after = page_job_runs(redcron_app().broker, job.id, cursor, limit, state)
+        return reply({"runs": runs, "next_cursor": encode_cursor(list(after)) if after else None})
     if tenant is not None and not auth.may_see(tenant):
         return reply({"runs": [], "next_cursor": None})
     tenant = tenant or auth.scope()

@@ -9,7 +9,16 @@ import flask
 
 from redcron.broker import DlqStore
 from redcron.dashboard.api import auth
-from redcron.dashboard.api.common import ApiError, body, only, query_int, redcron_app, reply
+from redcron.dashboard.api.common import (
+    ApiError,
+    body,
+    encode_cursor,
+    only,
+    query_int,
+    redcron_app,
+    reply,
+)
+from redcron.dashboard.api.dlq import dlq_cursor
 from redcron.errors import NotFound
 from redcron.model import validation
 from redcron.model.states import TaskState
@@ -45,7 +54,11 @@ def list_dlq(tenant: str) -> flask.Response:
     validation.name("tenant", tenant)
     auth.tenant_path(tenant)
     limit = query_int("limit", DEFAULT_DLQ_LIMIT, 1, MAX_DLQ_LIMIT)
-    return reply({"entries": redcron_app().broker.dlq.list(tenant, limit)})
+    found = redcron_app().broker.dlq.page(tenant, dlq_cursor(), limit)
+    nxt = found.next_cursor
+    return reply(
+        {"entries": found.entries, "next_cursor": encode_cursor(list(nxt)) if nxt else None}
+    )
 
 
 @bp.post("/tenants/<tenant>/dlq/<path:task_id>/replay")  # run tasks: <run>/<task>

@@ -1,5 +1,9 @@
 """``/dlq``: dead-lettered tasks, filtered by tenant and task name, each with
-its error and log tail; replay or discard one, the selected, or all shown."""
+its error and log tail; replay or discard one, the selected, or all shown.
+
+A page at a time in (tenant, entry) order (``?after=<tenant> <entry id>``, the
+cursor of the next link): across tenants it reads the DLQ index of each shard,
+never every tenant's stream (``DlqStore.page``)."""
 
 from __future__ import annotations
 
@@ -7,46 +11,62 @@ from collections.abc import Callable, Sequence
 
 import flask
 
-from redcron.broker import DlqStore
+from redcron.broker import DLQ_ENTRY_ID, DlqPage, DlqStore
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
 from redcron.dashboard.ui.render import Reply
-from redcron.model import DlqEntry, validation
+from redcron.errors import NotFound, ValidationError
+from redcron.model import validation
 
 bp = flask.Blueprint("dlq", __name__)
 
-#: entries read per tenant when a filter needs more than the page
-SCAN_LIMIT = 10_000
+#: task ids one replay or discard form may name
+MAX_CHOSEN = 1_000
 
 
-def entries(tenant: str | None, name: str | None, count: int) -> list[DlqEntry]:
-    """Dead tasks the viewer may see, oldest first, matching the filter."""
+def parse_after(text: str | None, field: str = "after") -> tuple[str, str] | None:
+    """A page cursor ``<tenant> <entry id>`` (an empty entry id: past the tenant)."""
+    if not text:
+        return None
+    tenant, _sep, eid = text.partition(" ")
+    validation.name(field, tenant)
+    if eid and not DLQ_ENTRY_ID.fullmatch(eid):
+        raise ValidationError(field, f"{text!r} is not a DLQ page cursor; follow the next link")
+    return tenant, eid
+
+
+def entries(
+    tenant: str | None, name: str | None, after: tuple[str, str] | None, limit: int
+) -> DlqPage:
+    """A page of the dead tasks the viewer may see, matching the filter."""
     if tenant is not None and not auth.may_see(tenant):
-        return []
-    found = redcron_app().broker.dlq.list(tenant or auth.scope(), count)
-    return [e for e in found if auth.may_see(e.tenant) and (name is None or e.name == name)]
+        return DlqPage([], None)
+    found = redcron_app().broker.dlq.page(tenant or auth.scope(), after, limit, name)
+    # the read holds only the scope's entries: a guard, never a filter
+    return DlqPage([e for e in found.entries if auth.may_see(e.tenant)], found.next_cursor)
 
 
-def _filter() -> tuple[str | None, str | None]:
+def _filter() -> tuple[str | None, str | None, tuple[str, str] | None]:
     source = flask.request.form if flask.request.method == "POST" else flask.request.args
     tenant = source.get("tenant") or None
     if tenant is not None:
         validation.name("tenant", tenant)
-    return tenant, source.get("name") or None
+    return tenant, source.get("name") or None, parse_after(source.get("after"))
 
 
 @bp.get("/dlq")
 def index() -> Reply:
-    tenant, name = _filter()
-    count = SCAN_LIMIT if name else min(render.wanted(), SCAN_LIMIT)
-    found = entries(tenant, name, count)
+    tenant, name, after = _filter()
+    found = entries(tenant, name, after, render.PER_PAGE)
+    nxt = " ".join(found.next_cursor) if found.next_cursor else None
     return render.page(
         "dlq.html",
         title="Dead-letter queue",
-        entries=render.paginate(found, exact=name is not None or len(found) < count),
+        entries=render.Keyed(found.entries, nxt, None),
         tenant=tenant or "",
         name=name or "",
+        after=" ".join(after) if after else "",
         scoped=auth.scope() is not None,
     )
 
@@ -61,22 +81,34 @@ def discard() -> Reply:
     return _act(DlqStore.discard, "discarded", "ended cancelled")
 
 
+def _mine(chosen: Sequence[str]) -> list[str]:
+    """The chosen task ids the viewer may act on (another tenant's: left out)."""
+    inspection = redcron_app().broker.inspection
+    out = []
+    for iid in chosen[:MAX_CHOSEN]:
+        try:
+            if auth.may_see(inspection.task_info(iid).tenant):
+                out.append(iid)
+        except (NotFound, ValidationError):
+            continue  # unknown, or no task id at all
+    return out
+
+
 def _act(action: Callable[[DlqStore, Sequence[str]], int], verb: str, what: str) -> Reply:
     """Apply ``action`` to the chosen entries: a row's button (``one``), the
-    ticked boxes (``ids``) or every entry of the filter (``all``)."""
-    tenant, name = _filter()
+    ticked boxes (``ids``) or every entry of the page shown (``all``)."""
+    tenant, name, after = _filter()
     form = flask.request.form
-    visible = {e.task_id for e in entries(tenant, name, SCAN_LIMIT)}
     if form.get("one"):
         chosen = [form["one"]]
     elif form.get("all"):
-        chosen = sorted(visible)
+        chosen = [e.task_id for e in entries(tenant, name, after, render.PER_PAGE).entries]
     else:
         chosen = form.getlist("ids")
     if not chosen:
         flask.flash("nothing selected: tick some entries first", "error")
     else:
-        allowed = [i for i in chosen if i in visible]
+        allowed = _mine(chosen)
         done = action(redcron_app().broker.dlq, allowed) if allowed else 0
         missed = len(chosen) - done
         message = f"{verb} {done} task{'s' if done != 1 else ''} ({what})"

@@ -6,19 +6,22 @@ from __future__ import annotations
 
 import flask
 
-from redcron.broker import TaskCancel, TaskFilter, list_tasks
+from redcron.broker import TaskCancel, TaskFilter, scan_tasks
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
 from redcron.dashboard.ui.render import Reply
 from redcron.dashboard.ui.runs import attempt_logs
 from redcron.errors import ValidationError
-from redcron.model import validation
+from redcron.model import TaskRecord, validation
 from redcron.model.states import TASK_TERMINAL, TaskState
 
 bp = flask.Blueprint("tasks", __name__)
 
 STATES = tuple(s.value for s in TaskState)
+#: newest instances a request looks at per shard, whatever the filter matches
+#: (and however deep the page asked): past them the list says so
+TASKS_SCAN = 5_000
 
 
 @bp.get("/tasks")
@@ -37,15 +40,17 @@ def index() -> Reply:
         known = ", ".join(STATES)
         raise ValidationError("state", f"{state!r} is not a task state; states: {known}")
     name = (args.get("name") or "").strip() or None
+    cut = False
     if tenant is not None and not auth.may_see(tenant):
-        found = []
+        found: list[TaskRecord] = []
     else:
         where = TaskFilter(state=state, tenant=tenant or auth.scope(), name=name)
-        found = list_tasks(redcron_app().broker, where, render.wanted())
+        found, cut = scan_tasks(redcron_app().broker, where, render.wanted(), TASKS_SCAN)
     return render.page(
         "tasks.html",
         title="Tasks",
-        tasks=render.paginate(found, exact=len(found) < render.wanted()),
+        tasks=render.paginate(found, exact=not cut and len(found) < render.wanted()),
+        scanned=TASKS_SCAN if cut else None,
         states=STATES,
         tenant=tenant or "",
         state=state or "",

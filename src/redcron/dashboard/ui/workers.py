@@ -1,5 +1,7 @@
 """``/workers``: the live workers from the worker registry — host, pid,
-queues, slots, the tasks each is running, last heartbeat."""
+queues, slots, the tasks each is running, last heartbeat — a page at a time
+by worker id (``?after=<id>``): the work grows with the page, never with the
+number of workers, tenants or leases."""
 
 from __future__ import annotations
 
@@ -8,8 +10,8 @@ import flask
 from redcron.broker import WorkerRegistry, running_by_worker
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
+from redcron.dashboard.api.live_workers import as_seen, serves_tenant
 from redcron.dashboard.ui import render
-from redcron.dashboard.ui.overview import serves_tenant
 from redcron.dashboard.ui.render import Reply
 
 bp = flask.Blueprint("workers", __name__)
@@ -19,11 +21,16 @@ bp = flask.Blueprint("workers", __name__)
 def index() -> Reply:
     app = redcron_app()
     only = auth.scope()
-    workers = [w for w in WorkerRegistry(app.broker).list() if serves_tenant(w, only)]
+    # any text is a valid lexical bound: the page after it
+    workers, nxt = WorkerRegistry(app.broker).page(
+        render.after_cursor(),
+        render.PER_PAGE,
+        None if only is None else lambda w: serves_tenant(w, only),
+    )
     return render.page(
         "workers.html",
         title="Workers",
-        workers=render.paginate(workers),
-        running=running_by_worker(app.broker, only),
+        workers=render.Keyed([as_seen(w, only) for w in workers], nxt, None),
+        running=running_by_worker(app.broker, workers, only),
         now=app.jobs.server_now(),
     )

@@ -7,6 +7,9 @@
 -- Add the DLQ entry of an instance: self-contained, with the error and the log
 -- tail of attempt `attempt` (nil: none ran); `at` is when it died.  Returns its id.
 local function dlq_add(iid, tenant, queue, name, attempt, outcome, errtext, at)
+  -- the cross-tenant DLQ list pages over dlqidx (dlq_unindex.lua drops a tenant
+  -- once its stream is empty)
+  redis.call('ZADD', key_dlqidx(), 0, tenant)
   local lines = {}
   if attempt then
     local tail = redis.call('XREVRANGE', key_log(iid, attempt), '+', '-', 'COUNT', 20)

@@ -29,6 +29,9 @@ class WorkerInfo:
     started_at: datetime | None
     heartbeat_at: datetime | None
     expires_at: datetime | None
+    #: ids of (some of) the task instances it held at its last heartbeat, for the
+    #: Workers page (at most ``LEASED_PUBLISHED``)
+    leased: tuple[str, ...] = ()
 
     @classmethod
     def from_fields(cls, fields: Fields) -> WorkerInfo:
@@ -46,6 +49,7 @@ class WorkerInfo:
             started_at=_time(fields, "started"),
             heartbeat_at=_time(fields, "heartbeat"),
             expires_at=_time(fields, "expires"),
+            leased=_csv(fields, "leased"),
         )
 
 

@@ -1,0 +1,60 @@
+"""``GET /v1/dlq``: dead tasks across tenants (the admin's view; a tenant token
+sees its own only), a page at a time in (tenant, entry) order.  Replay and
+discard stay on ``/v1/tenants/{t}/dlq/...``."""
+
+from __future__ import annotations
+
+import flask
+
+from redcron.broker import DLQ_ENTRY_ID
+from redcron.dashboard.api import auth
+from redcron.dashboard.api.common import (
+    bad,
+    encode_cursor,
+    query_cursor,
+    query_limit,
+    redcron_app,
+    reply,
+)
+from redcron.errors import ValidationError
+from redcron.model import validation
+
+bp = flask.Blueprint("dlq", __name__)
+
+_NOT_OURS = "not a cursor this API returned (pass next_cursor as it is)"
+
+
+def dlq_cursor() -> tuple[str, str] | None:
+    """The request's ``cursor``: (tenant, entry id) of the last entry of a page
+    (an empty entry id: past that tenant); 400 naming ``cursor`` otherwise."""
+    key = query_cursor((str, str))
+    if key is None:
+        return None
+    tenant, eid = key
+    try:
+        validation.name("cursor", tenant)
+    except ValidationError:
+        bad("cursor", _NOT_OURS)
+    if eid and not DLQ_ENTRY_ID.fullmatch(eid):
+        bad("cursor", _NOT_OURS)
+    return tenant, eid
+
+
+@bp.get("/dlq")
+def list_dlq() -> flask.Response:
+    """Dead tasks of every tenant (``tenant``: of one; ``name``: of one task
+    name), ``limit`` a page (default 50), following ``cursor``."""
+    args = flask.request.args
+    tenant = args.get("tenant") or None
+    if tenant is not None:
+        validation.name("tenant", tenant)
+    name = args.get("name") or None
+    limit = query_limit()
+    after = dlq_cursor()
+    if tenant is not None and not auth.may_see(tenant):
+        return reply({"entries": [], "next_cursor": None})
+    found = redcron_app().broker.dlq.page(tenant or auth.scope(), after, limit, name)
+    # the read holds only the scope's entries: a guard, never a filter
+    shown = [e for e in found.entries if auth.may_see(e.tenant)]
+    nxt = found.next_cursor
+    return reply({"entries": shown, "next_cursor": encode_cursor(list(nxt)) if nxt else None})

@@ -1,0 +1,57 @@
+"""``GET /v1/workers``: the live workers, a page at a time by id, each with the
+tasks it holds now.  A tenant token sees the workers that serve its tenant,
+with only its own tenant and its own tasks on them."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import flask
+
+from redcron.broker import WorkerRegistry, running_by_worker
+from redcron.dashboard.api import auth
+from redcron.dashboard.api.common import (
+    bad,
+    encode_cursor,
+    query_cursor,
+    query_limit,
+    redcron_app,
+    reply,
+)
+from redcron.dashboard.api.leases import WORKER_ID
+from redcron.model import WorkerInfo
+from redcron.model.serialize import to_json
+
+bp = flask.Blueprint("live_workers", __name__)
+
+
+def serves_tenant(worker: WorkerInfo, tenant: str | None) -> bool:
+    return tenant is None or not worker.tenants or tenant in worker.tenants
+
+
+def as_seen(worker: WorkerInfo, tenant: str | None) -> WorkerInfo:
+    """``worker`` as a viewer scoped to ``tenant`` may see it: no other tenant's
+    name, no instance ids (they may be another tenant's)."""
+    if tenant is None:
+        return worker
+    return dataclasses.replace(worker, tenants=(tenant,) if worker.tenants else (), leased=())
+
+
+@bp.get("/workers")
+def list_workers() -> flask.Response:
+    """Live workers by id, ``limit`` a page (default 50), following ``cursor``."""
+    limit = query_limit()
+    key = query_cursor((str,))
+    if key is not None and not WORKER_ID.fullmatch(key[0]):
+        bad("cursor", "not a cursor this API returned (pass next_cursor as it is)")
+    app = redcron_app()
+    only = auth.scope()
+    keep = None if only is None else (lambda w: serves_tenant(w, only))
+    workers, nxt = WorkerRegistry(app.broker).page(key[0] if key else None, limit, keep)
+    running = running_by_worker(app.broker, workers, only)
+    # each worker's record, with the tasks it holds now (as the Workers page shows)
+    rows: list[dict[str, Any]] = [
+        {**to_json(as_seen(w, only)), "holding": to_json(running.get(w.id, []))} for w in workers
+    ]
+    return reply({"workers": rows, "next_cursor": encode_cursor([nxt]) if nxt else None})
