@@ -70,6 +70,9 @@ CLIENT_ALLOWED = {
     "redcron/cli/bench/fixtures.py": "the benchmarks wait on instance states and delete their keys",
     "redcron/cli/bench/throughput.py": "the drain span is read from the instance hashes",
     "redcron/cli/bench/trigger.py": "the fire count and run creation times, read bare",
+    "redcron/cli/bench/midnight.py": (
+        "the due instances' fire, lease and end times, beat owners and workers, read bare"
+    ),
     "redcron/cli/bench/fairness.py": "lease times, tenants set up bare, EVALSHA cost from INFO",
     "redcron/cli/bench/soak.py": "the soak benchmark reads memory use and counts keys",
     "redcron/cli/bench/leases.py": (

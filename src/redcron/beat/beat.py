@@ -43,6 +43,11 @@ log = logging.getLogger(__name__)
 
 #: seconds of a tick spent at most loading the specs of jobs due soon
 PREFETCH_BUDGET_S = 0.5
+#: schedule pages a shard fires before the next owned shard's turn, so a burst
+#: due on every shard fires on all of them together (bench midnight, 1M / 100,000
+#: on a 12-shard cluster: Jain of starts per tenant 0.0998 when each shard fired
+#: all its due jobs in turn, 0.9965 with 1 page a turn, 0.88 with 4)
+TURN_PAGES = 1
 
 
 class Beat:
@@ -188,18 +193,25 @@ class Beat:
         owned = self._gate.open(sorted(self._shards.owned), time.monotonic())
         answered = False
         failure: Exception | None = None
-        for shard in owned:
-            try:
-                fired += self._firer.fire_shard(store, shard, now, budget)
-            except TRANSIENT as exc:
-                # on a cluster, this shard's master is down: the others go on
-                self._gate.failed(shard, exc, "fire", time.monotonic())
-                failure = exc
-                continue
-            except Exception as exc:  # one shard's fault must not stop every tenant's
-                self._shard_failed(shard, "fire", exc)
-            answered = True
-            self._gate.ok(shard)
+        # several shards take turns, a page each, while any has due rows left
+        self._firer.turn_pages = TURN_PAGES if len(owned) > 1 else None
+        turn = owned
+        while turn:
+            for shard in turn:
+                try:
+                    fired += self._firer.fire_shard(store, shard, now, budget)
+                except TRANSIENT as exc:
+                    # on a cluster, this shard's master is down: the others go on
+                    self._firer.more.discard(shard)
+                    self._gate.failed(shard, exc, "fire", time.monotonic())
+                    failure = exc
+                    continue
+                except Exception as exc:  # one shard's fault must not stop every tenant's
+                    self._firer.more.discard(shard)
+                    self._shard_failed(shard, "fire", exc)
+                answered = True
+                self._gate.ok(shard)
+            turn = [s for s in turn if s in self._firer.more and s in self._shards.owned]
         if failure is not None and not answered:
             raise failure  # every shard failing: Redis is down, run() backs off
         self._maintain()

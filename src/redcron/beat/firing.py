@@ -51,6 +51,10 @@ class Firer:
         self.batch = batch
         #: some fire made progress (or the time budget ran out): tick again at once
         self.busy = False
+        #: pages a shard fires before the next shard's turn (None: all it has)
+        self.turn_pages: int | None = None
+        #: shards whose turn ended with due rows left (they fire again this tick)
+        self.more: set[int] = set()
         self._sender: ThreadPoolExecutor | None = None
 
     def close(self) -> None:
@@ -65,14 +69,25 @@ class Firer:
         and plans the next, so Redis and Python work at the same time.  Jobs in
         flight are skipped by id when the next page is read (their fire may not
         have landed yet); a fire planned twice would only come back ``stale``.
+        With :attr:`turn_pages` set, the shard's turn ends after that many pages
+        and, when rows were left, it goes into :attr:`more`: the beat then
+        gives the other shards their turn before this one's next, so a burst's
+        fires interleave over the shards (their tenants) instead of one shard's
+        tenants all waiting for another's.
         """
         fired = 0
+        pages = 0
+        self.more.discard(shard)
         flight: Future[list[Any]] | None = None
         flying: list[Call] = []
         while True:
             busy = {call.job_id for call in flying}
             due = store.due(shard, now, self.batch + len(busy))
+            pages += 1
             last = len(due) < self.batch + len(busy) or time.monotonic() > budget
+            if not last and self.turn_pages is not None and pages >= self.turn_pages:
+                self.more.add(shard)
+                last = True
             todo = [row for row in due if row.job_id not in busy]
             calls = self.planner.plan(store, shard, todo, now)
             if flight is not None:

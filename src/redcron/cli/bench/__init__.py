@@ -9,6 +9,7 @@ from redcron.cli.bench.fairness import fairness
 from redcron.cli.bench.idle import beat_idle
 from redcron.cli.bench.latency import latency
 from redcron.cli.bench.leases import DEFAULT_PER_WORKER, LeaseBenchOptions, lease_bench
+from redcron.cli.bench.midnight import default_workers, midnight
 from redcron.cli.bench.scale import parse_counts, scale, table
 from redcron.cli.bench.schedule import schedule
 from redcron.cli.bench.shard_weights import fairness_cluster
@@ -18,6 +19,7 @@ from redcron.cli.bench.trigger import trigger
 from redcron.cli.common import concurrency_option, pool_option, prefetch_option
 from redcron.config import WORKER_PREFETCH_PER_SLOT, WORKER_THREADS
 from redcron.model import serialize
+from redcron.urls import is_cluster_url
 
 #: options the benchmarks share (each use adds a click.Option of its own)
 _redis_option = click.option(
@@ -305,3 +307,78 @@ def leases_cmd(
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
     _emit(lease_bench(opts, redis_url, cluster), as_json)
+
+
+@bench.command("midnight")
+@click.option("--schedules", default=1_000_000, show_default=True, type=int,
+              help="Cron schedules registered (the rest once a year).")  # fmt: skip
+@click.option("--tenants", default=10_000, show_default=True, type=int,
+              help="Tenants the schedules are spread over (round robin).")  # fmt: skip
+@click.option("--due", default=100_000, show_default=True, type=int,
+              help="Of the schedules, due in the same second.")  # fmt: skip
+@click.option("--workers", default=None, type=int,
+              help=f"Worker processes [default: cores - 1, here {default_workers()}].")  # fmt: skip
+@click.option("--cluster", is_flag=True, help="Start a local Redis Cluster for the run.")
+@click.option("--masters", default=3, show_default=True, type=int,
+              help="Masters of the --cluster.")  # fmt: skip
+@click.option("--shards", default=None, type=int,
+              help="Shards [default: 12 on a cluster, 1 on one server].")  # fmt: skip
+@_redis_option
+@_json_option
+def midnight_cmd(
+    schedules: int,
+    tenants: int,
+    due: int,
+    workers: int | None,
+    cluster: bool,
+    masters: int,
+    shards: int | None,
+    redis_url: str | None,
+    as_json: bool,
+) -> None:
+    """DUE of SCHEDULES cron schedules over TENANTS tenants due in the same second:
+    start delay (p50/p99/max), fires and starts per second, Jain index of starts
+    per tenant, dropped fires, Redis memory and CPU, set-up time; the design's
+    targets marked met or not.  Progress on stderr."""
+
+    _check_midnight(schedules, tenants, due, workers, cluster, masters, shards, redis_url)
+    on_cluster = cluster or bool(redis_url and is_cluster_url(redis_url))
+    if shards is None:
+        shards = 12 if on_cluster else 1
+    result = midnight(
+        schedules, tenants, due, workers, redis_url, masters if cluster else 0, shards
+    )
+    _emit(result, as_json)
+
+
+def _check_midnight(
+    schedules: int,
+    tenants: int,
+    due: int,
+    workers: int | None,
+    cluster: bool,
+    masters: int,
+    shards: int | None,
+    redis_url: str | None,
+) -> None:
+    """The midnight options' checks, each error naming its option."""
+    if tenants < 1:
+        raise click.BadParameter("must be >= 1", param_hint="--tenants")
+    if due < tenants:
+        raise click.BadParameter(
+            f"must be >= --tenants ({tenants}): every tenant gets a due schedule",
+            param_hint="--due",
+        )
+    if schedules < due:
+        raise click.BadParameter(f"must be >= --due ({due})", param_hint="--schedules")
+    if workers is not None and workers < 1:
+        raise click.BadParameter("must be >= 1", param_hint="--workers")
+    if shards is not None and shards < 1:
+        raise click.BadParameter("must be >= 1", param_hint="--shards")
+    if cluster and redis_url:
+        raise click.BadParameter(
+            "--cluster starts a local cluster; give either --cluster or --redis",
+            param_hint="--cluster",
+        )
+    if cluster and masters < 1:
+        raise click.BadParameter("must be >= 1", param_hint="--masters")

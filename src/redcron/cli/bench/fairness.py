@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from redcron.app import App
-from redcron.cli.bench.fixtures import bench_run, p99, wait_all_done, worker_process
+from redcron.cli.bench.fixtures import bench_run, jain_index, p99, wait_all_done, worker_process
 
 
 def lease_times(bapp: App, ids_by_tenant: dict[str, list[str]]) -> list[tuple[int, str]]:
@@ -58,7 +58,7 @@ def fairness(redis_url: str | None, backfill: int = 50_000) -> dict[str, Any]:
         total_w = sum(weights.values())
         share_error = max(abs(counts[t] / total - w / total_w) for t, w in weights.items())
         eq = [counts[f"eq{i}"] for i in range(10)]
-        jain = sum(eq) ** 2 / (len(eq) * sum(x * x for x in eq)) if any(eq) else 0.0
+        jain = jain_index(eq) if any(eq) else 0.0
 
         # -- a backfill, then 100 small tenants arrive --------------------------
         big = [h.id for h in noop.enqueue_many([()] * backfill, _tenant="backfill")]

@@ -174,13 +174,13 @@ def _cleanup(bapp: App) -> None:
         client.unlink(*batch)
 
 
-def idle_jobs(count: int) -> list[JobSpec]:
-    """``count`` schedules spread over 100 tenants, due once a year (1 January,
-    midnight): registered, never due during a run."""
+def idle_jobs(count: int, tenants: int = 100) -> list[JobSpec]:
+    """``count`` schedules spread over ``tenants`` tenants (``t0``, ``t1``, ...),
+    due once a year (1 January, midnight): registered, never due during a run."""
     return [
         JobSpec(
             name=f"idle{i}",
-            tenant=f"t{i % 100}",
+            tenant=f"t{i % tenants}",
             cron="0 0 1 1 *",
             tasks={"t": Task("bench.noop")},
         )
@@ -242,14 +242,15 @@ def redis_cpu_s(bapp: App) -> list[float]:
     ]
 
 
-def wait_all_done(bapp: App, ids: list[str]) -> None:
+def wait_all_done(bapp: App, ids: list[str], timeout_s: float = 600) -> None:
     """Wait until every task succeeded, looking at a small window of the oldest
     unfinished ones at a time: a poll of every pending id (thousands of HGETs
     in one pipeline, ten times a second) would take CPU from the worker and
-    Redis being measured on a 2-core machine."""
+    Redis being measured on a 2-core machine.  Raises TimeoutError after
+    ``timeout_s``."""
     client = bapp.broker.client
     keys = bapp.broker.keys
-    deadline = time.monotonic() + 600
+    deadline = time.monotonic() + timeout_s
     pending = list(ids)
     window = 256
     while pending:
@@ -262,7 +263,7 @@ def wait_all_done(bapp: App, ids: list[str]) -> None:
         pending = left + pending[window:]
         if left:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{len(pending)} tasks not done after 600 s")
+                raise TimeoutError(f"{len(pending)} tasks not done after {timeout_s:g} s")
             time.sleep(0.05)
 
 
@@ -284,7 +285,33 @@ def machine_busy_s() -> float:
     return busy / os.sysconf("SC_CLK_TCK")
 
 
+def percentile(ordered: Sequence[_T], q: float) -> _T:
+    """The ``q`` quantile (0 <= q <= 1) of a sorted, non-empty sequence: the
+    value at index ``int(len * q)``, the largest when that runs past the end
+    (``q`` 0.5 of 4 values is the third)."""
+    if not ordered:
+        raise ValueError("percentile of an empty sequence")
+    if not 0 <= q <= 1:
+        raise ValueError(f"q={q}: a quantile is between 0 and 1")
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
+
+
 def p99(ordered: Sequence[_T]) -> _T:
     """The 99th percentile of a sorted, non-empty sequence (nearest rank, the
     largest for fewer than 100 values)."""
-    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    return percentile(ordered, 0.99)
+
+
+def jain_index(values: Sequence[float]) -> float:
+    """Jain's fairness index of ``values``: (sum x)^2 / (n * sum x^2), 1 when
+    all are equal, 1/n when one holds everything; 1 for all zeros (nobody got
+    more than anybody) and for no values at all."""
+    square_sum = sum(x * x for x in values)
+    if not values or square_sum == 0:
+        return 1.0
+    return sum(values) ** 2 / (len(values) * square_sum)
+
+
+def redis_used_memory(bapp: App) -> int:
+    """``used_memory`` in bytes, summed over the masters of a cluster."""
+    return sum(int(info["used_memory"]) for info in bapp.broker.server_info("memory"))
