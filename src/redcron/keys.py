@@ -34,6 +34,9 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "pending": ("pending", ()),
     # ready stream -> XAUTOCLAIM cursor of a reaper pass cut short by its bound
     "reapcur": ("reapcur", ()),
+    # ready stream -> the shortest lease TTL (ms) granted on it while it has had
+    # pending entries: the reaper's min-idle for it
+    "reapttl": ("reapttl", ()),
     # one tenant's valid leases, scored by deadline (in-flight = ZCARD)
     "tleases": ("tleases:{tenant}", ("tenant",)),
     # due time -> retries and countdown (ETA) tasks
@@ -289,6 +292,9 @@ class Keys:
 
     def reapcur(self, shard: int) -> str:
         return self.build(shard, "reapcur")
+
+    def reapttl(self, shard: int) -> str:
+        return self.build(shard, "reapttl")
 
     def tleases(self, shard: int, tenant: str) -> str:
         return self.build(shard, "tleases", tenant)

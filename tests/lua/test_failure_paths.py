@@ -450,10 +450,12 @@ def test_reaper_drops_entries_left_behind_and_keeps_the_live_lease(ops: Ops) -> 
     stream = ops.stream()
     strays = [ops.r.xadd(stream, {"i": x}) for x in (gone, deleted)]
     ops.r.xreadgroup(GROUP, CONSUMER, {stream: ">"})
-    ops.r.xclaim(stream, GROUP, CONSUMER, 0, strays, time=T0, justid=True)
+    # delivered a lease TTL before the lease: the min-idle of the stream is its
+    # shortest lease TTL (1000 ms), which the strays are past and the lease is not
+    ops.r.xclaim(stream, GROUP, CONSUMER, 0, strays, time=T0 - 1000, justid=True)
     ops.r.xdel(stream, strays[1])
     ops.r.zadd(ops.k.pending(0), {stream: T0})  # due for a look now
-    ops.now += 500  # every entry idle past the minimum TTL; the lease not expired
+    ops.now += 500  # the strays idle past 1000 ms; the lease 500 ms, not expired
     # looked at again one minimum TTL (100 ms) later, less the reaper's slack (10 ms)
     assert ops.reap() == [0, ops.now + 90, 0]
     assert list(ops.pending()) == [ops.info(iid)["lease_entry"]]

@@ -18,7 +18,7 @@ from lua_ops import T0, Ops, Tok, new_id, row
 
 from redcron.broker import Broker
 from redcron.config import Settings
-from redcron.keys import CONSUMER, GROUP
+from redcron.keys import GROUP
 
 MIN_TTL = 100  # ms
 INTERVAL = 50  # ms between reaper passes
@@ -98,27 +98,52 @@ def test_a_long_lease_is_looked_at_without_being_reaped(ops: Ops) -> None:
     assert ops.pending() == {}
 
 
-def test_an_entry_touched_just_after_the_pass_clock_is_reaped_at_the_next_look(
+def test_a_live_lease_looked_at_just_before_its_deadline_is_reaped_at_the_next_look(
     ops: Ops,
 ) -> None:
-    """XAUTOCLAIM stamps a claimed entry with its own clock, a few ms after the
-    ``now`` a pass schedules the next look from; at that next look the entry is
-    a hair short of one minimum TTL idle.  The reaper's slack still takes it
-    then, instead of one minimum TTL later (twice the bound for an expired lease)."""
+    """The reaper's min-idle for a stream is its shortest lease TTL less a slack,
+    so it may look at a live lease just before its deadline.  That look claims
+    the entry (idle 0): the reaper then back-dates it so that it turns candidate
+    at its own deadline, not one stream TTL later (which for a long TTL would be
+    far past the bound)."""
     iid = new_id()
     ops.enqueue(row(iid))
-    [t] = ops.lease("w1", ttl=150)
-    ops.now += 100
-    look = ops.now
+    [t] = ops.lease("w1", ttl=1000)  # the stream's shortest TTL: 1000 ms
     stream = ops.stream()
-    ops.r.zadd(ops.k.pending(0), {stream: look})  # due for a look now
-    # a pass at `look` visits the live lease, its XAUTOCLAIM stamping 5 ms later
-    assert ops.reap()[0] == 0
-    eid = ops.info(iid)["lease_entry"]
-    ops.r.xclaim(stream, GROUP, CONSUMER, 0, [eid], time=look + 5, justid=True)
-    nxt = ops.r.zscore(ops.k.pending(0), stream)
-    assert nxt is not None and nxt <= look + 100  # due again within one minimum TTL
-    ops.now = int(nxt)  # the next look, exactly when due: the lease expired since
+    assert ops.r.hget(ops.k.reapttl(0), stream) == b"1000"
+    ops.now = T0 + 985  # within the slack (2 x 10 ms) of the 1000 ms min-idle
+    ops.r.zadd(ops.k.pending(0), {stream: ops.now})  # due for a look now
+    assert ops.reap() == [0, ops.now + 90, 0]  # looked at, live: left alone
+    assert ops.info(iid)["state"] == "leased"
+    ops.now += 90  # the next look, 75 ms past the deadline
     assert ops.reap()[0] == 1
     assert ops.info(iid)["state"] != "leased"
+    assert ops.r.zscore(ops.k.pending(0), stream) is None
+    assert ops.r.hget(ops.k.reapttl(0), stream) is None  # gone with the stream's entry
     assert t.iid == iid
+
+
+def test_a_live_lease_with_a_long_ttl_is_not_a_candidate_between_heartbeats(ops: Ops) -> None:
+    """Heartbeats stamp the entry every TTL/6: with the stream's own TTL as
+    min-idle, the reaper's XAUTOCLAIM passes it over without claiming or
+    reading it (with the minimum TTL as min-idle it was claimed and read every
+    minimum TTL)."""
+    iid = new_id()
+    ops.enqueue(row(iid))
+    [t] = ops.lease("w1", ttl=6000)
+    stream = ops.stream()
+    eid = ops.info(iid)["lease_entry"]
+    for beat in range(1, 6):
+        ops.now = T0 + beat * 1000
+        ops.r.zadd(ops.k.pending(0), {stream: ops.now})  # due for a look now
+        assert ops.reap()[0] == 0
+        # not claimed: its delivery time is still the last heartbeat's (a claim
+        # would have stamped this look's now, 1000 ms later)
+        [entry] = ops.r.xpending_range(stream, GROUP, "-", "+", 10)
+        assert entry["message_id"].decode() == eid
+        sec, usec = ops.r.time()
+        delivered = sec * 1000 + usec // 1000 - entry["time_since_delivered"]
+        assert abs(delivered - (ops.now - 1000)) < 500, (delivered, ops.now)
+        assert ops.heartbeat("w1", [t], ttl=6000) == ([], [])
+    assert ops.r.hget(ops.k.reapttl(0), stream) == b"6000"
+    assert ops.complete("w1", [t]) == [1]

@@ -53,5 +53,6 @@ for stream, ids in pairs(entries) do
   touch(stream, ids, now)
   -- a shorter TTL than the lease's own moves the deadline earlier: so may the look
   redis.call('ZADD', PENDING, 'LT', deadline, stream)
+  note_ttl(stream, ttl)
 end
 return {lost, revoked}

@@ -3,27 +3,32 @@
   ARGV[1] now_override_ms ("" = server TIME)
   ARGV[2] limit: leases ended per call (<= 500)
   ARGV[3] jitter fraction [0,1) for the retry backoff
-  ARGV[4] min idle ms: the deployment's minimum lease TTL
+  ARGV[4] the deployment's minimum lease TTL (ms)
   Returns: {reaped, next look ms (-1: no stream has pending entries), streams still due}
   XAUTOCLAIM is the reaper.  The index pending (ready stream -> when it next
   needs a look) holds exactly the streams with pending entries; each due
-  stream is scanned with XAUTOCLAIM ... JUSTID at min-idle = the minimum
-  lease TTL, COUNT <= 100 per call (Redis scans at most 10 x COUNT pending
-  entries per call), at most MAX_CLAIMS calls per script (bounded work; a
-  pass cut short keeps its cursor in reapcur and the stream stays due).  No
-  live lease goes without a heartbeat for longer than the minimum TTL, so an
-  entry idle less than that cannot be expired.  Each candidate's own
-  deadline and token decide (workers may use different TTLs): expired ->
-  the attempt ends 'lost', or 'timed_out' when it has been running (since
-  a:<n>:started, else a:<n>:leased) for at least the task's timeout_ms; live
-  -> left alone (XAUTOCLAIM reset its idle time; it is looked at again one
-  minimum TTL later); an entry whose hash does not point back at it, or one
-  deleted while pending (Redis 6.2 reports those), is acknowledged and
-  dropped.  After a complete pass the stream leaves the index when nothing
-  is pending, else it is due again one minimum TTL later (a little less: SLACK
-  below); lease.lua lowers
-  the score to a new lease's deadline.  So an expired lease is reaped within
-  (minimum TTL + the maintenance interval) of its deadline.
+  stream is scanned with XAUTOCLAIM ... JUSTID at min-idle = the shortest
+  lease TTL granted or renewed on that stream (reapttl, written by lease and
+  heartbeat; the minimum TTL when absent), COUNT <= 100 per call (Redis scans
+  at most 10 x COUNT pending entries per call), at most MAX_CLAIMS calls per
+  script (bounded work; a pass cut short keeps its cursor in reapcur and the
+  stream stays due).  A lease and each heartbeat set the deadline to now +
+  TTL and stamp the entry's delivery time now, so an entry idle less than the
+  stream's shortest TTL cannot be expired: a live lease, heartbeated every
+  TTL/6, is not a candidate at all (with the minimum TTL as min-idle every
+  live lease was claimed and read again every minimum TTL: measured with
+  `redcron bench leases`, that was most of the reaper's CPU).  Each
+  candidate's own deadline and token decide (workers may use different
+  TTLs): expired -> the attempt ends 'lost', or 'timed_out' when it has been
+  running (since a:<n>:started, else a:<n>:leased) for at least the task's
+  timeout_ms; live -> left alone, its delivery time set so that it turns
+  candidate again at its own deadline; an entry whose hash does not point
+  back at it, or one deleted while pending (Redis 6.2 reports those), is
+  acknowledged and dropped.  After a complete pass the stream leaves the
+  index (and reapttl) when nothing is pending, else it is due again one
+  minimum TTL later (a little less: SLACK below); lease.lua lowers the score
+  to a new lease's deadline.  So an expired lease is reaped within (minimum
+  TTL + the maintenance interval) of its deadline.
   Upholds: every attempt ends once; nothing in flight is lost; leases run on
   the server clock. ]]
 -- @include lib/clock.lua
@@ -50,16 +55,24 @@ local min_look = min_ttl - SLACK
 
 -- XAUTOCLAIM measures idle time on the server clock; with a test's now the
 -- threshold moves by the same offset (delivery times follow that now: stamp()).
-local min_idle = min_ttl - 2 * SLACK
-if override ~= '' then min_idle = min_idle + server_ms() - now end
-min_idle = math.max(0, min_idle)
+local offset = 0
+if override ~= '' then offset = server_ms() - now end
 
-local PENDING, CURSORS = key_pending(), key_reapcur()
+local PENDING, CURSORS, TTLS = key_pending(), key_reapcur(), key_reapttl()
+
+-- The idle time (on the clock of `now`) past which an entry of `stream` may
+-- have expired: its shortest lease TTL, never under the minimum, less the slack.
+local function stream_idle(stream)
+  local ttl = tonumber(redis.call('HGET', TTLS, stream) or '') or min_ttl
+  return math.max(ttl, min_ttl) - 2 * SLACK
+end
+
 local n = 0
 local claims = 0
 
--- End one candidate entry of a stream; returns 1 when a lease was reaped.
-local function visit(stream, eid)
+-- End one candidate entry of a stream (`idle`: its min-idle on the clock of
+-- now); returns 1 when a lease was reaped.
+local function visit(stream, eid, idle)
   local e = redis.call('XRANGE', stream, eid, eid)
   if not e[1] then
     redis.call('XACK', stream, GROUP, eid)  -- deleted while pending: nothing to run
@@ -74,9 +87,13 @@ local function visit(stream, eid)
     drop_entry(stream, eid)  -- left behind: the instance moved on
     return 0
   end
-  if (tonumber(f[TI_REAP_DEADLINE] or '0') or 0) > now then  -- text written by hand: expired
-    stamp(stream, {eid}, now, override)
-    return 0  -- a live lease (a longer TTL than the minimum)
+  local deadline = tonumber(f[TI_REAP_DEADLINE] or '0') or 0  -- text written by hand: expired
+  if deadline > now then
+    -- a live lease (a longer TTL than the stream's shortest): XAUTOCLAIM made
+    -- it idle 0; back-date it so that it turns candidate at its own deadline
+    -- again, not one stream TTL from now (which could be long past it)
+    touch(stream, {eid}, math.min(now, deadline - idle))
+    return 0
   end
   redis.call('HINCRBY', key_stats(), 'lease_expired', 1)
   local outcome, why = 'lost', 'lease expired (worker lost or stuck)'
@@ -98,12 +115,13 @@ local due = redis.call('ZRANGEBYSCORE', PENDING, '-inf', now, 'LIMIT', 0, MAX_ST
 for _, stream in ipairs(due) do
   if n >= limit or claims >= MAX_CLAIMS then break end
   local cursor = redis.call('HGET', CURSORS, stream) or '0-0'
+  local idle = stream_idle(stream)
   repeat
     claims = claims + 1
-    local r = redis.call('XAUTOCLAIM', stream, GROUP, CONSUMER, min_idle, cursor,
-      'COUNT', math.min(CLAIM_COUNT, limit - n), 'JUSTID')
+    local r = redis.call('XAUTOCLAIM', stream, GROUP, CONSUMER, math.max(0, idle + offset),
+      cursor, 'COUNT', math.min(CLAIM_COUNT, limit - n), 'JUSTID')
     cursor = r[1]
-    for _, eid in ipairs(r[2]) do n = n + visit(stream, eid) end
+    for _, eid in ipairs(r[2]) do n = n + visit(stream, eid, idle) end
   until cursor == '0-0' or n >= limit or claims >= MAX_CLAIMS
   if cursor ~= '0-0' then
     -- cut short: the next call goes on from here
@@ -113,6 +131,7 @@ for _, stream in ipairs(due) do
     redis.call('HDEL', CURSORS, stream)
     if redis.call('XLEN', stream) == 0 or redis.call('XPENDING', stream, GROUP)[1] == 0 then
       redis.call('ZREM', PENDING, stream)
+      redis.call('HDEL', TTLS, stream)
     else
       redis.call('ZADD', PENDING, now + min_look, stream)
     end

@@ -27,6 +27,15 @@ local function stamp(stream, ids, now, override)
   if override ~= nil and override ~= '' then touch(stream, ids, now) end
 end
 
+-- Record that a lease of `ttl` ms was granted or renewed on `stream`: the
+-- reaper's min-idle for the stream is the shortest such TTL (reapttl), so a
+-- live lease, whose entry a heartbeat stamps every TTL/6, is never its candidate.
+local function note_ttl(stream, ttl)
+  local k = key_reapttl()
+  local t = tonumber(redis.call('HGET', k, stream) or '')
+  if not t or ttl < t then redis.call('HSET', k, stream, ttl) end
+end
+
 -- Append an instance; the first append creates the stream with its group.
 local function stream_add(stream, iid)
   if redis.call('EXISTS', stream) == 0 then

@@ -96,6 +96,7 @@ local function take(L, queue, tenant, priority, stream, n, max_id)
     redis.call('ZADD', key_tleases(tenant), unpack(held))
     -- the reaper looks at this stream once the earliest of its leases may expire
     redis.call('ZADD', key_pending(), 'LT', deadline, stream)
+    note_ttl(stream, deadline - now)
     stamp(stream, ids, now, L.override)
     local t = tenant_limits(L.tenants, tenant, now)
     if t.rate > 0 then t.tokens = t.tokens - leased end
