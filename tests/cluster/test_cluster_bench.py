@@ -69,7 +69,7 @@ def test_bench_fairness_cluster_reports_shares_on_different_and_one_shard(
             assert {"name", "shard", "weight", "share", "weight_share", "rotation_share"} <= set(
                 tenant
             )
-    assert sorted(t["shard"] for t in spread["tenants"].values()) == [0, 4, 8]
+    assert sorted(t["shard"] for t in spread["tenants"].values()) == [0, 1, 2]
     assert {t["shard"] for t in together["tenants"].values()} == {0}
     # the model's shares (not measured): a third each when spread, the weights on one shard
     assert [t["rotation_share"] for t in spread["tenants"].values()] == [0.3333] * 3

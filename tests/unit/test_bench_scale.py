@@ -40,20 +40,17 @@ def test_tenant_on_shard() -> None:
         assert name.startswith("w4-") and shard_of(name, 12) == shard
 
 
-def test_rotation_shares_give_idle_shards_turns_to_the_next_busy_one() -> None:
-    # evenly spaced: a third each
-    assert rotation_shares([0, 4, 8], 12) == {0: 4 / 12, 4: 4 / 12, 8: 4 / 12}
-    # adjacent: shard 0 also gets the rounds that start at the idle shards 3..11
-    assert rotation_shares([0, 1, 2], 12) == {0: 10 / 12, 1: 1 / 12, 2: 1 / 12}
-    assert rotation_shares([5], 12) == {5: 1.0}
-    assert rotation_shares([0, 1, 2, 3], 4) == {s: 0.25 for s in range(4)}
+def test_rotation_shares_are_equal_wherever_the_idle_shards_sit() -> None:
+    assert rotation_shares([0, 4, 8]) == {0: 1 / 3, 4: 1 / 3, 8: 1 / 3}
+    assert rotation_shares([0, 1, 2]) == {0: 1 / 3, 1: 1 / 3, 2: 1 / 3}
+    assert rotation_shares([5]) == {5: 1.0}
 
 
 def test_expected_shares_weigh_within_a_shard_only() -> None:
     weights = {"a": 1, "b": 2, "c": 4}
-    spread = expected_shares({"a": 0, "b": 4, "c": 8}, weights, 12)
+    spread = expected_shares({"a": 0, "b": 1, "c": 8}, weights)
     assert spread == pytest.approx({"a": 1 / 3, "b": 1 / 3, "c": 1 / 3})
-    together = expected_shares({"a": 3, "b": 3, "c": 3}, weights, 12)
+    together = expected_shares({"a": 3, "b": 3, "c": 3}, weights)
     assert together == pytest.approx(weight_shares(weights))
     assert together == pytest.approx({"a": 1 / 7, "b": 2 / 7, "c": 4 / 7})
 

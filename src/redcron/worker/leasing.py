@@ -25,6 +25,20 @@ from redcron.worker.reporting import Reporter
 log = logging.getLogger("redcron.worker.worker")
 
 
+def next_start(shards: list[int], served: int) -> int:
+    """Where the next round's rotation over ``shards`` (sorted) begins: at the
+    first shard after ``served``, the one that last leased, wrapping around.
+
+    A round's free slots go to the first shard from there with ready work, so
+    every backlogged shard gets one round in turn, wherever the idle ones sit
+    (a rotation that only moved one place per round gave a busy shard the
+    turns of the idle shards before it too)."""
+    for i, shard in enumerate(shards):
+        if shard > served:
+            return i
+    return 0
+
+
 class Leaser(Role):
     """The lease loop of one worker over its ``shards``."""
 
@@ -44,7 +58,7 @@ class Leaser(Role):
         again, and go to the reporter when the loop stops."""
         ledger = self.ledger
         gate = self.gate
-        start = 0
+        served = -1  # the shard that last leased: the next round starts after it
         while not ledger.stopping.is_set():
             with ledger.lock:
                 ledger.leaser_reports = True
@@ -68,8 +82,9 @@ class Leaser(Role):
             items = self.parked + items
             self.parked = []
             up = gate.open(shards, time.monotonic())
-            got = self._exchange(up, start, items, free)
-            start += 1
+            got, last = self._exchange(up, next_start(up, served), items, free)
+            if last is not None:
+                served = last
             if got or free <= 0:
                 continue
             # nothing ready: the reporter sends what ends while we block
@@ -91,10 +106,13 @@ class Leaser(Role):
         now = time.monotonic()
         return bool(self.gate.open(sorted({it[0].lease.shard for it in self.parked}), now))
 
-    def _exchange(self, shards: list[int], start: int, items: list[Item], free: int) -> int:
+    def _exchange(
+        self, shards: list[int], start: int, items: list[Item], free: int
+    ) -> tuple[int, int | None]:
         """Report ``items`` and lease up to ``free`` attempts, one round trip per shard
-        visited; returns how many were leased.  Shards are visited in rotation
-        from ``start``; a shard with reports but no room left gets only those.
+        visited; returns how many were leased and the last shard that leased (None:
+        none did).  Shards are visited in rotation from ``start``; a shard with
+        reports but no room left gets only those.
         ``shards`` are the ones to call now: the reports of any other shard, and
         of a shard whose call fails, are parked (:attr:`parked`)."""
         send = self.reporter.send
@@ -103,6 +121,7 @@ class Leaser(Role):
         for item in items:
             by_shard.setdefault(item[0].lease.shard, []).append(item)
         got = 0
+        last: int | None = None
         for i in range(len(shards)):
             shard = shards[(start + i) % len(shards)]
             group = by_shard.pop(shard, [])
@@ -130,6 +149,7 @@ class Leaser(Role):
                 self._dispatch(leases)
                 got += len(leases)
                 free -= len(leases)
+                last = shard
         open_now = set(gate.open(sorted(by_shard), time.monotonic()))
         for shard, group in by_shard.items():  # shards not visited: not polled, or failing
             if shard not in open_now:
@@ -143,7 +163,7 @@ class Leaser(Role):
                     self.parked += self.ledger.still_held(group)
                 continue
             gate.ok(shard)
-        return got
+        return got, last
 
     def _dispatch(self, leases: list[Lease]) -> None:
         """Hold the leased attempts and hand them to the pool; a command task this
