@@ -136,6 +136,15 @@ class Settings:
         if not self.prefix or any(c in self.prefix for c in "{} "):
             raise ConfigError("prefix: must be non-empty without '{', '}' or spaces")
 
+    def task_defaults(self) -> dict[str, Any]:
+        """What a job's task leaves out: retries and the retry backoff (a job's
+        backoff is checked against them: ``JobSpec.check_backoff``)."""
+        return {
+            "retries": self.max_retries,
+            "retry_base": self.retry_base,
+            "retry_cap": self.retry_cap,
+        }
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """Build settings from ``REDCRON_<FIELD>`` variables, then ``overrides``.

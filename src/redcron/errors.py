@@ -73,6 +73,7 @@ class ValidationError(Rejected, ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
+        self.message = message
 
 
 class QuotaExceeded(Rejected):

@@ -457,3 +457,17 @@ def test_help_lists_the_commands() -> None:
     out = CliRunner().invoke(main, ["runs", "--help"]).stdout
     for command in ("list", "show", "watch", "cancel", "retry"):
         assert command in out
+
+
+def test_apply_checks_a_backoff_against_the_settings_before_writing_anything(
+    invoke: Invoke, tmp_path: Path, jobs_file: Path
+) -> None:
+    """A task that sets only retry_cap may fall below the deployment's retry_base
+    (1 s): the error names the file, the job and the field, and nothing of the
+    good file before it is written."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: nightly2\ntasks:\n  a: {task: t.add, retry_cap: 0}\n")
+    result = invoke("jobs", "apply", "-f", str(jobs_file), "-f", str(bad))
+    line = one_error_line(result, code=2)
+    assert f"{bad}: job 'nightly2': tasks.a.retry_cap: 0 is below retry_base" in line
+    assert ok_json(invoke("jobs", "list", "--tenant", "default", "--json")) == []

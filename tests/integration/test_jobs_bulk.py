@@ -87,6 +87,20 @@ def test_an_invalid_job_in_a_bulk_put_writes_nothing(app4: App) -> None:
     assert keys_of(app4) == before
 
 
+def test_a_backoff_below_the_settings_in_a_bulk_put_writes_nothing(app4: App) -> None:
+    """The retry backoff against the deployment's defaults is checked with the
+    rest, before the first chunk goes out (it was checked per chunk, so the
+    chunks before the bad job were written), and the error names the job."""
+    batch = specs(600)
+    batch[550] = JobSpec(name="bad", tenant="t1", cron="0 2 * * *",
+                         tasks={"t": Task("bulk.noop", retry_cap=0)})  # fmt: skip
+    before = keys_of(app4)
+    with pytest.raises(ValidationError) as info:
+        app4.jobs.put_many(batch)
+    assert info.value.field == "job 'bad': tasks.t.retry_cap"
+    assert keys_of(app4) == before
+
+
 def write_jobs(path: Path, n: int, bad: int | None = None) -> Path:
     jobs = [{"name": f"j{i}", "tenant": f"t{i % 7}", "cron": "0 2 * * *",
              "tasks": {"t": {"task": "bulk.noop"}}} for i in range(n)]  # fmt: skip

@@ -17,6 +17,7 @@ from redis.typing import EncodableT, FieldT
 from redcron.broker import argv
 from redcron.broker.grants import check_job_grants
 from redcron.clock import ulid
+from redcron.errors import ValidationError
 from redcron.keys import shard_of
 from redcron.model import JobChange
 from redcron.model.jobs import JobSpec, spec_json
@@ -62,14 +63,17 @@ def put_many(
     raises with the chunks before it written, as ``JobStore.put`` would have.
     One change per spec, in the order given.
     """
+    settings = broker.settings
+    defaults = settings.task_defaults()
     for spec in specs:
         spec.validate()
-    settings = broker.settings
-    defaults = {
-        "retries": settings.max_retries,
-        "retry_base": settings.retry_base,
-        "retry_cap": settings.retry_cap,
-    }
+        try:
+            spec.check_backoff(defaults)
+        except ValidationError as exc:
+            if len(specs) == 1:
+                raise
+            # name the job: a batch may hold thousands
+            raise ValidationError(f"job {spec.name!r}: {exc.field}", exc.message) from exc
     shards = [shard_of(spec.tenant, broker.shards) for spec in specs]
     current = _current_ids(broker, specs, shards)
     tenants = sorted({(shard, spec.tenant) for spec, shard in zip(specs, shards, strict=True)})

@@ -114,8 +114,9 @@ def apply(
         raise click.UsageError("give job files with -f FILE, or an app with -A MODULE:APP")
     if prune and not app_path:
         raise click.UsageError("--prune deletes the jobs an app no longer declares: give -A")
-    specs = load_job_files(files)  # validates every job of every file first
     app = build_app(app_path, redis_url)
+    # every job of every file validated first, its backoff against the settings too
+    specs = load_job_files(files, app.settings.task_defaults())
     declared = list(app.declared_jobs.values()) if app_path else []
     if app_path and not declared and not files:
         click.echo(f"{app_path} declares no jobs (app.job, @app.cron); nothing to apply")

@@ -261,13 +261,24 @@ def load_jobs(path: str | Path) -> list[JobSpec]:
     return parse_jobs(_read(p, source), source)
 
 
-def load_job_files(paths: Iterable[str | Path]) -> list[JobSpec]:
+def load_job_files(
+    paths: Iterable[str | Path], defaults: Mapping[str, Any] | None = None
+) -> list[JobSpec]:
     """The jobs of several files, all validated before returning; a job
-    (tenant + name) declared in two files is an error."""
+    (tenant + name) declared in two files is an error.  With the deployment's
+    task ``defaults`` (``job_defaults``), each task's retry backoff is checked
+    against them too (:meth:`JobSpec.check_backoff`), the error naming the file."""
     specs: list[JobSpec] = []
     where: dict[tuple[str, str], str] = {}
     for path in paths:
         for spec in load_jobs(path):
+            if defaults is not None:
+                try:
+                    spec.check_backoff(defaults)
+                except ValidationError as exc:
+                    raise JobFileError(
+                        str(path), f"job {spec.name!r}", exc.field, exc.message
+                    ) from exc
             key = (spec.tenant, spec.name)
             if key in where:
                 raise JobFileError(

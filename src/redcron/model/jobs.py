@@ -213,6 +213,14 @@ class JobSpec:
         """What fire planning reads of the job beside its trigger."""
         return FirePolicy(self.catchup, self.catchup_limit, self.jitter_s)
 
+    def check_backoff(self, defaults: Mapping[str, Any]) -> None:
+        """Each task's retry backoff against the deployment's ``defaults`` (a task
+        that sets only ``retry_cap`` may fall below the default ``retry_base``):
+        raises :class:`ValidationError` naming ``tasks.<name>.retry_cap``.
+        :meth:`validate` cannot: the defaults are the deployment's."""
+        for tname, task in self.tasks.items():
+            task.backoff_s(f"tasks.{tname}", defaults)
+
     def template(self, defaults: Mapping[str, Any]) -> tuple[str, dict[str, bytes]]:
         """Compile the DAG for ``fire.lua``.
 
