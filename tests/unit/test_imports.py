@@ -460,7 +460,8 @@ REDCRON = str(Path(sys.executable).with_name("redcron"))
 #: commands whose --help must work whatever the environment holds
 HELP = [[], ["worker"], ["beat"], ["dashboard"], ["up"], ["jobs"], ["jobs", "list"],
         ["task", "show"], ["tenants"], ["dlq"], ["doctor"], ["bench"],
-        ["bench", "throughput"], ["bench", "compare"], ["chaos"], ["workers"], ["inspect"]]  # fmt: skip
+        ["bench", "throughput"], ["bench", "compare"], ["chaos"], ["workers"],
+        ["inspect"]]  # fmt: skip
 
 
 @pytest.mark.parametrize("args", HELP, ids=lambda a: " ".join(a) or "redcron")
