@@ -71,6 +71,8 @@ def test_ratios_are_redcron_over_the_peer_where_both_have_the_figure() -> None:
     assert got["drain_per_s"] == 2.5 and got["latency_p50_ms"] == 1.5
     assert got["enqueue_bulk_per_s"] is None  # the peer has no bulk API
     assert cs.ratios({"drain_per_s": 1}, {"drain_per_s": 0})["drain_per_s"] is None
+    tiny = cs.ratios({"latency_p50_ms": 1.0}, {"latency_p50_ms": 496.0})["latency_p50_ms"]
+    assert tiny == 0.002  # not 0.0
 
 
 def test_the_table_lists_medians_ratios_and_skipped_peers() -> None:

@@ -105,8 +105,14 @@ def ratios(ours: Mapping[str, Any], peer: Mapping[str, Any]) -> dict[str, float 
     out: dict[str, float | None] = {}
     for name in FIGURES:
         a, b = ours.get(name), peer.get(name)
-        out[name] = round(a / b, 2) if a is not None and b else None
+        out[name] = _ratio(a / b) if a is not None and b else None
     return out
+
+
+def _ratio(value: float) -> float:
+    """Two decimals; two significant digits below 0.1 (arq's 0.5 s polls make
+    latency ratios of 0.002, which two decimals would print as 0)."""
+    return round(value, 2) if abs(value) >= 0.1 else float(f"{value:.2g}")
 
 
 def _round(value: float) -> float:

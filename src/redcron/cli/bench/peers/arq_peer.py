@@ -1,6 +1,8 @@
 """arq 0.28 (asyncio): one worker process, max_jobs 32 coroutines on one event
 loop, its default poll delay (0.5 s: an idle worker looks for jobs twice a
-second), results kept as arq keeps them (1 h), max_tries 5."""
+second, and takes at most queue_read_limit = 5 x max_jobs = 160 jobs a poll:
+so at its defaults it drains at most 320 jobs a second), results kept as arq
+keeps them (1 h), max_tries 5."""
 
 from __future__ import annotations
 
@@ -29,8 +31,9 @@ def missing() -> str | None:
 def describe() -> dict[str, str]:
     return {
         "version": f"arq {version('arq')}",
-        "config": f"one worker process, max_jobs {PEER_SLOTS}, poll_delay 0.5 s (the "
-        "default), job bodies on an asyncio client of the worker's loop",
+        "config": f"one worker process, max_jobs {PEER_SLOTS}, poll_delay 0.5 s and "
+        f"queue_read_limit {max(PEER_SLOTS * 5, 100)} (5 x max_jobs; the defaults: at most that "
+        "many jobs taken per poll), job bodies on an asyncio client of the worker's loop",
         "guarantee": "at least once: a job stays queued while in progress (an in-progress "
         "key with a timeout) and is run again if its worker dies, up to max_tries 5; no "
         "fencing; result kept 1 h (keep_result default)",
