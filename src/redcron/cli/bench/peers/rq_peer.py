@@ -96,4 +96,5 @@ def session(url: str, ns: str) -> Iterator[_Rq]:
     try:
         yield peer
     finally:
+        peer.queue.delete(delete_jobs=False)  # also off the rq:queues set, outside the ns
         peer.queue.connection.close()
