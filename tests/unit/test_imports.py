@@ -45,6 +45,14 @@ REDIS_ALLOWED = {
     "redcron/cli/common.py": "turns redis connection and auth errors into one-line CLI messages",
     "redcron/cli/bench/fixtures.py": "the bench.incr body: one bare INCR, as peers are measured",
     "redcron/cli/bench/throughput.py": "the yardstick: bare INCRs measure Redis itself",
+    "redcron/cli/bench/compare.py": (
+        "bench compare reads the peers' counters and stamps and Redis's INFO commandstats "
+        "and cpu: the same for every system, redcron included, so none through its own API"
+    ),
+    "redcron/cli/bench/peers/_bodies.py": (
+        "the peers' task bodies: the bare INCR of bench.incr, on each thread's own connection"
+    ),
+    "redcron/cli/bench/peers/rq_peer.py": "RQ's Queue and worker take a redis-py connection",
     "redcron/embedded_cluster.py": (
         "assembles a local cluster (CLUSTER ADDSLOTS, MEET, INFO) before any broker can connect"
     ),
@@ -458,7 +466,8 @@ REDCRON = str(Path(sys.executable).with_name("redcron"))
 #: commands whose --help must work whatever the environment holds
 HELP = [[], ["worker"], ["beat"], ["dashboard"], ["up"], ["jobs"], ["jobs", "list"],
         ["task", "show"], ["tenants"], ["dlq"], ["doctor"], ["bench"],
-        ["bench", "throughput"], ["chaos"], ["workers"], ["inspect"]]  # fmt: skip
+        ["bench", "throughput"], ["bench", "compare"], ["chaos"], ["workers"],
+        ["inspect"]]  # fmt: skip
 
 
 @pytest.mark.parametrize("args", HELP, ids=lambda a: " ".join(a) or "redcron")
