@@ -10,12 +10,11 @@ import asyncio
 import itertools
 import time
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from contextlib import contextmanager
 
-from redcron.cli.bench.peers import PEER_SLOTS, Blpop
-from redcron.cli.bench.peers._proc import missing_python, process, python, version
-from redcron.cli.bench.peers._python_peer import stamp_latency
+from redcron.cli.bench.peers import PEER_SLOTS
+from redcron.cli.bench.peers._proc import missing_python, version
+from redcron.cli.bench.peers._python_peer import PythonPeer
 
 NAME = "arq"
 
@@ -60,7 +59,8 @@ def run_worker() -> None:
     ).run()
 
 
-class _Arq:
+class _Arq(PythonPeer):
+    module = __name__
     has_bulk = False  # enqueue_job is one job per call
 
     def __init__(self, url: str, ns: str) -> None:
@@ -80,13 +80,6 @@ class _Arq:
             return time.perf_counter() - t0
 
         return self.loop.run_until_complete(run())
-
-    def worker(self) -> AbstractContextManager[Any]:
-        code = f"from {__name__} import run_worker; run_worker()"
-        return process(python(code), self.url, self.ns)
-
-    def latency(self, samples: int, blpop: Blpop) -> list[float]:
-        return stamp_latency(lambda: self.enqueue("now", 1, False), blpop, self.ns, samples)
 
     def close(self) -> None:
         self.loop.run_until_complete(self.pool.aclose())

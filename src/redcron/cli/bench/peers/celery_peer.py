@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from typing import Any
 
-from redcron.cli.bench.peers import Blpop
-from redcron.cli.bench.peers._proc import missing_python, process, python, version
-from redcron.cli.bench.peers._python_peer import stamp_latency
+from redcron.cli.bench.peers._proc import missing_python, version
+from redcron.cli.bench.peers._python_peer import PythonPeer
 
 NAME = "celery"
 PREFETCH_MULTIPLIER = 4
@@ -66,7 +65,8 @@ def run_worker() -> None:
     )  # fmt: skip
 
 
-class _Celery:
+class _Celery(PythonPeer):
+    module = __name__
     has_bulk = False  # a group or chunks still publishes one message per task
 
     def __init__(self, url: str, ns: str) -> None:
@@ -80,13 +80,6 @@ class _Celery:
         for _ in range(count):
             send(name, queue=self.ns)
         return time.perf_counter() - t0
-
-    def worker(self) -> AbstractContextManager[Any]:
-        code = f"from {__name__} import run_worker; run_worker()"
-        return process(python(code), self.url, self.ns)
-
-    def latency(self, samples: int, blpop: Blpop) -> list[float]:
-        return stamp_latency(lambda: self.enqueue("now", 1, False), blpop, self.ns, samples)
 
 
 @contextmanager

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from typing import Any
 
-from redcron.cli.bench.peers import PEER_SLOTS, Blpop
-from redcron.cli.bench.peers._proc import missing_python, process, python, version
-from redcron.cli.bench.peers._python_peer import stamp_latency
+from redcron.cli.bench.peers import PEER_SLOTS
+from redcron.cli.bench.peers._proc import missing_python, version
+from redcron.cli.bench.peers._python_peer import PythonPeer
 
 NAME = "dramatiq"
 
@@ -65,7 +65,8 @@ def run_worker() -> None:
     broker.close()
 
 
-class _Dramatiq:
+class _Dramatiq(PythonPeer):
+    module = __name__
     has_bulk = False  # group() and pipelines still enqueue one message at a time
 
     def __init__(self, url: str, ns: str) -> None:
@@ -78,13 +79,6 @@ class _Dramatiq:
         for _ in range(count):
             send()
         return time.perf_counter() - t0
-
-    def worker(self) -> AbstractContextManager[Any]:
-        code = f"from {__name__} import run_worker; run_worker()"
-        return process(python(code), self.url, self.ns)
-
-    def latency(self, samples: int, blpop: Blpop) -> list[float]:
-        return stamp_latency(lambda: self.enqueue("now", 1, False), blpop, self.ns, samples)
 
 
 @contextmanager

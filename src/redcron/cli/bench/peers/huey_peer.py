@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from typing import Any
 
-from redcron.cli.bench.peers import PEER_SLOTS, Blpop
-from redcron.cli.bench.peers._proc import missing_python, process, python, version
-from redcron.cli.bench.peers._python_peer import stamp_latency
+from redcron.cli.bench.peers import PEER_SLOTS
+from redcron.cli.bench.peers._proc import missing_python, version
+from redcron.cli.bench.peers._python_peer import PythonPeer
 
 NAME = "huey"
 
@@ -51,7 +51,8 @@ def run_worker() -> None:
     huey.create_consumer(workers=PEER_SLOTS, worker_type="thread", periodic=False).run()
 
 
-class _Huey:
+class _Huey(PythonPeer):
+    module = __name__
     has_bulk = False  # Huey enqueues one task per call
 
     def __init__(self, url: str, ns: str) -> None:
@@ -64,13 +65,6 @@ class _Huey:
         for _ in range(count):
             task()
         return time.perf_counter() - t0
-
-    def worker(self) -> AbstractContextManager[Any]:
-        code = f"from {__name__} import run_worker; run_worker()"
-        return process(python(code), self.url, self.ns)
-
-    def latency(self, samples: int, blpop: Blpop) -> list[float]:
-        return stamp_latency(lambda: self.enqueue("now", 1, False), blpop, self.ns, samples)
 
 
 @contextmanager

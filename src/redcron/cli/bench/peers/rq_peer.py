@@ -8,12 +8,11 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from typing import Any
 
-from redcron.cli.bench.peers import Blpop
-from redcron.cli.bench.peers._proc import missing_python, process, python, version
-from redcron.cli.bench.peers._python_peer import stamp_latency
+from redcron.cli.bench.peers._proc import missing_python, version
+from redcron.cli.bench.peers._python_peer import PythonPeer
 
 NAME = "rq"
 
@@ -55,7 +54,8 @@ def run_worker() -> None:
     worker.work(with_scheduler=False, logging_level="WARNING")
 
 
-class _Rq:
+class _Rq(PythonPeer):
+    module = __name__
     has_bulk = True  # Queue.enqueue_many: one pipeline per batch
 
     def __init__(self, url: str, ns: str) -> None:
@@ -81,13 +81,6 @@ class _Rq:
             for _ in range(count):
                 q.enqueue(func, job_id=f"{ns}-{next(ids)}")
         return time.perf_counter() - t0
-
-    def worker(self) -> AbstractContextManager[Any]:
-        code = f"from {__name__} import run_worker; run_worker()"
-        return process(python(code), self.url, self.ns)
-
-    def latency(self, samples: int, blpop: Blpop) -> list[float]:
-        return stamp_latency(lambda: self.enqueue("now", 1, False), blpop, self.ns, samples)
 
 
 @contextmanager
