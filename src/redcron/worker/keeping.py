@@ -18,7 +18,13 @@ import time
 from collections.abc import Callable, Sequence
 
 from redcron.broker.retry import TRANSIENT
-from redcron.broker.workers import LEASED_PUBLISHED, TTL_LEASES, Registration, WorkerRegistry
+from redcron.broker.workers import (
+    LEASED_PUBLISHED,
+    LEASED_REPUBLISH_S,
+    TTL_LEASES,
+    Registration,
+    WorkerRegistry,
+)
 from redcron.worker.crew import Role
 from redcron.worker.execute import Attempt, Outcome
 from redcron.worker.ledger import token
@@ -36,7 +42,7 @@ class Keeper(Role):
         hb_every = self.lease_ttl_ms / 1000 / 6
         next_hb = 0.0  # at once: nothing to renew yet, but the registry entry is published
         next_maint = 0.0
-        next_pub = 0.0  # "running now" re-published on a change, at most once a second
+        next_pub = 0.0  # "running now" re-published on a change, at most every 5 s
         published: list[str] = []
         registry = WorkerRegistry(self.broker)
         while not ledger.reporter_done.is_set():
@@ -48,10 +54,10 @@ class Keeper(Role):
             if now >= next_hb:
                 self._per_shard(up, "heartbeat", self._heartbeat)
                 self._publish(registry, leased)  # renewed with the leases
-                next_hb, next_pub, published = now + hb_every, now + 1.0, leased
+                next_hb, next_pub, published = now + hb_every, now + LEASED_REPUBLISH_S, leased
             elif leased != published and now >= next_pub:
                 self._publish(registry, leased)
-                next_pub, published = now + 1.0, leased
+                next_pub, published = now + LEASED_REPUBLISH_S, leased
             if now >= next_maint:
                 self._per_shard(up, "maintenance", self._maintain)
                 next_maint = now + self.settings.maintenance_interval * (0.5 + random.random() / 2)
