@@ -36,7 +36,13 @@ from redcron.cli.bench.compare_stats import (
     ratios,
     round_order,
 )
-from redcron.cli.bench.fixtures import p99, proc_cpu_s, redis_for_bench
+from redcron.cli.bench.fixtures import (
+    info_cpu_s,
+    p99,
+    proc_cpu_s,
+    redis_for_bench,
+    unlink_matching,
+)
 from redcron.cli.bench.peers import SYSTEMS, counter_key, module
 from redcron.clock import ulid
 
@@ -159,7 +165,9 @@ def run_system(
                 wcpu1 = proc_cpu_s(proc.pid)
                 lat = sorted(peer.latency(samples, _blpop(client)))
     finally:
-        _delete(client, ns)
+        # every key whose name holds the namespace (each adapter puts it in all
+        # of its keys and job ids)
+        unlink_matching(client, f"*{ns}*")
     stats0, cpu0, wcpu0 = start
     measured = max(1, tasks - 1 if marks else target - c_first)
     span = max(1e-9, t_last - t_first)
@@ -224,7 +232,7 @@ def _counter(client: redis.Redis, ns: str) -> Callable[[], int]:
 def _stats(client: redis.Redis) -> tuple[dict[str, tuple[int, float]], float]:
     stats = parse_commandstats(client.info("commandstats"))
     cpu = client.info("cpu")
-    return stats, float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"])
+    return stats, info_cpu_s(cpu)
 
 
 def _blpop(client: redis.Redis) -> Callable[[str, float], float | None]:
@@ -233,19 +241,6 @@ def _blpop(client: redis.Redis) -> Callable[[str, float], float | None]:
         return float(got[1]) if got else None
 
     return blpop
-
-
-def _delete(client: redis.Redis, ns: str) -> None:
-    """Every key whose name holds the namespace (each adapter puts it in all of
-    its keys and job ids)."""
-    batch: list[bytes] = []
-    for key in client.scan_iter(match=f"*{ns}*", count=1000):
-        batch.append(key)
-        if len(batch) >= 1000:
-            client.unlink(*batch)
-            batch = []
-    if batch:
-        client.unlink(*batch)
 
 
 def _cpu_model() -> str | None:

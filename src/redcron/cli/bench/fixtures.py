@@ -13,10 +13,10 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import redis
 
@@ -163,9 +163,13 @@ def _python_process(url: str, prefix: str, code: str) -> Iterator[subprocess.Pop
 
 
 def _cleanup(bapp: App) -> None:
-    client = bapp.broker.client
+    unlink_matching(bapp.broker.client, f"{bapp.settings.prefix}:*")
+
+
+def unlink_matching(client: Any, pattern: str) -> None:
+    """UNLINK every key matching ``pattern`` (a SCAN, a thousand at a time)."""
     batch: list[bytes] = []
-    for key in client.scan_iter(match=f"{bapp.settings.prefix}:*", count=1000):
+    for key in client.scan_iter(match=pattern, count=1000):
         batch.append(key)
         if len(batch) >= 1000:
             client.unlink(*batch)
@@ -236,10 +240,12 @@ def succeeded_count(bapp: App) -> int:
 def redis_cpu_s(bapp: App) -> list[float]:
     """User + system CPU seconds of the server, or of each master of a cluster
     (``INFO cpu``)."""
-    return [
-        float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
-        for info in bapp.broker.server_info("cpu")
-    ]
+    return [info_cpu_s(info) for info in bapp.broker.server_info("cpu")]
+
+
+def info_cpu_s(info: Mapping[str, Any]) -> float:
+    """User + system CPU seconds in one ``INFO cpu`` reply."""
+    return float(info.get("used_cpu_sys", 0)) + float(info.get("used_cpu_user", 0))
 
 
 def wait_all_done(bapp: App, ids: list[str], timeout_s: float = 600) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from redcron.cli.bench.fixtures import p99
+from redcron.cli.bench.fixtures import info_cpu_s, p99
 
 _T = TypeVar("_T")
 
@@ -121,7 +121,7 @@ def usage_of(cpu_infos: Sequence[dict[str, Any]], stat_infos: Sequence[dict[str,
     """A :class:`Usage` from INFO cpu and INFO commandstats replies (one per master)."""
     out = Usage()
     for info in cpu_infos:
-        out.cpu += float(info.get("used_cpu_sys", 0)) + float(info.get("used_cpu_user", 0))
+        out.cpu += info_cpu_s(info)
     for info in stat_infos:
         evalsha = info.get("cmdstat_evalsha") or {}
         out.scripts += int(evalsha.get("usec", 0)) / 1e6
