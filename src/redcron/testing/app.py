@@ -32,6 +32,8 @@ ENQUEUED = frozenset({TaskState.READY, TaskState.SCHEDULED, TaskState.RETRY_WAIT
 #: over a day)
 MAX_ATTEMPTS = 10_000
 MAX_STEPS = 10_000
+#: how long the testing beat's shard leases live (seconds of test time)
+BEAT_HOLD_S = 10 * 365 * 86_400.0
 #: tasks a listing reads at most
 LIST_LIMIT = 100_000
 
@@ -71,8 +73,7 @@ class TestApp(App):
         settings = dataclasses.replace(base, redis_url=TESTING_URL, **overrides)
         super().__init__(settings=settings)
         self.clock = TestClock(now)
-        self.server = FakeServer(self.clock)
-        self._fake = Broker(settings, client=self.server.client())
+        self._fake = self._connect(settings)
         self._fake.ensure_meta(check_policy=False)  # fakeredis has no CONFIG GET
         self._wrapped = app
         self._wrapped_broker: Broker | None = None
@@ -83,9 +84,24 @@ class TestApp(App):
             app._broker = self._fake
             app._pid = os.getpid()
         self._worker = InProcess(self._target, self._fake, allow_commands)
-        self._beat = Beat(self._target, name="redcron-testing-beat", apply_declared=False)
+        # the one beat holds its shards for as long as a test's clock may jump
+        # (no "lost shard" at each advance); advance steps through every fire
+        # time, so no fire is ever overdue and the catch-up window never applies
+        self._beat = Beat(
+            self._target,
+            name="redcron-testing-beat",
+            shard_ttl=BEAT_HOLD_S,
+            catchup_window=2 * BEAT_HOLD_S,
+            apply_declared=False,
+        )
         #: the declared jobs (tenant, name) upserted so far
         self._applied: set[tuple[str, str]] = set()
+
+    def _connect(self, settings: Settings) -> Broker:
+        """The broker of a new fake server on :attr:`clock`.  (The parity suite
+        overrides it to run the same helpers on a real server.)"""
+        self.server = FakeServer(self.clock)
+        return Broker(settings, client=self.server.client())
 
     @property
     def _target(self) -> App:
@@ -159,7 +175,8 @@ class TestApp(App):
         shards = list(range(self._fake.shards))
         for _ in range(MAX_STEPS):
             self._settle()
-            now, heads = self._beat.store.next_due(shards)
+            now = self.clock.ms
+            _server_now, heads = self._beat.store.next_due(shards)
             ahead = [h for h in heads if h is not None and now < h <= target]
             if not ahead:
                 self.clock.set_ms(target)
