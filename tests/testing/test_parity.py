@@ -172,6 +172,23 @@ def breaker(make: Make) -> list[Any]:
     return out
 
 
+def hand_made_stream(make: Make) -> list[Any]:
+    """A ready stream re-made by hand without its consumer group: lease.lua's
+    redis.pcall gets NOGROUP, reads the error text and makes the group."""
+    app = make()
+
+    @app.task(name="job")
+    def job() -> str:
+        return "ran"
+
+    handle = job.enqueue()
+    client, keys = app.broker.client, app.broker.keys
+    stream = keys.q(0, "default", "default", "normal")
+    client.delete(stream)
+    client.xadd(stream, {"iid": handle.id})
+    return [_counts(app), handle.state, handle.result()]
+
+
 #: what each transcript must say, whatever the backend
 MEANS = {
     "retry_dlq_replay": lambda t: (
@@ -195,6 +212,7 @@ MEANS = {
     ),
     "fairness_order": lambda t: t[1].startswith("sbbbsbbb"),
     "breaker": lambda t: t[1] == "open" and "held" in t[3] and t[-2] == "closed",
+    "hand_made_stream": lambda t: t[1:] == ["succeeded", "ran"],
 }
 
 SCENARIOS = {
@@ -203,6 +221,7 @@ SCENARIOS = {
     "cron_across_dst": cron_across_dst,
     "fairness_order": fairness_order,
     "breaker": breaker,
+    "hand_made_stream": hand_made_stream,
 }
 
 
