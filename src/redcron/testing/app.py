@@ -51,6 +51,8 @@ class TestApp(App):
             real time at creation.  It never moves by itself.
         allow_commands: run command and container tasks (subprocesses), as a
             worker started with ``--allow-commands``; else their attempts fail.
+        seed: seeds the retry backoff's jitter (random in production), so
+            a test's retry times are the same on every run.
         overrides: :class:`~redcron.Settings` fields (``max_retries``,
             ``retry_base``, ``shards``...).  The environment is never read.
 
@@ -67,6 +69,7 @@ class TestApp(App):
         *,
         now: datetime | None = None,
         allow_commands: bool = False,
+        seed: int = 0,
         **overrides: Any,
     ) -> None:
         base = app.settings if app is not None else Settings()
@@ -83,7 +86,7 @@ class TestApp(App):
             self._wrapped_broker = app._broker
             app._broker = self._fake
             app._pid = os.getpid()
-        self._worker = InProcess(self._target, self._fake, allow_commands)
+        self._worker = InProcess(self._target, self._fake, allow_commands, seed)
         # the one beat holds its shards for as long as a test's clock may jump
         # (no "lost shard" at each advance); advance steps through every fire
         # time, so no fire is ever overdue and the catch-up window never applies

@@ -12,6 +12,7 @@ scripts, not from anything here.
 from __future__ import annotations
 
 import logging
+import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -64,11 +65,16 @@ class Drained:
 class InProcess:
     """A one-slot worker that runs on the caller's thread, on demand."""
 
-    def __init__(self, app: App, broker: Broker, allow_commands: bool = False) -> None:
+    def __init__(
+        self, app: App, broker: Broker, allow_commands: bool = False, seed: int = 0
+    ) -> None:
         self.app = app
         self.broker = broker
         self.allow_commands = allow_commands
         self._served = -1
+        #: the retry backoff's jitter (fail.lua takes the fraction from its
+        #: caller): seeded, so a test's retry times are the same on every run
+        self.jitter = random.Random(seed)
 
     def queues(self, queue: str | None) -> list[str]:
         if queue is not None:
@@ -121,7 +127,9 @@ class InProcess:
             outcome.delay_ms,
             outcome.exit_code,
         )
-        _done, failed = broker.leases.report(lease.shard, WORKER, [], [item], logs)
+        # logs first, so a dead-lettered attempt's DLQ entry carries its tail
+        broker.leases.append_logs(lease.shard, logs)
+        failed = broker.leases.fail(lease.shard, WORKER, [item], jitter=self.jitter.random())
         state = failed[0].state
         log.info("%s attempt %d of %s: %s -> %s", lease.name, lease.attempt, lease.iid,
                  outcome.outcome, state)  # fmt: skip
