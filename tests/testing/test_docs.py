@@ -33,3 +33,10 @@ def test_the_pinned_range_is_the_one_the_page_names() -> None:
     pin = re.search(r'testing = \["(fakeredis\[lua\][^"]+)"\]', pyproject)
     assert pin is not None
     assert f"`{pin.group(1)}`" in DOC.read_text(encoding="utf-8")
+
+
+def test_the_readme_example_runs() -> None:
+    readme = (DOC.parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Testing your tasks", 1)[1].split("\n## ", 1)[0]
+    (source,) = BLOCK.findall(section)
+    exec(compile(source, "README.md (Testing your tasks)", "exec"), {"__name__": "readme"})

@@ -8,7 +8,16 @@ from typing import Any
 
 import pytest
 
-from redcron import App, ConfigError, Permanent, Retry, Task, TaskFailed, ValidationError
+from redcron import (
+    App,
+    ConfigError,
+    Permanent,
+    Retry,
+    Task,
+    TaskFailed,
+    TaskTimeout,
+    ValidationError,
+)
 from redcron.testing import TestApp, TestClock, fakeserver
 
 T0 = datetime(2027, 1, 4, 9, 0, tzinfo=UTC)
@@ -275,9 +284,10 @@ def test_a_hand_made_stream_is_still_leased(app: TestApp) -> None:
     keys = app.broker.keys
     stream = keys.q(0, "default", "default", "normal")
     client = app.broker.client
-    client.delete(stream)  # the group goes with it; the entry is added back by hand
-    client.xadd(stream, {"iid": handle.id})
-    assert app.drain().succeeded == 1
+    ((entry_id, fields),) = client.xrange(stream)
+    client.delete(stream)  # the group goes with it; the entry is put back by hand
+    client.xadd(stream, fields, id=entry_id)  # (the instance records its entry id)
+    assert app.drain().succeeded == 1 and handle.state == "succeeded"
 
 
 def test_a_missing_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -296,3 +306,12 @@ def test_a_missing_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_every_client_speaks_resp2(app: TestApp) -> None:
     """fakeredis shapes replies inside a script by the caller's protocol."""
     assert app.broker.client.connection_pool.connection_kwargs["protocol"] == 2
+
+
+def test_result_of_a_task_not_run_says_to_drain(app: TestApp) -> None:
+    @app.task
+    def later() -> None: ...
+
+    handle = later.enqueue(_countdown=5)
+    with pytest.raises(TaskTimeout, match=r"is scheduled: .*app.drain\(\)"):
+        handle.result()

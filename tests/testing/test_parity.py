@@ -184,8 +184,9 @@ def hand_made_stream(make: Make) -> list[Any]:
     handle = job.enqueue()
     client, keys = app.broker.client, app.broker.keys
     stream = keys.q(0, "default", "default", "normal")
-    client.delete(stream)
-    client.xadd(stream, {"iid": handle.id})
+    ((entry_id, fields),) = client.xrange(stream)
+    client.delete(stream)  # the group goes with it; the entry is put back by hand
+    client.xadd(stream, fields, id=entry_id)  # (the instance records its entry id)
     return [_counts(app), handle.state, handle.result()]
 
 

@@ -13,8 +13,9 @@ from redcron import serde
 from redcron.app import App, TaskDef
 from redcron.beat.beat import Beat
 from redcron.broker import Broker, Lease, TaskFilter, list_tasks
+from redcron.broker.inspect import Inspection
 from redcron.config import Settings
-from redcron.errors import ConfigError, TaskFailed, ValidationError
+from redcron.errors import ConfigError, TaskFailed, TaskTimeout, ValidationError
 from redcron.model import DlqEntry, RunRecord, TaskRecord
 from redcron.model.jobs import JobSpec
 from redcron.model.states import TaskState
@@ -78,6 +79,7 @@ class TestApp(App):
         self.clock = TestClock(now)
         self._fake = self._connect(settings)
         self._fake.ensure_meta(check_policy=False)  # fakeredis has no CONFIG GET
+        self._fake.inspection = _NoWaiting(self._fake)
         self._wrapped = app
         self._wrapped_broker: Broker | None = None
         if app is not None:
@@ -419,6 +421,20 @@ class TestApp(App):
         """Every task (in ``state``, of ``tenant``), oldest first."""
         where = TaskFilter(state=state, tenant=tenant)
         yield from reversed(list_tasks(self._fake, where, LIST_LIMIT))
+
+
+class _NoWaiting(Inspection):
+    """``TaskHandle.result()`` on a task that has not ended: nothing will run it
+    while the test waits (no worker runs beside it), so say so at once rather
+    than block."""
+
+    def wait_done(self, iid: str, timeout_s: float) -> bool:
+        state = self.watch(iid)
+        raise TaskTimeout(
+            f"task {iid} is {state}: in the testing mode nothing runs it while you "
+            "wait; app.drain() runs what is ready (with_scheduled=True: what is "
+            "scheduled too), app.advance() moves the clock"
+        )
 
 
 def _ms(when: datetime) -> int:
