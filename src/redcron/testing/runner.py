@@ -131,8 +131,14 @@ class InProcess:
         broker.leases.append_logs(lease.shard, logs)
         failed = broker.leases.fail(lease.shard, WORKER, [item], jitter=self.jitter.random())
         state = failed[0].state
-        log.info("%s attempt %d of %s: %s -> %s", lease.name, lease.attempt, lease.iid,
-                 outcome.outcome, state)  # fmt: skip
+        log.info(
+            "%s attempt %d of %s: %s -> %s",
+            lease.name,
+            lease.attempt,
+            lease.iid,
+            outcome.outcome,
+            state,
+        )
         return Drained(
             failed=1,
             retried=int(state in RETRIED),
