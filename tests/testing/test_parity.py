@@ -1,0 +1,236 @@
+"""The parity suite: chosen scenarios run on the testing mode (fakeredis) and
+on a real Redis server, with identical outcomes, so that a fakeredis release
+that runs our scripts differently is caught here rather than in a user's tests.
+
+Each scenario is a function of a TestApp factory that returns a transcript
+(plain data: states, counts, orders, fire times); the test runs it on both
+and compares.  Each transcript is also checked against what the scenario
+means, so two backends that agree on nonsense do not pass.  Retry backoffs
+are jittered at random (lib/attempts.lua): transcripts carry states and
+counts, not the retry times.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from conftest import Make
+from redcron import Permanent, Task
+
+T0 = datetime(2027, 3, 12, 12, 0, tzinfo=UTC)
+
+
+def _counts(app: Any, **kw: Any) -> tuple[int, ...]:
+    return dataclasses.astuple(app.drain(**kw))
+
+
+def retry_dlq_replay(make: Make) -> list[Any]:
+    """A task that fails twice more than its retries allow, then a replay."""
+    app = make(now=T0, retry_base=2.0, retry_cap=10.0)
+    broken = {"on": True}
+
+    @app.task(name="flaky", retries=2)
+    def flaky(n: int) -> int:
+        if broken["on"]:
+            raise RuntimeError(f"boom {n}")
+        return n * 10
+
+    h = flaky.enqueue(7)
+    out: list[Any] = [_counts(app), h.state]
+    due = h.info().due_at
+    out.append(due is not None and T0 < due <= app.now.replace(second=10))
+    out += [_counts(app, with_scheduled=True), h.state, h.attempts]
+    out.append([(e.name, e.attempts, e.outcome, "boom 7" in (e.error or "")) for e in app.dlq()])
+    broken["on"] = False
+    out.append(app.broker.dlq.replay([h.id]))
+    out += [_counts(app), h.state, h.result(), len(app.dlq())]
+    return out
+
+
+def diamond_dag(make: Make) -> list[Any]:
+    """a -> (b, c) -> d, and a second run whose b fails permanently."""
+    app = make(now=T0)
+    order: list[str] = []
+
+    @app.task(name="step")
+    def step(label: str, fail: bool = False) -> str:
+        order.append(label)
+        if fail:
+            raise Permanent(f"{label} refused")
+        return label
+
+    def spec(fail_b: bool) -> dict[str, Task]:
+        return {
+            "a": Task("step", args=["a"]),
+            "b": Task("step", args=["b"], kwargs={"fail": fail_b}, depends_on=["a"]),
+            "c": Task("step", args=["c"], depends_on=["a"]),
+            "d": Task("step", args=["d"], depends_on=["b", "c"]),
+        }
+
+    app.jobs.put("diamond", tasks=spec(False), cron="0 0 1 1 *")
+    app.jobs.put("broken", tasks=spec(True), cron="0 0 1 1 *")
+    out: list[Any] = []
+    for job in ("diamond", "broken"):
+        app.jobs.trigger("default", job)
+        out.append(_counts(app))
+        (run,) = app.runs(job)
+        out.append((job, run.state, [(t.task, t.state) for t in run.tasks or ()]))
+    out.append(order)
+    return out
+
+
+def cron_across_dst(make: Make) -> list[Any]:
+    """A 02:30 New York job over the spring-forward night (2027-03-14 has no
+    02:30) and a 01:30 one over the fall-back night (2027-11-07 has two)."""
+    app = make(now=T0)
+
+    @app.task(name="tick")
+    def tick() -> None:
+        return None
+
+    every_fire = {"tz": "America/New_York", "overlap": "allow", "tasks": {"t": Task("tick")}}
+    app.job("spring", cron="30 2 * * *", **every_fire)
+    app.advance(to=datetime(2027, 3, 16, 12, tzinfo=UTC))
+    out: list[Any] = [_counts(app), [_fire(r) for r in app.runs("spring")]]
+    app.jobs.delete("default", "spring")
+    app.advance(to=datetime(2027, 11, 5, 12, tzinfo=UTC))  # nothing scheduled: one step
+    app.jobs.put("fall", cron="30 1 * * *", **every_fire)
+    app.advance(to=datetime(2027, 11, 8, 12, tzinfo=UTC))
+    out += [_counts(app), [_fire(r) for r in app.runs("fall")]]
+    return out
+
+
+def _fire(run: Any) -> tuple[str | None, str]:
+    when = run.scheduled_for
+    return (None if when is None else when.isoformat(), str(run.state))
+
+
+def fairness_order(make: Make) -> list[Any]:
+    """Two tenants with weights 3 and 1, eight tasks each: the order served.
+
+    On the real clock's day: lease.lua ages ready work by its stream entry id,
+    which a real server stamps on its own clock."""
+    app = make()
+    served: list[str] = []
+
+    @app.task(name="work")
+    def work(tenant: str) -> None:
+        served.append(tenant)
+
+    app.tenants.set("big", weight=3)
+    app.tenants.set("small", weight=1)
+    for _ in range(8):
+        work.enqueue("small", _tenant="small")
+    for _ in range(8):
+        work.enqueue("big", _tenant="big")
+    return [_counts(app), "".join(t[0] for t in served)]
+
+
+def breaker(make: Make) -> list[Any]:
+    """A job whose task fails opens its breaker; held work waits the cool-down,
+    one trial closes it and the held runs go on.  On the real clock's day, as
+    fairness_order."""
+    app = make()
+    broken = {"on": True}
+
+    @app.task(name="fragile", retries=0)
+    def fragile() -> str:
+        if broken["on"]:
+            raise RuntimeError("down")
+        return "up"
+
+    app.jobs.put(
+        "brk",
+        tasks={"t": Task("fragile", retries=0)},
+        cron="0 0 1 1 *",
+        overlap="allow",
+        breaker_min_attempts=3,
+        breaker_threshold=0.5,
+        breaker_cooldown_s=60,
+    )
+    out: list[Any] = []
+    for _ in range(3):
+        app.jobs.trigger("default", "brk")
+    out.append(_counts(app))
+    job = app.jobs.get("default", "brk")
+    out.append(job.breaker)
+    for _ in range(2):
+        app.jobs.trigger("default", "brk")
+    out.append(_counts(app))
+    out.append(sorted(str(t.state) for t in app.tasks_in(tenant="default")))
+    broken["on"] = False
+    app.advance(30)
+    out.append(_counts(app))
+    app.advance(31)
+    out.append(_counts(app))
+    out.append(app.jobs.get("default", "brk").breaker)
+    out.append(sorted(str(r.state) for r in app.runs("brk")))
+    return out
+
+
+def hand_made_stream(make: Make) -> list[Any]:
+    """A ready stream re-made by hand without its consumer group: lease.lua's
+    redis.pcall gets NOGROUP, reads the error text and makes the group."""
+    app = make()
+
+    @app.task(name="job")
+    def job() -> str:
+        return "ran"
+
+    handle = job.enqueue()
+    client, keys = app.broker.client, app.broker.keys
+    stream = keys.q(0, "default", "default", "normal")
+    ((entry_id, fields),) = client.xrange(stream)
+    client.delete(stream)  # the group goes with it; the entry is put back by hand
+    client.xadd(stream, fields, id=entry_id)  # (the instance records its entry id)
+    return [_counts(app), handle.state, handle.result()]
+
+
+#: what each transcript must say, whatever the backend
+MEANS = {
+    "retry_dlq_replay": lambda t: (
+        t[1] == "retry_wait" and t[4:6] == ["dead", 3] and t[-2:] == [70, 0]
+    ),
+    "diamond_dag": lambda t: t[-1] == ["a", "b", "c", "d", "a", "b", "c"],
+    "cron_across_dst": lambda t: (
+        [f for f, _s in t[1]]
+        == [
+            "2027-03-13T07:30:00+00:00",  # 02:30 EST
+            "2027-03-14T07:00:00+00:00",  # no 02:30 that night: 03:00 EDT
+            "2027-03-15T06:30:00+00:00",  # 02:30 EDT
+            "2027-03-16T06:30:00+00:00",
+        ]
+        and [f for f, _s in t[3]]
+        == [
+            "2027-11-06T05:30:00+00:00",  # 01:30 EDT
+            "2027-11-07T05:30:00+00:00",  # the first of that night's two 01:30s
+            "2027-11-08T06:30:00+00:00",  # 01:30 EST
+        ]
+    ),
+    "fairness_order": lambda t: t[1].startswith("sbbbsbbb"),
+    "breaker": lambda t: t[1] == "open" and "held" in t[3] and t[-2] == "closed",
+    "hand_made_stream": lambda t: t[1:] == ["succeeded", "ran"],
+}
+
+SCENARIOS = {
+    "retry_dlq_replay": retry_dlq_replay,
+    "diamond_dag": diamond_dag,
+    "cron_across_dst": cron_across_dst,
+    "fairness_order": fairness_order,
+    "breaker": breaker,
+    "hand_made_stream": hand_made_stream,
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_the_testing_mode_and_a_real_server_agree(
+    name: str, make_fake: Make, make_real: Make
+) -> None:
+    fake = SCENARIOS[name](make_fake)
+    real = SCENARIOS[name](make_real)
+    assert fake == real
+    assert MEANS[name](fake), fake
