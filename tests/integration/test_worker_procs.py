@@ -110,7 +110,9 @@ def start(env: dict[str, str], tmp_path: Path) -> Iterator[Callable[..., Supervi
 
     def go(*args: str, extra_env: dict[str, str] | None = None, cwd: Path = ROOT) -> Supervisor:
         argv = ["-A", "chaos_app:app", "--lease-ttl", "1", *args]
-        sup = Supervisor(argv, {**env, **(extra_env or {})}, tmp_path / f"sup{len(running)}.log", cwd)
+        sup = Supervisor(
+            argv, {**env, **(extra_env or {})}, tmp_path / f"sup{len(running)}.log", cwd
+        )
         running.append(sup)
         return sup
 
@@ -178,7 +180,12 @@ def test_a_killed_child_is_restarted_and_its_tasks_complete(
     )
     # every task completes: the dead child's leases expire and are leased again
     assert {h.result(timeout=90) for h in handles} <= {"attempt-1", "attempt-2", "attempt-3"}
-    lost = [a for h in handles for a in h.info().attempts if a.worker == first.id and a.outcome == "lost"]
+    lost = [
+        a
+        for h in handles
+        for a in h.info().attempts
+        if a.worker == first.id and a.outcome == "lost"
+    ]
     assert lost, "the killed child's attempts end lost (reaped)"
     log = sup.log()
     assert "exited killed by SIGKILL" in log and "restarting in" in log, log
@@ -195,8 +202,10 @@ def test_sigterm_drains_every_child_and_hands_back_prefetched_leases(
     handles = [app.enqueue("slow", 3.0) for _ in range(6)]
     # each child: one task running, one lease held for the next
     wait_for(
-        lambda: sum(h.state in ("leased", "running") for h in handles) == 4
-        and sum(h.state == "running" for h in handles) == 2,
+        lambda: (
+            sum(h.state in ("leased", "running") for h in handles) == 4
+            and sum(h.state == "running" for h in handles) == 2
+        ),
         "two tasks running and two prefetched",
         timeout=60,
     )

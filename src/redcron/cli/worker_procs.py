@@ -78,7 +78,7 @@ class Restarts:
         self.young += 1
         if self.young >= FAILED_STARTS:
             return None
-        return min(RESTART_CAP_S, RESTART_MIN_S * 2 ** (self.young - 1))
+        return min(RESTART_CAP_S, RESTART_MIN_S * 2.0 ** (self.young - 1))
 
 
 def exit_text(code: int) -> str:
@@ -149,7 +149,9 @@ class Child:
         self.started = now
         self.restart_at = None
         assert self.spec.proc is not None
-        log.info("worker process %d started: pid %d, worker %s", self.k, self.spec.proc.pid, self.id)
+        log.info(
+            "worker process %d started: pid %d, worker %s", self.k, self.spec.proc.pid, self.id
+        )
 
 
 def run_procs(
