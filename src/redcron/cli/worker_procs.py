@@ -38,8 +38,7 @@ from dataclasses import dataclass, field
 
 import click
 
-from redcron.broker import WorkerRegistry
-from redcron.broker.retry import TRANSIENT
+from redcron.broker import TRANSIENT, WorkerRegistry
 from redcron.cli.supervise import ChildSpec, Stopper, terminate
 
 log = logging.getLogger(__name__)
