@@ -4,6 +4,9 @@ the grouping of ``workers list``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from click.testing import CliRunner
 
 from redcron.cli.main import main
@@ -105,3 +108,15 @@ def test_workers_list_groups_the_processes_of_a_supervisor() -> None:
     assert lines[2].startswith("s:9:X (2 procs) ") and " 3/8 " in lines[2]
     assert lines[3].startswith("  s:9:X.1 ") and lines[4].startswith("  s:9:X.2 ")
     assert lines[5].startswith("zeta ")
+
+
+def test_a_bad_app_path_fails_once_before_any_child_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    started: list[object] = []
+    monkeypatch.setattr(Child, "start", lambda *a: started.append(a))
+    result = CliRunner().invoke(main, ["worker", "-A", "no_such_module_x:app", "--procs", "2"])
+    assert result.exit_code == 2, result.output
+    assert result.output.count("error:") == 1 and "no_such_module_x" in result.output
+    assert not started
