@@ -268,3 +268,16 @@ def test_the_redis_url_reaches_children_through_the_environment_only(
         assert not any(b"s3cret" in a for a in argv), argv
         with open(f"/proc/{pid}/environ", "rb") as f:
             assert f"REDCRON_REDIS_URL={url}".encode() in f.read().split(b"\0")
+
+
+def test_bench_throughput_drains_with_worker_processes(redis_url: str) -> None:
+    result = CliRunner().invoke(
+        main, ["bench", "throughput", "--tasks", "300", "--procs", "2", "--redis", redis_url,
+               "--json"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["workers"] == 2 and out["measured_tasks"] == 300
+    for figure in ("redis_cpu_cores", "worker_cpu_cores", "machine_busy_cores"):
+        assert out[figure] >= 0
+    assert out["worker_cpu_us_per_task"] >= 0  # 10 ms ticks: a short drain may read 0
