@@ -222,6 +222,25 @@ def test_sigterm_drains_every_child_and_hands_back_prefetched_leases(
     assert not [w for w in WorkerRegistry(app.broker).list() if w.supervisor]
 
 
+def test_a_second_sigterm_is_passed_on_and_running_leases_go_back_now(
+    app: App, start: Callable[..., Supervisor]
+) -> None:
+    # a grace far longer than the wait below: only the second signal ends this
+    sup = start("--procs", "2", "-c", "1", "--prefetch", "0", "--grace", "300")
+    members(app, 2)
+    handles = [app.enqueue("slow", 120.0) for _ in range(2)]
+    wait_for(lambda: all(h.state == "running" for h in handles), "both tasks running", timeout=60)
+    sup.proc.send_signal(signal.SIGTERM)
+    wait_for(lambda: sup.log().count("draining (grace 300s)") == 2, "both children draining")
+    sup.proc.send_signal(signal.SIGTERM)
+    assert sup.proc.wait(120) == 0, sup.log()
+    assert sup.log().count("second signal: handing leases back now") == 2, sup.log()
+    assert [h.state for h in handles] != ["running", "running"]
+    assert all(a.outcome == "lost" for h in handles for a in h.info().attempts), [
+        h.info().attempts for h in handles
+    ]
+
+
 def test_a_sigkilled_supervisor_takes_its_children_with_it(
     app: App, start: Callable[..., Supervisor]
 ) -> None:
