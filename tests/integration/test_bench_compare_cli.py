@@ -73,3 +73,19 @@ def test_an_unknown_system_is_refused(redis_url: str) -> None:
     result = _run(redis_url, "--systems", "redcron,sidekiq")
     assert result.exit_code == 2
     assert "unknown sidekiq" in result.output
+
+
+def test_procs_adds_a_redcron_row_measured_with_worker_processes(redis_url: str) -> None:
+    out = _json(_run(redis_url, "--systems", "redcron", "--procs", "1,2", "--json"))
+    assert out["order"] == [["redcron", "redcron --procs 2"]]
+    row = out["systems"]["redcron --procs 2"]
+    assert "errors" not in row, row
+    assert row["config"].startswith("redcron worker --procs 2")
+    assert row["median"]["drain_per_s"] > 0 and row["median"]["worker_cpu_us_per_task"] > 0
+    assert set(out["procs_ratios"]) == {"redcron --procs 2"}
+    assert set(out["procs_ratios"]["redcron --procs 2"]) == {"redcron"}
+
+
+def test_bad_procs_name_the_flag(redis_url: str) -> None:
+    result = _run(redis_url, "--procs", "0")
+    assert result.exit_code == 2 and "--procs" in result.output, result.output

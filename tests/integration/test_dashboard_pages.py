@@ -435,6 +435,27 @@ def test_workers_page_lists_the_registry(app: App, admin: FlaskClient) -> None:
     assert 'data-worker-id="w-9"' in page and "host-9" in page and "default, io" in page
 
 
+def test_workers_page_and_api_group_the_processes_of_a_supervisor(
+    app: App, web: flask.Flask, admin: FlaskClient
+) -> None:
+    registry = WorkerRegistry(app.broker)
+    for wid, sup in (("s:1:AB.1", "s:1:AB"), ("s:1:AB.2", "s:1:AB"), ("solo", "")):
+        registry.publish(
+            Registration(wid, "h", 1, ("default",), (), 4, 0, ("ui.add",), supervisor=sup),
+            ttl_ms=60_000,
+        )
+    page = text(admin.get("/workers"))
+    assert page.count('<tr class="group" data-supervisor="s:1:AB">') == 1
+    head = page.index('data-supervisor="s:1:AB"><th')
+    assert head < page.index('data-worker-id="s:1:AB.1"') < page.index('data-worker-id="s:1:AB.2"')
+    api = web.test_client()
+    resp = api.get("/v1/workers", headers={"Authorization": f"Bearer {ADMIN}"})
+    rows = resp.get_json()["workers"]
+    assert [(w["id"], w["supervisor"]) for w in rows] == [
+        ("s:1:AB.1", "s:1:AB"), ("s:1:AB.2", "s:1:AB"), ("solo", ""),
+    ]  # fmt: skip
+
+
 def test_tasks_search_by_id_name_and_state(app: App, admin: FlaskClient) -> None:
     handle = app.tasks["ui.add"].enqueue(5)
     app.tasks["ui.broken"].enqueue()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from redcron.cli.bench import compare_stats as cs
-from redcron.cli.bench.compare import parse_systems
+from redcron.cli.bench.compare import parse_procs, parse_systems
 from redcron.cli.bench.peers import SYSTEMS, _proc, bullmq_peer
 
 
@@ -116,3 +116,34 @@ def test_bullmq_is_skipped_with_a_note_without_node(monkeypatch: pytest.MonkeyPa
 def test_the_bullmq_cache_folder_follows_xdg(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", "/tmp/xdg-cache")
     assert str(bullmq_peer.cache_dir()) == "/tmp/xdg-cache/redcron/bench-node"
+
+
+def test_procs_rows_are_parsed_once_each_and_bad_counts_name_the_flag() -> None:
+    assert parse_procs("2, 1,2") == [1, 2]
+    for bad in ("0", "65", "two", " , "):
+        with pytest.raises(ValueError, match="--procs: give counts from 1 to 64"):
+            parse_procs(bad)
+
+
+def test_the_table_adds_the_procs_rows_against_redcron_and_each_peer() -> None:
+    figures = {f: 1.0 for f in cs.FIGURES}
+    result = {
+        "systems": {
+            "redcron": {"median": figures},
+            "redcron --procs 2": {"median": figures},
+            "bullmq": {"median": figures},
+        },
+        "ratios": {"bullmq": cs.ratios(figures, figures)},
+        "procs_ratios": {
+            "redcron --procs 2": {
+                "redcron": cs.ratios(figures, figures),
+                "bullmq": cs.ratios(figures, figures),
+            }
+        },
+    }
+    lines = cs.table(result).splitlines()
+    assert [line.split("  ")[0].strip() for line in lines[4:]] == [
+        "redcron/bullmq",
+        "redcron --procs 2/redcron",
+        "redcron --procs 2/bullmq",
+    ]

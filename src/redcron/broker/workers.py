@@ -70,6 +70,9 @@ class Registration:
     tasks: Sequence[str]
     version: str = ""
     leased: Sequence[str] = ()
+    #: the id of the ``redcron worker --procs N`` supervisor that started this
+    #: worker ("" for a worker on its own): ``workers list`` groups by it
+    supervisor: str = ""
 
 
 class WorkerRegistry:
@@ -102,6 +105,7 @@ class WorkerRegistry:
                 "heartbeat": now,
                 "expires": expires,
                 "leased": ",".join(reg.leased[:LEASED_PUBLISHED]),
+                **({"supervisor": reg.supervisor} if reg.supervisor else {}),
             },
         )
         pipe.hsetnx(key, "started", now)  # kept by every renewal

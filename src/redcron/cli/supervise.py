@@ -27,6 +27,9 @@ from redcron.lifeline import terminate_with_parent
 
 log = logging.getLogger(__name__)
 
+#: seconds children get after a forwarded second signal before SIGKILL
+FORWARDED_KILL_S = 10.0
+
 
 @dataclass
 class ChildSpec:
@@ -100,16 +103,30 @@ def supervise(children: list[ChildSpec], server: EmbeddedRedis | None, stopper: 
     return 0
 
 
-def terminate(children: list[ChildSpec], timeout: float, stopper: Stopper) -> None:
-    """SIGTERM every child (last started first), SIGKILL what outlives ``timeout``."""
+def terminate(
+    children: list[ChildSpec], timeout: float, stopper: Stopper, forward_second: bool = False
+) -> None:
+    """SIGTERM every child (last started first), SIGKILL what outlives ``timeout``.
+
+    A second SIGINT/SIGTERM kills them at once; with ``forward_second`` it is
+    passed on as a second SIGTERM instead (a worker then hands its leases back
+    without waiting for its grace), and what still runs :data:`FORWARDED_KILL_S`
+    later is killed."""
     alive = [c for c in reversed(children) if c.proc is not None and c.proc.poll() is None]
     for child in alive:
         assert child.proc is not None
         child.proc.send_signal(signal.SIGTERM)
     stopper.count = min(stopper.count, 1)
     deadline = time.monotonic() + timeout
+    forwarded = False
     while any(c.proc is not None and c.proc.poll() is None for c in alive):
-        if time.monotonic() > deadline or stopper.count > 1:
+        if stopper.count > 1 and forward_second and not forwarded:
+            forwarded = True
+            for child in alive:
+                if child.proc is not None and child.proc.poll() is None:
+                    child.proc.send_signal(signal.SIGTERM)
+            deadline = min(deadline, time.monotonic() + FORWARDED_KILL_S)
+        elif time.monotonic() > deadline or (stopper.count > 1 and not forward_second):
             for child in alive:
                 if child.proc is not None and child.proc.poll() is None:
                     log.warning("%s pid=%d did not stop; killing", child.name, child.proc.pid)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import socket
+
 import click
 
+from redcron.broker import WorkerRegistry
 from redcron.cli.common import (
     FiniteFloatRange,
     app_option,
@@ -18,6 +22,8 @@ from redcron.cli.common import (
     setup_logging,
     split_csv,
 )
+from redcron.cli.worker_procs import MAX_PROCS, child_argv, run_procs
+from redcron.clock import ulid
 from redcron.config import WORKER_PREFETCH_PER_SLOT, WORKER_THREADS
 from redcron.lifeline import forbid_inspection
 from redcron.worker import Worker, WorkerOptions
@@ -115,6 +121,18 @@ from redcron.worker import Worker, WorkerOptions
     "in the shard's audit stream, for checks like redcron chaos's.  Costs a write per start "
     "and end.",
 )
+@click.option(
+    "--procs",
+    type=click.IntRange(1, MAX_PROCS),
+    default=1,
+    show_default=True,
+    help="Worker processes, each with its own lease loop and -c slots, under one "
+    "supervisor that restarts one that dies and stops them all on SIGTERM/Ctrl-C "
+    f"(at most {MAX_PROCS}).  1: this process is the worker.",
+)
+# set by the --procs supervisor for each of its processes (not for users)
+@click.option("--name", default=None, hidden=True)
+@click.option("--supervisor", default=None, hidden=True)
 @redis_option
 @durability_option
 @logging_options
@@ -134,12 +152,16 @@ def worker(
     cpus: float | None,
     mem: str | None,
     audit: bool,
+    procs: int,
+    name: str | None,
+    supervisor: str | None,
     redis_url: str | None,
     durability: str | None,
     loglevel: str,
     log_format: str,
 ) -> None:
-    """Run a worker until SIGTERM/SIGINT (then drain gracefully)."""
+    """Run a worker until SIGTERM/SIGINT (then drain gracefully); with --procs N,
+    N of them under one supervisor."""
     setup_logging(loglevel, log_format)
     queue_names = split_csv(queues)
     if not queue_names:
@@ -170,5 +192,18 @@ def worker(
         mem=mem,
         audit=audit,
         pass_env=pass_env,
+        name=name,
+        supervisor=supervisor,
     )
-    Worker(app, options).run()
+    if procs == 1:
+        Worker(app, options).run()
+        return
+    # what a child would refuse at start is refused here, once (the app loaded
+    # above, the options checked, the lease TTL against the deployment's minimum)
+    options.lease_ttl_ms(app.settings)
+    supervisor_id = name or f"{socket.gethostname()}:{os.getpid()}:{ulid()[-6:]}"
+    env = {"REDCRON_REDIS_URL": redis_url} if redis_url else {}
+    argv = child_argv(click.get_current_context())
+    code = run_procs(procs, supervisor_id, argv, env, grace, WorkerRegistry(app.broker))
+    if code:
+        raise click.exceptions.Exit(code)

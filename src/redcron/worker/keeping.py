@@ -119,6 +119,7 @@ class Keeper(Role):
                 running=running,
                 tasks=[*self.app.tasks, *(["redcron.command"] if options.allow_commands else [])],
                 leased=leased,
+                supervisor=options.supervisor or "",
             ),
             TTL_LEASES * self.lease_ttl_ms,
         )

@@ -18,7 +18,7 @@ class WorkerOptions:
 
     ``Worker(app, WorkerOptions(queues=["default"], concurrency=8))`` and
     ``Worker(app, queues=["default"], concurrency=8)`` are the same worker.
-    The fields after ``pass_env`` are not arguments: they are worked out from
+    The fields after ``supervisor`` are not arguments: they are worked out from
     the others (so ``dataclasses.replace`` works them out again); those given
     keep their value, normalized (sequences become tuples).
 
@@ -55,6 +55,9 @@ class WorkerOptions:
         pass_env: names of the worker's environment variables that command and
             container tasks get on top of ``PATH``, ``HOME`` and ``LANG`` (they get
             nothing else of it: never ``REDCRON_*``, refused here).
+        supervisor: the id of the ``redcron worker --procs N`` supervisor that
+            started this worker (published in the registry, which groups by it);
+            None for a worker on its own.
     """
 
     concurrency: int | None = None
@@ -73,6 +76,7 @@ class WorkerOptions:
     allow_images: Sequence[str] = ()
     audit: bool = False
     pass_env: Sequence[str] = ()
+    supervisor: str | None = None
 
     #: attempts running at once: ``concurrency``, or the pool's default
     slots: int = field(init=False)

@@ -18,6 +18,7 @@ from redcron.cli.bench.soak import soak
 from redcron.cli.bench.throughput import throughput
 from redcron.cli.bench.trigger import trigger
 from redcron.cli.common import concurrency_option, pool_option, prefetch_option
+from redcron.cli.worker_procs import MAX_PROCS
 from redcron.config import WORKER_PREFETCH_PER_SLOT, WORKER_THREADS
 
 
@@ -55,6 +56,8 @@ def bench() -> None:
 @click.option("--shards", type=click.IntRange(min=1), default=None,
               help="Shards of the deployment, tasks spread over tenants on every one "
               "[default: 12 with --cluster, else 1].")  # fmt: skip
+@click.option("--procs", type=click.IntRange(1, MAX_PROCS), default=1, show_default=True,
+              help="Worker processes (redcron worker --procs), each with these slots.")  # fmt: skip
 @_redis_option
 @_json_option
 def throughput_cmd(
@@ -65,11 +68,13 @@ def throughput_cmd(
     body: str,
     cluster: bool,
     shards: int | None,
+    procs: int,
     redis_url: str | None,
     as_json: bool,
 ) -> None:
     """Enqueue TASKS with enqueue_many, then one worker process drains them
-    (at the worker's default settings unless told otherwise)."""
+    (at the worker's default settings unless told otherwise), or --procs N of
+    them; with the CPU Redis, the workers and the machine used over the drain."""
 
     if tasks < 1:
         raise click.BadParameter("must be >= 1", param_hint="--tasks")
@@ -88,7 +93,10 @@ def throughput_cmd(
     if cluster and shards is None:
         shards = 12
     masters = 3 if cluster else 0
-    _emit(throughput(tasks, concurrency, pool, body, redis_url, prefetch, masters, shards), as_json)
+    _emit(
+        throughput(tasks, concurrency, pool, body, redis_url, prefetch, masters, shards, procs),
+        as_json,
+    )
 
 
 @bench.command("latency")

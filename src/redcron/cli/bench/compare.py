@@ -11,11 +11,13 @@ Each system, each round, in a key namespace of its own (deleted after):
    from the first body run to the last (the INCR counter polled every 10 ms;
    with ``--body noop`` the first and last tasks are INCR markers), with the
    Redis server's INFO commandstats and INFO cpu and the worker's own CPU
-   over the drain;
+   (its processes' with ``--procs``) over the drain;
 3. idle latency: ``--samples`` tasks one at a time, enqueue → start, the same
    worker idle between them.
 
-Then the median of each figure over the rounds and every ratio redcron/peer.
+Then the median of each figure over the rounds and every ratio redcron/peer;
+with ``--procs 1,2`` redcron is also measured as ``redcron worker --procs 2``
+(a row of its own, in every round), with its ratios to redcron and each peer.
 """
 
 from __future__ import annotations
@@ -39,11 +41,12 @@ from redcron.cli.bench.compare_stats import (
 from redcron.cli.bench.fixtures import (
     info_cpu_s,
     p99,
-    proc_cpu_s,
     redis_for_bench,
+    tree_cpu_s,
     unlink_matching,
 )
 from redcron.cli.bench.peers import SYSTEMS, counter_key, module
+from redcron.cli.worker_procs import MAX_PROCS
 from redcron.clock import ulid
 
 #: how often the drain's counter is read (each read is one GET, taken out of
@@ -70,10 +73,35 @@ def parse_systems(text: str) -> list[str]:
     return [n for n in SYSTEMS if n in names]
 
 
+def parse_procs(text: str) -> list[int]:
+    """``--procs``: comma-separated worker process counts for redcron (each a row
+    of its own), ascending, each once."""
+    try:
+        counts = sorted({int(n) for n in text.split(",") if n.strip()})
+    except ValueError:
+        counts = []
+    if not counts or not all(1 <= n <= MAX_PROCS for n in counts):
+        raise ValueError(f"--procs: give counts from 1 to {MAX_PROCS}, comma-separated (1,2)")
+    return counts
+
+
+def label(name: str, procs: int) -> str:
+    """A system's row: ``redcron --procs N`` for redcron with N > 1 processes."""
+    return f"{name} --procs {procs}" if procs > 1 else name
+
+
+def _system(row: str) -> tuple[str, int]:
+    """(system, worker processes) of a row named by :func:`label`."""
+    name, _sep, procs = row.partition(" --procs ")
+    return name, int(procs) if procs else 1
+
+
 def compare(
     systems: Sequence[str], rounds: int, tasks: int, samples: int, body: str,
-    redis_url: str | None,
+    redis_url: str | None, procs: Sequence[int] = (1,),
 ) -> dict[str, Any]:  # fmt: skip
+    """The run (module doc); redcron is a row for each of ``procs`` (worker
+    processes: ``redcron worker --procs N``), each measured in every round."""
     entries: dict[str, dict[str, Any]] = {}
     runnable: list[str] = []
     for name in systems:
@@ -83,8 +111,13 @@ def compare(
             _say(f"{name}: skipped: {why}")
             entries[name] = {"skipped": why}
             continue
-        entries[name] = {**mod.describe(), "rounds": []}
-        runnable.append(name)
+        for n in procs if name == "redcron" else (1,):
+            row = label(name, n)
+            entries[row] = {
+                **(mod.describe(n) if name == "redcron" else mod.describe()),
+                "rounds": [],
+            }
+            runnable.append(row)
     order = round_order(runnable, rounds)
     with redis_for_bench(redis_url) as url:
         client = redis.Redis.from_url(url)
@@ -107,6 +140,8 @@ def compare(
     for name in runnable:
         entries[name]["median"] = medians(entries[name]["rounds"])
     ours = entries.get("redcron", {}).get("median")
+    variants = [row for row in runnable if _system(row)[0] == "redcron" and row != "redcron"]
+    peers = [row for row in runnable if _system(row)[0] != "redcron"]
     return {
         "body": body,
         "tasks": tasks,
@@ -118,8 +153,18 @@ def compare(
         "systems": entries,
         "ratios": {
             name: ratios(ours, entries[name]["median"])
-            for name in runnable
-            if name != "redcron" and ours and entries[name]["rounds"]
+            for name in peers
+            if ours and entries[name]["rounds"]
+        },
+        # each redcron --procs N row against plain redcron and every peer
+        "procs_ratios": {
+            row: {
+                other: ratios(entries[row]["median"], entries[other]["median"])
+                for other in (["redcron"] if ours else []) + peers
+                if entries[other]["rounds"]
+            }
+            for row in variants
+            if entries[row]["rounds"]
         },
     }
 
@@ -127,11 +172,13 @@ def compare(
 def run_system(
     name: str, url: str, client: redis.Redis, tasks: int, samples: int, body: str
 ) -> dict[str, Any]:
-    """One round of one system: enqueue, drain, idle latency."""
-    mod = module(name)
+    """One round of one system (a row of :func:`label`): enqueue, drain, idle latency."""
+    system, procs = _system(name)
+    mod = module(system)
     ns = f"rcpeer{ulid()[-6:].lower()}"
+    session = mod.session(url, ns, procs) if system == "redcron" else mod.session(url, ns)
     try:
-        with mod.session(url, ns) as peer:
+        with session as peer:
             ns = peer.ns
             # the drain is timed on the INCR counter; with the noop body, on the
             # system's own count of finished tasks if the adapter has one, else
@@ -158,11 +205,11 @@ def run_system(
                 start: list[Any] = []
 
                 def at_first() -> None:
-                    start.extend([*_stats(client), proc_cpu_s(proc.pid)])
+                    start.extend([*_stats(client), tree_cpu_s(proc.pid)])
 
                 t_first, c_first, t_last, polls = wait_count(read, target, proc.poll, at_first)
                 stats1, cpu1 = _stats(client)
-                wcpu1 = proc_cpu_s(proc.pid)
+                wcpu1 = tree_cpu_s(proc.pid)
                 lat = sorted(peer.latency(samples, _blpop(client)))
     finally:
         # every key whose name holds the namespace (each adapter puts it in all

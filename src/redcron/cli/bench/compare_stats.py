@@ -142,6 +142,9 @@ def table(result: Mapping[str, Any]) -> str:
         rows.append([name] + [_cell(entry["median"].get(f)) for f, _h in COLUMNS])
     for name, ratio in result.get("ratios", {}).items():
         rows.append([f"redcron/{name}"] + [_cell(ratio.get(f), "x") for f, _h in COLUMNS])
+    for row, against in result.get("procs_ratios", {}).items():
+        for name, ratio in against.items():
+            rows.append([f"{row}/{name}"] + [_cell(ratio.get(f), "x") for f, _h in COLUMNS])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [
         "  ".join(

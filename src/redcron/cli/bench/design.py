@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from redcron.cli.bench.compare import compare, parse_systems
+from redcron.cli.bench.compare import compare, parse_procs, parse_systems
 from redcron.cli.bench.compare_stats import table as compare_table
 from redcron.cli.bench.leases import DEFAULT_PER_WORKER, LeaseBenchOptions, lease_bench
 from redcron.cli.bench.midnight import default_workers, midnight
@@ -199,6 +199,9 @@ def _check_midnight(
     show_default=True,
     help="Task body: one Redis INCR on the executing thread's own connection, or nothing.",
 )
+@click.option("--procs", "procs_list", default="1", show_default=True, metavar="N1,N2",
+              help="Worker processes for redcron (redcron worker --procs N), comma-separated: "
+              "a row each, measured in every round (1 is the plain redcron row).")  # fmt: skip
 @_redis_option
 @_json_option
 def compare_cmd(
@@ -207,6 +210,7 @@ def compare_cmd(
     tasks: int,
     samples: int,
     body: str,
+    procs_list: str,
     redis_url: str | None,
     as_json: bool,
 ) -> None:
@@ -227,7 +231,12 @@ def compare_cmd(
     except ValueError as exc:
         raise click.BadParameter(str(exc).removeprefix("--systems: "),
                                  param_hint="--systems") from None  # fmt: skip
-    result = compare(systems, rounds, tasks, samples, body, redis_url)
+    try:
+        procs = parse_procs(procs_list)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc).removeprefix("--procs: "),
+                                 param_hint="--procs") from None  # fmt: skip
+    result = compare(systems, rounds, tasks, samples, body, redis_url, procs)
     if as_json:
         click.echo(serialize.dumps(result, indent=None))
     else:

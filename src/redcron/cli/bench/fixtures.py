@@ -124,8 +124,25 @@ def bench_run(
 
 @contextmanager
 def worker_process(
-    url: str, prefix: str, concurrency: int | None, pool: str, prefetch: int | None = 0
+    url: str,
+    prefix: str,
+    concurrency: int | None,
+    pool: str,
+    prefetch: int | None = 0,
+    procs: int = 1,
 ) -> Iterator[subprocess.Popen[bytes]]:
+    """One benchmark worker process; with ``procs`` > 1, ``redcron worker --procs``
+    (its supervisor is the process yielded: count its children's CPU with
+    :func:`tree_cpu_s`)."""
+    if procs > 1:
+        argv = ["-A", BENCH_APP, "--procs", str(procs), "--pool", pool, "--grace", "2"]
+        argv += ["-c", str(concurrency)] if concurrency is not None else []
+        argv += ["--prefetch", str(prefetch)] if prefetch is not None else []
+        argv = ["worker", *argv, "--loglevel", "warning"]
+        code = f"from redcron.cli.main import main; main({argv!r})"
+        with _python_process(url, prefix, code, head="") as proc:
+            yield proc
+        return
     with _python_process(
         url,
         prefix,
@@ -143,20 +160,28 @@ def beat_process(url: str, prefix: str) -> Iterator[subprocess.Popen[bytes]]:
         yield proc
 
 
+#: what a benchmark child runs before its ``code``: logging at WARNING, the
+#: benchmark app imported as ``app``
+_HEAD = (
+    "import logging; logging.basicConfig(level=logging.WARNING);"
+    f"from {__name__} import bench_app; app = bench_app();"
+)
+
+
 @contextmanager
-def _python_process(url: str, prefix: str, code: str) -> Iterator[subprocess.Popen[bytes]]:
-    """A child Python running ``code`` with the benchmark app imported as ``app``;
-    terminated (then killed) on exit."""
+def _python_process(
+    url: str, prefix: str, code: str, head: str = _HEAD
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A child Python running ``head`` then ``code``; terminated (then killed) on
+    exit."""
     env = dict(os.environ, REDCRON_REDIS_URL=url, REDCRON_PREFIX=prefix)
-    head = "import logging; logging.basicConfig(level=logging.WARNING);"
-    head += f"from {__name__} import bench_app; app = bench_app();"
     proc = subprocess.Popen([sys.executable, "-c", head + code], env=env)
     try:
         yield proc
     finally:
         proc.terminate()
         try:
-            proc.wait(10)
+            proc.wait(15)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -279,6 +304,30 @@ def proc_cpu_s(pid: int) -> float:
         fields = f.read().rsplit(")", 1)[1].split()
     ticks = os.sysconf("SC_CLK_TCK")
     return (int(fields[11]) + int(fields[12])) / ticks
+
+
+def tree_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process and of its live descendants (Linux
+    /proc): a supervisor and its worker processes."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # gone meanwhile
+    tree, frontier = [pid], [pid]
+    while frontier:
+        frontier = [p for p, parent in parents.items() if parent in frontier]
+        tree += frontier
+    total = 0.0
+    for p in tree:
+        try:
+            total += proc_cpu_s(p)
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
 
 
 def machine_busy_s() -> float:

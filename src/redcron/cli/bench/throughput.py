@@ -1,13 +1,17 @@
 """``redcron bench throughput``: enqueue rates, the drain rate of one worker
-process, and the machine's yardstick (bare INCRs) measured in the same run.
+process (or of ``--procs N`` under one supervisor), and the machine's
+yardstick (bare INCRs) measured in the same run.
 
 Figures come from the Redis server clock where possible (drain rate from the
 first lease to the last completion recorded in the instance hashes), so the
-client's own overhead does not flatter or hurt the worker.
+client's own overhead does not flatter or hurt the worker.  Over the drain
+(from the first task seen done to the last), the CPU of Redis, of the worker
+processes and of the whole machine, in cores: which of them saturates.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Any
@@ -18,7 +22,11 @@ from redcron.app import App
 from redcron.cli.bench.fixtures import (
     bench_run,
     enqueue_spread,
+    machine_busy_s,
+    redis_cpu_s,
     spread_tenants,
+    succeeded_count,
+    tree_cpu_s,
     wait_all_done,
     worker_process,
 )
@@ -38,9 +46,11 @@ def throughput(
     prefetch: int | None = None,
     masters: int = 0,
     shards: int | None = None,
+    procs: int = 1,
 ) -> dict[str, Any]:
     """Enqueue ``tasks`` with enqueue_many, then one worker process drains them
-    (``concurrency``, ``prefetch`` None: the worker's defaults); with
+    (``concurrency``, ``prefetch`` None: the worker's defaults), or ``procs``
+    of them under a ``redcron worker --procs`` supervisor; with
     ``masters``, on a fresh local cluster of that many masters, and with
     ``shards`` > 1 the tasks spread over tenants on every shard.  The
     yardstick (bare INCRs on one connection per thread) needs one server:
@@ -60,8 +70,10 @@ def throughput(
         t0 = time.perf_counter()
         ids += enqueue_spread(bapp, f"bench.{body}", tasks - singles, tenants)
         many_s = time.perf_counter() - t0
-        with worker_process(run.url, run.prefix, slots, pool, prefetch):
+        with worker_process(run.url, run.prefix, slots, pool, prefetch, procs) as proc:
+            cpu = DrainCpu(bapp, proc.pid)
             wait_all_done(bapp, ids)
+            cpu.done(len(ids))
         first, last, done = drain_span(bapp, ids)
         drain_s = max(1e-9, (last - first) / 1000)
         drain_per_s = done / drain_s
@@ -74,7 +86,7 @@ def throughput(
             "tasks": tasks,
             "shards": n_shards,
             "masters": masters or None,
-            "workers": 1,
+            "workers": procs,
             "pool": pool,
             "concurrency": slots,
             "prefetch": WORKER_PREFETCH_PER_SLOT * slots if prefetch is None else prefetch,
@@ -86,6 +98,46 @@ def throughput(
             "measured_tasks": done,
             "reference_incr_per_s": round(reference) if reference else None,
             "drain_vs_reference": round(drain_per_s / reference, 2) if reference else None,
+            **cpu.figures(),
+        }
+
+
+class DrainCpu:
+    """CPU of Redis (every master), of the worker processes (a supervisor and its
+    children) and of the whole machine over a drain: from the first task seen
+    done (start-up is not a task's) to :meth:`done`."""
+
+    def __init__(self, bapp: App, worker_pid: int, poll_s: float = 0.01) -> None:
+        self.bapp, self.pid = bapp, worker_pid
+        while not succeeded_count(bapp):
+            time.sleep(poll_s)
+        self.first = succeeded_count(bapp)
+        self.start = self._sample()
+        self.end = self.start
+        self.tasks = 0
+
+    def _sample(self) -> tuple[float, float, float, float]:
+        redis_s = sum(redis_cpu_s(self.bapp))
+        return time.monotonic(), redis_s, tree_cpu_s(self.pid), machine_busy_s()
+
+    def done(self, total: int) -> None:
+        self.end = self._sample()
+        self.tasks = max(1, total - self.first)
+
+    def figures(self) -> dict[str, Any]:
+        """Cores each used (1.0 is one core busy: Redis's ceiling, its commands
+        run on one thread) and microseconds of CPU per task."""
+        wall = max(1e-9, self.end[0] - self.start[0])
+        redis_s, worker_s, machine_s = (
+            b - a for a, b in zip(self.start[1:], self.end[1:], strict=True)
+        )
+        return {
+            "redis_cpu_cores": round(redis_s / wall, 2),
+            "worker_cpu_cores": round(worker_s / wall, 2),
+            "machine_busy_cores": round(machine_s / wall, 2),
+            "machine_cores": os.cpu_count(),
+            "redis_cpu_us_per_task": round(redis_s * 1e6 / self.tasks, 1),
+            "worker_cpu_us_per_task": round(worker_s * 1e6 / self.tasks, 1),
         }
 
 

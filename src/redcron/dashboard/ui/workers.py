@@ -1,5 +1,6 @@
 """``/workers``: the live workers from the worker registry — host, pid,
-queues, slots, the tasks each is running, last heartbeat — a page at a time
+queues, slots, the tasks each is running, last heartbeat; the processes of
+one ``redcron worker --procs N`` under a row naming their supervisor — a page at a time
 by worker id (``?after=<id>``): the work grows with the page, never with the
 number of workers, tenants or leases."""
 

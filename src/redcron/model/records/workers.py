@@ -32,6 +32,9 @@ class WorkerInfo:
     #: ids of (some of) the task instances it held at its last heartbeat, for the
     #: Workers page (at most ``LEASED_PUBLISHED``)
     leased: tuple[str, ...] = ()
+    #: the id of the ``redcron worker --procs N`` supervisor that started it
+    #: ("" for a worker on its own): its processes are listed together
+    supervisor: str = ""
 
     @classmethod
     def from_fields(cls, fields: Fields) -> WorkerInfo:
@@ -50,6 +53,7 @@ class WorkerInfo:
             heartbeat_at=_time(fields, "heartbeat"),
             expires_at=_time(fields, "expires"),
             leased=_csv(fields, "leased"),
+            supervisor=_text(fields.get("supervisor")),
         )
 
 

@@ -1,6 +1,6 @@
 """redcron at its defaults, as ``bench throughput`` runs it: one worker process
-(threads pool, 32 slots, prefetch 1 per slot), the benchmark App of
-fixtures.py, enqueue and enqueue_many."""
+(threads pool, 32 slots, prefetch 1 per slot), or ``redcron worker --procs N``
+of them, the benchmark App of fixtures.py, enqueue and enqueue_many."""
 
 from __future__ import annotations
 
@@ -20,12 +20,18 @@ def missing() -> str | None:
     return None
 
 
-def describe() -> dict[str, str]:
+def describe(procs: int = 1) -> dict[str, str]:
     from importlib.metadata import version
 
+    how = (
+        "one worker process"
+        if procs == 1
+        else f"redcron worker --procs {procs} ({procs} worker processes, a supervisor)"
+    )
+    each = "" if procs == 1 else " each"
     return {
         "version": version("redcron"),
-        "config": f"one worker process, threads pool, {WORKER_THREADS} slots, prefetch "
+        "config": f"{how}, threads pool, {WORKER_THREADS} slots{each}, prefetch "
         f"{WORKER_PREFETCH_PER_SLOT} per slot (the defaults); retries=0",
         "guarantee": "at least once: fenced leases (a lease expires and is re-leased; a late "
         "report from the old holder is refused), acknowledged on completion; every attempt "
@@ -36,8 +42,8 @@ def describe() -> dict[str, str]:
 class _Redcron:
     has_bulk = True
 
-    def __init__(self, url: str, prefix: str, app: Any) -> None:
-        self.url, self.ns, self.app = url, prefix, app
+    def __init__(self, url: str, prefix: str, app: Any, procs: int = 1) -> None:
+        self.url, self.ns, self.app, self.procs = url, prefix, app, procs
 
     def enqueue(self, kind: str, count: int, bulk: bool) -> float:
         task = self.app.tasks[f"bench.{kind}"]
@@ -60,7 +66,7 @@ class _Redcron:
         return succeeded_count(self.app)
 
     def worker(self) -> AbstractContextManager[Any]:
-        return worker_process(self.url, self.ns, None, "threads", None)
+        return worker_process(self.url, self.ns, None, "threads", None, self.procs)
 
     def latency(self, samples: int, blpop: Blpop) -> list[float]:
         task = self.app.tasks["bench.now"]
@@ -75,8 +81,8 @@ class _Redcron:
 
 
 @contextmanager
-def session(url: str, ns: str) -> Iterator[_Redcron]:
+def session(url: str, ns: str, procs: int = 1) -> Iterator[_Redcron]:
     """redcron under a prefix of its own (``ns`` is ignored: bench_run makes
-    the prefix and deletes its keys after)."""
+    the prefix and deletes its keys after), with ``procs`` worker processes."""
     with bench_run(url, kind="rccmp") as run:
-        yield _Redcron(run.url, run.prefix, run.app)
+        yield _Redcron(run.url, run.prefix, run.app, procs)
