@@ -70,6 +70,11 @@ class Registration:
     tasks: Sequence[str]
     version: str = ""
     leased: Sequence[str] = ()
+    #: how it talks to redcron: ``redis`` (``redcron worker``) or ``http``
+    #: (``/v1/worker``, registered by the dashboard on its behalf)
+    via: str = "redis"
+    #: an HTTP worker's API token id (``admin`` for the admin token); "" otherwise
+    token: str = ""
 
 
 class WorkerRegistry:
@@ -102,6 +107,8 @@ class WorkerRegistry:
                 "heartbeat": now,
                 "expires": expires,
                 "leased": ",".join(reg.leased[:LEASED_PUBLISHED]),
+                "via": reg.via,
+                "token": reg.token,
             },
         )
         pipe.hsetnx(key, "started", now)  # kept by every renewal
@@ -110,6 +117,11 @@ class WorkerRegistry:
         pipe.zadd(self.keys.workeridx(), {reg.id: 0})
         pipe.execute()
         return expires
+
+    def get(self, worker_id: str) -> WorkerInfo | None:
+        """The entry of ``worker_id`` as last published (None: none, or expired)."""
+        raw = self.broker.client.hgetall(self.keys.worker(worker_id))
+        return WorkerInfo.from_fields(fields_of(raw)) if raw else None
 
     def remove(self, worker_id: str) -> None:
         """Take a worker out at once (a clean stop)."""

@@ -22,7 +22,10 @@ def workers() -> None:
 @app_option
 @redis_option
 def list_cmd(as_json: bool, app_path: str | None, redis_url: str | None) -> None:
-    """List live workers: host, pid, queues, tenants, slots, running, last heartbeat."""
+    """List live workers: host, pid, queues, tenants, slots, running, last heartbeat.
+
+    HTTP workers (``/v1/worker``) show too: their host is the client's address,
+    with the id of the token they lease with."""
     found = WorkerRegistry(build_app(app_path, redis_url).broker).list()
     empty = "no live workers (none running, or none heartbeated within a few lease TTLs)"
     echo_listing(found, as_json, empty, lambda: workers_table(found))
@@ -32,8 +35,8 @@ def workers_table(found: Sequence[WorkerInfo]) -> str:
     rows = [
         (
             w.id,
-            w.host,
-            w.pid,
+            w.host if w.via == "redis" else f"{w.host} ({w.via}, token {w.token})",
+            w.pid or "-",
             ",".join(w.queues),
             ",".join(w.tenants) or "(all)",
             f"{w.running}/{w.slots}",

@@ -32,6 +32,10 @@ class WorkerInfo:
     #: ids of (some of) the task instances it held at its last heartbeat, for the
     #: Workers page (at most ``LEASED_PUBLISHED``)
     leased: tuple[str, ...] = ()
+    #: ``redis`` (``redcron worker``) or ``http`` (an HTTP worker, ``/v1/worker``)
+    via: str = "redis"
+    #: an HTTP worker's API token id (``admin``: the admin token); "" for the others
+    token: str = ""
 
     @classmethod
     def from_fields(cls, fields: Fields) -> WorkerInfo:
@@ -50,6 +54,8 @@ class WorkerInfo:
             heartbeat_at=_time(fields, "heartbeat"),
             expires_at=_time(fields, "expires"),
             leased=_csv(fields, "leased"),
+            via=_text(fields.get("via")) or "redis",
+            token=_text(fields.get("token")),
         )
 
 
