@@ -2,9 +2,9 @@
   Instance fields of a run's task: run, task, deps, down (comma lists),
   deps_left.  Run hash counters: total, n_done, n_succeeded, n_failed,
   n_cancelled; a run ends when n_done == total.  Every run that ends is
-  counted (lib/outcomes.lua) and timed (lib/durations.lua); its retention starts then (lib/run_retention.lua),
-  and a fire buffered behind it (overlap buffer_one) makes its run
-  (lib/run_create.lua). ]]
+  counted (lib/outcomes.lua) and timed (lib/durations.lua); its retention
+  starts then (lib/run_retention.lua), and a fire buffered behind it (overlap
+  buffer_one) makes its run (lib/run_create.lua). ]]
 -- @include lib/lists.lua
 -- @include lib/downstream.lua
 -- @include lib/rings.lua
