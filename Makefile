@@ -1,4 +1,5 @@
 # Two commands do all the set-up on a fresh machine: `make run` and `make test`.
+# `make run ARGS="--dashboard-port 8001"` passes flags on to `redcron up`.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -15,7 +16,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 run: install
-	$(VENV)/bin/redcron up -A examples.tasks:app
+	$(VENV)/bin/redcron up -A examples.tasks:app $(ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check src tests examples

@@ -2,7 +2,7 @@
 # A redcron worker in shell: lease a command task, run it, heartbeat while it
 # runs, report complete or fail.  Needs curl and jq.
 set -u
-API=${REDCRON_API:-http://127.0.0.1:8080}/v1/worker
+API=${REDCRON_API:-http://127.0.0.1:8000}/v1/worker  # `make run` serves :8000
 WORKER=${WORKER_ID:-sh-$(hostname)-$$}
 QUEUES=${QUEUES:-'["commands"]'}
 ROUNDS=${ROUNDS:-0}  # lease rounds before exiting; 0: forever
@@ -12,6 +12,25 @@ TOKEN=${REDCRON_TOKEN:?a worker token: redcron workers token create --queues com
 post() {
   curl -sf -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
     -d "$2" "$API/$1"
+}
+
+lease() {  # the leased tasks (a JSON array); else one line on stderr and exit 1
+  local out status
+  while :; do
+    if ! out=$(curl -s -X POST -H "Authorization: Bearer $TOKEN" \
+      -H 'Content-Type: application/json' -w '\n%{http_code}' -d "$1" "$API/lease"); then
+      echo "http_worker.sh: nothing answers at $API (start redcron dashboard, or set REDCRON_API)" >&2
+      exit 1
+    fi
+    status=${out##*$'\n'}
+    out=${out%$'\n'*}
+    case $status in
+      200) printf '%s\n' "$out"; return ;;
+      503) sleep 1 ;;  # Redis is down or failing over: try again
+      *) echo "http_worker.sh: lease refused, HTTP $status: $(jq -r .error.message <<<"$out" 2>/dev/null)" >&2
+        exit 1 ;;
+    esac
+  done
 }
 
 run() {  # one leased task (JSON) -> run it, heartbeating, then report
@@ -47,7 +66,7 @@ run() {  # one leased task (JSON) -> run it, heartbeating, then report
 n=0
 while [ "$ROUNDS" = 0 ] || [ "$n" -lt "$ROUNDS" ]; do
   n=$((n + 1))
-  leases=$(post lease "$(jq -nc --arg w "$WORKER" --argjson q "$QUEUES" \
-    '{worker_id: $w, queues: $q, wait_s: 20}')") || { sleep 1; continue; }
+  leases=$(lease "$(jq -nc --arg w "$WORKER" --argjson q "$QUEUES" \
+    '{worker_id: $w, queues: $q, wait_s: 20}')") || exit 1
   while read -r task; do run "$task"; done < <(jq -c '.[]' <<<"$leases")
 done

@@ -38,3 +38,8 @@ def ulid(now_ms: int | None = None, randomness: bytes | None = None) -> str:
         + pairs[(rnd >> 10) & 1023]
         + pairs[rnd & 1023]
     )
+
+
+def span(ms: int) -> str:
+    """A duration for people: ms below a second, else seconds."""
+    return f"{ms}ms" if ms < 1000 else f"{ms / 1000:.1f}s"

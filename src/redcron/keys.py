@@ -138,6 +138,12 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "lag": ("lag", ()),
     # per-minute trigger-lag histogram: <tenant>|<le> -> fires; expires after ACTIVITY_TTL_S
     "lagm": ("lagm:{minute}", ("minute",)),
+    # lifetime attempt-duration histogram of a tenant per task name: <name>|<le> ->
+    # attempts (bucket counts, not cumulative), <name>|sum_ms, #names (names held,
+    # at most DURATION_NAMES; later names count as DURATION_OTHER)
+    "adur": ("adur:{tenant}", ("tenant",)),
+    # the same for the tenant's runs, per job name
+    "rdur": ("rdur:{tenant}", ("tenant",)),
     # opt-in attempt audit (``Worker(audit=True)``, ``redcron chaos``): one entry per
     # attempt start and end; the entry id is the server time; capped (MAXLEN ~)
     "audit": ("audit", ()),
@@ -148,6 +154,17 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
 LAG_BUCKETS_S: tuple[float, ...] = (
     0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300,
 )  # fmt: skip
+#: upper bounds (seconds) of the attempt- and run-duration histograms' finite
+#: buckets (``+Inf`` takes the rest); Lua gets them generated (``DURATION_BUCKETS``)
+DURATION_BUCKETS_S: tuple[float, ...] = (
+    0.005, 0.025, 0.1, 0.5, 1, 2.5, 10, 30, 60, 300, 900, 3600,
+)  # fmt: skip
+#: task (job) names a tenant's duration histogram holds; later names count as
+#: DURATION_OTHER, so a tenant's series stay bounded whatever its tasks are named
+DURATION_NAMES = 20
+#: the name the names past DURATION_NAMES count under (no task or job name has
+#: parentheses)
+DURATION_OTHER = "(other)"
 #: how long a per-minute figure (``act:<minute>``, ``lagm:<minute>``) lives: the
 #: dashboard reads the last hour, with room for a clock step and a slow reader
 ACTIVITY_TTL_S = 7200
@@ -173,6 +190,11 @@ def lag_bucket_label(bound_s: float) -> str:
 def lag_bucket_labels() -> tuple[str, ...]:
     """Every lag bucket's name in order, ``+Inf`` last."""
     return (*map(lag_bucket_label, LAG_BUCKETS_S), "+Inf")
+
+
+def duration_bucket_labels() -> tuple[str, ...]:
+    """Every duration bucket's name in order (``le``, as lag's), ``+Inf`` last."""
+    return (*map(lag_bucket_label, DURATION_BUCKETS_S), "+Inf")
 
 
 PRIORITIES: tuple[str, ...] = ("high", "normal", "low")
@@ -422,6 +444,12 @@ class Keys:
     def act(self, shard: int, minute: int) -> str:
         return self.build(shard, "act", minute)
 
+    def adur(self, shard: int, tenant: str) -> str:
+        return self.build(shard, "adur", tenant)
+
+    def rdur(self, shard: int, tenant: str) -> str:
+        return self.build(shard, "rdur", tenant)
+
     def lag(self, shard: int) -> str:
         return self.build(shard, "lag")
 
@@ -451,6 +479,10 @@ def lua_key_functions() -> str:
         "local LAG_BUCKETS = {"
         + ", ".join(f'{{{round(b * 1000)}, "{lag_bucket_label(b)}"}}' for b in LAG_BUCKETS_S)
         + ', {math.huge, "+Inf"}}',
+        "local DURATION_BUCKETS = {"
+        + ", ".join(f'{{{round(b * 1000)}, "{lag_bucket_label(b)}"}}' for b in DURATION_BUCKETS_S)
+        + ', {math.huge, "+Inf"}}',
+        f'local DURATION_NAMES, DURATION_OTHER = {DURATION_NAMES}, "{DURATION_OTHER}"',
     ]
     for kind, (template, names) in TEMPLATES.items():
         pieces: list[str] = []

@@ -214,7 +214,11 @@ def test_up_refuses_a_dashboard_port_in_use_before_starting_anything(
     err = lines[0]
     assert err.startswith("error: ")
     assert f"port {taken} is in use" in err
-    assert "--dashboard-port" in err
+    # the way to pass it, to redcron up and through make run
+    assert (
+        f'--dashboard-port {taken + 1} (make run: make run ARGS="--dashboard-port {taken + 1}")'
+        in err
+    )
     assert not (up_dir / ".redcron" / "redis.url").exists()
     assert not (up_dir / ".redcron" / "admin.token").exists()
 

@@ -11,7 +11,14 @@ import pytest
 
 from redcron.broker import stats
 from redcron.errors import ValidationError
-from redcron.keys import LAG_BUCKETS_S, lag_bucket_label, lag_bucket_labels, lua_key_functions
+from redcron.keys import (
+    DURATION_BUCKETS_S,
+    DURATION_NAMES,
+    LAG_BUCKETS_S,
+    lag_bucket_label,
+    lag_bucket_labels,
+    lua_key_functions,
+)
 from redcron.model import LagSummary, MinuteActivity
 
 T = 1_800_000_000_000  # a minute boundary (ms)
@@ -128,3 +135,36 @@ def test_lag_counts_per_tenant_or_all() -> None:
         "acme": counts(**{"0_05": 2, "inf": 1}),
         "beta": counts(**{"0_05": 1}),
     }  # a field that names no bucket is not read
+
+
+def test_a_tenants_duration_hash_reads_as_one_histogram_per_name() -> None:
+    labels = stats.DURATION_LABELS
+    fields = {
+        b"#names": b"2",
+        b"etl.load|0.1": b"2",
+        b"etl.load|+Inf": b"1",
+        b"etl.load|sum_ms": b"7200150",
+        "a|b|1": "1",  # a name holding the separator: split at the last one
+        "a|b|sum_ms": "900",
+        "(other)|1": "4",
+        "(other)|sum_ms": "2000",
+        "stray|nonsense": "9",  # no such bucket: ignored
+    }
+    got = stats.durations_of(fields)
+    assert sorted(got) == ["(other)", "a|b", "etl.load"]
+    load = got["etl.load"]
+    assert load.count == 3 and load.sum_s == 7200.15
+    assert load.counts[labels.index("0.1")] == 2 and load.counts[-1] == 1
+    cumulative = dict(load.cumulative())
+    assert cumulative["0.025"] == 0 and cumulative["0.1"] == 2 and cumulative["+Inf"] == 3
+    assert got["a|b"].count == 1 and got["(other)"].count == 4
+    assert labels[-1] == "+Inf" and len(labels) == len(DURATION_BUCKETS_S) + 1
+
+
+def test_the_scripts_get_the_duration_buckets_and_cap_from_keys_py() -> None:
+    lua = lua_key_functions().splitlines()
+    line = next(x for x in lua if "DURATION_BUCKETS =" in x)
+    pairs = re.findall(r'\{(\d+|math\.huge), "([^"]+)"\}', line)
+    assert [label for _ms, label in pairs] == list(stats.DURATION_LABELS)
+    assert [int(ms) for ms, _label in pairs[:-1]] == [round(b * 1000) for b in DURATION_BUCKETS_S]
+    assert f'local DURATION_NAMES, DURATION_OTHER = {DURATION_NAMES}, "(other)"' in lua

@@ -33,6 +33,8 @@ from redcron.broker.tasklist import TaskFilter, list_tasks, scan_tasks
 from redcron.broker.tenants import TenantStore
 from redcron.broker.tokens import TokenStore, digest
 from redcron.broker.workers import (
+    LEASED_REPUBLISH_S,
+    TTL_LEASES,
     Registration,
     WorkerRegistry,
     unserved_by_task,
@@ -43,8 +45,10 @@ from redcron.broker.workers import (
 __all__ = [
     "BREAKER_VALUES",
     "DLQ_ENTRY_ID",
+    "LEASED_REPUBLISH_S",
     "LINK_TTL_S",
     "TRANSIENT",
+    "TTL_LEASES",
     "UNAVAILABLE",
     "AuditEntry",
     "AuditLog",

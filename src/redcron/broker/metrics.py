@@ -8,7 +8,9 @@ index ``oldest:<queue>:<class>``) and the tenants a scraper names
 less pending), in flight (lease-set size), DLQ length, oldest ready age, delayed
 (from the caller's counts, the dashboard's background totals: counting them
 reads the shard's timers, which name no tenant) and their lifetime outcome
-counters (``HMGET`` of their fields).  Deployment figures are
+counters (``HMGET`` of their fields), and their attempt- and run-duration
+histograms (``HGETALL`` of ``adur:<tenant>`` / ``rdur:<tenant>``: at most
+``DURATION_NAMES`` + 1 names each, so bounded).  Deployment figures are
 O(1) or bounded per shard: the tenant count (``tenantidx``), the stats hash,
 the lifetime totals over tenants (``attemptsall``, ``runendsall``), the
 trigger-lag histogram, the head of the schedule, and the open-breaker and
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from redcron.broker import stats as _stats
 from redcron.broker.listing import ensure_indexes
-from redcron.broker.stats import LagHistogram
+from redcron.broker.stats import DurationHistogram, LagHistogram
 from redcron.broker.workers import WorkerRegistry
 from redcron.keys import PRIORITIES, shard_of
 from redcron.serde import text as _s
@@ -82,6 +84,10 @@ class Metrics:
     tenants_shown: int = 0
     #: every queue known
     queues: list[str] = field(default_factory=list)
+    #: (tenant, task name) -> how long its attempts took (lifetime histogram)
+    attempt_durations: dict[tuple[str, str], DurationHistogram] = field(default_factory=dict)
+    #: (tenant, job name) -> how long its runs took (lifetime histogram)
+    run_durations: dict[tuple[str, str], DurationHistogram] = field(default_factory=dict)
     #: trigger lag of every scheduled fire (lifetime histogram, summed over shards)
     trigger_lag: LagHistogram = field(default_factory=lambda: _stats.lag_histogram([]))
 
@@ -175,6 +181,8 @@ def read_metrics(
         for t in mine:
             pipe.zcard(keys.tleases(shard, t))
             pipe.xlen(keys.dlq(shard, t))
+            pipe.hgetall(keys.adur(shard, t))
+            pipe.hgetall(keys.rdur(shard, t))
         for q in queues:
             for p in PRIORITIES:
                 for t in mine:
@@ -183,6 +191,10 @@ def read_metrics(
         for t in mine:
             out.in_flight[t] = int(next(per_tenant))
             out.dlq[t] = int(next(per_tenant))
+            for into, fields in ((out.attempt_durations, next(per_tenant)),
+                                 (out.run_durations, next(per_tenant))):  # fmt: skip
+                for name, hist in _stats.durations_of(fields).items():
+                    into[(t, name)] = hist
             if delayed is not None:
                 out.delayed[t] = delayed.get(t, 0)
         for q in queues:

@@ -21,7 +21,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from redcron.errors import ValidationError
-from redcron.keys import ACTIVITY_TTL_S, LAG_BUCKETS_S, lag_bucket_labels, shard_of
+from redcron.keys import (
+    ACTIVITY_TTL_S,
+    LAG_BUCKETS_S,
+    duration_bucket_labels,
+    lag_bucket_labels,
+    shard_of,
+)
 from redcron.model import LagSummary, MinuteActivity
 from redcron.model import validation as check
 from redcron.serde import text as _s
@@ -36,6 +42,8 @@ MAX_MINUTES = ACTIVITY_TTL_S // 60 - 5
 LABELS: tuple[str, ...] = lag_bucket_labels()
 #: the bucket upper bounds in seconds, ``inf`` last (aligned with LABELS)
 BOUNDS: tuple[float, ...] = (*(float(b) for b in LAG_BUCKETS_S), math.inf)
+#: the duration histograms' bucket names in order, ``+Inf`` last (``lua/lib/durations.lua``)
+DURATION_LABELS: tuple[str, ...] = duration_bucket_labels()
 #: how an attempt outcome counts in the per-minute activity
 SUCCEEDED, FAILED = "succeeded", "failed"
 #: the "tenant" of the per-minute fields summed over tenants (no tenant name is ``*``)
@@ -57,6 +65,30 @@ class LagHistogram:
         out: list[tuple[str, int]] = []
         total = 0
         for label, n in zip(LABELS, self.counts, strict=True):
+            total += n
+            out.append((label, total))
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class DurationHistogram:
+    """How long one tenant's attempts of one task name (or runs of one job) took,
+    lifetime (``adur:<tenant>`` / ``rdur:<tenant>``, ``lua/lib/durations.lua``).
+
+    ``counts`` are per bucket (not cumulative), aligned with :data:`DURATION_LABELS`."""
+
+    counts: tuple[int, ...]
+    sum_s: float
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts)
+
+    def cumulative(self) -> list[tuple[str, int]]:
+        """``(le, how many took at most that long)`` per bucket, for Prometheus."""
+        out: list[tuple[str, int]] = []
+        total = 0
+        for label, n in zip(DURATION_LABELS, self.counts, strict=True):
             total += n
             out.append((label, total))
         return out
@@ -116,6 +148,26 @@ def lag_histogram(hashes: Iterable[Mapping[Any, Any]]) -> LagHistogram:
         count += got.get("count", 0)
         sum_ms += got.get("sum_ms", 0)
     return LagHistogram(tuple(counts), count, sum_ms / 1000)
+
+
+def durations_of(fields: Mapping[Any, Any]) -> dict[str, DurationHistogram]:
+    """A tenant's duration hash (``<name>|<le>``, ``<name>|sum_ms``, ``#names``) as
+    one histogram per name (the ``(other)`` name included)."""
+    index = {label: i for i, label in enumerate(DURATION_LABELS)}
+    counts: dict[str, list[int]] = {}
+    sums: dict[str, int] = {}
+    for raw, value in fields.items():
+        name, sep, what = _s(raw).rpartition("|")
+        if not sep:
+            continue  # #names
+        if what == "sum_ms":
+            sums[name] = int(value)
+        elif what in index:
+            counts.setdefault(name, [0] * len(DURATION_LABELS))[index[what]] += int(value)
+    return {
+        name: DurationHistogram(tuple(counts.get(name, [0] * len(DURATION_LABELS))), ms / 1000)
+        for name, ms in sorted(sums.items())
+    }
 
 
 def quantile_bound(counts: Sequence[int], q: float) -> float | None:

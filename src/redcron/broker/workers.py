@@ -73,6 +73,11 @@ class Registration:
     #: the id of the ``redcron worker --procs N`` supervisor that started this
     #: worker ("" for a worker on its own): ``workers list`` groups by it
     supervisor: str = ""
+    #: how it talks to redcron: ``redis`` (``redcron worker``) or ``http``
+    #: (``/v1/worker``, registered by the dashboard on its behalf)
+    via: str = "redis"
+    #: an HTTP worker's API token id (``admin`` for the admin token); "" otherwise
+    token: str = ""
 
 
 class WorkerRegistry:
@@ -106,6 +111,8 @@ class WorkerRegistry:
                 "expires": expires,
                 "leased": ",".join(reg.leased[:LEASED_PUBLISHED]),
                 **({"supervisor": reg.supervisor} if reg.supervisor else {}),
+                "via": reg.via,
+                "token": reg.token,
             },
         )
         pipe.hsetnx(key, "started", now)  # kept by every renewal
@@ -114,6 +121,11 @@ class WorkerRegistry:
         pipe.zadd(self.keys.workeridx(), {reg.id: 0})
         pipe.execute()
         return expires
+
+    def get(self, worker_id: str) -> WorkerInfo | None:
+        """The entry of ``worker_id`` as last published (None: none, or expired)."""
+        raw = self.broker.client.hgetall(self.keys.worker(worker_id))
+        return WorkerInfo.from_fields(fields_of(raw)) if raw else None
 
     def remove(self, worker_id: str) -> None:
         """Take a worker out at once (a clean stop)."""

@@ -137,6 +137,11 @@ def child_specs(
     return children
 
 
+def flag_hint(flag: str, value: int) -> str:
+    """How to pass ``flag``, to ``redcron up`` and through ``make run``."""
+    return f'{flag} {value} (make run: make run ARGS="{flag} {value}")'
+
+
 def dashboard_url(port: int) -> str:
     return f"http://{DASHBOARD_HOST}:{port}/"
 
@@ -239,12 +244,15 @@ def up(
         stopper.install()
         if with_dashboard and port_in_use(dashboard_port, DASHBOARD_HOST):
             fail(
-                f"port {dashboard_port} is in use (another `redcron up`?); "
-                "pass --dashboard-port or --no-dashboard"
+                f"port {dashboard_port} is in use (another `redcron up`?); pass "
+                f"{flag_hint('--dashboard-port', dashboard_port + 1)} or --no-dashboard"
             )
         if redis_url is None:
             if port_in_use(port):
-                fail(f"port {port} is in use (another `redcron up`?); pass --port or --redis")
+                fail(
+                    f"port {port} is in use (another `redcron up`?); pass "
+                    f"{flag_hint('--port', port + 1)} or --redis"
+                )
             server = EmbeddedRedis(data_dir, port=port, fsync=fsync, die_with_parent=True)
             server.start()
             redis_url = server.url

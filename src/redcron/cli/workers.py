@@ -23,7 +23,10 @@ def workers() -> None:
 @redis_option
 def list_cmd(as_json: bool, app_path: str | None, redis_url: str | None) -> None:
     """List live workers: host, pid, queues, tenants, slots, running, last heartbeat;
-    the processes of one `redcron worker --procs N` together, under their supervisor."""
+    the processes of one `redcron worker --procs N` together, under their supervisor.
+
+    HTTP workers (``/v1/worker``) show too: their host is the client's address,
+    with the id of the token they lease with."""
     found = WorkerRegistry(build_app(app_path, redis_url).broker).list()
     empty = "no live workers (none running, or none heartbeated within a few lease TTLs)"
     echo_listing(found, as_json, empty, lambda: workers_table(found))
@@ -68,8 +71,8 @@ def grouped(found: Sequence[WorkerInfo]) -> list[tuple[str, list[WorkerInfo]]]:
 def _row(w: WorkerInfo, indent: str) -> tuple[object, ...]:
     return (
         f"{indent}{w.id}",
-        w.host,
-        w.pid,
+        w.host if w.via == "redis" else f"{w.host} ({w.via}, token {w.token})",
+        w.pid or "-",
         ",".join(w.queues),
         ",".join(w.tenants) or "(all)",
         f"{w.running}/{w.slots}",

@@ -14,7 +14,7 @@ import hmac
 from collections.abc import Iterator, Sequence
 
 import flask
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -29,10 +29,15 @@ from redcron.dashboard.api.auth import bearer
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.totals import TTL_S, Totals, WorkTotals, totals
 from redcron.errors import ValidationError
+from redcron.keys import DURATION_NAMES, DURATION_OTHER
 from redcron.model import validation
 
 #: Flask config key: SHA-256 of the token ``GET /metrics`` requires (None: open)
 METRICS_DIGEST = "REDCRON_METRICS_TOKEN_SHA256"
+#: what ``GET /metrics`` says it serves: the Prometheus text format 0.0.4, which
+#: every Prometheus reads (recent prometheus-client releases name 1.0.0 in
+#: CONTENT_TYPE_LATEST for the same text: so it is not taken from the installed one)
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: tenants one scrape may name (``/metrics?tenant=a&tenant=b``) for their series
 MAX_TENANTS_ASKED = 100
 
@@ -114,6 +119,7 @@ class RedcronCollector(Collector):
             buckets=m.trigger_lag.cumulative(),
             sum_value=m.trigger_lag.sum_s,
         )
+        yield from _durations(m)
         attempts = CounterMetricFamily(
             "redcron_task_attempts",
             "Task attempts ended, by outcome (succeeded, failed, timed_out, lost, cancelled)",
@@ -161,7 +167,31 @@ def metrics() -> flask.Response:
             return _refuse(str(exc))
     registry = CollectorRegistry(auto_describe=False)
     registry.register(RedcronCollector(redcron_app(), tenants, totals()))
-    return flask.Response(generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+    return flask.Response(generate_latest(registry), headers={"Content-Type": CONTENT_TYPE})
+
+
+def _durations(m: Metrics) -> Iterator[Metric]:
+    """The attempt- and run-duration histograms of the tenants shown."""
+    for name, doc, label, figures in (
+        (
+            "redcron_task_attempt_duration_seconds",
+            "How long attempts that succeeded, failed or timed out took, per task name "
+            f"(a tenant's names past its first {DURATION_NAMES} count as {DURATION_OTHER})",
+            "task",
+            m.attempt_durations,
+        ),
+        (
+            "redcron_run_duration_seconds",
+            "How long ended runs took from their start, per job name "
+            f"(a tenant's names past its first {DURATION_NAMES} count as {DURATION_OTHER})",
+            "job",
+            m.run_durations,
+        ),
+    ):
+        family = HistogramMetricFamily(name, doc, labels=["tenant", label])
+        for (tenant, what), hist in sorted(figures.items()):
+            family.add_metric([tenant, what], hist.cumulative(), sum_value=hist.sum_s)
+        yield family
 
 
 def _refuse(message: str) -> flask.Response:

@@ -8,7 +8,8 @@
   A task of a run makes its downstream ready once all their dependencies succeeded.
   The task's last error is cleared (the attempt history keeps it); a command or
   container attempt succeeds only on exit code 0, so that is recorded too.
-  Each tenant's successes are counted once per call (lib/outcomes.lua).
+  Each tenant's successes are counted once per call (lib/outcomes.lua), and
+  timed per task name (lib/durations.lua).
   Upholds: a stale lease token writes nothing; each attempt ends once. ]]
 -- @include lib/clock.lua
 -- @include lib/token.lua
@@ -18,11 +19,13 @@
 -- @include lib/breaker.lua
 -- @include lib/runs.lua
 -- @include lib/outcomes.lua
+-- @include lib/durations.lua
 
 local worker = ARGV[1]
 local now = now_ms(ARGV[2])
 local out = {}
 local drops, ended = {}, {}
+local durations = {}  -- lib/durations.lua
 for i = 3, #ARGV, 3 do
   local iid, epoch, result = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local ti = key_ti(iid)
@@ -34,6 +37,7 @@ for i = 3, #ARGV, 3 do
       pre .. 'ended', now, 'state', 'succeeded', 'loc', '', 'ended', now, 'deadline', '',
       'lease_entry', '')
     if f[TI_COMPLETE_ERROR] then redis.call('HDEL', ti, 'error') end  -- only after a failed attempt
+    dur_note_attempt(durations, ti, pre, f[TI_COMPLETE_TENANT], now)
     if f[TI_COMPLETE_KIND] == 'command' or f[TI_COMPLETE_KIND] == 'container' then
       redis.call('HSET', ti, pre .. 'exit', 0, 'exit_code', 0)
     end
@@ -62,4 +66,5 @@ for tenant, iids in pairs(ended) do
   unpark(tenant)
   count_attempts(tenant, 'succeeded', #iids, now, true)
 end
+dur_save(durations, key_adur)
 return out

@@ -6,6 +6,7 @@ import logging
 import time
 from typing import Any
 
+from redcron.clock import span
 from redcron.worker.execute import Attempt
 from redcron.worker.hooks import AttemptHook, Reports
 
@@ -74,8 +75,3 @@ def took_ms(attempt: Attempt) -> int | None:
         return None
     ended = attempt.ended if attempt.ended is not None else time.monotonic()
     return max(0, round((ended - attempt.began) * 1000))
-
-
-def span(ms: int) -> str:
-    """A duration for people: ms below a second, else seconds."""
-    return f"{ms}ms" if ms < 1000 else f"{ms / 1000:.1f}s"

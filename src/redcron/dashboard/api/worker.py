@@ -24,8 +24,8 @@ from typing import Any, NoReturn
 import flask
 
 from redcron import serde
-from redcron.broker import TRANSIENT, Broker, FailItem, Lease
-from redcron.dashboard.api import auth, leases
+from redcron.broker import TRANSIENT, Broker, FailItem, FailResult, Lease
+from redcron.dashboard.api import auth, http_workers, leases
 from redcron.dashboard.api.common import ApiError, bad, body, only, redcron_app, reply
 from redcron.dashboard.api.connection import UnlessSent, client_gone
 from redcron.dashboard.api.leases import LeaseToken
@@ -170,8 +170,21 @@ def lease() -> flask.Response:
         got = _lease_round(ask, shards, ttl_ms)
         left = deadline - time.monotonic()
         if got or left <= 0:
+            _register(broker, ask, got, ttl_ms)
             return _handed_out(broker, ask, got, ttl_ms, gone)
         broker.leases.wait_for_work(shards, ask.queues, min(left, POLL_S), pass_on=gone)
+
+
+def _register(broker: Broker, ask: _Ask, got: Sequence[Lease], ttl_ms: int) -> None:
+    """Publish the worker in the registry (``http_workers.py``): best effort, as
+    a Python worker's publication is (its next call publishes it again)."""
+    try:
+        http_workers.on_lease(
+            broker, ask.worker, leases.leaser(), ask.queues, ask.tenants, ask.slots, got,
+            ttl_ms, ask.wait_s,
+        )  # fmt: skip
+    except TRANSIENT as exc:
+        log.warning("worker %s: could not publish it in the worker registry (%s)", ask.worker, exc)
 
 
 def _handed_out(
@@ -267,6 +280,11 @@ def heartbeat() -> flask.Response:
         lost, revoked = broker.leases.heartbeat(shard, worker, ttl_ms, list(epochs.items()))
         for iid, epoch in epochs.items():
             answers[(iid, epoch)] = "lost" if iid in lost else "revoked" if iid in revoked else "ok"
+    held = [iid for (iid, _epoch), said in answers.items() if said == "ok"]
+    try:
+        http_workers.on_heartbeat(broker, worker, held, ttl_ms)
+    except TRANSIENT as exc:
+        log.warning("worker %s: could not renew it in the worker registry (%s)", worker, exc)
     return reply(
         {
             lease_id: answers.get((token.task_id, token.epoch), "lost")  # an older epoch
@@ -286,6 +304,8 @@ def complete() -> flask.Response:
     (done,) = broker.leases.complete(
         token.shard, token.worker, [(token.task_id, token.epoch, result)]
     )
+    outcome = FailResult("succeeded" if done else None)
+    http_workers.log_report(broker, token.worker, token.task_id, "succeeded", outcome)
     if not done:
         _lost(token)
     return reply({"task_id": token.task_id, "state": "succeeded"})
@@ -312,7 +332,9 @@ def fail() -> flask.Response:
     item = FailItem(
         token.task_id, token.epoch, "failed", error[:8192], retryable, delay_ms, exit_code
     )
-    (result,) = redcron_app().broker.leases.fail(token.shard, token.worker, [item])
+    broker = redcron_app().broker
+    (result,) = broker.leases.fail(token.shard, token.worker, [item])
+    http_workers.log_report(broker, token.worker, token.task_id, "failed", result, error)
     if result.state is None:
         _lost(token)
     return reply(

@@ -6,6 +6,11 @@
 -- @include lib/terminal.lua
 -- @include lib/outcomes.lua
 -- @include lib/dead.lua
+-- @include lib/durations.lua
+
+-- the outcomes whose attempts are timed (lib/durations.lua): a lost attempt's
+-- end is when its lease was found expired, a cancelled one's when it was stopped
+local TIMED = {succeeded = 1, failed = 1, timed_out = 1}  -- outcomes, not states
 
 -- Does (worker, epoch) still hold a valid lease on this instance?
 local function token_ok(ti, worker, epoch)
@@ -18,7 +23,8 @@ end
   outcome: succeeded | failed | timed_out | lost | cancelled
   delay_ms: '' = backoff min(base * 2^(n-1), cap) scaled by frac (full jitter)
   counter: the stats field a retry counts under (default 'retries')
-  Every end is counted (lib/outcomes.lua); a hand-back (counter 'handed_back')
+  Every end is counted (lib/outcomes.lua), and timed when it succeeded, failed
+  or timed out (lib/durations.lua); a hand-back (counter 'handed_back')
   only in the lifetime counters, not as a failure in the minute's activity.
   Returns the new state and, for a retry, the delay in ms before the next
   attempt may run (0: ready at once); nil otherwise. ]]
@@ -31,6 +37,7 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
   local pre = 'a:' .. n .. ':'
   redis.call('HSET', ti, pre .. 'outcome', outcome, pre .. 'ended', now)
   count_attempts(tenant, outcome, 1, now, counter ~= 'handed_back')
+  if TIMED[outcome] then dur_attempt(ti, pre, tenant, now) end
   if errtext ~= nil and errtext ~= '' then
     redis.call('HSET', ti, pre .. 'error', errtext, 'error', errtext)
   end

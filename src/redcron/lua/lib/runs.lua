@@ -2,15 +2,16 @@
   Instance fields of a run's task: run, task, deps, down (comma lists),
   deps_left.  Run hash counters: total, n_done, n_succeeded, n_failed,
   n_cancelled; a run ends when n_done == total.  Every run that ends is
-  counted (lib/outcomes.lua); its retention starts then (lib/run_retention.lua),
-  and a fire buffered behind it (overlap buffer_one) makes its run
-  (lib/run_create.lua). ]]
+  counted (lib/outcomes.lua) and timed (lib/durations.lua); its retention
+  starts then (lib/run_retention.lua), and a fire buffered behind it (overlap
+  buffer_one) makes its run (lib/run_create.lua). ]]
 -- @include lib/lists.lua
 -- @include lib/downstream.lua
 -- @include lib/rings.lua
 -- @include lib/waiters.lua
 -- @include lib/breaker.lua
 -- @include lib/outcomes.lua
+-- @include lib/durations.lua
 -- @include lib/run_create.lua
 -- @include lib/run_retention.lua
 
@@ -30,6 +31,7 @@ local function run_check_end(run_id, now)
   end
   redis.call('HSET', rk, 'state', state, 'ended', now)
   count_run(f[RUN_END_TENANT], state)
+  dur_run(rk, f[RUN_END_TENANT], now)
   local job_id = f[RUN_END_JOB]
   redis.call('SREM', key_active(job_id), run_id)
   local jk = key_job(job_id)

@@ -35,6 +35,10 @@ class WorkerInfo:
     #: the id of the ``redcron worker --procs N`` supervisor that started it
     #: ("" for a worker on its own): its processes are listed together
     supervisor: str = ""
+    #: ``redis`` (``redcron worker``) or ``http`` (an HTTP worker, ``/v1/worker``)
+    via: str = "redis"
+    #: an HTTP worker's API token id (``admin``: the admin token); "" for the others
+    token: str = ""
 
     @classmethod
     def from_fields(cls, fields: Fields) -> WorkerInfo:
@@ -54,6 +58,8 @@ class WorkerInfo:
             expires_at=_time(fields, "expires"),
             leased=_csv(fields, "leased"),
             supervisor=_text(fields.get("supervisor")),
+            via=_text(fields.get("via")) or "redis",
+            token=_text(fields.get("token")),
         )
 
 
