@@ -26,7 +26,8 @@ def add(x: int, y: int) -> int:
 def flaky(ctx: Context, succeed_on: int = 3) -> str:
     """Fails on purpose until attempt ``succeed_on``: watch the retries in ``task show``."""
     if ctx.attempt < succeed_on:
-        raise RuntimeError(f"attempt {ctx.attempt} of {succeed_on} fails on purpose")
+        # not "attempt 1 of 3": 3 is where it succeeds, not the attempts allowed
+        raise RuntimeError(f"attempt {ctx.attempt} fails on purpose (succeeds on {succeed_on})")
     return f"succeeded on attempt {ctx.attempt}"
 
 

@@ -341,3 +341,35 @@ def test_the_stylesheet_colours_every_state_and_has_a_dark_theme() -> None:
     assert "prefers-color-scheme: dark" in css
     # failure is told apart by the border's shape too, not by colour alone
     assert re.search(r"\.state-failed rect \{[^}]*stroke-dasharray", css)
+
+
+def test_the_activity_chart_has_a_legend_for_both_colours() -> None:
+    root = parse(activity_svg([(NOW, 3, 1)], now=NOW))
+    legend = next(g for g in root.iter(f"{SVG}g") if g.get("class") == "legend")
+    assert [t.text for t in legend.iter(f"{SVG}text")] == ["succeeded (3)", "failed (1)"]
+    classes = [r.get("class") for r in legend.iter(f"{SVG}rect")]
+    # the failed swatch is hatched as the failed bars are
+    assert classes == ["swatch swatch-ok", "swatch swatch-fail", "swatch-hatch"]
+
+
+def test_one_slow_run_is_clipped_and_marked_instead_of_flattening_the_others() -> None:
+    runs = [(f"r{i}", 10.0 + i, "succeeded") for i in range(9)] + [("slow", 3600.0, "failed")]
+    root = parse(durations_svg(runs))
+    groups = [g for g in root.iter(f"{SVG}g") if "run" in g.get("class", "").split()]
+    clipped = [g for g in groups if "clipped" in g.get("class", "").split()]
+    assert [g.findtext(f"{SVG}title") for g in clipped] == [
+        "slow: 1 h, clipped at 51 s (failed)"  # 3 x the 80th percentile (17 s)
+    ]
+    marks = [p for p in clipped[0].iter(f"{SVG}path") if p.get("class") == "clip-mark"]
+    assert len(marks) == 1  # the zigzag marker
+    heights = [float(r.get("height", "")) for r in rects(root, "bar")]
+    assert heights[-1] == PLOT_H and heights[0] > PLOT_H / 6  # the others keep their shape
+    texts = [t.text for t in root.iter(f"{SVG}text")]
+    assert "51 s" in texts and "1 clipped" in texts
+    assert "1 longer run(s) clipped" in root.get("aria-label", "")
+
+
+def test_durations_of_a_similar_kind_are_not_clipped() -> None:
+    root = parse(durations_svg([("a", 30.0, "succeeded"), ("b", 80.0, "succeeded")]))
+    assert not [g for g in root.iter(f"{SVG}g") if "clipped" in g.get("class", "")]
+    assert not [p for p in root.iter(f"{SVG}path") if p.get("class") == "clip-mark"]

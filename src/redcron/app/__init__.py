@@ -140,8 +140,19 @@ class App:
 
     @property
     def jobs(self) -> JobStore:
-        """Job and run operations (list, pause, trigger, runs, cancel, retry...)."""
-        return JobStore(self.broker)
+        """Job and run operations (list, pause, trigger, runs, cancel, retry...).
+        A job's Python task that leaves out its retries takes its registered
+        task's here (``model.retry_rule``)."""
+        return JobStore(self.broker, self.retry_rules())
+
+    def retry_rules(self) -> dict[str, dict[str, Any]]:
+        """Each registered task's retries, retry_base and retry_cap: what a job's
+        task naming it takes where it gives none (one rule for jobs and enqueues)."""
+        return {
+            name: {"retries": o.retries, "retry_base": o.retry_base, "retry_cap": o.retry_cap}
+            for name, td in self.tasks.items()
+            for o in (td.options,)
+        }
 
     @property
     def tenants(self) -> TenantStore:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,7 @@ from redcron.model.jobs import JobSpec, job_spec
 # here so that modules importing it from redcron.broker.jobs (on other branches too)
 # keep working
 from redcron.model.jobs import spec_from_json as spec_from_json
+from redcron.model.retry_rule import with_registered
 from redcron.model.states import RunState
 from redcron.schedule.jitter import due_ms, tenant_jitter_s
 from redcron.schedule.timeutil import from_ms, to_ms
@@ -48,9 +49,14 @@ BREAKER_SCAN = 1_000
 class JobStore:
     """Job and run operations of one broker."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(
+        self, broker: Broker, registered: Mapping[str, Mapping[str, Any]] | None = None
+    ) -> None:
         self.broker = broker
         self.keys = broker.keys
+        #: registered task name -> its retries, retry_base, retry_cap: what a job's
+        #: Python task that leaves them out takes (``model.retry_rule``)
+        self.registered = registered or {}
 
     # -- jobs -------------------------------------------------------------------
 
@@ -85,6 +91,8 @@ class JobStore:
     ) -> list[JobChange]:
         """:meth:`put` for many jobs, the bulk path (``jobs apply -f``, benches):
         :func:`redcron.broker.job_writes.put_many`."""
+        if self.registered:
+            specs = [with_registered(spec, self.registered) for spec in specs]
         return put_many(self.broker, specs, now or self.server_now(), progress)
 
     def prune(self, tenants: Iterable[str], keep: Iterable[tuple[str, str]]) -> list[JobChange]:

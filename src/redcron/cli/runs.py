@@ -25,6 +25,7 @@ from redcron.cli.common import (
 from redcron.errors import NotFound
 from redcron.keys import shard_of_id
 from redcron.model import RunRecord, TaskRecord
+from redcron.model.retry_rule import attempts_short
 from redcron.model.states import RUN_ACTIVE, TASK_LEASED, RunState, TaskState
 
 #: sorts a run without a time last (newest first)
@@ -189,11 +190,9 @@ def render_run(run: RunRecord, now: datetime) -> str:
 def attempts_cell(t: TaskRecord) -> str:
     """``used/allowed``: a DLQ replay or run retry starts a fresh budget, so the
     attempts before it are not counted (``attempt`` alone, against
-    ``max_attempts``, once showed "6/4"); those are added as ``+N earlier``."""
-    if not t.attempt:
-        return ""
-    cell = f"{t.attempts_used}/{t.max_attempts or '?'}"
-    return cell + (f" (+{t.budget} earlier)" if t.budget else "")
+    ``max_attempts``, once showed "6/4"); those are added as ``+N earlier``
+    (``model.retry_rule.attempts_short``, as the dashboard shows them)."""
+    return attempts_short(t)
 
 
 def task_error(t: TaskRecord) -> str:

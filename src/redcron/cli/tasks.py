@@ -21,6 +21,7 @@ from redcron.cli.common import (
 )
 from redcron.cli.runs import attempts_cell, task_error
 from redcron.model import QueueLoad, TaskRecord
+from redcron.model.retry_rule import attempts_long
 from redcron.model.serialize import payload, to_json
 from redcron.model.states import TaskState
 
@@ -195,11 +196,8 @@ def render_task(details: TaskDetails) -> str:
 
 
 def _attempts(t: TaskRecord) -> str:
-    allowed = t.max_attempts or "?"
-    if not t.budget:
-        return f"{t.attempt} of {allowed}"
-    # a DLQ replay starts a fresh budget at the attempt count it had
-    return f"{t.attempt} ({t.attempt - t.budget} of {allowed} since the last DLQ replay)"
+    # a retry or a DLQ replay starts a fresh budget at the attempt count it had
+    return attempts_long(t)
 
 
 @click.command("inspect")

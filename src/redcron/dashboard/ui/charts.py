@@ -27,6 +27,11 @@ PLOT_H = 80
 LEFT, TOP, BOTTOM = 44, 8, 18
 PLOT_W = 480
 MINUTES = 60
+#: room under the x labels for a chart's legend
+LEGEND_H = 16
+#: a duration chart's scale stops at CLIP_FACTOR x the CLIP_PERCENTILE of its runs:
+#: one slow run no longer flattens the others (longer bars are clipped, and marked)
+CLIP_PERCENTILE, CLIP_FACTOR = 0.8, 3.0
 #: a slot's whole height answers hover (its <title>) without being seen
 _HIT = ' opacity="0"'
 #: fills a failed bar's overlay with its chart's hatch pattern
@@ -71,6 +76,22 @@ def _axes(top_label: str, width: int) -> str:
     return out
 
 
+def _legend(kind: str, y: int, ok: int, fail: int) -> str:
+    """What the colours mean, under the x axis: a swatch each for succeeded and
+    failed (hatched, as the failed bars are), with the hour's totals."""
+    out = ['<g class="legend">']
+    x = LEFT
+    for cls, word, count in (("ok", "succeeded", ok), ("fail", "failed", fail)):
+        out.append(_rect(f"swatch swatch-{cls}", x, y + 2, 10, 10))
+        if cls == "fail":
+            out.append(_rect("swatch-hatch", x, y + 2, 10, 10, _HATCH.format(kind)))
+        text = f"{word} ({count})"
+        out.append(f'<text class="legend-text" x="{x + 14}" y="{y + 11}">{text}</text>')
+        x += 14 + 7 * len(text) + 16
+    out.append("</g>")
+    return "".join(out)
+
+
 def _rect(cls: str, x: float, y: float, w: float, h: float, paint: str = "") -> str:
     return (
         f'<rect class="{cls}" x="{num(x)}" y="{num(y)}" width="{num(w)}" height="{num(h)}"{paint}/>'
@@ -106,9 +127,10 @@ def activity_svg(
     total_ok = sum(b[1] for b in bars)
     total_fail = sum(b[2] for b in bars)
     slot = PLOT_W / MINUTES
-    width, height = LEFT + PLOT_W + 8, TOP + PLOT_H + BOTTOM
+    width, height = LEFT + PLOT_W + 8, TOP + PLOT_H + BOTTOM + LEGEND_H
     label = f"Tasks per minute, last hour: {total_ok} succeeded, {total_fail} failed"
     out = [_chart_open("activity", width, height, label), _axes(str(top) if top else "", width)]
+    out.append(_legend("activity", TOP + PLOT_H + BOTTOM, total_ok, total_fail))
     if top == 0:
         out.append(
             f'<text class="empty" x="{num(LEFT + PLOT_W / 2)}" y="{TOP + PLOT_H // 2}"'
@@ -145,18 +167,36 @@ def activity_svg(
 _FAILED = frozenset({"failed", "dead", "upstream_failed", "rejected"})
 
 
+def duration_scale(known: Sequence[float]) -> float:
+    """The top of a duration chart's scale: the longest run, unless it is more
+    than :data:`CLIP_FACTOR` times the :data:`CLIP_PERCENTILE` (nearest rank) of
+    the runs, where the scale stops (the longer bars are drawn clipped)."""
+    if not known:
+        return 0.0
+    ordered = sorted(known)
+    typical = ordered[max(0, math.ceil(CLIP_PERCENTILE * len(ordered)) - 1)]
+    return min(ordered[-1], CLIP_FACTOR * typical)
+
+
 def durations_svg(runs: Sequence[tuple[str, float | None, str]]) -> Markup:
     """One bar per run, in the order given (pass them oldest first: it is drawn
     left to right).  Each is (label, duration in seconds or None while the run
-    has not finished, state); unfinished runs show as a stub on the axis."""
+    has not finished, state); unfinished runs show as a stub on the axis.  A
+    run longer than the scale (:func:`duration_scale`) fills the plot and
+    carries a marker (``clip-mark``, a zigzag at its top); its tooltip says its
+    real duration, and the chart says how many were clipped."""
     if not runs:
         return empty_svg("durations", "No runs yet", LEFT + PLOT_W + 8, TOP + PLOT_H + BOTTOM)
     known = [d for _l, d, _s in runs if d is not None and math.isfinite(d) and d > 0]
-    top = max(known, default=0.0)
+    top = duration_scale(known)
+    clipped = sum(1 for d in known if d > top)
     slot = min(24.0, max(6.0, PLOT_W / len(runs)))
     bar = max(3.0, slot * 0.7)
     width, height = LEFT + math.ceil(slot * len(runs)) + 8, TOP + PLOT_H + BOTTOM
-    label = f"Durations of the last {len(runs)} runs, longest {format_seconds(top)}"
+    longest = format_seconds(max(known, default=0.0))
+    label = f"Durations of the last {len(runs)} runs, longest {longest}"
+    if clipped:
+        label += f"; scale stops at {format_seconds(top)}, {clipped} longer run(s) clipped"
     out = [
         _chart_open("durations", width, height, label),
         _axes(format_seconds(top) if top else "", width),
@@ -166,8 +206,11 @@ def durations_svg(runs: Sequence[tuple[str, float | None, str]]) -> Markup:
         x = LEFT + i * slot + (slot - bar) / 2
         done = max(seconds, 0.0) if seconds is not None and math.isfinite(seconds) else None
         said = "not finished" if done is None else format_seconds(done)
+        over = done is not None and top > 0 and done > top
+        if over:
+            said += f", clipped at {format_seconds(top)}"
         out.append(
-            f'<g class="run" data-state="{escape(state)}">'
+            f'<g class="run{" clipped" if over else ""}" data-state="{escape(state)}">'
             f"<title>{escape(name)}: {said} ({escape(state)})</title>"
             + _rect("hit", LEFT + i * slot, TOP, slot, PLOT_H, _HIT)
         )
@@ -175,10 +218,26 @@ def durations_svg(runs: Sequence[tuple[str, float | None, str]]) -> Markup:
         if done is None:
             out.append(_rect(f"bar unfinished {cls}", x, base - 3, bar, 3))
         else:
-            h = max(1.0, done / top * PLOT_H) if top > 0 else 1.0
+            h = max(1.0, min(done / top, 1.0) * PLOT_H) if top > 0 else 1.0
             out.append(_rect(f"bar {cls}", x, base - h, bar, h))
             if state in _FAILED:
                 out.append(_rect("hatch", x, base - h, bar, h, _HATCH.format("durations")))
+            if over:
+                out.append(_clip_mark(x, TOP, bar))
         out.append("</g>")
+    if clipped:
+        out.append(
+            f'<text class="axis clip-note" x="{LEFT}" y="{TOP + PLOT_H + 13}">'
+            f"{clipped} clipped</text>"
+        )
     out.append("</svg>")
     return Markup("".join(out))
+
+
+def _clip_mark(x: float, y: float, w: float) -> str:
+    """A zigzag across a bar's top: the bar goes on past the scale."""
+    mid = x + w / 2
+    return (
+        f'<path class="clip-mark" d="M{num(x)},{num(y + 6)} L{num(mid)},{num(y + 2)}'
+        f' L{num(x + w)},{num(y + 6)}"/>'
+    )

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import flask
 
@@ -97,7 +95,7 @@ def show(job_id: str) -> Reply:
     live = trigger is not None and not job.paused and not job.parked_reason
     fires = upcoming(trigger, now, NEXT_FIRES) if trigger is not None and live else []
     runs = store.runs(job.id, max(render.wanted(), CHART_RUNS))
-    chart = durations_svg([_bar(r) for r in reversed(runs[:CHART_RUNS])])
+    chart = durations_svg([_bar(r, job.tz) for r in reversed(runs[:CHART_RUNS])])
     return render.page(
         "job.html",
         title=f"Job {job.tenant}/{job.name}",
@@ -105,19 +103,16 @@ def show(job_id: str) -> Reply:
         words=schedule_words(job),
         fires=fires,
         zone=job.tz,
-        local=_in_zone,
         runs=render.paginate(runs, exact=len(runs) < render.wanted()),
         chart=chart,
         spec=_pretty(job.spec),
     )
 
 
-def _bar(run: RunRecord) -> tuple[str, float | None, str]:
-    return (run.id, render.between(run.started_at or run.created_at, run.ended_at), run.state)
-
-
-def _in_zone(value: datetime, zone: str) -> str:
-    return value.astimezone(ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M:%S %Z")
+def _bar(run: RunRecord, zone: str) -> tuple[str, float | None, str]:
+    """A run's bar: labelled with its time in the job's zone."""
+    took = render.between(run.started_at or run.created_at, run.ended_at)
+    return (render.in_zone(render.run_time(run), zone), took, run.state)
 
 
 def _pretty(spec: str) -> str:

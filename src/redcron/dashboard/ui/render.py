@@ -6,8 +6,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any, Generic, TypeVar
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import flask
 from markupsafe import Markup, escape
@@ -16,6 +17,8 @@ from werkzeug.wrappers import Response
 from redcron.broker import Page
 from redcron.dashboard.ui import session
 from redcron.dashboard.ui.charts import format_seconds
+from redcron.model import RunRecord
+from redcron.model.retry_rule import attempts_long, attempts_short
 
 T = TypeVar("T")
 
@@ -154,6 +157,23 @@ def when(value: datetime | None, empty: str = "—") -> Markup:
     return Markup('<time datetime="{}" title="{}">{}</time>').format(iso, text, text)
 
 
+def in_zone(value: datetime | None, zone: str, empty: str = "—") -> str:
+    """``value`` as wall-clock time in ``zone`` (a job's), e.g.
+    "2026-03-29 02:30:00 CEST"; an unknown zone shows UTC."""
+    if value is None:
+        return empty
+    try:
+        tz: tzinfo = ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        tz = UTC
+    return value.astimezone(tz).strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def run_time(run: RunRecord) -> datetime | None:
+    """The time a run is for: its fire time, or when it was made (a manual run)."""
+    return run.scheduled_for or run.created_at
+
+
 def duration(seconds: float | None, empty: str = "—") -> str:
     return empty if seconds is None else format_seconds(seconds)
 
@@ -171,6 +191,29 @@ def ago(value: datetime | None, now: datetime) -> str:
     return f"{duration(abs(seconds))} ago" if seconds >= 0 else f"in {duration(-seconds)}"
 
 
+def error_line(error: str | None) -> str:
+    """The line of an error that says what happened (a traceback's last), for a
+    table cell or a graph's tooltip."""
+    lines = [line for line in (error or "").splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+def error_block(error: str | None, folded: bool = False) -> Markup:
+    """An error as written: one line as text, several (a Python traceback) in a
+    ``<pre class="traceback">`` that keeps its lines and indentation.
+    ``folded``: the traceback behind its last line (``<details>``), for a table."""
+    if not error:
+        return Markup("")
+    if "\n" not in error.strip():
+        return Markup('<span class="error">{}</span>').format(error.strip())
+    pre = Markup('<pre class="traceback">{}</pre>').format(error.rstrip())
+    if not folded:
+        return pre
+    return Markup(
+        '<details class="traceback"><summary class="error">{}</summary>{}</details>'
+    ).format(error_line(error), pre)
+
+
 def state_badge(state: str | None) -> Markup:
     text = state or "unknown"
     return Markup('<span class="badge state-{}">{}</span>').format(text, text)
@@ -178,7 +221,20 @@ def state_badge(state: str | None) -> Markup:
 
 def install(web: flask.Flask) -> None:
     """The filters and globals every template may use."""
-    web.jinja_env.filters.update(when=when, duration=duration, badge=state_badge)
+    web.jinja_env.filters.update(
+        when=when,
+        duration=duration,
+        badge=state_badge,
+        error_block=error_block,
+        error_line=error_line,
+        attempts=lambda t: attempts_short(t, " / "),
+        attempts_long=attempts_long,
+    )
     web.jinja_env.globals.update(
-        csrf_token=session.csrf_token, url_with=url_with, between=between, ago=ago
+        csrf_token=session.csrf_token,
+        url_with=url_with,
+        between=between,
+        ago=ago,
+        local=in_zone,
+        run_time=run_time,
     )

@@ -15,7 +15,9 @@ from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
 from redcron.dashboard.ui.dag import DagNode, dag_svg
 from redcron.dashboard.ui.render import Reply
+from redcron.errors import NotFound
 from redcron.model import ExpiredTask, RunRecord, TaskRecord
+from redcron.model.retry_rule import attempts_short
 from redcron.model.states import RUN_ACTIVE, TASK_TERMINAL, TaskState
 
 bp = flask.Blueprint("runs", __name__)
@@ -42,9 +44,9 @@ def nodes(run: RunRecord) -> list[DagNode]:
             out.append(DagNode(task.task, task.state, (), detail="expired with its retention"))
             continue
         name = task.task or task.name
-        detail = f"attempt {task.attempt}/{task.max_attempts}"
+        detail = f"attempts {attempts_short(task) or 'none yet'}"
         if task.error:
-            detail += f": {task.error[:120]}"
+            detail += f": {render.error_line(task.error)[:120]}"
         href = flask.url_for("ui.runs.show", run_id=run.id, task=name) + "#task"
         out.append(DagNode(name, task.state, task.depends_on, href=href, detail=detail))
     return out
@@ -61,8 +63,9 @@ def show(run_id: str) -> Reply:
     selected = chosen if isinstance(chosen, TaskRecord) else None
     return render.page(
         "run.html",
-        title=f"Run of {run.tenant}/{run.job_name}",
+        title=f"Run {run.id} of {run.tenant}/{run.job_name}",
         run=run,
+        zone=job_zone(run.job_id),
         dag=dag_svg(nodes(run)),
         active=run.state in RUN_ACTIVE,
         tasks=[t for t in run.tasks or () if isinstance(t, TaskRecord)],
@@ -73,6 +76,14 @@ def show(run_id: str) -> Reply:
         terminal=TASK_TERMINAL,
         retryable=RETRYABLE,
     )
+
+
+def job_zone(job_id: str) -> str:
+    """The zone of a run's job (its times are shown in it); UTC once the job is gone."""
+    try:
+        return redcron_app().jobs.get_by_id(job_id).tz
+    except NotFound:
+        return "UTC"
 
 
 def _back(run_id: str, task: str | None = None) -> Reply:

@@ -67,7 +67,7 @@ def show(task_id: str) -> Reply:
         title=f"Task {task.name}",
         task=task,
         logs=attempt_logs(task),
-        cancellable=task.state not in TASK_TERMINAL or task.state == TaskState.DEAD,
+        terminal=TASK_TERMINAL,
     )
 
 

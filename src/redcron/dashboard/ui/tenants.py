@@ -5,6 +5,7 @@ or caps would defeat them)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import flask
@@ -65,40 +66,72 @@ def index() -> Reply:
 def show(tenant: str) -> Reply:
     validation.name("tenant", tenant)
     auth.tenant_path(tenant)
+    return _tenant_page(tenant)
+
+
+def _tenant_page(
+    tenant: str,
+    errors: Mapping[str, str] | None = None,
+    typed: Mapping[str, str] | None = None,
+    status: int = 200,
+) -> Reply:
+    """The tenant's page; with ``errors`` (field -> message) the form as it was
+    sent (``typed``), each message next to its field."""
     return render.page(
         "tenant.html",
         title=f"Tenant {tenant}",
+        status=status,
         tenant_status=redcron_app().tenants.show(tenant),
         fields=SETTINGS_FIELDS,
         help=HELP,
         classes=PRIORITIES,
         admin=auth.current().kind == "admin",
+        errors=errors or {},
+        typed=typed or {},
     )
 
 
+def _typed(field: str, text: str, kind: type) -> Any:
+    """One form field's text as TenantSettings holds it (raises ValidationError)."""
+    if kind is bool:
+        if text.lower() not in _BOOLS:
+            raise ValidationError(field, f"{text!r} is not yes or no")
+        return _BOOLS[text.lower()]
+    if field == "rate" or kind is str:
+        return text
+    try:
+        return kind(text)
+    except ValueError:
+        word = "a whole number" if kind is int else "a number"
+        raise ValidationError(field, f"{text!r} is not {word}") from None
+
+
 def changes_from_form(form: Any) -> dict[str, Any]:
-    """The settings a form changes, typed as TenantSettings holds them."""
+    """The settings a form changes, typed as TenantSettings holds them; raises
+    :class:`FormErrors` naming every field that is not."""
     defaults = TenantSettings()
     out: dict[str, Any] = {}
+    errors: dict[str, str] = {}
     for field in SETTINGS_FIELDS:
         text = (form.get(field) or "").strip()
         if not text:
             continue
-        kind = type(getattr(defaults, field))
-        if kind is bool:
-            if text.lower() not in _BOOLS:
-                raise ValidationError(field, f"{text!r} is not yes or no")
-            out[field] = _BOOLS[text.lower()]
-            continue
-        if field == "rate" or kind is str:
-            out[field] = text
-            continue
         try:
-            out[field] = kind(text)
-        except ValueError:
-            word = "a whole number" if kind is int else "a number"
-            raise ValidationError(field, f"{text!r} is not {word}") from None
+            out[field] = _typed(field, text, type(getattr(defaults, field)))
+        except ValidationError as exc:
+            errors[field] = exc.message
+    if errors:
+        raise FormErrors(errors)
     return out
+
+
+class FormErrors(ValidationError):
+    """Several fields of a form failed validation: field -> message."""
+
+    def __init__(self, errors: Mapping[str, str]) -> None:
+        first = next(iter(errors))
+        super().__init__(first, errors[first])
+        self.errors = dict(errors)
 
 
 @bp.post("/tenants/<tenant>")
@@ -106,7 +139,21 @@ def update(tenant: str) -> Reply:
     validation.name("tenant", tenant)
     auth.tenant_path(tenant)
     auth.admin_only("changing tenant settings")
-    changes = changes_from_form(flask.request.form)
-    redcron_app().tenants.set(tenant, **changes)
+    form = flask.request.form
+    try:
+        changes = changes_from_form(form)
+        redcron_app().tenants.set(tenant, **changes)
+    except FormErrors as exc:
+        return _form_again(tenant, exc.errors, form)
+    except ValidationError as exc:
+        # a range or a combination TenantSettings refuses; its field, if the form has it
+        field = exc.field if exc.field in SETTINGS_FIELDS else ""
+        return _form_again(tenant, {field: exc.message if field else str(exc)}, form)
     flask.flash(f"saved {', '.join(sorted(changes))} of {tenant}" if changes else "nothing changed")
     return render.go("ui.tenants.show", tenant=tenant)
+
+
+def _form_again(tenant: str, errors: Mapping[str, str], form: Any) -> Reply:
+    """400: the form as sent, each error next to its field; nothing was saved."""
+    typed = {f: form.get(f, "") for f in SETTINGS_FIELDS if f in form}
+    return _tenant_page(tenant, errors, typed, status=400)
