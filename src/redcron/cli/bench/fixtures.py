@@ -126,14 +126,23 @@ def bench_run(
 def worker_process(
     url: str, prefix: str, concurrency: int | None, pool: str, prefetch: int | None = 0
 ) -> Iterator[subprocess.Popen[bytes]]:
-    with _python_process(
-        url,
-        prefix,
+    """A benchmark worker process, logging as ``redcron worker`` does (INFO, the
+    CLI's format: the line per attempt included) into a file of its own; what it
+    logged above INFO is copied to stderr once it stops."""
+    code = (
         "from redcron.worker import Worker;"
         f"Worker(app, concurrency={concurrency}, pool={pool!r}, grace=2, prefetch={prefetch},"
-        f"app_path={BENCH_APP!r}).run()",
-    ) as proc:
-        yield proc
+        f"app_path={BENCH_APP!r}).run()"
+    )
+    with tempfile.TemporaryFile() as logfile:
+        try:
+            with _python_process(url, prefix, code, "info", logfile) as proc:
+                yield proc
+        finally:
+            logfile.seek(0)
+            for line in logfile:
+                if b" INFO " not in line[:40]:
+                    sys.stderr.write(line.decode(errors="replace"))
 
 
 @contextmanager
@@ -144,13 +153,16 @@ def beat_process(url: str, prefix: str) -> Iterator[subprocess.Popen[bytes]]:
 
 
 @contextmanager
-def _python_process(url: str, prefix: str, code: str) -> Iterator[subprocess.Popen[bytes]]:
-    """A child Python running ``code`` with the benchmark app imported as ``app``;
+def _python_process(
+    url: str, prefix: str, code: str, level: str = "warning", stderr: Any = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A child Python running ``code`` with the benchmark app imported as ``app``,
+    logging at ``level`` as the CLI does (to ``stderr``: a file, default ours);
     terminated (then killed) on exit."""
     env = dict(os.environ, REDCRON_REDIS_URL=url, REDCRON_PREFIX=prefix)
-    head = "import logging; logging.basicConfig(level=logging.WARNING);"
+    head = f"from redcron.cli.common import setup_logging; setup_logging({level!r});"
     head += f"from {__name__} import bench_app; app = bench_app();"
-    proc = subprocess.Popen([sys.executable, "-c", head + code], env=env)
+    proc = subprocess.Popen([sys.executable, "-c", head + code], env=env, stderr=stderr)
     try:
         yield proc
     finally:
