@@ -76,6 +76,11 @@ class Reports:
         self._done = done  # one per successful outcome, in order: recorded or not
         self._failed = failed  # one per other outcome, in order
 
+    @property
+    def group(self) -> Sequence[tuple[Attempt, Outcome]]:
+        """The reported attempts and their outcomes, in order."""
+        return self._group
+
     def __len__(self) -> int:
         return len(self._group)
 

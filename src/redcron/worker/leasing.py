@@ -115,7 +115,7 @@ class Leaser(Role):
         reports but no room left gets only those.
         ``shards`` are the ones to call now: the reports of any other shard, and
         of a shard whose call fails, are parked (:attr:`parked`)."""
-        send = self.reporter.send
+        exchange, settle = self.reporter.exchange, self.reporter.settle
         gate = self.gate
         by_shard: dict[int, list[Item]] = {}
         for item in items:
@@ -138,7 +138,7 @@ class Leaser(Role):
             elif not group:
                 continue
             try:
-                leases = send(shard, group, req)
+                leases, reported = exchange(shard, group, req)
             except TRANSIENT as exc:
                 gate.failed(shard, exc, "lease" if req else "report", time.monotonic())
                 with self.ledger.lock:
@@ -146,17 +146,19 @@ class Leaser(Role):
                 continue
             gate.ok(shard)
             if leases:
+                # the slots first: the lines of the reported batch can wait for them
                 self._dispatch(leases)
                 got += len(leases)
                 free -= len(leases)
                 last = shard
+            settle(reported)
         open_now = set(gate.open(sorted(by_shard), time.monotonic()))
         for shard, group in by_shard.items():  # shards not visited: not polled, or failing
             if shard not in open_now:
                 self.parked += group
                 continue
             try:
-                send(shard, group, None)
+                self.reporter.send(shard, group, None)
             except TRANSIENT as exc:
                 gate.failed(shard, exc, "report", time.monotonic())
                 with self.ledger.lock:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from redcron.worker.execute import Attempt, Outcome
 from redcron.worker.options import WorkerOptions
@@ -148,7 +148,7 @@ class Ledger:
         lock): a shard's reports that went through were forgotten."""
         return [it for it in items if token(it[0]) in self.active]
 
-    def forget(self, group: list[Item]) -> None:
+    def forget(self, group: Sequence[Item]) -> None:
         """The reports of ``group`` landed: the attempts are no longer held."""
         with self.lock:
             for attempt, _out in group:

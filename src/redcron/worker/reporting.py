@@ -85,6 +85,16 @@ class Reporter(Role):
     def send(self, shard: int, group: list[Item], req: LeaseRequest | None) -> list[Lease]:
         """Logs, completions and failures of one shard, and a lease if asked for,
         in one round trip; then forget the reported attempts."""
+        leases, reported = self.exchange(shard, group, req)
+        self.settle(reported)
+        return leases
+
+    def exchange(
+        self, shard: int, group: list[Item], req: LeaseRequest | None
+    ) -> tuple[list[Lease], Reports]:
+        """:meth:`send` up to the hooks: the leases, and the reports for
+        :meth:`settle` (the lease loop hands the leases to the pool first, so
+        the slots do not wait for the lines of the batch)."""
         completes: list[tuple[str, str, bytes]] = []
         fails: list[FailItem] = []
         logs: list[tuple[str, int, Sequence[str]]] = []
@@ -108,7 +118,7 @@ class Reporter(Role):
                     )
                 )
         if not group and req is None:
-            return []
+            return [], Reports(group, [], [])
         try:
             done, failed, leases = self.broker.leases.report_and_lease(
                 shard, self.id, completes, fails, logs, req
@@ -128,12 +138,16 @@ class Reporter(Role):
             )
         if lost:
             log.warning("%d results rejected: their leases were lost (reaped or cancelled)", lost)
+        return leases, Reports(group, done, failed)
+
+    def settle(self, reports: Reports) -> None:
+        """After a batch was reported: the hooks (the line per attempt), then the
+        attempts are no longer held."""
+        group = reports.group
         if group and self.hooks.after_report:
-            reports = Reports(group, done, failed)
             for hook in self.hooks.after_report:
                 hook(reports)
         self.ledger.forget(group)
-        return leases
 
     def _rejected(
         self, group: list[Item], done: list[bool], failed: list[FailResult]
