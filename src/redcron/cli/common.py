@@ -77,7 +77,7 @@ class TextFormatter(logging.Formatter):
         super().__init__(LOG_FORMAT)
         self._last: tuple[float, str] = (-1.0, "")
 
-    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         created, text = self._last
         if record.created != created or datefmt is not None:
             text = super().formatTime(record, datefmt)
