@@ -115,7 +115,7 @@ class Leaser(Role):
         reports but no room left gets only those.
         ``shards`` are the ones to call now: the reports of any other shard, and
         of a shard whose call fails, are parked (:attr:`parked`)."""
-        exchange, settle = self.reporter.exchange, self.reporter.settle
+        exchange = self.reporter.exchange
         gate = self.gate
         by_shard: dict[int, list[Item]] = {}
         for item in items:
@@ -151,7 +151,7 @@ class Leaser(Role):
                 got += len(leases)
                 free -= len(leases)
                 last = shard
-            settle(reported)
+            self.ledger.defer(reported)  # its lines: on the reporter thread
         open_now = set(gate.open(sorted(by_shard), time.monotonic()))
         for shard, group in by_shard.items():  # shards not visited: not polled, or failing
             if shard not in open_now:
