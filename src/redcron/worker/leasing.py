@@ -2,8 +2,10 @@
 
 It leases up to the free slots plus the prefetch from every shard and hands
 the attempts to the pool; while busy, it sends the reports of the attempts
-that ended in the same round trip as its next lease; when nothing is ready it
-blocks (≤ 1 s) on the wake lists, and the reporter thread takes the reports.
+that ended in the same round trip as its next lease, and leaves the hooks of
+the reported batch (the line per attempt) to the reporter thread; when nothing
+is ready it blocks (≤ 1 s) on the wake lists, and the reporter thread takes
+the reports.
 """
 
 from __future__ import annotations
@@ -158,13 +160,14 @@ class Leaser(Role):
                 self.parked += group
                 continue
             try:
-                self.reporter.send(shard, group, None)
+                _, reported = exchange(shard, group, None)
             except TRANSIENT as exc:
                 gate.failed(shard, exc, "report", time.monotonic())
                 with self.ledger.lock:
                     self.parked += self.ledger.still_held(group)
                 continue
             gate.ok(shard)
+            self.ledger.defer(reported)
         return got, last
 
     def _dispatch(self, leases: list[Lease]) -> None:
