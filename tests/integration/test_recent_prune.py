@@ -47,3 +47,23 @@ def test_maintenance_prunes_the_index(app: App) -> None:
     broker.client.delete(*[broker.keys.ti(0, i) for i in ids[:2]])
     broker.maintenance.maintain(0)
     assert [m.decode() for m in broker.client.zrange(broker.keys.recent(0), 0, -1)] == ids[2:]
+
+
+def test_maintenance_prunes_a_shard_every_few_seconds_not_every_pass(
+    app: App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from redcron.broker import maintenance
+
+    broker = app.broker
+    now = [1_000.0]
+    monkeypatch.setattr(maintenance.time, "monotonic", lambda: now[0])
+    ids = [app.tasks["p.t"].enqueue().id for _ in range(2)]
+    recent = broker.keys.recent(0)
+    broker.maintenance.maintain(0)  # the first pass prunes (nothing has expired yet)
+    broker.client.delete(broker.keys.ti(0, ids[0]))
+    now[0] += maintenance.PRUNE_EVERY_S / 2
+    broker.maintenance.maintain(0)  # too soon: the expired id stays
+    assert broker.client.zcard(recent) == 2
+    now[0] += maintenance.PRUNE_EVERY_S / 2
+    broker.maintenance.maintain(0)
+    assert [m.decode() for m in broker.client.zrange(recent, 0, -1)] == ids[1:]

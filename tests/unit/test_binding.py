@@ -131,3 +131,14 @@ def test_it_accepts_exactly_what_python_binds(fn: Callable[..., Any]) -> None:
                 if bad is not None:
                     named = bad.field.removeprefix("kwargs.")
                     assert bad.field == "args" or named in kwargs or named in sig.parameters
+
+
+def test_a_shape_that_bound_is_remembered_and_a_fault_still_named() -> None:
+    shape = CallShape.of(add)
+    assert shape.mismatch([1, 2], {}) is None
+    assert shape.mismatch([3, 4], {}) is None  # the same shape: not checked again
+    assert shape.mismatch([1], {"y": 2}) is None
+    bad = shape.mismatch([1], {"z": 2})
+    assert bad is not None and bad.field == "kwargs.z"
+    bad = shape.mismatch([1, 2, 3], {})
+    assert bad is not None and bad.field == "args"

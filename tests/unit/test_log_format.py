@@ -62,3 +62,14 @@ def test_json_lines_carry_the_traceback() -> None:
 )
 def test_masked_url_hides_the_password(url: str, shown: str) -> None:
     assert masked_url(url) == shown
+
+
+def test_the_text_formatter_formats_a_shared_time_once_and_a_new_one_anew() -> None:
+    from redcron.cli.common import LOG_FORMAT, TextFormatter
+
+    fmt, plain = TextFormatter(), logging.Formatter(LOG_FORMAT)
+    first, second, later = record(), record(), record()
+    later.created += 1.5
+    later.msecs = 750.0
+    for rec in (first, second, later, first):
+        assert fmt.format(rec) == plain.format(rec)

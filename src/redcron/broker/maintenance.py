@@ -9,6 +9,7 @@ deployment of workers alone keeps every guarantee of one-off tasks.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, NamedTuple
 
 from redcron.broker import argv
@@ -19,6 +20,11 @@ log = logging.getLogger(__name__)
 
 #: ``recent`` ids a maintenance pass checks for expired hashes
 PRUNE_BATCH = 500
+#: a shard's ``recent`` index is pruned by this process at most this often (s):
+#: a prune is a ZRANGE and PRUNE_BATCH EXISTS, a third of a busy worker's keeper
+#: when it ran every maintenance pass (0.2 s), and hashes expire after days,
+#: not seconds (100 ids a second walked still keeps up with 8M tasks a day)
+PRUNE_EVERY_S = 5.0
 
 
 # NamedTuples (not dataclasses) so callers that unpacked the bare tuples
@@ -55,6 +61,8 @@ class Maintenance:
 
     def __init__(self, core: Core) -> None:
         self.core = core
+        #: when this process last pruned each shard's ``recent`` index (monotonic)
+        self._pruned: dict[int, float] = {}
 
     def reap(
         self,
@@ -89,7 +97,8 @@ class Maintenance:
         )
 
     def maintain(self, shard: int, now: int | None = None) -> Maintained:
-        """Promote due timers and reap expired leases until none are left (bounded)."""
+        """Promote due timers and reap expired leases until none are left (bounded);
+        prune the ``recent`` index every :data:`PRUNE_EVERY_S` at most."""
         promoted = reaped = 0
         for _ in range(20):
             p = self.promote(shard, now=now)
@@ -103,7 +112,10 @@ class Maintenance:
                 break
         if reaped:
             log.info("shard %d: reaped %d expired leases (retried or dead-lettered)", shard, reaped)
-        self.prune_recent(shard)
+        at = time.monotonic()
+        if at >= self._pruned.get(shard, -PRUNE_EVERY_S) + PRUNE_EVERY_S:
+            self._pruned[shard] = at
+            self.prune_recent(shard)
         return Maintained(promoted, reaped)
 
     def prune_recent(self, shard: int, batch: int = PRUNE_BATCH) -> int:

@@ -68,13 +68,31 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str)
 
 
+class TextFormatter(logging.Formatter):
+    """:data:`LOG_FORMAT`, the time of day formatted once for the records that
+    share it: the worker's lines of one reported batch are copies of one record
+    (:mod:`redcron.worker.attempt_log`), and ``strftime`` was a tenth of each."""
+
+    def __init__(self) -> None:
+        super().__init__(LOG_FORMAT)
+        self._last: tuple[float, str] = (-1.0, "")
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        created, text = self._last
+        if record.created != created or datefmt is not None:
+            text = super().formatTime(record, datefmt)
+            if datefmt is None:
+                self._last = (record.created, text)
+        return text
+
+
 def setup_logging(level: str, log_format: str = "text") -> None:
     """Configure the root logger; only the CLI does this, never the library."""
     handler = logging.StreamHandler(sys.stderr)
     if log_format == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+        handler.setFormatter(TextFormatter())
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
 
 

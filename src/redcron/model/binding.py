@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 _BY_NAME = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
 _VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+#: call shapes a task remembers as binding, at most
+_FITS_KEPT = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +44,11 @@ class CallShape:
     #: None: the signature cannot be read (some builtins): every call is let through
     signature: inspect.Signature | None
     wants_ctx: bool
+    #: the call shapes (positional count, keyword names) seen to bind: a fault
+    #: depends on nothing else, and the check is on every attempt's path
+    _fits: dict[tuple[int, tuple[Any, ...]], bool] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @classmethod
     def of(cls, fn: Callable[..., Any]) -> CallShape:
@@ -69,8 +76,16 @@ class CallShape:
         """
         if self.signature is None:
             return None
+        shape = (len(args), tuple(kwargs))
+        fits = self._fits
+        if shape in fits:
+            return None
         bad = _first_fault(self.signature, args, kwargs)
-        return None if bad is None else Mismatch(bad[0], f"{self.name}() {bad[1]}")
+        if bad is None:
+            if len(fits) < _FITS_KEPT:
+                fits[shape] = True
+            return None
+        return Mismatch(bad[0], f"{self.name}() {bad[1]}")
 
 
 def _first_fault(

@@ -19,40 +19,55 @@ class AttemptLog(AttemptHook):
 
     The fields also travel as the record's attributes (``extra``), so that
     ``--log-format json`` carries them as keys.
+
+    The lines of one batch are one report's: their records are copies of one
+    record made for the batch (its time, thread and process), each with its own
+    message and fields, handed to the logger's handlers as ``log.info`` would.
+    Making a record from scratch (``LogRecord()``, the caller's frame looked
+    up) cost about half of each line, on the worker's hot path.
     """
 
     def after_report(self, reports: Reports) -> None:
         if not log.isEnabledFor(logging.INFO):
             return
+        # the record factory's (logging.setLogRecordFactory), as log.info's would be
+        first = log.makeRecord(log.name, logging.INFO, __file__, 0, "", (), None, "after_report")
+        base, kind = vars(first), type(first)
+        new, handle = _new_record, log.handle
         for attempt, out, state, retry_in_ms in reports:
             lease = attempt.lease
             took = took_ms(attempt)
-            fields: dict[str, Any] = {
-                "task_id": lease.iid,
-                "task": lease.name,
-                "tenant": lease.tenant,
-                "queue": lease.queue,
-                "attempt": lease.attempt,
-                "max_attempts": lease.max_attempts,
-                "outcome": out.outcome,
-                "duration_ms": took,
-            }
-            head = "task %s %s (tenant %s, queue %s) attempt %d/%d %s %s"
-            args: list[Any] = [
+            record = new(kind)
+            fields = record.__dict__
+            fields.update(base)
+            fields.update(
+                task_id=lease.iid,
+                task=lease.name,
+                tenant=lease.tenant,
+                queue=lease.queue,
+                attempt=lease.attempt,
+                max_attempts=lease.max_attempts,
+                outcome=out.outcome,
+                duration_ms=took,
+            )
+            args: tuple[Any, ...] = (
                 lease.name,
                 lease.iid,
                 lease.tenant,
                 lease.queue,
                 lease.attempt,
                 lease.max_attempts,
-                fields["outcome"],
+                out.outcome,
                 "before it began" if took is None else f"in {span(took)}",
-            ]
+            )
             if out.ok:
                 fields["state"] = state
                 if state is None:
-                    head += " (lease lost: result discarded)"
-                log.info(head, *args, extra=fields)
+                    record.msg = _HEAD + " (lease lost: result discarded)"
+                else:
+                    record.msg = _HEAD
+                record.args = args
+                handle(record)
                 continue
             error = (out.error.strip().splitlines() or [""])[-1][:200]
             fields.update(error=error, state=state, retry_in_ms=retry_in_ms)
@@ -66,7 +81,13 @@ class AttemptLog(AttemptHook):
                 then = "dead-lettered"
             else:
                 then = state
-            log.info(head + ": %s; %s", *args, error, then, extra=fields)
+            record.msg = _HEAD + ": %s; %s"
+            record.args = (*args, error, then)
+            handle(record)
+
+
+_HEAD = "task %s %s (tenant %s, queue %s) attempt %d/%d %s %s"
+_new_record = object.__new__
 
 
 def took_ms(attempt: Attempt) -> int | None:

@@ -63,6 +63,14 @@ class _StreamProxy:
 
 
 class _CaptureHandler(logging.Handler):
+    def handle(self, record: logging.LogRecord) -> bool:
+        # Every record of the process comes here, the worker's own lines too:
+        # one with no attempt running on its thread is let by before the
+        # handler's lock and filters (the line per attempt pays no more).
+        if getattr(_local, "buffer", None) is None:
+            return False
+        return bool(super().handle(record))
+
     def emit(self, record: logging.LogRecord) -> None:
         buf: LineBuffer | None = getattr(_local, "buffer", None)
         if buf is not None:

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from redcron.app import App
 
 MAX_ERROR_CHARS = 4_000
+#: the result of a task that returns None (most do), packed once
+_NONE = serde.dumps(None)
 #: what a command or container task gets of the worker's environment: these
 #: (when set), then the worker's ``pass_env``, then the task spec's ``env``
 BASE_ENV = ("PATH", "HOME", "LANG")
@@ -154,7 +156,7 @@ def run_python(app: App, attempt: Attempt, broker: Any = None) -> Outcome:
         else:
             value = task.fn(*args, **kwargs)
         try:
-            result = serde.dumps(value, field="result")
+            result = _NONE if value is None else serde.dumps(value, field="result")
         except Exception as exc:
             return Outcome(ok=False, outcome="failed", error=str(exc), retryable=False)
         return Outcome(ok=True, result=result)

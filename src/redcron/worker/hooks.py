@@ -13,8 +13,10 @@ methods, each a no-op by default, and a worker holds a list of them
   thread abandoned at its timeout calls it only when the body returns, maybe
   after the worker reported the attempt ``timed_out``.
 - ``after_report(reports)``: once a batch of ended attempts was reported to
-  Redis, on the thread that reported it, with where each task went
-  (:class:`Reported`).  An attempt handed back on shutdown is not reported,
+  Redis, on the worker's reporter thread (the lease loop hands it the batches
+  it reported, so the hooks do not hold up the next lease), with where each
+  task went (:class:`Reported`).  The attempts are held (``workers list``,
+  the drain) until every hook returned.  An attempt handed back on shutdown is not reported,
   so it gets no call.
 
 Hooks run in the order of the list.  They run on the worker's own threads, so
@@ -75,6 +77,11 @@ class Reports:
         self._group = group
         self._done = done  # one per successful outcome, in order: recorded or not
         self._failed = failed  # one per other outcome, in order
+
+    @property
+    def group(self) -> Sequence[tuple[Attempt, Outcome]]:
+        """The reported attempts and their outcomes, in order."""
+        return self._group
 
     def __len__(self) -> int:
         return len(self._group)

@@ -2,8 +2,10 @@
 
 It leases up to the free slots plus the prefetch from every shard and hands
 the attempts to the pool; while busy, it sends the reports of the attempts
-that ended in the same round trip as its next lease; when nothing is ready it
-blocks (≤ 1 s) on the wake lists, and the reporter thread takes the reports.
+that ended in the same round trip as its next lease, and leaves the hooks of
+the reported batch (the line per attempt) to the reporter thread; when nothing
+is ready it blocks (≤ 1 s) on the wake lists, and the reporter thread takes
+the reports.
 """
 
 from __future__ import annotations
@@ -115,7 +117,7 @@ class Leaser(Role):
         reports but no room left gets only those.
         ``shards`` are the ones to call now: the reports of any other shard, and
         of a shard whose call fails, are parked (:attr:`parked`)."""
-        send = self.reporter.send
+        exchange = self.reporter.exchange
         gate = self.gate
         by_shard: dict[int, list[Item]] = {}
         for item in items:
@@ -138,7 +140,7 @@ class Leaser(Role):
             elif not group:
                 continue
             try:
-                leases = send(shard, group, req)
+                leases, reported = exchange(shard, group, req)
             except TRANSIENT as exc:
                 gate.failed(shard, exc, "lease" if req else "report", time.monotonic())
                 with self.ledger.lock:
@@ -146,23 +148,26 @@ class Leaser(Role):
                 continue
             gate.ok(shard)
             if leases:
+                # the slots first: the lines of the reported batch can wait for them
                 self._dispatch(leases)
                 got += len(leases)
                 free -= len(leases)
                 last = shard
+            self.ledger.defer(reported)  # its lines: on the reporter thread
         open_now = set(gate.open(sorted(by_shard), time.monotonic()))
         for shard, group in by_shard.items():  # shards not visited: not polled, or failing
             if shard not in open_now:
                 self.parked += group
                 continue
             try:
-                send(shard, group, None)
+                _, reported = exchange(shard, group, None)
             except TRANSIENT as exc:
                 gate.failed(shard, exc, "report", time.monotonic())
                 with self.ledger.lock:
                     self.parked += self.ledger.still_held(group)
                 continue
             gate.ok(shard)
+            self.ledger.defer(reported)
         return got, last
 
     def _dispatch(self, leases: list[Lease]) -> None:

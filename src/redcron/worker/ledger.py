@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from redcron.worker.execute import Attempt, Outcome
+from redcron.worker.hooks import Reports
 from redcron.worker.options import WorkerOptions
 
 #: reports sent in one batch at most; also how far the held attempts may run
@@ -65,6 +66,9 @@ class Ledger:
         # next lease while it is busy, the reporter thread when it is not
         self.done: list[Item] = []
         self.leaser_reports = False
+        #: batches the lease loop reported, for the reporter thread to settle
+        #: (hooks, then forget): the line per attempt is off the lease loop
+        self.settling: list[Reports] = []
         self.closing = False
         self.report_cv = threading.Condition(self.mutex)
         self.stopping = threading.Event()
@@ -127,6 +131,13 @@ class Ledger:
             if not self.leaser_reports:
                 self.report_cv.notify()
 
+    def defer(self, reports: Reports) -> None:
+        """Have the reporter thread settle a batch the lease loop reported
+        (:meth:`~redcron.worker.reporting.Reporter.settle`)."""
+        with self.lock:
+            self.settling.append(reports)
+            self.report_cv.notify()
+
     def take_done(self) -> list[Item]:
         """Ended attempts to report, a batch at most (caller holds the lock)."""
         items = self.done[:MAX_REPORT]
@@ -148,7 +159,7 @@ class Ledger:
         lock): a shard's reports that went through were forgotten."""
         return [it for it in items if token(it[0]) in self.active]
 
-    def forget(self, group: list[Item]) -> None:
+    def forget(self, group: Sequence[Item]) -> None:
         """The reports of ``group`` landed: the attempts are no longer held."""
         with self.lock:
             for attempt, _out in group:

@@ -1,9 +1,12 @@
 """Reporting: sending what ended (log lines, completions, failures) to Redis.
 
 The lease loop carries the reports with its next lease while it is busy (one
-round trip per batch, through :meth:`Reporter.send`); the reporter thread
-(:meth:`Reporter.run`) sends what ends while the lease loop blocks on the wake
-lists, backs off or has stopped, so no result waits on a ``BLPOP``.
+round trip per batch, through :meth:`Reporter.exchange`), hands the new leases
+to the pool and the reported batch to the reporter thread, which runs its
+hooks (the line per attempt) and forgets it (:meth:`Reporter.settle`).  The
+reporter thread (:meth:`Reporter.run`) also sends what ends while the lease
+loop blocks on the wake lists, backs off or has stopped, so no result waits on
+a ``BLPOP``.
 """
 
 from __future__ import annotations
@@ -34,14 +37,17 @@ class Reporter(Role):
     def run(self) -> None:
         """Report what ends while the lease loop is not about to (it carries reports
         with its next lease while busy): blocked on an empty queue, backing off,
-        or stopped.  Reports of a shard that is failing (its cluster master down;
-        on one server, every shard) are kept for its next try, and the others go."""
+        or stopped; and settle the batches the lease loop reported (their hooks:
+        the line per attempt is written here, off the lease loop).  Reports of a
+        shard that is failing (its cluster master down; on one server, every
+        shard) are kept for its next try, and the others go."""
         ledger = self.ledger
         parked: list[Item] = []
         while True:
             with ledger.lock:
                 while not (
-                    self._due(parked)
+                    ledger.settling
+                    or self._due(parked)
                     or (ledger.done and (ledger.closing or not ledger.leaser_reports))
                 ):
                     if ledger.closing and not ledger.done and not parked:
@@ -50,8 +56,17 @@ class Reporter(Role):
                         return  # what is parked cannot go: the leases expire
                     wait = self.gate.wait(time.monotonic()) if parked else 1.0
                     ledger.report_cv.wait(min(1.0, max(0.01, wait)))
-                items = parked + ledger.take_done()
-            parked = self.report(items)
+                settling, ledger.settling = ledger.settling, []
+                items: list[Item] = []
+                if self._due(parked) or (
+                    ledger.done and (ledger.closing or not ledger.leaser_reports)
+                ):
+                    items = parked + ledger.take_done()
+                    parked = []
+            for reports in settling:
+                self.settle(reports)
+            if items:
+                parked = self.report(items)
 
     def _due(self, parked: list[Item]) -> bool:
         """Whether a parked report's shard is due a try."""
@@ -85,6 +100,16 @@ class Reporter(Role):
     def send(self, shard: int, group: list[Item], req: LeaseRequest | None) -> list[Lease]:
         """Logs, completions and failures of one shard, and a lease if asked for,
         in one round trip; then forget the reported attempts."""
+        leases, reported = self.exchange(shard, group, req)
+        self.settle(reported)
+        return leases
+
+    def exchange(
+        self, shard: int, group: list[Item], req: LeaseRequest | None
+    ) -> tuple[list[Lease], Reports]:
+        """:meth:`send` up to the hooks: the leases, and the reports for
+        :meth:`settle` (the lease loop hands the leases to the pool first, so
+        the slots do not wait for the lines of the batch)."""
         completes: list[tuple[str, str, bytes]] = []
         fails: list[FailItem] = []
         logs: list[tuple[str, int, Sequence[str]]] = []
@@ -108,7 +133,7 @@ class Reporter(Role):
                     )
                 )
         if not group and req is None:
-            return []
+            return [], Reports(group, [], [])
         try:
             done, failed, leases = self.broker.leases.report_and_lease(
                 shard, self.id, completes, fails, logs, req
@@ -128,12 +153,16 @@ class Reporter(Role):
             )
         if lost:
             log.warning("%d results rejected: their leases were lost (reaped or cancelled)", lost)
+        return leases, Reports(group, done, failed)
+
+    def settle(self, reports: Reports) -> None:
+        """After a batch was reported: the hooks (the line per attempt), then the
+        attempts are no longer held."""
+        group = reports.group
         if group and self.hooks.after_report:
-            reports = Reports(group, done, failed)
             for hook in self.hooks.after_report:
                 hook(reports)
         self.ledger.forget(group)
-        return leases
 
     def _rejected(
         self, group: list[Item], done: list[bool], failed: list[FailResult]

@@ -131,26 +131,32 @@ def worker_process(
     prefetch: int | None = 0,
     procs: int = 1,
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """One benchmark worker process; with ``procs`` > 1, ``redcron worker --procs``
-    (its supervisor is the process yielded: count its children's CPU with
-    :func:`tree_cpu_s`)."""
+    """A benchmark worker process, logging as ``redcron worker`` does (INFO, the
+    CLI's format: the line per attempt included) into a file of its own; what it
+    logged above INFO is copied to stderr once it stops.  With ``procs`` > 1,
+    ``redcron worker --procs`` (its supervisor is the process yielded: count its
+    children's CPU with :func:`tree_cpu_s`)."""
     if procs > 1:
         argv = ["-A", BENCH_APP, "--procs", str(procs), "--pool", pool, "--grace", "2"]
         argv += ["-c", str(concurrency)] if concurrency is not None else []
         argv += ["--prefetch", str(prefetch)] if prefetch is not None else []
-        argv = ["worker", *argv, "--loglevel", "warning"]
+        argv = ["worker", *argv, "--loglevel", "info"]
         code = f"from redcron.cli.main import main; main({argv!r})"
-        with _python_process(url, prefix, code, head="") as proc:
-            yield proc
-        return
-    with _python_process(
-        url,
-        prefix,
-        "from redcron.worker import Worker;"
-        f"Worker(app, concurrency={concurrency}, pool={pool!r}, grace=2, prefetch={prefetch},"
-        f"app_path={BENCH_APP!r}).run()",
-    ) as proc:
-        yield proc
+    else:
+        code = (
+            "from redcron.worker import Worker;"
+            f"Worker(app, concurrency={concurrency}, pool={pool!r}, grace=2, prefetch={prefetch},"
+            f"app_path={BENCH_APP!r}).run()"
+        )
+    with tempfile.TemporaryFile() as logfile:
+        try:
+            with _python_process(url, prefix, code, "info", logfile, app=procs == 1) as proc:
+                yield proc
+        finally:
+            logfile.seek(0)
+            for line in logfile:
+                if b" INFO " not in line[:40]:
+                    sys.stderr.write(line.decode(errors="replace"))
 
 
 @contextmanager
@@ -160,22 +166,25 @@ def beat_process(url: str, prefix: str) -> Iterator[subprocess.Popen[bytes]]:
         yield proc
 
 
-#: what a benchmark child runs before its ``code``: logging at WARNING, the
-#: benchmark app imported as ``app``
-_HEAD = (
-    "import logging; logging.basicConfig(level=logging.WARNING);"
-    f"from {__name__} import bench_app; app = bench_app();"
-)
-
-
 @contextmanager
 def _python_process(
-    url: str, prefix: str, code: str, head: str = _HEAD
+    url: str,
+    prefix: str,
+    code: str,
+    level: str = "warning",
+    stderr: Any = None,
+    app: bool = True,
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """A child Python running ``head`` then ``code``; terminated (then killed) on
-    exit."""
+    """A child Python running ``code``, logging at ``level`` as the CLI does (to
+    ``stderr``: a file, default ours), with the benchmark app imported as ``app``
+    first (``app=False``: ``code`` is a whole command line of its own, which sets
+    up its logging itself); terminated (then killed) on exit."""
     env = dict(os.environ, REDCRON_REDIS_URL=url, REDCRON_PREFIX=prefix)
-    proc = subprocess.Popen([sys.executable, "-c", head + code], env=env)
+    head = ""
+    if app:
+        head = f"from redcron.cli.common import setup_logging; setup_logging({level!r});"
+        head += f"from {__name__} import bench_app; app = bench_app();"
+    proc = subprocess.Popen([sys.executable, "-c", head + code], env=env, stderr=stderr)
     try:
         yield proc
     finally:

@@ -32,7 +32,8 @@ def describe(procs: int = 1) -> dict[str, str]:
     return {
         "version": version("redcron"),
         "config": f"{how}, threads pool, {WORKER_THREADS} slots{each}, prefetch "
-        f"{WORKER_PREFETCH_PER_SLOT} per slot (the defaults); retries=0",
+        f"{WORKER_PREFETCH_PER_SLOT} per slot (the defaults), logging at INFO (its line per "
+        "attempt, into a file) as `redcron worker` does; retries=0",
         "guarantee": "at least once: fenced leases (a lease expires and is re-leased; a late "
         "report from the old holder is refused), acknowledged on completion; every attempt "
         "and outcome kept in the task's history",
