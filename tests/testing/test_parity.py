@@ -13,13 +13,19 @@ counts, not the retry times.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from conftest import Make
 from redcron import Permanent, Task
+from redcron.testing import TestApp
+
+#: a TestApp factory (tests/testing/conftest.py: make_fake, make_real); named
+#: here, not imported from that conftest: with the whole suite collected,
+#: ``conftest`` is another directory's
+Make = Callable[..., TestApp]
 
 T0 = datetime(2027, 3, 12, 12, 0, tzinfo=UTC)
 
