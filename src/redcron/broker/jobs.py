@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,7 @@ from redcron.model import (
     RunRecord,
     TaskRecord,
 )
+from redcron.model.jobfile import parse_jobs
 from redcron.model.jobs import JobSpec, job_spec
 
 # spec_from_json lives in model/jobs.py (pure: spec JSON, DESIGN §2); re-exported
@@ -55,18 +56,35 @@ class JobStore:
     # -- jobs -------------------------------------------------------------------
 
     def put(
-        self, job: JobSpec | str, /, *, now: datetime | None = None, **fields: Any
+        self,
+        job: JobSpec | str | Mapping[str, Any],
+        /,
+        *,
+        now: datetime | None = None,
+        **fields: Any,
     ) -> JobRecord:
         """Create or update one job now (keyed by tenant + name) and return it.
 
-        ``job`` is a :class:`JobSpec`, or a job name followed by the keywords
+        ``job`` is a :class:`JobSpec`, a job name followed by the keywords
         ``app.job`` takes (``tasks=``, ``cron=``, ``every=``, ``at=``, ``tz=``,
-        ``tenant=`` and any policy).  Everything is validated before anything
+        ``tenant=``, ``depends_on=`` and any policy), or a mapping in the form
+        ``POST /v1/jobs`` and job files take (the design's body verbatim:
+        ``{name, cron, task: {image, cmd, cpu, mem}, depends_on, retries,
+        timeout_s, tenant}``).  Everything is validated before anything
         is written.  The record's ``change`` is created, updated or unchanged
         (an identical spec writes nothing, so re-applying never resets a
         schedule with fires due).
         """
-        if isinstance(job, JobSpec):
+        if isinstance(job, Mapping):
+            if fields:
+                raise ValidationError(
+                    sorted(fields)[0], "give a mapping or a job name with keywords, not both"
+                )
+            specs = parse_jobs(job, "job")
+            if len(specs) != 1:
+                raise ValidationError("jobs", "put one job at a time (put_many takes several)")
+            spec = specs[0]
+        elif isinstance(job, JobSpec):
             if fields:
                 raise ValidationError(
                     sorted(fields)[0], "give a JobSpec or a job name with keywords, not both"
@@ -142,16 +160,20 @@ class JobStore:
             shard = shard_of_id(job_id)
             pipe.hgetall(self.keys.job(shard, job_id))
             pipe.zscore(self.keys.schedule(shard), job_id)
+            pipe.smembers(self.keys.chainok(shard, job_id))
         replies = iter(pipe.execute())
         out = []
         for job_id in job_ids:
-            raw, score = next(replies), next(replies)
+            raw, score, satisfied = next(replies), next(replies), next(replies)
             if not raw:
                 continue  # deleted meanwhile
             # args:<task> fields are msgpack, and the record does not carry them
             fields = fields_of({k: v for k, v in raw.items() if not k.startswith(b"args:")})
             record = JobRecord.from_fields(
-                fields, shard_of_id(job_id), None if score is None else int(score)
+                fields,
+                shard_of_id(job_id),
+                None if score is None else int(score),
+                satisfied={_s(name) for name in satisfied},
             )
             out.append(record)
         return out

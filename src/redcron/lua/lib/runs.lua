@@ -13,6 +13,7 @@
 -- @include lib/outcomes.lua
 -- @include lib/run_create.lua
 -- @include lib/run_retention.lua
+-- @include lib/chain.lua
 
 local function run_check_end(run_id, now)
   local rk = key_run(run_id)
@@ -43,6 +44,7 @@ local function run_check_end(run_id, now)
       end
     elseif state == 'succeeded' then
       redis.call('HSET', jk, 'consecutive_failures', 0)
+      chain_upstream_succeeded(job_id, now)  -- jobs that depend on this one (lib/chain.lua)
     end
     -- buffer_one: the fire held back while runs were going starts now, unless
     -- the job was paused meanwhile (a paused job takes no scheduled fires)
