@@ -20,12 +20,14 @@ from typing import Any
 
 import flask
 import pytest
+from click.testing import CliRunner
 from flask.testing import FlaskClient
 from grants import grant_commands
 from worker_procs import thread_workers, wait_for  # tests/helpers is on sys.path
 
 from redcron import App, Permanent
 from redcron.broker.argv import FireArgs
+from redcron.cli.main import main
 from redcron.dashboard import create_app
 from redcron.errors import Conflict, ValidationError
 from redcron.keys import run_id, shard_of_id
@@ -329,3 +331,47 @@ def test_the_lua_check_refuses_what_slips_past_python(app: App) -> None:
     spec = Task("chain.ok", args=["a"])
     with pytest.raises(ValidationError, match="cycle: a -> b -> a"):
         app.jobs.put("a", tasks={"a": spec}, tenant=TENANT, depends_on=["b"])
+
+
+# -- what a waiting job waits for: jobs show and the job page --------------------------
+
+
+def test_jobs_show_and_the_job_page_say_what_a_waiting_job_waits_for(
+    app: App, tmp_path: Path, redis_url: str, start_worker: Callable[..., Worker]
+) -> None:
+    path = tmp_path / "chain.yaml"
+    path.write_text(
+        "jobs:\n"
+        "  - {name: a, tenant: acme, task: {name: chain.ok, args: [a]}}\n"
+        "  - {name: b, tenant: acme, task: {name: chain.ok, args: [b]}}\n"
+        "  - {name: c, tenant: acme, depends_on: [a, b], task: {name: chain.ok, args: [c]}}\n"
+    )
+    prefix = app.settings.prefix
+    runner = CliRunner()
+
+    def invoke(*args: str) -> str:
+        result = runner.invoke(main, [*args, "--redis", redis_url], env={"REDCRON_PREFIX": prefix})
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    invoke("jobs", "apply", "-f", str(path))
+    start_worker(concurrency=1)
+    assert wait_ended(app, app.jobs.trigger(TENANT, "a")) == "succeeded"
+    out = invoke("jobs", "show", "c", "--tenant", TENANT)
+    assert "depends on" in out and "waiting for b" in out, out
+    info = json.loads(invoke("jobs", "show", "c", "--tenant", TENANT, "--json"))
+    assert (info["depends_on"], info["waiting_for"], info["chained_by"]) == (
+        ["a", "b"], ["b"], "upstreams",
+    )  # fmt: skip
+
+    web = create_app(app, admin_token=ADMIN)
+    browser = web.test_client()
+    browser.get("/login")
+    with browser.session_transaction() as session:
+        csrf = session["csrf_token"]
+    browser.post("/login", data={"token": ADMIN, "csrf_token": csrf})
+    page = browser.get(f"/jobs/{app.jobs.job_id(TENANT, 'c')}").get_data(as_text=True)
+    assert 'id="depends-on"' in page
+    assert '<code>a</code> <span class="muted">(succeeded)</span>' in page
+    assert '<code>b</code> <span class="muted">(waiting)</span>' in page
+    assert "waiting for b" in page

@@ -256,6 +256,7 @@ def render_job(job: JobRecord, spec: JobSpec, recent: Sequence[RunRecord]) -> st
         ("next fire", iso_utc(job.next_fire) or "-"),
         ("last fire", iso_utc(job.last_fire)),
         ("paused", paused),
+        ("depends on", job.chain_words()),
         ("parked", f"since {iso_utc(job.parked_at)}: {job.parked_reason}; not fired until "
          "updated (jobs apply) or resumed" if job.parked_reason else None),
         ("catchup", f"{spec.catchup} (limit {spec.catchup_limit})"),

@@ -12,7 +12,6 @@
   job's overlap policy as a scheduled fire does (skip and buffer_one; allow
   and cancel_previous start it beside the active one).  All of this happens
   in the script that ends the upstream run: never lost, never doubled. ]]
--- @include lib/lists.lua
 -- @include lib/run_create.lua
 -- @include lib/chain_gate.lua
 

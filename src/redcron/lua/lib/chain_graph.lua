@@ -1,5 +1,5 @@
 --[[ chain_graph: the upstream jobs a job may name in depends_on (job_put.lua):
-  chain_refusal() returns nil, or why they are refused as {field, message}:
+  chain_refusal() returns nil, or why they are refused (text for depends_on):
   a name that is no job of the tenant (another tenant's jobs are not visible:
   the same refusal), the job itself, or a cycle through the upstreams already
   stored (each job hash's upstreams field), named as "a -> b -> a" (a depends

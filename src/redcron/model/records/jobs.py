@@ -90,6 +90,10 @@ class JobRecord:
     waiting_for: tuple[str, ...] = ()
     waiting_fire: datetime | None = None
 
+    def chain_words(self) -> str | None:
+        """What the job waits for (job chaining), in words: :func:`chain_text`."""
+        return chain_text(self)
+
     @classmethod
     def from_fields(
         cls,
@@ -146,6 +150,26 @@ class JobRecord:
             waiting_for=tuple(u for u in ups if u not in (satisfied or set())),
             waiting_fire=from_ms(int(held)) if held.isdigit() else None,
         )
+
+
+def chain_text(job: JobRecord) -> str | None:
+    """What a job with upstreams (``depends_on``) waits for, in words (``jobs
+    show`` and the job page); None for a job without."""
+    if not job.depends_on:
+        return None
+    ups = ", ".join(job.depends_on)
+    waiting = ", ".join(job.waiting_for)
+    if job.chained_by == "upstreams":
+        rule = f"runs when each of {ups} has had a succeeded run since its last chained run"
+        now = f"waiting for {waiting}" if waiting else "all succeeded (paused: it will not start)"
+    else:
+        rule = f"each fire of its trigger waits until each of {ups} has succeeded since its last run"
+        if job.waiting_fire is not None:
+            fire = job.waiting_fire.isoformat().replace("+00:00", "Z")
+            now = f"the fire of {fire} is waiting for {waiting}"
+        else:
+            now = f"not yet succeeded: {waiting}" if waiting else "the next fire runs at once"
+    return f"{rule}; {now}"
 
 
 def _trigger_sig(text: str) -> tuple[str | None, str | None, str | None, str]:
