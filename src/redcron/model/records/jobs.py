@@ -163,7 +163,8 @@ def chain_text(job: JobRecord) -> str | None:
         rule = f"runs when each of {ups} has had a succeeded run since its last chained run"
         now = f"waiting for {waiting}" if waiting else "all succeeded (paused: it will not start)"
     else:
-        rule = f"each fire of its trigger waits until each of {ups} has succeeded since its last run"
+        rule = f"each fire of its trigger waits until each of {ups} has succeeded since its last"
+        rule += " run"
         if job.waiting_fire is not None:
             fire = job.waiting_fire.isoformat().replace("+00:00", "Z")
             now = f"the fire of {fire} is waiting for {waiting}"
