@@ -15,7 +15,7 @@ from redcron.broker.broker import PAYLOADS, fields_of
 from redcron.broker.cancel import RunCancel, run_cancel
 from redcron.broker.job_writes import put_many
 from redcron.clock import ulid
-from redcron.errors import NotFound, QuotaExceeded, ValidationError
+from redcron.errors import Conflict, NotFound, QuotaExceeded, ValidationError
 from redcron.keys import manual_run_id, shard_of, shard_of_id
 from redcron.model import (
     Event,
@@ -112,10 +112,22 @@ class JobStore:
         kept = set(keep)
         out: list[JobChange] = []
         for tenant in sorted(set(tenants)):
-            for job in self.list_jobs(tenant):
-                if (tenant, job.name) not in kept:
-                    self.delete(tenant, job.name)
+            doomed = [job for job in self.list_jobs(tenant) if (tenant, job.name) not in kept]
+            # a job others depend on is deleted after them (job_delete refuses it before)
+            while doomed:
+                later: list[JobRecord] = []
+                refused: Conflict | None = None
+                for job in doomed:
+                    try:
+                        self.delete(tenant, job.name)
+                    except Conflict as exc:
+                        later.append(job)
+                        refused = exc
+                        continue
                     out.append(JobChange(job.id, tenant, job.name, job.version, "deleted"))
+                if refused is not None and len(later) == len(doomed):
+                    raise refused  # a kept job depends on it: say which
+                doomed = later
         return out
 
     def events(self, count: int = 100) -> list[Event]:
