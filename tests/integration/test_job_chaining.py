@@ -26,6 +26,7 @@ from grants import grant_commands
 from worker_procs import thread_workers, wait_for  # tests/helpers is on sys.path
 
 from redcron import App, Permanent
+from redcron.beat.beat import Beat
 from redcron.broker.argv import FireArgs
 from redcron.cli.main import main
 from redcron.dashboard import create_app
@@ -375,3 +376,31 @@ def test_jobs_show_and_the_job_page_say_what_a_waiting_job_waits_for(
     assert '<code>a</code> <span class="muted">(succeeded)</span>' in page
     assert '<code>b</code> <span class="muted">(waiting)</span>' in page
     assert "waiting for b" in page
+
+
+def test_the_beat_holds_a_due_fire_and_records_the_fires_after_it(app: App) -> None:
+    """A real beat tick over an every-second job whose upstream has not succeeded:
+    the first due fire waits, the later ones are skipped runs, and the upstream's
+    success starts the waiting fire under its own run id."""
+    up = app.jobs.put(ok_job("up"))
+    job = app.jobs.put(ok_job("poll", every="1s", depends_on=["up"]))
+    shard = job.shard
+    start = (app.broker.server_ms() // 1000 - 3) * 1000
+    k = app.broker.keys
+    app.broker.client.hset(k.job(shard, job.id), "next_fire", start)
+    app.broker.client.zadd(k.schedule(shard), {job.id: start})
+    Beat(app, name="b1").tick()
+    waiting = app.jobs.get(TENANT, "poll")
+    assert waiting.waiting_fire is not None
+    assert int(waiting.waiting_fire.timestamp() * 1000) == start
+    later = runs_of(app, TENANT, "poll")
+    assert later and all(r.state == "skipped" for r in later)
+    assert all("still waiting for its upstream" in (r.reason or "") for r in later)
+    # the upstream succeeds (its task reported by hand: no worker needed)
+    app.jobs.trigger(TENANT, "up")
+    (lease,) = app.broker.leases.lease(shard, "w1", 1, 60_000, ["default"])
+    assert lease.iid.startswith(up.id)
+    assert app.broker.leases.complete(shard, "w1", [(lease.iid, lease.epoch, b"\xc0")]) == [True]
+    held = app.jobs.run(run_id(job.id, start))
+    assert held.state == "queued" and held.trigger in ("every", "catchup")
+    assert app.jobs.get(TENANT, "poll").waiting_fire is None
