@@ -376,6 +376,9 @@ def test_jobs_show_and_the_job_page_say_what_a_waiting_job_waits_for(
     assert '<code>a</code> <span class="muted">(succeeded)</span>' in page
     assert '<code>b</code> <span class="muted">(waiting)</span>' in page
     assert "waiting for b" in page
+    listing = browser.get("/jobs").get_data(as_text=True)
+    assert "after a, b; waiting for b" in listing
+    assert "after a, b" in invoke("jobs", "list", "--tenant", TENANT)
 
 
 def test_the_beat_holds_a_due_fire_and_records_the_fires_after_it(app: App) -> None:

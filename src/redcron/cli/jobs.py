@@ -187,12 +187,20 @@ def list_cmd(
     echo_listing(rendered, as_json, empty, lambda: jobs_table(found))
 
 
+def trigger_words(job: JobRecord) -> str:
+    """The trigger column: a chained job says after which jobs it runs."""
+    if not job.depends_on:
+        return job.trigger
+    after = "after " + ", ".join(job.depends_on)
+    return after if job.chained_by == "upstreams" else f"{job.trigger}, {after}"
+
+
 def jobs_table(found: Sequence[tuple[JobRecord, RunRecord | None]]) -> str:
     rows = [
         (
             job.name,
             job.tenant,
-            job.trigger,
+            trigger_words(job),
             job.tz,
             iso_utc(job.next_fire) or "-",
             "yes" if job.paused else "no",
