@@ -407,3 +407,20 @@ def test_the_beat_holds_a_due_fire_and_records_the_fires_after_it(app: App) -> N
     held = app.jobs.run(run_id(job.id, start))
     assert held.state == "queued" and held.trigger in ("every", "catchup")
     assert app.jobs.get(TENANT, "poll").waiting_fire is None
+
+
+def test_a_chain_through_the_api(client: FlaskClient, app: App) -> None:
+    assert client.post("/v1/jobs", json=ok_job("a")).status_code == 201
+    resp = client.post("/v1/jobs", json=ok_job("c", depends_on=["a"]))
+    assert resp.status_code == 201, resp.get_json()
+    job = client.get(f"/v1/jobs/{resp.get_json()['id']}").get_json()
+    assert (job["depends_on"], job["chained_by"], job["waiting_for"], job["waiting_fire"]) == (
+        ["a"], "upstreams", ["a"], None,
+    )  # fmt: skip
+    refused = client.delete(f"/v1/jobs/{app.jobs.job_id(TENANT, 'a')}")
+    assert refused.status_code == 409 and "upstream of c" in refused.get_json()["error"]["message"]
+    # a PUT without depends_on unchains c; then a may go
+    cid = resp.get_json()["id"]
+    assert client.put(f"/v1/jobs/{cid}", json=ok_job("c")).status_code == 200
+    assert client.get(f"/v1/jobs/{cid}").get_json()["depends_on"] == []
+    assert client.delete(f"/v1/jobs/{app.jobs.job_id(TENANT, 'a')}").status_code == 204
