@@ -147,6 +147,8 @@ CODES: dict[str, type[RedcronError]] = {
     "QUOTA": QuotaExceeded,
     "FORBIDDEN": Forbidden,
     "STALE": ShardLeaseLost,
+    # "INVALID <field> <message>": a ValidationError naming the field
+    "INVALID": ValidationError,
 }
 
 
@@ -154,6 +156,9 @@ def from_script_error(text: str) -> RedcronError:
     """Map a script error ``"CODE message"`` to an exception instance."""
     code, _, message = text.strip().partition(" ")
     cls = CODES.get(code)
+    if cls is ValidationError:
+        field, _, detail = message.partition(" ")
+        return ValidationError(field or "job", detail or message)
     if cls is None:
         return ScriptError(text)
     return cls(message or code)

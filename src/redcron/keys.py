@@ -87,6 +87,12 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # jobs the beat parked (off the schedule: it could not plan or fire them) ->
     # when (ms); /metrics and the dashboard count them without reading every job
     "jobparked": ("jobparked", ()),
+    # job chaining (a job's depends_on): the jobs of a tenant that name job
+    # <name> as an upstream -> SET of job names (kept by job_put and job_delete)
+    "chaindown": ("chaindown:{tenant}:{name}", ("tenant", "name")),
+    # job chaining: the upstream job names that have had a succeeded run since
+    # the job's last chained or scheduled run -> SET (lib/chain.lua)
+    "chainok": ("chainok:{job_id}", ("job_id",)),
     # a run: state, scheduled_for, trigger, counters, task names
     "run": ("run:{run_id}", ("run_id",)),
     # a job's run history: run id -> scheduled_for (ms)
@@ -386,6 +392,12 @@ class Keys:
 
     def jobparked(self, shard: int) -> str:
         return self.build(shard, "jobparked")
+
+    def chaindown(self, shard: int, tenant: str, name: str) -> str:
+        return self.build(shard, "chaindown", tenant, name)
+
+    def chainok(self, shard: int, job_id: str) -> str:
+        return self.build(shard, "chainok", job_id)
 
     def run(self, shard: int, run_id: str) -> str:
         return self.build(shard, "run", run_id)

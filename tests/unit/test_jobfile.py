@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from redcron.errors import ValidationError
-from redcron.model.jobfile import JobFileError, load_job_files, load_jobs
-from redcron.model.jobs import Task, spec_from_json
+from redcron.model.jobfile import JobFileError, load_job_files, load_jobs, parse_jobs
+from redcron.model.jobs import JobSpec, Task, chain_order, spec_from_json
 
 
 def write(tmp_path: Path, text: str, name: str = "jobs.yaml") -> Path:
@@ -343,5 +343,62 @@ def test_the_example_file_loads() -> None:
     assert len(nightly.tasks) == 3
     assert sorted(t.kind for t in nightly.tasks.values()) == ["command", "python", "python"]
     assert specs["heartbeat"].every == "30s"
+    digest = specs["report-digest"]
+    assert digest.depends_on == ["nightly-report"] and not digest.cron
+    assert digest.tasks["report-digest"].retries == 1
     manual = [s for s in specs.values() if not (s.cron or s.every or s.at)]
     assert manual
+
+
+# -- the design's body (issue 20 §2) ---------------------------------------------------
+
+
+def test_the_design_body_verbatim_is_a_one_task_container_job() -> None:
+    body = {
+        "name": "resize", "cron": "*/5 * * * *",
+        "task": {"image": "alpine:3.20", "cmd": "sh -c 'echo a b'", "cpu": 0.5, "mem": "256M"},
+        "depends_on": [], "retries": 3, "timeout_s": 120, "tenant": "acme",
+    }  # fmt: skip
+    (spec,) = parse_jobs(body, "body")
+    task = spec.tasks["resize"]
+    assert task.kind == "container" and task.image == "alpine:3.20"
+    assert task.command == ["sh", "-c", "echo a b"]  # POSIX quoting, no shell
+    assert (task.cpu, task.mem, task.retries, task.timeout) == (0.5, "256M", 3, 120)
+    assert spec.depends_on == [] and spec.tenant == "acme"
+
+
+def test_cmd_is_command_in_any_task_and_one_of_them_is_given() -> None:
+    (spec,) = parse_jobs(
+        {"name": "j", "tasks": {"t": {"cmd": ["echo", "$HOME"], "timeout_s": 5}}}, "f.yaml"
+    )
+    assert spec.tasks["t"].command == ["echo", "$HOME"] and spec.tasks["t"].timeout == 5
+    with pytest.raises(JobFileError, match=r"tasks\.t\.cmd: give cmd or command, not both"):
+        parse_jobs({"name": "j", "tasks": {"t": {"cmd": "a", "command": ["a"]}}}, "f.yaml")
+    with pytest.raises(JobFileError, match=r"task: give exactly one of name"):
+        parse_jobs({"name": "j", "task": {"name": "x", "cmd": "a"}}, "f.yaml")
+    with pytest.raises(JobFileError, match=r"retries: set it per task"):
+        parse_jobs({"name": "j", "retries": 2, "tasks": {"t": "x"}}, "f.yaml")
+
+
+def test_job_level_depends_on_is_checked_and_ordered() -> None:
+    with pytest.raises(JobFileError, match=r"depends_on: a job cannot depend on itself"):
+        parse_jobs({"name": "j", "depends_on": "j", "task": {"name": "x"}}, "f.yaml")
+    with pytest.raises(JobFileError, match=r"depends_on: names a job twice"):
+        parse_jobs({"name": "j", "depends_on": ["a", "a"], "task": {"name": "x"}}, "f.yaml")
+    specs = parse_jobs(
+        [
+            {"name": "c", "depends_on": ["a", "b"], "task": {"name": "x"}},
+            {"name": "b", "depends_on": "a", "task": {"name": "x"}},
+            {"name": "a", "task": {"name": "x"}},
+            {"name": "a", "tenant": "other", "depends_on": ["c"], "task": {"name": "x"}},
+        ],
+        "f.yaml",
+    )
+    # upstreams first; another tenant's "c" is not this "a"'s (no cycle)
+    assert [f"{specs[i].tenant}/{specs[i].name}" for i in chain_order(specs)] == [
+        "default/a", "default/b", "default/c", "other/a",
+    ]  # fmt: skip
+    loop = [JobSpec("a", tasks={"t": Task("x")}, depends_on=["b"]),
+            JobSpec("b", tasks={"t": Task("x")}, depends_on=["a"])]  # fmt: skip
+    with pytest.raises(ValidationError, match=r"depends_on: job dependency cycle: a -> b -> a"):
+        chain_order(loop)

@@ -31,8 +31,8 @@ from redcron.serde import text as _s
 log = logging.getLogger("redcron.beat.beat")
 
 #: statuses of fire.lua that mean "this fire time is done"
-_DONE = {"created", "skipped", "buffered", "exists", "skipped_all", "rejected"}
-_COUNTED = {"created", "skipped", "buffered", "rejected"}
+_DONE = {"created", "skipped", "buffered", "waiting", "exists", "skipped_all", "rejected"}
+_COUNTED = {"created", "skipped", "buffered", "waiting", "rejected"}
 
 
 class Firer:

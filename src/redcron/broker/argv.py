@@ -247,12 +247,14 @@ def job_put(
     paused: bool,
     task_args: Mapping[str, bytes],
     now: int | None = None,
+    depends_on: Sequence[str] = (),
 ) -> list[Any]:
     """job_put.lua: ``policies`` = (overlap, keep_runs, keep_s, pause_after_failures);
-    ``trigger`` is the schedule signature (JSON), ``task_args`` task name -> msgpack."""
+    ``trigger`` is the schedule signature (JSON), ``task_args`` task name -> msgpack,
+    ``depends_on`` the job's upstream job names."""
     return flat(
         [tenant, name, new_id, spec, template, trigger, nominal_ms, due_ms, *policies,
-         "1" if paused else "0", clock(now)],
+         "1" if paused else "0", clock(now), ",".join(depends_on)],
         task_args.items(),
     )  # fmt: skip
 

@@ -20,7 +20,7 @@ from redcron.clock import ulid
 from redcron.errors import ValidationError
 from redcron.keys import shard_of
 from redcron.model import JobChange
-from redcron.model.jobs import JobSpec, spec_json
+from redcron.model.jobs import JobSpec, chain_order, spec_json
 from redcron.schedule.jitter import due_ms, tenant_jitter_s
 from redcron.schedule.timeutil import to_ms
 from redcron.schedule.triggers import next_fire
@@ -90,9 +90,10 @@ def put_many(
         if raw[1] is not None and _s(raw[1]) == "1"
     }
     check_job_grants(broker, specs, shards, current, granted, spec_json)
+    _check_upstreams(broker, specs, shards)
     by_shard: dict[int, list[int]] = {}
-    for i, shard in enumerate(shards):
-        by_shard.setdefault(shard, []).append(i)
+    for i in chain_order(specs):  # upstreams first: job_put.lua checks that they exist
+        by_shard.setdefault(shards[i], []).append(i)
     out: list[JobChange | None] = [None] * len(specs)
     done = 0
     for shard, indexes in sorted(by_shard.items()):
@@ -113,6 +114,32 @@ def put_many(
             if progress is not None:
                 progress(done, len(specs))
     return [change for change in out if change is not None]
+
+
+def _check_upstreams(broker: Broker, specs: Sequence[JobSpec], shards: Sequence[int]) -> None:
+    """Every job-level ``depends_on`` names a job of the same tenant, in the batch
+    or stored (another tenant's job is unknown, as it is invisible): checked
+    before the first write, so a batch with a typo writes nothing.  job_put.lua
+    checks again, atomically, with cycles through the stored jobs."""
+    batch = {(spec.tenant, spec.name) for spec in specs}
+    asked = sorted(
+        {(shard, spec.tenant, dep)
+         for spec, shard in zip(specs, shards, strict=True)
+         for dep in spec.depends_on if (spec.tenant, dep) not in batch}
+    )  # fmt: skip
+    if not asked:
+        return
+    pipe = broker.client.pipeline(transaction=False)
+    for shard, tenant, dep in asked:
+        pipe.hexists(broker.keys.jobs(shard, tenant), dep)
+    known = {(t, d) for (_s, t, d), found in zip(asked, pipe.execute(), strict=True) if found}
+    for spec in specs:
+        for dep in spec.depends_on:
+            if (spec.tenant, dep) not in batch and (spec.tenant, dep) not in known:
+                field = "depends_on" if len(specs) == 1 else f"job {spec.name!r}: depends_on"
+                raise ValidationError(
+                    field, f"unknown job {dep!r} of tenant {spec.tenant!r}; create it first"
+                )
 
 
 def _current_ids(broker: Broker, specs: Sequence[JobSpec], shards: Sequence[int]) -> list[Any]:
@@ -159,4 +186,5 @@ def _put_args(
          spec.pause_after_failures),
         spec.paused,
         task_args,
+        depends_on=spec.depends_on,
     )  # fmt: skip

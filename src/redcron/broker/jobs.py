@@ -15,7 +15,7 @@ from redcron.broker.broker import PAYLOADS, fields_of
 from redcron.broker.cancel import RunCancel, run_cancel
 from redcron.broker.job_writes import put_many
 from redcron.clock import ulid
-from redcron.errors import NotFound, QuotaExceeded, ValidationError
+from redcron.errors import Conflict, NotFound, QuotaExceeded, ValidationError
 from redcron.keys import manual_run_id, shard_of, shard_of_id
 from redcron.model import (
     Event,
@@ -25,6 +25,7 @@ from redcron.model import (
     RunRecord,
     TaskRecord,
 )
+from redcron.model.jobfile import parse_jobs
 from redcron.model.jobs import JobSpec, job_spec
 
 # spec_from_json lives in model/jobs.py (pure: spec JSON, DESIGN §2); re-exported
@@ -61,18 +62,35 @@ class JobStore:
     # -- jobs -------------------------------------------------------------------
 
     def put(
-        self, job: JobSpec | str, /, *, now: datetime | None = None, **fields: Any
+        self,
+        job: JobSpec | str | Mapping[str, Any],
+        /,
+        *,
+        now: datetime | None = None,
+        **fields: Any,
     ) -> JobRecord:
         """Create or update one job now (keyed by tenant + name) and return it.
 
-        ``job`` is a :class:`JobSpec`, or a job name followed by the keywords
+        ``job`` is a :class:`JobSpec`, a job name followed by the keywords
         ``app.job`` takes (``tasks=``, ``cron=``, ``every=``, ``at=``, ``tz=``,
-        ``tenant=`` and any policy).  Everything is validated before anything
+        ``tenant=``, ``depends_on=`` and any policy), or a mapping in the form
+        ``POST /v1/jobs`` and job files take (the design's body verbatim:
+        ``{name, cron, task: {image, cmd, cpu, mem}, depends_on, retries,
+        timeout_s, tenant}``).  Everything is validated before anything
         is written.  The record's ``change`` is created, updated or unchanged
         (an identical spec writes nothing, so re-applying never resets a
         schedule with fires due).
         """
-        if isinstance(job, JobSpec):
+        if isinstance(job, Mapping):
+            if fields:
+                raise ValidationError(
+                    sorted(fields)[0], "give a mapping or a job name with keywords, not both"
+                )
+            specs = parse_jobs(job, "job")
+            if len(specs) != 1:
+                raise ValidationError("jobs", "put one job at a time (put_many takes several)")
+            spec = specs[0]
+        elif isinstance(job, JobSpec):
             if fields:
                 raise ValidationError(
                     sorted(fields)[0], "give a JobSpec or a job name with keywords, not both"
@@ -102,10 +120,22 @@ class JobStore:
         kept = set(keep)
         out: list[JobChange] = []
         for tenant in sorted(set(tenants)):
-            for job in self.list_jobs(tenant):
-                if (tenant, job.name) not in kept:
-                    self.delete(tenant, job.name)
+            doomed = [job for job in self.list_jobs(tenant) if (tenant, job.name) not in kept]
+            # a job others depend on is deleted after them (job_delete refuses it before)
+            while doomed:
+                later: list[JobRecord] = []
+                refused: Conflict | None = None
+                for job in doomed:
+                    try:
+                        self.delete(tenant, job.name)
+                    except Conflict as exc:
+                        later.append(job)
+                        refused = exc
+                        continue
                     out.append(JobChange(job.id, tenant, job.name, job.version, "deleted"))
+                if refused is not None and len(later) == len(doomed):
+                    raise refused  # a kept job depends on it: say which
+                doomed = later
         return out
 
     def events(self, count: int = 100) -> list[Event]:
@@ -150,16 +180,20 @@ class JobStore:
             shard = shard_of_id(job_id)
             pipe.hgetall(self.keys.job(shard, job_id))
             pipe.zscore(self.keys.schedule(shard), job_id)
+            pipe.smembers(self.keys.chainok(shard, job_id))
         replies = iter(pipe.execute())
         out = []
         for job_id in job_ids:
-            raw, score = next(replies), next(replies)
+            raw, score, satisfied = next(replies), next(replies), next(replies)
             if not raw:
                 continue  # deleted meanwhile
             # args:<task> fields are msgpack, and the record does not carry them
             fields = fields_of({k: v for k, v in raw.items() if not k.startswith(b"args:")})
             record = JobRecord.from_fields(
-                fields, shard_of_id(job_id), None if score is None else int(score)
+                fields,
+                shard_of_id(job_id),
+                None if score is None else int(score),
+                satisfied={_s(name) for name in satisfied},
             )
             out.append(record)
         return out

@@ -187,12 +187,20 @@ def list_cmd(
     echo_listing(rendered, as_json, empty, lambda: jobs_table(found))
 
 
+def trigger_words(job: JobRecord) -> str:
+    """The trigger column: a chained job says after which jobs it runs."""
+    if not job.depends_on:
+        return job.trigger
+    after = "after " + ", ".join(job.depends_on)
+    return after if job.chained_by == "upstreams" else f"{job.trigger}, {after}"
+
+
 def jobs_table(found: Sequence[tuple[JobRecord, RunRecord | None]]) -> str:
     rows = [
         (
             job.name,
             job.tenant,
-            job.trigger,
+            trigger_words(job),
             job.tz,
             iso_utc(job.next_fire) or "-",
             "yes" if job.paused else "no",
@@ -256,6 +264,7 @@ def render_job(job: JobRecord, spec: JobSpec, recent: Sequence[RunRecord]) -> st
         ("next fire", iso_utc(job.next_fire) or "-"),
         ("last fire", iso_utc(job.last_fire)),
         ("paused", paused),
+        ("depends on", job.chain_words()),
         ("parked", f"since {iso_utc(job.parked_at)}: {job.parked_reason}; not fired until "
          "updated (jobs apply) or resumed" if job.parked_reason else None),
         ("catchup", f"{spec.catchup} (limit {spec.catchup_limit})"),

@@ -6,9 +6,15 @@
   ARGV[7] next nominal fire ms ("" = none)   ARGV[8] next due ms (nominal + jitter)
   ARGV[9] overlap   ARGV[10] keep_runs   ARGV[11] keep_s   ARGV[12] pause_after_failures
   ARGV[13] paused (1|0)   ARGV[14] now_override_ms
-  ARGV[15..] pairs: task name, msgpack args
+  ARGV[15] depends_on: upstream job names of the same tenant, comma list ("" = none)
+  ARGV[16..] pairs: task name, msgpack args
   Returns: {job_id, version, change} change = created | updated | unchanged
-  Errors: CONFLICT (a new job's id exists); FORBIDDEN when a new or changed
+  Job chaining: the job's upstreams are stored (upstreams, chain = trigger |
+  upstreams: whether its own trigger or its upstreams start it) and the
+  tenant's reverse index chaindown:<tenant>:<upstream> kept; a changed list
+  forgets what the dropped upstreams had satisfied (lib/chain.lua).
+  Errors: INVALID depends_on (an unknown upstream, the job itself, or a cycle,
+  named: lib/chain_graph.lua); CONFLICT (a new job's id exists); FORBIDDEN when a new or changed
   job has a command or container task and the tenant lacks the grant
   allow_commands (lib/grant.lua): nothing is written.  An unchanged job is not
   refused (a beat re-applying its declared jobs after a revoke must not stop);
@@ -19,13 +25,16 @@
 -- @include lib/clock.lua
 -- @include lib/err.lua
 -- @include lib/grant.lua
+-- @include lib/lists.lua
+-- @include lib/chain_graph.lua
 
 local tenant, name, new_id, spec, template, sig = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5],
   ARGV[6]
 local next_fire, next_due, overlap, keep_runs = ARGV[7], ARGV[8], ARGV[9], ARGV[10]
 local keep_s, pause_after_failures, paused = ARGV[11], ARGV[12], ARGV[13]
 local now = now_ms(ARGV[14])
-local FIRST_ARG = 15  -- ARGV[15..]: task name, msgpack args pairs
+local upstreams = ARGV[15]
+local FIRST_ARG = 16  -- ARGV[16..]: task name, msgpack args pairs
 local idx = key_jobs(tenant)
 local job_id = redis.call('HGET', idx, name)
 local change = 'updated'
@@ -37,7 +46,8 @@ if not job_id then
   end
 end
 local jk = key_job(job_id)
-local old = redis.call('HMGET', jk, 'spec', 'trigger_sig', 'paused', 'version', 'parked_at')
+local old = redis.call('HMGET', jk, 'spec', 'trigger_sig', 'paused', 'version', 'parked_at',
+  'upstreams')
 local parked = old[5] and old[5] ~= ''
 if change == 'updated' and old[1] == spec and not parked then
   return {job_id, tonumber(old[4]), 'unchanged'}
@@ -47,6 +57,11 @@ for _, row in ipairs(rows) do
   if needs_grant(row.kind) and not granted(tenant) then
     return not_granted(tenant, 'job ' .. name .. ', task ' .. row.task .. ' is a ' .. row.kind)
   end
+end
+local ups = split(upstreams)
+if #ups > 0 then
+  local why = chain_refusal(tenant, name, ups)
+  if why then return err('INVALID', 'depends_on ' .. why) end
 end
 
 local version = redis.call('HINCRBY', jk, 'version', 1)
@@ -70,6 +85,30 @@ if parked then
   -- off the schedule while parked: the ZADD below puts it back
   redis.call('HDEL', jk, 'parked_reason', 'parked_at')
   redis.call('ZREM', key_jobparked(), job_id)
+end
+-- job chaining: the reverse index and what the job waits for
+local old_ups = old[6] or ''
+if old_ups ~= upstreams then
+  for _, u in ipairs(split(old_ups)) do redis.call('SREM', key_chaindown(tenant, u), name) end
+  for _, u in ipairs(ups) do redis.call('SADD', key_chaindown(tenant, u), name) end
+  local ok = key_chainok(job_id)
+  for _, u in ipairs(redis.call('SMEMBERS', ok)) do
+    if not string.find(',' .. upstreams .. ',', ',' .. u .. ',', 1, true) then
+      redis.call('SREM', ok, u)
+    end
+  end
+end
+if #ups == 0 then
+  if old_ups ~= '' then
+    redis.call('HDEL', jk, 'upstreams', 'chain', 'chain_wait')
+    redis.call('DEL', key_chainok(job_id))
+  end
+else
+  local t = cjson.decode(sig)  -- [cron, every, at, tz]
+  local own = (t[1] ~= cjson.null and t[1] ~= '') or (t[2] ~= cjson.null and t[2] ~= '')
+    or (t[3] ~= cjson.null and t[3] ~= '')
+  redis.call('HSET', jk, 'upstreams', upstreams, 'chain', own and 'trigger' or 'upstreams')
+  if not own then redis.call('HDEL', jk, 'chain_wait') end
 end
 for i = FIRST_ARG, #ARGV, 2 do redis.call('HSET', jk, 'args:' .. ARGV[i], ARGV[i + 1]) end
 -- register the job's queues now, so creating a run need not

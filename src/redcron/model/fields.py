@@ -65,7 +65,9 @@ LUA_READS: dict[str, tuple[str, ...]] = {
         "total", "n_done", "n_failed", "cancel_requested", "state", "job", "n_cancelled", "tenant",
     ),
     # lib/fire.lua: the job a fire checks (version, pause) and makes a run of
-    "job_fire": ("version", "paused", "overlap", "template", "tenant", "name", "keep_s"),
+    "job_fire": (
+        "version", "paused", "overlap", "template", "tenant", "name", "keep_s", "upstreams",
+    ),
     # lib/run_create.lua: a run made without a fire's read (a buffered fire)
     "job_run": ("template", "tenant", "name", "keep_s"),
     # dlq_replay.lua: a dead instance put back (or its run's task retried)

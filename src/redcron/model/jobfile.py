@@ -14,6 +14,15 @@ Python task without arguments) or a list of mappings with a ``name``::
             command: [sh, -c, "echo load"]
             depends_on: [extract]
 
+A job may also be written in the short form of the design's API body: one
+``task`` ({name | command | image, cmd, cpu, mem, ...}) with the task's
+``retries`` and ``timeout_s`` at the job's top level (``POST /v1/jobs`` takes
+the same).  A task's ``cmd`` is its ``command``: a list is the argv; a string
+is split into one by POSIX shell quoting rules (``shlex.split``) and run
+without a shell (write ``[sh, -c, "..."]`` for pipes, ``&&`` or ``$VAR``).
+``timeout_s`` is ``timeout`` (seconds).  A job-level ``depends_on`` names
+other jobs of the tenant (job chaining, docs/api.md).
+
 Every error is a :class:`JobFileError` naming the file, the job and the
 field, e.g. ``jobs.yaml: job 'nightly': tasks.load.depends_on: unknown task
 'extrct'``.  YAML keys given twice in one mapping are errors (plain YAML
@@ -23,6 +32,7 @@ keeps the last one silently, which would drop a task).
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Hashable, Iterable, Mapping
 from datetime import date, datetime
 from pathlib import Path
@@ -36,6 +46,13 @@ from redcron.model.jobs import JobSpec, spec_from_dict
 
 __all__ = ["JobFileError", "load_job_files", "load_jobs", "parse_jobs"]
 
+#: the short form's ``task``: what runs and its resources
+SHORT_TASK_FIELDS = frozenset(
+    {"name", "command", "cmd", "image", "args", "kwargs", "env", "cwd", "cpu", "mem", "queue",
+     "priority"}
+)  # fmt: skip
+#: short-form fields that belong to the one task, not to the job
+SHORT_TASK_POLICIES = ("retries", "timeout_s")
 YAML_SUFFIXES = (".yaml", ".yml")
 JSON_SUFFIXES = (".json",)
 _MERGE_TAG = "tag:yaml.org,2002:merge"
@@ -165,6 +182,17 @@ def _message(exc: ValidationError) -> str:
 def _normalize(raw: Mapping[str, Any], label: str, source: str) -> dict[str, Any]:
     """Friendly forms YAML and JSON users write, turned into what JobSpec takes."""
     data = dict(raw)
+    if "task" in data:
+        data = _short_form(data, label, source)
+    else:
+        for key in SHORT_TASK_POLICIES:
+            if key in data:
+                raise JobFileError(
+                    source, label, key, "set it per task in tasks (or use the short form with task)"
+                )
+    deps = data.get("depends_on")
+    if isinstance(deps, str):
+        data["depends_on"] = [deps]  # one upstream job, not the letters of its name
     at = data.get("at")
     if isinstance(at, str):
         try:
@@ -202,8 +230,54 @@ def _normalize(raw: Mapping[str, Any], label: str, source: str) -> dict[str, Any
     return data
 
 
+def _short_form(data: dict[str, Any], label: str, source: str) -> dict[str, Any]:
+    """``task`` (one task) and its top-level ``retries``/``timeout_s`` as ``tasks``:
+    a one-task DAG whose task is named as the job."""
+    if "tasks" in data:
+        raise JobFileError(
+            source, label, "task", "give either task (one task) or tasks (a DAG), not both"
+        )
+    task = data.pop("task")
+    if not isinstance(task, Mapping):
+        raise JobFileError(
+            source, label, "task", "must be a mapping: {name | command | image, cmd, cpu, mem}"
+        )
+    bad = {str(k) for k in task} - SHORT_TASK_FIELDS
+    if bad:
+        raise JobFileError(
+            source,
+            label,
+            f"task.{min(bad)}",
+            f"unknown field; known: {', '.join(sorted(SHORT_TASK_FIELDS))}",
+        )
+    runs = [k for k in ("name", "command", "cmd") if k in task]
+    if "image" in task:
+        runs = [k for k in runs if k == "name"]  # command/cmd is then the container's
+        runs.append("image")
+    if len(runs) != 1:
+        raise JobFileError(
+            source,
+            label,
+            "task",
+            "give exactly one of name (a registered task), command or cmd (a command), "
+            f"or image (a container, cmd its command) (got {', '.join(runs) or 'none'})",
+        )
+    node = dict(task)
+    if "name" in node:
+        node["ref"] = node.pop("name")
+    for key in SHORT_TASK_POLICIES:
+        if key in data:
+            node[key] = data.pop(key)
+    name = data.get("name")
+    data["tasks"] = {name if isinstance(name, str) and name else "task": node}
+    return data
+
+
 def _normalize_task(tname: str, task: Any, label: str, source: str) -> Any:
-    if not isinstance(task, Mapping) or "depends_on" not in task:
+    if not isinstance(task, Mapping):
+        return task
+    task = _task_aliases(tname, task, label, source)
+    if "depends_on" not in task:
         return task
     deps = task["depends_on"]
     if isinstance(deps, str):
@@ -214,6 +288,30 @@ def _normalize_task(tname: str, task: Any, label: str, source: str) -> Any:
             source, label, f"tasks.{tname}.depends_on", "must be a list of task names"
         )
     return {**task, "depends_on": list(deps)}
+
+
+def _task_aliases(tname: str, task: Mapping[str, Any], label: str, source: str) -> Any:
+    """The API's names for a task's fields: ``cmd`` (``command``; a string is
+    split with POSIX shell quoting, never run by a shell) and ``timeout_s``
+    (``timeout``)."""
+    out = dict(task)
+    for alias, fname in (("cmd", "command"), ("timeout_s", "timeout")):
+        if alias not in out:
+            continue
+        if fname in out:
+            raise JobFileError(
+                source, label, f"tasks.{tname}.{alias}", f"give {alias} or {fname}, not both"
+            )
+        value = out.pop(alias)
+        if alias == "cmd" and isinstance(value, str):
+            try:
+                value = shlex.split(value)
+            except ValueError as exc:
+                raise JobFileError(
+                    source, label, f"tasks.{tname}.cmd", f"{value!r} cannot be split: {exc}"
+                ) from exc
+        out[fname] = value
+    return out
 
 
 def parse_jobs(data: Any, source: str) -> list[JobSpec]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -153,6 +153,9 @@ class JobSpec:
     breaker_min_attempts: int = 20
     breaker_window_s: float = 300.0
     breaker_cooldown_s: float = 60.0
+    #: job chaining: other jobs of the tenant whose succeeded runs start this one
+    #: (docs/api.md "Job chaining")
+    depends_on: list[str] = field(default_factory=list)
 
     def validate(self) -> None:
         """Raise ValidationError naming the first bad field; writes nothing."""
@@ -177,6 +180,7 @@ class JobSpec:
             example="7",
             maximum=validation.MAX_SECONDS / 86_400,
         )
+        self._validate_depends_on()
         if not isinstance(self.tasks, Mapping) or not self.tasks:
             raise ValidationError("tasks", "a job needs at least one task")
         if len(self.tasks) > MAX_DAG_TASKS:
@@ -199,6 +203,19 @@ class JobSpec:
         cycle = find_cycle({t: list(task.depends_on) for t, task in self.tasks.items()})
         if cycle:
             raise ValidationError("tasks", "dependency cycle: " + " -> ".join(cycle))
+
+    def _validate_depends_on(self) -> None:
+        deps = self.depends_on
+        if not isinstance(deps, list | tuple) or not all(isinstance(d, str) for d in deps):
+            raise ValidationError(
+                "depends_on", "must be a list of job names of the same tenant, e.g. [extract]"
+            )
+        for dep in deps:
+            validation.name("depends_on", dep)
+            if dep == self.name:
+                raise ValidationError("depends_on", f"a job cannot depend on itself ({dep!r})")
+        if len(set(deps)) != len(deps):
+            raise ValidationError("depends_on", "names a job twice")
 
     def trigger(self) -> Trigger:
         return make_trigger(
@@ -338,6 +355,43 @@ def find_cycle(deps: Mapping[str, list[str]]) -> list[str] | None:
                 state[node] = 2
                 path.pop()
     return None
+
+
+def chain_order(specs: Sequence[JobSpec]) -> list[int]:
+    """The indexes of ``specs`` with every job after the jobs of the batch its
+    ``depends_on`` names (the same tenant's), so each upstream exists when its
+    dependent is written; otherwise in the order given.  A cycle among them is
+    a :class:`ValidationError` naming it (``depends_on``)."""
+    where = {(s.tenant, s.name): i for i, s in enumerate(specs)}
+    deps = {
+        f"{s.tenant}/{s.name}": [f"{s.tenant}/{d}" for d in s.depends_on if (s.tenant, d) in where]
+        for s in specs
+    }
+    cycle = find_cycle(deps)
+    if cycle:
+        raise ValidationError(
+            "depends_on",
+            "job dependency cycle: " + " -> ".join(c.partition("/")[2] for c in cycle),
+        )
+    order: list[int] = []
+    placed: set[int] = set()
+    for start in range(len(specs)):
+        stack = [(start, False)]
+        while stack:
+            i, expanded = stack.pop()
+            if i in placed:
+                continue
+            if expanded:
+                placed.add(i)
+                order.append(i)
+                continue
+            stack.append((i, True))
+            spec = specs[i]
+            for d in reversed(spec.depends_on):
+                j = where.get((spec.tenant, d))
+                if j is not None and j not in placed:
+                    stack.append((j, False))
+    return order
 
 
 def first_unknown(names: set[str]) -> str:

@@ -4,15 +4,17 @@ Creating answers the job with ``warnings``: one line per Python task no live
 worker serves (as ``redcron jobs apply -f`` warns).
 
 A body is a job in the job-file form (``tasks``: a DAG) or the short form
-with one ``task`` (a registered ``name`` or a ``command``) and the task's
-``retries`` and ``timeout_s`` at the top level; both go through the job-file
-normalization and validation, so the API and ``redcron jobs apply`` accept
-the same jobs.
+of the design's body, with one ``task`` (a registered ``name``, a ``command``
+/ ``cmd``, or an ``image`` with its ``cmd``, and ``cpu``, ``mem``) and the
+task's ``retries`` and ``timeout_s`` at the top level; a job-level
+``depends_on`` chains jobs.  Both forms go through the job-file normalization
+and validation (:mod:`redcron.model.jobfile`), so the API and ``redcron jobs
+apply`` accept the same jobs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import flask
@@ -39,45 +41,7 @@ from redcron.model.serialize import to_json
 
 bp = flask.Blueprint("jobs", __name__)
 
-#: the short form's ``task``: what runs and its resources
-SHORT_TASK_FIELDS = frozenset(
-    {"name", "command", "args", "kwargs", "env", "cwd", "cpu", "mem", "queue", "priority"}
-)
-#: short-form fields that belong to the one task, not to the job
-SHORT_TASK_POLICIES = ("retries", "timeout_s")
 SOURCE = "body"
-
-
-def _task_timeout(task: Any, where: str) -> Any:
-    """``timeout_s`` (the API's name for seconds) as the Task's ``timeout``."""
-    if not isinstance(task, Mapping) or "timeout_s" not in task:
-        return task
-    if "timeout" in task:
-        bad(f"{where}.timeout_s", "give timeout_s or timeout, not both")
-    out = {k: v for k, v in task.items() if k != "timeout_s"}
-    out["timeout"] = task["timeout_s"]
-    return out
-
-
-def _short_form(data: dict[str, Any]) -> dict[str, Any]:
-    if "tasks" in data:
-        bad("task", "give either task (one task) or tasks (a DAG), not both")
-    task = data.pop("task")
-    if not isinstance(task, dict):
-        bad("task", "must be an object: {name | command, args, cpu, mem}")
-    only(task, SHORT_TASK_FIELDS)
-    chosen = [k for k in ("name", "command") if k in task]
-    if len(chosen) != 1:
-        bad("task", "give exactly one of name (a registered task) or command (argv)")
-    node = dict(task)
-    if "name" in node:
-        node["ref"] = node.pop("name")
-    for key in SHORT_TASK_POLICIES:
-        if key in data:
-            node["timeout" if key == "timeout_s" else key] = data.pop(key)
-    name = data.get("name")
-    data["tasks"] = {name if isinstance(name, str) and name else "task": node}
-    return data
 
 
 def spec_from_body(data: dict[str, Any]) -> JobSpec:
@@ -85,17 +49,6 @@ def spec_from_body(data: dict[str, Any]) -> JobSpec:
     data = dict(data)
     if "jobs" in data:
         bad("jobs", "send one job per request (redcron jobs apply takes files of many)")
-    if "task" in data:
-        data = _short_form(data)
-    else:
-        for key in SHORT_TASK_POLICIES:
-            if key in data:
-                bad(key, "set it per task in tasks (or use the short form with task)")
-    tasks = data.get("tasks")
-    if isinstance(tasks, Mapping):
-        data["tasks"] = {k: _task_timeout(v, f"tasks.{k}") for k, v in tasks.items()}
-    elif isinstance(tasks, list):
-        data["tasks"] = [_task_timeout(t, f"tasks[{i}]") for i, t in enumerate(tasks)]
     if "paused" in data and not isinstance(data["paused"], bool):
         bad("paused", "must be true or false")
     try:

@@ -240,8 +240,10 @@ SCHEMAS: Json = {
     },
     "JobBody": {
         "type": "object",
-        "description": "A job as in a job file (tasks: a DAG), or the short form with one "
-        "task {name | command, args, cpu, mem} and retries, timeout_s.",
+        "description": "A job as in a job file (tasks: a DAG), or the design's short form "
+        "with one task {name | command | cmd | image, args, cpu, mem} and retries, timeout_s; "
+        "a string cmd is split by POSIX shell rules and run without a shell. depends_on "
+        "names other jobs of the tenant (job chaining, docs/api.md).",
         "required": ["name"],
         "properties": {
             "name": {"type": "string"}, "tenant": {"type": "string"},
@@ -250,6 +252,7 @@ SCHEMAS: Json = {
             "tasks": {"type": ["object", "array"]}, "task": _OBJECT,
             "retries": {"type": "integer"}, "timeout_s": {"type": "number"},
             "paused": {"type": "boolean"},
+            "depends_on": {"type": ["array", "string"], "items": {"type": "string"}},
         },
     },
     "Job": {"type": "object", "properties": {
@@ -257,7 +260,13 @@ SCHEMAS: Json = {
         "paused": {"type": "boolean"}, "next_fire": _TIME,
         "parked_reason": {"type": ["string", "null"], "description": "why the beat took the "
                           "job off the schedule; cleared by an update (PUT) or resume"},
-        "parked_at": _TIME}},
+        "parked_at": _TIME,
+        "depends_on": {"type": "array", "items": {"type": "string"}},
+        "chained_by": {"type": ["string", "null"], "enum": ["upstreams", "trigger", None]},
+        "waiting_for": {"type": "array", "items": {"type": "string"}, "description": "upstream "
+                        "jobs without a succeeded run since this job's last chained or "
+                        "scheduled run"},
+        "waiting_fire": _TIME}},
     "Run": {"type": "object", "properties": {
         "id": {"type": "string"}, "job_id": {"type": "string"}, "state": {"type": "string"},
         "created_at": _TIME, "ended_at": _TIME,

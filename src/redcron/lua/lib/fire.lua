@@ -13,6 +13,7 @@
 -- @include lib/admission.lua
 -- @include lib/run_create.lua
 -- @include lib/cancel_instance.lua
+-- @include lib/chain_gate.lua
 
 -- Why a job hash cannot make a run (its template did not decode to rows of
 -- {task, queue, deps}, or it names no tenant); nil: it can.
@@ -99,6 +100,9 @@ local function fire_one(fire, now, woken, lags)
   if trigger == 'skip' then return {'skipped_all', ''} end
   -- a fire replayed for a run that exists (the schedule moved on above) is not a new fire
   if redis.call('EXISTS', key_run(run_id)) == 1 then return {'exists', run_id} end
+  -- depends_on: a fire of the job's own trigger may wait for its upstream jobs
+  local held = chain_gate(job_id, jk, j[JOB_FIRE_UPSTREAMS], fire_ms, trigger, run_id, now)
+  if held then return held end
   if expected == '' then redis.call('HSET', jk, 'last_fire', fire_ms) end
   redis.call('HINCRBY', key_stats(), 'fires', 1)
   if expected ~= '' and trigger ~= 'manual' then

@@ -14,6 +14,7 @@
 -- @include lib/durations.lua
 -- @include lib/run_create.lua
 -- @include lib/run_retention.lua
+-- @include lib/chain.lua
 
 local function run_check_end(run_id, now)
   local rk = key_run(run_id)
@@ -45,6 +46,7 @@ local function run_check_end(run_id, now)
       end
     elseif state == 'succeeded' then
       redis.call('HSET', jk, 'consecutive_failures', 0)
+      chain_upstream_succeeded(job_id, now)  -- jobs that depend on this one (lib/chain.lua)
     end
     -- buffer_one: the fire held back while runs were going starts now, unless
     -- the job was paused meanwhile (a paused job takes no scheduled fires)

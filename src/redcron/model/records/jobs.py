@@ -41,6 +41,13 @@ class JobRecord:
     circuit breaker's state: ``closed``, ``open`` or ``trial``.  ``change``
     is what the write that returned the record did (``created``, ``updated``
     or ``unchanged``: ``app.jobs.put``); None on a plain read.
+
+    Job chaining: ``depends_on`` are the upstream jobs; ``chained_by`` says what
+    starts the job (``upstreams``: their succeeded runs; ``trigger``: its own
+    trigger, each fire waiting for them; None without upstreams);
+    ``waiting_for`` the upstreams that have had no succeeded run since the
+    job's last chained or scheduled run; ``waiting_fire`` the nominal time of
+    the fire held back until they have.
     """
 
     id: str
@@ -78,14 +85,29 @@ class JobRecord:
     spec: str = field(metadata=JSON_TEXT)
     shard: int
     change: JobChangeKind | None = None
+    depends_on: tuple[str, ...] = ()
+    chained_by: str | None = None
+    waiting_for: tuple[str, ...] = ()
+    waiting_fire: datetime | None = None
+
+    def chain_words(self) -> str | None:
+        """What the job waits for (job chaining), in words: :func:`chain_text`."""
+        return chain_text(self)
 
     @classmethod
     def from_fields(
-        cls, fields: Fields, shard: int, scheduled_due_ms: int | None = None
+        cls,
+        fields: Fields,
+        shard: int,
+        scheduled_due_ms: int | None = None,
+        satisfied: set[str] | None = None,
     ) -> JobRecord:
         """Parse a decoded ``job:<id>`` hash; ``scheduled_due_ms`` is the job's
-        score on the shard's schedule (None: not scheduled)."""
+        score on the shard's schedule (None: not scheduled); ``satisfied`` the
+        members of its ``chainok`` set."""
         cron, every, at_text, tz = _trigger_sig(_text(fields.get("trigger_sig")))
+        ups = tuple(u for u in _text(fields.get("upstreams")).split(",") if u)
+        held = _text(fields.get("chain_wait")).partition("|")[0]
         at = _at(at_text, tz)
         paused = _text(fields.get("paused")) == "1"
         return cls(
@@ -123,7 +145,32 @@ class JobRecord:
             breaker_cooldown_s=_opt_float(fields, "breaker_cooldown_s"),
             spec=_text(fields.get("spec")),
             shard=shard,
+            depends_on=ups,
+            chained_by=(_opt_text(fields, "chain") or None) if ups else None,
+            waiting_for=tuple(u for u in ups if u not in (satisfied or set())),
+            waiting_fire=from_ms(int(held)) if held.isdigit() else None,
         )
+
+
+def chain_text(job: JobRecord) -> str | None:
+    """What a job with upstreams (``depends_on``) waits for, in words (``jobs
+    show`` and the job page); None for a job without."""
+    if not job.depends_on:
+        return None
+    ups = ", ".join(job.depends_on)
+    waiting = ", ".join(job.waiting_for)
+    if job.chained_by == "upstreams":
+        rule = f"runs when each of {ups} has had a succeeded run since its last chained run"
+        now = f"waiting for {waiting}" if waiting else "all succeeded (paused: it will not start)"
+    else:
+        rule = f"each fire of its trigger waits until each of {ups} has succeeded since its last"
+        rule += " run"
+        if job.waiting_fire is not None:
+            fire = job.waiting_fire.isoformat().replace("+00:00", "Z")
+            now = f"the fire of {fire} is waiting for {waiting}"
+        else:
+            now = f"not yet succeeded: {waiting}" if waiting else "the next fire runs at once"
+    return f"{rule}; {now}"
 
 
 def _trigger_sig(text: str) -> tuple[str | None, str | None, str | None, str]:
