@@ -549,19 +549,24 @@ def test_retention_ttls_once_ended_and_history_bounded_by_keep_runs(runs: Runs) 
     assert [r.id for r in runs.app.jobs.runs(job_id)] == rids[-keep:][::-1]
 
 
-def test_history_entries_of_runs_gone_with_their_retention_are_dropped(runs: Runs) -> None:
-    """A history below keep_runs is never trimmed by count, but runs expire
-    after keep_s: their entries must not pile up (bench soak saw the growth)."""
+def test_index_entries_of_runs_gone_with_their_retention_are_dropped(runs: Runs) -> None:
+    """A history below keep_runs is never trimmed by count, nor are runidx and
+    truns below their caps, but runs expire after keep_s: their entries must not
+    pile up (bench soak saw the growth)."""
     job_id = runs.job("quick", {"a": Task("t")}, keep_runs=1000)
     start = server_ms(runs.r)  # distinct scheduled_for (ms) so "oldest" is well defined
     rids = [runs.run_through("quick", now=start + i) for i in range(4)]
     for old in rids[:3]:  # as if their keep_s ran out
         runs.r.delete(runs.k.run(0, old), runs.ti_key(f"{old}/a"))
-    hist = runs.k.runs(0, job_id)
+    tenant = runs.r.hget(runs.k.run(0, rids[3]), "tenant").decode()
+    # the history, and the shard's and the tenant's run listings alike
+    indexes = [runs.k.runs(0, job_id), runs.k.runidx(0), runs.k.truns(0, tenant)]
     runs.run_through("quick", now=start + 4)  # each run end drops up to two expired entries
-    assert [x.decode() for x in runs.r.zrange(hist, 0, -1)][:2] == [rids[2], rids[3]]
+    for index in indexes:
+        assert [x.decode() for x in runs.r.zrange(index, 0, -1)][:2] == [rids[2], rids[3]]
     runs.run_through("quick", now=start + 5)
-    assert runs.r.zrange(hist, 0, 0) == [rids[3].encode()]
+    for index in indexes:
+        assert runs.r.zrange(index, 0, 0) == [rids[3].encode()]
     assert len(runs.app.jobs.runs(job_id)) == 3
 
 
