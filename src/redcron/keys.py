@@ -73,8 +73,9 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "stats": ("stats", ()),
     # short maintenance locks (promote/reap at most once per interval)
     "lock": ("lock:{name}", ("name",)),
-    # instance id -> created (ms): the newest instances, for `task list`
-    # (enqueue and run creation add, trimmed to the newest 100,000 per shard)
+    # one-off instance id -> created (ms): the newest one-off instances, for `task
+    # list`, which reads a run's tasks through runidx (enqueue adds, trimmed to the
+    # newest 100,000 per shard)
     "recent": ("recent", ()),
     # rank in ``recent`` where maintenance next looks for ids whose hash expired
     "recentcur": ("recentcur", ()),

@@ -17,7 +17,7 @@ import pytest
 from server_time import server_ms  # tests/helpers
 
 from redcron import App
-from redcron.broker import FailItem, Lease
+from redcron.broker import FailItem, Lease, TaskFilter, list_tasks
 from redcron.broker.argv import FireArgs
 from redcron.errors import Conflict, TaskFailed
 from redcron.keys import GROUP
@@ -144,6 +144,17 @@ def chain(*names: str, **options: Any) -> dict[str, Task]:
 # -- fan-out, fan-in, run lifecycle ------------------------------------------------
 
 
+def test_task_list_reads_run_tasks_an_older_version_put_in_recent_once(runs: Runs) -> None:
+    """Before the run listing stood for its tasks, run creation added each task to
+    ``recent`` too: such an entry, still in a deployed Redis, is listed once."""
+    runs.job("old", chain("a", "b"))
+    rid = runs.trigger("old")
+    created = runs.r.zscore(runs.k.runidx(runs.shard), rid)
+    runs.r.zadd(runs.k.recent(runs.shard), {f"{rid}/a": created, f"{rid}/b": created})
+    ids = [t.id for t in list_tasks(runs.b, TaskFilter())]
+    assert sorted(ids) == [f"{rid}/a", f"{rid}/b"]
+
+
 def test_diamond_fans_in_once_and_the_run_goes_queued_running_succeeded(runs: Runs) -> None:
     runs.job(
         "diamond",
@@ -156,9 +167,15 @@ def test_diamond_fans_in_once_and_the_run_goes_queued_running_succeeded(runs: Ru
     )
     rid = runs.trigger("diamond")
     assert runs.states(rid) == {"a": "ready", "b": "pending", "c": "pending", "d": "pending"}
-    # every task of the run is in the shard's recent index (task list finds it)
-    recent = {m.decode() for m in runs.r.zrange(runs.k.recent(runs.shard), 0, -1)}
-    assert {f"{rid}/{t}" for t in "abcd"} <= recent
+    # task list finds every task of the run through the run's one runidx entry:
+    # the recent index holds none of them (it would repeat that entry per task)
+    assert not runs.r.zrange(runs.k.recent(runs.shard), 0, -1)
+    listed = {t.id for t in list_tasks(runs.b, TaskFilter())}
+    assert {f"{rid}/{t}" for t in "abcd"} <= listed
+    tenant = runs.run(rid).tenant
+    assert {t.id for t in list_tasks(runs.b, TaskFilter(tenant=tenant, state="pending"))} == {
+        f"{rid}/{t}" for t in "bcd"
+    }
     assert runs.ready() == [f"{rid}/a"]
     assert runs.run(rid).state == "queued"
 

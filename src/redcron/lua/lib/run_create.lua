@@ -4,7 +4,6 @@
 -- @include lib/admission.lua
 -- @include lib/streams.lua
 -- @include lib/rings.lua
--- @include lib/recent.lua
 -- @include lib/outcomes.lua
 
 -- List a new run in the shard's and its tenant's run indexes (newest first for
@@ -65,7 +64,6 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, wo
     'tasks', table.concat(names, ','), 'keep_s', j.keep_s or '0', 'params', params or '')
   local wake_now = woken == nil
   woken = woken or {}
-  local recent = {}
   -- the caller may have read the tenant's admission settings already
   local max_priority = j.max_priority
   if not max_priority then
@@ -92,7 +90,6 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, wo
       'epoch', 0, 'budget', 0, 'run', run_id, 'task', row.task,
       'deps', table.concat(row.deps, ','), 'down', table.concat(row.down, ','),
       'deps_left', #row.deps, 'state', state, 'loc', loc, 'due', '')
-    note_recent(recent, iid, now)
     if row.cpu or row.mem then
       redis.call('HSET', key_ti(iid), 'cpu', row.cpu or '', 'mem', row.mem or '')
     end
@@ -100,7 +97,6 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, wo
   if wake_now then
     wake_gathered(woken)
   end
-  save_recent(recent)
   -- tenants and queues were registered by job_put
   redis.call('SADD', key_active(job_id), run_id)
   redis.call('ZADD', key_runs(job_id), fire_ms, run_id)

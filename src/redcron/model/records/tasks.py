@@ -97,8 +97,9 @@ class TaskRecord:
     shard: int
 
     @classmethod
-    def from_fields(cls, fields: Fields, shard: int) -> TaskRecord:
-        """Parse a decoded ``ti:<id>`` hash (values may be bytes or text)."""
+    def from_fields(cls, fields: Fields, shard: int, iid: str | None = None) -> TaskRecord:
+        """Parse a decoded ``ti:<id>`` hash (values may be bytes or text); ``iid``
+        is the id its key names (the hash's own ``id`` field when not given)."""
         per_attempt: dict[int, dict[str, str | bytes]] = {}
         for key, value in fields.items():
             if key.startswith("a:"):
@@ -107,7 +108,7 @@ class TaskRecord:
                     per_attempt.setdefault(int(n), {})[name] = value
         timeout_ms = _opt_int(fields, "timeout_ms")
         return cls(
-            id=_text(fields.get("id")),
+            id=iid or _text(fields.get("id")),
             name=_text(fields.get("name")),
             kind=_text(fields.get("kind")) or "python",
             state=_state(TaskState, fields),
