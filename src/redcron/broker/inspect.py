@@ -50,7 +50,7 @@ class Inspection:
         raw = self.core.client.hgetall(self.core.keys.ti(shard, iid))
         if not raw:
             raise NotFound(f"no task {iid} (never existed, or expired after its retention)")
-        return TaskRecord.from_fields(fields_of(raw, keep=PAYLOADS), shard)
+        return TaskRecord.from_fields(fields_of(raw, keep=PAYLOADS), shard, iid)
 
     def run_params(self, shard: int, run_id: str) -> dict[str, Any]:
         """The params a run was triggered with (``{}``: none, or no such run)."""

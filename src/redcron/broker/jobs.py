@@ -304,7 +304,8 @@ class JobStore:
         tasks: list[TaskRecord | ExpiredTask] = []
         for t, ti in zip(names, pipe.execute() if names else [], strict=True):
             if ti:
-                tasks.append(TaskRecord.from_fields(fields_of(ti, keep=PAYLOADS), shard))
+                iid = f"{run_id}/{t}"
+                tasks.append(TaskRecord.from_fields(fields_of(ti, keep=PAYLOADS), shard, iid))
             else:
                 tasks.append(ExpiredTask(t))
         return RunRecord.from_fields(fields, tuple(tasks))

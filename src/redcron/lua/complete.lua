@@ -29,10 +29,12 @@ for i = 3, #ARGV, 3 do
   local f = read_ti_complete(ti)
   if token_holds(f, worker, epoch) then
     -- the fast path of end_attempt(..., 'succeeded', ...): one HSET for everything
+    -- it records, one HDEL for what a succeeded instance no longer has (its place
+    -- and lease; the holder stays in the attempt's a:<n>:worker)
     local pre = 'a:' .. f[TI_COMPLETE_ATTEMPT] .. ':'
     redis.call('HSET', ti, 'result', result, pre .. 'outcome', 'succeeded',
-      pre .. 'ended', now, 'state', 'succeeded', 'loc', '', 'ended', now, 'deadline', '',
-      'lease_entry', '')
+      pre .. 'ended', now, 'state', 'succeeded', 'ended', now)
+    redis.call('HDEL', ti, 'loc', 'deadline', 'lease_entry', 'worker')
     if f[TI_COMPLETE_ERROR] then redis.call('HDEL', ti, 'error') end  -- only after a failed attempt
     if f[TI_COMPLETE_KIND] == 'command' or f[TI_COMPLETE_KIND] == 'container' then
       redis.call('HSET', ti, pre .. 'exit', 0, 'exit_code', 0)

@@ -83,6 +83,21 @@ LUA_READS: dict[str, tuple[str, ...]] = {
     ),
 }  # fmt: skip
 
+#: instance hash fields not written while they hold their default: a retained
+#: instance pays for every field it keeps (issue 19 §4).  Every reader takes an
+#: absent field as this value: the scripts through the generated ``TI_DEFAULT_*``
+#: constants (``f[TI_END_RETRY_BASE_MS] or TI_DEFAULT_RETRY_BASE_MS``), Python
+#: through :class:`redcron.model.records.TaskRecord`.  Fields a lease needs to be
+#: present (``epoch``, ``attempt``: lib/malformed.lua) are always written.
+TI_DEFAULTS: dict[str, int] = {
+    "timeout_ms": 0,
+    "retry_base_ms": 1000,
+    "retry_cap_ms": 3_600_000,
+    "result_ttl_s": 0,
+    "budget": 0,
+    "deps_left": 0,
+}
+
 #: the lease token's fields: every read lib/token.lua checks starts with them
 TOKEN: tuple[str, ...] = ("state", "worker", "epoch")
 TOKEN_READS = ("ti_start", "ti_heartbeat", "ti_complete", "ti_token")
@@ -96,9 +111,10 @@ def constant(read: str, field: str) -> str:
 def lua_readers() -> str:
     """Lua source defining, per entry of :data:`LUA_READS`, ``read_<name>(key)``
     (one HMGET of its fields) and the index constants of its reply
-    (``local TI_LEASE_STATE, TI_LEASE_LOC, ... = 1, 2, ...``), and the token's
-    (``TOKEN_STATE, TOKEN_WORKER, TOKEN_EPOCH``: the first three of every read
-    in :data:`TOKEN_READS`)."""
+    (``local TI_LEASE_STATE, TI_LEASE_LOC, ... = 1, 2, ...``), the defaults of
+    :data:`TI_DEFAULTS` as text (``TI_DEFAULT_RETRY_BASE_MS = '1000'``), and the
+    token's (``TOKEN_STATE, TOKEN_WORKER, TOKEN_EPOCH``: the first three of every
+    read in :data:`TOKEN_READS`)."""
     out = ["-- generated from redcron/model/fields.py: do not edit"]
     for name, fields in LUA_READS.items():
         if len(set(fields)) != len(fields):
@@ -113,6 +129,8 @@ def lua_readers() -> str:
             "end",
             f"local {names} = {', '.join(str(i) for i in range(1, len(fields) + 1))}",
         ]
+    # one line each: a script keeps (broker/scripts.py) only those it uses
+    out += [f"local TI_DEFAULT_{f.upper()} = '{v}'" for f, v in TI_DEFAULTS.items()]
     out.append(
         f"local {', '.join(f'TOKEN_{f.upper()}' for f in TOKEN)} = "
         f"{', '.join(str(i) for i in range(1, len(TOKEN) + 1))}"

@@ -5,6 +5,7 @@
 -- @include lib/streams.lua
 -- @include lib/rings.lua
 -- @include lib/outcomes.lua
+-- @include lib/ti_fields.lua
 
 -- List a new run in the shard's and its tenant's run indexes (newest first for
 -- /v1/runs), each trimmed to its newest RUNIDX_MAX / TRUNS_MAX: older runs stay
@@ -82,17 +83,27 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, wo
       note_oldest(row.queue, row.priority, tenant, eid)
       gather_wake(woken, row.queue)
     end
-    redis.call('HSET', key_ti(iid), 'id', iid, 'name', row.name, 'kind', row.kind,
+    -- the id is the key's; an empty field or one at its default is not written
+    -- (a run's task keeps its instance's result for the run's keep_s: no result_ttl_s)
+    local fields = {'name', row.name, 'kind', row.kind,
       'args', redis.call('HGET', jk, 'args:' .. row.task) or '', 'queue', row.queue,
-      'tenant', tenant, 'priority', row.priority, 'timeout_ms', row.timeout_ms,
-      'max_attempts', row.max_attempts, 'retry_base_ms', row.retry_base_ms,
-      'retry_cap_ms', row.retry_cap_ms, 'result_ttl_s', 0, 'created', now, 'attempt', 0,
-      'epoch', 0, 'budget', 0, 'run', run_id, 'task', row.task,
-      'deps', table.concat(row.deps, ','), 'down', table.concat(row.down, ','),
-      'deps_left', #row.deps, 'state', state, 'loc', loc, 'due', '')
-    if row.cpu or row.mem then
-      redis.call('HSET', key_ti(iid), 'cpu', row.cpu or '', 'mem', row.mem or '')
+      'tenant', tenant, 'priority', row.priority, 'max_attempts', row.max_attempts,
+      'created', now, 'attempt', 0, 'epoch', 0, 'run', run_id, 'task', row.task,
+      'state', state}
+    if loc ~= '' then push_field(fields, 'loc', loc) end
+    if #row.deps > 0 then
+      push_field(fields, 'deps', table.concat(row.deps, ','))
+      push_field(fields, 'deps_left', #row.deps)
     end
+    if #row.down > 0 then push_field(fields, 'down', table.concat(row.down, ',')) end
+    push_unless_default(fields, 'timeout_ms', row.timeout_ms, TI_DEFAULT_TIMEOUT_MS)
+    push_unless_default(fields, 'retry_base_ms', row.retry_base_ms, TI_DEFAULT_RETRY_BASE_MS)
+    push_unless_default(fields, 'retry_cap_ms', row.retry_cap_ms, TI_DEFAULT_RETRY_CAP_MS)
+    if row.cpu or row.mem then
+      push_field(fields, 'cpu', row.cpu or '')
+      push_field(fields, 'mem', row.mem or '')
+    end
+    redis.call('HSET', key_ti(iid), unpack(fields))
   end
   if wake_now then
     wake_gathered(woken)

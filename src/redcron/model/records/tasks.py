@@ -58,6 +58,11 @@ class AttemptRecord:
 class TaskRecord:
     """One task instance (the ``ti:<id>`` hash), as ``task_info`` returns it.
 
+    The one place an instance hash is decoded: the hash leaves out what its key
+    says (the id), fields at their default (``model/fields.py`` ``TI_DEFAULTS``)
+    and, once terminal, its place, lease and holder (``worker`` is then the last
+    attempt's); hashes written before that (with every field) read the same.
+
     ``args`` and ``result`` are the raw msgpack bytes; :meth:`decoded_args`
     and :meth:`decoded_result` decode them.  ``attempt`` is the current
     attempt number (0 before the first lease); ``budget`` the attempts not
@@ -107,6 +112,7 @@ class TaskRecord:
                 if n.isascii() and n.isdigit():  # a field "a:x" written by hand is no attempt
                     per_attempt.setdefault(int(n), {})[name] = value
         timeout_ms = _opt_int(fields, "timeout_ms")
+        attempts = tuple(AttemptRecord.from_fields(n, per_attempt[n]) for n in sorted(per_attempt))
         return cls(
             id=iid or _text(fields.get("id")),
             name=_text(fields.get("name")),
@@ -122,7 +128,8 @@ class TaskRecord:
             due_at=_time(fields, "due"),
             ended_at=_time(fields, "ended"),
             deadline_at=_time(fields, "deadline"),
-            worker=_opt_text(fields, "worker"),
+            # a terminal instance keeps its holder only in the attempt history
+            worker=_opt_text(fields, "worker") or (attempts[-1].worker if attempts else None),
             run_id=_opt_text(fields, "run"),
             task=_opt_text(fields, "task"),
             depends_on=_csv(fields, "deps"),
@@ -134,9 +141,7 @@ class TaskRecord:
             cancel_requested=_text(fields.get("cancel_requested")) == "1",
             args=_bytes(fields, "args") or b"",
             result=_bytes(fields, "result") or None,
-            attempts=tuple(
-                AttemptRecord.from_fields(n, per_attempt[n]) for n in sorted(per_attempt)
-            ),
+            attempts=attempts,
             shard=shard,
         )
 
