@@ -155,6 +155,22 @@ def test_task_list_reads_run_tasks_an_older_version_put_in_recent_once(runs: Run
     assert sorted(ids) == [f"{rid}/a", f"{rid}/b"]
 
 
+def test_a_run_hash_and_its_tasks_leave_out_what_their_ids_say(runs: Runs) -> None:
+    """Issue 19 §4: the run hash holds no id or job (its key says them), yet its
+    end still finds its job (active set, history)."""
+    job_id = runs.job("lean", chain("a", "b"))
+    rid = runs.trigger("lean")
+    runs.ok(runs.lease()["a"])
+    runs.ok(runs.lease()["b"])
+    raw = {k.decode() for k in runs.r.hkeys(runs.k.run(0, rid))}
+    assert not {"id", "job"} & raw, raw
+    assert runs.active(job_id) == set()
+    assert runs.run(rid).job_id == job_id and runs.run(rid).state == "succeeded"
+    for t in "ab":
+        fields = {k.decode() for k in runs.r.hkeys(runs.ti_key(f"{rid}/{t}"))}
+        assert not {"id", "loc", "due", "deadline", "lease_entry", "worker"} & fields, fields
+
+
 def test_diamond_fans_in_once_and_the_run_goes_queued_running_succeeded(runs: Runs) -> None:
     runs.job(
         "diamond",

@@ -161,6 +161,16 @@ def run_hash(**extra: str) -> dict[str, str]:
     return fields
 
 
+def test_a_lean_run_hash_reads_as_the_full_one_an_older_version_wrote() -> None:
+    """A run hash leaves out its id and job (its key's ``<job id>@...`` says both)
+    and empty params: read with the id its key names, it is the full hash's record."""
+    full = run_hash(params="")
+    lean = {k: v for k, v in full.items() if k not in ("id", "job", "params")}
+    new = RunRecord.from_fields(lean, run_id="0-J@1000")
+    assert new == RunRecord.from_fields(full)
+    assert (new.id, new.job_id, new.params) == ("0-J@1000", "0-J", None)
+
+
 def test_run_record_from_fields() -> None:
     run = RunRecord.from_fields(run_hash())
     assert run.state is RunState.RUNNING

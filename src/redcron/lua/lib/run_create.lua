@@ -29,7 +29,7 @@ local function record_skipped(job_id, run_id, fire_ms, trigger, now, reason, sta
   local jk = key_job(job_id)
   local j = redis.call('HMGET', jk, 'tenant', 'name', 'keep_s')
   local rk = key_run(run_id)
-  redis.call('HSET', rk, 'id', run_id, 'job', job_id, 'tenant', j[1], 'job_name', j[2],
+  redis.call('HSET', rk, 'tenant', j[1], 'job_name', j[2],
     'state', state or 'skipped', 'reason', reason, 'scheduled_for', fire_ms, 'trigger', trigger,
     'created', now, 'ended', now, 'total', 0, 'tasks', '')
   redis.call('ZADD', key_runs(job_id), fire_ms, run_id)
@@ -59,10 +59,12 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, wo
   local names = {}
   for i, row in ipairs(rows) do names[i] = row.task end
   local rk = key_run(run_id)
-  redis.call('HSET', rk, 'id', run_id, 'job', job_id, 'job_name', j.name, 'tenant', tenant,
+  -- the id and the job are the key's (job_of_run); no params: no field
+  redis.call('HSET', rk, 'job_name', j.name, 'tenant', tenant,
     'state', 'queued', 'scheduled_for', fire_ms, 'trigger', trigger, 'created', now,
     'total', #rows, 'n_done', 0, 'n_succeeded', 0, 'n_failed', 0, 'n_cancelled', 0,
-    'tasks', table.concat(names, ','), 'keep_s', j.keep_s or '0', 'params', params or '')
+    'tasks', table.concat(names, ','), 'keep_s', j.keep_s or '0')
+  if params and params ~= '' then redis.call('HSET', rk, 'params', params) end
   local wake_now = woken == nil
   woken = woken or {}
   -- the caller may have read the tenant's admission settings already

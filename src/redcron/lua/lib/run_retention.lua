@@ -94,5 +94,7 @@ local function run_dlq_left(run_id)
   local f = redis.call('HMGET', rk, 'state', 'job', 'dlq_held')
   -- not held: active (retained when it ends), or its retention already started
   if not f[3] or RUN_ACTIVE[f[1]] then return end
-  if redis.call('HINCRBY', rk, 'dlq_held', -1) <= 0 then run_retain(rk, run_id, f[2]) end
+  if redis.call('HINCRBY', rk, 'dlq_held', -1) <= 0 then
+    run_retain(rk, run_id, f[2] or job_of_run(run_id))
+  end
 end

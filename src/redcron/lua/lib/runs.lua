@@ -30,7 +30,7 @@ local function run_check_end(run_id, now)
   end
   redis.call('HSET', rk, 'state', state, 'ended', now)
   count_run(f[RUN_END_TENANT], state)
-  local job_id = f[RUN_END_JOB]
+  local job_id = f[RUN_END_JOB] or job_of_run(run_id)  -- a run hash names its job no more
   redis.call('SREM', key_active(job_id), run_id)
   local jk = key_job(job_id)
   if redis.call('EXISTS', jk) == 1 then
