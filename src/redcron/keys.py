@@ -216,6 +216,19 @@ def manual_run_id(job_id: str, token: str) -> str:
     return f"{job_id}{RUN_SEP}m{token}"
 
 
+#: between a run's id and a task's name in the id of the run's instance of that
+#: task (``<run id>/<task>``); neither a one-off id nor a task name holds it
+TASK_SEP = "/"
+
+
+def run_of_task(iid: str) -> tuple[str, str] | None:
+    """(run id, task name) of a run's instance id ``<run id>/<task>``; None for a
+    one-off instance.  The instance hash does not repeat them (issue 19 §4).
+    Lua's generated ``run_of_task`` returns nil for a one-off."""
+    run, sep, task = iid.rpartition(TASK_SEP)
+    return (run, task) if sep else None
+
+
 def job_of_run(run_id: str) -> str:
     """The job id a run id starts with (the text before its first ``@``; all of
     it when there is none).  Lua's generated ``job_of_run`` returns nil then."""
@@ -471,5 +484,9 @@ def lua_key_functions() -> str:
     )
     out.append(
         f'local function job_of_run(run_id) return string.match(run_id or "", "^(.-){RUN_SEP}") end'
+    )
+    out.append(
+        f"local function run_of_task(iid) "
+        f'return string.match(iid or "", "^(.*){TASK_SEP}([^{TASK_SEP}]*)$") end'
     )
     return "\n".join(out) + "\n"

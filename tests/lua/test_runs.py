@@ -168,7 +168,10 @@ def test_a_run_hash_and_its_tasks_leave_out_what_their_ids_say(runs: Runs) -> No
     assert runs.run(rid).job_id == job_id and runs.run(rid).state == "succeeded"
     for t in "ab":
         fields = {k.decode() for k in runs.r.hkeys(runs.ti_key(f"{rid}/{t}"))}
-        assert not {"id", "loc", "due", "deadline", "lease_entry", "worker"} & fields, fields
+        gone = {"id", "run", "task", "loc", "due", "deadline", "lease_entry", "worker"}
+        assert not gone & fields, fields
+        rec = runs.b.inspection.task_info(f"{rid}/{t}")
+        assert (rec.run_id, rec.task, rec.worker) == (rid, t, WORKER)
 
 
 def test_diamond_fans_in_once_and_the_run_goes_queued_running_succeeded(runs: Runs) -> None:

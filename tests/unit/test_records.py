@@ -87,6 +87,11 @@ def test_a_lean_hash_reads_as_the_full_one_an_older_version_wrote() -> None:
     old, new = TaskRecord.from_fields(full, 0), TaskRecord.from_fields(lean, 0, "0-01ABC")
     assert new == old
     assert (new.id, new.worker, new.budget, new.timeout_s) == ("0-01ABC", "w2", 0, None)
+    # a run's task: its id says its run and its name in the DAG
+    iid = "0-J@1000/load"
+    old = TaskRecord.from_fields({**full, "id": iid, "run": "0-J@1000", "task": "load"}, 0)
+    assert TaskRecord.from_fields(lean, 0, iid) == old
+    assert (old.run_id, old.task) == ("0-J@1000", "load")
 
 
 def test_task_record_accepts_bytes_fields_and_run_fields() -> None:

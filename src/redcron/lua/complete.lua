@@ -47,8 +47,9 @@ for i = 3, #ARGV, 3 do
     local ttl = tonumber(f[TI_COMPLETE_RESULT_TTL_S] or '0')
     if ttl and ttl > 0 then redis.call('EXPIRE', ti, ttl) end
     if f[TI_COMPLETE_WAITERS] and f[TI_COMPLETE_WAITERS] ~= '0' then notify_done(ti, iid) end
-    if f[TI_COMPLETE_RUN] and f[TI_COMPLETE_RUN] ~= '' then
-      breaker_record(iid, f[TI_COMPLETE_RUN], false, now)
+    local run = run_of_task(iid)
+    if run then
+      breaker_record(iid, run, false, now)
       run_task_ended(ti, iid, 'succeeded', now)
     end
     out[#out + 1] = 1

@@ -21,13 +21,15 @@ nothing measurable (a local's value as the index, as a typed number was).
 
 from __future__ import annotations
 
-#: read name -> the hash fields it returns, in HMGET order.  The name says
+#: read name -> the hash fields it returns, in HMGET order.  None reads ``run``
+#: or ``task``: a run's instance id ``<run id>/<task>`` says both
+#: (``run_of_task(iid)``, generated from keys.py), and its hash no longer does.  The name says
 #: which hash (``ti``: an instance, ``tenant``: a tenant's settings) and who
 #: reads it; a script calls ``read_<name>(key)``.
 LUA_READS: dict[str, tuple[str, ...]] = {
     # lease.lua: an entry's hash, checked (one place, malformed) and handed out
     "ti_lease": (
-        "state", "loc", "attempt", "name", "kind", "args", "timeout_ms", "epoch", "run",
+        "state", "loc", "attempt", "name", "kind", "args", "timeout_ms", "epoch",
         "cpu", "mem", "queue", "tenant", "priority", "max_attempts", "budget",
     ),
     # lease.lua: the capacity peek of entries not yet read (lib/capacity.lua)
@@ -45,7 +47,7 @@ LUA_READS: dict[str, tuple[str, ...]] = {
     ),
     # complete.lua: the token and everything a success ends
     "ti_complete": (
-        "state", "worker", "epoch", "attempt", "tenant", "result_ttl_s", "waiters", "run",
+        "state", "worker", "epoch", "attempt", "tenant", "result_ttl_s", "waiters",
         "queue", "priority", "lease_entry", "kind", "error",
     ),
     # lib/attempts.lua: the token alone (fail, release)
@@ -53,7 +55,7 @@ LUA_READS: dict[str, tuple[str, ...]] = {
     # lib/attempts.lua end_attempt: what ending an attempt and moving it on needs
     "ti_end": (
         "attempt", "tenant", "max_attempts", "retry_base_ms", "retry_cap_ms", "budget",
-        "cancel_requested", "queue", "priority", "name", "run", "lease_entry",
+        "cancel_requested", "queue", "priority", "name", "lease_entry",
     ),
     # reap.lua: an expired lease's candidate
     "ti_reap": (
@@ -69,12 +71,12 @@ LUA_READS: dict[str, tuple[str, ...]] = {
     # lib/run_create.lua: a run made without a fire's read (a buffered fire)
     "job_run": ("template", "tenant", "name", "keep_s"),
     # dlq_replay.lua: a dead instance put back (or its run's task retried)
-    "ti_replay": ("state", "loc", "queue", "tenant", "priority", "attempt", "run", "task"),
+    "ti_replay": ("state", "loc", "queue", "tenant", "priority", "attempt"),
     # lib/run_reopen.lua retry_run_task: a run's task made to run again
     "ti_retry": ("state", "loc", "queue", "tenant", "priority", "attempt", "down"),
     # doctor_place.lua: where an instance says it is, checked against that place
     "ti_place": (
-        "state", "loc", "queue", "tenant", "priority", "lease_entry", "deadline", "due", "run",
+        "state", "loc", "queue", "tenant", "priority", "lease_entry", "deadline", "due",
         "name", "attempt", "error", "ended",
     ),
     # doctor_run.lua: a run's counters, recounted from its instances

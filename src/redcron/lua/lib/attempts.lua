@@ -41,8 +41,8 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
   redis.call('ZREM', key_tleases(tenant), iid)
   unpark(tenant)
   redis.call('HDEL', ti, 'deadline', 'lease_entry')
-  local run = f[TI_END_RUN]
-  if run and run ~= '' then breaker_attempt_ended(iid, run, outcome, counter, now) end
+  local run = run_of_task(iid)
+  if run then breaker_attempt_ended(iid, run, outcome, counter, now) end
   if outcome == 'succeeded' then
     -- as complete.lua: the history keeps the error and the holder (a:<n>:worker)
     redis.call('HDEL', ti, 'error', 'worker')

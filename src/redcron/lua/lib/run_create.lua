@@ -85,13 +85,13 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, wo
       note_oldest(row.queue, row.priority, tenant, eid)
       gather_wake(woken, row.queue)
     end
-    -- the id is the key's; an empty field or one at its default is not written
+    -- the id is the key's, and says the run and the task (run_of_task); an empty
+    -- field or one at its default is not written
     -- (a run's task keeps its instance's result for the run's keep_s: no result_ttl_s)
     local fields = {'name', row.name, 'kind', row.kind,
       'args', redis.call('HGET', jk, 'args:' .. row.task) or '', 'queue', row.queue,
       'tenant', tenant, 'priority', row.priority, 'max_attempts', row.max_attempts,
-      'created', now, 'attempt', 0, 'epoch', 0, 'run', run_id, 'task', row.task,
-      'state', state}
+      'created', now, 'attempt', 0, 'epoch', 0, 'state', state}
     if loc ~= '' then push_field(fields, 'loc', loc) end
     if #row.deps > 0 then
       push_field(fields, 'deps', table.concat(row.deps, ','))
