@@ -485,8 +485,11 @@ def lua_key_functions() -> str:
     out.append(
         f'local function job_of_run(run_id) return string.match(run_id or "", "^(.-){RUN_SEP}") end'
     )
+    # a plain find first: a one-off id (the lease and complete hot path) holds no
+    # separator, and the pattern would backtrack over the whole id to say so
     out.append(
         f"local function run_of_task(iid) "
-        f'return string.match(iid or "", "^(.*){TASK_SEP}([^{TASK_SEP}]*)$") end'
+        f'if not string.find(iid or "", "{TASK_SEP}", 1, true) then return nil end '
+        f'return string.match(iid, "^(.*){TASK_SEP}([^{TASK_SEP}]*)$") end'
     )
     return "\n".join(out) + "\n"
