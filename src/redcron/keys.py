@@ -73,8 +73,9 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "stats": ("stats", ()),
     # short maintenance locks (promote/reap at most once per interval)
     "lock": ("lock:{name}", ("name",)),
-    # instance id -> created (ms): the newest instances, for `task list`
-    # (enqueue and run creation add, trimmed to the newest 100,000 per shard)
+    # one-off instance id -> created (ms): the newest one-off instances, for `task
+    # list`, which reads a run's tasks through runidx (enqueue adds, trimmed to the
+    # newest 100,000 per shard)
     "recent": ("recent", ()),
     # rank in ``recent`` where maintenance next looks for ids whose hash expired
     "recentcur": ("recentcur", ()),
@@ -241,6 +242,19 @@ def manual_run_id(job_id: str, token: str) -> str:
     """The id of a manual run of ``job_id`` (``<job id>@m<token>``, a fresh ulid):
     never a fire time, so it cannot collide with a scheduled run."""
     return f"{job_id}{RUN_SEP}m{token}"
+
+
+#: between a run's id and a task's name in the id of the run's instance of that
+#: task (``<run id>/<task>``); neither a one-off id nor a task name holds it
+TASK_SEP = "/"
+
+
+def run_of_task(iid: str) -> tuple[str, str] | None:
+    """(run id, task name) of a run's instance id ``<run id>/<task>``; None for a
+    one-off instance.  The instance hash does not repeat them (issue 19 §4).
+    Lua's generated ``run_of_task`` returns nil for a one-off."""
+    run, sep, task = iid.rpartition(TASK_SEP)
+    return (run, task) if sep else None
 
 
 def job_of_run(run_id: str) -> str:
@@ -514,5 +528,12 @@ def lua_key_functions() -> str:
     )
     out.append(
         f'local function job_of_run(run_id) return string.match(run_id or "", "^(.-){RUN_SEP}") end'
+    )
+    # a plain find first: a one-off id (the lease and complete hot path) holds no
+    # separator, and the pattern would backtrack over the whole id to say so
+    out.append(
+        f"local function run_of_task(iid) "
+        f'if not string.find(iid or "", "{TASK_SEP}", 1, true) then return nil end '
+        f'return string.match(iid, "^(.*){TASK_SEP}([^{TASK_SEP}]*)$") end'
     )
     return "\n".join(out) + "\n"

@@ -70,7 +70,7 @@ def check(ops: Ops, model: Model) -> None:
 
     for iid in model.ids:
         h = ops.info(iid)
-        state, loc = h["state"], h["loc"]
+        state, loc = h["state"], h.get("loc", "")
         tenant, queue, priority = h["tenant"], h["queue"], h["priority"]
         assert state in STATES, (iid, state)
         places = []

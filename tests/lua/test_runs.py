@@ -17,7 +17,7 @@ import pytest
 from server_time import server_ms  # tests/helpers
 
 from redcron import App
-from redcron.broker import FailItem, Lease
+from redcron.broker import FailItem, Lease, TaskFilter, list_tasks
 from redcron.broker.argv import FireArgs
 from redcron.errors import Conflict, TaskFailed
 from redcron.keys import GROUP
@@ -144,6 +144,36 @@ def chain(*names: str, **options: Any) -> dict[str, Task]:
 # -- fan-out, fan-in, run lifecycle ------------------------------------------------
 
 
+def test_task_list_reads_run_tasks_an_older_version_put_in_recent_once(runs: Runs) -> None:
+    """Before the run listing stood for its tasks, run creation added each task to
+    ``recent`` too: such an entry, still in a deployed Redis, is listed once."""
+    runs.job("old", chain("a", "b"))
+    rid = runs.trigger("old")
+    created = runs.r.zscore(runs.k.runidx(runs.shard), rid)
+    runs.r.zadd(runs.k.recent(runs.shard), {f"{rid}/a": created, f"{rid}/b": created})
+    ids = [t.id for t in list_tasks(runs.b, TaskFilter())]
+    assert sorted(ids) == [f"{rid}/a", f"{rid}/b"]
+
+
+def test_a_run_hash_and_its_tasks_leave_out_what_their_ids_say(runs: Runs) -> None:
+    """Issue 19 §4: the run hash holds no id or job (its key says them), yet its
+    end still finds its job (active set, history)."""
+    job_id = runs.job("lean", chain("a", "b"))
+    rid = runs.trigger("lean")
+    runs.ok(runs.lease()["a"])
+    runs.ok(runs.lease()["b"])
+    raw = {k.decode() for k in runs.r.hkeys(runs.k.run(0, rid))}
+    assert not {"id", "job"} & raw, raw
+    assert runs.active(job_id) == set()
+    assert runs.run(rid).job_id == job_id and runs.run(rid).state == "succeeded"
+    for t in "ab":
+        fields = {k.decode() for k in runs.r.hkeys(runs.ti_key(f"{rid}/{t}"))}
+        gone = {"id", "run", "task", "loc", "due", "deadline", "lease_entry", "worker"}
+        assert not gone & fields, fields
+        rec = runs.b.inspection.task_info(f"{rid}/{t}")
+        assert (rec.run_id, rec.task, rec.worker) == (rid, t, WORKER)
+
+
 def test_diamond_fans_in_once_and_the_run_goes_queued_running_succeeded(runs: Runs) -> None:
     runs.job(
         "diamond",
@@ -156,9 +186,15 @@ def test_diamond_fans_in_once_and_the_run_goes_queued_running_succeeded(runs: Ru
     )
     rid = runs.trigger("diamond")
     assert runs.states(rid) == {"a": "ready", "b": "pending", "c": "pending", "d": "pending"}
-    # every task of the run is in the shard's recent index (task list finds it)
-    recent = {m.decode() for m in runs.r.zrange(runs.k.recent(runs.shard), 0, -1)}
-    assert {f"{rid}/{t}" for t in "abcd"} <= recent
+    # task list finds every task of the run through the run's one runidx entry:
+    # the recent index holds none of them (it would repeat that entry per task)
+    assert not runs.r.zrange(runs.k.recent(runs.shard), 0, -1)
+    listed = {t.id for t in list_tasks(runs.b, TaskFilter())}
+    assert {f"{rid}/{t}" for t in "abcd"} <= listed
+    tenant = runs.run(rid).tenant
+    assert {t.id for t in list_tasks(runs.b, TaskFilter(tenant=tenant, state="pending"))} == {
+        f"{rid}/{t}" for t in "bcd"
+    }
     assert runs.ready() == [f"{rid}/a"]
     assert runs.run(rid).state == "queued"
 
@@ -549,19 +585,24 @@ def test_retention_ttls_once_ended_and_history_bounded_by_keep_runs(runs: Runs) 
     assert [r.id for r in runs.app.jobs.runs(job_id)] == rids[-keep:][::-1]
 
 
-def test_history_entries_of_runs_gone_with_their_retention_are_dropped(runs: Runs) -> None:
-    """A history below keep_runs is never trimmed by count, but runs expire
-    after keep_s: their entries must not pile up (bench soak saw the growth)."""
+def test_index_entries_of_runs_gone_with_their_retention_are_dropped(runs: Runs) -> None:
+    """A history below keep_runs is never trimmed by count, nor are runidx and
+    truns below their caps, but runs expire after keep_s: their entries must not
+    pile up (bench soak saw the growth)."""
     job_id = runs.job("quick", {"a": Task("t")}, keep_runs=1000)
     start = server_ms(runs.r)  # distinct scheduled_for (ms) so "oldest" is well defined
     rids = [runs.run_through("quick", now=start + i) for i in range(4)]
     for old in rids[:3]:  # as if their keep_s ran out
         runs.r.delete(runs.k.run(0, old), runs.ti_key(f"{old}/a"))
-    hist = runs.k.runs(0, job_id)
+    tenant = runs.r.hget(runs.k.run(0, rids[3]), "tenant").decode()
+    # the history, and the shard's and the tenant's run listings alike
+    indexes = [runs.k.runs(0, job_id), runs.k.runidx(0), runs.k.truns(0, tenant)]
     runs.run_through("quick", now=start + 4)  # each run end drops up to two expired entries
-    assert [x.decode() for x in runs.r.zrange(hist, 0, -1)][:2] == [rids[2], rids[3]]
+    for index in indexes:
+        assert [x.decode() for x in runs.r.zrange(index, 0, -1)][:2] == [rids[2], rids[3]]
     runs.run_through("quick", now=start + 5)
-    assert runs.r.zrange(hist, 0, 0) == [rids[3].encode()]
+    for index in indexes:
+        assert runs.r.zrange(index, 0, 0) == [rids[3].encode()]
     assert len(runs.app.jobs.runs(job_id)) == 3
 
 

@@ -19,6 +19,7 @@ from redcron.model import (
     TenantLoad,
     to_json,
 )
+from redcron.model.fields import TI_DEFAULTS
 from redcron.model.records import epoch_ms, from_ms
 from redcron.model.serialize import dumps, iso
 from redcron.model.states import RunState, TaskState
@@ -73,6 +74,24 @@ def test_task_record_from_fields() -> None:
         exit_code=1,
     )
     assert (second.number, second.outcome, second.started_at) == (2, "succeeded", None)
+
+
+def test_a_lean_hash_reads_as_the_full_one_an_older_version_wrote() -> None:
+    """The instance hash leaves out its id (the key's), fields at their default,
+    and once succeeded its place, lease and holder: read with the id its key
+    names, it gives the record the full hash (still in a deployed Redis) gives."""
+    full = ti_hash(timeout_ms="0", retry_base_ms="1000", retry_cap_ms="3600000",
+                   result_ttl_s="0", deadline="", lease_entry="")  # fmt: skip
+    gone = ("id", "worker", "loc", "due", "deadline", "lease_entry", *TI_DEFAULTS)
+    lean = {k: v for k, v in full.items() if k not in gone}
+    old, new = TaskRecord.from_fields(full, 0), TaskRecord.from_fields(lean, 0, "0-01ABC")
+    assert new == old
+    assert (new.id, new.worker, new.budget, new.timeout_s) == ("0-01ABC", "w2", 0, None)
+    # a run's task: its id says its run and its name in the DAG
+    iid = "0-J@1000/load"
+    old = TaskRecord.from_fields({**full, "id": iid, "run": "0-J@1000", "task": "load"}, 0)
+    assert TaskRecord.from_fields(lean, 0, iid) == old
+    assert (old.run_id, old.task) == ("0-J@1000", "load")
 
 
 def test_task_record_accepts_bytes_fields_and_run_fields() -> None:
@@ -145,6 +164,16 @@ def run_hash(**extra: str) -> dict[str, str]:
     }  # fmt: skip
     fields.update(extra)
     return fields
+
+
+def test_a_lean_run_hash_reads_as_the_full_one_an_older_version_wrote() -> None:
+    """A run hash leaves out its id and job (its key's ``<job id>@...`` says both)
+    and empty params: read with the id its key names, it is the full hash's record."""
+    full = run_hash(params="")
+    lean = {k: v for k, v in full.items() if k not in ("id", "job", "params")}
+    new = RunRecord.from_fields(lean, run_id="0-J@1000")
+    assert new == RunRecord.from_fields(full)
+    assert (new.id, new.job_id, new.params) == ("0-J@1000", "0-J", None)
 
 
 def test_run_record_from_fields() -> None:

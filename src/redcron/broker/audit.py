@@ -135,7 +135,7 @@ class AuditLog:
     def task_infos(self, shard: int, iids: Sequence[str]) -> dict[str, TaskRecord]:
         """The records of ``iids`` that exist."""
         return {
-            iid: TaskRecord.from_fields(fields_of(raw, keep=PAYLOADS), shard)
+            iid: TaskRecord.from_fields(fields_of(raw, keep=PAYLOADS), shard, iid)
             for iid, raw in self._read(shard, iids, "hgetall")
             if raw
         }

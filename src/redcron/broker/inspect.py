@@ -50,7 +50,7 @@ class Inspection:
         raw = self.core.client.hgetall(self.core.keys.ti(shard, iid))
         if not raw:
             raise NotFound(f"no task {iid} (never existed, or expired after its retention)")
-        return TaskRecord.from_fields(fields_of(raw, keep=PAYLOADS), shard)
+        return TaskRecord.from_fields(fields_of(raw, keep=PAYLOADS), shard, iid)
 
     def queue_names(self, shard: int) -> list[str]:
         """The queues ``shard`` has seen work on (enqueued or declared), sorted."""

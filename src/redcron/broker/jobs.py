@@ -307,7 +307,11 @@ class JobStore:
         pipe = self.broker.client.pipeline(transaction=False)
         for rid in ids:
             pipe.hgetall(self.keys.run(shard, _s(rid)))
-        return [RunRecord.from_fields(fields_of(raw)) for raw in pipe.execute() if raw]
+        return [
+            RunRecord.from_fields(fields_of(raw), run_id=_s(rid))
+            for rid, raw in zip(ids, pipe.execute(), strict=True)
+            if raw
+        ]
 
     def latest_runs(self, job_ids: Sequence[str]) -> dict[str, RunRecord | None]:
         """Each job's newest run (None: none yet; ``tasks`` not read), for a list of
@@ -326,9 +330,9 @@ class JobStore:
         pipe = client.pipeline(transaction=False)
         for jid, rid in newest:
             pipe.hgetall(keys.run(shard_of_id(jid), rid))
-        for (jid, _rid), raw in zip(newest, pipe.execute(), strict=True):
+        for (jid, rid), raw in zip(newest, pipe.execute(), strict=True):
             if raw:  # expired between the two reads
-                out[jid] = RunRecord.from_fields(fields_of(raw))
+                out[jid] = RunRecord.from_fields(fields_of(raw), run_id=rid)
         return out
 
     def run(self, run_id: str) -> RunRecord:
@@ -346,10 +350,11 @@ class JobStore:
         tasks: list[TaskRecord | ExpiredTask] = []
         for t, ti in zip(names, pipe.execute() if names else [], strict=True):
             if ti:
-                tasks.append(TaskRecord.from_fields(fields_of(ti, keep=PAYLOADS), shard))
+                iid = f"{run_id}/{t}"
+                tasks.append(TaskRecord.from_fields(fields_of(ti, keep=PAYLOADS), shard, iid))
             else:
                 tasks.append(ExpiredTask(t))
-        return RunRecord.from_fields(fields, tuple(tasks))
+        return RunRecord.from_fields(fields, tuple(tasks), run_id)
 
     def cancel_run(self, run_id: str, now: int | None = None) -> RunCancel:
         """End every live task of a run ``cancelled``, and so the run."""

@@ -344,7 +344,7 @@ def _page_run_index(
         last = (ms, rid)
         if not raw:
             continue  # expired with its retention
-        run = RunRecord.from_fields(fields_of(raw))
+        run = RunRecord.from_fields(fields_of(raw), run_id=rid)
         if state is None or run.state == state:
             shown.append(run)
     more = cut or len(entries) >= want

@@ -32,10 +32,12 @@ for i = 3, #ARGV, 3 do
   local f = read_ti_complete(ti)
   if token_holds(f, worker, epoch) then
     -- the fast path of end_attempt(..., 'succeeded', ...): one HSET for everything
+    -- it records, one HDEL for what a succeeded instance no longer has (its place
+    -- and lease; the holder stays in the attempt's a:<n>:worker)
     local pre = 'a:' .. f[TI_COMPLETE_ATTEMPT] .. ':'
     redis.call('HSET', ti, 'result', result, pre .. 'outcome', 'succeeded',
-      pre .. 'ended', now, 'state', 'succeeded', 'loc', '', 'ended', now, 'deadline', '',
-      'lease_entry', '')
+      pre .. 'ended', now, 'state', 'succeeded', 'ended', now)
+    redis.call('HDEL', ti, 'loc', 'deadline', 'lease_entry', 'worker')
     if f[TI_COMPLETE_ERROR] then redis.call('HDEL', ti, 'error') end  -- only after a failed attempt
     dur_note_attempt(durations, ti, pre, f[TI_COMPLETE_TENANT], now)
     if f[TI_COMPLETE_KIND] == 'command' or f[TI_COMPLETE_KIND] == 'container' then
@@ -49,8 +51,9 @@ for i = 3, #ARGV, 3 do
     local ttl = tonumber(f[TI_COMPLETE_RESULT_TTL_S] or '0')
     if ttl and ttl > 0 then redis.call('EXPIRE', ti, ttl) end
     if f[TI_COMPLETE_WAITERS] and f[TI_COMPLETE_WAITERS] ~= '0' then notify_done(ti, iid) end
-    if f[TI_COMPLETE_RUN] and f[TI_COMPLETE_RUN] ~= '' then
-      breaker_record(iid, f[TI_COMPLETE_RUN], false, now)
+    local run = run_of_task(iid)
+    if run then
+      breaker_record(iid, run, false, now)
       run_task_ended(ti, iid, 'succeeded', now)
     end
     out[#out + 1] = 1

@@ -20,11 +20,10 @@ for i = 2, #ARGV do
   local iid = ARGV[i]
   local ti = key_ti(iid)
   local f = read_ti_replay(ti)
-  local run = f[TI_REPLAY_RUN]
-  if f[TI_REPLAY_STATE] == 'dead' and run and run ~= '' then
+  local run, task = run_of_task(iid)
+  if f[TI_REPLAY_STATE] == 'dead' and run then
     -- a run's task: replay is the run's retry (downstream reset, run reopened
     -- only if the job's overlap policy allows)
-    local task = f[TI_REPLAY_TASK]
     if not run_reopen_forbidden(run) and retry_run_task(run, task, now_ms(override)) then
       out[#out + 1] = 1
     else

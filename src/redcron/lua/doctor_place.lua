@@ -104,7 +104,7 @@ elseif state == 'dead' then
   redis.call('HSET', ti, 'loc', 'dlq:' .. new)
   return 'dlq_added'
 elseif state == 'held' then
-  local job_id = job_of_run(f[TI_PLACE_RUN])
+  local job_id = job_of_run(run_of_task(iid))
   if not job_id then return 'in_place' end
   local hk = key_held(job_id)
   if redis.call('LPOS', hk, iid) then return 'in_place' end

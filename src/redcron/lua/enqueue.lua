@@ -35,6 +35,7 @@
 -- @include lib/admission.lua
 -- @include lib/batch.lua
 -- @include lib/grant.lua
+-- @include lib/ti_fields.lua
 
 local now = now_ms(ARGV[1])
 local F = tonumber(ARGV[2])
@@ -160,15 +161,21 @@ for i = 0, count - 1 do
     end
     gather_wake(woken, queue)
   end
-  redis.call('HSET', ti, 'id', iid, 'name', name, 'kind', kind, 'args', args,
-    'queue', queue, 'tenant', tenant, 'priority', priority, 'timeout_ms', timeout_ms,
-    'max_attempts', max_attempts, 'retry_base_ms', retry_base_ms, 'retry_cap_ms', retry_cap_ms,
-    'result_ttl_s', result_ttl_s, 'created', now, 'attempt', 0, 'epoch', 0, 'budget', 0,
-    'state', state, 'loc', loc, 'due', due)
-  note_recent(recent, iid, now)
+  -- the id is the key's; a field at its default (TI_DEFAULT_*) is not written
+  local row = {'name', name, 'kind', kind, 'args', args, 'queue', queue, 'tenant', tenant,
+    'priority', priority, 'max_attempts', max_attempts, 'created', now, 'attempt', 0,
+    'epoch', 0, 'state', state, 'loc', loc}
+  if due ~= '' then push_field(row, 'due', due) end
+  push_unless_default(row, 'timeout_ms', timeout_ms, TI_DEFAULT_TIMEOUT_MS)
+  push_unless_default(row, 'retry_base_ms', retry_base_ms, TI_DEFAULT_RETRY_BASE_MS)
+  push_unless_default(row, 'retry_cap_ms', retry_cap_ms, TI_DEFAULT_RETRY_CAP_MS)
+  push_unless_default(row, 'result_ttl_s', result_ttl_s, TI_DEFAULT_RESULT_TTL_S)
   if cpu ~= '' or mem ~= '' then
-    redis.call('HSET', ti, 'cpu', cpu, 'mem', mem)
+    push_field(row, 'cpu', cpu)
+    push_field(row, 'mem', mem)
   end
+  redis.call('HSET', ti, unpack(row))
+  note_recent(recent, iid, now)
   if not tenants_seen[tenant] then
     tenants_seen[tenant] = true
     redis.call('SADD', key_tenants(), tenant)

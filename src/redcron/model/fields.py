@@ -21,13 +21,15 @@ nothing measurable (a local's value as the index, as a typed number was).
 
 from __future__ import annotations
 
-#: read name -> the hash fields it returns, in HMGET order.  The name says
+#: read name -> the hash fields it returns, in HMGET order.  None reads ``run``
+#: or ``task``: a run's instance id ``<run id>/<task>`` says both
+#: (``run_of_task(iid)``, generated from keys.py), and its hash no longer does.  The name says
 #: which hash (``ti``: an instance, ``tenant``: a tenant's settings) and who
 #: reads it; a script calls ``read_<name>(key)``.
 LUA_READS: dict[str, tuple[str, ...]] = {
     # lease.lua: an entry's hash, checked (one place, malformed) and handed out
     "ti_lease": (
-        "state", "loc", "attempt", "name", "kind", "args", "timeout_ms", "epoch", "run",
+        "state", "loc", "attempt", "name", "kind", "args", "timeout_ms", "epoch",
         "cpu", "mem", "queue", "tenant", "priority", "max_attempts", "budget",
     ),
     # lease.lua: the capacity peek of entries not yet read (lib/capacity.lua)
@@ -45,7 +47,7 @@ LUA_READS: dict[str, tuple[str, ...]] = {
     ),
     # complete.lua: the token and everything a success ends
     "ti_complete": (
-        "state", "worker", "epoch", "attempt", "tenant", "result_ttl_s", "waiters", "run",
+        "state", "worker", "epoch", "attempt", "tenant", "result_ttl_s", "waiters",
         "queue", "priority", "lease_entry", "kind", "error",
     ),
     # lib/attempts.lua: the token alone (fail, release)
@@ -53,7 +55,7 @@ LUA_READS: dict[str, tuple[str, ...]] = {
     # lib/attempts.lua end_attempt: what ending an attempt and moving it on needs
     "ti_end": (
         "attempt", "tenant", "max_attempts", "retry_base_ms", "retry_cap_ms", "budget",
-        "cancel_requested", "queue", "priority", "name", "run", "lease_entry",
+        "cancel_requested", "queue", "priority", "name", "lease_entry",
     ),
     # reap.lua: an expired lease's candidate
     "ti_reap": (
@@ -71,12 +73,12 @@ LUA_READS: dict[str, tuple[str, ...]] = {
     # lib/run_create.lua: a run made without a fire's read (a buffered fire)
     "job_run": ("template", "tenant", "name", "keep_s"),
     # dlq_replay.lua: a dead instance put back (or its run's task retried)
-    "ti_replay": ("state", "loc", "queue", "tenant", "priority", "attempt", "run", "task"),
+    "ti_replay": ("state", "loc", "queue", "tenant", "priority", "attempt"),
     # lib/run_reopen.lua retry_run_task: a run's task made to run again
     "ti_retry": ("state", "loc", "queue", "tenant", "priority", "attempt", "down"),
     # doctor_place.lua: where an instance says it is, checked against that place
     "ti_place": (
-        "state", "loc", "queue", "tenant", "priority", "lease_entry", "deadline", "due", "run",
+        "state", "loc", "queue", "tenant", "priority", "lease_entry", "deadline", "due",
         "name", "attempt", "error", "ended",
     ),
     # doctor_run.lua: a run's counters, recounted from its instances
@@ -84,6 +86,21 @@ LUA_READS: dict[str, tuple[str, ...]] = {
         "state", "job", "tasks", "total", "n_done", "n_succeeded", "n_failed", "n_cancelled",
     ),
 }  # fmt: skip
+
+#: instance hash fields not written while they hold their default: a retained
+#: instance pays for every field it keeps (issue 19 §4).  Every reader takes an
+#: absent field as this value: the scripts through the generated ``TI_DEFAULT_*``
+#: constants (``f[TI_END_RETRY_BASE_MS] or TI_DEFAULT_RETRY_BASE_MS``), Python
+#: through :class:`redcron.model.records.TaskRecord`.  Fields a lease needs to be
+#: present (``epoch``, ``attempt``: lib/malformed.lua) are always written.
+TI_DEFAULTS: dict[str, int] = {
+    "timeout_ms": 0,
+    "retry_base_ms": 1000,
+    "retry_cap_ms": 3_600_000,
+    "result_ttl_s": 0,
+    "budget": 0,
+    "deps_left": 0,
+}
 
 #: the lease token's fields: every read lib/token.lua checks starts with them
 TOKEN: tuple[str, ...] = ("state", "worker", "epoch")
@@ -98,9 +115,10 @@ def constant(read: str, field: str) -> str:
 def lua_readers() -> str:
     """Lua source defining, per entry of :data:`LUA_READS`, ``read_<name>(key)``
     (one HMGET of its fields) and the index constants of its reply
-    (``local TI_LEASE_STATE, TI_LEASE_LOC, ... = 1, 2, ...``), and the token's
-    (``TOKEN_STATE, TOKEN_WORKER, TOKEN_EPOCH``: the first three of every read
-    in :data:`TOKEN_READS`)."""
+    (``local TI_LEASE_STATE, TI_LEASE_LOC, ... = 1, 2, ...``), the defaults of
+    :data:`TI_DEFAULTS` as text (``TI_DEFAULT_RETRY_BASE_MS = '1000'``), and the
+    token's (``TOKEN_STATE, TOKEN_WORKER, TOKEN_EPOCH``: the first three of every
+    read in :data:`TOKEN_READS`)."""
     out = ["-- generated from redcron/model/fields.py: do not edit"]
     for name, fields in LUA_READS.items():
         if len(set(fields)) != len(fields):
@@ -115,6 +133,8 @@ def lua_readers() -> str:
             "end",
             f"local {names} = {', '.join(str(i) for i in range(1, len(fields) + 1))}",
         ]
+    # one line each: a script keeps (broker/scripts.py) only those it uses
+    out += [f"local TI_DEFAULT_{f.upper()} = '{v}'" for f, v in TI_DEFAULTS.items()]
     out.append(
         f"local {', '.join(f'TOKEN_{f.upper()}' for f in TOKEN)} = "
         f"{', '.join(str(i) for i in range(1, len(TOKEN) + 1))}"

@@ -20,7 +20,7 @@ from redcron.broker.doctor.scan import (
     snapshot,
     tx,
 )
-from redcron.keys import Keys, job_of_run
+from redcron.keys import Keys, job_of_run, run_of_task
 from redcron.model.states import RUN_ACTIVE, TASK_LEASED, TASK_TERMINAL
 from redcron.serde import text as _s
 
@@ -65,6 +65,12 @@ def check_instances(ex: Exam, shard: int) -> tuple[set[str], set[str]]:
     return tenants, queues
 
 
+def _run_of(iid: str) -> str:
+    """The run a run's instance id names ('' for a one-off): the hash does not."""
+    run_task = run_of_task(iid)
+    return run_task[0] if run_task else ""
+
+
 def _lookups(k: Keys, shard: int, iid: str, f: dict[str, str]) -> list[Cmd]:
     """The reads that say whether the instance is where its hash ``f`` says."""
     state, loc, tenant = f.get("state", ""), f.get("loc", ""), f.get("tenant", "")
@@ -80,9 +86,9 @@ def _lookups(k: Keys, shard: int, iid: str, f: dict[str, str]) -> list[Cmd]:
         eid = loc[4:] if loc.startswith("dlq:") else "0-0"
         return [("xrange", k.dlq(shard, tenant), eid, eid)]
     if state == "held":
-        return [("lpos", k.held(shard, job_of_run(f.get("run", ""))), iid)]
+        return [("lpos", k.held(shard, job_of_run(_run_of(iid))), iid)]
     if state == "pending":
-        return [("hget", k.run(shard, f.get("run", "")), "state")]
+        return [("hget", k.run(shard, _run_of(iid)), "state")]
     return []
 
 
@@ -197,7 +203,7 @@ def _judge(ex: Exam, shard: int, key: str, iid: str, f: dict[str, str], got: lis
     elif state == "held":
         (pos,) = got
         if pos is None:
-            job = job_of_run(f.get("run", ""))
+            job = job_of_run(_run_of(iid))
             ex.add(
                 "held_missing",
                 shard,

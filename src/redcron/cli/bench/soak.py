@@ -10,7 +10,11 @@ first retention period, expiry removes as much as each minute adds, so memory
 should be flat; ``bytes_per_instance`` is the memory above the idle baseline
 divided by the retained instances (the run hashes, run indexes and logs they
 bring along included); ``instance_hash_bytes`` is the mean ``MEMORY USAGE`` of
-one finished instance hash alone.
+one finished instance hash alone; ``bytes_by_kind`` splits the last sample's
+memory by key kind (the ``MEMORY USAGE`` of every key of the benchmark's prefix,
+summed per kind and divided by the retained instances: where the bytes go) and
+``instance_encodings`` counts the finished instance hashes' ``OBJECT ENCODING``
+(a hash past ``hash-max-listpack-*`` turns into a hashtable, several times larger).
 """
 
 from __future__ import annotations
@@ -18,12 +22,14 @@ from __future__ import annotations
 import statistics
 import sys
 import time
+from collections import Counter
 from typing import Any
 
 from redcron.app import App
 from redcron.broker.doctor.scan import scan
 from redcron.cli.bench.fixtures import beat_process, bench_run, worker_process
 from redcron.model.jobs import JobSpec, Task
+from redcron.serde import text as _s
 
 #: seconds between two runs of one soak job
 EVERY_S = 3
@@ -66,12 +72,13 @@ def soak(
         with beat_process(run.url, run.prefix), worker_process(run.url, run.prefix, 8, "threads"):
             for minute in range(1, minutes + 1):
                 time.sleep(sample_s)
-                retained, hash_bytes = _finished_instances(bapp)
+                retained, hash_bytes, encodings = _finished_instances(bapp)
                 sample = {
                     "minute": minute,
                     "used_memory": _used_memory(bapp),
                     "retained_instances": retained,
                     "instance_hash_bytes": hash_bytes,
+                    "instance_encodings": encodings,
                     "runs": _fires(bapp) - fires0,
                 }
                 samples.append(sample)
@@ -82,6 +89,8 @@ def soak(
                     file=sys.stderr,
                     flush=True,
                 )
+            if samples:
+                samples[-1]["by_kind"] = _by_kind(bapp)
         return _figures(samples, baseline, runs_per_minute, retention_s, sample_s)
 
 
@@ -117,6 +126,15 @@ def _figures(
         "flat_after_retention": flat,
         "bytes_per_retained_instance": per_instance,
         "instance_hash_bytes": last["instance_hash_bytes"] if last else None,
+        "instance_encodings": last["instance_encodings"] if last else {},
+        "bytes_by_kind": (
+            {
+                kind: round(size / last["retained_instances"])
+                for kind, size in sorted(last.get("by_kind", {}).items(), key=lambda kv: -kv[1])
+            }
+            if last and last["retained_instances"]
+            else {}
+        ),
     }
 
 
@@ -132,9 +150,10 @@ def _fires(bapp: App) -> int:
     return bapp.broker.inspection.stats().get("fires", 0)
 
 
-def _finished_instances(bapp: App) -> tuple[int, int | None]:
+def _finished_instances(bapp: App) -> tuple[int, int | None, dict[str, int]]:
     """Task instance hashes that have ended (succeeded, failed...), all shards,
-    and the mean ``MEMORY USAGE`` of up to ``HASH_SAMPLE`` of them."""
+    the mean ``MEMORY USAGE`` of up to ``HASH_SAMPLE`` of them and how many of
+    those are encoded how (``listpack``, ``hashtable``)."""
     client, keys = bapp.broker.client, bapp.broker.keys
     ended: list[Any] = []
     for shard in range(bapp.broker.shards):
@@ -142,7 +161,23 @@ def _finished_instances(bapp: App) -> tuple[int, int | None]:
             ended += _ended(client, batch)
     sample = ended[:HASH_SAMPLE]
     sizes = [client.memory_usage(key) or 0 for key in sample]
-    return len(ended), round(statistics.fmean(sizes)) if sizes else None
+    encodings = Counter(_s(client.object("encoding", key)) for key in sample)
+    return len(ended), round(statistics.fmean(sizes)) if sizes else None, dict(encodings)
+
+
+def _by_kind(bapp: App) -> dict[str, int]:
+    """Bytes (``MEMORY USAGE``, every element counted) of every key of the
+    benchmark's prefix, summed per kind: the word after the shard tag
+    (``ti``, ``run``, ``recent``...) or after the prefix for the keys of no shard."""
+    client, prefix = bapp.broker.client, bapp.broker.keys.prefix
+    sizes: Counter[str] = Counter()
+    # bench_run's prefixes are letters and digits: no glob character to escape
+    for key in client.scan_iter(match=prefix + ":*", count=1000):
+        rest = _s(key)[len(prefix) + 1 :]
+        if rest.startswith("{"):
+            rest = rest.partition("}:")[2]
+        sizes[rest.partition(":")[0]] += client.memory_usage(key, samples=0) or 0
+    return dict(sizes)
 
 
 def _ended(client: Any, batch: list[Any]) -> list[Any]:

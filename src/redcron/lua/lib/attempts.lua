@@ -47,11 +47,12 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
   drop_entry(key_q(queue, tenant, priority), f[TI_END_LEASE_ENTRY])
   redis.call('ZREM', key_tleases(tenant), iid)
   unpark(tenant)
-  redis.call('HSET', ti, 'deadline', '', 'lease_entry', '')
-  local run = f[TI_END_RUN]
-  if run and run ~= '' then breaker_attempt_ended(iid, run, outcome, counter, now) end
+  redis.call('HDEL', ti, 'deadline', 'lease_entry')
+  local run = run_of_task(iid)
+  if run then breaker_attempt_ended(iid, run, outcome, counter, now) end
   if outcome == 'succeeded' then
-    redis.call('HDEL', ti, 'error')  -- as complete.lua: history keeps it
+    -- as complete.lua: the history keeps the error and the holder (a:<n>:worker)
+    redis.call('HDEL', ti, 'error', 'worker')
     make_terminal(ti, iid, 'succeeded', now)
     return 'succeeded'
   end
@@ -59,14 +60,15 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
     make_terminal(ti, iid, 'cancelled', now)
     return 'cancelled'
   end
-  local used = n - (tonumber(f[TI_END_BUDGET] or '0') or 0)
+  local used = n - (tonumber(f[TI_END_BUDGET] or TI_DEFAULT_BUDGET) or 0)
   if retryable == '1' and used < (tonumber(f[TI_END_MAX_ATTEMPTS] or '1') or 1) then
     local delay
     if delay_ms ~= nil and delay_ms ~= '' then
       delay = tonumber(delay_ms)
     else
-      local ceiling = (tonumber(f[TI_END_RETRY_BASE_MS] or '1000') or 1000) * (2 ^ (used - 1))
-      local cap = tonumber(f[TI_END_RETRY_CAP_MS] or '3600000') or 3600000
+      local base = tonumber(f[TI_END_RETRY_BASE_MS] or TI_DEFAULT_RETRY_BASE_MS) or 1000
+      local ceiling = base * (2 ^ (used - 1))
+      local cap = tonumber(f[TI_END_RETRY_CAP_MS] or TI_DEFAULT_RETRY_CAP_MS) or 3600000
       if ceiling > cap then ceiling = cap end
       delay = math.floor(ceiling * tonumber(frac))
     end

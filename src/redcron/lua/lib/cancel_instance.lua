@@ -46,12 +46,11 @@ local function cancel_instance(iid, now)
   elseif state == 'retry_wait' or state == 'scheduled' then
     redis.call('ZREM', key_timers(), iid)
   elseif state == 'held' then
-    redis.call('LREM', key_held(job_of_run(redis.call('HGET', ti, 'run'))), 0, iid)
+    redis.call('LREM', key_held(job_of_run(run_of_task(iid))), 0, iid)
   elseif state == 'dead' then
     redis.call('XDEL', key_dlq(f[4]), string.sub(loc, 5))
     -- a dead task already counted as ended (failed) in its run: recount it
-    dead_run = redis.call('HGET', ti, 'run')
-    if dead_run == '' then dead_run = nil end
+    dead_run = run_of_task(iid)
     if dead_run then
       redis.call('HINCRBY', key_run(dead_run), 'n_done', -1)
       redis.call('HINCRBY', key_run(dead_run), 'n_failed', -1)

@@ -1,5 +1,6 @@
---[[ recent: the shard's index of task instances by creation time, for
-  `redcron task list` (newest first, no SCAN).  Bounded: each writing call
+--[[ recent: the shard's index of one-off task instances by creation time, for
+  `redcron task list` (newest first, no SCAN; a run's tasks are listed through
+  runidx, one entry per run).  Bounded: each writing call
   trims it to the newest RECENT_CAP ids; readers drop ids whose hash expired. ]]
 
 local RECENT_CAP = 100000

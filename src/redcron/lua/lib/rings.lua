@@ -58,7 +58,8 @@ end
 -- Put an instance on its tenant's ready stream and the tenant on the ring.
 local function make_ready(ti, iid, queue, tenant, priority)
   local eid = stream_add(key_q(queue, tenant, priority), iid)
-  redis.call('HSET', ti, 'state', 'ready', 'loc', 'q:' .. eid, 'due', '')
+  redis.call('HSET', ti, 'state', 'ready', 'loc', 'q:' .. eid)
+  redis.call('HDEL', ti, 'due')  -- a retry's or countdown's; absent reads as none
   ring_add(key_ring(queue, priority), tenant)
   note_oldest(queue, priority, tenant, eid)
   return eid

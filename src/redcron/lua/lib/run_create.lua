@@ -4,8 +4,8 @@
 -- @include lib/admission.lua
 -- @include lib/streams.lua
 -- @include lib/rings.lua
--- @include lib/recent.lua
 -- @include lib/outcomes.lua
+-- @include lib/ti_fields.lua
 
 -- List a new run in the shard's and its tenant's run indexes (newest first for
 -- /v1/runs), each trimmed to its newest RUNIDX_MAX / TRUNS_MAX: older runs stay
@@ -29,7 +29,7 @@ local function record_skipped(job_id, run_id, fire_ms, trigger, now, reason, sta
   local jk = key_job(job_id)
   local j = redis.call('HMGET', jk, 'tenant', 'name', 'keep_s')
   local rk = key_run(run_id)
-  redis.call('HSET', rk, 'id', run_id, 'job', job_id, 'tenant', j[1], 'job_name', j[2],
+  redis.call('HSET', rk, 'tenant', j[1], 'job_name', j[2],
     'state', state or 'skipped', 'reason', reason, 'scheduled_for', fire_ms, 'trigger', trigger,
     'created', now, 'ended', now, 'total', 0, 'tasks', '')
   redis.call('ZADD', key_runs(job_id), fire_ms, run_id)
@@ -59,13 +59,14 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, wo
   local names = {}
   for i, row in ipairs(rows) do names[i] = row.task end
   local rk = key_run(run_id)
-  redis.call('HSET', rk, 'id', run_id, 'job', job_id, 'job_name', j.name, 'tenant', tenant,
+  -- the id and the job are the key's (job_of_run); no params: no field
+  redis.call('HSET', rk, 'job_name', j.name, 'tenant', tenant,
     'state', 'queued', 'scheduled_for', fire_ms, 'trigger', trigger, 'created', now,
     'total', #rows, 'n_done', 0, 'n_succeeded', 0, 'n_failed', 0, 'n_cancelled', 0,
-    'tasks', table.concat(names, ','), 'keep_s', j.keep_s or '0', 'params', params or '')
+    'tasks', table.concat(names, ','), 'keep_s', j.keep_s or '0')
+  if params and params ~= '' then redis.call('HSET', rk, 'params', params) end
   local wake_now = woken == nil
   woken = woken or {}
-  local recent = {}
   -- the caller may have read the tenant's admission settings already
   local max_priority = j.max_priority
   if not max_priority then
@@ -84,23 +85,31 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, wo
       note_oldest(row.queue, row.priority, tenant, eid)
       gather_wake(woken, row.queue)
     end
-    redis.call('HSET', key_ti(iid), 'id', iid, 'name', row.name, 'kind', row.kind,
+    -- the id is the key's, and says the run and the task (run_of_task); an empty
+    -- field or one at its default is not written
+    -- (a run's task keeps its instance's result for the run's keep_s: no result_ttl_s)
+    local fields = {'name', row.name, 'kind', row.kind,
       'args', redis.call('HGET', jk, 'args:' .. row.task) or '', 'queue', row.queue,
-      'tenant', tenant, 'priority', row.priority, 'timeout_ms', row.timeout_ms,
-      'max_attempts', row.max_attempts, 'retry_base_ms', row.retry_base_ms,
-      'retry_cap_ms', row.retry_cap_ms, 'result_ttl_s', 0, 'created', now, 'attempt', 0,
-      'epoch', 0, 'budget', 0, 'run', run_id, 'task', row.task,
-      'deps', table.concat(row.deps, ','), 'down', table.concat(row.down, ','),
-      'deps_left', #row.deps, 'state', state, 'loc', loc, 'due', '')
-    note_recent(recent, iid, now)
-    if row.cpu or row.mem then
-      redis.call('HSET', key_ti(iid), 'cpu', row.cpu or '', 'mem', row.mem or '')
+      'tenant', tenant, 'priority', row.priority, 'max_attempts', row.max_attempts,
+      'created', now, 'attempt', 0, 'epoch', 0, 'state', state}
+    if loc ~= '' then push_field(fields, 'loc', loc) end
+    if #row.deps > 0 then
+      push_field(fields, 'deps', table.concat(row.deps, ','))
+      push_field(fields, 'deps_left', #row.deps)
     end
+    if #row.down > 0 then push_field(fields, 'down', table.concat(row.down, ',')) end
+    push_unless_default(fields, 'timeout_ms', row.timeout_ms, TI_DEFAULT_TIMEOUT_MS)
+    push_unless_default(fields, 'retry_base_ms', row.retry_base_ms, TI_DEFAULT_RETRY_BASE_MS)
+    push_unless_default(fields, 'retry_cap_ms', row.retry_cap_ms, TI_DEFAULT_RETRY_CAP_MS)
+    if row.cpu or row.mem then
+      push_field(fields, 'cpu', row.cpu or '')
+      push_field(fields, 'mem', row.mem or '')
+    end
+    redis.call('HSET', key_ti(iid), unpack(fields))
   end
   if wake_now then
     wake_gathered(woken)
   end
-  save_recent(recent)
   -- tenants and queues were registered by job_put
   redis.call('SADD', key_active(job_id), run_id)
   redis.call('ZADD', key_runs(job_id), fire_ms, run_id)

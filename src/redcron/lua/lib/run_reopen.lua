@@ -64,6 +64,7 @@ local function retry_run_task(run_id, task, now)
     return g[2]
   end)
   local r = redis.call('HMGET', rk, 'state', 'job', 'tasks')
+  r[2] = r[2] or job_of_run(run_id)  -- the key names the job (older run hashes too)
   if not RUN_ACTIVE[r[1]] then
     -- live again: its retention TTLs go, on every instance (a succeeded
     -- upstream's record is what the fan-in of the retried tasks reads)
@@ -81,6 +82,8 @@ end
 -- nil when allowed, else the overlap policy that forbids it.
 local function run_reopen_forbidden(run_id)
   local f = redis.call('HMGET', key_run(run_id), 'state', 'job')
+  if not f[1] then return nil end
+  f[2] = f[2] or job_of_run(run_id)  -- the key names the job (older run hashes too)
   if RUN_ACTIVE[f[1]] or not f[2] then return nil end
   local overlap = redis.call('HGET', key_job(f[2]), 'overlap')
   if overlap and overlap ~= 'allow' and redis.call('SCARD', key_active(f[2])) > 0 then

@@ -16,8 +16,21 @@ local TRIM_LOOK_PAST = 100
 -- replay reopens the run and reads its upstream's records; its retention
 -- starts when the last of them leaves the DLQ (run_dlq_left) or it ends again
 -- after a replay.  Only a run that counted a failure can hold dead tasks.
+-- Runs gone with their retention (keep_s) leave their entries behind in the
+-- indexes that list them by time (the job's history, the shard's runidx, the
+-- tenant's truns): each run end drops up to two such entries from the oldest end
+-- of each, which keeps up with the one entry a run adds while the runs of an
+-- index share a retention (an index under its cap never trims; one whose oldest
+-- run outlives the ones after it waits for it, bounded by the cap).
+local function drop_gone_oldest(index)
+  for _, rid in ipairs(redis.call('ZRANGE', index, 0, 1)) do
+    if redis.call('EXISTS', key_run(rid)) == 1 then break end
+    redis.call('ZREM', index, rid)
+  end
+end
+
 local function run_retain(rk, run_id, job_id)
-  local f = redis.call('HMGET', rk, 'tasks', 'keep_s', 'n_failed')
+  local f = redis.call('HMGET', rk, 'tasks', 'keep_s', 'n_failed', 'tenant')
   local names = split(f[1])
   local dead = 0
   if tonumber(f[3] or '0') ~= 0 then
@@ -69,13 +82,9 @@ local function run_retain(rk, run_id, job_id)
       end
     end
   end
-  -- runs gone with their retention (keep_s) leave their history entry behind:
-  -- each run end drops up to two such entries from the oldest end, which keeps
-  -- up with the one entry a run adds (a history under keep_runs never trims)
-  for _, rid in ipairs(redis.call('ZRANGE', hist, 0, 1)) do
-    if redis.call('EXISTS', key_run(rid)) == 1 then break end
-    redis.call('ZREM', hist, rid)
-  end
+  drop_gone_oldest(hist)
+  drop_gone_oldest(key_runidx())
+  if f[4] then drop_gone_oldest(key_truns(f[4])) end
 end
 
 -- A dead task of a run left the DLQ for good (discarded): when the run has
@@ -85,5 +94,7 @@ local function run_dlq_left(run_id)
   local f = redis.call('HMGET', rk, 'state', 'job', 'dlq_held')
   -- not held: active (retained when it ends), or its retention already started
   if not f[3] or RUN_ACTIVE[f[1]] then return end
-  if redis.call('HINCRBY', rk, 'dlq_held', -1) <= 0 then run_retain(rk, run_id, f[2]) end
+  if redis.call('HINCRBY', rk, 'dlq_held', -1) <= 0 then
+    run_retain(rk, run_id, f[2] or job_of_run(run_id))
+  end
 end

@@ -33,7 +33,7 @@ local function run_check_end(run_id, now)
   redis.call('HSET', rk, 'state', state, 'ended', now)
   count_run(f[RUN_END_TENANT], state)
   dur_run(rk, f[RUN_END_TENANT], now)
-  local job_id = f[RUN_END_JOB]
+  local job_id = f[RUN_END_JOB] or job_of_run(run_id)  -- a run hash names its job no more
   redis.call('SREM', key_active(job_id), run_id)
   local jk = key_job(job_id)
   if redis.call('EXISTS', jk) == 1 then
@@ -70,9 +70,9 @@ end
 -- An instance reached a state its run counts as ended (succeeded, dead,
 -- cancelled): move the run on (a no-op for a task outside a run).
 local function run_task_ended(ti, iid, state, now)
-  local f = redis.call('HMGET', ti, 'run', 'down')
-  local run_id = f[1]
-  if not run_id or run_id == '' then return end
+  local run_id = run_of_task(iid)  -- the id says it (the hash no longer does)
+  if not run_id then return end
+  local down = redis.call('HGET', ti, 'down')
   -- a circuit-breaker trial that ends without succeeding (cancelled while
   -- ready or held, dead-lettered...) reopens its breaker (a no-op otherwise)
   if state ~= 'succeeded' then breaker_trial_ended(iid, run_id, now, 'ended ' .. state, false) end
@@ -82,7 +82,7 @@ local function run_task_ended(ti, iid, state, now)
     redis.call('HINCRBY', rk, 'n_succeeded', 1)
     -- fan-out / fan-in: a downstream task is made ready once, when its last
     -- dependency succeeds (scripts are serialized, so parents cannot race)
-    for _, d in ipairs(split(f[2])) do
+    for _, d in ipairs(split(down)) do
       local did = run_id .. '/' .. d
       local dti = key_ti(did)
       if redis.call('HINCRBY', dti, 'deps_left', -1) <= 0 then
@@ -102,7 +102,7 @@ local function run_task_ended(ti, iid, state, now)
       redis.call('HINCRBY', rk, 'n_failed', 1)
     end
     -- the transitive downstream can never run; independent branches go on
-    walk_downstream(run_id, f[2], function(dti, did)
+    walk_downstream(run_id, down, function(dti, did)
       local g = redis.call('HMGET', dti, 'state', 'down')
       if g[1] ~= 'pending' then return nil end
       redis.call('HSET', dti, 'state', mark, 'ended', now)

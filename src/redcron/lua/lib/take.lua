@@ -37,7 +37,7 @@ local function take(L, queue, tenant, priority, stream, n, max_id)
     local ti = key_ti(iid)
     after = eid
     local f = read_ti_lease(ti)
-    local kind, run = f[TI_LEASE_KIND], f[TI_LEASE_RUN]
+    local kind, run = f[TI_LEASE_KIND], run_of_task(iid)
     -- entry ids are unique per stream only: the hash must name this stream too
     local ok = f[TI_LEASE_STATE] == 'ready' and f[TI_LEASE_LOC] == 'q:' .. eid
       and f[TI_LEASE_QUEUE] == queue and f[TI_LEASE_TENANT] == tenant

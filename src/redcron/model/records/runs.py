@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from redcron.keys import job_of_run
 from redcron.model.records.fields import (
     JSON_TEXT,
     Fields,
@@ -56,11 +57,19 @@ class RunRecord:
 
     @classmethod
     def from_fields(
-        cls, fields: Fields, tasks: tuple[TaskRecord | ExpiredTask, ...] | None = None
+        cls,
+        fields: Fields,
+        tasks: tuple[TaskRecord | ExpiredTask, ...] | None = None,
+        run_id: str | None = None,
     ) -> RunRecord:
+        """Parse a decoded ``run:<id>`` hash; ``run_id`` is the id its key names.
+        The hash leaves out what that id says (itself, its job: ``<job id>@...``)
+        and params when there are none; one written before (with ``id`` and
+        ``job``) reads the same."""
+        rid = run_id or _text(fields.get("id"))
         return cls(
-            id=_text(fields.get("id")),
-            job_id=_text(fields.get("job")),
+            id=rid,
+            job_id=_text(fields.get("job")) or job_of_run(rid),
             job_name=_text(fields.get("job_name")),
             tenant=_text(fields.get("tenant")),
             state=_state(RunState, fields),

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from redcron import serde
+from redcron.keys import run_of_task
 from redcron.model.records.fields import (
     Fields,
     _bytes,
@@ -58,6 +59,13 @@ class AttemptRecord:
 class TaskRecord:
     """One task instance (the ``ti:<id>`` hash), as ``task_info`` returns it.
 
+    The one place an instance hash is decoded: the hash leaves out what its key
+    says (the id; for a run's task, its run and task name: ``<run id>/<task>``),
+    fields at their default (``model/fields.py`` ``TI_DEFAULTS``) and, once
+    terminal, its place and lease, and once succeeded its holder (``worker`` is
+    then the last attempt's); hashes an older version wrote (every field) read
+    the same.
+
     ``args`` and ``result`` are the raw msgpack bytes; :meth:`decoded_args`
     and :meth:`decoded_result` decode them.  ``attempt`` is the current
     attempt number (0 before the first lease); ``budget`` the attempts not
@@ -97,8 +105,9 @@ class TaskRecord:
     shard: int
 
     @classmethod
-    def from_fields(cls, fields: Fields, shard: int) -> TaskRecord:
-        """Parse a decoded ``ti:<id>`` hash (values may be bytes or text)."""
+    def from_fields(cls, fields: Fields, shard: int, iid: str | None = None) -> TaskRecord:
+        """Parse a decoded ``ti:<id>`` hash (values may be bytes or text); ``iid``
+        is the id its key names (the hash's own ``id`` field when not given)."""
         per_attempt: dict[int, dict[str, str | bytes]] = {}
         for key, value in fields.items():
             if key.startswith("a:"):
@@ -106,8 +115,13 @@ class TaskRecord:
                 if n.isascii() and n.isdigit():  # a field "a:x" written by hand is no attempt
                     per_attempt.setdefault(int(n), {})[name] = value
         timeout_ms = _opt_int(fields, "timeout_ms")
+        iid = iid or _text(fields.get("id"))
+        # a run's instance id says its run and task; hashes an older version wrote
+        # repeat them
+        run_task = run_of_task(iid)
+        attempts = tuple(AttemptRecord.from_fields(n, per_attempt[n]) for n in sorted(per_attempt))
         return cls(
-            id=_text(fields.get("id")),
+            id=iid,
             name=_text(fields.get("name")),
             kind=_text(fields.get("kind")) or "python",
             state=_state(TaskState, fields),
@@ -121,9 +135,10 @@ class TaskRecord:
             due_at=_time(fields, "due"),
             ended_at=_time(fields, "ended"),
             deadline_at=_time(fields, "deadline"),
-            worker=_opt_text(fields, "worker"),
-            run_id=_opt_text(fields, "run"),
-            task=_opt_text(fields, "task"),
+            # a terminal instance keeps its holder only in the attempt history
+            worker=_opt_text(fields, "worker") or (attempts[-1].worker if attempts else None),
+            run_id=_opt_text(fields, "run") or (run_task[0] if run_task else None),
+            task=_opt_text(fields, "task") or (run_task[1] if run_task else None),
             depends_on=_csv(fields, "deps"),
             error=_opt_text(fields, "error"),
             exit_code=_opt_int(fields, "exit_code"),
@@ -133,9 +148,7 @@ class TaskRecord:
             cancel_requested=_text(fields.get("cancel_requested")) == "1",
             args=_bytes(fields, "args") or b"",
             result=_bytes(fields, "result") or None,
-            attempts=tuple(
-                AttemptRecord.from_fields(n, per_attempt[n]) for n in sorted(per_attempt)
-            ),
+            attempts=attempts,
             shard=shard,
         )
 
