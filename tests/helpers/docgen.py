@@ -1,4 +1,5 @@
-"""The reference tables of ``docs/architecture.md``, generated from the tree.
+"""The generated parts of the docs: the reference tables of
+``docs/architecture.md`` and the CLI reference ``docs/cli.md``.
 
     make docs                                  # rewrite them
     .venv/bin/python tests/helpers/docgen.py   # the same
@@ -22,6 +23,13 @@ Everything is read with ``ast`` and plain text from what is in the tree now
 (nothing is imported), so modules and scripts may move: the tables follow.
 ``tests/unit/test_architecture_doc.py`` fails when the doc is not what this
 script writes, and names the command.
+
+``docs/cli.md`` has one generated part, ``cli``: every command of the
+``redcron`` click group (hidden ones left out), each under its own heading with
+its ``--help`` as click renders it at a fixed width of 100 columns, so the page
+is the same on every terminal.  This part imports ``redcron.cli.main`` (click
+holds the commands only once they are built).  ``tests/unit/test_cli_doc.py``
+fails when the page is not what this script writes.
 """
 
 from __future__ import annotations
@@ -33,11 +41,15 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "src" / "redcron"
 LUA = PACKAGE / "lua"
 DOC = ROOT / "docs" / "architecture.md"
+CLI_DOC = ROOT / "docs" / "cli.md"
+#: the width the CLI reference's help is rendered at (not the terminal's)
+CLI_WIDTH = 100
 COMMAND = "make docs"
 
 #: records that live outside redcron.model (found by name wherever they are defined)
@@ -337,49 +349,95 @@ def records_table() -> list[str]:
     return rows
 
 
+# -- the CLI -------------------------------------------------------------------------
+
+
+def cli_commands() -> list[tuple[str, Any]]:
+    """Every visible command of the ``redcron`` group, depth first in the
+    group's (sorted) order: (its full name, its click context)."""
+    import click
+
+    sys.path.insert(0, str(PACKAGE.parent))  # the tree's redcron, not an installed one
+    from redcron.cli.main import main as group
+
+    out: list[tuple[str, click.Context]] = []
+
+    def walk(cmd: click.Command, ctx: click.Context) -> None:
+        out.append((ctx.command_path, ctx))
+        if isinstance(cmd, click.Group):
+            for name in cmd.list_commands(ctx):
+                sub = cmd.get_command(ctx, name)
+                if sub is not None and not sub.hidden:
+                    walk(sub, click.Context(sub, info_name=name, parent=ctx))
+
+    root = click.Context(
+        group, info_name="redcron", terminal_width=CLI_WIDTH, max_content_width=CLI_WIDTH
+    )
+    walk(group, root)
+    return out
+
+
+def cli_reference() -> list[str]:
+    commands = cli_commands()
+    lines = ["Commands:", ""]
+    for path, ctx in commands:
+        depth = path.count(" ")
+        anchor = path.replace(" ", "-")
+        short = ctx.command.get_short_help_str(limit=1000)
+        lines.append(f"{'  ' * max(0, depth - 1)}- [`{path}`](#{anchor}): {cell(short)}")
+    for path, ctx in commands:
+        help_text = ctx.command.get_help(ctx).rstrip()
+        lines += ["", f"### {path}", "", "```text", help_text, "```"]
+    return lines
+
+
 # -- the doc -------------------------------------------------------------------------
 
 TABLES = {"scripts": scripts_table, "libs": libs_table, "records": records_table}
+CLI_TABLES = {"cli": cli_reference}
+#: every doc with generated parts, and its parts
+DOCS = {DOC: TABLES, CLI_DOC: CLI_TABLES}
 
 
 class DocgenError(Exception):
     """The doc or the tree is not as this script expects (says what to fix)."""
 
 
-def block(doc: str, name: str) -> tuple[int, int]:
-    """Where the generated table ``name`` sits in ``doc``: (start, end) offsets of
-    the lines between its markers."""
+def block(doc: str, name: str, path: Path = DOC) -> tuple[int, int]:
+    """Where the generated part ``name`` sits in ``doc`` (the text of ``path``):
+    (start, end) offsets of the lines between its markers."""
     b = re.search(rf"^<!-- BEGIN generated: {name}\b.*-->\n", doc, re.M)
     e = re.search(rf"^<!-- END generated: {name} -->$", doc, re.M)
     if not b or not e or e.start() < b.end():
-        raise DocgenError(f"{DOC.name} has no BEGIN/END generated: {name} markers")
+        raise DocgenError(f"{path.name} has no BEGIN/END generated: {name} markers")
     return b.end(), e.start()
 
 
-def render(doc: str) -> str:
-    """``doc`` with every generated table rewritten."""
-    for name, build in TABLES.items():
-        start, end = block(doc, name)
+def render(doc: str, path: Path = DOC) -> str:
+    """``doc`` (the text of ``path``) with every generated part rewritten."""
+    for name, build in DOCS[path].items():
+        start, end = block(doc, name, path)
         doc = doc[:start] + "\n".join(build()) + "\n" + doc[end:]
     return doc
 
 
 def main(argv: list[str]) -> int:
-    current = DOC.read_text()
-    try:
-        fresh = render(current)
-    except DocgenError as exc:
-        print(f"docgen: {exc}", file=sys.stderr)
-        return 2
-    if "--check" in argv:
-        if fresh != current:
-            print(f"{DOC.relative_to(ROOT)} is stale: run `{COMMAND}`", file=sys.stderr)
-            return 1
-        return 0
-    if fresh != current:
-        DOC.write_text(fresh)
-        print(f"rewrote the generated tables of {DOC.relative_to(ROOT)}")
-    return 0
+    stale = 0
+    for path in DOCS:
+        current = path.read_text()
+        try:
+            fresh = render(current, path)
+        except DocgenError as exc:
+            print(f"docgen: {exc}", file=sys.stderr)
+            return 2
+        if "--check" in argv:
+            if fresh != current:
+                print(f"{path.relative_to(ROOT)} is stale: run `{COMMAND}`", file=sys.stderr)
+                stale = 1
+        elif fresh != current:
+            path.write_text(fresh)
+            print(f"rewrote the generated parts of {path.relative_to(ROOT)}")
+    return stale
 
 
 if __name__ == "__main__":
