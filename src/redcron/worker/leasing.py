@@ -91,7 +91,15 @@ class Leaser(Role):
                     ledger.wait_for_slots(1, 0.5 if not self.parked else 0.1, lane=lane)
                     if not self._parked_due():
                         continue
-                if 0 < free < ledger.min_batch and (ledger.busy or ledger.reserved):
+                if 0 < free < ledger.min_batch and ledger.reserved:
+                    # the other lane's lease is in flight and will feed the slots:
+                    # this one sends once a whole batch is free (smaller calls
+                    # would cost Redis a lease call's fixed cost more per task)
+                    ledger.wait_for_slots(ledger.min_batch, 0.05, lane=lane)
+                    if ledger.room() < ledger.min_batch and ledger.reserved:
+                        continue
+                    free = ledger.room()
+                elif 0 < free < ledger.min_batch and ledger.busy:
                     if self.pool.queued():
                         # every slot has work: lease once a batch is free, or the
                         # queue runs dry (a slot would idle)
