@@ -1,18 +1,11 @@
-"""Leasing: the lease loops, one on the worker's main thread and one more.
+"""Leasing: the lease loop, on the worker's main thread.
 
-A lease loop leases up to the free slots plus the prefetch from every shard
-and hands the attempts to the pool; while busy, it sends the reports of the
-attempts that ended in the same round trip as its next lease, and leaves the
-hooks of the reported batch (the line per attempt) to the reporter thread;
-when nothing is ready it blocks (≤ 1 s) on the wake lists, and the reporter
-thread takes the reports.
-
-There are :data:`LANES` of them ("lanes"), so that while one waits for its
-round trip the other sends the reports that ended meanwhile and leases the
-slots they freed: Redis does not wait for the worker to handle a reply.  A
-lane reserves the slots it asks for under the ledger's lock before it sends
-(:meth:`~redcron.worker.ledger.Ledger.reserve`), so the two never lease more
-than the capacity between them.
+It leases up to the free slots plus the prefetch from every shard and hands
+the attempts to the pool; while busy, it sends the reports of the attempts
+that ended in the same round trip as its next lease, and leaves the hooks of
+the reported batch (the line per attempt) to the reporter thread; when nothing
+is ready it blocks (≤ 1 s) on the wake lists, and the reporter thread takes
+the reports.
 """
 
 from __future__ import annotations
@@ -33,16 +26,6 @@ from redcron.worker.reporting import Reporter
 # the worker's logger: operators and tests filter on it, wherever the line is written
 log = logging.getLogger("redcron.worker.worker")
 
-#: lease loops per worker: two keep a report-and-lease in flight while the
-#: other's reply is handled (one when the worker declares cpus or memory: a
-#: lease call sees the resources left, and two in flight would both take them)
-LANES = 2
-
-
-def lanes_for(cpus: float | None, mem: int | None) -> int:
-    """How many lease loops a worker runs (see :data:`LANES`)."""
-    return 1 if cpus is not None or mem is not None else LANES
-
 
 def next_start(shards: list[int], served: int) -> int:
     """Where the next round's rotation over ``shards`` (sorted) begins: at the
@@ -61,12 +44,10 @@ def next_start(shards: list[int], served: int) -> int:
 class Leaser(Role):
     """The lease loop of one worker over its ``shards``."""
 
-    def __init__(self, crew: Crew, reporter: Reporter, lane: int = 0) -> None:
+    def __init__(self, crew: Crew, reporter: Reporter) -> None:
         super().__init__(crew)
         self.log_max_lines = crew.app.settings.log_max_lines
         self.reporter = reporter
-        #: which lease loop of the worker this is (the ledger tells them apart)
-        self.lane = lane
         #: reports of shards that are failing, kept for their next try
         self.parked: list[Item] = []
 
@@ -79,52 +60,37 @@ class Leaser(Role):
         again, and go to the reporter when the loop stops."""
         ledger = self.ledger
         gate = self.gate
-        lane = self.lane
         served = -1  # the shard that last leased: the next round starts after it
         while not ledger.stopping.is_set():
             with ledger.lock:
-                ledger.carrying.add(lane)
-                free = ledger.room()
-                if len(ledger.active) + ledger.reserved >= ledger.capacity + MAX_REPORT:
+                ledger.leaser_reports = True
+                free = ledger.capacity - ledger.busy
+                if len(ledger.active) >= ledger.capacity + MAX_REPORT:
                     free = 0  # reports are not getting through: lease no more until they do
                 if free <= 0 and not ledger.done:
-                    ledger.wait_for_slots(1, 0.5 if not self.parked else 0.1, lane=lane)
+                    ledger.wait_for_slots(1, 0.5 if not self.parked else 0.1)
                     if not self._parked_due():
                         continue
-                if 0 < free < ledger.min_batch and ledger.reserved:
-                    # the other lane's lease is in flight and will feed the slots:
-                    # this one sends once a whole batch is free (smaller calls
-                    # would cost Redis a lease call's fixed cost more per task)
-                    ledger.wait_for_slots(ledger.min_batch, 0.05, lane=lane)
-                    if ledger.room() < ledger.min_batch and ledger.reserved:
-                        continue
-                    free = ledger.room()
-                elif 0 < free < ledger.min_batch and ledger.busy:
+                if 0 < free < ledger.min_batch and ledger.busy:
                     if self.pool.queued():
                         # every slot has work: lease once a batch is free, or the
                         # queue runs dry (a slot would idle)
-                        ledger.wait_for_slots(ledger.min_batch, 0.05, when_dry=True, lane=lane)
+                        ledger.wait_for_slots(ledger.min_batch, 0.05, when_dry=True)
                     else:
                         # a lease call costs a round trip: gather a few free slots first
-                        ledger.wait_for_slots(ledger.min_batch, 0.002, lane=lane)
-                    free = ledger.room()
-                free = max(0, free)
-                ledger.reserve(free)  # ours until the reply is held
+                        ledger.wait_for_slots(ledger.min_batch, 0.002)
+                    free = ledger.capacity - ledger.busy
                 items = ledger.take_done()
             items = self.parked + items
             self.parked = []
-            got, last = 0, None
-            try:
-                up = gate.open(shards, time.monotonic())
-                got, last = self._exchange(up, next_start(up, served), items, free)
-            finally:
-                ledger.unreserve(free - got)  # what the reply did not fill
+            up = gate.open(shards, time.monotonic())
+            got, last = self._exchange(up, next_start(up, served), items, free)
             if last is not None:
                 served = last
             if got or free <= 0:
                 continue
             # nothing ready: the reporter sends what ends while we block
-            ledger.set_leaser_reports(False, lane=lane)
+            ledger.set_leaser_reports(False)
             up = gate.open(shards, time.monotonic())
             if not up:  # every shard failing: wait for the first one's next try
                 ledger.stopping.wait(max(0.01, gate.wait(time.monotonic())))
@@ -134,7 +100,7 @@ class Leaser(Role):
             except TRANSIENT as exc:  # a shard failing since the exchange: next round
                 self._outage.failed(exc, "waiting for work")
                 ledger.stopping.wait(0.1)
-        ledger.set_leaser_reports(False, unsent=self.parked, lane=lane)
+        ledger.set_leaser_reports(False, unsent=self.parked)
         self.parked = []
 
     def _parked_due(self) -> bool:
@@ -148,8 +114,7 @@ class Leaser(Role):
         """Report ``items`` and lease up to ``free`` attempts, one round trip per shard
         visited; returns how many were leased and the last shard that leased (None:
         none did).  Shards are visited in rotation from ``start``; a shard with
-        reports but no room left gets only those.  The ``free`` slots were
-        reserved: each batch of leases takes its share over as it is held.
+        reports but no room left gets only those.
         ``shards`` are the ones to call now: the reports of any other shard, and
         of a shard whose call fails, are parked (:attr:`parked`)."""
         exchange = self.reporter.exchange
@@ -206,11 +171,11 @@ class Leaser(Role):
         return got, last
 
     def _dispatch(self, leases: list[Lease]) -> None:
-        """Hold the leased attempts (in the slots reserved for them) and hand them
-        to the pool; a command task this worker may not run ends at once."""
+        """Hold the leased attempts and hand them to the pool; a command task this
+        worker may not run ends at once."""
         cap = self.log_max_lines
         attempts = [Attempt(lease, capture.LineBuffer(cap)) for lease in leases]
-        self.ledger.hold(attempts, reserved=len(attempts))
+        self.ledger.hold(attempts)
         options = self.options
         commands = options.commands
         for attempt in attempts:

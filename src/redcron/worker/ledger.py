@@ -2,14 +2,8 @@
 the ended attempts waiting to be reported, and its stop flags.
 
 One lock (``mutex``) guards all of it, with two conditions on it: ``lock``,
-which the lease loops wait on for free slots (and the drain for the last
+which the lease loop waits on for free slots (and the drain for the last
 reports), and ``report_cv``, which the reporter waits on for reports to send.
-
-The worker runs two lease loops ("lanes", :data:`~redcron.worker.leasing.LANES`)
-so that one report-and-lease is in flight while the other's reply is handled:
-a lane reserves the slots it asks for (:meth:`Ledger.reserve`) before it sends,
-and the leases that come back take them over (:meth:`Ledger.hold`), so the
-attempts held plus the slots reserved never exceed the capacity.
 """
 
 from __future__ import annotations
@@ -58,13 +52,10 @@ class Ledger:
         # leased attempts that have not finished (running or waiting for a slot);
         # a finished one frees its slot at once, while its report is on the way
         self.busy = 0
-        # slots asked for by lease calls in flight (a lane's, until its reply is
-        # held): busy + reserved <= capacity, whatever the lanes do
-        self.reserved = 0
-        # the lanes waiting for free slots: lane -> (how many, or as soon as the
-        # pool has nothing queued), so a finishing task wakes them only when
-        # there is a batch worth leasing
-        self.waits: dict[int, tuple[int, bool]] = {}
+        # the lease loop waits for this many free slots (0: not waiting), so a
+        # finishing task wakes it only when there is a batch worth leasing
+        self.wake_at = 0
+        self.wake_when_dry = False  # ... or as soon as the pool has nothing queued
         # keyed by the whole token, not the task id: a task retried at once
         # (Retry(delay=0)) can be leased again here while its previous attempt
         # still waits to be reported, and each attempt holds its own slot
@@ -74,8 +65,7 @@ class Ledger:
         # ended attempts waiting to be reported; the lease loop sends them with its
         # next lease while it is busy, the reporter thread when it is not
         self.done: list[Item] = []
-        #: the lanes carrying reports with their leases (busy, not blocked)
-        self.carrying: set[int] = set()
+        self.leaser_reports = False
         #: batches the lease loop reported, for the reporter thread to settle
         #: (hooks, then forget): the line per attempt is off the lease loop
         self.settling: list[Reports] = []
@@ -86,35 +76,9 @@ class Ledger:
         self.reporter_done = threading.Event()
         self.processed = 0
 
-    @property
-    def leaser_reports(self) -> bool:
-        """Whether a lease loop will carry the reports waiting (one is busy)."""
-        return bool(self.carrying)
-
-    def room(self) -> int:
-        """Slots neither held nor reserved by a lease call in flight (caller holds
-        the lock; may be negative after a hand-back race, read it as 0)."""
-        return self.capacity - self.busy - self.reserved
-
-    def reserve(self, n: int) -> None:
-        """Set ``n`` slots aside for a lease call about to be sent (caller holds the
-        lock); :meth:`hold` (``reserved=``) and :meth:`unreserve` give them back."""
-        if n > 0:
-            self.reserved += n
-
-    def unreserve(self, n: int) -> None:
-        """Give back ``n`` reserved slots a lease call did not fill."""
-        if n <= 0:
-            return
+    def hold(self, attempts: list[Attempt]) -> None:
+        """Take a slot and the resources of each newly leased attempt."""
         with self.lock:
-            self.reserved -= n
-            self._wake()
-
-    def hold(self, attempts: list[Attempt], reserved: int = 0) -> None:
-        """Take a slot and the resources of each newly leased attempt; with
-        ``reserved``, the slots a lane reserved for them (as many) become theirs."""
-        with self.lock:
-            self.reserved -= min(reserved, len(attempts))
             for attempt in attempts:
                 self.active[token(attempt)] = attempt
                 self.busy += 1
@@ -129,28 +93,16 @@ class Ledger:
                 None if self.mem is None else max(0, self.mem - self.mem_used),
             )
 
-    def wait_for_slots(
-        self, need: int, timeout: float, when_dry: bool = False, lane: int = 0
-    ) -> None:
-        """Wait (caller holds the lock) until ``need`` slots are free, neither held
-        nor reserved (or, with ``when_dry``, the pool has nothing queued), or
-        ``timeout``."""
-        self.waits[lane] = (need, when_dry)
+    def wait_for_slots(self, need: int, timeout: float, when_dry: bool = False) -> None:
+        """Wait (caller holds the lock) until ``need`` slots are free (or, with
+        ``when_dry``, the pool has nothing queued), or ``timeout``."""
+        self.wake_at = need
+        self.wake_when_dry = when_dry
         try:
             self.lock.wait(timeout)
         finally:
-            self.waits.pop(lane, None)
-
-    def _wake(self) -> None:
-        """Wake the lanes waiting for slots if what one waits for is there (caller
-        holds the lock)."""
-        if not self.waits:
-            return
-        room = self.room()
-        for need, when_dry in self.waits.values():
-            if room >= need or (when_dry and not self.queued()):
-                self.lock.notify_all()
-                return
+            self.wake_at = 0
+            self.wake_when_dry = False
 
     def free_slot(self, attempt: Attempt) -> None:
         """Give back an attempt's slot and resources, once: it finished, ended before it
@@ -161,7 +113,10 @@ class Ledger:
         self.busy -= 1
         self.cpu_used -= attempt.lease.cpu
         self.mem_used -= attempt.lease.mem
-        self._wake()
+        if self.wake_at and (
+            self.capacity - self.busy >= self.wake_at or (self.wake_when_dry and not self.queued())
+        ):
+            self.lock.notify()
 
     def ended(self, attempt: Attempt, outcome: Outcome) -> None:
         """``attempt`` ended with ``outcome``: free its slot, queue its report."""
@@ -189,18 +144,14 @@ class Ledger:
         del self.done[:MAX_REPORT]
         return items
 
-    def set_leaser_reports(self, on: bool, unsent: list[Item] | None = None, lane: int = 0) -> None:
-        """Say whether lease loop ``lane`` carries reports; when none does, the
-        reporter takes over what is waiting (``unsent`` first: a batch that failed
-        to go)."""
+    def set_leaser_reports(self, on: bool, unsent: list[Item] | None = None) -> None:
+        """Say whether the lease loop carries reports; when it stops, the reporter
+        takes over what is waiting (``unsent`` first: a batch that failed to go)."""
         with self.lock:
             if unsent:
                 self.done[:0] = unsent
-            if on:
-                self.carrying.add(lane)
-            else:
-                self.carrying.discard(lane)
-            if not self.carrying and self.done:
+            self.leaser_reports = on
+            if not on and self.done:
                 self.report_cv.notify()
 
     def still_held(self, items: list[Item]) -> list[Item]:

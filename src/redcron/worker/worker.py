@@ -53,7 +53,7 @@ from redcron.worker.crew import Crew
 from redcron.worker.execute import Attempt
 from redcron.worker.hooks import AttemptHook, HookChain
 from redcron.worker.keeping import Keeper
-from redcron.worker.leasing import Leaser, lanes_for
+from redcron.worker.leasing import Leaser
 from redcron.worker.ledger import Ledger, token
 from redcron.worker.options import WorkerOptions
 from redcron.worker.pools import Pool, ProcessPool, ThreadPool
@@ -169,10 +169,7 @@ class Worker:
             ShardGate(0.1, GATE_CAP_S, self._outage, self.broker.shards_with),
         )
         reporter = Reporter(crew, hooks)
-        lanes = [
-            Leaser(crew, reporter, lane)
-            for lane in range(lanes_for(options.cpus, options.mem_bytes))
-        ]
+        leaser = Leaser(crew, reporter)
         keeper = Keeper(crew)
         self.pool.start(hooks)
         reporting = threading.Thread(target=reporter.run, name="redcron-report", daemon=True)
@@ -181,24 +178,9 @@ class Worker:
         )
         reporting.start()
         keeping.start()
-        others = [
-            threading.Thread(
-                target=self._lane, args=(leaser, shards), name=f"redcron-lease-{leaser.lane}"
-            )
-            for leaser in lanes[1:]
-        ]
-        for thread in others:
-            thread.start()
         try:
-            lanes[0].run(shards)
+            leaser.run(shards)
         finally:
-            # every lane's last exchange is dispatched before the drain hands back
-            # what has not started (a lane stops after its round in flight)
-            self.ledger.stopping.set()
-            with self.ledger.lock:
-                self.ledger.lock.notify_all()
-            for thread in others:
-                thread.join()
             self._drain()
             with self.ledger.lock:
                 self.ledger.closing = True
@@ -209,16 +191,6 @@ class Worker:
             log.info("worker %s stopped after %d attempts", self.id, self.processed)
 
     # -- internals --------------------------------------------------------------
-
-    def _lane(self, leaser: Leaser, shards: list[int]) -> None:
-        """Run a lease loop besides the main thread's; if it fails, the worker stops
-        (drains), as it does when the main thread's lease loop fails."""
-        try:
-            leaser.run(shards)
-        except BaseException:
-            log.exception("lease loop %d failed: the worker stops", leaser.lane)
-            self.stop(graceful=True)
-            raise
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self.ledger.stopping.is_set():
