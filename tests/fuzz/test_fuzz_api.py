@@ -13,6 +13,7 @@ import json
 import math
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import flask
 import pytest
@@ -38,6 +39,7 @@ from redcron import App
 from redcron.dashboard import create_app
 from redcron.dashboard.api.jobs import spec_from_body
 from redcron.model.jobs import spec_from_json
+from redcron.model.retry_rule import with_registered
 
 ADMIN = "fuzz-admin-token"
 FUZZ = settings(
@@ -103,14 +105,18 @@ def _plain(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
-def assert_round_trip(client: FlaskClient, sent: dict[str, Any], answer: dict[str, Any]) -> None:
-    """What was put is what is read back: the stored spec is the sent body's."""
+def assert_round_trip(
+    client: FlaskClient, app: App, sent: dict[str, Any], answer: dict[str, Any]
+) -> None:
+    """What was put is what is read back: the stored spec is the sent body's, its
+    Python tasks' left-out retries filled from their registration (one retry rule,
+    ``model.retry_rule``)."""
     read = client.get(f"/v1/jobs/{answer['id']}").get_json()
     assert {k: v for k, v in answer.items() if k not in ("warnings", "change")} == {
         k: v for k, v in read.items() if k != "change"
     }
     stored = spec_from_json(json.dumps(read["spec"]))
-    assert stored == spec_from_body(sent)
+    assert stored == with_registered(spec_from_body(sent), app.retry_rules())
     for key in ("name", "tenant", "cron", "every", "tz", "catchup", "overlap", "keep_runs"):
         if key in sent and sent[key] is not None:
             assert getattr(stored, key) == sent[key], key
@@ -135,13 +141,15 @@ def assert_round_trip(client: FlaskClient, sent: dict[str, Any], answer: dict[st
 @example(case=({**BASE_JOB, "tasks": {"a": {"command": ["x"], "env": {"A": 1}}}}, "tasks.a.env"))
 @example(case=({**BASE_JOB, "tasks": {"a": {"command": ["x"], "cwd": 5}}}, "tasks.a.cwd"))
 @example(case=({**BASE_JOB, "tasks": {"a": {"ref": "fuzz.add", "kwargs": {"": 1}}}}, "tasks"))
-def test_job_bodies(client: FlaskClient, snap: Any, case: tuple[dict[str, Any], str]) -> None:
+def test_job_bodies(
+    client: FlaskClient, app: App, snap: Any, case: tuple[dict[str, Any], str]
+) -> None:
     job, path = case
     before = snap()
     resp = client.post("/v1/jobs", data=to_body(job))
     err = check(resp, before, snap, f"POST /v1/jobs {job!r}")
     if err is None:
-        assert_round_trip(client, job, resp.get_json())
+        assert_round_trip(client, app, job, resp.get_json())
         # the same body again writes nothing new
         before = snap()
         again = client.post("/v1/jobs", data=to_body(job))
@@ -161,7 +169,7 @@ def test_job_bodies(client: FlaskClient, snap: Any, case: tuple[dict[str, Any], 
 @FUZZ
 @given(case=job_bodies())
 def test_job_replace_bodies(
-    client: FlaskClient, snap: Any, case: tuple[dict[str, Any], str]
+    client: FlaskClient, app: App, snap: Any, case: tuple[dict[str, Any], str]
 ) -> None:
     job_id = client.post("/v1/jobs", json=BASE_JOB).get_json()["id"]
     job, _path = case
@@ -169,7 +177,9 @@ def test_job_replace_bodies(
     resp = client.put(f"/v1/jobs/{job_id}", data=to_body(job))
     err = check(resp, before, snap, f"PUT /v1/jobs {job!r}")
     if err is None:
-        assert_round_trip(client, {**job, "name": "nightly", "tenant": "acme"}, resp.get_json())
+        assert_round_trip(
+            client, app, {**job, "name": "nightly", "tenant": "acme"}, resp.get_json()
+        )
         client.put(f"/v1/jobs/{job_id}", json=BASE_JOB)
 
 
@@ -289,10 +299,13 @@ TENANT_FIELDS = {
 @example(tenant="acme", body={"jitter_s": 1e308})
 def test_tenant_bodies(client: FlaskClient, snap: Any, tenant: str, body: dict[str, Any]) -> None:
     before = snap()
-    resp = client.put(f"/v1/tenants/{tenant}", data=to_body(body))
+    # the name as one path segment: "/0" unquoted is another URL (Werkzeug merges
+    # the slashes), not the tenant "/0"
+    url = f"/v1/tenants/{quote(tenant, safe='')}"
+    resp = client.put(url, data=to_body(body))
     err = check(resp, before, snap, f"PUT /v1/tenants/{tenant!r} {body!r}")
     if err is None:
-        shown = client.get(f"/v1/tenants/{tenant}").get_json()
+        shown = client.get(url).get_json()
         for field, value in body.items():
             if field == "rate":
                 continue  # given as text or a number, shown as per second
