@@ -233,9 +233,11 @@ def _read_instances(bapp: App, job_ids: Sequence[str], target_ms: int) -> list[I
         for jid in job_ids[c : c + READ_CHUNK]:
             iid = f"{run_id(jid, target_ms)}/{TASK}"
             pipe.hmget(keys.ti(shard_of_id(jid), iid), "tenant", "state", "created",
-                       "a:1:leased", "a:1:started", "a:1:ended")  # fmt: skip
+                       "a:1:leased", "a:1:started", "a:1:ended", "ended")  # fmt: skip
         for tenant, state, *times in pipe.execute():
-            created, leased, running, ended = (int(t) if t else None for t in times)
+            # a succeeded instance's (last) attempt ends at its own ended
+            created, leased, running, a_ended, ended = (int(t) if t else None for t in times)
+            ended = a_ended or ended
             out.append(
                 Instance(
                     tenant=tenant.decode() if tenant else "",
