@@ -54,8 +54,7 @@ for _, t in ipairs(names) do
     end
     if met then
       local g = redis.call('HMGET', ti, 'queue', 'tenant', 'priority')
-      redis.call('HSET', ti, 'deps_left', 0)
-      make_ready(ti, iid, g[1], g[2], g[3])
+      make_ready(ti, iid, g[1], g[2], g[3])  -- drops deps_left (0: its default)
       wake(g[1], 1)
       states[t] = 'ready'
       readied = readied + 1
