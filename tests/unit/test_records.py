@@ -100,11 +100,12 @@ def test_a_lean_hash_reads_as_the_full_one_an_older_version_wrote() -> None:
 def test_only_a_succeeded_instances_last_attempt_takes_its_outcome_from_the_state() -> None:
     """An attempt without an outcome is one still running, unless it is the last
     of a succeeded instance (whose state and ended say its outcome and end)."""
-    running = {k: v for k, v in ti_hash(state="running").items() if k not in ("a:2:outcome", "a:2:ended")}
+    last = ("a:2:outcome", "a:2:ended")
+    running = {k: v for k, v in ti_hash(state="running").items() if k not in last}
     rec = TaskRecord.from_fields(running, 0)
     assert (rec.attempts[1].outcome, rec.attempts[1].ended_at) == (None, None)
     # an earlier attempt of a succeeded instance keeps what it recorded
-    lean = {k: v for k, v in ti_hash().items() if k not in ("a:2:outcome", "a:2:ended")}
+    lean = {k: v for k, v in ti_hash().items() if k not in last}
     rec = TaskRecord.from_fields(lean, 0)
     assert [a.outcome for a in rec.attempts] == ["failed", "succeeded"]
     assert [a.ended_at for a in rec.attempts] == [from_ms(T0 + 10), from_ms(T0 + 2000)]
@@ -187,7 +188,8 @@ def test_a_lean_run_hash_reads_as_the_full_one_an_older_version_wrote() -> None:
     empty params and counters at 0: read with the id its key names, it is the
     full hash's record."""
     full = run_hash(params="")
-    lean = {k: v for k, v in full.items() if k not in ("id", "job", "params", "n_failed", "n_cancelled")}
+    gone = ("id", "job", "params", "n_failed", "n_cancelled")
+    lean = {k: v for k, v in full.items() if k not in gone}
     new = RunRecord.from_fields(lean, run_id="0-J@1000")
     assert new == RunRecord.from_fields(full)
     assert (new.id, new.job_id, new.params) == ("0-J@1000", "0-J", None)
