@@ -112,10 +112,11 @@ def test_attempt_history_records_each_attempt_once(ops: Ops) -> None:
     # ended, not written twice (issue 19 §4); the record says them
     assert _outcomes(info) == {1: "failed"}
     assert info["a:1:error"] == "first try broke"
-    assert info["a:1:worker"] == "w1"
-    assert info["a:2:worker"] == "w2"
-    assert int(info["a:1:leased"]) == T0
-    assert int(info["a:1:started"]) == T0
+    # the attempt's worker, lease and start times: a:<n>:w, :l, :s (issue 19 §4)
+    assert info["a:1:w"] == "w1"
+    assert info["a:2:w"] == "w2"
+    assert int(info["a:1:l"]) == T0
+    assert int(info["a:1:s"]) == T0
     assert int(info["a:1:ended"]) == T0
     assert "a:2:ended" not in info and int(info["ended"]) == ops.now
     assert info["attempt"] == "2"

@@ -111,6 +111,20 @@ def test_only_a_succeeded_instances_last_attempt_takes_its_outcome_from_the_stat
     assert [a.ended_at for a in rec.attempts] == [from_ms(T0 + 10), from_ms(T0 + 2000)]
 
 
+def test_short_attempt_field_names_read_as_the_long_ones_an_older_version_wrote() -> None:
+    """a:<n>:w, :l, :s are a:<n>:worker, :leased, :started (issue 19 §4)."""
+    long = ti_hash()
+    renames = {"worker": "w", "leased": "l", "started": "s"}
+    short: dict[str, str | bytes] = {}
+    for k, v in long.items():
+        head, _, name = k.rpartition(":")
+        short[f"{head}:{renames[name]}" if head.startswith("a:") and name in renames else k] = v
+    assert "a:1:w" in short and "a:1:worker" not in short
+    assert TaskRecord.from_fields(short, 0) == TaskRecord.from_fields(long, 0)
+    a1 = TaskRecord.from_fields(short, 0).attempts[0]
+    assert (a1.worker, a1.leased_at, a1.started_at) == ("w1", from_ms(T0), from_ms(T0 + 1))
+
+
 def test_task_record_accepts_bytes_fields_and_run_fields() -> None:
     raw = {k: v if isinstance(v, bytes) else v.encode() for k, v in ti_hash().items()}
     raw.update({"run": b"0-J@1", "task": b"load", "deps": b"a,b", "cpu": b"0.5", "mem": b"1024"})

@@ -42,12 +42,14 @@ class AttemptRecord:
 
     @classmethod
     def from_fields(cls, number: int, fields: Fields) -> AttemptRecord:
-        """``fields`` holds one attempt's ``a:<n>:*`` fields without the prefix."""
+        """``fields`` holds one attempt's ``a:<n>:*`` fields without the prefix:
+        ``w`` (worker), ``l`` (leased), ``s`` (started), or as an older version
+        spelt them, ``worker``, ``leased``, ``started``."""
         return cls(
             number=number,
-            worker=_opt_text(fields, "worker"),
-            leased_at=_time(fields, "leased"),
-            started_at=_time(fields, "started"),
+            worker=_opt_text(fields, "w") or _opt_text(fields, "worker"),
+            leased_at=_time(fields, "l") or _time(fields, "leased"),
+            started_at=_time(fields, "s") or _time(fields, "started"),
             ended_at=_time(fields, "ended"),
             outcome=_opt_text(fields, "outcome"),
             error=_opt_text(fields, "error"),
