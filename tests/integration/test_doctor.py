@@ -156,6 +156,8 @@ def test_each_break_is_found_repaired_and_the_system_then_drains(app: App) -> No
     ]
     assert r.zscore(k.schedule(0), ids["nightly"]) is not None
     assert r.hget(k.run(0, ids["run"]), "n_done") == b"1"
+    # the recount leaves a counter at 0 out, as a new run hash does
+    assert r.hmget(k.run(0, ids["run"]), "n_failed", "n_cancelled") == [None, None]
 
     # the system works: a worker drains everything (the hand-left lease is reaped first)
     with thread_workers(app) as start:

@@ -441,6 +441,25 @@ def test_reaped_lease_past_the_task_timeout_ends_timed_out(ops: Ops) -> None:
     assert _outcomes(ops.info(quick)) == {1: "lost"}
 
 
+def test_an_older_versions_long_attempt_names_still_time_a_reaped_attempt(ops: Ops) -> None:
+    """A lease taken by an older version spells a:<n>:leased / :started: the
+    reaper's timeout check reads them as it reads a:<n>:l / :s."""
+    slow = new_id()
+    ops.enqueue(row(slow, timeout=1000))
+    [t] = ops.lease("w1", ttl=1500)
+    ops.now += 200
+    ops.start("w1", [t])
+    key = ops.k.ti(0, slow)
+    leased, started = ops.r.hmget(key, "a:1:l", "a:1:s")
+    ops.r.hdel(key, "a:1:l", "a:1:s", "a:1:w")
+    ops.r.hset(key, mapping={"a:1:leased": leased, "a:1:started": started, "a:1:worker": "w1"})
+    ops.now += 1300
+    assert ops.reap()[0] == 1
+    assert _outcomes(ops.info(slow)) == {1: "timed_out"}
+    [a1] = ops.b.inspection.task_info(slow).attempts
+    assert (a1.worker, a1.outcome) == ("w1", "timed_out")
+
+
 def test_reaper_drops_entries_left_behind_and_keeps_the_live_lease(ops: Ops) -> None:
     iid, gone, deleted = new_id(), new_id(), new_id()
     ops.enqueue(row(iid))

@@ -17,6 +17,7 @@ from lua_ops import T0, Ops, Tok, new_id, row
 from redcron.broker import Broker
 from redcron.broker.argv import EnqueueRow
 from redcron.keys import GROUP
+from redcron.model.records import epoch_ms
 
 
 def _lease_again_after_reap(ops: Ops, iid: str, worker: str) -> tuple[Tok, Tok]:
@@ -64,7 +65,9 @@ def test_stale_token_is_rejected_and_changes_nothing(ops: Ops, second_worker: st
     info = ops.info(iid)
     assert info["state"] == "succeeded"
     assert info["a:1:outcome"] == "lost"
-    assert info["a:2:outcome"] == "succeeded"
+    # the last attempt of a succeeded instance: its outcome is the instance's state
+    assert "a:2:outcome" not in info
+    assert [a.outcome for a in ops.b.inspection.task_info(iid).attempts] == ["lost", "succeeded"]
     # and once it ended, even the right token cannot end it again
     after = ops.snapshot(iid)
     assert ops.complete(second_worker, [t2]) == [0]
@@ -105,14 +108,17 @@ def test_attempt_history_records_each_attempt_once(ops: Ops) -> None:
     assert t2.attempt == 2
     assert ops.complete("w2", [t2]) == [1]
     info = ops.info(iid)
-    assert _outcomes(info) == {1: "failed", 2: "succeeded"}
+    # the succeeded (last) attempt's outcome and end are the instance's state and
+    # ended, not written twice (issue 19 §4); the record says them
+    assert _outcomes(info) == {1: "failed"}
     assert info["a:1:error"] == "first try broke"
-    assert info["a:1:worker"] == "w1"
-    assert info["a:2:worker"] == "w2"
-    assert int(info["a:1:leased"]) == T0
-    assert int(info["a:1:started"]) == T0
+    # the attempt's worker, lease and start times: a:<n>:w, :l, :s (issue 19 §4)
+    assert info["a:1:w"] == "w1"
+    assert info["a:2:w"] == "w2"
+    assert int(info["a:1:l"]) == T0
+    assert int(info["a:1:s"]) == T0
     assert int(info["a:1:ended"]) == T0
-    assert int(info["a:2:ended"]) == ops.now
+    assert "a:2:ended" not in info and int(info["ended"]) == ops.now
     assert info["attempt"] == "2"
     assert info["epoch"] == "2"
     assert info.get("loc", "") == ""
@@ -120,6 +126,7 @@ def test_attempt_history_records_each_attempt_once(ops: Ops) -> None:
     tinfo = ops.b.inspection.task_info(iid)
     assert [a.outcome for a in tinfo.attempts] == ["failed", "succeeded"]
     assert [a.number for a in tinfo.attempts] == [1, 2]
+    assert [epoch_ms(a.ended_at) for a in tinfo.attempts] == [T0, ops.now]
 
 
 def test_reaped_lease_records_outcome_lost(ops: Ops) -> None:

@@ -156,22 +156,47 @@ def test_task_list_reads_run_tasks_an_older_version_put_in_recent_once(runs: Run
 
 
 def test_a_run_hash_and_its_tasks_leave_out_what_their_ids_say(runs: Runs) -> None:
-    """Issue 19 §4: the run hash holds no id or job (its key says them), yet its
-    end still finds its job (active set, history)."""
+    """Issue 19 §4: the run hash holds no id or job (its key says them) and no
+    counter at 0, yet its end still finds its job (active set, history); a
+    succeeded task's last attempt has no outcome or end of its own (the
+    instance's state and ended say them)."""
     job_id = runs.job("lean", chain("a", "b"))
     rid = runs.trigger("lean")
+    created = {k.decode() for k in runs.r.hkeys(runs.k.run(0, rid))}
+    assert not {"n_done", "n_succeeded", "n_failed", "n_cancelled"} & created, created
     runs.ok(runs.lease()["a"])
     runs.ok(runs.lease()["b"])
     raw = {k.decode() for k in runs.r.hkeys(runs.k.run(0, rid))}
-    assert not {"id", "job"} & raw, raw
+    assert not {"id", "job", "n_failed", "n_cancelled"} & raw, raw
+    run = runs.run(rid)
+    assert (run.total, run.done, run.succeeded, run.failed, run.cancelled) == (2, 2, 2, 0, 0)
     assert runs.active(job_id) == set()
     assert runs.run(rid).job_id == job_id and runs.run(rid).state == "succeeded"
     for t in "ab":
         fields = {k.decode() for k in runs.r.hkeys(runs.ti_key(f"{rid}/{t}"))}
-        gone = {"id", "run", "task", "loc", "due", "deadline", "lease_entry", "worker"}
+        gone = {"id", "run", "task", "loc", "due", "deadline", "lease_entry", "worker",
+                "a:1:outcome", "a:1:ended", "deps_left"}  # fmt: skip
         assert not gone & fields, fields
         rec = runs.b.inspection.task_info(f"{rid}/{t}")
         assert (rec.run_id, rec.task, rec.worker) == (rid, t, WORKER)
+        [a1] = rec.attempts
+        assert (a1.outcome, a1.ended_at, a1.worker) == ("succeeded", rec.ended_at, WORKER)
+
+
+def test_a_run_hash_an_older_version_wrote_with_its_zero_counters_ends_the_same(
+    runs: Runs,
+) -> None:
+    """Hashes a previous release wrote hold n_done..n_cancelled at 0: they count
+    and end as the lean ones (a failure ends the run failed either way)."""
+    runs.job("old0", chain("a", "b"))
+    rid = runs.trigger("old0")
+    runs.r.hset(runs.k.run(0, rid), mapping={"n_done": 0, "n_succeeded": 0, "n_failed": 0,
+                                            "n_cancelled": 0})  # fmt: skip
+    runs.ok(runs.lease()["a"])
+    assert runs.run(rid).state == "running"
+    runs.ok(runs.lease()["b"])
+    run = runs.run(rid)
+    assert (run.state, run.done, run.succeeded, run.failed) == ("succeeded", 2, 2, 0)
 
 
 def test_diamond_fans_in_once_and_the_run_goes_queued_running_succeeded(runs: Runs) -> None:
@@ -249,7 +274,8 @@ def test_wide_fan_out_and_fan_in(runs: Runs) -> None:
     assert runs.ready() == []
     runs.ok(leased[mids[49]])
     assert runs.ready() == [f"{rid}/sink"]
-    assert int(runs.r.hget(runs.ti_key(f"{rid}/sink"), "deps_left") or -1) == 0
+    # 0 once ready: its default (TI_DEFAULTS), so make_ready drops it from the hash
+    assert runs.r.hget(runs.ti_key(f"{rid}/sink"), "deps_left") is None
 
     runs.ok(runs.lease()["sink"])
     assert runs.run(rid).state == "succeeded"

@@ -78,20 +78,51 @@ def test_task_record_from_fields() -> None:
 
 def test_a_lean_hash_reads_as_the_full_one_an_older_version_wrote() -> None:
     """The instance hash leaves out its id (the key's), fields at their default,
-    and once succeeded its place, lease and holder: read with the id its key
-    names, it gives the record the full hash (still in a deployed Redis) gives."""
+    and once succeeded its place, lease, holder and its last attempt's outcome and
+    end (the instance's state and ended): read with the id its key names, it
+    gives the record the full hash (still in a deployed Redis) gives."""
     full = ti_hash(timeout_ms="0", retry_base_ms="1000", retry_cap_ms="3600000",
                    result_ttl_s="0", deadline="", lease_entry="")  # fmt: skip
-    gone = ("id", "worker", "loc", "due", "deadline", "lease_entry", *TI_DEFAULTS)
+    gone = ("id", "worker", "loc", "due", "deadline", "lease_entry", *TI_DEFAULTS,
+            "a:2:outcome", "a:2:ended")  # fmt: skip
     lean = {k: v for k, v in full.items() if k not in gone}
     old, new = TaskRecord.from_fields(full, 0), TaskRecord.from_fields(lean, 0, "0-01ABC")
     assert new == old
     assert (new.id, new.worker, new.budget, new.timeout_s) == ("0-01ABC", "w2", 0, None)
+    assert (new.attempts[1].outcome, new.attempts[1].ended_at) == ("succeeded", new.ended_at)
     # a run's task: its id says its run and its name in the DAG
     iid = "0-J@1000/load"
     old = TaskRecord.from_fields({**full, "id": iid, "run": "0-J@1000", "task": "load"}, 0)
     assert TaskRecord.from_fields(lean, 0, iid) == old
     assert (old.run_id, old.task) == ("0-J@1000", "load")
+
+
+def test_only_a_succeeded_instances_last_attempt_takes_its_outcome_from_the_state() -> None:
+    """An attempt without an outcome is one still running, unless it is the last
+    of a succeeded instance (whose state and ended say its outcome and end)."""
+    last = ("a:2:outcome", "a:2:ended")
+    running = {k: v for k, v in ti_hash(state="running").items() if k not in last}
+    rec = TaskRecord.from_fields(running, 0)
+    assert (rec.attempts[1].outcome, rec.attempts[1].ended_at) == (None, None)
+    # an earlier attempt of a succeeded instance keeps what it recorded
+    lean = {k: v for k, v in ti_hash().items() if k not in last}
+    rec = TaskRecord.from_fields(lean, 0)
+    assert [a.outcome for a in rec.attempts] == ["failed", "succeeded"]
+    assert [a.ended_at for a in rec.attempts] == [from_ms(T0 + 10), from_ms(T0 + 2000)]
+
+
+def test_short_attempt_field_names_read_as_the_long_ones_an_older_version_wrote() -> None:
+    """a:<n>:w, :l, :s are a:<n>:worker, :leased, :started (issue 19 §4)."""
+    long = ti_hash()
+    renames = {"worker": "w", "leased": "l", "started": "s"}
+    short: dict[str, str | bytes] = {}
+    for k, v in long.items():
+        head, _, name = k.rpartition(":")
+        short[f"{head}:{renames[name]}" if head.startswith("a:") and name in renames else k] = v
+    assert "a:1:w" in short and "a:1:worker" not in short
+    assert TaskRecord.from_fields(short, 0) == TaskRecord.from_fields(long, 0)
+    a1 = TaskRecord.from_fields(short, 0).attempts[0]
+    assert (a1.worker, a1.leased_at, a1.started_at) == ("w1", from_ms(T0), from_ms(T0 + 1))
 
 
 def test_task_record_accepts_bytes_fields_and_run_fields() -> None:
@@ -167,10 +198,12 @@ def run_hash(**extra: str) -> dict[str, str]:
 
 
 def test_a_lean_run_hash_reads_as_the_full_one_an_older_version_wrote() -> None:
-    """A run hash leaves out its id and job (its key's ``<job id>@...`` says both)
-    and empty params: read with the id its key names, it is the full hash's record."""
+    """A run hash leaves out its id and job (its key's ``<job id>@...`` says both),
+    empty params and counters at 0: read with the id its key names, it is the
+    full hash's record."""
     full = run_hash(params="")
-    lean = {k: v for k, v in full.items() if k not in ("id", "job", "params")}
+    gone = ("id", "job", "params", "n_failed", "n_cancelled")
+    lean = {k: v for k, v in full.items() if k not in gone}
     new = RunRecord.from_fields(lean, run_id="0-J@1000")
     assert new == RunRecord.from_fields(full)
     assert (new.id, new.job_id, new.params) == ("0-J@1000", "0-J", None)

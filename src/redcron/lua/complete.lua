@@ -33,10 +33,11 @@ for i = 3, #ARGV, 3 do
   if token_holds(f, worker, epoch) then
     -- the fast path of end_attempt(..., 'succeeded', ...): one HSET for everything
     -- it records, one HDEL for what a succeeded instance no longer has (its place
-    -- and lease; the holder stays in the attempt's a:<n>:worker)
+    -- and lease; the holder stays in the attempt's a:<n>:worker).  The last
+    -- attempt of a succeeded instance has no a:<n>:outcome nor a:<n>:ended: the
+    -- instance's state and ended say them (TaskRecord.from_fields fills them in)
     local pre = 'a:' .. f[TI_COMPLETE_ATTEMPT] .. ':'
-    redis.call('HSET', ti, 'result', result, pre .. 'outcome', 'succeeded',
-      pre .. 'ended', now, 'state', 'succeeded', 'ended', now)
+    redis.call('HSET', ti, 'result', result, 'state', 'succeeded', 'ended', now)
     redis.call('HDEL', ti, 'loc', 'deadline', 'lease_entry', 'worker')
     if f[TI_COMPLETE_ERROR] then redis.call('HDEL', ti, 'error') end  -- only after a failed attempt
     dur_note_attempt(durations, ti, pre, f[TI_COMPLETE_TENANT], now)

@@ -54,8 +54,7 @@ for _, t in ipairs(names) do
     end
     if met then
       local g = redis.call('HMGET', ti, 'queue', 'tenant', 'priority')
-      redis.call('HSET', ti, 'deps_left', 0)
-      make_ready(ti, iid, g[1], g[2], g[3])
+      make_ready(ti, iid, g[1], g[2], g[3])  -- drops deps_left (0: its default)
       wake(g[1], 1)
       states[t] = 'ready'
       readied = readied + 1
@@ -78,11 +77,21 @@ local want = {#names, done, ok, failed, cancelled}
 local have = {r[RUN_DOCTOR_TOTAL], r[RUN_DOCTOR_N_DONE], r[RUN_DOCTOR_N_SUCCEEDED],
   r[RUN_DOCTOR_N_FAILED], r[RUN_DOCTOR_N_CANCELLED]}
 for i = 1, 5 do
-  if tonumber(have[i] or '') ~= want[i] then word = 'recounted' end
+  -- a counter at 0 is left out of the hash (lib/run_create.lua): absent reads 0
+  if tonumber(have[i] or '0') ~= want[i] then word = 'recounted' end
 end
 if word == 'recounted' then
-  redis.call('HSET', rk, 'total', want[1], 'n_done', want[2], 'n_succeeded', want[3],
-    'n_failed', want[4], 'n_cancelled', want[5])
+  local names, set, zero = {'total', 'n_done', 'n_succeeded', 'n_failed', 'n_cancelled'}, {}, {}
+  for i = 1, 5 do
+    if i > 1 and want[i] == 0 then
+      zero[#zero + 1] = names[i]
+    else
+      set[#set + 1] = names[i]
+      set[#set + 1] = want[i]
+    end
+  end
+  redis.call('HSET', rk, unpack(set))
+  if #zero > 0 then redis.call('HDEL', rk, unpack(zero)) end
 end
 run_check_end(run_id, now)
 return {word, readied}

@@ -17,7 +17,7 @@ for i = 3, #ARGV, 2 do
   local ti = key_ti(iid)
   local f = read_ti_start(ti)
   if token_holds(f, worker, epoch, JUST_LEASED) then
-    redis.call('HSET', ti, 'state', 'running', 'a:' .. f[TI_START_ATTEMPT] .. ':started', now)
+    redis.call('HSET', ti, 'state', 'running', 'a:' .. f[TI_START_ATTEMPT] .. ':s', now)
     n = n + 1
   end
 end

@@ -20,7 +20,7 @@ def lease_times(bapp: App, ids_by_tenant: dict[str, list[str]]) -> list[tuple[in
     for tenant, ids in ids_by_tenant.items():
         pipe = client.pipeline(transaction=False)
         for iid in ids:
-            pipe.hget(keys.ti(int(iid.split("-", 1)[0]), iid), "a:1:leased")
+            pipe.hget(keys.ti(int(iid.split("-", 1)[0]), iid), "a:1:l")
         out += [(int(ms), tenant) for ms in pipe.execute() if ms]
     out.sort()
     return out
@@ -77,7 +77,7 @@ def fairness(redis_url: str | None, backfill: int = 50_000) -> dict[str, Any]:
         for ids_t in small.values():
             pipe = client.pipeline(transaction=False)
             for iid in ids_t:
-                pipe.hmget(bapp.broker.keys.ti(0, iid), "created", "a:1:leased")
+                pipe.hmget(bapp.broker.keys.ti(0, iid), "created", "a:1:l")
             rows = [(int(c), int(lz)) for c, lz in pipe.execute()]
             created = min(c for c, _ in rows)
             waits.append(min(lz for _, lz in rows) - created)

@@ -3,7 +3,7 @@
 SCHEDULES cron schedules over TENANTS tenants, DUE of them due in the same
 second (no jitter, no ``H``: they really collide), the rest once a year; one
 beat and WORKERS worker processes (no-op body) take the burst.  Per task the
-delay from the nominal fire time to its start (``a:1:started`` in the instance
+delay from the nominal fire time to its start (``a:1:s`` in the instance
 hash, written by ``start.lua`` on the server clock; a worker marks only attempts
 that outlive its 50 ms tick, so a no-op's start is bounded by its end,
 ``a:1:ended``, and that bound is what counts: never earlier than the truth), fires and starts per
@@ -233,9 +233,11 @@ def _read_instances(bapp: App, job_ids: Sequence[str], target_ms: int) -> list[I
         for jid in job_ids[c : c + READ_CHUNK]:
             iid = f"{run_id(jid, target_ms)}/{TASK}"
             pipe.hmget(keys.ti(shard_of_id(jid), iid), "tenant", "state", "created",
-                       "a:1:leased", "a:1:started", "a:1:ended")  # fmt: skip
+                       "a:1:l", "a:1:s", "a:1:ended", "ended")  # fmt: skip
         for tenant, state, *times in pipe.execute():
-            created, leased, running, ended = (int(t) if t else None for t in times)
+            # a succeeded instance's (last) attempt ends at its own ended
+            created, leased, running, a_ended, ended = (int(t) if t else None for t in times)
+            ended = a_ended or ended
             out.append(
                 Instance(
                     tenant=tenant.decode() if tenant else "",

@@ -178,7 +178,7 @@ def drain_span(bapp: App, ids: list[str]) -> tuple[int, int, int]:
     keys = bapp.broker.keys
     pipe = client.pipeline(transaction=False)
     for iid in ids:
-        pipe.hmget(keys.ti(shard_of_id(iid), iid), "a:1:leased", "ended")
+        pipe.hmget(keys.ti(shard_of_id(iid), iid), "a:1:l", "ended")
     first, last, n = 2**62, 0, 0
     for leased, ended in pipe.execute():
         if leased and ended:

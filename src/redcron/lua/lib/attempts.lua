@@ -35,7 +35,9 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
   local n = tonumber(f[TI_END_ATTEMPT] or '0') or 0
   local tenant, queue, priority = f[TI_END_TENANT], f[TI_END_QUEUE], f[TI_END_PRIORITY]
   local pre = 'a:' .. n .. ':'
-  redis.call('HSET', ti, pre .. 'outcome', outcome, pre .. 'ended', now)
+  -- a succeeded (so last) attempt's outcome and end are the instance's state and
+  -- ended (make_terminal below), as complete.lua: not written twice
+  if outcome ~= 'succeeded' then redis.call('HSET', ti, pre .. 'outcome', outcome, pre .. 'ended', now) end
   count_attempts(tenant, outcome, 1, now, counter ~= 'handed_back')
   if TIMED[outcome] then dur_attempt(ti, pre, tenant, now) end
   if errtext ~= nil and errtext ~= '' then

@@ -33,10 +33,13 @@ local function dur_note(notes, tenant, name, began, now)
   d.le[le] = (d.le[le] or 0) + 1
 end
 
--- Gather the attempt of instance `ti` whose fields start with `pre` ('a:<n>:').
+-- Gather the attempt of instance `ti` whose fields start with `pre` ('a:<n>:'):
+-- timed from its start (`s`), else its lease (`l`); hashes an older version
+-- wrote spell them `started`, `leased`
 local function dur_note_attempt(notes, ti, pre, tenant, now)
-  local f = redis.call('HMGET', ti, 'name', pre .. 'started', pre .. 'leased')
-  dur_note(notes, tenant, f[1], f[2] or f[3], now)
+  local f = redis.call('HMGET', ti, 'name', pre .. 's', pre .. 'started', pre .. 'l',
+    pre .. 'leased')
+  dur_note(notes, tenant, f[1], f[2] or f[3] or f[4] or f[5], now)
 end
 
 -- The name `name` counts under in hash `key`: itself if held, or admitted while

@@ -59,7 +59,9 @@ end
 local function make_ready(ti, iid, queue, tenant, priority)
   local eid = stream_add(key_q(queue, tenant, priority), iid)
   redis.call('HSET', ti, 'state', 'ready', 'loc', 'q:' .. eid)
-  redis.call('HDEL', ti, 'due')  -- a retry's or countdown's; absent reads as none
+  -- a retry's or countdown's due (absent reads as none); a run task's deps_left,
+  -- 0 once it is ready (absent reads TI_DEFAULT_DEPS_LEFT): in the same call
+  redis.call('HDEL', ti, 'due', 'deps_left')
   ring_add(key_ring(queue, priority), tenant)
   note_oldest(queue, priority, tenant, eid)
   return eid

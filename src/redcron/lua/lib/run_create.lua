@@ -59,11 +59,12 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, wo
   local names = {}
   for i, row in ipairs(rows) do names[i] = row.task end
   local rk = key_run(run_id)
-  -- the id and the job are the key's (job_of_run); no params: no field
+  -- the id and the job are the key's (job_of_run); no params: no field; no
+  -- counter at 0 (n_done, n_succeeded, n_failed, n_cancelled: absent reads 0,
+  -- HINCRBY makes them)
   redis.call('HSET', rk, 'job_name', j.name, 'tenant', tenant,
     'state', 'queued', 'scheduled_for', fire_ms, 'trigger', trigger, 'created', now,
-    'total', #rows, 'n_done', 0, 'n_succeeded', 0, 'n_failed', 0, 'n_cancelled', 0,
-    'tasks', table.concat(names, ','), 'keep_s', j.keep_s or '0')
+    'total', #rows, 'tasks', table.concat(names, ','), 'keep_s', j.keep_s or '0')
   if params and params ~= '' then redis.call('HSET', rk, 'params', params) end
   local wake_now = woken == nil
   woken = woken or {}

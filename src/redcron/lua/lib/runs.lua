@@ -1,10 +1,10 @@
 --[[ runs: DAG progress and the end of a run.
   Instance fields of a run's task: run, task, deps, down (comma lists),
   deps_left.  Run hash counters: total, n_done, n_succeeded, n_failed,
-  n_cancelled; a run ends when n_done == total.  Every run that ends is
-  counted (lib/outcomes.lua) and timed (lib/durations.lua); its retention
-  starts then (lib/run_retention.lua), and a fire buffered behind it (overlap
-  buffer_one) makes its run (lib/run_create.lua). ]]
+  n_cancelled (one at 0 is absent: reads 0); a run ends when n_done == total.
+  Every run that ends is counted (lib/outcomes.lua) and timed
+  (lib/durations.lua); its retention starts then (lib/run_retention.lua), and a
+  fire buffered behind it (overlap buffer_one) makes its run (lib/run_create.lua). ]]
 -- @include lib/lists.lua
 -- @include lib/downstream.lua
 -- @include lib/rings.lua
@@ -20,14 +20,15 @@ local function run_check_end(run_id, now)
   local rk = key_run(run_id)
   local f = read_run_end(rk)
   local total = f[RUN_END_TOTAL]
-  if not total or tonumber(f[RUN_END_N_DONE]) < tonumber(total) then return end
+  -- a counter at 0 is not in the hash (run_create)
+  if not total or tonumber(f[RUN_END_N_DONE] or '0') < tonumber(total) then return end
   if not RUN_ACTIVE[f[RUN_END_STATE]] then return end
   local state = 'succeeded'
   if f[RUN_END_CANCEL_REQUESTED] == '1' then
     state = 'cancelled'
-  elseif tonumber(f[RUN_END_N_FAILED]) > 0 then
+  elseif tonumber(f[RUN_END_N_FAILED] or '0') > 0 then
     state = 'failed'
-  elseif tonumber(f[RUN_END_N_CANCELLED]) > 0 then
+  elseif tonumber(f[RUN_END_N_CANCELLED] or '0') > 0 then
     state = 'cancelled'
   end
   redis.call('HSET', rk, 'state', state, 'ended', now)

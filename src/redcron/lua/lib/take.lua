@@ -68,7 +68,7 @@ local function take(L, queue, tenant, priority, stream, n, max_id)
       local pre = 'a:' .. attempt .. ':'
       redis.call('HSET', ti, 'state', 'leased', 'loc', 'lease', 'attempt', attempt,
         'epoch', epoch, 'worker', worker, 'deadline', deadline, 'lease_entry', eid,
-        pre .. 'worker', worker, pre .. 'leased', now)
+        pre .. 'w', worker, pre .. 'l', now)  -- the attempt's worker and lease time
       held[#held + 1] = deadline
       held[#held + 1] = iid
       if run and run ~= '' then

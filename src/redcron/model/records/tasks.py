@@ -42,12 +42,14 @@ class AttemptRecord:
 
     @classmethod
     def from_fields(cls, number: int, fields: Fields) -> AttemptRecord:
-        """``fields`` holds one attempt's ``a:<n>:*`` fields without the prefix."""
+        """``fields`` holds one attempt's ``a:<n>:*`` fields without the prefix:
+        ``w`` (worker), ``l`` (leased), ``s`` (started), or as an older version
+        spelt them, ``worker``, ``leased``, ``started``."""
         return cls(
             number=number,
-            worker=_opt_text(fields, "worker"),
-            leased_at=_time(fields, "leased"),
-            started_at=_time(fields, "started"),
+            worker=_opt_text(fields, "w") or _opt_text(fields, "worker"),
+            leased_at=_time(fields, "l") or _time(fields, "leased"),
+            started_at=_time(fields, "s") or _time(fields, "started"),
             ended_at=_time(fields, "ended"),
             outcome=_opt_text(fields, "outcome"),
             error=_opt_text(fields, "error"),
@@ -63,7 +65,8 @@ class TaskRecord:
     says (the id; for a run's task, its run and task name: ``<run id>/<task>``),
     fields at their default (``model/fields.py`` ``TI_DEFAULTS``) and, once
     terminal, its place and lease, and once succeeded its holder (``worker`` is
-    then the last attempt's); hashes an older version wrote (every field) read
+    then the last attempt's) and its last attempt's outcome and end (the
+    instance's ``state`` and ``ended`` say them); hashes an older version wrote (every field) read
     the same.
 
     ``args`` and ``result`` are the raw msgpack bytes; :meth:`decoded_args`
@@ -114,6 +117,15 @@ class TaskRecord:
                 _, n, name = (*key.split(":", 2), "")[:3]
                 if n.isascii() and n.isdigit():  # a field "a:x" written by hand is no attempt
                     per_attempt.setdefault(int(n), {})[name] = value
+        state = _state(TaskState, fields)
+        last = _opt_int(fields, "attempt")
+        if state == TaskState.SUCCEEDED and last is not None and last in per_attempt:
+            # the last attempt of a succeeded instance: its outcome and end are the
+            # instance's state and ended (not written twice); older hashes have both
+            mine = per_attempt[last]
+            mine.setdefault("outcome", "succeeded")
+            if "ended" in fields:
+                mine.setdefault("ended", fields["ended"])
         timeout_ms = _opt_int(fields, "timeout_ms")
         iid = iid or _text(fields.get("id"))
         # a run's instance id says its run and task; hashes an older version wrote
@@ -124,7 +136,7 @@ class TaskRecord:
             id=iid,
             name=_text(fields.get("name")),
             kind=_text(fields.get("kind")) or "python",
-            state=_state(TaskState, fields),
+            state=state,
             queue=_text(fields.get("queue")),
             tenant=_text(fields.get("tenant")),
             priority=_text(fields.get("priority")),
