@@ -363,6 +363,10 @@ def cli_commands() -> list[tuple[str, Any]]:
     out: list[tuple[str, click.Context]] = []
 
     def walk(cmd: click.Command, ctx: click.Context) -> None:
+        # click caches a command's help option the first time it is asked for
+        # (Command._help_option), under whatever context asked: a test that ran a
+        # command on its own first would leave `--help` without `-h` here
+        cmd._help_option = None
         out.append((ctx.command_path, ctx))
         if isinstance(cmd, click.Group):
             for name in cmd.list_commands(ctx):
@@ -370,8 +374,14 @@ def cli_commands() -> list[tuple[str, Any]]:
                 if sub is not None and not sub.hidden:
                     walk(sub, click.Context(sub, info_name=name, parent=ctx))
 
+    # the group's own context settings (help_option_names: -h too), as the real
+    # command line gets them: a bare Context leaves them out
     root = click.Context(
-        group, info_name="redcron", terminal_width=CLI_WIDTH, max_content_width=CLI_WIDTH
+        group,
+        info_name="redcron",
+        terminal_width=CLI_WIDTH,
+        max_content_width=CLI_WIDTH,
+        **group.context_settings,
     )
     walk(group, root)
     return out
