@@ -120,6 +120,20 @@ def _cli_env(app: App) -> dict[str, str]:
     return {"REDCRON_REDIS_URL": app.settings.redis_url, "REDCRON_PREFIX": app.settings.prefix}
 
 
+def test_another_token_cannot_take_over_a_workers_entry(app: App, web: flask.Flask) -> None:
+    owner_id, owner = worker_token(app)
+    _other_id, other = worker_token(app)
+    first = bearer(web, owner).post("/v1/worker/lease", json={"worker_id": "http-9", "wait_s": 0})
+    assert first.status_code == 200
+    # a second token naming the same worker id leases, but the entry stays the owner's
+    again = bearer(web, other).post(
+        "/v1/worker/lease", json={"worker_id": "http-9", "wait_s": 0, "capacity": {"slots": 7}}
+    )
+    assert again.status_code == 200
+    (info,) = WorkerRegistry(app.broker).list()
+    assert (info.id, info.token, info.slots) == ("http-9", owner_id, 1)
+
+
 def test_the_entry_drops_out_after_its_ttl(app: App, web: flask.Flask) -> None:
     client = bearer(web, ADMIN)
     resp = client.post("/v1/worker/lease", json={"worker_id": "http-2", "wait_s": 0})

@@ -126,6 +126,17 @@ def on_lease(
     ttl_ms = entry_ttl_ms(lease_ttl_ms, wait_s)
     if not _memory().due(worker, static, leased, ttl_ms / 1000):
         return
+    registry = WorkerRegistry(broker)
+    held_by = registry.get(worker)
+    if held_by is not None and (held_by.via != "http" or held_by.token != token):
+        # a worker id another token (or a Python worker) is publishing: a caller
+        # may not overwrite what the registry shows of someone else's worker
+        log.warning(
+            "worker %s: not published for token %s: the id is in use by another worker",
+            worker,
+            token,
+        )
+        return
     reg = Registration(
         id=worker,
         host=host,
@@ -140,7 +151,7 @@ def on_lease(
         via="http",
         token=token,
     )
-    WorkerRegistry(broker).publish(reg, ttl_ms)
+    registry.publish(reg, ttl_ms)
 
 
 def on_heartbeat(broker: Broker, worker: str, held: Sequence[str], lease_ttl_ms: int) -> None:
