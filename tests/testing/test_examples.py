@@ -24,3 +24,32 @@ def test_idem_key_with_sqlite_charges_once_across_a_re_run(tmp_path: Path) -> No
     example = load("idempotent_sqlite")
     # attempt 1 commits then "dies"; attempt 2 runs with the same idem_key
     assert example.demo(tmp_path) == [(42, 1999)]
+
+
+def test_the_etl_dag_dead_letters_a_branch_blocks_its_downstream_and_replays() -> None:
+    night = load("etl_dag").demo()
+    # fan-out from extract; inventory's first attempt failed, load waits on it
+    assert night.first_pass == {
+        "extract": "succeeded",
+        "orders": "succeeded",
+        "customers": "succeeded",
+        "inventory": "retry_wait",
+        "load": "pending",
+        "report": "pending",
+        "archive": "succeeded",
+    }
+    # retries=2: three attempts, then the DLQ; its downstream never starts,
+    # the independent branch (archive) went on
+    assert night.attempts == ["failed", "failed", "failed"]
+    assert night.counts == (0, 2, 1, 1)
+    state, tasks = night.failed_run
+    assert state == "failed"
+    assert tasks["inventory"] == "dead"
+    assert tasks["load"] == tasks["report"] == "upstream_failed"
+    assert tasks["archive"] == tasks["orders"] == "succeeded"
+    error = "ConnectionError: inventory: source database unreachable"
+    assert night.dlq == [("inventory", 3, error)]
+    # the replay reopens the run: only the dead task and its downstream run
+    state, tasks = night.replayed_run
+    assert state == "succeeded" and set(tasks.values()) == {"succeeded"}
+    assert night.ran_again == ["inventory", "load", "report"]
