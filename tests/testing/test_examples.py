@@ -53,3 +53,14 @@ def test_the_etl_dag_dead_letters_a_branch_blocks_its_downstream_and_replays() -
     state, tasks = night.replayed_run
     assert state == "succeeded" and set(tasks.values()) == {"succeeded"}
     assert night.ran_again == ["inventory", "load", "report"]
+
+
+def test_the_quiet_tenant_is_not_starved_by_the_backfill_and_the_cap_holds() -> None:
+    fair = load("multi_tenant").demo()
+    assert fair.total == 245
+    # weighted round robin, not arrival order: acme 3, backfill 1, quiet 1 per
+    # round; quiet's five tasks, enqueued behind 240, run within the first 25
+    assert fair.first_25 == "baaaq" * 5
+    assert fair.quiet_positions == [4, 9, 14, 19, 24]
+    # leasing all it can, a worker holds at most backfill's cap of its tasks
+    assert fair.one_batch == {"backfill": 4, "acme": 40, "quiet": 5}
