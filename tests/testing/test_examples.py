@@ -4,6 +4,8 @@ docstrings say (no Redis server)."""
 from __future__ import annotations
 
 import importlib.util
+import re
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -64,3 +66,15 @@ def test_the_quiet_tenant_is_not_starved_by_the_backfill_and_the_cap_holds() -> 
     assert fair.quiet_positions == [4, 9, 14, 19, 24]
     # leasing all it can, a worker holds at most backfill's cap of its tasks
     assert fair.one_batch == {"backfill": 4, "acme": 40, "quiet": 5}
+
+
+def test_the_testing_mode_example_is_a_test_module_that_passes() -> None:
+    # run as a user runs their tests: pytest on the file, in its own process
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    done = subprocess.run(
+        [*argv, "examples/testing_mode.py"],
+        cwd=EXAMPLES.parent, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    passed = re.search(r"(\d+) passed", done.stdout)
+    assert passed is not None and int(passed.group(1)) >= 7, done.stdout
