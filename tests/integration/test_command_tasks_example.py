@@ -168,3 +168,26 @@ def test_the_container_job_in_a_real_container(redis_url: str, key_prefix: str) 
         assert app.broker.inspection.log_lines(report.id, 1) == ["report from a container"]
     finally:
         app.close()
+
+
+def test_main_enqueues_the_three_and_says_how_each_ended(
+    redis_url: str,
+    key_prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # `python examples/command_tasks.py` with make run going: App() finds Redis
+    monkeypatch.setenv("REDCRON_REDIS_URL", redis_url)
+    monkeypatch.setenv("REDCRON_PREFIX", key_prefix.rstrip(":"))
+    spec = importlib.util.spec_from_file_location("command_tasks_main", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    grant_commands(module.app)
+    with thread_workers(module.app, "commands-main") as start:
+        start(concurrency=4, allow_commands=True, queues=QUEUES)
+        assert module.main() == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "hello: succeeded, attempts ['succeeded'], exit code 0" in lines
+    assert "exit3: dead, attempts ['failed', 'failed'], exit code 3" in lines
+    assert "too_slow: dead, attempts ['timed_out'], exit code -9" in lines
