@@ -20,10 +20,10 @@ order, and a tenant at its cap is skipped until one of its leases ends.  So:
 
 ``python examples/multi_tenant.py`` plays both on the testing mode (no
 server) and prints them; ``tests/testing/test_examples.py`` runs them and
-asserts the counts (tests/integration/test_multi_tenant_example.py runs
-``--live`` on a real Redis).  To watch it on the dashboard (the Tenants page shows each
-tenant's in-flight, queued and share of dispatch over the last minute), with
-``make run`` going::
+asserts the counts (``tests/integration/test_multi_tenant_example.py`` runs
+``--live`` on a real Redis).  To watch it on the dashboard (the Tenants page
+shows each tenant's in-flight, queued and share of dispatch over the last
+minute), with ``make run`` going::
 
     python examples/multi_tenant.py --live      # sets the tenants, enqueues the work
     redcron worker -A examples.multi_tenant:app -c 4
