@@ -4,14 +4,14 @@ Three tenants share the workers:
 
 - ``acme``, weight 3: its steady work gets three shares;
 - ``backfill``, weight 1 and **at most 4 leases at once** (``max_in_flight``):
-  a re-import that queues 200 tasks at once;
-- ``quiet``, weight 1: five tasks, enqueued *after* the backfill's 200.
+  a re-import that queues 100 tasks at once;
+- ``quiet``, weight 1: five tasks, enqueued *after* the backfill's 100.
 
 Workers take tasks through the dispatcher (``lease.lua``): within a priority
 class, tenants are served by weighted deficit round robin, never by arrival
 order, and a tenant at its cap is skipped until one of its leases ends.  So:
 
-- with FIFO, ``quiet``'s five tasks would wait behind 240 others; here they
+- with FIFO, ``quiet``'s five tasks would wait behind 130 others; here they
   run within the first 25 tasks served, one per round (``acme`` three,
   ``backfill`` one, ``quiet`` one);
 - a worker with many slots that leases all it can holds at most 4 of
@@ -43,8 +43,8 @@ app = App()
 
 #: tenant -> (weight, max_in_flight (0: no cap), tasks it enqueues)
 TENANTS: dict[str, tuple[float, int, int]] = {
-    "acme": (3.0, 0, 40),
-    "backfill": (1.0, 4, 200),
+    "acme": (3.0, 0, 30),
+    "backfill": (1.0, 4, 100),
     "quiet": (1.0, 0, 5),
 }
 #: the order they enqueue in: the quiet tenant last, behind everything
@@ -81,7 +81,7 @@ class Fairness:
 
     #: the first 25 tasks one worker slot ran, by tenant initial
     first_25: str
-    #: where each of quiet's tasks ran in that order (0-based; 240+ with FIFO)
+    #: where each of quiet's tasks ran in that order (0-based; 130+ with FIFO)
     quiet_positions: list[int]
     #: how many tasks of each tenant a worker that leases all it can held at once
     one_batch: dict[str, int]
