@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import signal
 import socket
@@ -48,6 +49,8 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+log = logging.getLogger("http_worker")
 
 #: what the task's process gets of this worker's environment
 PASSED_ENV = ("PATH", "HOME", "LANG")
@@ -211,7 +214,6 @@ class Worker:
         self.running: dict[str, Running] = {}
         self.lock = threading.Lock()
         self.done = threading.Event()
-        self.reported: list[tuple[str, str]] = []  # (task id, state), for the summary
 
     def lease(self) -> list[dict[str, Any]]:
         free = self.slots - len(self.running)
@@ -244,7 +246,7 @@ class Worker:
                         {"worker_id": self.worker_id, "lease_ids": [t.lease_id for t in tasks]},
                     )
                 except (Refused, Unreachable) as exc:
-                    print(f"http_worker: heartbeat failed: {exc}", file=sys.stderr)
+                    log.warning("heartbeat failed: %s", exc)
                     states = {}
                 for t in tasks:
                     if states.get(t.lease_id, "ok") != "ok":  # revoked or lost: stop it
@@ -254,8 +256,9 @@ class Worker:
     def run_one(self, task: Running) -> None:
         try:
             report = run_task(task, self.runtime)
-            if task.stop.is_set():
-                return  # cancelled or someone else's now: report nothing
+            if task.stop.is_set():  # cancelled, or someone else's now: report nothing
+                log.info("task %s stopped: its lease was revoked or lost", task.item["task_id"])
+                return
             try:
                 if report.ok:
                     answer = self.api.post(
@@ -270,7 +273,18 @@ class Worker:
                     if report.exit_code is not None:
                         body["exit_code"] = report.exit_code
                     answer = self.api.post("fail", body)
-                self.reported.append((task.item["task_id"], answer["state"]))
+                item = task.item
+                log.info(
+                    "task %s %s (tenant %s, queue %s) attempt %s/%s %s -> %s",
+                    item.get("name") or item["kind"],
+                    item["task_id"],
+                    item["tenant"],
+                    item["queue"],
+                    item["attempt"],
+                    item["max_attempts"],
+                    "succeeded" if report.ok else f"failed: {report.error}",
+                    answer["state"],
+                )
             except Refused as exc:
                 if exc.status != 409:  # 409 lease_lost: the attempt is over, drop it
                     raise
@@ -282,12 +296,19 @@ class Worker:
         beat = threading.Thread(target=self.heartbeat_loop, daemon=True)
         beat.start()
         threads: list[threading.Thread] = []
+        announced = False
         try:
             while True:
                 if len(self.running) >= self.slots:
                     time.sleep(0.05)
                     continue
                 items = self.lease()
+                if not announced:  # after the first answer: nothing answering is one line
+                    announced = True
+                    log.info(
+                        "worker %s serving queues %s at %s (%d slots)",
+                        self.worker_id, ",".join(self.queues), self.api.base, self.slots,
+                    )  # fmt: skip
                 if not items and exit_when_idle and not self.running:
                     break
                 for item in items:
@@ -321,9 +342,11 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     worker = Worker(
         Api(args.api, token), args.worker_id, args.queues.split(","), args.slots, args.runtime
     )
+
     try:
         worker.serve(args.exit_when_idle)
     except Unreachable as exc:
@@ -332,8 +355,6 @@ def main(argv: list[str] | None = None) -> int:
     except Refused as exc:
         print(f"http_worker: lease refused, {exc}", file=sys.stderr)
         return 1
-    for task_id, state in worker.reported:
-        print(f"http_worker: {task_id} -> {state}", file=sys.stderr)
     return 0
 
 

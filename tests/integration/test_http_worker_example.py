@@ -95,6 +95,14 @@ def test_the_python_http_worker_runs_and_reports_tasks(app: App, server: str) ->
     assert "hello world, token none" in done.stdout
     assert exit3.state == "dead" and exit3.info().exit_code == 3
     assert slow.state == "dead" and "killed after timeout of 1" in (slow.info().error or "")
+    # an INFO line per attempt it reported, as a Python worker logs
+    assert f"task report.render {render.id} (tenant default, queue default) attempt 1/1 " in (
+        done.stderr
+    )
+    assert f"task command {exit3.id} (tenant default, queue commands) attempt 1/1 failed: " in (
+        done.stderr
+    )
+    assert done.stderr.count(" -> dead") == 4
     # it showed in the registry as an HTTP worker of that token
     entry = WorkerRegistry(app.broker).get("py-test")
     assert entry is not None and entry.via == "http"
