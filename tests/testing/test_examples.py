@@ -1,5 +1,8 @@
 """The examples in examples/ that run on the testing mode do what their
-docstrings say (no Redis server)."""
+docstrings say (no Redis server): exactly-once with SQLite, the ETL DAG, the
+tenants' fairness, and examples/testing_mode.py, a user's test module, run
+with pytest.  The examples that need processes (command tasks, the HTTP
+worker, the tutorial) are run on a real Redis by tests/integration."""
 
 from __future__ import annotations
 
