@@ -1,0 +1,206 @@
+"""Unique windows and debounce (issue 21 §4) on a real Redis, with ``now``
+passed to the enqueue script (no sleeping): rows are built by the App (its
+option checks, its key digest) and submitted with an explicit now."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from redcron import App, ValidationError
+from redcron.app import TaskDef, TaskHandle
+from redcron.model import dedupe
+
+T0 = 1_700_000_000_000
+
+
+@pytest.fixture
+def app(redis_url: str, key_prefix: str) -> Iterator[App]:
+    a = App(redis_url, prefix=key_prefix.rstrip(":"))
+    yield a
+    a.close()
+
+
+def submit(task: TaskDef[Any, Any], now: int, *args: Any, **kwargs: Any) -> TaskHandle:
+    """``task.enqueue`` with the script's now given (the App builds the row)."""
+    opts = {k: kwargs.pop(k) for k in list(kwargs) if k.startswith("_")}
+    row = task.app._row(task.name, "python", [list(args), kwargs], task.options, opts)
+    folded = task.app.broker.enqueuer.submit([row], now=now).folded
+    return TaskHandle.of_row(task.app, row.iid, folded)
+
+
+def keys_and_values(app: App) -> dict[bytes, Any]:
+    """Every key of the test's prefix with a dump of its value (writes show)."""
+    client = app.broker.client
+    prefix = app.settings.prefix
+    return {k: client.dump(k) for k in client.scan_iter(match=f"{prefix}*")}
+
+
+def test_a_duplicate_within_the_window_returns_the_task_and_writes_nothing(app: App) -> None:
+    @app.task(name="u.send", unique_for=60)
+    def send(to: str, body: str = "") -> None: ...
+
+    first = submit(send, T0, to="ann", body="hi")
+    assert not first.duplicate
+    before = keys_and_values(app)
+    # the same arguments (kwargs in another order count the same) 59.999 s on
+    again = submit(send, T0 + 59_999, body="hi", to="ann")
+    assert again.duplicate and again.id == first.id
+    assert keys_and_values(app) == before  # nothing written
+    # other arguments: another key
+    other = submit(send, T0 + 1, "bob", body="hi")
+    assert not other.duplicate and other.id != first.id
+    info = first.info()
+    assert info.unique_key is not None and info.unique_key.startswith(dedupe.DIGEST_LABEL)
+    assert info.unique_until is not None
+    assert int(info.unique_until.timestamp() * 1000) == T0 + 60_000
+
+
+def test_after_the_window_a_new_task_is_made(app: App) -> None:
+    @app.task(name="u.win", unique_for=10)
+    def win() -> None: ...
+
+    first = submit(win, T0)
+    later = submit(win, T0 + 10_000)  # the window is [T0, T0 + 10 s)
+    assert not later.duplicate and later.id != first.id
+    assert submit(win, T0 + 10_001).id == later.id  # the new task holds the key now
+
+
+def test_a_task_that_ended_frees_its_key(app: App) -> None:
+    @app.task(name="u.end", unique_for=3600)
+    def end() -> None: ...
+
+    first = submit(end, T0)
+    first.cancel()  # any terminal state frees it
+    second = submit(end, T0 + 1)
+    assert not second.duplicate and second.id != first.id
+    assert submit(end, T0 + 2).id == second.id
+
+
+def test_an_explicit_key_replaces_the_arguments(app: App) -> None:
+    @app.task(name="u.key", unique_for=60)
+    def key(n: int) -> None: ...
+
+    a = submit(key, T0, 1, _unique_key="order-7")
+    b = submit(key, T0 + 1, 2, _unique_key="order-7")
+    assert b.duplicate and b.id == a.id
+    assert a.info().decoded_args() == [[1], {}]  # the duplicate's arguments are dropped
+    assert a.info().unique_key == "order-7"
+
+    # a key is scoped to its task
+    @app.task(name="u.other", unique_for=60)
+    def other(n: int) -> None: ...
+
+    assert not submit(other, T0 + 2, 3, _unique_key="order-7").duplicate
+
+
+def test_a_per_call_window_and_duplicates_within_one_batch(app: App) -> None:
+    @app.task(name="u.batch")
+    def batch(n: int) -> None: ...
+
+    hs = batch.enqueue_many([(1,), (2,), (1,)], _unique_for=60)
+    assert [h.duplicate for h in hs] == [False, False, True]
+    assert hs[2].id == hs[0].id
+    assert batch.enqueue(1, _unique_for=60).id == hs[0].id  # the real clock: within 60 s
+
+
+def test_many_concurrent_enqueues_of_one_key_make_exactly_one_task(app: App) -> None:
+    @app.task(name="u.race", unique_for=600)
+    def race(n: int) -> None: ...
+
+    handles: list[TaskHandle] = []
+    lock = threading.Lock()
+    start = threading.Barrier(8)
+
+    def go() -> None:
+        start.wait()
+        for _ in range(10):
+            h = race.enqueue(1)
+            with lock:
+                handles.append(h)
+
+    threads = [threading.Thread(target=go) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(handles) == 80
+    assert len({h.id for h in handles}) == 1
+    assert sum(not h.duplicate for h in handles) == 1
+    assert app.broker.client.zcard(app.broker.keys.recent(0)) == 1  # one instance made
+
+
+def test_debounce_moves_the_start_caps_it_and_the_last_call_wins(app: App) -> None:
+    @app.task(name="d.sync", debounce=10, max_wait=25)
+    def sync(n: int) -> None: ...
+
+    first = submit(sync, T0, 1)
+    assert not first.duplicate
+    info = first.info()
+    assert info.state == "scheduled" and due_ms(first) == T0 + 10_000
+    h = submit(sync, T0 + 8_000, 2)  # moves the start to 18 s
+    assert h.duplicate and h.id == first.id and due_ms(first) == T0 + 18_000
+    submit(sync, T0 + 16_000, 3)  # 26 s, capped at max_wait: 25 s
+    assert due_ms(first) == T0 + 25_000
+    info = first.info()
+    assert info.decoded_args() == [[3], {}]
+    assert info.debounce_calls == 3
+    assert _ms(info.debounce_first_at) == T0 and _ms(info.debounce_last_at) == T0 + 16_000
+    score = app.broker.client.zscore(app.broker.keys.timers(0), first.id)
+    assert score == T0 + 25_000  # the timer moved with it
+    # at (or after) its start a call begins a new group
+    nxt = submit(sync, T0 + 25_000, 4)
+    assert not nxt.duplicate and nxt.id != first.id and due_ms(nxt) == T0 + 35_000
+
+
+def test_a_started_debounce_group_takes_no_more_calls(app: App) -> None:
+    @app.task(name="d.lease", debounce=5)
+    def lease_me() -> None: ...
+
+    first = submit(lease_me, T0)
+    app.broker.scripts.run("promote", [app.broker.keys.shard(0)], [T0 + 5_000, 500])
+    assert first.state == "ready"
+    second = submit(lease_me, T0 + 4_000)  # before its due by the clock, but it has started
+    assert not second.duplicate and second.id != first.id
+
+
+def test_validation_names_the_field(app: App) -> None:
+    bad: list[tuple[dict[str, Any], str]] = [
+        ({"unique_for": 0}, "unique_for"),
+        ({"unique_for": -1}, "unique_for"),
+        ({"unique_for": float("nan")}, "unique_for"),
+        ({"unique_for": float("inf")}, "unique_for"),
+        ({"debounce": 0}, "debounce"),
+        ({"debounce": 5, "max_wait": 4}, "max_wait"),
+        ({"max_wait": 4}, "max_wait"),
+        ({"unique_for": 5, "debounce": 5}, "debounce"),
+    ]
+    for i, (opts, field) in enumerate(bad):
+        with pytest.raises(ValidationError) as exc:
+            app.task(name=f"v.{i}", **opts)(lambda: None)
+        assert exc.value.field == field, opts
+
+    @app.task(name="v.ok")
+    def ok() -> None: ...
+
+    for opts, field in [
+        ({"_unique_for": 0}, "_unique_for"),
+        ({"_debounce": float("nan")}, "_debounce"),
+        ({"_unique_key": "k"}, "_unique_key"),
+        ({"_unique_for": 5, "_unique_key": ""}, "_unique_key"),
+        ({"_debounce": 5, "_countdown": 1}, "_countdown"),
+    ]:
+        with pytest.raises(ValidationError) as exc:
+            ok.enqueue(**opts)
+        assert exc.value.field == field, opts
+
+
+def due_ms(h: TaskHandle) -> int | None:
+    return _ms(h.info().due_at)
+
+
+def _ms(t: Any) -> int | None:
+    return None if t is None else round(t.timestamp() * 1000)
