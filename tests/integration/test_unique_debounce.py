@@ -12,6 +12,8 @@ import pytest
 
 from redcron import App, ValidationError
 from redcron.app import TaskDef, TaskHandle
+from redcron.cli.tasks import render_task, task_details
+from redcron.dashboard import create_app
 from redcron.model import dedupe
 
 T0 = 1_700_000_000_000
@@ -204,3 +206,62 @@ def due_ms(h: TaskHandle) -> int | None:
 
 def _ms(t: Any) -> int | None:
     return None if t is None else round(t.timestamp() * 1000)
+
+
+def test_the_rest_route_folds_and_names_its_body_fields(app: App) -> None:
+    @app.task(name="api.u")
+    def u(n: int) -> None: ...
+
+    client = create_app(app, admin_token="tok").test_client()
+    client.environ_base["HTTP_AUTHORIZATION"] = "Bearer tok"
+    body = {"name": "api.u", "args": [1], "unique_for_s": 60}
+    first = client.post("/v1/tasks", json=body)
+    assert first.status_code == 201, first.get_data(as_text=True)
+    got = first.get_json()
+    assert got["duplicate"] is False and got["unique_key"].startswith(dedupe.DIGEST_LABEL)
+    again = client.post("/v1/tasks", json=body)
+    assert again.status_code == 200
+    assert again.get_json()["duplicate"] is True and again.get_json()["id"] == got["id"]
+    keyed = {"name": "api.u", "args": [2], "debounce_s": 30, "unique_key": "k"}
+    d1 = client.post("/v1/tasks", json=keyed).get_json()
+    d2 = client.post("/v1/tasks", json={**keyed, "args": [3]}).get_json()
+    assert d2["duplicate"] and d2["id"] == d1["id"] and d2["debounce_calls"] == 2
+    assert d2["args"] == [[3], {}] and d2["debounce_key"] == "k"
+    for extra, field in [
+        ({"unique_for_s": 0}, "unique_for_s"),
+        ({"debounce_s": -1}, "debounce_s"),
+        ({"debounce_s": 5, "max_wait_s": 1}, "max_wait_s"),
+        ({"debounce_s": 5, "countdown_s": 1}, "countdown_s"),
+        ({"unique_key": "k"}, "unique_key"),
+        ({"unique_for_s": 5, "debounce_s": 5}, "debounce_s"),
+    ]:
+        resp = client.post("/v1/tasks", json={"name": "api.u", "args": [1], **extra})
+        assert resp.status_code == 400, extra
+        assert resp.get_json()["error"]["field"] == field, (extra, resp.get_json())
+
+
+def test_task_show_and_the_task_page_show_the_key_and_the_window(app: App) -> None:
+    @app.task(name="show.u", unique_for=60)
+    def u() -> None: ...
+
+    @app.task(name="show.d", debounce=10, max_wait=30)
+    def d(n: int) -> None: ...
+
+    uh = submit(u, T0, _unique_key="invoice-9")
+    dh = submit(d, T0, 1)
+    submit(d, T0 + 2_000, 2)
+    text = render_task(task_details(app, uh.id, 0))
+    assert "unique key  invoice-9 (held until 2023-11-14T22:14:20.000Z" in text
+    text = render_task(task_details(app, dh.id, 0))
+    assert "debounce    sha1:" in text
+    assert "starts 10s after the last call, at most 30s after the first; 2 call(s)" in text
+    web = create_app(app, admin_token="tok")
+    client = web.test_client()
+    client.get("/login")
+    with client.session_transaction() as session:
+        csrf = session["csrf_token"]
+    client.post("/login", data={"token": "tok", "csrf_token": csrf})
+    page = client.get(f"/tasks/{uh.id}").get_data(as_text=True)
+    assert "unique key" in page and "invoice-9" in page
+    page = client.get(f"/tasks/{dh.id}").get_data(as_text=True)
+    assert "debounce" in page and "2 calls" in page
