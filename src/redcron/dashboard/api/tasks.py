@@ -17,8 +17,8 @@ from typing import Any
 import flask
 
 from redcron.dashboard.api import auth
-from redcron.errors import ValidationError
 from redcron.dashboard.api.common import ApiError, bad, body, only, redcron_app, reply
+from redcron.errors import ValidationError
 from redcron.model import to_json
 
 bp = flask.Blueprint("tasks", __name__)
