@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from redcron import App, ValidationError
+from redcron.errors import Rejected
 from redcron.app import TaskDef, TaskHandle
 from redcron.cli.tasks import render_task, task_details
 from redcron.dashboard import create_app
@@ -265,3 +266,46 @@ def test_task_show_and_the_task_page_show_the_key_and_the_window(app: App) -> No
     assert "unique key" in page and "invoice-9" in page
     page = client.get(f"/tasks/{dh.id}").get_data(as_text=True)
     assert "debounce" in page and "2 calls" in page
+
+
+def test_a_batch_of_many_calls_folds_across_its_script_calls(app: App) -> None:
+    @app.task(name="u.many", unique_for=600)
+    def many(n: int) -> None: ...
+
+    app.tenants.set("default", max_queued=400)  # admission reserves room for 300
+    hs = many.enqueue_many([(i % 2,) for i in range(300)])  # 300 rows: two enqueue calls
+    assert len({h.id for h in hs}) == 2 and sum(not h.duplicate for h in hs) == 2
+    assert [h.id for h in hs[:2]] == [hs[298].id, hs[299].id]
+    # the room admission reserved for the folded rows is given back: 398 fit
+    assert not app.broker.client.exists(app.broker.keys.reserved(0, "default"))
+    assert len(many.enqueue_many([(i,) for i in range(2, 400)])) == 398
+
+    @app.task(name="d.many", debounce=60)
+    def settle(n: int) -> None: ...
+
+    ds = settle.enqueue_many([(i,) for i in range(5)])
+    assert len({h.id for h in ds}) == 1 and [h.duplicate for h in ds] == [False] + [True] * 4
+    info = ds[0].info()
+    assert info.decoded_args() == [[4], {}] and info.debounce_calls == 5
+
+
+def test_a_call_replaces_the_declared_mode(app: App) -> None:
+    @app.task(name="o.d", debounce=60)
+    def d(n: int) -> None: ...
+
+    first = submit(d, T0, 1, _unique_for=10)
+    assert first.info().state == "ready" and first.info().unique_key is not None
+    assert submit(d, T0 + 1, 1, _unique_for=10).duplicate
+    assert submit(d, T0 + 2, 1).info().debounce_key is not None  # the declared debounce
+
+
+def test_a_malformed_dedupe_field_is_refused_and_writes_nothing(app: App) -> None:
+    @app.task(name="m.t")
+    def t() -> None: ...
+
+    row = app._row("m.t", "python", [[], {}], t.options, {})
+    before = keys_and_values(app)
+    for bad in ("x|ab|1|0|k", "u|ab|0|0|k", "u|ab|10|5|k", "d|ab|10|5|k", "u|zz|10|0|k"):
+        with pytest.raises(Rejected, match="dedupe"):
+            app.broker.enqueuer.submit([row._replace(dedupe=bad)], now=T0)
+    assert keys_and_values(app) == before

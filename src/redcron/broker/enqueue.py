@@ -171,6 +171,10 @@ class Enqueuer:
             _outcome(reply, chunk, folded)
             for reply, chunk in zip(results[start:end], chunks, strict=True)
         )
+        if folded:
+            # admission reserved room for every ready row, and a folded row used
+            # none: what is left would count against max_queued until it expired
+            self._release(batch, tenants)
         return Enqueued(created, folded)
 
     def _release(self, batch: dict[int, str], tenants: dict[int, set[str]]) -> None:
