@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from redcron import App, ValidationError
-from redcron.errors import Rejected
 from redcron.app import TaskDef, TaskHandle
 from redcron.cli.tasks import render_task, task_details
 from redcron.dashboard import create_app
+from redcron.errors import Rejected
 from redcron.model import dedupe
 
 T0 = 1_700_000_000_000
