@@ -5,7 +5,7 @@ option checks, its key digest) and submitted with an explicit now."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -110,30 +110,52 @@ def test_a_per_call_window_and_duplicates_within_one_batch(app: App) -> None:
     assert batch.enqueue(1, _unique_for=60).id == hs[0].id  # the real clock: within 60 s
 
 
-def test_many_concurrent_enqueues_of_one_key_make_exactly_one_task(app: App) -> None:
-    @app.task(name="u.race", unique_for=600)
-    def race(n: int) -> None: ...
-
+def race(
+    enqueue: Callable[[int], TaskHandle], threads: int = 8, each: int = 10
+) -> list[TaskHandle]:
+    """``each`` calls of ``enqueue(n)`` (n distinct) from each of ``threads`` threads at once."""
     handles: list[TaskHandle] = []
     lock = threading.Lock()
-    start = threading.Barrier(8)
+    start = threading.Barrier(threads)
 
-    def go() -> None:
+    def go(k: int) -> None:
         start.wait()
-        for _ in range(10):
-            h = race.enqueue(1)
+        for i in range(each):
+            h = enqueue(k * each + i)
             with lock:
                 handles.append(h)
 
-    threads = [threading.Thread(target=go) for _ in range(8)]
-    for t in threads:
+    pool = [threading.Thread(target=go, args=(k,)) for k in range(threads)]
+    for t in pool:
         t.start()
-    for t in threads:
+    for t in pool:
         t.join()
-    assert len(handles) == 80
+    assert len(handles) == threads * each
+    return handles
+
+
+def test_many_concurrent_enqueues_of_one_key_make_exactly_one_task(app: App) -> None:
+    @app.task(name="u.race", unique_for=600)
+    def same(n: int) -> None: ...
+
+    for handles in (
+        race(lambda n: same.enqueue(1)),
+        race(lambda n: same.enqueue(n, _unique_key="k")),
+    ):
+        assert len({h.id for h in handles}) == 1
+        assert sum(not h.duplicate for h in handles) == 1
+    assert app.broker.client.zcard(app.broker.keys.recent(0)) == 2  # one instance per key
+
+
+def test_many_concurrent_debounce_calls_make_one_task_that_took_them_all(app: App) -> None:
+    @app.task(name="d.race", debounce=600)
+    def settle(n: int) -> None: ...
+
+    handles = race(settle.enqueue)
     assert len({h.id for h in handles}) == 1
     assert sum(not h.duplicate for h in handles) == 1
-    assert app.broker.client.zcard(app.broker.keys.recent(0)) == 1  # one instance made
+    assert handles[0].info().debounce_calls == 80
+    assert app.broker.client.zcard(app.broker.keys.recent(0)) == 1
 
 
 def test_debounce_moves_the_start_caps_it_and_the_last_call_wins(app: App) -> None:
