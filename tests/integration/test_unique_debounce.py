@@ -331,3 +331,17 @@ def test_a_malformed_dedupe_field_is_refused_and_writes_nothing(app: App) -> Non
         with pytest.raises(Rejected, match="dedupe"):
             app.broker.enqueuer.submit([row._replace(dedupe=bad)], now=T0)
     assert keys_and_values(app) == before
+
+
+def test_per_call_debounce_options_on_a_declared_debounce(app: App) -> None:
+    @app.task(name="o.cap", debounce=10, max_wait=20)
+    def cap(n: int) -> None: ...
+
+    first = submit(cap, T0, 1, _debounce=5)  # keeps the declared max_wait
+    assert first.info().max_wait_s == 20 and due_ms(first) == T0 + 5_000
+    with pytest.raises(ValidationError) as exc:
+        cap.enqueue(1, _debounce=30)  # above the declared max_wait
+    assert exc.value.field == "_max_wait"
+    # a later call's cap does not move the group's: the first call's holds
+    assert submit(cap, T0 + 4_000, 2, _debounce=19, _max_wait=40).duplicate
+    assert due_ms(first) == T0 + 20_000 and first.info().max_wait_s == 20

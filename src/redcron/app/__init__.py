@@ -407,22 +407,18 @@ class App:
         opts: dict[str, Any],
         delay_ms: int,
     ) -> tuple[dedupe.Dedupe | None, str]:
-        """A call's unique window or debounce (the declared one, each per-call
-        option replacing its default) and its enqueue.lua field ("" = none)."""
+        """A call's unique window or debounce and its enqueue.lua field ("" =
+        none): the declared one, unless the call gives its own (``_unique_for``
+        replaces a declared debounce, ``_debounce`` a declared window and keeps
+        the declared ``max_wait`` unless ``_max_wait`` is given too)."""
         got = opts.get
-        given = [got(f"_{n}") for n in ("unique_for", "debounce", "max_wait")]
-        if any(v is not None for v in given):
-            unique_for, debounce, max_wait = (
-                d if v is None else v
-                for v, d in zip(
-                    given, (defaults.unique_for, defaults.debounce, defaults.max_wait), strict=True
-                )
-            )
-            if given[0] is not None and given[1] is None:
-                debounce = max_wait = None  # a call's unique window replaces a declared debounce
-            elif given[1] is not None and given[0] is None:
-                unique_for = None
-            declared = dedupe.options(unique_for, debounce, max_wait, prefix="_")
+        u, d, w = got("_unique_for"), got("_debounce"), got("_max_wait")
+        if (u, d, w) != (None, None, None):
+            if u is None and d is None:  # only _max_wait: the declared mode's
+                u, d = defaults.unique_for, defaults.debounce
+            if u is None and w is None:
+                w = defaults.max_wait
+            declared = dedupe.options(u, d, w, prefix="_")
         key = got("_unique_key")
         if key is not None:
             key = dedupe.explicit_key(key)

@@ -10,7 +10,8 @@
   - d: debounce:<tenant>:<digest> holds the id of the key's open group (PX =
     until its start).  The group is open while that task is still 'scheduled'
     (on the timers) and now < its due: a call then moves its due to
-    now + debounce, capped at debounce_first + max_wait, and replaces its args.
+    now + (its own) debounce, capped at debounce_first + the group's max_wait
+    (the first call's, max_wait_ms), and replaces its args.
   The expiry of a key never decides: its task's hash does, against `now`. ]]
 -- @include lib/ti_fields.lua
 
@@ -31,7 +32,7 @@ local function dedupe_parse(spec)
 end
 
 -- Decide one row: returns 'create', or 'fold', group (the existing task's
--- group: {iid, first}).  `groups` (per call) holds the keys this call has
+-- group: {iid, first, cap}).  `groups` (per call) holds the keys this call has
 -- created or found, so two rows of one batch with the same key fold too.
 local function dedupe_plan(groups, d, tenant, iid, now)
   local gk = d.mode .. '\0' .. tenant .. '\0' .. d.digest
@@ -48,16 +49,17 @@ local function dedupe_plan(groups, d, tenant, iid, now)
     else
       local held = redis.call('GET', key_debounce(tenant, d.digest))
       if held then
-        local f = redis.call('HMGET', key_ti(held), 'state', 'due', 'debounce_first')
+        local f = redis.call('HMGET', key_ti(held), 'state', 'due', 'debounce_first',
+          'max_wait_ms')
         if f[1] == 'scheduled' and now < (tonumber(f[2]) or 0) then
-          g = {iid = held, first = tonumber(f[3]) or now}
+          g = {iid = held, first = tonumber(f[3]) or now, cap = tonumber(f[4]) or 0}
         end
       end
     end
     if g then groups[gk] = g end
   end
   if g then return 'fold', g end
-  groups[gk] = {iid = iid, first = now}
+  groups[gk] = {iid = iid, first = now, cap = d.cap}
   return 'create'
 end
 
@@ -80,10 +82,10 @@ local function dedupe_created(fields, d, tenant, iid, now, due)
 end
 
 -- A debounce call folded into the open group g: the last call's args win, the
--- start moves to now + debounce, never past the first call + max wait.
+-- start moves to now + debounce, never past the first call + the group's max wait.
 local function dedupe_merge(g, d, tenant, args, now)
   local due = now + d.window
-  if d.cap > 0 and g.first + d.cap < due then due = g.first + d.cap end
+  if g.cap > 0 and g.first + g.cap < due then due = g.first + g.cap end
   local ti = key_ti(g.iid)
   redis.call('HSET', ti, 'args', args, 'due', due, 'debounce_last', now)
   redis.call('HINCRBY', ti, 'debounce_calls', 1)
