@@ -60,6 +60,13 @@ local function row_at(i)
     dedupe
 end
 
+-- Row i's dedupe field alone ('' when F is under 16): the plan reads only it
+-- for the rows that have none, the common case.
+local function dedupe_at(i)
+  if F < 16 then return '' end
+  return ARGV[3 + i * F + 15]
+end
+
 local function refuse(code, msg)
   return batch_refuse(batch_key, code, msg)
 end
@@ -115,8 +122,9 @@ end
 -- first write; plans[i] = {d, action, group}, folded = {index, id, ...}
 local plans, folded, dedupe_groups = {}, {}, {}
 for i = 0, count - 1 do
-  local iid, _, _, _, _, tenant = row_at(i)
-  local d, bad = dedupe_parse(select(16, row_at(i)))
+  local d, bad = dedupe_parse(dedupe_at(i))
+  local iid, _, _, _, _, tenant
+  if d or bad then iid, _, _, _, _, tenant = row_at(i) end
   if bad then return refuse('REJECTED', 'task ' .. iid .. ': ' .. bad) end
   if d then
     local action, g = dedupe_plan(dedupe_groups, d, tenant, iid, now)
