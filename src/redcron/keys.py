@@ -151,6 +151,13 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "adur": ("adur:{tenant}", ("tenant",)),
     # the same for the tenant's runs, per job name
     "rdur": ("rdur:{tenant}", ("tenant",)),
+    # -- unique windows and debounce (issue 21 §4; lib/dedupe.lua) --------------
+    # a unique key's current holder: STRING -> instance id, PX = the window
+    # (<digest> = sha1 of the task name and its unique key: model/dedupe.py)
+    "uniq": ("uniq:{tenant}:{digest}", ("tenant", "digest")),
+    # a debounce key's open group: STRING -> instance id, PX = until its start
+    "debounce": ("debounce:{tenant}:{digest}", ("tenant", "digest")),
+    # -- end unique windows and debounce ---------------------------------------
     # opt-in attempt audit (``Worker(audit=True)``, ``redcron chaos``): one entry per
     # attempt start and end; the entry id is the server time; capped (MAXLEN ~)
     "audit": ("audit", ()),
@@ -455,6 +462,14 @@ class Keys:
     def reserved(self, shard: int, tenant: str) -> str:
         return self.build(shard, "reserved", tenant)
 
+    # -- unique windows and debounce (issue 21 §4) --
+    def uniq(self, shard: int, tenant: str, digest: str) -> str:
+        return self.build(shard, "uniq", tenant, digest)
+
+    def debounce(self, shard: int, tenant: str, digest: str) -> str:
+        return self.build(shard, "debounce", tenant, digest)
+
+    # -- end unique windows and debounce --
     def attempts(self, shard: int) -> str:
         return self.build(shard, "attempts")
 

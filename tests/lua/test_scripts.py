@@ -164,6 +164,7 @@ def test_every_key_of_a_shard_has_the_shards_slot(prefix: str) -> None:
                         "run_id": f"{shard}-{ulid()}@1795000000000",
                         "minute": 29932000,
                         "token": ulid(),
+                        "digest": "0beec7b5ea3f0fdbc95d0dd47f3c5bc275da8a33",
                     }
                     key = keys.build(shard, kind, *(values[n] for n in names))
                     assert key_slot(key.encode()) == slot, key

@@ -220,7 +220,44 @@ MEANS = {
     "fairness_order": lambda t: t[1].startswith("sbbbsbbb"),
     "breaker": lambda t: t[1] == "open" and "held" in t[3] and t[-2] == "closed",
     "hand_made_stream": lambda t: t[1:] == ["succeeded", "ran"],
+    "unique_and_debounce": lambda t: (
+        t[:6] == [True, True, True, True, True, 25.0]
+        and t[7] == [["once", 1], ["settle", 3]]
+        and t[8:] == [False, True, 3]
+    ),
 }
+
+
+def unique_and_debounce(make: Make) -> list[Any]:
+    """A unique window's duplicate, then a key freed by its task's end; a
+    debounce moved twice, capped by max_wait, run once with the last args."""
+    app = make(now=T0)
+    ran: list[Any] = []
+
+    @app.task(name="once", unique_for=60)
+    def once(n: int) -> None:
+        ran.append(["once", n])
+
+    @app.task(name="settle", debounce=10, max_wait=25)
+    def settle(n: int) -> None:
+        ran.append(["settle", n])
+
+    a, b = once.enqueue(1), once.enqueue(1)
+    out: list[Any] = [b.duplicate, a.id == b.id]
+    first = settle.enqueue(1)
+    app.advance(8)
+    second = settle.enqueue(2)
+    app.advance(8)
+    third = settle.enqueue(3)  # due 26 s after the first: capped at 25
+    due = third.info().due_at
+    out += [second.duplicate, third.duplicate, first.id == third.id]
+    out.append(None if due is None else (due - T0).total_seconds())
+    app.advance(30)
+    out += [_counts(app), sorted(ran)]
+    c = once.enqueue(1)  # within the window, but its task ended
+    out += [c.duplicate, c.id != a.id, first.info().debounce_calls]
+    return out
+
 
 SCENARIOS = {
     "retry_dlq_replay": retry_dlq_replay,
@@ -229,6 +266,7 @@ SCENARIOS = {
     "fairness_order": fairness_order,
     "breaker": breaker,
     "hand_made_stream": hand_made_stream,
+    "unique_and_debounce": unique_and_debounce,
 }
 
 

@@ -23,7 +23,7 @@ from redcron.clock import ulid
 from redcron.config import Settings
 from redcron.errors import ValidationError
 from redcron.keys import shard_of, shard_of_id
-from redcron.model import JobChange, validation
+from redcron.model import JobChange, dedupe, validation
 from redcron.model.binding import CallShape
 from redcron.model.jobs import COMMAND_TASK, JobSpec, Task, job_spec
 
@@ -35,7 +35,7 @@ R = TypeVar("R")
 #: what a call may override (``task.enqueue(..., _countdown=5)``)
 PER_CALL_OPTIONS = frozenset(
     ("_countdown", "_tenant", "_priority", "_queue", "_timeout", "_retries", "_cpu", "_mem")
-)
+) | frozenset(("_unique_for", "_unique_key", "_debounce", "_max_wait"))  # issue 21 §4
 
 
 class App:
@@ -88,6 +88,9 @@ class App:
         retry_cap: float | None = None,
         cpu: float | None = None,
         mem: int | str | None = None,
+        unique_for: float | None = None,
+        debounce: float | None = None,
+        max_wait: float | None = None,
     ) -> Callable[[Callable[P, R]], TaskDef[P, R]]: ...
 
     def task(
@@ -105,8 +108,19 @@ class App:
         retry_cap: float | None = None,
         cpu: float | None = None,
         mem: int | str | None = None,
+        unique_for: float | None = None,
+        debounce: float | None = None,
+        max_wait: float | None = None,
     ) -> Any:
-        """Register a task (``@app.task`` or ``@app.task(retries=3, ...)``)."""
+        """Register a task (``@app.task`` or ``@app.task(retries=3, ...)``).
+
+        ``unique_for`` (seconds): an enqueue matching a task of the same key that
+        has not ended, within the window, returns that task (``duplicate``);
+        ``debounce`` (seconds, with an optional ``max_wait`` cap): calls of one key
+        fold into one task that starts ``debounce`` after the last of them, with
+        its arguments.  Exclusive; docs/operations.md "Unique windows and
+        debounce" has the exact semantics.
+        """
         validation.timeout_ms(timeout)
         base, cap = validation.backoff(
             self.settings.retry_base if retry_base is None else retry_base,
@@ -124,7 +138,11 @@ class App:
             retry_cap=cap,
             cpu=None if cpu is None else validation.cpus(cpu),
             mem=None if mem is None else validation.mem_bytes(mem),
+            unique_for=unique_for,
+            debounce=debounce,
+            max_wait=max_wait,
         )
+        opts.dedupe  # noqa: B018 - checked at declaration, not at the first call
 
         def register(f: Callable[P, R]) -> TaskDef[P, R]:
             task_name = name or f"{f.__module__}.{f.__qualname__}"
@@ -336,6 +354,7 @@ class App:
         tenant, queue, priority = checked.tenant, checked.queue, checked.priority
         timeout, max_attempts = checked.timeout_ms, checked.max_attempts
         cpu, mem, delay = defaults.cpu, defaults.mem, 0
+        deduped = defaults.dedupe
         if opts:  # each given option replaces its default (None: the default)
             get = opts.get
             if get("_tenant") is not None:
@@ -353,6 +372,11 @@ class App:
                 cpu = validation.cpus(opts["_cpu"], "_cpu")
             if get("_mem") is not None:
                 mem = validation.mem_bytes(opts["_mem"], "_mem")
+        wire = ""
+        if deduped is not None or opts:  # -- unique windows and debounce (issue 21 §4) --
+            deduped, wire = self._dedupe(name, payload, defaults, deduped, opts, delay)
+            if deduped is not None and deduped.mode == dedupe.DEBOUNCE:
+                delay = deduped.window_ms  # a debounced task waits that long first
         args = serde.dumps(payload)
         shard = shard_of(tenant, self.broker.shards)
         return EnqueueRow(
@@ -371,4 +395,41 @@ class App:
             result_ttl_s=self.settings.result_ttl,
             cpu=cpu,
             mem=mem,
+            dedupe=wire,
         )
+
+    def _dedupe(
+        self,
+        name: str,
+        payload: Any,
+        defaults: TaskOptions,
+        declared: dedupe.Dedupe | None,
+        opts: dict[str, Any],
+        delay_ms: int,
+    ) -> tuple[dedupe.Dedupe | None, str]:
+        """A call's unique window or debounce and its enqueue.lua field ("" =
+        none): the declared one, unless the call gives its own (``_unique_for``
+        replaces a declared debounce, ``_debounce`` a declared window and keeps
+        the declared ``max_wait`` unless ``_max_wait`` is given too)."""
+        got = opts.get
+        u, d, w = got("_unique_for"), got("_debounce"), got("_max_wait")
+        if (u, d, w) != (None, None, None):
+            if u is None and d is None:  # only _max_wait: the declared mode's
+                u, d = defaults.unique_for, defaults.debounce
+            if u is None and w is None:
+                w = defaults.max_wait
+            declared = dedupe.options(u, d, w, prefix="_")
+        key = got("_unique_key")
+        if key is not None:
+            key = dedupe.explicit_key(key)
+        if declared is None:
+            if key is not None:
+                raise ValidationError(
+                    "_unique_key", "applies with unique_for or debounce only; give one of them"
+                )
+            return None, ""
+        if declared.mode == dedupe.DEBOUNCE and delay_ms:
+            raise ValidationError(
+                "_countdown", "cannot be combined with debounce (the debounce is the delay)"
+            )
+        return declared, dedupe.wire(declared, name, key, payload)

@@ -17,6 +17,8 @@ from redcron.broker import TaskCancel
 from redcron.errors import TaskFailed, TaskTimeout, ValidationError
 from redcron.model import TaskRecord, validation
 from redcron.model.binding import CallShape
+from redcron.model.dedupe import Dedupe
+from redcron.model.dedupe import options as dedupe_options
 from redcron.model.states import TASK_TERMINAL, TaskState
 
 if TYPE_CHECKING:
@@ -39,6 +41,11 @@ class TaskOptions:
     retry_cap: float
     cpu: float | None = None
     mem: int | None = None
+    # -- unique windows and debounce (issue 21 §4): model/dedupe.py --
+    unique_for: float | None = None
+    debounce: float | None = None
+    max_wait: float | None = None
+    # -- end unique windows and debounce --
 
     @functools.cached_property
     def checked(self) -> CheckedOptions:
@@ -53,6 +60,14 @@ class TaskOptions:
             int(self.retry_base * 1000),
             int(self.retry_cap * 1000),
         )
+
+    # -- unique windows and debounce (issue 21 §4) --
+    @functools.cached_property
+    def dedupe(self) -> Dedupe | None:
+        """The declared unique window or debounce, checked (raises ValidationError)."""
+        return dedupe_options(self.unique_for, self.debounce, self.max_wait)
+
+    # -- end unique windows and debounce --
 
 
 class CheckedOptions(NamedTuple):
@@ -95,7 +110,13 @@ class TaskDef(Generic[P, R]):
 
     def enqueue(self, *args: Any, **kwargs: Any) -> TaskHandle:
         """Enqueue one call; ``_countdown``, ``_tenant``, ``_priority``, ``_queue``,
-        ``_timeout``, ``_retries`` override the declared options for this call.
+        ``_timeout``, ``_retries``, ``_unique_for``, ``_debounce``, ``_max_wait``
+        override the declared options for this call, ``_unique_key`` replaces
+        the arguments as the unique (or debounce) key.
+
+        With a unique window or a debounce the call may fold into an existing
+        task: its handle comes back with ``duplicate`` True (docs/operations.md
+        "Unique windows and debounce").
 
         Raises:
             ValidationError: the arguments do not fit the function (nothing is written).
@@ -103,8 +124,8 @@ class TaskDef(Generic[P, R]):
         opts = {k: kwargs.pop(k) for k in list(kwargs) if k.startswith("_")}
         row = self.app._row(self.name, "python", [list(args), kwargs], self.options, opts)
         self.check_args(args, kwargs)  # after the options: their errors come first
-        self.app.broker.enqueuer.enqueue([row])
-        return TaskHandle(self.app, row.iid)
+        folded = self.app.broker.enqueuer.submit([row]).folded
+        return TaskHandle.of_row(self.app, row.iid, folded)
 
     def enqueue_many(self, calls: Iterable[Sequence[Any]], **options: Any) -> list[TaskHandle]:
         """Enqueue many calls (each a tuple of positional args) in one round trip."""
@@ -120,16 +141,26 @@ class TaskDef(Generic[P, R]):
                 self.app._row(self.name, "python", [list(call), {}], self.options, dict(options))
             )
             self.check_args(call, {}, f"calls[{i}]")
-        self.app.broker.enqueuer.enqueue(rows)
-        return [TaskHandle(self.app, row.iid) for row in rows]
+        folded = self.app.broker.enqueuer.submit(rows).folded
+        return [TaskHandle.of_row(self.app, row.iid, folded) for row in rows]
 
 
 class TaskHandle:
     """A reference to one task instance by id."""
 
-    def __init__(self, app: App, task_id: str) -> None:
+    def __init__(self, app: App, task_id: str, *, duplicate: bool = False) -> None:
         self.app = app
         self.id = task_id
+        #: the enqueue folded into this existing task (a unique key's duplicate, or
+        #: a debounce call): it created nothing
+        self.duplicate = duplicate
+
+    @classmethod
+    def of_row(cls, app: App, iid: str, folded: Mapping[str, str]) -> TaskHandle:
+        """The handle an enqueued row stands for: its own task, or the existing
+        one it folded into (``Enqueued.folded``)."""
+        existing = folded.get(iid)
+        return cls(app, iid) if existing is None else cls(app, existing, duplicate=True)
 
     def __repr__(self) -> str:
         return f"<TaskHandle {self.id}>"

@@ -45,6 +45,8 @@ class EnqueueRow(NamedTuple):
     result_ttl_s: int
     cpu: float | None = None  # cores (None: no request)
     mem: int | None = None  # bytes (None: no request)
+    # unique window / debounce (issue 21 §4): model/dedupe.py wire(), "" = none
+    dedupe: str = ""
 
 
 #: values per task in enqueue.lua's ARGV
@@ -92,12 +94,13 @@ def flat(head: list[Any], groups: Iterable[Sequence[Any]]) -> list[Any]:
 
 
 def enqueue(rows: Iterable[EnqueueRow], now: int | None = None) -> list[Any]:
-    """enqueue.lua: every row's 15 fields (resource requests "" when None)."""
+    """enqueue.lua: every row's 16 fields (resource requests "" when None)."""
     args: list[Any] = [clock(now), ENQUEUE_FIELDS]
     for r in rows:
-        args += r[:-2]  # EnqueueRow declares its fields in ARGV order
+        args += r[:13]  # EnqueueRow declares its fields in ARGV order
         args.append("" if r.cpu is None else r.cpu)
         args.append("" if r.mem is None else r.mem)
+        args.append(r.dedupe)
     return args
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
@@ -22,6 +23,28 @@ from redcron.errors import Conflict, NotReplicated, RedcronError
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True, slots=True)
+class Enqueued:
+    """What one submission did: instances ``created``, and the rows that folded
+    into an existing task (a unique key's duplicate, a debounce call: issue 21
+    §4) as row id -> that task's id (such a row created nothing)."""
+
+    created: int
+    folded: dict[str, str] = field(default_factory=dict)
+
+
+def _outcome(reply: Any, chunk: Sequence[EnqueueRow], into: dict[str, str]) -> int:
+    """One enqueue.lua reply: a count, or {created, index, id, ...} (see its header)."""
+    if not isinstance(reply, list):
+        return int(reply)
+    for i in range(1, len(reply) - 1, 2):
+        existing = reply[i + 1]
+        into[chunk[int(reply[i])].iid] = (
+            existing.decode() if isinstance(existing, bytes) else str(existing)
+        )
+    return int(reply[0])
+
+
 class Enqueuer:
     """Create task instances (one-off tasks; a run's instances come from fire.lua)."""
 
@@ -29,7 +52,12 @@ class Enqueuer:
         self.core = core
 
     def enqueue(self, rows: Sequence[EnqueueRow], now: int | None = None) -> int:
-        """Create instances (see :meth:`_enqueue`).  Under ``durability="strict"``
+        """Create instances (see :meth:`_enqueue`); the number created."""
+        return self.submit(rows, now).created
+
+    def submit(self, rows: Sequence[EnqueueRow], now: int | None = None) -> Enqueued:
+        """Create instances (see :meth:`_enqueue`); what was created and what
+        folded into existing tasks.  Under ``durability="strict"``
         a :class:`NotReplicated` names the task ids it concerns: they are queued
         on the master, and enqueueing them again would run the work twice."""
         try:
@@ -42,8 +70,9 @@ class Enqueuer:
             raised.results = exc.results
             raise raised from exc
 
-    def _enqueue(self, rows: Sequence[EnqueueRow], now: int | None = None) -> int:
-        """Create instances, one per row.
+    def _enqueue(self, rows: Sequence[EnqueueRow], now: int | None = None) -> Enqueued:
+        """Create instances, one per row (a row with a unique key or a debounce
+        may fold into an existing task instead: ``Enqueued.folded``).
 
         All or nothing: a batch refused for a tenant's ``max_queued``
         (:class:`QuotaExceeded`), a command or container row of a tenant
@@ -74,9 +103,11 @@ class Enqueuer:
         by_shard: dict[int, list[EnqueueRow]] = {}
         for row in rows:
             by_shard.setdefault(shard_of_id(row.iid), []).append(row)
+        folded: dict[str, str] = {}
         if len(by_shard) == 1 and len(rows) <= MAX_BATCH:
             shard, chunk = next(iter(by_shard.items()))
-            return int(core._run("enqueue", shard, argv.enqueue(chunk, now)))
+            reply = core._run("enqueue", shard, argv.enqueue(chunk, now))
+            return Enqueued(_outcome(reply, chunk, folded), folded)
         seen: set[str] = set()
         ready: dict[int, dict[str, int]] = {}  # shard -> tenant -> rows ready at once
         for shard, shard_rows in by_shard.items():
@@ -122,9 +153,11 @@ class Enqueuer:
         # 2. write it (on one shard in the same round trip: a refused admission
         # has set the marker, and every write call then refuses)
         start = len(pipe.command_stack)
+        chunks: list[Sequence[EnqueueRow]] = []
         for shard, shard_rows in by_shard.items():
             for i in range(0, len(shard_rows), MAX_BATCH):
                 chunk = shard_rows[i : i + MAX_BATCH]
+                chunks.append(chunk)
                 core._run("enqueue", shard, argv.enqueue(chunk, now), pipe, batch[shard])
         end = len(pipe.command_stack)
         for marker in batch.values():
@@ -134,7 +167,15 @@ class Enqueuer:
         except RedcronError:
             self._release(batch, tenants)
             raise
-        return sum(int(n) for n in results[start:end])
+        created = sum(
+            _outcome(reply, chunk, folded)
+            for reply, chunk in zip(results[start:end], chunks, strict=True)
+        )
+        if folded:
+            # admission reserved room for every ready row, and a folded row used
+            # none: what is left would count against max_queued until it expired
+            self._release(batch, tenants)
+        return Enqueued(created, folded)
 
     def _release(self, batch: dict[int, str], tenants: dict[int, set[str]]) -> None:
         """Drop a batch's reservations and refusal markers (it was refused).

@@ -161,6 +161,8 @@ def render_task(details: TaskDetails) -> str:
         ("priority", t.priority),
         ("created", iso_ms(t.created_at)),
         ("due", iso_ms(t.due_at)),
+        ("unique key", _unique(t)),
+        ("debounce", _debounce(t)),
         ("ended", iso_ms(t.ended_at)),
         ("attempts", _attempts(t)),
         ("args", payload(t.args) if t.args else None),
@@ -195,6 +197,25 @@ def render_task(details: TaskDetails) -> str:
     return "\n".join(out)
 
 
+# -- unique windows and debounce (issue 21 §4) --
+def _unique(t: TaskRecord) -> str | None:
+    if t.unique_key is None:
+        return None
+    return f"{t.unique_key} (held until {iso_ms(t.unique_until)} or the task's end)"
+
+
+def _debounce(t: TaskRecord) -> str | None:
+    if t.debounce_key is None:
+        return None
+    cap = "" if t.max_wait_s is None else f", at most {t.max_wait_s:g}s after the first"
+    return (
+        f"{t.debounce_key}: starts {t.debounce_s or 0:g}s after the last call{cap}; "
+        f"{t.debounce_calls} call(s), first {iso_ms(t.debounce_first_at)}, "
+        f"last {iso_ms(t.debounce_last_at)}"
+    )
+
+
+# -- end unique windows and debounce --
 def _attempts(t: TaskRecord) -> str:
     # a retry or a DLQ replay starts a fresh budget at the attempt count it had
     return attempts_long(t)

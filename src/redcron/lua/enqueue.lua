@@ -7,11 +7,17 @@
           Its reservations (reserved:<tenant>) are not counted against this
           call's rows, and are used up by what it writes.
   ARGV[1] now_override_ms ("" = server TIME)
-  ARGV[2] fields per task (F = 13, or 15 with resource requests), then F values per task:
+  ARGV[2] fields per task (F = 13, 15 with resource requests, 16 with dedupe), then
+          F values per task:
           iid, name, kind, args(msgpack), queue, tenant, priority, timeout_ms,
           max_attempts, retry_base_ms, retry_cap_ms, delay_ms, result_ttl_s
           [, cpu (cores, "" = none), mem (bytes, "" = none)]
-  Returns: number of instances created.
+          [, dedupe ("" = none; a unique window or debounce, lib/dedupe.lua): F = 16 only]
+  Returns: number of instances created; when a row folded into an existing
+          task (a unique key's duplicate, a debounce call), {created, row
+          index (0-based), existing id, ...} instead: such a row creates
+          nothing (a debounce call moves that task's start and replaces its
+          args, lib/dedupe.lua).
   One call is atomic.  A batch of more than 256 rows (or spanning shards) is
   several calls: Enqueuer.enqueue first runs enqueue_check.lua for the whole
   batch (every id; max_queued, reserving the room), then these calls, so a
@@ -25,7 +31,7 @@
           CONFLICT if an id already exists (or comes twice in the batch);
           REJECTED for a malformed row (bad field count, priority not
           high|normal|low, empty queue/tenant, non-numeric or negative
-          numbers, max_attempts < 1).  Either way nothing is written;
+          numbers, max_attempts < 1, a malformed dedupe field).  Either way nothing is written;
           REJECTED also when KEYS[2] says an earlier call of the batch refused.
   Upholds: one place per instance (the hash records it from creation on). ]]
 -- @include lib/clock.lua
@@ -36,19 +42,29 @@
 -- @include lib/batch.lua
 -- @include lib/grant.lua
 -- @include lib/ti_fields.lua
+-- @include lib/dedupe.lua
 
 local now = now_ms(ARGV[1])
 local F = tonumber(ARGV[2])
 local batch_key = KEYS[2]
 
 -- Row i (0-based) of ARGV[3..], F values each, as named values in the order
--- of the header; cpu and mem are '' when F is 13.
+-- of the header; cpu and mem are '' when F is 13, dedupe when F is under 16.
 local function row_at(i)
   local b = 3 + i * F
-  local cpu, mem = '', ''
-  if F == 15 then cpu, mem = ARGV[b + 13], ARGV[b + 14] end
+  local cpu, mem, dedupe = '', '', ''
+  if F >= 15 then cpu, mem = ARGV[b + 13], ARGV[b + 14] end
+  if F >= 16 then dedupe = ARGV[b + 15] end
   return ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5], ARGV[b + 6],
-    ARGV[b + 7], ARGV[b + 8], ARGV[b + 9], ARGV[b + 10], ARGV[b + 11], ARGV[b + 12], cpu, mem
+    ARGV[b + 7], ARGV[b + 8], ARGV[b + 9], ARGV[b + 10], ARGV[b + 11], ARGV[b + 12], cpu, mem,
+    dedupe
+end
+
+-- Row i's dedupe field alone ('' when F is under 16): the plan reads only it
+-- for the rows that have none, the common case.
+local function dedupe_at(i)
+  if F < 16 then return '' end
+  return ARGV[3 + i * F + 15]
 end
 
 local function refuse(code, msg)
@@ -59,9 +75,9 @@ local refused = batch_refused(batch_key)
 if refused then return refused end
 
 -- checks before writes: a row that fails half-way would leave an instance with no place
-if (F ~= 13 and F ~= 15) or (#ARGV - 2) % F ~= 0 then
-  return refuse('REJECTED', 'enqueue takes 13 (or 15) fields per task, got ' .. (#ARGV - 2)
-    .. ' values')
+if (F ~= 13 and F ~= 15 and F ~= 16) or (#ARGV - 2) % F ~= 0 then
+  return refuse('REJECTED', 'enqueue takes 13 (or 15) fields per task, or 16 with dedupe, got '
+    .. (#ARGV - 2) .. ' values')
 end
 local count = (#ARGV - 2) / F
 local batch = {}
@@ -102,13 +118,36 @@ for i = 0, count - 1 do
   end
   batch[iid] = true
 end
+-- unique windows and debounce (lib/dedupe.lua): decide every row before the
+-- first write; plans[i] = {d, action, group}, folded = {index, id, ...}
+local plans, folded, dedupe_groups = {}, {}, {}
+for i = 0, count - 1 do
+  local d, bad = dedupe_parse(dedupe_at(i))
+  local iid, _, _, _, _, tenant
+  if d or bad then iid, _, _, _, _, tenant = row_at(i) end
+  if bad then return refuse('REJECTED', 'task ' .. iid .. ': ' .. bad) end
+  if d then
+    local action, g = dedupe_plan(dedupe_groups, d, tenant, iid, now)
+    plans[i] = {d = d, action = action, group = g}
+    if action == 'fold' then
+      folded[#folded + 1] = i
+      folded[#folded + 1] = g.iid
+    end
+  end
+end
+local function folds(i) return plans[i] and plans[i].action == 'fold' end
+local function debounced(i) return plans[i] and plans[i].d.mode == 'd' end
+-- end unique windows and debounce
 -- admission: per tenant, what this call adds against max_queued
 local adding, limits = {}, {}
 for i = 0, count - 1 do
   local _, _, _, _, _, tenant, _, _, _, _, _, delay_ms = row_at(i)
   adding[tenant] = adding[tenant] or 0
-  -- max_queued bounds ready work: a countdown task counts once it is due
-  if tonumber(delay_ms) == 0 then adding[tenant] = adding[tenant] + 1 end
+  -- max_queued bounds ready work: a countdown task counts once it is due (a
+  -- debounced one too), a folded row never
+  if tonumber(delay_ms) == 0 and not folds(i) and not debounced(i) then
+    adding[tenant] = adding[tenant] + 1
+  end
 end
 -- a call of an admitted batch: what enqueue_check reserved for it is counted
 -- by queued_count already, so it is not counted twice (an expired reservation
@@ -134,9 +173,21 @@ local tenants_seen = {}
 local queues_seen = {}
 local rings_seen = {}
 local timers = key_timers()
+local created = 0
 for i = 0, count - 1 do
   local iid, name, kind, args, queue, tenant, priority, timeout_ms, max_attempts, retry_base_ms,
     retry_cap_ms, delay_ms, result_ttl_s, cpu, mem = row_at(i)
+  -- unique windows and debounce: a folded row creates nothing (Lua 5.1 has no
+  -- goto: `break` leaves this one-pass repeat, the loop's `continue`)
+  repeat
+  local plan = plans[i]
+  if plan and plan.action == 'fold' then
+    if plan.d.mode == 'd' then dedupe_merge(plan.group, plan.d, tenant, args, now) end
+    break
+  end
+  if plan and plan.d.mode == 'd' then delay_ms = plan.d.window end
+  -- end unique windows and debounce
+  created = created + 1
   priority = clamp_priority(priority, limits[tenant])
   local delay = tonumber(delay_ms)
   local ti = key_ti(iid)
@@ -174,6 +225,7 @@ for i = 0, count - 1 do
     push_field(row, 'cpu', cpu)
     push_field(row, 'mem', mem)
   end
+  if plan then dedupe_created(row, plan.d, tenant, iid, now, now + delay) end
   redis.call('HSET', ti, unpack(row))
   note_recent(recent, iid, now)
   if not tenants_seen[tenant] then
@@ -185,6 +237,7 @@ for i = 0, count - 1 do
     queues_seen[queue] = true
     redis.call('SADD', key_queues(), queue)
   end
+  until true  -- end unique windows and debounce
 end
 wake_gathered(woken)
 save_recent(recent)
@@ -197,4 +250,5 @@ for t, r in pairs(ours) do
     redis.call('HSET', rk, batch_key, r - adding[t], batch_key .. ':exp', server_ms() + 60000)
   end
 end
-return count
+if #folded > 0 then return {created, unpack(folded)} end
+return created

@@ -143,8 +143,9 @@ PATHS: Json = {
         "post": _op("Retry one failed task of a run", "200", _ref("Run"), ("404", "409")),
     },
     "/v1/tasks": {
-        "post": _op("Enqueue a registered task", "201", _ref("Task"), ("400", "413", "429"),
-                    _ref("TaskBody")),
+        "post": _op("Enqueue a registered task (200 with duplicate true: it folded into an "
+                    "existing task, a unique key's or a debounce's)", "201", _ref("Task"),
+                    ("400", "413", "429"), _ref("TaskBody")),
     },
     "/v1/tasks/{task_id}": {
         "parameters": _path("task_id"),
@@ -288,7 +289,9 @@ SCHEMAS: Json = {
         "name": {"type": "string"}, "args": {"type": "array"}, "kwargs": _OBJECT,
         "tenant": {"type": "string"}, "queue": {"type": "string"},
         "priority": {"type": "string"}, "timeout_s": {"type": "number"},
-        "retries": {"type": "integer"}, "countdown_s": {"type": "number"}}},
+        "retries": {"type": "integer"}, "countdown_s": {"type": "number"},
+        "unique_for_s": {"type": "number"}, "unique_key": {"type": "string"},
+        "debounce_s": {"type": "number"}, "max_wait_s": {"type": "number"}}},
     "Task": {"type": "object", "properties": {
         "id": {"type": "string"}, "name": {"type": "string"}, "state": {"type": "string"},
         "attempt": {"type": "integer"}, "error": {"type": ["string", "null"]}}},

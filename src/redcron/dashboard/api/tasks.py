@@ -4,7 +4,10 @@ Only tasks registered on the App the server runs with (``redcron dashboard
 -A module:app``) can be enqueued: the name is checked, the arguments are
 bound to the function's signature (a call that does not fit is a 400 naming
 ``args`` or ``kwargs.<name>``), and the task's declared options are the
-defaults the body overrides.
+defaults the body overrides.  With a unique window or a debounce (declared,
+or ``unique_for_s`` / ``debounce_s`` + ``max_wait_s`` in the body, ``unique_key``)
+a call may fold into an existing task: 200 with that task and ``duplicate``
+true, where a new task is 201 with ``duplicate`` false.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import flask
 
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import ApiError, bad, body, only, redcron_app, reply
+from redcron.errors import ValidationError
+from redcron.model import to_json
 
 bp = flask.Blueprint("tasks", __name__)
 
@@ -26,8 +31,17 @@ OPTIONS = {
     "timeout_s": "_timeout",
     "retries": "_retries",
     "countdown_s": "_countdown",
+    # unique windows and debounce (issue 21 §4)
+    "unique_for_s": "_unique_for",
+    "unique_key": "_unique_key",
+    "debounce_s": "_debounce",
+    "max_wait_s": "_max_wait",
 }
 FIELDS = frozenset({"name", "args", "kwargs", *OPTIONS})
+#: a per-call option's name in a ValidationError -> the body field that set it
+#: (the unique/debounce options, and the countdown debounce refuses)
+BODY_FIELD = {option: field for field, option in OPTIONS.items() if field.startswith(
+    ("unique_", "debounce_", "max_wait_", "countdown_"))}  # fmt: skip
 
 
 @bp.post("/tasks")
@@ -55,8 +69,14 @@ def enqueue_task() -> flask.Response:
     options: dict[str, Any] = {
         option: data[field] for field, option in OPTIONS.items() if data.get(field) is not None
     }
-    handle = app.tasks[name].enqueue(*args, **kwargs, **options)
-    return reply(handle.info(), 201)
+    try:
+        handle = app.tasks[name].enqueue(*args, **kwargs, **options)
+    except ValidationError as exc:
+        if exc.field in BODY_FIELD:
+            raise ValidationError(BODY_FIELD[exc.field], exc.message) from exc
+        raise
+    return reply({**to_json(handle.info()), "duplicate": handle.duplicate},
+                 200 if handle.duplicate else 201)  # fmt: skip
 
 
 @bp.get("/tasks/<path:task_id>")  # a run's task ids hold a slash: <run>/<task>

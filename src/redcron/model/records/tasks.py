@@ -106,6 +106,20 @@ class TaskRecord:
     result: bytes | None
     attempts: tuple[AttemptRecord, ...]
     shard: int
+    # -- unique windows and debounce (issue 21 §4; docs/operations.md) --
+    #: the key a unique window matches on (the ``_unique_key``, or ``sha1:<digest>``
+    #: of the arguments), and the window's end (it also ends with the task)
+    unique_key: str | None = None
+    unique_until: datetime | None = None
+    #: a debounced task: its key, debounce and cap (seconds), first and last call,
+    #: calls folded in (the first included); its start is ``due_at``
+    debounce_key: str | None = None
+    debounce_s: float | None = None
+    max_wait_s: float | None = None
+    debounce_first_at: datetime | None = None
+    debounce_last_at: datetime | None = None
+    debounce_calls: int = 0
+    # -- end unique windows and debounce --
 
     @classmethod
     def from_fields(cls, fields: Fields, shard: int, iid: str | None = None) -> TaskRecord:
@@ -162,6 +176,14 @@ class TaskRecord:
             result=_bytes(fields, "result") or None,
             attempts=attempts,
             shard=shard,
+            unique_key=_opt_text(fields, "unique_key"),
+            unique_until=_time(fields, "unique_until"),
+            debounce_key=_opt_text(fields, "debounce_key"),
+            debounce_s=_seconds(fields, "debounce_ms"),
+            max_wait_s=_seconds(fields, "max_wait_ms"),
+            debounce_first_at=_time(fields, "debounce_first"),
+            debounce_last_at=_time(fields, "debounce_last"),
+            debounce_calls=_int(fields, "debounce_calls"),
         )
 
     @property
@@ -178,6 +200,12 @@ class TaskRecord:
     def decoded_result(self) -> Any:
         """The return value (None until the task succeeded)."""
         return serde.loads(self.result)
+
+
+def _seconds(fields: Fields, name: str) -> float | None:
+    """A ms field as seconds (None when absent)."""
+    ms = _opt_int(fields, name)
+    return None if ms is None else ms / 1000
 
 
 @dataclass(frozen=True, slots=True)
