@@ -30,7 +30,9 @@ class RunRecord:
     the run hashes) and the run's tasks in DAG order from :meth:`JobStore.run`;
     ``task_names`` always lists them.  ``reason`` says why a fire made no run
     (state ``skipped`` or ``rejected``).  ``params`` is the JSON text the
-    manual trigger passed (:meth:`decoded_params`).
+    manual trigger passed (:meth:`decoded_params`).  ``deadline_at`` is when a
+    run of a job with ``deadline_s`` is to end by, and ``late_at`` when the
+    beat found it still going past that (None: not late; :attr:`late`).
     """
 
     id: str
