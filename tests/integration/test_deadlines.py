@@ -191,6 +191,8 @@ def test_the_run_and_job_pages_mark_a_late_run(app: App, web: flask.Flask) -> No
     job_id = app.jobs.get(TENANT, "nightly").id
     page = client.get(f"/jobs/{job_id}").get_data(as_text=True)
     assert 'class="badge state-late"' in page
+    assert 'id="deadline"' in page and "after each fire" in page
+    assert app.jobs.get_by_id(job_id).deadline_s == 60
 
 
 def test_metrics_count_late_runs_per_tenant(app: App, web: flask.Flask) -> None:

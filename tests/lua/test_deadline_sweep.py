@@ -11,6 +11,7 @@ run, at, detail).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -212,3 +213,24 @@ def test_every_key_a_sweep_writes_is_in_the_shards_slot(app: App) -> None:
     slot = key_slot(keys.shard(0).encode())
     for key in (keys.deadlines(0), keys.late(0), keys.events(0), keys.run(0, "x")):
         assert key_slot(key.encode()) == slot
+
+
+@pytest.mark.parametrize(
+    "iso",
+    [
+        "1970-01-01T00:00:00Z",
+        "2000-02-29T12:34:56Z",
+        "2024-02-29T23:59:59Z",
+        "2024-12-31T23:59:59Z",
+        "2100-03-01T00:00:00Z",
+        "2026-12-01T10:00:00Z",
+    ],
+)
+def test_the_event_detail_names_the_nominal_fire_time_in_utc(app: App, iso: str) -> None:
+    """deadline_sweep.lua writes the date itself (Redis's Lua has no os.date)."""
+    job(app, deadline_s=60)
+    fire_ms = int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000) + 999
+    rid = app.jobs.trigger(TENANT, "nightly", now=fire_ms)
+    assert [r.run_id for r in sweep(app, fire_ms + 60_000).late] == [rid]
+    [event] = events(app)
+    assert event["detail"] == f"deadline 60s after {iso}"
