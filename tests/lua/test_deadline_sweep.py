@@ -135,13 +135,16 @@ def test_a_run_that_ended_before_its_deadline_is_never_late(app: App) -> None:
 
 
 def test_an_entry_whose_run_ended_or_is_gone_is_dropped_without_a_mark(app: App) -> None:
-    """An entry left behind (by hand, or by an older version) only leaves the index."""
+    """An entry left behind (by hand, or by an older version), or whose run key
+    is no hash, only leaves the index: it never stops the shard's sweeps."""
     job_id = job(app)
     ended = fire(app, job_id, T0)
     complete(app, *lease(app))
     gone = f"{job_id}@{T0 + 1}"
-    app.broker.client.zadd(app.broker.keys.deadlines(0), {ended: T0, gone: T0})
-    assert sweep(app, T0 + 1) == Swept(2, [])
+    garbage = f"{job_id}@{T0 + 2}"
+    app.broker.client.set(app.broker.keys.run(0, garbage), "not a hash")
+    app.broker.client.zadd(app.broker.keys.deadlines(0), {ended: T0, gone: T0, garbage: T0})
+    assert sweep(app, T0 + 1) == Swept(3, [])
     assert index(app) == {}
     assert events(app) == []
 
@@ -234,3 +237,28 @@ def test_the_event_detail_names_the_nominal_fire_time_in_utc(app: App, iso: str)
     assert [r.run_id for r in sweep(app, fire_ms + 60_000).late] == [rid]
     [event] = events(app)
     assert event["detail"] == f"deadline 60s after {iso}"
+
+
+def test_a_chained_and_a_buffered_run_are_armed_from_their_own_fire_time(app: App) -> None:
+    """Runs made by a run's end (lib/runs.lua: a buffered fire; lib/chain.lua: a
+    chained run) read the job's deadline too (the job_run read)."""
+    up = app.jobs.put("up", tasks={"a": Task("t")}, tenant=TENANT).id
+    down = app.jobs.put(
+        "down", tasks={"b": Task("t")}, tenant=TENANT, depends_on=["up"], deadline_s=30
+    ).id
+    buffered = job(app, "buf", overlap="buffer_one")
+    first = fire(app, buffered, T0)
+    status, _ = app.broker.beat.fire_one(
+        0, FireArgs(buffered, "", "", T0 + 60_000, None, None, "", "cron", 0,
+                    f"{buffered}@{T0 + 60_000}"),
+    )  # fmt: skip
+    assert status == "buffered"
+    fire(app, up, T0)
+    leased = {x.iid.split("@")[0]: x for x in lease(app)}
+    complete(app, leased[up], leased[buffered])  # up's end chains down; first's starts the buffer
+    [chained] = app.jobs.runs(down)
+    assert chained.trigger == "chain" and chained.scheduled_for is not None
+    chained_ms = int(chained.scheduled_for.timestamp() * 1000)
+    assert index(app) == {chained.id: chained_ms + 30_000, f"{buffered}@{T0 + 60_000}":
+                          T0 + 60_000 + DEADLINE_MS}  # fmt: skip
+    assert app.jobs.run(first).state == "succeeded"

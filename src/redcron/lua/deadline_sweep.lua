@@ -11,8 +11,9 @@
   `late` (and `*`, every tenant's) +1, and a run_late entry in the events
   stream: type, tenant, job (the job id, as breaker events), job_name, run,
   at (now, ms), detail ("deadline 300s after 2026-12-01T10:00:00Z", the
-  nominal fire time in UTC).  A run whose hash is gone or that ended (its end
-  removes the entry; one left by hand) is only dropped from the index.
+  nominal fire time in UTC).  A run whose hash is gone, is no hash, or that
+  ended (its end removes the entry; one left by hand) is only dropped from
+  the index.
   Upholds: a run is marked late at most once (its entry leaves the index in
   the call that marks it, and `late` is checked first), and only while it
   has not ended; every key is the shard's (one slot). ]]
@@ -49,8 +50,10 @@ for i = 1, #due, 2 do
   redis.call('ZREM', index, run_id)
   out[1] = out[1] + 1
   local rk = key_run(run_id)
-  local r = redis.call('HMGET', rk, 'state', 'late', 'tenant', 'job_name', 'scheduled_for')
-  if r[1] and RUN_ACTIVE[r[1]] and not r[2] then
+  -- pcall: a run key that is no hash (a hand edit) is dropped like a gone
+  -- run, not an error that would stop every later deadline of the shard
+  local r = redis.pcall('HMGET', rk, 'state', 'late', 'tenant', 'job_name', 'scheduled_for')
+  if not r.err and r[1] and RUN_ACTIVE[r[1]] and not r[2] then
     local tenant, job_name = r[3] or '', r[4] or ''
     local fire_ms = tonumber(r[5] or '') or deadline
     redis.call('HSET', rk, 'late', now)
