@@ -47,12 +47,12 @@ local due = redis.call('ZRANGEBYSCORE', index, '-inf', now, 'WITHSCORES', 'LIMIT
 local out = {0}
 for i = 1, #due, 2 do
   local run_id, deadline = due[i], tonumber(due[i + 1])
-  redis.call('ZREM', index, run_id)
-  out[1] = out[1] + 1
   local rk = key_run(run_id)
   -- pcall: a run key that is no hash (a hand edit) is dropped like a gone
   -- run, not an error that would stop every later deadline of the shard
   local r = redis.pcall('HMGET', rk, 'state', 'late', 'tenant', 'job_name', 'scheduled_for')
+  redis.call('ZREM', index, run_id)
+  out[1] = out[1] + 1
   if not r.err and r[1] and RUN_ACTIVE[r[1]] and not r[2] then
     local tenant, job_name = r[3] or '', r[4] or ''
     local fire_ms = tonumber(r[5] or '') or deadline
