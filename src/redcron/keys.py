@@ -119,8 +119,13 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # jobs whose circuit breaker is open or in trial -> end of the cool-down (ms):
     # the dashboard lists them without reading every job
     "brkopen": ("brkopen", ()),
-    # recorded events (breaker opened/closed), capped
+    # recorded events (breaker opened/closed, run late), capped
     "events": ("events", ()),
+    # deadlines of runs not ended: run id -> nominal fire ms + the job's deadline_ms
+    # (run creation adds, run end removes, deadline_sweep.lua pops what is due)
+    "deadlines": ("deadlines", ()),
+    # lifetime late runs: <tenant> -> runs marked late, ``*`` -> all tenants'
+    "late": ("late", ()),
     # a multi-call enqueue batch: its name identifies the batch's reservations,
     # and as a key it is the refusal marker the first refusing call sets, so the
     # batch's later calls write nothing (deleted by the client; expires in 60 s)
@@ -455,6 +460,12 @@ class Keys:
 
     def events(self, shard: int) -> str:
         return self.build(shard, "events")
+
+    def deadlines(self, shard: int) -> str:
+        return self.build(shard, "deadlines")
+
+    def late(self, shard: int) -> str:
+        return self.build(shard, "late")
 
     def batch(self, shard: int, token: str) -> str:
         return self.build(shard, "batch", token)

@@ -222,6 +222,7 @@ JOB_FIELDS: dict[str, Any] = {
     "breaker_min_attempts": numbers,
     "breaker_window_s": numbers,
     "breaker_cooldown_s": numbers,
+    "deadline_s": numbers,
 }
 TASK_FIELDS: dict[str, Any] = {
     "ref": names,

@@ -261,8 +261,11 @@ def spec(**kw: object) -> JobSpec:
 
 @pytest.mark.parametrize(
     "field",
-    ["jitter_s", "keep_days", "breaker_window_s", "breaker_cooldown_s", "breaker_threshold"],
-)
+    [
+        "jitter_s", "keep_days", "breaker_window_s", "breaker_cooldown_s", "breaker_threshold",
+        "deadline_s",
+    ],
+)  # fmt: skip
 @pytest.mark.parametrize("value", NOT_FINITE)
 def test_job_spec_refuses_nan_and_infinity(field: str, value: float) -> None:
     expect_field(field, lambda: spec(**{field: value}).validate())

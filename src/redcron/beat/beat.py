@@ -11,6 +11,8 @@
   next is planned), their results settled, a log line per fire time done.
 - :mod:`~redcron.beat.parking`: a job that cannot be planned or fired leaves
   the schedule with a reason.
+- :mod:`~redcron.beat.deadlines`: runs still going past their job's
+  ``deadline_s`` marked late, once each.
 
 "Now" is always the Redis server clock (invariant 8).
 """
@@ -28,6 +30,7 @@ from types import FrameType
 from typing import Any
 
 from redcron.app import App
+from redcron.beat.deadlines import Deadlines
 from redcron.beat.firing import Firer
 from redcron.beat.ownership import Ownership, beats_key
 from redcron.beat.planning import Planner
@@ -96,6 +99,7 @@ class Beat:
         self._shards = Ownership(self.id, self.ttl_ms)
         self._planner = Planner(batch, self.window_ms)
         self._firer = Firer(self._shards, self._planner, batch)
+        self._deadlines = Deadlines()
         self._started = False
         # (shard, exception type) already logged with its traceback
         self._failing: set[tuple[int, type[Exception]]] = set()
@@ -215,6 +219,7 @@ class Beat:
         if failure is not None and not answered:
             raise failure  # every shard failing: Redis is down, run() backs off
         self._maintain()
+        self._sweep_deadlines(now)
         self._ahead = False
         if not self._firer.busy:
             for shard in self._gate.open(sorted(self._shards.owned), time.monotonic()):
@@ -262,6 +267,19 @@ class Beat:
                     broker.maintenance.maintain(shard)
             except TRANSIENT as exc:  # this shard's master down: the others go on
                 self._gate.failed(shard, exc, "maintenance", time.monotonic())
+
+    def _sweep_deadlines(self, now: int) -> None:
+        """Mark late the runs past their deadline on each owned shard (at most
+        every second per shard: :mod:`redcron.beat.deadlines`)."""
+        owned = sorted(self._shards.owned)
+        self._deadlines.forget(owned)
+        for shard in self._gate.open(owned, time.monotonic()):
+            try:
+                self._deadlines.sweep(self.store, [shard], now)
+            except TRANSIENT as exc:  # this shard's master down: the others go on
+                self._gate.failed(shard, exc, "deadlines", time.monotonic())
+            except Exception as exc:  # one shard's fault must not stop every tenant's
+                self._shard_failed(shard, "deadlines", exc)
 
     def _idle_delay(self) -> float:
         """Seconds until the earliest due score of an owned shard, the next

@@ -269,6 +269,11 @@ def job_park(
     return [job_id, version, expected, reason, clock(now)]
 
 
+def deadline_sweep(limit: int, now: int | None = None) -> list[Any]:
+    """deadline_sweep.lua: mark late the runs of up to ``limit`` due deadlines."""
+    return [clock(now), limit]
+
+
 def job_delete(tenant: str, name: str) -> list[Any]:
     return [tenant, name]
 

@@ -1,6 +1,7 @@
 """The beat's Redis side: the live-beats registry, shard ownership
 (``beat_own.lua``), due schedule rows, job heads and specs, parking
-(``job_park.lua``), and fires (``fire.lua``, ``fire_batch.lua``, pipelined).
+(``job_park.lua``), fires (``fire.lua``, ``fire_batch.lua``, pipelined) and
+run deadlines (``deadline_sweep.lua``).
 
 The beat (``beat/``) decides what to own and what to fire; every round
 trip it makes goes through :class:`BeatStore`.
@@ -25,6 +26,8 @@ from redcron.serde import text as _s
 FIRES_PER_CALL = 50
 #: fires per pipeline round trip
 PIPELINE_FIRES = 1_000
+#: due deadlines one deadline_sweep.lua call looks at (a short call, as promote's)
+SWEEP_LIMIT = 500
 
 
 class DueRow(NamedTuple):
@@ -104,6 +107,27 @@ class Fired(NamedTuple):
     status: str
     #: the run's id ("" when none; for ``malformed``, the reason)
     run_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class LateRun:
+    """A run deadline_sweep.lua marked late: not ended by its deadline."""
+
+    run_id: str
+    tenant: str
+    job_name: str
+    #: the nominal fire time (ms) its deadline counts from
+    scheduled_for_ms: int
+    #: when it was to end by (ms): ``scheduled_for_ms`` + the job's deadline
+    deadline_ms: int
+
+
+class Swept(NamedTuple):
+    """One deadline_sweep.lua call: due deadlines taken off the index, and the
+    runs of those that it marked late."""
+
+    looked: int
+    late: list[LateRun]
 
 
 class BeatStore:
@@ -277,3 +301,18 @@ class BeatStore:
             for n, res in zip(chunks, self.broker.execute(pipe), strict=True):
                 out += [res] * n if isinstance(res, redis.ResponseError) else list(res)
         return out
+
+    # -- deadlines -----------------------------------------------------------------
+
+    def sweep_deadlines(
+        self, shard: int, now: int | None = None, limit: int = SWEEP_LIMIT
+    ) -> Swept:
+        """Mark late the runs of ``shard`` whose deadline is due by ``now`` (None:
+        the server clock) and that have not ended: at most ``limit`` deadlines
+        looked at (``looked == limit``: more may be due)."""
+        raw = self.broker._run("deadline_sweep", shard, argv.deadline_sweep(limit, now))
+        late = [
+            LateRun(_s(rid), _s(tenant), _s(job), int(fire_ms), int(deadline))
+            for rid, tenant, job, fire_ms, deadline in raw[1:]
+        ]
+        return Swept(int(raw[0]), late)

@@ -57,8 +57,9 @@ def put_many(
     anything is written.  Then the jobs go out shard by shard,
     :data:`PUT_CHUNK` ``job_put.lua`` calls per pipeline (each call is short:
     a few tens of us of Redis time, so no call blocks the server however
-    large the batch), each chunk's circuit-breaker fields in the round trip
-    after it.  ``progress(done, total)`` is called after every chunk.  A
+    large the batch), each chunk's circuit-breaker fields and deadline
+    (``deadline_ms``) in the round trip after it.  ``progress(done, total)``
+    is called after every chunk.  A
     script's refusal there (a new job id taken, a grant revoked meanwhile)
     raises with the chunks before it written, as ``JobStore.put`` would have.
     One change per spec, in the order given.
@@ -108,7 +109,14 @@ def put_many(
             pipe = broker.client.pipeline(transaction=False)
             for i, reply in zip(chunk, replies, strict=True):
                 change = out[i] = JobChange.parse(specs[i].tenant, specs[i].name, reply)
-                pipe.hset(broker.keys.job(shard, change.id), mapping=_breaker_fields(specs[i]))
+                jk = broker.keys.job(shard, change.id)
+                pipe.hset(jk, mapping=_breaker_fields(specs[i]))
+                # run creation reads it (lib/run_create.lua); absent: no deadline
+                deadline_ms = specs[i].deadline_ms()
+                if deadline_ms is None:
+                    pipe.hdel(jk, "deadline_ms")
+                else:
+                    pipe.hset(jk, "deadline_ms", deadline_ms)
             pipe.execute()
             done += len(chunk)
             if progress is not None:

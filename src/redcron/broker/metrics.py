@@ -8,15 +8,16 @@ index ``oldest:<queue>:<class>``) and the tenants a scraper names
 less pending), in flight (lease-set size), DLQ length, oldest ready age, delayed
 (from the caller's counts, the dashboard's background totals: counting them
 reads the shard's timers, which name no tenant) and their lifetime outcome
-counters (``HMGET`` of their fields), and their attempt- and run-duration
-histograms (``HGETALL`` of ``adur:<tenant>`` / ``rdur:<tenant>``: at most
-``DURATION_NAMES`` + 1 names each, so bounded).  Deployment figures are
-O(1) or bounded per shard: the tenant count (``tenantidx``), the stats hash,
-the lifetime totals over tenants (``attemptsall``, ``runendsall``), the
-trigger-lag histogram, the head of the schedule, and the open-breaker and
-parked-job indexes (at most ``LISTED_JOBS`` each; a closed breaker is not
-reported), the live-worker count (``ZCARD``; their slots and queues come from
-the background totals).  Queues are few by nature and read whole.  No SCAN.
+counters and late runs (``HMGET`` of their fields), and their attempt- and
+run-duration histograms (``HGETALL`` of ``adur:<tenant>`` / ``rdur:<tenant>``:
+at most ``DURATION_NAMES`` + 1 names each, so bounded).  Deployment figures
+are O(1) or bounded per shard: the tenant count (``tenantidx``), the stats
+hash, the lifetime totals over tenants (``attemptsall``, ``runendsall``, the
+``*`` field of ``late``), the trigger-lag histogram, the head of the
+schedule, and the open-breaker and parked-job indexes (at most
+``LISTED_JOBS`` each; a closed breaker is not reported), the live-worker
+count (``ZCARD``; their slots and queues come from the background totals).
+Queues are few by nature and read whole.  No SCAN.
 """
 
 from __future__ import annotations
@@ -79,6 +80,10 @@ class Metrics:
     attempts_all: dict[str, int] = field(default_factory=dict)
     #: state -> runs ended in that state, all tenants (lifetime)
     runs_all: dict[str, int] = field(default_factory=dict)
+    #: tenant -> runs marked late: still going past their job's deadline (lifetime)
+    runs_late: dict[str, int] = field(default_factory=dict)
+    #: runs marked late, all tenants (lifetime)
+    runs_late_all: int = 0
     #: tenants known, and how many have per-tenant figures here
     tenants: int = 0
     tenants_shown: int = 0
@@ -150,8 +155,10 @@ def read_metrics(
         pipe.zrange(keys.jobparked(shard), 0, LISTED_JOBS - 1)
         pipe.hmget(keys.attempts(shard), _fields(mine, ATTEMPT_OUTCOMES))
         pipe.hmget(keys.runends(shard), _fields(mine, RUN_ENDS))
+        # '*' first: every tenant's sum, and HMGET needs a field when mine is empty
+        pipe.hmget(keys.late(shard), ["*", *mine])
         (n_tenants, raw_queues, stats, head, attempts_all, runs_all, lag, opened, parked,
-         attempts, runs) = pipe.execute()  # fmt: skip
+         attempts, runs, late) = pipe.execute()  # fmt: skip
         out.tenants += int(n_tenants)
         queues = sorted(_s(q) for q in raw_queues)
         known_queues.update(queues)
@@ -174,6 +181,10 @@ def read_metrics(
                 n = next(fields)
                 if n is not None:
                     out.runs[(t, r)] = int(n)
+        out.runs_late_all += int(late[0] or 0)
+        for t, n in zip(mine, late[1:], strict=True):
+            if n is not None:
+                out.runs_late[t] = int(n)
         lags.append(lag)
 
         streams = [(t, q, keys.q(shard, q, t, p)) for t in mine for q in queues for p in PRIORITIES]

@@ -56,6 +56,7 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "run_cancel",
     "run_retry",
     "beat_own",
+    "deadline_sweep",
 )
 
 _INCLUDE = re.compile(r"^-- @include (\S+)\s*$", re.MULTILINE)

@@ -270,6 +270,8 @@ def render_job(job: JobRecord, spec: JobSpec, recent: Sequence[RunRecord]) -> st
         ("catchup", f"{spec.catchup} (limit {spec.catchup_limit})"),
         ("overlap", spec.overlap),
         ("jitter", f"{spec.jitter_s:g}s" if spec.jitter_s else None),
+        ("deadline", f"{spec.deadline_s:g}s after each fire (a run not ended by then is late)"
+         if spec.deadline_s is not None else None),
         ("pause after", f"{spec.pause_after_failures} failed runs" if spec.pause_after_failures
          else None),
         ("keep", f"{spec.keep_runs} runs, {spec.keep_days:g} days"),

@@ -113,7 +113,7 @@ def runs_table(runs: Sequence[RunRecord], with_job: bool = False) -> str:
             r.id,
             r.trigger,
             iso_utc(r.scheduled_for) or "",
-            r.state,
+            state_cell(r),
             f"{r.done}/{r.total}",
             seconds(r.duration_s),
         )
@@ -121,6 +121,22 @@ def runs_table(runs: Sequence[RunRecord], with_job: bool = False) -> str:
     ]
     headers = ("run", "trigger", "scheduled for", "state", "done", "took")
     return table((("job",) if with_job else ()) + headers, rows)
+
+
+def state_cell(run: RunRecord) -> str:
+    """A run's state, marked ``late`` when it was still going past its job's
+    deadline (``running late``, ``succeeded late``)."""
+    return f"{run.state} late" if run.late else str(run.state)
+
+
+def late_line(run: RunRecord) -> str | None:
+    """``runs show``'s deadline line: when the run was to end by, and whether
+    and when it was found late; None without a deadline."""
+    if run.deadline_at is None:
+        return None
+    if run.late_at is None:
+        return f"{iso_utc(run.deadline_at)}"
+    return f"{iso_utc(run.deadline_at)} (late: still going at {iso_utc(run.late_at)})"
 
 
 def task_seconds(task: TaskRecord, now: datetime) -> float | None:
@@ -146,9 +162,10 @@ def render_run(run: RunRecord, now: datetime) -> str:
     out = [f"run {run.id}  job {run.job_name} (tenant {run.tenant})"]
     params = run.decoded_params()
     fields = [
-        ("state", run.state + (f" ({run.reason})" if run.reason else "")),
+        ("state", state_cell(run) + (f" ({run.reason})" if run.reason else "")),
         ("trigger", run.trigger),
         ("scheduled for", iso_utc(run.scheduled_for)),
+        ("deadline", late_line(run)),
         ("created", iso_utc(run.created_at)),
         ("started", iso_utc(run.started_at)),
         ("ended", iso_utc(run.ended_at)),

@@ -136,6 +136,14 @@ class RedcronCollector(Collector):
         for (tenant, state), n in sorted(m.runs.items()):
             runs.add_metric([tenant, state], n)
         yield runs
+        late = CounterMetricFamily(
+            "redcron_runs_late",
+            "Runs still going past their job's deadline_s (each counted once, when found late)",
+            labels=["tenant"],
+        )
+        for tenant, n in sorted(m.runs_late.items()):
+            late.add_metric([tenant], n)
+        yield late
 
 
 def init_metrics(web: flask.Flask, app: App, token: str | None) -> None:
@@ -237,6 +245,11 @@ def _deployment(m: Metrics, snap: WorkTotals | None) -> Iterator[Metric]:
     for state, n in sorted(m.runs_all.items()):
         runs.add_metric([state], n)
     yield runs
+    yield CounterMetricFamily(
+        "redcron_runs_late_all",
+        "Runs still going past their job's deadline_s, all tenants",
+        value=m.runs_late_all,
+    )
     if snap is None:
         return  # the first scrape of this process: counting in the background
     tasks = GaugeMetricFamily(

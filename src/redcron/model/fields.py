@@ -65,13 +65,15 @@ LUA_READS: dict[str, tuple[str, ...]] = {
     # lib/runs.lua run_check_end: has every task of the run ended, and how
     "run_end": (
         "total", "n_done", "n_failed", "cancel_requested", "state", "job", "n_cancelled", "tenant",
+        "deadline",
     ),
     # lib/fire.lua: the job a fire checks (version, pause) and makes a run of
     "job_fire": (
         "version", "paused", "overlap", "template", "tenant", "name", "keep_s", "upstreams",
+        "deadline_ms",
     ),
     # lib/run_create.lua: a run made without a fire's read (a buffered fire)
-    "job_run": ("template", "tenant", "name", "keep_s"),
+    "job_run": ("template", "tenant", "name", "keep_s", "deadline_ms"),
     # dlq_replay.lua: a dead instance put back (or its run's task retried)
     "ti_replay": ("state", "loc", "queue", "tenant", "priority", "attempt"),
     # lib/run_reopen.lua retry_run_task: a run's task made to run again

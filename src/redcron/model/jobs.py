@@ -156,6 +156,10 @@ class JobSpec:
     #: job chaining: other jobs of the tenant whose succeeded runs start this one
     #: (docs/api.md "Job chaining")
     depends_on: list[str] = field(default_factory=list)
+    #: a run not ended this many seconds after its nominal fire time (a manual
+    #: run's: its trigger time) is late: marked, counted and an event
+    #: (docs/operations.md "Deadlines"); None: no deadline
+    deadline_s: float | None = None
 
     def validate(self) -> None:
         """Raise ValidationError naming the first bad field; writes nothing."""
@@ -173,6 +177,14 @@ class JobSpec:
         for fname in ("breaker_window_s", "breaker_cooldown_s"):
             validation.seconds(getattr(self, fname), fname, above=True)
         validation.seconds(self.jitter_s, "jitter_s")
+        if self.deadline_s is not None:
+            validation.number(
+                self.deadline_s,
+                "deadline_s",
+                above=True,
+                example="300 (leave it out for no deadline)",
+                maximum=validation.MAX_SECONDS,
+            )
         validation.number(
             self.keep_days,
             "keep_days",
@@ -225,6 +237,13 @@ class JobSpec:
             tz=self.tz,
             job_key=f"{self.tenant}/{self.name}",
         )
+
+    def deadline_ms(self) -> int | None:
+        """``deadline_s`` in ms as the job hash holds it (``deadline_ms``), at
+        least 1 (a positive deadline never reads as none); None: no deadline."""
+        if self.deadline_s is None:
+            return None
+        return max(1, round(self.deadline_s * 1000))
 
     def fire_policy(self) -> FirePolicy:
         """What fire planning reads of the job beside its trigger."""

@@ -153,7 +153,7 @@ local function fire_one(fire, now, woken, lags)
   end
   create_run(job_id, run_id, tonumber(fire_ms), trigger, now, params,
     {tenant = j[JOB_FIRE_TENANT], name = j[JOB_FIRE_NAME], keep_s = j[JOB_FIRE_KEEP_S],
-     max_priority = max_priority,
+     deadline_ms = j[JOB_FIRE_DEADLINE_MS], max_priority = max_priority,
      rows = rows}, woken)
   return {'created', run_id}
 end

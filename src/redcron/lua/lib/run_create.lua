@@ -1,7 +1,9 @@
 --[[ run_create: a run and its instances from the job's compiled template,
   or the record of a fire that made none (skipped, rejected).  Every fire
-  recorded as a skipped or rejected run is counted (lib/outcomes.lua). ]]
+  recorded as a skipped or rejected run is counted (lib/outcomes.lua).  A job
+  with a deadline_ms arms the run's deadline (lib/deadlines.lua). ]]
 -- @include lib/admission.lua
+-- @include lib/deadlines.lua
 -- @include lib/streams.lua
 -- @include lib/rings.lua
 -- @include lib/outcomes.lua
@@ -43,8 +45,8 @@ end
 
 -- Create a run and its instances from the job's compiled template; the
 -- roots are made ready at once.  `job` may carry the job fields the caller
--- already read: tenant, name, keep_s, rows (the decoded template) and
--- optionally max_priority (the tenant's); `woken` (optional) collects
+-- already read: tenant, name, keep_s, deadline_ms, rows (the decoded template)
+-- and optionally max_priority (the tenant's); `woken` (optional) collects
 -- queue -> count so a batch wakes each queue once.
 local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, woken)
   local jk = key_job(job_id)
@@ -52,7 +54,7 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, wo
   if not j then
     local f = read_job_run(jk)
     j = {template = f[JOB_RUN_TEMPLATE], tenant = f[JOB_RUN_TENANT], name = f[JOB_RUN_NAME],
-         keep_s = f[JOB_RUN_KEEP_S]}
+         keep_s = f[JOB_RUN_KEEP_S], deadline_ms = f[JOB_RUN_DEADLINE_MS]}
   end
   local rows = j.rows or cjson.decode(j.template)  -- fire_one decoded (and checked) it already
   local tenant = j.tenant
@@ -66,6 +68,10 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, wo
     'state', 'queued', 'scheduled_for', fire_ms, 'trigger', trigger, 'created', now,
     'total', #rows, 'tasks', table.concat(names, ','), 'keep_s', j.keep_s or '0')
   if params and params ~= '' then redis.call('HSET', rk, 'params', params) end
+  -- a deadline counts from the nominal fire time (a manual or chained run's is
+  -- when it was made), so a buffered or catch-up fire may be late at once
+  local deadline_ms = tonumber(j.deadline_ms or '')
+  if deadline_ms and deadline_ms > 0 then deadline_arm(rk, run_id, fire_ms + deadline_ms) end
   local wake_now = woken == nil
   woken = woken or {}
   -- the caller may have read the tenant's admission settings already

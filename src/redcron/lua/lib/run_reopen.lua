@@ -1,6 +1,10 @@
 --[[ run_reopen: retry a run's failed tasks and reopen the run (run_retry.lua,
-  and dlq_replay.lua for a run's task). ]]
+  and dlq_replay.lua for a run's task).  A reopened run's deadline is armed
+  again while it is still ahead and the run was not late (lib/deadlines.lua):
+  a run that ended before its deadline was not late then, however long a
+  retry after it takes. ]]
 -- @include lib/lists.lua
+-- @include lib/deadlines.lua
 -- @include lib/downstream.lua
 -- @include lib/rings.lua
 
@@ -63,9 +67,11 @@ local function retry_run_task(run_id, task, now)
     redis.call('HINCRBY', rk, g[1] == 'cancelled' and 'n_cancelled' or 'n_failed', -1)
     return g[2]
   end)
-  local r = redis.call('HMGET', rk, 'state', 'job', 'tasks')
+  local r = redis.call('HMGET', rk, 'state', 'job', 'tasks', 'deadline', 'late')
   r[2] = r[2] or job_of_run(run_id)  -- the key names the job (older run hashes too)
   if not RUN_ACTIVE[r[1]] then
+    local deadline = tonumber(r[4] or '')
+    if deadline and deadline > now and not r[5] then deadline_arm(rk, run_id, deadline) end
     -- live again: its retention TTLs go, on every instance (a succeeded
     -- upstream's record is what the fan-in of the retried tasks reads)
     redis.call('PERSIST', rk)

@@ -4,7 +4,8 @@
   n_cancelled (one at 0 is absent: reads 0); a run ends when n_done == total.
   Every run that ends is counted (lib/outcomes.lua) and timed
   (lib/durations.lua); its retention starts then (lib/run_retention.lua), and a
-  fire buffered behind it (overlap buffer_one) makes its run (lib/run_create.lua). ]]
+  fire buffered behind it (overlap buffer_one) makes its run (lib/run_create.lua),
+  and its deadline is disarmed (lib/deadlines.lua). ]]
 -- @include lib/lists.lua
 -- @include lib/downstream.lua
 -- @include lib/rings.lua
@@ -15,6 +16,7 @@
 -- @include lib/run_create.lua
 -- @include lib/run_retention.lua
 -- @include lib/chain.lua
+-- @include lib/deadlines.lua
 
 local function run_check_end(run_id, now)
   local rk = key_run(run_id)
@@ -32,6 +34,7 @@ local function run_check_end(run_id, now)
     state = 'cancelled'
   end
   redis.call('HSET', rk, 'state', state, 'ended', now)
+  deadline_disarm(run_id, f[RUN_END_DEADLINE])
   count_run(f[RUN_END_TENANT], state)
   dur_run(rk, f[RUN_END_TENANT], now)
   local job_id = f[RUN_END_JOB] or job_of_run(run_id)  -- a run hash names its job no more

@@ -47,7 +47,8 @@ class JobRecord:
     trigger, each fire waiting for them; None without upstreams);
     ``waiting_for`` the upstreams that have had no succeeded run since the
     job's last chained or scheduled run; ``waiting_fire`` the nominal time of
-    the fire held back until they have.
+    the fire held back until they have.  ``deadline_s``: a run not ended that
+    long after its nominal fire time is late (None: no deadline).
     """
 
     id: str
@@ -89,6 +90,9 @@ class JobRecord:
     chained_by: str | None = None
     waiting_for: tuple[str, ...] = ()
     waiting_fire: datetime | None = None
+    #: a run not ended this many seconds after its nominal fire time is late
+    #: (the job hash's ``deadline_ms``); None: no deadline
+    deadline_s: float | None = None
 
     def chain_words(self) -> str | None:
         """What the job waits for (job chaining), in words: :func:`chain_text`."""
@@ -149,7 +153,13 @@ class JobRecord:
             chained_by=(_opt_text(fields, "chain") or None) if ups else None,
             waiting_for=tuple(u for u in ups if u not in (satisfied or set())),
             waiting_fire=from_ms(int(held)) if held.isdigit() else None,
+            deadline_s=_deadline_s(fields),
         )
+
+
+def _deadline_s(fields: Fields) -> float | None:
+    ms = _opt_float(fields, "deadline_ms")
+    return None if ms is None or ms <= 0 else ms / 1000
 
 
 def chain_text(job: JobRecord) -> str | None:

@@ -30,7 +30,9 @@ class RunRecord:
     the run hashes) and the run's tasks in DAG order from :meth:`JobStore.run`;
     ``task_names`` always lists them.  ``reason`` says why a fire made no run
     (state ``skipped`` or ``rejected``).  ``params`` is the JSON text the
-    manual trigger passed (:meth:`decoded_params`).
+    manual trigger passed (:meth:`decoded_params`).  ``deadline_at`` is when a
+    run of a job with ``deadline_s`` is to end by, and ``late_at`` when the
+    beat found it still going past that (None: not late; :attr:`late`).
     """
 
     id: str
@@ -54,6 +56,11 @@ class RunRecord:
     params: str | None = field(metadata=JSON_TEXT)
     task_names: tuple[str, ...]
     tasks: tuple[TaskRecord | ExpiredTask, ...] | None = None
+    #: when the run is to have ended by (its nominal fire time + the job's
+    #: ``deadline_s``); None: its job had no deadline when it was made
+    deadline_at: datetime | None = None
+    #: when the beat found it still going past its deadline (None: not late)
+    late_at: datetime | None = None
 
     @classmethod
     def from_fields(
@@ -88,6 +95,8 @@ class RunRecord:
             params=_opt_text(fields, "params"),
             task_names=_csv(fields, "tasks"),
             tasks=tasks,
+            deadline_at=_time(fields, "deadline"),
+            late_at=_time(fields, "late"),
         )
 
     def decoded_params(self) -> Any:
@@ -99,6 +108,11 @@ class RunRecord:
             return json.loads(self.params)
         except ValueError:
             return self.params
+
+    @property
+    def late(self) -> bool:
+        """Whether the run was still going past its deadline."""
+        return self.late_at is not None
 
     @property
     def duration_s(self) -> float | None:
