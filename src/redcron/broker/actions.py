@@ -14,10 +14,12 @@ Two streams get each entry: the tenant's own, ``rc:{sN}:actions:<tenant>``
 (under the tenant's shard hash tag; a tenant token reads only that one), and
 the deployment's, ``rc:actions`` (the admin's view of everything; an action on
 no tenant, such as creating an admin token, lands only there).  They are two
-writes, not one transaction: a crash between them can leave an entry in one
-stream only, which an audit trail of people's clicks can bear.
+writes, not one transaction (the keys live in different cluster slots): a
+crash between them can leave an entry in the deployment's stream only, which an
+audit trail of people's clicks can bear.
 
-Retention: each stream keeps at most ``maxlen`` entries (exact ``MAXLEN``; at
+One action has one entry id in both streams (the deployment stream's, reused
+in the tenant's).  Retention: each stream keeps at most ``maxlen`` entries (exact ``MAXLEN``; at
 the rate people click, each append trims at most one entry) and nothing older
 than ``max_age_s`` (``XTRIM MINID`` from the new entry's server time).
 """
@@ -30,6 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+
+import redis
 
 from redcron.keys import shard_of
 from redcron.model.records import EPOCH, from_ms
@@ -148,23 +152,32 @@ class ActionLog:
             "status": "" if status is None else str(status),
             "detail": scrub(detail)[:DETAIL_MAX],
         }
-        streams = [(self.keys.actions_all(), self.all_maxlen)]
-        if tenant:
-            streams.append((self._stream(tenant), self.tenant_maxlen))
-        pipe = self.broker.client.pipeline(transaction=False)
-        for key, maxlen in streams:
-            pipe.xadd(key, dict(fields), maxlen=maxlen, approximate=False)
-        added = [_s(i) for i in pipe.execute()]
+        everyone = self.keys.actions_all()
+        eid = _s(self.broker.client.xadd(everyone, dict(fields), maxlen=self.all_maxlen,
+                                         approximate=False))  # fmt: skip
         # MINID from the entry just added: the server's clock, not this process's
-        oldest = max(0, int(added[0].partition("-")[0]) - self.max_age_ms)
+        oldest = f"{max(0, int(eid.partition('-')[0]) - self.max_age_ms)}-0"
         pipe = self.broker.client.pipeline(transaction=False)
-        for key, _maxlen in streams:
-            pipe.xtrim(key, minid=f"{oldest}-0", approximate=False)
-        pipe.execute()
+        pipe.xtrim(everyone, minid=oldest, approximate=False)
+        if tenant:
+            # the same id in the tenant's stream, so one action is one id in both
+            # views; it is above the tenant stream's top, which holds only ids of
+            # the deployment's stream, unless a failover lost the latter's newest
+            # entries: then the tenant's stream numbers it itself (below)
+            own = self._stream(tenant)
+            pipe.xadd(own, dict(fields), id=eid, maxlen=self.tenant_maxlen, approximate=False)
+            pipe.xtrim(own, minid=oldest, approximate=False)
+        replies = pipe.execute(raise_on_error=False)
+        if tenant and isinstance(replies[1], redis.ResponseError):
+            self.broker.client.xadd(own, dict(fields), maxlen=self.tenant_maxlen,
+                                    approximate=False)  # fmt: skip
+        for reply in replies:
+            if isinstance(reply, Exception) and not isinstance(reply, redis.ResponseError):
+                raise reply
         log.info(
             "action %s by %s on %s: %s", action, fields["who"], tenant or "(deployment)", outcome
         )
-        return added[0]
+        return eid
 
     def page(
         self, tenant: str | None = None, limit: int = 50, before: str | None = None
