@@ -6,7 +6,14 @@ The faces (``cli/``, ``dashboard/``) and the chaos tool reach Redis through
 lives in is this package's business, and may change without touching them.
 """
 
-from redcron.broker.actions import Action, ActionLog, ActionPage, Actor, record_action
+from redcron.broker.actions import (
+    Action,
+    ActionLog,
+    ActionPage,
+    Actor,
+    record_action,
+    valid_action_cursor,
+)
 from redcron.broker.argv import EnqueueRow, FailItem
 from redcron.broker.audit import AuditEntry, AuditLog
 from redcron.broker.broker import Broker, FailResult, Lease, LeaseRequest
@@ -107,4 +114,5 @@ __all__ = [
     "unserved_by_task",
     "unserved_refs",
     "unserved_tasks",
+    "valid_action_cursor",
 ]

@@ -102,7 +102,7 @@ def scrub(text: str) -> str:
     return _TOKEN.sub(lambda m: f"{m.group(1)}.***", text)
 
 
-def valid_cursor(cursor: str) -> bool:
+def valid_action_cursor(cursor: str) -> bool:
     return bool(_ENTRY_ID.fullmatch(cursor))
 
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import flask
 
-from redcron.broker import ActionLog
-from redcron.broker.actions import valid_cursor
+from redcron.broker import ActionLog, valid_action_cursor
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import (
     bad,
@@ -33,7 +32,7 @@ def list_actions() -> flask.Response:
         validation.name("tenant", tenant)
     limit = query_limit()
     key = query_cursor((str,))
-    if key is not None and not valid_cursor(key[0]):
+    if key is not None and not valid_action_cursor(key[0]):
         bad("cursor", "not a cursor this API returned (pass next_cursor as it is)")
     if tenant is not None and not auth.may_see(tenant):
         return reply({"actions": [], "next_cursor": None})

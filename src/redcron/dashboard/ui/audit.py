@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import flask
 
-from redcron.broker import ActionLog
-from redcron.broker.actions import valid_cursor
+from redcron.broker import ActionLog, valid_action_cursor
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
@@ -25,7 +24,7 @@ def index() -> Reply:
     if tenant is not None:
         validation.name("tenant", tenant)
     after = render.after_cursor()
-    if after is not None and not valid_cursor(after):
+    if after is not None and not valid_action_cursor(after):
         after = None  # a hand-edited link: the first page
     found = ActionLog(redcron_app().broker).page(tenant, render.PER_PAGE, after)
     return render.page(
