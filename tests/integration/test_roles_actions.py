@@ -11,6 +11,7 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import quote
 
 import flask
 import pytest
@@ -25,6 +26,7 @@ from redcron.broker.tokens import TokenStore
 from redcron.cli.main import main
 from redcron.dashboard import create_app
 from redcron.dashboard.api.actions import NAMES
+from redcron.errors import ValidationError
 from redcron.keys import shard_of
 from redcron.model.jobs import Task, job_spec
 from redcron.worker import Worker
@@ -384,6 +386,22 @@ def test_the_streams_are_trimmed_by_length_and_by_age(app: App) -> None:
     assert app.broker.client.xlen(own) == 5  # on no tenant: the admin's stream only
     with pytest.raises(ValueError, match="outcome"):
         log.record(who, "job.pause", MINE, outcome="maybe")
+    with pytest.raises(ValidationError, match="tenant"):
+        log.record(who, "job.pause", "a:b")  # it would name a key of another layout
+
+
+def test_a_request_naming_no_valid_tenant_is_recorded_in_the_admins_stream(
+    app: App, web: flask.Flask
+) -> None:
+    admin = api(web, ADMIN)
+    for name in ("a:b", "{s1}x"):
+        path = f"/v1/tenants/{quote(name, safe='')}"
+        assert admin.put(path, json={"weight": 2}).status_code == 400
+    pattern = f"{app.broker.keys.prefix}:*actions*"
+    keys = {k.decode() for k in app.broker.client.scan_iter(match=pattern)}
+    assert keys == {app.broker.keys.actions_all()}
+    recorded = ActionLog(app.broker).page().actions
+    assert [(a.tenant, a.outcome, a.status) for a in recorded] == [(None, "error", 400)] * 2
 
 
 # -- the CLI -------------------------------------------------------------------------------

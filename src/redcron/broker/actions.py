@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from redcron.keys import shard_of
+from redcron.model import validation
 from redcron.model.records import EPOCH, from_ms
 from redcron.serde import text as _s
 
@@ -140,6 +141,8 @@ class ActionLog:
         """Append one action; returns its entry id (the server time it was recorded)."""
         if outcome not in OUTCOMES:
             raise ValueError(f"outcome {outcome!r} is not one of {', '.join(OUTCOMES)}")
+        if tenant is not None:
+            validation.name("tenant", tenant)  # it names a key
         fields: dict[Any, Any] = {
             "who": scrub(actor.who),
             "kind": actor.kind,

@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from typing import TypeGuard
 
 import flask
 
 from redcron.broker import UNAVAILABLE, Actor, record_action
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
+from redcron.errors import ValidationError
+from redcron.model import validation
 
 log = logging.getLogger(__name__)
 
@@ -106,15 +109,25 @@ def _targets(body: object) -> list[tuple[str | None, list[str]]]:
         # its own stream only, whatever it named
         return [(identity.tenant, common + [i for t, ids in noted.items() if t for i in ids])]
     several: list[tuple[str | None, list[str]]] = [
-        (t, common + ids) for t, ids in noted.items() if t is not None
+        (t, common + ids) for t, ids in noted.items() if _is_name(t)
     ]
     if several:
         return several
     given = body.get("tenant") if isinstance(body, dict) else None
     for candidate in (flask.g.get(auth.NOTED_TENANT), path_tenant, given):
-        if isinstance(candidate, str) and candidate:
+        if _is_name(candidate):
             return [(candidate, common)]
     return [(None, common)]
+
+
+def _is_name(value: object) -> TypeGuard[str]:
+    """A tenant name a key may hold: a path's may be anything (``a:b``, braces),
+    which the request was refused for; its record then goes to the admin's stream."""
+    try:
+        validation.name("tenant", value)
+    except ValidationError:
+        return False
+    return True
 
 
 def _detail(body: object) -> str:
