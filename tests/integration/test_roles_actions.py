@@ -281,6 +281,24 @@ def test_actions_are_recorded_with_who_what_ids_and_outcome(
     assert admin.get("/v1/audit", query_string={"cursor": "bm9wZQ"}).status_code == 400
 
 
+def test_an_enqueue_is_recorded_only_when_refused(
+    app: App, web: flask.Flask, tokens: TokenStore
+) -> None:
+    """Submitting work is the data plane: a producer's thousands of enqueues would
+    push people's actions out of the bounded streams."""
+    operator = api(web, tokens.create_tenant(MINE)[1])
+    viewer_info, viewer = tokens.create_tenant(MINE, "viewer")
+    for _ in range(3):
+        assert (
+            operator.post("/v1/tasks", json={"name": "roles.add", "args": [1]}).status_code == 201
+        )
+    assert api(web, viewer).post("/v1/tasks", json={"name": "roles.add"}).status_code == 403
+    found = ActionLog(app.broker).page(MINE).actions
+    assert [(a.who, a.action, a.outcome) for a in found] == [
+        (viewer_info.id, "task.enqueue", "refused")
+    ]
+
+
 def test_a_tenant_never_reads_another_tenants_actions(
     app: App, web: flask.Flask, tokens: TokenStore, start_worker: Callable[..., Worker]
 ) -> None:

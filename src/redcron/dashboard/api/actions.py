@@ -1,6 +1,7 @@
 """The action record of the API and the pages: after every state-changing
 request of an identified caller (POST, PUT, PATCH, DELETE; not the worker
-protocol, not logging in or out), one entry through
+protocol, not logging in or out, not a one-off task's enqueue unless refused:
+:data:`DATA_PLANE`), one entry through
 :func:`redcron.broker.record_action`, whatever the route (a route added later is
 recorded without a line of its own; :data:`NAMES` gives it a readable name).
 
@@ -58,6 +59,11 @@ NAMES: dict[str, str] = {
 }
 #: endpoints that change no tenant's state: the session's own
 UNRECORDED = frozenset({"ui.login.submit", "ui.login.logout"})
+#: the data plane: submitting work, which a producer may do thousands of times a
+#: minute (it would cost two round trips each and push people's actions out of the
+#: bounded streams); recorded only when refused (a viewer, a command task without
+#: the grant), which is rare and worth knowing
+DATA_PLANE = frozenset({"api.tasks.enqueue_task"})
 UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 #: ``flask.g`` keys: ids (by tenant; None: of the request's one tenant) and a
 #: detail a handler noted for the record
@@ -150,6 +156,9 @@ def after_request(response: flask.Response) -> flask.Response:
     who = actor()
     if who is None:
         return response
+    outcome = outcome_of(response.status_code)
+    if endpoint in DATA_PLANE and outcome != "refused":
+        return response
     body = response.get_json(silent=True) if response.is_json else None
     try:
         for tenant, ids in _targets(body):
@@ -159,7 +168,7 @@ def after_request(response: flask.Response) -> flask.Response:
                 NAMES.get(endpoint, endpoint or request.path),
                 tenant,
                 ids,
-                outcome_of(response.status_code),
+                outcome,
                 response.status_code,
                 _detail(body),
             )
