@@ -166,6 +166,10 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # opt-in attempt audit (``Worker(audit=True)``, ``redcron chaos``): one entry per
     # attempt start and end; the entry id is the server time; capped (MAXLEN ~)
     "audit": ("audit", ()),
+    # who did what (issue 21 §5; not the attempt audit above): one entry per
+    # state-changing action on one tenant through the API, the pages or the CLI;
+    # bounded by broker/actions.py's MAXLEN and MINID (age)
+    "actions": ("actions:{tenant}", ("tenant",)),
 }
 
 #: upper bounds (seconds) of the trigger-lag histogram's finite buckets; one more
@@ -309,6 +313,12 @@ class Keys:
     def token(self, token_id: str) -> str:
         """One API token's HASH: kind, tenant or queues/tenants, created, SHA-256 of the secret."""
         return f"{self.prefix}:token:{token_id}"
+
+    def actions_all(self) -> str:
+        """Every recorded action of the deployment STREAM (the admin's Audit view;
+        actions on no tenant land only here); each tenant's are also in
+        :meth:`actions`."""
+        return f"{self.prefix}:actions"
 
     def login(self, code: str) -> str:
         """A one-time login link's STRING (``admin``), named by the SHA-256 of its code."""
@@ -510,6 +520,9 @@ class Keys:
 
     def audit(self, shard: int) -> str:
         return self.build(shard, "audit")
+
+    def actions(self, shard: int, tenant: str) -> str:
+        return self.build(shard, "actions", tenant)
 
 
 def lua_key_functions() -> str:

@@ -1,12 +1,24 @@
 """Every key under a test's prefix with its type and value, to show that a
 refused request wrote nothing.  Imported by name (``tests/helpers`` is on
-``sys.path``)."""
+``sys.path``).
+
+The audit trail's streams (``rc:actions``, ``rc:{sN}:actions:<tenant>``) are
+left out: a refused request is recorded there by design (issue 21 §5), and
+that record is not the state a refusal must leave alone."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import redis
+
+_ACTIONS = re.compile(rb":actions(:[^:]*)?$")
+
+
+def is_action_stream(key: bytes) -> bool:
+    """Whether ``key`` is one of the audit trail's streams."""
+    return bool(_ACTIONS.search(key))
 
 
 def dump(client: redis.Redis, prefix: str) -> dict[bytes, tuple[str, Any]]:
@@ -18,6 +30,8 @@ def dump(client: redis.Redis, prefix: str) -> dict[bytes, tuple[str, Any]]:
     """
     out: dict[bytes, tuple[str, Any]] = {}
     for key in sorted(client.scan_iter(match=f"{prefix}*", count=1000)):
+        if is_action_stream(key):
+            continue
         kind = client.type(key)
         kind = kind.decode() if isinstance(kind, bytes) else str(kind)
         value: Any

@@ -26,10 +26,12 @@ MINE, FOREIGN = "acme", "other"
 #: the one route every client may read without a token
 PUBLIC = {("GET", "/v1/openapi.json")}
 #: routes without path parameters, and what a foreign tenant's token gets from them
-#: when it names the other tenant: "empty" (200, nothing of the other tenant) or
+#: when it names the other tenant: "empty" (200, nothing of the other tenant), "own"
+#: (200, only entries of its own tenant: the action record of its own requests) or
 #: a 400 naming ``tenant``.  A new such route fails the walk until it is listed.
 UNSCOPED = {("GET", "/v1/jobs"): "empty", ("GET", "/v1/runs"): "empty",
             ("GET", "/v1/dlq"): "empty", ("GET", "/v1/workers"): "empty",
+            ("GET", "/v1/audit"): "own",
             ("POST", "/v1/jobs"): "tenant", ("POST", "/v1/tasks"): "tenant"}  # fmt: skip
 
 
@@ -204,6 +206,16 @@ def test_a_foreign_tenant_token_gets_404_on_every_route(
         else:
             expected = UNSCOPED.get((method, rule))
             assert expected, f"{method} {rule}: new route; say how it isolates tenants in UNSCOPED"
+            if expected == "own":
+                named = mine.open(path, method=method, query_string={"tenant": FOREIGN})
+                assert named.get_json() == {"actions": [], "next_cursor": None}
+                resp = mine.open(path, method=method)
+                assert resp.status_code == 200, (method, rule)
+                # its own requests of this walk (refused or 404), and nothing else
+                listed = resp.get_json()["actions"]
+                assert {a["tenant"] for a in listed} <= {MINE}, listed
+                walked += 1
+                continue  # the ids in them are the ones this token sent itself
             if expected == "empty":
                 for query in ({}, {"tenant": FOREIGN}):
                     resp = mine.open(path, method=method, query_string=query)

@@ -242,6 +242,7 @@ def test_every_response_is_strict_json_even_over_stored_infinities(
         ("GET", "/v1/tenants/<tenant>/dlq"): [(f"/v1/tenants/{TENANT}/dlq", None)],
         ("GET", "/v1/dlq"): [("/v1/dlq", None)],
         ("GET", "/v1/workers"): [("/v1/workers", None)],
+        ("GET", "/v1/audit"): [("/v1/audit", None), (f"/v1/audit?tenant={TENANT}", None)],
         ("POST", "/v1/tenants/<tenant>/dlq/<path:task_id>/replay"): [
             (f"/v1/tenants/{dead_path}/replay", None)
         ],

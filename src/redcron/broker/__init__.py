@@ -6,6 +6,14 @@ The faces (``cli/``, ``dashboard/``) and the chaos tool reach Redis through
 lives in is this package's business, and may change without touching them.
 """
 
+from redcron.broker.actions import (
+    Action,
+    ActionLog,
+    ActionPage,
+    Actor,
+    record_action,
+    valid_action_cursor,
+)
 from redcron.broker.argv import EnqueueRow, FailItem
 from redcron.broker.audit import AuditEntry, AuditLog
 from redcron.broker.broker import Broker, FailResult, Lease, LeaseRequest
@@ -31,7 +39,7 @@ from redcron.broker.shared_secrets import lease_secret
 from redcron.broker.stats import activity, trigger_lag, trigger_lag_by_tenant, trigger_lag_of
 from redcron.broker.tasklist import TaskFilter, list_tasks, scan_tasks
 from redcron.broker.tenants import TenantStore
-from redcron.broker.tokens import TokenStore, digest
+from redcron.broker.tokens import OPERATOR, ROLES, VIEWER, TokenStore, digest
 from redcron.broker.workers import (
     LEASED_REPUBLISH_S,
     TTL_LEASES,
@@ -47,9 +55,16 @@ __all__ = [
     "DLQ_ENTRY_ID",
     "LEASED_REPUBLISH_S",
     "LINK_TTL_S",
+    "OPERATOR",
+    "ROLES",
     "TRANSIENT",
     "TTL_LEASES",
     "UNAVAILABLE",
+    "VIEWER",
+    "Action",
+    "ActionLog",
+    "ActionPage",
+    "Actor",
     "AuditEntry",
     "AuditLog",
     "Broker",
@@ -90,6 +105,7 @@ __all__ = [
     "page_tenants",
     "queue_loads",
     "read_metrics",
+    "record_action",
     "running_by_worker",
     "scan_tasks",
     "trigger_lag",
@@ -98,4 +114,5 @@ __all__ = [
     "unserved_by_task",
     "unserved_refs",
     "unserved_tasks",
+    "valid_action_cursor",
 ]

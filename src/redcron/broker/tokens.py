@@ -6,6 +6,11 @@ A token reads ``<id>.<secret>``: the id names its hash ``keys.token(id)``
 stored (a fast hash is enough for a secret that cannot be guessed), and a
 presented token is compared with :func:`hmac.compare_digest`.  Nothing here
 logs a token.
+
+Admin and tenant tokens carry a role (field ``role``): ``operator`` may do
+what its scope allows, ``viewer`` only reads.  A token stored without the field
+(made before roles existed) is an operator, so upgrading changes no one's
+rights.  Worker tokens have no role: the worker protocol is theirs alone.
 """
 
 from __future__ import annotations
@@ -25,7 +30,10 @@ from redcron.serde import text as _s
 if TYPE_CHECKING:
     from redcron.broker import Broker
 
-KINDS = ("tenant", "worker")
+KINDS = ("admin", "tenant", "worker")
+VIEWER, OPERATOR = "viewer", "operator"
+#: what an admin or tenant token may do: read only, or read and change
+ROLES = (VIEWER, OPERATOR)
 #: random bytes behind an id (public) and a secret
 ID_BYTES = 6
 SECRET_BYTES = 32
@@ -41,8 +49,16 @@ def _names(field: str, values: Sequence[str]) -> tuple[str, ...]:
     return tuple(validation.name(field, v) for v in values)
 
 
+def check_role(value: object) -> str:
+    """A token role as given (``viewer`` or ``operator``); a clear error otherwise."""
+    if value not in ROLES:
+        raise ValidationError("role", f"{value!r} is not a role; use one of {', '.join(ROLES)}")
+    return str(value)
+
+
 class TokenStore:
-    """Tenant and worker API tokens (the admin token is configuration, not stored)."""
+    """Extra admin, tenant and worker API tokens (the admin token given to the
+    dashboard is configuration, not stored)."""
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
@@ -60,10 +76,22 @@ class TokenStore:
         pipe.execute()
         return _info(record, token_id), token
 
-    def create_tenant(self, tenant: str) -> tuple[TokenInfo, str]:
-        """A token that sees and changes only ``tenant``; returns it with its
-        secret, which is shown this once and never stored."""
-        return self._create({"kind": "tenant", "tenant": validation.name("tenant", tenant)})
+    def create_tenant(self, tenant: str, role: str = OPERATOR) -> tuple[TokenInfo, str]:
+        """A token that sees (and, as an ``operator``, changes) only ``tenant``;
+        returns it with its secret, which is shown this once and never stored."""
+        return self._create(
+            {
+                "kind": "tenant",
+                "tenant": validation.name("tenant", tenant),
+                "role": check_role(role),
+            }
+        )
+
+    def create_admin(self, role: str = VIEWER) -> tuple[TokenInfo, str]:
+        """An extra admin token: sees every tenant; an ``operator`` also changes
+        everything the configured admin token may (a ``viewer``, the default, only
+        reads).  Returned with its secret, shown this once."""
+        return self._create({"kind": "admin", "role": check_role(role)})
 
     def create_worker(
         self, queues: Sequence[str], tenants: Sequence[str] = ()
@@ -133,6 +161,10 @@ def _info(raw: Mapping[Any, Any], token_id: str) -> TokenInfo:
     fields = {_s(k): _s(v) for k, v in raw.items()}
     kind = fields.get("kind", "")
     created = fields.get("created", "")
+    # no role field: a token made before roles existed, an operator; a garbled one
+    # (edited by hand) reads as a viewer, never as more than it says
+    stored = fields.get("role", OPERATOR)
+    role_of = (stored if stored in ROLES else VIEWER) if kind in ("admin", "tenant") else ""
     return TokenInfo(
         id=token_id,
         kind=kind,
@@ -140,4 +172,5 @@ def _info(raw: Mapping[Any, Any], token_id: str) -> TokenInfo:
         queues=_split(fields.get("queues", "")),
         tenants=_split(fields.get("tenants", "")),
         created_at=from_ms(int(created)) if created.isascii() and created.isdigit() else None,
+        role=role_of,
     )

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import click
 
 from redcron.broker import JobStore, unserved_by_task, unserved_refs
+from redcron.cli.audit import record_cli
 from redcron.cli.common import (
     app_option,
     build_app,
@@ -301,7 +302,9 @@ def render_job(job: JobRecord, spec: JobSpec, recent: Sequence[RunRecord]) -> st
 @redis_option
 def pause(name: str, tenant: str, app_path: str | None, redis_url: str | None) -> None:
     """Take a job off the schedule (manual triggers still work)."""
-    build_app(app_path, redis_url).jobs.pause(tenant, name)
+    app = build_app(app_path, redis_url)
+    app.jobs.pause(tenant, name)
+    record_cli(app.broker, "job.pause", tenant, [app.jobs.get(tenant, name).id])
     click.echo(f"paused {tenant}/{name}")
 
 
@@ -312,9 +315,12 @@ def pause(name: str, tenant: str, app_path: str | None, redis_url: str | None) -
 @redis_option
 def resume(name: str, tenant: str, app_path: str | None, redis_url: str | None) -> None:
     """Put a paused job back on the schedule; fires missed while paused are not run."""
-    store = build_app(app_path, redis_url).jobs
+    app = build_app(app_path, redis_url)
+    store = app.jobs
     store.resume(tenant, name)
-    nxt = iso_utc(store.get(tenant, name).next_fire)
+    job = store.get(tenant, name)
+    record_cli(app.broker, "job.resume", tenant, [job.id])
+    nxt = iso_utc(job.next_fire)
     click.echo(f"resumed {tenant}/{name}" + (f"; next fire {nxt}" if nxt else "; no next fire"))
 
 
@@ -352,7 +358,9 @@ def trigger(
 ) -> None:
     """Start a run of a job now (also when paused); prints the run id."""
     values = parse_params(params)
-    run_id = build_app(app_path, redis_url).jobs.trigger(tenant, name, values)
+    app = build_app(app_path, redis_url)
+    run_id = app.jobs.trigger(tenant, name, values)
+    record_cli(app.broker, "job.trigger", tenant, [run_id])
     if as_json:
         echo_json({"run_id": run_id, "job": name, "tenant": tenant, "params": values})
     else:
@@ -366,5 +374,7 @@ def trigger(
 @redis_option
 def delete(name: str, tenant: str, app_path: str | None, redis_url: str | None) -> None:
     """Delete a job; its runs stay in history until they expire, running ones finish."""
-    job_id = build_app(app_path, redis_url).jobs.delete(tenant, name)
+    app = build_app(app_path, redis_url)
+    job_id = app.jobs.delete(tenant, name)
+    record_cli(app.broker, "job.delete", tenant, [job_id])
     click.echo(f"deleted {tenant}/{name} ({job_id})")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import click
 
 from redcron.cli import jobs, runs
+from redcron.cli.admin import admin
+from redcron.cli.audit import audit
 from redcron.cli.beat import beat
 from redcron.cli.bench import bench
 from redcron.cli.chaos import chaos
@@ -47,6 +49,8 @@ main.add_command(tenants)
 main.add_command(workers)
 main.add_command(doctor)
 main.add_command(chaos)
+main.add_command(admin)
+main.add_command(audit)
 
 if __name__ == "__main__":
     main(prog_name="redcron")

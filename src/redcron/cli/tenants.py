@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from redcron.broker import TenantStore
+from redcron.cli.audit import record_cli
 from redcron.cli.common import (
     app_option,
     build_app,
@@ -90,7 +91,10 @@ def set_cmd(
             "nothing to set; give at least one option (see --help), "
             "or use `redcron tenants show` to see the settings"
         )
-    settings = _store(app_path, redis_url).set(tenant, **changes)
+    store = _store(app_path, redis_url)
+    settings = store.set(tenant, **changes)
+    detail = " ".join(f"{k}={v}" for k, v in sorted(changes.items()))
+    record_cli(store.broker, "tenant.settings", tenant, (), detail)
     if as_json:
         echo_json({"tenant": tenant, **settings.as_dict()})
     else:

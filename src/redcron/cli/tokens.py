@@ -1,18 +1,24 @@
-"""``redcron tenants token ...`` and ``redcron workers token ...``: API tokens
-for the REST API (docs/api.md, Authentication).
+"""``redcron tenants token ...``, ``redcron admin token ...`` and ``redcron
+workers token ...``: API tokens for the REST API and the dashboard (docs/api.md,
+Authentication).
 
 ``create`` prints the token once, as the last word of its last line; it is
 stored only as a hash, so it cannot be shown again (revoke and create anew).
+Admin and tenant tokens have a ``--role``: ``operator`` or ``viewer`` (reads
+only).  Creating and revoking a token is recorded in the action record
+(``redcron audit list``) with the token's id, never its secret.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import click
 
-from redcron.broker import TokenStore
+from redcron.broker import OPERATOR, ROLES, VIEWER, TokenStore
+from redcron.cli.audit import record_cli
 from redcron.cli.common import (
+    F,
     app_option,
     build_app,
     echo_listing,
@@ -28,11 +34,27 @@ def _store(app_path: str | None, redis_url: str | None) -> TokenStore:
     return TokenStore(build_app(app_path, redis_url).broker)
 
 
+def _created(store: TokenStore, info: TokenInfo) -> None:
+    detail = f"kind={info.kind}" + (f" role={info.role}" if info.role else "")
+    record_cli(store.broker, "token.create", info.tenant, [info.id], detail)
+
+
+def role_option(default: str) -> Callable[[F], F]:
+    return click.option(
+        "--role",
+        type=click.Choice(ROLES),
+        default=default,
+        show_default=True,
+        help="operator: may change state within the token's scope; viewer: reads only.",
+    )
+
+
 def tokens_table(found: Sequence[TokenInfo]) -> str:
     rows = [
         (
             t.id,
             t.kind,
+            t.role,
             t.tenant or "",
             ",".join(t.queues),
             ",".join(t.tenants),
@@ -40,14 +62,15 @@ def tokens_table(found: Sequence[TokenInfo]) -> str:
         )
         for t in found
     ]
-    return table(("id", "kind", "tenant", "queues", "tenants", "created"), rows)
+    return table(("id", "kind", "role", "tenant", "queues", "tenants", "created"), rows)
 
 
 def _revoke(token_id: str, kind: str, app_path: str | None, redis_url: str | None) -> None:
     store = _store(app_path, redis_url)
     if store.get(token_id).kind != kind:
         raise click.UsageError(f"token {token_id} is not a {kind} token")
-    store.revoke(token_id)
+    info = store.revoke(token_id)
+    record_cli(store.broker, "token.revoke", info.tenant, [token_id], f"kind={kind}")
     click.echo(f"revoked {kind} token {token_id}")
 
 
@@ -58,12 +81,15 @@ def tenant_token() -> None:
 
 @tenant_token.command("create")
 @click.argument("tenant")
+@role_option(OPERATOR)
 @app_option
 @redis_option
-def tenant_create(tenant: str, app_path: str | None, redis_url: str | None) -> None:
+def tenant_create(tenant: str, role: str, app_path: str | None, redis_url: str | None) -> None:
     """Create a token for TENANT; the token is printed once, last."""
-    info, token = _store(app_path, redis_url).create_tenant(tenant)
-    click.echo(f"created token {info.id} for tenant {tenant} (shown once; store it now)")
+    store = _store(app_path, redis_url)
+    info, token = store.create_tenant(tenant, role)
+    _created(store, info)
+    click.echo(f"created {role} token {info.id} for tenant {tenant} (shown once; store it now)")
     click.echo(f"token: {token}")
 
 
@@ -75,7 +101,7 @@ def tenant_create(tenant: str, app_path: str | None, redis_url: str | None) -> N
 def tenant_list(
     tenant: str | None, as_json: bool, app_path: str | None, redis_url: str | None
 ) -> None:
-    """Tenant tokens (of TENANT if given): id, tenant, created; never the secret."""
+    """Tenant tokens (of TENANT if given): id, role, tenant, created; never the secret."""
     found = _store(app_path, redis_url).list("tenant", tenant)
     echo_listing(found, as_json, "no tenant tokens", lambda: tokens_table(found))
 
@@ -103,7 +129,9 @@ def worker_create(
     queues: str, tenants: str | None, app_path: str | None, redis_url: str | None
 ) -> None:
     """Create a worker token; the token is printed once, last."""
-    info, token = _store(app_path, redis_url).create_worker(split_csv(queues), split_csv(tenants))
+    store = _store(app_path, redis_url)
+    info, token = store.create_worker(split_csv(queues), split_csv(tenants))
+    _created(store, info)
     scope = f"queues {','.join(info.queues)}, tenants {','.join(info.tenants) or '(all)'}"
     click.echo(f"created worker token {info.id} for {scope} (shown once; store it now)")
     click.echo(f"token: {token}")
@@ -126,3 +154,40 @@ def worker_list(as_json: bool, app_path: str | None, redis_url: str | None) -> N
 def worker_revoke(token_id: str, app_path: str | None, redis_url: str | None) -> None:
     """Revoke the worker token TOKEN_ID (the id `list` shows)."""
     _revoke(token_id, "worker", app_path, redis_url)
+
+
+@click.group("token")
+def admin_token() -> None:
+    """Extra admin tokens: every tenant, as a viewer (reads only) or an operator."""
+
+
+@admin_token.command("create")
+@role_option(VIEWER)
+@app_option
+@redis_option
+def admin_create(role: str, app_path: str | None, redis_url: str | None) -> None:
+    """Create an extra admin token (a viewer unless --role operator); printed once, last."""
+    store = _store(app_path, redis_url)
+    info, token = store.create_admin(role)
+    _created(store, info)
+    click.echo(f"created {role} admin token {info.id} (shown once; store it now)")
+    click.echo(f"token: {token}")
+
+
+@admin_token.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array instead of text.")
+@app_option
+@redis_option
+def admin_list(as_json: bool, app_path: str | None, redis_url: str | None) -> None:
+    """Extra admin tokens: id, role, created; never the secret."""
+    found = _store(app_path, redis_url).list("admin")
+    echo_listing(found, as_json, "no admin tokens", lambda: tokens_table(found))
+
+
+@admin_token.command("revoke")
+@click.argument("token_id")
+@app_option
+@redis_option
+def admin_revoke(token_id: str, app_path: str | None, redis_url: str | None) -> None:
+    """Revoke the extra admin token TOKEN_ID (the id `list` shows)."""
+    _revoke(token_id, "admin", app_path, redis_url)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import flask
 
 from redcron.dashboard.api import (
+    actions,
+    audit,
     auth,
     dlq,
     jobs,
@@ -30,6 +32,7 @@ for part in (
     tenants.bp,
     dlq.bp,
     live_workers.bp,
+    audit.bp,
     worker.bp,
     openapi.bp,
 ):
@@ -44,8 +47,11 @@ def authenticate() -> flask.Response | None:
 
     The request's :class:`auth.Identity` is ``flask.g.identity``.  No valid
     token: 401.  Worker tokens reach only ``/v1/worker/...``, and those routes
-    take only worker and admin tokens: otherwise 403.  Which tenant's records
-    a tenant token sees is up to the routes (``auth.job``, ``auth.run``...).
+    take only worker and admin tokens: otherwise 403.  A viewer token (admin or
+    tenant) gets 403 on every method but GET/HEAD/OPTIONS.  Which tenant's
+    records a tenant token sees is up to the routes (``auth.job``, ``auth.run``...).
+    Every state-changing request of an identified caller is recorded
+    (:mod:`redcron.dashboard.api.actions`), refused ones too.
     """
     request = flask.request
     if (request.method, request.path) in auth.PUBLIC:
@@ -60,4 +66,10 @@ def authenticate() -> flask.Response | None:
         return auth.error(403, "forbidden", "the worker routes need a worker token")
     if not worker_route and who.kind == "worker":
         return auth.error(403, "forbidden", "a worker token may call only /v1/worker/... routes")
+    refused = auth.refuse_viewer()
+    if refused is not None:
+        return auth.error(403, "forbidden", refused)
     return None
+
+
+api.after_request(actions.after_request)

@@ -223,10 +223,29 @@ PATHS: Json = {
                         "exit_code": {"type": ["integer", "null"]},
                         "retry_in_s": {"type": ["number", "null"]}}}),
     },
+    "/v1/audit": {
+        "get": _op("Who did what, newest first: every state-changing request (a tenant "
+                   "token: its own tenant's)", "200", {"type": "object", "properties": {
+                       "actions": {"type": "array", "items": _ref("Action")},
+                       "next_cursor": _NEXT_CURSOR}}, ("400",),
+                   query=(("tenant", "string"), _LIMIT, _CURSOR)),
+    },
     "/v1/openapi.json": {
         "get": {**_op("This document", "200", _OBJECT, ()), "security": []},  # no token
     },
 }  # fmt: skip
+
+#: a viewer token (reads only) is refused every method that changes state, before
+#: the route runs (auth.refuse_viewer); the worker routes say their own 403
+_VIEWER_403: Json = {
+    "description": "The token may not: a viewer token (reads only) on any route that "
+    "changes state, or a route that needs the admin token",
+    **_json(_ref("Error")),
+}
+for _route, _item in PATHS.items():
+    for _method, _operation in _item.items():
+        if _method in ("post", "put", "patch", "delete") and not _route.startswith("/v1/worker/"):
+            _operation["responses"].setdefault("403", _VIEWER_403)
 
 _TIME: Json = {"type": ["string", "null"], "format": "date-time"}
 
@@ -326,6 +345,17 @@ SCHEMAS: Json = {
         "timeout_s": {"type": ["number", "null"]}, "ttl_s": {"type": "number"},
         "idem_key": {"type": "string"}, "tenant": {"type": "string"},
         "queue": {"type": "string"}}},
+    "Action": {"type": "object", "description": "One recorded action (docs/operations.md, "
+               "Roles and the audit trail); never a token's secret", "properties": {
+        "id": {"type": "string", "description": "stream entry id: <server ms>-<seq>"},
+        "at": _TIME, "who": {"type": "string", "description": "a token id, admin (the "
+                             "configured admin token) or cli:<user>"},
+        "kind": {"enum": ["admin", "tenant", "cli"]}, "role": {"enum": ["operator", "viewer"]},
+        "via": {"enum": ["api", "page", "cli"]}, "action": {"type": "string"},
+        "tenant": {"type": ["string", "null"]},
+        "ids": {"type": "array", "items": {"type": "string"}},
+        "outcome": {"enum": ["ok", "refused", "error"]},
+        "status": {"type": ["integer", "null"]}, "detail": {"type": "string"}}},
     "WorkerReport": {"type": "object", "properties": {
         "task_id": {"type": "string"}, "state": {"type": "string"},
         "retry_in_s": {"type": ["number", "null"]}}},

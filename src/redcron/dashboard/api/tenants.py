@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 import flask
 
 from redcron.broker import DlqStore
-from redcron.dashboard.api import auth
+from redcron.dashboard.api import actions, auth
 from redcron.dashboard.api.common import (
     ApiError,
     body,
@@ -44,6 +44,7 @@ def set_tenant(tenant: str) -> flask.Response:
     auth.admin_only("changing tenant settings")
     data = body()
     only(data, frozenset(SETTINGS_FIELDS))
+    actions.note(detail=" ".join(f"{k}={v}" for k, v in sorted(data.items())))
     tenants = redcron_app().tenants
     tenants.set(tenant, **data)
     return reply(tenants.show(tenant))

@@ -5,9 +5,12 @@ tasks, login), nested in :data:`ui` at ``/``.  Before each request the
 session's identity becomes ``flask.g.identity`` (so the API's ``auth``
 helpers decide what a tenant may see, exactly as for the API), requests with
 no session go to the login page, and state-changing requests without the
-session's CSRF token are refused.  Templates live in ``../templates/ui``,
-static files (``app.js``, CSS) in ``../static``; nothing is fetched from
-elsewhere.  ``charts.py`` draws the SVG charts, ``dag.py`` the run DAG.
+session's CSRF token are refused, as are a viewer's (403; the pages show a
+viewer no button or form to send them).  Every state-changing request of a
+logged-in person is recorded (``api/actions.py``), as the API's are.
+Templates live in ``../templates/ui``, static files (``app.js``, CSS) in
+``../static``; nothing is fetched from elsewhere.  ``charts.py`` draws the
+SVG charts, ``dag.py`` the run DAG.
 """
 
 from __future__ import annotations
@@ -19,9 +22,12 @@ import flask
 from werkzeug.exceptions import HTTPException
 
 from redcron.broker import UNAVAILABLE
+from redcron.dashboard.api import actions
+from redcron.dashboard.api.auth import refuse_viewer
 from redcron.dashboard.api.common import ANSWERS, ApiError
 from redcron.dashboard.api.common import http_error as api_http_error
 from redcron.dashboard.ui import (
+    audit,
     dlq,
     jobs,
     login,
@@ -52,8 +58,10 @@ for part in (
     tenants.bp,
     workers.bp,
     tasks.bp,
+    audit.bp,
 ):
     ui.register_blueprint(part)
+ui.after_request(actions.after_request)
 
 #: sent with every page: nothing but this site's own scripts, styles and frames
 SECURITY_HEADERS = {
@@ -86,6 +94,9 @@ def load_identity() -> Reply | None:
         target = flask.request.full_path.rstrip("?")
         return render.go("ui.login.form", next=target)
     flask.g.identity = who
+    refused = None if endpoint in actions.UNRECORDED else refuse_viewer()
+    if refused is not None:
+        return error_page(403, f"Not allowed: {refused}.")
     return None
 
 
@@ -104,6 +115,8 @@ def identity_context() -> dict[str, Any]:
 
 
 def error_page(status: int, message: str) -> Reply:
+    if flask.has_request_context():
+        actions.note(detail=message)  # the action record says why it failed
     return render.page("error.html", title=f"Error {status}", status=status, message=message)
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 import flask
 
 from redcron.broker import DLQ_ENTRY_ID, DlqPage, DlqStore
-from redcron.dashboard.api import auth
+from redcron.dashboard.api import actions, auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
 from redcron.dashboard.ui.render import Reply
@@ -87,8 +87,10 @@ def _mine(chosen: Sequence[str]) -> list[str]:
     out = []
     for iid in chosen[:MAX_CHOSEN]:
         try:
-            if auth.may_see(inspection.task_info(iid).tenant):
+            tenant = inspection.task_info(iid).tenant
+            if auth.may_see(tenant):
                 out.append(iid)
+                actions.note([iid], tenant=tenant)
         except (NotFound, ValidationError):
             continue  # unknown, or no task id at all
     return out
@@ -115,4 +117,5 @@ def _act(action: Callable[[DlqStore, Sequence[str]], int], verb: str, what: str)
         if missed:
             message += f"; {missed} no longer in the DLQ (replayed or discarded meanwhile)"
         flask.flash(message, "error" if missed and not done else "info")
+        actions.note(detail=message)
     return render.go("ui.dlq.index", tenant=tenant or None, name=name or None)

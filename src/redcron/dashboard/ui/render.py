@@ -219,6 +219,13 @@ def state_badge(state: str | None) -> Markup:
     return Markup('<span class="badge state-{}">{}</span>').format(text, text)
 
 
+def may_act() -> bool:
+    """Whether the logged-in person may change state (an operator): a viewer's
+    pages show no button or form that would (and the POST handlers refuse)."""
+    who = flask.g.get("identity")
+    return bool(who is not None and who.may_change)
+
+
 def install(web: flask.Flask) -> None:
     """The filters and globals every template may use."""
     web.jinja_env.filters.update(
@@ -232,6 +239,7 @@ def install(web: flask.Flask) -> None:
     )
     web.jinja_env.globals.update(
         csrf_token=session.csrf_token,
+        may_act=may_act,
         url_with=url_with,
         between=between,
         ago=ago,

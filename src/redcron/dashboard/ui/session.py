@@ -4,9 +4,11 @@ A person logs in with a token (admin or tenant; worker tokens are refused) or
 with a one-time link from ``redcron up`` (:class:`LoginLinks`).  The session
 is Flask's signed cookie (``HttpOnly``, ``SameSite=Lax``), keyed by the secret
 :meth:`LoginLinks.session_secret` keeps in Redis, and holds no token: for a
-tenant the token's id (so revoking the token ends its sessions on the next
-request), for admin a fingerprint of the admin token (so a new admin token,
-as every ``redcron up`` makes, ends the old sessions).
+stored token (a tenant's, or an extra admin token) the token's id, read back
+on every request (so revoking the token ends its sessions on the next request,
+and its role is the token's, never the cookie's), for the configured admin
+token a fingerprint of it (so a new admin token, as every ``redcron up``
+makes, ends the old sessions).
 
 Every state-changing request carries the session's CSRF token, in the form
 field ``csrf_token`` or the header ``X-CSRF-Token``.
@@ -94,7 +96,7 @@ def start(who: auth.Identity) -> None:
     flask.session.clear()
     flask.session.permanent = True
     data: dict[str, Any] = {"kind": who.kind, CSRF_FIELD: secrets.token_urlsafe(32)}
-    if who.kind == "admin":
+    if who.kind == "admin" and who.token_id is None:
         data["fp"] = _admin_fingerprint()
     else:
         data["tenant"] = who.tenant
@@ -109,21 +111,21 @@ def end() -> None:
 def identity() -> auth.Identity | None:
     """The logged-in identity, or None (no session, or its token is gone)."""
     kind = flask.session.get("kind")
-    if kind == "admin":
+    if kind == "admin" and "tid" not in flask.session:
         fp = _admin_fingerprint()
         ok = fp is not None and hmac.compare_digest(fp, str(flask.session.get("fp", "")))
         return auth.ADMIN if ok else None
-    if kind == "tenant":
+    if kind in ("admin", "tenant"):
         token_id, tenant = flask.session.get("tid"), flask.session.get("tenant")
-        if not isinstance(token_id, str) or not isinstance(tenant, str):
+        if not isinstance(token_id, str) or (kind == "tenant" and not isinstance(tenant, str)):
             return None
         try:
             info = TokenStore(redcron_app().broker).get(token_id)
         except NotFound:
             return None  # revoked
-        if info.kind != "tenant" or info.tenant != tenant:
+        if info.kind != kind or info.tenant != tenant:
             return None
-        return auth.Identity("tenant", tenant=tenant, token_id=token_id)
+        return auth.from_token(info)
     return None
 
 

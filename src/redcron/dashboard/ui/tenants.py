@@ -11,7 +11,7 @@ from typing import Any
 import flask
 
 from redcron.broker import Page, page_tenants, trigger_lag_of
-from redcron.dashboard.api import auth
+from redcron.dashboard.api import actions, auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
 from redcron.dashboard.ui.render import Reply
@@ -85,7 +85,7 @@ def _tenant_page(
         fields=SETTINGS_FIELDS,
         help=HELP,
         classes=PRIORITIES,
-        admin=auth.current().kind == "admin",
+        admin=auth.current().kind == "admin" and auth.current().may_change,
         errors=errors or {},
         typed=typed or {},
     )
@@ -142,6 +142,7 @@ def update(tenant: str) -> Reply:
     form = flask.request.form
     try:
         changes = changes_from_form(form)
+        actions.note(detail=" ".join(f"{k}={v}" for k, v in sorted(changes.items())))
         redcron_app().tenants.set(tenant, **changes)
     except FormErrors as exc:
         return _form_again(tenant, exc.errors, form)

@@ -67,8 +67,11 @@ class WorkerInfo:
 class TokenInfo:
     """An API token as ``redcron tenants token list`` shows it: never its secret.
 
-    ``kind`` is ``tenant`` (``tenant`` set) or ``worker`` (``queues`` it may
-    lease from, ``tenants`` it may serve; empty ``tenants`` = all)."""
+    ``kind`` is ``admin`` (an extra admin token: every tenant), ``tenant``
+    (``tenant`` set) or ``worker`` (``queues`` it may lease from, ``tenants`` it
+    may serve; empty ``tenants`` = all).  ``role`` (admin and tenant tokens):
+    ``operator`` (reads and changes within its scope; a token stored before roles
+    existed reads as one) or ``viewer`` (reads only); empty for a worker token."""
 
     id: str
     kind: str
@@ -76,3 +79,4 @@ class TokenInfo:
     queues: tuple[str, ...]
     tenants: tuple[str, ...]
     created_at: datetime | None
+    role: str = ""

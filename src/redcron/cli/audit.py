@@ -1,0 +1,90 @@
+"""``redcron audit list``: who did what (the action record,
+:mod:`redcron.broker.actions`), and how the CLI's own state-changing commands
+add to it.
+
+Named ``audit`` for the people reading it; the stream is ``actions`` (the
+chaos checker's attempt audit, ``worker --audit``, is another stream).  The
+CLI is the local admin: it records its token, tenant-settings and job
+commands (pause, resume, trigger, delete) once they succeeded, as
+``cli:<user>`` (the operating-system user running it).  A command that fails
+is not recorded; nor are the commands that act in bulk (``jobs apply``, ``dlq
+replay``/``discard``, ``runs cancel``/``retry``, ``task cancel``): the API and the
+pages record those.
+"""
+
+from __future__ import annotations
+
+import getpass
+from collections.abc import Sequence
+
+import click
+
+from redcron.broker import OPERATOR, Action, ActionLog, Actor, Broker, record_action
+from redcron.cli.common import (
+    app_option,
+    build_app,
+    echo_listing,
+    iso_ms,
+    one_line,
+    redis_option,
+    table,
+)
+from redcron.model import validation
+
+
+def cli_actor() -> Actor:
+    """The person running the CLI: ``cli:<user>`` (``cli:unknown`` when the
+    system names none)."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no login name and no passwd entry (a bare container)
+        user = "unknown"
+    return Actor(f"cli:{user}", "cli", OPERATOR, "cli")
+
+
+def record_cli(
+    broker: Broker, action: str, tenant: str | None, ids: Sequence[str] = (), detail: str = ""
+) -> None:
+    """Record a CLI command that changed state (it succeeded: outcome ``ok``)."""
+    record_action(broker, cli_actor(), action, tenant, ids, "ok", None, detail)
+
+
+def actions_table(found: Sequence[Action]) -> str:
+    rows = [
+        (
+            iso_ms(a.at),
+            a.who,
+            f"{a.kind} {a.role}".strip(),
+            a.via,
+            a.action,
+            a.tenant or "",
+            " ".join(a.ids),
+            a.outcome + (f" ({a.status})" if a.status else ""),
+            one_line(a.detail, 40),
+        )
+        for a in found
+    ]
+    return table(("at", "who", "as", "via", "action", "tenant", "ids", "outcome", "detail"), rows)
+
+
+@click.group()
+def audit() -> None:
+    """Who did what: state-changing actions through the API, the dashboard and the CLI."""
+
+
+@audit.command("list")
+@click.option("--tenant", help="Only this tenant's actions (default: every action).")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True,
+              help="Newest actions to show.")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array instead of text.")
+@app_option
+@redis_option
+def list_cmd(
+    tenant: str | None, limit: int, as_json: bool, app_path: str | None, redis_url: str | None
+) -> None:
+    """Recorded actions, newest first: when, who (a token id, `admin`, `cli:<user>`),
+    what, on which ids, and the outcome (ok, refused, error)."""
+    if tenant is not None:
+        validation.name("tenant", tenant)
+    found = ActionLog(build_app(app_path, redis_url).broker).page(tenant, limit).actions
+    echo_listing(found, as_json, "no action recorded", lambda: actions_table(found))

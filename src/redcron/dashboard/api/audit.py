@@ -1,0 +1,42 @@
+"""``GET /v1/audit``: who did what, newest first (the action record,
+:mod:`redcron.broker.actions`; not the chaos checker's attempt audit).
+
+A tenant token reads its own tenant's actions only (naming another tenant
+answers an empty page); the admin reads every action (or one tenant's with
+``tenant``).  Viewers may read it: it is a read.
+"""
+
+from __future__ import annotations
+
+import flask
+
+from redcron.broker import ActionLog, valid_action_cursor
+from redcron.dashboard.api import auth
+from redcron.dashboard.api.common import (
+    bad,
+    encode_cursor,
+    query_cursor,
+    query_limit,
+    redcron_app,
+    reply,
+)
+from redcron.model import validation
+
+bp = flask.Blueprint("audit", __name__)
+
+
+@bp.get("/audit")
+def list_actions() -> flask.Response:
+    tenant = flask.request.args.get("tenant") or None
+    if tenant is not None:
+        validation.name("tenant", tenant)
+    limit = query_limit()
+    key = query_cursor((str,))
+    if key is not None and not valid_action_cursor(key[0]):
+        bad("cursor", "not a cursor this API returned (pass next_cursor as it is)")
+    if tenant is not None and not auth.may_see(tenant):
+        return reply({"actions": [], "next_cursor": None})
+    before = str(key[0]) if key is not None else None
+    found = ActionLog(redcron_app().broker).page(tenant or auth.scope(), limit, before)
+    nxt = found.next_cursor
+    return reply({"actions": found.actions, "next_cursor": encode_cursor([nxt]) if nxt else None})
