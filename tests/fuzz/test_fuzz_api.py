@@ -295,6 +295,7 @@ TENANT_FIELDS = {
     body=st.fixed_dictionaries({}, optional=TENANT_FIELDS),
 )
 @example(tenant="acme", body={"weight": 1, "max_in_flight": 2**64})
+@example(tenant="/0", body={})
 @example(tenant="acme", body={"rate": 1e308})
 @example(tenant="acme", body={"jitter_s": 1e308})
 def test_tenant_bodies(client: FlaskClient, snap: Any, tenant: str, body: dict[str, Any]) -> None:
@@ -303,6 +304,11 @@ def test_tenant_bodies(client: FlaskClient, snap: Any, tenant: str, body: dict[s
     # the slashes), not the tenant "/0"
     url = f"/v1/tenants/{quote(tenant, safe='')}"
     resp = client.put(url, data=to_body(body))
+    if 300 <= resp.status_code < 400:
+        # a name with a "/" ("/0": Werkzeug decodes %2F and merges the slashes)
+        # is routed as another URL and redirected: never a write
+        assert not diff(before, snap()), f"PUT {url} was redirected but wrote"
+        return
     err = check(resp, before, snap, f"PUT /v1/tenants/{tenant!r} {body!r}")
     if err is None:
         shown = client.get(url).get_json()

@@ -17,6 +17,7 @@ def record(**extra: object) -> logging.LogRecord:
         "redcron.worker.worker", logging.INFO, "w.py", 1, "task %s %s", ("echo", "0-X"), None
     )
     rec.created = 1_796_025_145.25  # 2026-11-30T07:52:25.250Z
+    rec.msecs = 250.0  # LogRecord took it from the real clock: keep it the created time's
     for k, v in extra.items():
         setattr(rec, k, v)
     return rec
