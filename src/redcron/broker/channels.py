@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
+from redcron.broker.outbox import Outbox
 from redcron.broker.shared_secrets import shared_secret
 from redcron.errors import NotFound, ValidationError
 from redcron.keys import NOTIFY_GROUP
@@ -44,6 +45,7 @@ from redcron.model.channels import (
     shown_url,
 )
 from redcron.model.records import from_ms
+from redcron.model.serialize import iso
 from redcron.serde import text as _s
 
 if TYPE_CHECKING:
@@ -238,6 +240,28 @@ class ChannelStore:
                 )
             )
         return out
+
+    def send_test(self, channel_id: str) -> str:
+        """Queue a test message on the channel (the notifier sends it, as any other,
+        so it tests the whole path); returns its delivery id, which its line in
+        :meth:`deliveries` names."""
+        info = self.get(channel_id)
+        now = self.broker.server_ms()
+        delivery_id = f"{channel_id}-test-{now}"
+        stamp = from_ms(now)
+        owner = info.tenant or "(admin)"
+        message = {
+            "type": "test",
+            "tenant": info.tenant or "",
+            "job": "",
+            "run": "",
+            "at": iso(stamp) if stamp is not None else "",
+            "detail": f"a test message for channel {info.name} ({channel_id})",
+            "link": self.broker.settings.dashboard_url,
+            "text": f"[redcron] test message for channel {info.name} of {owner}",
+        }
+        Outbox(self.broker).enqueue(channel_id, delivery_id, message, now)
+        return delivery_id
 
     def pending(self, channel_id: str) -> int:
         """Deliveries of the channel still to send."""
