@@ -12,6 +12,7 @@ import flask
 
 from redcron.dashboard.api import (
     auth,
+    channels,
     dlq,
     jobs,
     live_workers,
@@ -29,6 +30,7 @@ for part in (
     tasks.bp,
     tenants.bp,
     dlq.bp,
+    channels.bp,
     live_workers.bp,
     worker.bp,
     openapi.bp,
