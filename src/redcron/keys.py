@@ -501,6 +501,9 @@ class Keys:
     def events(self, shard: int) -> str:
         return self.build(shard, "events")
 
+    def lagalert(self, shard: int, job_id: str) -> str:
+        return self.build(shard, "lagalert", job_id)
+
     def batch(self, shard: int, token: str) -> str:
         return self.build(shard, "batch", token)
 

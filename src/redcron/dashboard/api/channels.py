@@ -54,7 +54,7 @@ def add_channel() -> flask.Response:
     info, secret = _store().add(
         data.get("tenant"),
         data.get("kind", "webhook"),
-        data.get("url"),  # checked by the store: a 400 naming url
+        data.get("url", ""),  # checked by the store: a 400 naming url
         data.get("events"),
         data.get("name"),
         data.get("timeout_s"),
