@@ -22,6 +22,7 @@ from redcron.broker import UNAVAILABLE
 from redcron.dashboard.api.common import ANSWERS, ApiError
 from redcron.dashboard.api.common import http_error as api_http_error
 from redcron.dashboard.ui import (
+    channels,
     dlq,
     jobs,
     login,
@@ -49,6 +50,7 @@ for part in (
     jobs.bp,
     runs.bp,
     dlq.bp,
+    channels.bp,
     tenants.bp,
     workers.bp,
     tasks.bp,
