@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import pytest
 from polling import wait_for  # tests/helpers
@@ -18,7 +18,7 @@ from redcron.broker import ChannelStore, FailItem
 from redcron.errors import ValidationError
 from redcron.keys import NOTIFY_GROUP
 from redcron.model.jobs import Task
-from redcron.notify import Notifier, verify
+from redcron.notify import Notifier, Response, verify
 from redcron.notify.signing import DELIVERY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER
 
 
@@ -269,3 +269,23 @@ def test_events_from_before_any_channel_are_not_sent(
     emit(app, "run_failed", "acme", run="0-new@1")
     notifier.step(server_ms(app))
     assert [r.json()["run"] for r in rec.got] == ["0-new@1"]
+
+
+def test_a_channel_removed_while_sending_leaves_no_keys(app: App) -> None:
+    channels = ChannelStore(app.broker)
+    info, _ = channels.add("acme", "webhook", "http://127.0.0.1:9/hook")
+
+    class Removing:
+        def post(
+            self, url: str, body: bytes, headers: Mapping[str, str], timeout_s: float
+        ) -> Response:
+            channels.remove(info.id)
+            return Response(500, "HTTP 500")
+
+    n = Notifier(app, sender=Removing())
+    try:
+        emit(app, "run_failed", "acme", run="0-j@1")
+        n.step(server_ms(app))
+    finally:
+        n.pool.shutdown(wait=True)
+    assert list(app.broker.client.scan_iter(match=f"{app.settings.prefix}:{{c*")) == []

@@ -183,12 +183,22 @@ class ChannelStore:
 
     def list(self, tenant: str | None = None) -> list[ChannelInfo]:
         """Channels oldest first: every one (None), or ``tenant``'s own only."""
+        return [info for info, _raw in self.rows(tenant)]
+
+    def rows(self, tenant: str | None = None) -> builtins.list[tuple[ChannelInfo, dict[str, str]]]:
+        """Channels oldest first with their hashes as text (sealed fields still
+        sealed), in one round trip: what the notifier routes with."""
         ids = [i for i, owner in self.owners().items() if tenant is None or owner == tenant]
         pipe = self.broker.client.pipeline(transaction=False)
         for channel_id in ids:
             pipe.hgetall(self.keys.channel(channel_id))
-        out = [_info(raw, i) for i, raw in zip(ids, pipe.execute(), strict=True) if raw]
-        return sorted(out, key=lambda c: (c.created_at is None, c.created_at, c.id))
+        out = []
+        for channel_id, got in zip(ids, pipe.execute(), strict=True):
+            if got:
+                raw = {_s(k): _s(v) for k, v in got.items()}
+                out.append((_info(raw, channel_id), raw))
+        out.sort(key=lambda row: (row[0].created_at is None, row[0].created_at, row[0].id))
+        return out
 
     def raw(self, channel_id: str) -> dict[str, str]:
         """A channel's hash as text (sealed fields still sealed); NotFound if none."""

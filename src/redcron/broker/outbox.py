@@ -223,15 +223,28 @@ class Outbox:
         the outbox (delivered, or given up past the retention).  Either way one
         line goes to the channel's delivery log."""
         okey, mkey = self.keys.outbox(channel_id), self.keys.outmsg(channel_id)
+        ckey = self.keys.channel(channel_id)
         entry = {k: str(v) for k, v in {**log_fields, "outcome": outcome}.items()}
-        pipe = self.client.pipeline(transaction=True)
-        if retry_at is None:
-            pipe.zrem(okey, claimed.id)
-            pipe.hdel(mkey, claimed.id)
-        else:
-            body = dict(claimed.message)
-            body["attempts"] = int(body.get("attempts", 0)) + 1
-            pipe.hset(mkey, claimed.id, json.dumps(body))
-            pipe.zadd(okey, {claimed.id: retry_at}, xx=True)
-        pipe.xadd(self.keys.dlog(channel_id), entry, maxlen=DLOG_MAX, approximate=True)
-        pipe.execute()
+        for _ in range(5):  # the channel hash changed meanwhile (a digest's last_digest)
+            with self.client.pipeline(transaction=True) as pipe:
+                try:
+                    # a channel removed while this was sent: write nothing (no orphan keys)
+                    pipe.watch(ckey)
+                    if not pipe.exists(ckey):
+                        return
+                    pipe.multi()
+                    if retry_at is None:
+                        pipe.zrem(okey, claimed.id)
+                        pipe.hdel(mkey, claimed.id)
+                    else:
+                        body = dict(claimed.message)
+                        body["attempts"] = int(body.get("attempts", 0)) + 1
+                        pipe.hset(mkey, claimed.id, json.dumps(body))
+                        pipe.zadd(okey, {claimed.id: retry_at}, xx=True)
+                    pipe.xadd(self.keys.dlog(channel_id), entry, maxlen=DLOG_MAX, approximate=True)
+                    pipe.execute()
+                    return
+                except redis.WatchError:
+                    continue
+        # still contended: the claim runs out and the delivery is sent again (at-least-once)
+        log.warning("could not record delivery %s of channel %s", claimed.id, channel_id)

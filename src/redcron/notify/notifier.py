@@ -32,7 +32,7 @@ from typing import Any
 
 from redcron.app import App
 from redcron.broker import Broker, ChannelStore, Claimed, Outbox
-from redcron.errors import NotFound, ValidationError
+from redcron.errors import ValidationError
 from redcron.model.channels import ADMIN_OWNER, check_url
 from redcron.notify.messages import (
     DIGEST_EVERY_MS,
@@ -117,11 +117,7 @@ class Notifier:
         """The channels, read afresh (every pass: an added or removed one counts
         from the next pass on)."""
         routes = []
-        for channel in self.channels.list():
-            try:
-                raw = self.channels.raw(channel.id)
-            except NotFound:
-                continue
+        for channel, raw in self.channels.rows():
             routes.append(
                 Route(
                     channel.id,
