@@ -151,3 +151,15 @@ def test_the_cli_adds_lists_tests_and_removes(app: App, rec: Receiver) -> None:
     assert ChannelStore(app.broker).pending(cid) == 1
     removed = runner.invoke(main, ["channels", "remove", cid, *url], env=env)
     assert removed.exit_code == 0 and ChannelStore(app.broker).list() == []
+
+
+def test_a_tenant_holds_at_most_its_share_of_channels(
+    acme: FlaskClient, admin: FlaskClient
+) -> None:
+    from redcron.broker.channels import MAX_TENANT_CHANNELS
+
+    for _ in range(MAX_TENANT_CHANNELS):
+        assert acme.post("/v1/channels", json={"url": "http://127.0.0.1:9/"}).status_code == 201
+    over = acme.post("/v1/channels", json={"url": "http://127.0.0.1:9/"})
+    assert over.status_code == 400 and over.get_json()["error"]["field"] == "channels"
+    assert admin.post("/v1/channels", json={"url": "http://127.0.0.1:9/"}).status_code == 201

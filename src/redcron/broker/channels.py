@@ -56,6 +56,8 @@ ID_BYTES = 6
 SECRET_BYTES = 32
 #: channels a deployment holds: the notifier reads them all every pass
 MAX_CHANNELS = 1000
+#: channels one tenant may hold, so no tenant uses up the deployment's
+MAX_TENANT_CHANNELS = 20
 NONCE_BYTES = 16
 TAG_BYTES = 16
 SEALED_PREFIX = "v1:"
@@ -138,8 +140,13 @@ class ChannelStore:
         chosen = check_events(events)
         label = check_name(name)
         timeout = check_timeout(timeout_s)
-        if self.broker.client.hlen(self.keys.channels()) >= MAX_CHANNELS:
+        owners = self.owners()
+        if len(owners) >= MAX_CHANNELS:
             raise ValidationError("channels", f"at most {MAX_CHANNELS} channels: remove one first")
+        if owner != ADMIN_OWNER and sum(o == owner for o in owners.values()) >= MAX_TENANT_CHANNELS:
+            raise ValidationError(
+                "channels", f"at most {MAX_TENANT_CHANNELS} channels per tenant: remove one first"
+            )
         channel_id = secrets.token_hex(ID_BYTES)
         secret = "whsec_" + secrets.token_urlsafe(SECRET_BYTES) if kind == "webhook" else None
         master = self._master()

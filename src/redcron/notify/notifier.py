@@ -143,6 +143,13 @@ class Notifier:
                 if entry.fields:  # empty: trimmed while pending, nothing to route
                     self._route_one(routes, entry.shard, entry.id, entry.fields, now)
             self.outbox.ack(shard, [e.id for e in entries])
+            if entries:
+                log.info(
+                    "routed %d event(s) of shard %d to %d channel(s)",
+                    len(entries),
+                    shard,
+                    len(routes),
+                )
             n += len(entries)
         return n
 
