@@ -14,6 +14,7 @@ from server_time import server_ms  # tests/helpers
 
 from redcron import App
 from redcron.broker import ChannelStore, TokenStore
+from redcron.broker.channels import MAX_TENANT_CHANNELS
 from redcron.cli.main import main
 from redcron.dashboard import create_app
 from redcron.notify import Notifier
@@ -156,8 +157,6 @@ def test_the_cli_adds_lists_tests_and_removes(app: App, rec: Receiver) -> None:
 def test_a_tenant_holds_at_most_its_share_of_channels(
     acme: FlaskClient, admin: FlaskClient
 ) -> None:
-    from redcron.broker.channels import MAX_TENANT_CHANNELS
-
     for _ in range(MAX_TENANT_CHANNELS):
         assert acme.post("/v1/channels", json={"url": "http://127.0.0.1:9/"}).status_code == 201
     over = acme.post("/v1/channels", json={"url": "http://127.0.0.1:9/"})

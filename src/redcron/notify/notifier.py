@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from redcron.app import App
-from redcron.broker import Broker, ChannelStore, Claimed, Outbox
+from redcron.broker import TRANSIENT, Broker, ChannelStore, Claimed, Outbox
 from redcron.errors import ValidationError
 from redcron.model.channels import ADMIN_OWNER, check_url
 from redcron.notify.messages import (
@@ -63,6 +63,8 @@ CLAIM_IDLE_MS = 60_000
 CLAIM_MARGIN_MS = 30_000
 #: seconds between passes when there was nothing to do
 POLL_S = 0.5
+#: seconds to wait after a pass that Redis failed
+OUTAGE_S = 1.0
 #: passes between trims of the events streams and of idle consumers
 HOUSEKEEPING_EVERY = 120
 
@@ -259,26 +261,36 @@ class Notifier:
         """Pass after pass until ``stop`` is set; a channel still sending from an
         earlier pass is left to it (never two threads on one channel)."""
         stop = stop or threading.Event()
-        self.channels.ensure_groups()
         log.info("notifier %s started", self.name)
         try:
             while not stop.is_set():
-                now = self.broker.server_ms()
-                self.refresh()
-                routed = self.route(now)
-                self.flush_digests(now)
-                for route in self._routes:
-                    busy = self._busy.get(route.id)
-                    if busy is None or busy.done():
-                        self._busy[route.id] = self.pool.submit(self._deliver_logged, route, now)
-                if self._passes % HOUSEKEEPING_EVERY == 0:
-                    self.housekeeping(now)
-                self._passes += 1
+                try:
+                    routed = self._pass()
+                except TRANSIENT as exc:
+                    # Redis down or failing over: wait and go on (nothing is lost:
+                    # what was not acknowledged or recorded is read again)
+                    log.warning("notifier pass failed (%s); retrying in %.0f s", exc, OUTAGE_S)
+                    stop.wait(OUTAGE_S)
+                    continue
                 if routed == 0:
                     stop.wait(POLL_S)
         finally:
             self.pool.shutdown(wait=True)
             log.info("notifier %s stopped", self.name)
+
+    def _pass(self) -> int:
+        now = self.broker.server_ms()
+        self.refresh()
+        routed = self.route(now)
+        self.flush_digests(now)
+        for route in self._routes:
+            busy = self._busy.get(route.id)
+            if busy is None or busy.done():
+                self._busy[route.id] = self.pool.submit(self._deliver_logged, route, now)
+        if self._passes % HOUSEKEEPING_EVERY == 0:
+            self.housekeeping(now)
+        self._passes += 1
+        return routed
 
     def _deliver_logged(self, route: Route, now: int) -> int:
         try:
