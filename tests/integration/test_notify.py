@@ -5,10 +5,12 @@ scheme and host refusal, and a slow receiver that holds up only its own channel.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Iterator, Mapping
 
 import pytest
+import redis
 from polling import wait_for  # tests/helpers
 from receiver import Receiver, receiver  # tests/helpers
 from server_time import server_ms  # tests/helpers
@@ -289,3 +291,49 @@ def test_a_channel_removed_while_sending_leaves_no_keys(app: App) -> None:
     finally:
         n.pool.shutdown(wait=True)
     assert list(app.broker.client.scan_iter(match=f"{app.settings.prefix}:{{c*")) == []
+
+
+def test_a_pass_redis_fails_is_retried_not_fatal(
+    app: App, rec: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ChannelStore(app.broker).add("acme", "webhook", rec.url)
+    n = Notifier(app)
+    real = n._pass
+    failures = [redis.ConnectionError("Redis is loading"), redis.TimeoutError("slow")]
+
+    def flaky() -> int:
+        if failures:
+            raise failures.pop(0)
+        return real()
+
+    monkeypatch.setattr(n, "_pass", flaky)
+    monkeypatch.setattr("redcron.notify.notifier.OUTAGE_S", 0.01)
+    emit(app, "run_failed", "acme", run="0-j@1")
+    stop = threading.Event()
+    loop = threading.Thread(target=n.run, args=(stop,), daemon=True)
+    loop.start()
+    try:
+        wait_for(lambda: rec.got, "the delivery after two failed passes")
+    finally:
+        stop.set()
+        loop.join(30)
+    assert not failures and not loop.is_alive()
+
+
+def test_no_secret_or_url_reaches_the_log(
+    app: App, rec: Receiver, notifier: Notifier, caplog: pytest.LogCaptureFixture
+) -> None:
+    channels = ChannelStore(app.broker)
+    slack, _ = channels.add("acme", "slack", rec.url + "/T0/B0/SLACKSECRET")
+    hook, secret = channels.add("acme", "webhook", rec.url + "?token=HOOKSECRET")
+    assert secret is not None
+    rec.statuses = [500]
+    emit(app, "run_failed", "acme", run="0-j@1")
+    with caplog.at_level(logging.DEBUG):
+        now = server_ms(app)
+        notifier.step(now)
+        notifier.step(now + 3_600_000)
+    assert len(rec.got) == 3 and "delivered" in caplog.text and "failed" in caplog.text
+    for word in ("SLACKSECRET", "HOOKSECRET", secret):
+        assert word not in caplog.text
+        assert all(word not in str(channels.deliveries(c.id)) for c in (slack, hook))
