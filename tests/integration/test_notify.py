@@ -337,3 +337,16 @@ def test_no_secret_or_url_reaches_the_log(
     for word in ("SLACKSECRET", "HOOKSECRET", secret):
         assert word not in caplog.text
         assert all(word not in str(channels.deliveries(c.id)) for c in (slack, hook))
+
+
+def test_a_channel_removed_while_routing_gets_nothing_written(app: App, notifier: Notifier) -> None:
+    channels = ChannelStore(app.broker)
+    hook, _ = channels.add("acme", "webhook", "http://127.0.0.1:9/hook")
+    slack, _ = channels.add("acme", "slack", "http://127.0.0.1:9/slack")
+    notifier.refresh()  # the pass has read both channels...
+    channels.remove(hook.id)
+    channels.remove(slack.id)  # ...then they go
+    emit(app, "run_failed", "acme", run="0-j@1")
+    emit(app, "dead_lettered", "acme", detail="{}")
+    assert notifier.route(server_ms(app)) == 2
+    assert list(app.broker.client.scan_iter(match=f"{app.settings.prefix}:{{c*")) == []

@@ -122,20 +122,39 @@ class Outbox:
 
     def enqueue(
         self, channel_id: str, delivery_id: str, message: Mapping[str, Any], now: int
-    ) -> None:
+    ) -> bool:
         """Record a delivery to send (idempotent: an event routed twice after a
-        crash is one delivery)."""
+        crash is one delivery).  False when the channel is gone (removed while
+        the event was routed): nothing is written, so no key outlives it."""
         body = json.dumps({"message": message, "attempts": 0, "created": now})
+        ckey = self.keys.channel(channel_id)
+        for _ in range(5):
+            with self.client.pipeline(transaction=True) as pipe:
+                try:
+                    pipe.watch(ckey)
+                    if not pipe.exists(ckey):
+                        return False
+                    pipe.multi()
+                    pipe.hsetnx(self.keys.outmsg(channel_id), delivery_id, body)
+                    pipe.zadd(self.keys.outbox(channel_id), {delivery_id: now}, nx=True)
+                    pipe.execute()
+                    return True
+                except redis.WatchError:
+                    continue  # the channel hash changed (a digest's last_digest): again
+        # contended five times: write it anyway (at worst keys of a removed channel)
         pipe = self.client.pipeline(transaction=True)
         pipe.hsetnx(self.keys.outmsg(channel_id), delivery_id, body)
         pipe.zadd(self.keys.outbox(channel_id), {delivery_id: now}, nx=True)
         pipe.execute()
+        return True
 
     def digest_add(
         self, channel_id: str, tenant: str, job: str, error: Mapping[str, Any], now: int
     ) -> None:
         """Count one dead letter in the channel's digest, keeping the first errors."""
         key = self.keys.digest(channel_id)
+        if not self.client.exists(self.keys.channel(channel_id)):
+            return  # removed while the event was routed
         group = f"j:{tenant}|{job}"
         if self.client.hlen(key) > DIGEST_JOBS + DIGEST_ERRORS + 2 and not self.client.hexists(
             key, group
