@@ -199,6 +199,11 @@ EVENT_LAG_MS = 30_000
 EVENT_LAG_EVERY_MS = 300_000
 #: the consumer group of every shard's events stream (the notifier's)
 NOTIFY_GROUP = "notify"
+#: a channel's keys under its prefix (``Keys.channel_prefix``); the notify_*
+#: scripts get them generated as ``chan_<kind>()``
+CHANNEL_KINDS = ("channel", "outbox", "outmsg", "digest", "dlog")
+#: lines kept in a channel's delivery log (MAXLEN ~)
+DLOG_MAX = 200
 #: separator of a ``jobidx`` member ``<tenant> <name>``: no name holds a space, and
 #: it sorts below every character a name may hold, so the index's order is
 #: (tenant, name)'s
@@ -337,30 +342,35 @@ class Keys:
         the admin's); the notifier and the listings read it."""
         return f"{self.prefix}:channels"
 
+    def channel_prefix(self, channel_id: str) -> str:
+        """The prefix of one channel's keys, each under the channel's own hash tag
+        ``{c<id>}``: passed to the notify_* scripts as ``KEYS[1]``; ends with ``:``."""
+        return f"{self.prefix}:{{c{channel_id}}}:"
+
     def channel(self, channel_id: str) -> str:
         """One channel's HASH: kind, owner, name, events, host, url and secret
         (encrypted), timeout_s, created, last_digest (ms)."""
-        return f"{self.prefix}:{{c{channel_id}}}:channel"
+        return self.channel_prefix(channel_id) + "channel"
 
     def outbox(self, channel_id: str) -> str:
         """A channel's pending deliveries ZSET: delivery id -> when it is next due
         (ms; a delivery being sent is pushed out by its claim)."""
-        return f"{self.prefix}:{{c{channel_id}}}:outbox"
+        return self.channel_prefix(channel_id) + "outbox"
 
     def outmsg(self, channel_id: str) -> str:
         """A channel's pending delivery bodies HASH: delivery id -> JSON (the message,
         attempts, created)."""
-        return f"{self.prefix}:{{c{channel_id}}}:outmsg"
+        return self.channel_prefix(channel_id) + "outmsg"
 
     def digest(self, channel_id: str) -> str:
         """A channel's dead-letter digest being gathered HASH: count, first_at,
-        j:<tenant>|<job> -> count, e<n> -> the first errors (JSON)."""
-        return f"{self.prefix}:{{c{channel_id}}}:digest"
+        groups, j:<tenant>|<job> -> count, e<n> -> the first errors (JSON)."""
+        return self.channel_prefix(channel_id) + "digest"
 
     def dlog(self, channel_id: str) -> str:
         """A channel's delivery log STREAM (capped, MAXLEN ~ DLOG_MAX): delivery,
         outcome, status, attempt, error, at."""
-        return f"{self.prefix}:{{c{channel_id}}}:dlog"
+        return self.channel_prefix(channel_id) + "dlog"
 
     def shard(self, shard: int) -> str:
         """The shard prefix passed to scripts as ``KEYS[1]``; ends with ``:``."""
@@ -579,6 +589,10 @@ def lua_key_functions() -> str:
             pieces.append(repr(rest).replace("'", '"'))
         body = " .. ".join(["KP", *pieces])
         out.append(f"local function key_{kind}({', '.join(names)}) return {body} end")
+    # a channel's keys (the notify_* scripts get the channel's prefix as KEYS[1])
+    for kind in CHANNEL_KINDS:
+        out.append(f'local function chan_{kind}() return KP .. "{kind}" end')
+    out.append(f"local DLOG_MAX = {DLOG_MAX}")
     # run_id / job_of_run above; the separator is no Lua pattern magic character
     out.append(
         f'local function make_run_id(job_id, fire_ms) return job_id .. "{RUN_SEP}" .. fire_ms end'

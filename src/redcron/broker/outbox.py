@@ -9,7 +9,7 @@ a delivery leaves the outbox only once its outcome is recorded.  A notifier
 killed anywhere re-reads an unacknowledged event (``XAUTOCLAIM``) and resends
 a claimed delivery whose claim ran out: a message arrives once or twice,
 never not at all.  Every key of one channel carries the channel's hash tag,
-so each step is one ``MULTI`` on one slot.
+so each step is one script (``lua/notify_*.lua``) on one slot, on a cluster too.
 """
 
 from __future__ import annotations
@@ -30,8 +30,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: lines kept in a channel's delivery log (MAXLEN ~)
-DLOG_MAX = 200
 #: deliveries claimed per channel per pass
 CLAIM_BATCH = 10
 #: dead-letter groups (tenant, job) a digest counts one by one; later ones count
@@ -120,6 +118,10 @@ class Outbox:
 
     # -- a channel's outbox -----------------------------------------------------
 
+    def _run(self, name: str, channel_id: str, args: list[Any]) -> Any:
+        """``lua/<name>.lua`` on the channel's keys (its prefix as ``KEYS[1]``)."""
+        return self.broker.scripts.run(name, [self.keys.channel_prefix(channel_id)], args)
+
     def enqueue(
         self, channel_id: str, delivery_id: str, message: Mapping[str, Any], now: int
     ) -> bool:
@@ -127,46 +129,16 @@ class Outbox:
         crash is one delivery).  False when the channel is gone (removed while
         the event was routed): nothing is written, so no key outlives it."""
         body = json.dumps({"message": message, "attempts": 0, "created": now})
-        ckey = self.keys.channel(channel_id)
-        for _ in range(5):
-            with self.client.pipeline(transaction=True) as pipe:
-                try:
-                    pipe.watch(ckey)
-                    if not pipe.exists(ckey):
-                        return False
-                    pipe.multi()
-                    pipe.hsetnx(self.keys.outmsg(channel_id), delivery_id, body)
-                    pipe.zadd(self.keys.outbox(channel_id), {delivery_id: now}, nx=True)
-                    pipe.execute()
-                    return True
-                except redis.WatchError:
-                    continue  # the channel hash changed (a digest's last_digest): again
-        # contended five times: write it anyway (at worst keys of a removed channel)
-        pipe = self.client.pipeline(transaction=True)
-        pipe.hsetnx(self.keys.outmsg(channel_id), delivery_id, body)
-        pipe.zadd(self.keys.outbox(channel_id), {delivery_id: now}, nx=True)
-        pipe.execute()
-        return True
+        return bool(self._run("notify_enqueue", channel_id, [delivery_id, body, now]))
 
     def digest_add(
         self, channel_id: str, tenant: str, job: str, error: Mapping[str, Any], now: int
-    ) -> None:
-        """Count one dead letter in the channel's digest, keeping the first errors."""
-        key = self.keys.digest(channel_id)
-        if not self.client.exists(self.keys.channel(channel_id)):
-            return  # removed while the event was routed
-        group = f"j:{tenant}|{job}"
-        if self.client.hlen(key) > DIGEST_JOBS + DIGEST_ERRORS + 2 and not self.client.hexists(
-            key, group
-        ):
-            group = f"j:{DIGEST_OTHER}|"
-        pipe = self.client.pipeline(transaction=True)
-        pipe.hincrby(key, "count", 1)
-        pipe.hsetnx(key, "first_at", now)
-        pipe.hincrby(key, group, 1)
-        n = pipe.execute()[0]
-        if n <= DIGEST_ERRORS:
-            self.client.hset(key, f"e{n}", json.dumps(dict(error)))
+    ) -> int:
+        """Count one dead letter in the channel's digest, keeping the first errors;
+        returns the digest's count (0: the channel is gone)."""
+        args = [f"j:{tenant}|{job}", json.dumps(dict(error)), now, DIGEST_JOBS, DIGEST_ERRORS,
+                f"j:{DIGEST_OTHER}|"]  # fmt: skip
+        return int(self._run("notify_digest_add", channel_id, args))
 
     def flush_digest(
         self,
@@ -178,28 +150,17 @@ class Outbox:
         """Turn the channel's digest into one delivery if it holds dead letters and
         the last digest went ``every_ms`` ago or more.  ``build(fields, now)``
         gives the (delivery id, message).  Returns the delivery id, or None."""
-        dkey, ckey = self.keys.digest(channel_id), self.keys.channel(channel_id)
-        with self.client.pipeline(transaction=True) as pipe:
-            try:
-                pipe.watch(dkey, ckey)
-                raw = pipe.hgetall(dkey)
-                last = pipe.hget(ckey, "last_digest")
-                if not raw or now - int(_s(last) if last else 0) < every_ms:
-                    return None
-                if not pipe.exists(ckey):
-                    return None  # removed meanwhile
-                fields = {_s(k): _s(v) for k, v in raw.items()}
-                delivery_id, message = build(fields, now)
-                body = json.dumps({"message": message, "attempts": 0, "created": now})
-                pipe.multi()
-                pipe.delete(dkey)
-                pipe.hset(ckey, "last_digest", now)
-                pipe.hset(self.keys.outmsg(channel_id), delivery_id, body)
-                pipe.zadd(self.keys.outbox(channel_id), {delivery_id: now})
-                pipe.execute()
-            except redis.WatchError:
-                return None  # a dead letter came in meanwhile: the next pass flushes
-        return delivery_id
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hgetall(self.keys.digest(channel_id))
+        pipe.hget(self.keys.channel(channel_id), "last_digest")
+        raw, last = pipe.execute()
+        if not raw or now - int(_s(last) if last else 0) < every_ms:
+            return None
+        fields = {_s(k): _s(v) for k, v in raw.items()}
+        delivery_id, message = build(fields, now)
+        body = json.dumps({"message": message, "attempts": 0, "created": now})
+        args = [now, every_ms, fields.get("count", ""), delivery_id, body]
+        return delivery_id if self._run("notify_flush", channel_id, args) else None
 
     def claim(
         self, channel_id: str, now: int, lease_ms: int, limit: int = CLAIM_BATCH
@@ -207,27 +168,8 @@ class Outbox:
         """Take up to ``limit`` due deliveries to send: each is pushed ``lease_ms``
         out, so no other notifier sends it meanwhile, and a notifier that dies
         sending it leaves it due again then."""
-        okey, mkey = self.keys.outbox(channel_id), self.keys.outmsg(channel_id)
-        with self.client.pipeline(transaction=True) as pipe:
-            try:
-                pipe.watch(okey)
-                ids = [_s(i) for i in pipe.zrangebyscore(okey, "-inf", now, start=0, num=limit)]
-                if not ids:
-                    return []
-                bodies = pipe.hmget(mkey, ids)
-                pipe.multi()
-                pipe.zadd(okey, {i: now + lease_ms for i in ids}, xx=True)
-                stale = [i for i, b in zip(ids, bodies, strict=True) if b is None]
-                if stale:
-                    pipe.zrem(okey, *stale)  # a body gone (removed by hand): nothing to send
-                pipe.execute()
-            except redis.WatchError:
-                return []  # another notifier claimed meanwhile: next pass
-        out = []
-        for i, b in zip(ids, bodies, strict=True):
-            if b is not None:
-                out.append(Claimed(i, json.loads(_s(b))))
-        return out
+        got = self._run("notify_claim", channel_id, [now, lease_ms, limit])
+        return [Claimed(_s(got[i]), json.loads(_s(got[i + 1]))) for i in range(0, len(got), 2)]
 
     def record(
         self,
@@ -236,34 +178,19 @@ class Outbox:
         outcome: str,
         log_fields: Mapping[str, Any],
         retry_at: int | None = None,
-    ) -> None:
+    ) -> bool:
         """The outcome of one attempt, durably, in one step: ``retry_at`` set puts
         the delivery back due then (with its attempt count); otherwise it leaves
         the outbox (delivered, or given up past the retention).  Either way one
-        line goes to the channel's delivery log."""
-        okey, mkey = self.keys.outbox(channel_id), self.keys.outmsg(channel_id)
-        ckey = self.keys.channel(channel_id)
-        entry = {k: str(v) for k, v in {**log_fields, "outcome": outcome}.items()}
-        for _ in range(5):  # the channel hash changed meanwhile (a digest's last_digest)
-            with self.client.pipeline(transaction=True) as pipe:
-                try:
-                    # a channel removed while this was sent: write nothing (no orphan keys)
-                    pipe.watch(ckey)
-                    if not pipe.exists(ckey):
-                        return
-                    pipe.multi()
-                    if retry_at is None:
-                        pipe.zrem(okey, claimed.id)
-                        pipe.hdel(mkey, claimed.id)
-                    else:
-                        body = dict(claimed.message)
-                        body["attempts"] = int(body.get("attempts", 0)) + 1
-                        pipe.hset(mkey, claimed.id, json.dumps(body))
-                        pipe.zadd(okey, {claimed.id: retry_at}, xx=True)
-                    pipe.xadd(self.keys.dlog(channel_id), entry, maxlen=DLOG_MAX, approximate=True)
-                    pipe.execute()
-                    return
-                except redis.WatchError:
-                    continue
-        # still contended: the claim runs out and the delivery is sent again (at-least-once)
-        log.warning("could not record delivery %s of channel %s", claimed.id, channel_id)
+        line goes to the channel's delivery log.  False: the channel is gone
+        (removed while this was sent), and nothing was written."""
+        body = ""
+        if retry_at is not None:
+            again = dict(claimed.message)
+            again["attempts"] = int(again.get("attempts", 0)) + 1
+            body = json.dumps(again)
+        pairs: list[Any] = []
+        for k, v in {**log_fields, "outcome": outcome}.items():
+            pairs += [k, str(v)]
+        args = [claimed.id, "" if retry_at is None else retry_at, body, *pairs]
+        return bool(self._run("notify_record", channel_id, args))

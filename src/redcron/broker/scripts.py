@@ -56,6 +56,11 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "run_cancel",
     "run_retry",
     "beat_own",
+    "notify_enqueue",
+    "notify_digest_add",
+    "notify_flush",
+    "notify_claim",
+    "notify_record",
 )
 
 _INCLUDE = re.compile(r"^-- @include (\S+)\s*$", re.MULTILINE)

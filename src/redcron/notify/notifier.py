@@ -63,6 +63,8 @@ CLAIM_IDLE_MS = 60_000
 CLAIM_MARGIN_MS = 30_000
 #: seconds between passes when there was nothing to do
 POLL_S = 0.5
+#: deliveries one channel sends per pass at most (claimed CLAIM_BATCH at a time)
+DELIVER_MAX = 100
 #: seconds to wait after a pass that Redis failed
 OUTAGE_S = 1.0
 #: passes between trims of the events streams and of idle consumers
@@ -189,10 +191,15 @@ class Notifier:
         """Send the channel's due deliveries, one after another; returns how many
         were attempted."""
         lease_ms = int(route.timeout_s * 1000) + self.claim_margin_ms
-        claimed = self.outbox.claim(route.id, now, lease_ms)
-        for item in claimed:
-            self._send(route, item, now)
-        return len(claimed)
+        sent = 0
+        while sent < DELIVER_MAX:
+            claimed = self.outbox.claim(route.id, now, lease_ms)
+            for item in claimed:
+                self._send(route, item, now)
+            sent += len(claimed)
+            if not claimed:
+                break
+        return sent
 
     def _send(self, route: Route, item: Claimed, now: int) -> None:
         message: dict[str, Any] = item.message.get("message", {})
