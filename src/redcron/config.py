@@ -82,6 +82,11 @@ class Settings:
             ``appendfsync always``.
         durability_replicas: replicas a strict write waits for.
         durability_timeout: seconds a strict write waits for them.
+        notify_allow_hosts: hosts a notification channel may name, comma-separated
+            (``hooks.slack.com``, ``.example.com`` for a domain, ``*`` for any);
+            empty: no channel can be made (docs/operations.md, Notifications).
+        dashboard_url: the dashboard's base URL, for the links notifications carry
+            (empty: messages carry paths only).
     """
 
     redis_url: str = DEFAULT_REDIS_URL
@@ -101,6 +106,8 @@ class Settings:
     durability: str = "normal"
     durability_replicas: int = 1
     durability_timeout: float = 1.0
+    notify_allow_hosts: str = ""
+    dashboard_url: str = ""
 
     def __post_init__(self) -> None:
         check_redis_url(self.redis_url)

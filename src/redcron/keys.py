@@ -119,13 +119,19 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # jobs whose circuit breaker is open or in trial -> end of the cool-down (ms):
     # the dashboard lists them without reading every job
     "brkopen": ("brkopen", ()),
-    # recorded events (breaker opened/closed, run late), capped
-    "events": ("events", ()),
     # deadlines of runs not ended: run id -> nominal fire ms + the job's deadline_ms
     # (run creation adds, run end removes, deadline_sweep.lua pops what is due)
     "deadlines": ("deadlines", ()),
     # lifetime late runs: <tenant> -> runs marked late, ``*`` -> all tenants'
     "late": ("late", ()),
+    # recorded events (breaker_opened/closed/reopened/trial, dead_lettered, run_failed,
+    # trigger_lag, run_late): type, tenant, job, run, at, detail; the notifier reads
+    # it through the consumer group NOTIFY_GROUP.  Capped at EVENTS_MAX (MAXLEN ~)
+    # and trimmed by age (EVENTS_RETENTION_MS, MINID ~) by the notifier
+    "events": ("events", ()),
+    # a job whose trigger-lag alert fired lately (SET PX EVENT_LAG_EVERY_MS): at most
+    # one trigger_lag event per job per that interval (lib/events.lua)
+    "lagalert": ("lagalert:{job_id}", ("job_id",)),
     # a multi-call enqueue batch: its name identifies the batch's reservations,
     # and as a key it is the refusal marker the first refusing call sets, so the
     # batch's later calls write nothing (deleted by the client; expires in 60 s)
@@ -198,6 +204,22 @@ WAKE_MAX = 16
 #: runs are still read by job, from the job's own history)
 RUNIDX_MAX = 100_000
 TRUNS_MAX = 10_000
+#: events kept per shard (``events``; XADD MAXLEN ~): a bound on memory whatever
+#: fails; the notifier also trims entries older than EVENTS_RETENTION_MS
+EVENTS_MAX = 100_000
+#: how long an event waits for the notifier (7 days): its stated retention
+EVENTS_RETENTION_MS = 7 * 86_400_000
+#: a scheduled fire this late (ms) records a ``trigger_lag`` event ...
+EVENT_LAG_MS = 30_000
+#: ... at most once per job per this interval (ms), so a stalled shard cannot flood
+EVENT_LAG_EVERY_MS = 300_000
+#: the consumer group of every shard's events stream (the notifier's)
+NOTIFY_GROUP = "notify"
+#: a channel's keys under its prefix (``Keys.channel_prefix``); the notify_*
+#: scripts get them generated as ``chan_<kind>()``
+CHANNEL_KINDS = ("channel", "outbox", "outmsg", "digest", "dlog")
+#: lines kept in a channel's delivery log (MAXLEN ~)
+DLOG_MAX = 200
 #: separator of a ``jobidx`` member ``<tenant> <name>``: no name holds a space, and
 #: it sorts below every character a name may hold, so the index's order is
 #: (tenant, name)'s
@@ -331,6 +353,46 @@ class Keys:
     def lease_secret(self) -> str:
         """The HMAC key STRING that signs HTTP worker lease ids (made once, shared)."""
         return f"{self.prefix}:lease_secret"
+
+    def channel_secret(self) -> str:
+        """The master key STRING that channel secrets and URLs are encrypted under
+        (made once, shared; broker/channels.py derives its keys from it)."""
+        return f"{self.prefix}:channel_secret"
+
+    def channels(self) -> str:
+        """Notification channels HASH: channel id -> owner (a tenant, or ``*`` for
+        the admin's); the notifier and the listings read it."""
+        return f"{self.prefix}:channels"
+
+    def channel_prefix(self, channel_id: str) -> str:
+        """The prefix of one channel's keys, each under the channel's own hash tag
+        ``{c<id>}``: passed to the notify_* scripts as ``KEYS[1]``; ends with ``:``."""
+        return f"{self.prefix}:{{c{channel_id}}}:"
+
+    def channel(self, channel_id: str) -> str:
+        """One channel's HASH: kind, owner, name, events, host, url and secret
+        (encrypted), timeout_s, created, last_digest (ms)."""
+        return self.channel_prefix(channel_id) + "channel"
+
+    def outbox(self, channel_id: str) -> str:
+        """A channel's pending deliveries ZSET: delivery id -> when it is next due
+        (ms; a delivery being sent is pushed out by its claim)."""
+        return self.channel_prefix(channel_id) + "outbox"
+
+    def outmsg(self, channel_id: str) -> str:
+        """A channel's pending delivery bodies HASH: delivery id -> JSON (the message,
+        attempts, created)."""
+        return self.channel_prefix(channel_id) + "outmsg"
+
+    def digest(self, channel_id: str) -> str:
+        """A channel's dead-letter digest being gathered HASH: count, first_at,
+        groups, j:<tenant>|<job> -> count, e<n> -> the first errors (JSON)."""
+        return self.channel_prefix(channel_id) + "digest"
+
+    def dlog(self, channel_id: str) -> str:
+        """A channel's delivery log STREAM (capped, MAXLEN ~ DLOG_MAX): delivery,
+        outcome, status, attempt, error, at."""
+        return self.channel_prefix(channel_id) + "dlog"
 
     def shard(self, shard: int) -> str:
         """The shard prefix passed to scripts as ``KEYS[1]``; ends with ``:``."""
@@ -476,6 +538,8 @@ class Keys:
 
     def late(self, shard: int) -> str:
         return self.build(shard, "late")
+    def lagalert(self, shard: int, job_id: str) -> str:
+        return self.build(shard, "lagalert", job_id)
 
     def batch(self, shard: int, token: str) -> str:
         return self.build(shard, "batch", token)
@@ -540,6 +604,8 @@ def lua_key_functions() -> str:
         f"local WAKE_MAX = {WAKE_MAX}",
         f"local RUNIDX_MAX, TRUNS_MAX = {RUNIDX_MAX}, {TRUNS_MAX}",
         f'local JOBIDX_SEP = "{JOBIDX_SEP}"',
+        f"local EVENTS_MAX = {EVENTS_MAX}",
+        f"local EVENT_LAG_MS, EVENT_LAG_EVERY_MS = {EVENT_LAG_MS}, {EVENT_LAG_EVERY_MS}",
         # {upper bound in ms, field name}; the last, +Inf, has no bound
         "local LAG_BUCKETS = {"
         + ", ".join(f'{{{round(b * 1000)}, "{lag_bucket_label(b)}"}}' for b in LAG_BUCKETS_S)
@@ -561,6 +627,10 @@ def lua_key_functions() -> str:
             pieces.append(repr(rest).replace("'", '"'))
         body = " .. ".join(["KP", *pieces])
         out.append(f"local function key_{kind}({', '.join(names)}) return {body} end")
+    # a channel's keys (the notify_* scripts get the channel's prefix as KEYS[1])
+    for kind in CHANNEL_KINDS:
+        out.append(f'local function chan_{kind}() return KP .. "{kind}" end')
+    out.append(f"local DLOG_MAX = {DLOG_MAX}")
     # run_id / job_of_run above; the separator is no Lua pattern magic character
     out.append(
         f'local function make_run_id(job_id, fire_ms) return job_id .. "{RUN_SEP}" .. fire_ms end'

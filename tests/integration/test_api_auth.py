@@ -32,7 +32,12 @@ PUBLIC = {("GET", "/v1/openapi.json")}
 UNSCOPED = {("GET", "/v1/jobs"): "empty", ("GET", "/v1/runs"): "empty",
             ("GET", "/v1/dlq"): "empty", ("GET", "/v1/workers"): "empty",
             ("GET", "/v1/audit"): "own",
-            ("POST", "/v1/jobs"): "tenant", ("POST", "/v1/tasks"): "tenant"}  # fmt: skip
+            ("POST", "/v1/jobs"): "tenant", ("POST", "/v1/tasks"): "tenant",
+            ("GET", "/v1/channels"): "empty", ("POST", "/v1/channels"): "tenant"}  # fmt: skip
+#: the body each tenant-scoped POST without path parameters is walked with
+BODIES = {"/v1/jobs": lambda: _job(FOREIGN),
+          "/v1/tasks": lambda: {"name": "auth.add", "tenant": FOREIGN},
+          "/v1/channels": lambda: {"url": "http://127.0.0.1/hook", "tenant": FOREIGN}}  # fmt: skip
 
 
 def _job(tenant: str) -> dict[str, Any]:
@@ -42,7 +47,7 @@ def _job(tenant: str) -> dict[str, Any]:
 
 @pytest.fixture
 def app(redis_url: str, key_prefix: str) -> Iterator[App]:
-    a = App(redis_url, prefix=key_prefix.rstrip(":"))
+    a = App(redis_url, prefix=key_prefix.rstrip(":"), notify_allow_hosts="127.0.0.1")
 
     @a.task(name="auth.add", tenant=MINE)
     def add(x: int, y: int = 0) -> int:
@@ -168,8 +173,10 @@ def foreign(admin: FlaskClient) -> dict[str, str]:
     job = admin.post("/v1/jobs", json=_job(FOREIGN)).get_json()
     run_id = admin.post(f"/v1/jobs/{job['id']}/trigger").get_json()["run_id"]
     task = admin.post("/v1/tasks", json={"name": "auth.add", "args": [1], "tenant": FOREIGN})
+    channel = admin.post("/v1/channels", json={"url": "http://127.0.0.1/hook", "tenant": FOREIGN})
     return {"job_id": job["id"], "run_id": run_id, "task_id": task.get_json()["id"],
-            "tenant": FOREIGN, "name": "work"}  # fmt: skip
+            "tenant": FOREIGN, "name": "work",
+            "channel_id": channel.get_json()["channel"]["id"]}  # fmt: skip
 
 
 def _routes(web: flask.Flask) -> list[tuple[str, str, list[str]]]:
@@ -187,7 +194,7 @@ def test_a_foreign_tenant_token_gets_404_on_every_route(
 ) -> None:
     before = admin.get(f"/v1/jobs/{foreign['job_id']}").get_json()
     run_before = admin.get(f"/v1/runs/{foreign['run_id']}").get_json()
-    secrets = [foreign["job_id"], foreign["run_id"], foreign["task_id"]]
+    secrets = [foreign["job_id"], foreign["run_id"], foreign["task_id"], foreign["channel_id"]]
     walked = 0
     for method, rule, params in _routes(web):
         if (method, rule) in PUBLIC:
@@ -223,10 +230,7 @@ def test_a_foreign_tenant_token_gets_404_on_every_route(
                     listed = resp.get_json()
                     assert all(not v for k, v in listed.items() if k != "next_cursor"), listed
             else:
-                body = (
-                    _job(FOREIGN) if rule == "/v1/jobs" else {"name": "auth.add", "tenant": FOREIGN}
-                )
-                resp = mine.open(path, method=method, json=body)
+                resp = mine.open(path, method=method, json=BODIES[rule]())
                 assert resp.status_code == 400, (method, rule, resp.get_data(as_text=True))
                 assert resp.get_json()["error"]["field"] == "tenant"
         # no data of the other tenant: its ids (bar the ones asked for), its job's name
@@ -241,6 +245,8 @@ def test_a_foreign_tenant_token_gets_404_on_every_route(
     assert admin.get(f"/v1/tenants/{FOREIGN}").get_json()["settings"]["weight"] == 1
     jobs = admin.get("/v1/jobs", query_string={"tenant": FOREIGN}).get_json()["jobs"]
     assert [j["id"] for j in jobs] == [foreign["job_id"]]
+    channels = admin.get("/v1/channels").get_json()["channels"]
+    assert [c["id"] for c in channels] == [foreign["channel_id"]]  # not removed by the walk
 
 
 #: each /v1/worker route that reports on a lease, and its body for ``lease_id`` (and the

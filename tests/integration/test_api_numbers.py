@@ -52,7 +52,9 @@ def strict(resp: Any) -> Any:
 
 @pytest.fixture
 def app(redis_url: str, key_prefix: str) -> Iterator[App]:
-    a = App(redis_url, prefix=key_prefix.rstrip(":"), min_lease_ttl=0.5)
+    a = App(
+        redis_url, prefix=key_prefix.rstrip(":"), min_lease_ttl=0.5, notify_allow_hosts="127.0.0.1"
+    )
 
     @a.task(name="num.echo", tenant=TENANT)
     def echo(x: Any = None) -> Any:
@@ -211,6 +213,9 @@ def test_every_response_is_strict_json_even_over_stored_infinities(
     new = strict(client.post("/v1/jobs", json=_job("plain")))
     other = strict(client.post("/v1/jobs", json=_job("gone")))
     dead_path = f"{TENANT}/dlq/{dead.id}"
+    hook = {"url": "http://127.0.0.1:9/hook", "timeout_s": 2.5}
+    chan = strict(client.post("/v1/channels", json=hook))["channel"]["id"]
+    gone = strict(client.post("/v1/channels", json=hook))["channel"]["id"]
     walk: dict[tuple[str, str], list[tuple[str, Any]]] = {
         ("GET", "/v1/openapi.json"): [("/v1/openapi.json", None)],
         ("GET", "/v1/jobs"): [("/v1/jobs", None)],
@@ -248,6 +253,17 @@ def test_every_response_is_strict_json_even_over_stored_infinities(
         ],
         ("POST", "/v1/tenants/<tenant>/dlq/<path:task_id>/discard"): [
             (f"/v1/tenants/{dead_path}/discard", None)
+        ],
+        ("GET", "/v1/channels"): [("/v1/channels", None)],
+        ("POST", "/v1/channels"): [
+            ("/v1/channels", hook),
+            ("/v1/channels", b'{"timeout_s": 1e400}'),
+        ],
+        ("GET", "/v1/channels/<channel_id>"): [(f"/v1/channels/{chan}", None)],
+        ("DELETE", "/v1/channels/<channel_id>"): [(f"/v1/channels/{gone}", None)],
+        ("POST", "/v1/channels/<channel_id>/test"): [(f"/v1/channels/{chan}/test", None)],
+        ("GET", "/v1/channels/<channel_id>/deliveries"): [
+            (f"/v1/channels/{chan}/deliveries", None)
         ],
         ("POST", "/v1/worker/lease"): [("/v1/worker/lease", {"worker_id": "hw2"})],
         ("POST", "/v1/worker/heartbeat"): [

@@ -508,7 +508,7 @@ def test_every_form_carries_a_csrf_token_and_is_refused_without_it(
     run_id = app.jobs.trigger(MINE, "etl")
     handle = app.tasks["ui.add"].enqueue(1)
     pages = ["/", f"/jobs/{job_id}", f"/runs/{run_id}?task=a", f"/tenants/{MINE}",
-             f"/tasks/{handle.id}", "/dlq"]  # fmt: skip
+             f"/tasks/{handle.id}", "/dlq", "/channels"]  # fmt: skip
     seen: set[str] = set()
     for path in pages:
         page = text(admin.get(path))
@@ -521,7 +521,7 @@ def test_every_form_carries_a_csrf_token_and_is_refused_without_it(
     posts = [r.rule for r in web.url_map.iter_rules()
              if "POST" in (r.methods or ()) and not r.rule.startswith("/v1/")]  # fmt: skip
     values = {"job_id": job_id, "run_id": run_id, "name": "a", "tenant": MINE,
-              "task_id": handle.id}  # fmt: skip
+              "task_id": handle.id, "channel_id": "0123456789ab"}  # fmt: skip
     for rule in posts:
         path = re.sub(r"<(?:[^:>]+:)?([^>]+)>", lambda m: values[m.group(1)], rule)
         for data in ({}, {"csrf_token": "forged"}):

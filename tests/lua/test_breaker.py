@@ -65,7 +65,7 @@ def test_trips_holds_and_resume_releases(app: App) -> None:
     assert app.jobs.open_breakers() == []
     fail_all(app, got[3:])
     assert job(app, job_id)["breaker"] == "open"
-    assert [e.type for e in app.jobs.events()] == ["breaker_opened"]
+    assert [e.type for e in app.jobs.events(kind="breaker")] == ["breaker_opened"]
     assert all(app.jobs.run(r).state == "failed" for r in runs)
     # the index the dashboard reads instead of every job
     assert [j.id for j in app.jobs.open_breakers()] == [job_id]
@@ -88,7 +88,7 @@ def test_trips_holds_and_resume_releases(app: App) -> None:
     assert job(app, job_id)["breaker"] == ""
     assert app.jobs.open_breakers() == []
     assert sorted(x.iid for x in lease(app)) == sorted(held[1:])
-    assert app.jobs.events()[0].type == "breaker_closed"
+    assert app.jobs.events(kind="breaker")[0].type == "breaker_closed"
 
 
 def test_cool_down_lets_one_trial_through(app: App) -> None:
@@ -115,7 +115,7 @@ def test_cool_down_lets_one_trial_through(app: App) -> None:
     app.broker.leases.complete(0, "w", [(trial2[0].iid, trial2[0].epoch, b"\xc0")], now=t + 120_002)
     assert job(app, job_id)["breaker"] == ""
     assert len(lease(app, now=t + 120_003)) == 2
-    kinds = [e.type for e in reversed(app.jobs.events())]
+    kinds = [e.type for e in reversed(app.jobs.events(kind="breaker"))]
     assert kinds == [
         "breaker_opened",
         "breaker_trial",

@@ -70,7 +70,7 @@ FACE_ALLOWED = {
 }
 
 #: packages and modules that talk to Redis only through broker methods
-BROKER_USERS = ("redcron/beat/", "redcron/worker/", "redcron/context.py", *FACES)
+BROKER_USERS = ("redcron/beat/", "redcron/worker/", "redcron/notify/", "redcron/context.py", *FACES)
 
 #: modules of BROKER_USERS that may use ``broker.client`` or a private broker
 #: method, and why
@@ -306,6 +306,8 @@ LAYERS: dict[str, set[str]] = {
     # processes: the broker's clients, never each other
     "worker": {"worker", "app", "context", "loader", "broker", *BOTTOM},
     "beat": {"beat", "app", "broker", *BOTTOM},
+    # the notifier: a process of its own (docs/architecture.md, "The notifier")
+    "notify": {"notify", "app", "broker", *BOTTOM},
     # tools the CLI and the tests start: the bundled redis-server, a local cluster
     "embedded": {"embedded", *LEAVES},
     "embedded_cluster": {"embedded_cluster", "embedded", *LEAVES},
@@ -321,7 +323,8 @@ LAYERS: dict[str, set[str]] = {
     # the CLI launches everything: `redcron up` starts a worker, a beat, the
     # dashboard and an embedded Redis; `redcron chaos` runs the scenario
     "cli": {
-        "cli", "dashboard", "chaos", "embedded", "embedded_cluster", "worker", "beat", "app",
+        "cli", "dashboard", "chaos", "embedded", "embedded_cluster", "worker", "beat", "notify",
+        "app",
         "context",
         "loader", "broker", *BOTTOM,
     },

@@ -18,6 +18,7 @@ from redcron.broker.argv import EnqueueRow, FailItem
 from redcron.broker.audit import AuditEntry, AuditLog
 from redcron.broker.broker import Broker, FailResult, Lease, LeaseRequest
 from redcron.broker.cancel import RunCancel, TaskCancel
+from redcron.broker.channels import ChannelStore
 from redcron.broker.connection import key_slot
 from redcron.broker.dlq import DLQ_ENTRY_ID, DlqPage, DlqStore
 from redcron.broker.doctor import DoctorReport, Finding, examine
@@ -34,6 +35,7 @@ from redcron.broker.listing import (
 )
 from redcron.broker.logins import LINK_TTL_S, LoginLinks
 from redcron.broker.metrics import BREAKER_VALUES, Metrics, read_metrics
+from redcron.broker.outbox import Claimed, FeedEntry, Outbox
 from redcron.broker.retry import TRANSIENT, UNAVAILABLE, Outage, ShardGate, is_unavailable
 from redcron.broker.shared_secrets import lease_secret
 from redcron.broker.stats import activity, trigger_lag, trigger_lag_by_tenant, trigger_lag_of
@@ -68,12 +70,15 @@ __all__ = [
     "AuditEntry",
     "AuditLog",
     "Broker",
+    "ChannelStore",
+    "Claimed",
     "DlqPage",
     "DlqStore",
     "DoctorReport",
     "EnqueueRow",
     "FailItem",
     "FailResult",
+    "FeedEntry",
     "Finding",
     "JobStore",
     "Lease",
@@ -81,6 +86,7 @@ __all__ = [
     "LoginLinks",
     "Metrics",
     "Outage",
+    "Outbox",
     "Page",
     "Registration",
     "RunCancel",

@@ -138,13 +138,17 @@ class JobStore:
                 doomed = later
         return out
 
-    def events(self, count: int = 100) -> list[Event]:
-        """Recent events (circuit breaker opened/closed...), newest first (per shard)."""
+    def events(self, count: int = 100, kind: str = "") -> list[Event]:
+        """Recent events (circuit breaker opened/closed, dead letters, failed runs...),
+        newest first (per shard); ``kind``: only the types that start with it
+        (``breaker``), among the newest ``count``."""
         rows: list[Event] = []
         for shard in range(self.broker.shards):
             entries: Any = self.broker.client.xrevrange(self.keys.events(shard), count=count)
             for eid, fields in entries:
-                rows.append(Event.from_fields(_s(eid), shard, fields_of(fields)))
+                event = Event.from_fields(_s(eid), shard, fields_of(fields))
+                if event.type.startswith(kind):
+                    rows.append(event)
         return rows
 
     def server_now(self) -> datetime:

@@ -57,6 +57,11 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "run_retry",
     "beat_own",
     "deadline_sweep",
+    "notify_enqueue",
+    "notify_digest_add",
+    "notify_flush",
+    "notify_claim",
+    "notify_record",
 )
 
 _INCLUDE = re.compile(r"^-- @include (\S+)\s*$", re.MULTILINE)

@@ -9,11 +9,13 @@ from redcron.cli.admin import admin
 from redcron.cli.audit import audit
 from redcron.cli.beat import beat
 from redcron.cli.bench import bench
+from redcron.cli.channels import channels
 from redcron.cli.chaos import chaos
 from redcron.cli.common import LOG_LEVELS, RedcronGroup, setup_logging
 from redcron.cli.dashboard import dashboard
 from redcron.cli.dlq import dlq
 from redcron.cli.doctor import doctor
+from redcron.cli.notifier import notifier
 from redcron.cli.tasks import inspect_cmd, task
 from redcron.cli.tenants import tenants
 from redcron.cli.up import up
@@ -51,6 +53,8 @@ main.add_command(doctor)
 main.add_command(chaos)
 main.add_command(admin)
 main.add_command(audit)
+main.add_command(channels)
+main.add_command(notifier)
 
 if __name__ == "__main__":
     main(prog_name="redcron")

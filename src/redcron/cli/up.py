@@ -3,7 +3,7 @@
 Starts an embedded ``redis-server`` (unless ``--redis``/``REDCRON_REDIS_URL``
 names one) and records its URL in ``.redcron/redis.url`` for the admin
 commands run in the same directory, then each child process in
-:func:`child_specs` (a beat, a worker and, unless ``--no-dashboard``, the
+:func:`child_specs` (a beat, a worker, a notifier and, unless ``--no-dashboard``, the
 dashboard on 127.0.0.1), and supervises them: Ctrl-C or SIGTERM stops
 everything gracefully; a child that dies on its own takes everything down with
 a non-zero exit.
@@ -116,6 +116,17 @@ def child_specs(
             env=redis_env,
         ),
     ]
+    # the notifier sends to the channels; with nothing configured it only polls
+    # (docs/operations.md, Notifications)
+    notify_args = ["--dashboard-url", dashboard_url(dashboard_port)] if dashboard_port else []
+    children.append(
+        ChildSpec(
+            name="notifier",
+            argv=[*cli, "notifier", *app_args, *log_args, *notify_args],
+            where="sends notifications to the channels (redcron channels add)",
+            env=redis_env,
+        )
+    )
     if dashboard_port is not None:
         children.append(
             ChildSpec(
@@ -215,7 +226,7 @@ def up(
     loglevel: str,
     log_format: str,
 ) -> None:
-    """Run Redis (embedded unless --redis), a beat, a worker and the dashboard, until Ctrl-C.
+    """Run Redis (embedded unless --redis), beat, worker, notifier and dashboard, until Ctrl-C.
 
     Prints where each runs, a one-time link that opens the dashboard logged in
     as admin, and where the admin token for the API is (.redcron/admin.token).

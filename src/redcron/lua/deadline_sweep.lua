@@ -62,7 +62,8 @@ for i = 1, #due, 2 do
     redis.call('HINCRBY', lk, '*', 1)  -- no tenant is named '*'
     local detail = string.format('deadline %ss after %s', string.format('%g',
       (deadline - fire_ms) / 1000), iso_utc(fire_ms))
-    redis.call('XADD', key_events(), 'MAXLEN', '~', 1000, '*', 'type', 'run_late',
+    -- lib/events.lua's shape and retention (EVENTS_MAX), with the job's name besides
+    redis.call('XADD', key_events(), 'MAXLEN', '~', EVENTS_MAX, '*', 'type', 'run_late',
       'tenant', tenant, 'job', job_of_run(run_id) or '', 'job_name', job_name, 'run', run_id,
       'at', now, 'detail', detail)
     out[#out + 1] = {run_id, tenant, job_name, fire_ms, deadline}

@@ -186,6 +186,36 @@ PATHS: Json = {
                        "next_cursor": _NEXT_CURSOR}}, ("400",),
                    query=(_LIMIT, _CURSOR)),
     },
+    "/v1/channels": {
+        "get": _op("Notification channels (admin: every one, or tenant's; a tenant token: "
+                   "its own)", "200", {"type": "object", "properties": {
+                       "channels": {"type": "array", "items": _ref("Channel")}}}, ("400",),
+                   query=(("tenant", "string"),)),
+        "post": _op("Add a channel (a tenant token: for its tenant; the admin: for tenant, "
+                    "or every tenant's events without one); secret is shown this once",
+                    "201", {"type": "object", "properties": {
+                        "channel": _ref("Channel"), "secret": {"type": ["string", "null"]}}},
+                    ("400", "413"), _ref("ChannelBody")),
+    },
+    "/v1/channels/{channel_id}": {
+        "parameters": _path("channel_id"),
+        "get": _op("One channel and its pending deliveries", "200", {"type": "object",
+                   "properties": {"channel": _ref("Channel"), "pending": {"type": "integer"}}}),
+        "delete": _op("Remove a channel with what it still had to send", "200", _ref("Channel")),
+    },
+    "/v1/channels/{channel_id}/test": {
+        "parameters": _path("channel_id"),
+        "post": _op("Queue a test message for the notifier to send", "202", {"type": "object",
+                    "properties": {"delivery": {"type": "string"}}}),
+    },
+    "/v1/channels/{channel_id}/deliveries": {
+        "parameters": _path("channel_id"),
+        "get": _op("The channel's delivery log, newest first (bounded)", "200",
+                   {"type": "object", "properties": {
+                       "deliveries": {"type": "array", "items": _ref("Delivery")},
+                       "pending": {"type": "integer"}}}, ("400", "404"),
+                   query=(("limit", "integer", "Lines, 1..1000 (default 50)"),)),
+    },
     "/v1/tenants/{tenant}/dlq/{task_id}/replay": {
         "parameters": _path("tenant", "task_id"),
         "post": _op("Replay one dead task", "200", _ref("Task"), ("400", "404", "409")),
@@ -327,6 +357,22 @@ SCHEMAS: Json = {
     "DlqEntry": {"type": "object", "properties": {
         "task_id": {"type": "string"}, "name": {"type": "string"},
         "error": {"type": ["string", "null"]}, "dead_at": _TIME}},
+    "Channel": {"type": "object", "properties": {
+        "id": {"type": "string"}, "kind": {"enum": ["webhook", "slack"]},
+        "name": {"type": "string"}, "tenant": {"type": ["string", "null"]},
+        "url": {"type": "string", "description": "without path (slack) or query (webhook)"},
+        "events": {"type": "array", "items": {"type": "string"}},
+        "timeout_s": {"type": "number"}, "created_at": _TIME}},
+    "ChannelBody": {"type": "object", "required": ["url"], "properties": {
+        "tenant": {"type": "string"}, "kind": {"enum": ["webhook", "slack"]},
+        "url": {"type": "string"}, "name": {"type": "string"},
+        "events": {"type": "array", "items": {"type": "string"}},
+        "timeout_s": {"type": "number", "exclusiveMinimum": 0, "maximum": 30}}},
+    "Delivery": {"type": "object", "properties": {
+        "id": {"type": "string"}, "delivery": {"type": "string"}, "type": {"type": "string"},
+        "outcome": {"enum": ["delivered", "failed", "expired"]},
+        "status": {"type": ["integer", "null"]}, "attempt": {"type": "integer"},
+        "error": {"type": "string"}, "at": _TIME}},
     "WorkerLeaseBody": {"type": "object", "required": ["worker_id"], "properties": {
         "worker_id": {"type": "string"},
         "capacity": {"type": "object", "properties": {

@@ -28,6 +28,7 @@ from redcron.dashboard.api.common import ANSWERS, ApiError
 from redcron.dashboard.api.common import http_error as api_http_error
 from redcron.dashboard.ui import (
     audit,
+    channels,
     dlq,
     jobs,
     login,
@@ -55,6 +56,7 @@ for part in (
     jobs.bp,
     runs.bp,
     dlq.bp,
+    channels.bp,
     tenants.bp,
     workers.bp,
     tasks.bp,

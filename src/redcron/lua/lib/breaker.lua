@@ -21,10 +21,12 @@
   is due, promote makes the first held instance the trial, so held work
   gets its trial even when no new work of the job comes in. ]]
 -- @include lib/rings.lua
+-- @include lib/events.lua
 
-local function breaker_event(kind, job_id, now, detail)
-  redis.call('XADD', key_events(), 'MAXLEN', '~', 1000, '*', 'type', kind, 'job', job_id,
-    'at', now, 'detail', detail or '')
+-- run_id: the run whose task moved the breaker ('' when none: a resume, a cool-down)
+local function breaker_event(kind, job_id, now, detail, run_id)
+  local tenant = redis.call('HGET', key_job(job_id), 'tenant') or ''
+  event_add(kind, tenant, job_id, run_id or '', now, detail)
 end
 
 -- Put the held instances of a job back on their ready streams (bounded).
@@ -47,14 +49,14 @@ local function breaker_release(job_id)
   return n
 end
 
-local function breaker_close(job_id, now, why)
+local function breaker_close(job_id, now, why, run_id)
   local jk = key_job(job_id)
   if (redis.call('HGET', jk, 'breaker') or '') == '' then return end
   redis.call('HSET', jk, 'breaker', '', 'breaker_until', '', 'breaker_trial', '')
   redis.call('ZREM', key_timers(), 'brk:' .. job_id)
   redis.call('ZREM', key_brkopen(), job_id)
   local n = breaker_release(job_id)
-  breaker_event('breaker_closed', job_id, now, why .. '; released ' .. n .. ' held')
+  breaker_event('breaker_closed', job_id, now, why .. '; released ' .. n .. ' held', run_id)
 end
 
 -- Open (or reopen) a job's breaker until `till`; its cool-down timer makes
@@ -80,7 +82,7 @@ local function breaker_cooldown_due(job_id, now)
     local f = redis.call('HMGET', ti, 'state', 'queue', 'tenant', 'priority')
     if f[1] == 'held' then
       redis.call('HSET', jk, 'breaker', 'trial', 'breaker_trial', iid)
-      breaker_event('breaker_trial', job_id, now, iid)
+      breaker_event('breaker_trial', job_id, now, iid, run_of_task(iid))
       make_ready(ti, iid, f[2], f[3], f[4])
       wake(f[2], 1)
       return 1
@@ -102,7 +104,7 @@ local function breaker_trial_ended(iid, run_id, now, why, served)
   local till = now
   if not served then till = now + (tonumber(j[3]) or 60) * 1000 end
   breaker_open(job_id, till)
-  breaker_event('breaker_reopened', job_id, now, 'trial task ' .. iid .. ' ' .. why)
+  breaker_event('breaker_reopened', job_id, now, 'trial task ' .. iid .. ' ' .. why, run_id)
 end
 
 -- Can the current trial still report?  Not when its hash is gone, or it is in
@@ -127,9 +129,9 @@ local function breaker_record(iid, run_id, failed, now)
   if mode == 'trial' and j[2] == iid then
     if failed then
       breaker_open(job_id, now + cooldown_ms)
-      breaker_event('breaker_reopened', job_id, now, 'trial task ' .. iid .. ' failed')
+      breaker_event('breaker_reopened', job_id, now, 'trial task ' .. iid .. ' failed', run_id)
     else
-      breaker_close(job_id, now, 'trial task ' .. iid .. ' succeeded')
+      breaker_close(job_id, now, 'trial task ' .. iid .. ' succeeded', run_id)
     end
     return
   end
@@ -153,7 +155,7 @@ local function breaker_record(iid, run_id, failed, now)
   end
   if n >= (tonumber(j[4]) or 20) and f >= (tonumber(j[3]) or 0.9) * n then
     breaker_open(job_id, now + cooldown_ms)
-    breaker_event('breaker_opened', job_id, now, f .. ' of ' .. n .. ' attempts failed')
+    breaker_event('breaker_opened', job_id, now, f .. ' of ' .. n .. ' attempts failed', run_id)
   end
 end
 
@@ -185,7 +187,7 @@ local function breaker_gate(gates, run_id, iid, now)
   if b.mode == '' then return 'lease' end
   if b.mode == 'open' and now >= b.till then
     redis.call('HSET', key_job(job_id), 'breaker', 'trial', 'breaker_trial', iid)
-    breaker_event('breaker_trial', job_id, now, iid)
+    breaker_event('breaker_trial', job_id, now, iid, run_id)
     b.mode, b.trial = 'trial', iid
     return 'lease'
   end
@@ -195,7 +197,7 @@ local function breaker_gate(gates, run_id, iid, now)
     b.checked = true
     if breaker_trial_lost(b.trial) then
       redis.call('HSET', key_job(job_id), 'breaker_trial', iid)
-      breaker_event('breaker_trial', job_id, now, iid .. ' (trial ' .. b.trial .. ' lost)')
+      breaker_event('breaker_trial', job_id, now, iid .. ' (trial ' .. b.trial .. ' lost)', run_id)
       b.trial = iid
       return 'lease'
     end

@@ -10,6 +10,7 @@
   nominal time). ]]
 -- @include lib/lists.lua
 -- @include lib/lag.lua
+-- @include lib/events.lua
 -- @include lib/admission.lua
 -- @include lib/run_create.lua
 -- @include lib/cancel_instance.lua
@@ -106,7 +107,9 @@ local function fire_one(fire, now, woken, lags)
   if expected == '' then redis.call('HSET', jk, 'last_fire', fire_ms) end
   redis.call('HINCRBY', key_stats(), 'fires', 1)
   if expected ~= '' and trigger ~= 'manual' then
-    lag_note(lags, j[JOB_FIRE_TENANT], now - math.max(tonumber(expected), tonumber(fire_ms)))
+    local late = now - math.max(tonumber(expected), tonumber(fire_ms))
+    lag_note(lags, j[JOB_FIRE_TENANT], late)
+    event_lag(j[JOB_FIRE_TENANT], job_id, run_id, late, now)
   end
 
   local overlap = j[JOB_FIRE_OVERLAP] or 'skip'

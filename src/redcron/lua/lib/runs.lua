@@ -17,6 +17,7 @@
 -- @include lib/run_retention.lua
 -- @include lib/chain.lua
 -- @include lib/deadlines.lua
+-- @include lib/events.lua
 
 local function run_check_end(run_id, now)
   local rk = key_run(run_id)
@@ -38,6 +39,10 @@ local function run_check_end(run_id, now)
   count_run(f[RUN_END_TENANT], state)
   dur_run(rk, f[RUN_END_TENANT], now)
   local job_id = f[RUN_END_JOB] or job_of_run(run_id)  -- a run hash names its job no more
+  if state == 'failed' then
+    event_add('run_failed', f[RUN_END_TENANT], job_id, run_id, now,
+      (f[RUN_END_N_FAILED] or '0') .. ' of ' .. total .. ' task(s) failed')
+  end
   redis.call('SREM', key_active(job_id), run_id)
   local jk = key_job(job_id)
   if redis.call('EXISTS', jk) == 1 then

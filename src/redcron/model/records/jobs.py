@@ -251,7 +251,8 @@ class JobChange:
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """A recorded event (circuit breaker opened, trial, reopened, closed)."""
+    """A recorded event: a circuit breaker opened, trial, reopened, closed; a task
+    dead-lettered, a run failed, a fire late (docs/operations.md, Notifications)."""
 
     id: str
     type: str
@@ -259,6 +260,8 @@ class Event:
     at: datetime | None
     detail: str | None
     shard: int
+    tenant: str = ""
+    run_id: str = ""
 
     @classmethod
     def from_fields(cls, entry_id: str, shard: int, fields: Fields) -> Event:
@@ -269,4 +272,6 @@ class Event:
             at=_time(fields, "at"),
             detail=_opt_text(fields, "detail"),
             shard=shard,
+            tenant=_text(fields.get("tenant")),
+            run_id=_text(fields.get("run")),
         )

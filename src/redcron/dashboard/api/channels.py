@@ -1,0 +1,91 @@
+"""``/v1/channels``: notification channels (docs/api.md, Channels).
+
+The admin sees and changes every channel, and makes its own (every tenant's
+events) by leaving ``tenant`` out; a tenant token sees, makes and removes only
+its own tenant's: another's, or the admin's, is a 404 exactly as an unknown id.
+A webhook's signing secret is in the creation reply only.
+"""
+
+from __future__ import annotations
+
+import flask
+
+from redcron.broker import ChannelStore
+from redcron.dashboard.api import auth
+from redcron.dashboard.api.common import body, only, query_int, redcron_app, reply
+from redcron.errors import NotFound
+from redcron.model import validation
+from redcron.model.channels import ChannelInfo
+
+bp = flask.Blueprint("channels", __name__)
+
+FIELDS = frozenset({"tenant", "kind", "url", "events", "name", "timeout_s"})
+
+
+def _store() -> ChannelStore:
+    return ChannelStore(redcron_app().broker)
+
+
+def channel(channel_id: str) -> ChannelInfo:
+    """A channel the caller may see; 404 otherwise (the admin's are the admin's)."""
+    info = _store().get(channel_id)
+    only_tenant = auth.scope()
+    if only_tenant is not None and info.tenant != only_tenant:
+        raise NotFound(f"no channel {channel_id!r}")
+    return info
+
+
+@bp.get("/channels")
+def list_channels() -> flask.Response:
+    """The caller's channels (admin: every one, or ``tenant``'s)."""
+    tenant = flask.request.args.get("tenant") or None
+    if tenant is not None:
+        validation.name("tenant", tenant)
+        if not auth.may_see(tenant):
+            return reply({"channels": []})
+    return reply({"channels": _store().list(tenant or auth.scope())})
+
+
+@bp.post("/channels")
+def add_channel() -> flask.Response:
+    data = body()
+    only(data, FIELDS)
+    auth.tenant_field(data)
+    info, secret = _store().add(
+        data.get("tenant"),
+        data.get("kind", "webhook"),
+        data.get("url", ""),  # checked by the store: a 400 naming url
+        data.get("events"),
+        data.get("name"),
+        data.get("timeout_s"),
+    )
+    return reply({"channel": info, "secret": secret}, 201)
+
+
+@bp.get("/channels/<channel_id>")
+def get_channel(channel_id: str) -> flask.Response:
+    info = channel(channel_id)
+    return reply({"channel": info, "pending": _store().pending(channel_id)})
+
+
+@bp.delete("/channels/<channel_id>")
+def remove_channel(channel_id: str) -> flask.Response:
+    channel(channel_id)
+    return reply(_store().remove(channel_id))
+
+
+@bp.post("/channels/<channel_id>/test")
+def test_channel(channel_id: str) -> flask.Response:
+    """Queue a test message; the notifier sends it (see its deliveries)."""
+    channel(channel_id)
+    return reply({"delivery": _store().send_test(channel_id)}, 202)
+
+
+@bp.get("/channels/<channel_id>/deliveries")
+def deliveries(channel_id: str) -> flask.Response:
+    channel(channel_id)
+    limit = query_int("limit", 50, 1, 1000)
+    store = _store()
+    return reply(
+        {"deliveries": store.deliveries(channel_id, limit), "pending": store.pending(channel_id)}
+    )

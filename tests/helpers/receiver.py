@@ -1,0 +1,67 @@
+"""A webhook receiver on 127.0.0.1 for the notification tests: an
+``http.server`` in a thread that records every request and answers with the
+statuses it is told (then 200), optionally holding a request until released."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class Receiver:
+    url: str = ""
+    got: list[Received] = field(default_factory=list)
+    #: statuses to answer, in order; 200 once it runs out
+    statuses: list[int] = field(default_factory=list)
+    #: while set, a request is recorded, then held until ``release`` is set
+    hold: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+@contextmanager
+def receiver() -> Iterator[Receiver]:
+    rec = Receiver()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            with rec.lock:
+                rec.got.append(Received(self.path, dict(self.headers.items()), body))
+                status = rec.statuses.pop(0) if rec.statuses else 200
+            if rec.hold.is_set():
+                rec.release.wait(30)
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    rec.url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield rec
+    finally:
+        rec.release.set()
+        server.shutdown()
+        server.server_close()
