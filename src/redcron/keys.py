@@ -538,6 +538,7 @@ class Keys:
 
     def late(self, shard: int) -> str:
         return self.build(shard, "late")
+
     def lagalert(self, shard: int, job_id: str) -> str:
         return self.build(shard, "lagalert", job_id)
 
