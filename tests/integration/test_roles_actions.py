@@ -93,8 +93,9 @@ def objects(app: App, tenant: str) -> dict[str, str]:
     job_id = job_of(app, tenant)
     run_id = app.jobs.trigger(tenant, "nightly")
     task = app.tasks["roles.add"].enqueue(1, _tenant=tenant, _queue=IDLE)
+    # a channel id that names none: a viewer is refused before any route runs
     return {"job_id": job_id, "run_id": run_id, "name": "work", "task_id": task.id,
-            "tenant": tenant}  # fmt: skip
+            "tenant": tenant, "channel_id": "c-none"}  # fmt: skip
 
 
 def fill(rule: str, values: dict[str, str]) -> str:
@@ -215,7 +216,7 @@ def test_a_viewer_sees_no_action_button_and_its_posts_are_refused(
     operator = page_login(web, tokens.create_tenant(MINE)[1])
     pages = [f"/jobs/{own['job_id']}", f"/runs/{own['run_id']}?task=work",
              f"/tasks/{own['task_id']}", f"/tasks/{dead.id}", f"/tenants/{MINE}",
-             f"/dlq?tenant={MINE}", "/", "/jobs", "/audit"]  # fmt: skip
+             f"/dlq?tenant={MINE}", "/", "/jobs", "/audit", "/channels"]  # fmt: skip
     for path in pages:
         page = viewer.get(path).get_data(as_text=True)
         assert _post_forms(page) == ["/logout"], (path, _post_forms(page))

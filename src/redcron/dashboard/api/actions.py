@@ -56,6 +56,12 @@ NAMES: dict[str, str] = {
     "ui.tenants.update": "tenant.settings",
     "ui.dlq.replay": "dlq.replay",
     "ui.dlq.discard": "dlq.discard",
+    "api.channels.add_channel": "channel.add",
+    "api.channels.remove_channel": "channel.remove",
+    "api.channels.test_channel": "channel.test",
+    "ui.channels.add": "channel.add",
+    "ui.channels.remove": "channel.remove",
+    "ui.channels.test": "channel.test",
 }
 #: endpoints that change no tenant's state: the session's own
 UNRECORDED = frozenset({"ui.login.submit", "ui.login.logout"})
