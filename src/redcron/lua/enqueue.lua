@@ -7,10 +7,13 @@
           Its reservations (reserved:<tenant>) are not counted against this
           call's rows, and are used up by what it writes.
   ARGV[1] now_override_ms ("" = server TIME)
-  ARGV[2] fields per task (F = 13, or 15 with resource requests), then F values per task:
+  ARGV[2] fields per task (F = 13, 15 with resource requests, 17 with
+          concurrency keys), then F values per task:
           iid, name, kind, args(msgpack), queue, tenant, priority, timeout_ms,
           max_attempts, retry_base_ms, retry_cap_ms, delay_ms, result_ttl_s
-          [, cpu (cores, "" = none), mem (bytes, "" = none)]
+          [, cpu (cores, "" = none), mem (bytes, "" = none)
+           [, ck (concurrency key value, "" = none), ckn (its max_concurrent)] ]
+          (lib/ckeys.lua: a row whose ck is "" has no key)
   Returns: number of instances created.
   One call is atomic.  A batch of more than 256 rows (or spanning shards) is
   several calls: Enqueuer.enqueue first runs enqueue_check.lua for the whole
@@ -25,7 +28,8 @@
           CONFLICT if an id already exists (or comes twice in the batch);
           REJECTED for a malformed row (bad field count, priority not
           high|normal|low, empty queue/tenant, non-numeric or negative
-          numbers, max_attempts < 1).  Either way nothing is written;
+          numbers, max_attempts < 1, a concurrency key longer than
+          CK_MAX_LEN bytes or its cap not an integer >= 1).  Either way nothing is written;
           REJECTED also when KEYS[2] says an earlier call of the batch refused.
   Upholds: one place per instance (the hash records it from creation on). ]]
 -- @include lib/clock.lua
@@ -46,10 +50,19 @@ local batch_key = KEYS[2]
 local function row_at(i)
   local b = 3 + i * F
   local cpu, mem = '', ''
-  if F == 15 then cpu, mem = ARGV[b + 13], ARGV[b + 14] end
+  if F >= 15 then cpu, mem = ARGV[b + 13], ARGV[b + 14] end
   return ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5], ARGV[b + 6],
     ARGV[b + 7], ARGV[b + 8], ARGV[b + 9], ARGV[b + 10], ARGV[b + 11], ARGV[b + 12], cpu, mem
 end
+
+-- [concurrency keys] row i's key value and cap ('', '' when F < 17: none)
+local CK_MAX_LEN = 200
+local function row_ck(i)
+  if F < 17 then return '', '' end
+  local b = 3 + i * F
+  return ARGV[b + 15], ARGV[b + 16]
+end
+-- [/concurrency keys]
 
 local function refuse(code, msg)
   return batch_refuse(batch_key, code, msg)
@@ -59,8 +72,8 @@ local refused = batch_refused(batch_key)
 if refused then return refused end
 
 -- checks before writes: a row that fails half-way would leave an instance with no place
-if (F ~= 13 and F ~= 15) or (#ARGV - 2) % F ~= 0 then
-  return refuse('REJECTED', 'enqueue takes 13 (or 15) fields per task, got ' .. (#ARGV - 2)
+if (F ~= 13 and F ~= 15 and F ~= 17) or (#ARGV - 2) % F ~= 0 then
+  return refuse('REJECTED', 'enqueue takes 13 (or 15, 17) fields per task, got ' .. (#ARGV - 2)
     .. ' values')
 end
 local count = (#ARGV - 2) / F
@@ -97,6 +110,19 @@ for i = 0, count - 1 do
   if not (tonumber(max_attempts) and tonumber(max_attempts) >= 1) then
     return refuse('REJECTED', 'task ' .. iid .. ': max_attempts must be >= 1')
   end
+  -- [concurrency keys]
+  local ck, ckn = row_ck(i)
+  if ck ~= '' then
+    local cap = tonumber(ckn)
+    if #ck > CK_MAX_LEN then
+      return refuse('REJECTED', 'task ' .. iid .. ': concurrency key longer than '
+        .. CK_MAX_LEN .. ' bytes')
+    end
+    if not (cap and cap >= 1 and cap == math.floor(cap)) then
+      return refuse('REJECTED', 'task ' .. iid .. ': max_concurrent must be an integer >= 1')
+    end
+  end
+  -- [/concurrency keys]
   if batch[iid] or redis.call('EXISTS', key_ti(iid)) == 1 then
     return refuse('CONFLICT', 'task id ' .. iid .. ' already exists')
   end
@@ -174,6 +200,13 @@ for i = 0, count - 1 do
     push_field(row, 'cpu', cpu)
     push_field(row, 'mem', mem)
   end
+  -- [concurrency keys] lease.lua takes a slot of it (lib/ckeys.lua)
+  local ck, ckn = row_ck(i)
+  if ck ~= '' then
+    push_field(row, 'ck', ck)
+    push_field(row, 'ckn', ckn)
+  end
+  -- [/concurrency keys]
   redis.call('HSET', ti, unpack(row))
   note_recent(recent, iid, now)
   if not tenants_seen[tenant] then
