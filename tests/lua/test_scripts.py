@@ -164,6 +164,7 @@ def test_every_key_of_a_shard_has_the_shards_slot(prefix: str) -> None:
                         "run_id": f"{shard}-{ulid()}@1795000000000",
                         "minute": 29932000,
                         "token": ulid(),
+                        "ck": "{cust:42}",  # a key value with braces: the tag holds
                     }
                     key = keys.build(shard, kind, *(values[n] for n in names))
                     assert key_slot(key.encode()) == slot, key

@@ -23,7 +23,7 @@ from redcron.clock import ulid
 from redcron.config import Settings
 from redcron.errors import ValidationError
 from redcron.keys import shard_of, shard_of_id
-from redcron.model import JobChange, validation
+from redcron.model import JobChange, concurrency, validation
 from redcron.model.binding import CallShape
 from redcron.model.jobs import COMMAND_TASK, JobSpec, Task, job_spec
 
@@ -35,6 +35,7 @@ R = TypeVar("R")
 #: what a call may override (``task.enqueue(..., _countdown=5)``)
 PER_CALL_OPTIONS = frozenset(
     ("_countdown", "_tenant", "_priority", "_queue", "_timeout", "_retries", "_cpu", "_mem")
+    + ("_concurrency_key",)  # concurrency keys: model/concurrency.py
 )
 
 
@@ -88,6 +89,8 @@ class App:
         retry_cap: float | None = None,
         cpu: float | None = None,
         mem: int | str | None = None,
+        concurrency_key: str | None = None,
+        max_concurrent: int | None = None,
     ) -> Callable[[Callable[P, R]], TaskDef[P, R]]: ...
 
     def task(
@@ -105,6 +108,8 @@ class App:
         retry_cap: float | None = None,
         cpu: float | None = None,
         mem: int | str | None = None,
+        concurrency_key: str | None = None,
+        max_concurrent: int | None = None,
     ) -> Any:
         """Register a task (``@app.task`` or ``@app.task(retries=3, ...)``)."""
         validation.timeout_ms(timeout)
@@ -124,6 +129,8 @@ class App:
             retry_cap=cap,
             cpu=None if cpu is None else validation.cpus(cpu),
             mem=None if mem is None else validation.mem_bytes(mem),
+            concurrency_key=concurrency_key,
+            max_concurrent=max_concurrent,
         )
 
         def register(f: Callable[P, R]) -> TaskDef[P, R]:
@@ -131,6 +138,8 @@ class App:
             if task_name in self.tasks:
                 raise ValidationError("name", f"task {task_name!r} is already registered")
             td = TaskDef(self, f, task_name, opts)
+            # concurrency keys: the key must be an argument the function takes
+            concurrency.check_declaration(td.shape, concurrency_key, max_concurrent)
             self.tasks[task_name] = td
             return td
 
@@ -353,6 +362,19 @@ class App:
                 cpu = validation.cpus(opts["_cpu"], "_cpu")
             if get("_mem") is not None:
                 mem = validation.mem_bytes(opts["_mem"], "_mem")
+        # [concurrency keys] the call's key value and cap (model/concurrency.py)
+        ck, ckn = "", 0
+        if defaults.max_concurrent is not None or (opts and "_concurrency_key" in opts):
+            td = self.tasks.get(name) if kind == "python" else None
+            ck, ckn = concurrency.for_call(
+                td.shape if td is not None else None,
+                defaults.concurrency_key,
+                defaults.max_concurrent,
+                payload[0],
+                payload[1],
+                opts.get("_concurrency_key") if opts else None,
+            )
+        # [/concurrency keys]
         args = serde.dumps(payload)
         shard = shard_of(tenant, self.broker.shards)
         return EnqueueRow(
@@ -371,4 +393,6 @@ class App:
             result_ttl_s=self.settings.result_ttl,
             cpu=cpu,
             mem=mem,
+            ck=ck,
+            ckn=ckn,
         )

@@ -39,6 +39,11 @@ class TaskOptions:
     retry_cap: float
     cpu: float | None = None
     mem: int | None = None
+    # concurrency keys (model/concurrency.py): the argument whose value is the
+    # key (None: only a per-call _concurrency_key=), and how many with one value
+    # may hold a lease at once (None: no key)
+    concurrency_key: str | None = None
+    max_concurrent: int | None = None
 
     @functools.cached_property
     def checked(self) -> CheckedOptions:
@@ -95,7 +100,8 @@ class TaskDef(Generic[P, R]):
 
     def enqueue(self, *args: Any, **kwargs: Any) -> TaskHandle:
         """Enqueue one call; ``_countdown``, ``_tenant``, ``_priority``, ``_queue``,
-        ``_timeout``, ``_retries`` override the declared options for this call.
+        ``_timeout``, ``_retries``, ``_concurrency_key`` override the declared options for
+        this call.
 
         Raises:
             ValidationError: the arguments do not fit the function (nothing is written).

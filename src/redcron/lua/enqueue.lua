@@ -73,8 +73,8 @@ if refused then return refused end
 
 -- checks before writes: a row that fails half-way would leave an instance with no place
 if (F ~= 13 and F ~= 15 and F ~= 17) or (#ARGV - 2) % F ~= 0 then
-  return refuse('REJECTED', 'enqueue takes 13 (or 15, 17) fields per task, got ' .. (#ARGV - 2)
-    .. ' values')
+  return refuse('REJECTED', 'enqueue takes 13 (or 15) fields per task (17 with concurrency'
+    .. ' keys), got ' .. (#ARGV - 2) .. ' values')
 end
 local count = (#ARGV - 2) / F
 local batch = {}
