@@ -34,8 +34,10 @@ R = TypeVar("R")
 
 #: what a call may override (``task.enqueue(..., _countdown=5)``)
 PER_CALL_OPTIONS = frozenset(
-    ("_countdown", "_tenant", "_priority", "_queue", "_timeout", "_retries", "_cpu", "_mem")
-    + ("_concurrency_key",)  # concurrency keys: model/concurrency.py
+    (
+        *("_countdown", "_tenant", "_priority", "_queue", "_timeout", "_retries", "_cpu", "_mem"),
+        "_concurrency_key",  # concurrency keys: model/concurrency.py
+    )
 )
 
 

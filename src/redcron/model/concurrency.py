@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from redcron.errors import ValidationError
@@ -24,6 +25,26 @@ MAX_KEY_BYTES = 200
 MAX_CONCURRENT = 10_000
 
 _BY_NAME = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+
+
+@dataclass(frozen=True, slots=True)
+class ConcurrencySlots:
+    """The slots of one task's concurrency key value, as ``task show`` and the
+    task page and API show them: who holds a slot (leased instances, or a woken
+    waiter's reservation), how many wait, and where this instance stands."""
+
+    key: str
+    max_concurrent: int
+    holders: tuple[str, ...]
+    waiting: int
+    #: this instance's place among the waiters (1 = next), None when not waiting
+    position: int | None = None
+
+    def summary(self) -> str:
+        """One line: ``'cust-7' 2/2 held, 3 waiting (this one #1)``."""
+        held = f"{len(self.holders)}/{self.max_concurrent}"
+        text = f"{self.key!r} {held} held, {self.waiting} waiting"
+        return text + (f" (this one #{self.position})" if self.position else "")
 
 
 def check_declaration(shape: CallShape, key: str | None, max_concurrent: object) -> int | None:
@@ -101,8 +122,7 @@ def for_call(
         if max_concurrent is None:
             raise ValidationError(
                 "_concurrency_key",
-                "the task declares no max_concurrent: declare it, e.g. "
-                "@app.task(max_concurrent=1)",
+                "the task declares no max_concurrent: declare it, e.g. @app.task(max_concurrent=1)",
             )
         return key_value(per_call), max_concurrent
     if key is None or max_concurrent is None or shape is None or shape.signature is None:

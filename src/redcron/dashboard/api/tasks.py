@@ -15,6 +15,7 @@ import flask
 
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import ApiError, bad, body, only, redcron_app, reply
+from redcron.model.serialize import to_json
 
 bp = flask.Blueprint("tasks", __name__)
 
@@ -26,6 +27,7 @@ OPTIONS = {
     "timeout_s": "_timeout",
     "retries": "_retries",
     "countdown_s": "_countdown",
+    "concurrency_key": "_concurrency_key",
 }
 FIELDS = frozenset({"name", "args", "kwargs", *OPTIONS})
 
@@ -61,7 +63,12 @@ def enqueue_task() -> flask.Response:
 
 @bp.get("/tasks/<path:task_id>")  # a run's task ids hold a slash: <run>/<task>
 def get_task(task_id: str) -> flask.Response:
-    return reply(auth.task(task_id))
+    task = auth.task(task_id)
+    slots = redcron_app().broker.inspection.concurrency(task)
+    if slots is None:
+        return reply(task)
+    # a keyed task: its key's slots too (holders, waiters, its place)
+    return reply({**to_json(task), "concurrency": to_json(slots)})
 
 
 @bp.post("/tasks/<path:task_id>/cancel")

@@ -106,6 +106,9 @@ class TaskRecord:
     result: bytes | None
     attempts: tuple[AttemptRecord, ...]
     shard: int
+    #: its concurrency key's value and cap (model/concurrency.py); None: no key
+    concurrency_key: str | None = None
+    max_concurrent: int | None = None
 
     @classmethod
     def from_fields(cls, fields: Fields, shard: int, iid: str | None = None) -> TaskRecord:
@@ -162,6 +165,8 @@ class TaskRecord:
             result=_bytes(fields, "result") or None,
             attempts=attempts,
             shard=shard,
+            concurrency_key=_opt_text(fields, "ck"),
+            max_concurrent=_opt_int(fields, "ckn"),
         )
 
     @property
