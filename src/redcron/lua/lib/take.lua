@@ -9,7 +9,10 @@
   reaper's index.  An entry whose hash does not point back at it (left by a
   crash) or that is held aside is acknowledged and deleted, never run; so is
   one no lease can use (lib/malformed.lua) or of a tenant whose grant was
-  revoked (lib/grant.lua), its instance put on the timers for promote. ]]
+  revoked (lib/grant.lua), its instance put on the timers for promote.  One
+  whose concurrency key is at its cap waits in the key's list (lib/ckeys.lua):
+  its entry is dropped and take() reads on, so the rest of n can still be
+  leased from the entries behind it. ]]
 -- @include lib/streams.lua
 -- @include lib/capacity.lua
 -- @include lib/limits.lua
