@@ -20,6 +20,7 @@ from worker_procs import (  # noqa: F401 (app_fixture, start_worker_fixture: fix
 )
 
 from redcron import App, Context, ValidationError
+from redcron.model.jobs import JobSpec, Task
 from redcron.worker import Worker
 
 
@@ -164,3 +165,20 @@ def test_declaration_and_call_errors(app: App) -> None:
     with pytest.raises(ValidationError) as exc:
         none.enqueue(_concurrency_key="k")
     assert exc.value.field == "_concurrency_key"
+
+
+def test_a_jobs_tasks_take_their_registered_key(app: App) -> None:
+    @app.task(name="ck.job", concurrency_key="customer", max_concurrent=1, retries=0)
+    def keyed(customer: str) -> None: ...
+
+    app.jobs.put(JobSpec(name="sync", tasks={"a": Task("ck.job", args=("C",))}))
+    runs = [app.jobs.trigger("default", "sync") for _ in range(2)]
+    ids = [f"{rid}/a" for rid in runs]
+    assert [app.get(i).info().concurrency_key for i in ids] == ["C", "C"]
+    leased = [x.iid for x in app.broker.leases.lease(0, "w", 10, 60_000, ["default"], ())]
+    assert leased == [ids[0]]
+    assert app.get(ids[1]).state == "waiting"
+    assert waiters(app, "ck.job", "C") == [ids[1]]
+    with pytest.raises(ValidationError) as exc:
+        app.jobs.put(JobSpec(name="bad", tasks={"a": Task("ck.job", kwargs={"customer": None})}))
+    assert exc.value.field == "tasks.a.kwargs.customer"

@@ -154,7 +154,30 @@ class App:
         """Job and run operations (list, pause, trigger, runs, cancel, retry...).
         A job's Python task that leaves out its retries takes its registered
         task's here (``model.retry_rule``)."""
-        return JobStore(self.broker, self.retry_rules())
+        return JobStore(self.broker, self.retry_rules(), self.job_concurrency)
+
+    def job_concurrency(self, spec: JobSpec) -> dict[str, tuple[str, int]]:
+        """Each of ``spec``'s Python tasks whose registered task declares a
+        concurrency key: task name -> (key value from the job's arguments, cap).
+        Raises ValidationError naming ``tasks.<name>....``."""
+        out: dict[str, tuple[str, int]] = {}
+        for tname, task in spec.tasks.items():
+            td = self.tasks.get(task.ref or "") if task.kind == "python" else None
+            if td is None or td.options.max_concurrent is None:
+                continue
+            try:
+                ck, ckn = concurrency.for_call(
+                    td.shape,
+                    td.options.concurrency_key,
+                    td.options.max_concurrent,
+                    list(task.args),
+                    dict(task.kwargs),
+                )
+            except ValidationError as exc:
+                raise ValidationError(f"tasks.{tname}.{exc.field}", exc.message) from exc
+            if ck:
+                out[tname] = (ck, ckn)
+        return out
 
     def retry_rules(self) -> dict[str, dict[str, Any]]:
         """Each registered task's retries, retry_base and retry_cap: what a job's
