@@ -20,6 +20,8 @@ from worker_procs import (  # noqa: F401 (app_fixture, start_worker_fixture: fix
 )
 
 from redcron import App, Context, ValidationError
+from redcron.cli.tasks import render_task, task_details
+from redcron.dashboard import create_app
 from redcron.model.jobs import JobSpec, Task
 from redcron.worker import Worker
 
@@ -182,3 +184,38 @@ def test_a_jobs_tasks_take_their_registered_key(app: App) -> None:
     with pytest.raises(ValidationError) as exc:
         app.jobs.put(JobSpec(name="bad", tasks={"a": Task("ck.job", kwargs={"customer": None})}))
     assert exc.value.field == "tasks.a.kwargs.customer"
+
+
+def test_task_show_the_api_and_the_page_show_the_slots(app: App) -> None:
+    @app.task(name="ck.faces", concurrency_key="c", max_concurrent=1, retries=0)
+    def faces(c: str) -> None: ...
+
+    first, second = faces.enqueue("F"), faces.enqueue("F")
+    app.broker.leases.lease(0, "w", 10, 60_000, ["default"], ())
+
+    details = task_details(app, second.id, 0)
+    assert details.concurrency is not None
+    assert "concurrency 'F' 1/1 held, 1 waiting (this one #1)" in " ".join(
+        render_task(details).split()
+    )
+    shown = details.to_json()["concurrency"]
+    assert shown == {
+        "key": "F", "max_concurrent": 1, "holders": [first.id], "waiting": 1, "position": 1,
+    }  # fmt: skip
+    assert "concurrency" not in task_details(app, app.enqueue("echo", 1).id, 0).to_json()
+
+    web = create_app(app, admin_token="ck-admin").test_client()
+    web.environ_base["HTTP_AUTHORIZATION"] = "Bearer ck-admin"
+    got = web.get(f"/v1/tasks/{second.id}").get_json()
+    assert got["state"] == "waiting" and got["concurrency"] == shown
+    created = web.post(
+        "/v1/tasks", json={"name": "ck.faces", "args": ["G"], "concurrency_key": "H"}
+    )
+    assert created.status_code == 201 and created.get_json()["concurrency_key"] == "H"
+    ui = create_app(app, admin_token="ck-admin").test_client()
+    assert ui.get("/login").status_code == 200
+    with ui.session_transaction() as session:
+        csrf = session["csrf_token"]
+    assert ui.post("/login", data={"csrf_token": csrf, "token": "ck-admin"}).status_code == 303
+    page = ui.get(f"/tasks/{second.id}").get_data(as_text=True)
+    assert "concurrency key" in page and "1 of 1 slots held, 1 waiting (this one #1)" in page
