@@ -45,7 +45,9 @@ class EnqueueRow(NamedTuple):
     result_ttl_s: int
     cpu: float | None = None  # cores (None: no request)
     mem: int | None = None  # bytes (None: no request)
-    # concurrency key (lib/ckeys.lua): its value ("" = none) and max_concurrent
+    # concurrency key (lib/ckeys.lua): its value ("" = none) and max_concurrent;
+    # the last two fields, sent only by a call that has a keyed row (CK_F in
+    # enqueue.lua = ENQUEUE_FIELDS + 2)
     ck: str = ""
     ckn: int = 0
 

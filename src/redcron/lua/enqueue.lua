@@ -55,12 +55,13 @@ local function row_at(i)
     ARGV[b + 7], ARGV[b + 8], ARGV[b + 9], ARGV[b + 10], ARGV[b + 11], ARGV[b + 12], cpu, mem
 end
 
--- [concurrency keys] row i's key value and cap ('', '' when F < 17: none)
-local CK_MAX_LEN = 200
+-- [concurrency keys] a row of CK_F fields ends with ck, ckn (its last two,
+-- after every other optional field); row i's key value and cap ('', '': none)
+local CK_F, CK_MAX_LEN = 17, 200
 local function row_ck(i)
-  if F < 17 then return '', '' end
+  if F ~= CK_F then return '', '' end
   local b = 3 + i * F
-  return ARGV[b + 15], ARGV[b + 16]
+  return ARGV[b + F - 2], ARGV[b + F - 1]
 end
 -- [/concurrency keys]
 
@@ -72,7 +73,7 @@ local refused = batch_refused(batch_key)
 if refused then return refused end
 
 -- checks before writes: a row that fails half-way would leave an instance with no place
-if (F ~= 13 and F ~= 15 and F ~= 17) or (#ARGV - 2) % F ~= 0 then
+if (F ~= 13 and F ~= 15 and F ~= CK_F) or (#ARGV - 2) % F ~= 0 then
   return refuse('REJECTED', 'enqueue takes 13 (or 15) fields per task (17 with concurrency'
     .. ' keys), got ' .. (#ARGV - 2) .. ' values')
 end
