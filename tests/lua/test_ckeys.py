@@ -4,9 +4,11 @@ other keys' work flows past, and every way a lease ends frees its slot."""
 
 from __future__ import annotations
 
+import pytest
 from lua_ops import Ops, Tok, new_id, row
 
 from redcron.broker.argv import EnqueueRow
+from redcron.errors import Rejected
 
 
 def ck_row(ck: str, n: int = 1, *, tenant: str = "acme", **kw: object) -> EnqueueRow:
@@ -32,10 +34,6 @@ def test_enqueue_stores_the_key_and_its_cap(ops: Ops) -> None:
 
 
 def test_enqueue_refuses_a_bad_key(ops: Ops) -> None:
-    import pytest
-
-    from redcron.errors import Rejected
-
     with pytest.raises(Rejected, match="max_concurrent"):
         ops.enqueue(ck_row("k", 0))
     with pytest.raises(Rejected, match="concurrency key longer"):
@@ -136,3 +134,27 @@ def test_a_leaked_slot_is_pruned(ops: Ops) -> None:
     [t2] = ops.lease(n=1)
     assert t2.iid == rows[1].iid
     assert slots(ops, "L") == [rows[1].iid]
+
+
+def test_with_tenant_caps_and_drr(ops: Ops) -> None:
+    tk = ops.k.tenant(0, "acme")
+    ops.r.hset(tk, "max_in_flight", 2)
+    a1, a2, p = ck_row("K", 1), ck_row("K", 1), row(new_id())
+    g = row(new_id(), tenant="globex")
+    ops.enqueue(a1, a2, p, g)
+    toks = {t.iid: t for t in ops.lease(n=10)}
+    assert set(toks) == {a1.iid, p.iid, g.iid}  # a2 waits for K; globex flows
+    assert waiting(ops, "K") == [a2.iid]
+    # the tenant cap now binds: a2, woken into K's slot, waits for the tenant
+    ops.r.hset(tk, "max_in_flight", 1)
+    assert ops.complete("w1", [toks[a1.iid]]) == [1]
+    assert ops.info(a2.iid)["state"] == "ready" and slots(ops, "K") == [a2.iid]
+    a3 = ck_row("K", 1)
+    ops.enqueue(a3)
+    assert ops.lease(n=10) == []  # acme at its cap (p in flight); K reserved for a2
+    assert ops.complete("w1", [toks[p.iid]]) == [1]  # unparks acme
+    [t2] = ops.lease(n=10)
+    assert t2.iid == a2.iid  # the reservation keeps the order: not a3
+    assert ops.info(a3.iid)["state"] == "ready"  # not read: the tenant's room went to a2
+    assert ops.complete("w1", [t2]) == [1]
+    assert [t.iid for t in ops.lease(n=10)] == [a3.iid]
