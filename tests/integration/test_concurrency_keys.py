@@ -20,6 +20,7 @@ from worker_procs import (  # noqa: F401 (app_fixture, start_worker_fixture: fix
 )
 
 from redcron import App, Context, ValidationError
+from redcron.broker.doctor import examine
 from redcron.cli.tasks import render_task, task_details
 from redcron.dashboard import create_app
 from redcron.model.jobs import JobSpec, Task
@@ -219,3 +220,20 @@ def test_task_show_the_api_and_the_page_show_the_slots(app: App) -> None:
     assert ui.post("/login", data={"csrf_token": csrf, "token": "ck-admin"}).status_code == 303
     page = ui.get(f"/tasks/{second.id}").get_data(as_text=True)
     assert "concurrency key" in page and "1 of 1 slots held, 1 waiting (this one #1)" in page
+
+
+def test_doctor_finds_and_repairs_a_waiter_missing_from_its_list(app: App) -> None:
+    @app.task(name="ck.doc", concurrency_key="c", max_concurrent=1, retries=0)
+    def doc(c: str) -> None: ...
+
+    first, second = doc.enqueue("D"), doc.enqueue("D")
+    [lease] = app.broker.leases.lease(0, "w", 10, 60_000, ["default"], ())
+    assert lease.iid == first.id and second.state == "waiting"
+    assert examine(app.broker).findings == ()
+    app.broker.client.delete(app.broker.keys.ckq(0, "default", "ck.doc", "D"))  # lost by hand
+    [finding] = examine(app.broker).findings
+    assert finding.kind == "waiting_missing" and finding.repairable
+    [fixed] = examine(app.broker, repair=True).findings
+    assert fixed.repaired and "waiting list" in fixed.action
+    assert waiters(app, "ck.doc", "D") == [second.id]
+    assert examine(app.broker).findings == ()
