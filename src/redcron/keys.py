@@ -116,6 +116,12 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "brk": ("brk:{job_id}", ("job_id",)),
     # ready instances of a job held aside while its circuit breaker is open
     "held": ("held:{job_id}", ("job_id",)),
+    # concurrency keys (a task's concurrency_key / max_concurrent): the slots of
+    # one key value of one tenant's task -> instance id -> lease deadline (or the
+    # time a waiter was woken into the slot it reserves); at most the task's N
+    "cks": ("cks:{tenant}:{name}:{ck}", ("tenant", "name", "ck")),
+    # the instances waiting for a slot of that key value, oldest first (LIST)
+    "ckq": ("ckq:{tenant}:{name}:{ck}", ("tenant", "name", "ck")),
     # jobs whose circuit breaker is open or in trial -> end of the cool-down (ms):
     # the dashboard lists them without reading every job
     "brkopen": ("brkopen", ()),
@@ -529,6 +535,12 @@ class Keys:
 
     def held(self, shard: int, job_id: str) -> str:
         return self.build(shard, "held", job_id)
+
+    def cks(self, shard: int, tenant: str, name: str, ck: str) -> str:
+        return self.build(shard, "cks", tenant, name, ck)
+
+    def ckq(self, shard: int, tenant: str, name: str, ck: str) -> str:
+        return self.build(shard, "ckq", tenant, name, ck)
 
     def events(self, shard: int) -> str:
         return self.build(shard, "events")

@@ -111,6 +111,16 @@ def register(app: App) -> None:
             raise Retry("once more", delay=0)
         return "probed"
 
+    @app.task(name="ck_hold", retries=2, concurrency_key="key", max_concurrent=1)
+    def ck_hold(ctx: Context, key: str, gate: str, limit: float = 60.0) -> int:
+        """One at a time per ``key`` (a concurrency key): records its start, then
+        holds until ``gate`` exists (bounded); returns the attempt."""
+        client(ctx).rpush(rec_key(app, "ck", key), f"{ctx.task_id}:{ctx.attempt}:{os.getpid()}")
+        end = time.monotonic() + limit
+        while not client(ctx).exists(gate) and time.monotonic() < end:
+            time.sleep(0.02)
+        return ctx.attempt
+
     @app.task(name="noisy_fail", retries=0)
     def noisy_fail(ctx: Context) -> None:
         for i in range(3):

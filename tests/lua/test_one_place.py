@@ -24,7 +24,12 @@ PRIOS = ("high", "normal", "low")
 WORKERS = ("w0", "w1")
 MIN_TTL = 100  # ms, the deployment's minimum lease TTL in these examples
 MAX = 2**62
-STATES = {"ready", "scheduled", "retry_wait", "leased", "running", "dead", "succeeded", "cancelled"}
+STATES = {
+    "ready", "scheduled", "retry_wait", "leased", "running", "dead", "succeeded", "cancelled",
+    "waiting",
+}  # fmt: skip
+#: concurrency keys (lib/ckeys.lua): "" = none; a key's cap N is fixed per key here
+CKEYS = {"": 0, "k1": 1, "k2": 2}
 
 
 class Model:
@@ -67,6 +72,24 @@ def check(ops: Ops, model: Model) -> None:
     known = set(model.ids)
     for where in (in_streams, timers, leases, tleases, in_dlq):
         assert set(where) <= known, f"unknown ids in {where}"
+    # concurrency keys: never more than N slots held (valid leases, or a woken
+    # waiter's reservation), waiters only while every slot is held (none leaked)
+    slots: dict[str, tuple[str, str]] = {}
+    waiters: dict[str, list[tuple[str, str]]] = {}
+    for t in TENANTS:
+        for ck, cap in CKEYS.items():
+            if not ck:
+                continue
+            held = [_d(m) for m in r.zrange(k.cks(s, t, "job", ck), 0, -1)]
+            queued = [_d(m) for m in r.lrange(k.ckq(s, t, "job", ck), 0, -1)]
+            assert len(held) <= cap, (t, ck, held)
+            assert not queued or len(held) == cap, ("a slot is free with waiters", t, ck)
+            assert len(set(queued)) == len(queued), (t, ck, queued)
+            for m in held:
+                slots[m] = (t, ck)
+            for m in queued:
+                waiters.setdefault(m, []).append((t, ck))
+    assert set(slots) <= known and set(waiters) <= known
 
     for iid in model.ids:
         h = ops.info(iid)
@@ -82,6 +105,14 @@ def check(ops: Ops, model: Model) -> None:
             places.append("lease")
         if iid in in_dlq:
             places.append("dlq")
+        if iid in waiters:
+            places.append("ckq")
+        ck = h.get("ck", "")
+        if state in ("leased", "running") and ck:
+            assert slots.get(iid) == (tenant, ck), ("a lease without its slot", iid, h)
+        if iid in slots:
+            # a slot is a lease of its key, or a woken waiter's reservation
+            assert state in ("leased", "running", "ready") and slots[iid] == (tenant, ck), (iid, h)
         expected = {
             "ready": ["stream"],
             "scheduled": ["timers"],
@@ -91,6 +122,7 @@ def check(ops: Ops, model: Model) -> None:
             "dead": ["dlq"],
             "succeeded": [],
             "cancelled": [],
+            "waiting": ["ckq"],
         }[state]
         assert places == expected, (iid, state, places, h)
         if state == "ready":
@@ -110,6 +142,8 @@ def check(ops: Ops, model: Model) -> None:
             assert reaper.get(stream, MAX) <= int(h["deadline"]) + MIN_TTL, (iid, h, reaper)
         elif state == "dead":
             assert in_dlq.get(iid) == [loc[4:]] and loc.startswith("dlq:"), (iid, h)
+        elif state == "waiting":
+            assert loc == "ckq" and waiters[iid] == [(tenant, ck)], (iid, h)
         else:
             assert loc == ""
         # invariant 3/5 bookkeeping: one lease per attempt, every ended attempt recorded once
@@ -148,7 +182,7 @@ def _current(ops: Ops, tok: Tok) -> bool:
 def apply(ops: Ops, model: Model, op: tuple[Any, ...]) -> None:
     kind = op[0]
     if kind == "enqueue":
-        _, ti, qi, pi, delay, max_attempts = op
+        _, ti, qi, pi, delay, max_attempts, ck = op
         iid = new_id()
         model.ids.append(iid)
         ops.enqueue(
@@ -161,7 +195,7 @@ def apply(ops: Ops, model: Model, op: tuple[Any, ...]) -> None:
                 base=200,
                 cap=800,
                 delay=delay,
-            )
+            )._replace(ck=ck, ckn=CKEYS[ck])
         )
     elif kind == "lease":
         _, wi, n, ttl, qmask, tfilter = op
@@ -230,6 +264,7 @@ operation = st.one_of(
         st.integers(0, 2),
         st.sampled_from([0, 0, 300]),
         st.integers(1, 3),
+        st.sampled_from(["", "k1", "k1", "k1", "k2", "k2"]),
     ),
     st.tuples(
         st.just("lease"),
@@ -278,7 +313,10 @@ def test_every_instance_is_in_exactly_one_place(
         ops = Ops(broker)
         model = Model()
         # a little ready and scheduled work in every example, so leases happen early
-        seed = [("enqueue", i % 3, i % 2, i % 3, 300 if i == 5 else 0, 1 + i % 3) for i in range(6)]
+        seed = [
+            ("enqueue", i % 3, i % 2, i % 3, 300 if i == 5 else 0, 1 + i % 3, ("k1", "k2")[i % 2])
+            for i in range(6)
+        ]
         for op in [*seed, ("lease", 0, 2, 200, 3, None), *ops_list]:
             apply(ops, model, op)
             check(ops, model)

@@ -23,7 +23,7 @@ from redcron.clock import ulid
 from redcron.config import Settings
 from redcron.errors import ValidationError
 from redcron.keys import shard_of, shard_of_id
-from redcron.model import JobChange, dedupe, validation
+from redcron.model import JobChange, concurrency, dedupe, validation
 from redcron.model.binding import CallShape
 from redcron.model.jobs import COMMAND_TASK, JobSpec, Task, job_spec
 
@@ -34,7 +34,10 @@ R = TypeVar("R")
 
 #: what a call may override (``task.enqueue(..., _countdown=5)``)
 PER_CALL_OPTIONS = frozenset(
-    ("_countdown", "_tenant", "_priority", "_queue", "_timeout", "_retries", "_cpu", "_mem")
+    (
+        *("_countdown", "_tenant", "_priority", "_queue", "_timeout", "_retries", "_cpu", "_mem"),
+        "_concurrency_key",  # concurrency keys: model/concurrency.py
+    )
 ) | frozenset(("_unique_for", "_unique_key", "_debounce", "_max_wait"))  # issue 21 §4
 
 
@@ -91,6 +94,8 @@ class App:
         unique_for: float | None = None,
         debounce: float | None = None,
         max_wait: float | None = None,
+        concurrency_key: str | None = None,
+        max_concurrent: int | None = None,
     ) -> Callable[[Callable[P, R]], TaskDef[P, R]]: ...
 
     def task(
@@ -111,6 +116,8 @@ class App:
         unique_for: float | None = None,
         debounce: float | None = None,
         max_wait: float | None = None,
+        concurrency_key: str | None = None,
+        max_concurrent: int | None = None,
     ) -> Any:
         """Register a task (``@app.task`` or ``@app.task(retries=3, ...)``).
 
@@ -141,6 +148,8 @@ class App:
             unique_for=unique_for,
             debounce=debounce,
             max_wait=max_wait,
+            concurrency_key=concurrency_key,
+            max_concurrent=max_concurrent,
         )
         opts.dedupe  # noqa: B018 - checked at declaration, not at the first call
 
@@ -149,6 +158,8 @@ class App:
             if task_name in self.tasks:
                 raise ValidationError("name", f"task {task_name!r} is already registered")
             td = TaskDef(self, f, task_name, opts)
+            # concurrency keys: the key must be an argument the function takes
+            concurrency.check_declaration(td.shape, concurrency_key, max_concurrent)
             self.tasks[task_name] = td
             return td
 
@@ -161,7 +172,30 @@ class App:
         """Job and run operations (list, pause, trigger, runs, cancel, retry...).
         A job's Python task that leaves out its retries takes its registered
         task's here (``model.retry_rule``)."""
-        return JobStore(self.broker, self.retry_rules())
+        return JobStore(self.broker, self.retry_rules(), self.job_concurrency)
+
+    def job_concurrency(self, spec: JobSpec) -> dict[str, tuple[str, int]]:
+        """Each of ``spec``'s Python tasks whose registered task declares a
+        concurrency key: task name -> (key value from the job's arguments, cap).
+        Raises ValidationError naming ``tasks.<name>....``."""
+        out: dict[str, tuple[str, int]] = {}
+        for tname, task in spec.tasks.items():
+            td = self.tasks.get(task.ref or "") if task.kind == "python" else None
+            if td is None or td.options.max_concurrent is None:
+                continue
+            try:
+                ck, ckn = concurrency.for_call(
+                    td.shape,
+                    td.options.concurrency_key,
+                    td.options.max_concurrent,
+                    list(task.args),
+                    dict(task.kwargs),
+                )
+            except ValidationError as exc:
+                raise ValidationError(f"tasks.{tname}.{exc.field}", exc.message) from exc
+            if ck:
+                out[tname] = (ck, ckn)
+        return out
 
     def retry_rules(self) -> dict[str, dict[str, Any]]:
         """Each registered task's retries, retry_base and retry_cap: what a job's
@@ -377,6 +411,28 @@ class App:
             deduped, wire = self._dedupe(name, payload, defaults, deduped, opts, delay)
             if deduped is not None and deduped.mode == dedupe.DEBOUNCE:
                 delay = deduped.window_ms  # a debounced task waits that long first
+        # [concurrency keys] the call's key value and cap (model/concurrency.py)
+        ck, ckn = "", 0
+        if defaults.max_concurrent is not None or (opts and "_concurrency_key" in opts):
+            td = self.tasks.get(name) if kind == "python" else None
+            ck, ckn = concurrency.for_call(
+                td.shape if td is not None else None,
+                defaults.concurrency_key,
+                defaults.max_concurrent,
+                payload[0],
+                payload[1],
+                opts.get("_concurrency_key") if opts else None,
+            )
+        # [/concurrency keys]
+        if ck and deduped is not None and deduped.mode == dedupe.DEBOUNCE:
+            # a debounce call replaces the arguments of the task it folds into,
+            # and with them the value its concurrency key was read from
+            raise ValidationError(
+                "_debounce" if opts and "_debounce" in opts else "debounce",
+                "a debounced task cannot also have a concurrency key (the last call's "
+                "arguments win, so the key could change under a waiting task); drop "
+                "one of the two, or use a unique window (unique_for) instead",
+            )
         args = serde.dumps(payload)
         shard = shard_of(tenant, self.broker.shards)
         return EnqueueRow(
@@ -396,6 +452,8 @@ class App:
             cpu=cpu,
             mem=mem,
             dedupe=wire,
+            ck=ck,
+            ckn=ckn,
         )
 
     def _dedupe(

@@ -46,6 +46,11 @@ class TaskOptions:
     debounce: float | None = None
     max_wait: float | None = None
     # -- end unique windows and debounce --
+    # concurrency keys (model/concurrency.py): the argument whose value is the
+    # key (None: only a per-call _concurrency_key=), and how many with one value
+    # may hold a lease at once (None: no key)
+    concurrency_key: str | None = None
+    max_concurrent: int | None = None
 
     @functools.cached_property
     def checked(self) -> CheckedOptions:
@@ -110,9 +115,9 @@ class TaskDef(Generic[P, R]):
 
     def enqueue(self, *args: Any, **kwargs: Any) -> TaskHandle:
         """Enqueue one call; ``_countdown``, ``_tenant``, ``_priority``, ``_queue``,
-        ``_timeout``, ``_retries``, ``_unique_for``, ``_debounce``, ``_max_wait``
-        override the declared options for this call, ``_unique_key`` replaces
-        the arguments as the unique (or debounce) key.
+        ``_timeout``, ``_retries``, ``_concurrency_key``, ``_unique_for``,
+        ``_debounce``, ``_max_wait`` override the declared options for this call,
+        ``_unique_key`` replaces the arguments as the unique (or debounce) key.
 
         With a unique window or a debounce the call may fold into an existing
         task: its handle comes back with ``duplicate`` True (docs/operations.md

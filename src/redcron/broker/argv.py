@@ -47,10 +47,15 @@ class EnqueueRow(NamedTuple):
     mem: int | None = None  # bytes (None: no request)
     # unique window / debounce (issue 21 §4): model/dedupe.py wire(), "" = none
     dedupe: str = ""
+    # concurrency key (lib/ckeys.lua): its value ("" = none) and max_concurrent;
+    # the last two fields, sent only by a call that has a keyed row (CK_F in
+    # enqueue.lua = ENQUEUE_FIELDS + 2)
+    ck: str = ""
+    ckn: int = 0
 
 
-#: values per task in enqueue.lua's ARGV
-ENQUEUE_FIELDS = len(EnqueueRow._fields)
+#: values per task in enqueue.lua's ARGV (without the concurrency key's two)
+ENQUEUE_FIELDS = len(EnqueueRow._fields) - 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,13 +99,18 @@ def flat(head: list[Any], groups: Iterable[Sequence[Any]]) -> list[Any]:
 
 
 def enqueue(rows: Iterable[EnqueueRow], now: int | None = None) -> list[Any]:
-    """enqueue.lua: every row's 16 fields (resource requests "" when None)."""
-    args: list[Any] = [clock(now), ENQUEUE_FIELDS]
+    """enqueue.lua: every row's 16 fields (resource requests "" when None), 18
+    when a row of the call has a concurrency key (ck, ckn; "" for the others)."""
+    rows = list(rows)
+    with_ck = any(r.ck for r in rows)
+    args: list[Any] = [clock(now), ENQUEUE_FIELDS + 2 if with_ck else ENQUEUE_FIELDS]
     for r in rows:
         args += r[:13]  # EnqueueRow declares its fields in ARGV order
         args.append("" if r.cpu is None else r.cpu)
         args.append("" if r.mem is None else r.mem)
         args.append(r.dedupe)
+        if with_ck:
+            args += (r.ck, r.ckn) if r.ck else ("", "")
     return args
 
 

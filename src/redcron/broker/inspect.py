@@ -27,6 +27,7 @@ from redcron.broker.core import PAYLOADS, Core, fields_of, shard_of_id
 from redcron.errors import NotFound
 from redcron.keys import GROUP, PRIORITIES, shard_of
 from redcron.model import QueueLoad, TaskRecord, TenantLoad, WorkerInfo
+from redcron.model.concurrency import ConcurrencySlots
 from redcron.serde import text as _s
 
 if TYPE_CHECKING:
@@ -51,6 +52,26 @@ class Inspection:
         if not raw:
             raise NotFound(f"no task {iid} (never existed, or expired after its retention)")
         return TaskRecord.from_fields(fields_of(raw, keep=PAYLOADS), shard, iid)
+
+    def concurrency(self, task: TaskRecord) -> ConcurrencySlots | None:
+        """The slots of ``task``'s concurrency key value (None: it has none), read
+        in one round trip: the holders, the waiters' count and its place among them."""
+        if not task.concurrency_key:
+            return None
+        keys, shard = self.core.keys, task.shard
+        args = (task.tenant, task.name, task.concurrency_key)
+        pipe = self.core.client.pipeline(transaction=False)
+        pipe.zrange(keys.cks(shard, *args), 0, -1)
+        pipe.llen(keys.ckq(shard, *args))
+        pipe.lpos(keys.ckq(shard, *args), task.id)
+        holders, waiting, pos = pipe.execute()
+        return ConcurrencySlots(
+            key=task.concurrency_key,
+            max_concurrent=task.max_concurrent or 1,
+            holders=tuple(_s(h) for h in holders),
+            waiting=int(waiting),
+            position=None if pos is None else int(pos) + 1,
+        )
 
     def queue_names(self, shard: int) -> list[str]:
         """The queues ``shard`` has seen work on (enqueued or declared), sorted."""

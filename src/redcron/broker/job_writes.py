@@ -8,7 +8,7 @@ the batch's command grants checked) before the first write.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +50,7 @@ def put_many(
     specs: Sequence[JobSpec],
     now: datetime,
     progress: Callable[[int, int], None] | None = None,
+    concurrency: Callable[[JobSpec], Mapping[str, tuple[str, int]]] | None = None,
 ) -> list[JobChange]:
     """Create or update many jobs (``JobStore.put_many``: ``jobs apply -f``, benches).
 
@@ -62,7 +63,9 @@ def put_many(
     is called after every chunk.  A
     script's refusal there (a new job id taken, a grant revoked meanwhile)
     raises with the chunks before it written, as ``JobStore.put`` would have.
-    One change per spec, in the order given.
+    One change per spec, in the order given.  ``concurrency(spec)``: each
+    task's concurrency key value and cap (``App.job_concurrency``), worked out
+    here with the validation, before the first write.
     """
     settings = broker.settings
     defaults = settings.task_defaults()
@@ -75,6 +78,7 @@ def put_many(
                 raise
             # name the job: a batch may hold thousands
             raise ValidationError(f"job {spec.name!r}: {exc.field}", exc.message) from exc
+    keyed = [concurrency(spec) if concurrency else {} for spec in specs]
     shards = [shard_of(spec.tenant, broker.shards) for spec in specs]
     current = _current_ids(broker, specs, shards)
     tenants = sorted({(shard, spec.tenant) for spec, shard in zip(specs, shards, strict=True)})
@@ -102,7 +106,9 @@ def put_many(
             chunk = indexes[c : c + PUT_CHUNK]
             pipe = broker.client.pipeline(transaction=False)
             for i in chunk:
-                args = _put_args(specs[i], shard, current[i], defaults, now, tenant_jitter)
+                args = _put_args(
+                    specs[i], shard, current[i], defaults, now, tenant_jitter, keyed[i]
+                )
                 broker._run("job_put", shard, args, pipe)
             # ordered: a (tenant, name) given twice ends as its last spec says
             replies = broker._execute(pipe, ordered=True)
@@ -169,9 +175,10 @@ def _put_args(
     defaults: dict[str, Any],
     now: datetime,
     tenant_jitter: dict[tuple[int, str], float],
+    keyed: Mapping[str, tuple[str, int]] | None = None,
 ) -> list[Any]:
     """job_put.lua's ARGV for one spec."""
-    template, task_args = spec.template(defaults)
+    template, task_args = spec.template(defaults, keyed)
     new_id = f"{shard}-{ulid()}"
     job_id = _s(cur) if cur else new_id
     nominal = None if spec.paused else next_fire(spec.trigger(), now)

@@ -51,13 +51,18 @@ class JobStore:
     """Job and run operations of one broker."""
 
     def __init__(
-        self, broker: Broker, registered: Mapping[str, Mapping[str, Any]] | None = None
+        self,
+        broker: Broker,
+        registered: Mapping[str, Mapping[str, Any]] | None = None,
+        concurrency: Callable[[JobSpec], Mapping[str, tuple[str, int]]] | None = None,
     ) -> None:
         self.broker = broker
         self.keys = broker.keys
         #: registered task name -> its retries, retry_base, retry_cap: what a job's
         #: Python task that leaves them out takes (``model.retry_rule``)
         self.registered = registered or {}
+        #: a spec -> its tasks' concurrency key values and caps (``App.job_concurrency``)
+        self.concurrency = concurrency
 
     # -- jobs -------------------------------------------------------------------
 
@@ -111,7 +116,7 @@ class JobStore:
         :func:`redcron.broker.job_writes.put_many`."""
         if self.registered:
             specs = [with_registered(spec, self.registered) for spec in specs]
-        return put_many(self.broker, specs, now or self.server_now(), progress)
+        return put_many(self.broker, specs, now or self.server_now(), progress, self.concurrency)
 
     def prune(self, tenants: Iterable[str], keep: Iterable[tuple[str, str]]) -> list[JobChange]:
         """Delete every job of ``tenants`` whose (tenant, name) is not in

@@ -21,6 +21,7 @@ from redcron.cli.common import (
 )
 from redcron.cli.runs import attempts_cell, task_error
 from redcron.model import QueueLoad, TaskRecord
+from redcron.model.concurrency import ConcurrencySlots
 from redcron.model.retry_rule import attempts_long
 from redcron.model.serialize import payload, to_json
 from redcron.model.states import TaskState
@@ -36,10 +37,15 @@ class TaskDetails:
 
     task: TaskRecord
     log_tail: tuple[str, ...]
+    #: its concurrency key's slots (None: the task has no key)
+    concurrency: ConcurrencySlots | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The record's JSON with ``log_tail`` added."""
-        return {**to_json(self.task), "log_tail": list(self.log_tail)}
+        """The record's JSON with ``log_tail`` (and ``concurrency``, if keyed) added."""
+        out = {**to_json(self.task), "log_tail": list(self.log_tail)}
+        if self.concurrency is not None:
+            out["concurrency"] = to_json(self.concurrency)
+        return out
 
 
 @click.group()
@@ -148,7 +154,7 @@ def task_details(app: App, task_id: str, lines: int) -> TaskDetails:
     task = app.broker.inspection.task_info(task_id)
     last = task.attempt
     tail = app.broker.inspection.log_lines(task_id, last, lines) if last and lines else []
-    return TaskDetails(task, tuple(tail))
+    return TaskDetails(task, tuple(tail), app.broker.inspection.concurrency(task))
 
 
 def render_task(details: TaskDetails) -> str:
@@ -165,6 +171,7 @@ def render_task(details: TaskDetails) -> str:
         ("debounce", _debounce(t)),
         ("ended", iso_ms(t.ended_at)),
         ("attempts", _attempts(t)),
+        ("concurrency", details.concurrency.summary() if details.concurrency else None),
         ("args", payload(t.args) if t.args else None),
         ("result", payload(t.result) if t.result and t.state == TaskState.SUCCEEDED else None),
     ]

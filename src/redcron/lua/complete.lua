@@ -20,6 +20,7 @@
 -- @include lib/runs.lua
 -- @include lib/outcomes.lua
 -- @include lib/durations.lua
+-- @include lib/ckeys.lua
 
 local worker = ARGV[1]
 local now = now_ms(ARGV[2])
@@ -49,6 +50,9 @@ for i = 3, #ARGV, 3 do
     table.insert(drops[stream], f[TI_COMPLETE_LEASE_ENTRY])
     ended[f[TI_COMPLETE_TENANT]] = ended[f[TI_COMPLETE_TENANT]] or {}
     table.insert(ended[f[TI_COMPLETE_TENANT]], iid)
+    -- its concurrency key's slot goes to the key's first waiter
+    ck_free(f[TI_COMPLETE_TENANT], f[TI_COMPLETE_NAME], f[TI_COMPLETE_CK], f[TI_COMPLETE_CKN], iid,
+      now)
     local ttl = tonumber(f[TI_COMPLETE_RESULT_TTL_S] or '0')
     if ttl and ttl > 0 then redis.call('EXPIRE', ti, ttl) end
     if f[TI_COMPLETE_WAITERS] and f[TI_COMPLETE_WAITERS] ~= '0' then notify_done(ti, iid) end

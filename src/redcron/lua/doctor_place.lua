@@ -23,6 +23,8 @@
                    exactly as reap.lua ends an expired lease (retry or DLQ)
     dlq_added      dead with no DLQ entry: a new self-contained entry
     held_added     held, missing from held:<job>: appended
+    ckq_added      waiting, missing from its concurrency key's list ckq:: appended
+                   (and woken at once if the key has a free slot, lib/ckeys.lua)
     missing        no such instance
   Upholds: one place per instance; nothing that may be running is handed out
   again (a live deadline or a delivered entry blocks the requeue); each attempt
@@ -33,6 +35,7 @@
 -- @include lib/breaker.lua
 -- @include lib/attempts.lua
 -- @include lib/dead.lua
+-- @include lib/ckeys.lua
 
 local iid = ARGV[1]
 local now = now_ms(ARGV[2])
@@ -111,5 +114,16 @@ elseif state == 'held' then
   redis.call('RPUSH', hk, iid)
   redis.call('HSET', ti, 'loc', 'held')
   return 'held_added'
+elseif state == 'waiting' then
+  local k = redis.call('HMGET', ti, 'ck', 'ckn')
+  local name, ck = f[TI_PLACE_NAME], k[1]
+  if not (name and ck) then return 'in_place' end
+  local qk = key_ckq(tenant, name, ck)
+  if redis.call('LPOS', qk, iid) then return 'in_place' end
+  redis.call('RPUSH', qk, iid)
+  redis.call('HSET', ti, 'loc', 'ckq')
+  local free = (tonumber(k[2] or '') or 1) - redis.call('ZCARD', key_cks(tenant, name, ck))
+  if free > 0 then ck_wake(tenant, name, ck, free, now) end
+  return 'ckq_added'
 end
 return 'in_place'

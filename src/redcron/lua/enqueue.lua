@@ -7,12 +7,14 @@
           Its reservations (reserved:<tenant>) are not counted against this
           call's rows, and are used up by what it writes.
   ARGV[1] now_override_ms ("" = server TIME)
-  ARGV[2] fields per task (F = 13, 15 with resource requests, 16 with dedupe), then
-          F values per task:
+  ARGV[2] fields per task (F = 13, 15 with resource requests, 16 with dedupe, 18
+          with concurrency keys), then F values per task:
           iid, name, kind, args(msgpack), queue, tenant, priority, timeout_ms,
           max_attempts, retry_base_ms, retry_cap_ms, delay_ms, result_ttl_s
-          [, cpu (cores, "" = none), mem (bytes, "" = none)]
-          [, dedupe ("" = none; a unique window or debounce, lib/dedupe.lua): F = 16 only]
+          [, cpu (cores, "" = none), mem (bytes, "" = none)
+           [, dedupe ("" = none; a unique window or debounce, lib/dedupe.lua)
+            [, ck (concurrency key value, "" = none), ckn (its max_concurrent)] ] ]
+          (lib/ckeys.lua: a row whose ck is "" has no key)
   Returns: number of instances created; when a row folded into an existing
           task (a unique key's duplicate, a debounce call), {created, row
           index (0-based), existing id, ...} instead: such a row creates
@@ -31,7 +33,8 @@
           CONFLICT if an id already exists (or comes twice in the batch);
           REJECTED for a malformed row (bad field count, priority not
           high|normal|low, empty queue/tenant, non-numeric or negative
-          numbers, max_attempts < 1, a malformed dedupe field).  Either way nothing is written;
+          numbers, max_attempts < 1, a malformed dedupe field, a concurrency key longer than
+          CK_MAX_LEN bytes or its cap not an integer >= 1).  Either way nothing is written;
           REJECTED also when KEYS[2] says an earlier call of the batch refused.
   Upholds: one place per instance (the hash records it from creation on). ]]
 -- @include lib/clock.lua
@@ -67,6 +70,16 @@ local function dedupe_at(i)
   return ARGV[3 + i * F + 15]
 end
 
+-- [concurrency keys] a row of CK_F fields ends with ck, ckn (its last two,
+-- after every other optional field); row i's key value and cap ('', '': none)
+local CK_F, CK_MAX_LEN = 18, 200
+local function row_ck(i)
+  if F ~= CK_F then return '', '' end
+  local b = 3 + i * F
+  return ARGV[b + F - 2], ARGV[b + F - 1]
+end
+-- [/concurrency keys]
+
 local function refuse(code, msg)
   return batch_refuse(batch_key, code, msg)
 end
@@ -75,9 +88,9 @@ local refused = batch_refused(batch_key)
 if refused then return refused end
 
 -- checks before writes: a row that fails half-way would leave an instance with no place
-if (F ~= 13 and F ~= 15 and F ~= 16) or (#ARGV - 2) % F ~= 0 then
-  return refuse('REJECTED', 'enqueue takes 13 (or 15) fields per task, or 16 with dedupe, got '
-    .. (#ARGV - 2) .. ' values')
+if (F ~= 13 and F ~= 15 and F ~= 16 and F ~= CK_F) or (#ARGV - 2) % F ~= 0 then
+  return refuse('REJECTED', 'enqueue takes 13 (or 15) fields per task, 16 with dedupe, 18 with'
+    .. ' concurrency keys, got ' .. (#ARGV - 2) .. ' values')
 end
 local count = (#ARGV - 2) / F
 local batch = {}
@@ -113,6 +126,19 @@ for i = 0, count - 1 do
   if not (tonumber(max_attempts) and tonumber(max_attempts) >= 1) then
     return refuse('REJECTED', 'task ' .. iid .. ': max_attempts must be >= 1')
   end
+  -- [concurrency keys]
+  local ck, ckn = row_ck(i)
+  if ck ~= '' then
+    local cap = tonumber(ckn)
+    if #ck > CK_MAX_LEN then
+      return refuse('REJECTED', 'task ' .. iid .. ': concurrency key longer than '
+        .. CK_MAX_LEN .. ' bytes')
+    end
+    if not (cap and cap >= 1 and cap == math.floor(cap)) then
+      return refuse('REJECTED', 'task ' .. iid .. ': max_concurrent must be an integer >= 1')
+    end
+  end
+  -- [/concurrency keys]
   if batch[iid] or redis.call('EXISTS', key_ti(iid)) == 1 then
     return refuse('CONFLICT', 'task id ' .. iid .. ' already exists')
   end
@@ -226,6 +252,13 @@ for i = 0, count - 1 do
     push_field(row, 'mem', mem)
   end
   if plan then dedupe_created(row, plan.d, tenant, iid, now, now + delay) end
+  -- [concurrency keys] lease.lua takes a slot of it (lib/ckeys.lua)
+  local ck, ckn = row_ck(i)
+  if ck ~= '' then
+    push_field(row, 'ck', ck)
+    push_field(row, 'ckn', ckn)
+  end
+  -- [/concurrency keys]
   redis.call('HSET', ti, unpack(row))
   note_recent(recent, iid, now)
   if not tenants_seen[tenant] then

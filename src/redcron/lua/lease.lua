@@ -28,14 +28,16 @@
   through the consumer group (after a peek when only aged entries, or only
   what fits the worker's capacity, may be taken: lib/capacity.lua), checked
   against their hashes (one place, malformed, grant), and held aside instead
-  when their job's circuit breaker is open (lib/breaker.lua).  Visits touch
+  when their job's circuit breaker is open (lib/breaker.lua); an instance with
+  a concurrency key takes one of its key's N slots, or waits in the key's list
+  (state waiting) while the call reads on (lib/ckeys.lua).  Visits touch
   only tenants with ready work: the cost never grows with idle tenants.  At
   the end the token buckets and the share-of-dispatch counters are saved.
   A stream without the consumer group (a hand-written XADD) gets it, from 0,
   on its first read.
   Upholds: a stale lease token writes nothing (epoch += 1 per assignment); one
-  place per instance; fair shares under contention; leases on the server
-  clock. ]]
+  place per instance; fair shares under contention; at most N leases per
+  concurrency key; leases on the server clock. ]]
 -- @include lib/clock.lua
 -- @include lib/streams.lua
 -- @include lib/limits.lua
@@ -60,6 +62,7 @@ local L = {  -- this call's state (lib/take.lua)
   tenants = {},
   gates = {},
   dispatched = {},
+  cks = {},  -- concurrency keys pruned this call (lib/ckeys.lua)
 }
 local filter = {}
 for t in string.gmatch(ARGV[5], '[^,]+') do filter[#filter + 1] = t end

@@ -30,7 +30,7 @@ LUA_READS: dict[str, tuple[str, ...]] = {
     # lease.lua: an entry's hash, checked (one place, malformed) and handed out
     "ti_lease": (
         "state", "loc", "attempt", "name", "kind", "args", "timeout_ms", "epoch",
-        "cpu", "mem", "queue", "tenant", "priority", "max_attempts", "budget",
+        "cpu", "mem", "queue", "tenant", "priority", "max_attempts", "budget", "ck", "ckn",
     ),
     # lease.lua: the capacity peek of entries not yet read (lib/capacity.lua)
     "ti_fit": ("state", "loc", "cpu", "mem", "queue", "tenant", "priority"),
@@ -48,14 +48,14 @@ LUA_READS: dict[str, tuple[str, ...]] = {
     # complete.lua: the token and everything a success ends
     "ti_complete": (
         "state", "worker", "epoch", "attempt", "tenant", "result_ttl_s", "waiters",
-        "queue", "priority", "lease_entry", "kind", "error",
+        "queue", "priority", "lease_entry", "kind", "error", "name", "ck", "ckn",
     ),
     # lib/attempts.lua: the token alone (fail, release)
     "ti_token": ("state", "worker", "epoch"),
     # lib/attempts.lua end_attempt: what ending an attempt and moving it on needs
     "ti_end": (
         "attempt", "tenant", "max_attempts", "retry_base_ms", "retry_cap_ms", "budget",
-        "cancel_requested", "queue", "priority", "name", "lease_entry",
+        "cancel_requested", "queue", "priority", "name", "lease_entry", "ck", "ckn",
     ),
     # reap.lua: an expired lease's candidate
     "ti_reap": (

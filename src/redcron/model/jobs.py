@@ -257,12 +257,16 @@ class JobSpec:
         for tname, task in self.tasks.items():
             task.backoff_s(f"tasks.{tname}", defaults)
 
-    def template(self, defaults: Mapping[str, Any]) -> tuple[str, dict[str, bytes]]:
+    def template(
+        self, defaults: Mapping[str, Any], keyed: Mapping[str, tuple[str, int]] | None = None
+    ) -> tuple[str, dict[str, bytes]]:
         """Compile the DAG for ``fire.lua``.
 
         Returns the template JSON (a list of task rows, roots marked) and
         the msgpack args per task (kept out of JSON so bytes survive).
-        ``defaults`` holds retries, retry_base, retry_cap of the deployment.
+        ``defaults`` holds retries, retry_base, retry_cap of the deployment;
+        ``keyed``: task name -> its concurrency key value and cap, worked out
+        from its registration (``App.job_concurrency``; model/concurrency.py).
         """
         down: dict[str, list[str]] = {t: [] for t in self.tasks}
         for tname, task in self.tasks.items():
@@ -295,6 +299,8 @@ class JobSpec:
                 row_extra["cpu"] = task.cpu
             if task.mem:
                 row_extra["mem"] = validation.mem_bytes(task.mem, f"tasks.{tname}.mem")
+            if keyed and tname in keyed:  # concurrency keys: lib/ckeys.lua
+                row_extra["ck"], row_extra["ckn"] = keyed[tname]
             rows.append(
                 {
                     **row_extra,

@@ -27,7 +27,9 @@ from redcron.worker.execute import Attempt, run_python
 #: the URL the testing mode's settings carry (nothing connects to it)
 TESTING_URL = "redis://redcron-testing.invalid:6379/0"
 #: states of a task that is waiting to run (what ``assert_enqueued`` matches)
-ENQUEUED = frozenset({TaskState.READY, TaskState.SCHEDULED, TaskState.RETRY_WAIT, TaskState.HELD})
+ENQUEUED = frozenset(
+    {TaskState.READY, TaskState.SCHEDULED, TaskState.RETRY_WAIT, TaskState.HELD, TaskState.WAITING}
+)
 #: the most attempts one drain or clock steps one advance take: past them
 #: the test is in a loop (a task that re-enqueues itself, an every-second job
 #: over a day)

@@ -1,6 +1,7 @@
 """Instances: each in the place its hash records (ready in its stream, waiting
 on a timer, leased with the lease tracked, dead in its tenant's DLQ, held on
-its job's list, pending in an active run), and the repair that puts one back
+its job's list, waiting on its concurrency key's list, pending in an active
+run), and the repair that puts one back
 (``lua/doctor_place.lua``)."""
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ _PLACE_WORDS = {
     "lease_ended": "attempt ended 'lost' as the reaper ends an expired lease",
     "dlq_added": "a new DLQ entry written",
     "held_added": "appended to the job's held list",
+    "ckq_added": "appended to its concurrency key's waiting list (woken if a slot is free)",
     "missing": "the instance is gone",
 }
 
@@ -87,6 +89,8 @@ def _lookups(k: Keys, shard: int, iid: str, f: dict[str, str]) -> list[Cmd]:
         return [("xrange", k.dlq(shard, tenant), eid, eid)]
     if state == "held":
         return [("lpos", k.held(shard, job_of_run(_run_of(iid))), iid)]
+    if state == "waiting":
+        return [("lpos", k.ckq(shard, tenant, f.get("name", ""), f.get("ck", "")), iid)]
     if state == "pending":
         return [("hget", k.run(shard, _run_of(iid)), "state")]
     return []
@@ -210,6 +214,18 @@ def _judge(ex: Exam, shard: int, key: str, iid: str, f: dict[str, str], got: lis
                 key,
                 f"Instance {iid} is held but not in {ex.k.held(shard, job)}: "
                 "closing the breaker would never release it. Repair appends it.",
+                place,
+            )
+    elif state == "waiting":
+        (pos,) = got
+        if pos is None:
+            waits = ex.k.ckq(shard, tenant, f.get("name", ""), f.get("ck", ""))
+            ex.add(
+                "waiting_missing",
+                shard,
+                key,
+                f"Instance {iid} waits for a slot of its concurrency key but is not in "
+                f"{waits}: no freed slot would ever wake it. Repair appends it.",
                 place,
             )
     elif state == "pending":

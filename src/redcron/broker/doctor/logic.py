@@ -13,7 +13,7 @@ from redcron.model.states import TASK_LEASED, TASK_TERMINAL, TaskState
 STATES = frozenset(TaskState)
 TIMER_STATES = frozenset({TaskState.SCHEDULED, TaskState.RETRY_WAIT})
 #: states in which a run's task is somewhere work moves on from
-LIVE = frozenset({"ready", "leased", "running", "scheduled", "retry_wait", "held"})
+LIVE = frozenset({"ready", "leased", "running", "scheduled", "retry_wait", "held", "waiting"})
 
 
 def instance_problem(fields: Mapping[str, str]) -> str | None:

@@ -32,6 +32,8 @@ FIELDS = (
     "run",
     "due",
     "worker",
+    "name",  # with ck: a waiting instance's concurrency key list (ckq:)
+    "ck",
 )
 
 #: a command: a pipeline method name and its arguments

@@ -36,6 +36,7 @@ OPTIONS = {
     "unique_key": "_unique_key",
     "debounce_s": "_debounce",
     "max_wait_s": "_max_wait",
+    "concurrency_key": "_concurrency_key",
 }
 FIELDS = frozenset({"name", "args", "kwargs", *OPTIONS})
 #: a per-call option's name in a ValidationError -> the body field that set it
@@ -81,7 +82,12 @@ def enqueue_task() -> flask.Response:
 
 @bp.get("/tasks/<path:task_id>")  # a run's task ids hold a slash: <run>/<task>
 def get_task(task_id: str) -> flask.Response:
-    return reply(auth.task(task_id))
+    task = auth.task(task_id)
+    slots = redcron_app().broker.inspection.concurrency(task)
+    if slots is None:
+        return reply(task)
+    # a keyed task: its key's slots too (holders, waiters, its place)
+    return reply({**to_json(task), "concurrency": to_json(slots)})
 
 
 @bp.post("/tasks/<path:task_id>/cancel")

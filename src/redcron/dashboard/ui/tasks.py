@@ -68,6 +68,7 @@ def show(task_id: str) -> Reply:
         task=task,
         logs=attempt_logs(task),
         terminal=TASK_TERMINAL,
+        concurrency=redcron_app().broker.inspection.concurrency(task),
     )
 
 

@@ -7,6 +7,7 @@
 -- @include lib/outcomes.lua
 -- @include lib/dead.lua
 -- @include lib/durations.lua
+-- @include lib/ckeys.lua
 
 -- the outcomes whose attempts are timed (lib/durations.lua): a lost attempt's
 -- end is when its lease was found expired, a cancelled one's when it was stopped
@@ -49,6 +50,8 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
   drop_entry(key_q(queue, tenant, priority), f[TI_END_LEASE_ENTRY])
   redis.call('ZREM', key_tleases(tenant), iid)
   unpark(tenant)
+  -- its concurrency key's slot goes to the key's first waiter
+  ck_free(tenant, f[TI_END_NAME], f[TI_END_CK], f[TI_END_CKN], iid, now)
   redis.call('HDEL', ti, 'deadline', 'lease_entry')
   local run = run_of_task(iid)
   if run then breaker_attempt_ended(iid, run, outcome, counter, now) end

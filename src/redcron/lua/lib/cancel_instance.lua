@@ -5,6 +5,7 @@
 -- @include lib/rings.lua
 -- @include lib/terminal.lua
 -- @include lib/run_retention.lua
+-- @include lib/ckeys.lua
 
 -- Cancel one instance wherever it is.  Returns the resulting state and whether
 -- this call ended it: ('cancelled', true), or the terminal state it already had
@@ -16,7 +17,8 @@
 -- attempt (docs/architecture.md, "Cancel").
 local function cancel_instance(iid, now)
   local ti = key_ti(iid)
-  local f = redis.call('HMGET', ti, 'state', 'loc', 'queue', 'tenant', 'priority')
+  local f = redis.call('HMGET', ti, 'state', 'loc', 'queue', 'tenant', 'priority', 'name', 'ck',
+    'ckn')
   local state, loc = f[1], f[2] or ''
   if not state then return nil end
   -- dead work is terminal but still in the DLQ: cancelling takes it out
@@ -43,6 +45,10 @@ local function cancel_instance(iid, now)
         if head then redis.call('ZADD', aging, 'XX', entry_ms(head), tenant) end
       end
     end
+    -- a woken waiter gives back the slot it reserved
+    if f[7] and f[6] then ck_free(tenant, f[6], f[7], f[8], iid, now) end
+  elseif state == 'waiting' then
+    if f[6] and f[7] then ck_unwait(f[4], f[6], f[7], iid) end
   elseif state == 'retry_wait' or state == 'scheduled' then
     redis.call('ZREM', key_timers(), iid)
   elseif state == 'held' then

@@ -112,6 +112,10 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, wo
       push_field(fields, 'cpu', row.cpu or '')
       push_field(fields, 'mem', row.mem or '')
     end
+    if row.ck then  -- its concurrency key (lib/ckeys.lua): lease takes a slot of it
+      push_field(fields, 'ck', row.ck)
+      push_field(fields, 'ckn', row.ckn)
+    end
     redis.call('HSET', key_ti(iid), unpack(fields))
   end
   if wake_now then

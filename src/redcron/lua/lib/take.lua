@@ -9,88 +9,116 @@
   reaper's index.  An entry whose hash does not point back at it (left by a
   crash) or that is held aside is acknowledged and deleted, never run; so is
   one no lease can use (lib/malformed.lua) or of a tenant whose grant was
-  revoked (lib/grant.lua), its instance put on the timers for promote. ]]
+  revoked (lib/grant.lua), its instance put on the timers for promote.  One
+  whose concurrency key is at its cap waits in the key's list (lib/ckeys.lua):
+  its entry is dropped and take() reads on, so the rest of n can still be
+  leased from the entries behind it. ]]
 -- @include lib/streams.lua
 -- @include lib/capacity.lua
 -- @include lib/limits.lua
 -- @include lib/breaker.lua
 -- @include lib/malformed.lua
 -- @include lib/grant.lua
+-- @include lib/ckeys.lua
+
+-- entries one take() reads beyond its n while concurrency keys set some aside
+local CK_READ_MAX = 64
 
 -- Lease up to n ready entries of a stream (only entries up to max_id, when
 -- given: aged work).  Returns the number leased and whether ready entries are
 -- left; keeps the aging index on the first one.
 local function take(L, queue, tenant, priority, stream, n, max_id)
   local now, worker, deadline = L.now, L.worker, L.deadline
-  local k, after = n, nil
-  if max_id or L.cpu or L.mem then k, after = capacity_fit(stream, n, max_id, L.cpu, L.mem) end
-  local entries = {}
-  if k > 0 then
-    local res = read_group(stream, k)
-    if res then entries = res[1][2] end
-  end
   local out = L.out
   local leased, ids, held = 0, {}, {}
-  for _, e in ipairs(entries) do
-    local eid = e[1]
-    local iid = e[2][2]
-    local ti = key_ti(iid)
-    after = eid
-    local f = read_ti_lease(ti)
-    local kind, run = f[TI_LEASE_KIND], run_of_task(iid)
-    -- entry ids are unique per stream only: the hash must name this stream too
-    local ok = f[TI_LEASE_STATE] == 'ready' and f[TI_LEASE_LOC] == 'q:' .. eid
-      and f[TI_LEASE_QUEUE] == queue and f[TI_LEASE_TENANT] == tenant
-      and f[TI_LEASE_PRIORITY] == priority
-    local why = ok and malformed(f[TI_LEASE_EPOCH], f[TI_LEASE_ATTEMPT], f[TI_LEASE_TIMEOUT_MS],
-      f[TI_LEASE_NAME], kind, f[TI_LEASE_ARGS])
-    if why then
-      -- edited by hand: no lease can be trusted (or used) on it.  Promote
-      -- dead-letters it: this script does not carry the run library that
-      -- takes (its closures would cost every lease call ~12 us).
-      drop_entry(stream, eid)
-      quarantine(ti, iid, why, now)
-      ok, eid = false, nil
+  local after = nil
+  -- entries set to wait for a concurrency key's slot (lib/ckeys.lua) lease
+  -- nothing: read on for the rest of n, up to CK_READ_MAX entries in all
+  local looked, aside = 0, 1
+  while aside > 0 and leased < n and looked < n + CK_READ_MAX do
+    aside = 0
+    local k = n - leased
+    if max_id or L.cpu or L.mem then k, after = capacity_fit(stream, k, max_id, L.cpu, L.mem) end
+    local entries = {}
+    if k > 0 then
+      local res = read_group(stream, k)
+      if res then entries = res[1][2] end
     end
-    if ok and needs_grant(kind) and not tenant_limits(L.tenants, tenant, now).commands then
-      -- queued while granted, revoked since: never run; promote dead-letters it
-      drop_entry(stream, eid)
-      quarantine(ti, iid, grant_message(tenant, 'task ' .. iid .. ' is a ' .. kind), now, 'grant')
-      ok, eid = false, nil
-    end
-    if ok and run and run ~= '' and breaker_gate(L.gates, run, iid, now) == 'hold' then
-      -- the job's breaker is open: held aside, not handed out
-      breaker_hold(ti, iid, run)
-      ok = false
-    end
-    if ok then
-      local epoch, attempt = tonumber(f[TI_LEASE_EPOCH]) + 1, tonumber(f[TI_LEASE_ATTEMPT]) + 1
-      local pre = 'a:' .. attempt .. ':'
-      redis.call('HSET', ti, 'state', 'leased', 'loc', 'lease', 'attempt', attempt,
-        'epoch', epoch, 'worker', worker, 'deadline', deadline, 'lease_entry', eid,
-        pre .. 'w', worker, pre .. 'l', now)  -- the attempt's worker and lease time
-      held[#held + 1] = deadline
-      held[#held + 1] = iid
-      if run and run ~= '' then
-        -- the first lease of a run's task starts the run
-        local rk = key_run(run)
-        if redis.call('HGET', rk, 'state') == 'queued' then
-          redis.call('HSET', rk, 'state', 'running', 'started', now)
-        end
+    looked = looked + #entries
+    for _, e in ipairs(entries) do
+      local eid = e[1]
+      local iid = e[2][2]
+      local ti = key_ti(iid)
+      after = eid
+      local f = read_ti_lease(ti)
+      local kind, run = f[TI_LEASE_KIND], run_of_task(iid)
+      -- entry ids are unique per stream only: the hash must name this stream too
+      local ok = f[TI_LEASE_STATE] == 'ready' and f[TI_LEASE_LOC] == 'q:' .. eid
+        and f[TI_LEASE_QUEUE] == queue and f[TI_LEASE_TENANT] == tenant
+        and f[TI_LEASE_PRIORITY] == priority
+      local matched = ok
+      local why = ok and malformed(f[TI_LEASE_EPOCH], f[TI_LEASE_ATTEMPT], f[TI_LEASE_TIMEOUT_MS],
+        f[TI_LEASE_NAME], kind, f[TI_LEASE_ARGS])
+      if why then
+        -- edited by hand: no lease can be trusted (or used) on it.  Promote
+        -- dead-letters it: this script does not carry the run library that
+        -- takes (its closures would cost every lease call ~12 us).
+        drop_entry(stream, eid)
+        quarantine(ti, iid, why, now)
+        ok, eid = false, nil
       end
-      local cpu, mem = tonumber(f[TI_LEASE_CPU] or '') or 0, tonumber(f[TI_LEASE_MEM] or '') or 0
-      if L.cpu then L.cpu = L.cpu - cpu end
-      if L.mem then L.mem = L.mem - mem end
-      out[#out + 1] = {iid, epoch, attempt, f[TI_LEASE_NAME], kind, f[TI_LEASE_ARGS],
-        tonumber(f[TI_LEASE_TIMEOUT_MS] or '0'), tenant, f[TI_LEASE_CPU] or '', mem, queue,
-        (tonumber(f[TI_LEASE_MAX_ATTEMPTS] or '') or 1) + (tonumber(f[TI_LEASE_BUDGET] or '') or 0)}
-      leased = leased + 1
-      ids[#ids + 1] = eid
-    elseif eid then
-      -- held aside, or left by a crash (the hash does not point back): never run
-      drop_entry(stream, eid)
+      if ok and needs_grant(kind) and not tenant_limits(L.tenants, tenant, now).commands then
+        -- queued while granted, revoked since: never run; promote dead-letters it
+        drop_entry(stream, eid)
+        quarantine(ti, iid, grant_message(tenant, 'task ' .. iid .. ' is a ' .. kind), now, 'grant')
+        ok, eid = false, nil
+      end
+      if ok and run and run ~= '' and breaker_gate(L.gates, run, iid, now) == 'hold' then
+        -- the job's breaker is open: held aside, not handed out
+        breaker_hold(ti, iid, run)
+        ok = false
+      end
+      local ck = f[TI_LEASE_CK]
+      if matched and not ok and ck and f[TI_LEASE_NAME] then
+        -- a woken waiter set aside otherwise gives its reserved slot back
+        ck_free(tenant, f[TI_LEASE_NAME], ck, f[TI_LEASE_CKN], iid, now)
+      end
+      if ok and ck and not ck_admit(L.cks, ti, iid, tenant, f[TI_LEASE_NAME], ck, f[TI_LEASE_CKN],
+          deadline, now) then
+        -- its key is at its cap: it waits in the key's list, not in the stream
+        drop_entry(stream, eid)
+        ok, eid, aside = false, nil, aside + 1
+      end
+      if ok then
+        local epoch, attempt = tonumber(f[TI_LEASE_EPOCH]) + 1, tonumber(f[TI_LEASE_ATTEMPT]) + 1
+        local pre = 'a:' .. attempt .. ':'
+        redis.call('HSET', ti, 'state', 'leased', 'loc', 'lease', 'attempt', attempt,
+          'epoch', epoch, 'worker', worker, 'deadline', deadline, 'lease_entry', eid,
+          pre .. 'w', worker, pre .. 'l', now)  -- the attempt's worker and lease time
+        held[#held + 1] = deadline
+        held[#held + 1] = iid
+        if run and run ~= '' then
+          -- the first lease of a run's task starts the run
+          local rk = key_run(run)
+          if redis.call('HGET', rk, 'state') == 'queued' then
+            redis.call('HSET', rk, 'state', 'running', 'started', now)
+          end
+        end
+        local cpu, mem = tonumber(f[TI_LEASE_CPU] or '') or 0, tonumber(f[TI_LEASE_MEM] or '') or 0
+        if L.cpu then L.cpu = L.cpu - cpu end
+        if L.mem then L.mem = L.mem - mem end
+        out[#out + 1] = {iid, epoch, attempt, f[TI_LEASE_NAME], kind, f[TI_LEASE_ARGS],
+          tonumber(f[TI_LEASE_TIMEOUT_MS] or '0'), tenant, f[TI_LEASE_CPU] or '', mem, queue,
+          (tonumber(f[TI_LEASE_MAX_ATTEMPTS] or '') or 1) + (tonumber(f[TI_LEASE_BUDGET] or '') or 0)}
+        leased = leased + 1
+        ids[#ids + 1] = eid
+      elseif eid then
+        -- held aside, or left by a crash (the hash does not point back): never run
+        drop_entry(stream, eid)
+      end
     end
   end
+
   if leased > 0 then
     -- the tenant's valid leases (its cap counts them), one call for the batch
     redis.call('ZADD', key_tleases(tenant), unpack(held))

@@ -120,6 +120,9 @@ class TaskRecord:
     debounce_last_at: datetime | None = None
     debounce_calls: int = 0
     # -- end unique windows and debounce --
+    #: its concurrency key's value and cap (model/concurrency.py); None: no key
+    concurrency_key: str | None = None
+    max_concurrent: int | None = None
 
     @classmethod
     def from_fields(cls, fields: Fields, shard: int, iid: str | None = None) -> TaskRecord:
@@ -184,6 +187,8 @@ class TaskRecord:
             debounce_first_at=_time(fields, "debounce_first"),
             debounce_last_at=_time(fields, "debounce_last"),
             debounce_calls=_int(fields, "debounce_calls"),
+            concurrency_key=_opt_text(fields, "ck"),
+            max_concurrent=_opt_int(fields, "ckn"),
         )
 
     @property
