@@ -15,6 +15,8 @@ import flask
 
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import ApiError, bad, body, only, redcron_app, reply
+from redcron.dashboard.api.params import EMPTY_BODY, Json, body_schema
+from redcron.model import validation
 
 bp = flask.Blueprint("tasks", __name__)
 
@@ -28,6 +30,32 @@ OPTIONS = {
     "countdown_s": "_countdown",
 }
 FIELDS = frozenset({"name", "args", "kwargs", *OPTIONS})
+
+
+def _or_null(schema: Json) -> Json:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def body_of(registered: list[str]) -> Json:
+    """``POST /v1/tasks``'s body as ``GET /v1/openapi.json`` shows it: ``name``
+    one of the tasks the server's app registers.  Whether the arguments fit the
+    task's function is checked on the call (400 naming ``args`` or
+    ``kwargs.<name>``).  A null option is the task's declared default."""
+    name: Json = {"type": "string", "enum": registered} if registered else {"type": "string"}
+    schema = body_schema({
+        "name": name,
+        "args": {"type": "array", "default": []},
+        # TaskDef.enqueue reads _names as options: set those by their body fields
+        "kwargs": {"type": "object", "propertyNames": {"pattern": "^[^_]"}, "default": {}},
+        "tenant": _or_null(validation.name_schema()),
+        "queue": _or_null(validation.name_schema()),
+        "priority": _or_null(validation.priority_schema()),
+        "timeout_s": _or_null(validation.seconds_schema()),
+        "retries": _or_null(validation.whole_number_schema()),
+        "countdown_s": _or_null(validation.seconds_schema()),
+    }, ("name",))  # fmt: skip
+    assert set(schema["properties"]) == FIELDS
+    return schema
 
 
 @bp.post("/tasks")
@@ -70,7 +98,7 @@ def cancel_task(task_id: str) -> flask.Response:
     may_still_be_running}`` (a leased attempt's code may go on until its worker's
     next heartbeat; a Python thread runs to its end, its result refused); 409
     naming the state it had already ended in."""
-    only(body(required=False), set())
+    only(body(required=False), EMPTY_BODY["properties"])
     task = auth.task(task_id)
     done = redcron_app().broker.cancel(task.id)
     if not done.cancelled:
