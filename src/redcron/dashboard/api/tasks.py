@@ -16,6 +16,7 @@ import flask
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import ApiError, bad, body, only, redcron_app, reply
 from redcron.dashboard.api.params import EMPTY_BODY, Json, body_schema
+from redcron.errors import ValidationError
 from redcron.model import validation
 
 bp = flask.Blueprint("tasks", __name__)
@@ -30,6 +31,8 @@ OPTIONS = {
     "countdown_s": "_countdown",
 }
 FIELDS = frozenset({"name", "args", "kwargs", *OPTIONS})
+#: a ValidationError's field from TaskDef.enqueue -> the body field it is
+_BODY_NAMES = {"timeout": "timeout_s", "countdown": "countdown_s"}
 
 
 def _or_null(schema: Json) -> Json:
@@ -83,7 +86,12 @@ def enqueue_task() -> flask.Response:
     options: dict[str, Any] = {
         option: data[field] for field, option in OPTIONS.items() if data.get(field) is not None
     }
-    handle = app.tasks[name].enqueue(*args, **kwargs, **options)
+    try:
+        handle = app.tasks[name].enqueue(*args, **kwargs, **options)
+    except ValidationError as exc:
+        # the Python API's names for two options: name the body's fields
+        field = _BODY_NAMES.get(exc.field, exc.field)
+        raise ApiError(400, "invalid", exc.message, field) from exc
     return reply(handle.info(), 201)
 
 
