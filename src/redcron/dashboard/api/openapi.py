@@ -194,6 +194,10 @@ _DEAD = {"tenant": "$response.body#/entries/0/tenant",
          "task_id": "$response.body#/entries/0/task_id"}  # fmt: skip
 _DLQ_LINKS: Json = {"ReplayDead": _link("replay_dead", _DEAD),
                     "DiscardDead": _link("discard_dead", _DEAD)}  # fmt: skip
+_TENANT = {"tenant": "$response.body#/tenant"}
+_TENANT_LINKS: Json = {"GetTenant": _link("get_tenant", _TENANT),
+                       "SetTenant": _link("set_tenant", _TENANT),
+                       "TenantDlq": _link("list_tenant_dlq", _TENANT)}  # fmt: skip
 _LEASE = {"lease_id": "$response.body#/0/lease_id"}
 _LEASE_LINKS: Json = {
     "Heartbeat": _link("worker_heartbeat", body={"worker_id": "$request.body#/worker_id",
@@ -230,7 +234,7 @@ def paths() -> Json:
             "parameters": _path("job_id"),
             "get": _op("get_job", "A job", "200", ref("Job"), ("404",)),
             "put": _op("replace_job", "Replace a job's spec (its name and tenant stay)", "200",
-                       ref("Job"), ("404",), ref("JobBody")),
+                       ref("Job"), ("404",), ref("JobReplaceBody")),
             "delete": _op("delete_job", "Delete a job", "204", None, ("404",)),
         },
         "/v1/jobs/{job_id}/pause": {
@@ -299,9 +303,10 @@ def paths() -> Json:
         "/v1/tenants/{tenant}": {
             "parameters": _tenant_path(),
             "get": _op("get_tenant", "A tenant's settings and live figures", "200",
-                       ref("TenantStatus"), ("400", "404")),
+                       ref("TenantStatus"), ("400", "404"), links=_TENANT_LINKS),
             "put": _op("set_tenant", "Change some settings (admin only)", "200",
-                       ref("TenantStatus"), ("404",), ref("TenantSettings")),
+                       ref("TenantStatus"), ("404",), ref("TenantSettings"),
+                       links=_TENANT_LINKS),
         },
         "/v1/tenants/{tenant}/dlq": {
             "parameters": _tenant_path(),

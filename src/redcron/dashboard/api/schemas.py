@@ -102,6 +102,8 @@ def schemas(registered: Sequence[str]) -> Json:
     return {
         **REPLIES,
         "JobBody": job_body_schema(),
+        # PUT keeps the job's name and tenant: left out, they are the job's
+        "JobReplaceBody": {k: v for k, v in job_body_schema().items() if k != "required"},
         "TaskBody": tasks.body_of(list(registered)),
         "TenantSettings": body_schema(settings_schema()),
         "WorkerLeaseBody": worker.LEASE_BODY,
