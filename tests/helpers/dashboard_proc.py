@@ -8,24 +8,30 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[2] / "src"
+APPS = Path(__file__).resolve().parents[1] / "apps"
 
 
 @contextmanager
 def dashboard(
-    redis_url: str, key_prefix: str, log_path: Path | None = None, **env: str
+    redis_url: str,
+    key_prefix: str,
+    log_path: Path | None = None,
+    args: Sequence[str] = (),
+    **env: str,
 ) -> Iterator[str]:
     """Run ``redcron dashboard --port 0`` under the test's prefix (``env``: more
-    REDCRON_* settings); yields its base URL once it listens.  Its stderr goes
+    REDCRON_* settings; ``args``: more options, e.g. ``-A module:app``, the module
+    found in tests/apps); yields its base URL once it listens.  Its stderr goes
     to ``log_path`` (default: a temporary file), printed when it stops so a
     failing test shows the server's tracebacks."""
     full = {
         **os.environ,
-        "PYTHONPATH": str(SRC),
+        "PYTHONPATH": os.pathsep.join([str(SRC), str(APPS)]),
         "REDCRON_PREFIX": key_prefix.rstrip(":"),
         **env,
     }
@@ -37,7 +43,7 @@ def dashboard(
         proc = stack.enter_context(
             subprocess.Popen(
                 [sys.executable, "-m", "redcron.cli.main", "dashboard", "--port", "0",
-                 "--redis", redis_url],
+                 "--redis", redis_url, *args],
                 stdout=subprocess.PIPE, stderr=log, text=True, env=full,
             )
         )  # fmt: skip

@@ -107,6 +107,51 @@ def test_openapi_json_is_served(client: FlaskClient) -> None:
     doc = client.get("/v1/openapi.json").get_json()
     assert doc["openapi"].startswith("3.1")
     assert "/v1/jobs/{job_id}/trigger" in doc["paths"]
+    # the tasks POST /v1/tasks takes are the server app's (-A)
+    assert doc["components"]["schemas"]["TaskBody"]["properties"]["name"]["enum"] == sorted(
+        ["api.add", "api.broken"]
+    )
+
+
+def _operations(doc: dict[str, Any]) -> dict[str, tuple[str, str, dict[str, Any]]]:
+    return {
+        op["operationId"]: (path, method, op)
+        for path, item in doc["paths"].items()
+        for method, op in item.items()
+        if method != "parameters"
+    }
+
+
+def test_openapi_declares_the_statuses_every_route_can_answer() -> None:
+    for op_id, (path, _method, op) in _operations(DOCUMENT).items():
+        codes = set(op["responses"])
+        if op.get("security") == []:
+            continue  # the document itself: no token, no Redis
+        assert {"401", "403", "503"} <= codes, op_id
+        if "requestBody" in op or "parameters" in op:
+            assert "400" in codes, op_id
+        if "{" in path and path != "/v1/tenants/{tenant}":
+            assert "404" in codes, op_id
+        for code, answer in op["responses"].items():
+            if code >= "400":
+                assert answer["content"]["application/json"]["schema"] == {
+                    "$ref": "#/components/schemas/Error"
+                }, (op_id, code)
+
+
+def test_openapi_links_name_real_operations_and_parameters() -> None:
+    ops = _operations(DOCUMENT)
+    links = 0
+    for op_id, (_path, _method, op) in ops.items():
+        for answer in op["responses"].values():
+            for name, link in answer.get("links", {}).items():
+                links += 1
+                target_path, _m, target = ops[link["operationId"]]
+                names = {p["name"] for p in DOCUMENT["paths"][target_path].get("parameters", [])}
+                names |= {p["name"] for p in target.get("parameters", [])}
+                assert set(link.get("parameters", {})) <= names, (op_id, name)
+                assert link.get("parameters") or link.get("requestBody"), (op_id, name)
+    assert links >= 30
 
 
 # -- jobs --------------------------------------------------------------------------------
@@ -535,7 +580,8 @@ WRONG_TASKS: list[tuple[dict[str, Any], str]] = [
     ({"name": "api.add", "kwargs": []}, "kwargs"),
     ({"name": "api.add", "kwargs": {"_x": 1}}, "kwargs._x"),
     ({"name": "api.add", "retries": -1}, "retries"),
-    ({"name": "api.add", "timeout_s": "x"}, "timeout"),
+    ({"name": "api.add", "timeout_s": "x"}, "timeout_s"),
+    ({"name": "api.add", "countdown_s": -1}, "countdown_s"),
     ({"name": "api.add", "priority": "urgent"}, "priority"),
     ({"name": "api.add", "tenant": "a b"}, "tenant"),
     ({"name": "api.add", "args": [2**80]}, "args"),
@@ -547,6 +593,8 @@ WRONG_TASKS: list[tuple[dict[str, Any], str]] = [
 def test_wrong_task_fields_are_400(client: FlaskClient, data: dict[str, Any], field: str) -> None:
     err = error_of(client.post("/v1/tasks", json=data), 400)
     assert err["field"] is not None and err["field"].lstrip("_").startswith(field), err
+    if field in ("timeout_s", "countdown_s"):  # the body's name, not the Python API's
+        assert err["field"] == field, err
 
 
 @pytest.mark.parametrize(

@@ -78,7 +78,9 @@ def test_delay_ms() -> None:
 def test_non_negative_int() -> None:
     assert validation.non_negative_int(0, "retries") == 0
     assert validation.non_negative_int(5, "retries") == 5
-    for bad in (-1, 1.0, True, "3", None):
+    # JSON's 3.0 is the whole number 3 (JSON Schema's integer, as the API documents it)
+    assert type(validation.non_negative_int(3.0, "retries")) is int
+    for bad in (-1, 1.5, -1.0, float("nan"), True, "3", None):
         with pytest.raises(ValidationError, match=r"^retries: "):
             validation.non_negative_int(bad, "retries")
 

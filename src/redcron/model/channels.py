@@ -10,10 +10,12 @@ is checked when the channel is made and again before every send.
 from __future__ import annotations
 
 import math
+import re
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from redcron.errors import ValidationError
 from redcron.model import validation
@@ -165,3 +167,43 @@ def check_name(value: object) -> str:
     if value is None or value == "":
         return "channel"
     return validation.name("name", value)
+
+
+def url_pattern(allow: Sequence[str]) -> str:
+    """A JSON Schema ``pattern`` of the URLs :func:`check_url` takes with this
+    allowlist (stricter where a regex cannot follow it: lowercase hosts, no
+    trailing dot); an empty allowlist takes none."""
+    hosts: list[str] = []
+    for entry in allow:
+        if entry == "*":
+            hosts = ["[^/?#@:\\[\\]\\s]+"]
+            break
+        if entry.startswith("."):
+            hosts.append(f"(?:[^/?#@:\\s]+\\.)?{re.escape(entry[1:])}")
+        else:
+            hosts.append(re.escape(entry))
+    if not hosts:
+        return "^(?!)"  # matches nothing: no host is allowed yet
+    port = (
+        "(?::(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}"
+        "|655[0-2][0-9]|6553[0-5]))?"
+    )
+    return f"^[hH][tT][tT][pP][sS]?://(?:{'|'.join(hosts)}){port}(?:[/?#]\\S*)?$"
+
+
+def body_properties(allow: Sequence[str] = ()) -> dict[str, Any]:
+    """The JSON Schema of each field a new channel takes (``POST /v1/channels``)
+    on a server with the allowlist ``allow``, beside the checks above."""
+    seconds = {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT_S}
+    events = {"type": "array", "items": {"enum": list(EVENT_TYPES)}}
+    return {
+        "tenant": {"anyOf": [validation.name_schema(), {"type": "null"}]},
+        "kind": {"enum": list(KINDS)},
+        "url": {"type": "string", "maxLength": 2048, "pattern": url_pattern(allow),
+                "description": "http(s) to a host of the admin's allowlist "
+                "(REDCRON_NOTIFY_ALLOW_HOSTS)"},
+        "events": {"anyOf": [events, {"type": "null"}],
+                   "description": "event types; none: every type"},
+        "name": {"anyOf": [validation.name_schema(optional=True), {"type": "null"}]},
+        "timeout_s": {"anyOf": [seconds, {"type": "null"}]},
+    }  # fmt: skip

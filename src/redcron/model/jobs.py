@@ -102,7 +102,7 @@ class Task:
         serde.dumps(self.kwargs, field=f"{where}.kwargs")
         validation.timeout_ms(self.timeout, f"{where}.timeout")
         if self.retries is not None:
-            validation.non_negative_int(self.retries, f"{where}.retries")
+            self.retries = validation.non_negative_int(self.retries, f"{where}.retries")
         if self.priority is not None:
             validation.priority(self.priority, f"{where}.priority")
         if self.queue is not None:
@@ -171,8 +171,10 @@ class JobSpec:
         if self.overlap not in OVERLAP_POLICIES:
             raise ValidationError("overlap", f"{self.overlap!r} is not one of {OVERLAP_POLICIES}")
         for fname in ("catchup_limit", "keep_runs", "breaker_min_attempts"):
-            validation.whole_number(getattr(self, fname), fname, 1)
-        validation.non_negative_int(self.pause_after_failures, "pause_after_failures")
+            setattr(self, fname, validation.whole_number(getattr(self, fname), fname, 1))
+        self.pause_after_failures = validation.non_negative_int(
+            self.pause_after_failures, "pause_after_failures"
+        )
         validation.fraction(self.breaker_threshold, "breaker_threshold")
         for fname in ("breaker_window_s", "breaker_cooldown_s"):
             validation.seconds(getattr(self, fname), fname, above=True)

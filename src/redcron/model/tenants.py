@@ -150,7 +150,7 @@ class TenantSettings:
                 "share, raise the other tenants' weights",
             )
         for field in ("max_in_flight", "burst", "max_queued"):
-            validation.non_negative_int(getattr(self, field), field)
+            setattr(self, field, validation.non_negative_int(getattr(self, field), field))
         _rate(self.rate, self.rate)
         validation.seconds(self.jitter_s, "jitter_s")
         validation.priority(self.max_priority, "max_priority")
@@ -195,3 +195,24 @@ class TenantSettings:
 
     def as_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "effective_burst": self.effective_burst}
+
+
+def settings_schema() -> dict[str, dict[str, object]]:
+    """What :meth:`TenantSettings.validate` (and :func:`parse_rate`) accept, field by
+    field, as JSON Schema (``PUT /v1/tenants/{tenant}``'s body)."""
+    count = validation.whole_number_schema()
+    schema: dict[str, dict[str, object]] = {
+        "weight": validation.number_schema(1, maximum=MAX_WEIGHT),
+        "max_in_flight": count,
+        "rate": {"anyOf": [validation.number_schema(),
+                           {"type": "string", "pattern": validation.anchored(_RATE)}],
+                 "description": "tasks per second: N, N/s, N/m or N/h; 0 = unlimited"},
+        "burst": count,
+        "max_queued": count,
+        "max_priority": validation.priority_schema(),
+        "jitter_s": validation.seconds_schema(),
+        "allow_commands": {"type": "boolean"},
+    }  # fmt: skip
+    defaults = TenantSettings()
+    schema = {f: {**part, "default": getattr(defaults, f)} for f, part in schema.items()}
+    return schema

@@ -101,7 +101,14 @@ def timeout_ms(value: float | None, field: str = "timeout") -> int:
 
 
 def whole_number(value: object, field: str, minimum: int = 0) -> int:
-    """An ``int`` (not a bool, not a float) ``>= minimum`` and ``<=`` :data:`MAX_COUNT`."""
+    """An ``int`` ``>= minimum`` and ``<=`` :data:`MAX_COUNT`, returned as an ``int``.
+
+    A float with no fraction (``3.0``) is that whole number: JSON has one kind of
+    number, and JSON Schema's ``integer`` (what the API's document says) includes
+    it; ``2.5``, booleans and text are refused.
+    """
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= MAX_COUNT:
         raise ValidationError(
             field, f"{value!r} must be a whole number >= {minimum} and <= 2**53 - 1"
@@ -172,7 +179,9 @@ def mem_bytes(value: object, field: str = "mem") -> int:
     if isinstance(value, int) and 0 < value <= MAX_COUNT:
         return value
     if isinstance(value, float):
-        number(value, field, above=True, unit="bytes", example="512M or 16G")  # NaN, inf
+        # NaN, inf; a float is bytes whatever its spelling (5e-324 is no text _MEM reads)
+        number(value, field, above=True, unit="bytes", example="512M or 16G", maximum=MAX_COUNT)
+        return int(value)
     text = value if isinstance(value, str) else str(value) if isinstance(value, int | float) else ""
     match = _MEM.fullmatch(text)
     unit = match.group(2).lower() if match else ""
@@ -246,3 +255,85 @@ def image(value: object, field: str) -> str:
             field, f"{value!r} is not an image name; use e.g. registry.example.com/app:1.2"
         )
     return text
+
+
+# -- the same checks as JSON Schema ------------------------------------------------------
+# What the API's OpenAPI document (dashboard/api/openapi.py) says of a value these
+# functions check: built from the constants above, so the document cannot drift from
+# the checks.  Where a check goes beyond what JSON Schema says (a memory amount's
+# total, a backoff's base <= cap) the schema is the closest superset, and the API
+# answers 400 naming the field for the rest.
+
+Schema = dict[str, object]
+
+
+def anchored(regex: re.Pattern[str]) -> str:
+    """``regex`` as a JSON Schema ``pattern``, which matches anywhere unless anchored
+    (the checks here use ``fullmatch``)."""
+    return f"^(?:{regex.pattern})$"
+
+
+def name_schema(optional: bool = False) -> Schema:
+    """:func:`name`; ``optional``: an empty text too (a query filter left blank)."""
+    body = _NAME.pattern
+    return {"type": "string", "pattern": f"^(?:{body})?$" if optional else anchored(_NAME)}
+
+
+def priority_schema() -> Schema:
+    return {"type": "string", "enum": list(PRIORITIES)}
+
+
+def number_schema(
+    minimum: float = 0.0, *, above: bool = False, maximum: float | None = None
+) -> Schema:
+    """:func:`number` (a JSON number is finite: a body with ``1e400`` is a 400)."""
+    out: Schema = {"type": "number", ("exclusiveMinimum" if above else "minimum"): minimum}
+    if maximum is not None:
+        out["maximum"] = maximum
+    return out
+
+
+def seconds_schema(*, above: bool = False) -> Schema:
+    """:func:`seconds`, :func:`timeout_ms` and :func:`delay_ms` (null: none)."""
+    return number_schema(above=above, maximum=MAX_SECONDS)
+
+
+def whole_number_schema(minimum: int = 0) -> Schema:
+    """:func:`whole_number` (JSON Schema's integer includes ``3.0``, as it does)."""
+    return {"type": "integer", "minimum": minimum, "maximum": MAX_COUNT}
+
+
+def mem_schema() -> Schema:
+    """:func:`mem_bytes`: a positive number of bytes, or text such as ``512M`` (an
+    amount with a non-zero digit and one of :data:`_MEM_UNITS`, in any case)."""
+    units = "|".join(
+        "".join(f"[{c}{c.upper()}]" for c in u)
+        for u in sorted((u for u in _MEM_UNITS if u), key=len, reverse=True)
+    )
+    amount = r"[0-9]*[1-9][0-9]*(?:\.[0-9]+)?|[0-9]+\.[0-9]*[1-9][0-9]*"
+    text = rf"^\s*(?:{amount})\s*(?:{units})?\s*$"
+    return {"anyOf": [number_schema(above=True, maximum=MAX_COUNT),
+                      {"type": "string", "pattern": text}]}  # fmt: skip
+
+
+def cpus_schema() -> Schema:
+    return number_schema(above=True)
+
+
+def text_schema(non_empty: bool = True) -> Schema:
+    """:func:`argv`'s and :func:`cwd`'s strings: no NUL character."""
+    return {"type": "string", "pattern": "^[^\\x00]+$" if non_empty else "^[^\\x00]*$"}
+
+
+def argv_schema() -> Schema:
+    return {"type": "array", "minItems": 1, "prefixItems": [text_schema()],
+            "items": text_schema(non_empty=False)}  # fmt: skip
+
+
+def env_schema() -> Schema:
+    return {"type": ["object", "null"], "propertyNames": {"pattern": "^[^=\\x00]+$"},
+            "additionalProperties": text_schema(non_empty=False)}  # fmt: skip
+
+
+def image_schema() -> Schema:
+    return {"type": "string", "pattern": "^[^\\s\\x00-][^\\s\\x00]*$"}

@@ -12,26 +12,20 @@ import flask
 
 from redcron.broker import ActionLog, valid_action_cursor
 from redcron.dashboard.api import auth
-from redcron.dashboard.api.common import (
-    bad,
-    encode_cursor,
-    query_cursor,
-    query_limit,
-    redcron_app,
-    reply,
-)
-from redcron.model import validation
+from redcron.dashboard.api.common import bad, encode_cursor, redcron_app, reply
+from redcron.dashboard.api.params import LIMIT, TENANT, CursorParam
 
 bp = flask.Blueprint("audit", __name__)
+
+#: a page's cursor: the last entry's stream id
+CURSOR = CursorParam("audit", (str,))
 
 
 @bp.get("/audit")
 def list_actions() -> flask.Response:
-    tenant = flask.request.args.get("tenant") or None
-    if tenant is not None:
-        validation.name("tenant", tenant)
-    limit = query_limit()
-    key = query_cursor((str,))
+    tenant = TENANT.read()
+    limit = LIMIT.read()
+    key = CURSOR.read()
     if key is not None and not valid_action_cursor(key[0]):
         bad("cursor", "not a cursor this API returned (pass next_cursor as it is)")
     if tenant is not None and not auth.may_see(tenant):

@@ -12,14 +12,16 @@ import flask
 
 from redcron.broker import ChannelStore
 from redcron.dashboard.api import auth
-from redcron.dashboard.api.common import body, only, query_int, redcron_app, reply
+from redcron.dashboard.api.common import body, only, redcron_app, reply
+from redcron.dashboard.api.params import EMPTY_BODY, TENANT, IntParam
 from redcron.errors import NotFound
-from redcron.model import validation
 from redcron.model.channels import ChannelInfo
 
 bp = flask.Blueprint("channels", __name__)
 
 FIELDS = frozenset({"tenant", "kind", "url", "events", "name", "timeout_s"})
+#: a delivery log page
+DELIVERIES_LIMIT = IntParam("limit", 50, 1, 1000, "Lines")
 
 
 def _store() -> ChannelStore:
@@ -38,11 +40,9 @@ def channel(channel_id: str) -> ChannelInfo:
 @bp.get("/channels")
 def list_channels() -> flask.Response:
     """The caller's channels (admin: every one, or ``tenant``'s)."""
-    tenant = flask.request.args.get("tenant") or None
-    if tenant is not None:
-        validation.name("tenant", tenant)
-        if not auth.may_see(tenant):
-            return reply({"channels": []})
+    tenant = TENANT.read()
+    if tenant is not None and not auth.may_see(tenant):
+        return reply({"channels": []})
     return reply({"channels": _store().list(tenant or auth.scope())})
 
 
@@ -77,6 +77,7 @@ def remove_channel(channel_id: str) -> flask.Response:
 @bp.post("/channels/<channel_id>/test")
 def test_channel(channel_id: str) -> flask.Response:
     """Queue a test message; the notifier sends it (see its deliveries)."""
+    only(body(required=False), EMPTY_BODY["properties"])
     channel(channel_id)
     return reply({"delivery": _store().send_test(channel_id)}, 202)
 
@@ -84,7 +85,7 @@ def test_channel(channel_id: str) -> flask.Response:
 @bp.get("/channels/<channel_id>/deliveries")
 def deliveries(channel_id: str) -> flask.Response:
     channel(channel_id)
-    limit = query_int("limit", 50, 1, 1000)
+    limit = DELIVERIES_LIMIT.read()
     store = _store()
     return reply(
         {"deliveries": store.deliveries(channel_id, limit), "pending": store.pending(channel_id)}

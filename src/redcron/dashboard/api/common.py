@@ -7,7 +7,7 @@ import base64
 import binascii
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, NoReturn
 
 import flask
@@ -156,28 +156,14 @@ def body(required: bool = True) -> dict[str, Any]:
     return data
 
 
-def only(data: dict[str, Any], known: set[str] | frozenset[str]) -> None:
-    unknown = set(data) - set(known)
+def only(data: dict[str, Any], known: Iterable[str]) -> None:
+    """Refuse a field not in ``known`` (a body schema's ``properties``, or names)."""
+    known = set(known)
+    unknown = set(data) - known
     if unknown:
         bad(first_unknown(unknown), f"unknown field; known: {', '.join(sorted(known))}")
 
 
-def query_int(name: str, default: int, minimum: int, maximum: int) -> int:
-    text = flask.request.args.get(name)
-    if text is None:
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        bad(name, f"{text!r} is not a whole number")
-    if not minimum <= value <= maximum:
-        bad(name, f"{value} is out of range {minimum}..{maximum}")
-    return value
-
-
-#: list replies: the page size when a request names none, and the most it may ask
-DEFAULT_LIMIT = 50
-MAX_LIMIT = 500
 _NOT_OURS = "not a cursor this API returned (pass next_cursor as it is)"
 
 
@@ -200,16 +186,6 @@ def decode_cursor(text: str, shape: tuple[type, ...]) -> list[Any]:
         if not isinstance(value, kind) or isinstance(value, bool):
             bad("cursor", _NOT_OURS)
     return key
-
-
-def query_cursor(shape: tuple[type, ...]) -> list[Any] | None:
-    """The request's ``cursor`` query argument, decoded (None: the first page)."""
-    text = flask.request.args.get("cursor")
-    return decode_cursor(text, shape) if text else None
-
-
-def query_limit() -> int:
-    return query_int("limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
 
 
 def error_response(

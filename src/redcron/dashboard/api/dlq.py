@@ -11,23 +11,25 @@ from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import (
     bad,
     encode_cursor,
-    query_cursor,
-    query_limit,
     redcron_app,
     reply,
 )
+from redcron.dashboard.api.params import LIMIT, TENANT, CursorParam, TextParam
 from redcron.errors import ValidationError
 from redcron.model import validation
 
 bp = flask.Blueprint("dlq", __name__)
 
 _NOT_OURS = "not a cursor this API returned (pass next_cursor as it is)"
+#: the query of the DLQ lists (and LIMIT, TENANT)
+CURSOR = CursorParam("dlq", (str, str))
+NAME = TextParam("name", "Only dead tasks of this task name")
 
 
 def dlq_cursor() -> tuple[str, str] | None:
     """The request's ``cursor``: (tenant, entry id) of the last entry of a page
     (an empty entry id: past that tenant); 400 naming ``cursor`` otherwise."""
-    key = query_cursor((str, str))
+    key = CURSOR.read()
     if key is None:
         return None
     tenant, eid = key
@@ -44,12 +46,9 @@ def dlq_cursor() -> tuple[str, str] | None:
 def list_dlq() -> flask.Response:
     """Dead tasks of every tenant (``tenant``: of one; ``name``: of one task
     name), ``limit`` a page (default 50), following ``cursor``."""
-    args = flask.request.args
-    tenant = args.get("tenant") or None
-    if tenant is not None:
-        validation.name("tenant", tenant)
-    name = args.get("name") or None
-    limit = query_limit()
+    tenant = TENANT.read()
+    name = NAME.read()
+    limit = LIMIT.read()
     after = dlq_cursor()
     if tenant is not None and not auth.may_see(tenant):
         return reply({"entries": [], "next_cursor": None})

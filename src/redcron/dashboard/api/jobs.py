@@ -27,19 +27,21 @@ from redcron.dashboard.api.common import (
     body,
     encode_cursor,
     only,
-    query_cursor,
-    query_limit,
     redcron_app,
     reply,
 )
+from redcron.dashboard.api.params import LIMIT, TENANT, CursorParam
 from redcron.errors import ValidationError
 from redcron.keys import JOBIDX_SEP
-from redcron.model import JobRecord, validation
+from redcron.model import JobRecord
 from redcron.model.jobfile import JobFileError, parse_jobs
 from redcron.model.jobs import JobSpec
 from redcron.model.serialize import to_json
 
 bp = flask.Blueprint("jobs", __name__)
+
+#: the query of GET /v1/jobs
+CURSOR = CursorParam("jobs", (str, str))
 
 SOURCE = "body"
 
@@ -91,11 +93,9 @@ def create_job() -> flask.Response:
 def list_jobs() -> flask.Response:
     """Jobs by tenant and name, a page at a time (``limit``, ``cursor``); a
     request without ``cursor`` answers the first page, with ``next_cursor``."""
-    tenant = flask.request.args.get("tenant") or None
-    if tenant is not None:
-        validation.name("tenant", tenant)
-    limit = query_limit()
-    key = query_cursor((str, str))
+    tenant = TENANT.read()
+    limit = LIMIT.read()
+    key = CURSOR.read()
     if tenant is not None and not auth.may_see(tenant):
         return reply({"jobs": [], "next_cursor": None})
     app = redcron_app()

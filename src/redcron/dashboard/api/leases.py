@@ -49,7 +49,22 @@ SECRET_CACHE = "redcron.lease_secret"
 _DOMAIN = b"redcron lease v1\n"
 
 WORKER_ID = re.compile(r"[A-Za-z0-9_.:@\-]{1,128}")
-_B64 = re.compile(r"[A-Za-z0-9_\-]+")
+_B64_CHAR = r"[A-Za-z0-9_\-]"
+#: base64url without padding in its one spelling: the last character of a partial
+#: group carries no unused bits (``AQ``, never ``AR``, for one byte)
+_B64 = re.compile(
+    rf"(?:{_B64_CHAR}{{4}})*(?:{_B64_CHAR}{{4}}|{_B64_CHAR}[AQgw]|{_B64_CHAR}{{2}}[AEIMQUYcgkosw048])"
+)
+#: the most characters a lease_id may have
+MAX_LEASE_ID = 1024
+#: what a lease_id looks like (GET /v1/openapi.json): whether it is genuine only
+#: the signature check tells (403)
+LEASE_ID_SCHEMA: dict[str, object] = {
+    "type": "string",
+    "maxLength": MAX_LEASE_ID,
+    "pattern": f"^{_B64.pattern}\\.{_B64.pattern}$",
+    "description": "a lease_id exactly as POST /v1/worker/lease returned it",
+}
 _MALFORMED = "malformed lease_id: pass it back exactly as the lease returned it"
 
 
@@ -91,7 +106,7 @@ def verify(value: object, field: str = "lease_id") -> LeaseToken:
     Raises the 400 or 403 :class:`ApiError` the module docstring lists; nothing is
     read from or written to a task before this returns.
     """
-    if not isinstance(value, str) or not value or len(value) > 1024:
+    if not isinstance(value, str) or not value or len(value) > MAX_LEASE_ID:
         bad(field, "must be a lease_id string as returned by POST /v1/worker/lease")
     payload_text, dot, signature_text = value.partition(".")
     raw, signature = _unb64(payload_text), _unb64(signature_text)

@@ -14,16 +14,18 @@ from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import (
     bad,
     encode_cursor,
-    query_cursor,
-    query_limit,
     redcron_app,
     reply,
 )
 from redcron.dashboard.api.leases import WORKER_ID
+from redcron.dashboard.api.params import LIMIT, CursorParam
 from redcron.model import WorkerInfo
 from redcron.model.serialize import to_json
 
 bp = flask.Blueprint("live_workers", __name__)
+
+#: the query of GET /v1/workers (and LIMIT)
+CURSOR = CursorParam("workers", (str,))
 
 
 def serves_tenant(worker: WorkerInfo, tenant: str | None) -> bool:
@@ -41,8 +43,8 @@ def as_seen(worker: WorkerInfo, tenant: str | None) -> WorkerInfo:
 @bp.get("/workers")
 def list_workers() -> flask.Response:
     """Live workers by id, ``limit`` a page (default 50), following ``cursor``."""
-    limit = query_limit()
-    key = query_cursor((str,))
+    limit = LIMIT.read()
+    key = CURSOR.read()
     if key is not None and not WORKER_ID.fullmatch(key[0]):
         bad("cursor", "not a cursor this API returned (pass next_cursor as it is)")
     app = redcron_app()

@@ -19,21 +19,29 @@ from redcron.broker import RunCancel, TaskCancel, page_job_runs, page_runs
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import (
     ApiError,
-    bad,
     body,
     encode_cursor,
     only,
-    query_cursor,
-    query_limit,
     redcron_app,
     reply,
 )
+from redcron.dashboard.api.params import LIMIT, TENANT, ChoiceParam, CursorParam, TextParam
 from redcron.errors import NotFound
-from redcron.model import ExpiredTask, RunRecord, TaskRecord, validation
+from redcron.model import ExpiredTask, RunRecord, TaskRecord
 from redcron.model.serialize import to_json
 from redcron.model.states import RunState
 
 bp = flask.Blueprint("runs", __name__)
+
+#: the query of GET /v1/runs (and LIMIT, TENANT)
+CURSOR = CursorParam("runs", (int, str))
+JOB = TextParam("job", "Only this job's runs, by scheduled time (404 for an unknown job)")
+STATE = ChoiceParam(
+    "state",
+    tuple(RunState),
+    "Only runs in this state; a page then reads at most 1,000 runs, so it may hold "
+    "fewer than limit while next_cursor is not null: page until it is",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,17 +85,12 @@ def list_runs() -> flask.Response:
     """Runs newest first, a page at a time: of one job (its history by scheduled
     time), or from the run indexes by creation time (``broker.listing``: a page
     reads a page, whatever the number of jobs and runs)."""
-    args = flask.request.args
-    limit = query_limit()
-    key = query_cursor((int, str))
+    limit = LIMIT.read()
+    key = CURSOR.read()
     cursor = (key[0], key[1]) if key is not None else None
-    state = args.get("state") or None
-    if state is not None and state not in set(RunState):
-        bad("state", f"{state!r} is not one of {', '.join(s.value for s in RunState)}")
-    tenant = args.get("tenant") or None
-    if tenant is not None:
-        validation.name("tenant", tenant)
-    job_id = args.get("job") or None
+    state = STATE.read()
+    tenant = TENANT.read()
+    job_id = JOB.read()
     if job_id is not None:
         job = auth.job(job_id)
         if tenant is not None and tenant != job.tenant:

@@ -18,8 +18,9 @@ import flask
 
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import ApiError, bad, body, only, redcron_app, reply
+from redcron.dashboard.api.params import EMPTY_BODY, Json, body_schema
 from redcron.errors import ValidationError
-from redcron.model import to_json
+from redcron.model import to_json, validation
 
 bp = flask.Blueprint("tasks", __name__)
 
@@ -39,10 +40,43 @@ OPTIONS = {
     "concurrency_key": "_concurrency_key",
 }
 FIELDS = frozenset({"name", "args", "kwargs", *OPTIONS})
-#: a per-call option's name in a ValidationError -> the body field that set it
-#: (the unique/debounce options, and the countdown debounce refuses)
-BODY_FIELD = {option: field for field, option in OPTIONS.items() if field.startswith(
-    ("unique_", "debounce_", "max_wait_", "countdown_"))}  # fmt: skip
+#: a ValidationError's field from TaskDef.enqueue (the Python API's names, with or
+#: without their "_") -> the body field that set it
+_BODY_NAMES = {option: field for field, option in OPTIONS.items()} | {
+    option.lstrip("_"): field for field, option in OPTIONS.items()
+}
+
+
+def _or_null(schema: Json) -> Json:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def body_of(registered: list[str]) -> Json:
+    """``POST /v1/tasks``'s body as ``GET /v1/openapi.json`` shows it: ``name``
+    one of the tasks the server's app registers.  Whether the arguments fit the
+    task's function is checked on the call (400 naming ``args`` or
+    ``kwargs.<name>``).  A null option is the task's declared default."""
+    name: Json = {"type": "string", "enum": registered} if registered else {"type": "string"}
+    schema = body_schema({
+        "name": name,
+        "args": {"type": "array", "default": []},
+        # TaskDef.enqueue reads _names as options: set those by their body fields
+        "kwargs": {"type": "object", "propertyNames": {"pattern": "^[^_]"}, "default": {}},
+        "tenant": _or_null(validation.name_schema()),
+        "queue": _or_null(validation.name_schema()),
+        "priority": _or_null(validation.priority_schema()),
+        "timeout_s": _or_null(validation.seconds_schema()),
+        "retries": _or_null(validation.whole_number_schema()),
+        "countdown_s": _or_null(validation.seconds_schema()),
+        # issue 21: whether they combine (a debounce refuses a countdown, a unique
+        # window a debounce) is the call's check, a 400 naming the field
+        "unique_for_s": _or_null(validation.seconds_schema(above=True)),
+        "unique_key": _or_null({"type": "string", "minLength": 1, "maxLength": 256}),
+        "debounce_s": _or_null(validation.seconds_schema(above=True)),
+        "max_wait_s": _or_null(validation.seconds_schema(above=True)),
+        "concurrency_key": _or_null({"type": "string", "minLength": 1}),
+    }, ("name",))  # fmt: skip
+    return schema
 
 
 @bp.post("/tasks")
@@ -73,9 +107,9 @@ def enqueue_task() -> flask.Response:
     try:
         handle = app.tasks[name].enqueue(*args, **kwargs, **options)
     except ValidationError as exc:
-        if exc.field in BODY_FIELD:
-            raise ValidationError(BODY_FIELD[exc.field], exc.message) from exc
-        raise
+        # the Python API's names for two options: name the body's fields
+        field = _BODY_NAMES.get(exc.field, exc.field)
+        raise ApiError(400, "invalid", exc.message, field) from exc
     return reply({**to_json(handle.info()), "duplicate": handle.duplicate},
                  200 if handle.duplicate else 201)  # fmt: skip
 
@@ -96,7 +130,7 @@ def cancel_task(task_id: str) -> flask.Response:
     may_still_be_running}`` (a leased attempt's code may go on until its worker's
     next heartbeat; a Python thread runs to its end, its result refused); 409
     naming the state it had already ended in."""
-    only(body(required=False), set())
+    only(body(required=False), EMPTY_BODY["properties"])
     task = auth.task(task_id)
     done = redcron_app().broker.cancel(task.id)
     if not done.cancelled:

@@ -14,20 +14,17 @@ from redcron.dashboard.api.common import (
     body,
     encode_cursor,
     only,
-    query_int,
     redcron_app,
     reply,
 )
 from redcron.dashboard.api.dlq import dlq_cursor
+from redcron.dashboard.api.params import DLQ_LIMIT
 from redcron.errors import NotFound
 from redcron.model import validation
 from redcron.model.states import TaskState
 from redcron.model.tenants import SETTINGS_FIELDS
 
 bp = flask.Blueprint("tenants", __name__)
-
-DEFAULT_DLQ_LIMIT = 100
-MAX_DLQ_LIMIT = 1000
 
 
 @bp.get("/tenants/<tenant>")
@@ -54,7 +51,7 @@ def set_tenant(tenant: str) -> flask.Response:
 def list_dlq(tenant: str) -> flask.Response:
     validation.name("tenant", tenant)
     auth.tenant_path(tenant)
-    limit = query_int("limit", DEFAULT_DLQ_LIMIT, 1, MAX_DLQ_LIMIT)
+    limit = DLQ_LIMIT.read()
     found = redcron_app().broker.dlq.page(tenant, dlq_cursor(), limit)
     nxt = found.next_cursor
     return reply(

@@ -28,7 +28,8 @@ from redcron.broker import TRANSIENT, Broker, FailItem, FailResult, Lease
 from redcron.dashboard.api import auth, http_workers, leases
 from redcron.dashboard.api.common import ApiError, bad, body, only, redcron_app, reply
 from redcron.dashboard.api.connection import UnlessSent, client_gone
-from redcron.dashboard.api.leases import LeaseToken
+from redcron.dashboard.api.leases import LEASE_ID_SCHEMA, WORKER_ID, LeaseToken
+from redcron.dashboard.api.params import Json, body_schema
 from redcron.model import validation
 
 log = logging.getLogger(__name__)
@@ -47,10 +48,56 @@ POLL_S = 1.0
 
 _rotation = itertools.count()
 
+_WORKER_ID_SCHEMA: Json = {"type": "string", "pattern": validation.anchored(WORKER_ID)}
+#: the bodies the routes take, as ``GET /v1/openapi.json`` shows them; each route
+#: refuses a field not in its schema's properties (``only``)
+CAPACITY: Json = body_schema(
+    {
+        "slots": {"type": "integer", "minimum": 1, "maximum": MAX_SLOTS, "default": 1},
+        "cpu": {"anyOf": [validation.cpus_schema(), {"type": "null"}]},
+        "mem": {"anyOf": [validation.mem_schema(), {"type": "null"}]},
+    }
+)
+LEASE_BODY: Json = body_schema(
+    {
+        "worker_id": _WORKER_ID_SCHEMA,
+        "capacity": CAPACITY,
+        "queues": {
+            "type": "array",
+            "minItems": 1,
+            "items": validation.name_schema(),
+            "default": ["default"],
+        },
+        "wait_s": {**validation.number_schema(maximum=MAX_WAIT_S), "default": 0},
+    },
+    ("worker_id",),
+)
+HEARTBEAT_BODY: Json = body_schema(
+    {
+        "worker_id": _WORKER_ID_SCHEMA,
+        "lease_ids": {"type": "array", "maxItems": MAX_HEARTBEAT, "items": LEASE_ID_SCHEMA},
+    },
+    ("worker_id", "lease_ids"),
+)
+COMPLETE_BODY: Json = body_schema(
+    {
+        "lease_id": LEASE_ID_SCHEMA,
+        "result": {"description": "any JSON (stored as msgpack: integers within 64 bits)"},
+    },
+    ("lease_id",),
+)
+FAIL_BODY: Json = body_schema({
+    "lease_id": LEASE_ID_SCHEMA,
+    "error": {"type": "string", "default": ""},
+    "retryable": {"type": "boolean", "default": True},
+    "exit_code": {"type": ["integer", "null"]},
+    "retry_in_s": {"anyOf": [validation.seconds_schema(), {"type": "null"}]},
+}, ("lease_id",))  # fmt: skip
+
 
 def _worker_id(data: dict[str, Any]) -> str:
     value = data.get("worker_id")
-    if not isinstance(value, str) or not leases.WORKER_ID.fullmatch(value):
+    if not isinstance(value, str) or not WORKER_ID.fullmatch(value):
         bad("worker_id", "must be 1-128 letters, digits or '_ . : @ -' (unique per worker)")
     return value
 
@@ -75,15 +122,18 @@ class _Ask:
 
 
 def _lease_request(data: dict[str, Any]) -> _Ask:
-    only(data, {"worker_id", "capacity", "queues", "wait_s"})
+    only(data, LEASE_BODY["properties"])
     worker = _worker_id(data)
     capacity = data.get("capacity", {})
     if not isinstance(capacity, dict):
         bad("capacity", "must be an object {slots, cpu, mem}")
-    unknown = sorted(set(capacity) - {"slots", "cpu", "mem"})
+    unknown = sorted(set(capacity) - set(CAPACITY["properties"]))
     if unknown:
-        bad(f"capacity.{unknown[0]}", "unknown field; known: cpu, mem, slots")
+        known = ", ".join(sorted(CAPACITY["properties"]))
+        bad(f"capacity.{unknown[0]}", f"unknown field; known: {known}")
     slots = capacity.get("slots", 1)
+    if isinstance(slots, float) and slots.is_integer():
+        slots = int(slots)  # JSON's 2.0 is 2 (validation.whole_number)
     if not isinstance(slots, int) or isinstance(slots, bool) or not 1 <= slots <= MAX_SLOTS:
         bad("capacity.slots", f"must be a whole number 1..{MAX_SLOTS}")
     cpu = None if capacity.get("cpu") is None else validation.cpus(capacity["cpu"], "capacity.cpu")
@@ -258,7 +308,7 @@ def heartbeat() -> flask.Response:
     """Renew leases: each answers ``ok``, ``revoked`` (cancel requested: stop the
     attempt and report it failed) or ``lost`` (the lease is gone: stop, report nothing)."""
     data = body()
-    only(data, {"worker_id", "lease_ids"})
+    only(data, HEARTBEAT_BODY["properties"])
     worker = _worker_id(data)
     ids = data.get("lease_ids")
     if not isinstance(ids, list) or len(ids) > MAX_HEARTBEAT:
@@ -297,7 +347,7 @@ def heartbeat() -> flask.Response:
 def complete() -> flask.Response:
     """Report an attempt done with its ``result`` (any JSON, stored as msgpack)."""
     data = body()
-    only(data, {"lease_id", "result"})
+    only(data, COMPLETE_BODY["properties"])
     token = leases.verify(data.get("lease_id"))
     result = serde.dumps(data.get("result"), field="result")
     broker = redcron_app().broker
@@ -316,7 +366,7 @@ def fail() -> flask.Response:
     """Report an attempt failed: retried (with backoff) while ``retryable`` and attempts
     are left, else dead-lettered; a cancelled task ends cancelled."""
     data = body()
-    only(data, {"lease_id", "error", "retryable", "exit_code", "retry_in_s"})
+    only(data, FAIL_BODY["properties"])
     token = leases.verify(data.get("lease_id"))
     error = data.get("error", "")
     if not isinstance(error, str):
@@ -325,6 +375,8 @@ def fail() -> flask.Response:
     if not isinstance(retryable, bool):
         bad("retryable", "must be true or false")
     exit_code = data.get("exit_code")
+    if isinstance(exit_code, float) and exit_code.is_integer():
+        exit_code = int(exit_code)
     if exit_code is not None and (not isinstance(exit_code, int) or isinstance(exit_code, bool)):
         bad("exit_code", "must be a whole number or null")
     delay = data.get("retry_in_s")

@@ -1,0 +1,145 @@
+"""A job as JSON Schema: the body ``POST /v1/jobs`` and ``PUT /v1/jobs/{id}`` take,
+which is a job of a job file (:mod:`redcron.model.jobfile`).
+
+Built from the model: the fields are :class:`JobSpec`'s and :class:`Task`'s
+(plus the aliases and the short form :mod:`jobfile` normalizes), each
+described by the schema of the check that :meth:`JobSpec.validate` runs on it
+(:mod:`redcron.model.validation`); ``tests/unit/test_job_schema.py`` holds the
+field lists to the dataclasses (a field added to the model without its schema
+fails there, not in a running server).  What JSON Schema cannot say stays a 400 naming the field: a
+cron expression's fields and whether it ever fires, a time zone's name,
+``every``'s syntax, the DAG (known upstreams, no cycle), exactly one of
+``ref``/``command``/``image`` per task, the tenant's grant for command tasks
+(403), and that a Python task's arguments fit its function.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from redcron.model import validation
+from redcron.model.jobfile import SHORT_TASK_FIELDS, SHORT_TASK_POLICIES
+from redcron.model.jobs import CATCHUP_POLICIES, MAX_DAG_TASKS, OVERLAP_POLICIES
+
+Json = dict[str, Any]
+
+__all__ = ["job_body_schema", "job_fields", "task_fields"]
+
+
+def _nullable(schema: Json) -> Json:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+_STRING: Json = {"type": "string"}
+_NAMES: Json = {"type": "array", "items": validation.name_schema()}
+#: a task's ``depends_on``: task names, or one name
+_TASK_DEPS: Json = {"anyOf": [{"type": "array", "items": _STRING}, _STRING]}
+#: ``cmd``: an argv, or a string split by POSIX shell rules and run without a shell
+_CMD: Json = {"anyOf": [validation.argv_schema(), _STRING]}
+
+
+def task_fields() -> Json:
+    """:class:`Task`'s fields; ``task`` is ``ref`` and ``cmd``/``timeout_s`` are
+    ``command``/``timeout`` (the job file's and the API's names)."""
+    seconds = _nullable(validation.seconds_schema())
+    return {
+        "ref": _nullable({"type": "string", "minLength": 1}),
+        "args": {"type": "array"},
+        "kwargs": {"type": "object"},
+        "command": _nullable(validation.argv_schema()),
+        "env": validation.env_schema(),
+        "cwd": _nullable(validation.text_schema()),
+        "image": _nullable(validation.image_schema()),
+        "cpu": _nullable(validation.cpus_schema()),
+        "mem": _nullable(validation.mem_schema()),
+        "depends_on": _TASK_DEPS,
+        "timeout": seconds,
+        "retries": _nullable(validation.whole_number_schema()),
+        "retry_base": seconds,
+        "retry_cap": seconds,
+        "priority": _nullable(validation.priority_schema()),
+        "queue": _nullable(validation.name_schema()),
+    }
+
+
+_TASK_ALIASES = {"task": "ref", "cmd": "command", "timeout_s": "timeout"}
+
+
+def _task_schema() -> Json:
+    fields = task_fields()
+    props = {**fields, **{a: fields[f] for a, f in _TASK_ALIASES.items()}}
+    props["cmd"] = _nullable(_CMD)
+    return {"type": "object", "properties": props, "additionalProperties": False}
+
+
+def _short_task_schema() -> Json:
+    """The short form's ``task``: what runs and its resources."""
+    fields = task_fields()
+    props = {f: fields[f] for f in SHORT_TASK_FIELDS if f in fields}
+    props["name"] = {"type": "string", "minLength": 1, "description": "a registered task"}
+    props["cmd"] = _nullable(_CMD)
+    return {"type": "object", "properties": props, "additionalProperties": False}
+
+
+def job_fields() -> Json:
+    """:class:`JobSpec`'s fields (``tasks`` a DAG: a mapping of task name to task,
+    or a list of tasks with a ``name``; a string task is a registered task's name)."""
+    task = _task_schema()
+    named = {**task, "properties": {**task["properties"], "name": validation.name_schema()},
+             "required": ["name"]}  # fmt: skip
+    seconds_above = validation.seconds_schema(above=True)
+    return {
+        "name": validation.name_schema(),
+        "tenant": validation.name_schema(),
+        "tasks": {"anyOf": [
+            {"type": "object", "minProperties": 1, "maxProperties": MAX_DAG_TASKS,
+             "propertyNames": validation.name_schema(),
+             "additionalProperties": {"anyOf": [task, {"type": "string", "minLength": 1}]}},
+            {"type": "array", "minItems": 1, "maxItems": MAX_DAG_TASKS, "items": named},
+        ]},
+        "cron": _nullable(_STRING),
+        "every": _nullable({"type": ["string", "integer"],
+                            "description": "e.g. 90s, 5m, 1h30m (a number: seconds)"}),
+        "at": _nullable({"type": "string", "format": "date-time",
+                         "description": "ISO-8601; without an offset a wall time in tz"}),
+        "tz": _STRING,
+        "catchup": {"type": "string", "enum": list(CATCHUP_POLICIES)},
+        "catchup_limit": validation.whole_number_schema(1),
+        "overlap": {"type": "string", "enum": list(OVERLAP_POLICIES)},
+        "jitter_s": validation.seconds_schema(),
+        "paused": {"type": "boolean"},
+        "pause_after_failures": validation.whole_number_schema(),
+        "keep_runs": validation.whole_number_schema(1),
+        "keep_days": validation.number_schema(maximum=validation.MAX_SECONDS / 86_400),
+        "breaker_threshold": validation.number_schema(above=True, maximum=1),
+        "breaker_min_attempts": validation.whole_number_schema(1),
+        "breaker_window_s": seconds_above,
+        "breaker_cooldown_s": seconds_above,
+        "depends_on": {"anyOf": [{**_NAMES, "uniqueItems": True}, validation.name_schema()],
+                       "description": "other jobs of the tenant (job chaining)"},
+        "deadline_s": _nullable({**seconds_above, "description": "a run not ended this long "
+                                 "after its nominal fire time is late (docs/operations.md)"}),
+    }  # fmt: skip
+
+
+def job_body_schema() -> Json:
+    """One job: the job-file form (``tasks``) or the short form (one ``task``, with
+    the task's ``retries`` and ``timeout_s`` at the top)."""
+    task_fields_ = task_fields()
+    props = {
+        **job_fields(),
+        "task": _short_task_schema(),
+        "retries": task_fields_["retries"],
+        "timeout_s": task_fields_["timeout"],
+    }
+    policies = [{"required": [p]} for p in SHORT_TASK_POLICIES]
+    return {
+        "type": "object",
+        "properties": props,
+        "additionalProperties": False,
+        "required": ["name"],
+        "oneOf": [
+            {"required": ["tasks"], "not": {"anyOf": [{"required": ["task"]}, *policies]}},
+            {"required": ["task"], "not": {"required": ["tasks"]}},
+        ],
+    }
