@@ -299,7 +299,8 @@ def paths() -> Json:
         "/v1/tasks": {
             "post": _op("enqueue_task", "Enqueue a task the server's app registers (200 with "
                         "duplicate true: the call folded into an existing task, a unique "
-                        "window's or a debounce's)", ("201", "200"), ref("Task"), ("429",), ref("TaskBody"), links=_TASK_LINKS),
+                        "window's or a debounce's)", ("201", "200"), ref("Task"), ("429",),
+                        ref("TaskBody"), links=_TASK_LINKS),
         },
         "/v1/tasks/{task_id}": {
             "parameters": _path("task_id"),
