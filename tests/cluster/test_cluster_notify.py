@@ -8,7 +8,10 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from receiver import Receiver, receiver  # tests/helpers
+from receiver import (  # tests/helpers
+    Receiver,
+    rec_fixture,  # noqa: F401 (the rec fixture)
+)
 from server_time import server_ms  # tests/helpers
 
 from redcron import App
@@ -23,12 +26,6 @@ def napp(cluster_url: str, cprefix: str) -> Iterator[App]:
     a = App(cluster_url, prefix=cprefix, shards=12, notify_allow_hosts="127.0.0.1")
     yield a
     a.close()
-
-
-@pytest.fixture
-def rec() -> Iterator[Receiver]:
-    with receiver() as r:
-        yield r
 
 
 def test_events_of_every_shard_reach_the_admin_channel_once(napp: App, rec: Receiver) -> None:

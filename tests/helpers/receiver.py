@@ -12,6 +12,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import pytest
+
+from redcron import App
+
 
 @dataclass
 class Received:
@@ -65,3 +69,18 @@ def receiver() -> Iterator[Receiver]:
         rec.release.set()
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture(name="rec")
+def rec_fixture() -> Iterator[Receiver]:
+    """A receiver for one test (import it: ``from receiver import rec_fixture``)."""
+    with receiver() as r:
+        yield r
+
+
+@pytest.fixture(name="app")
+def notify_app_fixture(redis_url: str, key_prefix: str) -> Iterator[App]:
+    """An App under the test's prefix whose channels may name the loopback host."""
+    a = App(redis_url, prefix=key_prefix.rstrip(":"), notify_allow_hosts="127.0.0.1")
+    yield a
+    a.close()

@@ -3,13 +3,15 @@ own, the secret is shown once, bad schemes and hosts are a 400 naming ``url``.""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import flask
 import pytest
 from click.testing import CliRunner
 from flask.testing import FlaskClient
-from receiver import Receiver, receiver  # tests/helpers
+from receiver import (  # tests/helpers
+    Receiver,
+    notify_app_fixture,  # noqa: F401 (the app fixture)
+    rec_fixture,  # noqa: F401 (the rec fixture)
+)
 from server_time import server_ms  # tests/helpers
 
 from redcron import App
@@ -20,13 +22,6 @@ from redcron.dashboard import create_app
 from redcron.notify import Notifier
 
 ADMIN = "admin-token-for-tests"
-
-
-@pytest.fixture
-def app(redis_url: str, key_prefix: str) -> Iterator[App]:
-    a = App(redis_url, prefix=key_prefix.rstrip(":"), notify_allow_hosts="127.0.0.1")
-    yield a
-    a.close()
 
 
 @pytest.fixture
@@ -53,12 +48,6 @@ def acme(web: flask.Flask, app: App) -> FlaskClient:
 @pytest.fixture
 def other(web: flask.Flask, app: App) -> FlaskClient:
     return client(web, TokenStore(app.broker).create_tenant("other")[1])
-
-
-@pytest.fixture
-def rec() -> Iterator[Receiver]:
-    with receiver() as r:
-        yield r
 
 
 def test_a_tenant_sees_and_changes_only_its_own_channels(

@@ -4,25 +4,18 @@ its own channels."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import flask
 import pytest
 from flask.testing import FlaskClient
+from receiver import notify_app_fixture  # noqa: F401 (fixtures: app)
 
 from redcron import App
 from redcron.broker import ChannelStore, TokenStore
 from redcron.dashboard import create_app
 
 ADMIN = "admin-token-for-tests"
-
-
-@pytest.fixture
-def app(redis_url: str, key_prefix: str) -> Iterator[App]:
-    a = App(redis_url, prefix=key_prefix.rstrip(":"), notify_allow_hosts="127.0.0.1")
-    yield a
-    a.close()
 
 
 @pytest.fixture

@@ -12,7 +12,11 @@ from collections.abc import Iterator, Mapping
 import pytest
 import redis
 from polling import wait_for  # tests/helpers
-from receiver import Receiver, receiver  # tests/helpers
+from receiver import (  # tests/helpers
+    Receiver,
+    rec_fixture,  # noqa: F401 (the rec fixture)
+    receiver,
+)
 from server_time import server_ms  # tests/helpers
 
 from redcron import App
@@ -38,12 +42,6 @@ def app(redis_url: str, key_prefix: str) -> Iterator[App]:
 
     yield a
     a.close()
-
-
-@pytest.fixture
-def rec() -> Iterator[Receiver]:
-    with receiver() as r:
-        yield r
 
 
 @pytest.fixture

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from polling import wait_for  # tests/helpers
 from procs import LoggedProc  # tests/helpers
-from receiver import Receiver, receiver  # tests/helpers
+from receiver import (  # tests/helpers
+    Receiver,
+    notify_app_fixture,  # noqa: F401 (the app fixture)
+    rec_fixture,  # noqa: F401 (the rec fixture)
+)
 from server_time import server_ms  # tests/helpers
 
 from redcron import App
@@ -29,19 +32,6 @@ if sys.argv[3] == "die-before-ack":
     n.outbox.ack = lambda *a, **k: os._exit(9)
 n.run()
 """
-
-
-@pytest.fixture
-def app(redis_url: str, key_prefix: str) -> Iterator[App]:
-    a = App(redis_url, prefix=key_prefix.rstrip(":"), notify_allow_hosts="127.0.0.1")
-    yield a
-    a.close()
-
-
-@pytest.fixture
-def rec() -> Iterator[Receiver]:
-    with receiver() as r:
-        yield r
 
 
 def child(app: App, mode: str, tmp_path: Path) -> LoggedProc:
