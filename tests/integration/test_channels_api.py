@@ -15,7 +15,7 @@ from receiver import (  # tests/helpers
 from server_time import server_ms  # tests/helpers
 
 from redcron import App
-from redcron.broker import ChannelStore, TokenStore
+from redcron.broker import ActionLog, ChannelStore, TokenStore
 from redcron.broker.channels import MAX_TENANT_CHANNELS
 from redcron.cli.main import main
 from redcron.dashboard import create_app
@@ -141,6 +141,12 @@ def test_the_cli_adds_lists_tests_and_removes(app: App, rec: Receiver) -> None:
     assert ChannelStore(app.broker).pending(cid) == 1
     removed = runner.invoke(main, ["channels", "remove", cid, *url], env=env)
     assert removed.exit_code == 0 and ChannelStore(app.broker).list() == []
+    # each change is in acme's audit trail, as the CLI's, never with the secret
+    trail = ActionLog(app.broker).page("acme").actions
+    assert [(a.action, a.ids, a.via) for a in reversed(trail)] == [
+        (name, (cid,), "cli") for name in ("channel.add", "channel.test", "channel.remove")
+    ]
+    assert all(secret not in repr(a) for a in trail)
 
 
 def test_a_tenant_holds_at_most_its_share_of_channels(

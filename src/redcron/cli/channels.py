@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import click
 
 from redcron.broker import ChannelStore
+from redcron.cli.audit import record_cli
 from redcron.cli.common import (
     app_option,
     build_app,
@@ -99,9 +100,9 @@ def add(
     redis_url: str | None,
 ) -> None:
     """Add a channel; a webhook's signing secret is printed once, last."""
-    info, secret = _store(app_path, redis_url).add(
-        tenant, kind, url, split_csv(events) or None, name, timeout_s
-    )
+    store = _store(app_path, redis_url)
+    info, secret = store.add(tenant, kind, url, split_csv(events) or None, name, timeout_s)
+    record_cli(store.broker, "channel.add", info.tenant, [info.id], f"kind={info.kind}")
     click.echo(f"added {info.kind} channel {info.id} for {info.tenant or 'every tenant (admin)'}")
     if secret is not None:
         click.echo("signing secret (shown once; store it now):")
@@ -127,7 +128,9 @@ def list_cmd(
 @redis_option
 def remove(channel_id: str, app_path: str | None, redis_url: str | None) -> None:
     """Remove channel CHANNEL_ID with what it still had to send."""
-    info = _store(app_path, redis_url).remove(channel_id)
+    store = _store(app_path, redis_url)
+    info = store.remove(channel_id)
+    record_cli(store.broker, "channel.remove", info.tenant, [info.id])
     click.echo(f"removed {info.kind} channel {info.id}")
 
 
@@ -145,6 +148,7 @@ def test(channel_id: str, wait: float, app_path: str | None, redis_url: str | No
     """Queue a test message on CHANNEL_ID for the notifier to send."""
     store = _store(app_path, redis_url)
     delivery = store.send_test(channel_id)
+    record_cli(store.broker, "channel.test", store.get(channel_id).tenant, [channel_id])
     click.echo(f"queued test delivery {delivery}")
     deadline = time.monotonic() + wait
     while wait > 0:
