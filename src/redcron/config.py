@@ -30,6 +30,8 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 LOCAL_URL_FILE = Path(".redcron") / "redis.url"
 
 DURABILITY = ("normal", "strict")
+#: what the follow-ups record (Settings.metrics): basic leaves out the per-minute figures
+METRICS = ("full", "basic")
 
 #: Worker defaults (``redcron worker``, :class:`redcron.worker.Worker`, and the
 #: throughput benchmark), chosen from ``redcron bench throughput`` on a 2-core
@@ -87,6 +89,11 @@ class Settings:
             empty: no channel can be made (docs/operations.md, Notifications).
         dashboard_url: the dashboard's base URL, for the links notifications carry
             (empty: messages carry paths only).
+        metrics: ``full`` (the default), or ``basic``: the follow-ups keep what
+            ``/metrics`` and the pages' totals read (lifetime counters, the
+            duration and trigger-lag histograms) but no per-minute figures (the
+            dashboard's activity, lag and share-of-dispatch charts then stay
+            empty); docs/operations.md, "Metrics".
     """
 
     redis_url: str = DEFAULT_REDIS_URL
@@ -108,6 +115,7 @@ class Settings:
     durability_timeout: float = 1.0
     notify_allow_hosts: str = ""
     dashboard_url: str = ""
+    metrics: str = "full"
 
     def __post_init__(self) -> None:
         check_redis_url(self.redis_url)
@@ -135,6 +143,10 @@ class Settings:
         if self.durability not in DURABILITY:
             raise ConfigError(
                 f"durability: {self.durability!r} is not one of {', '.join(DURABILITY)}"
+            )
+        if self.metrics not in METRICS:
+            raise ConfigError(
+                f"metrics: {self.metrics!r} is not one of {', '.join(METRICS)}"
             )
         if self.durability_replicas < 0:
             raise ConfigError("durability_replicas: must be >= 0")

@@ -130,6 +130,11 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "deadlines": ("deadlines", ()),
     # lifetime late runs: <tenant> -> runs marked late, ``*`` -> all tenants'
     "late": ("late", ()),
+    # what reacts to ends of attempts and runs and to fires (counters, histograms,
+    # breaker, events, chaining, retention), written beside the end in the same
+    # call and applied by maintenance (lua/lib/followup.lua): entries of kind ends,
+    # runs or chain; never trimmed, each entry deleted by the script that applies it
+    "followups": ("followups", ()),
     # recorded events (breaker_opened/closed/reopened/trial, dead_lettered, run_failed,
     # trigger_lag, run_late): type, tenant, job, run, at, detail; the notifier reads
     # it through the consumer group NOTIFY_GROUP.  Capped at EVENTS_MAX (MAXLEN ~)
@@ -544,6 +549,9 @@ class Keys:
 
     def events(self, shard: int) -> str:
         return self.build(shard, "events")
+
+    def followups(self, shard: int) -> str:
+        return self.build(shard, "followups")
 
     def deadlines(self, shard: int) -> str:
         return self.build(shard, "deadlines")

@@ -63,16 +63,38 @@ def row(
 class Ops:
     """Script calls on one shard with an explicit, test-controlled ``now``."""
 
-    def __init__(self, broker: Broker, shard: int = 0) -> None:
+    #: the scripts whose follow-ups :meth:`run` applies right after them (as
+    #: maintenance would within its interval), unless ``follow`` is off
+    ENDING = frozenset({
+        "complete", "fail", "release", "reap", "promote", "cancel", "dlq_discard",
+        "run_cancel", "fire", "fire_batch", "doctor_place", "doctor_run",
+    })  # fmt: skip
+
+    def __init__(self, broker: Broker, shard: int = 0, follow: bool = True) -> None:
         self.b = broker
         self.r = broker.client
         self.shard = shard
         self.k = broker.keys
         self.kp = [broker.keys.shard(shard)]
         self.now = T0
+        #: apply the follow-ups of each ending script at once (False: a test
+        #: of the follow-ups themselves calls :meth:`follow`)
+        self.auto_follow = follow
 
     def run(self, name: str, args: list[Any]) -> Any:
-        return self.b.scripts.run(name, self.kp, args)
+        out = self.b.scripts.run(name, self.kp, args)
+        if self.auto_follow and name in self.ENDING:
+            self.follow()
+        return out
+
+    def follow(self) -> int:
+        """Apply the shard's follow-up entries, all of them (maintenance's part)."""
+        n = 0
+        while True:
+            applied, left = self.b.maintenance.follow_up(self.shard)
+            n += applied
+            if not left:
+                return n
 
     def enqueue(self, *rows: EnqueueRow) -> int:
         return int(self.run("enqueue", argv.enqueue(rows, self.now)))

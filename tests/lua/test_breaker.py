@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from followups import follow  # tests/helpers
 from lua_ops import Ops, Tok
 from server_time import server_ms  # tests/helpers
 
@@ -45,6 +46,7 @@ def lease(app: App, n: int = 10, now: int | None = None) -> list:  # type: ignor
 def fail_all(app: App, leases: list, now: int | None = None) -> None:  # type: ignore[type-arg]
     items = [FailItem(x.iid, x.epoch, "failed", "boom", False) for x in leases]
     app.broker.leases.fail(0, "w", items, now=now)
+    follow(app)  # the breaker counts in a follow-up (maintenance, within its interval)
 
 
 def job(app: App, job_id: str) -> dict[str, str]:
@@ -113,6 +115,7 @@ def test_cool_down_lets_one_trial_through(app: App) -> None:
     trial2 = lease(app, now=t + 120_001)
     assert len(trial2) == 1
     app.broker.leases.complete(0, "w", [(trial2[0].iid, trial2[0].epoch, b"\xc0")], now=t + 120_002)
+    follow(app)
     assert job(app, job_id)["breaker"] == ""
     assert len(lease(app, now=t + 120_003)) == 2
     kinds = [e.type for e in reversed(app.jobs.events(kind="breaker"))]

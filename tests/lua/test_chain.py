@@ -10,6 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from followups import follow  # tests/helpers
+
 from redcron import App
 from redcron.broker import FailItem, Lease
 from redcron.model.jobs import Task
@@ -40,7 +42,9 @@ def lease(app: App) -> dict[str, Lease]:
 
 
 def ok(app: App, x: Lease) -> list[bool]:
-    return app.broker.leases.complete(0, WORKER, [(x.iid, x.epoch, b"\xc0")])
+    out = app.broker.leases.complete(0, WORKER, [(x.iid, x.epoch, b"\xc0")])
+    follow(app)  # chaining is a follow-up: maintenance applies it within its interval
+    return out
 
 
 def run_ok(app: App, name: str) -> None:

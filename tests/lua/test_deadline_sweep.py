@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
+from followups import follow  # tests/helpers
 from redis.crc import key_slot
 
 from redcron import App
@@ -63,6 +64,7 @@ def lease(app: App) -> list[Lease]:
 def complete(app: App, *leases: Lease) -> None:
     done = app.broker.leases.complete(0, WORKER, [(x.iid, x.epoch, b"\xc0") for x in leases])
     assert done == [True] * len(leases)
+    follow(app)  # chained and buffered runs are follow-ups of a run's end
 
 
 def index(app: App) -> dict[str, int]:

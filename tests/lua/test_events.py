@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from followups import follow  # tests/helpers
 
 from redcron import App
 from redcron.broker import FailItem
@@ -39,6 +40,7 @@ def late_fire(app: App, job_id: str, late_ms: int) -> str:
         now=due + late_ms,
     )
     assert status == "created", (status, rid)
+    follow(app)  # the lag and its event are a follow-up of the fire
     return str(rid)
 
 
@@ -61,6 +63,7 @@ def test_dead_letters_and_failed_runs_name_tenant_job_and_run(app: App) -> None:
     rid = app.jobs.trigger("default", "once")
     [lease] = app.broker.leases.lease(0, "w", 1, 60_000, ["default"])
     app.broker.leases.fail(0, "w", [FailItem(lease.iid, lease.epoch, "failed", "boom", False)])
+    follow(app)
     got = {e.type: e for e in app.jobs.events()}
     assert set(got) == {"dead_lettered", "run_failed"}
     for e in got.values():

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from followups import follow  # tests/helpers
 from server_time import server_ms  # tests/helpers
 
 from redcron import App
@@ -73,6 +74,7 @@ class Runs:
         assert self.b.leases.complete(
             self.shard, WORKER, [(x.iid, x.epoch, b"\xc0") for x in leases]
         ) == [True] * len(leases)
+        follow(self.b)  # what reacts to the ends (retention, chaining...): maintenance's
 
     def fail(self, lease: Lease, *, retryable: bool = False, outcome: str = "failed") -> str:
         [res] = self.b.leases.fail(
@@ -81,6 +83,7 @@ class Runs:
             [FailItem(lease.iid, lease.epoch, outcome, "boom", retryable=retryable, delay_ms=0)],
         )
         assert res.state is not None
+        follow(self.b)
         return res.state
 
     def run_through(self, name: str, now: int | None = None) -> str:
@@ -344,6 +347,7 @@ def test_discarding_a_dead_task_of_an_ended_run_keeps_the_run_ended(runs: Runs) 
     assert runs.fail(runs.lease()["b"]) == "dead"
     assert runs.run(rid).state == "failed"
     assert runs.b.dlq.discard([f"{rid}/b"]) == 1
+    follow(runs.b)
     assert runs.dlq() == []
     assert runs.states(rid) == {"a": "succeeded", "b": "cancelled", "c": "upstream_failed"}
     info = runs.run(rid)
@@ -366,6 +370,7 @@ def test_discarding_a_dead_task_lets_a_running_run_end(runs: Runs) -> None:
     leased = runs.lease()
     assert runs.fail(leased["a"]) == "dead"
     assert runs.b.dlq.discard([f"{rid}/a"]) == 1
+    follow(runs.b)
     assert runs.run(rid).state == "running"
     runs.ok(leased["c"])
     info = runs.run(rid)
@@ -390,8 +395,10 @@ def test_retry_of_a_dead_middle_task_reopens_the_run(runs: Runs, how: str) -> No
 
     if how == "run_retry":
         assert runs.app.jobs.retry_run(rid, ["b"]) == 1
+        follow(runs.b)
     else:
         assert runs.b.dlq.replay([b_iid]) == 1
+        follow(runs.b)
     assert runs.states(rid) == {"a": "succeeded", "b": "ready", "c": "pending"}
     assert runs.dlq() == []
     assert runs.ready() == [b_iid]
@@ -431,6 +438,7 @@ def test_retry_with_no_names_retries_every_dead_task(runs: Runs) -> None:
     runs.fail(leased["b"])
     assert runs.run(rid).state == "failed"
     assert runs.app.jobs.retry_run(rid) == 2
+    follow(runs.b)
     assert runs.states(rid) == {"a": "ready", "b": "ready", "c": "pending"}
     leased = runs.lease()
     runs.ok(leased["a"], leased["b"])
@@ -449,10 +457,12 @@ def test_retrying_a_task_whose_upstream_is_still_dead_does_not_reopen_the_run(
     runs.fail(runs.lease()["b"])
     assert runs.run(rid).state == "failed"
     assert runs.app.jobs.retry_run(rid, ["c"]) == 0
+    follow(runs.b)
     assert runs.states(rid) == {"a": "succeeded", "b": "dead", "c": "upstream_failed"}
     assert runs.run(rid).state == "failed"
     # named together, b is retried and c waits for it
     assert runs.app.jobs.retry_run(rid, ["c", "b"]) >= 1
+    follow(runs.b)
     assert runs.states(rid) == {"a": "succeeded", "b": "ready", "c": "pending"}
     runs.ok(runs.lease()["b"])
     runs.ok(runs.lease()["c"])
@@ -469,7 +479,9 @@ def test_retry_and_replay_refuse_to_reopen_a_run_while_another_is_active(runs: R
     newer = runs.trigger("line")
     with pytest.raises(Conflict):
         runs.app.jobs.retry_run(rid, ["a"])
+        follow(runs.b)
     assert runs.b.dlq.replay([f"{rid}/a"]) == 0
+    follow(runs.b)
     assert runs.states(rid) == {"a": "dead", "b": "upstream_failed"}
     assert runs.dlq() == [f"{rid}/a"]
     assert runs.run(rid).state == "failed"
@@ -478,6 +490,7 @@ def test_retry_and_replay_refuse_to_reopen_a_run_while_another_is_active(runs: R
     runs.ok(runs.lease()["a"])
     runs.ok(runs.lease()["b"])
     assert runs.b.dlq.replay([f"{rid}/a"]) == 1  # nothing else active: allowed
+    follow(runs.b)
     assert runs.run(rid).state == "running"
 
 
@@ -487,9 +500,11 @@ def test_a_reopened_run_and_all_its_instances_lose_their_retention_ttl(runs: Run
     runs.ok(runs.lease()["a"])
     runs.fail(runs.lease()["b"])
     runs.b.dlq.discard([f"{rid}/b"])  # while b is in the DLQ the run keeps no TTL
+    follow(runs.b)
     keys = [runs.k.run(0, rid), *(runs.ti_key(f"{rid}/{t}") for t in "abc")]
     assert all(0 < runs.r.ttl(k) <= 86_400 for k in keys)  # ended: retention applies
     runs.app.jobs.retry_run(rid, ["b"])
+    follow(runs.b)
     # live again: nothing of it may expire (a's record is what c's fan-in reads)
     assert [runs.r.ttl(k) for k in keys] == [-1, -1, -1, -1]
 
@@ -556,6 +571,7 @@ def test_retry_after_cancel_runs_the_downstream_without_revoking_it(runs: Runs) 
     assert runs.run(rid).state == "cancelled"
 
     assert runs.app.jobs.retry_run(rid, ["b"]) == 1
+    follow(runs.b)
     assert runs.states(rid) == {"a": "succeeded", "b": "ready", "c": "pending"}
     runs.ok(runs.lease()["b"])
     c = runs.lease()["c"]
@@ -808,6 +824,7 @@ def test_a_run_with_a_task_in_the_dlq_keeps_no_ttl_until_it_leaves_the_dlq(runs:
     assert [runs.r.ttl(k) for k in keys] == [-1, -1, -1, -1]  # held for the DLQ
     assert runs.r.hget(runs.k.run(0, rid), "dlq_held") == b"1"
     assert runs.b.dlq.discard([f"{rid}/b"]) == 1
+    follow(runs.b)
     # out of the DLQ: the retention starts for the run and every instance
     assert all(0 < runs.r.ttl(k) <= 86_400 for k in keys)
     assert runs.r.hget(runs.k.run(0, rid), "dlq_held") is None
@@ -821,10 +838,12 @@ def test_a_held_run_keeps_its_ttl_off_until_its_last_dead_task_leaves(runs: Runs
     runs.fail(leased["b"])
     assert runs.r.hget(runs.k.run(0, rid), "dlq_held") == b"2"
     assert runs.b.dlq.discard([f"{rid}/a"]) == 1
+    follow(runs.b)
     assert runs.r.ttl(runs.ti_key(f"{rid}/b")) == -1
     assert runs.r.ttl(runs.k.run(0, rid)) == -1
     # replayed: the run reopens; when it ends again, nothing is left in the DLQ
     assert runs.b.dlq.replay([f"{rid}/b"]) == 1
+    follow(runs.b)
     assert runs.run(rid).state == "running"
     runs.ok(runs.lease()["b"])
     assert runs.run(rid).state == "cancelled"  # a was discarded
@@ -844,6 +863,7 @@ def test_keep_runs_trimming_skips_a_run_held_for_the_dlq(runs: Runs) -> None:
     assert hist == [failed, rids[-1]]  # the held run stays, the others are trimmed
     assert runs.dlq() == [f"{failed}/a"]
     assert runs.b.dlq.replay([f"{failed}/a"]) == 1
+    follow(runs.b)
     assert runs.run(failed).state == "running"
     runs.ok(runs.lease()["a"])
     # ended again, and no longer held: the oldest of two, trimmed to keep_runs=1

@@ -197,6 +197,10 @@ def promote(limit: int, now: int | None = None) -> list[Any]:
     return [clock(now), limit]
 
 
+def follow_ends(metrics: str, ids: Sequence[str]) -> list[Any]:
+    return [metrics, *ids]
+
+
 def cancel(iid: str, now: int | None = None) -> list[Any]:
     return [iid, clock(now)]
 

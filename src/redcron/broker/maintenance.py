@@ -1,6 +1,9 @@
 """Maintenance: ``promote.lua`` (due timers back to ready), ``reap.lua`` (expired
-leases retried or dead-lettered), the per-shard lock that lets one caller at a
-time run them, and the pruning of the ``recent`` index.
+leases retried or dead-lettered), the follow-ups (``follow_ends.lua``,
+``follow_runs.lua``, ``follow_chain.lua``: what reacts to the ends the scripts
+wrote beside them, docs/architecture.md "Follow-ups beside the hot path"), the
+per-shard lock that lets one caller at a time run them, and the pruning of the
+``recent`` index.
 
 Workers and beats alike call :meth:`Maintenance.maintain` (DESIGN.md §2), so a
 deployment of workers alone keeps every guarantee of one-off tasks.
@@ -8,6 +11,7 @@ deployment of workers alone keeps every guarantee of one-off tasks.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from typing import Any, NamedTuple
@@ -54,6 +58,16 @@ class Maintained(NamedTuple):
 
     promoted: int
     reaped: int
+    #: follow-up entries applied
+    followed: int = 0
+
+
+#: the script that applies each kind of follow-up entry (lua/lib/followup.lua)
+FOLLOW_SCRIPTS = {"ends": "follow_ends", "runs": "follow_runs", "chain": "follow_chain"}
+#: follow-up entries read per round, and rows applied per script call at most
+#: (an entry holds the rows of one ending call: up to a batch of 256)
+FOLLOW_READ = 200
+FOLLOW_ROWS = MAX_MAINTENANCE
 
 
 class Maintenance:
@@ -112,11 +126,49 @@ class Maintenance:
                 break
         if reaped:
             log.info("shard %d: reaped %d expired leases (retried or dead-lettered)", shard, reaped)
+        followed = 0
+        for _ in range(20):
+            applied, left = self.follow_up(shard)
+            followed += applied
+            if not left:
+                break
         at = time.monotonic()
         if at >= self._pruned.get(shard, -PRUNE_EVERY_S) + PRUNE_EVERY_S:
             self._pruned[shard] = at
             self.prune_recent(shard)
-        return Maintained(promoted, reaped)
+        return Maintained(promoted, reaped, followed)
+
+    def follow_up(self, shard: int, read: int = FOLLOW_READ) -> tuple[int, bool]:
+        """Apply the oldest ``read`` follow-up entries of ``shard`` (each by the
+        script of its kind, in stream order, at most :data:`FOLLOW_ROWS` rows a
+        call); returns (entries applied, whether entries may be left).  Each
+        script deletes what it applies in the same call, so an entry applied
+        by a caller that died right after is never applied twice, and one read
+        by two callers at once is applied by one of them."""
+        core = self.core
+        entries: Any = core.client.xrange(core.keys.followups(shard), count=read)
+        calls: list[tuple[str, list[str]]] = []
+        rows = 0
+        for eid, fields in entries:
+            kind = _s(fields.get(b"kind", fields.get("kind", "")))
+            script = FOLLOW_SCRIPTS.get(kind)
+            if script is None:
+                continue  # not ours (an older or newer version's): left alone
+            n = sum(len(json.loads(v)) for k, v in fields.items() if _s(k) not in ("kind", "at"))
+            if not calls or calls[-1][0] != script or rows + n > FOLLOW_ROWS:
+                calls.append((script, []))
+                rows = 0
+            calls[-1][1].append(_s(eid))
+            rows += n
+        applied, more = 0, len(entries) == read
+        metrics = core.settings.metrics
+        for script, ids in calls:
+            args = argv.follow_ends(metrics, ids) if script == "follow_ends" else ids
+            n = int(core._run(script, shard, args))
+            applied += n
+            # the end of a run may add a follow-up of its own (kind chain)
+            more = more or (script == "follow_runs" and n > 0)
+        return applied, more
 
     def prune_recent(self, shard: int, batch: int = PRUNE_BATCH) -> int:
         """Drop ids whose instance hash expired from ``batch`` entries of the

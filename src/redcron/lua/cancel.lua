@@ -16,6 +16,7 @@
 -- @include lib/clock.lua
 -- @include lib/err.lua
 -- @include lib/cancel_instance.lua
+-- @include lib/followup.lua
 
 local iid = ARGV[1]
 local now = now_ms(ARGV[2])
@@ -23,4 +24,5 @@ local now = now_ms(ARGV[2])
 local state, now_ended, was_leased = cancel_instance(iid, now)
 if not state then return err('NOTFOUND', 'no task ' .. iid) end
 if not now_ended then return {state, 0} end
+follow_flush(now)
 return {state, was_leased and 2 or 1}

@@ -8,25 +8,22 @@
   A task of a run makes its downstream ready once all their dependencies succeeded.
   The task's last error is cleared (the attempt history keeps it); a command or
   container attempt succeeds only on exit code 0, so that is recorded too.
-  Each tenant's successes are counted once per call (lib/outcomes.lua), and
-  timed per task name (lib/durations.lua).
+  Each success is a follow-up (lib/followup.lua, row attempts): counted, timed
+  and told to its job's breaker by follow_ends.lua.
   Upholds: a stale lease token writes nothing; each attempt ends once. ]]
 -- @include lib/clock.lua
 -- @include lib/token.lua
 -- @include lib/streams.lua
 -- @include lib/rings.lua
 -- @include lib/waiters.lua
--- @include lib/breaker.lua
 -- @include lib/runs.lua
--- @include lib/outcomes.lua
--- @include lib/durations.lua
 -- @include lib/ckeys.lua
+-- @include lib/followup.lua
 
 local worker = ARGV[1]
 local now = now_ms(ARGV[2])
 local out = {}
 local drops, ended = {}, {}
-local durations = {}  -- lib/durations.lua
 for i = 3, #ARGV, 3 do
   local iid, epoch, result = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local ti = key_ti(iid)
@@ -37,11 +34,12 @@ for i = 3, #ARGV, 3 do
     -- and lease; the holder stays in the attempt's a:<n>:worker).  The last
     -- attempt of a succeeded instance has no a:<n>:outcome nor a:<n>:ended: the
     -- instance's state and ended say them (TaskRecord.from_fields fills them in)
-    local pre = 'a:' .. f[TI_COMPLETE_ATTEMPT] .. ':'
+    local attempt = f[TI_COMPLETE_ATTEMPT]
+    local pre = 'a:' .. attempt .. ':'
     redis.call('HSET', ti, 'result', result, 'state', 'succeeded', 'ended', now)
     redis.call('HDEL', ti, 'loc', 'deadline', 'lease_entry', 'worker')
     if f[TI_COMPLETE_ERROR] then redis.call('HDEL', ti, 'error') end  -- only after a failed attempt
-    dur_note_attempt(durations, ti, pre, f[TI_COMPLETE_TENANT], now)
+    follow('attempts', {iid, tonumber(attempt) or 0, 'succeeded', f[TI_COMPLETE_TENANT] or '', 0, ''})
     if f[TI_COMPLETE_KIND] == 'command' or f[TI_COMPLETE_KIND] == 'container' then
       redis.call('HSET', ti, pre .. 'exit', 0, 'exit_code', 0)
     end
@@ -56,11 +54,7 @@ for i = 3, #ARGV, 3 do
     local ttl = tonumber(f[TI_COMPLETE_RESULT_TTL_S] or '0')
     if ttl and ttl > 0 then redis.call('EXPIRE', ti, ttl) end
     if f[TI_COMPLETE_WAITERS] and f[TI_COMPLETE_WAITERS] ~= '0' then notify_done(ti, iid) end
-    local run = run_of_task(iid)
-    if run then
-      breaker_record(iid, run, false, now)
-      run_task_ended(ti, iid, 'succeeded', now)
-    end
+    run_task_ended(ti, iid, 'succeeded', now)  -- a no-op outside a run
     out[#out + 1] = 1
   else
     out[#out + 1] = 0
@@ -72,7 +66,6 @@ drop_entries(drops)
 for tenant, iids in pairs(ended) do
   redis.call('ZREM', key_tleases(tenant), unpack(iids))
   unpark(tenant)
-  count_attempts(tenant, 'succeeded', #iids, now, true)
 end
-dur_save(durations, key_adur)
+follow_flush(now)
 return out

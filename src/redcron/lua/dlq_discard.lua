@@ -10,6 +10,7 @@
   Upholds: one place per instance (the DLQ entry is removed in the same step). ]]
 -- @include lib/clock.lua
 -- @include lib/cancel_instance.lua
+-- @include lib/followup.lua
 
 local now = now_ms(ARGV[1])
 
@@ -25,4 +26,5 @@ for i = 2, #ARGV do
     out[#out + 1] = 0
   end
 end
+follow_flush(now)
 return out

@@ -32,10 +32,10 @@
 -- @include lib/clock.lua
 -- @include lib/streams.lua
 -- @include lib/rings.lua
--- @include lib/breaker.lua
 -- @include lib/attempts.lua
 -- @include lib/dead.lua
 -- @include lib/ckeys.lua
+-- @include lib/followup.lua
 
 local iid = ARGV[1]
 local now = now_ms(ARGV[2])
@@ -83,6 +83,7 @@ elseif TASK_LEASED[state] then
     redis.call('HINCRBY', key_stats(), 'lease_expired', 1)
     local to = end_attempt(ti, iid, 'lost',
       'lease expired with no stream entry left (ended by redcron doctor)', '1', '', '', now, frac)
+    follow_flush(now)
     return 'lease_ended:' .. to
   end
   local did = 'in_place'

@@ -17,8 +17,8 @@
 -- @include lib/lists.lua
 -- @include lib/streams.lua
 -- @include lib/rings.lua
--- @include lib/breaker.lua
 -- @include lib/runs.lua
+-- @include lib/followup.lua
 
 local run_id = ARGV[1]
 local now = now_ms(ARGV[2])
@@ -94,4 +94,5 @@ if word == 'recounted' then
   if #zero > 0 then redis.call('HDEL', rk, unpack(zero)) end
 end
 run_check_end(run_id, now)
+follow_flush(now)
 return {word, readied}

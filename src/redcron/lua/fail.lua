@@ -14,6 +14,7 @@
   attempt ends once. ]]
 -- @include lib/clock.lua
 -- @include lib/attempts.lua
+-- @include lib/followup.lua
 
 local worker = ARGV[1]
 local now = now_ms(ARGV[2])
@@ -30,4 +31,5 @@ for i = 3, #ARGV, 8 do
     out[#out + 1] = {0, -1}
   end
 end
+follow_flush(now)
 return out

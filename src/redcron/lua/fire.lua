@@ -26,11 +26,11 @@
   score and job version; run id from job id + nominal fire time; run and next
   fire time written together); no fire dropped silently (skipped fires are
   counted, refused ones recorded as runs).
-  A scheduled fire's lag goes into the trigger-lag histograms (lib/lag.lua). ]]
+  A scheduled fire's lag is a follow-up (lib/followup.lua, row fires). ]]
 -- @include lib/clock.lua
 -- @include lib/err.lua
--- @include lib/lag.lua
 -- @include lib/fire.lua
+-- @include lib/followup.lua
 
 local fire = fire_args(0)
 local job_id, epoch = fire.job_id, fire.epoch
@@ -39,8 +39,7 @@ local now = now_ms(fire.now_override)
 if not owner_ok(epoch, now) then
   return err('STALE', 'shard lease lost (epoch ' .. epoch .. ' is not the owner)')
 end
-local lags = {}
-local res = fire_one(fire, now, nil, lags)
-lag_save(lags, now)
+local res = fire_one(fire, now, nil)
+follow_flush(now)
 if res[1] == 'notfound' then return err('NOTFOUND', 'no job ' .. job_id) end
 return res

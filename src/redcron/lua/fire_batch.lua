@@ -6,12 +6,12 @@
   notfound; now: the server time the fire was recorded at, ms).
   Errors: STALE when the epoch is not the shard owner's (nothing written).
   Upholds: one run per fire time and no fire dropped silently, as fire.lua,
-  for each group.  The scheduled fires' lags are written once per call (lib/lag.lua). ]]
+  for each group.  The scheduled fires' lags are follow-ups (lib/followup.lua). ]]
 -- @include lib/clock.lua
 -- @include lib/err.lua
 -- @include lib/rings.lua
--- @include lib/lag.lua
 -- @include lib/fire.lua
+-- @include lib/followup.lua
 
 local first = fire_args(0)
 local epoch = first.epoch  -- the same in every group, as now_override
@@ -21,12 +21,12 @@ if not owner_ok(epoch, now) then
   return err('STALE', 'shard lease lost (epoch ' .. epoch .. ' is not the owner)')
 end
 local out = {}
-local woken, lags = {}, {}
+local woken = {}
 for b = 0, #ARGV - 1, 12 do
-  local res = fire_one(fire_args(b), now, woken, lags)
+  local res = fire_one(fire_args(b), now, woken)
   res[3] = now
   out[#out + 1] = res
 end
 wake_gathered(woken)
-lag_save(lags, now)
+follow_flush(now)
 return out

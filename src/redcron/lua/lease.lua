@@ -28,7 +28,7 @@
   through the consumer group (after a peek when only aged entries, or only
   what fits the worker's capacity, may be taken: lib/capacity.lua), checked
   against their hashes (one place, malformed, grant), and held aside instead
-  when their job's circuit breaker is open (lib/breaker.lua); an instance with
+  when their job's circuit breaker is open (lib/breaker_gate.lua); an instance with
   a concurrency key takes one of its key's N slots, or waits in the key's list
   (state waiting) while the call reads on (lib/ckeys.lua).  Visits touch
   only tenants with ready work: the cost never grows with idle tenants.  At

@@ -17,6 +17,7 @@
 -- @include lib/malformed.lua
 -- @include lib/dead.lua
 -- @include lib/grant.lua
+-- @include lib/followup.lua
 
 local now = now_ms(ARGV[1])
 local limit = tonumber(ARGV[2])
@@ -63,5 +64,6 @@ for _, iid in ipairs(due) do
   end
 end
 wake_gathered(woken)
+follow_flush(now)
 local nxt = redis.call('ZRANGE', key_timers(), 0, 0, 'WITHSCORES')
 return {n, tonumber(nxt[2] or '-1')}

@@ -34,6 +34,7 @@
 -- @include lib/clock.lua
 -- @include lib/streams.lua
 -- @include lib/attempts.lua
+-- @include lib/followup.lua
 
 local override = ARGV[1]
 local now = now_ms(override)
@@ -138,5 +139,6 @@ for _, stream in ipairs(due) do
     end
   end
 end
+follow_flush(now)
 local nxt = redis.call('ZRANGE', PENDING, 0, 0, 'WITHSCORES')
 return {n, tonumber(nxt[2] or '-1'), redis.call('ZCOUNT', PENDING, '-inf', now)}

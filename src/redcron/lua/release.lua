@@ -10,6 +10,7 @@
   attempt ends once. ]]
 -- @include lib/clock.lua
 -- @include lib/attempts.lua
+-- @include lib/followup.lua
 
 local worker = ARGV[1]
 local now = now_ms(ARGV[2])
@@ -24,4 +25,5 @@ for i = 3, #ARGV, 2 do
     n = n + 1
   end
 end
+follow_flush(now)
 return n

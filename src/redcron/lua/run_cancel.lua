@@ -12,6 +12,7 @@
 -- @include lib/err.lua
 -- @include lib/lists.lua
 -- @include lib/cancel_instance.lua
+-- @include lib/followup.lua
 
 local run_id = ARGV[1]
 local now = now_ms(ARGV[2])
@@ -25,4 +26,5 @@ for _, t in ipairs(split(f[2])) do
   local _, _, was_leased = cancel_instance(run_id .. '/' .. t, now)
   if was_leased then running[#running + 1] = t end
 end
+follow_flush(now)
 return {redis.call('HGET', rk, 'state'), 1, running}

@@ -2,16 +2,10 @@
 -- @include lib/streams.lua
 -- @include lib/token.lua
 -- @include lib/rings.lua
--- @include lib/breaker.lua
 -- @include lib/terminal.lua
--- @include lib/outcomes.lua
 -- @include lib/dead.lua
--- @include lib/durations.lua
 -- @include lib/ckeys.lua
-
--- the outcomes whose attempts are timed (lib/durations.lua): a lost attempt's
--- end is when its lease was found expired, a cancelled one's when it was stopped
-local TIMED = {succeeded = 1, failed = 1, timed_out = 1}  -- outcomes, not states
+-- @include lib/followup.lua
 
 -- Does (worker, epoch) still hold a valid lease on this instance?
 local function token_ok(ti, worker, epoch)
@@ -24,9 +18,9 @@ end
   outcome: succeeded | failed | timed_out | lost | cancelled
   delay_ms: '' = backoff min(base * 2^(n-1), cap) scaled by frac (full jitter)
   counter: the stats field a retry counts under (default 'retries')
-  Every end is counted (lib/outcomes.lua), and timed when it succeeded, failed
-  or timed out (lib/durations.lua); a hand-back (counter 'handed_back')
-  only in the lifetime counters, not as a failure in the minute's activity.
+  Every end is a follow-up (lib/followup.lua, row attempts): counted, timed,
+  and the breaker's verdict (follow_ends.lua); a hand-back (counter
+  'handed_back') counts only in the lifetime counters.
   Returns the new state and, for a retry, the delay in ms before the next
   attempt may run (0: ready at once); nil otherwise. ]]
 local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitcode, now, frac,
@@ -39,8 +33,8 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
   -- a succeeded (so last) attempt's outcome and end are the instance's state and
   -- ended (make_terminal below), as complete.lua: not written twice
   if outcome ~= 'succeeded' then redis.call('HSET', ti, pre .. 'outcome', outcome, pre .. 'ended', now) end
-  count_attempts(tenant, outcome, 1, now, counter ~= 'handed_back')
-  if TIMED[outcome] then dur_attempt(ti, pre, tenant, now) end
+  local row = {iid, n, outcome, tenant or '', counter == 'handed_back' and 1 or 0, ''}
+  follow('attempts', row)
   if errtext ~= nil and errtext ~= '' then
     redis.call('HSET', ti, pre .. 'error', errtext, 'error', errtext)
   end
@@ -53,8 +47,6 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
   -- its concurrency key's slot goes to the key's first waiter
   ck_free(tenant, f[TI_END_NAME], f[TI_END_CK], f[TI_END_CKN], iid, now)
   redis.call('HDEL', ti, 'deadline', 'lease_entry')
-  local run = run_of_task(iid)
-  if run then breaker_attempt_ended(iid, run, outcome, counter, now) end
   if outcome == 'succeeded' then
     -- as complete.lua: the history keeps the error and the holder (a:<n>:worker)
     redis.call('HDEL', ti, 'error', 'worker')
@@ -77,7 +69,7 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
       if ceiling > cap then ceiling = cap end
       delay = math.floor(ceiling * tonumber(frac))
     end
-    redis.call('HINCRBY', key_stats(), counter or 'retries', 1)
+    row[6] = counter or 'retries'
     if delay <= 0 then
       make_ready(ti, iid, queue, tenant, priority)
       wake(queue, 1)

@@ -1,4 +1,6 @@
---[[ breaker: a job's circuit breaker (docs/architecture.md, Fair dispatch).
+--[[ breaker: a job's circuit breaker (docs/architecture.md, Fair dispatch):
+  how attempts move it (follow_ends.lua), its cool-down (promote), resume
+  (job_pause); lease.lua's side is lib/breaker_gate.lua.
   Job hash fields: breaker ('' = closed | open | trial), breaker_until (ms),
   breaker_trial (the trial instance), and the settings JobStore writes:
   breaker_ratio, breaker_min, breaker_window_s, breaker_cooldown_s.
@@ -21,13 +23,7 @@
   is due, promote makes the first held instance the trial, so held work
   gets its trial even when no new work of the job comes in. ]]
 -- @include lib/rings.lua
--- @include lib/events.lua
-
--- run_id: the run whose task moved the breaker ('' when none: a resume, a cool-down)
-local function breaker_event(kind, job_id, now, detail, run_id)
-  local tenant = redis.call('HGET', key_job(job_id), 'tenant') or ''
-  event_add(kind, tenant, job_id, run_id or '', now, detail)
-end
+-- @include lib/breaker_gate.lua
 
 -- Put the held instances of a job back on their ready streams (bounded).
 local function breaker_release(job_id)
@@ -107,15 +103,6 @@ local function breaker_trial_ended(iid, run_id, now, why, served)
   breaker_event('breaker_reopened', job_id, now, 'trial task ' .. iid .. ' ' .. why, run_id)
 end
 
--- Can the current trial still report?  Not when its hash is gone, or it is in
--- a state from which no verdict comes (terminal, or anywhere but the ready
--- stream or a lease).
-local function breaker_trial_lost(trial)
-  if trial == '' then return true end
-  local st = redis.call('HGET', key_ti(trial), 'state')
-  return not st or not (TASK_LEASED[st] or st == 'ready')
-end
-
 -- Record how one attempt of a run's task ended; trip or settle the breaker.
 local function breaker_record(iid, run_id, failed, now)
   local job_id = job_of_run(run_id)
@@ -170,43 +157,4 @@ local function breaker_attempt_ended(iid, run_id, outcome, counter, now)
   else
     breaker_record(iid, run_id, outcome ~= 'succeeded', now)
   end
-end
-
--- The breaker's word on leasing one run instance: 'lease' or 'hold' (lease.lua;
--- `gates`: job id -> its breaker, read once per call).  After the cool-down the
--- first instance asked about becomes the single trial.
-local function breaker_gate(gates, run_id, iid, now)
-  local job_id = job_of_run(run_id)
-  if not job_id then return 'lease' end
-  local b = gates[job_id]
-  if not b then
-    local j = redis.call('HMGET', key_job(job_id), 'breaker', 'breaker_until', 'breaker_trial')
-    b = {mode = j[1] or '', till = tonumber(j[2] or '') or 0, trial = j[3] or ''}
-    gates[job_id] = b
-  end
-  if b.mode == '' then return 'lease' end
-  if b.mode == 'open' and now >= b.till then
-    redis.call('HSET', key_job(job_id), 'breaker', 'trial', 'breaker_trial', iid)
-    breaker_event('breaker_trial', job_id, now, iid, run_id)
-    b.mode, b.trial = 'trial', iid
-    return 'lease'
-  end
-  if b.mode == 'trial' and b.trial == iid then return 'lease' end
-  if b.mode == 'trial' and not b.checked then
-    -- a trial that can never report (its hash gone...) would hold the job forever
-    b.checked = true
-    if breaker_trial_lost(b.trial) then
-      redis.call('HSET', key_job(job_id), 'breaker_trial', iid)
-      breaker_event('breaker_trial', job_id, now, iid .. ' (trial ' .. b.trial .. ' lost)', run_id)
-      b.trial = iid
-      return 'lease'
-    end
-  end
-  return 'hold'
-end
-
--- Hold a run instance aside while its job's breaker is open (not handed out).
-local function breaker_hold(ti, iid, run_id)
-  redis.call('HSET', ti, 'state', 'held', 'loc', 'held')
-  redis.call('RPUSH', key_held(job_of_run(run_id)), iid)
 end

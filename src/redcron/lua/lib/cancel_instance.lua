@@ -4,8 +4,8 @@
 -- @include lib/streams.lua
 -- @include lib/rings.lua
 -- @include lib/terminal.lua
--- @include lib/run_retention.lua
 -- @include lib/ckeys.lua
+-- @include lib/followup.lua
 
 -- Cancel one instance wherever it is.  Returns the resulting state and whether
 -- this call ended it: ('cancelled', true), or the terminal state it already had
@@ -64,7 +64,7 @@ local function cancel_instance(iid, now)
   end
   redis.call('HSET', ti, 'cancel_requested', '1')
   make_terminal(ti, iid, 'cancelled', now)
-  -- out of the DLQ: an ended run held for it may start its retention
-  if dead_run then run_dlq_left(dead_run) end
+  -- its retention may start now that it holds no dead task: a follow-up
+  if dead_run then follow('runs', {dead_run, 'dlq_left', f[4] or ''}) end
   return 'cancelled', true, false
 end

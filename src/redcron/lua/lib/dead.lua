@@ -1,9 +1,10 @@
 --[[ dead: dead-letter an instance: a self-contained entry in its tenant's DLQ
   (the error and the log tail of its last attempt travel with it), the hash
-  marks it dead there, result() waiters are woken and its run moves on. ]]
+  marks it dead there, result() waiters are woken and its run moves on.  Its
+  count and the dead_lettered event are a follow-up (lib/followup.lua, row dead). ]]
 -- @include lib/waiters.lua
 -- @include lib/runs.lua
--- @include lib/events.lua
+-- @include lib/followup.lua
 
 -- Add the DLQ entry of an instance: self-contained, with the error and the log
 -- tail of attempt `attempt` (nil: none ran); `at` is when it died.  Returns its id.
@@ -28,12 +29,7 @@ end
 local function dead_letter(ti, iid, tenant, queue, name, attempt, outcome, errtext, now)
   local eid = dlq_add(iid, tenant, queue, name, attempt, outcome, errtext, now)
   redis.call('HSET', ti, 'state', 'dead', 'loc', 'dlq:' .. eid, 'ended', now)
-  redis.call('HINCRBY', key_stats(), 'dead', 1)
-  -- the notifier turns these into one digest per channel per minute
-  local run_id = run_of_task(iid) or ''
-  event_add('dead_lettered', tenant, job_of_run(run_id) or '', run_id, now,
-    cjson.encode({task = iid, name = name or '', outcome = outcome,
-      error = string.sub(errtext or '', 1, 300)}))
+  follow('dead', {iid, tenant or '', name or '', outcome, string.sub(errtext or '', 1, 300)})
   notify_done(ti, iid)
   run_task_ended(ti, iid, 'dead', now)
 end

@@ -4,17 +4,17 @@
   that table.  The caller checks the owner epoch first.  Returns {status,
   run_id}; status notfound for a missing job,
   {'malformed', reason} (nothing written) for a job hash no run can be made from.
-  A new fire from the schedule (not manual) is noted in `lags` (lib/lag.lua: the
-  caller saves them once) as now - its due time, the later of its schedule score
-  and its nominal time (a catch-up fire of an old score is as late as its own
-  nominal time). ]]
+  A new fire from the schedule (not manual) is a follow-up (lib/followup.lua,
+  row fires: the trigger-lag histograms and the trigger_lag event), late by
+  now - its due time, the later of its schedule score and its nominal time (a
+  catch-up fire of an old score is as late as its own nominal time); the caller
+  flushes the follow-ups once. ]]
 -- @include lib/lists.lua
--- @include lib/lag.lua
--- @include lib/events.lua
 -- @include lib/admission.lua
 -- @include lib/run_create.lua
 -- @include lib/cancel_instance.lua
 -- @include lib/chain_gate.lua
+-- @include lib/followup.lua
 
 -- Why a job hash cannot make a run (its template did not decode to rows of
 -- {task, queue, deps}, or it names no tenant); nil: it can.
@@ -58,7 +58,7 @@ local function fire_args(b)
 end
 
 -- One fire (a fire_args() table).
-local function fire_one(fire, now, woken, lags)
+local function fire_one(fire, now, woken)
   local job_id, expected, version = fire.job_id, fire.expected, fire.version
   local fire_ms, next_nominal, next_due = fire.fire_ms, fire.next_nominal, fire.next_due
   local trigger, skipped, run_id, params = fire.trigger, fire.skipped, fire.run_id, fire.params
@@ -108,8 +108,7 @@ local function fire_one(fire, now, woken, lags)
   redis.call('HINCRBY', key_stats(), 'fires', 1)
   if expected ~= '' and trigger ~= 'manual' then
     local late = now - math.max(tonumber(expected), tonumber(fire_ms))
-    lag_note(lags, j[JOB_FIRE_TENANT], late)
-    event_lag(j[JOB_FIRE_TENANT], job_id, run_id, late, now)
+    follow('fires', {j[JOB_FIRE_TENANT], job_id, run_id, late})
   end
 
   local overlap = j[JOB_FIRE_OVERLAP] or 'skip'

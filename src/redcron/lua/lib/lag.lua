@@ -27,13 +27,15 @@ local function lag_note(notes, tenant, lag_ms)
   notes.tle[f] = (notes.tle[f] or 0) + 1
 end
 
--- Write the gathered fires: the lifetime histogram and the minute's.
-local function lag_save(notes, now)
+-- Write the gathered fires: the lifetime histogram, and the minute's of `now`
+-- unless `lifetime_only` (metrics = basic).
+local function lag_save(notes, now, lifetime_only)
   if not notes.count then return end
   local lk = key_lag()
   for le, n in pairs(notes.le) do redis.call('HINCRBY', lk, le, n) end
   redis.call('HINCRBY', lk, 'count', notes.count)
   redis.call('HINCRBY', lk, 'sum_ms', notes.sum)
+  if lifetime_only then return end
   local mk = key_lagm(math.floor(now / 60000))
   local fresh = false
   for f, n in pairs(notes.tle) do

@@ -2,7 +2,7 @@
   `L` is that call's state (built by lease.lua): worker, want (the batch
   size), now, deadline (now + the lease TTL), override (a test's now, or ''),
   out (the batch so far), cpu / mem (the worker's free capacity, nil: no
-  limit), tenants (lib/limits.lua's cache), gates (lib/breaker.lua's) and
+  limit), tenants (lib/limits.lua's cache), gates (lib/breaker_gate.lua's) and
   dispatched (tenant -> leased this call, for the share-of-dispatch counters).
   Entries are read with XREADGROUP under the one consumer name: a leased entry
   stays pending in the group until its lease ends, and its stream joins the
@@ -16,7 +16,7 @@
 -- @include lib/streams.lua
 -- @include lib/capacity.lua
 -- @include lib/limits.lua
--- @include lib/breaker.lua
+-- @include lib/breaker_gate.lua
 -- @include lib/malformed.lua
 -- @include lib/grant.lua
 -- @include lib/ckeys.lua

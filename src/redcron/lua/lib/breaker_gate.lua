@@ -1,0 +1,60 @@
+--[[ breaker_gate: a job's circuit breaker as lease.lua meets it (lib/breaker.lua
+  has the rest): an open breaker holds the job's ready instances aside (state
+  held, in held:<job>); after its cool-down the first instance asked about
+  becomes the single trial; a trial that can no longer report is replaced.
+  Every change of mode is an event (lib/events.lua). ]]
+-- @include lib/events.lua
+
+-- run_id: the run whose task moved the breaker ('' when none: a resume, a cool-down)
+local function breaker_event(kind, job_id, now, detail, run_id)
+  local tenant = redis.call('HGET', key_job(job_id), 'tenant') or ''
+  event_add(kind, tenant, job_id, run_id or '', now, detail)
+end
+
+-- Can the current trial still report?  Not when its hash is gone, or it is in
+-- a state from which no verdict comes (terminal, or anywhere but the ready
+-- stream or a lease).
+local function breaker_trial_lost(trial)
+  if trial == '' then return true end
+  local st = redis.call('HGET', key_ti(trial), 'state')
+  return not st or not (TASK_LEASED[st] or st == 'ready')
+end
+
+-- The breaker's word on leasing one run instance: 'lease' or 'hold' (lease.lua;
+-- `gates`: job id -> its breaker, read once per call).  After the cool-down the
+-- first instance asked about becomes the single trial.
+local function breaker_gate(gates, run_id, iid, now)
+  local job_id = job_of_run(run_id)
+  if not job_id then return 'lease' end
+  local b = gates[job_id]
+  if not b then
+    local j = redis.call('HMGET', key_job(job_id), 'breaker', 'breaker_until', 'breaker_trial')
+    b = {mode = j[1] or '', till = tonumber(j[2] or '') or 0, trial = j[3] or ''}
+    gates[job_id] = b
+  end
+  if b.mode == '' then return 'lease' end
+  if b.mode == 'open' and now >= b.till then
+    redis.call('HSET', key_job(job_id), 'breaker', 'trial', 'breaker_trial', iid)
+    breaker_event('breaker_trial', job_id, now, iid, run_id)
+    b.mode, b.trial = 'trial', iid
+    return 'lease'
+  end
+  if b.mode == 'trial' and b.trial == iid then return 'lease' end
+  if b.mode == 'trial' and not b.checked then
+    -- a trial that can never report (its hash gone...) would hold the job forever
+    b.checked = true
+    if breaker_trial_lost(b.trial) then
+      redis.call('HSET', key_job(job_id), 'breaker_trial', iid)
+      breaker_event('breaker_trial', job_id, now, iid .. ' (trial ' .. b.trial .. ' lost)', run_id)
+      b.trial = iid
+      return 'lease'
+    end
+  end
+  return 'hold'
+end
+
+-- Hold a run instance aside while its job's breaker is open (not handed out).
+local function breaker_hold(ti, iid, run_id)
+  redis.call('HSET', ti, 'state', 'held', 'loc', 'held')
+  redis.call('RPUSH', key_held(job_of_run(run_id)), iid)
+end
