@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from cli_fixtures import Invoke, invoke_fixture, prefix_fixture  # noqa: F401 (fixtures)
 from cli_output import one_error_line  # tests/helpers
+from followups import follow  # tests/helpers
 from click.testing import CliRunner
 
 from redcron import App, ConfigError, serde
@@ -52,6 +53,7 @@ def make_dead(app: App, tenant: str = "default") -> str:
         0, "w-test", [FailItem(lease.iid, lease.epoch, "failed", "ValueError: boom", False)]
     )
     assert res.state == "dead"
+    follow(app)  # its count and event: maintenance's, within the interval
     return handle.id
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import flask
 import pytest
 from beats import tick_until  # tests/helpers is on sys.path
+from followups import follow  # tests/helpers
 from flask.testing import FlaskClient
 from web_app import add_and_broken_app
 from worker_procs import thread_workers, wait_for
@@ -274,6 +275,7 @@ def test_overview_shows_trigger_lag_and_tasks_per_minute(
     start_worker()
     tick_until(beat, lambda: all(h.state in ("succeeded", "dead") for h in handles), "tasks")
     tick_until(beat, lambda: app.jobs.runs(app.jobs.job_id(MINE, "tick"), 1), "a fire")
+    follow(app)  # the figures are follow-ups: applied within the maintenance interval
     page = text(admin.get("/"))
     card = re.search(r'<div class="card" id="trigger-lag">(.*?)</div>', page, re.S)
     assert card is not None and "trigger lag p50 / p99, last hour (" in card.group(1)

@@ -22,6 +22,7 @@ import flask
 import pytest
 from click.testing import CliRunner
 from flask.testing import FlaskClient
+from followups import follow  # tests/helpers
 from grants import grant_commands
 from worker_procs import thread_workers, wait_for  # tests/helpers is on sys.path
 
@@ -30,7 +31,7 @@ from redcron.beat.beat import Beat
 from redcron.broker.argv import FireArgs
 from redcron.cli.main import main
 from redcron.dashboard import create_app
-from redcron.errors import Conflict, ValidationError
+from redcron.errors import Conflict, NotFound, ValidationError
 from redcron.keys import run_id, shard_of_id
 from redcron.model.jobfile import load_jobs
 from redcron.model.jobs import Task
@@ -100,11 +101,19 @@ def runs_of(app: App, tenant: str, name: str) -> list[Any]:
 
 
 def wait_ended(app: App, rid: str) -> str:
+    """The run's end state once it ended (a chained run may not exist yet: its
+    upstream's end makes it within the maintenance interval), and what reacts
+    to that end applied (chaining: follow-ups, as maintenance does)."""
+
     def ended() -> str | None:
-        state = app.jobs.run(rid).state
+        try:
+            state = app.jobs.run(rid).state
+        except NotFound:
+            return None
         return state if state in ENDED else None
 
     state: str = wait_for(ended, f"run {rid} to end", 20)
+    follow(app)
     return state
 
 
@@ -404,6 +413,7 @@ def test_the_beat_holds_a_due_fire_and_records_the_fires_after_it(app: App) -> N
     (lease,) = app.broker.leases.lease(shard, "w1", 1, 60_000, ["default"])
     assert lease.iid.startswith(up.id)
     assert app.broker.leases.complete(shard, "w1", [(lease.iid, lease.epoch, b"\xc0")]) == [True]
+    follow(app)  # the waiting fire starts from the upstream's end: a follow-up
     held = app.jobs.run(run_id(job.id, start))
     assert held.state == "queued" and held.trigger in ("every", "catchup")
     assert app.jobs.get(TENANT, "poll").waiting_fire is None

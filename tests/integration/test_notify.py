@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping
 
 import pytest
 import redis
+from followups import follow  # tests/helpers
 from polling import wait_for  # tests/helpers
 from receiver import (  # tests/helpers
     Receiver,
@@ -247,6 +248,7 @@ def test_the_scripts_record_dead_letters_failed_runs_and_breakers_with_their_ten
     app.broker.leases.fail(
         0, "w", [FailItem(x.iid, x.epoch, "failed", "boom", False) for x in leases]
     )
+    follow(app)  # the events are follow-ups of the ends
     events = app.jobs.events()
     assert {e.type for e in events} >= {"dead_lettered", "run_failed", "breaker_opened"}
     assert all(e.tenant == "default" for e in events)

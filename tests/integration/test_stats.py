@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
+from followups import follow  # tests/helpers
 from prometheus_client.parser import text_string_to_metric_families
 
 from redcron import App
@@ -60,6 +61,7 @@ def by_name(leases: list[Lease]) -> dict[str, list[Lease]]:
 def complete(b: Broker, tenant: str, leases: list[Lease], now: int) -> None:
     items = [(x.iid, x.epoch, b"\xc0") for x in leases]
     assert b.leases.complete(shard_of(tenant, b.shards), W, items, now=now) == [True] * len(leases)
+    follow(b)  # counted and timed in a follow-up: maintenance's, within the interval
 
 
 def fail(
@@ -67,6 +69,7 @@ def fail(
 ) -> str:
     item = FailItem(x.iid, x.epoch, outcome, "boom", retry, 0 if retry else None)
     [res] = b.leases.fail(shard_of(tenant, b.shards), W, [item], now=now)
+    follow(b)
     return str(res.state)
 
 
@@ -144,6 +147,7 @@ def jobs_workload(app: App) -> int:
 
 
 def scrape(app: App, query: str = "") -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    follow(app)  # every end's follow-ups applied, as maintenance has by a scrape
     resp = create_app(app).test_client().get(f"/metrics{query}")
     assert resp.status_code == 200
     out = {}

@@ -119,7 +119,7 @@ class Ops:
         """lease.lua's reply as it is (iid, epoch, attempt, name, kind, args, ...)."""
         args = argv.lease(
             worker, n, ttl, queues, tenants=tenants, quantum=quantum, aging_ms=aging_ms,
-            now=self.now,
+            metrics=self.b.settings.metrics, now=self.now,
         )  # fmt: skip
         return self.run("lease", args)
 

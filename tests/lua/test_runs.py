@@ -58,10 +58,12 @@ class Runs:
 
     def fire(self, job_id: str, fire_ms: int) -> tuple[str, str]:
         """Fire as the beat would (not from the schedule: the score is not checked)."""
-        return self.b.beat.fire_one(
+        out = self.b.beat.fire_one(
             self.shard,
             FireArgs(job_id, "", "", fire_ms, None, None, "", "cron", 0, f"{job_id}@{fire_ms}"),
         )
+        follow(self.b)  # cancel_previous cancels the previous run's tasks in a follow-up
+        return out
 
     # -- moving instances --------------------------------------------------------
 
@@ -750,7 +752,7 @@ def test_overlap_cancel_previous_cancels_the_active_run(runs: Runs) -> None:
     a = runs.lease()["a"]
     status, second = runs.fire(job_id, T0 + MINUTE)
     assert status == "created"
-    # the running task ends cancelled at once, and the first run with it
+    # the running task ends cancelled (a follow-up of the fire), and the first run with it
     assert runs.states(first) == {"a": "cancelled", "b": "cancelled"}
     assert runs.run(first).state == "cancelled"
     assert runs.states(second) == {"a": "ready", "b": "pending"}

@@ -133,9 +133,11 @@ def lease(
     quantum: float | str = "",
     aging_ms: int | str = "",
     capacity: tuple[float | None, int | None] = (None, None),
+    metrics: str = "full",
     now: int | None = None,
 ) -> list[Any]:
-    """lease.lua: ``capacity`` is the worker's free (cpu, mem), None = no limit."""
+    """lease.lua: ``capacity`` is the worker's free (cpu, mem), None = no limit;
+    ``metrics`` the deployment's Settings.metrics (basic: no share-of-dispatch counts)."""
     cpu, mem = capacity
     cap = (
         ""
@@ -143,7 +145,7 @@ def lease(
         else f"{'' if cpu is None else cpu},{'' if mem is None else mem}"
     )
     return [worker, max_tasks, ttl_ms, clock(now), ",".join(tenants), quantum, aging_ms, cap,
-            *queues]  # fmt: skip
+            metrics, *queues]  # fmt: skip
 
 
 def tokens(worker: str, pairs: Iterable[tuple[str, str]], now: int | None = None) -> list[Any]:

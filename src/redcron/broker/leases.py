@@ -165,6 +165,7 @@ class Leases:
             quantum=settings.dispatch_quantum,
             aging_ms=int(settings.aging * 1000),
             capacity=req.capacity,
+            metrics=settings.metrics,
             now=now,
         )
 

@@ -63,7 +63,12 @@ class Maintained(NamedTuple):
 
 
 #: the script that applies each kind of follow-up entry (lua/lib/followup.lua)
-FOLLOW_SCRIPTS = {"ends": "follow_ends", "runs": "follow_runs", "chain": "follow_chain"}
+FOLLOW_SCRIPTS = {
+    "ends": "follow_ends",
+    "runs": "follow_runs",
+    "chain": "follow_chain",
+    "cancel": "follow_cancel",
+}
 #: follow-up entries read per round, and rows applied per script call at most
 #: (an entry holds the rows of one ending call: up to a batch of 256)
 FOLLOW_READ = 200
@@ -167,7 +172,7 @@ class Maintenance:
             n = int(core._run(script, shard, args))
             applied += n
             # the end of a run may add a follow-up of its own (kind chain)
-            more = more or (script == "follow_runs" and n > 0)
+            more = more or (script in ("follow_runs", "follow_cancel") and n > 0)
         return applied, more
 
     def prune_recent(self, shard: int, batch: int = PRUNE_BATCH) -> int:

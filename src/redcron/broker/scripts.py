@@ -43,6 +43,7 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "follow_ends",
     "follow_runs",
     "follow_chain",
+    "follow_cancel",
     "cancel",
     "dlq_replay",
     "dlq_discard",

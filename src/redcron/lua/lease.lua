@@ -13,7 +13,8 @@
   ARGV[8] the worker's free capacity "cpu,mem" (cores, bytes; "" = no limits):
           a task asking for more than is left is not leased to this worker (it
           waits at the head of its tenant's stream for one it fits)
-  ARGV[9..] queues the worker serves
+  ARGV[9] metrics: full | basic (basic: no per-minute share-of-dispatch counts)
+  ARGV[10..] queues the worker serves
   Returns: { {iid, epoch, attempt, name, kind, args, timeout_ms, tenant, cpu, mem, queue,
   last_attempt}, ... } (numbers as integers, cpu as text); last_attempt is the
   number of the last attempt allowed: max_attempts plus the attempts that do
@@ -32,7 +33,8 @@
   a concurrency key takes one of its key's N slots, or waits in the key's list
   (state waiting) while the call reads on (lib/ckeys.lua).  Visits touch
   only tenants with ready work: the cost never grows with idle tenants.  At
-  the end the token buckets and the share-of-dispatch counters are saved.
+  the end the token buckets and (metrics full) the share-of-dispatch counters
+  are saved.
   A stream without the consumer group (a hand-written XADD) gets it, from 0,
   on its first read.
   Upholds: a stale lease token writes nothing (epoch += 1 per assignment); one
@@ -47,6 +49,7 @@
 
 local now = now_ms(ARGV[4])
 local capacity = ARGV[8] or ''
+local metrics = ARGV[9]
 local cap_cpu, cap_mem = string.match(capacity, '^([%d.]*),([%d.]*)$')
 local L = {  -- this call's state (lib/take.lua)
   worker = ARGV[1],
@@ -66,7 +69,7 @@ local L = {  -- this call's state (lib/take.lua)
 }
 local filter = {}
 for t in string.gmatch(ARGV[5], '[^,]+') do filter[#filter + 1] = t end
-local FIRST_QUEUE = 9  -- ARGV[9..]: the queues served
+local FIRST_QUEUE = 10  -- ARGV[10..]: the queues served
 local classes = {'high', 'normal', 'low'}
 local out, want = L.out, L.want
 
@@ -96,7 +99,7 @@ end
 
 -- persist token buckets and the share-of-dispatch counters
 limits_save(L.tenants)
-if next(L.dispatched) then
+if metrics ~= 'basic' and next(L.dispatched) then
   local dk = key_disp(math.floor(now / 60000))
   local total = 0
   for tenant, n in pairs(L.dispatched) do

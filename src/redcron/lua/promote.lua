@@ -5,7 +5,7 @@
   Returns: {promoted, next_due_ms or -1}
   Members park:<tenant> are rate-limited tenants whose next token is due;
   brk:<job> is a job's circuit-breaker cool-down: its first held instance
-  becomes the trial (lib/breaker.lua).  Neither counts as promoted.
+  becomes the trial (lib/breaker_cooldown.lua).  Neither counts as promoted.
   An instance lease.lua put here because its hash cannot be leased (edited by
   hand: lib/malformed.lua) is dead-lettered instead, unless fixed meanwhile;
   so is one whose tenant lacks the grant allow_commands (outcome not_granted),
@@ -13,7 +13,7 @@
   Upholds: one place per instance (ZREM the timer, then XADD). ]]
 -- @include lib/clock.lua
 -- @include lib/rings.lua
--- @include lib/breaker.lua
+-- @include lib/breaker_cooldown.lua
 -- @include lib/malformed.lua
 -- @include lib/dead.lua
 -- @include lib/grant.lua

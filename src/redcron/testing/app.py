@@ -176,6 +176,14 @@ class TestApp(App):
         for shard in range(self._fake.shards):
             self._fake.maintenance.maintain(shard)
 
+    def _follow(self) -> None:
+        """Apply what reacts to the attempt just reported (its follow-ups:
+        counters, the breaker, chained runs...), as a deployment's maintenance
+        does within its interval: the next lease sees their effect."""
+        for shard in range(self._fake.shards):
+            while self._fake.maintenance.follow_up(shard)[1]:
+                pass
+
     def _move_to(self, target: int) -> None:
         if target < self.clock.ms:
             raise ValueError(f"advance: {_iso(target)} is before the test clock ({self.now})")
@@ -239,11 +247,13 @@ class TestApp(App):
         if not with_recursion:
             for lease in self._lease_all(queues):
                 total.add(worker.run(lease))
+                self._follow()
             return total
         while total.attempts < MAX_ATTEMPTS:
             leases = worker.lease(worker.queues(queue), 1)
             if leases:
                 total.add(worker.run(leases[0]))
+                self._follow()
                 continue
             if with_scheduled is False:
                 return total

@@ -63,30 +63,6 @@ local function breaker_open(job_id, till)
   redis.call('ZADD', key_brkopen(), till, job_id)
 end
 
--- The cool-down timer of a job is due (promote): if the breaker is still open
--- and work is held, the first held instance becomes the trial and goes back
--- on its ready stream.  Returns 1 when a trial was made ready.
-local function breaker_cooldown_due(job_id, now)
-  local jk = key_job(job_id)
-  local j = redis.call('HMGET', jk, 'breaker', 'breaker_until')
-  if j[1] ~= 'open' or now < (tonumber(j[2] or '') or 0) then return 0 end
-  local hk = key_held(job_id)
-  for _ = 1, 100 do  -- bounded: entries cancelled meanwhile are LREMed, so rarely stale
-    local iid = redis.call('LPOP', hk)
-    if not iid then return 0 end
-    local ti = key_ti(iid)
-    local f = redis.call('HMGET', ti, 'state', 'queue', 'tenant', 'priority')
-    if f[1] == 'held' then
-      redis.call('HSET', jk, 'breaker', 'trial', 'breaker_trial', iid)
-      breaker_event('breaker_trial', job_id, now, iid, run_of_task(iid))
-      make_ready(ti, iid, f[2], f[3], f[4])
-      wake(f[2], 1)
-      return 1
-    end
-  end
-  return 0
-end
-
 -- The trial `iid` ended or left its place without a verdict (cancelled, handed
 -- back, dead-lettered or marked by its run...): reopen the breaker, with the
 -- cool-down (or, when `served`, due at once: a new trial is picked next).

@@ -10,15 +10,3 @@ local function event_add(kind, tenant, job_id, run_id, now, detail)
     'tenant', tenant or '', 'job', job_id or '', 'run', run_id or '', 'at', now,
     'detail', detail or '')
 end
-
--- A scheduled fire `lag_ms` late: a trigger_lag event past EVENT_LAG_MS, at most
--- one per job per EVENT_LAG_EVERY_MS (the SET NX marker), so a stalled shard
--- catching up on thousands of fires records one event per job, not thousands.
-local function event_lag(tenant, job_id, run_id, lag_ms, now)
-  if lag_ms < EVENT_LAG_MS then return end
-  if not redis.call('SET', key_lagalert(job_id), now, 'NX', 'PX', EVENT_LAG_EVERY_MS) then
-    return
-  end
-  event_add('trigger_lag', tenant, job_id, run_id, now,
-    'fired ' .. math.floor(lag_ms / 1000) .. ' s late')
-end

@@ -9,10 +9,8 @@
   now - its due time, the later of its schedule score and its nominal time (a
   catch-up fire of an old score is as late as its own nominal time); the caller
   flushes the follow-ups once. ]]
--- @include lib/lists.lua
 -- @include lib/admission.lua
 -- @include lib/run_create.lua
--- @include lib/cancel_instance.lua
 -- @include lib/chain_gate.lua
 -- @include lib/followup.lua
 
@@ -130,12 +128,11 @@ local function fire_one(fire, now, woken)
       redis.call('HSET', jk, 'buffered', fire_ms .. '|' .. trigger)
       return {'buffered', run_id}
     elseif overlap == 'cancel_previous' then
+      -- marked now (the run ends cancelled whatever comes); its tasks are
+      -- cancelled by a follow-up (follow_cancel.lua) within the maintenance delay
       for _, rid in ipairs(redis.call('SMEMBERS', key_active(job_id))) do
-        local rk = key_run(rid)
-        redis.call('HSET', rk, 'cancel_requested', '1')
-        for _, t in ipairs(split(redis.call('HGET', rk, 'tasks'))) do
-          cancel_instance(rid .. '/' .. t, now)
-        end
+        redis.call('HSET', key_run(rid), 'cancel_requested', '1')
+        follow('cancel', {rid})
       end
     end
   end

@@ -8,6 +8,7 @@
     kind ends  (follow_ends.lua): fields attempts, left, dead, fires
     kind runs  (follow_runs.lua): field runs
     kind chain (follow_chain.lua): field chain
+    kind cancel (follow_cancel.lua): field cancel
   Each field is a JSON array of rows (cjson, readable with redis-cli XRANGE);
   field at is the time of the end (ms), the time every follow-up applies at.
   Rows:
@@ -20,11 +21,14 @@
     runs     {run id, state, tenant}: a run ended (state dlq_left: a dead task
              of an ended run left the DLQ for good)
     chain    {job id, state}: a run of the job ended; chaining and the buffered
-             fire (overlap buffer_one) follow from it ]]
+             fire (overlap buffer_one) follow from it
+    cancel   {run id}: a fire of an overlap cancel_previous job marked the run
+             cancel_requested; its tasks are cancelled ]]
 
-local FOLLOW = {attempts = {}, left = {}, dead = {}, fires = {}, runs = {}, chain = {}}
+local FOLLOW = {attempts = {}, left = {}, dead = {}, fires = {}, runs = {}, chain = {},
+  cancel = {}}
 local FOLLOW_KINDS = {ends = {'attempts', 'left', 'dead', 'fires'}, runs = {'runs'},
-  chain = {'chain'}}
+  chain = {'chain'}, cancel = {'cancel'}}
 
 local function follow(field, row)
   local rows = FOLLOW[field]

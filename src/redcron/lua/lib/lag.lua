@@ -4,7 +4,9 @@
   lagm:<minute> (HASH, per minute, expires after ACTIVITY_TTL_S): <tenant>|<le> -> fires,
   and *|<le>: the same summed over tenants.
   A call gathers its fires in a table (lag_note) and writes them once (lag_save),
-  so a batch of fires costs a few calls, not a few per fire. ]]
+  so a batch of fires costs a few calls, not a few per fire.  A fire late
+  past EVENT_LAG_MS records a trigger_lag event (event_lag). ]]
+-- @include lib/events.lua
 
 -- The field name of the bucket a lag (ms) falls in.
 local function lag_bucket(lag_ms)
@@ -44,4 +46,16 @@ local function lag_save(notes, now, lifetime_only)
   -- every tenant's, summed ('*' is no tenant name): the overview reads these
   for le, n in pairs(notes.le) do redis.call('HINCRBY', mk, '*|' .. le, n) end
   if fresh then redis.call('EXPIRE', mk, ACTIVITY_TTL_S) end
+end
+
+-- A scheduled fire `lag_ms` late: a trigger_lag event past EVENT_LAG_MS, at most
+-- one per job per EVENT_LAG_EVERY_MS (the SET NX marker), so a stalled shard
+-- catching up on thousands of fires records one event per job, not thousands.
+local function event_lag(tenant, job_id, run_id, lag_ms, now)
+  if lag_ms < EVENT_LAG_MS then return end
+  if not redis.call('SET', key_lagalert(job_id), now, 'NX', 'PX', EVENT_LAG_EVERY_MS) then
+    return
+  end
+  event_add('trigger_lag', tenant, job_id, run_id, now,
+    'fired ' .. math.floor(lag_ms / 1000) .. ' s late')
 end

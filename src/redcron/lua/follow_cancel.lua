@@ -1,0 +1,31 @@
+--[[ follow_cancel: apply follow-ups of kind cancel (lib/followup.lua, written by
+  a fire of an overlap cancel_previous job): cancel every task of the runs the
+  fire marked cancel_requested, as run_cancel does (ready, timer, held and
+  waiting work taken out of its place; a leased attempt ends cancelled with its
+  lease, its worker's report refused), so the run ends cancelled.
+  KEYS[1] shard prefix
+  ARGV[1..] ids of entries of the shard's followups stream, oldest first
+  Returns: the number of entries applied (an id gone or of another kind: 0).
+  Upholds: each follow-up applied once (read, applied and deleted in one call);
+  one place per instance; each attempt ends once. ]]
+-- @include lib/lists.lua
+-- @include lib/cancel_instance.lua
+-- @include lib/followed.lua
+-- @include lib/followup.lua
+
+local applied, last_at = 0, 0
+for i = 1, #ARGV do
+  local e = followed(ARGV[i], 'cancel')
+  if e then
+    applied, last_at = applied + 1, e.at
+    for _, row in ipairs(e.cancel or {}) do
+      local rk = key_run(row[1])
+      local r = redis.call('HMGET', rk, 'state', 'tasks')
+      if r[1] and RUN_ACTIVE[r[1]] then
+        for _, t in ipairs(split(r[2])) do cancel_instance(row[1] .. '/' .. t, e.at) end
+      end
+    end
+  end
+end
+follow_flush(last_at)
+return applied
