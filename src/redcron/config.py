@@ -145,9 +145,7 @@ class Settings:
                 f"durability: {self.durability!r} is not one of {', '.join(DURABILITY)}"
             )
         if self.metrics not in METRICS:
-            raise ConfigError(
-                f"metrics: {self.metrics!r} is not one of {', '.join(METRICS)}"
-            )
+            raise ConfigError(f"metrics: {self.metrics!r} is not one of {', '.join(METRICS)}")
         if self.durability_replicas < 0:
             raise ConfigError("durability_replicas: must be >= 0")
         if self.durability_timeout <= 0:

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from cli_fixtures import Invoke, invoke_fixture, prefix_fixture  # noqa: F401 (fixtures)
 from cli_output import one_error_line  # tests/helpers
-from followups import follow  # tests/helpers
 from click.testing import CliRunner
+from followups import follow  # tests/helpers
 
 from redcron import App, ConfigError, serde
 from redcron.broker import FailItem

@@ -14,8 +14,8 @@ from typing import Any
 import flask
 import pytest
 from beats import tick_until  # tests/helpers is on sys.path
-from followups import follow  # tests/helpers
 from flask.testing import FlaskClient
+from followups import follow  # tests/helpers
 from web_app import add_and_broken_app
 from worker_procs import thread_workers, wait_for
 

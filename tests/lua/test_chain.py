@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-
 from followups import follow  # tests/helpers
 
 from redcron import App
