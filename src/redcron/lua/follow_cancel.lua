@@ -13,19 +13,13 @@
 -- @include lib/followed.lua
 -- @include lib/followup.lua
 
-local applied, last_at = 0, 0
-for i = 1, #ARGV do
-  local e = followed(ARGV[i], 'cancel')
-  if e then
-    applied, last_at = applied + 1, e.at
-    for _, row in ipairs(e.cancel or {}) do
-      local rk = key_run(row[1])
-      local r = redis.call('HMGET', rk, 'state', 'tasks')
-      if r[1] and RUN_ACTIVE[r[1]] then
-        for _, t in ipairs(split(r[2])) do cancel_instance(row[1] .. '/' .. t, e.at) end
-      end
+local applied, last_at = follow_entries('cancel', 1, function(e)
+  for _, row in ipairs(e.cancel or {}) do
+    local r = redis.call('HMGET', key_run(row[1]), 'state', 'tasks')
+    if r[1] and RUN_ACTIVE[r[1]] then
+      for _, t in ipairs(split(r[2])) do cancel_instance(row[1] .. '/' .. t, e.at) end
     end
   end
-end
+end)
 follow_flush(last_at)
 return applied

@@ -15,8 +15,6 @@
 -- @include lib/chain.lua
 -- @include lib/followed.lua
 
-local applied = 0
-
 -- buffer_one: the fire held back while runs were going starts now, unless
 -- the job was paused meanwhile (a paused job takes no scheduled fires)
 local function start_buffered(job_id, at)
@@ -34,17 +32,12 @@ local function start_buffered(job_id, at)
   end
 end
 
-for i = 1, #ARGV do
-  local e = followed(ARGV[i], 'chain')
-  if e then
-    applied = applied + 1
-    for _, row in ipairs(e.chain or {}) do
-      local job_id, state = row[1], row[2]
-      if redis.call('EXISTS', key_job(job_id)) == 1 then
-        if state == 'succeeded' then chain_upstream_succeeded(job_id, e.at) end
-        start_buffered(job_id, e.at)
-      end
+return (follow_entries('chain', 1, function(e)
+  for _, row in ipairs(e.chain or {}) do
+    local job_id, state = row[1], row[2]
+    if redis.call('EXISTS', key_job(job_id)) == 1 then
+      if state == 'succeeded' then chain_upstream_succeeded(job_id, e.at) end
+      start_buffered(job_id, e.at)
     end
   end
-end
-return applied
+end))

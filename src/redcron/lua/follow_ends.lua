@@ -31,46 +31,40 @@ local counts = {}  -- "<minute>|<tenant>|<outcome>|<active>" -> attempts
 local durations = {}  -- lib/durations.lua's notes
 local lags = {}  -- minute -> lib/lag.lua's notes
 local stats = {}  -- stats field -> n
-local applied = 0
-
 local function add(t, k, n) t[k] = (t[k] or 0) + n end
 
-for i = 2, #ARGV do
-  local e = followed(ARGV[i], 'ends')
-  if e then
-    applied = applied + 1
-    local at = e.at
-    local minute = math.floor(at / 60000)
-    for _, r in ipairs(e.attempts or {}) do
-      local iid, n, outcome, tenant, handed_back, counter = r[1], r[2], r[3], r[4], r[5], r[6]
-      add(counts, minute .. '|' .. tenant .. '|' .. outcome .. '|' .. handed_back, 1)
-      if counter ~= '' then add(stats, counter, 1) end
-      if TIMED[outcome] then dur_note_attempt(durations, key_ti(iid), 'a:' .. n .. ':', tenant, at) end
-      local run = run_of_task(iid)
-      if run then
-        breaker_attempt_ended(iid, run, outcome, handed_back == 1 and 'handed_back' or nil, at)
-      end
-    end
-    for _, r in ipairs(e.left or {}) do
-      local run = run_of_task(r[1])
-      if run then breaker_trial_ended(r[1], run, at, 'ended ' .. r[2], false) end
-    end
-    for _, r in ipairs(e.dead or {}) do
-      local iid, tenant, name, outcome, errtext = r[1], r[2], r[3], r[4], r[5]
-      add(stats, 'dead', 1)
-      -- the notifier turns these into one digest per channel per minute
-      local run_id = run_of_task(iid) or ''
-      event_add('dead_lettered', tenant, job_of_run(run_id) or '', run_id, at,
-        cjson.encode({task = iid, name = name, outcome = outcome, error = errtext}))
-    end
-    for _, r in ipairs(e.fires or {}) do
-      local tenant, job_id, run_id, late = r[1], r[2], r[3], r[4]
-      lags[minute] = lags[minute] or {}
-      lag_note(lags[minute], tenant, late)
-      event_lag(tenant, job_id, run_id, late, at)
+local applied = follow_entries('ends', 2, function(e)
+  local at = e.at
+  local minute = math.floor(at / 60000)
+  for _, r in ipairs(e.attempts or {}) do
+    local iid, n, outcome, tenant, handed_back, counter = r[1], r[2], r[3], r[4], r[5], r[6]
+    add(counts, minute .. '|' .. tenant .. '|' .. outcome .. '|' .. handed_back, 1)
+    if counter ~= '' then add(stats, counter, 1) end
+    if TIMED[outcome] then dur_note_attempt(durations, key_ti(iid), 'a:' .. n .. ':', tenant, at) end
+    local run = run_of_task(iid)
+    if run then
+      breaker_attempt_ended(iid, run, outcome, handed_back == 1 and 'handed_back' or nil, at)
     end
   end
-end
+  for _, r in ipairs(e.left or {}) do
+    local run = run_of_task(r[1])
+    if run then breaker_trial_ended(r[1], run, at, 'ended ' .. r[2], false) end
+  end
+  for _, r in ipairs(e.dead or {}) do
+    local iid, tenant, name, outcome, errtext = r[1], r[2], r[3], r[4], r[5]
+    add(stats, 'dead', 1)
+    -- the notifier turns these into one digest per channel per minute
+    local run_id = run_of_task(iid) or ''
+    event_add('dead_lettered', tenant, job_of_run(run_id) or '', run_id, at,
+      cjson.encode({task = iid, name = name, outcome = outcome, error = errtext}))
+  end
+  for _, r in ipairs(e.fires or {}) do
+    local tenant, job_id, run_id, late = r[1], r[2], r[3], r[4]
+    lags[minute] = lags[minute] or {}
+    lag_note(lags[minute], tenant, late)
+    event_lag(tenant, job_id, run_id, late, at)
+  end
+end)
 
 for k, n in pairs(counts) do
   local minute, tenant, outcome, handed_back = string.match(k, '^(%d+)|(.*)|([%w_]+)|(%d)$')

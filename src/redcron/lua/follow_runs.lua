@@ -20,8 +20,6 @@
 -- @include lib/followed.lua
 -- @include lib/followup.lua
 
-local applied, last_at = 0, 0
-
 -- The run `run_id` of `tenant` ended `state` at `at`.
 local function run_ended(run_id, state, tenant, at)
   local rk = key_run(run_id)
@@ -56,18 +54,14 @@ local function run_ended(run_id, state, tenant, at)
   if r[1] and RUN_TERMINAL[r[1]] then run_retain(rk, run_id, job_id) end
 end
 
-for i = 1, #ARGV do
-  local e = followed(ARGV[i], 'runs')
-  if e then
-    applied, last_at = applied + 1, e.at
-    for _, row in ipairs(e.runs or {}) do
-      if row[2] == 'dlq_left' then
-        run_dlq_left(row[1])
-      else
-        run_ended(row[1], row[2], row[3], e.at)
-      end
+local applied, last_at = follow_entries('runs', 1, function(e)
+  for _, row in ipairs(e.runs or {}) do
+    if row[2] == 'dlq_left' then
+      run_dlq_left(row[1])
+    else
+      run_ended(row[1], row[2], row[3], e.at)
     end
   end
-end
+end)
 follow_flush(last_at)
 return applied

@@ -19,3 +19,18 @@ local function followed(id, kind)
   f.at = tonumber(f.at)
   return f
 end
+
+-- Apply every entry of `kind` named by ARGV[first..], in order: apply(e) per
+-- entry (its fields decoded, e.at its time).  Returns the number applied and
+-- the last one's at (0: none).
+local function follow_entries(kind, first, apply)
+  local applied, last_at = 0, 0
+  for i = first, #ARGV do
+    local e = followed(ARGV[i], kind)
+    if e then
+      applied, last_at = applied + 1, e.at
+      apply(e)
+    end
+  end
+  return applied, last_at
+end
