@@ -54,11 +54,9 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "done": ("done:{iid}", ("iid",)),
     # ctx.once() effect records
     "once": ("once:{key}", ("key",)),
-    # tenants known on this shard -> SET of names
-    "tenants": ("tenants", ()),
     # tenants known on this shard, all scored 0 (read in name order by
-    # ZRANGEBYLEX: the faces page over it, never over the SET)
-    "tenantidx": ("tenantidx", ()),
+    # ZRANGEBYLEX: the faces page over it; membership is ZSCORE)
+    "tenants": ("tenants", ()),
     # jobs of this shard as "<tenant> <name>", all scored 0 (paged by ZRANGEBYLEX)
     "jobidx": ("jobidx", ()),
     # run id -> created (ms): the shard's newest runs, for /v1/runs (trimmed)
@@ -183,6 +181,17 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # bounded by broker/actions.py's MAXLEN and MINID (age)
     "actions": ("actions:{tenant}", ("tenant",)),
 }
+
+#: kinds an older release wrote and this one does not: only the one-time upgrade
+#: of a deployment (broker/upgrade.py) reads them, moves what they held into the
+#: kinds above, and deletes them (docs/keys.md "Retired kinds")
+RETIRED: dict[str, str] = {
+    # merged into ``tenants`` (a SET then, a ZSET now)
+    "tenantidx": "tenantidx",
+}
+#: the key layout this release writes: ``layout`` in the meta HASH, raised by the
+#: upgrade (broker/upgrade.py) once a deployment's shards are brought to it
+LAYOUT = 2
 
 #: upper bounds (seconds) of the trigger-lag histogram's finite buckets; one more
 #: bucket, ``+Inf``, takes the rest.  Lua gets them generated (``LAG_BUCKETS``).
@@ -404,6 +413,10 @@ class Keys:
         """The shard prefix passed to scripts as ``KEYS[1]``; ends with ``:``."""
         return f"{self.prefix}:{{s{shard}}}:"
 
+    def retired(self, shard: int, kind: str) -> str:
+        """A retired kind's key (:data:`RETIRED`), for the upgrade only."""
+        return self.shard(shard) + RETIRED[kind]
+
     def build(self, shard: int, kind: str, *parts: object) -> str:
         template, names = TEMPLATES[kind]
         if len(parts) != len(names):
@@ -454,9 +467,6 @@ class Keys:
 
     def tenants(self, shard: int) -> str:
         return self.build(shard, "tenants")
-
-    def tenantidx(self, shard: int) -> str:
-        return self.build(shard, "tenantidx")
 
     def jobidx(self, shard: int) -> str:
         return self.build(shard, "jobidx")

@@ -276,7 +276,7 @@ def test_idle_tenants_are_not_on_the_ring_and_do_not_change_the_lease(app: App, 
     pipe = ops.r.pipeline(transaction=False)
     for i, t in enumerate(idle):
         pipe.hset(ops.k.tenant(0, t), mapping={"weight": str(1 + i % 5), "max_in_flight": "2"})
-        pipe.sadd(ops.k.tenants(0), t)
+        pipe.zadd(ops.k.tenants(0), {t: 0})
     pipe.execute()
     app.tenants.set("idle00000", weight=7, rate="5/s")  # through the store as well
     # 100 of them once had work that drained: they must have left the ring

@@ -108,7 +108,7 @@ class Inspection:
         client, keys = self.core.client, self.core.keys
         rows: list[tuple[TenantLoad, dict[str, int]]] = []
         for shard in range(self.core.shards):
-            tenants = sorted(_s(t) for t in client.smembers(keys.tenants(shard)))
+            tenants = sorted(_s(t) for t in client.zrange(keys.tenants(shard), 0, -1))
             if tenant is not None:
                 tenants = [t for t in tenants if t == tenant]
             rows += self._shard_classes(shard, tenants)
@@ -228,7 +228,7 @@ def queue_loads(broker: Broker, workers: Sequence[WorkerInfo]) -> list[QueueLoad
     client, keys = broker.client, broker.keys
     rows: list[QueueLoad] = []
     for shard in range(broker.shards):
-        tenants = sorted(_s(t) for t in client.smembers(keys.tenants(shard)))
+        tenants = sorted(_s(t) for t in client.zrange(keys.tenants(shard), 0, -1))
         queues = sorted(_s(q) for q in client.smembers(keys.queues(shard)))
         counts: Counts = {}
 

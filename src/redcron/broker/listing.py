@@ -4,7 +4,7 @@ Each read costs a few round trips per shard whatever the number of tenants,
 jobs and runs: it reads one page (``limit`` + 1 entries) of an index, never a
 whole SET or every tenant's hash.  The indexes (``docs/keys.md``):
 
-- ``tenantidx``: every tenant of a shard, scored 0, read in name order with
+- ``tenants``: every tenant of a shard, scored 0, read in name order with
   ``ZRANGEBYLEX`` (``job_put``, ``enqueue`` and ``tenants set`` add);
 - ``jobidx``: every job as ``<tenant> <name>``, likewise (``job_put`` adds,
   ``job_delete`` removes);
@@ -74,7 +74,7 @@ def ensure_indexes(broker: Core) -> None:
         version = _s(client.get(keys.indexed(shard)) or b"")
         if version == INDEX_VERSION:
             continue
-        tenants = sorted(_s(t) for t in client.smembers(keys.tenants(shard)))
+        tenants = [_s(t) for t in client.zrange(keys.tenants(shard), 0, -1)]
         _backfill_dlq(broker, shard, tenants)
         if version == "1":
             client.set(keys.indexed(shard), INDEX_VERSION)
@@ -85,7 +85,6 @@ def ensure_indexes(broker: Core) -> None:
         hashes = pipe.execute() if tenants else []
         pipe = client.pipeline(transaction=False)
         for t, names in zip(tenants, hashes, strict=True):
-            pipe.zadd(keys.tenantidx(shard), {t: 0})
             for name in names:
                 pipe.zadd(keys.jobidx(shard), {f"{t}{JOBIDX_SEP}{_s(name)}": 0})
         pipe.execute()
@@ -192,10 +191,10 @@ def page_tenants(
     ensure_indexes(broker)
     if tenant is not None:
         shard = shard_of(tenant, broker.shards)
-        score = broker.client.zscore(broker.keys.tenantidx(shard), tenant)
+        score = broker.client.zscore(broker.keys.tenants(shard), tenant)
         shown = [tenant] if score is not None and not after and not before else []
         return Page(shown, None)
-    keys = [broker.keys.tenantidx(s) for s in range(broker.shards)]
+    keys = [broker.keys.tenants(s) for s in range(broker.shards)]
     whole = ("-", "+")
     if before:
         return _lex_page(broker, keys, "-", _bound(before, "+"), limit, True, whole)
@@ -207,7 +206,7 @@ def count_tenants(broker: Broker) -> int:
     ensure_indexes(broker)
     pipe = broker.client.pipeline(transaction=False)
     for s in range(broker.shards):
-        pipe.zcard(broker.keys.tenantidx(s))
+        pipe.zcard(broker.keys.tenants(s))
     return sum(int(n) for n in pipe.execute())
 
 

@@ -1,0 +1,44 @@
+"""The one-time upgrade of a deployment written by an older release to this
+release's key layout (:data:`redcron.keys.LAYOUT`, ``layout`` in the meta HASH).
+
+Every step is idempotent, so two processes starting at once may both run it.
+It runs at a process's first use of the deployment (``Core.ensure_meta``),
+before any script writes, because this release's scripts write some keys with
+another type than an older release did (``tenants`` was a SET, is a ZSET): a
+script meeting the old type would fail with ``WRONGTYPE``.  Processes of the
+older release must be stopped before processes of this one start
+(docs/operations.md "Upgrading"): they would fail the same way on the new
+types.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from redcron.keys import LAYOUT, Keys
+from redcron.serde import text as _s
+
+log = logging.getLogger(__name__)
+
+
+def upgrade_layout(client: Any, keys: Keys, shards: int, layout: int) -> None:
+    """Bring every shard from ``layout`` (the meta's, 1 when absent) to
+    :data:`LAYOUT`, then record it; nothing when it is there already."""
+    if layout >= LAYOUT:
+        return
+    for shard in range(shards):
+        _tenants_to_zset(client, keys, shard)
+    client.hset(keys.meta(), "layout", LAYOUT)
+    log.info("deployment at prefix %r upgraded to key layout %d", keys.prefix, LAYOUT)
+
+
+def _tenants_to_zset(client: Any, keys: Keys, shard: int) -> None:
+    """Layout 2: ``tenants`` (a SET) and ``tenantidx`` (a ZSET, all scored 0)
+    become one ZSET ``tenants``, all scored 0.  ``ZUNIONSTORE`` takes a SET as
+    input and replaces its destination in one step, so no tenant is lost to an
+    enqueue in between."""
+    tenants, old = keys.tenants(shard), keys.retired(shard, "tenantidx")
+    if _s(client.type(tenants)) == "set":
+        client.zunionstore(tenants, {tenants: 0, old: 0})
+    client.delete(old)
