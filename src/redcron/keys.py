@@ -32,11 +32,13 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "ring": ("ring:{queue}:{priority}", ("queue", "priority")),
     # ready streams with pending (leased) entries -> when the reaper next looks (ms)
     "pending": ("pending", ()),
-    # ready stream -> XAUTOCLAIM cursor of a reaper pass cut short by its bound
-    "reapcur": ("reapcur", ()),
-    # ready stream -> the shortest lease TTL (ms) granted on it while it has had
-    # pending entries: the reaper's min-idle for it
-    "reapttl": ("reapttl", ()),
+    # the shard's maintenance bookkeeping (HASH): reap_cursor:<stream> (XAUTOCLAIM
+    # cursor of a reaper pass cut short by its bound), reap_ttl:<stream> (the
+    # shortest lease TTL in ms granted on it while it has had pending entries: the
+    # reaper's min-idle for it), recent_cursor (rank in ``recent`` where
+    # maintenance next looks for expired ids), index_version (the version the
+    # listing indexes were backfilled to)
+    "maintenance": ("maintenance", ()),
     # one tenant's valid leases, scored by deadline (in-flight = ZCARD)
     "tleases": ("tleases:{tenant}", ("tenant",)),
     # due time -> retries and countdown (ETA) tasks
@@ -63,8 +65,6 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "runidx": ("runidx", ()),
     # one tenant's run ids -> created (ms), for /v1/runs of a tenant (trimmed)
     "truns": ("truns:{tenant}", ("tenant",)),
-    # the version of the listing indexes above this shard was backfilled to
-    "indexed": ("indexed", ()),
     # queues known on this shard -> SET of names
     "queues": ("queues", ()),
     # shard counters (retries, lost leases, dead-lettered, ...)
@@ -75,8 +75,6 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # list`, which reads a run's tasks through runidx (enqueue adds, trimmed to the
     # newest 100,000 per shard)
     "recent": ("recent", ()),
-    # rank in ``recent`` where maintenance next looks for ids whose hash expired
-    "recentcur": ("recentcur", ()),
     # a job: spec, trigger, version, policies, compiled DAG template
     "job": ("job:{job_id}", ("job_id",)),
     # one tenant's jobs: name -> job id
@@ -188,10 +186,22 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
 RETIRED: dict[str, str] = {
     # merged into ``tenants`` (a SET then, a ZSET now)
     "tenantidx": "tenantidx",
+    # fields of ``maintenance`` now: reap_cursor:<stream>, reap_ttl:<stream>,
+    # recent_cursor, index_version
+    "reapcur": "reapcur",
+    "reapttl": "reapttl",
+    "recentcur": "recentcur",
+    "indexed": "indexed",
 }
 #: the key layout this release writes: ``layout`` in the meta HASH, raised by the
 #: upgrade (broker/upgrade.py) once a deployment's shards are brought to it
 LAYOUT = 2
+
+#: fields of a shard's ``maintenance`` HASH (Lua gets the two prefixes generated)
+MAINT_REAP_CURSOR = "reap_cursor:"  # + stream key
+MAINT_REAP_TTL = "reap_ttl:"  # + stream key
+MAINT_RECENT_CURSOR = "recent_cursor"
+MAINT_INDEX_VERSION = "index_version"
 
 #: upper bounds (seconds) of the trigger-lag histogram's finite buckets; one more
 #: bucket, ``+Inf``, takes the rest.  Lua gets them generated (``LAG_BUCKETS``).
@@ -435,11 +445,8 @@ class Keys:
     def pending(self, shard: int) -> str:
         return self.build(shard, "pending")
 
-    def reapcur(self, shard: int) -> str:
-        return self.build(shard, "reapcur")
-
-    def reapttl(self, shard: int) -> str:
-        return self.build(shard, "reapttl")
+    def maintenance(self, shard: int) -> str:
+        return self.build(shard, "maintenance")
 
     def tleases(self, shard: int, tenant: str) -> str:
         return self.build(shard, "tleases", tenant)
@@ -477,9 +484,6 @@ class Keys:
     def truns(self, shard: int, tenant: str) -> str:
         return self.build(shard, "truns", tenant)
 
-    def indexed(self, shard: int) -> str:
-        return self.build(shard, "indexed")
-
     def queues(self, shard: int) -> str:
         return self.build(shard, "queues")
 
@@ -488,9 +492,6 @@ class Keys:
 
     def recent(self, shard: int) -> str:
         return self.build(shard, "recent")
-
-    def recentcur(self, shard: int) -> str:
-        return self.build(shard, "recentcur")
 
     def lock(self, shard: int, name: str) -> str:
         return self.build(shard, "lock", name)
@@ -625,6 +626,8 @@ def lua_key_functions() -> str:
         f'local GROUP, CONSUMER = "{GROUP}", "{CONSUMER}"',
         f"local ACTIVITY_TTL_S = {ACTIVITY_TTL_S}",
         f"local WAKE_MAX = {WAKE_MAX}",
+        f'local MAINT_REAP_CURSOR = "{MAINT_REAP_CURSOR}"',
+        f'local MAINT_REAP_TTL = "{MAINT_REAP_TTL}"',
         f"local RUNIDX_MAX, TRUNS_MAX = {RUNIDX_MAX}, {TRUNS_MAX}",
         f'local JOBIDX_SEP = "{JOBIDX_SEP}"',
         f"local EVENTS_MAX = {EVENTS_MAX}",

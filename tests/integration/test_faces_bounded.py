@@ -174,7 +174,7 @@ def test_indexes_are_backfilled_for_a_deployment_older_than_them(app: App) -> No
     for shard in range(app.broker.shards):
         tenants = client.zrange(keys.tenants(shard), 0, -1)
         client.delete(keys.tenants(shard), keys.jobidx(shard), keys.runidx(shard))
-        client.delete(keys.indexed(shard), *[keys.truns(shard, t) for t in TENANTS])
+        client.delete(keys.maintenance(shard), *[keys.truns(shard, t) for t in TENANTS])
         # the older layout: tenants a SET, paged through a second ZSET (on some
         # shards only, as before that ZSET existed)
         if tenants:

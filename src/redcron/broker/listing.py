@@ -21,7 +21,8 @@ the page.
 
 A deployment made before these indexes is backfilled once per shard (the
 first read after an upgrade pays one pass over the tenants and their jobs,
-then marks the shard ``indexed``); each Broker checks that once, not per read.
+then records ``index_version`` in the shard's ``maintenance`` HASH); each
+Broker checks that once, not per read.
 """
 
 from __future__ import annotations
@@ -32,7 +33,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from redcron.broker.core import Core, fields_of
-from redcron.keys import JOBIDX_SEP, RUNIDX_MAX, TRUNS_MAX, shard_of, shard_of_id
+from redcron.keys import (
+    JOBIDX_SEP,
+    MAINT_INDEX_VERSION,
+    RUNIDX_MAX,
+    TRUNS_MAX,
+    shard_of,
+    shard_of_id,
+)
 from redcron.model import RunRecord
 from redcron.serde import text as _s
 
@@ -65,19 +73,20 @@ class Page(Generic[T]):
 
 
 def ensure_indexes(broker: Core) -> None:
-    """Backfill the listing indexes of every shard not marked ``indexed`` (a
+    """Backfill the listing indexes of every shard whose ``maintenance`` HASH
+    does not hold this ``index_version`` (a
     deployment older than them); once per Broker, then free."""
     if broker.listing_indexed:
         return
     client, keys = broker.client, broker.keys
     for shard in range(broker.shards):
-        version = _s(client.get(keys.indexed(shard)) or b"")
+        version = _s(client.hget(keys.maintenance(shard), MAINT_INDEX_VERSION) or b"")
         if version == INDEX_VERSION:
             continue
         tenants = [_s(t) for t in client.zrange(keys.tenants(shard), 0, -1)]
         _backfill_dlq(broker, shard, tenants)
         if version == "1":
-            client.set(keys.indexed(shard), INDEX_VERSION)
+            client.hset(keys.maintenance(shard), MAINT_INDEX_VERSION, INDEX_VERSION)
             continue
         pipe = client.pipeline(transaction=False)
         for t in tenants:
@@ -89,7 +98,7 @@ def ensure_indexes(broker: Core) -> None:
                 pipe.zadd(keys.jobidx(shard), {f"{t}{JOBIDX_SEP}{_s(name)}": 0})
         pipe.execute()
         _backfill_runs(broker, shard, [_s(j) for h in hashes for j in h.values()])
-        client.set(keys.indexed(shard), INDEX_VERSION)
+        client.hset(keys.maintenance(shard), MAINT_INDEX_VERSION, INDEX_VERSION)
     broker.listing_indexed = True
 
 

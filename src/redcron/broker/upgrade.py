@@ -16,7 +16,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from redcron.keys import LAYOUT, Keys
+from redcron.keys import (
+    LAYOUT,
+    MAINT_INDEX_VERSION,
+    MAINT_REAP_CURSOR,
+    MAINT_REAP_TTL,
+    MAINT_RECENT_CURSOR,
+    Keys,
+)
 from redcron.serde import text as _s
 
 log = logging.getLogger(__name__)
@@ -29,6 +36,7 @@ def upgrade_layout(client: Any, keys: Keys, shards: int, layout: int) -> None:
         return
     for shard in range(shards):
         _tenants_to_zset(client, keys, shard)
+        _bookkeeping_to_maintenance(client, keys, shard)
     client.hset(keys.meta(), "layout", LAYOUT)
     log.info("deployment at prefix %r upgraded to key layout %d", keys.prefix, LAYOUT)
 
@@ -42,3 +50,29 @@ def _tenants_to_zset(client: Any, keys: Keys, shard: int) -> None:
     if _s(client.type(tenants)) == "set":
         client.zunionstore(tenants, {tenants: 0, old: 0})
     client.delete(old)
+
+
+def _bookkeeping_to_maintenance(client: Any, keys: Keys, shard: int) -> None:
+    """Layout 2: the reaper's ``reapcur`` and ``reapttl`` HASHes (field: stream
+    key), ``recentcur`` and ``indexed`` (STRINGs) become fields of one
+    ``maintenance`` HASH.  ``HSETNX``: a value this release wrote already wins."""
+    upkeep = keys.maintenance(shard)
+    cur, ttl = keys.retired(shard, "reapcur"), keys.retired(shard, "reapttl")
+    recent, indexed = keys.retired(shard, "recentcur"), keys.retired(shard, "indexed")
+    pipe = client.pipeline(transaction=False)
+    pipe.hgetall(cur)
+    pipe.hgetall(ttl)
+    pipe.get(recent)
+    pipe.get(indexed)
+    cursors, ttls, recent_at, version = pipe.execute()
+    pipe = client.pipeline(transaction=False)
+    for stream, cursor in cursors.items():
+        pipe.hsetnx(upkeep, MAINT_REAP_CURSOR + _s(stream), cursor)
+    for stream, ms in ttls.items():
+        pipe.hsetnx(upkeep, MAINT_REAP_TTL + _s(stream), ms)
+    if recent_at is not None:
+        pipe.hsetnx(upkeep, MAINT_RECENT_CURSOR, recent_at)
+    if version is not None:
+        pipe.hsetnx(upkeep, MAINT_INDEX_VERSION, version)
+    pipe.delete(cur, ttl, recent, indexed)
+    pipe.execute()
