@@ -165,11 +165,12 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # the same for the tenant's runs, per job name
     "rdur": ("rdur:{tenant}", ("tenant",)),
     # -- unique windows and debounce (issue 21 §4; lib/dedupe.lua) --------------
-    # a unique key's current holder: STRING -> instance id, PX = the window
-    # (<digest> = sha1 of the task name and its unique key: model/dedupe.py)
-    "uniq": ("uniq:{tenant}:{digest}", ("tenant", "digest")),
-    # a debounce key's open group: STRING -> instance id, PX = until its start
-    "debounce": ("debounce:{tenant}:{digest}", ("tenant", "digest")),
+    # a dedupe key's task: STRING -> instance id.  <mode> ``unique``: the holder
+    # of a unique window, PX = the window; ``debounce``: a debounce key's open
+    # group, PX = until its start.  <digest> = sha1 of the task name and its key
+    # (model/dedupe.py); the two modes can give one digest for one _unique_key,
+    # so the mode is in the name
+    "dedupe": ("dedupe:{tenant}:{mode}:{digest}", ("tenant", "mode", "digest")),
     # -- end unique windows and debounce ---------------------------------------
     # opt-in attempt audit (``Worker(audit=True)``, ``redcron chaos``): one entry per
     # attempt start and end; the entry id is the server time; capped (MAXLEN ~)
@@ -192,6 +193,10 @@ RETIRED: dict[str, str] = {
     "reapttl": "reapttl",
     "recentcur": "recentcur",
     "indexed": "indexed",
+    # ``dedupe:<tenant>:unique:<digest>`` and ``dedupe:<tenant>:debounce:<digest>``
+    # now (the retired keys carry ``:<tenant>:<digest>`` after these)
+    "uniq": "uniq",
+    "debounce": "debounce",
 }
 #: the key layout this release writes: ``layout`` in the meta HASH, raised by the
 #: upgrade (broker/upgrade.py) once a deployment's shards are brought to it
@@ -572,11 +577,8 @@ class Keys:
         return self.build(shard, "reserved", tenant)
 
     # -- unique windows and debounce (issue 21 §4) --
-    def uniq(self, shard: int, tenant: str, digest: str) -> str:
-        return self.build(shard, "uniq", tenant, digest)
-
-    def debounce(self, shard: int, tenant: str, digest: str) -> str:
-        return self.build(shard, "debounce", tenant, digest)
+    def dedupe(self, shard: int, tenant: str, mode: str, digest: str) -> str:
+        return self.build(shard, "dedupe", tenant, mode, digest)
 
     # -- end unique windows and debounce --
     def attempts(self, shard: int) -> str:

@@ -24,6 +24,9 @@ def test_an_older_layout_is_upgraded_once_and_keeps_its_bookkeeping(
     r.hset(k.retired(0, "reapttl"), stream, 6000)
     r.set(k.retired(0, "recentcur"), 42)
     r.set(k.retired(0, "indexed"), 2)
+    digest = "ab" * 20
+    r.set(f"{k.retired(0, 'uniq')}:ac:me:{digest}", "0-U", px=60_000)
+    r.set(f"{k.retired(0, 'debounce')}:acme:{digest}", "0-D", px=60_000)
     app = App(redis_url, prefix=prefix)
     try:
         app.broker.ensure_meta()
@@ -36,6 +39,11 @@ def test_an_older_layout_is_upgraded_once_and_keeps_its_bookkeeping(
         }
         retired = ["tenantidx", "reapcur", "reapttl", "recentcur", "indexed"]
         assert not r.exists(*[k.retired(0, kind) for kind in retired])
+        # a unique window and a debounce group open at the upgrade still hold
+        assert r.get(k.dedupe(0, "ac:me", "unique", digest)) == b"0-U"
+        assert r.get(k.dedupe(0, "acme", "debounce", digest)) == b"0-D"
+        assert 0 < r.pttl(k.dedupe(0, "acme", "debounce", digest)) <= 60_000
+        assert not list(r.scan_iter(match=f"{k.shard(0)}uniq:*"))
         assert int(r.hget(k.meta(), "layout") or 0) == LAYOUT
         # this release's scripts write the converted keys
         app.tenants.set("initech", weight=2)

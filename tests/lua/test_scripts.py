@@ -165,6 +165,7 @@ def test_every_key_of_a_shard_has_the_shards_slot(prefix: str) -> None:
                         "minute": 29932000,
                         "token": ulid(),
                         "digest": "0beec7b5ea3f0fdbc95d0dd47f3c5bc275da8a33",
+                        "mode": "debounce",
                         "ck": "{cust:42}",  # a key value with braces: the tag holds
                     }
                     key = keys.build(shard, kind, *(values[n] for n in names))

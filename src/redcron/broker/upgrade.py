@@ -37,6 +37,7 @@ def upgrade_layout(client: Any, keys: Keys, shards: int, layout: int) -> None:
     for shard in range(shards):
         _tenants_to_zset(client, keys, shard)
         _bookkeeping_to_maintenance(client, keys, shard)
+    _dedupe_renamed(client, keys)
     client.hset(keys.meta(), "layout", LAYOUT)
     log.info("deployment at prefix %r upgraded to key layout %d", keys.prefix, LAYOUT)
 
@@ -74,5 +75,36 @@ def _bookkeeping_to_maintenance(client: Any, keys: Keys, shard: int) -> None:
         pipe.hsetnx(upkeep, MAINT_RECENT_CURSOR, recent_at)
     if version is not None:
         pipe.hsetnx(upkeep, MAINT_INDEX_VERSION, version)
-    pipe.delete(cur, ttl, recent, indexed)
+    for key in (cur, ttl, recent, indexed):  # one key a DEL: a cluster pipeline's rule
+        pipe.delete(key)
     pipe.execute()
+
+
+#: (retired kind, its mode in ``dedupe``) for the layout-2 rename
+_DEDUPE_MODES = (("uniq", "unique"), ("debounce", "debounce"))
+
+
+def _dedupe_renamed(client: Any, keys: Keys) -> None:
+    """Layout 2: ``uniq:<tenant>:<digest>`` and ``debounce:<tenant>:<digest>``
+    become ``dedupe:<tenant>:<mode>:<digest>``, so a unique window or a
+    debounce group open at the upgrade still holds.  Named by no index: one
+    ``SCAN … MATCH`` pass per retired kind (every master of a cluster), once
+    per deployment.  ``RENAME`` keeps the expiry; a key that expired meanwhile
+    is simply gone (its error is ignored)."""
+    for kind, mode in _DEDUPE_MODES:
+        pattern = f"{keys.prefix}:{{s*}}:{kind}:*"
+        pipe = client.pipeline(transaction=False)
+        queued = 0
+        for raw in client.scan_iter(match=pattern, count=1000):
+            key = _s(raw)
+            tag, _, rest = key[len(keys.prefix) + 1 :].partition(":")
+            tenant, _, digest = rest[len(kind) + 1 :].rpartition(":")
+            shard = tag[2:-1]
+            if not (tag[:2] == "{s" and tag[-1:] == "}" and shard.isdigit() and tenant and digest):
+                continue
+            pipe.rename(key, keys.dedupe(int(shard), tenant, mode, digest))
+            queued += 1
+            if queued % 500 == 0:
+                pipe.execute(raise_on_error=False)
+        if queued % 500:
+            pipe.execute(raise_on_error=False)
