@@ -100,10 +100,9 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "beat": ("beat", ()),
     # a tenant's settings (weight, max_in_flight, rate, burst, max_queued,
     # max_priority, jitter_s, allow_commands) and dispatch state (d:<queue>:<class> deficits,
-    # v:<queue>:<class> visit in progress, tokens, tokens_ts)
+    # v:<queue>:<class> visit in progress, tokens, tokens_ts, parked: comma list of
+    # the <queue>|<class> rings it left at its cap or rate limit, lib/parked.lua)
     "tenant": ("tenant:{tenant}", ("tenant",)),
-    # (queue|class) rings a tenant left at its cap or rate limit
-    "parked": ("parked:{tenant}", ("tenant",)),
     # tenant -> oldest ready entry time (ms) per (queue, class): aging without a scan
     "oldest": ("oldest:{queue}:{priority}", ("queue", "priority")),
     # tenant -> tasks dispatched in one minute (share of dispatch)
@@ -197,11 +196,16 @@ RETIRED: dict[str, str] = {
     # now (the retired keys carry ``:<tenant>:<digest>`` after these)
     "uniq": "uniq",
     "debounce": "debounce",
+    # the field ``parked`` of ``tenant:<tenant>`` now (a SET ``parked:<tenant>``)
+    "parked": "parked",
 }
 #: the key layout this release writes: ``layout`` in the meta HASH, raised by the
 #: upgrade (broker/upgrade.py) once a deployment's shards are brought to it
 LAYOUT = 2
 
+#: the field of a tenant's hash that lists the rings it is parked off
+#: (``<queue>|<class>``, comma-separated; lib/parked.lua)
+TENANT_PARKED = "parked"
 #: fields of a shard's ``maintenance`` HASH (Lua gets the two prefixes generated)
 MAINT_REAP_CURSOR = "reap_cursor:"  # + stream key
 MAINT_REAP_TTL = "reap_ttl:"  # + stream key
@@ -534,9 +538,6 @@ class Keys:
     def tenant(self, shard: int, tenant: str) -> str:
         return self.build(shard, "tenant", tenant)
 
-    def parked(self, shard: int, tenant: str) -> str:
-        return self.build(shard, "parked", tenant)
-
     def oldest(self, shard: int, queue: str, priority: str) -> str:
         return self.build(shard, "oldest", queue, priority)
 
@@ -628,8 +629,9 @@ def lua_key_functions() -> str:
         f'local GROUP, CONSUMER = "{GROUP}", "{CONSUMER}"',
         f"local ACTIVITY_TTL_S = {ACTIVITY_TTL_S}",
         f"local WAKE_MAX = {WAKE_MAX}",
-        f'local MAINT_REAP_CURSOR = "{MAINT_REAP_CURSOR}"',
-        f'local MAINT_REAP_TTL = "{MAINT_REAP_TTL}"',
+        # one table, not a local each: reap.lua is near Lua's 200 locals
+        f'local MAINT = {{reap_cursor = "{MAINT_REAP_CURSOR}", reap_ttl = "{MAINT_REAP_TTL}"}}',
+        f'local TENANT_PARKED = "{TENANT_PARKED}"',
         f"local RUNIDX_MAX, TRUNS_MAX = {RUNIDX_MAX}, {TRUNS_MAX}",
         f'local JOBIDX_SEP = "{JOBIDX_SEP}"',
         f"local EVENTS_MAX = {EVENTS_MAX}",

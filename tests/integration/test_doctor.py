@@ -199,9 +199,9 @@ def test_a_parked_tenant_below_its_cap_is_unparked(app: App) -> None:
     app.enqueue("t.ok", 1, _tenant="acme")
     r.zrem(k.ring(0, "default", "normal"), "acme")
     r.zrem(k.oldest(0, "default", "normal"), "acme")
-    r.sadd(k.parked(0, "acme"), "default|normal")
+    r.hset(k.tenant(0, "acme"), "parked", "default|normal")
     report = examine(app.broker)
-    assert kinds(report) == [("tenant_parked_stuck", k.parked(0, "acme"))]
+    assert kinds(report) == [("tenant_parked_stuck", k.tenant(0, "acme"))]
     assert examine(app.broker, repair=True).summary.remaining == 0
     assert r.zscore(k.ring(0, "default", "normal"), "acme") is not None
     assert examine(app.broker).findings == ()

@@ -27,6 +27,7 @@ def test_an_older_layout_is_upgraded_once_and_keeps_its_bookkeeping(
     digest = "ab" * 20
     r.set(f"{k.retired(0, 'uniq')}:ac:me:{digest}", "0-U", px=60_000)
     r.set(f"{k.retired(0, 'debounce')}:acme:{digest}", "0-D", px=60_000)
+    r.sadd(f"{k.retired(0, 'parked')}:acme", "default|normal", "gpu|high")
     app = App(redis_url, prefix=prefix)
     try:
         app.broker.ensure_meta()
@@ -44,6 +45,9 @@ def test_an_older_layout_is_upgraded_once_and_keeps_its_bookkeeping(
         assert r.get(k.dedupe(0, "acme", "debounce", digest)) == b"0-D"
         assert 0 < r.pttl(k.dedupe(0, "acme", "debounce", digest)) <= 60_000
         assert not list(r.scan_iter(match=f"{k.shard(0)}uniq:*"))
+        # a parked tenant stays parked, so the next lease end gives its rings back
+        assert r.hget(k.tenant(0, "acme"), "parked") == b"default|normal,gpu|high"
+        assert not r.exists(f"{k.retired(0, 'parked')}:acme")
         assert int(r.hget(k.meta(), "layout") or 0) == LAYOUT
         # this release's scripts write the converted keys
         app.tenants.set("initech", weight=2)

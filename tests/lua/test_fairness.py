@@ -205,7 +205,7 @@ def _fill_to_cap(app: App, ops: Ops, held: list[Tok]) -> list[Tok]:
         assert in_flight(ops, "capped") <= 3
     assert len(mine) == 3 and in_flight(ops, "capped") == 3
     assert "capped" not in ring(ops)
-    assert ops.r.smembers(ops.k.parked(0, "capped")) == {b"default|normal"}
+    assert ops.r.hget(ops.k.tenant(0, "capped"), "parked") == b"default|normal"
     return mine
 
 

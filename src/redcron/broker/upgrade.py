@@ -22,6 +22,7 @@ from redcron.keys import (
     MAINT_REAP_CURSOR,
     MAINT_REAP_TTL,
     MAINT_RECENT_CURSOR,
+    TENANT_PARKED,
     Keys,
 )
 from redcron.serde import text as _s
@@ -38,6 +39,7 @@ def upgrade_layout(client: Any, keys: Keys, shards: int, layout: int) -> None:
         _tenants_to_zset(client, keys, shard)
         _bookkeeping_to_maintenance(client, keys, shard)
     _dedupe_renamed(client, keys)
+    _parked_to_tenant_field(client, keys)
     client.hset(keys.meta(), "layout", LAYOUT)
     log.info("deployment at prefix %r upgraded to key layout %d", keys.prefix, LAYOUT)
 
@@ -84,6 +86,18 @@ def _bookkeeping_to_maintenance(client: Any, keys: Keys, shard: int) -> None:
 _DEDUPE_MODES = (("uniq", "unique"), ("debounce", "debounce"))
 
 
+def _shard_and_rest(keys: Keys, kind: str, key: str) -> tuple[int, str] | None:
+    """(shard, what follows ``<kind>:``) of a retired per-tenant key; None when
+    the key is not one (a name that only matched the pattern)."""
+    tag, _, rest = key[len(keys.prefix) + 1 :].partition(":")
+    shard = tag[2:-1]
+    if tag[:2] != "{s" or tag[-1:] != "}" or not shard.isdigit():
+        return None
+    if not rest.startswith(kind + ":"):
+        return None
+    return int(shard), rest[len(kind) + 1 :]
+
+
 def _dedupe_renamed(client: Any, keys: Keys) -> None:
     """Layout 2: ``uniq:<tenant>:<digest>`` and ``debounce:<tenant>:<digest>``
     become ``dedupe:<tenant>:<mode>:<digest>``, so a unique window or a
@@ -97,14 +111,39 @@ def _dedupe_renamed(client: Any, keys: Keys) -> None:
         queued = 0
         for raw in client.scan_iter(match=pattern, count=1000):
             key = _s(raw)
-            tag, _, rest = key[len(keys.prefix) + 1 :].partition(":")
-            tenant, _, digest = rest[len(kind) + 1 :].rpartition(":")
-            shard = tag[2:-1]
-            if not (tag[:2] == "{s" and tag[-1:] == "}" and shard.isdigit() and tenant and digest):
+            found = _shard_and_rest(keys, kind, key)
+            tenant, _, digest = found[1].rpartition(":") if found else ("", "", "")
+            if found is None or not tenant or not digest:
                 continue
-            pipe.rename(key, keys.dedupe(int(shard), tenant, mode, digest))
+            pipe.rename(key, keys.dedupe(found[0], tenant, mode, digest))
             queued += 1
             if queued % 500 == 0:
                 pipe.execute(raise_on_error=False)
         if queued % 500:
             pipe.execute(raise_on_error=False)
+
+
+def _parked_to_tenant_field(client: Any, keys: Keys) -> None:
+    """Layout 2: a tenant's ``parked:<tenant>`` SET of ``<queue>|<class>``
+    becomes the field ``parked`` (a comma list) of its ``tenant:<tenant>``
+    hash.  Kept, not dropped: a tenant parked off a ring with no record of it
+    would wait off that ring until the doctor found it.  One ``SCAN … MATCH``
+    pass; what the field already lists stays."""
+    for raw in client.scan_iter(match=f"{keys.prefix}:{{s*}}:parked:*", count=1000):
+        key = _s(raw)
+        found = _shard_and_rest(keys, "parked", key)
+        if found is None or not found[1]:
+            continue
+        shard, tenant = found
+        tk = keys.tenant(shard, tenant)
+        pipe = client.pipeline(transaction=False)
+        pipe.smembers(key)
+        pipe.hget(tk, TENANT_PARKED)
+        members, listed = pipe.execute()
+        rings = [qc for qc in _s(listed).split(",") if qc] if listed else []
+        rings += sorted(_s(m) for m in members if _s(m) not in rings)
+        pipe = client.pipeline(transaction=False)
+        if rings:
+            pipe.hset(tk, TENANT_PARKED, ",".join(rings))
+        pipe.delete(key)
+        pipe.execute()

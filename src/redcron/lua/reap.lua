@@ -63,7 +63,7 @@ local PENDING, UPKEEP = key_pending(), key_maintenance()
 -- The idle time (on the clock of `now`) past which an entry of `stream` may
 -- have expired: its shortest lease TTL, never under the minimum, less the slack.
 local function stream_idle(stream)
-  local ttl = tonumber(redis.call('HGET', UPKEEP, MAINT_REAP_TTL .. stream) or '') or min_ttl
+  local ttl = tonumber(redis.call('HGET', UPKEEP, MAINT.reap_ttl .. stream) or '') or min_ttl
   return math.max(ttl, min_ttl) - 2 * SLACK
 end
 
@@ -115,7 +115,7 @@ end
 local due = redis.call('ZRANGEBYSCORE', PENDING, '-inf', now, 'LIMIT', 0, MAX_STREAMS)
 for _, stream in ipairs(due) do
   if n >= limit or claims >= MAX_CLAIMS then break end
-  local cursor = redis.call('HGET', UPKEEP, MAINT_REAP_CURSOR .. stream) or '0-0'
+  local cursor = redis.call('HGET', UPKEEP, MAINT.reap_cursor .. stream) or '0-0'
   local idle = stream_idle(stream)
   repeat
     claims = claims + 1
@@ -126,13 +126,13 @@ for _, stream in ipairs(due) do
   until cursor == '0-0' or n >= limit or claims >= MAX_CLAIMS
   if cursor ~= '0-0' then
     -- cut short: the next call goes on from here
-    redis.call('HSET', UPKEEP, MAINT_REAP_CURSOR .. stream, cursor)
+    redis.call('HSET', UPKEEP, MAINT.reap_cursor .. stream, cursor)
     redis.call('ZADD', PENDING, now, stream)
   else
-    redis.call('HDEL', UPKEEP, MAINT_REAP_CURSOR .. stream)
+    redis.call('HDEL', UPKEEP, MAINT.reap_cursor .. stream)
     if redis.call('XLEN', stream) == 0 or redis.call('XPENDING', stream, GROUP)[1] == 0 then
       redis.call('ZREM', PENDING, stream)
-      redis.call('HDEL', UPKEEP, MAINT_REAP_TTL .. stream)
+      redis.call('HDEL', UPKEEP, MAINT.reap_ttl .. stream)
     else
       redis.call('ZADD', PENDING, now + min_look, stream)
     end

@@ -32,7 +32,7 @@ end
 -- reap_ttl:<stream>), so a
 -- live lease, whose entry a heartbeat stamps every TTL/6, is never its candidate.
 local function note_ttl(stream, ttl)
-  local k, field = key_maintenance(), MAINT_REAP_TTL .. stream
+  local k, field = key_maintenance(), MAINT.reap_ttl .. stream
   local t = tonumber(redis.call('HGET', k, field) or '')
   if not t or ttl < t then redis.call('HSET', k, field, ttl) end
 end
