@@ -40,7 +40,7 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # listing indexes were backfilled to)
     "maintenance": ("maintenance", ()),
     # one tenant's valid leases, scored by deadline (in-flight = ZCARD)
-    "tleases": ("tleases:{tenant}", ("tenant",)),
+    "leases": ("leases:{tenant}", ("tenant",)),
     # due time -> retries and countdown (ETA) tasks
     "timers": ("timers", ()),
     # dead-lettered instances of one tenant
@@ -114,9 +114,9 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # concurrency keys (a task's concurrency_key / max_concurrent): the slots of
     # one key value of one tenant's task -> instance id -> lease deadline (or the
     # time a waiter was woken into the slot it reserves); at most the task's N
-    "cks": ("cks:{tenant}:{name}:{ck}", ("tenant", "name", "ck")),
+    "ckslots": ("ckslots:{tenant}:{name}:{ck}", ("tenant", "name", "ck")),
     # the instances waiting for a slot of that key value, oldest first (LIST)
-    "ckq": ("ckq:{tenant}:{name}:{ck}", ("tenant", "name", "ck")),
+    "ckwaiting": ("ckwaiting:{tenant}:{name}:{ck}", ("tenant", "name", "ck")),
     # jobs whose circuit breaker is open or in trial -> end of the cool-down (ms):
     # the dashboard lists them without reading every job
     "brkopen": ("brkopen", ()),
@@ -198,6 +198,10 @@ RETIRED: dict[str, str] = {
     "debounce": "debounce",
     # the field ``parked`` of ``tenant:<tenant>`` now (a SET ``parked:<tenant>``)
     "parked": "parked",
+    # renamed to be read (``leases``, ``ckslots``, ``ckwaiting``), ids kept
+    "tleases": "tleases",
+    "cks": "cks",
+    "ckq": "ckq",
 }
 #: the key layout this release writes: ``layout`` in the meta HASH, raised by the
 #: upgrade (broker/upgrade.py) once a deployment's shards are brought to it
@@ -436,6 +440,11 @@ class Keys:
         """A retired kind's key (:data:`RETIRED`), for the upgrade only."""
         return self.shard(shard) + RETIRED[kind]
 
+    def joined(self, shard: int, kind: str, ids: str) -> str:
+        """A key of ``kind`` whose ids are already joined (``<tenant>:<name>:<ck>``):
+        for the upgrade's renames, which keep a retired key's ids as they were."""
+        return f"{self.shard(shard)}{TEMPLATES[kind][0].partition(':')[0]}:{ids}"
+
     def build(self, shard: int, kind: str, *parts: object) -> str:
         template, names = TEMPLATES[kind]
         if len(parts) != len(names):
@@ -457,8 +466,8 @@ class Keys:
     def maintenance(self, shard: int) -> str:
         return self.build(shard, "maintenance")
 
-    def tleases(self, shard: int, tenant: str) -> str:
-        return self.build(shard, "tleases", tenant)
+    def leases(self, shard: int, tenant: str) -> str:
+        return self.build(shard, "leases", tenant)
 
     def timers(self, shard: int) -> str:
         return self.build(shard, "timers")
@@ -553,11 +562,11 @@ class Keys:
     def held(self, shard: int, job_id: str) -> str:
         return self.build(shard, "held", job_id)
 
-    def cks(self, shard: int, tenant: str, name: str, ck: str) -> str:
-        return self.build(shard, "cks", tenant, name, ck)
+    def ckslots(self, shard: int, tenant: str, name: str, ck: str) -> str:
+        return self.build(shard, "ckslots", tenant, name, ck)
 
-    def ckq(self, shard: int, tenant: str, name: str, ck: str) -> str:
-        return self.build(shard, "ckq", tenant, name, ck)
+    def ckwaiting(self, shard: int, tenant: str, name: str, ck: str) -> str:
+        return self.build(shard, "ckwaiting", tenant, name, ck)
 
     def events(self, shard: int) -> str:
         return self.build(shard, "events")

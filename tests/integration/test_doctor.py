@@ -111,7 +111,7 @@ def test_each_break_is_found_repaired_and_the_system_then_drains(app: App) -> No
     r.xgroup_create(spare, GROUP, "0", mkstream=True)
     r.xadd(spare, {"i": "0-01GHOST"})
     r.xreadgroup(GROUP, GROUP, {spare: ">"}, count=1)
-    r.zadd(k.tleases(0, "acme"), {ids["done"]: 1})  # 4. a lease of a succeeded instance
+    r.zadd(k.leases(0, "acme"), {ids["done"]: 1})  # 4. a lease of a succeeded instance
     loc = r.hget(k.ti(0, ready_iid), "loc").decode()  # 5. a ready instance off its stream
     r.xdel(k.q(0, "default", "acme", "normal"), loc[2:])
     r.zadd(k.ring(0, "default", "low"), {"nobody": 5})  # 6. a ring member with nothing ready
@@ -127,7 +127,7 @@ def test_each_break_is_found_repaired_and_the_system_then_drains(app: App) -> No
         ("schedule_entry_orphan", k.schedule(0)),
         ("pending_entry_orphan", spare),
         ("reaper_index_missing", k.pending(0)),
-        ("lease_orphan", k.tleases(0, "acme")),
+        ("lease_orphan", k.leases(0, "acme")),
         ("ready_not_in_stream", k.ti(0, ready_iid)),
         ("ring_member_idle", k.ring(0, "default", "low")),
         ("run_counters_wrong", k.run(0, ids["run"])),

@@ -336,7 +336,7 @@ def test_normal_operations_leave_no_parked_tenant_without_a_way_back(
     b.leases.fail(shard, "w-t", [FailItem(held[0].iid, held[0].epoch, "cancelled", "", False)])
     b.leases.release(shard, "w-t", [(held[1].iid, held[1].epoch)])
     b.maintenance.reap(shard, now=b.server_ms() + 120_000)
-    assert b.client.zcard(b.keys.tleases(shard, "acme")) == 0
+    assert b.client.zcard(b.keys.leases(shard, "acme")) == 0
     assert _parked(app, "acme") == set()
     assert len(_lease(app, "acme", 5)) == 1  # the lowered cap holds
     assert ids

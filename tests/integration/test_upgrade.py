@@ -28,6 +28,9 @@ def test_an_older_layout_is_upgraded_once_and_keeps_its_bookkeeping(
     r.set(f"{k.retired(0, 'uniq')}:ac:me:{digest}", "0-U", px=60_000)
     r.set(f"{k.retired(0, 'debounce')}:acme:{digest}", "0-D", px=60_000)
     r.sadd(f"{k.retired(0, 'parked')}:acme", "default|normal", "gpu|high")
+    r.zadd(f"{k.retired(0, 'tleases')}:acme", {"0-A": 5000})
+    r.zadd(f"{k.retired(0, 'cks')}:acme:t.sync:cust:42", {"0-A": 5000})
+    r.rpush(f"{k.retired(0, 'ckq')}:acme:t.sync:cust:42", "0-B", "0-C")
     app = App(redis_url, prefix=prefix)
     try:
         app.broker.ensure_meta()
@@ -48,6 +51,12 @@ def test_an_older_layout_is_upgraded_once_and_keeps_its_bookkeeping(
         # a parked tenant stays parked, so the next lease end gives its rings back
         assert r.hget(k.tenant(0, "acme"), "parked") == b"default|normal,gpu|high"
         assert not r.exists(f"{k.retired(0, 'parked')}:acme")
+        # a lease still counts against the cap, a slot is still taken, a waiter waits
+        assert r.zrange(k.leases(0, "acme"), 0, -1, withscores=True) == [(b"0-A", 5000)]
+        assert r.zrange(k.ckslots(0, "acme", "t.sync", "cust:42"), 0, -1) == [b"0-A"]
+        assert r.lrange(k.ckwaiting(0, "acme", "t.sync", "cust:42"), 0, -1) == [b"0-B", b"0-C"]
+        assert not list(r.scan_iter(match=f"{k.shard(0)}tleases:*"))
+        assert not list(r.scan_iter(match=f"{k.shard(0)}ck[sq]:*"))
         assert int(r.hget(k.meta(), "layout") or 0) == LAYOUT
         # this release's scripts write the converted keys
         app.tenants.set("initech", weight=2)

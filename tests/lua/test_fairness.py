@@ -91,7 +91,7 @@ def drive(ops: Ops, total: int, batch: int) -> list[str]:
 
 
 def in_flight(ops: Ops, tenant: str) -> int:
-    return int(ops.r.zcard(ops.k.tleases(ops.shard, tenant)))
+    return int(ops.r.zcard(ops.k.leases(ops.shard, tenant)))
 
 
 def ring(ops: Ops, priority: str = "normal", queue: str = "default") -> list[str]:

@@ -61,9 +61,9 @@ class Inspection:
         keys, shard = self.core.keys, task.shard
         args = (task.tenant, task.name, task.concurrency_key)
         pipe = self.core.client.pipeline(transaction=False)
-        pipe.zrange(keys.cks(shard, *args), 0, -1)
-        pipe.llen(keys.ckq(shard, *args))
-        pipe.lpos(keys.ckq(shard, *args), task.id)
+        pipe.zrange(keys.ckslots(shard, *args), 0, -1)
+        pipe.llen(keys.ckwaiting(shard, *args))
+        pipe.lpos(keys.ckwaiting(shard, *args), task.id)
         holders, waiting, pos = pipe.execute()
         return ConcurrencySlots(
             key=task.concurrency_key,
@@ -148,7 +148,7 @@ class Inspection:
         ready = iter(self.ready_counts(streams))
         pipe = client.pipeline(transaction=False)
         for t in tenants:
-            pipe.zcard(keys.tleases(shard, t))
+            pipe.zcard(keys.leases(shard, t))
             pipe.xlen(keys.dlq(shard, t))
         res = iter(pipe.execute())
         for t in tenants:

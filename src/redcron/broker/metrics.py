@@ -190,7 +190,7 @@ def read_metrics(
         streams = [(t, q, keys.q(shard, q, t, p)) for t in mine for q in queues for p in PRIORITIES]
         pipe = client.pipeline(transaction=False)
         for t in mine:
-            pipe.zcard(keys.tleases(shard, t))
+            pipe.zcard(keys.leases(shard, t))
             pipe.xlen(keys.dlq(shard, t))
             pipe.hgetall(keys.adur(shard, t))
             pipe.hgetall(keys.rdur(shard, t))

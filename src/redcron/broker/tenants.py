@@ -137,7 +137,7 @@ class TenantStore:
         pipe = client.pipeline(transaction=False)
         for t in tenants:
             pipe.hmget(self.keys.tenant(shard, t), list(SETTINGS_FIELDS))
-            pipe.zcard(self.keys.tleases(shard, t))
+            pipe.zcard(self.keys.leases(shard, t))
         res = iter(pipe.execute())
         rows: Statuses = []
         for t in tenants:

@@ -40,6 +40,7 @@ def upgrade_layout(client: Any, keys: Keys, shards: int, layout: int) -> None:
         _bookkeeping_to_maintenance(client, keys, shard)
     _dedupe_renamed(client, keys)
     _parked_to_tenant_field(client, keys)
+    _kinds_renamed(client, keys)
     client.hset(keys.meta(), "layout", LAYOUT)
     log.info("deployment at prefix %r upgraded to key layout %d", keys.prefix, LAYOUT)
 
@@ -147,3 +148,31 @@ def _parked_to_tenant_field(client: Any, keys: Keys) -> None:
             pipe.hset(tk, TENANT_PARKED, ",".join(rings))
         pipe.delete(key)
         pipe.execute()
+
+
+#: layout 2's renames for readability: retired kind -> today's (ids kept)
+_RENAMED = {"tleases": "leases", "cks": "ckslots", "ckq": "ckwaiting"}
+
+
+def _kinds_renamed(client: Any, keys: Keys) -> None:
+    """Layout 2: ``tleases:<tenant>`` -> ``leases:<tenant>``, ``cks:…`` ->
+    ``ckslots:…``, ``ckq:…`` -> ``ckwaiting:…``.  Kept, not dropped: a lease
+    missing from ``leases`` would not count against its tenant's cap, a slot
+    missing from ``ckslots`` would let one more run, and a waiter missing from
+    ``ckwaiting`` would never be woken.  One ``SCAN … MATCH`` pass per kind.
+    The two ZSETs are merged into whatever the new name already holds
+    (``ZUNIONSTORE … AGGREGATE MAX``); the list is renamed when the new name is
+    free (``RENAMENX``; else it is left for the doctor's ``ckq_added``)."""
+    for old, new in _RENAMED.items():
+        for raw in client.scan_iter(match=f"{keys.prefix}:{{s*}}:{old}:*", count=1000):
+            key = _s(raw)
+            found = _shard_and_rest(keys, old, key)
+            if found is None or not found[1]:
+                continue
+            target = keys.joined(found[0], new, found[1])
+            if new == "ckwaiting":
+                if not client.renamenx(key, target):
+                    log.warning("upgrade: %s left in place, %s exists", key, target)
+                continue
+            client.zunionstore(target, [target, key], aggregate="MAX")
+            client.delete(key)

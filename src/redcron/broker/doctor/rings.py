@@ -102,7 +102,7 @@ def check_parked(ex: Exam, shard: int, tenants: list[str]) -> None:
             continue
         cap = ex.r.hget(k.tenant(shard, tenant), "max_in_flight")
         cap_n = int(float(cap)) if cap and _s(cap).replace(".", "", 1).isdigit() else 0
-        held = int(ex.r.zcard(k.tleases(shard, tenant)))
+        held = int(ex.r.zcard(k.leases(shard, tenant)))
         timer = ex.r.zscore(k.timers(shard), f"park:{tenant}")
         if (cap_n <= 0 or held < cap_n) and timer is None:
             ex.add(

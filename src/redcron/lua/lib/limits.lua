@@ -1,4 +1,4 @@
---[[ limits: a tenant's cap (valid leases: the size of tleases:<t>) and rate
+--[[ limits: a tenant's cap (valid leases: the size of leases:<t>) and rate
   (a token bucket on the server clock, kept in its tenant hash as tokens and
   tokens_ts) as lease.lua applies them.  A tenant with no room leaves the ring
   and the aging index (recorded in the field parked of tenant:<t>,
@@ -34,7 +34,7 @@ end
 -- is parked off (queue, priority): off the ring, the aging index and its visit.
 local function tenant_room(t, tenant, queue, priority, ring, n, now)
   if t.cap > 0 then
-    local free = t.cap - redis.call('ZCARD', key_tleases(tenant))
+    local free = t.cap - redis.call('ZCARD', key_leases(tenant))
     if free < n then n = free end
   end
   local rate_short = false
