@@ -32,13 +32,15 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "ring": ("ring:{queue}:{priority}", ("queue", "priority")),
     # ready streams with pending (leased) entries -> when the reaper next looks (ms)
     "pending": ("pending", ()),
-    # ready stream -> XAUTOCLAIM cursor of a reaper pass cut short by its bound
-    "reapcur": ("reapcur", ()),
-    # ready stream -> the shortest lease TTL (ms) granted on it while it has had
-    # pending entries: the reaper's min-idle for it
-    "reapttl": ("reapttl", ()),
+    # the shard's maintenance bookkeeping (HASH): reap_cursor:<stream> (XAUTOCLAIM
+    # cursor of a reaper pass cut short by its bound), reap_ttl:<stream> (the
+    # shortest lease TTL in ms granted on it while it has had pending entries: the
+    # reaper's min-idle for it), recent_cursor (rank in ``recent`` where
+    # maintenance next looks for expired ids), index_version (the version the
+    # listing indexes were backfilled to)
+    "maintenance": ("maintenance", ()),
     # one tenant's valid leases, scored by deadline (in-flight = ZCARD)
-    "tleases": ("tleases:{tenant}", ("tenant",)),
+    "leases": ("leases:{tenant}", ("tenant",)),
     # due time -> retries and countdown (ETA) tasks
     "timers": ("timers", ()),
     # dead-lettered instances of one tenant
@@ -54,19 +56,15 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "done": ("done:{iid}", ("iid",)),
     # ctx.once() effect records
     "once": ("once:{key}", ("key",)),
-    # tenants known on this shard -> SET of names
-    "tenants": ("tenants", ()),
     # tenants known on this shard, all scored 0 (read in name order by
-    # ZRANGEBYLEX: the faces page over it, never over the SET)
-    "tenantidx": ("tenantidx", ()),
+    # ZRANGEBYLEX: the faces page over it; membership is ZSCORE)
+    "tenants": ("tenants", ()),
     # jobs of this shard as "<tenant> <name>", all scored 0 (paged by ZRANGEBYLEX)
     "jobidx": ("jobidx", ()),
     # run id -> created (ms): the shard's newest runs, for /v1/runs (trimmed)
     "runidx": ("runidx", ()),
     # one tenant's run ids -> created (ms), for /v1/runs of a tenant (trimmed)
     "truns": ("truns:{tenant}", ("tenant",)),
-    # the version of the listing indexes above this shard was backfilled to
-    "indexed": ("indexed", ()),
     # queues known on this shard -> SET of names
     "queues": ("queues", ()),
     # shard counters (retries, lost leases, dead-lettered, ...)
@@ -77,8 +75,6 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # list`, which reads a run's tasks through runidx (enqueue adds, trimmed to the
     # newest 100,000 per shard)
     "recent": ("recent", ()),
-    # rank in ``recent`` where maintenance next looks for ids whose hash expired
-    "recentcur": ("recentcur", ()),
     # a job: spec, trigger, version, policies, compiled DAG template
     "job": ("job:{job_id}", ("job_id",)),
     # one tenant's jobs: name -> job id
@@ -104,10 +100,9 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "beat": ("beat", ()),
     # a tenant's settings (weight, max_in_flight, rate, burst, max_queued,
     # max_priority, jitter_s, allow_commands) and dispatch state (d:<queue>:<class> deficits,
-    # v:<queue>:<class> visit in progress, tokens, tokens_ts)
+    # v:<queue>:<class> visit in progress, tokens, tokens_ts, parked: comma list of
+    # the <queue>|<class> rings it left at its cap or rate limit, lib/parked.lua)
     "tenant": ("tenant:{tenant}", ("tenant",)),
-    # (queue|class) rings a tenant left at its cap or rate limit
-    "parked": ("parked:{tenant}", ("tenant",)),
     # tenant -> oldest ready entry time (ms) per (queue, class): aging without a scan
     "oldest": ("oldest:{queue}:{priority}", ("queue", "priority")),
     # tenant -> tasks dispatched in one minute (share of dispatch)
@@ -119,9 +114,9 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # concurrency keys (a task's concurrency_key / max_concurrent): the slots of
     # one key value of one tenant's task -> instance id -> lease deadline (or the
     # time a waiter was woken into the slot it reserves); at most the task's N
-    "cks": ("cks:{tenant}:{name}:{ck}", ("tenant", "name", "ck")),
+    "ckslots": ("ckslots:{tenant}:{name}:{ck}", ("tenant", "name", "ck")),
     # the instances waiting for a slot of that key value, oldest first (LIST)
-    "ckq": ("ckq:{tenant}:{name}:{ck}", ("tenant", "name", "ck")),
+    "ckwaiting": ("ckwaiting:{tenant}:{name}:{ck}", ("tenant", "name", "ck")),
     # jobs whose circuit breaker is open or in trial -> end of the cool-down (ms):
     # the dashboard lists them without reading every job
     "brkopen": ("brkopen", ()),
@@ -174,11 +169,12 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # the same for the tenant's runs, per job name
     "rdur": ("rdur:{tenant}", ("tenant",)),
     # -- unique windows and debounce (issue 21 §4; lib/dedupe.lua) --------------
-    # a unique key's current holder: STRING -> instance id, PX = the window
-    # (<digest> = sha1 of the task name and its unique key: model/dedupe.py)
-    "uniq": ("uniq:{tenant}:{digest}", ("tenant", "digest")),
-    # a debounce key's open group: STRING -> instance id, PX = until its start
-    "debounce": ("debounce:{tenant}:{digest}", ("tenant", "digest")),
+    # a dedupe key's task: STRING -> instance id.  <mode> ``unique``: the holder
+    # of a unique window, PX = the window; ``debounce``: a debounce key's open
+    # group, PX = until its start.  <digest> = sha1 of the task name and its key
+    # (model/dedupe.py); the two modes can give one digest for one _unique_key,
+    # so the mode is in the name
+    "dedupe": ("dedupe:{tenant}:{mode}:{digest}", ("tenant", "mode", "digest")),
     # -- end unique windows and debounce ---------------------------------------
     # opt-in attempt audit (``Worker(audit=True)``, ``redcron chaos``): one entry per
     # attempt start and end; the entry id is the server time; capped (MAXLEN ~)
@@ -188,6 +184,42 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # bounded by broker/actions.py's MAXLEN and MINID (age)
     "actions": ("actions:{tenant}", ("tenant",)),
 }
+
+#: kinds an older release wrote and this one does not: only the one-time upgrade
+#: of a deployment (broker/upgrade.py) reads them, moves what they held into the
+#: kinds above, and deletes them (docs/keys.md "Retired kinds")
+RETIRED: dict[str, str] = {
+    # merged into ``tenants`` (a SET then, a ZSET now)
+    "tenantidx": "tenantidx",
+    # fields of ``maintenance`` now: reap_cursor:<stream>, reap_ttl:<stream>,
+    # recent_cursor, index_version
+    "reapcur": "reapcur",
+    "reapttl": "reapttl",
+    "recentcur": "recentcur",
+    "indexed": "indexed",
+    # ``dedupe:<tenant>:unique:<digest>`` and ``dedupe:<tenant>:debounce:<digest>``
+    # now (the retired keys carry ``:<tenant>:<digest>`` after these)
+    "uniq": "uniq",
+    "debounce": "debounce",
+    # the field ``parked`` of ``tenant:<tenant>`` now (a SET ``parked:<tenant>``)
+    "parked": "parked",
+    # renamed to be read (``leases``, ``ckslots``, ``ckwaiting``), ids kept
+    "tleases": "tleases",
+    "cks": "cks",
+    "ckq": "ckq",
+}
+#: the key layout this release writes: ``layout`` in the meta HASH, raised by the
+#: upgrade (broker/upgrade.py) once a deployment's shards are brought to it
+LAYOUT = 2
+
+#: the field of a tenant's hash that lists the rings it is parked off
+#: (``<queue>|<class>``, comma-separated; lib/parked.lua)
+TENANT_PARKED = "parked"
+#: fields of a shard's ``maintenance`` HASH (Lua gets the two prefixes generated)
+MAINT_REAP_CURSOR = "reap_cursor:"  # + stream key
+MAINT_REAP_TTL = "reap_ttl:"  # + stream key
+MAINT_RECENT_CURSOR = "recent_cursor"
+MAINT_INDEX_VERSION = "index_version"
 
 #: upper bounds (seconds) of the trigger-lag histogram's finite buckets; one more
 #: bucket, ``+Inf``, takes the rest.  Lua gets them generated (``LAG_BUCKETS``).
@@ -409,6 +441,15 @@ class Keys:
         """The shard prefix passed to scripts as ``KEYS[1]``; ends with ``:``."""
         return f"{self.prefix}:{{s{shard}}}:"
 
+    def retired(self, shard: int, kind: str) -> str:
+        """A retired kind's key (:data:`RETIRED`), for the upgrade only."""
+        return self.shard(shard) + RETIRED[kind]
+
+    def joined(self, shard: int, kind: str, ids: str) -> str:
+        """A key of ``kind`` whose ids are already joined (``<tenant>:<name>:<ck>``):
+        for the upgrade's renames, which keep a retired key's ids as they were."""
+        return f"{self.shard(shard)}{TEMPLATES[kind][0].partition(':')[0]}:{ids}"
+
     def build(self, shard: int, kind: str, *parts: object) -> str:
         template, names = TEMPLATES[kind]
         if len(parts) != len(names):
@@ -427,14 +468,11 @@ class Keys:
     def pending(self, shard: int) -> str:
         return self.build(shard, "pending")
 
-    def reapcur(self, shard: int) -> str:
-        return self.build(shard, "reapcur")
+    def maintenance(self, shard: int) -> str:
+        return self.build(shard, "maintenance")
 
-    def reapttl(self, shard: int) -> str:
-        return self.build(shard, "reapttl")
-
-    def tleases(self, shard: int, tenant: str) -> str:
-        return self.build(shard, "tleases", tenant)
+    def leases(self, shard: int, tenant: str) -> str:
+        return self.build(shard, "leases", tenant)
 
     def timers(self, shard: int) -> str:
         return self.build(shard, "timers")
@@ -460,9 +498,6 @@ class Keys:
     def tenants(self, shard: int) -> str:
         return self.build(shard, "tenants")
 
-    def tenantidx(self, shard: int) -> str:
-        return self.build(shard, "tenantidx")
-
     def jobidx(self, shard: int) -> str:
         return self.build(shard, "jobidx")
 
@@ -472,9 +507,6 @@ class Keys:
     def truns(self, shard: int, tenant: str) -> str:
         return self.build(shard, "truns", tenant)
 
-    def indexed(self, shard: int) -> str:
-        return self.build(shard, "indexed")
-
     def queues(self, shard: int) -> str:
         return self.build(shard, "queues")
 
@@ -483,9 +515,6 @@ class Keys:
 
     def recent(self, shard: int) -> str:
         return self.build(shard, "recent")
-
-    def recentcur(self, shard: int) -> str:
-        return self.build(shard, "recentcur")
 
     def lock(self, shard: int, name: str) -> str:
         return self.build(shard, "lock", name)
@@ -523,9 +552,6 @@ class Keys:
     def tenant(self, shard: int, tenant: str) -> str:
         return self.build(shard, "tenant", tenant)
 
-    def parked(self, shard: int, tenant: str) -> str:
-        return self.build(shard, "parked", tenant)
-
     def oldest(self, shard: int, queue: str, priority: str) -> str:
         return self.build(shard, "oldest", queue, priority)
 
@@ -541,11 +567,11 @@ class Keys:
     def held(self, shard: int, job_id: str) -> str:
         return self.build(shard, "held", job_id)
 
-    def cks(self, shard: int, tenant: str, name: str, ck: str) -> str:
-        return self.build(shard, "cks", tenant, name, ck)
+    def ckslots(self, shard: int, tenant: str, name: str, ck: str) -> str:
+        return self.build(shard, "ckslots", tenant, name, ck)
 
-    def ckq(self, shard: int, tenant: str, name: str, ck: str) -> str:
-        return self.build(shard, "ckq", tenant, name, ck)
+    def ckwaiting(self, shard: int, tenant: str, name: str, ck: str) -> str:
+        return self.build(shard, "ckwaiting", tenant, name, ck)
 
     def events(self, shard: int) -> str:
         return self.build(shard, "events")
@@ -569,11 +595,8 @@ class Keys:
         return self.build(shard, "reserved", tenant)
 
     # -- unique windows and debounce (issue 21 §4) --
-    def uniq(self, shard: int, tenant: str, digest: str) -> str:
-        return self.build(shard, "uniq", tenant, digest)
-
-    def debounce(self, shard: int, tenant: str, digest: str) -> str:
-        return self.build(shard, "debounce", tenant, digest)
+    def dedupe(self, shard: int, tenant: str, mode: str, digest: str) -> str:
+        return self.build(shard, "dedupe", tenant, mode, digest)
 
     # -- end unique windows and debounce --
     def attempts(self, shard: int) -> str:
@@ -623,6 +646,9 @@ def lua_key_functions() -> str:
         f'local GROUP, CONSUMER = "{GROUP}", "{CONSUMER}"',
         f"local ACTIVITY_TTL_S = {ACTIVITY_TTL_S}",
         f"local WAKE_MAX = {WAKE_MAX}",
+        # one table, not a local each: reap.lua is near Lua's 200 locals
+        f'local MAINT = {{reap_cursor = "{MAINT_REAP_CURSOR}", reap_ttl = "{MAINT_REAP_TTL}"}}',
+        f'local TENANT_PARKED = "{TENANT_PARKED}"',
         f"local RUNIDX_MAX, TRUNS_MAX = {RUNIDX_MAX}, {TRUNS_MAX}",
         f'local JOBIDX_SEP = "{JOBIDX_SEP}"',
         f"local EVENTS_MAX = {EVENTS_MAX}",

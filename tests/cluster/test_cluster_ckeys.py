@@ -25,8 +25,8 @@ def test_a_key_is_held_to_its_cap_on_every_shard(capp: App, rc: redis.cluster.Re
         assert {x.iid for x in got} == {first.id, other.id}, shard  # "42" at its cap of 1
         assert second.info().state == "waiting"
         slots, queue = (
-            keys.cks(shard, tenant, "c.sync", "42"),
-            keys.ckq(shard, tenant, "c.sync", "42"),
+            keys.ckslots(shard, tenant, "c.sync", "42"),
+            keys.ckwaiting(shard, tenant, "c.sync", "42"),
         )
         assert {key_slot(k.encode()) for k in (slots, queue)} == {
             key_slot(keys.shard(shard).encode())

@@ -34,7 +34,9 @@ def test_unique_and_debounce_keys_work_on_every_shard(
         slot = key_slot(capp.broker.keys.shard(shard).encode())
         mine = [
             k
-            for kind in ("uniq", "debounce")
-            for k in rc.scan_iter(match=f"{capp.settings.prefix}:{{s{shard}}}:{kind}:{tenant}:*")
+            for mode in ("unique", "debounce")
+            for k in rc.scan_iter(
+                match=f"{capp.settings.prefix}:{{s{shard}}}:dedupe:{tenant}:{mode}:*"
+            )
         ]
         assert len(mine) == 2 and {key_slot(k) for k in mine} == {slot}

@@ -264,7 +264,7 @@ def _held(app: App, task_id: str) -> tuple[dict[bytes, bytes], list[Any]]:
     """What a report would change: the instance hash and its tenant's lease deadlines."""
     info = app.broker.inspection.task_info(task_id)
     shard, keys = shard_of_id(task_id), app.broker.keys
-    deadlines = app.broker.client.zrange(keys.tleases(shard, info.tenant), 0, -1, withscores=True)
+    deadlines = app.broker.client.zrange(keys.leases(shard, info.tenant), 0, -1, withscores=True)
     return app.broker.client.hgetall(keys.ti(shard, task_id)), deadlines
 
 

@@ -37,12 +37,12 @@ def spawn_worker(
 
 def slots(app: App, name: str, ck: str, tenant: str = "default") -> list[str]:
     k = app.broker.keys
-    return [m.decode() for m in app.broker.client.zrange(k.cks(0, tenant, name, ck), 0, -1)]
+    return [m.decode() for m in app.broker.client.zrange(k.ckslots(0, tenant, name, ck), 0, -1)]
 
 
 def waiters(app: App, name: str, ck: str, tenant: str = "default") -> list[str]:
     k = app.broker.keys
-    return [m.decode() for m in app.broker.client.lrange(k.ckq(0, tenant, name, ck), 0, -1)]
+    return [m.decode() for m in app.broker.client.lrange(k.ckwaiting(0, tenant, name, ck), 0, -1)]
 
 
 def test_two_keys_run_and_one_is_capped(app: App) -> None:
@@ -230,7 +230,7 @@ def test_doctor_finds_and_repairs_a_waiter_missing_from_its_list(app: App) -> No
     [lease] = app.broker.leases.lease(0, "w", 10, 60_000, ["default"], ())
     assert lease.iid == first.id and second.state == "waiting"
     assert examine(app.broker).findings == ()
-    app.broker.client.delete(app.broker.keys.ckq(0, "default", "ck.doc", "D"))  # lost by hand
+    app.broker.client.delete(app.broker.keys.ckwaiting(0, "default", "ck.doc", "D"))  # lost by hand
     [finding] = examine(app.broker).findings
     assert finding.kind == "waiting_missing" and finding.repairable
     [fixed] = examine(app.broker, repair=True).findings

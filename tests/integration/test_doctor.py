@@ -111,7 +111,7 @@ def test_each_break_is_found_repaired_and_the_system_then_drains(app: App) -> No
     r.xgroup_create(spare, GROUP, "0", mkstream=True)
     r.xadd(spare, {"i": "0-01GHOST"})
     r.xreadgroup(GROUP, GROUP, {spare: ">"}, count=1)
-    r.zadd(k.tleases(0, "acme"), {ids["done"]: 1})  # 4. a lease of a succeeded instance
+    r.zadd(k.leases(0, "acme"), {ids["done"]: 1})  # 4. a lease of a succeeded instance
     loc = r.hget(k.ti(0, ready_iid), "loc").decode()  # 5. a ready instance off its stream
     r.xdel(k.q(0, "default", "acme", "normal"), loc[2:])
     r.zadd(k.ring(0, "default", "low"), {"nobody": 5})  # 6. a ring member with nothing ready
@@ -127,7 +127,7 @@ def test_each_break_is_found_repaired_and_the_system_then_drains(app: App) -> No
         ("schedule_entry_orphan", k.schedule(0)),
         ("pending_entry_orphan", spare),
         ("reaper_index_missing", k.pending(0)),
-        ("lease_orphan", k.tleases(0, "acme")),
+        ("lease_orphan", k.leases(0, "acme")),
         ("ready_not_in_stream", k.ti(0, ready_iid)),
         ("ring_member_idle", k.ring(0, "default", "low")),
         ("run_counters_wrong", k.run(0, ids["run"])),
@@ -199,9 +199,9 @@ def test_a_parked_tenant_below_its_cap_is_unparked(app: App) -> None:
     app.enqueue("t.ok", 1, _tenant="acme")
     r.zrem(k.ring(0, "default", "normal"), "acme")
     r.zrem(k.oldest(0, "default", "normal"), "acme")
-    r.sadd(k.parked(0, "acme"), "default|normal")
+    r.hset(k.tenant(0, "acme"), "parked", "default|normal")
     report = examine(app.broker)
-    assert kinds(report) == [("tenant_parked_stuck", k.parked(0, "acme"))]
+    assert kinds(report) == [("tenant_parked_stuck", k.tenant(0, "acme"))]
     assert examine(app.broker, repair=True).summary.remaining == 0
     assert r.zscore(k.ring(0, "default", "normal"), "acme") is not None
     assert examine(app.broker).findings == ()

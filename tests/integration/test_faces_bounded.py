@@ -16,11 +16,11 @@ from flask.testing import FlaskClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from redcron import App
-from redcron.broker import activity, ensure_indexes, page_runs, trigger_lag
+from redcron.broker import activity, count_tenants, ensure_indexes, page_runs, trigger_lag
 from redcron.broker.tokens import TokenStore
 from redcron.dashboard import create_app
 from redcron.dashboard.totals import EXTENSION as TOTALS
-from redcron.keys import shard_of
+from redcron.keys import LAYOUT, shard_of
 from redcron.model.jobs import JobSpec, Task
 
 ADMIN = "faces-admin"
@@ -172,14 +172,29 @@ def test_indexes_are_backfilled_for_a_deployment_older_than_them(app: App) -> No
     ensure_indexes(app.broker)  # this Broker has checked: it will not again
     client, keys = app.broker.client, app.broker.keys
     for shard in range(app.broker.shards):
-        client.delete(keys.tenantidx(shard), keys.jobidx(shard), keys.runidx(shard))
-        client.delete(keys.indexed(shard), *[keys.truns(shard, t) for t in TENANTS])
+        tenants = client.zrange(keys.tenants(shard), 0, -1)
+        client.delete(keys.tenants(shard), keys.jobidx(shard), keys.runidx(shard))
+        client.delete(keys.maintenance(shard), *[keys.truns(shard, t) for t in TENANTS])
+        # the older layout: tenants a SET, paged through a second ZSET (on some
+        # shards only, as before that ZSET existed)
+        if tenants:
+            client.sadd(keys.tenants(shard), *tenants)
+        if shard % 2:
+            client.zadd(keys.retired(shard, "tenantidx"), dict.fromkeys(tenants, 0))
+    client.hdel(keys.meta(), "layout")
     ensure_indexes(app.broker)  # nothing done
-    assert client.zcard(keys.tenantidx(shard_of("t00", app.broker.shards))) == 0
+    assert client.zcard(keys.jobidx(shard_of("t00", app.broker.shards))) == 0
+    # a process of this release starts: the upgrade, then the backfill at its first read
     app.broker.listing_indexed = False
+    app.broker.ensure_meta()
+    for shard in range(app.broker.shards):
+        assert client.type(keys.tenants(shard)) in (b"zset", b"none")
+        assert not client.exists(keys.retired(shard, "tenantidx"))
+    assert int(client.hget(keys.meta(), "layout") or 0) == LAYOUT
     runs, _ = page_runs(app.broker, None, None, 100)
     assert sorted(r.id for r in runs) == sorted(run_ids)
     assert sum(client.zcard(keys.jobidx(s)) for s in range(app.broker.shards)) == len(TENANTS)
+    assert count_tenants(app.broker) == len(TENANTS)
 
 
 def series(web: flask.Flask, query: str = "") -> list[tuple[str, dict[str, str]]]:

@@ -93,7 +93,7 @@ def test_set_writes_only_the_given_fields_and_registers_the_tenant(
     assert store.get("acme") == s
     assert tenant_hash(store, r, "acme") == {"weight": "4", "max_in_flight": "50", "rate": "20"}
     shard = store.shard("acme")
-    assert r.smembers(store.keys.tenants(shard)) == {b"acme"}
+    assert r.zrange(store.keys.tenants(shard), 0, -1) == [b"acme"]
 
     s2 = store.set("acme", max_queued=1000, max_priority="normal", jitter_s=2.5, burst=40)
     assert s2 == TenantSettings(4, 50, 20.0, 40, 1000, "normal", 2.5)
@@ -287,7 +287,8 @@ def test_cli_errors_are_one_line(invoke: Invoke, store: TenantStore, r: redis.Re
 
 def _parked(app: App, tenant: str) -> set[str]:
     k, shard = app.broker.keys, shard_of(tenant, SHARDS)
-    return {m.decode() for m in app.broker.client.smembers(k.parked(shard, tenant))}
+    got = app.broker.client.hget(k.tenant(shard, tenant), "parked")
+    return {qc for qc in got.decode().split(",") if qc} if got else set()
 
 
 def _lease(app: App, tenant: str, n: int = 1, now: int | None = None) -> list[Any]:
@@ -335,7 +336,7 @@ def test_normal_operations_leave_no_parked_tenant_without_a_way_back(
     b.leases.fail(shard, "w-t", [FailItem(held[0].iid, held[0].epoch, "cancelled", "", False)])
     b.leases.release(shard, "w-t", [(held[1].iid, held[1].epoch)])
     b.maintenance.reap(shard, now=b.server_ms() + 120_000)
-    assert b.client.zcard(b.keys.tleases(shard, "acme")) == 0
+    assert b.client.zcard(b.keys.leases(shard, "acme")) == 0
     assert _parked(app, "acme") == set()
     assert len(_lease(app, "acme", 5)) == 1  # the lowered cap holds
     assert ids

@@ -198,7 +198,7 @@ class Ops:
             r.hgetall(k.ti(s, iid)),
             r.zrange(k.pending(s), 0, -1, withscores=True),
             sorted(self.pending(tenant)),
-            r.zrange(k.tleases(s, tenant), 0, -1, withscores=True),
+            r.zrange(k.leases(s, tenant), 0, -1, withscores=True),
             r.zrange(k.timers(s), 0, -1, withscores=True),
             r.xrange(k.q(s, "default", tenant, "normal")),
             r.xrange(k.dlq(s, tenant)),

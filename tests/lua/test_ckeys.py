@@ -16,11 +16,11 @@ def ck_row(ck: str, n: int = 1, *, tenant: str = "acme", **kw: object) -> Enqueu
 
 
 def slots(ops: Ops, ck: str, tenant: str = "acme") -> list[str]:
-    return sorted(m.decode() for m in ops.r.zrange(ops.k.cks(0, tenant, "job", ck), 0, -1))
+    return sorted(m.decode() for m in ops.r.zrange(ops.k.ckslots(0, tenant, "job", ck), 0, -1))
 
 
 def waiting(ops: Ops, ck: str, tenant: str = "acme") -> list[str]:
-    return [m.decode() for m in ops.r.lrange(ops.k.ckq(0, tenant, "job", ck), 0, -1)]
+    return [m.decode() for m in ops.r.lrange(ops.k.ckwaiting(0, tenant, "job", ck), 0, -1)]
 
 
 def test_enqueue_stores_the_key_and_its_cap(ops: Ops) -> None:
@@ -112,7 +112,7 @@ def test_cancel_of_a_waiter_and_of_a_woken_one(ops: Ops) -> None:
     assert slots(ops, "C") == [rows[1].iid]
     ops.b.cancel(rows[1].iid)
     assert slots(ops, "C") == []
-    assert ops.r.exists(ops.k.ckq(0, "acme", "job", "C")) == 0
+    assert ops.r.exists(ops.k.ckwaiting(0, "acme", "job", "C")) == 0
 
 
 def test_keys_are_per_tenant(ops: Ops) -> None:

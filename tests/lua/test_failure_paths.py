@@ -283,12 +283,12 @@ def test_cancel_running_work_ends_it_cancelled_whatever_the_worker_reports(
     assert (info["state"], info.get("loc", ""), info["ended"]) == ("cancelled", "", str(ops.now))
     assert _outcomes(info) == {1: "cancelled"}
     assert (info["a:1:ended"], info["a:1:error"]) == (str(ops.now), "cancelled while running")
-    assert ops.r.zscore(ops.k.tleases(0, "acme"), iid) is None
+    assert ops.r.zscore(ops.k.leases(0, "acme"), iid) is None
     assert ops.pending() == {}
     assert ops.r.xlen(ops.stream()) == 0
     # the worker learns it at its next heartbeat: revoked, not renewed
     assert ops.heartbeat("w1", [t]) == ([], [iid])
-    assert ops.r.zscore(ops.k.tleases(0, "acme"), iid) is None
+    assert ops.r.zscore(ops.k.leases(0, "acme"), iid) is None
     assert ops.info(iid).get("deadline", "") == ""
     # and its report, a second later, is refused like a zombie's: nothing written
     ops.now += 1000

@@ -91,7 +91,7 @@ def drive(ops: Ops, total: int, batch: int) -> list[str]:
 
 
 def in_flight(ops: Ops, tenant: str) -> int:
-    return int(ops.r.zcard(ops.k.tleases(ops.shard, tenant)))
+    return int(ops.r.zcard(ops.k.leases(ops.shard, tenant)))
 
 
 def ring(ops: Ops, priority: str = "normal", queue: str = "default") -> list[str]:
@@ -205,7 +205,7 @@ def _fill_to_cap(app: App, ops: Ops, held: list[Tok]) -> list[Tok]:
         assert in_flight(ops, "capped") <= 3
     assert len(mine) == 3 and in_flight(ops, "capped") == 3
     assert "capped" not in ring(ops)
-    assert ops.r.smembers(ops.k.parked(0, "capped")) == {b"default|normal"}
+    assert ops.r.hget(ops.k.tenant(0, "capped"), "parked") == b"default|normal"
     return mine
 
 
@@ -276,7 +276,7 @@ def test_idle_tenants_are_not_on_the_ring_and_do_not_change_the_lease(app: App, 
     pipe = ops.r.pipeline(transaction=False)
     for i, t in enumerate(idle):
         pipe.hset(ops.k.tenant(0, t), mapping={"weight": str(1 + i % 5), "max_in_flight": "2"})
-        pipe.sadd(ops.k.tenants(0), t)
+        pipe.zadd(ops.k.tenants(0), {t: 0})
     pipe.execute()
     app.tenants.set("idle00000", weight=7, rate="5/s")  # through the store as well
     # 100 of them once had work that drained: they must have left the ring

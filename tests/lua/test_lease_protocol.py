@@ -142,7 +142,7 @@ def test_reaped_lease_records_outcome_lost(ops: Ops) -> None:
     assert info["state"] == "retry_wait"
     assert int(info["due"]) == ops.now + 500  # backoff 1000 * 0.5
     assert ops.pending() == {}
-    assert ops.r.zscore(ops.k.tleases(0, "acme"), iid) is None
+    assert ops.r.zscore(ops.k.leases(0, "acme"), iid) is None
     assert ops.r.hget(ops.k.stats(0), "lease_expired") == b"1"
     assert ops.heartbeat("w1", [t1]) == ([iid], [])
 
@@ -171,7 +171,7 @@ def test_heartbeat_moves_the_deadline(ops: Ops) -> None:
     # the entry's delivery time moved with the heartbeat (idle reset, XCLAIM JUSTID)
     [idle_after] = ops.pending().values()
     assert 350 <= idle_before - idle_after <= 450
-    assert ops.r.zscore(ops.k.tleases(0, "acme"), iid) == ops.now + 500
+    assert ops.r.zscore(ops.k.leases(0, "acme"), iid) == ops.now + 500
     ops.now += 300  # past the first deadline, within the renewed one
     assert ops.reap()[0] == 0
     assert ops.complete("w1", [t]) == [1]
@@ -187,8 +187,8 @@ def test_heartbeat_reports_a_cancelled_lease_revoked_and_does_not_renew_it(ops: 
     assert ops.heartbeat("w1", [t, u]) == ([], [iid])
     assert ops.heartbeat("w2", [t]) == ([iid], [])
     assert ops.info(iid)["state"] == "cancelled"
-    assert ops.r.zscore(ops.k.tleases(0, "acme"), iid) is None
-    assert ops.r.zscore(ops.k.tleases(0, "acme"), other) is not None
+    assert ops.r.zscore(ops.k.leases(0, "acme"), iid) is None
+    assert ops.r.zscore(ops.k.leases(0, "acme"), other) is not None
 
 
 def test_heartbeat_still_revokes_a_lease_flagged_by_an_older_cancel(ops: Ops) -> None:
@@ -395,28 +395,28 @@ def test_deadlines_come_from_the_server_clock_not_the_clients(
 
 
 def test_heartbeat_restores_a_missing_lease_but_never_an_ended_one(ops: Ops) -> None:
-    # heartbeat used ZADD XX: a lease missing from tleases stayed missing and the
+    # heartbeat used ZADD XX: a lease missing from leases stayed missing and the
     # tenant's cap undercounted until the lease ended (reachable only by a hand
     # edit: every script that ends a lease removes it in the same step)
     a, b = new_id(), new_id()
     ops.enqueue(row(a), row(b))
     ta, tb = ops.lease("w1", n=2)
-    tleases = ops.k.tleases(0, "acme")
-    ops.r.zrem(tleases, ta.iid)
+    leases = ops.k.leases(0, "acme")
+    ops.r.zrem(leases, ta.iid)
     ops.now += 100
     assert ops.heartbeat("w1", [ta, tb], ttl=1000) == ([], [])
-    assert ops.r.zscore(tleases, ta.iid) == ops.now + 1000
+    assert ops.r.zscore(leases, ta.iid) == ops.now + 1000
     # an ended lease is not resurrected: the token no longer matches
     assert ops.complete("w1", [tb]) == [1]
     assert ops.heartbeat("w1", [tb]) == ([tb.iid], [])
-    assert ops.r.zscore(tleases, tb.iid) is None
+    assert ops.r.zscore(leases, tb.iid) is None
     # nor a stale token of an instance leased again
-    ops.r.zrem(tleases, ta.iid)
+    ops.r.zrem(leases, ta.iid)
     ops.now += 10_000
     assert ops.reap()[0] == 1
     ops.now += 60_000
     ops.promote()  # the retry is due
     (ta2,) = ops.lease("w2")
-    ops.r.zrem(tleases, ta2.iid)
+    ops.r.zrem(leases, ta2.iid)
     assert ops.heartbeat("w1", [ta]) == ([ta.iid], [])
-    assert ops.r.zscore(tleases, ta.iid) is None
+    assert ops.r.zscore(leases, ta.iid) is None

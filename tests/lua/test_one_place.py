@@ -61,16 +61,16 @@ def check(ops: Ops, model: Model) -> None:
                 assert set(pending) <= {_d(eid) for eid, _ in r.xrange(key)}, "pending, deleted"
     reaper = {_d(m): int(sc) for m, sc in r.zrange(k.pending(s), 0, -1, withscores=True)}
     timers = {_d(m): int(sc) for m, sc in r.zrange(k.timers(s), 0, -1, withscores=True)}
-    tleases: dict[str, tuple[str, int]] = {}
+    tenant_leases: dict[str, tuple[str, int]] = {}
     in_dlq: dict[str, list[str]] = {}
     for t in TENANTS:
-        for m, sc in r.zrange(k.tleases(s, t), 0, -1, withscores=True):
-            assert _d(m) not in tleases, f"{_d(m)} in two tenant lease sets"
-            tleases[_d(m)] = (t, int(sc))
+        for m, sc in r.zrange(k.leases(s, t), 0, -1, withscores=True):
+            assert _d(m) not in tenant_leases, f"{_d(m)} in two tenant lease sets"
+            tenant_leases[_d(m)] = (t, int(sc))
         for eid, fields in r.xrange(k.dlq(s, t)):
             in_dlq.setdefault(_d(fields[b"i"]), []).append(_d(eid))
     known = set(model.ids)
-    for where in (in_streams, timers, leases, tleases, in_dlq):
+    for where in (in_streams, timers, leases, tenant_leases, in_dlq):
         assert set(where) <= known, f"unknown ids in {where}"
     # concurrency keys: never more than N slots held (valid leases, or a woken
     # waiter's reservation), waiters only while every slot is held (none leaked)
@@ -80,8 +80,8 @@ def check(ops: Ops, model: Model) -> None:
         for ck, cap in CKEYS.items():
             if not ck:
                 continue
-            held = [_d(m) for m in r.zrange(k.cks(s, t, "job", ck), 0, -1)]
-            queued = [_d(m) for m in r.lrange(k.ckq(s, t, "job", ck), 0, -1)]
+            held = [_d(m) for m in r.zrange(k.ckslots(s, t, "job", ck), 0, -1)]
+            queued = [_d(m) for m in r.lrange(k.ckwaiting(s, t, "job", ck), 0, -1)]
             assert len(held) <= cap, (t, ck, held)
             assert not queued or len(held) == cap, ("a slot is free with waiters", t, ck)
             assert len(set(queued)) == len(queued), (t, ck, queued)
@@ -101,7 +101,7 @@ def check(ops: Ops, model: Model) -> None:
             places.append("stream")
         if iid in timers:
             places.append("timers")
-        if iid in leases or iid in tleases:
+        if iid in leases or iid in tenant_leases:
             places.append("lease")
         if iid in in_dlq:
             places.append("dlq")
@@ -137,7 +137,7 @@ def check(ops: Ops, model: Model) -> None:
             assert loc == "lease"
             stream = k.q(s, queue, tenant, priority)
             assert leases.get(iid) == [(stream, h["lease_entry"])], (iid, h)
-            assert tleases.get(iid) == (tenant, int(h["deadline"])), (iid, h)
+            assert tenant_leases.get(iid) == (tenant, int(h["deadline"])), (iid, h)
             # the reaper looks at the stream within one minimum TTL of the deadline
             assert reaper.get(stream, MAX) <= int(h["deadline"]) + MIN_TTL, (iid, h, reaper)
         elif state == "dead":

@@ -18,7 +18,7 @@ from lua_ops import T0, Ops, Tok, new_id, row
 
 from redcron.broker import Broker
 from redcron.config import Settings
-from redcron.keys import GROUP
+from redcron.keys import GROUP, MAINT_REAP_TTL
 
 MIN_TTL = 100  # ms
 INTERVAL = 50  # ms between reaper passes
@@ -110,7 +110,7 @@ def test_a_live_lease_looked_at_just_before_its_deadline_is_reaped_at_the_next_l
     ops.enqueue(row(iid))
     [t] = ops.lease("w1", ttl=1000)  # the stream's shortest TTL: 1000 ms
     stream = ops.stream()
-    assert ops.r.hget(ops.k.reapttl(0), stream) == b"1000"
+    assert ops.r.hget(ops.k.maintenance(0), MAINT_REAP_TTL + stream) == b"1000"
     ops.now = T0 + 985  # within the slack (2 x 10 ms) of the 1000 ms min-idle
     ops.r.zadd(ops.k.pending(0), {stream: ops.now})  # due for a look now
     assert ops.reap() == [0, ops.now + 90, 0]  # looked at, live: left alone
@@ -119,7 +119,8 @@ def test_a_live_lease_looked_at_just_before_its_deadline_is_reaped_at_the_next_l
     assert ops.reap()[0] == 1
     assert ops.info(iid)["state"] != "leased"
     assert ops.r.zscore(ops.k.pending(0), stream) is None
-    assert ops.r.hget(ops.k.reapttl(0), stream) is None  # gone with the stream's entry
+    # gone with the stream's entry
+    assert ops.r.hget(ops.k.maintenance(0), MAINT_REAP_TTL + stream) is None
     assert t.iid == iid
 
 
@@ -145,5 +146,5 @@ def test_a_live_lease_with_a_long_ttl_is_not_a_candidate_between_heartbeats(ops:
         delivered = sec * 1000 + usec // 1000 - entry["time_since_delivered"]
         assert abs(delivered - (ops.now - 1000)) < 500, (delivered, ops.now)
         assert ops.heartbeat("w1", [t], ttl=6000) == ([], [])
-    assert ops.r.hget(ops.k.reapttl(0), stream) == b"6000"
+    assert ops.r.hget(ops.k.maintenance(0), MAINT_REAP_TTL + stream) == b"6000"
     assert ops.complete("w1", [t]) == [1]

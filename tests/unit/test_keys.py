@@ -45,7 +45,7 @@ def test_key_layout() -> None:
     assert k.q(1, "default", "acme", "high") == "rc:{s1}:q:default:acme:high"
     assert k.ring(1, "default", "low") == "rc:{s1}:ring:default:low"
     assert k.pending(2) == "rc:{s2}:pending"
-    assert k.tleases(2, "acme") == "rc:{s2}:tleases:acme"
+    assert k.leases(2, "acme") == "rc:{s2}:leases:acme"
     assert k.timers(0) == "rc:{s0}:timers"
     assert k.dlq(0, "acme") == "rc:{s0}:dlq:acme"
     assert k.wake(0, "gpu") == "rc:{s0}:wake:gpu"

@@ -18,6 +18,7 @@ import redis
 
 from redcron.broker.connection import connect, is_cluster, raise_unreachable
 from redcron.broker.scripts import Scripts, Wait
+from redcron.broker.upgrade import upgrade_layout
 from redcron.config import Settings
 from redcron.errors import ConfigError, ConnectionLost, NotReplicated, from_script_error
 from redcron.keys import Keys
@@ -117,8 +118,8 @@ class Core:
         pipe.hsetnx(meta, "shards", self.settings.shards or 1)
         pipe.hsetnx(meta, "lease_ttl_s", self.settings.lease_ttl)
         pipe.hsetnx(meta, "min_lease_ttl_s", self.settings.min_lease_ttl)
-        pipe.hmget(meta, ["shards", "min_lease_ttl_s"])
-        shards, min_ttl = pipe.execute()[-1]
+        pipe.hmget(meta, ["shards", "min_lease_ttl_s", "layout"])
+        shards, min_ttl, layout = pipe.execute()[-1]
         asked = self.settings.shards
         if asked is not None and asked != int(shards):
             raise ConfigError(
@@ -129,6 +130,8 @@ class Core:
                 "deployment's, or move to a new prefix with the new count "
                 '(docs/operations.md, "Changing the shard count")'
             )
+        # before any script runs: this release writes some keys with another type
+        upgrade_layout(self.client, self.keys, int(shards), int(layout or 1))
         self._shards = int(shards)
         self._min_idle_ms = int(float(min_ttl) * 1000)
         return self._shards

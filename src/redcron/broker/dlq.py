@@ -68,7 +68,7 @@ class DlqStore:
         shards = [shard_of(tenant, self.core.shards)] if tenant else range(self.core.shards)
         for shard in shards:
             tenants = (
-                [tenant] if tenant else sorted(_s(t) for t in client.smembers(keys.tenants(shard)))
+                [tenant] if tenant else [_s(t) for t in client.zrange(keys.tenants(shard), 0, -1)]
             )
             if not tenants:
                 continue

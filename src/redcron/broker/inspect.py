@@ -61,9 +61,9 @@ class Inspection:
         keys, shard = self.core.keys, task.shard
         args = (task.tenant, task.name, task.concurrency_key)
         pipe = self.core.client.pipeline(transaction=False)
-        pipe.zrange(keys.cks(shard, *args), 0, -1)
-        pipe.llen(keys.ckq(shard, *args))
-        pipe.lpos(keys.ckq(shard, *args), task.id)
+        pipe.zrange(keys.ckslots(shard, *args), 0, -1)
+        pipe.llen(keys.ckwaiting(shard, *args))
+        pipe.lpos(keys.ckwaiting(shard, *args), task.id)
         holders, waiting, pos = pipe.execute()
         return ConcurrencySlots(
             key=task.concurrency_key,
@@ -108,7 +108,7 @@ class Inspection:
         client, keys = self.core.client, self.core.keys
         rows: list[tuple[TenantLoad, dict[str, int]]] = []
         for shard in range(self.core.shards):
-            tenants = sorted(_s(t) for t in client.smembers(keys.tenants(shard)))
+            tenants = sorted(_s(t) for t in client.zrange(keys.tenants(shard), 0, -1))
             if tenant is not None:
                 tenants = [t for t in tenants if t == tenant]
             rows += self._shard_classes(shard, tenants)
@@ -148,7 +148,7 @@ class Inspection:
         ready = iter(self.ready_counts(streams))
         pipe = client.pipeline(transaction=False)
         for t in tenants:
-            pipe.zcard(keys.tleases(shard, t))
+            pipe.zcard(keys.leases(shard, t))
             pipe.xlen(keys.dlq(shard, t))
         res = iter(pipe.execute())
         for t in tenants:
@@ -228,7 +228,7 @@ def queue_loads(broker: Broker, workers: Sequence[WorkerInfo]) -> list[QueueLoad
     client, keys = broker.client, broker.keys
     rows: list[QueueLoad] = []
     for shard in range(broker.shards):
-        tenants = sorted(_s(t) for t in client.smembers(keys.tenants(shard)))
+        tenants = sorted(_s(t) for t in client.zrange(keys.tenants(shard), 0, -1))
         queues = sorted(_s(q) for q in client.smembers(keys.queues(shard)))
         counts: Counts = {}
 

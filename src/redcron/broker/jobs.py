@@ -218,7 +218,7 @@ class JobStore:
                     continue
                 tenants = [tenant]
             else:
-                tenants = sorted(_s(t) for t in client.smembers(self.keys.tenants(shard)))
+                tenants = sorted(_s(t) for t in client.zrange(self.keys.tenants(shard), 0, -1))
                 tenants = [t for t in tenants if shard_of(t, self.broker.shards) == shard]
             pipe = client.pipeline(transaction=False)
             for t in tenants:

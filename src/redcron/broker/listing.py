@@ -4,7 +4,7 @@ Each read costs a few round trips per shard whatever the number of tenants,
 jobs and runs: it reads one page (``limit`` + 1 entries) of an index, never a
 whole SET or every tenant's hash.  The indexes (``docs/keys.md``):
 
-- ``tenantidx``: every tenant of a shard, scored 0, read in name order with
+- ``tenants``: every tenant of a shard, scored 0, read in name order with
   ``ZRANGEBYLEX`` (``job_put``, ``enqueue`` and ``tenants set`` add);
 - ``jobidx``: every job as ``<tenant> <name>``, likewise (``job_put`` adds,
   ``job_delete`` removes);
@@ -21,7 +21,8 @@ the page.
 
 A deployment made before these indexes is backfilled once per shard (the
 first read after an upgrade pays one pass over the tenants and their jobs,
-then marks the shard ``indexed``); each Broker checks that once, not per read.
+then records ``index_version`` in the shard's ``maintenance`` HASH); each
+Broker checks that once, not per read.
 """
 
 from __future__ import annotations
@@ -32,7 +33,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from redcron.broker.core import Core, fields_of
-from redcron.keys import JOBIDX_SEP, RUNIDX_MAX, TRUNS_MAX, shard_of, shard_of_id
+from redcron.keys import (
+    JOBIDX_SEP,
+    MAINT_INDEX_VERSION,
+    RUNIDX_MAX,
+    TRUNS_MAX,
+    shard_of,
+    shard_of_id,
+)
 from redcron.model import RunRecord
 from redcron.serde import text as _s
 
@@ -65,19 +73,20 @@ class Page(Generic[T]):
 
 
 def ensure_indexes(broker: Core) -> None:
-    """Backfill the listing indexes of every shard not marked ``indexed`` (a
+    """Backfill the listing indexes of every shard whose ``maintenance`` HASH
+    does not hold this ``index_version`` (a
     deployment older than them); once per Broker, then free."""
     if broker.listing_indexed:
         return
     client, keys = broker.client, broker.keys
     for shard in range(broker.shards):
-        version = _s(client.get(keys.indexed(shard)) or b"")
+        version = _s(client.hget(keys.maintenance(shard), MAINT_INDEX_VERSION) or b"")
         if version == INDEX_VERSION:
             continue
-        tenants = sorted(_s(t) for t in client.smembers(keys.tenants(shard)))
+        tenants = [_s(t) for t in client.zrange(keys.tenants(shard), 0, -1)]
         _backfill_dlq(broker, shard, tenants)
         if version == "1":
-            client.set(keys.indexed(shard), INDEX_VERSION)
+            client.hset(keys.maintenance(shard), MAINT_INDEX_VERSION, INDEX_VERSION)
             continue
         pipe = client.pipeline(transaction=False)
         for t in tenants:
@@ -85,12 +94,11 @@ def ensure_indexes(broker: Core) -> None:
         hashes = pipe.execute() if tenants else []
         pipe = client.pipeline(transaction=False)
         for t, names in zip(tenants, hashes, strict=True):
-            pipe.zadd(keys.tenantidx(shard), {t: 0})
             for name in names:
                 pipe.zadd(keys.jobidx(shard), {f"{t}{JOBIDX_SEP}{_s(name)}": 0})
         pipe.execute()
         _backfill_runs(broker, shard, [_s(j) for h in hashes for j in h.values()])
-        client.set(keys.indexed(shard), INDEX_VERSION)
+        client.hset(keys.maintenance(shard), MAINT_INDEX_VERSION, INDEX_VERSION)
     broker.listing_indexed = True
 
 
@@ -192,10 +200,10 @@ def page_tenants(
     ensure_indexes(broker)
     if tenant is not None:
         shard = shard_of(tenant, broker.shards)
-        score = broker.client.zscore(broker.keys.tenantidx(shard), tenant)
+        score = broker.client.zscore(broker.keys.tenants(shard), tenant)
         shown = [tenant] if score is not None and not after and not before else []
         return Page(shown, None)
-    keys = [broker.keys.tenantidx(s) for s in range(broker.shards)]
+    keys = [broker.keys.tenants(s) for s in range(broker.shards)]
     whole = ("-", "+")
     if before:
         return _lex_page(broker, keys, "-", _bound(before, "+"), limit, True, whole)
@@ -207,7 +215,7 @@ def count_tenants(broker: Broker) -> int:
     ensure_indexes(broker)
     pipe = broker.client.pipeline(transaction=False)
     for s in range(broker.shards):
-        pipe.zcard(broker.keys.tenantidx(s))
+        pipe.zcard(broker.keys.tenants(s))
     return sum(int(n) for n in pipe.execute())
 
 

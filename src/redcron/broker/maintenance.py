@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 from redcron.broker import argv
 from redcron.broker.core import MAX_MAINTENANCE, Core
+from redcron.keys import MAINT_RECENT_CURSOR
 from redcron.serde import text as _s
 
 log = logging.getLogger(__name__)
@@ -177,15 +178,15 @@ class Maintenance:
 
     def prune_recent(self, shard: int, batch: int = PRUNE_BATCH) -> int:
         """Drop ids whose instance hash expired from ``batch`` entries of the
-        shard's ``recent`` index, walking it a window per call (cursor in
-        ``recentcur``) so it holds about the retained instances rather than its
-        cap of newest ids; how many were dropped.  Ids are never reused, so an
-        id found without its hash is gone for good."""
+        shard's ``recent`` index, walking it a window per call (cursor in the
+        ``maintenance`` field ``recent_cursor``) so it holds about the retained
+        instances rather than its cap of newest ids; how many were dropped.  Ids
+        are never reused, so an id found without its hash is gone for good."""
         client, keys = self.core.client, self.core.keys
-        start = int(client.get(keys.recentcur(shard)) or 0)
+        start = int(client.hget(keys.maintenance(shard), MAINT_RECENT_CURSOR) or 0)
         ids: Any = client.zrange(keys.recent(shard), start, start + batch - 1)
         if not ids:
-            client.set(keys.recentcur(shard), 0)
+            client.hset(keys.maintenance(shard), MAINT_RECENT_CURSOR, 0)
             return 0
         pipe = client.pipeline(transaction=False)
         for iid in ids:
@@ -194,5 +195,5 @@ class Maintenance:
         if gone:
             client.zrem(keys.recent(shard), *gone)
         following = start + len(ids) - len(gone) if len(ids) == batch else 0
-        client.set(keys.recentcur(shard), following)
+        client.hset(keys.maintenance(shard), MAINT_RECENT_CURSOR, following)
         return len(gone)

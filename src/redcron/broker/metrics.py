@@ -11,7 +11,7 @@ reads the shard's timers, which name no tenant) and their lifetime outcome
 counters and late runs (``HMGET`` of their fields), and their attempt- and
 run-duration histograms (``HGETALL`` of ``adur:<tenant>`` / ``rdur:<tenant>``:
 at most ``DURATION_NAMES`` + 1 names each, so bounded).  Deployment figures
-are O(1) or bounded per shard: the tenant count (``tenantidx``), the stats
+are O(1) or bounded per shard: the tenant count (``tenants``), the stats
 hash, the lifetime totals over tenants (``attemptsall``, ``runendsall``, the
 ``*`` field of ``late``), the trigger-lag histogram, the head of the
 schedule, and the open-breaker and parked-job indexes (at most
@@ -144,7 +144,7 @@ def read_metrics(
     for shard in range(broker.shards):
         mine = by_shard.get(shard, [])
         pipe = client.pipeline(transaction=False)
-        pipe.zcard(keys.tenantidx(shard))
+        pipe.zcard(keys.tenants(shard))
         pipe.smembers(keys.queues(shard))
         pipe.hgetall(keys.stats(shard))
         pipe.zrange(keys.schedule(shard), 0, 0, withscores=True)
@@ -190,7 +190,7 @@ def read_metrics(
         streams = [(t, q, keys.q(shard, q, t, p)) for t in mine for q in queues for p in PRIORITIES]
         pipe = client.pipeline(transaction=False)
         for t in mine:
-            pipe.zcard(keys.tleases(shard, t))
+            pipe.zcard(keys.leases(shard, t))
             pipe.xlen(keys.dlq(shard, t))
             pipe.hgetall(keys.adur(shard, t))
             pipe.hgetall(keys.rdur(shard, t))

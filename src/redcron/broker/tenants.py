@@ -74,8 +74,7 @@ class TenantStore:
                 self.keys.tenant(shard, tenant),
                 mapping={f: v for f, v in merged.to_hash().items() if f in changes},
             )
-            pipe.sadd(self.keys.tenants(shard), tenant)
-            pipe.zadd(self.keys.tenantidx(shard), {tenant: 0})
+            pipe.zadd(self.keys.tenants(shard), {tenant: 0})
             pipe.execute()
             # a raised cap or a faster rate applies now, not when a lease ends
             self.unpark(shard, tenant)
@@ -108,7 +107,7 @@ class TenantStore:
         tenants = [
             _s(t)
             for shard in range(self.broker.shards)
-            for t in client.smembers(self.keys.tenants(shard))
+            for t in client.zrange(self.keys.tenants(shard), 0, -1)
         ]
         return self.rows(sorted(set(tenants)))
 
@@ -138,7 +137,7 @@ class TenantStore:
         pipe = client.pipeline(transaction=False)
         for t in tenants:
             pipe.hmget(self.keys.tenant(shard, t), list(SETTINGS_FIELDS))
-            pipe.zcard(self.keys.tleases(shard, t))
+            pipe.zcard(self.keys.leases(shard, t))
         res = iter(pipe.execute())
         rows: Statuses = []
         for t in tenants:

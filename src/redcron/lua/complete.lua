@@ -64,7 +64,7 @@ end
 -- nor gone until here, so ready counts read above were right)
 drop_entries(drops)
 for tenant, iids in pairs(ended) do
-  redis.call('ZREM', key_tleases(tenant), unpack(iids))
+  redis.call('ZREM', key_leases(tenant), unpack(iids))
   unpark(tenant)
 end
 follow_flush(now)

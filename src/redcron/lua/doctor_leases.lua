@@ -4,14 +4,14 @@
   left at its cap (a lease ended, as complete/fail/reap do).
   KEYS[1] shard prefix
   ARGV[1] tenant
-  ARGV[2..] instance ids (members of tleases:<tenant>)
+  ARGV[2..] instance ids (members of leases:<tenant>)
   Returns: {removed, kept}; kept: the instance is leased or running for this
   tenant on re-check.
   Upholds: caps count valid leases (invariant 7); a live lease is never touched. ]]
 -- @include lib/rings.lua
 
 local tenant = ARGV[1]
-local tk = key_tleases(tenant)
+local tk = key_leases(tenant)
 local removed, kept = 0, 0
 for i = 2, #ARGV do
   local iid = ARGV[i]

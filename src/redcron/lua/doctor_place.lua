@@ -13,7 +13,7 @@
                    live deadline: a worker may hold it, left alone (the reaper drops
                    that entry; run doctor again after)
     timer_added    scheduled / retry_wait with no timer: timer at its due time
-    lease_indexed  leased / running, missing from tleases:<tenant>: added back at
+    lease_indexed  leased / running, missing from leases:<tenant>: added back at
                    its deadline (and its stream in the reaper's index)
     lease_live     leased / running with no pending stream entry, deadline still
                    ahead: left alone (the worker may report; else run doctor again
@@ -23,7 +23,7 @@
                    exactly as reap.lua ends an expired lease (retry or DLQ)
     dlq_added      dead with no DLQ entry: a new self-contained entry
     held_added     held, missing from held:<job>: appended
-    ckq_added      waiting, missing from its concurrency key's list ckq:: appended
+    ckq_added      waiting, missing from its concurrency key's list ckwaiting:: appended
                    (and woken at once if the key has a free slot, lib/ckeys.lua)
     missing        no such instance
   Upholds: one place per instance; nothing that may be running is handed out
@@ -87,8 +87,8 @@ elseif TASK_LEASED[state] then
     return 'lease_ended:' .. to
   end
   local did = 'in_place'
-  if not redis.call('ZSCORE', key_tleases(tenant), iid) then
-    redis.call('ZADD', key_tleases(tenant), deadline, iid)
+  if not redis.call('ZSCORE', key_leases(tenant), iid) then
+    redis.call('ZADD', key_leases(tenant), deadline, iid)
     did = 'lease_indexed'
   end
   -- the reaper must look at this stream by the lease's deadline (as lease.lua)
@@ -119,11 +119,11 @@ elseif state == 'waiting' then
   local k = redis.call('HMGET', ti, 'ck', 'ckn')
   local name, ck = f[TI_PLACE_NAME], k[1]
   if not (name and ck) then return 'in_place' end
-  local qk = key_ckq(tenant, name, ck)
+  local qk = key_ckwaiting(tenant, name, ck)
   if redis.call('LPOS', qk, iid) then return 'in_place' end
   redis.call('RPUSH', qk, iid)
   redis.call('HSET', ti, 'loc', 'ckq')
-  local free = (tonumber(k[2] or '') or 1) - redis.call('ZCARD', key_cks(tenant, name, ck))
+  local free = (tonumber(k[2] or '') or 1) - redis.call('ZCARD', key_ckslots(tenant, name, ck))
   if free > 0 then ck_wake(tenant, name, ck, free, now) end
   return 'ckq_added'
 end

@@ -12,6 +12,7 @@
   Upholds: fair dispatch sees every tenant with ready work (invariant 7). ]]
 -- @include lib/streams.lua
 -- @include lib/rings.lua
+-- @include lib/parked.lua
 
 local queue, priority = ARGV[1], ARGV[2]
 local ring, oldest = key_ring(queue, priority), key_oldest(queue, priority)
@@ -22,7 +23,7 @@ for i = 3, #ARGV do
   local on = redis.call('ZSCORE', ring, tenant)
   local word = 'in_place'
   if ready > 0 and not on then
-    if redis.call('SISMEMBER', key_parked(tenant), queue .. '|' .. priority) == 0 then
+    if not is_parked_off(tenant, queue, priority) then
       ring_add(ring, tenant)
       note_oldest(queue, priority, tenant)
       wake(queue, 1)

@@ -10,9 +10,9 @@
 -- @include lib/rings.lua
 
 local tenant = ARGV[1]
-if redis.call('SCARD', key_parked(tenant)) == 0 then return 0 end
+if redis.call('HEXISTS', key_tenant(tenant), TENANT_PARKED) == 0 then return 0 end
 local cap = tonumber(redis.call('HGET', key_tenant(tenant), 'max_in_flight') or '') or 0
-if cap > 0 and redis.call('ZCARD', key_tleases(tenant)) >= cap then return 0 end
+if cap > 0 and redis.call('ZCARD', key_leases(tenant)) >= cap then return 0 end
 if redis.call('ZSCORE', key_timers(), 'park:' .. tenant) then return 0 end
 unpark(tenant)
 return 1

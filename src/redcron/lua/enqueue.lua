@@ -263,8 +263,7 @@ for i = 0, count - 1 do
   note_recent(recent, iid, now)
   if not tenants_seen[tenant] then
     tenants_seen[tenant] = true
-    redis.call('SADD', key_tenants(), tenant)
-    redis.call('ZADD', key_tenantidx(), 0, tenant)
+    redis.call('ZADD', key_tenants(), 0, tenant)
   end
   if not queues_seen[queue] then
     queues_seen[queue] = true

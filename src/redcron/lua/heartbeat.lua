@@ -7,7 +7,7 @@
   Returns: { lost = {iid...}, revoked = {iid...} } as a two-element array.
   Ownership (state, worker, epoch) is verified before an entry is touched; a
   lost lease is left alone.  A renewed lease gets its new deadline (hash and
-  tleases:<tenant>, where it is added back if it went missing: a valid token
+  leases:<tenant>, where it is added back if it went missing: a valid token
   means a live lease, since whatever ends a lease changes the state in the
   same script) and its stream entry's idle time reset (XCLAIM ... JUSTID,
   one call per stream), so the reaper passes it over.  A token whose attempt
@@ -37,7 +37,7 @@ for i = 4, #ARGV, 2 do
     redis.call('HSET', ti, 'deadline', deadline)
     -- the token was checked: the lease is valid, so it belongs in the cap's set
     -- (ZADD, not XX: a member lost from it comes back instead of undercounting)
-    redis.call('ZADD', key_tleases(f[TI_HEARTBEAT_TENANT]), deadline, iid)
+    redis.call('ZADD', key_leases(f[TI_HEARTBEAT_TENANT]), deadline, iid)
     local stream = key_q(f[TI_HEARTBEAT_QUEUE], f[TI_HEARTBEAT_TENANT], f[TI_HEARTBEAT_PRIORITY])
     entries[stream] = entries[stream] or {}
     table.insert(entries[stream], f[TI_HEARTBEAT_LEASE_ENTRY])

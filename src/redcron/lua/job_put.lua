@@ -67,8 +67,7 @@ end
 local version = redis.call('HINCRBY', jk, 'version', 1)
 if change == 'created' then
   redis.call('HSET', idx, name, job_id)
-  redis.call('SADD', key_tenants(), tenant)
-  redis.call('ZADD', key_tenantidx(), 0, tenant)
+  redis.call('ZADD', key_tenants(), 0, tenant)
   redis.call('ZADD', key_jobidx(), 0, tenant .. JOBIDX_SEP .. name)
   redis.call('HSET', jk, 'id', job_id, 'tenant', tenant, 'name', name, 'created', now,
     'consecutive_failures', 0)

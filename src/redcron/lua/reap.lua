@@ -8,10 +8,10 @@
   XAUTOCLAIM is the reaper.  The index pending (ready stream -> when it next
   needs a look) holds exactly the streams with pending entries; each due
   stream is scanned with XAUTOCLAIM ... JUSTID at min-idle = the shortest
-  lease TTL granted or renewed on that stream (reapttl, written by lease and
+  lease TTL granted or renewed on that stream (maintenance reap_ttl:<stream>, by lease and
   heartbeat; the minimum TTL when absent), COUNT <= 100 per call (Redis scans
   at most 10 x COUNT pending entries per call), at most MAX_CLAIMS calls per
-  script (bounded work; a pass cut short keeps its cursor in reapcur and the
+  script (bounded work; a pass cut short keeps its cursor in reap_cursor:<stream> and the
   stream stays due).  A lease and each heartbeat set the deadline to now +
   TTL and stamp the entry's delivery time now, so an entry idle less than the
   stream's shortest TTL cannot be expired: a live lease, heartbeated every
@@ -25,7 +25,7 @@
   candidate again at its own deadline; an entry whose hash does not point
   back at it, or one deleted while pending (Redis 6.2 reports those), is
   acknowledged and dropped.  After a complete pass the stream leaves the
-  index (and reapttl) when nothing is pending, else it is due again one
+  index (and reap_ttl) when nothing is pending, else it is due again one
   minimum TTL later (a little less: SLACK below); lease.lua lowers the score
   to a new lease's deadline.  So an expired lease is reaped within (minimum
   TTL + the maintenance interval) of its deadline.
@@ -59,12 +59,12 @@ local min_look = min_ttl - SLACK
 local offset = 0
 if override ~= '' then offset = server_ms() - now end
 
-local PENDING, CURSORS, TTLS = key_pending(), key_reapcur(), key_reapttl()
+local PENDING, UPKEEP = key_pending(), key_maintenance()
 
 -- The idle time (on the clock of `now`) past which an entry of `stream` may
 -- have expired: its shortest lease TTL, never under the minimum, less the slack.
 local function stream_idle(stream)
-  local ttl = tonumber(redis.call('HGET', TTLS, stream) or '') or min_ttl
+  local ttl = tonumber(redis.call('HGET', UPKEEP, MAINT.reap_ttl .. stream) or '') or min_ttl
   return math.max(ttl, min_ttl) - 2 * SLACK
 end
 
@@ -116,7 +116,7 @@ end
 local due = redis.call('ZRANGEBYSCORE', PENDING, '-inf', now, 'LIMIT', 0, MAX_STREAMS)
 for _, stream in ipairs(due) do
   if n >= limit or claims >= MAX_CLAIMS then break end
-  local cursor = redis.call('HGET', CURSORS, stream) or '0-0'
+  local cursor = redis.call('HGET', UPKEEP, MAINT.reap_cursor .. stream) or '0-0'
   local idle = stream_idle(stream)
   repeat
     claims = claims + 1
@@ -127,13 +127,13 @@ for _, stream in ipairs(due) do
   until cursor == '0-0' or n >= limit or claims >= MAX_CLAIMS
   if cursor ~= '0-0' then
     -- cut short: the next call goes on from here
-    redis.call('HSET', CURSORS, stream, cursor)
+    redis.call('HSET', UPKEEP, MAINT.reap_cursor .. stream, cursor)
     redis.call('ZADD', PENDING, now, stream)
   else
-    redis.call('HDEL', CURSORS, stream)
+    redis.call('HDEL', UPKEEP, MAINT.reap_cursor .. stream)
     if redis.call('XLEN', stream) == 0 or redis.call('XPENDING', stream, GROUP)[1] == 0 then
       redis.call('ZREM', PENDING, stream)
-      redis.call('HDEL', TTLS, stream)
+      redis.call('HDEL', UPKEEP, MAINT.reap_ttl .. stream)
     else
       redis.call('ZADD', PENDING, now + min_look, stream)
     end

@@ -10,6 +10,6 @@
 -- @include lib/rings.lua
 
 local tenant = ARGV[1]
-if redis.call('EXISTS', key_parked(tenant)) == 0 then return 0 end
+if redis.call('HEXISTS', key_tenant(tenant), TENANT_PARKED) == 0 then return 0 end
 unpark(tenant)
 return 1

@@ -19,7 +19,7 @@ class TaskState(StrEnum):
     SCHEDULED = "scheduled"  # a countdown (ETA) task on the timer set
     READY = "ready"  # on its tenant's ready stream
     HELD = "held"  # held aside while its job's circuit breaker is open
-    WAITING = "waiting"  # waiting for a slot of its concurrency key (ckq: list)
+    WAITING = "waiting"  # waiting for a slot of its concurrency key (ckwaiting: list)
     LEASED = "leased"  # handed to a worker
     RUNNING = "running"  # the worker started it
     RETRY_WAIT = "retry_wait"  # on the timer set until its retry is due

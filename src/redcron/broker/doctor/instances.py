@@ -82,7 +82,7 @@ def _lookups(k: Keys, shard: int, iid: str, f: dict[str, str]) -> list[Cmd]:
     if state in TIMER_STATES:
         return [("zscore", k.timers(shard), iid)]
     if state in TASK_LEASED:
-        lease = ("zscore", k.tleases(shard, tenant), iid)
+        lease = ("zscore", k.leases(shard, tenant), iid)
         return [lease, *entry_cmds(stream, f.get("lease_entry") or "0-0")]
     if state == "dead":
         eid = loc[4:] if loc.startswith("dlq:") else "0-0"
@@ -90,7 +90,7 @@ def _lookups(k: Keys, shard: int, iid: str, f: dict[str, str]) -> list[Cmd]:
     if state == "held":
         return [("lpos", k.held(shard, job_of_run(_run_of(iid))), iid)]
     if state == "waiting":
-        return [("lpos", k.ckq(shard, tenant, f.get("name", ""), f.get("ck", "")), iid)]
+        return [("lpos", k.ckwaiting(shard, tenant, f.get("name", ""), f.get("ck", "")), iid)]
     if state == "pending":
         return [("hget", k.run(shard, _run_of(iid)), "state")]
     return []
@@ -188,7 +188,7 @@ def _judge(ex: Exam, shard: int, key: str, iid: str, f: dict[str, str], got: lis
                 shard,
                 key,
                 f"Instance {iid} holds a lease but is not in "
-                f"{ex.k.tleases(shard, tenant)}: tenant {tenant}'s cap undercounts "
+                f"{ex.k.leases(shard, tenant)}: tenant {tenant}'s cap undercounts "
                 "its in-flight work. Repair adds it at its deadline.",
                 place,
             )
@@ -219,7 +219,7 @@ def _judge(ex: Exam, shard: int, key: str, iid: str, f: dict[str, str], got: lis
     elif state == "waiting":
         (pos,) = got
         if pos is None:
-            waits = ex.k.ckq(shard, tenant, f.get("name", ""), f.get("ck", ""))
+            waits = ex.k.ckwaiting(shard, tenant, f.get("name", ""), f.get("ck", ""))
             ex.add(
                 "waiting_missing",
                 shard,

@@ -14,7 +14,7 @@ from redcron.serde import text as _s
 
 def check_leases(ex: Exam, shard: int, tenants: list[str]) -> None:
     for tenant in tenants:
-        key = ex.k.tleases(shard, tenant)
+        key = ex.k.leases(shard, tenant)
         t = ex.tenant(shard, tenant)
         for page in zpages(ex.r, key):
             t["in_flight"] += len(page)

@@ -66,7 +66,7 @@ def examine(
 def _examine_shard(ex: Exam, shard: int) -> None:
     ex.say(f"shard {shard}: instances")
     tenants, queues = check_instances(ex, shard)
-    tenants |= {_s(t) for t in ex.r.smembers(ex.k.tenants(shard))}
+    tenants |= {_s(t) for t in ex.r.zrange(ex.k.tenants(shard), 0, -1)}
     queues |= {_s(q) for q in ex.r.smembers(ex.k.queues(shard))}
     for queue, tenant in stream_names(ex, shard):
         queues.add(queue)

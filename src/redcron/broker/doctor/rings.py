@@ -6,7 +6,7 @@ unpark it.  Repairs: ``lua/doctor_ring.lua``, ``lua/doctor_unpark.lua``."""
 from __future__ import annotations
 
 from redcron.broker.doctor.exam import Exam, Fix
-from redcron.keys import PRIORITIES
+from redcron.keys import PRIORITIES, TENANT_PARKED
 from redcron.serde import text as _s
 
 _RING_WORDS = {
@@ -30,9 +30,9 @@ def check_rings(
     parked_sets: dict[str, set[str]] = {}
 
     def parked_off(tenant: str) -> set[str]:
-        # one SMEMBERS per tenant, not a SISMEMBER per (queue, class, tenant)
+        # one HGET per tenant, not one per (queue, class, tenant)
         if tenant not in parked_sets:
-            parked_sets[tenant] = {_s(m) for m in ex.r.smembers(k.parked(shard, tenant))}
+            parked_sets[tenant] = _parked(ex, shard, tenant)
         return parked_sets[tenant]
 
     for queue in queues:
@@ -86,24 +86,31 @@ def check_rings(
                     )
 
 
+def _parked(ex: Exam, shard: int, tenant: str) -> set[str]:
+    """The ``<queue>|<class>`` rings a tenant is parked off (its hash's ``parked``)."""
+    got = ex.r.hget(ex.k.tenant(shard, tenant), TENANT_PARKED)
+    return {qc for qc in _s(got).split(",") if qc} if got else set()
+
+
 def check_parked(ex: Exam, shard: int, tenants: list[str]) -> None:
     """A parked tenant holds a lease under its cap, or waits for a rate token."""
     k = ex.k
     for tenant in tenants:
-        pk = k.parked(shard, tenant)
-        members = ex.r.smembers(pk)
+        pk = k.tenant(shard, tenant)
+        members = _parked(ex, shard, tenant)
         if not members:
             continue
         cap = ex.r.hget(k.tenant(shard, tenant), "max_in_flight")
         cap_n = int(float(cap)) if cap and _s(cap).replace(".", "", 1).isdigit() else 0
-        held = int(ex.r.zcard(k.tleases(shard, tenant)))
+        held = int(ex.r.zcard(k.leases(shard, tenant)))
         timer = ex.r.zscore(k.timers(shard), f"park:{tenant}")
         if (cap_n <= 0 or held < cap_n) and timer is None:
             ex.add(
                 "tenant_parked_stuck",
                 shard,
                 pk,
-                f"Tenant {tenant} is parked off {len(members)} ring(s) but holds "
+                f"Tenant {tenant} is parked off {len(members)} ring(s) (field "
+                f"{TENANT_PARKED}) but holds "
                 f"{held} lease(s) (cap {cap_n or 'none'}) and waits for no rate "
                 "token: nothing will ever unpark it. Repair unparks it.",
                 _fix_unpark(ex, shard, tenant),

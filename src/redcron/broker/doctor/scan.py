@@ -32,7 +32,7 @@ FIELDS = (
     "run",
     "due",
     "worker",
-    "name",  # with ck: a waiting instance's concurrency key list (ckq:)
+    "name",  # with ck: a waiting instance's concurrency key list (ckwaiting:)
     "ck",
 )
 

@@ -65,7 +65,7 @@ def fairness(redis_url: str | None, backfill: int = 50_000) -> dict[str, Any]:
         small: dict[str, list[str]] = {}
         with worker_process(run.url, run.prefix, 16, "threads", 16):
             client = bapp.broker.client
-            key = bapp.broker.keys.tleases(0, "backfill")
+            key = bapp.broker.keys.leases(0, "backfill")
             while not client.zcard(key):  # the backfill is being drained
                 time.sleep(0.01)
             time.sleep(0.5)
@@ -91,10 +91,10 @@ def fairness(redis_url: str | None, backfill: int = 50_000) -> dict[str, Any]:
             for i in range(10_000):
                 if i < n:
                     pipe.hset(bapp.broker.keys.tenant(0, f"idle{i}"), "weight", 1)
-                    pipe.sadd(bapp.broker.keys.tenants(0), f"idle{i}")
+                    pipe.zadd(bapp.broker.keys.tenants(0), {f"idle{i}": 0})
                 else:
                     pipe.delete(bapp.broker.keys.tenant(0, f"idle{i}"))
-                    pipe.srem(bapp.broker.keys.tenants(0), f"idle{i}")
+                    pipe.zrem(bapp.broker.keys.tenants(0), f"idle{i}")
             pipe.execute()
 
         def lease_cost(idle: int) -> float:

@@ -42,7 +42,7 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
     redis.call('HSET', ti, pre .. 'exit', exitcode, 'exit_code', exitcode)
   end
   drop_entry(key_q(queue, tenant, priority), f[TI_END_LEASE_ENTRY])
-  redis.call('ZREM', key_tleases(tenant), iid)
+  redis.call('ZREM', key_leases(tenant), iid)
   unpark(tenant)
   -- its concurrency key's slot goes to the key's first waiter
   ck_free(tenant, f[TI_END_NAME], f[TI_END_CK], f[TI_END_CKN], iid, now)

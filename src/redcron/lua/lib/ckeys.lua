@@ -1,11 +1,11 @@
 --[[ ckeys: concurrency keys (a task's concurrency_key / max_concurrent).  An
   instance with a key has ck (the key's value) and ckn (its cap N) in its
-  hash.  While leased it holds one of the N slots of cks:<tenant>:<name>:<ck>
-  (ZSET: instance id -> its lease deadline), counted as tleases counts a
+  hash.  While leased it holds one of the N slots of ckslots:<tenant>:<name>:<ck>
+  (ZSET: instance id -> its lease deadline), counted as leases counts a
   tenant's cap: by members, not a counter.  lease.lua (lib/take.lua) takes a
   slot for an entry it reads when fewer than N are held and nobody waits;
   otherwise the entry leaves its stream and the instance waits (state
-  waiting, loc ckq) at the tail of ckq:<tenant>:<name>:<ck> (LIST, oldest
+  waiting, loc ckq) at the tail of ckwaiting:<tenant>:<name>:<ck> (LIST, oldest
   first), so other keys' work behind it flows past.  Whatever ends the lease
   (complete, fail, release, reap, cancel: ck_free) gives the slot back and
   makes the first waiter ready again *in* that slot (member with the time it
@@ -19,7 +19,7 @@ local CK_WAKE_SLACK = 16
 
 -- Make up to n of a key's waiters ready, oldest first, each in a reserved slot.
 local function ck_wake(tenant, name, ck, n, now)
-  local qk, sk = key_ckq(tenant, name, ck), key_cks(tenant, name, ck)
+  local qk, sk = key_ckwaiting(tenant, name, ck), key_ckslots(tenant, name, ck)
   local woke, looked = 0, 0
   while woke < n and looked < n + CK_WAKE_SLACK do
     looked = looked + 1
@@ -54,7 +54,7 @@ end
 -- set to wait at the tail (the caller drops its stream entry).  `seen` caches
 -- the prune per key for one lease call.
 local function ck_admit(seen, ti, iid, tenant, name, ck, ckn, deadline, now)
-  local sk, qk = key_cks(tenant, name, ck), key_ckq(tenant, name, ck)
+  local sk, qk = key_ckslots(tenant, name, ck), key_ckwaiting(tenant, name, ck)
   local cap = tonumber(ckn or '') or 1
   if redis.call('ZSCORE', sk, iid) then
     redis.call('ZADD', sk, deadline, iid)
@@ -82,7 +82,7 @@ end
 -- A lease (or a reservation) on a key ended: its slot goes to the first waiter.
 local function ck_free(tenant, name, ck, ckn, iid, now)
   if not ck or ck == '' then return end
-  local sk = key_cks(tenant, name, ck)
+  local sk = key_ckslots(tenant, name, ck)
   if redis.call('ZREM', sk, iid) == 0 then return end
   local free = (tonumber(ckn or '') or 1) - redis.call('ZCARD', sk)
   if free > 0 then ck_wake(tenant, name, ck, free, now) end
@@ -90,5 +90,5 @@ end
 
 -- A waiting instance leaves its key's list (cancelled).
 local function ck_unwait(tenant, name, ck, iid)
-  redis.call('LREM', key_ckq(tenant, name, ck), 0, iid)
+  redis.call('LREM', key_ckwaiting(tenant, name, ck), 0, iid)
 end

@@ -3,11 +3,11 @@
   dedupe field is '<u|d>|<digest>|<window ms>|<max wait ms>|<label>'
   (model/dedupe.py wire(); '' = none).  dedupe_plan only reads (checks
   before writes); dedupe_created and dedupe_merge write.
-  - u: uniq:<tenant>:<digest> holds the id of the task that has the key
+  - u: dedupe:<tenant>:unique:<digest> holds the id of the task that has the key
     (PX = the window: only garbage collection).  It matches while that task
     has not ended (TASK_TERMINAL) and now < its unique_until; a match is
     returned and nothing is written.
-  - d: debounce:<tenant>:<digest> holds the id of the key's open group (PX =
+  - d: dedupe:<tenant>:debounce:<digest> holds the id of the key's open group (PX =
     until its start).  The group is open while that task is still 'scheduled'
     (on the timers) and now < its due: a call then moves its due to
     now + (its own) debounce, capped at debounce_first + the group's max_wait
@@ -39,7 +39,7 @@ local function dedupe_plan(groups, d, tenant, iid, now)
   local g = groups[gk]
   if g == nil then
     if d.mode == 'u' then
-      local held = redis.call('GET', key_uniq(tenant, d.digest))
+      local held = redis.call('GET', key_dedupe(tenant, 'unique', d.digest))
       if held then
         local f = redis.call('HMGET', key_ti(held), 'state', 'unique_until')
         if f[1] and not TASK_TERMINAL[f[1]] and now < (tonumber(f[2]) or 0) then
@@ -47,7 +47,7 @@ local function dedupe_plan(groups, d, tenant, iid, now)
         end
       end
     else
-      local held = redis.call('GET', key_debounce(tenant, d.digest))
+      local held = redis.call('GET', key_dedupe(tenant, 'debounce', d.digest))
       if held then
         local f = redis.call('HMGET', key_ti(held), 'state', 'due', 'debounce_first',
           'max_wait_ms')
@@ -69,7 +69,7 @@ local function dedupe_created(fields, d, tenant, iid, now, due)
   if d.mode == 'u' then
     push_field(fields, 'unique_key', d.label)
     push_field(fields, 'unique_until', now + d.window)
-    redis.call('SET', key_uniq(tenant, d.digest), iid, 'PX', d.window)
+    redis.call('SET', key_dedupe(tenant, 'unique', d.digest), iid, 'PX', d.window)
   else
     push_field(fields, 'debounce_key', d.label)
     push_field(fields, 'debounce_ms', d.window)
@@ -77,7 +77,7 @@ local function dedupe_created(fields, d, tenant, iid, now, due)
     push_field(fields, 'debounce_first', now)
     push_field(fields, 'debounce_last', now)
     push_field(fields, 'debounce_calls', 1)
-    redis.call('SET', key_debounce(tenant, d.digest), iid, 'PX', math.max(1, due - now))
+    redis.call('SET', key_dedupe(tenant, 'debounce', d.digest), iid, 'PX', math.max(1, due - now))
   end
 end
 
@@ -90,5 +90,5 @@ local function dedupe_merge(g, d, tenant, args, now)
   redis.call('HSET', ti, 'args', args, 'due', due, 'debounce_last', now)
   redis.call('HINCRBY', ti, 'debounce_calls', 1)
   redis.call('ZADD', key_timers(), due, g.iid)
-  redis.call('PEXPIRE', key_debounce(tenant, d.digest), math.max(1, due - now))
+  redis.call('PEXPIRE', key_dedupe(tenant, 'debounce', d.digest), math.max(1, due - now))
 end

@@ -1,8 +1,10 @@
---[[ limits: a tenant's cap (valid leases: the size of tleases:<t>) and rate
+--[[ limits: a tenant's cap (valid leases: the size of leases:<t>) and rate
   (a token bucket on the server clock, kept in its tenant hash as tokens and
   tokens_ts) as lease.lua applies them.  A tenant with no room leaves the ring
-  and the aging index (parked:<t>) and comes back when a lease ends (unpark,
-  lib/rings.lua) or its next token is due (a park:<t> timer). ]]
+  and the aging index (recorded in the field parked of tenant:<t>,
+  lib/parked.lua) and comes back when a lease ends (unpark, lib/rings.lua) or
+  its next token is due (a park:<t> timer). ]]
+-- @include lib/parked.lua
 
 -- A tenant's limits, read once per lease call (`cache`: tenant -> limits),
 -- with its token bucket refilled to `now`.
@@ -32,7 +34,7 @@ end
 -- is parked off (queue, priority): off the ring, the aging index and its visit.
 local function tenant_room(t, tenant, queue, priority, ring, n, now)
   if t.cap > 0 then
-    local free = t.cap - redis.call('ZCARD', key_tleases(tenant))
+    local free = t.cap - redis.call('ZCARD', key_leases(tenant))
     if free < n then n = free end
   end
   local rate_short = false
@@ -44,7 +46,7 @@ local function tenant_room(t, tenant, queue, priority, ring, n, now)
     redis.call('ZREM', ring, tenant)
     -- off the aging index too, or its old work would hide others' (lib/aging.lua)
     redis.call('ZREM', key_oldest(queue, priority), tenant)
-    redis.call('SADD', key_parked(tenant), queue .. '|' .. priority)
+    park_off(tenant, queue, priority)
     redis.call('HDEL', key_tenant(tenant), 'v:' .. queue .. ':' .. priority)
     if rate_short then
       local wait = math.ceil((1 - t.tokens) * 1000 / t.rate)

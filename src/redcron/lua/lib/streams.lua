@@ -28,12 +28,13 @@ local function stamp(stream, ids, now, override)
 end
 
 -- Record that a lease of `ttl` ms was granted or renewed on `stream`: the
--- reaper's min-idle for the stream is the shortest such TTL (reapttl), so a
+-- reaper's min-idle for the stream is the shortest such TTL (maintenance field
+-- reap_ttl:<stream>), so a
 -- live lease, whose entry a heartbeat stamps every TTL/6, is never its candidate.
 local function note_ttl(stream, ttl)
-  local k = key_reapttl()
-  local t = tonumber(redis.call('HGET', k, stream) or '')
-  if not t or ttl < t then redis.call('HSET', k, stream, ttl) end
+  local k, field = key_maintenance(), MAINT.reap_ttl .. stream
+  local t = tonumber(redis.call('HGET', k, field) or '')
+  if not t or ttl < t then redis.call('HSET', k, field, ttl) end
 end
 
 -- Append an instance; the first append creates the stream with its group.

@@ -121,7 +121,7 @@ local function take(L, queue, tenant, priority, stream, n, max_id)
 
   if leased > 0 then
     -- the tenant's valid leases (its cap counts them), one call for the batch
-    redis.call('ZADD', key_tleases(tenant), unpack(held))
+    redis.call('ZADD', key_leases(tenant), unpack(held))
     -- the reaper looks at this stream once the earliest of its leases may expire
     redis.call('ZADD', key_pending(), 'LT', deadline, stream)
     note_ttl(stream, deadline - now)

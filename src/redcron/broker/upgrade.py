@@ -1,0 +1,178 @@
+"""The one-time upgrade of a deployment written by an older release to this
+release's key layout (:data:`redcron.keys.LAYOUT`, ``layout`` in the meta HASH).
+
+Every step is idempotent, so two processes starting at once may both run it.
+It runs at a process's first use of the deployment (``Core.ensure_meta``),
+before any script writes, because this release's scripts write some keys with
+another type than an older release did (``tenants`` was a SET, is a ZSET): a
+script meeting the old type would fail with ``WRONGTYPE``.  Processes of the
+older release must be stopped before processes of this one start
+(docs/operations.md "Upgrading"): they would fail the same way on the new
+types.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from redcron.keys import (
+    LAYOUT,
+    MAINT_INDEX_VERSION,
+    MAINT_REAP_CURSOR,
+    MAINT_REAP_TTL,
+    MAINT_RECENT_CURSOR,
+    TENANT_PARKED,
+    Keys,
+)
+from redcron.serde import text as _s
+
+log = logging.getLogger(__name__)
+
+
+def upgrade_layout(client: Any, keys: Keys, shards: int, layout: int) -> None:
+    """Bring every shard from ``layout`` (the meta's, 1 when absent) to
+    :data:`LAYOUT`, then record it; nothing when it is there already."""
+    if layout >= LAYOUT:
+        return
+    for shard in range(shards):
+        _tenants_to_zset(client, keys, shard)
+        _bookkeeping_to_maintenance(client, keys, shard)
+    _dedupe_renamed(client, keys)
+    _parked_to_tenant_field(client, keys)
+    _kinds_renamed(client, keys)
+    client.hset(keys.meta(), "layout", LAYOUT)
+    log.info("deployment at prefix %r upgraded to key layout %d", keys.prefix, LAYOUT)
+
+
+def _tenants_to_zset(client: Any, keys: Keys, shard: int) -> None:
+    """Layout 2: ``tenants`` (a SET) and ``tenantidx`` (a ZSET, all scored 0)
+    become one ZSET ``tenants``, all scored 0.  ``ZUNIONSTORE`` takes a SET as
+    input and replaces its destination in one step, so no tenant is lost to an
+    enqueue in between."""
+    tenants, old = keys.tenants(shard), keys.retired(shard, "tenantidx")
+    if _s(client.type(tenants)) == "set":
+        client.zunionstore(tenants, {tenants: 0, old: 0})
+    client.delete(old)
+
+
+def _bookkeeping_to_maintenance(client: Any, keys: Keys, shard: int) -> None:
+    """Layout 2: the reaper's ``reapcur`` and ``reapttl`` HASHes (field: stream
+    key), ``recentcur`` and ``indexed`` (STRINGs) become fields of one
+    ``maintenance`` HASH.  ``HSETNX``: a value this release wrote already wins."""
+    upkeep = keys.maintenance(shard)
+    cur, ttl = keys.retired(shard, "reapcur"), keys.retired(shard, "reapttl")
+    recent, indexed = keys.retired(shard, "recentcur"), keys.retired(shard, "indexed")
+    pipe = client.pipeline(transaction=False)
+    pipe.hgetall(cur)
+    pipe.hgetall(ttl)
+    pipe.get(recent)
+    pipe.get(indexed)
+    cursors, ttls, recent_at, version = pipe.execute()
+    pipe = client.pipeline(transaction=False)
+    for stream, cursor in cursors.items():
+        pipe.hsetnx(upkeep, MAINT_REAP_CURSOR + _s(stream), cursor)
+    for stream, ms in ttls.items():
+        pipe.hsetnx(upkeep, MAINT_REAP_TTL + _s(stream), ms)
+    if recent_at is not None:
+        pipe.hsetnx(upkeep, MAINT_RECENT_CURSOR, recent_at)
+    if version is not None:
+        pipe.hsetnx(upkeep, MAINT_INDEX_VERSION, version)
+    for key in (cur, ttl, recent, indexed):  # one key a DEL: a cluster pipeline's rule
+        pipe.delete(key)
+    pipe.execute()
+
+
+#: (retired kind, its mode in ``dedupe``) for the layout-2 rename
+_DEDUPE_MODES = (("uniq", "unique"), ("debounce", "debounce"))
+
+
+def _shard_and_rest(keys: Keys, kind: str, key: str) -> tuple[int, str] | None:
+    """(shard, what follows ``<kind>:``) of a retired per-tenant key; None when
+    the key is not one (a name that only matched the pattern)."""
+    tag, _, rest = key[len(keys.prefix) + 1 :].partition(":")
+    shard = tag[2:-1]
+    if tag[:2] != "{s" or tag[-1:] != "}" or not shard.isdigit():
+        return None
+    if not rest.startswith(kind + ":"):
+        return None
+    return int(shard), rest[len(kind) + 1 :]
+
+
+def _dedupe_renamed(client: Any, keys: Keys) -> None:
+    """Layout 2: ``uniq:<tenant>:<digest>`` and ``debounce:<tenant>:<digest>``
+    become ``dedupe:<tenant>:<mode>:<digest>``, so a unique window or a
+    debounce group open at the upgrade still holds.  Named by no index: one
+    ``SCAN … MATCH`` pass per retired kind (every master of a cluster), once
+    per deployment.  ``RENAME`` keeps the expiry; a key that expired meanwhile
+    is simply gone (its error is ignored)."""
+    for kind, mode in _DEDUPE_MODES:
+        pattern = f"{keys.prefix}:{{s*}}:{kind}:*"
+        pipe = client.pipeline(transaction=False)
+        queued = 0
+        for raw in client.scan_iter(match=pattern, count=1000):
+            key = _s(raw)
+            found = _shard_and_rest(keys, kind, key)
+            tenant, _, digest = found[1].rpartition(":") if found else ("", "", "")
+            if found is None or not tenant or not digest:
+                continue
+            pipe.rename(key, keys.dedupe(found[0], tenant, mode, digest))
+            queued += 1
+            if queued % 500 == 0:
+                pipe.execute(raise_on_error=False)
+        if queued % 500:
+            pipe.execute(raise_on_error=False)
+
+
+def _parked_to_tenant_field(client: Any, keys: Keys) -> None:
+    """Layout 2: a tenant's ``parked:<tenant>`` SET of ``<queue>|<class>``
+    becomes the field ``parked`` (a comma list) of its ``tenant:<tenant>``
+    hash.  Kept, not dropped: a tenant parked off a ring with no record of it
+    would wait off that ring until the doctor found it.  One ``SCAN … MATCH``
+    pass; what the field already lists stays."""
+    for raw in client.scan_iter(match=f"{keys.prefix}:{{s*}}:parked:*", count=1000):
+        key = _s(raw)
+        found = _shard_and_rest(keys, "parked", key)
+        if found is None or not found[1]:
+            continue
+        shard, tenant = found
+        tk = keys.tenant(shard, tenant)
+        pipe = client.pipeline(transaction=False)
+        pipe.smembers(key)
+        pipe.hget(tk, TENANT_PARKED)
+        members, listed = pipe.execute()
+        rings = [qc for qc in _s(listed).split(",") if qc] if listed else []
+        rings += sorted(_s(m) for m in members if _s(m) not in rings)
+        pipe = client.pipeline(transaction=False)
+        if rings:
+            pipe.hset(tk, TENANT_PARKED, ",".join(rings))
+        pipe.delete(key)
+        pipe.execute()
+
+
+#: layout 2's renames for readability: retired kind -> today's (ids kept)
+_RENAMED = {"tleases": "leases", "cks": "ckslots", "ckq": "ckwaiting"}
+
+
+def _kinds_renamed(client: Any, keys: Keys) -> None:
+    """Layout 2: ``tleases:<tenant>`` -> ``leases:<tenant>``, ``cks:…`` ->
+    ``ckslots:…``, ``ckq:…`` -> ``ckwaiting:…``.  Kept, not dropped: a lease
+    missing from ``leases`` would not count against its tenant's cap, a slot
+    missing from ``ckslots`` would let one more run, and a waiter missing from
+    ``ckwaiting`` would never be woken.  One ``SCAN … MATCH`` pass per kind.
+    The two ZSETs are merged into whatever the new name already holds
+    (``ZUNIONSTORE … AGGREGATE MAX``); the list is renamed when the new name is
+    free (``RENAMENX``; else it is left for the doctor's ``ckq_added``)."""
+    for old, new in _RENAMED.items():
+        for raw in client.scan_iter(match=f"{keys.prefix}:{{s*}}:{old}:*", count=1000):
+            key = _s(raw)
+            found = _shard_and_rest(keys, old, key)
+            if found is None or not found[1]:
+                continue
+            target = keys.joined(found[0], new, found[1])
+            if new == "ckwaiting":
+                if not client.renamenx(key, target):
+                    log.warning("upgrade: %s left in place, %s exists", key, target)
+                continue
+            client.zunionstore(target, [target, key], aggregate="MAX")
+            client.delete(key)

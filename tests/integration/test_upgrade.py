@@ -1,0 +1,69 @@
+"""broker/upgrade.py: a deployment an older release wrote (key layout 1) is
+brought to this release's layout by the first process to start, before any
+script runs, and keeps what the retired kinds held."""
+
+from __future__ import annotations
+
+import redis
+
+from redcron import App
+from redcron.keys import LAYOUT, Keys
+
+
+def test_an_older_layout_is_upgraded_once_and_keeps_its_bookkeeping(
+    redis_url: str, key_prefix: str, r: redis.Redis
+) -> None:
+    prefix = key_prefix.rstrip(":")
+    k = Keys(prefix)
+    stream = k.q(0, "default", "acme", "normal")
+    # what an older release left: meta without a layout, the retired kinds
+    r.hset(k.meta(), mapping={"shards": 1, "lease_ttl_s": 60, "min_lease_ttl_s": 5})
+    r.sadd(k.tenants(0), "acme", "globex")
+    r.zadd(k.retired(0, "tenantidx"), {"acme": 0})
+    r.hset(k.retired(0, "reapcur"), stream, "5-0")
+    r.hset(k.retired(0, "reapttl"), stream, 6000)
+    r.set(k.retired(0, "recentcur"), 42)
+    r.set(k.retired(0, "indexed"), 2)
+    digest = "ab" * 20
+    r.set(f"{k.retired(0, 'uniq')}:ac:me:{digest}", "0-U", px=60_000)
+    r.set(f"{k.retired(0, 'debounce')}:acme:{digest}", "0-D", px=60_000)
+    r.sadd(f"{k.retired(0, 'parked')}:acme", "default|normal", "gpu|high")
+    r.zadd(f"{k.retired(0, 'tleases')}:acme", {"0-A": 5000})
+    r.zadd(f"{k.retired(0, 'cks')}:acme:t.sync:cust:42", {"0-A": 5000})
+    r.rpush(f"{k.retired(0, 'ckq')}:acme:t.sync:cust:42", "0-B", "0-C")
+    app = App(redis_url, prefix=prefix)
+    try:
+        app.broker.ensure_meta()
+        assert r.zrange(k.tenants(0), 0, -1, withscores=True) == [(b"acme", 0), (b"globex", 0)]
+        assert r.hgetall(k.maintenance(0)) == {
+            b"reap_cursor:" + stream.encode(): b"5-0",
+            b"reap_ttl:" + stream.encode(): b"6000",
+            b"recent_cursor": b"42",
+            b"index_version": b"2",
+        }
+        retired = ["tenantidx", "reapcur", "reapttl", "recentcur", "indexed"]
+        assert not r.exists(*[k.retired(0, kind) for kind in retired])
+        # a unique window and a debounce group open at the upgrade still hold
+        assert r.get(k.dedupe(0, "ac:me", "unique", digest)) == b"0-U"
+        assert r.get(k.dedupe(0, "acme", "debounce", digest)) == b"0-D"
+        assert 0 < r.pttl(k.dedupe(0, "acme", "debounce", digest)) <= 60_000
+        assert not list(r.scan_iter(match=f"{k.shard(0)}uniq:*"))
+        # a parked tenant stays parked, so the next lease end gives its rings back
+        assert r.hget(k.tenant(0, "acme"), "parked") == b"default|normal,gpu|high"
+        assert not r.exists(f"{k.retired(0, 'parked')}:acme")
+        # a lease still counts against the cap, a slot is still taken, a waiter waits
+        assert r.zrange(k.leases(0, "acme"), 0, -1, withscores=True) == [(b"0-A", 5000)]
+        assert r.zrange(k.ckslots(0, "acme", "t.sync", "cust:42"), 0, -1) == [b"0-A"]
+        assert r.lrange(k.ckwaiting(0, "acme", "t.sync", "cust:42"), 0, -1) == [b"0-B", b"0-C"]
+        assert not list(r.scan_iter(match=f"{k.shard(0)}tleases:*"))
+        assert not list(r.scan_iter(match=f"{k.shard(0)}ck[sq]:*"))
+        assert int(r.hget(k.meta(), "layout") or 0) == LAYOUT
+        # this release's scripts write the converted keys
+        app.tenants.set("initech", weight=2)
+        assert r.zscore(k.tenants(0), "initech") == 0
+        # a second start does nothing (the layout is recorded)
+        r.sadd(k.retired(0, "tenantidx"), "left")
+        app.broker.ensure_meta()
+        assert r.exists(k.retired(0, "tenantidx"))
+    finally:
+        app.close()
