@@ -310,6 +310,10 @@ def check(app: App, scenario: Scenario, facts: Facts) -> ChaosReport:
     counted: Counter[tuple[str, str]] = Counter()
     recount: Counter[tuple[str, str]] = Counter()
     for shard in range(broker.shards):
+        # the counters are follow-ups of the ends: the last ones, written after the
+        # last maintenance pass of the stopped processes, are applied first
+        while broker.maintenance.follow_up(shard)[1]:
+            pass
         ids = list(log.instance_ids(shard))
         records.update(log.task_infos(shard, ids))
         for entry in log.read(shard):
