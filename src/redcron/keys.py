@@ -219,6 +219,14 @@ TENANT_PARKED = "parked"
 MAINT_REAP_CURSOR = "reap_cursor:"  # + stream key
 MAINT_REAP_TTL = "reap_ttl:"  # + stream key
 MAINT_RECENT_CURSOR = "recent_cursor"
+#: + ``<stream key>:<entry id>`` -> when (ms, server clock) a ready-stream entry was
+#: first seen naming an instance whose hash is missing (a half-finished cluster
+#: slot migration looks so): lib/take.lua leaves such an entry pending, reap.lua
+#: puts it back to ready once the hash is back, and it is deleted (reap, doctor)
+#: only once the hash has been missing STRAY_MAX_MS
+MAINT_STRAY = "stray:"
+#: how long an instance hash may be missing before its entry is deleted (a day)
+STRAY_MAX_MS = 86_400_000
 MAINT_INDEX_VERSION = "index_version"
 
 #: upper bounds (seconds) of the trigger-lag histogram's finite buckets; one more
@@ -647,7 +655,8 @@ def lua_key_functions() -> str:
         f"local ACTIVITY_TTL_S = {ACTIVITY_TTL_S}",
         f"local WAKE_MAX = {WAKE_MAX}",
         # one table, not a local each: reap.lua is near Lua's 200 locals
-        f'local MAINT = {{reap_cursor = "{MAINT_REAP_CURSOR}", reap_ttl = "{MAINT_REAP_TTL}"}}',
+        f'local MAINT = {{reap_cursor = "{MAINT_REAP_CURSOR}", reap_ttl = "{MAINT_REAP_TTL}", '
+        f'stray = "{MAINT_STRAY}", stray_max_ms = {STRAY_MAX_MS}}}',
         f'local TENANT_PARKED = "{TENANT_PARKED}"',
         f"local RUNIDX_MAX, TRUNS_MAX = {RUNIDX_MAX}, {TRUNS_MAX}",
         f'local JOBIDX_SEP = "{JOBIDX_SEP}"',

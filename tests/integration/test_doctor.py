@@ -19,7 +19,7 @@ from redcron.broker import FailItem
 from redcron.broker.beat import BeatStore, Park
 from redcron.broker.doctor import SCRIPTS, DoctorReport, examine
 from redcron.broker.scripts import full_source
-from redcron.keys import GROUP
+from redcron.keys import GROUP, MAINT_STRAY, STRAY_MAX_MS
 from redcron.model.jobs import Task
 
 TTL_MS = 1000  # the leases the test takes by hand: reaped soon after the test leaves them
@@ -107,9 +107,9 @@ def test_each_break_is_found_repaired_and_the_system_then_drains(app: App) -> No
     # -- break things as an operator with redis-cli could -------------------------------
     r.zrem(k.schedule(0), ids["nightly"])  # 1. a job off the schedule
     r.zadd(k.schedule(0), {"0-01NOSUCHJOB": 1})  # 2. a schedule entry for no job
-    spare = k.q(0, "spare", "acme", "normal")  # 3. a pending entry whose instance is gone
+    spare = k.q(0, "spare", "acme", "normal")  # 3. a pending entry no lease holds
     r.xgroup_create(spare, GROUP, "0", mkstream=True)
-    r.xadd(spare, {"i": "0-01GHOST"})
+    r.xadd(spare, {"i": ids["done"]})  # (an instance whose hash is missing: a stray, kept)
     r.xreadgroup(GROUP, GROUP, {spare: ">"}, count=1)
     r.zadd(k.leases(0, "acme"), {ids["done"]: 1})  # 4. a lease of a succeeded instance
     loc = r.hget(k.ti(0, ready_iid), "loc").decode()  # 5. a ready instance off its stream
@@ -173,6 +173,26 @@ def test_each_break_is_found_repaired_and_the_system_then_drains(app: App) -> No
     r.delete(k.ti(0, "0-01BADSTATE"), k.ti(0, "0-01NOSTATE"))
     final = examine(app.broker)
     assert final.findings == (), kinds(final)
+
+
+def test_a_stray_entry_is_reported_kept_and_deleted_only_after_a_day(app: App) -> None:
+    b, r, k = app.broker, app.broker.client, app.broker.keys
+    h = app.enqueue("t.ok", 1, _tenant="acme")
+    stream = k.q(0, "default", "acme", "normal")
+    eid = r.hget(k.ti(0, h.id), "loc").decode()[2:]
+    r.delete(k.ti(0, h.id))  # its hash moved ahead of the stream (a slot migration)
+    assert b.leases.lease(0, "w1", 1, TTL_MS, ["default"]) == []  # left pending
+    report = examine(b, repair=True)
+    assert kinds(report) == [("stray_entry", stream)]
+    (f,) = report.findings
+    assert "missing" in f.detail and f.repairable and not f.repaired
+    assert r.xrange(stream, eid, eid) and not report.clean  # kept
+    field = f"{MAINT_STRAY}{stream}:{eid}"
+    r.hset(k.maintenance(0), field, int(r.hget(k.maintenance(0), field)) - STRAY_MAX_MS)
+    report = examine(b, repair=True)
+    assert [(f.kind, f.repaired) for f in report.findings] == [("stray_entry", True)]
+    assert not r.xrange(stream, eid, eid) and not r.hexists(k.maintenance(0), field)
+    assert examine(b).findings == ()
 
 
 def test_an_expired_lease_with_no_entry_is_ended_as_the_reaper_would(app: App) -> None:

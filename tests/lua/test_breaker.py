@@ -201,7 +201,7 @@ def end_trial(brk: Brk, trial: Tok, how: str) -> None:
         assert brk.ops.fail("w", trial, outcome="cancelled", retryable=False) == 0
     elif how == "cancelled while running, its worker silent":
         assert brk.cancel(trial.iid).may_still_be_running
-        assert brk.ops.reap() == [0, -1, 0]  # the cancel ended the lease already
+        assert brk.ops.reap() == [0, -1, 0, 0]  # the cancel ended the lease already
     elif how == "dead-lettered":
         assert brk.ops.fail("w", trial, retryable=False) == "dead"
     else:

@@ -136,7 +136,7 @@ def test_reaped_lease_records_outcome_lost(ops: Ops) -> None:
     ops.now += 499
     assert ops.reap()[0] == 0  # not yet
     ops.now += 1
-    assert ops.reap(frac=0.5) == [1, -1, 0]
+    assert ops.reap(frac=0.5) == [1, -1, 0, 0]
     info = ops.info(iid)
     assert _outcomes(info) == {1: "lost"}
     assert info["state"] == "retry_wait"
@@ -153,7 +153,7 @@ def test_reaper_honours_each_leases_own_deadline(ops: Ops) -> None:
     [ts] = ops.lease("w1", ttl=500, tenants=["acme"])
     [tl] = ops.lease("w2", ttl=5000, tenants=["globex"])
     ops.now += 1000
-    assert ops.reap() == [1, T0 + 5000, 0]
+    assert ops.reap() == [1, T0 + 5000, 0, 0]
     assert ops.info(short)["state"] == "retry_wait"
     assert ops.info(long_)["state"] == "leased"
     assert ops.complete("w2", [tl]) == [1]

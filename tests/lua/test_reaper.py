@@ -92,7 +92,7 @@ def test_a_long_lease_is_looked_at_without_being_reaped(ops: Ops) -> None:
     ops.r.zadd(ops.k.pending(0), {ops.stream(): T0})  # due for a look now
     ops.now += 5_000
     # looked at again one minimum TTL (100 ms) later, less the reaper's slack (10 ms)
-    assert ops.reap() == [0, ops.now + 90, 0]
+    assert ops.reap() == [0, ops.now + 90, 0, 0]
     assert ops.info(iid)["state"] == "leased"
     assert ops.complete("w1", [t]) == [1]
     assert ops.pending() == {}
@@ -113,7 +113,7 @@ def test_a_live_lease_looked_at_just_before_its_deadline_is_reaped_at_the_next_l
     assert ops.r.hget(ops.k.maintenance(0), MAINT_REAP_TTL + stream) == b"1000"
     ops.now = T0 + 985  # within the slack (2 x 10 ms) of the 1000 ms min-idle
     ops.r.zadd(ops.k.pending(0), {stream: ops.now})  # due for a look now
-    assert ops.reap() == [0, ops.now + 90, 0]  # looked at, live: left alone
+    assert ops.reap() == [0, ops.now + 90, 0, 0]  # looked at, live: left alone
     assert ops.info(iid)["state"] == "leased"
     ops.now += 90  # the next look, 75 ms past the deadline
     assert ops.reap()[0] == 1

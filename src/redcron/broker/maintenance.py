@@ -44,6 +44,9 @@ class Reaped(NamedTuple):
     next_ms: int
     #: streams still due: the call's bound cut the pass short
     due: int
+    #: entries left pending because their instance hash is missing (strays:
+    #: a half-finished slot migration, lib/take.lua)
+    strays: int = 0
 
 
 class Promoted(NamedTuple):
@@ -94,12 +97,12 @@ class Maintenance:
         """End expired leases (retry or DLQ) with XAUTOCLAIM over the streams that
         have pending entries."""
         core = self.core
-        n, nxt, due = core._run(
+        n, nxt, due, strays = core._run(
             "reap",
             shard,
             argv.reap(min(limit, MAX_MAINTENANCE), core.min_idle_ms, now, jitter),
         )
-        return Reaped(int(n), int(nxt), int(due))
+        return Reaped(int(n), int(nxt), int(due), int(strays))
 
     def promote(self, shard: int, limit: int = MAX_MAINTENANCE, now: int | None = None) -> Promoted:
         n, nxt = self.core._run("promote", shard, argv.promote(min(limit, MAX_MAINTENANCE), now))

@@ -4,7 +4,8 @@
   ARGV[2] limit: leases ended per call (<= 500)
   ARGV[3] jitter fraction [0,1) for the retry backoff
   ARGV[4] the deployment's minimum lease TTL (ms)
-  Returns: {reaped, next look ms (-1: no stream has pending entries), streams still due}
+  Returns: {reaped, next look ms (-1: no stream has pending entries), streams still due,
+    strays: entries left pending because their instance hash is missing}
   XAUTOCLAIM is the reaper.  The index pending (ready stream -> when it next
   needs a look) holds exactly the streams with pending entries; each due
   stream is scanned with XAUTOCLAIM ... JUSTID at min-idle = the shortest
@@ -24,7 +25,12 @@
   timeout_ms; live -> left alone, its delivery time set so that it turns
   candidate again at its own deadline; an entry whose hash does not point
   back at it, or one deleted while pending (Redis 6.2 reports those), is
-  acknowledged and dropped.  After a complete pass the stream leaves the
+  acknowledged and dropped.  An entry whose instance hash is missing (a
+  half-finished slot migration: lib/take.lua) is a stray: left pending and
+  counted, its first sighting kept in the maintenance hash (stray:<stream>:<id>);
+  deleted only once the hash has been missing STRAY_MAX_MS (a day); once the
+  hash is back and points at the entry (ready, loc q:<id>), the instance is
+  ready again on a new entry.  After a complete pass the stream leaves the
   index (and reap_ttl) when nothing is pending, else it is due again one
   minimum TTL later (a little less: SLACK below); lease.lua lowers the score
   to a new lease's deadline.  So an expired lease is reaped within (minimum
@@ -33,6 +39,7 @@
   the server clock. ]]
 -- @include lib/clock.lua
 -- @include lib/streams.lua
+-- @include lib/rings.lua
 -- @include lib/attempts.lua
 -- @include lib/followup.lua
 
@@ -70,6 +77,7 @@ end
 
 local n = 0
 local claims = 0
+local strays = 0
 
 -- End one candidate entry of a stream (`idle`: its min-idle on the clock of
 -- now); returns 1 when a lease was reaped.
@@ -82,6 +90,29 @@ local function visit(stream, eid, idle)
   local iid = e[1][2][2]
   local ti = key_ti(iid)
   local f = read_ti_reap(ti)
+  if e[1][2][1] == 'i' and not f[TI_REAP_STATE] and redis.call('EXISTS', ti) == 0 then
+    local stray = MAINT.stray .. stream .. ':' .. eid
+    local since = tonumber(redis.call('HGET', UPKEEP, stray) or '')
+    if since and now - since >= MAINT.stray_max_ms then
+      drop_entry(stream, eid)  -- missing a day: gone, not moving
+      redis.call('HDEL', UPKEEP, stray)
+    else
+      if not since then redis.call('HSET', UPKEEP, stray, now) end
+      touch(stream, {eid}, now)  -- looked at again one stream TTL on (on now's clock)
+      strays = strays + 1
+    end
+    return 0
+  end
+  if f[TI_REAP_STATE] == 'ready' and redis.call('HGET', ti, 'loc') == 'q:' .. eid
+      and key_q(f[TI_REAP_QUEUE], f[TI_REAP_TENANT], f[TI_REAP_PRIORITY]) == stream then
+    -- a stray whose hash is back: ready again (a delivered entry is never read
+    -- again, so on a new one)
+    drop_entry(stream, eid)
+    make_ready(ti, iid, f[TI_REAP_QUEUE], f[TI_REAP_TENANT], f[TI_REAP_PRIORITY])
+    wake(f[TI_REAP_QUEUE], 1)
+    redis.call('HDEL', UPKEEP, MAINT.stray .. stream .. ':' .. eid)
+    return 0
+  end
   -- entry ids are unique per stream only: the lease must be on this stream
   if not (TASK_LEASED[f[TI_REAP_STATE]] and f[TI_REAP_LEASE_ENTRY] == eid
       and key_q(f[TI_REAP_QUEUE], f[TI_REAP_TENANT], f[TI_REAP_PRIORITY]) == stream) then
@@ -141,4 +172,4 @@ for _, stream in ipairs(due) do
 end
 follow_flush(now)
 local nxt = redis.call('ZRANGE', PENDING, 0, 0, 'WITHSCORES')
-return {n, tonumber(nxt[2] or '-1'), redis.call('ZCOUNT', PENDING, '-inf', now)}
+return {n, tonumber(nxt[2] or '-1'), redis.call('ZCOUNT', PENDING, '-inf', now), strays}

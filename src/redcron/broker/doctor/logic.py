@@ -85,10 +85,15 @@ def run_progress(tasks: Mapping[str, tuple[str, Sequence[str]]]) -> tuple[bool, 
 
 def owns(fields: Mapping[str, str], eid: str, delivered: bool) -> bool:
     """Does the instance (hash ``fields``) own stream entry ``eid``: leased on it
-    when the entry is delivered, ready at it when not?"""
+    when the entry is delivered, ready at it when not?  A delivered entry is
+    owned by an instance ready at it too: a stray whose hash came back (lease
+    left it pending while the hash was missing, lua/lib/take.lua), which the
+    reaper makes ready again on a new entry at its next look."""
+    ready_at = fields.get("state") == "ready" and fields.get("loc") == "q:" + eid
     if delivered:
-        return fields.get("state", "") in TASK_LEASED and fields.get("lease_entry") == eid
-    return fields.get("state") == "ready" and fields.get("loc") == "q:" + eid
+        leased_on = fields.get("state", "") in TASK_LEASED and fields.get("lease_entry") == eid
+        return leased_on or ready_at
+    return ready_at
 
 
 def glob_escape(text: str) -> str:

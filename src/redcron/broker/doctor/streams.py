@@ -1,7 +1,10 @@
 """Ready streams: every undelivered entry owned by an instance ready at it,
 every pending (delivered) entry by an instance leased on it, and every stream
 with pending entries in the reaper's index.  Repairs: ``lua/doctor_entries.lua``
-(drop an entry no instance owns), ``lua/doctor_reaper.lua`` (index a stream)."""
+(drop an entry no instance owns), ``lua/doctor_reaper.lua`` (index a stream).
+An entry whose instance hash is missing is a stray (a half-finished slot
+migration, ``lua/lib/take.lua``): reported, and deleted only once the hash has
+been missing ``STRAY_MAX_MS`` (a day)."""
 
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from redcron.broker.doctor.scan import (
     snapshot,
     xpages,
 )
-from redcron.keys import GROUP, PRIORITIES
+from redcron.keys import GROUP, MAINT_STRAY, PRIORITIES, STRAY_MAX_MS
 from redcron.serde import text as _s
 
 
@@ -106,6 +109,10 @@ def _orphans(ex: Exam, shard: int, stream: str, entries: list[Any], delivered: b
     for eid, (entry, pending, values) in zip(ids, snapshot(ex.r, groups), strict=True):
         if not entry or bool(pending) != delivered:
             continue  # gone or moved meanwhile
+        if named(entry[0][1]) and all(v is None for v in values):
+            n += 1
+            _stray(ex, shard, stream, eid, named(entry[0][1]), delivered)
+            continue
         f = instance_fields(values)
         state = f.get("state")
         same = ex.k.q(shard, f.get("queue", ""), f.get("tenant", ""), f.get("priority", ""))
@@ -135,6 +142,34 @@ def _orphans(ex: Exam, shard: int, stream: str, entries: list[Any], delivered: b
             )
         ex.add(kind, shard, stream, detail, _fix_entries(ex, shard, stream, eid))
     return n
+
+
+def _stray(ex: Exam, shard: int, stream: str, eid: str, iid: str, delivered: bool) -> None:
+    since = ex.r.hget(ex.k.maintenance(shard), f"{MAINT_STRAY}{stream}:{eid}")
+    seen = f"first seen missing at {_s(since)} ms" if since else "not yet seen by lease or reaper"
+    where = "pending (left by lease)" if delivered else "ready"
+    ex.add(
+        "stray_entry",
+        shard,
+        stream,
+        f"Entry {eid} of {stream} is {where} but the hash of its instance {iid} is "
+        f"missing ({seen}): a half-finished cluster slot migration looks so, the "
+        "hash moved ahead of its stream. It is kept: once the hash is back the "
+        "reaper makes the instance ready again. Repair deletes it only once the "
+        f"hash has been missing {STRAY_MAX_MS // 3_600_000} h.",
+        _fix_stray(ex, shard, stream, eid),
+    )
+
+
+def _fix_stray(ex: Exam, shard: int, stream: str, eid: str) -> Fix:
+    def fix() -> tuple[bool, str]:
+        dropped, _kept = ex.call("doctor_entries", shard, [eid], stream)
+        if dropped:
+            return True, "its hash has been missing a day: acknowledged and deleted the entry"
+        # kept (the hash missing less than a day, or back): not repaired, still reported
+        return False, "kept: its hash has been missing less than a day, or is back"
+
+    return fix
 
 
 def _fix_entries(ex: Exam, shard: int, stream: str, eid: str) -> Fix:

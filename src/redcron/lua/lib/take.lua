@@ -12,7 +12,13 @@
   revoked (lib/grant.lua), its instance put on the timers for promote.  One
   whose concurrency key is at its cap waits in the key's list (lib/ckeys.lua):
   its entry is dropped and take() reads on, so the rest of n can still be
-  leased from the entries behind it. ]]
+  leased from the entries behind it.  An entry whose instance hash is missing
+  is never deleted for that (a half-finished cluster slot migration looks so:
+  the hash moved, the stream not yet): it stays delivered and pending, its
+  stream in the reaper's index and its first sighting in the maintenance
+  hash (stray:<stream>:<entry id>); reap.lua puts it back to ready once the
+  hash is back, and only an entry whose hash has been missing a day
+  (STRAY_MAX_MS) is deleted, by reap.lua or the doctor. ]]
 -- @include lib/streams.lua
 -- @include lib/capacity.lua
 -- @include lib/limits.lua
@@ -30,7 +36,7 @@ local CK_READ_MAX = 64
 local function take(L, queue, tenant, priority, stream, n, max_id)
   local now, worker, deadline = L.now, L.worker, L.deadline
   local out = L.out
-  local leased, ids, held = 0, {}, {}
+  local leased, ids, held, strays = 0, {}, {}, {}
   local after = nil
   -- entries set to wait for a concurrency key's slot (lib/ckeys.lua) lease
   -- nothing: read on for the rest of n, up to CK_READ_MAX entries in all
@@ -57,6 +63,13 @@ local function take(L, queue, tenant, priority, stream, n, max_id)
         and f[TI_LEASE_QUEUE] == queue and f[TI_LEASE_TENANT] == tenant
         and f[TI_LEASE_PRIORITY] == priority
       local matched = ok
+      if not ok and e[2][1] == 'i' and not f[TI_LEASE_STATE]
+          and redis.call('EXISTS', ti) == 0 then
+        -- no hash: a stray, not a mismatch; left pending (see the header)
+        redis.call('HSETNX', key_maintenance(), MAINT.stray .. stream .. ':' .. eid, now)
+        strays[#strays + 1] = eid
+        ok, eid = false, nil
+      end
       local why = ok and malformed(f[TI_LEASE_EPOCH], f[TI_LEASE_ATTEMPT], f[TI_LEASE_TIMEOUT_MS],
         f[TI_LEASE_NAME], kind, f[TI_LEASE_ARGS])
       if why then
@@ -119,12 +132,16 @@ local function take(L, queue, tenant, priority, stream, n, max_id)
     end
   end
 
+  if leased > 0 or #strays > 0 then
+    -- the reaper looks at this stream once the earliest of its leases may expire
+    -- (a stray is looked at as a lease would be)
+    redis.call('ZADD', key_pending(), 'LT', deadline, stream)
+    note_ttl(stream, deadline - now)
+    stamp(stream, strays, now, L.override)
+  end
   if leased > 0 then
     -- the tenant's valid leases (its cap counts them), one call for the batch
     redis.call('ZADD', key_leases(tenant), unpack(held))
-    -- the reaper looks at this stream once the earliest of its leases may expire
-    redis.call('ZADD', key_pending(), 'LT', deadline, stream)
-    note_ttl(stream, deadline - now)
     stamp(stream, ids, now, L.override)
     local t = tenant_limits(L.tenants, tenant, now)
     if t.rate > 0 then t.tokens = t.tokens - leased end
