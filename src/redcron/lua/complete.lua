@@ -14,11 +14,11 @@
 -- @include lib/clock.lua
 -- @include lib/token.lua
 -- @include lib/streams.lua
--- @include lib/rings.lua
 -- @include lib/waiters.lua
 -- @include lib/runs.lua
 -- @include lib/ckeys.lua
 -- @include lib/followup.lua
+-- @include lib/unpark.lua
 
 local worker = ARGV[1]
 local now = now_ms(ARGV[2])

@@ -9,6 +9,7 @@
   tenant on re-check.
   Upholds: caps count valid leases (invariant 7); a live lease is never touched. ]]
 -- @include lib/rings.lua
+-- @include lib/unpark.lua
 
 local tenant = ARGV[1]
 local tk = key_leases(tenant)

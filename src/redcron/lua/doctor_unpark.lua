@@ -8,6 +8,7 @@
   Upholds: a backlogged tenant still progresses (invariant 7). ]]
 -- @include lib/streams.lua
 -- @include lib/rings.lua
+-- @include lib/unpark.lua
 
 local tenant = ARGV[1]
 if redis.call('HEXISTS', key_tenant(tenant), TENANT_PARKED) == 0 then return 0 end

@@ -14,10 +14,11 @@
 -- @include lib/clock.lua
 -- @include lib/rings.lua
 -- @include lib/breaker_cooldown.lua
--- @include lib/malformed.lua
 -- @include lib/dead.lua
 -- @include lib/grant.lua
 -- @include lib/followup.lua
+-- @include lib/unpark.lua
+-- @include lib/malformed_recheck.lua
 
 local now = now_ms(ARGV[1])
 local limit = tonumber(ARGV[2])

@@ -7,7 +7,7 @@
   ARGV[1] tenant
   Returns: 1 = it was parked, 0 = it was not.
   Upholds: a backlogged tenant still progresses (invariant 7). ]]
--- @include lib/rings.lua
+-- @include lib/unpark.lua
 
 local tenant = ARGV[1]
 if redis.call('HEXISTS', key_tenant(tenant), TENANT_PARKED) == 0 then return 0 end

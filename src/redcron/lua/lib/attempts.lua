@@ -6,6 +6,7 @@
 -- @include lib/dead.lua
 -- @include lib/ckeys.lua
 -- @include lib/followup.lua
+-- @include lib/unpark.lua
 
 -- Does (worker, epoch) still hold a valid lease on this instance?
 local function token_ok(ti, worker, epoch)

@@ -67,20 +67,3 @@ local function make_ready(ti, iid, queue, tenant, priority)
   return eid
 end
 
--- A tenant parked at its cap or rate limit goes back on the rings it left
--- (those where it still has ready work), and into their aging indexes; the
--- next lease re-checks the limits.
-local function unpark(tenant)
-  -- the field parked: a comma list of <queue>|<class> (lib/parked.lua)
-  local tk = key_tenant(tenant)
-  local parked = redis.call('HGET', tk, TENANT_PARKED)
-  if not parked then return end
-  redis.call('HDEL', tk, TENANT_PARKED)
-  for qc in string.gmatch(parked, '[^,]+') do
-    local queue, priority = string.match(qc, '^(.*)|(%a+)$')
-    if queue and ready_count(key_q(queue, tenant, priority)) > 0 then
-      ring_add(key_ring(queue, priority), tenant)
-      note_oldest(queue, priority, tenant)
-    end
-  end
-end

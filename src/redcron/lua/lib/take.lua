@@ -26,6 +26,24 @@
 -- @include lib/malformed.lua
 -- @include lib/grant.lua
 -- @include lib/ckeys.lua
+-- @include lib/ck_admit.lua
+
+-- XREADGROUP of up to k ready entries.  A stream without the group (made by a
+-- hand-written XADD, or deleted by hand while its tenant was on a ring) gets
+-- it first, from 0 as stream_add makes it, so the entries already in it are
+-- delivered too; before, every lease call of the shard failed with NOGROUP.
+local function read_group(stream, k)
+  local res = redis.pcall('XREADGROUP', 'GROUP', GROUP, CONSUMER, 'COUNT', k,
+    'STREAMS', stream, '>')
+  if type(res) == 'table' and res.err then
+    if string.find(res.err, 'NOGROUP', 1, true) then
+      redis.call('XGROUP', 'CREATE', stream, GROUP, '0', 'MKSTREAM')
+    end
+    -- any other error (WRONGTYPE...) is raised as it was
+    res = redis.call('XREADGROUP', 'GROUP', GROUP, CONSUMER, 'COUNT', k, 'STREAMS', stream, '>')
+  end
+  return res
+end
 
 -- entries one take() reads beyond its n while concurrency keys set some aside
 local CK_READ_MAX = 64
