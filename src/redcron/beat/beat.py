@@ -264,7 +264,13 @@ class Beat:
         for shard in self._gate.open(sorted(self._shards.owned), time.monotonic()):
             try:
                 if broker.maintenance.try_lock(shard, self.id, interval):
-                    broker.maintenance.maintain(shard)
+                    broker.maintenance.maintain(shard, follow=False)
+                # while fires are due the beat leaves the follow-ups to workers
+                # (the burst's starts are theirs to make); an idle beat applies them
+                if not self._firer.busy and broker.maintenance.try_lock(
+                    shard, self.id, interval, "followups"
+                ):
+                    broker.maintenance.follow_all(shard)
             except TRANSIENT as exc:  # this shard's master down: the others go on
                 self._gate.failed(shard, exc, "maintenance", time.monotonic())
 

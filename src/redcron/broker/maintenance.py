@@ -108,20 +108,25 @@ class Maintenance:
         n, nxt = self.core._run("promote", shard, argv.promote(min(limit, MAX_MAINTENANCE), now))
         return Promoted(int(n), int(nxt))
 
-    def try_lock(self, shard: int, owner: str, interval_s: float) -> bool:
-        """At most one promote/reap caller per shard per interval (short SET NX PX lock)."""
+    def try_lock(
+        self, shard: int, owner: str, interval_s: float, name: str = "maintenance"
+    ) -> bool:
+        """At most one caller per shard per interval (short SET NX PX lock): of
+        promote/reap (``maintenance``), or of the follow-ups (``followups``)."""
         return bool(
             self.core.client.set(
-                self.core.keys.lock(shard, "maintenance"),
+                self.core.keys.lock(shard, name),
                 owner,
                 nx=True,
                 px=max(1, int(interval_s * 1000)),
             )
         )
 
-    def maintain(self, shard: int, now: int | None = None) -> Maintained:
+    def maintain(self, shard: int, now: int | None = None, follow: bool = True) -> Maintained:
         """Promote due timers and reap expired leases until none are left (bounded);
-        prune the ``recent`` index every :data:`PRUNE_EVERY_S` at most."""
+        apply the follow-ups (unless ``follow`` is off: the caller does that under
+        a lock of its own, :meth:`follow_all`); prune the ``recent`` index every
+        :data:`PRUNE_EVERY_S` at most."""
         promoted = reaped = 0
         for _ in range(20):
             p = self.promote(shard, now=now)
@@ -135,17 +140,23 @@ class Maintenance:
                 break
         if reaped:
             log.info("shard %d: reaped %d expired leases (retried or dead-lettered)", shard, reaped)
-        followed = 0
-        for _ in range(20):
-            applied, left = self.follow_up(shard)
-            followed += applied
-            if not left:
-                break
+        followed = self.follow_all(shard) if follow else 0
         at = time.monotonic()
         if at >= self._pruned.get(shard, -PRUNE_EVERY_S) + PRUNE_EVERY_S:
             self._pruned[shard] = at
             self.prune_recent(shard)
         return Maintained(promoted, reaped, followed)
+
+    def follow_all(self, shard: int, rounds: int = 20) -> int:
+        """Apply the shard's follow-ups, up to ``rounds`` reads of
+        :data:`FOLLOW_READ` entries; the number applied."""
+        followed = 0
+        for _ in range(rounds):
+            applied, left = self.follow_up(shard)
+            followed += applied
+            if not left:
+                break
+        return followed
 
     def follow_up(self, shard: int, read: int = FOLLOW_READ) -> tuple[int, bool]:
         """Apply the oldest ``read`` follow-up entries of ``shard`` (each by the

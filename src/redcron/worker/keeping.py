@@ -80,10 +80,15 @@ class Keeper(Role):
                     self.gate.ok(shard)
 
     def _maintain(self, shard: int) -> bool:
-        """Promote/reap ``shard``, if no other worker or beat did within the interval."""
+        """Promote/reap ``shard``, and apply its follow-ups, each if no other worker
+        or beat did within the interval (a lock each: a beat busy firing leaves
+        the follow-ups to the workers)."""
         interval = self.settings.maintenance_interval
-        if self.broker.maintenance.try_lock(shard, self.id, interval):
-            self.broker.maintenance.maintain(shard)
+        maintenance = self.broker.maintenance
+        if maintenance.try_lock(shard, self.id, interval):
+            maintenance.maintain(shard, follow=False)
+        if maintenance.try_lock(shard, self.id, interval, "followups"):
+            maintenance.follow_all(shard)
         return True
 
     def _publish(self, registry: WorkerRegistry, leased: Sequence[str]) -> None:
