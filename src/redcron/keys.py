@@ -67,8 +67,12 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "truns": ("truns:{tenant}", ("tenant",)),
     # queues known on this shard -> SET of names
     "queues": ("queues", ()),
-    # shard counters (retries, lost leases, dead-lettered, ...)
-    "stats": ("stats", ()),
+    # the shard's lifetime counters (HASH), one field each, named by what they
+    # count (COUNTER_* below): attempts:<tenant>|<outcome>, attempts:*|<outcome>
+    # (summed over tenants), runs:<tenant>|<state>, runs:*|<state>, lag:<le>,
+    # lag:sum_ms, lag:count (trigger lag of scheduled fires), late:<tenant>,
+    # late:*, and the shard's STAT_FIELDS (fires, retries, dead, lease_expired...)
+    "counters": ("counters", ()),
     # short maintenance locks (promote/reap at most once per interval)
     "lock": ("lock:{name}", ("name",)),
     # one-off instance id -> created (ms): the newest one-off instances, for `task
@@ -123,8 +127,6 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # deadlines of runs not ended: run id -> nominal fire ms + the job's deadline_ms
     # (run creation adds, run end removes, deadline_sweep.lua pops what is due)
     "deadlines": ("deadlines", ()),
-    # lifetime late runs: <tenant> -> runs marked late, ``*`` -> all tenants'
-    "late": ("late", ()),
     # what reacts to ends of attempts and runs and to fires (counters, histograms,
     # breaker, events, chaining, retention), written beside the end in the same
     # call and applied by maintenance (lua/lib/followup.lua): entries of kind ends,
@@ -145,21 +147,9 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # ready instances admitted multi-call batches still have to write, which
     # max_queued counts: <batch key> -> count, <batch key>:exp -> expiry (ms)
     "reserved": ("reserved:{tenant}", ("tenant",)),
-    # lifetime attempts ended per <tenant>|<outcome> (succeeded, failed, timed_out,
-    # lost, cancelled)
-    "attempts": ("attempts", ()),
-    # lifetime runs ended per <tenant>|<state> (succeeded, failed, cancelled,
-    # skipped, rejected)
-    # attempts and runs ended, summed over tenants: outcome / state -> n (lifetime)
-    "attemptsall": ("attemptsall", ()),
-    "runendsall": ("runendsall", ()),
-    "runends": ("runends", ()),
     # per-minute attempts per tenant: <tenant>|succeeded, <tenant>|failed (failed,
     # timed out or lost); expires after ACTIVITY_TTL_S
     "act": ("act:{minute}", ("minute",)),
-    # lifetime trigger-lag histogram of scheduled fires: <le> -> fires in that
-    # bucket (not cumulative), sum_ms, count
-    "lag": ("lag", ()),
     # per-minute trigger-lag histogram: <tenant>|<le> -> fires; expires after ACTIVITY_TTL_S
     "lagm": ("lagm:{minute}", ("minute",)),
     # lifetime attempt-duration histogram of a tenant per task name: <name>|<le> ->
@@ -207,10 +197,19 @@ RETIRED: dict[str, str] = {
     "tleases": "tleases",
     "cks": "cks",
     "ckq": "ckq",
+    # fields of ``counters`` now (layout 3): stats fields as they were, and
+    # attempts:, runs:, lag:, late: before the old fields
+    "stats": "stats",
+    "attempts": "attempts",
+    "attemptsall": "attemptsall",
+    "runends": "runends",
+    "runendsall": "runendsall",
+    "lag": "lag",
+    "late": "late",
 }
 #: the key layout this release writes: ``layout`` in the meta HASH, raised by the
 #: upgrade (broker/upgrade.py) once a deployment's shards are brought to it
-LAYOUT = 2
+LAYOUT = 3
 
 #: the field of a tenant's hash that lists the rings it is parked off
 #: (``<queue>|<class>``, comma-separated; lib/parked.lua)
@@ -220,6 +219,20 @@ MAINT_REAP_CURSOR = "reap_cursor:"  # + stream key
 MAINT_REAP_TTL = "reap_ttl:"  # + stream key
 MAINT_RECENT_CURSOR = "recent_cursor"
 MAINT_INDEX_VERSION = "index_version"
+
+#: the prefixes of a shard's ``counters`` fields (Lua gets them generated, as
+#: ``COUNTERS.attempts`` ...); the tenant ``*`` is every tenant's sum (no tenant
+#: is named ``*``)
+COUNTER_ATTEMPTS = "attempts:"  # + <tenant>|<outcome>
+COUNTER_RUNS = "runs:"  # + <tenant>|<state>
+COUNTER_LAG = "lag:"  # + <le>, sum_ms, count
+COUNTER_LATE = "late:"  # + <tenant>
+#: the ``counters`` fields without a prefix: what the scripts count per shard
+#: (read by name, never by HGETALL: the hash also holds every tenant's fields)
+STAT_FIELDS: tuple[str, ...] = (
+    "fires", "fires_chained", "fires_skipped", "fires_rejected", "fires_overlap_skipped",
+    "retries", "handed_back", "lease_expired", "dead",
+)  # fmt: skip
 
 #: upper bounds (seconds) of the trigger-lag histogram's finite buckets; one more
 #: bucket, ``+Inf``, takes the rest.  Lua gets them generated (``LAG_BUCKETS``).
@@ -510,8 +523,8 @@ class Keys:
     def queues(self, shard: int) -> str:
         return self.build(shard, "queues")
 
-    def stats(self, shard: int) -> str:
-        return self.build(shard, "stats")
+    def counters(self, shard: int) -> str:
+        return self.build(shard, "counters")
 
     def recent(self, shard: int) -> str:
         return self.build(shard, "recent")
@@ -582,9 +595,6 @@ class Keys:
     def deadlines(self, shard: int) -> str:
         return self.build(shard, "deadlines")
 
-    def late(self, shard: int) -> str:
-        return self.build(shard, "late")
-
     def lagalert(self, shard: int, job_id: str) -> str:
         return self.build(shard, "lagalert", job_id)
 
@@ -599,17 +609,6 @@ class Keys:
         return self.build(shard, "dedupe", tenant, mode, digest)
 
     # -- end unique windows and debounce --
-    def attempts(self, shard: int) -> str:
-        return self.build(shard, "attempts")
-
-    def attemptsall(self, shard: int) -> str:
-        return self.build(shard, "attemptsall")
-
-    def runendsall(self, shard: int) -> str:
-        return self.build(shard, "runendsall")
-
-    def runends(self, shard: int) -> str:
-        return self.build(shard, "runends")
 
     def act(self, shard: int, minute: int) -> str:
         return self.build(shard, "act", minute)
@@ -619,9 +618,6 @@ class Keys:
 
     def rdur(self, shard: int, tenant: str) -> str:
         return self.build(shard, "rdur", tenant)
-
-    def lag(self, shard: int) -> str:
-        return self.build(shard, "lag")
 
     def lagm(self, shard: int, minute: int) -> str:
         return self.build(shard, "lagm", minute)
@@ -649,6 +645,8 @@ def lua_key_functions() -> str:
         # one table, not a local each: reap.lua is near Lua's 200 locals
         f'local MAINT = {{reap_cursor = "{MAINT_REAP_CURSOR}", reap_ttl = "{MAINT_REAP_TTL}"}}',
         f'local TENANT_PARKED = "{TENANT_PARKED}"',
+        f'local COUNTERS = {{attempts = "{COUNTER_ATTEMPTS}", runs = "{COUNTER_RUNS}", '
+        f'lag = "{COUNTER_LAG}", late = "{COUNTER_LATE}"}}',
         f"local RUNIDX_MAX, TRUNS_MAX = {RUNIDX_MAX}, {TRUNS_MAX}",
         f'local JOBIDX_SEP = "{JOBIDX_SEP}"',
         f"local EVENTS_MAX = {EVENTS_MAX}",

@@ -26,8 +26,13 @@ def entries(ops: Ops) -> list[tuple[str, dict[str, str]]]:
 
 
 def attempts(ops: Ops) -> dict[str, int]:
-    raw: Any = ops.r.hgetall(ops.k.attempts(0))
-    return {k.decode(): int(v) for k, v in raw.items()}
+    raw: Any = ops.r.hgetall(ops.k.counters(0))
+    # the per-tenant fields (attempts:<tenant>|<outcome>), not the sums (attempts:*|...)
+    return {
+        k.decode().removeprefix("attempts:"): int(v)
+        for k, v in raw.items()
+        if k.startswith(b"attempts:") and not k.startswith(b"attempts:*|")
+    }
 
 
 def minute(ops: Ops) -> dict[str, int]:
@@ -73,7 +78,7 @@ def test_an_entry_is_applied_once_however_often_it_is_asked(quiet: Ops) -> None:
     assert quiet.run("follow_ends", ["full", eid, eid]) == 1
     assert quiet.run("follow_ends", ["full", eid]) == 0
     assert attempts(quiet) == {"acme|failed": 1}
-    assert quiet.r.hget(quiet.k.stats(0), "dead") == b"1"
+    assert quiet.r.hget(quiet.k.counters(0), "dead") == b"1"
     events: Any = quiet.r.xrange(quiet.k.events(0))
     assert [f[b"type"] for _id, f in events] == [b"dead_lettered"]
 

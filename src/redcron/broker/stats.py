@@ -1,7 +1,7 @@
 """How attempts, runs and scheduled fires went, as the scripts recorded them.
 
 The scripts count as work ends (``lua/lib/outcomes.lua``, ``lua/lib/lag.lua``):
-lifetime per-shard hashes (``attempts``, ``runends``, ``lag``) that ``/metrics``
+lifetime per-shard ``counters`` (``attempts:``, ``runs:``, ``lag:`` fields) that ``/metrics``
 reads, and per-minute hashes (``act:<minute>``, ``lagm:<minute>``, kept 2 h)
 that the dashboard reads for its last hour.  Reading costs one pipelined round
 trip per shard read (one shard for a tenant, every shard for all tenants), of

@@ -1,6 +1,7 @@
 --[[ lag: how late scheduled fires are (trigger lag), as histograms whose bucket
   bounds come from redcron/keys.py (LAG_BUCKETS: {bound ms, field name}).
-  lag (HASH, lifetime): <le> -> fires in that bucket (not cumulative), sum_ms, count.
+  counters (HASH, lifetime), fields lag:<le> -> fires in that bucket (not
+  cumulative), lag:sum_ms, lag:count.
   lagm:<minute> (HASH, per minute, expires after ACTIVITY_TTL_S): <tenant>|<le> -> fires,
   and *|<le>: the same summed over tenants.
   A call gathers its fires in a table (lag_note) and writes them once (lag_save),
@@ -33,10 +34,10 @@ end
 -- unless `lifetime_only` (metrics = basic).
 local function lag_save(notes, now, lifetime_only)
   if not notes.count then return end
-  local lk = key_lag()
-  for le, n in pairs(notes.le) do redis.call('HINCRBY', lk, le, n) end
-  redis.call('HINCRBY', lk, 'count', notes.count)
-  redis.call('HINCRBY', lk, 'sum_ms', notes.sum)
+  local lk, pre = key_counters(), COUNTERS.lag
+  for le, n in pairs(notes.le) do redis.call('HINCRBY', lk, pre .. le, n) end
+  redis.call('HINCRBY', lk, pre .. 'count', notes.count)
+  redis.call('HINCRBY', lk, pre .. 'sum_ms', notes.sum)
   if lifetime_only then return end
   local mk = key_lagm(math.floor(now / 60000))
   local fresh = false
