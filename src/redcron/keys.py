@@ -137,9 +137,6 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # it through the consumer group NOTIFY_GROUP.  Capped at EVENTS_MAX (MAXLEN ~)
     # and trimmed by age (EVENTS_RETENTION_MS, MINID ~) by the notifier
     "events": ("events", ()),
-    # a job whose trigger-lag alert fired lately (SET PX EVENT_LAG_EVERY_MS): at most
-    # one trigger_lag event per job per that interval (lib/events.lua)
-    "lagalert": ("lagalert:{job_id}", ("job_id",)),
     # a multi-call enqueue batch: its name identifies the batch's reservations,
     # and as a key it is the refusal marker the first refusing call sets, so the
     # batch's later calls write nothing (deleted by the client; expires in 60 s)
@@ -206,6 +203,9 @@ RETIRED: dict[str, str] = {
     "runendsall": "runendsall",
     "lag": "lag",
     "late": "late",
+    # the field lag_alert_at of job:<job id> now (layout 3); the STRINGs expire
+    # within EVENT_LAG_EVERY_MS, so the upgrade leaves them to expire
+    "lagalert": "lagalert",
 }
 #: the key layout this release writes: ``layout`` in the meta HASH, raised by the
 #: upgrade (broker/upgrade.py) once a deployment's shards are brought to it
@@ -594,9 +594,6 @@ class Keys:
 
     def deadlines(self, shard: int) -> str:
         return self.build(shard, "deadlines")
-
-    def lagalert(self, shard: int, job_id: str) -> str:
-        return self.build(shard, "lagalert", job_id)
 
     def batch(self, shard: int, token: str) -> str:
         return self.build(shard, "batch", token)
