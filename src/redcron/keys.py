@@ -149,12 +149,11 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "act": ("act:{minute}", ("minute",)),
     # per-minute trigger-lag histogram: <tenant>|<le> -> fires; expires after ACTIVITY_TTL_S
     "lagm": ("lagm:{minute}", ("minute",)),
-    # lifetime attempt-duration histogram of a tenant per task name: <name>|<le> ->
-    # attempts (bucket counts, not cumulative), <name>|sum_ms, #names (names held,
-    # at most DURATION_NAMES; later names count as DURATION_OTHER)
-    "adur": ("adur:{tenant}", ("tenant",)),
-    # the same for the tenant's runs, per job name
-    "rdur": ("rdur:{tenant}", ("tenant",)),
+    # lifetime duration histograms of a tenant: task:<task name>|<le> -> attempts
+    # (bucket counts, not cumulative), task:<task name>|sum_ms, task:#names (names
+    # held, at most DURATION_NAMES; later names count as DURATION_OTHER); the same
+    # for its runs per job name under job:
+    "durations": ("durations:{tenant}", ("tenant",)),
     # -- unique windows and debounce (issue 21 §4; lib/dedupe.lua) --------------
     # a dedupe key's task: STRING -> instance id.  <mode> ``unique``: the holder
     # of a unique window, PX = the window; ``debounce``: a debounce key's open
@@ -206,6 +205,9 @@ RETIRED: dict[str, str] = {
     # the field lag_alert_at of job:<job id> now (layout 3); the STRINGs expire
     # within EVENT_LAG_EVERY_MS, so the upgrade leaves them to expire
     "lagalert": "lagalert",
+    # ``durations:<tenant>`` now (layout 3), fields under task: and job:
+    "adur": "adur",
+    "rdur": "rdur",
 }
 #: the key layout this release writes: ``layout`` in the meta HASH, raised by the
 #: upgrade (broker/upgrade.py) once a deployment's shards are brought to it
@@ -244,7 +246,11 @@ LAG_BUCKETS_S: tuple[float, ...] = (
 DURATION_BUCKETS_S: tuple[float, ...] = (
     0.005, 0.025, 0.1, 0.5, 1, 2.5, 10, 30, 60, 300, 900, 3600,
 )  # fmt: skip
-#: task (job) names a tenant's duration histogram holds; later names count as
+#: the prefixes of a tenant's ``durations`` fields: its attempts per task name,
+#: its runs per job name (Lua gets them generated, as ``DURATIONS.task`` ...)
+DURATIONS_TASK = "task:"
+DURATIONS_JOB = "job:"
+#: task (job) names a tenant's duration histogram holds (each kind of name); later names count as
 #: DURATION_OTHER, so a tenant's series stay bounded whatever its tasks are named
 DURATION_NAMES = 20
 #: the name the names past DURATION_NAMES count under (no task or job name has
@@ -610,11 +616,8 @@ class Keys:
     def act(self, shard: int, minute: int) -> str:
         return self.build(shard, "act", minute)
 
-    def adur(self, shard: int, tenant: str) -> str:
-        return self.build(shard, "adur", tenant)
-
-    def rdur(self, shard: int, tenant: str) -> str:
-        return self.build(shard, "rdur", tenant)
+    def durations(self, shard: int, tenant: str) -> str:
+        return self.build(shard, "durations", tenant)
 
     def lagm(self, shard: int, minute: int) -> str:
         return self.build(shard, "lagm", minute)
@@ -656,6 +659,7 @@ def lua_key_functions() -> str:
         + ", ".join(f'{{{round(b * 1000)}, "{lag_bucket_label(b)}"}}' for b in DURATION_BUCKETS_S)
         + ', {math.huge, "+Inf"}}',
         f'local DURATION_NAMES, DURATION_OTHER = {DURATION_NAMES}, "{DURATION_OTHER}"',
+        f'local DURATIONS = {{task = "{DURATIONS_TASK}", job = "{DURATIONS_JOB}"}}',
     ]
     for kind, (template, names) in TEMPLATES.items():
         pieces: list[str] = []

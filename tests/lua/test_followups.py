@@ -130,8 +130,8 @@ def test_metrics_basic_keeps_the_lifetime_figures_and_no_minute(basic: Ops) -> N
     basic.now += 30
     assert basic.complete("w1", [t]) == [1]
     assert attempts(basic) == {"acme|succeeded": 1}  # /metrics reads these
-    durations: Any = basic.r.hgetall(basic.k.adur(0, "acme"))
-    assert durations[b"job|0.1"] == b"1" and durations[b"job|sum_ms"] == b"30"
+    durations: Any = basic.r.hgetall(basic.k.durations(0, "acme"))
+    assert durations[b"task:job|0.1"] == b"1" and durations[b"task:job|sum_ms"] == b"30"
     assert minute(basic) == {}  # the per-minute figures only the charts read
     assert not basic.r.exists(basic.k.disp(0, T0 // 60_000))  # nor lease's dispatch shares
 

@@ -9,8 +9,8 @@ less pending), in flight (lease-set size), DLQ length, oldest ready age, delayed
 (from the caller's counts, the dashboard's background totals: counting them
 reads the shard's timers, which name no tenant) and their lifetime outcome
 counters and late runs (``HMGET`` of their fields of ``counters``), and their attempt- and
-run-duration histograms (``HGETALL`` of ``adur:<tenant>`` / ``rdur:<tenant>``:
-at most ``DURATION_NAMES`` + 1 names each, so bounded).  Deployment figures
+run-duration histograms (``HGETALL`` of ``durations:<tenant>``: at most
+``DURATION_NAMES`` + 1 names of each kind, so bounded).  Deployment figures
 are O(1) or bounded per shard: the tenant count (``tenants``), the shard's
 counters read by name (``STAT_FIELDS``, the lifetime totals over tenants
 ``attempts:*|…``, ``runs:*|…``, ``late:*``, the trigger-lag histogram
@@ -36,6 +36,8 @@ from redcron.keys import (
     COUNTER_LAG,
     COUNTER_LATE,
     COUNTER_RUNS,
+    DURATIONS_JOB,
+    DURATIONS_TASK,
     PRIORITIES,
     STAT_FIELDS,
     shard_of,
@@ -214,8 +216,7 @@ def read_metrics(
         for t in mine:
             pipe.zcard(keys.leases(shard, t))
             pipe.xlen(keys.dlq(shard, t))
-            pipe.hgetall(keys.adur(shard, t))
-            pipe.hgetall(keys.rdur(shard, t))
+            pipe.hgetall(keys.durations(shard, t))
         for q in queues:
             for p in PRIORITIES:
                 for t in mine:
@@ -224,9 +225,10 @@ def read_metrics(
         for t in mine:
             out.in_flight[t] = int(next(per_tenant))
             out.dlq[t] = int(next(per_tenant))
-            for into, fields in ((out.attempt_durations, next(per_tenant)),
-                                 (out.run_durations, next(per_tenant))):  # fmt: skip
-                for name, hist in _stats.durations_of(fields).items():
+            fields = next(per_tenant)
+            for into, prefix in ((out.attempt_durations, DURATIONS_TASK),
+                                 (out.run_durations, DURATIONS_JOB)):  # fmt: skip
+                for name, hist in _stats.durations_of(fields, prefix).items():
                     into[(t, name)] = hist
             if delayed is not None:
                 out.delayed[t] = delayed.get(t, 0)

@@ -21,6 +21,8 @@ from redcron.keys import (
     COUNTER_LAG,
     COUNTER_LATE,
     COUNTER_RUNS,
+    DURATIONS_JOB,
+    DURATIONS_TASK,
     LAYOUT,
     MAINT_INDEX_VERSION,
     MAINT_REAP_CURSOR,
@@ -43,6 +45,7 @@ def upgrade_layout(client: Any, keys: Keys, shards: int, layout: int) -> None:
         _tenants_to_zset(client, keys, shard)
         _bookkeeping_to_maintenance(client, keys, shard)
         _counters_merged(client, keys, shard)
+        _durations_merged(client, keys, shard)
     _dedupe_renamed(client, keys)
     _parked_to_tenant_field(client, keys)
     _kinds_renamed(client, keys)
@@ -121,6 +124,28 @@ def _counters_merged(client: Any, keys: Keys, shard: int) -> None:
             pipe.hincrby(target, prefix + _s(field), int(n))
         pipe.delete(old)
         pipe.execute()
+
+
+def _durations_merged(client: Any, keys: Keys, shard: int) -> None:
+    """Layout 3: a tenant's ``adur:<tenant>`` and ``rdur:<tenant>`` (duration
+    histograms of its attempts per task name, of its runs per job name) become
+    one ``durations:<tenant>``, their fields under ``task:`` and ``job:``
+    (``#names`` too: each kind keeps its own cap).  The tenants come from the
+    shard's ``tenants`` index (upgraded first), no SCAN; added as the counters
+    are (``_counters_merged``)."""
+    tenants = [_s(t) for t in client.zrange(keys.tenants(shard), 0, -1)]
+    for tenant in tenants:
+        target = keys.durations(shard, tenant)
+        for kind, prefix in (("adur", DURATIONS_TASK), ("rdur", DURATIONS_JOB)):
+            old = f"{keys.retired(shard, kind)}:{tenant}"
+            fields = client.hgetall(old)
+            if not fields:
+                continue
+            pipe = client.pipeline(transaction=False)
+            for field, n in fields.items():
+                pipe.hincrby(target, prefix + _s(field), int(n))
+            pipe.delete(old)
+            pipe.execute()
 
 
 #: (retired kind, its mode in ``dedupe``) for the layout-2 rename

@@ -71,6 +71,6 @@ for k, n in pairs(counts) do
   count_attempts(tenant, outcome, n, tonumber(minute) * 60000, full and handed_back == '0')
 end
 for field, n in pairs(stats) do redis.call('HINCRBY', key_counters(), field, n) end
-dur_save(durations, key_adur)
+dur_save(durations, DURATIONS.task)
 for minute, notes in pairs(lags) do lag_save(notes, minute * 60000, not full) end
 return applied
