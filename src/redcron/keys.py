@@ -67,8 +67,12 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "truns": ("truns:{tenant}", ("tenant",)),
     # queues known on this shard -> SET of names
     "queues": ("queues", ()),
-    # shard counters (retries, lost leases, dead-lettered, ...)
-    "stats": ("stats", ()),
+    # the shard's lifetime counters (HASH), one field each, named by what they
+    # count (COUNTER_* below): attempts:<tenant>|<outcome>, attempts:*|<outcome>
+    # (summed over tenants), runs:<tenant>|<state>, runs:*|<state>, lag:<le>,
+    # lag:sum_ms, lag:count (trigger lag of scheduled fires), late:<tenant>,
+    # late:*, and the shard's STAT_FIELDS (fires, retries, dead, lease_expired...)
+    "counters": ("counters", ()),
     # short maintenance locks (promote/reap at most once per interval)
     "lock": ("lock:{name}", ("name",)),
     # one-off instance id -> created (ms): the newest one-off instances, for `task
@@ -123,8 +127,6 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # deadlines of runs not ended: run id -> nominal fire ms + the job's deadline_ms
     # (run creation adds, run end removes, deadline_sweep.lua pops what is due)
     "deadlines": ("deadlines", ()),
-    # lifetime late runs: <tenant> -> runs marked late, ``*`` -> all tenants'
-    "late": ("late", ()),
     # what reacts to ends of attempts and runs and to fires (counters, histograms,
     # breaker, events, chaining, retention), written beside the end in the same
     # call and applied by maintenance (lua/lib/followup.lua): entries of kind ends,
@@ -135,9 +137,6 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # it through the consumer group NOTIFY_GROUP.  Capped at EVENTS_MAX (MAXLEN ~)
     # and trimmed by age (EVENTS_RETENTION_MS, MINID ~) by the notifier
     "events": ("events", ()),
-    # a job whose trigger-lag alert fired lately (SET PX EVENT_LAG_EVERY_MS): at most
-    # one trigger_lag event per job per that interval (lib/events.lua)
-    "lagalert": ("lagalert:{job_id}", ("job_id",)),
     # a multi-call enqueue batch: its name identifies the batch's reservations,
     # and as a key it is the refusal marker the first refusing call sets, so the
     # batch's later calls write nothing (deleted by the client; expires in 60 s)
@@ -145,29 +144,16 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # ready instances admitted multi-call batches still have to write, which
     # max_queued counts: <batch key> -> count, <batch key>:exp -> expiry (ms)
     "reserved": ("reserved:{tenant}", ("tenant",)),
-    # lifetime attempts ended per <tenant>|<outcome> (succeeded, failed, timed_out,
-    # lost, cancelled)
-    "attempts": ("attempts", ()),
-    # lifetime runs ended per <tenant>|<state> (succeeded, failed, cancelled,
-    # skipped, rejected)
-    # attempts and runs ended, summed over tenants: outcome / state -> n (lifetime)
-    "attemptsall": ("attemptsall", ()),
-    "runendsall": ("runendsall", ()),
-    "runends": ("runends", ()),
     # per-minute attempts per tenant: <tenant>|succeeded, <tenant>|failed (failed,
     # timed out or lost); expires after ACTIVITY_TTL_S
     "act": ("act:{minute}", ("minute",)),
-    # lifetime trigger-lag histogram of scheduled fires: <le> -> fires in that
-    # bucket (not cumulative), sum_ms, count
-    "lag": ("lag", ()),
     # per-minute trigger-lag histogram: <tenant>|<le> -> fires; expires after ACTIVITY_TTL_S
     "lagm": ("lagm:{minute}", ("minute",)),
-    # lifetime attempt-duration histogram of a tenant per task name: <name>|<le> ->
-    # attempts (bucket counts, not cumulative), <name>|sum_ms, #names (names held,
-    # at most DURATION_NAMES; later names count as DURATION_OTHER)
-    "adur": ("adur:{tenant}", ("tenant",)),
-    # the same for the tenant's runs, per job name
-    "rdur": ("rdur:{tenant}", ("tenant",)),
+    # lifetime duration histograms of a tenant: task:<task name>|<le> -> attempts
+    # (bucket counts, not cumulative), task:<task name>|sum_ms, task:#names (names
+    # held, at most DURATION_NAMES; later names count as DURATION_OTHER); the same
+    # for its runs per job name under job:
+    "durations": ("durations:{tenant}", ("tenant",)),
     # -- unique windows and debounce (issue 21 §4; lib/dedupe.lua) --------------
     # a dedupe key's task: STRING -> instance id.  <mode> ``unique``: the holder
     # of a unique window, PX = the window; ``debounce``: a debounce key's open
@@ -207,10 +193,25 @@ RETIRED: dict[str, str] = {
     "tleases": "tleases",
     "cks": "cks",
     "ckq": "ckq",
+    # fields of ``counters`` now (layout 3): stats fields as they were, and
+    # attempts:, runs:, lag:, late: before the old fields
+    "stats": "stats",
+    "attempts": "attempts",
+    "attemptsall": "attemptsall",
+    "runends": "runends",
+    "runendsall": "runendsall",
+    "lag": "lag",
+    "late": "late",
+    # the field lag_alert_at of job:<job id> now (layout 3); the STRINGs expire
+    # within EVENT_LAG_EVERY_MS, so the upgrade leaves them to expire
+    "lagalert": "lagalert",
+    # ``durations:<tenant>`` now (layout 3), fields under task: and job:
+    "adur": "adur",
+    "rdur": "rdur",
 }
 #: the key layout this release writes: ``layout`` in the meta HASH, raised by the
 #: upgrade (broker/upgrade.py) once a deployment's shards are brought to it
-LAYOUT = 2
+LAYOUT = 3
 
 #: the field of a tenant's hash that lists the rings it is parked off
 #: (``<queue>|<class>``, comma-separated; lib/parked.lua)
@@ -229,6 +230,20 @@ MAINT_STRAY = "stray:"
 STRAY_MAX_MS = 86_400_000
 MAINT_INDEX_VERSION = "index_version"
 
+#: the prefixes of a shard's ``counters`` fields (Lua gets them generated, as
+#: ``COUNTERS.attempts`` ...); the tenant ``*`` is every tenant's sum (no tenant
+#: is named ``*``)
+COUNTER_ATTEMPTS = "attempts:"  # + <tenant>|<outcome>
+COUNTER_RUNS = "runs:"  # + <tenant>|<state>
+COUNTER_LAG = "lag:"  # + <le>, sum_ms, count
+COUNTER_LATE = "late:"  # + <tenant>
+#: the ``counters`` fields without a prefix: what the scripts count per shard
+#: (read by name, never by HGETALL: the hash also holds every tenant's fields)
+STAT_FIELDS: tuple[str, ...] = (
+    "fires", "fires_chained", "fires_skipped", "fires_rejected", "fires_overlap_skipped",
+    "retries", "handed_back", "lease_expired", "dead",
+)  # fmt: skip
+
 #: upper bounds (seconds) of the trigger-lag histogram's finite buckets; one more
 #: bucket, ``+Inf``, takes the rest.  Lua gets them generated (``LAG_BUCKETS``).
 LAG_BUCKETS_S: tuple[float, ...] = (
@@ -239,7 +254,11 @@ LAG_BUCKETS_S: tuple[float, ...] = (
 DURATION_BUCKETS_S: tuple[float, ...] = (
     0.005, 0.025, 0.1, 0.5, 1, 2.5, 10, 30, 60, 300, 900, 3600,
 )  # fmt: skip
-#: task (job) names a tenant's duration histogram holds; later names count as
+#: the prefixes of a tenant's ``durations`` fields: its attempts per task name,
+#: its runs per job name (Lua gets them generated, as ``DURATIONS.task`` ...)
+DURATIONS_TASK = "task:"
+DURATIONS_JOB = "job:"
+#: task (job) names a tenant's duration histogram holds (each kind of name); later names count as
 #: DURATION_OTHER, so a tenant's series stay bounded whatever its tasks are named
 DURATION_NAMES = 20
 #: the name the names past DURATION_NAMES count under (no task or job name has
@@ -518,8 +537,8 @@ class Keys:
     def queues(self, shard: int) -> str:
         return self.build(shard, "queues")
 
-    def stats(self, shard: int) -> str:
-        return self.build(shard, "stats")
+    def counters(self, shard: int) -> str:
+        return self.build(shard, "counters")
 
     def recent(self, shard: int) -> str:
         return self.build(shard, "recent")
@@ -590,12 +609,6 @@ class Keys:
     def deadlines(self, shard: int) -> str:
         return self.build(shard, "deadlines")
 
-    def late(self, shard: int) -> str:
-        return self.build(shard, "late")
-
-    def lagalert(self, shard: int, job_id: str) -> str:
-        return self.build(shard, "lagalert", job_id)
-
     def batch(self, shard: int, token: str) -> str:
         return self.build(shard, "batch", token)
 
@@ -607,29 +620,12 @@ class Keys:
         return self.build(shard, "dedupe", tenant, mode, digest)
 
     # -- end unique windows and debounce --
-    def attempts(self, shard: int) -> str:
-        return self.build(shard, "attempts")
-
-    def attemptsall(self, shard: int) -> str:
-        return self.build(shard, "attemptsall")
-
-    def runendsall(self, shard: int) -> str:
-        return self.build(shard, "runendsall")
-
-    def runends(self, shard: int) -> str:
-        return self.build(shard, "runends")
 
     def act(self, shard: int, minute: int) -> str:
         return self.build(shard, "act", minute)
 
-    def adur(self, shard: int, tenant: str) -> str:
-        return self.build(shard, "adur", tenant)
-
-    def rdur(self, shard: int, tenant: str) -> str:
-        return self.build(shard, "rdur", tenant)
-
-    def lag(self, shard: int) -> str:
-        return self.build(shard, "lag")
+    def durations(self, shard: int, tenant: str) -> str:
+        return self.build(shard, "durations", tenant)
 
     def lagm(self, shard: int, minute: int) -> str:
         return self.build(shard, "lagm", minute)
@@ -658,6 +654,8 @@ def lua_key_functions() -> str:
         f'local MAINT = {{reap_cursor = "{MAINT_REAP_CURSOR}", reap_ttl = "{MAINT_REAP_TTL}", '
         f'stray = "{MAINT_STRAY}", stray_max_ms = {STRAY_MAX_MS}}}',
         f'local TENANT_PARKED = "{TENANT_PARKED}"',
+        f'local COUNTERS = {{attempts = "{COUNTER_ATTEMPTS}", runs = "{COUNTER_RUNS}", '
+        f'lag = "{COUNTER_LAG}", late = "{COUNTER_LATE}"}}',
         f"local RUNIDX_MAX, TRUNS_MAX = {RUNIDX_MAX}, {TRUNS_MAX}",
         f'local JOBIDX_SEP = "{JOBIDX_SEP}"',
         f"local EVENTS_MAX = {EVENTS_MAX}",
@@ -670,6 +668,7 @@ def lua_key_functions() -> str:
         + ", ".join(f'{{{round(b * 1000)}, "{lag_bucket_label(b)}"}}' for b in DURATION_BUCKETS_S)
         + ', {math.huge, "+Inf"}}',
         f'local DURATION_NAMES, DURATION_OTHER = {DURATION_NAMES}, "{DURATION_OTHER}"',
+        f'local DURATIONS = {{task = "{DURATIONS_TASK}", job = "{DURATIONS_JOB}"}}',
     ]
     for kind, (template, names) in TEMPLATES.items():
         pieces: list[str] = []

@@ -20,7 +20,7 @@ from redcron.keys import shard_of
 T0 = 1_700_000_000_000
 TENANTS = ("acme", "globex", "initech", "umbrella", "hooli")
 #: the kinds of key the calls below must have written
-KINDS = {"ti", "q", "ring", "tenants", "queues", "stats", "dlq", "log", "wake", "once",
+KINDS = {"ti", "q", "ring", "tenants", "queues", "counters", "dlq", "log", "wake", "once",
          "lock", "timers"}  # fmt: skip
 
 

@@ -157,7 +157,7 @@ def test_jobs_on_every_shard_fire_with_two_beats(app4: App) -> None:
 
 def skipped(app: App, job_id: str) -> tuple[int, int]:
     info = app.jobs.get_by_id(job_id)
-    stats = app.broker.client.hget(app.broker.keys.stats(info.shard), "fires_skipped")
+    stats = app.broker.client.hget(app.broker.keys.counters(info.shard), "fires_skipped")
     return info.fires_skipped, int(stats or 0)
 
 
@@ -349,7 +349,7 @@ def test_ten_thousand_jobs_due_in_one_second_fire_pipelined(app: App) -> None:
     try:
 
         def all_fired() -> bool:  # cheap: polling must not steal the beat's CPU
-            return int(app.broker.client.hget(k.stats(0), "fires") or 0) >= len(ids)
+            return int(app.broker.client.hget(k.counters(0), "fires") or 0) >= len(ids)
 
         deadline = time.monotonic() + 30
         while not all_fired():

@@ -141,5 +141,12 @@ def test_a_tenants_task_names_are_capped_the_rest_counted_as_other(app: App) -> 
     assert got[(T1, DURATION_OTHER)].count == 3  # the 2 past the cap, and the later one
     assert sum(h.count for h in got.values()) == len(names) + 1
     # the hash holds no more names than that: Redis memory is bounded as well
-    fields = app.broker.client.hkeys(app.broker.keys.adur(shard, T1))
-    assert len({f.decode().rpartition("|")[0] for f in fields if b"|" in f}) == DURATION_NAMES + 1
+    fields = app.broker.client.hkeys(app.broker.keys.durations(shard, T1))
+    tasks_held = {
+        f.decode().rpartition("|")[0] for f in fields if f.startswith(b"task:") and b"|" in f
+    }
+    assert len(tasks_held) == DURATION_NAMES + 1
+    assert (
+        app.broker.client.hget(app.broker.keys.durations(shard, T1), "task:#names")
+        == str(DURATION_NAMES).encode()
+    )

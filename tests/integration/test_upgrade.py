@@ -31,9 +31,34 @@ def test_an_older_layout_is_upgraded_once_and_keeps_its_bookkeeping(
     r.zadd(f"{k.retired(0, 'tleases')}:acme", {"0-A": 5000})
     r.zadd(f"{k.retired(0, 'cks')}:acme:t.sync:cust:42", {"0-A": 5000})
     r.rpush(f"{k.retired(0, 'ckq')}:acme:t.sync:cust:42", "0-B", "0-C")
+    r.hset(k.retired(0, "stats"), mapping={"fires": 7, "dead": 1})
+    r.hset(k.retired(0, "attempts"), "acme|succeeded", 5)
+    r.hset(k.retired(0, "attemptsall"), "succeeded", 5)
+    r.hset(k.retired(0, "runends"), "acme|failed", 2)
+    r.hset(k.retired(0, "runendsall"), "failed", 2)
+    r.hset(k.retired(0, "lag"), mapping={"0.05": 3, "count": 3, "sum_ms": 90})
+    r.hset(k.retired(0, "late"), mapping={"acme": 1, "*": 1})
+    r.hset(k.counters(0), "fires", 1)  # counted by this release already: added to
+    r.hset(f"{k.retired(0, 'adur')}:acme", mapping={"#names": 1, "t.a|1": 2, "t.a|sum_ms": 900})
+    r.hset(f"{k.retired(0, 'rdur')}:acme", mapping={"#names": 1, "nightly|10": 1})
     app = App(redis_url, prefix=prefix)
     try:
         app.broker.ensure_meta()
+        # the lifetime counters go on from where they were, in one hash
+        assert r.hgetall(k.counters(0)) == {
+            b"fires": b"8", b"dead": b"1",
+            b"attempts:acme|succeeded": b"5", b"attempts:*|succeeded": b"5",
+            b"runs:acme|failed": b"2", b"runs:*|failed": b"2",
+            b"lag:0.05": b"3", b"lag:count": b"3", b"lag:sum_ms": b"90",
+            b"late:acme": b"1", b"late:*": b"1",
+        }  # fmt: skip
+        counted = ["stats", "attempts", "attemptsall", "runends", "runendsall", "lag", "late"]
+        assert not r.exists(*[k.retired(0, kind) for kind in counted])
+        assert r.hgetall(k.durations(0, "acme")) == {
+            b"task:#names": b"1", b"task:t.a|1": b"2", b"task:t.a|sum_ms": b"900",
+            b"job:#names": b"1", b"job:nightly|10": b"1",
+        }  # fmt: skip
+        assert not r.exists(f"{k.retired(0, 'adur')}:acme", f"{k.retired(0, 'rdur')}:acme")
         assert r.zrange(k.tenants(0), 0, -1, withscores=True) == [(b"acme", 0), (b"globex", 0)]
         assert r.hgetall(k.maintenance(0)) == {
             b"reap_cursor:" + stream.encode(): b"5-0",

@@ -202,5 +202,5 @@ class Ops:
             r.zrange(k.timers(s), 0, -1, withscores=True),
             r.xrange(k.q(s, "default", tenant, "normal")),
             r.xrange(k.dlq(s, tenant)),
-            r.hgetall(k.stats(s)),
+            r.hgetall(k.counters(s)),
         )

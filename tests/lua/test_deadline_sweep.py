@@ -78,8 +78,10 @@ def events(app: App) -> list[dict[str, str]]:
 
 
 def late_counts(app: App) -> dict[str, int]:
-    raw: Any = app.broker.client.hgetall(app.broker.keys.late(0))
-    return {k.decode(): int(v) for k, v in raw.items()}
+    raw: Any = app.broker.client.hgetall(app.broker.keys.counters(0))
+    return {
+        k.decode().removeprefix("late:"): int(v) for k, v in raw.items() if k.startswith(b"late:")
+    }
 
 
 def test_a_run_past_its_deadline_is_marked_late_once(app: App) -> None:
@@ -216,7 +218,7 @@ def test_every_key_a_sweep_writes_is_in_the_shards_slot(app: App) -> None:
     sweep(app, T0 + DEADLINE_MS)
     keys = app.broker.keys
     slot = key_slot(keys.shard(0).encode())
-    for key in (keys.deadlines(0), keys.late(0), keys.events(0), keys.run(0, "x")):
+    for key in (keys.deadlines(0), keys.counters(0), keys.events(0), keys.run(0, "x")):
         assert key_slot(key.encode()) == slot
 
 

@@ -49,12 +49,20 @@ def test_a_late_fire_records_trigger_lag_once_per_job_per_interval(app: App) -> 
     job_id = app.jobs.job_id("default", "every-minute")
     late_fire(app, job_id, EVENT_LAG_MS - 1)
     assert app.jobs.events(kind="trigger_lag") == []  # under the threshold
+    b = app.broker
+    first_due = int(b.client.zscore(b.keys.schedule(0), job_id) or 0)
     first = late_fire(app, job_id, EVENT_LAG_MS + 10_000)
-    for _ in range(5):
+    for _ in range(4):  # a minute apart: all within EVENT_LAG_EVERY_MS of the first
         late_fire(app, job_id, EVENT_LAG_MS + 10_000)
     [event] = app.jobs.events(kind="trigger_lag")
     assert (event.tenant, event.job_id, event.run_id) == ("default", job_id, first)
     assert event.detail == "fired 40 s late"
+    # the job hash remembers when (the server time of the first's fire) ...
+    alert_at = b.client.hget(b.keys.job(0, job_id), "lag_alert_at")
+    assert alert_at == str(first_due + EVENT_LAG_MS + 10_000).encode()
+    # ... and the late fire one interval after it records again
+    again = late_fire(app, job_id, EVENT_LAG_MS + 10_000)
+    assert sorted(e.run_id for e in app.jobs.events(kind="trigger_lag")) == sorted([first, again])
 
 
 def test_dead_letters_and_failed_runs_name_tenant_job_and_run(app: App) -> None:

@@ -53,7 +53,7 @@ def test_retry_delay_is_full_jitter_below_the_capped_ceiling(ops: Ops, frac: flo
             assert ops.promote()[0] == 1
         if attempt >= 4:
             assert want == int(cap * frac)  # 1000 * 2^3 > cap: capped
-    assert ops.r.hget(ops.k.stats(0), "retries") == b"7"
+    assert ops.r.hget(ops.k.counters(0), "retries") == b"7"
 
 
 def test_explicit_retry_delay_is_honoured(ops: Ops) -> None:
@@ -153,7 +153,7 @@ def test_dead_letter_after_max_attempts_then_replay(ops: Ops) -> None:
     assert ops.pending() == {}
     assert ops.r.zscore(ops.k.timers(0), iid) is None
     assert ops.lease("w1") == []
-    assert ops.r.hget(ops.k.stats(0), "dead") == b"1"
+    assert ops.r.hget(ops.k.counters(0), "dead") == b"1"
     listed = ops.b.dlq.list("acme")
     assert [x.task_id for x in listed] == [iid]
 
@@ -303,7 +303,7 @@ def test_cancel_running_work_ends_it_cancelled_whatever_the_worker_reports(
     info = ops.info(iid)
     assert info["state"] == "cancelled"
     assert _outcomes(info) == {1: "cancelled"}  # the attempt history ends cancelled
-    assert ops.r.hget(ops.k.attempts(0), "acme|cancelled") == b"1"
+    assert ops.r.hget(ops.k.counters(0), "attempts:acme|cancelled") == b"1"
     ops.now += 100_000
     assert ops.reap(frac=0.0)[0] == 0
     assert ops.promote()[0] == 0

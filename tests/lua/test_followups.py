@@ -26,8 +26,13 @@ def entries(ops: Ops) -> list[tuple[str, dict[str, str]]]:
 
 
 def attempts(ops: Ops) -> dict[str, int]:
-    raw: Any = ops.r.hgetall(ops.k.attempts(0))
-    return {k.decode(): int(v) for k, v in raw.items()}
+    raw: Any = ops.r.hgetall(ops.k.counters(0))
+    # the per-tenant fields (attempts:<tenant>|<outcome>), not the sums (attempts:*|...)
+    return {
+        k.decode().removeprefix("attempts:"): int(v)
+        for k, v in raw.items()
+        if k.startswith(b"attempts:") and not k.startswith(b"attempts:*|")
+    }
 
 
 def minute(ops: Ops) -> dict[str, int]:
@@ -73,7 +78,7 @@ def test_an_entry_is_applied_once_however_often_it_is_asked(quiet: Ops) -> None:
     assert quiet.run("follow_ends", ["full", eid, eid]) == 1
     assert quiet.run("follow_ends", ["full", eid]) == 0
     assert attempts(quiet) == {"acme|failed": 1}
-    assert quiet.r.hget(quiet.k.stats(0), "dead") == b"1"
+    assert quiet.r.hget(quiet.k.counters(0), "dead") == b"1"
     events: Any = quiet.r.xrange(quiet.k.events(0))
     assert [f[b"type"] for _id, f in events] == [b"dead_lettered"]
 
@@ -125,8 +130,8 @@ def test_metrics_basic_keeps_the_lifetime_figures_and_no_minute(basic: Ops) -> N
     basic.now += 30
     assert basic.complete("w1", [t]) == [1]
     assert attempts(basic) == {"acme|succeeded": 1}  # /metrics reads these
-    durations: Any = basic.r.hgetall(basic.k.adur(0, "acme"))
-    assert durations[b"job|0.1"] == b"1" and durations[b"job|sum_ms"] == b"30"
+    durations: Any = basic.r.hgetall(basic.k.durations(0, "acme"))
+    assert durations[b"task:job|0.1"] == b"1" and durations[b"task:job|sum_ms"] == b"30"
     assert minute(basic) == {}  # the per-minute figures only the charts read
     assert not basic.r.exists(basic.k.disp(0, T0 // 60_000))  # nor lease's dispatch shares
 

@@ -143,7 +143,7 @@ def test_reaped_lease_records_outcome_lost(ops: Ops) -> None:
     assert int(info["due"]) == ops.now + 500  # backoff 1000 * 0.5
     assert ops.pending() == {}
     assert ops.r.zscore(ops.k.leases(0, "acme"), iid) is None
-    assert ops.r.hget(ops.k.stats(0), "lease_expired") == b"1"
+    assert ops.r.hget(ops.k.counters(0), "lease_expired") == b"1"
     assert ops.heartbeat("w1", [t1]) == ([iid], [])
 
 

@@ -61,7 +61,7 @@ def test_an_unusable_hash_is_dead_lettered_once_and_the_batch_goes_on(
     assert info["loc"] == f"dlq:{eid.decode()}"
     assert entry[b"i"].decode() == bad and entry[b"outcome"] == b"malformed"
     assert entry[b"error"].decode() == info["error"]
-    assert ops.r.hget(ops.k.stats(0), "dead") == b"1"
+    assert ops.r.hget(ops.k.counters(0), "dead") == b"1"
     # never leased again, shown once
     ops.now += 60_000
     assert ops.lease("w1", n=5) == [] and ops.promote() == [0, -1]

@@ -54,7 +54,7 @@ def test_key_layout() -> None:
     assert k.once(0, "idem:x") == "rc:{s0}:once:idem:x"
     assert k.tenants(0) == "rc:{s0}:tenants"
     assert k.queues(0) == "rc:{s0}:queues"
-    assert k.stats(0) == "rc:{s0}:stats"
+    assert k.counters(0) == "rc:{s0}:counters"
     assert k.lock(0, "maintenance") == "rc:{s0}:lock:maintenance"
     assert Keys("other").ti(0, "x") == "other:{s0}:ti:x"
 

@@ -140,17 +140,20 @@ def test_lag_counts_per_tenant_or_all() -> None:
 def test_a_tenants_duration_hash_reads_as_one_histogram_per_name() -> None:
     labels = stats.DURATION_LABELS
     fields = {
-        b"#names": b"2",
-        b"etl.load|0.1": b"2",
-        b"etl.load|+Inf": b"1",
-        b"etl.load|sum_ms": b"7200150",
-        "a|b|1": "1",  # a name holding the separator: split at the last one
-        "a|b|sum_ms": "900",
-        "(other)|1": "4",
-        "(other)|sum_ms": "2000",
-        "stray|nonsense": "9",  # no such bucket: ignored
+        b"task:#names": b"2",
+        b"task:etl.load|0.1": b"2",
+        b"task:etl.load|+Inf": b"1",
+        b"task:etl.load|sum_ms": b"7200150",
+        "task:a|b|1": "1",  # a name holding the separator: split at the last one
+        "task:a|b|sum_ms": "900",
+        "task:(other)|1": "4",
+        "task:(other)|sum_ms": "2000",
+        "task:stray|nonsense": "9",  # no such bucket: ignored
+        "job:nightly|1": "5",  # the runs' histograms: another prefix
+        "job:nightly|sum_ms": "800",
     }
-    got = stats.durations_of(fields)
+    assert sorted(stats.durations_of(fields, "job:")) == ["nightly"]
+    got = stats.durations_of(fields, "task:")
     assert sorted(got) == ["(other)", "a|b", "etl.load"]
     load = got["etl.load"]
     assert load.count == 3 and load.sum_s == 7200.15

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from redcron.broker.broker import PAYLOADS, fields_of
 from redcron.broker.doctor.scan import scan
-from redcron.keys import shard_of_id
+from redcron.broker.metrics import ATTEMPT_OUTCOMES
+from redcron.keys import COUNTER_ATTEMPTS, shard_of_id
 from redcron.model import TaskRecord
 from redcron.serde import text as _s
 
@@ -153,17 +154,23 @@ class AuditLog:
         }
 
     def attempts_ended(self) -> int:
-        """Attempts ended so far on every shard (the ``attempts`` counters, summed)."""
+        """Attempts ended so far on every shard (the ``attempts:*|<outcome>``
+        counters, every tenant's sum, summed)."""
+        fields = [f"{COUNTER_ATTEMPTS}*|{o}" for o in ATTEMPT_OUTCOMES]
         pipe = self.broker.client.pipeline(transaction=False)
         for shard in range(self.broker.shards):
-            pipe.hvals(self.keys.attempts(shard))
-        return sum(int(v) for vals in pipe.execute() for v in vals)
+            pipe.hmget(self.keys.counters(shard), fields)
+        return sum(int(v) for vals in pipe.execute() for v in vals if v is not None)
 
     def attempt_counts(self, shard: int) -> dict[tuple[str, str], int]:
-        """The shard's ``attempts`` counters: (tenant, outcome) -> attempts ended so."""
-        raw = self.broker.client.hgetall(self.keys.attempts(shard))
+        """The shard's ``attempts:<tenant>|<outcome>`` counters: (tenant, outcome)
+        -> attempts ended so (the sums over tenants, ``*``, left out)."""
+        raw = self.broker.client.hscan_iter(
+            self.keys.counters(shard), match=COUNTER_ATTEMPTS + "*", count=1000
+        )
         out: dict[tuple[str, str], int] = {}
-        for k, v in raw.items():
-            tenant, _, outcome = _s(k).rpartition("|")
-            out[(tenant, outcome)] = int(v)
+        for k, v in raw:
+            tenant, _, outcome = _s(k)[len(COUNTER_ATTEMPTS) :].rpartition("|")
+            if tenant != "*":
+                out[(tenant, outcome)] = int(v)
         return out

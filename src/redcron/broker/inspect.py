@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from redcron.broker.core import PAYLOADS, Core, fields_of, shard_of_id
 from redcron.errors import NotFound
-from redcron.keys import GROUP, PRIORITIES, shard_of
+from redcron.keys import GROUP, PRIORITIES, STAT_FIELDS, shard_of
 from redcron.model import QueueLoad, TaskRecord, TenantLoad, WorkerInfo
 from redcron.model.concurrency import ConcurrencySlots
 from redcron.serde import text as _s
@@ -203,11 +203,14 @@ class Inspection:
         return out
 
     def stats(self) -> dict[str, int]:
-        """The deployment's counters (each shard's stats hash), summed."""
+        """The deployment's counters (each shard's ``STAT_FIELDS`` of its
+        ``counters``), summed; a counter appears once it has counted something."""
         total: dict[str, int] = {}
         for shard in range(self.core.shards):
-            for k, v in self.core.client.hgetall(self.core.keys.stats(shard)).items():
-                total[_s(k)] = total.get(_s(k), 0) + int(v)
+            got = self.core.client.hmget(self.core.keys.counters(shard), STAT_FIELDS)
+            for k, v in zip(STAT_FIELDS, got, strict=True):
+                if v is not None:
+                    total[k] = total.get(k, 0) + int(v)
         return total
 
 

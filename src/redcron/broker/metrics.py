@@ -8,12 +8,13 @@ index ``oldest:<queue>:<class>``) and the tenants a scraper names
 less pending), in flight (lease-set size), DLQ length, oldest ready age, delayed
 (from the caller's counts, the dashboard's background totals: counting them
 reads the shard's timers, which name no tenant) and their lifetime outcome
-counters and late runs (``HMGET`` of their fields), and their attempt- and
-run-duration histograms (``HGETALL`` of ``adur:<tenant>`` / ``rdur:<tenant>``:
-at most ``DURATION_NAMES`` + 1 names each, so bounded).  Deployment figures
-are O(1) or bounded per shard: the tenant count (``tenants``), the stats
-hash, the lifetime totals over tenants (``attemptsall``, ``runendsall``, the
-``*`` field of ``late``), the trigger-lag histogram, the head of the
+counters and late runs (``HMGET`` of their fields of ``counters``), and their attempt- and
+run-duration histograms (``HGETALL`` of ``durations:<tenant>``: at most
+``DURATION_NAMES`` + 1 names of each kind, so bounded).  Deployment figures
+are O(1) or bounded per shard: the tenant count (``tenants``), the shard's
+counters read by name (``STAT_FIELDS``, the lifetime totals over tenants
+``attempts:*|…``, ``runs:*|…``, ``late:*``, the trigger-lag histogram
+``lag:…``: one ``HMGET``, however many tenants the hash counts), the head of the
 schedule, and the open-breaker and parked-job indexes (at most
 ``LISTED_JOBS`` each; a closed breaker is not reported), the live-worker
 count (``ZCARD``; their slots and queues come from the background totals).
@@ -30,7 +31,17 @@ from redcron.broker import stats as _stats
 from redcron.broker.listing import ensure_indexes
 from redcron.broker.stats import DurationHistogram, LagHistogram
 from redcron.broker.workers import WorkerRegistry
-from redcron.keys import PRIORITIES, shard_of
+from redcron.keys import (
+    COUNTER_ATTEMPTS,
+    COUNTER_LAG,
+    COUNTER_LATE,
+    COUNTER_RUNS,
+    DURATIONS_JOB,
+    DURATIONS_TASK,
+    PRIORITIES,
+    STAT_FIELDS,
+    shard_of,
+)
 from redcron.serde import text as _s
 
 if TYPE_CHECKING:
@@ -43,6 +54,14 @@ LISTED_JOBS = 1_000
 #: what the per-tenant lifetime counters count
 ATTEMPT_OUTCOMES = ("succeeded", "failed", "timed_out", "lost", "cancelled")
 RUN_ENDS = ("succeeded", "failed", "cancelled", "skipped", "rejected")
+#: the fields of a shard's ``counters`` a scrape reads whatever the tenants: the
+#: shard's stats, the totals over tenants and the trigger-lag histogram
+_SHARD_FIELDS: tuple[str, ...] = (
+    *STAT_FIELDS,
+    *(f"{COUNTER_ATTEMPTS}*|{o}" for o in ATTEMPT_OUTCOMES),
+    *(f"{COUNTER_RUNS}*|{r}" for r in RUN_ENDS),
+    *(COUNTER_LAG + f for f in (*_stats.LABELS, "count", "sum_ms")),
+)
 #: breaker state -> gauge value
 BREAKER_VALUES = {"closed": 0, "open": 1, "trial": 2}
 
@@ -146,19 +165,22 @@ def read_metrics(
         pipe = client.pipeline(transaction=False)
         pipe.zcard(keys.tenants(shard))
         pipe.smembers(keys.queues(shard))
-        pipe.hgetall(keys.stats(shard))
         pipe.zrange(keys.schedule(shard), 0, 0, withscores=True)
-        pipe.hgetall(keys.attemptsall(shard))
-        pipe.hgetall(keys.runendsall(shard))
-        pipe.hgetall(keys.lag(shard))
         pipe.zrange(keys.brkopen(shard), 0, LISTED_JOBS - 1)
         pipe.zrange(keys.jobparked(shard), 0, LISTED_JOBS - 1)
-        pipe.hmget(keys.attempts(shard), _fields(mine, ATTEMPT_OUTCOMES))
-        pipe.hmget(keys.runends(shard), _fields(mine, RUN_ENDS))
+        counters = keys.counters(shard)
+        pipe.hmget(counters, _SHARD_FIELDS)
+        pipe.hmget(counters, _fields(COUNTER_ATTEMPTS, mine, ATTEMPT_OUTCOMES))
+        pipe.hmget(counters, _fields(COUNTER_RUNS, mine, RUN_ENDS))
         # '*' first: every tenant's sum, and HMGET needs a field when mine is empty
-        pipe.hmget(keys.late(shard), ["*", *mine])
-        (n_tenants, raw_queues, stats, head, attempts_all, runs_all, lag, opened, parked,
-         attempts, runs, late) = pipe.execute()  # fmt: skip
+        pipe.hmget(counters, [COUNTER_LATE + t for t in ("*", *mine)])
+        (n_tenants, raw_queues, head, opened, parked, shard_counts, attempts, runs,
+         late) = pipe.execute()  # fmt: skip
+        got = dict(zip(_SHARD_FIELDS, shard_counts, strict=True))
+        stats = {f: got[f] for f in STAT_FIELDS if got[f] is not None}
+        attempts_all = {o: got[f"{COUNTER_ATTEMPTS}*|{o}"] for o in ATTEMPT_OUTCOMES}
+        runs_all = {r: got[f"{COUNTER_RUNS}*|{r}"] for r in RUN_ENDS}
+        lag = {f[len(COUNTER_LAG) :]: v for f, v in got.items() if f.startswith(COUNTER_LAG)}
         out.tenants += int(n_tenants)
         queues = sorted(_s(q) for q in raw_queues)
         known_queues.update(queues)
@@ -166,9 +188,11 @@ def read_metrics(
             out.stats[_s(k)] = out.stats.get(_s(k), 0) + int(v)
         out.trigger_overdue_s[shard] = max(0.0, (now - head[0][1]) / 1000) if head else 0.0
         for k, v in attempts_all.items():
-            out.attempts_all[_s(k)] = out.attempts_all.get(_s(k), 0) + int(v)
+            if v is not None:
+                out.attempts_all[k] = out.attempts_all.get(k, 0) + int(v)
         for k, v in runs_all.items():
-            out.runs_all[_s(k)] = out.runs_all.get(_s(k), 0) + int(v)
+            if v is not None:
+                out.runs_all[k] = out.runs_all.get(k, 0) + int(v)
         fields = iter(attempts)
         for t in mine:
             for o in ATTEMPT_OUTCOMES:
@@ -185,15 +209,14 @@ def read_metrics(
         for t, n in zip(mine, late[1:], strict=True):
             if n is not None:
                 out.runs_late[t] = int(n)
-        lags.append(lag)
+        lags.append({k: v for k, v in lag.items() if v is not None})
 
         streams = [(t, q, keys.q(shard, q, t, p)) for t in mine for q in queues for p in PRIORITIES]
         pipe = client.pipeline(transaction=False)
         for t in mine:
             pipe.zcard(keys.leases(shard, t))
             pipe.xlen(keys.dlq(shard, t))
-            pipe.hgetall(keys.adur(shard, t))
-            pipe.hgetall(keys.rdur(shard, t))
+            pipe.hgetall(keys.durations(shard, t))
         for q in queues:
             for p in PRIORITIES:
                 for t in mine:
@@ -202,9 +225,10 @@ def read_metrics(
         for t in mine:
             out.in_flight[t] = int(next(per_tenant))
             out.dlq[t] = int(next(per_tenant))
-            for into, fields in ((out.attempt_durations, next(per_tenant)),
-                                 (out.run_durations, next(per_tenant))):  # fmt: skip
-                for name, hist in _stats.durations_of(fields).items():
+            fields = next(per_tenant)
+            for into, prefix in ((out.attempt_durations, DURATIONS_TASK),
+                                 (out.run_durations, DURATIONS_JOB)):  # fmt: skip
+                for name, hist in _stats.durations_of(fields, prefix).items():
                     into[(t, name)] = hist
             if delayed is not None:
                 out.delayed[t] = delayed.get(t, 0)
@@ -226,9 +250,9 @@ def read_metrics(
     return out
 
 
-def _fields(tenants: Sequence[str], kinds: Sequence[str]) -> list[str]:
-    """``<tenant>|<kind>`` of each pair (``|`` alone when none: HMGET needs one)."""
-    return [f"{t}|{k}" for t in tenants for k in kinds] or ["|"]
+def _fields(prefix: str, tenants: Sequence[str], kinds: Sequence[str]) -> list[str]:
+    """``<prefix><tenant>|<kind>`` of each pair (``|`` alone when none: HMGET needs one)."""
+    return [f"{prefix}{t}|{k}" for t in tenants for k in kinds] or ["|"]
 
 
 def _jobs(broker: Broker, shard: int, opened: list[Any], parked: list[Any], out: Metrics) -> None:

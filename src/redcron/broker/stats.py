@@ -1,7 +1,7 @@
 """How attempts, runs and scheduled fires went, as the scripts recorded them.
 
 The scripts count as work ends (``lua/lib/outcomes.lua``, ``lua/lib/lag.lua``):
-lifetime per-shard hashes (``attempts``, ``runends``, ``lag``) that ``/metrics``
+lifetime per-shard ``counters`` (``attempts:``, ``runs:``, ``lag:`` fields) that ``/metrics``
 reads, and per-minute hashes (``act:<minute>``, ``lagm:<minute>``, kept 2 h)
 that the dashboard reads for its last hour.  Reading costs one pipelined round
 trip per shard read (one shard for a tenant, every shard for all tenants), of
@@ -73,7 +73,7 @@ class LagHistogram:
 @dataclass(frozen=True, slots=True)
 class DurationHistogram:
     """How long one tenant's attempts of one task name (or runs of one job) took,
-    lifetime (``adur:<tenant>`` / ``rdur:<tenant>``, ``lua/lib/durations.lua``).
+    lifetime (``durations:<tenant>``, ``lua/lib/durations.lua``).
 
     ``counts`` are per bucket (not cumulative), aligned with :data:`DURATION_LABELS`."""
 
@@ -150,14 +150,18 @@ def lag_histogram(hashes: Iterable[Mapping[Any, Any]]) -> LagHistogram:
     return LagHistogram(tuple(counts), count, sum_ms / 1000)
 
 
-def durations_of(fields: Mapping[Any, Any]) -> dict[str, DurationHistogram]:
-    """A tenant's duration hash (``<name>|<le>``, ``<name>|sum_ms``, ``#names``) as
-    one histogram per name (the ``(other)`` name included)."""
+def durations_of(fields: Mapping[Any, Any], prefix: str) -> dict[str, DurationHistogram]:
+    """The fields of a tenant's duration hash under ``prefix`` (``task:`` or
+    ``job:``: ``<prefix><name>|<le>``, ``<prefix><name>|sum_ms``,
+    ``<prefix>#names``) as one histogram per name (the ``(other)`` name included)."""
     index = {label: i for i, label in enumerate(DURATION_LABELS)}
     counts: dict[str, list[int]] = {}
     sums: dict[str, int] = {}
     for raw, value in fields.items():
-        name, sep, what = _s(raw).rpartition("|")
+        text = _s(raw)
+        if not text.startswith(prefix):
+            continue
+        name, sep, what = text[len(prefix) :].rpartition("|")
         if not sep:
             continue  # #names
         if what == "sum_ms":

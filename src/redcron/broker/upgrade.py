@@ -17,6 +17,12 @@ import logging
 from typing import Any
 
 from redcron.keys import (
+    COUNTER_ATTEMPTS,
+    COUNTER_LAG,
+    COUNTER_LATE,
+    COUNTER_RUNS,
+    DURATIONS_JOB,
+    DURATIONS_TASK,
     LAYOUT,
     MAINT_INDEX_VERSION,
     MAINT_REAP_CURSOR,
@@ -38,6 +44,8 @@ def upgrade_layout(client: Any, keys: Keys, shards: int, layout: int) -> None:
     for shard in range(shards):
         _tenants_to_zset(client, keys, shard)
         _bookkeeping_to_maintenance(client, keys, shard)
+        _counters_merged(client, keys, shard)
+        _durations_merged(client, keys, shard)
     _dedupe_renamed(client, keys)
     _parked_to_tenant_field(client, keys)
     _kinds_renamed(client, keys)
@@ -81,6 +89,63 @@ def _bookkeeping_to_maintenance(client: Any, keys: Keys, shard: int) -> None:
     for key in (cur, ttl, recent, indexed):  # one key a DEL: a cluster pipeline's rule
         pipe.delete(key)
     pipe.execute()
+
+
+#: layout 3: each retired lifetime-counter HASH -> the prefix its fields take in
+#: ``counters`` (the stats fields keep their names)
+_COUNTER_PREFIXES = {
+    "stats": "",
+    "attempts": COUNTER_ATTEMPTS,
+    "attemptsall": COUNTER_ATTEMPTS + "*|",
+    "runends": COUNTER_RUNS,
+    "runendsall": COUNTER_RUNS + "*|",
+    "lag": COUNTER_LAG,
+    "late": COUNTER_LATE,
+}
+
+
+def _counters_merged(client: Any, keys: Keys, shard: int) -> None:
+    """Layout 3: the lifetime counter HASHes ``stats``, ``attempts``,
+    ``attemptsall``, ``runends``, ``runendsall``, ``lag`` and ``late`` become
+    fields of one ``counters`` HASH, so the lifetime figures go on from where
+    they were instead of starting over.  Added (``HINCRBY``) to whatever this
+    release counted already, and each old hash deleted in the same pipeline as
+    its increments.  Not guarded against two processes of this release
+    upgrading the same shard in the same instant: then a counter may be carried
+    twice (docs/operations.md "Upgrading")."""
+    target = keys.counters(shard)
+    for kind, prefix in _COUNTER_PREFIXES.items():
+        old = keys.retired(shard, kind)
+        fields = client.hgetall(old)
+        if not fields:
+            continue
+        pipe = client.pipeline(transaction=False)
+        for field, n in fields.items():
+            pipe.hincrby(target, prefix + _s(field), int(n))
+        pipe.delete(old)
+        pipe.execute()
+
+
+def _durations_merged(client: Any, keys: Keys, shard: int) -> None:
+    """Layout 3: a tenant's ``adur:<tenant>`` and ``rdur:<tenant>`` (duration
+    histograms of its attempts per task name, of its runs per job name) become
+    one ``durations:<tenant>``, their fields under ``task:`` and ``job:``
+    (``#names`` too: each kind keeps its own cap).  The tenants come from the
+    shard's ``tenants`` index (upgraded first), no SCAN; added as the counters
+    are (``_counters_merged``)."""
+    tenants = [_s(t) for t in client.zrange(keys.tenants(shard), 0, -1)]
+    for tenant in tenants:
+        target = keys.durations(shard, tenant)
+        for kind, prefix in (("adur", DURATIONS_TASK), ("rdur", DURATIONS_JOB)):
+            old = f"{keys.retired(shard, kind)}:{tenant}"
+            fields = client.hgetall(old)
+            if not fields:
+                continue
+            pipe = client.pipeline(transaction=False)
+            for field, n in fields.items():
+                pipe.hincrby(target, prefix + _s(field), int(n))
+            pipe.delete(old)
+            pipe.execute()
 
 
 #: (retired kind, its mode in ``dedupe``) for the layout-2 rename

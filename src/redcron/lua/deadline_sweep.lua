@@ -7,8 +7,8 @@
   looked = due entries taken off the index (a caller that got `limit` calls
   again: more may be due), then one row per run this call marked late.
   Each due entry of deadlines leaves it.  Its run, if it has not ended and
-  holds no `late` yet, gets `late` = now, its tenant's lifetime counter in
-  `late` (and `*`, every tenant's) +1, and a run_late entry in the events
+  holds no `late` yet, gets `late` = now, the lifetime counters fields
+  late:<tenant> and late:* (every tenant's) +1, and a run_late entry in the events
   stream: type, tenant, job (the job id, as breaker events), job_name, run,
   at (now, ms), detail ("deadline 300s after 2026-12-01T10:00:00Z", the
   nominal fire time in UTC).  A run whose hash is gone, is no hash, or that
@@ -57,9 +57,9 @@ for i = 1, #due, 2 do
     local tenant, job_name = r[3] or '', r[4] or ''
     local fire_ms = tonumber(r[5] or '') or deadline
     redis.call('HSET', rk, 'late', now)
-    local lk = key_late()
-    redis.call('HINCRBY', lk, tenant, 1)
-    redis.call('HINCRBY', lk, '*', 1)  -- no tenant is named '*'
+    local lk = key_counters()
+    redis.call('HINCRBY', lk, COUNTERS.late .. tenant, 1)
+    redis.call('HINCRBY', lk, COUNTERS.late .. '*', 1)  -- no tenant is named '*'
     local detail = string.format('deadline %ss after %s', string.format('%g',
       (deadline - fire_ms) / 1000), iso_utc(fire_ms))
     -- lib/events.lua's shape and retention (EVENTS_MAX), with the job's name besides

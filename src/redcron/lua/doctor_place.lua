@@ -80,7 +80,7 @@ elseif TASK_LEASED[state] then
   if not pending then
     if deadline > now then return 'lease_live' end
     -- invisible to the reaper (nothing pending names it): end it as reap would
-    redis.call('HINCRBY', key_stats(), 'lease_expired', 1)
+    redis.call('HINCRBY', key_counters(), 'lease_expired', 1)
     local to = end_attempt(ti, iid, 'lost',
       'lease expired with no stream entry left (ended by redcron doctor)', '1', '', '', now, frac)
     follow_flush(now)

@@ -10,7 +10,7 @@
   (lib/durations.lua: from the instance's attempt fields, when its hash is still
   there); an attempt of a run's task tells its job's circuit breaker
   (lib/breaker.lua), in order; a run's task ended otherwise (left) ends a
-  breaker trial it was; a dead-lettered instance is counted (stats dead) and
+  breaker trial it was; a dead-lettered instance is counted (counters dead) and
   recorded as a dead_lettered event; a scheduled fire goes into the trigger-lag
   histograms and may record a trigger_lag event (lib/events.lua).  Counts of
   one call are summed before they are written.
@@ -70,7 +70,7 @@ for k, n in pairs(counts) do
   local minute, tenant, outcome, handed_back = string.match(k, '^(%d+)|(.*)|([%w_]+)|(%d)$')
   count_attempts(tenant, outcome, n, tonumber(minute) * 60000, full and handed_back == '0')
 end
-for field, n in pairs(stats) do redis.call('HINCRBY', key_stats(), field, n) end
-dur_save(durations, key_adur)
+for field, n in pairs(stats) do redis.call('HINCRBY', key_counters(), field, n) end
+dur_save(durations, DURATIONS.task)
 for minute, notes in pairs(lags) do lag_save(notes, minute * 60000, not full) end
 return applied

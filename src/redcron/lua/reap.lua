@@ -127,7 +127,7 @@ local function visit(stream, eid, idle)
     touch(stream, {eid}, math.min(now, deadline - idle))
     return 0
   end
-  redis.call('HINCRBY', key_stats(), 'lease_expired', 1)
+  redis.call('HINCRBY', key_counters(), 'lease_expired', 1)
   local outcome, why = 'lost', 'lease expired (worker lost or stuck)'
   local timeout = tonumber(f[TI_REAP_TIMEOUT_MS] or '0') or 0
   if timeout > 0 then

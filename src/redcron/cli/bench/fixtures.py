@@ -24,7 +24,7 @@ from redcron.app import App
 from redcron.clock import ulid
 from redcron.embedded import EmbeddedRedis
 from redcron.embedded_cluster import EmbeddedCluster
-from redcron.keys import shard_of, shard_of_id
+from redcron.keys import COUNTER_ATTEMPTS, shard_of, shard_of_id
 from redcron.model.jobs import JobSpec, Task
 from redcron.model.states import TaskState
 
@@ -267,7 +267,7 @@ def succeeded_count(bapp: App) -> int:
     client, keys = bapp.broker.client, bapp.broker.keys
     pipe = client.pipeline(transaction=False)
     for shard in range(bapp.broker.shards):
-        pipe.hget(keys.attemptsall(shard), "succeeded")
+        pipe.hget(keys.counters(shard), f"{COUNTER_ATTEMPTS}*|succeeded")
     return sum(int(n or 0) for n in pipe.execute())
 
 

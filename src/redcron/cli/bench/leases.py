@@ -293,7 +293,7 @@ def _expired(bapp: App) -> int:
     client, keys = bapp.broker.client, bapp.broker.keys
     pipe = client.pipeline(transaction=False)
     for shard in range(bapp.broker.shards):
-        pipe.hget(keys.stats(shard), "lease_expired")
+        pipe.hget(keys.counters(shard), "lease_expired")
     return sum(int(x or 0) for x in pipe.execute())
 
 

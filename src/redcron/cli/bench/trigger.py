@@ -45,7 +45,7 @@ def trigger(
         if store.server_now() >= target:
             raise RuntimeError("registration took longer than the lead time; use fewer jobs")
         client = bapp.broker.client
-        stats = bapp.broker.keys.stats(0)
+        stats = bapp.broker.keys.counters(0)
         with beat_process(run.url, run.prefix) as proc:
             time.sleep(1.0)  # started and idle before the burst
             cpu0 = proc_cpu_s(proc.pid)

@@ -27,8 +27,8 @@ local function chain_start(job_id, jk, fire_ms, trigger, now)
   redis.call('DEL', key_chainok(job_id))  -- used up by this fire
   if redis.call('EXISTS', key_run(rid)) == 1 then return end
   redis.call('HSET', jk, 'last_fire', fire_ms)
-  redis.call('HINCRBY', key_stats(), 'fires', 1)
-  redis.call('HINCRBY', key_stats(), 'fires_chained', 1)
+  redis.call('HINCRBY', key_counters(), 'fires', 1)
+  redis.call('HINCRBY', key_counters(), 'fires_chained', 1)
   local overlap = redis.call('HGET', jk, 'overlap') or 'skip'
   if (overlap == 'skip' or overlap == 'buffer_one')
       and redis.call('SCARD', key_active(job_id)) > 0 then

@@ -1,9 +1,9 @@
 --[[ durations: how long attempts and runs took, as histograms per tenant and task
   (job) name for /metrics; bucket bounds from redcron/keys.py (DURATION_BUCKETS).
-  adur:<tenant> (HASH, lifetime): <task name>|<le> -> attempts in that bucket (not
-  cumulative), <task name>|sum_ms -> their total ms, #names -> names held.
-  rdur:<tenant>: the same for the tenant's runs, per job name.
-  A hash holds at most DURATION_NAMES names: later ones count as DURATION_OTHER,
+  durations:<tenant> (HASH, lifetime): task:<task name>|<le> -> attempts in that
+  bucket (not cumulative), task:<task name>|sum_ms -> their total ms, task:#names
+  -> names held; job:... the same for the tenant's runs, per job name.
+  Each kind holds at most DURATION_NAMES names: later ones count as DURATION_OTHER,
   so a tenant's series stay bounded whatever it names its tasks.
   An attempt is timed from its start (from its lease when it ended before its
   start was marked) to its end; a run from its start (else its creation) to its
@@ -42,25 +42,27 @@ local function dur_note_attempt(notes, ti, pre, tenant, now)
   dur_note(notes, tenant, f[1], f[2] or f[3] or f[4] or f[5], now)
 end
 
--- The name `name` counts under in hash `key`: itself if held, or admitted while
--- the hash holds fewer than DURATION_NAMES names; else DURATION_OTHER.
-local function dur_admit(key, name)
-  if name == DURATION_OTHER or redis.call('HEXISTS', key, name .. '|sum_ms') == 1 then
+-- The name `name` counts under in hash `key`, among the names of prefix `pre`
+-- (task: or job:): itself if held, or admitted while fewer than DURATION_NAMES
+-- are; else DURATION_OTHER.
+local function dur_admit(key, pre, name)
+  if name == DURATION_OTHER or redis.call('HEXISTS', key, pre .. name .. '|sum_ms') == 1 then
     return name
   end
-  if tonumber(redis.call('HGET', key, '#names') or '0') >= DURATION_NAMES then
+  if tonumber(redis.call('HGET', key, pre .. '#names') or '0') >= DURATION_NAMES then
     return DURATION_OTHER
   end
-  redis.call('HINCRBY', key, '#names', 1)
+  redis.call('HINCRBY', key, pre .. '#names', 1)
   return name
 end
 
--- Write the gathered durations into each tenant's hash `key_of(tenant)`.
-local function dur_save(notes, key_of)
+-- Write the gathered durations into each tenant's durations hash, under the
+-- prefix `pre` (DURATIONS.task or DURATIONS.job).
+local function dur_save(notes, pre)
   for tenant, names in pairs(notes) do
-    local key = key_of(tenant)
+    local key = key_durations(tenant)
     for name, d in pairs(names) do
-      local as = dur_admit(key, name)
+      local as = pre .. dur_admit(key, pre, name)
       for le, n in pairs(d.le) do redis.call('HINCRBY', key, as .. '|' .. le, n) end
       redis.call('HINCRBY', key, as .. '|sum_ms', d.sum)
     end
@@ -71,7 +73,7 @@ end
 local function dur_attempt(ti, pre, tenant, now)
   local notes = {}
   dur_note_attempt(notes, ti, pre, tenant, now)
-  dur_save(notes, key_adur)
+  dur_save(notes, DURATIONS.task)
 end
 
 -- The run of hash `rk`, of `tenant`, ended at `now`.
@@ -79,5 +81,5 @@ local function dur_run(rk, tenant, now)
   local f = redis.call('HMGET', rk, 'job_name', 'started', 'created')
   local notes = {}
   dur_note(notes, tenant, f[1], f[2] or f[3], now)
-  dur_save(notes, key_rdur)
+  dur_save(notes, DURATIONS.job)
 end

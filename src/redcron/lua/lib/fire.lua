@@ -93,7 +93,7 @@ local function fire_one(fire, now, woken)
   end
   skipped = tonumber(skipped or '0') or 0
   if skipped > 0 then
-    redis.call('HINCRBY', key_stats(), 'fires_skipped', skipped)
+    redis.call('HINCRBY', key_counters(), 'fires_skipped', skipped)
     redis.call('HINCRBY', jk, 'fires_skipped', skipped)
   end
   if trigger == 'skip' then return {'skipped_all', ''} end
@@ -103,7 +103,7 @@ local function fire_one(fire, now, woken)
   local held = chain_gate(job_id, jk, j[JOB_FIRE_UPSTREAMS], fire_ms, trigger, run_id, now)
   if held then return held end
   if expected == '' then redis.call('HSET', jk, 'last_fire', fire_ms) end
-  redis.call('HINCRBY', key_stats(), 'fires', 1)
+  redis.call('HINCRBY', key_counters(), 'fires', 1)
   if expected ~= '' and trigger ~= 'manual' then
     local late = now - math.max(tonumber(expected), tonumber(fire_ms))
     follow('fires', {j[JOB_FIRE_TENANT], job_id, run_id, late})

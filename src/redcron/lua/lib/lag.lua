@@ -1,6 +1,7 @@
 --[[ lag: how late scheduled fires are (trigger lag), as histograms whose bucket
   bounds come from redcron/keys.py (LAG_BUCKETS: {bound ms, field name}).
-  lag (HASH, lifetime): <le> -> fires in that bucket (not cumulative), sum_ms, count.
+  counters (HASH, lifetime), fields lag:<le> -> fires in that bucket (not
+  cumulative), lag:sum_ms, lag:count.
   lagm:<minute> (HASH, per minute, expires after ACTIVITY_TTL_S): <tenant>|<le> -> fires,
   and *|<le>: the same summed over tenants.
   A call gathers its fires in a table (lag_note) and writes them once (lag_save),
@@ -33,10 +34,10 @@ end
 -- unless `lifetime_only` (metrics = basic).
 local function lag_save(notes, now, lifetime_only)
   if not notes.count then return end
-  local lk = key_lag()
-  for le, n in pairs(notes.le) do redis.call('HINCRBY', lk, le, n) end
-  redis.call('HINCRBY', lk, 'count', notes.count)
-  redis.call('HINCRBY', lk, 'sum_ms', notes.sum)
+  local lk, pre = key_counters(), COUNTERS.lag
+  for le, n in pairs(notes.le) do redis.call('HINCRBY', lk, pre .. le, n) end
+  redis.call('HINCRBY', lk, pre .. 'count', notes.count)
+  redis.call('HINCRBY', lk, pre .. 'sum_ms', notes.sum)
   if lifetime_only then return end
   local mk = key_lagm(math.floor(now / 60000))
   local fresh = false
@@ -49,13 +50,18 @@ local function lag_save(notes, now, lifetime_only)
 end
 
 -- A scheduled fire `lag_ms` late: a trigger_lag event past EVENT_LAG_MS, at most
--- one per job per EVENT_LAG_EVERY_MS (the SET NX marker), so a stalled shard
--- catching up on thousands of fires records one event per job, not thousands.
+-- one per job per EVENT_LAG_EVERY_MS (the job hash's lag_alert_at: when the last
+-- one was recorded, ms), so a stalled shard catching up on thousands of fires
+-- records one event per job, not thousands.  A job deleted since records none
+-- (and its hash is not made again by the field).
 local function event_lag(tenant, job_id, run_id, lag_ms, now)
   if lag_ms < EVENT_LAG_MS then return end
-  if not redis.call('SET', key_lagalert(job_id), now, 'NX', 'PX', EVENT_LAG_EVERY_MS) then
-    return
-  end
+  local jk = key_job(job_id)
+  local j = redis.call('HMGET', jk, 'tenant', 'lag_alert_at')
+  if not j[1] then return end
+  local last = tonumber(j[2] or '')
+  if last and now - last < EVENT_LAG_EVERY_MS then return end
+  redis.call('HSET', jk, 'lag_alert_at', now)
   event_add('trigger_lag', tenant, job_id, run_id, now,
     'fired ' .. math.floor(lag_ms / 1000) .. ' s late')
 end

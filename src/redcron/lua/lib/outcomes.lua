@@ -1,11 +1,12 @@
 --[[ outcomes: count how attempts and runs end, for /metrics and the dashboard.
-  attempts (HASH, lifetime): <tenant>|<outcome> -> attempts ended that way.
+  counters (HASH, lifetime), fields attempts:<tenant>|<outcome> -> attempts
+  ended that way, runs:<tenant>|<state> -> runs ended in that state, and
+  attempts:*|<outcome>, runs:*|<state>: the same summed over tenants, so
+  /metrics reads the totals without reading every tenant's fields.
   act:<minute> (HASH, per minute, expires after ACTIVITY_TTL_S): <tenant>|succeeded
   and <tenant>|failed (failed, timed_out or lost) -> attempts ended in that minute,
   and *|succeeded, *|failed: the same summed over tenants.
-  runends (HASH, lifetime): <tenant>|<state> -> runs ended in that state.
-  attemptsall, runendsall (HASH, lifetime): the same summed over tenants, so
-  /metrics reads the totals without reading every tenant's fields. ]]
+ ]]
 
 local ACTIVITY = {succeeded = 'succeeded', failed = 'failed', timed_out = 'failed',
   lost = 'failed'}
@@ -15,8 +16,9 @@ local ACTIVITY = {succeeded = 'succeeded', failed = 'failed', timed_out = 'faile
 -- attempt 'lost', but nothing failed).  Two calls, and a third once per
 -- (minute, tenant, kind): the first increment of a field sets the key's expiry.
 local function count_attempts(tenant, outcome, n, now, active)
-  redis.call('HINCRBY', key_attempts(), tenant .. '|' .. outcome, n)
-  redis.call('HINCRBY', key_attemptsall(), outcome, n)
+  local ck = key_counters()
+  redis.call('HINCRBY', ck, COUNTERS.attempts .. tenant .. '|' .. outcome, n)
+  redis.call('HINCRBY', ck, COUNTERS.attempts .. '*|' .. outcome, n)
   local kind = ACTIVITY[outcome]
   if not kind or active == false then return end
   local ak = key_act(math.floor(now / 60000))
@@ -30,6 +32,7 @@ end
 -- A run of `tenant` reached the terminal `state` (a run reopened by a retry
 -- counts again when it ends again).
 local function count_run(tenant, state)
-  redis.call('HINCRBY', key_runends(), (tenant or '') .. '|' .. state, 1)
-  redis.call('HINCRBY', key_runendsall(), state, 1)
+  local ck = key_counters()
+  redis.call('HINCRBY', ck, COUNTERS.runs .. (tenant or '') .. '|' .. state, 1)
+  redis.call('HINCRBY', ck, COUNTERS.runs .. '*|' .. state, 1)
 end

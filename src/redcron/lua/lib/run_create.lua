@@ -36,7 +36,7 @@ local function record_skipped(job_id, run_id, fire_ms, trigger, now, reason, sta
     'created', now, 'ended', now, 'total', 0, 'tasks', '')
   redis.call('ZADD', key_runs(job_id), fire_ms, run_id)
   index_run(run_id, j[1], now)
-  redis.call('HINCRBY', key_stats(), state == 'rejected' and 'fires_rejected'
+  redis.call('HINCRBY', key_counters(), state == 'rejected' and 'fires_rejected'
     or 'fires_overlap_skipped', 1)
   count_run(j[1], state or 'skipped')
   local keep = tonumber(j[3] or '0')
