@@ -115,15 +115,20 @@ def _counters_merged(client: Any, keys: Keys, shard: int) -> None:
     twice (docs/operations.md "Upgrading")."""
     target = keys.counters(shard)
     for kind, prefix in _COUNTER_PREFIXES.items():
-        old = keys.retired(shard, kind)
-        fields = client.hgetall(old)
-        if not fields:
-            continue
-        pipe = client.pipeline(transaction=False)
-        for field, n in fields.items():
-            pipe.hincrby(target, prefix + _s(field), int(n))
-        pipe.delete(old)
-        pipe.execute()
+        _add_into(client, keys.retired(shard, kind), target, prefix)
+
+
+def _add_into(client: Any, old: str, target: str, prefix: str) -> None:
+    """Add the counts of HASH ``old`` into ``target``'s fields ``prefix`` + its
+    field names, and delete ``old`` in the same pipeline."""
+    fields = client.hgetall(old)
+    if not fields:
+        return
+    pipe = client.pipeline(transaction=False)
+    for field, n in fields.items():
+        pipe.hincrby(target, prefix + _s(field), int(n))
+    pipe.delete(old)
+    pipe.execute()
 
 
 def _durations_merged(client: Any, keys: Keys, shard: int) -> None:
@@ -137,15 +142,7 @@ def _durations_merged(client: Any, keys: Keys, shard: int) -> None:
     for tenant in tenants:
         target = keys.durations(shard, tenant)
         for kind, prefix in (("adur", DURATIONS_TASK), ("rdur", DURATIONS_JOB)):
-            old = f"{keys.retired(shard, kind)}:{tenant}"
-            fields = client.hgetall(old)
-            if not fields:
-                continue
-            pipe = client.pipeline(transaction=False)
-            for field, n in fields.items():
-                pipe.hincrby(target, prefix + _s(field), int(n))
-            pipe.delete(old)
-            pipe.execute()
+            _add_into(client, f"{keys.retired(shard, kind)}:{tenant}", target, prefix)
 
 
 #: (retired kind, its mode in ``dedupe``) for the layout-2 rename
