@@ -213,6 +213,14 @@ RETIRED: dict[str, str] = {
 #: upgrade (broker/upgrade.py) once a deployment's shards are brought to it
 LAYOUT = 3
 
+#: prefix of a timers member that is no instance: a concurrency key whose waiters
+#: promote wakes into its free slots, ``ckwake:<json [tenant, name, ck, cap]>``
+#: (lib/ck_admit.lua; lease.lua leaves the waking to promote)
+TIMER_CKWAKE = "ckwake:"
+#: timers members that are no instance id: rate-limited tenants, breaker
+#: cool-downs, concurrency-key wake-ups
+TIMER_NON_INSTANCE = ("park:", "brk:", TIMER_CKWAKE)
+
 #: the field of a tenant's hash that lists the rings it is parked off
 #: (``<queue>|<class>``, comma-separated; lib/parked.lua)
 TENANT_PARKED = "parked"
@@ -654,6 +662,7 @@ def lua_key_functions() -> str:
         f'local MAINT = {{reap_cursor = "{MAINT_REAP_CURSOR}", reap_ttl = "{MAINT_REAP_TTL}", '
         f'stray = "{MAINT_STRAY}", stray_max_ms = {STRAY_MAX_MS}}}',
         f'local TENANT_PARKED = "{TENANT_PARKED}"',
+        f'local CKWAKE = "{TIMER_CKWAKE}"',
         f'local COUNTERS = {{attempts = "{COUNTER_ATTEMPTS}", runs = "{COUNTER_RUNS}", '
         f'lag = "{COUNTER_LAG}", late = "{COUNTER_LATE}"}}',
         f"local RUNIDX_MAX, TRUNS_MAX = {RUNIDX_MAX}, {TRUNS_MAX}",

@@ -158,3 +158,48 @@ def test_with_tenant_caps_and_drr(ops: Ops) -> None:
     assert ops.info(a3.iid)["state"] == "ready"  # not read: the tenant's room went to a2
     assert ops.complete("w1", [t2]) == [1]
     assert [t.iid for t in ops.lease(n=10)] == [a3.iid]
+
+
+def timers(ops: Ops) -> list[str]:
+    return [m.decode() for m in ops.r.zrange(ops.k.timers(0), 0, -1)]
+
+
+def test_a_missed_wake_is_left_to_promote(ops: Ops) -> None:
+    # a slot freed without waking its waiter (here: a hand edit of the slots, as a
+    # prune or a raised cap leaves it): the lease call that finds free slots with
+    # waiters ahead does not wake them itself (lease.lua stays small) but asks
+    # promote to, through a ckwake: timer due at once
+    rows = [ck_row("M", 1) for _ in range(3)]
+    ops.enqueue(*rows[:2])
+    [t] = ops.lease(n=2)
+    assert waiting(ops, "M") == [rows[1].iid]
+    ops.r.zrem(ops.k.ckslots(0, "acme", "job", "M"), t.iid)  # the slot, freed by hand
+    ops.enqueue(rows[2])
+    assert ops.lease(n=2) == []  # rows[2] queues behind the waiter, in order
+    assert waiting(ops, "M") == [rows[1].iid, rows[2].iid]
+    [wake] = [m for m in timers(ops) if m.startswith("ckwake:")]
+    assert wake == 'ckwake:["acme","job","M","1"]'
+    assert ops.promote()[0] == 0  # not an instance: nothing counted as promoted
+    assert timers(ops) == []
+    assert waiting(ops, "M") == [rows[2].iid]
+    assert slots(ops, "M") == [rows[1].iid]  # woken into the free slot, reserved
+    [t1] = ops.lease(n=2)
+    assert t1.iid == rows[1].iid
+
+
+def test_a_woken_waiter_set_aside_gives_its_slot_back(ops: Ops) -> None:
+    rows = [ck_row("G", 1) for _ in range(3)]
+    ops.enqueue(*rows)
+    [t] = ops.lease(n=3)
+    assert ops.complete("w1", [t]) == [1]
+    assert slots(ops, "G") == [rows[1].iid]  # woken, its slot reserved
+    ops.r.hset(ops.k.ti(0, rows[1].iid), "epoch", "x")  # edited by hand: unusable
+    assert ops.lease(n=3) == []
+    assert ops.info(rows[1].iid)["state"] == "retry_wait"  # quarantined
+    assert slots(ops, "G") == []  # the reservation went back at once
+    assert any(m.startswith("ckwake:") for m in timers(ops))
+    ops.promote()  # wakes the next waiter into it (and dead-letters the bad one)
+    assert ops.info(rows[1].iid)["state"] == "dead"
+    assert slots(ops, "G") == [rows[2].iid]
+    [t2] = ops.lease(n=3)
+    assert t2.iid == rows[2].iid

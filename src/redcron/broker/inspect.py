@@ -179,7 +179,7 @@ class Inspection:
             pipe.hmget(keys.ti(shard, iid), ["tenant", "queue"])
         out: dict[tuple[str, str], int] = {}
         for tenant, queue in pipe.execute():
-            if tenant is not None:  # park:/brk: timers are not instances
+            if tenant is not None:  # park:/brk:/ckwake: timers are not instances
                 key = (_s(tenant), _s(queue or b""))
                 out[key] = out.get(key, 0) + 1
         return out

@@ -23,7 +23,7 @@ for i = 3, #ARGV do
   local on = redis.call('ZSCORE', ring, tenant)
   local word = 'in_place'
   if ready > 0 and not on then
-    if not is_parked_off(tenant, queue, priority) then
+    if not parked_in(redis.call('HGET', key_tenant(tenant), TENANT_PARKED), queue, priority) then
       ring_add(ring, tenant)
       note_oldest(queue, priority, tenant)
       wake(queue, 1)

@@ -39,7 +39,7 @@
   Upholds: one place per instance (the hash records it from creation on). ]]
 -- @include lib/clock.lua
 -- @include lib/recent.lua
--- @include lib/streams.lua
+-- @include lib/ring_add.lua
 -- @include lib/rings.lua
 -- @include lib/admission.lua
 -- @include lib/batch.lua

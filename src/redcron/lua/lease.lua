@@ -48,9 +48,8 @@
 -- @include lib/aging.lua
 
 local now = now_ms(ARGV[4])
-local capacity = ARGV[8] or ''
 local metrics = ARGV[9]
-local cap_cpu, cap_mem = string.match(capacity, '^([%d.]*),([%d.]*)$')
+local cap_cpu, cap_mem = string.match(ARGV[8] or '', '^([%d.]*),([%d.]*)$')
 local L = {  -- this call's state (lib/take.lua)
   worker = ARGV[1],
   want = tonumber(ARGV[2]),

@@ -5,7 +5,9 @@
   Returns: {promoted, next_due_ms or -1}
   Members park:<tenant> are rate-limited tenants whose next token is due;
   brk:<job> is a job's circuit-breaker cool-down: its first held instance
-  becomes the trial (lib/breaker_cooldown.lua).  Neither counts as promoted.
+  becomes the trial (lib/breaker_cooldown.lua); ckwake:<json> is a
+  concurrency key whose waiters lease.lua left to be woken into its free slots
+  (lib/ck_admit.lua, lib/ckeys.lua ck_wake_due).  None counts as promoted.
   An instance lease.lua put here because its hash cannot be leased (edited by
   hand: lib/malformed.lua) is dead-lettered instead, unless fixed meanwhile;
   so is one whose tenant lacks the grant allow_commands (outcome not_granted),
@@ -13,6 +15,7 @@
   Upholds: one place per instance (ZREM the timer, then XADD). ]]
 -- @include lib/clock.lua
 -- @include lib/rings.lua
+-- @include lib/ckeys.lua
 -- @include lib/breaker_cooldown.lua
 -- @include lib/dead.lua
 -- @include lib/grant.lua
@@ -38,6 +41,10 @@ for _, iid in ipairs(due) do
     redis.call('ZREM', key_timers(), iid)
     breaker_cooldown_due(cooled_job, now)
   end
+  if string.sub(iid, 1, #CKWAKE) == CKWAKE then
+    redis.call('ZREM', key_timers(), iid)
+    ck_wake_due(string.sub(iid, #CKWAKE + 1), now)
+  end
   local ti = key_ti(iid)
   local f = redis.call('HMGET', ti, 'state', 'loc', 'queue', 'tenant', 'priority', 'malformed')
   redis.call('ZREM', key_timers(), iid)
@@ -47,15 +54,17 @@ for _, iid in ipairs(due) do
       -- put here by lease.lua: the tenant's grant was revoked after it was queued
       redis.call('HDEL', ti, 'malformed')
       if f[4] and not granted(f[4]) then
-        local g = redis.call('HMGET', ti, 'error', 'name', 'attempt')
-        why, name, attempt, outcome = g[1] or 'not granted', g[2], tonumber(g[3] or ''),
-          'not_granted'
+        local g = redis.call('HMGET', ti, 'kind', 'name', 'attempt')
+        why, name, attempt, outcome = grant_message(f[4], 'task ' .. iid .. ' is a '
+          .. tostring(g[1])), g[2], tonumber(g[3] or ''), 'not_granted'
       end
     elseif f[6] then
       why, name, attempt = still_malformed(ti)
     end
     if why and f[3] and f[4] then
-      -- put here by lease.lua: no lease can use its hash (lib/malformed.lua)
+      -- put here by lease.lua: no lease can use its hash (lib/malformed.lua),
+      -- or its tenant lost the grant; lease.lua left saying why to here
+      redis.call('HSET', ti, 'error', why)
       dead_letter(ti, iid, f[4], f[3], name, attempt, outcome, why, now)
     else
       make_ready(ti, iid, f[3], f[4], f[5])

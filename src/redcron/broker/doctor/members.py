@@ -8,6 +8,7 @@ from __future__ import annotations
 from redcron.broker.doctor.exam import Exam, Fix
 from redcron.broker.doctor.logic import TIMER_STATES
 from redcron.broker.doctor.scan import named, snapshot, tx, xpages, zpages
+from redcron.keys import TIMER_NON_INSTANCE
 from redcron.model.states import TASK_LEASED
 from redcron.serde import text as _s
 
@@ -50,8 +51,9 @@ def check_leases(ex: Exam, shard: int, tenants: list[str]) -> None:
 def check_timers(ex: Exam, shard: int) -> None:
     key = ex.k.timers(shard)
     for page in zpages(ex.r, key):
-        # park:<tenant> and brk:<job> are the rate and breaker timers, not instances
-        ids = [m for m, _sc in page if not m.startswith(("park:", "brk:"))]
+        # park:<tenant>, brk:<job>, ckwake:<key> are the rate, breaker and
+        # concurrency-key timers, not instances
+        ids = [m for m, _sc in page if not m.startswith(TIMER_NON_INSTANCE)]
         ex.counts["timers"] += len(ids)
         groups = [[("zscore", key, m), ("hget", ex.k.ti(shard, m), "state")] for m in ids]
         for iid, (score, state) in zip(ids, snapshot(ex.r, groups), strict=True):

@@ -32,25 +32,19 @@ local function breaker_gate(gates, run_id, iid, now)
     b = {mode = j[1] or '', till = tonumber(j[2] or '') or 0, trial = j[3] or ''}
     gates[job_id] = b
   end
-  if b.mode == '' then return 'lease' end
-  if b.mode == 'open' and now >= b.till then
-    redis.call('HSET', key_job(job_id), 'breaker', 'trial', 'breaker_trial', iid)
-    breaker_event('breaker_trial', job_id, now, iid, run_id)
-    b.mode, b.trial = 'trial', iid
-    return 'lease'
-  end
-  if b.mode == 'trial' and b.trial == iid then return 'lease' end
+  if b.mode == '' or (b.mode == 'trial' and b.trial == iid) then return 'lease' end
+  -- the cool-down is over, or the trial can never report (its hash gone...)
+  -- and would hold the job forever: this instance becomes the trial
+  local lost = nil
   if b.mode == 'trial' and not b.checked then
-    -- a trial that can never report (its hash gone...) would hold the job forever
     b.checked = true
-    if breaker_trial_lost(b.trial) then
-      redis.call('HSET', key_job(job_id), 'breaker_trial', iid)
-      breaker_event('breaker_trial', job_id, now, iid .. ' (trial ' .. b.trial .. ' lost)', run_id)
-      b.trial = iid
-      return 'lease'
-    end
+    lost = breaker_trial_lost(b.trial) and ' (trial ' .. b.trial .. ' lost)'
   end
-  return 'hold'
+  if not lost and not (b.mode == 'open' and now >= b.till) then return 'hold' end
+  redis.call('HSET', key_job(job_id), 'breaker', 'trial', 'breaker_trial', iid)
+  breaker_event('breaker_trial', job_id, now, iid .. (lost or ''), run_id)
+  b.mode, b.trial = 'trial', iid
+  return 'lease'
 end
 
 -- Hold a run instance aside while its job's breaker is open (not handed out).

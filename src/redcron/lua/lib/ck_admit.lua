@@ -1,7 +1,16 @@
 --[[ ck_admit: a concurrency key at the moment lease.lua (lib/take.lua) reads an
   entry (lib/ckeys.lua has the keys and what frees a slot): the entry takes a
-  free slot, or its instance waits at the tail of the key's list. ]]
--- @include lib/ckeys.lua
+  free slot, or its instance waits at the tail of the key's list.  Waking a
+  key's waiters is not the lease's work: when a lease call finds free slots
+  with waiters ahead (a wake missed: a cap raised, a slot pruned) or gives a
+  reservation back, it puts a ckwake:<json [tenant, name, ck, cap]> member on
+  the timers, due now, and promote wakes them (lib/ckeys.lua ck_wake_due):
+  within one maintenance interval, and the lease stays small. ]]
+
+-- Ask promote to wake the key's waiters into its free slots (due now).
+local function ck_wake_later(tenant, name, ck, ckn, now)
+  redis.call('ZADD', key_timers(), now, CKWAKE .. cjson.encode({tenant, name, ck, ckn or ''}))
+end
 
 -- Drop the members of a full key's slots that hold none: an instance neither
 -- leased nor ready (a reservation) on this key any more, or gone (a hand edit,
@@ -41,7 +50,15 @@ local function ck_admit(seen, ti, iid, tenant, name, ck, ckn, deadline, now)
   redis.call('RPUSH', qk, iid)
   redis.call('HSET', ti, 'state', 'waiting', 'loc', 'ckq')
   -- free slots with waiters ahead (a wake missed: a cap raised, a slot pruned):
-  -- they go first
-  if held < cap then ck_wake(tenant, name, ck, cap - held, now) end
+  -- they go first, woken by promote
+  if held < cap then ck_wake_later(tenant, name, ck, ckn, now) end
   return false
+end
+
+-- A woken waiter that lease.lua sets aside (held, quarantined) gives its
+-- reserved slot back; promote wakes the next waiter into it.
+local function ck_give_back(tenant, name, ck, ckn, iid, now)
+  if redis.call('ZREM', key_ckslots(tenant, name, ck), iid) == 1 then
+    ck_wake_later(tenant, name, ck, ckn, now)
+  end
 end

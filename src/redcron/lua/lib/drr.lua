@@ -6,7 +6,7 @@
   without a new credit.  An empty tenant leaves the ring with its deficit
   reset.  Visits touch only tenants with ready work. ]]
 -- @include lib/streams.lua
--- @include lib/rings.lua
+-- @include lib/ring_add.lua
 -- @include lib/limits.lua
 -- @include lib/take.lua
 

@@ -2,16 +2,14 @@
   on the rotation ring lease.lua walks and in the aging index (oldest:), and
   idle workers are woken through wake:<queue>. ]]
 -- @include lib/streams.lua
+-- @include lib/ring_add.lua
 
--- Append a tenant at the tail of a rotation ring (no-op if already there).
--- Returns true when the tenant was added.
-local function ring_add(ring, tenant)
-  if redis.call('ZSCORE', ring, tenant) then return false end
-  local last = redis.call('ZRANGE', ring, -1, -1, 'WITHSCORES')
-  local score = 0
-  if last[2] then score = tonumber(last[2]) + 1 end
-  redis.call('ZADD', ring, score, tenant)
-  return true
+-- Append an instance; the first append creates the stream with its group.
+local function stream_add(stream, iid)
+  if redis.call('EXISTS', stream) == 0 then
+    redis.call('XGROUP', 'CREATE', stream, GROUP, '0', 'MKSTREAM')
+  end
+  return redis.call('XADD', stream, '*', 'i', iid)
 end
 
 -- Wake up to n idle workers of a queue (bounded list: never grows past 16).

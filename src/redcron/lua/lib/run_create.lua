@@ -4,7 +4,7 @@
   with a deadline_ms arms the run's deadline (lib/deadlines.lua). ]]
 -- @include lib/admission.lua
 -- @include lib/deadlines.lua
--- @include lib/streams.lua
+-- @include lib/ring_add.lua
 -- @include lib/rings.lua
 -- @include lib/outcomes.lua
 -- @include lib/ti_fields.lua

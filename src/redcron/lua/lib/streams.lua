@@ -9,12 +9,8 @@
 -- heartbeat does; JUSTID leaves their delivery counts alone.
 local function touch(stream, ids, now)
   if #ids == 0 then return end
-  local args = {stream, GROUP, CONSUMER, 0}
-  for _, id in ipairs(ids) do args[#args + 1] = id end
-  local n = #args
-  args[n + 1] = 'TIME'
-  args[n + 2] = now
-  args[n + 3] = 'JUSTID'
+  local args = {stream, GROUP, CONSUMER, 0, unpack(ids)}  -- ids: at most a batch (256)
+  for _, word in ipairs({'TIME', now, 'JUSTID'}) do args[#args + 1] = word end
   redis.call('XCLAIM', unpack(args))
 end
 
@@ -35,14 +31,6 @@ local function note_ttl(stream, ttl)
   local k, field = key_maintenance(), MAINT.reap_ttl .. stream
   local t = tonumber(redis.call('HGET', k, field) or '')
   if not t or ttl < t then redis.call('HSET', k, field, ttl) end
-end
-
--- Append an instance; the first append creates the stream with its group.
-local function stream_add(stream, iid)
-  if redis.call('EXISTS', stream) == 0 then
-    redis.call('XGROUP', 'CREATE', stream, GROUP, '0', 'MKSTREAM')
-  end
-  return redis.call('XADD', stream, '*', 'i', iid)
 end
 
 -- Entries whose lease ended (or left behind by a crash), batched per stream:

@@ -23,9 +23,7 @@
 -- @include lib/capacity.lua
 -- @include lib/limits.lua
 -- @include lib/breaker_gate.lua
--- @include lib/malformed.lua
--- @include lib/grant.lua
--- @include lib/ckeys.lua
+-- @include lib/quarantine.lua
 -- @include lib/ck_admit.lua
 
 -- XREADGROUP of up to k ready entries.  A stream without the group (made by a
@@ -88,21 +86,19 @@ local function take(L, queue, tenant, priority, stream, n, max_id)
         strays[#strays + 1] = eid
         ok, eid = false, nil
       end
-      local why = ok and malformed(f[TI_LEASE_EPOCH], f[TI_LEASE_ATTEMPT], f[TI_LEASE_TIMEOUT_MS],
-        f[TI_LEASE_NAME], kind, f[TI_LEASE_ARGS])
-      if why then
+      if ok and not leasable(f[TI_LEASE_EPOCH], f[TI_LEASE_ATTEMPT], f[TI_LEASE_TIMEOUT_MS],
+          f[TI_LEASE_NAME], kind, f[TI_LEASE_ARGS]) then
         -- edited by hand: no lease can be trusted (or used) on it.  Promote
-        -- dead-letters it: this script does not carry the run library that
-        -- takes (its closures would cost every lease call ~12 us).
-        drop_entry(stream, eid)
-        quarantine(ti, iid, why, now)
-        ok, eid = false, nil
+        -- dead-letters it, saying why (lib/malformed.lua): this script carries
+        -- neither the run library that takes nor the message.
+        quarantine(ti, iid, nil, now)
+        ok = false
       end
-      if ok and needs_grant(kind) and not tenant_limits(L.tenants, tenant, now).commands then
-        -- queued while granted, revoked since: never run; promote dead-letters it
-        drop_entry(stream, eid)
-        quarantine(ti, iid, grant_message(tenant, 'task ' .. iid .. ' is a ' .. kind), now, 'grant')
-        ok, eid = false, nil
+      if ok and kind ~= 'python' and not tenant_limits(L.tenants, tenant, now).commands then
+        -- a command or container task (lib/grant.lua needs_grant) queued while
+        -- granted, revoked since: never run; promote dead-letters it, saying why
+        quarantine(ti, iid, 'not granted', now, 'grant')
+        ok = false
       end
       if ok and run and run ~= '' and breaker_gate(L.gates, run, iid, now) == 'hold' then
         -- the job's breaker is open: held aside, not handed out
@@ -112,13 +108,12 @@ local function take(L, queue, tenant, priority, stream, n, max_id)
       local ck = f[TI_LEASE_CK]
       if matched and not ok and ck and f[TI_LEASE_NAME] then
         -- a woken waiter set aside otherwise gives its reserved slot back
-        ck_free(tenant, f[TI_LEASE_NAME], ck, f[TI_LEASE_CKN], iid, now)
+        ck_give_back(tenant, f[TI_LEASE_NAME], ck, f[TI_LEASE_CKN], iid, now)
       end
       if ok and ck and not ck_admit(L.cks, ti, iid, tenant, f[TI_LEASE_NAME], ck, f[TI_LEASE_CKN],
           deadline, now) then
         -- its key is at its cap: it waits in the key's list, not in the stream
-        drop_entry(stream, eid)
-        ok, eid, aside = false, nil, aside + 1
+        ok, aside = false, aside + 1
       end
       if ok then
         local epoch, attempt = tonumber(f[TI_LEASE_EPOCH]) + 1, tonumber(f[TI_LEASE_ATTEMPT]) + 1
@@ -128,12 +123,10 @@ local function take(L, queue, tenant, priority, stream, n, max_id)
           pre .. 'w', worker, pre .. 'l', now)  -- the attempt's worker and lease time
         held[#held + 1] = deadline
         held[#held + 1] = iid
-        if run and run ~= '' then
-          -- the first lease of a run's task starts the run
-          local rk = key_run(run)
-          if redis.call('HGET', rk, 'state') == 'queued' then
-            redis.call('HSET', rk, 'state', 'running', 'started', now)
-          end
+        -- the first lease of a run's task starts the run
+        local rk = run and run ~= '' and key_run(run)
+        if rk and redis.call('HGET', rk, 'state') == 'queued' then
+          redis.call('HSET', rk, 'state', 'running', 'started', now)
         end
         local cpu, mem = tonumber(f[TI_LEASE_CPU] or '') or 0, tonumber(f[TI_LEASE_MEM] or '') or 0
         if L.cpu then L.cpu = L.cpu - cpu end
@@ -144,7 +137,8 @@ local function take(L, queue, tenant, priority, stream, n, max_id)
         leased = leased + 1
         ids[#ids + 1] = eid
       elseif eid then
-        -- held aside, or left by a crash (the hash does not point back): never run
+        -- held aside, quarantined, waiting for its concurrency key, or left by a
+        -- crash (the hash does not point back): the entry goes, never run
         drop_entry(stream, eid)
       end
     end

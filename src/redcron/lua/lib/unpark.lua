@@ -2,6 +2,7 @@
   on its rings when a lease ends or its next token is due. ]]
 -- @include lib/streams.lua
 -- @include lib/rings.lua
+-- @include lib/ring_add.lua
 
 -- A tenant parked at its cap or rate limit goes back on the rings it left
 -- (those where it still has ready work), and into their aging indexes; the
