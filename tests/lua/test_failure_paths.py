@@ -442,16 +442,17 @@ def test_reaped_lease_past_the_task_timeout_ends_timed_out(ops: Ops) -> None:
 
 
 def test_an_older_versions_long_attempt_names_still_time_a_reaped_attempt(ops: Ops) -> None:
-    """A lease taken by an older version spells a:<n>:leased / :started: the
-    reaper's timeout check reads them as it reads a:<n>:l / :s."""
+    """A lease taken by an older version spells a:<n>:leased / :started (or, the
+    next one, a:<n>:l / :s): the reaper's timeout check reads them as it reads
+    this release's leased / started."""
     slow = new_id()
     ops.enqueue(row(slow, timeout=1000))
     [t] = ops.lease("w1", ttl=1500)
     ops.now += 200
     ops.start("w1", [t])
     key = ops.k.ti(0, slow)
-    leased, started = ops.r.hmget(key, "a:1:l", "a:1:s")
-    ops.r.hdel(key, "a:1:l", "a:1:s", "a:1:w")
+    leased, started = ops.r.hmget(key, "leased", "started")
+    ops.r.hdel(key, "leased", "started")
     ops.r.hset(key, mapping={"a:1:leased": leased, "a:1:started": started, "a:1:worker": "w1"})
     ops.now += 1300
     assert ops.reap()[0] == 1

@@ -8,8 +8,8 @@ from lua_ops import Ops, new_id, row
 from redcron.model.fields import TI_DEFAULTS
 
 #: fields a finished instance no longer carries: the id (its key's), its place
-#: and lease, and (once succeeded) its holder, kept in a:<n>:worker
-GONE = {"id", "loc", "due", "deadline", "lease_entry", "worker"}
+#: and lease
+GONE = {"id", "loc", "due", "deadline", "lease_entry"}
 
 
 def test_a_succeeded_one_off_keeps_its_history_and_nothing_redundant(ops: Ops) -> None:
@@ -32,6 +32,12 @@ def test_a_succeeded_one_off_keeps_its_history_and_nothing_redundant(ops: Ops) -
         (2, "w2", "succeeded", None),
     ]
     assert rec.timeout_s is None and rec.budget == 0
+    # the failed attempt went into the history; the succeeded last one is told by
+    # the current attempt's fields alone, written once
+    assert {"a:1:w", "a:1:l", "a:1:outcome", "a:1:ended"} <= info.keys(), info
+    assert not {k for k in info if k.startswith("a:2:")}, info
+    assert (info["worker"], info["leased"]) == ("w2", str(ops.now))
+    assert rec.attempts[1].leased_at is not None and rec.attempts[1].ended_at is not None
 
 
 def test_a_cancelled_lease_keeps_its_holder_for_the_revoking_heartbeat(ops: Ops) -> None:

@@ -112,9 +112,11 @@ def test_attempt_history_records_each_attempt_once(ops: Ops) -> None:
     # ended, not written twice (issue 19 §4); the record says them
     assert _outcomes(info) == {1: "failed"}
     assert info["a:1:error"] == "first try broke"
-    # the attempt's worker, lease and start times: a:<n>:w, :l, :s (issue 19 §4)
+    # an ended attempt's worker, lease and start times: a:<n>:w, :l, :s (issue 19
+    # §4); the succeeded last one's are the current attempt's, written once
     assert info["a:1:w"] == "w1"
-    assert info["a:2:w"] == "w2"
+    assert info["worker"] == "w2" and "a:2:w" not in info
+    assert int(info["leased"]) == ops.now and "started" not in info
     assert int(info["a:1:l"]) == T0
     assert int(info["a:1:s"]) == T0
     assert int(info["a:1:ended"]) == T0

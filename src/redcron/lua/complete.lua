@@ -8,8 +8,11 @@
   A task of a run makes its downstream ready once all their dependencies succeeded.
   The task's last error is cleared (the attempt history keeps it); a command or
   container attempt succeeds only on exit code 0, so that is recorded too.
-  Each success is a follow-up (lib/followup.lua, row attempts): counted, timed
-  and told to its job's breaker by follow_ends.lua.
+  Each success is a follow-up (lib/followup.lua, row attempts, with its task
+  name and how long it took: from started, else leased, to now): counted,
+  timed and told to its job's breaker by follow_ends.lua.  The last attempt
+  of a succeeded instance keeps its holder and times in worker, leased,
+  started and ended (no a:<n>: fields written for it).
   Upholds: a stale lease token writes nothing; each attempt ends once. ]]
 -- @include lib/clock.lua
 -- @include lib/token.lua
@@ -31,15 +34,17 @@ for i = 3, #ARGV, 3 do
   if token_holds(f, worker, epoch) then
     -- the fast path of end_attempt(..., 'succeeded', ...): one HSET for everything
     -- it records, one HDEL for what a succeeded instance no longer has (its place
-    -- and lease; the holder stays in the attempt's a:<n>:worker).  The last
-    -- attempt of a succeeded instance has no a:<n>:outcome nor a:<n>:ended: the
-    -- instance's state and ended say them (TaskRecord.from_fields fills them in)
+    -- and lease; its holder and times stay as the last attempt's).  That attempt
+    -- has no a:<n>: fields: the instance's state, worker, leased, started and
+    -- ended say them (TaskRecord.from_fields fills them in)
     local attempt = f[TI_COMPLETE_ATTEMPT]
     local pre = 'a:' .. attempt .. ':'
     redis.call('HSET', ti, 'result', result, 'state', 'succeeded', 'ended', now)
-    redis.call('HDEL', ti, 'loc', 'deadline', 'lease_entry', 'worker')
+    redis.call('HDEL', ti, 'loc', 'deadline', 'lease_entry')
     if f[TI_COMPLETE_ERROR] then redis.call('HDEL', ti, 'error') end  -- only after a failed attempt
-    follow('attempts', {iid, tonumber(attempt) or 0, 'succeeded', f[TI_COMPLETE_TENANT] or '', 0, ''})
+    local began = tonumber(f[TI_COMPLETE_STARTED] or f[TI_COMPLETE_LEASED] or '')
+    follow('attempts', {iid, tonumber(attempt) or 0, 'succeeded', f[TI_COMPLETE_TENANT] or '', 0, '',
+      f[TI_COMPLETE_NAME] or '', began and math.max(0, now - began) or -1})
     if f[TI_COMPLETE_KIND] == 'command' or f[TI_COMPLETE_KIND] == 'container' then
       redis.call('HSET', ti, pre .. 'exit', 0, 'exit_code', 0)
     end

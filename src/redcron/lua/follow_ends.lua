@@ -7,8 +7,7 @@
   Returns: the number of entries applied (an id gone or of another kind: 0).
   Per entry, at the time of the end (its field at): attempts are counted
   (lib/outcomes.lua) and, when they succeeded, failed or timed out, timed
-  (lib/durations.lua: from the instance's attempt fields, when its hash is still
-  there); an attempt of a run's task tells its job's circuit breaker
+  (lib/durations.lua: the row carries the ms, so no instance is read); an attempt of a run's task tells its job's circuit breaker
   (lib/breaker.lua), in order; a run's task ended otherwise (left) ends a
   breaker trial it was; a dead-lettered instance is counted (counters dead) and
   recorded as a dead_lettered event; a scheduled fire goes into the trigger-lag
@@ -37,10 +36,12 @@ local applied = follow_entries('ends', 2, function(e)
   local at = e.at
   local minute = math.floor(at / 60000)
   for _, r in ipairs(e.attempts or {}) do
-    local iid, n, outcome, tenant, handed_back, counter = r[1], r[2], r[3], r[4], r[5], r[6]
+    local iid, outcome, tenant, handed_back, counter = r[1], r[3], r[4], r[5], r[6]
     add(counts, minute .. '|' .. tenant .. '|' .. outcome .. '|' .. handed_back, 1)
     if counter ~= '' then add(stats, counter, 1) end
-    if TIMED[outcome] then dur_note_attempt(durations, key_ti(iid), 'a:' .. n .. ':', tenant, at) end
+    -- r[7], r[8]: the task name and the ms it took (rows of an older release
+    -- have neither: not timed)
+    if TIMED[outcome] then dur_note_ms(durations, tenant, r[7] or '', r[8]) end
     local run = run_of_task(iid)
     if run then
       breaker_attempt_ended(iid, run, outcome, handed_back == 1 and 'handed_back' or nil, at)

@@ -21,7 +21,7 @@
   `redcron bench leases`, that was most of the reaper's CPU).  Each
   candidate's own deadline and token decide (workers may use different
   TTLs): expired -> the attempt ends 'lost', or 'timed_out' when it has been
-  running (since a:<n>:s, else a:<n>:l) for at least the task's
+  running (since started, else leased) for at least the task's
   timeout_ms; live -> left alone, its delivery time set so that it turns
   candidate again at its own deadline; an entry whose hash does not point
   back at it, or one deleted while pending (Redis 6.2 reports those), is
@@ -132,9 +132,11 @@ local function visit(stream, eid, idle)
   local timeout = tonumber(f[TI_REAP_TIMEOUT_MS] or '0') or 0
   if timeout > 0 then
     local pre = 'a:' .. f[TI_REAP_ATTEMPT] .. ':'
-    -- started (`s`), else leased (`l`); an older version's hash spells them out
-    local s = redis.call('HMGET', ti, pre .. 's', pre .. 'started', pre .. 'l', pre .. 'leased')
-    local since = tonumber(s[1] or s[2] or s[3] or s[4] or '')
+    -- started, else leased; a lease an older release granted has them as
+    -- a:<n>:s and a:<n>:l, or (older still) a:<n>:started and a:<n>:leased
+    local s = redis.call('HMGET', ti, 'started', pre .. 's', pre .. 'started', 'leased',
+      pre .. 'l', pre .. 'leased')
+    local since = tonumber(s[1] or s[2] or s[3] or s[4] or s[5] or s[6] or '')
     if since and now - since >= timeout then
       outcome = 'timed_out'
       why = 'lease expired after the task ran past its timeout of ' .. timeout .. ' ms'

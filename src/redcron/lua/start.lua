@@ -1,4 +1,6 @@
---[[ start: mark leased instances as running (one call per leased batch).
+--[[ start: mark leased instances as running, since now (field started).
+  The worker sends these marks off the hot path (every 50 ms, for attempts
+  still running): an attempt that ends sooner goes from leased to its end.
   KEYS[1] shard prefix
   ARGV[1] worker_id
   ARGV[2] now_override_ms ("" = server TIME)
@@ -17,7 +19,7 @@ for i = 3, #ARGV, 2 do
   local ti = key_ti(iid)
   local f = read_ti_start(ti)
   if token_holds(f, worker, epoch, JUST_LEASED) then
-    redis.call('HSET', ti, 'state', 'running', 'a:' .. f[TI_START_ATTEMPT] .. ':s', now)
+    redis.call('HSET', ti, 'state', 'running', 'started', now)
     n = n + 1
   end
 end

@@ -38,8 +38,8 @@ LUA_READS: dict[str, tuple[str, ...]] = {
     "tenant_limits": (
         "weight", "max_in_flight", "rate", "burst", "tokens", "tokens_ts", "allow_commands",
     ),
-    # start.lua: the token, and the attempt whose start it stamps
-    "ti_start": ("state", "worker", "epoch", "attempt"),
+    # start.lua: the token
+    "ti_start": ("state", "worker", "epoch"),
     # heartbeat.lua: the token, the cancel flag and where the lease's entry is
     "ti_heartbeat": (
         "state", "worker", "epoch", "tenant", "cancel_requested", "queue", "priority",
@@ -48,14 +48,16 @@ LUA_READS: dict[str, tuple[str, ...]] = {
     # complete.lua: the token and everything a success ends
     "ti_complete": (
         "state", "worker", "epoch", "attempt", "tenant", "result_ttl_s", "waiters",
-        "queue", "priority", "lease_entry", "kind", "error", "name", "ck", "ckn",
+        "queue", "priority", "lease_entry", "kind", "error", "name", "ck", "ckn", "leased",
+        "started",
     ),
     # lib/attempts.lua: the token alone (fail, release)
     "ti_token": ("state", "worker", "epoch"),
     # lib/attempts.lua end_attempt: what ending an attempt and moving it on needs
     "ti_end": (
         "attempt", "tenant", "max_attempts", "retry_base_ms", "retry_cap_ms", "budget",
-        "cancel_requested", "queue", "priority", "name", "lease_entry", "ck", "ckn",
+        "cancel_requested", "queue", "priority", "name", "lease_entry", "ck", "ckn", "worker",
+        "leased", "started",
     ),
     # reap.lua: an expired lease's candidate
     "ti_reap": (

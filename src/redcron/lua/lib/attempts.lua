@@ -31,10 +31,22 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
   local n = tonumber(f[TI_END_ATTEMPT] or '0') or 0
   local tenant, queue, priority = f[TI_END_TENANT], f[TI_END_QUEUE], f[TI_END_PRIORITY]
   local pre = 'a:' .. n .. ':'
-  -- a succeeded (so last) attempt's outcome and end are the instance's state and
-  -- ended (make_terminal below), as complete.lua: not written twice
-  if outcome ~= 'succeeded' then redis.call('HSET', ti, pre .. 'outcome', outcome, pre .. 'ended', now) end
-  local row = {iid, n, outcome, tenant or '', counter == 'handed_back' and 1 or 0, ''}
+  local began = tonumber(f[TI_END_STARTED] or f[TI_END_LEASED] or '')
+  if outcome ~= 'succeeded' then
+    -- the attempt goes into the history (a:<n>:): its times leave the current
+    -- attempt's fields (leased, started) for the next lease; worker stays until
+    -- then (a cancelled attempt's heartbeat is answered revoked by it).  A
+    -- succeeded (so last) attempt keeps them, and its outcome and end are the
+    -- instance's state and ended (make_terminal below), as complete.lua
+    local args = {ti, pre .. 'outcome', outcome, pre .. 'ended', now}
+    for _, c in ipairs({{'w', f[TI_END_WORKER]}, {'l', f[TI_END_LEASED]}, {'s', f[TI_END_STARTED]}}) do
+      if c[2] then args[#args + 1], args[#args + 2] = pre .. c[1], c[2] end
+    end
+    redis.call('HSET', unpack(args))
+    redis.call('HDEL', ti, 'leased', 'started')
+  end
+  local row = {iid, n, outcome, tenant or '', counter == 'handed_back' and 1 or 0, '',
+    f[TI_END_NAME] or '', began and math.max(0, now - began) or -1}
   follow('attempts', row)
   if errtext ~= nil and errtext ~= '' then
     redis.call('HSET', ti, pre .. 'error', errtext, 'error', errtext)
@@ -49,8 +61,8 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
   ck_free(tenant, f[TI_END_NAME], f[TI_END_CK], f[TI_END_CKN], iid, now)
   redis.call('HDEL', ti, 'deadline', 'lease_entry')
   if outcome == 'succeeded' then
-    -- as complete.lua: the history keeps the error and the holder (a:<n>:worker)
-    redis.call('HDEL', ti, 'error', 'worker')
+    -- as complete.lua: the history keeps the error
+    redis.call('HDEL', ti, 'error')
     make_terminal(ti, iid, 'succeeded', now)
     return 'succeeded'
   end

@@ -6,8 +6,9 @@
   Each kind holds at most DURATION_NAMES names: later ones count as DURATION_OTHER,
   so a tenant's series stay bounded whatever it names its tasks.
   An attempt is timed from its start (from its lease when it ended before its
-  start was marked) to its end; a run from its start (else its creation) to its
-  end; server clock.  A call gathers what ended (dur_note) and writes it once
+  start was marked) to its end, by the script that ends it (the follow-up row
+  carries the ms); a run from its start (else its creation) to its end; server
+  clock.  A call gathers what ended (dur_note) and writes it once
   (dur_save): a batch costs a call per name and bucket, not per attempt. ]]
 
 -- The field name of the bucket `ms` falls in.
@@ -33,13 +34,9 @@ local function dur_note(notes, tenant, name, began, now)
   d.le[le] = (d.le[le] or 0) + 1
 end
 
--- Gather the attempt of instance `ti` whose fields start with `pre` ('a:<n>:'):
--- timed from its start (`s`), else its lease (`l`); hashes an older version
--- wrote spell them `started`, `leased`
-local function dur_note_attempt(notes, ti, pre, tenant, now)
-  local f = redis.call('HMGET', ti, 'name', pre .. 's', pre .. 'started', pre .. 'l',
-    pre .. 'leased')
-  dur_note(notes, tenant, f[1], f[2] or f[3] or f[4] or f[5], now)
+-- Gather one attempt of `tenant`'s task `name` that took `ms` (-1: not timed).
+local function dur_note_ms(notes, tenant, name, ms)
+  if ms and ms >= 0 and name ~= '' then dur_note(notes, tenant, name, 0, ms) end
 end
 
 -- The name `name` counts under in hash `key`, among the names of prefix `pre`
@@ -67,13 +64,6 @@ local function dur_save(notes, pre)
       redis.call('HINCRBY', key, as .. '|sum_ms', d.sum)
     end
   end
-end
-
--- One ended attempt, written at once (a script ending one attempt at a time).
-local function dur_attempt(ti, pre, tenant, now)
-  local notes = {}
-  dur_note_attempt(notes, ti, pre, tenant, now)
-  dur_save(notes, DURATIONS.task)
 end
 
 -- The run of hash `rk`, of `tenant`, ended at `now`.

@@ -13,7 +13,8 @@
   field at is the time of the end (ms), the time every follow-up applies at.
   Rows:
     attempts {iid, attempt, outcome, tenant, handed back 0|1, stats counter
-              ('' or the one a retry counts under)}
+              ('' or the one a retry counts under), task name, ms it took
+              (from started, else leased; -1: not timed)}
     left     {iid, state}: a run's task ended without success other than by an
              attempt's verdict (a breaker trial's end is checked)
     dead     {iid, tenant, name, outcome, error (<= 300 characters)}

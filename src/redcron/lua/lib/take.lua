@@ -117,10 +117,11 @@ local function take(L, queue, tenant, priority, stream, n, max_id)
       end
       if ok then
         local epoch, attempt = tonumber(f[TI_LEASE_EPOCH]) + 1, tonumber(f[TI_LEASE_ATTEMPT]) + 1
-        local pre = 'a:' .. attempt .. ':'
+        -- the current attempt's holder and lease time (worker, leased; start.lua
+        -- adds started): lib/attempts.lua files them under a:<n>: when it ends
         redis.call('HSET', ti, 'state', 'leased', 'loc', 'lease', 'attempt', attempt,
           'epoch', epoch, 'worker', worker, 'deadline', deadline, 'lease_entry', eid,
-          pre .. 'w', worker, pre .. 'l', now)  -- the attempt's worker and lease time
+          'leased', now)
         held[#held + 1] = deadline
         held[#held + 1] = iid
         -- the first lease of a run's task starts the run

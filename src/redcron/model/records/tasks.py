@@ -57,6 +57,11 @@ class AttemptRecord:
         )
 
 
+#: the fields of an instance hash that hold its current attempt's holder and
+#: times (an ended attempt's are ``a:<n>:w``, ``l``, ``s``)
+_CURRENT_ATTEMPT = ("worker", "leased", "started")
+
+
 @dataclass(frozen=True, slots=True)
 class TaskRecord:
     """One task instance (the ``ti:<id>`` hash), as ``task_info`` returns it.
@@ -136,6 +141,13 @@ class TaskRecord:
                     per_attempt.setdefault(int(n), {})[name] = value
         state = _state(TaskState, fields)
         last = _opt_int(fields, "attempt")
+        if last and any(f in fields for f in _CURRENT_ATTEMPT):
+            # the current (or a succeeded instance's last) attempt: its holder and
+            # times are the instance's worker, leased and started, not a:<n>:
+            mine = per_attempt.setdefault(last, {})
+            for f in _CURRENT_ATTEMPT:
+                if f in fields:
+                    mine.setdefault(f, fields[f])
         if state == TaskState.SUCCEEDED and last is not None and last in per_attempt:
             # the last attempt of a succeeded instance: its outcome and end are the
             # instance's state and ended (not written twice); older hashes have both
