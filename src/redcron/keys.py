@@ -109,8 +109,6 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "tenant": ("tenant:{tenant}", ("tenant",)),
     # tenant -> oldest ready entry time (ms) per (queue, class): aging without a scan
     "oldest": ("oldest:{queue}:{priority}", ("queue", "priority")),
-    # tenant -> tasks dispatched in one minute (share of dispatch)
-    "disp": ("disp:{minute}", ("minute",)),
     # a job's attempt outcomes per minute (<minute>:n, <minute>:f): circuit breaker window
     "brk": ("brk:{job_id}", ("job_id",)),
     # ready instances of a job held aside while its circuit breaker is open
@@ -144,11 +142,14 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # ready instances admitted multi-call batches still have to write, which
     # max_queued counts: <batch key> -> count, <batch key>:exp -> expiry (ms)
     "reserved": ("reserved:{tenant}", ("tenant",)),
-    # per-minute attempts per tenant: <tenant>|succeeded, <tenant>|failed (failed,
-    # timed out or lost); expires after ACTIVITY_TTL_S
-    "act": ("act:{minute}", ("minute",)),
-    # per-minute trigger-lag histogram: <tenant>|<le> -> fires; expires after ACTIVITY_TTL_S
-    "lagm": ("lagm:{minute}", ("minute",)),
+    # the figures of one minute (HASH; <minute> = ms // 60000, server clock), one
+    # field each, named by what they count (MINUTE_* below): attempts:<tenant>|succeeded,
+    # attempts:<tenant>|failed (failed, timed out or lost) -> attempts ended in the
+    # minute; lag:<tenant>|<le> -> scheduled fires in that trigger-lag bucket;
+    # dispatched:<tenant> -> tasks leased (share of dispatch); <tenant> * is every
+    # tenant's sum.  Expires after ACTIVITY_TTL_S, the longest any reader needs
+    # (the dashboard's last hour; the dispatch share reads only 2 minutes)
+    "minute": ("minute:{minute}", ("minute",)),
     # lifetime duration histograms of a tenant: task:<task name>|<le> -> attempts
     # (bucket counts, not cumulative), task:<task name>|sum_ms, task:#names (names
     # held, at most DURATION_NAMES; later names count as DURATION_OTHER); the same
@@ -208,10 +209,16 @@ RETIRED: dict[str, str] = {
     # ``durations:<tenant>`` now (layout 3), fields under task: and job:
     "adur": "adur",
     "rdur": "rdur",
+    # fields of ``minute:<minute>`` now (layout 4): attempts:, lag:, dispatched:
+    # before the old fields; per-minute figures, carried by the upgrade for the
+    # minutes they live (no SCAN: the minutes are known)
+    "act": "act",
+    "lagm": "lagm",
+    "disp": "disp",
 }
 #: the key layout this release writes: ``layout`` in the meta HASH, raised by the
 #: upgrade (broker/upgrade.py) once a deployment's shards are brought to it
-LAYOUT = 3
+LAYOUT = 4
 
 #: the field of a tenant's hash that lists the rings it is parked off
 #: (``<queue>|<class>``, comma-separated; lib/parked.lua)
@@ -264,8 +271,15 @@ DURATION_NAMES = 20
 #: the name the names past DURATION_NAMES count under (no task or job name has
 #: parentheses)
 DURATION_OTHER = "(other)"
-#: how long a per-minute figure (``act:<minute>``, ``lagm:<minute>``) lives: the
-#: dashboard reads the last hour, with room for a clock step and a slow reader
+#: the prefixes of a ``minute:<minute>`` hash's fields (Lua gets them generated, as
+#: ``MINUTE.attempts`` ...); the tenant ``*`` is every tenant's sum
+MINUTE_ATTEMPTS = "attempts:"  # + <tenant>|succeeded, <tenant>|failed
+MINUTE_LAG = "lag:"  # + <tenant>|<le>
+MINUTE_DISPATCHED = "dispatched:"  # + <tenant>
+#: how long a per-minute figure (``minute:<minute>``) lives: the dashboard reads the
+#: last hour, with room for a clock step and a slow reader.  One TTL for the whole
+#: hash, so the longest its readers need: the dispatch shares (``dispatched:``)
+#: are read for 2 minutes only, and live as long as the rest
 ACTIVITY_TTL_S = 7200
 #: the longest a wake list (``wake:<queue>``) gets: lib/rings.lua's wake() and the
 #: worker protocol's hand-on trim to it
@@ -582,9 +596,6 @@ class Keys:
     def oldest(self, shard: int, queue: str, priority: str) -> str:
         return self.build(shard, "oldest", queue, priority)
 
-    def disp(self, shard: int, minute: int) -> str:
-        return self.build(shard, "disp", minute)
-
     def brk(self, shard: int, job_id: str) -> str:
         return self.build(shard, "brk", job_id)
 
@@ -621,14 +632,11 @@ class Keys:
 
     # -- end unique windows and debounce --
 
-    def act(self, shard: int, minute: int) -> str:
-        return self.build(shard, "act", minute)
+    def minute(self, shard: int, minute: int) -> str:
+        return self.build(shard, "minute", minute)
 
     def durations(self, shard: int, tenant: str) -> str:
         return self.build(shard, "durations", tenant)
-
-    def lagm(self, shard: int, minute: int) -> str:
-        return self.build(shard, "lagm", minute)
 
     def audit(self, shard: int) -> str:
         return self.build(shard, "audit")
@@ -669,6 +677,8 @@ def lua_key_functions() -> str:
         + ', {math.huge, "+Inf"}}',
         f'local DURATION_NAMES, DURATION_OTHER = {DURATION_NAMES}, "{DURATION_OTHER}"',
         f'local DURATIONS = {{task = "{DURATIONS_TASK}", job = "{DURATIONS_JOB}"}}',
+        f'local MINUTE = {{attempts = "{MINUTE_ATTEMPTS}", lag = "{MINUTE_LAG}", '
+        f'dispatched = "{MINUTE_DISPATCHED}"}}',
     ]
     for kind, (template, names) in TEMPLATES.items():
         pieces: list[str] = []

@@ -17,6 +17,7 @@ import logging
 from typing import Any
 
 from redcron.keys import (
+    ACTIVITY_TTL_S,
     COUNTER_ATTEMPTS,
     COUNTER_LAG,
     COUNTER_LATE,
@@ -28,6 +29,9 @@ from redcron.keys import (
     MAINT_REAP_CURSOR,
     MAINT_REAP_TTL,
     MAINT_RECENT_CURSOR,
+    MINUTE_ATTEMPTS,
+    MINUTE_DISPATCHED,
+    MINUTE_LAG,
     TENANT_PARKED,
     Keys,
 )
@@ -41,11 +45,13 @@ def upgrade_layout(client: Any, keys: Keys, shards: int, layout: int) -> None:
     :data:`LAYOUT`, then record it; nothing when it is there already."""
     if layout >= LAYOUT:
         return
+    now_minute = int(client.time()[0]) // 60
     for shard in range(shards):
         _tenants_to_zset(client, keys, shard)
         _bookkeeping_to_maintenance(client, keys, shard)
         _counters_merged(client, keys, shard)
         _durations_merged(client, keys, shard)
+        _minutes_merged(client, keys, shard, now_minute)
     _dedupe_renamed(client, keys)
     _parked_to_tenant_field(client, keys)
     _kinds_renamed(client, keys)
@@ -143,6 +149,40 @@ def _durations_merged(client: Any, keys: Keys, shard: int) -> None:
         target = keys.durations(shard, tenant)
         for kind, prefix in (("adur", DURATIONS_TASK), ("rdur", DURATIONS_JOB)):
             _add_into(client, f"{keys.retired(shard, kind)}:{tenant}", target, prefix)
+
+
+#: layout 4: each retired per-minute HASH kind -> the prefix its fields take in
+#: ``minute:<minute>``
+_MINUTE_PREFIXES = {"act": MINUTE_ATTEMPTS, "lagm": MINUTE_LAG, "disp": MINUTE_DISPATCHED}
+
+
+def _minutes_merged(client: Any, keys: Keys, shard: int, now_minute: int) -> None:
+    """Layout 4: the per-minute HASHes ``act:<minute>``, ``lagm:<minute>`` and
+    ``disp:<minute>`` become fields of one ``minute:<minute>`` (``attempts:``,
+    ``lag:``, ``dispatched:`` before the old field names), so the dashboard's
+    last hour goes on across the upgrade.  No SCAN: they lived at most
+    ACTIVITY_TTL_S (``disp`` 3 min), so the minutes since then are read, one
+    pipelined round trip per shard; what an older one held had expired.  Added
+    and deleted as the counters are (``_counters_merged``); the target expires
+    ACTIVITY_TTL_S after, as a script's first write would have it."""
+    olds = [
+        (f"{keys.retired(shard, kind)}:{m}", keys.minute(shard, m), prefix)
+        for m in range(now_minute - ACTIVITY_TTL_S // 60 - 1, now_minute + 2)
+        for kind, prefix in _MINUTE_PREFIXES.items()
+    ]
+    pipe = client.pipeline(transaction=False)
+    for old, _target, _prefix in olds:
+        pipe.hgetall(old)
+    found = [(o, fields) for o, fields in zip(olds, pipe.execute(), strict=True) if fields]
+    if not found:
+        return
+    pipe = client.pipeline(transaction=False)
+    for (old, target, prefix), fields in found:
+        for field, n in fields.items():
+            pipe.hincrby(target, prefix + _s(field), int(n))
+        pipe.expire(target, ACTIVITY_TTL_S)
+        pipe.delete(old)
+    pipe.execute()
 
 
 #: (retired kind, its mode in ``dedupe``) for the layout-2 rename
