@@ -109,8 +109,6 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "tenant": ("tenant:{tenant}", ("tenant",)),
     # tenant -> oldest ready entry time (ms) per (queue, class): aging without a scan
     "oldest": ("oldest:{queue}:{priority}", ("queue", "priority")),
-    # a job's attempt outcomes per minute (<minute>:n, <minute>:f): circuit breaker window
-    "brk": ("brk:{job_id}", ("job_id",)),
     # ready instances of a job held aside while its circuit breaker is open
     "held": ("held:{job_id}", ("job_id",)),
     # concurrency keys (a task's concurrency_key / max_concurrent): the slots of
@@ -215,6 +213,10 @@ RETIRED: dict[str, str] = {
     "act": "act",
     "lagm": "lagm",
     "disp": "disp",
+    # the field breaker_minutes of job:<job id> now (layout 4); the HASHes expire
+    # breaker_window_s + 2 min after the job's last attempt, so the upgrade leaves
+    # them to expire
+    "brk": "brk",
 }
 #: the key layout this release writes: ``layout`` in the meta HASH, raised by the
 #: upgrade (broker/upgrade.py) once a deployment's shards are brought to it
@@ -595,9 +597,6 @@ class Keys:
 
     def oldest(self, shard: int, queue: str, priority: str) -> str:
         return self.build(shard, "oldest", queue, priority)
-
-    def brk(self, shard: int, job_id: str) -> str:
-        return self.build(shard, "brk", job_id)
 
     def brkopen(self, shard: int) -> str:
         return self.build(shard, "brkopen")
