@@ -85,9 +85,12 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "jobs": ("jobs:{tenant}", ("tenant",)),
     # job id -> next due time (ms); only fire, job update, pause, park and delete change it
     "schedule": ("schedule", ()),
-    # jobs the beat parked (off the schedule: it could not plan or fire them) ->
-    # when (ms); /metrics and the dashboard count them without reading every job
-    "jobparked": ("jobparked", ()),
+    # jobs that need an operator's attention, all scored 0, by kind (ATTENTION_*
+    # below): breaker:<job id> (its circuit breaker is open or in trial),
+    # parked:<job id> (the beat parked it: off the schedule, it could not plan or
+    # fire it); /metrics and the dashboard read one kind (ZRANGEBYLEX over its
+    # prefix, ZLEXCOUNT) without reading every job
+    "attention": ("attention", ()),
     # job chaining (a job's depends_on): the jobs of a tenant that name job
     # <name> as an upstream -> SET of job names (kept by job_put and job_delete)
     "chaindown": ("chaindown:{tenant}:{name}", ("tenant", "name")),
@@ -117,9 +120,6 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "ckslots": ("ckslots:{tenant}:{name}:{ck}", ("tenant", "name", "ck")),
     # the instances waiting for a slot of that key value, oldest first (LIST)
     "ckwaiting": ("ckwaiting:{tenant}:{name}:{ck}", ("tenant", "name", "ck")),
-    # jobs whose circuit breaker is open or in trial -> end of the cool-down (ms):
-    # the dashboard lists them without reading every job
-    "brkopen": ("brkopen", ()),
     # deadlines of runs not ended: run id -> nominal fire ms + the job's deadline_ms
     # (run creation adds, run end removes, deadline_sweep.lua pops what is due)
     "deadlines": ("deadlines", ()),
@@ -217,6 +217,11 @@ RETIRED: dict[str, str] = {
     # breaker_window_s + 2 min after the job's last attempt, so the upgrade leaves
     # them to expire
     "brk": "brk",
+    # members of ``attention`` now (layout 4), breaker:<job id> and parked:<job id>
+    # (all scored 0: the cool-down's end and the parking time are the job hash's
+    # breaker_until and parked_at)
+    "brkopen": "brkopen",
+    "jobparked": "jobparked",
 }
 #: the key layout this release writes: ``layout`` in the meta HASH, raised by the
 #: upgrade (broker/upgrade.py) once a deployment's shards are brought to it
@@ -278,6 +283,19 @@ DURATION_OTHER = "(other)"
 MINUTE_ATTEMPTS = "attempts:"  # + <tenant>|succeeded, <tenant>|failed
 MINUTE_LAG = "lag:"  # + <tenant>|<le>
 MINUTE_DISPATCHED = "dispatched:"  # + <tenant>
+#: the member prefixes of a shard's ``attention`` ZSET (Lua gets them generated, as
+#: ``ATTENTION.breaker`` ...): a job whose breaker is open or in trial, a job the
+#: beat parked
+ATTENTION_BREAKER = "breaker:"  # + <job id>
+ATTENTION_PARKED = "parked:"  # + <job id>
+
+
+def prefix_range(prefix: str) -> tuple[str, str]:
+    """``(min, max)`` for ``ZRANGEBYLEX``/``ZLEXCOUNT`` over the members that
+    start with ``prefix`` (of a ZSET all scored 0)."""
+    return "[" + prefix, "(" + prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
 #: how long a per-minute figure (``minute:<minute>``) lives: the dashboard reads the
 #: last hour, with room for a clock step and a slow reader.  One TTL for the whole
 #: hash, so the longest its readers need: the dispatch shares (``dispatched:``)
@@ -571,8 +589,8 @@ class Keys:
     def schedule(self, shard: int) -> str:
         return self.build(shard, "schedule")
 
-    def jobparked(self, shard: int) -> str:
-        return self.build(shard, "jobparked")
+    def attention(self, shard: int) -> str:
+        return self.build(shard, "attention")
 
     def chaindown(self, shard: int, tenant: str, name: str) -> str:
         return self.build(shard, "chaindown", tenant, name)
@@ -597,9 +615,6 @@ class Keys:
 
     def oldest(self, shard: int, queue: str, priority: str) -> str:
         return self.build(shard, "oldest", queue, priority)
-
-    def brkopen(self, shard: int) -> str:
-        return self.build(shard, "brkopen")
 
     def held(self, shard: int, job_id: str) -> str:
         return self.build(shard, "held", job_id)
@@ -678,6 +693,7 @@ def lua_key_functions() -> str:
         f'local DURATIONS = {{task = "{DURATIONS_TASK}", job = "{DURATIONS_JOB}"}}',
         f'local MINUTE = {{attempts = "{MINUTE_ATTEMPTS}", lag = "{MINUTE_LAG}", '
         f'dispatched = "{MINUTE_DISPATCHED}"}}',
+        f'local ATTENTION = {{breaker = "{ATTENTION_BREAKER}", parked = "{ATTENTION_PARKED}"}}',
     ]
     for kind, (template, names) in TEMPLATES.items():
         pieces: list[str] = []

@@ -228,19 +228,23 @@ def test_a_parked_tenant_below_its_cap_is_unparked(app: App) -> None:
 
 
 def test_the_open_breaker_index_is_checked_and_repaired(app: App) -> None:
-    """brkopen lists exactly the jobs whose breaker is open or in trial (the
-    dashboard's overview reads it instead of every job)."""
+    """attention's breaker:<job id> members list exactly the jobs whose breaker is
+    open or in trial (the dashboard's overview reads them instead of every job);
+    its parked:<job id> members are not breakers."""
     r, k = app.broker.client, app.broker.keys
     job_id = app.jobs.put("watched", every="1h", tasks={"t": Task("t.ok")}, tenant="acme").id
     r.hset(k.job(0, job_id), mapping={"breaker": "open", "breaker_until": 123})  # no index entry
-    r.zadd(k.brkopen(0), {"no-such-job": 1})
+    r.zadd(k.attention(0), {"breaker:no-such-job": 0, f"parked:{job_id}": 0})
     report = examine(app.broker)
     assert sorted(kinds(report)) == [
-        ("breaker_index_missing", k.brkopen(0)),
-        ("breaker_index_stale", k.brkopen(0)),
+        ("breaker_index_missing", k.attention(0)),
+        ("breaker_index_stale", k.attention(0)),
     ]
     assert examine(app.broker, repair=True).summary.remaining == 0
-    assert r.zrange(k.brkopen(0), 0, -1, withscores=True) == [(job_id.encode(), 123.0)]
+    assert r.zrange(k.attention(0), 0, -1) == [
+        f"breaker:{job_id}".encode(),
+        f"parked:{job_id}".encode(),
+    ]
     assert [j.id for j in app.jobs.open_breakers()] == [job_id]
     assert examine(app.broker).findings == ()
 

@@ -18,6 +18,8 @@ from typing import Any
 
 from redcron.keys import (
     ACTIVITY_TTL_S,
+    ATTENTION_BREAKER,
+    ATTENTION_PARKED,
     COUNTER_ATTEMPTS,
     COUNTER_LAG,
     COUNTER_LATE,
@@ -52,6 +54,7 @@ def upgrade_layout(client: Any, keys: Keys, shards: int, layout: int) -> None:
         _counters_merged(client, keys, shard)
         _durations_merged(client, keys, shard)
         _minutes_merged(client, keys, shard, now_minute)
+        _attention_merged(client, keys, shard)
     _dedupe_renamed(client, keys)
     _parked_to_tenant_field(client, keys)
     _kinds_renamed(client, keys)
@@ -183,6 +186,24 @@ def _minutes_merged(client: Any, keys: Keys, shard: int, now_minute: int) -> Non
         pipe.expire(target, ACTIVITY_TTL_S)
         pipe.delete(old)
     pipe.execute()
+
+
+def _attention_merged(client: Any, keys: Keys, shard: int) -> None:
+    """Layout 4: ``brkopen`` (jobs whose breaker is open or in trial) and
+    ``jobparked`` (jobs the beat parked), two ZSETs of job ids, become the
+    members ``breaker:<job id>`` and ``parked:<job id>`` of one ``attention``
+    ZSET, all scored 0.  Kept, not dropped: an open breaker missing from it is
+    not shown on the dashboard, a parked job not counted by ``/metrics``.  A
+    member this release added already stays (``ZADD`` of the same member)."""
+    target = keys.attention(shard)
+    for kind, prefix in (("brkopen", ATTENTION_BREAKER), ("jobparked", ATTENTION_PARKED)):
+        old = keys.retired(shard, kind)
+        ids = client.zrange(old, 0, -1)
+        pipe = client.pipeline(transaction=False)
+        if ids:
+            pipe.zadd(target, {prefix + _s(j): 0 for j in ids})
+        pipe.delete(old)
+        pipe.execute()
 
 
 #: (retired kind, its mode in ``dedupe``) for the layout-2 rename

@@ -13,8 +13,8 @@
   aside (state held, loc held, in held:<job>) instead of handing them out.
   After the cool-down one trial task is leased: its success closes the
   breaker and releases the held work, its failure reopens it.  jobs resume
-  closes it too.  Every change is an entry in the events stream, and brkopen indexes the
-  jobs whose breaker is not closed.
+  closes it too.  Every change is an entry in the events stream, and the shard's
+  attention ZSET lists the jobs whose breaker is not closed (breaker:<job>).
   Every other end of the trial reopens it too, or the breaker would stay in
   'trial' with nothing left to report and the held work stuck: a trial
   cancelled (ready or running, by task or run cancel) or ended in any other
@@ -53,7 +53,7 @@ local function breaker_close(job_id, now, why, run_id)
   if (redis.call('HGET', jk, 'breaker') or '') == '' then return end
   redis.call('HSET', jk, 'breaker', '', 'breaker_until', '', 'breaker_trial', '')
   redis.call('ZREM', key_timers(), 'brk:' .. job_id)
-  redis.call('ZREM', key_brkopen(), job_id)
+  redis.call('ZREM', key_attention(), ATTENTION.breaker .. job_id)
   local n = breaker_release(job_id)
   breaker_event('breaker_closed', job_id, now, why .. '; released ' .. n .. ' held', run_id)
 end
@@ -63,7 +63,7 @@ end
 local function breaker_open(job_id, till)
   redis.call('HSET', key_job(job_id), 'breaker', 'open', 'breaker_until', till, 'breaker_trial', '')
   redis.call('ZADD', key_timers(), till, 'brk:' .. job_id)
-  redis.call('ZADD', key_brkopen(), till, job_id)
+  redis.call('ZADD', key_attention(), 0, ATTENTION.breaker .. job_id)
 end
 
 -- The trial `iid` ended or left its place without a verdict (cancelled, handed
