@@ -85,11 +85,13 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "jobs": ("jobs:{tenant}", ("tenant",)),
     # job id -> next due time (ms); only fire, job update, pause, park and delete change it
     "schedule": ("schedule", ()),
-    # jobs that need an operator's attention, all scored 0, by kind (ATTENTION_*
-    # below): breaker:<job id> (its circuit breaker is open or in trial),
-    # parked:<job id> (the beat parked it: off the schedule, it could not plan or
-    # fire it); /metrics and the dashboard read one kind (ZRANGEBYLEX over its
-    # prefix, ZLEXCOUNT) without reading every job
+    # jobs, and work, that wait on an operator or a breaker, all scored 0, by kind
+    # (ATTENTION_* below): breaker:<job id> (its circuit breaker is open or in
+    # trial), parked:<job id> (the beat parked it: off the schedule, it could not
+    # plan or fire it), held:<instance id> (a run's task held aside while its
+    # job's breaker is open: the place of an instance in state held; a job's are
+    # the members after held:<job id>@, its run ids' prefix).  Each reader reads
+    # one kind (ZRANGEBYLEX over its prefix, ZLEXCOUNT), never every job
     "attention": ("attention", ()),
     # job chaining (a job's depends_on): the jobs of a tenant that name job
     # <name> as an upstream -> SET of job names (kept by job_put and job_delete)
@@ -112,8 +114,6 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "tenant": ("tenant:{tenant}", ("tenant",)),
     # tenant -> oldest ready entry time (ms) per (queue, class): aging without a scan
     "oldest": ("oldest:{queue}:{priority}", ("queue", "priority")),
-    # ready instances of a job held aside while its circuit breaker is open
-    "held": ("held:{job_id}", ("job_id",)),
     # concurrency keys (a task's concurrency_key / max_concurrent): the slots of
     # one key value of one tenant's task -> instance id -> lease deadline (or the
     # time a waiter was woken into the slot it reserves); at most the task's N
@@ -222,6 +222,9 @@ RETIRED: dict[str, str] = {
     # breaker_until and parked_at)
     "brkopen": "brkopen",
     "jobparked": "jobparked",
+    # members held:<instance id> of ``attention`` now (layout 4; a job's LIST
+    # held:<job id> then): carried, or its held work would never be released
+    "held": "held",
 }
 #: the key layout this release writes: ``layout`` in the meta HASH, raised by the
 #: upgrade (broker/upgrade.py) once a deployment's shards are brought to it
@@ -285,9 +288,16 @@ MINUTE_LAG = "lag:"  # + <tenant>|<le>
 MINUTE_DISPATCHED = "dispatched:"  # + <tenant>
 #: the member prefixes of a shard's ``attention`` ZSET (Lua gets them generated, as
 #: ``ATTENTION.breaker`` ...): a job whose breaker is open or in trial, a job the
-#: beat parked
+#: beat parked, an instance held aside by its job's open breaker
 ATTENTION_BREAKER = "breaker:"  # + <job id>
 ATTENTION_PARKED = "parked:"  # + <job id>
+ATTENTION_HELD = "held:"  # + <instance id> (``<job id>@<fire>/<task>``)
+
+
+def held_prefix(job_id: str) -> str:
+    """The prefix of the ``attention`` members of ``job_id``'s held instances
+    (``held:<job id>@``: its run ids start so, and no job id holds ``@``)."""
+    return ATTENTION_HELD + job_id + RUN_SEP
 
 
 def prefix_range(prefix: str) -> tuple[str, str]:
@@ -616,9 +626,6 @@ class Keys:
     def oldest(self, shard: int, queue: str, priority: str) -> str:
         return self.build(shard, "oldest", queue, priority)
 
-    def held(self, shard: int, job_id: str) -> str:
-        return self.build(shard, "held", job_id)
-
     def ckslots(self, shard: int, tenant: str, name: str, ck: str) -> str:
         return self.build(shard, "ckslots", tenant, name, ck)
 
@@ -693,7 +700,8 @@ def lua_key_functions() -> str:
         f'local DURATIONS = {{task = "{DURATIONS_TASK}", job = "{DURATIONS_JOB}"}}',
         f'local MINUTE = {{attempts = "{MINUTE_ATTEMPTS}", lag = "{MINUTE_LAG}", '
         f'dispatched = "{MINUTE_DISPATCHED}"}}',
-        f'local ATTENTION = {{breaker = "{ATTENTION_BREAKER}", parked = "{ATTENTION_PARKED}"}}',
+        f'local ATTENTION = {{breaker = "{ATTENTION_BREAKER}", parked = "{ATTENTION_PARKED}", '
+        f'held = "{ATTENTION_HELD}"}}',
     ]
     for kind, (template, names) in TEMPLATES.items():
         pieces: list[str] = []

@@ -51,6 +51,7 @@ def test_an_older_layout_is_upgraded_once_and_keeps_its_bookkeeping(
     r.hset(k.minute(0, minute), "attempts:acme|succeeded", 1)  # counted by this release
     r.zadd(k.retired(0, "brkopen"), {"0-J1": 1_000_000})
     r.zadd(k.retired(0, "jobparked"), {"0-J2": 2_000, "0-J3": 3_000})
+    r.rpush(f"{k.retired(0, 'held')}:0-J1", "0-J1@1000/t", "0-J1@2000/t")
     app = App(redis_url, prefix=prefix)
     try:
         app.broker.ensure_meta()
@@ -81,10 +82,13 @@ def test_an_older_layout_is_upgraded_once_and_keeps_its_bookkeeping(
         assert not list(r.scan_iter(match=f"{k.shard(0)}lagm:*"))
         assert not list(r.scan_iter(match=f"{k.shard(0)}disp:*"))
         # an open breaker is still shown, a parked job still counted
+        # and its held work is still released when it closes
         assert r.zrange(k.attention(0), 0, -1, withscores=True) == [
-            (b"breaker:0-J1", 0), (b"parked:0-J2", 0), (b"parked:0-J3", 0)
+            (b"breaker:0-J1", 0), (b"held:0-J1@1000/t", 0), (b"held:0-J1@2000/t", 0),
+            (b"parked:0-J2", 0), (b"parked:0-J3", 0),
         ]  # fmt: skip
         assert not r.exists(k.retired(0, "brkopen"), k.retired(0, "jobparked"))
+        assert not list(r.scan_iter(match=f"{k.shard(0)}held:*"))
         assert r.zrange(k.tenants(0), 0, -1, withscores=True) == [(b"acme", 0), (b"globex", 0)]
         assert r.hgetall(k.maintenance(0)) == {
             b"reap_cursor:" + stream.encode(): b"5-0",

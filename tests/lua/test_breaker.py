@@ -13,6 +13,7 @@ from server_time import server_ms  # tests/helpers
 from redcron import App
 from redcron.broker import FailItem
 from redcron.broker.cancel import RunCancel, TaskCancel, run_cancel, task_cancel
+from redcron.keys import held_prefix, prefix_range
 from redcron.model.jobs import Task
 
 
@@ -78,7 +79,11 @@ def test_trips_holds_and_resume_releases(app: App) -> None:
     assert lease(app) == []  # the job's work is held, not handed out
     held = [f"{r}/t" for r in held_runs]
     assert [app.broker.inspection.task_info(i).state for i in held] == ["held"] * 3
-    assert app.broker.client.llen(app.broker.keys.held(0, job_id)) == 3
+    # held aside in the shard's attention ZSET, found by the job's run id prefix
+    held_members = app.broker.client.zrangebylex(
+        app.broker.keys.attention(0), *prefix_range(held_prefix(job_id))
+    )
+    assert sorted(m.decode() for m in held_members) == sorted(f"held:{i}" for i in held)
 
     # other jobs are not affected
     other = app.tasks["brk.t"].enqueue()

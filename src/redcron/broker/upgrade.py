@@ -19,6 +19,7 @@ from typing import Any
 from redcron.keys import (
     ACTIVITY_TTL_S,
     ATTENTION_BREAKER,
+    ATTENTION_HELD,
     ATTENTION_PARKED,
     COUNTER_ATTEMPTS,
     COUNTER_LAG,
@@ -56,6 +57,7 @@ def upgrade_layout(client: Any, keys: Keys, shards: int, layout: int) -> None:
         _minutes_merged(client, keys, shard, now_minute)
         _attention_merged(client, keys, shard)
     _dedupe_renamed(client, keys)
+    _held_to_attention(client, keys)
     _parked_to_tenant_field(client, keys)
     _kinds_renamed(client, keys)
     client.hset(keys.meta(), "layout", LAYOUT)
@@ -203,6 +205,26 @@ def _attention_merged(client: Any, keys: Keys, shard: int) -> None:
         if ids:
             pipe.zadd(target, {prefix + _s(j): 0 for j in ids})
         pipe.delete(old)
+        pipe.execute()
+
+
+def _held_to_attention(client: Any, keys: Keys) -> None:
+    """Layout 4: a job's ``held:<job id>`` LIST of the instances its open breaker
+    holds aside becomes members ``held:<instance id>`` of its shard's
+    ``attention`` ZSET (the instance ids name their job).  Kept, not dropped: a
+    held instance missing there would never be released.  Named by no index:
+    one ``SCAN … MATCH`` pass, once per deployment; each list's members added
+    and the list deleted in one pipeline."""
+    for raw in client.scan_iter(match=f"{keys.prefix}:{{s*}}:held:*", count=1000):
+        key = _s(raw)
+        found = _shard_and_rest(keys, "held", key)
+        if found is None or not found[1]:
+            continue
+        iids = client.lrange(key, 0, -1)
+        pipe = client.pipeline(transaction=False)
+        if iids:
+            pipe.zadd(keys.attention(found[0]), {ATTENTION_HELD + _s(i): 0 for i in iids})
+        pipe.delete(key)
         pipe.execute()
 
 

@@ -10,7 +10,9 @@
   writes, so the field never outgrows the window).  When the
   failed share over the window reaches the ratio (with at least breaker_min
   attempts) the breaker opens and lease.lua holds the job's ready instances
-  aside (state held, loc held, in held:<job>) instead of handing them out.
+  aside (state held, loc held, in the shard's attention ZSET as held:<instance
+  id>, which a job's run ids start: ZRANGEBYLEX finds a job's) instead of
+  handing them out.
   After the cool-down one trial task is leased: its success closes the
   breaker and releases the held work, its failure reopens it.  jobs resume
   closes it too.  Every change is an entry in the events stream, and the shard's
@@ -28,14 +30,16 @@
 -- @include lib/rings.lua
 -- @include lib/breaker_gate.lua
 
--- Put the held instances of a job back on their ready streams (bounded).
+-- Put the held instances of a job back on their ready streams (bounded), in
+-- instance id order (a scheduled run's id holds its fire time: oldest first).
 local function breaker_release(job_id)
-  local hk = key_held(job_id)
+  local ak, p = key_attention(), ATTENTION.held .. make_run_id(job_id, '')
+  local held = redis.call('ZRANGEBYLEX', ak, '[' .. p, '(' .. p .. '\255', 'LIMIT', 0, 5000)
+  if #held > 0 then redis.call('ZREMRANGEBYLEX', ak, '[' .. p, '[' .. held[#held]) end
   local n = 0
   local woken = {}
-  while n < 5000 do
-    local iid = redis.call('LPOP', hk)
-    if not iid then break end
+  for _, member in ipairs(held) do
+    local iid = string.sub(member, #ATTENTION.held + 1)
     local ti = key_ti(iid)
     local f = redis.call('HMGET', ti, 'state', 'queue', 'tenant', 'priority')
     if f[1] == 'held' then
