@@ -85,9 +85,14 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "jobs": ("jobs:{tenant}", ("tenant",)),
     # job id -> next due time (ms); only fire, job update, pause, park and delete change it
     "schedule": ("schedule", ()),
-    # jobs the beat parked (off the schedule: it could not plan or fire them) ->
-    # when (ms); /metrics and the dashboard count them without reading every job
-    "jobparked": ("jobparked", ()),
+    # jobs, and work, that wait on an operator or a breaker, all scored 0, by kind
+    # (ATTENTION_* below): breaker:<job id> (its circuit breaker is open or in
+    # trial), parked:<job id> (the beat parked it: off the schedule, it could not
+    # plan or fire it), held:<instance id> (a run's task held aside while its
+    # job's breaker is open: the place of an instance in state held; a job's are
+    # the members after held:<job id>@, its run ids' prefix).  Each reader reads
+    # one kind (ZRANGEBYLEX over its prefix, ZLEXCOUNT), never every job
+    "attention": ("attention", ()),
     # job chaining (a job's depends_on): the jobs of a tenant that name job
     # <name> as an upstream -> SET of job names (kept by job_put and job_delete)
     "chaindown": ("chaindown:{tenant}:{name}", ("tenant", "name")),
@@ -109,21 +114,12 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "tenant": ("tenant:{tenant}", ("tenant",)),
     # tenant -> oldest ready entry time (ms) per (queue, class): aging without a scan
     "oldest": ("oldest:{queue}:{priority}", ("queue", "priority")),
-    # tenant -> tasks dispatched in one minute (share of dispatch)
-    "disp": ("disp:{minute}", ("minute",)),
-    # a job's attempt outcomes per minute (<minute>:n, <minute>:f): circuit breaker window
-    "brk": ("brk:{job_id}", ("job_id",)),
-    # ready instances of a job held aside while its circuit breaker is open
-    "held": ("held:{job_id}", ("job_id",)),
     # concurrency keys (a task's concurrency_key / max_concurrent): the slots of
     # one key value of one tenant's task -> instance id -> lease deadline (or the
     # time a waiter was woken into the slot it reserves); at most the task's N
     "ckslots": ("ckslots:{tenant}:{name}:{ck}", ("tenant", "name", "ck")),
     # the instances waiting for a slot of that key value, oldest first (LIST)
     "ckwaiting": ("ckwaiting:{tenant}:{name}:{ck}", ("tenant", "name", "ck")),
-    # jobs whose circuit breaker is open or in trial -> end of the cool-down (ms):
-    # the dashboard lists them without reading every job
-    "brkopen": ("brkopen", ()),
     # deadlines of runs not ended: run id -> nominal fire ms + the job's deadline_ms
     # (run creation adds, run end removes, deadline_sweep.lua pops what is due)
     "deadlines": ("deadlines", ()),
@@ -144,11 +140,14 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # ready instances admitted multi-call batches still have to write, which
     # max_queued counts: <batch key> -> count, <batch key>:exp -> expiry (ms)
     "reserved": ("reserved:{tenant}", ("tenant",)),
-    # per-minute attempts per tenant: <tenant>|succeeded, <tenant>|failed (failed,
-    # timed out or lost); expires after ACTIVITY_TTL_S
-    "act": ("act:{minute}", ("minute",)),
-    # per-minute trigger-lag histogram: <tenant>|<le> -> fires; expires after ACTIVITY_TTL_S
-    "lagm": ("lagm:{minute}", ("minute",)),
+    # the figures of one minute (HASH; <minute> = ms // 60000, server clock), one
+    # field each, named by what they count (MINUTE_* below): attempts:<tenant>|succeeded,
+    # attempts:<tenant>|failed (failed, timed out or lost) -> attempts ended in the
+    # minute; lag:<tenant>|<le> -> scheduled fires in that trigger-lag bucket;
+    # dispatched:<tenant> -> tasks leased (share of dispatch); <tenant> * is every
+    # tenant's sum.  Expires after ACTIVITY_TTL_S, the longest any reader needs
+    # (the dashboard's last hour; the dispatch share reads only 2 minutes)
+    "minute": ("minute:{minute}", ("minute",)),
     # lifetime duration histograms of a tenant: task:<task name>|<le> -> attempts
     # (bucket counts, not cumulative), task:<task name>|sum_ms, task:#names (names
     # held, at most DURATION_NAMES; later names count as DURATION_OTHER); the same
@@ -208,10 +207,28 @@ RETIRED: dict[str, str] = {
     # ``durations:<tenant>`` now (layout 3), fields under task: and job:
     "adur": "adur",
     "rdur": "rdur",
+    # fields of ``minute:<minute>`` now (layout 4): attempts:, lag:, dispatched:
+    # before the old fields; per-minute figures, carried by the upgrade for the
+    # minutes they live (no SCAN: the minutes are known)
+    "act": "act",
+    "lagm": "lagm",
+    "disp": "disp",
+    # the field breaker_minutes of job:<job id> now (layout 4); the HASHes expire
+    # breaker_window_s + 2 min after the job's last attempt, so the upgrade leaves
+    # them to expire
+    "brk": "brk",
+    # members of ``attention`` now (layout 4), breaker:<job id> and parked:<job id>
+    # (all scored 0: the cool-down's end and the parking time are the job hash's
+    # breaker_until and parked_at)
+    "brkopen": "brkopen",
+    "jobparked": "jobparked",
+    # members held:<instance id> of ``attention`` now (layout 4; a job's LIST
+    # held:<job id> then): carried, or its held work would never be released
+    "held": "held",
 }
 #: the key layout this release writes: ``layout`` in the meta HASH, raised by the
 #: upgrade (broker/upgrade.py) once a deployment's shards are brought to it
-LAYOUT = 3
+LAYOUT = 4
 
 #: prefix of a timers member that is no instance: a concurrency key whose waiters
 #: promote wakes into its free slots, ``ckwake:<json [tenant, name, ck, cap]>``
@@ -272,8 +289,35 @@ DURATION_NAMES = 20
 #: the name the names past DURATION_NAMES count under (no task or job name has
 #: parentheses)
 DURATION_OTHER = "(other)"
-#: how long a per-minute figure (``act:<minute>``, ``lagm:<minute>``) lives: the
-#: dashboard reads the last hour, with room for a clock step and a slow reader
+#: the prefixes of a ``minute:<minute>`` hash's fields (Lua gets them generated, as
+#: ``MINUTE.attempts`` ...); the tenant ``*`` is every tenant's sum
+MINUTE_ATTEMPTS = "attempts:"  # + <tenant>|succeeded, <tenant>|failed
+MINUTE_LAG = "lag:"  # + <tenant>|<le>
+MINUTE_DISPATCHED = "dispatched:"  # + <tenant>
+#: the member prefixes of a shard's ``attention`` ZSET (Lua gets them generated, as
+#: ``ATTENTION.breaker`` ...): a job whose breaker is open or in trial, a job the
+#: beat parked, an instance held aside by its job's open breaker
+ATTENTION_BREAKER = "breaker:"  # + <job id>
+ATTENTION_PARKED = "parked:"  # + <job id>
+ATTENTION_HELD = "held:"  # + <instance id> (``<job id>@<fire>/<task>``)
+
+
+def held_prefix(job_id: str) -> str:
+    """The prefix of the ``attention`` members of ``job_id``'s held instances
+    (``held:<job id>@``: its run ids start so, and no job id holds ``@``)."""
+    return ATTENTION_HELD + job_id + RUN_SEP
+
+
+def prefix_range(prefix: str) -> tuple[str, str]:
+    """``(min, max)`` for ``ZRANGEBYLEX``/``ZLEXCOUNT`` over the members that
+    start with ``prefix`` (of a ZSET all scored 0)."""
+    return "[" + prefix, "(" + prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
+#: how long a per-minute figure (``minute:<minute>``) lives: the dashboard reads the
+#: last hour, with room for a clock step and a slow reader.  One TTL for the whole
+#: hash, so the longest its readers need: the dispatch shares (``dispatched:``)
+#: are read for 2 minutes only, and live as long as the rest
 ACTIVITY_TTL_S = 7200
 #: the longest a wake list (``wake:<queue>``) gets: lib/rings.lua's wake() and the
 #: worker protocol's hand-on trim to it
@@ -563,8 +607,8 @@ class Keys:
     def schedule(self, shard: int) -> str:
         return self.build(shard, "schedule")
 
-    def jobparked(self, shard: int) -> str:
-        return self.build(shard, "jobparked")
+    def attention(self, shard: int) -> str:
+        return self.build(shard, "attention")
 
     def chaindown(self, shard: int, tenant: str, name: str) -> str:
         return self.build(shard, "chaindown", tenant, name)
@@ -589,18 +633,6 @@ class Keys:
 
     def oldest(self, shard: int, queue: str, priority: str) -> str:
         return self.build(shard, "oldest", queue, priority)
-
-    def disp(self, shard: int, minute: int) -> str:
-        return self.build(shard, "disp", minute)
-
-    def brk(self, shard: int, job_id: str) -> str:
-        return self.build(shard, "brk", job_id)
-
-    def brkopen(self, shard: int) -> str:
-        return self.build(shard, "brkopen")
-
-    def held(self, shard: int, job_id: str) -> str:
-        return self.build(shard, "held", job_id)
 
     def ckslots(self, shard: int, tenant: str, name: str, ck: str) -> str:
         return self.build(shard, "ckslots", tenant, name, ck)
@@ -629,14 +661,11 @@ class Keys:
 
     # -- end unique windows and debounce --
 
-    def act(self, shard: int, minute: int) -> str:
-        return self.build(shard, "act", minute)
+    def minute(self, shard: int, minute: int) -> str:
+        return self.build(shard, "minute", minute)
 
     def durations(self, shard: int, tenant: str) -> str:
         return self.build(shard, "durations", tenant)
-
-    def lagm(self, shard: int, minute: int) -> str:
-        return self.build(shard, "lagm", minute)
 
     def audit(self, shard: int) -> str:
         return self.build(shard, "audit")
@@ -678,6 +707,10 @@ def lua_key_functions() -> str:
         + ', {math.huge, "+Inf"}}',
         f'local DURATION_NAMES, DURATION_OTHER = {DURATION_NAMES}, "{DURATION_OTHER}"',
         f'local DURATIONS = {{task = "{DURATIONS_TASK}", job = "{DURATIONS_JOB}"}}',
+        f'local MINUTE = {{attempts = "{MINUTE_ATTEMPTS}", lag = "{MINUTE_LAG}", '
+        f'dispatched = "{MINUTE_DISPATCHED}"}}',
+        f'local ATTENTION = {{breaker = "{ATTENTION_BREAKER}", parked = "{ATTENTION_PARKED}", '
+        f'held = "{ATTENTION_HELD}"}}',
     ]
     for kind, (template, names) in TEMPLATES.items():
         pieces: list[str] = []

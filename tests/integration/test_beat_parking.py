@@ -4,7 +4,7 @@ Failing jobs are injected among healthy ones, by writing their hashes
 directly: a ``next_fire`` that is not a number, a spec whose zone is not in
 tzdata, a DAG template that is not JSON, a next fire the engine cannot compute
 (past the year 9999).  The beat ticks on: the healthy jobs fire, each bad one is
-parked with its reason (off the schedule, in the ``jobparked`` index, one
+parked with its reason (off the schedule, in the ``attention`` ZSET, one
 WARNING), shown by ``jobs list/show``, the JSON record and ``/metrics``; an update
 or a resume clears it.  A cron whose fires are decades apart fires and is
 scheduled decades on, not refused.  An error no job is parked for (one the beat
@@ -31,7 +31,7 @@ from redcron.broker.beat import BeatStore, Park
 from redcron.broker.metrics import read_metrics
 from redcron.cli.main import main
 from redcron.dashboard import create_app
-from redcron.keys import shard_of
+from redcron.keys import ATTENTION_PARKED, prefix_range, shard_of
 from redcron.model.jobs import Task, spec_from_json
 from redcron.model.records import JobRecord, epoch_ms
 from redcron.model.serialize import to_json
@@ -41,6 +41,14 @@ ADMIN = "admin-token-for-parking"
 FEB29_2016 = int(datetime(2016, 2, 29, tzinfo=UTC).timestamp() * 1000)
 FEB29_2044 = datetime(2044, 2, 29, tzinfo=UTC)
 YEAR_9999 = int(datetime(9999, 6, 1, tzinfo=UTC).timestamp() * 1000)
+
+
+def parked_ids(app: App, shard: int) -> set[str]:
+    """The jobs the shard's ``attention`` ZSET lists as parked (``parked:<job id>``)."""
+    got = app.broker.client.zrangebylex(
+        app.broker.keys.attention(shard), *prefix_range(ATTENTION_PARKED)
+    )
+    return {m.decode().removeprefix(ATTENTION_PARKED) for m in got}
 
 
 @pytest.fixture
@@ -117,8 +125,7 @@ def test_bad_jobs_are_parked_and_the_beat_fires_the_others(
         beat.tick()  # parked jobs are retried by no tick: no further WARNING
     assert beat.owned  # the beat is still at work
 
-    k = app.broker.keys
-    parked_index = {m.decode() for m in app.broker.client.zrange(k.jobparked(0), 0, -1)}
+    parked_index = parked_ids(app, 0)
     assert parked_index == set(bad)
     for jid, why in bad.items():
         rec = app.jobs.get_by_id(jid)
@@ -174,7 +181,7 @@ def test_bad_jobs_are_parked_and_the_beat_fires_the_others(
         lambda: runs_of(app, template.id) and runs_of(app, garbage.id),
         "the repaired jobs to fire",
     )
-    left = {m.decode() for m in app.broker.client.zrange(k.jobparked(0), 0, -1)}
+    left = parked_ids(app, 0)
     assert left == {zone.id, engine.id}
     assert read_metrics(app.broker).jobs_parked == {"default": 2}
     assert len(_parked_warnings(caplog)) == len(bad)
@@ -244,7 +251,7 @@ def test_a_fire_that_fails_alone_is_parked_and_its_call_goes_on(
         "the other jobs to fire twice more",
     )
     assert r.zscore(k.schedule(bad.shard), bad.id) is None
-    assert {m.decode() for m in r.zrange(k.jobparked(bad.shard), 0, -1)} == {bad.id}
+    assert parked_ids(app, bad.shard) == {bad.id}
     warnings = _parked_warnings(caplog)
     assert len(warnings) == 1 and bad.id in warnings[0], warnings
     # Redis 6.2 words a script error "Error running script (...): ... WRONGTYPE ..."
@@ -269,11 +276,11 @@ def test_when_every_fire_fails_alone_none_is_parked(
         lambda: any("none parked" in rec.getMessage() for rec in caplog.records),
         "the beat to give up on the call without parking",
     )
-    assert r.zcard(k.jobparked(0)) == 0 and r.zcard(k.schedule(0)) == 2
+    assert len(parked_ids(app, 0)) == 0 and r.zcard(k.schedule(0)) == 2
     assert _parked_warnings(caplog) == []
     # a healthy job due with them shows the fault is theirs: both are parked then
     ok = app.jobs.put("ok", tasks=TASKS, every="1s", overlap="allow")
-    tick_until(beat, lambda: r.zcard(k.jobparked(0)) == 2, "the two to be parked")
+    tick_until(beat, lambda: len(parked_ids(app, 0)) == 2, "the two to be parked")
     tick_until(beat, lambda: runs_of(app, ok.id), "the healthy job to fire")
 
 
@@ -290,7 +297,7 @@ def test_a_job_changed_after_the_beat_read_it_is_not_parked(app: App) -> None:
     rec = app.jobs.get_by_id(job.id)
     assert rec.parked_reason == "fault" and rec.scheduled_due is None
     app.jobs.delete("default", "j")
-    assert app.broker.client.zcard(app.broker.keys.jobparked(job.shard)) == 0
+    assert len(parked_ids(app, job.shard)) == 0
 
 
 # -- a fault no job is parked for stops its shard, not the beat -----------------------

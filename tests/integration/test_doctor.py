@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from cli_fixtures import Invoke, invoke_fixture, prefix_fixture  # noqa: F401 (fixtures)
+from followups import follow  # tests/helpers
 from worker_procs import thread_workers, wait_for  # tests/helpers
 
 from redcron import App
@@ -228,21 +229,48 @@ def test_a_parked_tenant_below_its_cap_is_unparked(app: App) -> None:
 
 
 def test_the_open_breaker_index_is_checked_and_repaired(app: App) -> None:
-    """brkopen lists exactly the jobs whose breaker is open or in trial (the
-    dashboard's overview reads it instead of every job)."""
+    """attention's breaker:<job id> members list exactly the jobs whose breaker is
+    open or in trial (the dashboard's overview reads them instead of every job);
+    its parked:<job id> members are not breakers."""
     r, k = app.broker.client, app.broker.keys
     job_id = app.jobs.put("watched", every="1h", tasks={"t": Task("t.ok")}, tenant="acme").id
     r.hset(k.job(0, job_id), mapping={"breaker": "open", "breaker_until": 123})  # no index entry
-    r.zadd(k.brkopen(0), {"no-such-job": 1})
+    r.zadd(k.attention(0), {"breaker:no-such-job": 0, f"parked:{job_id}": 0})
     report = examine(app.broker)
     assert sorted(kinds(report)) == [
-        ("breaker_index_missing", k.brkopen(0)),
-        ("breaker_index_stale", k.brkopen(0)),
+        ("breaker_index_missing", k.attention(0)),
+        ("breaker_index_stale", k.attention(0)),
     ]
     assert examine(app.broker, repair=True).summary.remaining == 0
-    assert r.zrange(k.brkopen(0), 0, -1, withscores=True) == [(job_id.encode(), 123.0)]
+    assert r.zrange(k.attention(0), 0, -1) == [
+        f"breaker:{job_id}".encode(),
+        f"parked:{job_id}".encode(),
+    ]
     assert [j.id for j in app.jobs.open_breakers()] == [job_id]
     assert examine(app.broker).findings == ()
+
+
+def test_a_held_instance_missing_from_attention_is_added_back(app: App) -> None:
+    """A held instance's one place is its attention member held:<instance id>:
+    without it, closing the breaker would never release it."""
+    r, k, b = app.broker.client, app.broker.keys, app.broker
+    app.jobs.put("flaky", tasks={"t": Task("t.bad")}, tenant="acme", overlap="allow",
+                 breaker_threshold=0.5, breaker_min_attempts=1)  # fmt: skip
+    app.jobs.trigger("acme", "flaky")
+    [x] = b.leases.lease(0, "w", 1, 600_000, ["default"])
+    b.leases.fail(0, "w", [FailItem(x.iid, x.epoch, "failed", "boom", False)])
+    follow(app)  # the breaker counts in a follow-up
+    assert app.jobs.get("acme", "flaky").breaker == "open"
+    held = f"{app.jobs.trigger('acme', 'flaky')}/t"
+    assert b.leases.lease(0, "w", 1, 600_000, ["default"]) == []  # held aside
+    assert r.zscore(k.attention(0), f"held:{held}") == 0
+    r.zrem(k.attention(0), f"held:{held}")
+    assert [f for f, _key in kinds(examine(b))] == ["held_missing"]
+    assert examine(b, repair=True).summary.remaining == 0
+    assert r.zscore(k.attention(0), f"held:{held}") == 0
+    app.jobs.resume("acme", "flaky")  # the breaker closes and releases it
+    assert r.hget(k.ti(0, held), "state") == b"ready"
+    assert examine(b).findings == ()
 
 
 def test_a_job_the_beat_parked_is_not_a_missing_schedule_entry(app: App) -> None:

@@ -229,7 +229,7 @@ def test_metrics_series_do_not_grow_with_tenants_beyond_the_bound(
 
 def test_lease_keeps_the_minutes_dispatch_total(app: App) -> None:
     """The Tenants page reads a page's shares with one HMGET: the lease script
-    keeps each minute's total in field ``*`` beside the tenants' counts."""
+    keeps each minute's total in field ``dispatched:*`` beside the tenants' counts."""
     for t in ("t00", "t01"):
         app.tasks["f.noop"].enqueue_many([(), (), ()], _tenant=t)
     client, keys = app.broker.client, app.broker.keys
@@ -241,7 +241,12 @@ def test_lease_keeps_the_minutes_dispatch_total(app: App) -> None:
     per_tenant = total = 0
     for shard in range(app.broker.shards):
         for m in (minute, minute + 1):  # the lease may have crossed a minute
-            got = {k.decode(): int(v) for k, v in client.hgetall(keys.disp(shard, m)).items()}
+            raw = client.hgetall(keys.minute(shard, m))
+            got = {
+                k.decode().removeprefix("dispatched:"): int(v)
+                for k, v in raw.items()
+                if k.startswith(b"dispatched:")
+            }
             total += got.pop("*", 0)
             per_tenant += sum(got.values())
     assert total == per_tenant == 6
@@ -249,20 +254,22 @@ def test_lease_keeps_the_minutes_dispatch_total(app: App) -> None:
     assert shares == {"t00": 3, "t01": 3}
 
 
-def test_overview_figures_read_the_sums_over_tenants_or_an_older_minute_whole(
-    app: App,
-) -> None:
+def test_overview_figures_read_the_sums_over_tenants(app: App) -> None:
     """activity() and trigger_lag() of every tenant read the ``*|`` fields the
-    scripts keep; a minute written before them (no ``*|`` field) is read whole."""
+    scripts keep, not the tenants' fields beside them."""
     client, keys = app.broker.client, app.broker.keys
     now = app.broker.server_ms()
     minute = now // 60_000
-    # this minute as the scripts now write it, the one before as older ones did
-    client.hset(keys.act(0, minute), mapping={"a|succeeded": 2, "b|succeeded": 3,
-                                              "*|succeeded": 5, "*|failed": 0})  # fmt: skip
-    client.hset(keys.act(1, minute - 1), mapping={"c|succeeded": 4, "c|failed": 1})
+    client.hset(keys.minute(0, minute), mapping={
+        "attempts:a|succeeded": 2, "attempts:b|succeeded": 3,
+        "attempts:*|succeeded": 5, "attempts:*|failed": 0,
+        "lag:a|0.05": 1, "lag:*|0.05": 1, "dispatched:a": 9, "dispatched:*": 9,
+    })  # fmt: skip
+    # a tenant's field without the sum is not read (the scripts write both)
+    client.hset(keys.minute(1, minute - 1), mapping={
+        "attempts:c|succeeded": 4, "attempts:*|succeeded": 4, "attempts:*|failed": 1,
+        "lag:c|0.05": 2, "lag:*|0.05": 2, "lag:d|0.05": 7,
+    })  # fmt: skip
     minutes = activity(app.broker, None, 2, now)
     assert [(m.succeeded, m.failed) for m in minutes] == [(4, 1), (5, 0)]
-    client.hset(keys.lagm(0, minute), mapping={"a|0.05": 1, "*|0.05": 1})
-    client.hset(keys.lagm(1, minute - 1), mapping={"c|0.05": 2})
     assert trigger_lag(app.broker, None, 2, now).fires == 3

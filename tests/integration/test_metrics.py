@@ -113,7 +113,7 @@ def test_metrics_match_a_known_workload(app: App) -> None:
     client = broker.client
     # as breaker_open does: the job's state, and the open-breaker index
     client.hset(broker.keys.job(job.shard, job.id), "breaker", "open")
-    client.zadd(broker.keys.brkopen(job.shard), {job.id: broker.server_ms() + 60_000})
+    client.zadd(broker.keys.attention(job.shard), {f"breaker:{job.id}": 0})
     client.zadd(broker.keys.schedule(job.shard), {job.id: broker.server_ms() - 90_000})
     m = scrape(create_app(app))
     assert v("redcron_job_breaker_state", tenant=T1, job="nightly") == 1

@@ -270,6 +270,6 @@ def test_minute_hashes_expire_and_lifetime_ones_do_not(app: App) -> None:
     [x] = lease(b, T1, now)
     complete(b, T1, [x], now)
     minute = now // M
-    assert 0 < b.client.ttl(b.keys.act(0, minute)) <= ACTIVITY_TTL_S
+    assert 0 < b.client.ttl(b.keys.minute(0, minute)) <= ACTIVITY_TTL_S
     assert b.client.ttl(b.keys.counters(0)) == -1
     assert [a.succeeded for a in activity(b, T1, 1, now_ms=now)] == [1]

@@ -169,6 +169,15 @@ def test_list_shows_live_in_flight_and_queued_per_tenant(app: App, store: Tenant
     assert store.show(a) == rows[a]
 
 
+def dispatched(counts: dict[str, int]) -> dict[str, int]:
+    """A minute hash's dispatch fields as lease.lua writes them: each tenant's
+    count and the minute's total."""
+    return {
+        **{f"dispatched:{t}": n for t, n in counts.items()},
+        "dispatched:*": sum(counts.values()),
+    }
+
+
 def test_share_of_dispatch_comes_from_the_last_two_minutes(
     app: App, store: TenantStore, r: redis.Redis
 ) -> None:
@@ -179,12 +188,12 @@ def test_share_of_dispatch_comes_from_the_last_two_minutes(
     def check(minute: int) -> dict[str, Any]:
         for shard in range(SHARDS):
             for m in range(minute - 3, minute + 1):
-                r.delete(store.keys.disp(shard, m))
+                r.delete(store.keys.minute(shard, m))
         sa, sb = store.shard(a), store.shard(b)
-        r.hset(store.keys.disp(sa, minute), mapping={a: 30})
-        r.hset(store.keys.disp(sa, minute - 1), mapping={a: 30})
-        r.hset(store.keys.disp(sb, minute), mapping={b: 40})
-        r.hset(store.keys.disp(sa, minute - 2), mapping={a: 1000})  # too old: ignored
+        r.hset(store.keys.minute(sa, minute), mapping=dispatched({a: 30}))
+        r.hset(store.keys.minute(sa, minute - 1), mapping=dispatched({a: 30}))
+        r.hset(store.keys.minute(sb, minute), mapping=dispatched({b: 40}))
+        r.hset(store.keys.minute(sa, minute - 2), mapping=dispatched({a: 1000}))  # too old
         return {row.tenant: row for row in store.list()}
 
     rows = with_stable_minute(r, check)
@@ -246,11 +255,10 @@ def test_cli_list(invoke: Invoke, app: App, store: TenantStore, r: redis.Redis) 
     app.broker.leases.lease(store.shard(a), "w-1", 1, 30_000, ["default"])
 
     def check(minute: int) -> tuple[Result, Result]:
-        r.delete(store.keys.disp(store.shard(a), minute - 1))
-        r.delete(store.keys.disp(store.shard(b), minute - 1))
-        # as lease.lua writes them: each tenant's count and the minute's total
-        r.hset(store.keys.disp(store.shard(a), minute), mapping={a: 3, "*": 3})
-        r.hset(store.keys.disp(store.shard(b), minute), mapping={b: 1, "*": 1})
+        r.delete(store.keys.minute(store.shard(a), minute - 1))
+        r.delete(store.keys.minute(store.shard(b), minute - 1))
+        r.hset(store.keys.minute(store.shard(a), minute), mapping=dispatched({a: 3}))
+        r.hset(store.keys.minute(store.shard(b), minute), mapping=dispatched({b: 1}))
         return invoke("tenants", "list"), invoke("tenants", "list", "--json")
 
     text, as_json = with_stable_minute(r, check)

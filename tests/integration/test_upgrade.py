@@ -7,7 +7,7 @@ from __future__ import annotations
 import redis
 
 from redcron import App
-from redcron.keys import LAYOUT, Keys
+from redcron.keys import ACTIVITY_TTL_S, LAYOUT, Keys
 
 
 def test_an_older_layout_is_upgraded_once_and_keeps_its_bookkeeping(
@@ -41,6 +41,17 @@ def test_an_older_layout_is_upgraded_once_and_keeps_its_bookkeeping(
     r.hset(k.counters(0), "fires", 1)  # counted by this release already: added to
     r.hset(f"{k.retired(0, 'adur')}:acme", mapping={"#names": 1, "t.a|1": 2, "t.a|sum_ms": 900})
     r.hset(f"{k.retired(0, 'rdur')}:acme", mapping={"#names": 1, "nightly|10": 1})
+    # the per-minute figures of the last hour (layout 4): this minute's and one
+    # 90 minutes old, which the dashboard no longer reads but which still lives
+    minute = int(r.time()[0]) // 60
+    for m in (minute, minute - 90):
+        r.hset(f"{k.retired(0, 'act')}:{m}", mapping={"acme|succeeded": 2, "*|succeeded": 2})
+        r.hset(f"{k.retired(0, 'lagm')}:{m}", mapping={"acme|0.05": 1, "*|0.05": 1})
+    r.hset(f"{k.retired(0, 'disp')}:{minute}", mapping={"acme": 3, "*": 3})
+    r.hset(k.minute(0, minute), "attempts:acme|succeeded", 1)  # counted by this release
+    r.zadd(k.retired(0, "brkopen"), {"0-J1": 1_000_000})
+    r.zadd(k.retired(0, "jobparked"), {"0-J2": 2_000, "0-J3": 3_000})
+    r.rpush(f"{k.retired(0, 'held')}:0-J1", "0-J1@1000/t", "0-J1@2000/t")
     app = App(redis_url, prefix=prefix)
     try:
         app.broker.ensure_meta()
@@ -59,6 +70,25 @@ def test_an_older_layout_is_upgraded_once_and_keeps_its_bookkeeping(
             b"job:#names": b"1", b"job:nightly|10": b"1",
         }  # fmt: skip
         assert not r.exists(f"{k.retired(0, 'adur')}:acme", f"{k.retired(0, 'rdur')}:acme")
+        # the minutes' figures in one hash per minute, the dashboard's hour goes on
+        assert r.hgetall(k.minute(0, minute)) == {
+            b"attempts:acme|succeeded": b"3", b"attempts:*|succeeded": b"2",
+            b"lag:acme|0.05": b"1", b"lag:*|0.05": b"1",
+            b"dispatched:acme": b"3", b"dispatched:*": b"3",
+        }  # fmt: skip
+        assert len(r.hgetall(k.minute(0, minute - 90))) == 4
+        assert 0 < r.ttl(k.minute(0, minute - 90)) <= ACTIVITY_TTL_S
+        assert not list(r.scan_iter(match=f"{k.shard(0)}act:*"))
+        assert not list(r.scan_iter(match=f"{k.shard(0)}lagm:*"))
+        assert not list(r.scan_iter(match=f"{k.shard(0)}disp:*"))
+        # an open breaker is still shown, a parked job still counted
+        # and its held work is still released when it closes
+        assert r.zrange(k.attention(0), 0, -1, withscores=True) == [
+            (b"breaker:0-J1", 0), (b"held:0-J1@1000/t", 0), (b"held:0-J1@2000/t", 0),
+            (b"parked:0-J2", 0), (b"parked:0-J3", 0),
+        ]  # fmt: skip
+        assert not r.exists(k.retired(0, "brkopen"), k.retired(0, "jobparked"))
+        assert not list(r.scan_iter(match=f"{k.shard(0)}held:*"))
         assert r.zrange(k.tenants(0), 0, -1, withscores=True) == [(b"acme", 0), (b"globex", 0)]
         assert r.hgetall(k.maintenance(0)) == {
             b"reap_cursor:" + stream.encode(): b"5-0",

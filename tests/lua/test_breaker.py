@@ -13,6 +13,7 @@ from server_time import server_ms  # tests/helpers
 from redcron import App
 from redcron.broker import FailItem
 from redcron.broker.cancel import RunCancel, TaskCancel, run_cancel, task_cancel
+from redcron.keys import held_prefix, prefix_range
 from redcron.model.jobs import Task
 
 
@@ -78,7 +79,11 @@ def test_trips_holds_and_resume_releases(app: App) -> None:
     assert lease(app) == []  # the job's work is held, not handed out
     held = [f"{r}/t" for r in held_runs]
     assert [app.broker.inspection.task_info(i).state for i in held] == ["held"] * 3
-    assert app.broker.client.llen(app.broker.keys.held(0, job_id)) == 3
+    # held aside in the shard's attention ZSET, found by the job's run id prefix
+    held_members = app.broker.client.zrangebylex(
+        app.broker.keys.attention(0), *prefix_range(held_prefix(job_id))
+    )
+    assert sorted(m.decode() for m in held_members) == sorted(f"held:{i}" for i in held)
 
     # other jobs are not affected
     other = app.tasks["brk.t"].enqueue()
@@ -91,6 +96,40 @@ def test_trips_holds_and_resume_releases(app: App) -> None:
     assert app.jobs.open_breakers() == []
     assert sorted(x.iid for x in lease(app)) == sorted(held[1:])
     assert app.jobs.events(kind="breaker")[0].type == "breaker_closed"
+
+
+def test_the_window_keeps_its_minutes_only(app: App) -> None:
+    """The job hash's breaker_minutes holds the attempts per minute of the
+    window, and drops a minute as it leaves: a failure long ago does not count,
+    and the field does not grow with the job's age."""
+    app.jobs.put(
+        "flaky",
+        tasks={"t": Task("brk.t")},
+        overlap="allow",
+        breaker_threshold=0.75,
+        breaker_min_attempts=4,
+        breaker_window_s=120,  # this minute and the one before
+    )
+    job_id = app.jobs.job_id("default", "flaky")
+    m0 = server_ms(app) // 60_000
+    t = m0 * 60_000
+
+    def fail_at(minute: int, n: int) -> None:
+        for _ in range(n):
+            app.jobs.trigger("default", "flaky")
+        now = t + (minute - m0) * 60_000
+        fail_all(app, lease(app, now=now), now=now)
+
+    fail_at(m0, 2)
+    assert job(app, job_id)["breaker_minutes"] == f"{m0}:2:2"
+    fail_at(m0 + 1, 1)
+    assert job(app, job_id)["breaker_minutes"] == f"{m0}:2:2,{m0 + 1}:1:1"
+    fail_at(m0 + 5, 1)  # 4 failed attempts in all, but 1 in the window
+    assert job(app, job_id)["breaker_minutes"] == f"{m0 + 5}:1:1"
+    assert job(app, job_id).get("breaker", "") == ""
+    fail_at(m0 + 6, 3)
+    assert job(app, job_id)["breaker_minutes"] == f"{m0 + 5}:1:1,{m0 + 6}:3:3"
+    assert job(app, job_id)["breaker"] == "open"
 
 
 def test_cool_down_lets_one_trial_through(app: App) -> None:

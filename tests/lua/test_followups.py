@@ -36,8 +36,13 @@ def attempts(ops: Ops) -> dict[str, int]:
 
 
 def minute(ops: Ops) -> dict[str, int]:
-    raw: Any = ops.r.hgetall(ops.k.act(0, T0 // 60_000))
-    return {k.decode(): int(v) for k, v in raw.items()}
+    # the minute's attempts (attempts:<tenant>|<kind>), as act:<minute> held them
+    raw: Any = ops.r.hgetall(ops.k.minute(0, T0 // 60_000))
+    return {
+        k.decode().removeprefix("attempts:"): int(v)
+        for k, v in raw.items()
+        if k.startswith(b"attempts:")
+    }
 
 
 @pytest.fixture
@@ -134,7 +139,8 @@ def test_metrics_basic_keeps_the_lifetime_figures_and_no_minute(basic: Ops) -> N
     durations: Any = basic.r.hgetall(basic.k.durations(0, "acme"))
     assert durations[b"task:job|0.1"] == b"1" and durations[b"task:job|sum_ms"] == b"30"
     assert minute(basic) == {}  # the per-minute figures only the charts read
-    assert not basic.r.exists(basic.k.disp(0, T0 // 60_000))  # nor lease's dispatch shares
+    # nor lease's dispatch shares: no minute hash at all
+    assert not basic.r.exists(basic.k.minute(0, T0 // 60_000))
 
 
 def _includes(name: str, seen: set[str]) -> set[str]:

@@ -3,12 +3,12 @@
 DESIGN §8a: one job's failure (an expression, a malformed record, a zone gone
 from tzdata) parks that job; it never stops a process that serves every
 tenant.  ``job_park.lua`` moves the job from the schedule to the shard's
-``jobparked`` index and records ``parked_reason`` and ``parked_at`` in its hash,
-compare-and-set on the version and score the beat read (a job fixed meanwhile
-is not parked for its old fault).  It stays there, retried by no tick, until
-it is updated (``job_put``: any put, even of the same spec) or resumed
-(``job_pause``), which put it back on the schedule; the beat logs one WARNING
-per job it parks.
+``attention`` ZSET (``parked:<job id>``) and records ``parked_reason`` and
+``parked_at`` in its hash, compare-and-set on the version and score the beat
+read (a job fixed meanwhile is not parked for its old fault).  It stays
+there, retried by no tick, until it is updated (``job_put``: any put, even of
+the same spec) or resumed (``job_pause``), which put it back on the schedule;
+the beat logs one WARNING per job it parks.
 """
 
 from __future__ import annotations

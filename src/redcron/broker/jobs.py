@@ -16,7 +16,7 @@ from redcron.broker.cancel import RunCancel, run_cancel
 from redcron.broker.job_writes import put_many
 from redcron.clock import ulid
 from redcron.errors import Conflict, NotFound, QuotaExceeded, ValidationError
-from redcron.keys import manual_run_id, shard_of, shard_of_id
+from redcron.keys import ATTENTION_BREAKER, manual_run_id, prefix_range, shard_of, shard_of_id
 from redcron.model import (
     Event,
     ExpiredTask,
@@ -233,17 +233,21 @@ class JobStore:
 
     def open_breakers(self, tenant: str | None = None, limit: int | None = None) -> list[JobRecord]:
         """Jobs whose circuit breaker is open or in trial (of ``tenant``), from each
-        shard's ``brkopen`` index: the cost grows with open breakers, not jobs.
-        ``limit``: at most that many, the soonest to close first (a tenant's among
-        the first :data:`BREAKER_SCAN` of its shard): a page's bounded read."""
+        shard's ``attention`` members ``breaker:<job id>``: the cost grows with open
+        breakers, not jobs.  ``limit``: at most that many, in job id order (a
+        tenant's among the first :data:`BREAKER_SCAN` of its shard): a page's
+        bounded read."""
         client = self.broker.client
         if tenant:
             shards = [shard_of(tenant, self.broker.shards)]
         else:
             shards = list(range(self.broker.shards))
-        last = -1 if limit is None else (limit if tenant is None else BREAKER_SCAN) - 1
+        low, high = prefix_range(ATTENTION_BREAKER)
+        num = -1 if limit is None else (limit if tenant is None else BREAKER_SCAN)
         ids = [
-            _s(jid) for shard in shards for jid in client.zrange(self.keys.brkopen(shard), 0, last)
+            _s(member)[len(ATTENTION_BREAKER) :]
+            for shard in shards
+            for member in client.zrangebylex(self.keys.attention(shard), low, high, 0, num)
         ]
         found = self.get_many(ids)
         mine = sorted(
@@ -253,10 +257,10 @@ class JobStore:
         return mine if limit is None else mine[:limit]
 
     def count_open_breakers(self) -> int:
-        """How many breakers are open or in trial (one ZCARD per shard)."""
+        """How many breakers are open or in trial (one ZLEXCOUNT per shard)."""
         pipe = self.broker.client.pipeline(transaction=False)
         for shard in range(self.broker.shards):
-            pipe.zcard(self.keys.brkopen(shard))
+            pipe.zlexcount(self.keys.attention(shard), *prefix_range(ATTENTION_BREAKER))
         return sum(int(n) for n in pipe.execute())
 
     def pause(self, tenant: str, name: str) -> int:

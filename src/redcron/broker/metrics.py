@@ -15,8 +15,9 @@ are O(1) or bounded per shard: the tenant count (``tenants``), the shard's
 counters read by name (``STAT_FIELDS``, the lifetime totals over tenants
 ``attempts:*|…``, ``runs:*|…``, ``late:*``, the trigger-lag histogram
 ``lag:…``: one ``HMGET``, however many tenants the hash counts), the head of the
-schedule, and the open-breaker and parked-job indexes (at most
-``LISTED_JOBS`` each; a closed breaker is not reported), the live-worker
+schedule, and the open-breaker and parked jobs (the ``breaker:`` and
+``parked:`` members of ``attention``, at most ``LISTED_JOBS`` each; a closed
+breaker is not reported), the live-worker
 count (``ZCARD``; their slots and queues come from the background totals).
 Queues are few by nature and read whole.  No SCAN.
 """
@@ -32,6 +33,8 @@ from redcron.broker.listing import ensure_indexes
 from redcron.broker.stats import DurationHistogram, LagHistogram
 from redcron.broker.workers import WorkerRegistry
 from redcron.keys import (
+    ATTENTION_BREAKER,
+    ATTENTION_PARKED,
     COUNTER_ATTEMPTS,
     COUNTER_LAG,
     COUNTER_LATE,
@@ -40,6 +43,7 @@ from redcron.keys import (
     DURATIONS_TASK,
     PRIORITIES,
     STAT_FIELDS,
+    prefix_range,
     shard_of,
 )
 from redcron.serde import text as _s
@@ -166,8 +170,8 @@ def read_metrics(
         pipe.zcard(keys.tenants(shard))
         pipe.smembers(keys.queues(shard))
         pipe.zrange(keys.schedule(shard), 0, 0, withscores=True)
-        pipe.zrange(keys.brkopen(shard), 0, LISTED_JOBS - 1)
-        pipe.zrange(keys.jobparked(shard), 0, LISTED_JOBS - 1)
+        for kind in (ATTENTION_BREAKER, ATTENTION_PARKED):
+            pipe.zrangebylex(keys.attention(shard), *prefix_range(kind), 0, LISTED_JOBS)
         counters = keys.counters(shard)
         pipe.hmget(counters, _SHARD_FIELDS)
         pipe.hmget(counters, _fields(COUNTER_ATTEMPTS, mine, ATTEMPT_OUTCOMES))
@@ -256,20 +260,22 @@ def _fields(prefix: str, tenants: Sequence[str], kinds: Sequence[str]) -> list[s
 
 
 def _jobs(broker: Broker, shard: int, opened: list[Any], parked: list[Any], out: Metrics) -> None:
-    """Open breakers and parked jobs per tenant, from the shard's indexes (at
-    most LISTED_JOBS each): closed breakers are not reported."""
-    ids = [_s(j) for j in opened] + [_s(j) for j in parked]
+    """Open breakers and parked jobs per tenant, from the shard's ``attention``
+    members (at most LISTED_JOBS of each kind): closed breakers are not reported."""
+    opened_ids = [_s(m)[len(ATTENTION_BREAKER) :] for m in opened]
+    parked_ids = [_s(m)[len(ATTENTION_PARKED) :] for m in parked]
+    ids = opened_ids + parked_ids
     if not ids:
         return
     pipe = broker.client.pipeline(transaction=False)
     for jid in ids:
         pipe.hmget(broker.keys.job(shard, jid), ["tenant", "name", "breaker"])
     got = dict(zip(ids, pipe.execute(), strict=False))
-    for jid in (_s(j) for j in opened):
+    for jid in opened_ids:
         tenant, name, state = got[jid]
         if tenant is not None and name is not None:
             out.breakers[(_s(tenant), _s(name))] = _s(state) if state else "closed"
-    for jid in (_s(j) for j in parked):
+    for jid in parked_ids:
         tenant = got[jid][0]
         if tenant is not None:
             out.jobs_parked[_s(tenant)] = out.jobs_parked.get(_s(tenant), 0) + 1

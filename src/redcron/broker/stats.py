@@ -2,8 +2,8 @@
 
 The scripts count as work ends (``lua/lib/outcomes.lua``, ``lua/lib/lag.lua``):
 lifetime per-shard ``counters`` (``attempts:``, ``runs:``, ``lag:`` fields) that ``/metrics``
-reads, and per-minute hashes (``act:<minute>``, ``lagm:<minute>``, kept 2 h)
-that the dashboard reads for its last hour.  Reading costs one pipelined round
+reads, and per-minute hashes (``minute:<minute>``, fields ``attempts:`` and ``lag:``,
+kept 2 h) that the dashboard reads for its last hour.  Reading costs one pipelined round
 trip per shard read (one shard for a tenant, every shard for all tenants), of
 one command per minute of the window: the work grows with the tenants active
 in those minutes, never with the tasks run or the fires made.  No SCAN.
@@ -24,6 +24,8 @@ from redcron.errors import ValidationError
 from redcron.keys import (
     ACTIVITY_TTL_S,
     LAG_BUCKETS_S,
+    MINUTE_ATTEMPTS,
+    MINUTE_LAG,
     duration_bucket_labels,
     lag_bucket_labels,
     shard_of,
@@ -131,6 +133,14 @@ def per_tenant(fields: Mapping[Any, Any]) -> dict[tuple[str, str], int]:
     return {split_field(k): int(v) for k, v in fields.items()}
 
 
+def under(prefix: str, fields: Mapping[Any, Any]) -> dict[str, Any]:
+    """The fields of a ``minute:<minute>`` hash named ``<prefix>...``, without the
+    prefix (``lag:acme|0.5`` -> ``acme|0.5``): the hash holds every figure of
+    the minute."""
+    named = ((_s(k), v) for k, v in fields.items())
+    return {name[len(prefix) :]: v for name, v in named if name.startswith(prefix)}
+
+
 def add_counts(into: dict[tuple[str, str], int], more: Mapping[tuple[str, str], int]) -> None:
     """Sum ``more`` into ``into`` (figures of several shards)."""
     for k, n in more.items():
@@ -211,9 +221,10 @@ def summarize_lag(counts: Sequence[int], minutes: int) -> LagSummary:
 def activity_of(
     minutes: range, tenant: str | None, hashes: Sequence[Mapping[Any, Any]]
 ) -> list[MinuteActivity]:
-    """One record per minute of ``minutes`` from the ``act:<minute>`` hashes read
-    for them (shards' hashes summed: ``hashes`` holds, per shard, one per minute
-    in order); ``tenant`` None sums every tenant."""
+    """One record per minute of ``minutes`` from the ``attempts:`` fields of the
+    ``minute:<minute>`` hashes read for them, without the prefix (shards' hashes
+    summed: ``hashes`` holds, per shard, one per minute in order); ``tenant``
+    None sums every tenant."""
     succeeded = [0] * len(minutes)
     failed = [0] * len(minutes)
     for i, fields in enumerate(hashes):
@@ -232,7 +243,8 @@ def activity_of(
 
 
 def lag_counts_by_tenant(hashes: Iterable[Mapping[Any, Any]]) -> dict[str, list[int]]:
-    """Per-bucket fires of each tenant, summed over ``lagm:<minute>`` hashes."""
+    """Per-bucket fires of each tenant, summed over ``minute:<minute>`` hashes'
+    ``lag:`` fields (prefix stripped: :func:`under`)."""
     index = {label: i for i, label in enumerate(LABELS)}
     out: dict[str, list[int]] = {}
     for fields in hashes:
@@ -243,8 +255,8 @@ def lag_counts_by_tenant(hashes: Iterable[Mapping[Any, Any]]) -> dict[str, list[
 
 
 def lag_counts(tenant: str | None, hashes: Iterable[Mapping[Any, Any]]) -> list[int]:
-    """Per-bucket fires summed over ``lagm:<minute>`` hashes; ``tenant`` None
-    sums every tenant."""
+    """Per-bucket fires summed over ``minute:<minute>`` hashes' ``lag:`` fields
+    (prefix stripped); ``tenant`` None sums every tenant."""
     counts = [0] * len(LABELS)
     for t, row in lag_counts_by_tenant(hashes).items():
         if tenant is None or t == tenant:
@@ -256,14 +268,13 @@ def lag_counts(tenant: str | None, hashes: Iterable[Mapping[Any, Any]]) -> list[
 
 
 def _read_minutes(
-    broker: Broker, kind: str, tenant: str | None, minutes: range, fields: Sequence[str]
+    broker: Broker, prefix: str, tenant: str | None, minutes: range, fields: Sequence[str]
 ) -> list[Mapping[Any, Any]]:
-    """The per-minute hashes of ``kind`` (``act`` or ``lagm``) for ``minutes``:
-    only ``<tenant>|<field>`` of the tenant's shard, or (tenant None) every
-    shard's ``*|<field>``, the sum over tenants the scripts keep beside.  A
-    minute that has none of those (written before they existed) is read whole.
-    One or two pipelined round trips per shard; hashes in shard then minute
-    order, ``*`` standing for every tenant."""
+    """The ``minute:<minute>`` hashes' fields under ``prefix`` (``attempts:`` or
+    ``lag:``) for ``minutes``: only ``<tenant>|<field>`` of the tenant's shard,
+    or (tenant None) every shard's ``*|<field>``, the sum over tenants the
+    scripts keep beside.  One pipelined round trip per shard; hashes in shard
+    then minute order, without the prefix, ``*`` standing for every tenant."""
     keys = broker.keys
     shards = range(broker.shards) if tenant is None else [shard_of(tenant, broker.shards)]
     who = ALL_TENANTS if tenant is None else tenant
@@ -272,19 +283,11 @@ def _read_minutes(
     for shard in shards:
         pipe = broker.client.pipeline(transaction=False)
         for m in minutes:
-            pipe.hmget(keys.build(shard, kind, m), names)
-        got = [
+            pipe.hmget(keys.minute(shard, m), [prefix + n for n in names])
+        out += [
             {f: v for f, v in zip(names, row, strict=True) if v is not None}
             for row in pipe.execute()
         ]
-        if tenant is None:
-            older = [i for i, row in enumerate(got) if not row]
-            pipe = broker.client.pipeline(transaction=False)
-            for i in older:
-                pipe.hgetall(keys.build(shard, kind, minutes[i]))
-            for i, whole in zip(older, pipe.execute() if older else [], strict=True):
-                got[i] = whole
-        out += got
     return out
 
 
@@ -301,7 +304,7 @@ def activity(
     now = broker.server_ms() if now_ms is None else now_ms
     span = window(now, minutes)
     return activity_of(
-        span, tenant, _read_minutes(broker, "act", tenant, span, (SUCCEEDED, FAILED))
+        span, tenant, _read_minutes(broker, MINUTE_ATTEMPTS, tenant, span, (SUCCEEDED, FAILED))
     )
 
 
@@ -315,7 +318,7 @@ def trigger_lag(
     if tenant is not None:
         check.name("tenant", tenant)
     now = broker.server_ms() if now_ms is None else now_ms
-    hashes = _read_minutes(broker, "lagm", tenant, window(now, minutes), LABELS)
+    hashes = _read_minutes(broker, MINUTE_LAG, tenant, window(now, minutes), LABELS)
     return summarize_lag(lag_counts(tenant, hashes), minutes)
 
 
@@ -327,13 +330,11 @@ def trigger_lag_by_tenant(
     one round trip per shard, not one per tenant)."""
     minutes = check_minutes(minutes)
     now = broker.server_ms() if now_ms is None else now_ms
-    keys = [
-        broker.keys.build(s, "lagm", m) for s in range(broker.shards) for m in window(now, minutes)
-    ]
+    keys = [broker.keys.minute(s, m) for s in range(broker.shards) for m in window(now, minutes)]
     pipe = broker.client.pipeline(transaction=False)
     for key in keys:
         pipe.hgetall(key)
-    counts = lag_counts_by_tenant(pipe.execute())
+    counts = lag_counts_by_tenant(under(MINUTE_LAG, fields) for fields in pipe.execute())
     counts.pop(ALL_TENANTS, None)  # the sum the scripts keep beside the tenants
     return {t: summarize_lag(c, minutes) for t, c in sorted(counts.items())}
 
@@ -354,15 +355,16 @@ def trigger_lag_of(
     hashes: list[Mapping[Any, Any]] = []
     for shard, names in by_shard.items():
         fields = [f"{t}|{label}" for t in names for label in LABELS]
-        keys = [broker.keys.build(shard, "lagm", m) for m in window(now, minutes)]
-        # a minute without a scheduled fire has no hash: ask only those that exist
+        named = [MINUTE_LAG + f for f in fields]
+        keys = [broker.keys.minute(shard, m) for m in window(now, minutes)]
+        # a minute without a figure has no hash: ask only those that exist
         pipe = broker.client.pipeline(transaction=False)
         for key in keys:
             pipe.exists(key)
         keys = [k for k, there in zip(keys, pipe.execute(), strict=True) if there]
         pipe = broker.client.pipeline(transaction=False)
         for key in keys:
-            pipe.hmget(key, fields)
+            pipe.hmget(key, named)
         for got in pipe.execute() if keys else []:
             hashes.append({f: v for f, v in zip(fields, got, strict=True) if v is not None})
     return {t: summarize_lag(c, minutes) for t, c in sorted(lag_counts_by_tenant(hashes).items())}

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from redcron.errors import ValidationError
-from redcron.keys import PRIORITIES, shard_of
+from redcron.keys import MINUTE_DISPATCHED, PRIORITIES, shard_of
 from redcron.model import TenantStatus, validation
 from redcron.model.tenants import SETTINGS_FIELDS, TenantSettings, parse_rate
 from redcron.serde import text as _s
@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 
 #: dispatch share is summed over the current and the previous server minute
 SHARE_WINDOW_MINUTES = 2
-#: the field of a ``disp:<minute>`` hash holding the minute's total
-TOTAL_FIELD = "*"
+#: the field of a ``minute:<minute>`` hash holding the minute's dispatch total
+TOTAL_FIELD = MINUTE_DISPATCHED + "*"
 
 #: ``list`` is a TenantStore method: annotations in the class use this alias
 Statuses = list[TenantStatus]
@@ -154,16 +154,15 @@ class TenantStore:
         """Tasks leased by each of ``tenants`` in the current and previous server
         minute, and the total of all tenants.
 
-        The lease script counts them in ``disp:<minute>`` hashes, with the
-        minute's total in field ``*``; minutes use server time so every client
-        agrees on the window.  A minute without ``*`` (written before it
-        existed) is read whole and summed.
+        The lease script counts them in ``minute:<minute>`` hashes, fields
+        ``dispatched:<tenant>``, with the minute's total in ``dispatched:*``;
+        minutes use server time so every client agrees on the window.
         """
         client = self.broker.client
         minute = self.broker.server_ms() // 60_000
-        fields = [*tenants, TOTAL_FIELD]
+        fields = [*(MINUTE_DISPATCHED + t for t in tenants), TOTAL_FIELD]
         keys = [
-            self.keys.disp(shard, m)
+            self.keys.minute(shard, m)
             for shard in range(self.broker.shards)
             for m in range(minute - SHARE_WINDOW_MINUTES + 1, minute + 1)
         ]
@@ -172,26 +171,17 @@ class TenantStore:
             pipe.hmget(key, fields)
         counts: dict[str, int] = {}
         total = 0
-        whole: list[str] = []
-        for key, got in zip(keys, pipe.execute(), strict=True):
+        for got in pipe.execute():
             for t, v in zip(tenants, got, strict=False):
                 n = _count(v)
                 if n:
                     counts[t] = counts.get(t, 0) + n
-            if got[-1] is not None:
-                total += _count(got[-1])
-            else:
-                whole.append(key)
-        if whole:
-            pipe = client.pipeline(transaction=False)
-            for key in whole:
-                pipe.hvals(key)
-            total += sum(_count(v) for vals in pipe.execute() for v in vals)
+            total += _count(got[-1])
         return counts, total
 
 
 def _count(value: Any) -> int:
-    """A disp field as a count; a field that is no number (not ours to fix) is 0."""
+    """A ``dispatched:`` field as a count; a field that is no number (not ours to fix) is 0."""
     if value is None:
         return 0
     try:

@@ -17,6 +17,10 @@ import logging
 from typing import Any
 
 from redcron.keys import (
+    ACTIVITY_TTL_S,
+    ATTENTION_BREAKER,
+    ATTENTION_HELD,
+    ATTENTION_PARKED,
     COUNTER_ATTEMPTS,
     COUNTER_LAG,
     COUNTER_LATE,
@@ -28,6 +32,9 @@ from redcron.keys import (
     MAINT_REAP_CURSOR,
     MAINT_REAP_TTL,
     MAINT_RECENT_CURSOR,
+    MINUTE_ATTEMPTS,
+    MINUTE_DISPATCHED,
+    MINUTE_LAG,
     TENANT_PARKED,
     Keys,
 )
@@ -41,12 +48,16 @@ def upgrade_layout(client: Any, keys: Keys, shards: int, layout: int) -> None:
     :data:`LAYOUT`, then record it; nothing when it is there already."""
     if layout >= LAYOUT:
         return
+    now_minute = int(client.time()[0]) // 60
     for shard in range(shards):
         _tenants_to_zset(client, keys, shard)
         _bookkeeping_to_maintenance(client, keys, shard)
         _counters_merged(client, keys, shard)
         _durations_merged(client, keys, shard)
+        _minutes_merged(client, keys, shard, now_minute)
+        _attention_merged(client, keys, shard)
     _dedupe_renamed(client, keys)
+    _held_to_attention(client, keys)
     _parked_to_tenant_field(client, keys)
     _kinds_renamed(client, keys)
     client.hset(keys.meta(), "layout", LAYOUT)
@@ -143,6 +154,78 @@ def _durations_merged(client: Any, keys: Keys, shard: int) -> None:
         target = keys.durations(shard, tenant)
         for kind, prefix in (("adur", DURATIONS_TASK), ("rdur", DURATIONS_JOB)):
             _add_into(client, f"{keys.retired(shard, kind)}:{tenant}", target, prefix)
+
+
+#: layout 4: each retired per-minute HASH kind -> the prefix its fields take in
+#: ``minute:<minute>``
+_MINUTE_PREFIXES = {"act": MINUTE_ATTEMPTS, "lagm": MINUTE_LAG, "disp": MINUTE_DISPATCHED}
+
+
+def _minutes_merged(client: Any, keys: Keys, shard: int, now_minute: int) -> None:
+    """Layout 4: the per-minute HASHes ``act:<minute>``, ``lagm:<minute>`` and
+    ``disp:<minute>`` become fields of one ``minute:<minute>`` (``attempts:``,
+    ``lag:``, ``dispatched:`` before the old field names), so the dashboard's
+    last hour goes on across the upgrade.  No SCAN: they lived at most
+    ACTIVITY_TTL_S (``disp`` 3 min), so the minutes since then are read, one
+    pipelined round trip per shard; what an older one held had expired.  Added
+    and deleted as the counters are (``_counters_merged``); the target expires
+    ACTIVITY_TTL_S after, as a script's first write would have it."""
+    olds = [
+        (f"{keys.retired(shard, kind)}:{m}", keys.minute(shard, m), prefix)
+        for m in range(now_minute - ACTIVITY_TTL_S // 60 - 1, now_minute + 2)
+        for kind, prefix in _MINUTE_PREFIXES.items()
+    ]
+    pipe = client.pipeline(transaction=False)
+    for old, _target, _prefix in olds:
+        pipe.hgetall(old)
+    found = [(o, fields) for o, fields in zip(olds, pipe.execute(), strict=True) if fields]
+    if not found:
+        return
+    pipe = client.pipeline(transaction=False)
+    for (old, target, prefix), fields in found:
+        for field, n in fields.items():
+            pipe.hincrby(target, prefix + _s(field), int(n))
+        pipe.expire(target, ACTIVITY_TTL_S)
+        pipe.delete(old)
+    pipe.execute()
+
+
+def _attention_merged(client: Any, keys: Keys, shard: int) -> None:
+    """Layout 4: ``brkopen`` (jobs whose breaker is open or in trial) and
+    ``jobparked`` (jobs the beat parked), two ZSETs of job ids, become the
+    members ``breaker:<job id>`` and ``parked:<job id>`` of one ``attention``
+    ZSET, all scored 0.  Kept, not dropped: an open breaker missing from it is
+    not shown on the dashboard, a parked job not counted by ``/metrics``.  A
+    member this release added already stays (``ZADD`` of the same member)."""
+    target = keys.attention(shard)
+    for kind, prefix in (("brkopen", ATTENTION_BREAKER), ("jobparked", ATTENTION_PARKED)):
+        old = keys.retired(shard, kind)
+        ids = client.zrange(old, 0, -1)
+        pipe = client.pipeline(transaction=False)
+        if ids:
+            pipe.zadd(target, {prefix + _s(j): 0 for j in ids})
+        pipe.delete(old)
+        pipe.execute()
+
+
+def _held_to_attention(client: Any, keys: Keys) -> None:
+    """Layout 4: a job's ``held:<job id>`` LIST of the instances its open breaker
+    holds aside becomes members ``held:<instance id>`` of its shard's
+    ``attention`` ZSET (the instance ids name their job).  Kept, not dropped: a
+    held instance missing there would never be released.  Named by no index:
+    one ``SCAN … MATCH`` pass, once per deployment; each list's members added
+    and the list deleted in one pipeline."""
+    for raw in client.scan_iter(match=f"{keys.prefix}:{{s*}}:held:*", count=1000):
+        key = _s(raw)
+        found = _shard_and_rest(keys, "held", key)
+        if found is None or not found[1]:
+            continue
+        iids = client.lrange(key, 0, -1)
+        pipe = client.pipeline(transaction=False)
+        if iids:
+            pipe.zadd(keys.attention(found[0]), {ATTENTION_HELD + _s(i): 0 for i in iids})
+        pipe.delete(key)
+        pipe.execute()
 
 
 #: (retired kind, its mode in ``dedupe``) for the layout-2 rename

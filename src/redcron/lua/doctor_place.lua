@@ -22,7 +22,7 @@
                    passed: the reaper can never see it, so the attempt ends 'lost'
                    exactly as reap.lua ends an expired lease (retry or DLQ)
     dlq_added      dead with no DLQ entry: a new self-contained entry
-    held_added     held, missing from held:<job>: appended
+    held_added     held, missing from attention (held:<instance id>): added
     ckq_added      waiting, missing from its concurrency key's list ckwaiting:: appended
                    (and woken at once if the key has a free slot, lib/ckeys.lua)
     missing        no such instance
@@ -108,11 +108,10 @@ elseif state == 'dead' then
   redis.call('HSET', ti, 'loc', 'dlq:' .. new)
   return 'dlq_added'
 elseif state == 'held' then
-  local job_id = job_of_run(run_of_task(iid))
-  if not job_id then return 'in_place' end
-  local hk = key_held(job_id)
-  if redis.call('LPOS', hk, iid) then return 'in_place' end
-  redis.call('RPUSH', hk, iid)
+  if not run_of_task(iid) then return 'in_place' end
+  local ak, member = key_attention(), ATTENTION.held .. iid
+  if redis.call('ZSCORE', ak, member) then return 'in_place' end
+  redis.call('ZADD', ak, 0, member)
   redis.call('HSET', ti, 'loc', 'held')
   return 'held_added'
 elseif state == 'waiting' then

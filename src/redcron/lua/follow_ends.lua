@@ -1,8 +1,7 @@
 --[[ follow_ends: apply follow-ups of kind ends (lib/followup.lua): what reacts
   to ended attempts, dead-lettered instances and scheduled fires.
   KEYS[1] shard prefix
-  ARGV[1] metrics: full | basic (basic: no per-minute figures: act:<minute>,
-          lagm:<minute>)
+  ARGV[1] metrics: full | basic (basic: no per-minute figures in minute:<minute>)
   ARGV[2..] ids of entries of the shard's followups stream, oldest first
   Returns: the number of entries applied (an id gone or of another kind: 0).
   Per entry, at the time of the end (its field at): attempts are counted

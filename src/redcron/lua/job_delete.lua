@@ -27,7 +27,6 @@ redis.call('DEL', key_chainok(job_id))
 redis.call('HDEL', idx, name)
 redis.call('ZREM', key_jobidx(), tenant .. JOBIDX_SEP .. name)
 redis.call('ZREM', key_schedule(), job_id)
-redis.call('ZREM', key_brkopen(), job_id)
-redis.call('ZREM', key_jobparked(), job_id)
+redis.call('ZREM', key_attention(), ATTENTION.breaker .. job_id, ATTENTION.parked .. job_id)
 redis.call('DEL', key_job(job_id))
 return job_id

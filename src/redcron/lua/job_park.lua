@@ -7,9 +7,9 @@
   ARGV[5] now_override_ms ("" = server TIME)
   Returns: 1 = parked; 0 = left alone (the job is gone, was changed or moved on
   the schedule since the beat read it: the beat reads it again).  A job key
-  that is not a hash is only taken off the schedule (into jobparked).
+  that is not a hash is only taken off the schedule (into attention).
   A parked job keeps parked_reason and parked_at in its hash and sits in the
-  jobparked index instead of the schedule, so no beat retries it every tick;
+  shard's attention ZSET (parked:<job id>) instead of the schedule, so no beat retries it every tick;
   job_put (any update, even of an identical spec) and job_pause resume clear
   it and put it back on the schedule, job_delete drops it.
   Upholds: one job's failure never stops the others (shared/DESIGN.md 8a);
@@ -28,7 +28,7 @@ if kind ~= 'hash' then
   -- not a hash at all (a hand-written key): nothing to mark, but off the schedule
   if not redis.call('ZSCORE', key_schedule(), job_id) then return 0 end
   redis.call('ZREM', key_schedule(), job_id)
-  redis.call('ZADD', key_jobparked(), now, job_id)
+  redis.call('ZADD', key_attention(), 0, ATTENTION.parked .. job_id)
   return 1
 end
 if (redis.call('HGET', jk, 'version') or '') ~= version then return 0 end
@@ -37,5 +37,5 @@ if not score or tonumber(score) ~= tonumber(expected) then return 0 end
 
 redis.call('HSET', jk, 'parked_reason', reason, 'parked_at', now)
 redis.call('ZREM', key_schedule(), job_id)
-redis.call('ZADD', key_jobparked(), now, job_id)
+redis.call('ZADD', key_attention(), 0, ATTENTION.parked .. job_id)
 return 1

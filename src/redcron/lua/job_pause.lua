@@ -22,7 +22,7 @@ else
   redis.call('HSET', jk, 'paused', '0', 'paused_reason', '', 'consecutive_failures', 0,
     'next_fire', next_fire)
   redis.call('HDEL', jk, 'parked_reason', 'parked_at')
-  redis.call('ZREM', key_jobparked(), job_id)
+  redis.call('ZREM', key_attention(), ATTENTION.parked .. job_id)
   if next_fire ~= '' then redis.call('ZADD', key_schedule(), next_due, job_id) end
 end
 return tonumber(redis.call('HGET', jk, 'version'))

@@ -83,7 +83,7 @@ redis.call('HSET', jk, 'spec', spec, 'template', template, 'trigger_sig', sig,
 if parked then
   -- off the schedule while parked: the ZADD below puts it back
   redis.call('HDEL', jk, 'parked_reason', 'parked_at')
-  redis.call('ZREM', key_jobparked(), job_id)
+  redis.call('ZREM', key_attention(), ATTENTION.parked .. job_id)
 end
 -- job chaining: the reverse index and what the job waits for
 local old_ups = old[6] or ''

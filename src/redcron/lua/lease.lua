@@ -99,15 +99,15 @@ end
 -- persist token buckets and the share-of-dispatch counters
 limits_save(L.tenants)
 if metrics ~= 'basic' and next(L.dispatched) then
-  local dk = key_disp(math.floor(now / 60000))
+  local dk = key_minute(math.floor(now / 60000))
   local total = 0
   for tenant, n in pairs(L.dispatched) do
-    redis.call('HINCRBY', dk, tenant, n)
+    redis.call('HINCRBY', dk, MINUTE.dispatched .. tenant, n)
     total = total + n
   end
   -- the minute's total ('*' is no tenant name): a page of tenants reads its
   -- shares with one HMGET, not the whole hash
-  redis.call('HINCRBY', dk, '*', total)
-  redis.call('EXPIRE', dk, 180)
+  redis.call('HINCRBY', dk, MINUTE.dispatched .. '*', total)
+  redis.call('EXPIRE', dk, ACTIVITY_TTL_S)
 end
 return out

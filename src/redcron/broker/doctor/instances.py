@@ -21,7 +21,7 @@ from redcron.broker.doctor.scan import (
     snapshot,
     tx,
 )
-from redcron.keys import Keys, job_of_run, run_of_task
+from redcron.keys import ATTENTION_HELD, Keys, run_of_task
 from redcron.model.states import RUN_ACTIVE, TASK_LEASED, TASK_TERMINAL
 from redcron.serde import text as _s
 
@@ -88,7 +88,7 @@ def _lookups(k: Keys, shard: int, iid: str, f: dict[str, str]) -> list[Cmd]:
         eid = loc[4:] if loc.startswith("dlq:") else "0-0"
         return [("xrange", k.dlq(shard, tenant), eid, eid)]
     if state == "held":
-        return [("lpos", k.held(shard, job_of_run(_run_of(iid))), iid)]
+        return [("zscore", k.attention(shard), ATTENTION_HELD + iid)]
     if state == "waiting":
         return [("lpos", k.ckwaiting(shard, tenant, f.get("name", ""), f.get("ck", "")), iid)]
     if state == "pending":
@@ -205,15 +205,15 @@ def _judge(ex: Exam, shard: int, key: str, iid: str, f: dict[str, str], got: lis
                 place,
             )
     elif state == "held":
-        (pos,) = got
-        if pos is None:
-            job = job_of_run(_run_of(iid))
+        (score,) = got
+        if score is None:
             ex.add(
                 "held_missing",
                 shard,
                 key,
-                f"Instance {iid} is held but not in {ex.k.held(shard, job)}: "
-                "closing the breaker would never release it. Repair appends it.",
+                f"Instance {iid} is held but not in {ex.k.attention(shard)} as "
+                f"{ATTENTION_HELD}{iid}: closing the breaker would never release it. "
+                "Repair adds it.",
                 place,
             )
     elif state == "waiting":

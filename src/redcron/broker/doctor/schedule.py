@@ -3,15 +3,18 @@ paused one is not, and every schedule entry names a job.  A job the beat
 parked (``parked_at`` set: it could not plan or fire it) is off the schedule on
 purpose until it is updated or resumed, so it is not a missing entry.  Repair:
 ``lua/doctor_schedule.lua`` (schedule at the next fire plus the job's jitter,
-or drop the entry).  Likewise the open-breaker index (``brkopen``) lists
-exactly the jobs whose breaker is open or in trial (``lua/doctor_breaker.lua``)."""
+or drop the entry).  Likewise the open-breaker index (the ``breaker:<job id>``
+members of ``attention``) lists exactly the jobs whose breaker is open or in
+trial (``lua/doctor_breaker.lua``)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from redcron.broker.doctor.exam import Exam, Fix
-from redcron.broker.doctor.scan import Cmd, scan, snapshot, zpages
+from redcron.broker.doctor.scan import BATCH, Cmd, scan, snapshot, zpages
+from redcron.keys import ATTENTION_BREAKER, prefix_range
 from redcron.model.jobs import spec_from_json
 from redcron.schedule.jitter import due_ms, tenant_jitter_s
 from redcron.serde import text as _s
@@ -35,14 +38,14 @@ _OPEN = ("open", "trial")
 
 
 def check_jobs(ex: Exam, shard: int) -> None:
-    k, sk, bk = ex.k, ex.k.schedule(shard), ex.k.brkopen(shard)
+    k, sk, bk = ex.k, ex.k.schedule(shard), ex.k.attention(shard)
     head = k.job(shard, "")
     for keys in scan(ex.r, k.shard(shard), "job"):
         groups: list[list[Cmd]] = [
             [
                 ("hmget", key, _JOB_FIELDS),
                 ("zscore", sk, key[len(head) :]),
-                ("zscore", bk, key[len(head) :]),
+                ("zscore", bk, ATTENTION_BREAKER + key[len(head) :]),
             ]
             for key in keys
         ]
@@ -100,12 +103,13 @@ def check_jobs(ex: Exam, shard: int) -> None:
 
 def check_breaker_index(ex: Exam, shard: int) -> None:
     """Every entry of the open-breaker index names a job whose breaker is open."""
-    k, bk = ex.k, ex.k.brkopen(shard)
-    for page in zpages(ex.r, bk):
+    k, bk = ex.k, ex.k.attention(shard)
+    for page in _lex_pages(ex, bk, ATTENTION_BREAKER):
         groups: list[list[Cmd]] = [
-            [("zscore", bk, m), ("hget", k.job(shard, m), "breaker")] for m, _sc in page
+            [("zscore", bk, ATTENTION_BREAKER + job_id), ("hget", k.job(shard, job_id), "breaker")]
+            for job_id in page
         ]
-        for (job_id, _sc), (score, breaker) in zip(page, snapshot(ex.r, groups), strict=True):
+        for job_id, (score, breaker) in zip(page, snapshot(ex.r, groups), strict=True):
             if score is not None and (_s(breaker) if breaker else "") not in _OPEN:
                 ex.add(
                     "breaker_index_stale",
@@ -116,6 +120,20 @@ def check_breaker_index(ex: Exam, shard: int) -> None:
                     "dashboard shows it among the open breakers. Repair removes the entry.",
                     _fix_breaker(ex, shard, job_id),
                 )
+
+
+def _lex_pages(ex: Exam, key: str, prefix: str) -> Iterator[list[str]]:
+    """Pages of the ids after ``prefix`` of the members of ZSET ``key`` (all
+    scored 0) that start with it, in order."""
+    low, high = prefix_range(prefix)
+    while True:
+        page = [_s(m) for m in ex.r.zrangebylex(key, low, high, 0, BATCH)]
+        if not page:
+            return
+        yield [m[len(prefix) :] for m in page]
+        if len(page) < BATCH:
+            return
+        low = "(" + page[-1]
 
 
 def _fix_breaker(ex: Exam, shard: int, job_id: str) -> Fix:

@@ -3,15 +3,20 @@
   (job_pause); lease.lua's side is lib/breaker_gate.lua.
   Job hash fields: breaker ('' = closed | open | trial), breaker_until (ms),
   breaker_trial (the trial instance), and the settings JobStore writes:
-  breaker_ratio, breaker_min, breaker_window_s, breaker_cooldown_s.
-  Attempts of a job's tasks are counted per minute in brk:<job>; when the
+  breaker_ratio, breaker_min, breaker_window_s, breaker_cooldown_s, and
+  breaker_minutes: the attempts of the job's tasks per minute, as
+  "<minute>:<attempts>:<failed>" comma-separated, only the minutes with
+  attempts that are still in the window (breaker_record drops the others as it
+  writes, so the field never outgrows the window).  When the
   failed share over the window reaches the ratio (with at least breaker_min
   attempts) the breaker opens and lease.lua holds the job's ready instances
-  aside (state held, loc held, in held:<job>) instead of handing them out.
+  aside (state held, loc held, in the shard's attention ZSET as held:<instance
+  id>, which a job's run ids start: ZRANGEBYLEX finds a job's) instead of
+  handing them out.
   After the cool-down one trial task is leased: its success closes the
   breaker and releases the held work, its failure reopens it.  jobs resume
-  closes it too.  Every change is an entry in the events stream, and brkopen indexes the
-  jobs whose breaker is not closed.
+  closes it too.  Every change is an entry in the events stream, and the shard's
+  attention ZSET lists the jobs whose breaker is not closed (breaker:<job>).
   Every other end of the trial reopens it too, or the breaker would stay in
   'trial' with nothing left to report and the held work stuck: a trial
   cancelled (ready or running, by task or run cancel) or ended in any other
@@ -25,14 +30,16 @@
 -- @include lib/rings.lua
 -- @include lib/breaker_gate.lua
 
--- Put the held instances of a job back on their ready streams (bounded).
+-- Put the held instances of a job back on their ready streams (bounded), in
+-- instance id order (a scheduled run's id holds its fire time: oldest first).
 local function breaker_release(job_id)
-  local hk = key_held(job_id)
+  local ak, p = key_attention(), ATTENTION.held .. make_run_id(job_id, '')
+  local held = redis.call('ZRANGEBYLEX', ak, '[' .. p, '(' .. p .. '\255', 'LIMIT', 0, 5000)
+  if #held > 0 then redis.call('ZREMRANGEBYLEX', ak, '[' .. p, '[' .. held[#held]) end
   local n = 0
   local woken = {}
-  while n < 5000 do
-    local iid = redis.call('LPOP', hk)
-    if not iid then break end
+  for _, member in ipairs(held) do
+    local iid = string.sub(member, #ATTENTION.held + 1)
     local ti = key_ti(iid)
     local f = redis.call('HMGET', ti, 'state', 'queue', 'tenant', 'priority')
     if f[1] == 'held' then
@@ -50,7 +57,7 @@ local function breaker_close(job_id, now, why, run_id)
   if (redis.call('HGET', jk, 'breaker') or '') == '' then return end
   redis.call('HSET', jk, 'breaker', '', 'breaker_until', '', 'breaker_trial', '')
   redis.call('ZREM', key_timers(), 'brk:' .. job_id)
-  redis.call('ZREM', key_brkopen(), job_id)
+  redis.call('ZREM', key_attention(), ATTENTION.breaker .. job_id)
   local n = breaker_release(job_id)
   breaker_event('breaker_closed', job_id, now, why .. '; released ' .. n .. ' held', run_id)
 end
@@ -60,7 +67,7 @@ end
 local function breaker_open(job_id, till)
   redis.call('HSET', key_job(job_id), 'breaker', 'open', 'breaker_until', till, 'breaker_trial', '')
   redis.call('ZADD', key_timers(), till, 'brk:' .. job_id)
-  redis.call('ZADD', key_brkopen(), till, job_id)
+  redis.call('ZADD', key_attention(), 0, ATTENTION.breaker .. job_id)
 end
 
 -- The trial `iid` ended or left its place without a verdict (cancelled, handed
@@ -85,7 +92,7 @@ local function breaker_record(iid, run_id, failed, now)
   if not job_id then return end
   local jk = key_job(job_id)
   local j = redis.call('HMGET', jk, 'breaker', 'breaker_trial', 'breaker_ratio', 'breaker_min',
-    'breaker_window_s', 'breaker_cooldown_s')
+    'breaker_window_s', 'breaker_cooldown_s', 'breaker_minutes')
   if not j[3] then return end  -- the job is gone, or has no breaker settings
   local mode = j[1] or ''  -- the breaker's: '' (closed), open or trial
   local cooldown_ms = (tonumber(j[6]) or 60) * 1000
@@ -98,24 +105,27 @@ local function breaker_record(iid, run_id, failed, now)
     end
     return
   end
-  local bk = key_brk(job_id)
   local minute = math.floor(now / 60000)
   local window_min = math.max(1, math.ceil((tonumber(j[5]) or 300) / 60))
-  redis.call('HINCRBY', bk, minute .. ':n', 1)
-  if failed then redis.call('HINCRBY', bk, minute .. ':f', 1) end
-  redis.call('EXPIRE', bk, window_min * 60 + 120)
+  local first = minute - window_min + 1
+  -- this attempt into its minute; minutes before the window dropped; n and f
+  -- sum the window's (a minute after this one, from an end applied out of
+  -- order, is kept but not counted)
+  local kept, n, f = {}, 0, 0
+  local this_n, this_f = 1, failed and 1 or 0
+  for m, a, b in string.gmatch(j[7] or '', '(%d+):(%d+):(%d+)') do
+    m, a, b = tonumber(m), tonumber(a), tonumber(b)
+    if m == minute then
+      this_n, this_f = this_n + a, this_f + b
+    elseif m >= first then
+      kept[#kept + 1] = m .. ':' .. a .. ':' .. b
+      if m < minute then n, f = n + a, f + b end
+    end
+  end
+  kept[#kept + 1] = minute .. ':' .. this_n .. ':' .. this_f
+  n, f = n + this_n, f + this_f
+  redis.call('HSET', jk, 'breaker_minutes', table.concat(kept, ','))
   if not failed or mode ~= '' then return end
-  local fields = {}
-  for m = minute - window_min + 1, minute do
-    fields[#fields + 1] = m .. ':n'
-    fields[#fields + 1] = m .. ':f'
-  end
-  local v = redis.call('HMGET', bk, unpack(fields))
-  local n, f = 0, 0
-  for i = 1, #v, 2 do
-    n = n + (tonumber(v[i] or '0') or 0)
-    f = f + (tonumber(v[i + 1] or '0') or 0)
-  end
   if n >= (tonumber(j[4]) or 20) and f >= (tonumber(j[3]) or 0.9) * n then
     breaker_open(job_id, now + cooldown_ms)
     breaker_event('breaker_opened', job_id, now, f .. ' of ' .. n .. ' attempts failed', run_id)

@@ -10,10 +10,12 @@ local function breaker_cooldown_due(job_id, now)
   local jk = key_job(job_id)
   local j = redis.call('HMGET', jk, 'breaker', 'breaker_until')
   if j[1] ~= 'open' or now < (tonumber(j[2] or '') or 0) then return 0 end
-  local hk = key_held(job_id)
-  for _ = 1, 100 do  -- bounded: entries cancelled meanwhile are LREMed, so rarely stale
-    local iid = redis.call('LPOP', hk)
-    if not iid then return 0 end
+  -- the job's held instances (attention members held:<run id>/<task>), oldest
+  -- fire first; bounded: cancel removes its member, so they are rarely stale
+  local ak, p = key_attention(), ATTENTION.held .. make_run_id(job_id, '')
+  for _, member in ipairs(redis.call('ZRANGEBYLEX', ak, '[' .. p, '(' .. p .. '\255', 'LIMIT', 0, 100)) do
+    redis.call('ZREM', ak, member)
+    local iid = string.sub(member, #ATTENTION.held + 1)
     local ti = key_ti(iid)
     local f = redis.call('HMGET', ti, 'state', 'queue', 'tenant', 'priority')
     if f[1] == 'held' then

@@ -1,6 +1,6 @@
 --[[ breaker_gate: a job's circuit breaker as lease.lua meets it (lib/breaker.lua
   has the rest): an open breaker holds the job's ready instances aside (state
-  held, in held:<job>); after its cool-down the first instance asked about
+  held, in attention as held:<instance id>); after its cool-down the first instance asked about
   becomes the single trial; a trial that can no longer report is replaced.
   Every change of mode is an event (lib/events.lua). ]]
 -- @include lib/events.lua
@@ -50,5 +50,5 @@ end
 -- Hold a run instance aside while its job's breaker is open (not handed out).
 local function breaker_hold(ti, iid, run_id)
   redis.call('HSET', ti, 'state', 'held', 'loc', 'held')
-  redis.call('RPUSH', key_held(job_of_run(run_id)), iid)
+  redis.call('ZADD', key_attention(), 0, ATTENTION.held .. iid)
 end

@@ -52,7 +52,7 @@ local function cancel_instance(iid, now)
   elseif state == 'retry_wait' or state == 'scheduled' then
     redis.call('ZREM', key_timers(), iid)
   elseif state == 'held' then
-    redis.call('LREM', key_held(job_of_run(run_of_task(iid))), 0, iid)
+    redis.call('ZREM', key_attention(), ATTENTION.held .. iid)
   elseif state == 'dead' then
     redis.call('XDEL', key_dlq(f[4]), string.sub(loc, 5))
     -- a dead task already counted as ended (failed) in its run: recount it

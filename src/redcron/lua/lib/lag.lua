@@ -2,8 +2,8 @@
   bounds come from redcron/keys.py (LAG_BUCKETS: {bound ms, field name}).
   counters (HASH, lifetime), fields lag:<le> -> fires in that bucket (not
   cumulative), lag:sum_ms, lag:count.
-  lagm:<minute> (HASH, per minute, expires after ACTIVITY_TTL_S): <tenant>|<le> -> fires,
-  and *|<le>: the same summed over tenants.
+  minute:<minute> (HASH, per minute, expires after ACTIVITY_TTL_S), fields
+  lag:<tenant>|<le> -> fires, and lag:*|<le>: the same summed over tenants.
   A call gathers its fires in a table (lag_note) and writes them once (lag_save),
   so a batch of fires costs a few calls, not a few per fire.  A fire late
   past EVENT_LAG_MS records a trigger_lag event (event_lag). ]]
@@ -39,13 +39,13 @@ local function lag_save(notes, now, lifetime_only)
   redis.call('HINCRBY', lk, pre .. 'count', notes.count)
   redis.call('HINCRBY', lk, pre .. 'sum_ms', notes.sum)
   if lifetime_only then return end
-  local mk = key_lagm(math.floor(now / 60000))
+  local mk, mpre = key_minute(math.floor(now / 60000)), MINUTE.lag
   local fresh = false
   for f, n in pairs(notes.tle) do
-    if redis.call('HINCRBY', mk, f, n) == n then fresh = true end
+    if redis.call('HINCRBY', mk, mpre .. f, n) == n then fresh = true end
   end
   -- every tenant's, summed ('*' is no tenant name): the overview reads these
-  for le, n in pairs(notes.le) do redis.call('HINCRBY', mk, '*|' .. le, n) end
+  for le, n in pairs(notes.le) do redis.call('HINCRBY', mk, mpre .. '*|' .. le, n) end
   if fresh then redis.call('EXPIRE', mk, ACTIVITY_TTL_S) end
 end
 

@@ -3,9 +3,10 @@
   ended that way, runs:<tenant>|<state> -> runs ended in that state, and
   attempts:*|<outcome>, runs:*|<state>: the same summed over tenants, so
   /metrics reads the totals without reading every tenant's fields.
-  act:<minute> (HASH, per minute, expires after ACTIVITY_TTL_S): <tenant>|succeeded
-  and <tenant>|failed (failed, timed_out or lost) -> attempts ended in that minute,
-  and *|succeeded, *|failed: the same summed over tenants.
+  minute:<minute> (HASH, per minute, expires after ACTIVITY_TTL_S), fields
+  attempts:<tenant>|succeeded and attempts:<tenant>|failed (failed, timed_out or
+  lost) -> attempts ended in that minute, and attempts:*|succeeded,
+  attempts:*|failed: the same summed over tenants.
  ]]
 
 local ACTIVITY = {succeeded = 'succeeded', failed = 'failed', timed_out = 'failed',
@@ -21,12 +22,12 @@ local function count_attempts(tenant, outcome, n, now, active)
   redis.call('HINCRBY', ck, COUNTERS.attempts .. '*|' .. outcome, n)
   local kind = ACTIVITY[outcome]
   if not kind or active == false then return end
-  local ak = key_act(math.floor(now / 60000))
-  if redis.call('HINCRBY', ak, tenant .. '|' .. kind, n) == n then
+  local ak = key_minute(math.floor(now / 60000))
+  if redis.call('HINCRBY', ak, MINUTE.attempts .. tenant .. '|' .. kind, n) == n then
     redis.call('EXPIRE', ak, ACTIVITY_TTL_S)
   end
   -- every tenant's, summed ('*' is no tenant name): the overview reads two fields
-  redis.call('HINCRBY', ak, '*|' .. kind, n)
+  redis.call('HINCRBY', ak, MINUTE.attempts .. '*|' .. kind, n)
 end
 
 -- A run of `tenant` reached the terminal `state` (a run reopened by a retry
