@@ -20,8 +20,10 @@ def lease_times(bapp: App, ids_by_tenant: dict[str, list[str]]) -> list[tuple[in
     for tenant, ids in ids_by_tenant.items():
         pipe = client.pipeline(transaction=False)
         for iid in ids:
-            pipe.hget(keys.ti(int(iid.split("-", 1)[0]), iid), "a:1:l")
-        out += [(int(ms), tenant) for ms in pipe.execute() if ms]
+            # the first attempt's lease: a:1:l once it ended other than by
+            # success, else the instance's own leased
+            pipe.hmget(keys.ti(int(iid.split("-", 1)[0]), iid), "a:1:l", "leased")
+        out += [(int(a or b), tenant) for a, b in pipe.execute() if a or b]
     out.sort()
     return out
 
@@ -77,8 +79,8 @@ def fairness(redis_url: str | None, backfill: int = 50_000) -> dict[str, Any]:
         for ids_t in small.values():
             pipe = client.pipeline(transaction=False)
             for iid in ids_t:
-                pipe.hmget(bapp.broker.keys.ti(0, iid), "created", "a:1:l")
-            rows = [(int(c), int(lz)) for c, lz in pipe.execute()]
+                pipe.hmget(bapp.broker.keys.ti(0, iid), "created", "a:1:l", "leased")
+            rows = [(int(c), int(a or b)) for c, a, b in pipe.execute()]
             created = min(c for c, _ in rows)
             waits.append(min(lz for _, lz in rows) - created)
         waits.sort()

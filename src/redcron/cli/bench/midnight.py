@@ -3,10 +3,11 @@
 SCHEDULES cron schedules over TENANTS tenants, DUE of them due in the same
 second (no jitter, no ``H``: they really collide), the rest once a year; one
 beat and WORKERS worker processes (no-op body) take the burst.  Per task the
-delay from the nominal fire time to its start (``a:1:s`` in the instance
-hash, written by ``start.lua`` on the server clock; a worker marks only attempts
-that outlive its 50 ms tick, so a no-op's start is bounded by its end,
-``a:1:ended``, and that bound is what counts: never earlier than the truth), fires and starts per
+delay from the nominal fire time to its start (``started`` in the instance
+hash, or ``a:1:s`` once the attempt ended other than by success, written by
+``start.lua`` on the server clock; a worker marks only attempts that outlive
+its 50 ms tick, so a no-op's start is bounded by its end, ``ended``, and that
+bound is what counts: never earlier than the truth), fires and starts per
 second, the Jain index of starts per tenant while every tenant still has work
 pending, the due fires that never produced a finished task, Redis memory and
 CPU, the CPU of the beat and the workers over the burst, and set-up time; the
@@ -233,11 +234,14 @@ def _read_instances(bapp: App, job_ids: Sequence[str], target_ms: int) -> list[I
         for jid in job_ids[c : c + READ_CHUNK]:
             iid = f"{run_id(jid, target_ms)}/{TASK}"
             pipe.hmget(keys.ti(shard_of_id(jid), iid), "tenant", "state", "created",
-                       "a:1:l", "a:1:s", "a:1:ended", "ended")  # fmt: skip
+                       "a:1:l", "leased", "a:1:s", "started", "a:1:ended", "ended")  # fmt: skip
         for tenant, state, *times in pipe.execute():
-            # a succeeded instance's (last) attempt ends at its own ended
-            created, leased, running, a_ended, ended = (int(t) if t else None for t in times)
-            ended = a_ended or ended
+            # the first attempt's times: a:1:* once it ended other than by success,
+            # else the instance's own (a succeeded last attempt keeps them there)
+            created, a_l, leased, a_s, running, a_ended, ended = (
+                int(t) if t else None for t in times
+            )
+            leased, running, ended = a_l or leased, a_s or running, a_ended or ended
             out.append(
                 Instance(
                     tenant=tenant.decode() if tenant else "",

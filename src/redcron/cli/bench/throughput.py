@@ -178,9 +178,11 @@ def drain_span(bapp: App, ids: list[str]) -> tuple[int, int, int]:
     keys = bapp.broker.keys
     pipe = client.pipeline(transaction=False)
     for iid in ids:
-        pipe.hmget(keys.ti(shard_of_id(iid), iid), "a:1:l", "ended")
+        pipe.hmget(keys.ti(shard_of_id(iid), iid), "a:1:l", "leased", "ended")
     first, last, n = 2**62, 0, 0
-    for leased, ended in pipe.execute():
+    for a_leased, last_leased, ended in pipe.execute():
+        # the first attempt's lease: a:1:l once it ended other than by success
+        leased = a_leased or last_leased
         if leased and ended:
             first = min(first, int(leased))
             last = max(last, int(ended))
