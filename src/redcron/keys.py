@@ -91,9 +91,6 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # job chaining (a job's depends_on): the jobs of a tenant that name job
     # <name> as an upstream -> SET of job names (kept by job_put and job_delete)
     "chaindown": ("chaindown:{tenant}:{name}", ("tenant", "name")),
-    # job chaining: the upstream job names that have had a succeeded run since
-    # the job's last chained or scheduled run -> SET (lib/chain.lua)
-    "chainok": ("chainok:{job_id}", ("job_id",)),
     # a run: state, scheduled_for, trigger, counters, task names
     "run": ("run:{run_id}", ("run_id",)),
     # a job's run history: run id -> scheduled_for (ms)
@@ -208,10 +205,13 @@ RETIRED: dict[str, str] = {
     # ``durations:<tenant>`` now (layout 3), fields under task: and job:
     "adur": "adur",
     "rdur": "rdur",
+    # the field chain_ok of job:<job id> now (layout 4; a SET of upstream names
+    # then, a comma list now)
+    "chainok": "chainok",
 }
 #: the key layout this release writes: ``layout`` in the meta HASH, raised by the
 #: upgrade (broker/upgrade.py) once a deployment's shards are brought to it
-LAYOUT = 3
+LAYOUT = 4
 
 #: the field of a tenant's hash that lists the rings it is parked off
 #: (``<queue>|<class>``, comma-separated; lib/parked.lua)
@@ -560,9 +560,6 @@ class Keys:
 
     def chaindown(self, shard: int, tenant: str, name: str) -> str:
         return self.build(shard, "chaindown", tenant, name)
-
-    def chainok(self, shard: int, job_id: str) -> str:
-        return self.build(shard, "chainok", job_id)
 
     def run(self, shard: int, run_id: str) -> str:
         return self.build(shard, "run", run_id)

@@ -41,6 +41,10 @@ def test_an_older_layout_is_upgraded_once_and_keeps_its_bookkeeping(
     r.hset(k.counters(0), "fires", 1)  # counted by this release already: added to
     r.hset(f"{k.retired(0, 'adur')}:acme", mapping={"#names": 1, "t.a|1": 2, "t.a|sum_ms": 900})
     r.hset(f"{k.retired(0, 'rdur')}:acme", mapping={"#names": 1, "nightly|10": 1})
+    # a job's noted upstream successes; one of a job that is gone
+    r.hset(k.job(0, "0-J1"), mapping={"id": "0-J1", "upstreams": "a,b"})
+    r.sadd(f"{k.retired(0, 'chainok')}:0-J1", "a", "dropped")
+    r.sadd(f"{k.retired(0, 'chainok')}:0-GONE", "a")
     app = App(redis_url, prefix=prefix)
     try:
         app.broker.ensure_meta()
@@ -82,6 +86,10 @@ def test_an_older_layout_is_upgraded_once_and_keeps_its_bookkeeping(
         assert r.lrange(k.ckwaiting(0, "acme", "t.sync", "cust:42"), 0, -1) == [b"0-B", b"0-C"]
         assert not list(r.scan_iter(match=f"{k.shard(0)}tleases:*"))
         assert not list(r.scan_iter(match=f"{k.shard(0)}ck[sq]:*"))
+        # a noted upstream success still counts; the job of none is not made
+        assert r.hget(k.job(0, "0-J1"), "chain_ok") == b"a"
+        assert not r.exists(k.job(0, "0-GONE"))
+        assert not list(r.scan_iter(match=f"{k.shard(0)}chainok:*"))
         assert int(r.hget(k.meta(), "layout") or 0) == LAYOUT
         # this release's scripts write the converted keys
         app.tenants.set("initech", weight=2)

@@ -189,11 +189,10 @@ class JobStore:
             shard = shard_of_id(job_id)
             pipe.hgetall(self.keys.job(shard, job_id))
             pipe.zscore(self.keys.schedule(shard), job_id)
-            pipe.smembers(self.keys.chainok(shard, job_id))
         replies = iter(pipe.execute())
         out = []
         for job_id in job_ids:
-            raw, score, satisfied = next(replies), next(replies), next(replies)
+            raw, score = next(replies), next(replies)
             if not raw:
                 continue  # deleted meanwhile
             # args:<task> fields are msgpack, and the record does not carry them
@@ -202,7 +201,6 @@ class JobStore:
                 fields,
                 shard_of_id(job_id),
                 None if score is None else int(score),
-                satisfied={_s(name) for name in satisfied},
             )
             out.append(record)
         return out

@@ -49,6 +49,7 @@ def upgrade_layout(client: Any, keys: Keys, shards: int, layout: int) -> None:
     _dedupe_renamed(client, keys)
     _parked_to_tenant_field(client, keys)
     _kinds_renamed(client, keys)
+    _chainok_to_job_field(client, keys)
     client.hset(keys.meta(), "layout", LAYOUT)
     log.info("deployment at prefix %r upgraded to key layout %d", keys.prefix, LAYOUT)
 
@@ -238,3 +239,33 @@ def _kinds_renamed(client: Any, keys: Keys) -> None:
                 continue
             client.zunionstore(target, [target, key], aggregate="MAX")
             client.delete(key)
+
+
+def _chainok_to_job_field(client: Any, keys: Keys) -> None:
+    """Layout 4: a job's ``chainok:<job id>`` SET (the upstream names that have
+    had a succeeded run since its last chained or scheduled run) becomes the
+    field ``chain_ok`` (a comma list) of its ``job:<job id>`` hash.  Kept, not
+    dropped: an upstream's success noted before the upgrade must still count,
+    or the job waits for a run that already happened.  One ``SCAN … MATCH``
+    pass; only names the job still lists in ``upstreams`` are carried (job_put
+    keeps it so), added to what the field already lists, and a SET whose job
+    is gone is simply deleted (no hash is made for it)."""
+    for raw in client.scan_iter(match=f"{keys.prefix}:{{s*}}:chainok:*", count=1000):
+        key = _s(raw)
+        found = _shard_and_rest(keys, "chainok", key)
+        if found is None or not found[1]:
+            continue
+        shard, job_id = found
+        jk = keys.job(shard, job_id)
+        pipe = client.pipeline(transaction=False)
+        pipe.smembers(key)
+        pipe.hmget(jk, "upstreams", "chain_ok")
+        members, (upstreams, listed) = pipe.execute()
+        ups = [u for u in _s(upstreams).split(",") if u] if upstreams else []
+        names = [u for u in _s(listed).split(",") if u] if listed else []
+        names += sorted(n for m in members if (n := _s(m)) in ups and n not in names)
+        pipe = client.pipeline(transaction=False)
+        if names:
+            pipe.hset(jk, "chain_ok", ",".join(names))
+        pipe.delete(key)
+        pipe.execute()

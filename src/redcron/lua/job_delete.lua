@@ -4,7 +4,7 @@
   ARGV[1] tenant   ARGV[2] name
   A job other jobs name in depends_on is not deleted (CONFLICT naming them:
   they would wait forever); a deleted job leaves the reverse index of its own
-  upstreams (chaindown) and its satisfied set (chainok).
+  upstreams (chaindown); its satisfied list (chain_ok) goes with its hash.
   Returns: the deleted job id.  Errors: NOTFOUND, CONFLICT. ]]
 -- @include lib/err.lua
 -- @include lib/lists.lua
@@ -23,7 +23,6 @@ end
 for _, u in ipairs(split(redis.call('HGET', key_job(job_id), 'upstreams') or '')) do
   redis.call('SREM', key_chaindown(tenant, u), name)
 end
-redis.call('DEL', key_chainok(job_id))
 redis.call('HDEL', idx, name)
 redis.call('ZREM', key_jobidx(), tenant .. JOBIDX_SEP .. name)
 redis.call('ZREM', key_schedule(), job_id)

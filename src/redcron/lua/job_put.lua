@@ -90,17 +90,19 @@ local old_ups = old[6] or ''
 if old_ups ~= upstreams then
   for _, u in ipairs(split(old_ups)) do redis.call('SREM', key_chaindown(tenant, u), name) end
   for _, u in ipairs(ups) do redis.call('SADD', key_chaindown(tenant, u), name) end
-  local ok = key_chainok(job_id)
-  for _, u in ipairs(redis.call('SMEMBERS', ok)) do
-    if not string.find(',' .. upstreams .. ',', ',' .. u .. ',', 1, true) then
-      redis.call('SREM', ok, u)
-    end
+  local kept = {}
+  for _, u in ipairs(split(redis.call('HGET', jk, 'chain_ok') or '')) do
+    if string.find(',' .. upstreams .. ',', ',' .. u .. ',', 1, true) then kept[#kept + 1] = u end
+  end
+  if #kept > 0 then
+    redis.call('HSET', jk, 'chain_ok', table.concat(kept, ','))
+  else
+    redis.call('HDEL', jk, 'chain_ok')
   end
 end
 if #ups == 0 then
   if old_ups ~= '' then
-    redis.call('HDEL', jk, 'upstreams', 'chain', 'chain_wait')
-    redis.call('DEL', key_chainok(job_id))
+    redis.call('HDEL', jk, 'upstreams', 'chain', 'chain_wait', 'chain_ok')
   end
 else
   local t = cjson.decode(sig)  -- [cron, every, at, tz]

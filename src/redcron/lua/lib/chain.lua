@@ -1,7 +1,7 @@
 --[[ chain: job chaining, when a run of an upstream job ends succeeded
   (lib/runs.lua calls chain_upstream_succeeded).  Every job naming it in its
   depends_on (chaindown:<tenant>:<name>) notes it as satisfied
-  (chainok:<job id>); a job whose upstreams are all satisfied starts:
+  (the job hash's chain_ok, a comma list); a job whose upstreams are all satisfied starts:
   - a job without a trigger of its own (chain = upstreams) starts a run now,
     trigger 'chain', fire time = now (run id <job id>@<now ms>, the next free
     ms if a run has it);
@@ -24,7 +24,7 @@ local function chain_start(job_id, jk, fire_ms, trigger, now)
       rid = make_run_id(job_id, fire_ms)
     end
   end
-  redis.call('DEL', key_chainok(job_id))  -- used up by this fire
+  redis.call('HDEL', jk, 'chain_ok')  -- used up by this fire
   if redis.call('EXISTS', key_run(rid)) == 1 then return end
   redis.call('HSET', jk, 'last_fire', fire_ms)
   redis.call('HINCRBY', key_counters(), 'fires', 1)
@@ -55,10 +55,13 @@ local function chain_upstream_succeeded(job_id, now)
     local did = redis.call('HGET', idx, dn)
     if did then
       local dk = key_job(did)
-      local g = redis.call('HMGET', dk, 'upstreams', 'chain', 'paused', 'chain_wait')
+      local g = redis.call('HMGET', dk, 'upstreams', 'chain', 'paused', 'chain_wait', 'chain_ok')
       if g[1] and g[1] ~= '' then
-        redis.call('SADD', key_chainok(did), name)
-        if g[3] ~= '1' and chain_satisfied(did, g[1]) then
+        local ok = g[5] or ''
+        if not string.find(',' .. ok .. ',', ',' .. name .. ',', 1, true) then
+          redis.call('HSET', dk, 'chain_ok', ok == '' and name or ok .. ',' .. name)
+        end
+        if g[3] ~= '1' and chain_satisfied(dk, g[1]) then
           if g[2] == 'upstreams' then
             chain_start(did, dk, now, 'chain', now)
           elseif g[4] and g[4] ~= '' then
