@@ -59,7 +59,9 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # tenants known on this shard, all scored 0 (read in name order by
     # ZRANGEBYLEX: the faces page over it; membership is ZSCORE)
     "tenants": ("tenants", ()),
-    # jobs of this shard as "<tenant> <name>", all scored 0 (paged by ZRANGEBYLEX)
+    # jobs of this shard as "<tenant> <name> <job id>", all scored 0: paged by
+    # ZRANGEBYLEX, and the upsert key: a (tenant, name) lookup is one
+    # ZRANGEBYLEX on the "<tenant> <name> " prefix (jobidx_range)
     "jobidx": ("jobidx", ()),
     # run id -> created (ms): the shard's newest runs, for /v1/runs (trimmed)
     "runidx": ("runidx", ()),
@@ -81,8 +83,6 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "recent": ("recent", ()),
     # a job: spec, trigger, version, policies, compiled DAG template
     "job": ("job:{job_id}", ("job_id",)),
-    # one tenant's jobs: name -> job id
-    "jobs": ("jobs:{tenant}", ("tenant",)),
     # job id -> next due time (ms); only fire, job update, pause, park and delete change it
     "schedule": ("schedule", ()),
     # jobs the beat parked (off the schedule: it could not plan or fire them) ->
@@ -208,6 +208,9 @@ RETIRED: dict[str, str] = {
     # the field chain_ok of job:<job id> now (layout 4; a SET of upstream names
     # then, a comma list now)
     "chainok": "chainok",
+    # members "<tenant> <name> <job id>" of ``jobidx`` now (layout 4; a HASH name
+    # -> job id per tenant, beside jobidx members "<tenant> <name>")
+    "jobs": "jobs",
 }
 #: the key layout this release writes: ``layout`` in the meta HASH, raised by the
 #: upgrade (broker/upgrade.py) once a deployment's shards are brought to it
@@ -290,10 +293,32 @@ NOTIFY_GROUP = "notify"
 CHANNEL_KINDS = ("channel", "outbox", "outmsg", "digest", "dlog")
 #: lines kept in a channel's delivery log (MAXLEN ~)
 DLOG_MAX = 200
-#: separator of a ``jobidx`` member ``<tenant> <name>``: no name holds a space, and
-#: it sorts below every character a name may hold, so the index's order is
-#: (tenant, name)'s
+#: separator of a ``jobidx`` member ``<tenant> <name> <job id>``: no tenant, name
+#: or job id holds a space, and it sorts below every character they may hold, so
+#: the index's order is (tenant, name)'s and one (tenant, name) is one range
 JOBIDX_SEP = " "
+
+
+def jobidx_member(tenant: str, name: str, job_id: str) -> str:
+    """A job's member of ``jobidx``: ``<tenant> <name> <job id>``."""
+    return f"{tenant}{JOBIDX_SEP}{name}{JOBIDX_SEP}{job_id}"
+
+
+def jobidx_range(tenant: str, name: str | None = None) -> tuple[str, str]:
+    """ZRANGEBYLEX bounds of the ``jobidx`` members of ``tenant``'s job ``name``
+    (at most one), or of all of ``tenant``'s jobs: from the prefix (inclusive) to
+    the prefix with its last separator raised by one (exclusive), which sorts
+    below every longer name (a name's characters all sort above it).  Lua's
+    generated ``job_lookup`` reads the same range."""
+    head = f"{tenant}{JOBIDX_SEP}" if name is None else f"{tenant}{JOBIDX_SEP}{name}{JOBIDX_SEP}"
+    return f"[{head}", f"({head[:-1]}{chr(ord(JOBIDX_SEP) + 1)}"
+
+
+def jobidx_parse(member: str) -> tuple[str, str, str] | None:
+    """(tenant, name, job id) of a ``jobidx`` member; None for one of another
+    shape (an older release's ``<tenant> <name>``: never written since layout 4)."""
+    parts = member.split(JOBIDX_SEP)
+    return (parts[0], parts[1], parts[2]) if len(parts) == 3 else None
 
 
 def lag_bucket_label(bound_s: float) -> str:
@@ -549,9 +574,6 @@ class Keys:
     def job(self, shard: int, job_id: str) -> str:
         return self.build(shard, "job", job_id)
 
-    def jobs(self, shard: int, tenant: str) -> str:
-        return self.build(shard, "jobs", tenant)
-
     def schedule(self, shard: int) -> str:
         return self.build(shard, "schedule")
 
@@ -689,6 +711,20 @@ def lua_key_functions() -> str:
     )
     out.append(
         f'local function job_of_run(run_id) return string.match(run_id or "", "^(.-){RUN_SEP}") end'
+    )
+    # a job's id by (tenant, name): its one member of jobidx (jobidx_range)
+    hi = chr(ord(JOBIDX_SEP) + 1)
+    out.append(
+        "local function job_lookup(tenant, name) "
+        f'local head = tenant .. "{JOBIDX_SEP}" .. name '
+        f'local m = redis.call("ZRANGEBYLEX", key_jobidx(), "[" .. head .. "{JOBIDX_SEP}", '
+        f'"(" .. head .. "{hi}", "LIMIT", 0, 1)[1] '
+        "if not m then return nil end "
+        "return string.sub(m, #head + 2) end"
+    )
+    out.append(
+        "local function job_member(tenant, name, job_id) "
+        f'return tenant .. "{JOBIDX_SEP}" .. name .. "{JOBIDX_SEP}" .. job_id end'
     )
     # a plain find first: a one-off id (the lease and complete hot path) holds no
     # separator, and the pattern would backtrack over the whole id to say so

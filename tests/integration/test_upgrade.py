@@ -45,6 +45,9 @@ def test_an_older_layout_is_upgraded_once_and_keeps_its_bookkeeping(
     r.hset(k.job(0, "0-J1"), mapping={"id": "0-J1", "upstreams": "a,b"})
     r.sadd(f"{k.retired(0, 'chainok')}:0-J1", "a", "dropped")
     r.sadd(f"{k.retired(0, 'chainok')}:0-GONE", "a")
+    # a tenant's jobs by name, and the listing index of that layout
+    r.hset(f"{k.retired(0, 'jobs')}:acme", mapping={"nightly": "0-J1", "c": "0-J2"})
+    r.zadd(k.jobidx(0), {"acme nightly": 0, "acme c": 0, "acme stale": 0})
     app = App(redis_url, prefix=prefix)
     try:
         app.broker.ensure_meta()
@@ -90,6 +93,10 @@ def test_an_older_layout_is_upgraded_once_and_keeps_its_bookkeeping(
         assert r.hget(k.job(0, "0-J1"), "chain_ok") == b"a"
         assert not r.exists(k.job(0, "0-GONE"))
         assert not list(r.scan_iter(match=f"{k.shard(0)}chainok:*"))
+        # a job is still found by name, and listed
+        assert r.zrange(k.jobidx(0), 0, -1) == [b"acme c 0-J2", b"acme nightly 0-J1"]
+        assert app.jobs.job_id("acme", "nightly") == "0-J1"
+        assert not r.exists(f"{k.retired(0, 'jobs')}:acme")
         assert int(r.hget(k.meta(), "layout") or 0) == LAYOUT
         # this release's scripts write the converted keys
         app.tenants.set("initech", weight=2)

@@ -23,6 +23,7 @@ from redcron.keys import (
     COUNTER_RUNS,
     DURATIONS_JOB,
     DURATIONS_TASK,
+    JOBIDX_SEP,
     LAYOUT,
     MAINT_INDEX_VERSION,
     MAINT_REAP_CURSOR,
@@ -30,6 +31,7 @@ from redcron.keys import (
     MAINT_RECENT_CURSOR,
     TENANT_PARKED,
     Keys,
+    jobidx_member,
 )
 from redcron.serde import text as _s
 
@@ -50,6 +52,7 @@ def upgrade_layout(client: Any, keys: Keys, shards: int, layout: int) -> None:
     _parked_to_tenant_field(client, keys)
     _kinds_renamed(client, keys)
     _chainok_to_job_field(client, keys)
+    _jobs_into_jobidx(client, keys)
     client.hset(keys.meta(), "layout", LAYOUT)
     log.info("deployment at prefix %r upgraded to key layout %d", keys.prefix, LAYOUT)
 
@@ -269,3 +272,33 @@ def _chainok_to_job_field(client: Any, keys: Keys) -> None:
             pipe.hset(jk, "chain_ok", ",".join(names))
         pipe.delete(key)
         pipe.execute()
+
+
+def _jobs_into_jobidx(client: Any, keys: Keys) -> None:
+    """Layout 4: a tenant's ``jobs:<tenant>`` HASH (job name -> job id, the
+    upsert key) becomes the job id in its ``jobidx`` member: ``<tenant> <name>``
+    is replaced by ``<tenant> <name> <job id>``.  Kept, not dropped: a job
+    missing from it would be neither listed nor found by name, and a put of
+    the same name would make a second job.  One ``SCAN … MATCH`` pass (every
+    master of a cluster), then each shard's ``jobidx`` loses what is left of
+    the old shape (a member of a job no ``jobs`` hash named)."""
+    touched: set[int] = set()
+    for raw in client.scan_iter(match=f"{keys.prefix}:{{s*}}:jobs:*", count=1000):
+        key = _s(raw)
+        found = _shard_and_rest(keys, "jobs", key)
+        if found is None or not found[1]:
+            continue
+        shard, tenant = found
+        touched.add(shard)
+        idx = keys.jobidx(shard)
+        pipe = client.pipeline(transaction=False)
+        for name, job_id in client.hgetall(key).items():
+            pipe.zadd(idx, {jobidx_member(tenant, _s(name), _s(job_id)): 0})
+            pipe.zrem(idx, f"{tenant}{JOBIDX_SEP}{_s(name)}")
+        pipe.delete(key)
+        pipe.execute()
+    for shard in touched:
+        idx = keys.jobidx(shard)
+        old = [m for m, _ in client.zscan_iter(idx, count=1000) if _s(m).count(JOBIDX_SEP) != 2]
+        for start in range(0, len(old), 500):
+            client.zrem(idx, *old[start : start + 500])

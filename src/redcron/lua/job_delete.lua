@@ -11,8 +11,7 @@
 
 local tenant, name = ARGV[1], ARGV[2]
 
-local idx = key_jobs(tenant)
-local job_id = redis.call('HGET', idx, name)
+local job_id = job_lookup(tenant, name)
 if not job_id then return err('NOTFOUND', 'no job ' .. name .. ' for tenant ' .. tenant) end
 local down = redis.call('SMEMBERS', key_chaindown(tenant, name))
 if #down > 0 then
@@ -23,8 +22,7 @@ end
 for _, u in ipairs(split(redis.call('HGET', key_job(job_id), 'upstreams') or '')) do
   redis.call('SREM', key_chaindown(tenant, u), name)
 end
-redis.call('HDEL', idx, name)
-redis.call('ZREM', key_jobidx(), tenant .. JOBIDX_SEP .. name)
+redis.call('ZREM', key_jobidx(), job_member(tenant, name, job_id))
 redis.call('ZREM', key_schedule(), job_id)
 redis.call('ZREM', key_brkopen(), job_id)
 redis.call('ZREM', key_jobparked(), job_id)

@@ -35,8 +35,7 @@ local keep_s, pause_after_failures, paused = ARGV[11], ARGV[12], ARGV[13]
 local now = now_ms(ARGV[14])
 local upstreams = ARGV[15]
 local FIRST_ARG = 16  -- ARGV[16..]: task name, msgpack args pairs
-local idx = key_jobs(tenant)
-local job_id = redis.call('HGET', idx, name)
+local job_id = job_lookup(tenant, name)
 local change = 'updated'
 if not job_id then
   job_id = new_id
@@ -66,9 +65,8 @@ end
 
 local version = redis.call('HINCRBY', jk, 'version', 1)
 if change == 'created' then
-  redis.call('HSET', idx, name, job_id)
   redis.call('ZADD', key_tenants(), 0, tenant)
-  redis.call('ZADD', key_jobidx(), 0, tenant .. JOBIDX_SEP .. name)
+  redis.call('ZADD', key_jobidx(), 0, job_member(tenant, name, job_id))
   redis.call('HSET', jk, 'id', job_id, 'tenant', tenant, 'name', name, 'created', now,
     'consecutive_failures', 0)
 else

@@ -50,9 +50,8 @@ local function chain_upstream_succeeded(job_id, now)
   local down = redis.call('SMEMBERS', key_chaindown(tenant, name))
   if #down == 0 then return end
   table.sort(down)  -- one order on every replica and in every test
-  local idx = key_jobs(tenant)
   for _, dn in ipairs(down) do
-    local did = redis.call('HGET', idx, dn)
+    local did = job_lookup(tenant, dn)
     if did then
       local dk = key_job(did)
       local g = redis.call('HMGET', dk, 'upstreams', 'chain', 'paused', 'chain_wait', 'chain_ok')
