@@ -54,8 +54,6 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "log": ("log:{iid}:{attempt}", ("iid", "attempt")),
     # tokens for result() waiters
     "done": ("done:{iid}", ("iid",)),
-    # ctx.once() effect records
-    "once": ("once:{key}", ("key",)),
     # tenants known on this shard, all scored 0 (read in name order by
     # ZRANGEBYLEX: the faces page over it; membership is ZSCORE)
     "tenants": ("tenants", ()),
@@ -151,12 +149,13 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # held, at most DURATION_NAMES; later names count as DURATION_OTHER); the same
     # for its runs per job name under job:
     "durations": ("durations:{tenant}", ("tenant",)),
-    # -- unique windows and debounce (issue 21 §4; lib/dedupe.lua) --------------
+    # -- unique windows, debounce and ctx.once (issue 21 §4; lib/dedupe.lua) ----
     # a dedupe key's task: STRING -> instance id.  <mode> ``unique``: the holder
     # of a unique window, PX = the window; ``debounce``: a debounce key's open
     # group, PX = until its start.  <digest> = sha1 of the task name and its key
     # (model/dedupe.py); the two modes can give one digest for one _unique_key,
-    # so the mode is in the name
+    # so the mode is in the name.  ``once``: a ctx.once() effect record (SET NX
+    # EX), <digest> = "<idem_key>:<key>" as the task gave it (broker/leases.py)
     "dedupe": ("dedupe:{tenant}:{mode}:{digest}", ("tenant", "mode", "digest")),
     # -- end unique windows and debounce ---------------------------------------
     # opt-in attempt audit (``Worker(audit=True)``, ``redcron chaos``): one entry per
@@ -208,6 +207,8 @@ RETIRED: dict[str, str] = {
     # the field chain_ok of job:<job id> now (layout 4; a SET of upstream names
     # then, a comma list now)
     "chainok": "chainok",
+    # ``dedupe:<tenant>:once:<idem_key>:<key>`` now (layout 4), tenant-scoped
+    "once": "once",
     # members "<tenant> <name> <job id>" of ``jobidx`` now (layout 4; a HASH name
     # -> job id per tenant, beside jobidx members "<tenant> <name>")
     "jobs": "jobs",
@@ -543,9 +544,6 @@ class Keys:
 
     def done(self, shard: int, iid: str) -> str:
         return self.build(shard, "done", iid)
-
-    def once(self, shard: int, key: str) -> str:
-        return self.build(shard, "once", key)
 
     def tenants(self, shard: int) -> str:
         return self.build(shard, "tenants")

@@ -48,6 +48,12 @@ def test_an_older_layout_is_upgraded_once_and_keeps_its_bookkeeping(
     # a tenant's jobs by name, and the listing index of that layout
     r.hset(f"{k.retired(0, 'jobs')}:acme", mapping={"nightly": "0-J1", "c": "0-J2"})
     r.zadd(k.jobidx(0), {"acme nightly": 0, "acme c": 0, "acme stale": 0})
+    # ctx.once records: of a run's task, of a one-off task, of a task gone
+    r.hset(k.run(0, "0-J1@5"), "tenant", "acme")
+    r.hset(k.ti(0, "0-T1"), "tenant", "globex")
+    r.set(f"{k.retired(0, 'once')}:0-J1@5:extract:charge", "1", ex=600)
+    r.set(f"{k.retired(0, 'once')}:0-T1:mail", "1", ex=600)
+    r.set(f"{k.retired(0, 'once')}:0-GONE:mail", "1", ex=600)
     app = App(redis_url, prefix=prefix)
     try:
         app.broker.ensure_meta()
@@ -97,6 +103,10 @@ def test_an_older_layout_is_upgraded_once_and_keeps_its_bookkeeping(
         assert r.zrange(k.jobidx(0), 0, -1) == [b"acme c 0-J2", b"acme nightly 0-J1"]
         assert app.jobs.job_id("acme", "nightly") == "0-J1"
         assert not r.exists(f"{k.retired(0, 'jobs')}:acme")
+        # a recorded effect is still recorded, under its task's tenant
+        assert 0 < r.ttl(k.dedupe(0, "acme", "once", "0-J1@5:extract:charge")) <= 600
+        assert r.get(k.dedupe(0, "globex", "once", "0-T1:mail")) == b"1"
+        assert not list(r.scan_iter(match=f"{k.shard(0)}once:*"))
         assert int(r.hget(k.meta(), "layout") or 0) == LAYOUT
         # this release's scripts write the converted keys
         app.tenants.set("initech", weight=2)

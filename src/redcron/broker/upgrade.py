@@ -29,10 +29,13 @@ from redcron.keys import (
     MAINT_REAP_CURSOR,
     MAINT_REAP_TTL,
     MAINT_RECENT_CURSOR,
+    RUN_SEP,
     TENANT_PARKED,
     Keys,
+    job_of_run,
     jobidx_member,
 )
+from redcron.model.dedupe import ONCE
 from redcron.serde import text as _s
 
 log = logging.getLogger(__name__)
@@ -53,6 +56,7 @@ def upgrade_layout(client: Any, keys: Keys, shards: int, layout: int) -> None:
     _kinds_renamed(client, keys)
     _chainok_to_job_field(client, keys)
     _jobs_into_jobidx(client, keys)
+    _once_to_dedupe(client, keys)
     client.hset(keys.meta(), "layout", LAYOUT)
     log.info("deployment at prefix %r upgraded to key layout %d", keys.prefix, LAYOUT)
 
@@ -302,3 +306,30 @@ def _jobs_into_jobidx(client: Any, keys: Keys) -> None:
         old = [m for m, _ in client.zscan_iter(idx, count=1000) if _s(m).count(JOBIDX_SEP) != 2]
         for start in range(0, len(old), 500):
             client.zrem(idx, *old[start : start + 500])
+
+
+def _once_to_dedupe(client: Any, keys: Keys) -> None:
+    """Layout 4: a ``ctx.once`` record ``once:<idem_key>:<key>`` becomes
+    ``dedupe:<tenant>:once:<idem_key>:<key>``, under the tenant of the task that
+    wrote it, so an effect recorded before the upgrade is still not repeated by
+    a retry after it.  The old name holds no tenant: it is read from the task's
+    run (``<run id>:<task>``: the run hash, else its job's) or its instance hash
+    (a one-off's ``<task id>``).  A record whose task left no trace can guard
+    nothing any more (no attempt of it can run again) and is deleted.  One
+    ``SCAN … MATCH`` pass; ``RENAMENX`` keeps the expiry and never overwrites a
+    record this release wrote."""
+    for raw in client.scan_iter(match=f"{keys.prefix}:{{s*}}:once:*", count=1000):
+        key = _s(raw)
+        found = _shard_and_rest(keys, "once", key)
+        if found is None or not found[1]:
+            continue
+        shard, rest = found
+        head = rest.partition(":")[0]
+        if RUN_SEP in head:
+            tenant = client.hget(keys.run(shard, head), "tenant")
+            tenant = tenant or client.hget(keys.job(shard, job_of_run(head)), "tenant")
+        else:
+            tenant = client.hget(keys.ti(shard, head), "tenant")
+        if tenant and client.renamenx(key, keys.dedupe(shard, _s(tenant), ONCE, rest)):
+            continue
+        client.delete(key)
