@@ -86,9 +86,6 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # jobs the beat parked (off the schedule: it could not plan or fire them) ->
     # when (ms); /metrics and the dashboard count them without reading every job
     "jobparked": ("jobparked", ()),
-    # job chaining (a job's depends_on): the jobs of a tenant that name job
-    # <name> as an upstream -> SET of job names (kept by job_put and job_delete)
-    "chaindown": ("chaindown:{tenant}:{name}", ("tenant", "name")),
     # a run: state, scheduled_for, trigger, counters, task names
     "run": ("run:{run_id}", ("run_id",)),
     # a job's run history: run id -> scheduled_for (ms)
@@ -207,6 +204,9 @@ RETIRED: dict[str, str] = {
     # the field chain_ok of job:<job id> now (layout 4; a SET of upstream names
     # then, a comma list now)
     "chainok": "chainok",
+    # the field chain_down of the upstream's job:<job id> now (layout 4; a SET of
+    # the names of the jobs naming <name> in depends_on then, a comma list now)
+    "chaindown": "chaindown",
     # ``dedupe:<tenant>:once:<idem_key>:<key>`` now (layout 4), tenant-scoped
     "once": "once",
     # members "<tenant> <name> <job id>" of ``jobidx`` now (layout 4; a HASH name
@@ -577,9 +577,6 @@ class Keys:
 
     def jobparked(self, shard: int) -> str:
         return self.build(shard, "jobparked")
-
-    def chaindown(self, shard: int, tenant: str, name: str) -> str:
-        return self.build(shard, "chaindown", tenant, name)
 
     def run(self, shard: int, run_id: str) -> str:
         return self.build(shard, "run", run_id)

@@ -54,6 +54,9 @@ def test_an_older_layout_is_upgraded_once_and_keeps_its_bookkeeping(
     r.set(f"{k.retired(0, 'once')}:0-J1@5:extract:charge", "1", ex=600)
     r.set(f"{k.retired(0, 'once')}:0-T1:mail", "1", ex=600)
     r.set(f"{k.retired(0, 'once')}:0-GONE:mail", "1", ex=600)
+    # job chaining's reverse index: c (0-J2) names nightly (0-J1) in depends_on
+    r.sadd(f"{k.retired(0, 'chaindown')}:acme:nightly", "c")
+    r.sadd(f"{k.retired(0, 'chaindown')}:acme:gone", "c")
     app = App(redis_url, prefix=prefix)
     try:
         app.broker.ensure_meta()
@@ -107,6 +110,9 @@ def test_an_older_layout_is_upgraded_once_and_keeps_its_bookkeeping(
         assert 0 < r.ttl(k.dedupe(0, "acme", "once", "0-J1@5:extract:charge")) <= 600
         assert r.get(k.dedupe(0, "globex", "once", "0-T1:mail")) == b"1"
         assert not list(r.scan_iter(match=f"{k.shard(0)}once:*"))
+        # an upstream still knows its dependents (its success starts them)
+        assert r.hget(k.job(0, "0-J1"), "chain_down") == b"c"
+        assert not list(r.scan_iter(match=f"{k.shard(0)}chaindown:*"))
         assert int(r.hget(k.meta(), "layout") or 0) == LAYOUT
         # this release's scripts write the converted keys
         app.tenants.set("initech", weight=2)

@@ -34,6 +34,8 @@ from redcron.keys import (
     Keys,
     job_of_run,
     jobidx_member,
+    jobidx_parse,
+    jobidx_range,
 )
 from redcron.model.dedupe import ONCE
 from redcron.serde import text as _s
@@ -57,6 +59,7 @@ def upgrade_layout(client: Any, keys: Keys, shards: int, layout: int) -> None:
     _chainok_to_job_field(client, keys)
     _jobs_into_jobidx(client, keys)
     _once_to_dedupe(client, keys)
+    _chaindown_to_job_field(client, keys)
     client.hset(keys.meta(), "layout", LAYOUT)
     log.info("deployment at prefix %r upgraded to key layout %d", keys.prefix, LAYOUT)
 
@@ -332,4 +335,31 @@ def _once_to_dedupe(client: Any, keys: Keys) -> None:
             tenant = client.hget(keys.ti(shard, head), "tenant")
         if tenant and client.renamenx(key, keys.dedupe(shard, _s(tenant), ONCE, rest)):
             continue
+        client.delete(key)
+
+
+def _chaindown_to_job_field(client: Any, keys: Keys) -> None:
+    """Layout 4: ``chaindown:<tenant>:<name>`` (a SET of the names of the
+    tenant's jobs that name job ``<name>`` in ``depends_on``) becomes the field
+    ``chain_down`` (a comma list) of that upstream job's hash, found by name in
+    ``jobidx`` (so after :func:`_jobs_into_jobidx`).  Kept, not dropped: without
+    it an upstream's succeeded run would start none of its dependents, and the
+    upstream could be deleted under them.  One ``SCAN … MATCH`` pass; a SET
+    whose upstream job is gone indexes nothing and is deleted."""
+    for raw in client.scan_iter(match=f"{keys.prefix}:{{s*}}:chaindown:*", count=1000):
+        key = _s(raw)
+        found = _shard_and_rest(keys, "chaindown", key)
+        tenant, _, name = found[1].partition(":") if found else ("", "", "")
+        if found is None or not tenant or not name:
+            continue
+        shard = found[0]
+        hit = client.zrangebylex(keys.jobidx(shard), *jobidx_range(tenant, name), start=0, num=1)
+        job = jobidx_parse(_s(hit[0])) if hit else None
+        if job is not None:
+            jk = keys.job(shard, job[2])
+            listed = _s(client.hget(jk, "chain_down") or b"")
+            names = [n for n in listed.split(",") if n]
+            names += sorted(n for m in client.smembers(key) if (n := _s(m)) not in names)
+            if names:
+                client.hset(jk, "chain_down", ",".join(names))
         client.delete(key)

@@ -11,7 +11,7 @@
   Returns: {job_id, version, change} change = created | updated | unchanged
   Job chaining: the job's upstreams are stored (upstreams, chain = trigger |
   upstreams: whether its own trigger or its upstreams start it) and the
-  tenant's reverse index chaindown:<tenant>:<upstream> kept; a changed list
+  upstreams' reverse index (their chain_down, lib/chain_down.lua) kept; a changed list
   forgets what the dropped upstreams had satisfied (lib/chain.lua).
   Errors: INVALID depends_on (an unknown upstream, the job itself, or a cycle,
   named: lib/chain_graph.lua); CONFLICT (a new job's id exists); FORBIDDEN when a new or changed
@@ -27,6 +27,7 @@
 -- @include lib/grant.lua
 -- @include lib/lists.lua
 -- @include lib/chain_graph.lua
+-- @include lib/chain_down.lua
 
 local tenant, name, new_id, spec, template, sig = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5],
   ARGV[6]
@@ -86,8 +87,8 @@ end
 -- job chaining: the reverse index and what the job waits for
 local old_ups = old[6] or ''
 if old_ups ~= upstreams then
-  for _, u in ipairs(split(old_ups)) do redis.call('SREM', key_chaindown(tenant, u), name) end
-  for _, u in ipairs(ups) do redis.call('SADD', key_chaindown(tenant, u), name) end
+  for _, u in ipairs(split(old_ups)) do chain_down_edit(tenant, u, name, false) end
+  for _, u in ipairs(ups) do chain_down_edit(tenant, u, name, true) end
   local kept = {}
   for _, u in ipairs(split(redis.call('HGET', jk, 'chain_ok') or '')) do
     if string.find(',' .. upstreams .. ',', ',' .. u .. ',', 1, true) then kept[#kept + 1] = u end
