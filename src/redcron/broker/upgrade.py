@@ -320,7 +320,7 @@ def _once_to_dedupe(client: Any, keys: Keys) -> None:
     (a one-off's ``<task id>``).  A record whose task left no trace can guard
     nothing any more (no attempt of it can run again) and is deleted.  One
     ``SCAN … MATCH`` pass; ``RENAMENX`` keeps the expiry and never overwrites a
-    record this release wrote."""
+    record this release wrote (the old one is then deleted)."""
     for raw in client.scan_iter(match=f"{keys.prefix}:{{s*}}:once:*", count=1000):
         key = _s(raw)
         found = _shard_and_rest(keys, "once", key)
@@ -333,9 +333,14 @@ def _once_to_dedupe(client: Any, keys: Keys) -> None:
             tenant = tenant or client.hget(keys.job(shard, job_of_run(head)), "tenant")
         else:
             tenant = client.hget(keys.ti(shard, head), "tenant")
-        if tenant and client.renamenx(key, keys.dedupe(shard, _s(tenant), ONCE, rest)):
-            continue
-        client.delete(key)
+        moved: Any = 0
+        if tenant:
+            pipe = client.pipeline(transaction=False)
+            pipe.renamenx(key, keys.dedupe(shard, _s(tenant), ONCE, rest))
+            # an error: the key expired, or another process moved it, meanwhile
+            (moved,) = pipe.execute(raise_on_error=False)
+        if not moved:
+            client.delete(key)
 
 
 def _chaindown_to_job_field(client: Any, keys: Keys) -> None:

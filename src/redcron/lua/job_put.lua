@@ -11,8 +11,9 @@
   Returns: {job_id, version, change} change = created | updated | unchanged
   Job chaining: the job's upstreams are stored (upstreams, chain = trigger |
   upstreams: whether its own trigger or its upstreams start it) and the
-  upstreams' reverse index (their chain_down, lib/chain_down.lua) kept; a changed list
-  forgets what the dropped upstreams had satisfied (lib/chain.lua).
+  upstreams' reverse index (their chain_down, lib/chain_down.lua) kept; a
+  changed list forgets what the dropped upstreams had satisfied (chain_ok,
+  lib/chain.lua).
   Errors: INVALID depends_on (an unknown upstream, the job itself, or a cycle,
   named: lib/chain_graph.lua); CONFLICT (a new job's id exists); FORBIDDEN when a new or changed
   job has a command or container task and the tenant lacks the grant

@@ -1,7 +1,8 @@
 --[[ chain: job chaining, when a run of an upstream job ends succeeded
   (lib/runs.lua calls chain_upstream_succeeded).  Every job naming it in its
-  depends_on (its job hash's chain_down, lib/chain_down.lua) notes it as satisfied
-  (the job hash's chain_ok, a comma list); a job whose upstreams are all satisfied starts:
+  depends_on (the upstream's chain_down, lib/chain_down.lua) notes it as
+  satisfied (its own chain_ok, a comma list); a job whose upstreams are all
+  satisfied starts:
   - a job without a trigger of its own (chain = upstreams) starts a run now,
     trigger 'chain', fire time = now (run id <job id>@<now ms>, the next free
     ms if a run has it);
@@ -12,6 +13,7 @@
   job's overlap policy as a scheduled fire does (skip and buffer_one; allow
   and cancel_previous start it beside the active one).  All of this happens
   in the script that ends the upstream run: never lost, never doubled. ]]
+-- @include lib/lists.lua
 -- @include lib/list_edit.lua
 -- @include lib/run_create.lua
 -- @include lib/chain_gate.lua
