@@ -50,4 +50,4 @@ class Context:
         """
         if self.broker is None:
             raise RuntimeError("ctx.once needs a broker (the task is not running on a worker)")
-        return self.broker.leases.once(self.shard, f"{self.idem_key}:{key}", ttl)
+        return self.broker.leases.once(self.shard, self.tenant, f"{self.idem_key}:{key}", ttl)

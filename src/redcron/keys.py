@@ -54,12 +54,12 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "log": ("log:{iid}:{attempt}", ("iid", "attempt")),
     # tokens for result() waiters
     "done": ("done:{iid}", ("iid",)),
-    # ctx.once() effect records
-    "once": ("once:{key}", ("key",)),
     # tenants known on this shard, all scored 0 (read in name order by
     # ZRANGEBYLEX: the faces page over it; membership is ZSCORE)
     "tenants": ("tenants", ()),
-    # jobs of this shard as "<tenant> <name>", all scored 0 (paged by ZRANGEBYLEX)
+    # jobs of this shard as "<tenant> <name> <job id>", all scored 0: paged by
+    # ZRANGEBYLEX, and the upsert key: a (tenant, name) lookup is one
+    # ZRANGEBYLEX on the "<tenant> <name> " prefix (jobidx_range)
     "jobidx": ("jobidx", ()),
     # run id -> created (ms): the shard's newest runs, for /v1/runs (trimmed)
     "runidx": ("runidx", ()),
@@ -81,8 +81,6 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "recent": ("recent", ()),
     # a job: spec, trigger, version, policies, compiled DAG template
     "job": ("job:{job_id}", ("job_id",)),
-    # one tenant's jobs: name -> job id
-    "jobs": ("jobs:{tenant}", ("tenant",)),
     # job id -> next due time (ms); only fire, job update, pause, park and delete change it
     "schedule": ("schedule", ()),
     # jobs, and work, that wait on an operator or a breaker, all scored 0, by kind
@@ -93,12 +91,6 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # the members after held:<job id>@, its run ids' prefix).  Each reader reads
     # one kind (ZRANGEBYLEX over its prefix, ZLEXCOUNT), never every job
     "attention": ("attention", ()),
-    # job chaining (a job's depends_on): the jobs of a tenant that name job
-    # <name> as an upstream -> SET of job names (kept by job_put and job_delete)
-    "chaindown": ("chaindown:{tenant}:{name}", ("tenant", "name")),
-    # job chaining: the upstream job names that have had a succeeded run since
-    # the job's last chained or scheduled run -> SET (lib/chain.lua)
-    "chainok": ("chainok:{job_id}", ("job_id",)),
     # a run: state, scheduled_for, trigger, counters, task names
     "run": ("run:{run_id}", ("run_id",)),
     # a job's run history: run id -> scheduled_for (ms)
@@ -153,12 +145,13 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # held, at most DURATION_NAMES; later names count as DURATION_OTHER); the same
     # for its runs per job name under job:
     "durations": ("durations:{tenant}", ("tenant",)),
-    # -- unique windows and debounce (issue 21 §4; lib/dedupe.lua) --------------
+    # -- unique windows, debounce and ctx.once (issue 21 §4; lib/dedupe.lua) ----
     # a dedupe key's task: STRING -> instance id.  <mode> ``unique``: the holder
     # of a unique window, PX = the window; ``debounce``: a debounce key's open
     # group, PX = until its start.  <digest> = sha1 of the task name and its key
     # (model/dedupe.py); the two modes can give one digest for one _unique_key,
-    # so the mode is in the name
+    # so the mode is in the name.  ``once``: a ctx.once() effect record (SET NX
+    # EX), <digest> = "<idem_key>:<key>" as the task gave it (broker/leases.py)
     "dedupe": ("dedupe:{tenant}:{mode}:{digest}", ("tenant", "mode", "digest")),
     # -- end unique windows and debounce ---------------------------------------
     # opt-in attempt audit (``Worker(audit=True)``, ``redcron chaos``): one entry per
@@ -225,6 +218,17 @@ RETIRED: dict[str, str] = {
     # members held:<instance id> of ``attention`` now (layout 4; a job's LIST
     # held:<job id> then): carried, or its held work would never be released
     "held": "held",
+    # the field chain_ok of job:<job id> now (layout 4; a SET of upstream names
+    # then, a comma list now)
+    "chainok": "chainok",
+    # the field chain_down of the upstream's job:<job id> now (layout 4; a SET of
+    # the names of the jobs naming <name> in depends_on then, a comma list now)
+    "chaindown": "chaindown",
+    # ``dedupe:<tenant>:once:<idem_key>:<key>`` now (layout 4), tenant-scoped
+    "once": "once",
+    # members "<tenant> <name> <job id>" of ``jobidx`` now (layout 4; a HASH name
+    # -> job id per tenant, beside jobidx members "<tenant> <name>")
+    "jobs": "jobs",
 }
 #: the key layout this release writes: ``layout`` in the meta HASH, raised by the
 #: upgrade (broker/upgrade.py) once a deployment's shards are brought to it
@@ -342,10 +346,32 @@ NOTIFY_GROUP = "notify"
 CHANNEL_KINDS = ("channel", "outbox", "outmsg", "digest", "dlog")
 #: lines kept in a channel's delivery log (MAXLEN ~)
 DLOG_MAX = 200
-#: separator of a ``jobidx`` member ``<tenant> <name>``: no name holds a space, and
-#: it sorts below every character a name may hold, so the index's order is
-#: (tenant, name)'s
+#: separator of a ``jobidx`` member ``<tenant> <name> <job id>``: no tenant, name
+#: or job id holds a space, and it sorts below every character they may hold, so
+#: the index's order is (tenant, name)'s and one (tenant, name) is one range
 JOBIDX_SEP = " "
+
+
+def jobidx_member(tenant: str, name: str, job_id: str) -> str:
+    """A job's member of ``jobidx``: ``<tenant> <name> <job id>``."""
+    return f"{tenant}{JOBIDX_SEP}{name}{JOBIDX_SEP}{job_id}"
+
+
+def jobidx_range(tenant: str, name: str | None = None) -> tuple[str, str]:
+    """ZRANGEBYLEX bounds of the ``jobidx`` members of ``tenant``'s job ``name``
+    (at most one), or of all of ``tenant``'s jobs: from the prefix (inclusive) to
+    the prefix with its last separator raised by one (exclusive), which sorts
+    below every longer name (a name's characters all sort above it).  Lua's
+    generated ``job_lookup`` reads the same range."""
+    head = f"{tenant}{JOBIDX_SEP}" if name is None else f"{tenant}{JOBIDX_SEP}{name}{JOBIDX_SEP}"
+    return f"[{head}", f"({head[:-1]}{chr(ord(JOBIDX_SEP) + 1)}"
+
+
+def jobidx_parse(member: str) -> tuple[str, str, str] | None:
+    """(tenant, name, job id) of a ``jobidx`` member; None for one of another
+    shape (an older release's ``<tenant> <name>``: never written since layout 4)."""
+    parts = member.split(JOBIDX_SEP)
+    return (parts[0], parts[1], parts[2]) if len(parts) == 3 else None
 
 
 def lag_bucket_label(bound_s: float) -> str:
@@ -571,9 +597,6 @@ class Keys:
     def done(self, shard: int, iid: str) -> str:
         return self.build(shard, "done", iid)
 
-    def once(self, shard: int, key: str) -> str:
-        return self.build(shard, "once", key)
-
     def tenants(self, shard: int) -> str:
         return self.build(shard, "tenants")
 
@@ -601,20 +624,11 @@ class Keys:
     def job(self, shard: int, job_id: str) -> str:
         return self.build(shard, "job", job_id)
 
-    def jobs(self, shard: int, tenant: str) -> str:
-        return self.build(shard, "jobs", tenant)
-
     def schedule(self, shard: int) -> str:
         return self.build(shard, "schedule")
 
     def attention(self, shard: int) -> str:
         return self.build(shard, "attention")
-
-    def chaindown(self, shard: int, tenant: str, name: str) -> str:
-        return self.build(shard, "chaindown", tenant, name)
-
-    def chainok(self, shard: int, job_id: str) -> str:
-        return self.build(shard, "chainok", job_id)
 
     def run(self, shard: int, run_id: str) -> str:
         return self.build(shard, "run", run_id)
@@ -734,6 +748,20 @@ def lua_key_functions() -> str:
     )
     out.append(
         f'local function job_of_run(run_id) return string.match(run_id or "", "^(.-){RUN_SEP}") end'
+    )
+    # a job's id by (tenant, name): its one member of jobidx (jobidx_range)
+    hi = chr(ord(JOBIDX_SEP) + 1)
+    out.append(
+        "local function job_lookup(tenant, name) "
+        f'local head = tenant .. "{JOBIDX_SEP}" .. name '
+        f'local m = redis.call("ZRANGEBYLEX", key_jobidx(), "[" .. head .. "{JOBIDX_SEP}", '
+        f'"(" .. head .. "{hi}", "LIMIT", 0, 1)[1] '
+        "if not m then return nil end "
+        "return string.sub(m, #head + 2) end"
+    )
+    out.append(
+        "local function job_member(tenant, name, job_id) "
+        f'return tenant .. "{JOBIDX_SEP}" .. name .. "{JOBIDX_SEP}" .. job_id end'
     )
     # a plain find first: a one-off id (the lease and complete hot path) holds no
     # separator, and the pattern would backtrack over the whole id to say so

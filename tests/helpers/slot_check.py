@@ -20,7 +20,7 @@ from redcron.keys import shard_of
 T0 = 1_700_000_000_000
 TENANTS = ("acme", "globex", "initech", "umbrella", "hooli")
 #: the kinds of key the calls below must have written
-KINDS = {"ti", "q", "ring", "tenants", "queues", "counters", "dlq", "log", "wake", "once",
+KINDS = {"ti", "q", "ring", "tenants", "queues", "counters", "dlq", "log", "wake", "dedupe",
          "lock", "timers"}  # fmt: skip
 
 
@@ -55,7 +55,7 @@ def exercise_every_shard_key(broker: Broker, scan_client: Any, prefix: str) -> s
         broker.maintenance.promote(shard, now=T0 * 2)
         broker.cancel(ids[4])
         broker.inspection.watch(ids[5])
-        broker.leases.once(shard, f"{ids[0]}:email", 60)
+        broker.leases.once(shard, tenant, f"{ids[0]}:email", 60)
         broker.maintenance.try_lock(shard, "w1", 1.0)
         broker.dlq.replay([b.iid])
     assert len(used_shards) > 1

@@ -173,6 +173,10 @@ def test_indexes_are_backfilled_for_a_deployment_older_than_them(app: App) -> No
     client, keys = app.broker.client, app.broker.keys
     for shard in range(app.broker.shards):
         tenants = client.zrange(keys.tenants(shard), 0, -1)
+        # the older layout's jobs: a name -> id HASH per tenant, no job index
+        for member in client.zrange(keys.jobidx(shard), 0, -1):
+            t, name, job_id = member.decode().split(" ")
+            client.hset(f"{keys.retired(shard, 'jobs')}:{t}", name, job_id)
         client.delete(keys.tenants(shard), keys.jobidx(shard), keys.runidx(shard))
         client.delete(keys.maintenance(shard), *[keys.truns(shard, t) for t in TENANTS])
         # the older layout: tenants a SET, paged through a second ZSET (on some

@@ -52,6 +52,22 @@ def test_an_older_layout_is_upgraded_once_and_keeps_its_bookkeeping(
     r.zadd(k.retired(0, "brkopen"), {"0-J1": 1_000_000})
     r.zadd(k.retired(0, "jobparked"), {"0-J2": 2_000, "0-J3": 3_000})
     r.rpush(f"{k.retired(0, 'held')}:0-J1", "0-J1@1000/t", "0-J1@2000/t")
+    # a job's noted upstream successes; one of a job that is gone
+    r.hset(k.job(0, "0-J1"), mapping={"id": "0-J1", "upstreams": "a,b"})
+    r.sadd(f"{k.retired(0, 'chainok')}:0-J1", "a", "dropped")
+    r.sadd(f"{k.retired(0, 'chainok')}:0-GONE", "a")
+    # a tenant's jobs by name, and the listing index of that layout
+    r.hset(f"{k.retired(0, 'jobs')}:acme", mapping={"nightly": "0-J1", "c": "0-J2"})
+    r.zadd(k.jobidx(0), {"acme nightly": 0, "acme c": 0, "acme stale": 0})
+    # ctx.once records: of a run's task, of a one-off task, of a task gone
+    r.hset(k.run(0, "0-J1@5"), "tenant", "acme")
+    r.hset(k.ti(0, "0-T1"), "tenant", "globex")
+    r.set(f"{k.retired(0, 'once')}:0-J1@5:extract:charge", "1", ex=600)
+    r.set(f"{k.retired(0, 'once')}:0-T1:mail", "1", ex=600)
+    r.set(f"{k.retired(0, 'once')}:0-GONE:mail", "1", ex=600)
+    # job chaining's reverse index: c (0-J2) names nightly (0-J1) in depends_on
+    r.sadd(f"{k.retired(0, 'chaindown')}:acme:nightly", "c")
+    r.sadd(f"{k.retired(0, 'chaindown')}:acme:gone", "c")
     app = App(redis_url, prefix=prefix)
     try:
         app.broker.ensure_meta()
@@ -112,6 +128,21 @@ def test_an_older_layout_is_upgraded_once_and_keeps_its_bookkeeping(
         assert r.lrange(k.ckwaiting(0, "acme", "t.sync", "cust:42"), 0, -1) == [b"0-B", b"0-C"]
         assert not list(r.scan_iter(match=f"{k.shard(0)}tleases:*"))
         assert not list(r.scan_iter(match=f"{k.shard(0)}ck[sq]:*"))
+        # a noted upstream success still counts; the job of none is not made
+        assert r.hget(k.job(0, "0-J1"), "chain_ok") == b"a"
+        assert not r.exists(k.job(0, "0-GONE"))
+        assert not list(r.scan_iter(match=f"{k.shard(0)}chainok:*"))
+        # a job is still found by name, and listed
+        assert r.zrange(k.jobidx(0), 0, -1) == [b"acme c 0-J2", b"acme nightly 0-J1"]
+        assert app.jobs.job_id("acme", "nightly") == "0-J1"
+        assert not r.exists(f"{k.retired(0, 'jobs')}:acme")
+        # a recorded effect is still recorded, under its task's tenant
+        assert 0 < r.ttl(k.dedupe(0, "acme", "once", "0-J1@5:extract:charge")) <= 600
+        assert r.get(k.dedupe(0, "globex", "once", "0-T1:mail")) == b"1"
+        assert not list(r.scan_iter(match=f"{k.shard(0)}once:*"))
+        # an upstream still knows its dependents (its success starts them)
+        assert r.hget(k.job(0, "0-J1"), "chain_down") == b"c"
+        assert not list(r.scan_iter(match=f"{k.shard(0)}chaindown:*"))
         assert int(r.hget(k.meta(), "layout") or 0) == LAYOUT
         # this release's scripts write the converted keys
         app.tenants.set("initech", weight=2)

@@ -451,3 +451,19 @@ def test_idle_worker_picks_up_and_many_tasks_complete(
     assert [h.result(timeout=60) for h in handles] == list(range(500))
     states = {h.state for h in handles}
     assert states == {"succeeded"}
+
+
+def test_once_records_are_the_tenants_own(app: App) -> None:
+    """ctx.once keys its record under the task's tenant (dedupe:<tenant>:once:...):
+    another tenant's task giving the same idem_key and key reaches none of it."""
+
+    def ctx(tenant: str) -> Context:
+        return Context(
+            task_id="0-T", attempt=1, idem_key="0-J@1:send", tenant=tenant, queue="default",
+            shard=0, broker=app.broker,
+        )  # fmt: skip
+
+    assert ctx("acme").once("mail") is True
+    assert ctx("acme").once("mail") is False
+    assert ctx("globex").once("mail") is True  # not acme's record
+    assert app.broker.client.exists(app.broker.keys.dedupe(0, "acme", "once", "0-J@1:send:mail"))

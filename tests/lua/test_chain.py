@@ -121,6 +121,6 @@ def test_changing_depends_on_forgets_dropped_upstreams(app: App) -> None:
     assert n_runs(app, "c") == 0 and app.jobs.get(TENANT, "c").waiting_for == ("a",)
     put(app, "c")  # no upstreams: the reverse index forgets c
     r = app.broker.client
-    assert not r.exists(app.broker.keys.chaindown(0, TENANT, "a"))
-    assert not r.exists(app.broker.keys.chainok(0, app.jobs.job_id(TENANT, "c")))
+    assert not r.hexists(app.broker.keys.job(0, app.jobs.job_id(TENANT, "a")), "chain_down")
+    assert not r.hexists(app.broker.keys.job(0, app.jobs.job_id(TENANT, "c")), "chain_ok")
     app.jobs.delete(TENANT, "a")  # no dependents left

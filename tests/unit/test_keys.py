@@ -51,7 +51,7 @@ def test_key_layout() -> None:
     assert k.wake(0, "gpu") == "rc:{s0}:wake:gpu"
     assert k.log(0, "0-ABC", 2) == "rc:{s0}:log:0-ABC:2"
     assert k.done(0, "0-ABC") == "rc:{s0}:done:0-ABC"
-    assert k.once(0, "idem:x") == "rc:{s0}:once:idem:x"
+    assert k.dedupe(0, "acme", "once", "idem:x") == "rc:{s0}:dedupe:acme:once:idem:x"
     assert k.tenants(0) == "rc:{s0}:tenants"
     assert k.queues(0) == "rc:{s0}:queues"
     assert k.counters(0) == "rc:{s0}:counters"

@@ -18,7 +18,7 @@ from redcron.broker import argv
 from redcron.broker.grants import check_job_grants
 from redcron.clock import ulid
 from redcron.errors import ValidationError
-from redcron.keys import shard_of
+from redcron.keys import jobidx_parse, jobidx_range, shard_of
 from redcron.model import JobChange
 from redcron.model.jobs import JobSpec, chain_order, spec_json
 from redcron.schedule.jitter import due_ms, tenant_jitter_s
@@ -145,7 +145,7 @@ def _check_upstreams(broker: Broker, specs: Sequence[JobSpec], shards: Sequence[
         return
     pipe = broker.client.pipeline(transaction=False)
     for shard, tenant, dep in asked:
-        pipe.hexists(broker.keys.jobs(shard, tenant), dep)
+        pipe.zrangebylex(broker.keys.jobidx(shard), *jobidx_range(tenant, dep), start=0, num=1)
     known = {(t, d) for (_s, t, d), found in zip(asked, pipe.execute(), strict=True) if found}
     for spec in specs:
         for dep in spec.depends_on:
@@ -163,8 +163,12 @@ def _current_ids(broker: Broker, specs: Sequence[JobSpec], shards: Sequence[int]
     for c in range(0, len(specs), READ_CHUNK):
         pipe = broker.client.pipeline(transaction=False)
         for spec, shard in zip(specs[c : c + READ_CHUNK], shards[c : c + READ_CHUNK], strict=True):
-            pipe.hget(broker.keys.jobs(shard, spec.tenant), spec.name)
-        out += pipe.execute()
+            pipe.zrangebylex(
+                broker.keys.jobidx(shard), *jobidx_range(spec.tenant, spec.name), start=0, num=1
+            )
+        for found in pipe.execute():
+            job = jobidx_parse(_s(found[0])) if found else None
+            out.append(job[2] if job else None)
     return out
 
 

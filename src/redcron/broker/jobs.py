@@ -16,7 +16,15 @@ from redcron.broker.cancel import RunCancel, run_cancel
 from redcron.broker.job_writes import put_many
 from redcron.clock import ulid
 from redcron.errors import Conflict, NotFound, QuotaExceeded, ValidationError
-from redcron.keys import ATTENTION_BREAKER, manual_run_id, prefix_range, shard_of, shard_of_id
+from redcron.keys import (
+    ATTENTION_BREAKER,
+    jobidx_parse,
+    jobidx_range,
+    manual_run_id,
+    prefix_range,
+    shard_of,
+    shard_of_id,
+)
 from redcron.model import (
     Event,
     ExpiredTask,
@@ -166,10 +174,13 @@ class JobStore:
 
     def job_id(self, tenant: str, name: str) -> str:
         shard = shard_of(tenant, self.broker.shards)
-        jid = self.broker.client.hget(self.keys.jobs(shard, tenant), name)
-        if not jid:
+        found = self.broker.client.zrangebylex(
+            self.keys.jobidx(shard), *jobidx_range(tenant, name), start=0, num=1
+        )
+        job = jobidx_parse(_s(found[0])) if found else None
+        if job is None:
             raise NotFound(f"no job {name!r} for tenant {tenant!r}")
-        return _s(jid)
+        return job[2]
 
     def get(self, tenant: str, name: str) -> JobRecord:
         return self.get_by_id(self.job_id(tenant, name))
@@ -189,11 +200,10 @@ class JobStore:
             shard = shard_of_id(job_id)
             pipe.hgetall(self.keys.job(shard, job_id))
             pipe.zscore(self.keys.schedule(shard), job_id)
-            pipe.smembers(self.keys.chainok(shard, job_id))
         replies = iter(pipe.execute())
         out = []
         for job_id in job_ids:
-            raw, score, satisfied = next(replies), next(replies), next(replies)
+            raw, score = next(replies), next(replies)
             if not raw:
                 continue  # deleted meanwhile
             # args:<task> fields are msgpack, and the record does not carry them
@@ -202,29 +212,24 @@ class JobStore:
                 fields,
                 shard_of_id(job_id),
                 None if score is None else int(score),
-                satisfied={_s(name) for name in satisfied},
             )
             out.append(record)
         return out
 
     def job_names(self, tenant: str | None = None) -> list[tuple[str, str, str]]:
         """(tenant, name, job id) of every job (of ``tenant``), by tenant and name:
-        one read per tenant, no job hash read (page over these, then ``get_many``)."""
+        one read of the shard's ``jobidx`` (the tenant's range of it), no job hash
+        read (page over these, then ``get_many``)."""
         client = self.broker.client
-        out: list[tuple[str, str, str]] = []
-        for shard in range(self.broker.shards):
-            if tenant:
-                if shard_of(tenant, self.broker.shards) != shard:
-                    continue
-                tenants = [tenant]
-            else:
-                tenants = sorted(_s(t) for t in client.zrange(self.keys.tenants(shard), 0, -1))
-                tenants = [t for t in tenants if shard_of(t, self.broker.shards) == shard]
-            pipe = client.pipeline(transaction=False)
-            for t in tenants:
-                pipe.hgetall(self.keys.jobs(shard, t))
-            for t, names in zip(tenants, pipe.execute() if tenants else [], strict=True):
-                out += [(t, _s(name), _s(jid)) for name, jid in names.items()]
+        if tenant:
+            shards = [shard_of(tenant, self.broker.shards)]
+            low, high = jobidx_range(tenant)
+        else:
+            shards, (low, high) = list(range(self.broker.shards)), ("-", "+")
+        pipe = client.pipeline(transaction=False)
+        for shard in shards:
+            pipe.zrangebylex(self.keys.jobidx(shard), low, high)
+        out = [job for members in pipe.execute() for m in members if (job := jobidx_parse(_s(m)))]
         return sorted(out)
 
     def list_jobs(self, tenant: str | None = None) -> list[JobRecord]:

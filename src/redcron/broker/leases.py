@@ -23,6 +23,7 @@ from redcron.broker.connection import is_cluster
 from redcron.broker.core import MAX_BATCH, Core
 from redcron.errors import NotReplicated, RedcronError
 from redcron.keys import WAKE_MAX
+from redcron.model.dedupe import ONCE
 from redcron.serde import text as _s
 
 log = logging.getLogger(__name__)
@@ -353,9 +354,12 @@ class Leases:
         if pipe is None:
             p.execute()
 
-    def once(self, shard: int, key: str, ttl_s: int) -> bool:
-        """Record an attempt's effect; True only for the first caller (SET NX)."""
-        return bool(self.core.client.set(self.core.keys.once(shard, key), "1", nx=True, ex=ttl_s))
+    def once(self, shard: int, tenant: str, key: str, ttl_s: int) -> bool:
+        """Record an attempt's effect; True only for the first caller (SET NX).
+        Under ``tenant``'s name (``dedupe:<tenant>:once:<key>``): a tenant's task
+        reaches only its own tenant's records, whatever key it gives."""
+        record = self.core.keys.dedupe(shard, tenant, ONCE, key)
+        return bool(self.core.client.set(record, "1", nx=True, ex=ttl_s))
 
     def wait_for_work(
         self,

@@ -6,8 +6,8 @@ whole SET or every tenant's hash.  The indexes (``docs/keys.md``):
 
 - ``tenants``: every tenant of a shard, scored 0, read in name order with
   ``ZRANGEBYLEX`` (``job_put``, ``enqueue`` and ``tenants set`` add);
-- ``jobidx``: every job as ``<tenant> <name>``, likewise (``job_put`` adds,
-  ``job_delete`` removes);
+- ``jobidx``: every job as ``<tenant> <name> <job id>``, likewise (``job_put``
+  adds, ``job_delete`` removes; also the job's upsert key);
 - ``dlqidx``: the tenants whose DLQ may hold entries (``broker/dlq.py``);
 - ``runidx`` and ``truns:<tenant>``: run id -> created ms, the newest
   ``RUNIDX_MAX`` / ``TRUNS_MAX`` (run creation adds and trims, retention removes;
@@ -20,9 +20,11 @@ repeat the ones after it.  Several shards merge: each gives its next
 the page.
 
 A deployment made before these indexes is backfilled once per shard (the
-first read after an upgrade pays one pass over the tenants and their jobs,
-then records ``index_version`` in the shard's ``maintenance`` HASH); each
-Broker checks that once, not per read.
+first read after an upgrade pays one pass over the tenants and their jobs' run
+histories, then records ``index_version`` in the shard's ``maintenance``
+HASH); each Broker checks that once, not per read.  ``jobidx`` itself needs no
+backfill: since layout 4 it is the jobs' upsert key, which the key-layout
+upgrade (``broker/upgrade.py``) builds from the retired ``jobs:<tenant>``.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ from redcron.keys import (
     MAINT_INDEX_VERSION,
     RUNIDX_MAX,
     TRUNS_MAX,
+    jobidx_parse,
+    jobidx_range,
     shard_of,
     shard_of_id,
 )
@@ -88,16 +92,8 @@ def ensure_indexes(broker: Core) -> None:
         if version == "1":
             client.hset(keys.maintenance(shard), MAINT_INDEX_VERSION, INDEX_VERSION)
             continue
-        pipe = client.pipeline(transaction=False)
-        for t in tenants:
-            pipe.hgetall(keys.jobs(shard, t))
-        hashes = pipe.execute() if tenants else []
-        pipe = client.pipeline(transaction=False)
-        for t, names in zip(tenants, hashes, strict=True):
-            for name in names:
-                pipe.zadd(keys.jobidx(shard), {f"{t}{JOBIDX_SEP}{_s(name)}": 0})
-        pipe.execute()
-        _backfill_runs(broker, shard, [_s(j) for h in hashes for j in h.values()])
+        members = client.zrange(keys.jobidx(shard), 0, -1)
+        _backfill_runs(broker, shard, [j[2] for m in members if (j := jobidx_parse(_s(m)))])
         client.hset(keys.maintenance(shard), MAINT_INDEX_VERSION, INDEX_VERSION)
     broker.listing_indexed = True
 
@@ -231,38 +227,33 @@ def page_jobs(
     (a (tenant, name) pair), or the ``limit`` before ``before``; of ``tenant``
     only when given.  ``search``: only names or tenants holding it, among at
     most :data:`SEARCH_SCAN` index entries per request (a page may come back
-    short, with a next cursor).  The cursors are ``<tenant> <name>``."""
+    short, with a next cursor).  The cursors are ``<tenant> <name>``; the job
+    ids come with the index's members (``<tenant> <name> <job id>``)."""
     ensure_indexes(broker)
     low, high = "-", "+"
     if tenant is not None:
-        low = f"[{tenant}{JOBIDX_SEP}"
-        # the character after the separator: past every member of the tenant
-        high = f"({tenant}{chr(ord(JOBIDX_SEP) + 1)}"
+        low, high = jobidx_range(tenant)
     whole = (low, high)
-    member = _member(after or before)
     if after is not None and (tenant is None or after[0] >= tenant):
-        low = f"({member}"
+        # past every member of (tenant, name): ``(`` + its range's upper end
+        low = "(" + jobidx_range(*after)[1][1:]
     if before is not None and (tenant is None or before[0] <= tenant):
-        high = f"({member}"
+        high = "(" + jobidx_range(*before)[0][1:]
     keys = [broker.keys.jobidx(s) for s in _shards(broker, tenant)]
     if search:
         page = _search(broker, keys, low, high, limit, search.lower())
     else:
         page = _lex_page(broker, keys, low, high, limit, before is not None, whole)
-    pairs = [m.split(JOBIDX_SEP, 1) for m in page.items]
-    pipe = broker.client.pipeline(transaction=False)
-    for t, name in pairs:
-        pipe.hget(broker.keys.jobs(shard_of(t, broker.shards), t), name)
-    out = [
-        (t, name, _s(jid))
-        for (t, name), jid in zip(pairs, pipe.execute() if pairs else [], strict=True)
-        if jid is not None  # deleted between the two reads
-    ]
-    return Page(out, page.next_cursor, page.prev_cursor, page.offset, page.total)
+    out = [job for m in page.items if (job := jobidx_parse(m))]
+    return Page(out, _pair(page.next_cursor), _pair(page.prev_cursor), page.offset, page.total)
 
 
-def _member(key: tuple[str, str] | None) -> str:
-    return f"{key[0]}{JOBIDX_SEP}{key[1]}" if key else ""
+def _pair(member: str | None) -> str | None:
+    """A page cursor ``<tenant> <name>`` from a ``jobidx`` member."""
+    if member is None:
+        return None
+    tenant, _sep, rest = member.partition(JOBIDX_SEP)
+    return f"{tenant}{JOBIDX_SEP}{rest.partition(JOBIDX_SEP)[0]}"
 
 
 def _search(
@@ -272,7 +263,8 @@ def _search(
     scanned = _lex_page(broker, keys, low, high, SEARCH_SCAN)
     shown: list[str] = []
     for m in scanned.items:
-        if needle in m.lower():
+        # the tenant and the name, not the job id
+        if needle in m.rpartition(JOBIDX_SEP)[0].lower():
             shown.append(m)
             if len(shown) == limit:
                 return Page(shown, m)

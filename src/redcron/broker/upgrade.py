@@ -27,6 +27,7 @@ from redcron.keys import (
     COUNTER_RUNS,
     DURATIONS_JOB,
     DURATIONS_TASK,
+    JOBIDX_SEP,
     LAYOUT,
     MAINT_INDEX_VERSION,
     MAINT_REAP_CURSOR,
@@ -35,9 +36,15 @@ from redcron.keys import (
     MINUTE_ATTEMPTS,
     MINUTE_DISPATCHED,
     MINUTE_LAG,
+    RUN_SEP,
     TENANT_PARKED,
     Keys,
+    job_of_run,
+    jobidx_member,
+    jobidx_parse,
+    jobidx_range,
 )
+from redcron.model.dedupe import ONCE
 from redcron.serde import text as _s
 
 log = logging.getLogger(__name__)
@@ -60,6 +67,10 @@ def upgrade_layout(client: Any, keys: Keys, shards: int, layout: int) -> None:
     _held_to_attention(client, keys)
     _parked_to_tenant_field(client, keys)
     _kinds_renamed(client, keys)
+    _chainok_to_job_field(client, keys)
+    _jobs_into_jobidx(client, keys)
+    _once_to_dedupe(client, keys)
+    _chaindown_to_job_field(client, keys)
     client.hset(keys.meta(), "layout", LAYOUT)
     log.info("deployment at prefix %r upgraded to key layout %d", keys.prefix, LAYOUT)
 
@@ -321,3 +332,122 @@ def _kinds_renamed(client: Any, keys: Keys) -> None:
                 continue
             client.zunionstore(target, [target, key], aggregate="MAX")
             client.delete(key)
+
+
+def _chainok_to_job_field(client: Any, keys: Keys) -> None:
+    """Layout 4: a job's ``chainok:<job id>`` SET (the upstream names that have
+    had a succeeded run since its last chained or scheduled run) becomes the
+    field ``chain_ok`` (a comma list) of its ``job:<job id>`` hash.  Kept, not
+    dropped: an upstream's success noted before the upgrade must still count,
+    or the job waits for a run that already happened.  One ``SCAN … MATCH``
+    pass; only names the job still lists in ``upstreams`` are carried (job_put
+    keeps it so), added to what the field already lists, and a SET whose job
+    is gone is simply deleted (no hash is made for it)."""
+    for raw in client.scan_iter(match=f"{keys.prefix}:{{s*}}:chainok:*", count=1000):
+        key = _s(raw)
+        found = _shard_and_rest(keys, "chainok", key)
+        if found is None or not found[1]:
+            continue
+        shard, job_id = found
+        jk = keys.job(shard, job_id)
+        pipe = client.pipeline(transaction=False)
+        pipe.smembers(key)
+        pipe.hmget(jk, "upstreams", "chain_ok")
+        members, (upstreams, listed) = pipe.execute()
+        ups = [u for u in _s(upstreams).split(",") if u] if upstreams else []
+        names = [u for u in _s(listed).split(",") if u] if listed else []
+        names += sorted(n for m in members if (n := _s(m)) in ups and n not in names)
+        pipe = client.pipeline(transaction=False)
+        if names:
+            pipe.hset(jk, "chain_ok", ",".join(names))
+        pipe.delete(key)
+        pipe.execute()
+
+
+def _jobs_into_jobidx(client: Any, keys: Keys) -> None:
+    """Layout 4: a tenant's ``jobs:<tenant>`` HASH (job name -> job id, the
+    upsert key) becomes the job id in its ``jobidx`` member: ``<tenant> <name>``
+    is replaced by ``<tenant> <name> <job id>``.  Kept, not dropped: a job
+    missing from it would be neither listed nor found by name, and a put of
+    the same name would make a second job.  One ``SCAN … MATCH`` pass (every
+    master of a cluster), then each shard's ``jobidx`` loses what is left of
+    the old shape (a member of a job no ``jobs`` hash named)."""
+    touched: set[int] = set()
+    for raw in client.scan_iter(match=f"{keys.prefix}:{{s*}}:jobs:*", count=1000):
+        key = _s(raw)
+        found = _shard_and_rest(keys, "jobs", key)
+        if found is None or not found[1]:
+            continue
+        shard, tenant = found
+        touched.add(shard)
+        idx = keys.jobidx(shard)
+        pipe = client.pipeline(transaction=False)
+        for name, job_id in client.hgetall(key).items():
+            pipe.zadd(idx, {jobidx_member(tenant, _s(name), _s(job_id)): 0})
+            pipe.zrem(idx, f"{tenant}{JOBIDX_SEP}{_s(name)}")
+        pipe.delete(key)
+        pipe.execute()
+    for shard in touched:
+        idx = keys.jobidx(shard)
+        old = [m for m, _ in client.zscan_iter(idx, count=1000) if _s(m).count(JOBIDX_SEP) != 2]
+        for start in range(0, len(old), 500):
+            client.zrem(idx, *old[start : start + 500])
+
+
+def _once_to_dedupe(client: Any, keys: Keys) -> None:
+    """Layout 4: a ``ctx.once`` record ``once:<idem_key>:<key>`` becomes
+    ``dedupe:<tenant>:once:<idem_key>:<key>``, under the tenant of the task that
+    wrote it, so an effect recorded before the upgrade is still not repeated by
+    a retry after it.  The old name holds no tenant: it is read from the task's
+    run (``<run id>:<task>``: the run hash, else its job's) or its instance hash
+    (a one-off's ``<task id>``).  A record whose task left no trace can guard
+    nothing any more (no attempt of it can run again) and is deleted.  One
+    ``SCAN … MATCH`` pass; ``RENAMENX`` keeps the expiry and never overwrites a
+    record this release wrote (the old one is then deleted)."""
+    for raw in client.scan_iter(match=f"{keys.prefix}:{{s*}}:once:*", count=1000):
+        key = _s(raw)
+        found = _shard_and_rest(keys, "once", key)
+        if found is None or not found[1]:
+            continue
+        shard, rest = found
+        head = rest.partition(":")[0]
+        if RUN_SEP in head:
+            tenant = client.hget(keys.run(shard, head), "tenant")
+            tenant = tenant or client.hget(keys.job(shard, job_of_run(head)), "tenant")
+        else:
+            tenant = client.hget(keys.ti(shard, head), "tenant")
+        moved: Any = 0
+        if tenant:
+            pipe = client.pipeline(transaction=False)
+            pipe.renamenx(key, keys.dedupe(shard, _s(tenant), ONCE, rest))
+            # an error: the key expired, or another process moved it, meanwhile
+            (moved,) = pipe.execute(raise_on_error=False)
+        if not moved:
+            client.delete(key)
+
+
+def _chaindown_to_job_field(client: Any, keys: Keys) -> None:
+    """Layout 4: ``chaindown:<tenant>:<name>`` (a SET of the names of the
+    tenant's jobs that name job ``<name>`` in ``depends_on``) becomes the field
+    ``chain_down`` (a comma list) of that upstream job's hash, found by name in
+    ``jobidx`` (so after :func:`_jobs_into_jobidx`).  Kept, not dropped: without
+    it an upstream's succeeded run would start none of its dependents, and the
+    upstream could be deleted under them.  One ``SCAN … MATCH`` pass; a SET
+    whose upstream job is gone indexes nothing and is deleted."""
+    for raw in client.scan_iter(match=f"{keys.prefix}:{{s*}}:chaindown:*", count=1000):
+        key = _s(raw)
+        found = _shard_and_rest(keys, "chaindown", key)
+        tenant, _, name = found[1].partition(":") if found else ("", "", "")
+        if found is None or not tenant or not name:
+            continue
+        shard = found[0]
+        hit = client.zrangebylex(keys.jobidx(shard), *jobidx_range(tenant, name), start=0, num=1)
+        job = jobidx_parse(_s(hit[0])) if hit else None
+        if job is not None:
+            jk = keys.job(shard, job[2])
+            listed = _s(client.hget(jk, "chain_down") or b"")
+            names = [n for n in listed.split(",") if n]
+            names += sorted(n for m in client.smembers(key) if (n := _s(m)) not in names)
+            if names:
+                client.hset(jk, "chain_down", ",".join(names))
+        client.delete(key)

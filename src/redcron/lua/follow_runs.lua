@@ -33,7 +33,8 @@ local function run_ended(run_id, state, tenant, at)
       (r[2] or '0') .. ' of ' .. (r[3] or '0') .. ' task(s) failed')
   end
   local jk = key_job(job_id)
-  local j = redis.call('HMGET', jk, 'tenant', 'name', 'buffered', 'pause_after_failures')
+  local j = redis.call('HMGET', jk, 'tenant', 'name', 'buffered', 'pause_after_failures',
+    'chain_down')
   if j[1] then
     if state == 'failed' then
       local n = redis.call('HINCRBY', jk, 'consecutive_failures', 1)
@@ -46,8 +47,7 @@ local function run_ended(run_id, state, tenant, at)
       redis.call('HSET', jk, 'consecutive_failures', 0)
     end
     -- job chaining (a job names this one in depends_on) or a buffered fire
-    local chained = state == 'succeeded'
-      and redis.call('EXISTS', key_chaindown(j[1], j[2])) == 1
+    local chained = state == 'succeeded' and j[5] and j[5] ~= ''
     if chained or (j[3] and j[3] ~= '') then follow('chain', {job_id, state}) end
   end
   -- a run a retry reopened meanwhile starts its retention at its next end

@@ -11,8 +11,9 @@
   Returns: {job_id, version, change} change = created | updated | unchanged
   Job chaining: the job's upstreams are stored (upstreams, chain = trigger |
   upstreams: whether its own trigger or its upstreams start it) and the
-  tenant's reverse index chaindown:<tenant>:<upstream> kept; a changed list
-  forgets what the dropped upstreams had satisfied (lib/chain.lua).
+  upstreams' reverse index (their chain_down, lib/chain_down.lua) kept; a
+  changed list forgets what the dropped upstreams had satisfied (chain_ok,
+  lib/chain.lua).
   Errors: INVALID depends_on (an unknown upstream, the job itself, or a cycle,
   named: lib/chain_graph.lua); CONFLICT (a new job's id exists); FORBIDDEN when a new or changed
   job has a command or container task and the tenant lacks the grant
@@ -27,6 +28,7 @@
 -- @include lib/grant.lua
 -- @include lib/lists.lua
 -- @include lib/chain_graph.lua
+-- @include lib/chain_down.lua
 
 local tenant, name, new_id, spec, template, sig = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5],
   ARGV[6]
@@ -35,8 +37,7 @@ local keep_s, pause_after_failures, paused = ARGV[11], ARGV[12], ARGV[13]
 local now = now_ms(ARGV[14])
 local upstreams = ARGV[15]
 local FIRST_ARG = 16  -- ARGV[16..]: task name, msgpack args pairs
-local idx = key_jobs(tenant)
-local job_id = redis.call('HGET', idx, name)
+local job_id = job_lookup(tenant, name)
 local change = 'updated'
 if not job_id then
   job_id = new_id
@@ -66,9 +67,8 @@ end
 
 local version = redis.call('HINCRBY', jk, 'version', 1)
 if change == 'created' then
-  redis.call('HSET', idx, name, job_id)
   redis.call('ZADD', key_tenants(), 0, tenant)
-  redis.call('ZADD', key_jobidx(), 0, tenant .. JOBIDX_SEP .. name)
+  redis.call('ZADD', key_jobidx(), 0, job_member(tenant, name, job_id))
   redis.call('HSET', jk, 'id', job_id, 'tenant', tenant, 'name', name, 'created', now,
     'consecutive_failures', 0)
 else
@@ -88,19 +88,21 @@ end
 -- job chaining: the reverse index and what the job waits for
 local old_ups = old[6] or ''
 if old_ups ~= upstreams then
-  for _, u in ipairs(split(old_ups)) do redis.call('SREM', key_chaindown(tenant, u), name) end
-  for _, u in ipairs(ups) do redis.call('SADD', key_chaindown(tenant, u), name) end
-  local ok = key_chainok(job_id)
-  for _, u in ipairs(redis.call('SMEMBERS', ok)) do
-    if not string.find(',' .. upstreams .. ',', ',' .. u .. ',', 1, true) then
-      redis.call('SREM', ok, u)
-    end
+  for _, u in ipairs(split(old_ups)) do chain_down_edit(tenant, u, name, false) end
+  for _, u in ipairs(ups) do chain_down_edit(tenant, u, name, true) end
+  local kept = {}
+  for _, u in ipairs(split(redis.call('HGET', jk, 'chain_ok') or '')) do
+    if string.find(',' .. upstreams .. ',', ',' .. u .. ',', 1, true) then kept[#kept + 1] = u end
+  end
+  if #kept > 0 then
+    redis.call('HSET', jk, 'chain_ok', table.concat(kept, ','))
+  else
+    redis.call('HDEL', jk, 'chain_ok')
   end
 end
 if #ups == 0 then
   if old_ups ~= '' then
-    redis.call('HDEL', jk, 'upstreams', 'chain', 'chain_wait')
-    redis.call('DEL', key_chainok(job_id))
+    redis.call('HDEL', jk, 'upstreams', 'chain', 'chain_wait', 'chain_ok')
   end
 else
   local t = cjson.decode(sig)  -- [cron, every, at, tz]

@@ -30,6 +30,9 @@ from redcron.model import validation
 UNIQUE = "unique"
 DEBOUNCE = "debounce"
 WIRE_MODE = {UNIQUE: "u", DEBOUNCE: "d"}
+#: the mode of ``dedupe:<tenant>:<mode>:<digest>`` that holds ``ctx.once`` records
+#: (not an enqueue mode: its ``<digest>`` is ``<idem_key>:<key>`` as given)
+ONCE = "once"
 #: the longest explicit key (it is kept in the instance hash)
 MAX_KEY = 256
 #: the prefix of a digest shown where no explicit key was given

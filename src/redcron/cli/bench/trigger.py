@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from redcron.cli.bench.fixtures import beat_process, bench_run, idle_jobs, p99, proc_cpu_s
-from redcron.keys import run_id
+from redcron.keys import jobidx_parse, jobidx_range, run_id
 from redcron.model.jobs import JobSpec, Task
 from redcron.schedule.timeutil import to_ms
 
@@ -62,8 +62,11 @@ def trigger(
         target_ms = to_ms(target)
         pipe = client.pipeline(transaction=False)
         for i in range(due_same_second):
-            pipe.hget(bapp.broker.keys.jobs(0, f"t{i % 100}"), f"hot{i}")
-        job_ids = [j.decode() for j in pipe.execute()]
+            pipe.zrangebylex(
+                bapp.broker.keys.jobidx(0), *jobidx_range(f"t{i % 100}", f"hot{i}"), start=0, num=1
+            )
+        found = [jobidx_parse(m[0].decode()) for m in pipe.execute() if m]
+        job_ids = [job[2] for job in found if job]
         pipe = client.pipeline(transaction=False)
         for jid in job_ids:
             pipe.hget(bapp.broker.keys.run(0, run_id(jid, target_ms)), "created")

@@ -7,11 +7,10 @@
 -- @include lib/lists.lua
 
 local function chain_refusal(tenant, name, ups)
-  local idx = key_jobs(tenant)
   local parent, stack = {}, {}
   for _, u in ipairs(ups) do
     if u == name then return 'a job cannot depend on itself (' .. name .. ')' end
-    if not redis.call('HGET', idx, u) then
+    if not job_lookup(tenant, u) then
       return 'unknown job ' .. u .. ' of tenant ' .. tenant .. '; create it first'
     end
     if parent[u] == nil then
@@ -21,7 +20,7 @@ local function chain_refusal(tenant, name, ups)
   end
   while #stack > 0 do
     local x = table.remove(stack)
-    local xid = redis.call('HGET', idx, x)
+    local xid = job_lookup(tenant, x)
     local xups = ''
     if xid then xups = redis.call('HGET', key_job(xid), 'upstreams') or '' end
     for _, y in ipairs(split(xups)) do

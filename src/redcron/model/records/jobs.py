@@ -104,13 +104,12 @@ class JobRecord:
         fields: Fields,
         shard: int,
         scheduled_due_ms: int | None = None,
-        satisfied: set[str] | None = None,
     ) -> JobRecord:
         """Parse a decoded ``job:<id>`` hash; ``scheduled_due_ms`` is the job's
-        score on the shard's schedule (None: not scheduled); ``satisfied`` the
-        members of its ``chainok`` set."""
+        score on the shard's schedule (None: not scheduled)."""
         cron, every, at_text, tz = _trigger_sig(_text(fields.get("trigger_sig")))
         ups = tuple(u for u in _text(fields.get("upstreams")).split(",") if u)
+        satisfied = set(_text(fields.get("chain_ok")).split(","))
         held = _text(fields.get("chain_wait")).partition("|")[0]
         at = _at(at_text, tz)
         paused = _text(fields.get("paused")) == "1"
@@ -151,7 +150,7 @@ class JobRecord:
             shard=shard,
             depends_on=ups,
             chained_by=(_opt_text(fields, "chain") or None) if ups else None,
-            waiting_for=tuple(u for u in ups if u not in (satisfied or set())),
+            waiting_for=tuple(u for u in ups if u not in satisfied),
             waiting_fire=from_ms(int(held)) if held.isdigit() else None,
             deadline_s=_deadline_s(fields),
         )
