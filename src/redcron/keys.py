@@ -37,7 +37,9 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # shortest lease TTL in ms granted on it while it has had pending entries: the
     # reaper's min-idle for it), recent_cursor (rank in ``recent`` where
     # maintenance next looks for expired ids), index_version (the version the
-    # listing indexes were backfilled to)
+    # listing indexes were backfilled to); and the shard's beat ownership lease,
+    # MAINT_BEAT_* below: beat_owner, beat_epoch (fencing), beat_expiry (ms),
+    # beat_since (a HASH beat before layout 4)
     "maintenance": ("maintenance", ()),
     # one tenant's valid leases, scored by deadline (in-flight = ZCARD)
     "leases": ("leases:{tenant}", ("tenant",)),
@@ -97,8 +99,6 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "runs": ("runs:{job_id}", ("job_id",)),
     # a job's runs that have not ended
     "active": ("active:{job_id}", ("job_id",)),
-    # shard owner (beat): owner, epoch, expiry
-    "beat": ("beat", ()),
     # a tenant's settings (weight, max_in_flight, rate, burst, max_queued,
     # max_priority, jitter_s, allow_commands) and dispatch state (d:<queue>:<class> deficits,
     # v:<queue>:<class> visit in progress, tokens, tokens_ts, parked: comma list of
@@ -229,6 +229,10 @@ RETIRED: dict[str, str] = {
     # members "<tenant> <name> <job id>" of ``jobidx`` now (layout 4; a HASH name
     # -> job id per tenant, beside jobidx members "<tenant> <name>")
     "jobs": "jobs",
+    # fields beat_owner, beat_epoch, beat_expiry, beat_since of ``maintenance``
+    # now (layout 4; a HASH owner, epoch, expiry, since then): carried, the epoch
+    # never lowered, so a fence a beat of the old layout held stays valid
+    "beat": "beat",
 }
 #: the key layout this release writes: ``layout`` in the meta HASH, raised by the
 #: upgrade (broker/upgrade.py) once a deployment's shards are brought to it
@@ -258,6 +262,13 @@ MAINT_STRAY = "stray:"
 #: how long an instance hash may be missing before its entry is deleted (a day)
 STRAY_MAX_MS = 86_400_000
 MAINT_INDEX_VERSION = "index_version"
+#: the shard's beat ownership lease (beat_own.lua; fire.lua checks the epoch):
+#: the owning beat's id ("" = none), the fencing epoch (+1 per new owner), the
+#: lease's expiry and since when it is held (ms, server clock)
+MAINT_BEAT_OWNER = "beat_owner"
+MAINT_BEAT_EPOCH = "beat_epoch"
+MAINT_BEAT_EXPIRY = "beat_expiry"
+MAINT_BEAT_SINCE = "beat_since"
 
 #: the prefixes of a shard's ``counters`` fields (Lua gets them generated, as
 #: ``COUNTERS.attempts`` ...); the tenant ``*`` is every tenant's sum (no tenant
@@ -639,9 +650,6 @@ class Keys:
     def active(self, shard: int, job_id: str) -> str:
         return self.build(shard, "active", job_id)
 
-    def beat(self, shard: int) -> str:
-        return self.build(shard, "beat")
-
     def tenant(self, shard: int, tenant: str) -> str:
         return self.build(shard, "tenant", tenant)
 
@@ -703,7 +711,9 @@ def lua_key_functions() -> str:
         f"local WAKE_MAX = {WAKE_MAX}",
         # one table, not a local each: reap.lua is near Lua's 200 locals
         f'local MAINT = {{reap_cursor = "{MAINT_REAP_CURSOR}", reap_ttl = "{MAINT_REAP_TTL}", '
-        f'stray = "{MAINT_STRAY}", stray_max_ms = {STRAY_MAX_MS}}}',
+        f'stray = "{MAINT_STRAY}", stray_max_ms = {STRAY_MAX_MS}, '
+        f'beat_owner = "{MAINT_BEAT_OWNER}", beat_epoch = "{MAINT_BEAT_EPOCH}", '
+        f'beat_expiry = "{MAINT_BEAT_EXPIRY}", beat_since = "{MAINT_BEAT_SINCE}"}}',
         f'local TENANT_PARKED = "{TENANT_PARKED}"',
         f'local CKWAKE = "{TIMER_CKWAKE}"',
         f'local COUNTERS = {{attempts = "{COUNTER_ATTEMPTS}", runs = "{COUNTER_RUNS}", '

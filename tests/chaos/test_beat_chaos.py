@@ -92,7 +92,10 @@ def check_invariants(app: App, jobs: list[dict[str, Any]]) -> dict[str, list[int
 
 def owners(app: App) -> list[str]:
     k = app.broker.keys
-    return [(app.broker.client.hget(k.beat(s), "owner") or b"").decode() for s in range(SHARDS)]
+    return [
+        (app.broker.client.hget(k.maintenance(s), "beat_owner") or b"").decode()
+        for s in range(SHARDS)
+    ]
 
 
 def test_killed_and_restarted_beats_fire_every_time_exactly_once(

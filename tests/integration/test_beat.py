@@ -102,10 +102,10 @@ def test_a_stale_beat_cannot_fire(app: App) -> None:
     epoch = old.owned[0]
     k = app.broker.keys
     # the old beat's lease expires (it stalled) and another beat takes the shard
-    app.broker.client.hset(k.beat(0), "expiry", 0)
+    app.broker.client.hset(k.maintenance(0), "beat_expiry", 0)
     [claim] = app.broker.beat.own([0], "new", 30_000, "acquire")
     assert claim.owned and int(claim.epoch) == int(epoch) + 1
-    assert app.broker.client.hget(k.beat(0), "owner") == b"new"
+    assert app.broker.client.hget(k.maintenance(0), "beat_owner") == b"new"
     before = len(runs_of(app, job.id))
     # fire.lua itself refuses the old epoch
     due = app.jobs.get_by_id(job.id).scheduled_due
@@ -387,13 +387,13 @@ def test_run_stops_and_releases_its_shards(app: App) -> None:
     t = threading.Thread(target=beat.run, daemon=True)
     t.start()
     deadline = time.monotonic() + 5
-    while app.broker.client.hget(app.broker.keys.beat(0), "owner") != b"b1":
+    while app.broker.client.hget(app.broker.keys.maintenance(0), "beat_owner") != b"b1":
         assert time.monotonic() < deadline
         time.sleep(0.02)
     beat.stop()
     t.join(5)
     assert not t.is_alive()
-    assert app.broker.client.hget(app.broker.keys.beat(0), "owner") == b""
+    assert app.broker.client.hget(app.broker.keys.maintenance(0), "beat_owner") == b""
     assert app.broker.client.zcard(beats_key(app.settings.prefix)) == 0
 
 
@@ -435,7 +435,7 @@ def test_beat_command_fires_declared_jobs_until_sigterm(
             proc.kill()
             proc.wait()
         out.close()
-    assert app.broker.client.hget(app.broker.keys.beat(0), "owner") == b""
+    assert app.broker.client.hget(app.broker.keys.maintenance(0), "beat_owner") == b""
 
 
 def test_catchup_window_must_exceed_the_shard_ttl(app: App) -> None:

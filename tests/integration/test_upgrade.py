@@ -68,6 +68,9 @@ def test_an_older_layout_is_upgraded_once_and_keeps_its_bookkeeping(
     # job chaining's reverse index: c (0-J2) names nightly (0-J1) in depends_on
     r.sadd(f"{k.retired(0, 'chaindown')}:acme:nightly", "c")
     r.sadd(f"{k.retired(0, 'chaindown')}:acme:gone", "c")
+    # the shard's ownership: its fencing epoch must never go back, or a beat of
+    # the old layout and one of the new could both fire with epoch 7
+    r.hset(k.retired(0, "beat"), mapping={"owner": "b-old", "epoch": 7, "expiry": 1, "since": 0})
     app = App(redis_url, prefix=prefix)
     try:
         app.broker.ensure_meta()
@@ -111,7 +114,9 @@ def test_an_older_layout_is_upgraded_once_and_keeps_its_bookkeeping(
             b"reap_ttl:" + stream.encode(): b"6000",
             b"recent_cursor": b"42",
             b"index_version": b"2",
-        }
+            b"beat_owner": b"b-old", b"beat_epoch": b"7", b"beat_expiry": b"1", b"beat_since": b"0",
+        }  # fmt: skip
+        assert not r.exists(k.retired(0, "beat"))
         retired = ["tenantidx", "reapcur", "reapttl", "recentcur", "indexed"]
         assert not r.exists(*[k.retired(0, kind) for kind in retired])
         # a unique window and a debounce group open at the upgrade still hold

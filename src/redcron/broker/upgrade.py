@@ -29,6 +29,10 @@ from redcron.keys import (
     DURATIONS_TASK,
     JOBIDX_SEP,
     LAYOUT,
+    MAINT_BEAT_EPOCH,
+    MAINT_BEAT_EXPIRY,
+    MAINT_BEAT_OWNER,
+    MAINT_BEAT_SINCE,
     MAINT_INDEX_VERSION,
     MAINT_REAP_CURSOR,
     MAINT_REAP_TTL,
@@ -63,6 +67,7 @@ def upgrade_layout(client: Any, keys: Keys, shards: int, layout: int) -> None:
         _durations_merged(client, keys, shard)
         _minutes_merged(client, keys, shard, now_minute)
         _attention_merged(client, keys, shard)
+        _beat_to_maintenance(client, keys, shard)
     _dedupe_renamed(client, keys)
     _held_to_attention(client, keys)
     _parked_to_tenant_field(client, keys)
@@ -124,6 +129,30 @@ _COUNTER_PREFIXES = {
     "lag": COUNTER_LAG,
     "late": COUNTER_LATE,
 }
+
+
+def _beat_to_maintenance(client: Any, keys: Keys, shard: int) -> None:
+    """Layout 4: the shard's ownership HASH ``beat`` (owner, epoch, expiry,
+    since) becomes the fields ``beat_*`` of its ``maintenance`` HASH.  The epoch
+    is carried and never lowered (the larger of the two wins), so no epoch is
+    ever handed out twice and fire.lua's fence holds across the upgrade; the
+    other fields are carried only when absent (a beat of this release may have
+    written them already)."""
+    old = keys.retired(shard, "beat")
+    f = {_s(k): _s(v) for k, v in client.hgetall(old).items()}
+    if not f:
+        return
+    mk = keys.maintenance(shard)
+    epoch = max(int(f.get("epoch") or 0), int(_s(client.hget(mk, MAINT_BEAT_EPOCH) or b"0")))
+    client.hset(mk, MAINT_BEAT_EPOCH, epoch)
+    for name, field in (
+        ("owner", MAINT_BEAT_OWNER),
+        ("expiry", MAINT_BEAT_EXPIRY),
+        ("since", MAINT_BEAT_SINCE),
+    ):
+        if name in f:
+            client.hsetnx(mk, field, f[name])
+    client.delete(old)
 
 
 def _counters_merged(client: Any, keys: Keys, shard: int) -> None:

@@ -41,7 +41,7 @@ from redcron.cli.bench.fixtures import (
     wait_all_done,
     worker_process,
 )
-from redcron.keys import run_id, shard_of_id
+from redcron.keys import MAINT_BEAT_OWNER, run_id, shard_of_id
 from redcron.model.jobs import JobSpec, Task
 from redcron.model.states import TaskState
 from redcron.schedule.timeutil import to_ms
@@ -205,7 +205,7 @@ def _wait_ready(bapp: App, workers: int, until_ms: int) -> None:
     while True:
         pipe = client.pipeline(transaction=False)
         for shard in shards:
-            pipe.hget(keys.beat(shard), "owner")
+            pipe.hget(keys.maintenance(shard), MAINT_BEAT_OWNER)
         owners = pipe.execute()
         if all(owners) and client.zcard(keys.workers()) >= workers:
             return

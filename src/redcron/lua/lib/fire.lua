@@ -33,7 +33,7 @@ end
 -- Is `epoch` the shard's current, unexpired owner epoch? ("" = not a beat: yes)
 local function owner_ok(epoch, now)
   if epoch == '' then return true end
-  local o = redis.call('HMGET', key_beat(), 'epoch', 'expiry')
+  local o = redis.call('HMGET', key_maintenance(), MAINT.beat_epoch, MAINT.beat_expiry)
   return o[1] == epoch and tonumber(o[2] or '0') > now
 end
 
