@@ -39,6 +39,8 @@ from typing import Any, NamedTuple
 
 import msgpack
 
+from redcron.model.fields import TI_DEFAULTS
+
 
 def _pack(row: dict[str, Any]) -> bytes:
     """One row, one argument (module docstring): no bin types for cmsgpack.
@@ -125,9 +127,20 @@ def flat(head: list[Any], groups: Iterable[Sequence[Any]]) -> list[Any]:
     return [*head, *(v for group in groups for v in group)]
 
 
+_TIMEOUT_MS, _RETRY_BASE_MS, _RETRY_CAP_MS, _RESULT_TTL_S = (
+    TI_DEFAULTS["timeout_ms"],
+    TI_DEFAULTS["retry_base_ms"],
+    TI_DEFAULTS["retry_cap_ms"],
+    TI_DEFAULTS["result_ttl_s"],
+)
+
+
 def enqueue_row(r: EnqueueRow) -> bytes:
-    """One row of enqueue.lua: a msgpack map by field name, numbers as text, the
-    optional fields (cpu, mem, dedupe, ck and ckn) only when set."""
+    """One row of enqueue.lua: a msgpack map by field name, numbers as text.
+    A number at its default (the instance hash's TI_DEFAULTS, which the script
+    does not store either; 0 for delay_ms) and an optional field that is not
+    set (cpu, mem, dedupe, ck and ckn) are left out: every field a row carries
+    is one more key and value the script's cmsgpack decodes."""
     row = {
         "iid": r.iid,
         "name": r.name,
@@ -136,13 +149,18 @@ def enqueue_row(r: EnqueueRow) -> bytes:
         "queue": r.queue,
         "tenant": r.tenant,
         "priority": r.priority,
-        "timeout_ms": str(r.timeout_ms),
         "max_attempts": str(r.max_attempts),
-        "retry_base_ms": str(r.retry_base_ms),
-        "retry_cap_ms": str(r.retry_cap_ms),
-        "delay_ms": str(r.delay_ms),
-        "result_ttl_s": str(r.result_ttl_s),
     }
+    if r.timeout_ms != _TIMEOUT_MS:
+        row["timeout_ms"] = str(r.timeout_ms)
+    if r.retry_base_ms != _RETRY_BASE_MS:
+        row["retry_base_ms"] = str(r.retry_base_ms)
+    if r.retry_cap_ms != _RETRY_CAP_MS:
+        row["retry_cap_ms"] = str(r.retry_cap_ms)
+    if r.delay_ms != 0:
+        row["delay_ms"] = str(r.delay_ms)
+    if r.result_ttl_s != _RESULT_TTL_S:
+        row["result_ttl_s"] = str(r.result_ttl_s)
     if r.cpu is not None:
         row["cpu"] = str(r.cpu)
     if r.mem is not None:

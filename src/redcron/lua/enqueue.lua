@@ -9,11 +9,12 @@
   ARGV[1] now_override_ms ("" = server TIME)
   ARGV[2..] one row per task, a msgpack map (broker/argv.py enqueue_row):
           iid, name, kind, args (msgpack bytes), queue, tenant, priority,
-          timeout_ms, max_attempts, retry_base_ms, retry_cap_ms, delay_ms,
-          result_ttl_s; optional (absent = none): cpu (cores), mem (bytes),
-          dedupe (a unique window or debounce, lib/dedupe.lua), ck (concurrency
-          key value, lib/ckeys.lua) with ckn (its max_concurrent).  Numbers are
-          text, as each hash stores them verbatim.
+          max_attempts; absent = the default (TI_DEFAULT_*, 0 for delay_ms):
+          timeout_ms, retry_base_ms, retry_cap_ms, delay_ms, result_ttl_s;
+          absent = none: cpu (cores), mem (bytes), dedupe (a unique window or
+          debounce, lib/dedupe.lua), ck (concurrency key value, lib/ckeys.lua)
+          with ckn (its max_concurrent).  Numbers are text, as each hash
+          stores them verbatim.
   Returns: number of instances created; when a row folded into an existing
           task (a unique key's duplicate, a debounce call), {created, row
           index (0-based), existing id, ...} instead: such a row creates
@@ -61,14 +62,39 @@ if refused then return refused end
 local count = #ARGV - 1
 local rows = {}  -- rows[i + 1]: row i (0-based, as the reply counts them)
 local CK_MAX_LEN = 200  -- [concurrency keys]
-local TEXT = {'iid', 'name', 'kind', 'args', 'queue', 'tenant', 'priority'}
-local OPTIONAL_TEXT = {'cpu', 'mem', 'dedupe', 'ck', 'ckn'}
 local batch = {}
 local grants = {}  -- tenant -> granted, read once per call
 local PRIORITIES = {high = true, normal = true, low = true}
 local function nonneg(v)
   local x = type(v) == 'string' and tonumber(v)
   return x and x >= 0
+end
+-- a field a row may leave out: absent, or text
+local function maybe_text(v) return v == nil or type(v) == 'string' end
+-- the first field of row r that is not text (the ones every row has, then the
+-- optional ones); nil: none
+local function not_text(r)
+  return (type(r.iid) ~= 'string' and 'iid') or (type(r.name) ~= 'string' and 'name')
+    or (type(r.kind) ~= 'string' and 'kind') or (type(r.args) ~= 'string' and 'args')
+    or (type(r.queue) ~= 'string' and 'queue') or (type(r.tenant) ~= 'string' and 'tenant')
+    or (type(r.priority) ~= 'string' and 'priority')
+    or (type(r.max_attempts) ~= 'string' and 'max_attempts')
+    or (not maybe_text(r.timeout_ms) and 'timeout_ms')
+    or (not maybe_text(r.retry_base_ms) and 'retry_base_ms')
+    or (not maybe_text(r.retry_cap_ms) and 'retry_cap_ms')
+    or (not maybe_text(r.delay_ms) and 'delay_ms')
+    or (not maybe_text(r.result_ttl_s) and 'result_ttl_s')
+    or (not maybe_text(r.cpu) and 'cpu') or (not maybe_text(r.mem) and 'mem')
+    or (not maybe_text(r.dedupe) and 'dedupe') or (not maybe_text(r.ck) and 'ck')
+    or (not maybe_text(r.ckn) and 'ckn')
+end
+-- the first number of row r that is not one >= 0 (absent: its default, fine)
+local function not_nonneg(r)
+  return (r.timeout_ms and not nonneg(r.timeout_ms) and 'timeout_ms')
+    or (r.retry_base_ms and not nonneg(r.retry_base_ms) and 'retry_base_ms')
+    or (r.retry_cap_ms and not nonneg(r.retry_cap_ms) and 'retry_cap_ms')
+    or (r.delay_ms and not nonneg(r.delay_ms) and 'delay_ms')
+    or (r.result_ttl_s and not nonneg(r.result_ttl_s) and 'result_ttl_s')
 end
 -- what an error calls row i: its id, or its index when it has none
 local function task(r, i)
@@ -80,15 +106,9 @@ for i = 0, count - 1 do
     return refuse('REJECTED', 'task row ' .. i .. ' is not a msgpack map')
   end
   rows[i + 1] = r
-  for _, f in ipairs(TEXT) do
-    if type(r[f]) ~= 'string' then
-      return refuse('REJECTED', task(r, i) .. ': ' .. f .. ' must be a string')
-    end
-  end
-  for _, f in ipairs(OPTIONAL_TEXT) do
-    if r[f] ~= nil and type(r[f]) ~= 'string' then
-      return refuse('REJECTED', task(r, i) .. ': ' .. f .. ' must be a string')
-    end
+  local field = not_text(r)
+  if field then
+    return refuse('REJECTED', task(r, i) .. ': ' .. field .. ' must be a string')
   end
   local iid, kind, tenant, priority = r.iid, r.kind, r.tenant, r.priority
   if iid == '' or r.queue == '' or tenant == '' then
@@ -103,11 +123,7 @@ for i = 0, count - 1 do
   if not PRIORITIES[priority] then
     return refuse('REJECTED', task(r, i) .. ': priority ' .. priority .. ' is not high, normal or low')
   end
-  local bad = (not nonneg(r.timeout_ms) and 'timeout_ms')
-    or (not nonneg(r.retry_base_ms) and 'retry_base_ms')
-    or (not nonneg(r.retry_cap_ms) and 'retry_cap_ms')
-    or (not nonneg(r.delay_ms) and 'delay_ms')
-    or (not nonneg(r.result_ttl_s) and 'result_ttl_s')
+  local bad = not_nonneg(r)
   if bad then
     return refuse('REJECTED', task(r, i) .. ': ' .. bad .. ' must be a number >= 0')
   end
@@ -154,7 +170,7 @@ local function debounced(i) return plans[i] and plans[i].d.mode == 'd' end
 -- admission: per tenant, what this call adds against max_queued
 local adding, limits = {}, {}
 for i = 0, count - 1 do
-  local tenant, delay_ms = rows[i + 1].tenant, rows[i + 1].delay_ms
+  local tenant, delay_ms = rows[i + 1].tenant, rows[i + 1].delay_ms or '0'
   adding[tenant] = adding[tenant] or 0
   -- max_queued bounds ready work: a countdown task counts once it is due (a
   -- debounced one too), a folded row never
@@ -189,7 +205,8 @@ local timers = key_timers()
 local created = 0
 for i = 0, count - 1 do
   local r = rows[i + 1]
-  local iid, queue, tenant, priority, delay_ms = r.iid, r.queue, r.tenant, r.priority, r.delay_ms
+  local iid, queue, tenant, priority = r.iid, r.queue, r.tenant, r.priority
+  local delay_ms = r.delay_ms or '0'
   -- unique windows and debounce: a folded row creates nothing (Lua 5.1 has no
   -- goto: `break` leaves this one-pass repeat, the loop's `continue`)
   repeat
@@ -230,10 +247,15 @@ for i = 0, count - 1 do
     'tenant', tenant, 'priority', priority, 'max_attempts', r.max_attempts, 'created', now,
     'attempt', 0, 'epoch', 0, 'state', state, 'loc', loc}
   if due ~= '' then push_field(row, 'due', due) end
-  push_unless_default(row, 'timeout_ms', r.timeout_ms, TI_DEFAULT_TIMEOUT_MS)
-  push_unless_default(row, 'retry_base_ms', r.retry_base_ms, TI_DEFAULT_RETRY_BASE_MS)
-  push_unless_default(row, 'retry_cap_ms', r.retry_cap_ms, TI_DEFAULT_RETRY_CAP_MS)
-  push_unless_default(row, 'result_ttl_s', r.result_ttl_s, TI_DEFAULT_RESULT_TTL_S)
+  -- (a row leaves out a field at its default: `or` it back)
+  push_unless_default(row, 'timeout_ms', r.timeout_ms or TI_DEFAULT_TIMEOUT_MS,
+    TI_DEFAULT_TIMEOUT_MS)
+  push_unless_default(row, 'retry_base_ms', r.retry_base_ms or TI_DEFAULT_RETRY_BASE_MS,
+    TI_DEFAULT_RETRY_BASE_MS)
+  push_unless_default(row, 'retry_cap_ms', r.retry_cap_ms or TI_DEFAULT_RETRY_CAP_MS,
+    TI_DEFAULT_RETRY_CAP_MS)
+  push_unless_default(row, 'result_ttl_s', r.result_ttl_s or TI_DEFAULT_RESULT_TTL_S,
+    TI_DEFAULT_RESULT_TTL_S)
   local cpu, mem = r.cpu or '', r.mem or ''
   if cpu ~= '' or mem ~= '' then
     push_field(row, 'cpu', cpu)
