@@ -452,12 +452,12 @@ def _sentinel_master(target: SentinelURL, kwargs: dict[str, Any]) -> Client:
         sentinel_kwargs["password"] = target.sentinel_password
     if target.sentinel_username is not None:
         sentinel_kwargs["username"] = target.sentinel_username
-    sentinel = redis.sentinel.Sentinel(  # type: ignore[no-untyped-call]
+    sentinel = redis.sentinel.Sentinel(  # type: ignore[no-untyped-call,unused-ignore]
         list(target.sentinels), sentinel_kwargs=sentinel_kwargs
     )
     client = cast(
         Client,
-        sentinel.master_for(  # type: ignore[no-untyped-call]
+        sentinel.master_for(  # type: ignore[no-untyped-call,unused-ignore]
             target.master,
             redis_class=Client,
             db=target.db,
