@@ -17,10 +17,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import msgpack
 import pytest
+import redis
 
 from redcron import Permanent, Task
 from redcron.testing import TestApp
+from redcron.testing.fakeserver import FakeServer, TestClock
 
 #: a TestApp factory (tests/testing/conftest.py: make_fake, make_real); named
 #: here, not imported from that conftest: with the whole suite collected,
@@ -278,3 +281,93 @@ def test_the_testing_mode_and_a_real_server_agree(
     real = SCENARIOS[name](make_real)
     assert fake == real
     assert MEANS[name](fake), fake
+
+
+# -- cmsgpack: the fake runtime's unpack (redcron/testing/lua_cmsgpack.py) -------
+
+#: what a script sees of cmsgpack.unpack(ARGV[1]): each value as type:text,
+#: a table's entries sorted by key; an error as err:<message>
+DESCRIBE_UNPACKED = """
+local function describe(v)
+  if type(v) ~= 'table' then return type(v) .. ':' .. tostring(v) end
+  local parts = {}
+  for k, x in pairs(v) do parts[#parts + 1] = describe(k) .. '=' .. describe(x) end
+  table.sort(parts)
+  return '{' .. table.concat(parts, ',') .. '}'
+end
+local res = {pcall(cmsgpack.unpack, ARGV[1])}
+if not res[1] then return 'err:' .. tostring(res[2]) end
+local out = {}
+for i = 2, table.maxn(res) do out[#out + 1] = describe(res[i]) end
+return select('#', unpack(res)) - 1 .. ' ' .. table.concat(out, ' ')
+"""
+
+PACKED = {
+    "an enqueue row": msgpack.packb(
+        {
+            "iid": "0-01J",
+            "name": "send",
+            "args": b"\x92\x01\xa1x",
+            "timeout_ms": "30000",
+            "max_attempts": 3,
+            "cpu": "0.1",
+            "delay_ms": 0,
+            "ck": "",
+        },
+        use_bin_type=False,
+    ),
+    "nested": msgpack.packb({"a": [1, 2, {"b": [True, False]}], "n": {"x": {}}, "e": []}),
+    "numbers": msgpack.packb(
+        [
+            0,
+            -1,
+            127,
+            128,
+            -33,
+            65_536,
+            2**31,
+            -(2**31) - 1,
+            2**40,
+            2**53,
+            2**60,
+            -(2**62),
+            2**63,
+            2**64 - 1,
+            0.5,
+            -0.1,
+            1e300,
+            1.5e-7,
+        ],
+    ),
+    "float32": b"\xca\x3f\xc0\x00\x00",
+    "str": msgpack.packb(
+        ["", "é", b"", b"\x00\xff", "x" * 300, b"\xff" * 70_000], use_bin_type=False
+    ),
+    "str8": b"\xd9\x02ab",  # the new spec's str 8 (use_bin_type=True packs short str so)
+    # no bin: cmsgpack refuses it (rows pack bytes as str, use_bin_type=False)
+    "bin": msgpack.packb(b"\x00\xff", use_bin_type=True),
+    "integer keys": msgpack.packb({1: "a", 2: "b", -3: "c"}, strict_types=False),
+    "nil map value": msgpack.packb({"a": None, "b": 1}),
+    "several values": msgpack.packb(1) + msgpack.packb("two") + msgpack.packb([3]),
+    "nil values": msgpack.packb(None) + msgpack.packb(1) + msgpack.packb(None),
+    "empty": b"",
+    "truncated": msgpack.packb({"a": "bcd"})[:-1],
+    "bad byte": b"\xc1",
+    "ext": msgpack.packb(msgpack.ExtType(5, b"xy")),
+    "bad after good": msgpack.packb(7) + b"\xc1",
+}
+
+
+@pytest.mark.parametrize("name", sorted(PACKED))
+def test_cmsgpack_unpack_is_what_the_server_decodes(name: str, redis_url: str) -> None:
+    real = redis.Redis.from_url(redis_url)
+    fake = FakeServer(TestClock()).client()
+    try:
+        want = real.eval(DESCRIBE_UNPACKED, 0, PACKED[name])
+        got = fake.eval(DESCRIBE_UNPACKED, 0, PACKED[name])
+    finally:
+        real.close()
+        fake.close()
+    assert got == want
+    refused = {"bin", "truncated", "bad byte", "ext", "bad after good"}
+    assert want.startswith(b"err:") == (name in refused)

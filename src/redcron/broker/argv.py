@@ -8,6 +8,25 @@ drift between callers.
 ``now`` is for tests only: ``None`` (production) sends ``""`` and the script
 reads the Redis server clock (``TIME``); an int is used as the script's
 current time in ms, so a test can step time without sleeping.
+
+Rows.  The scripts that take a batch of wide items (enqueue, fail, fire,
+fire_batch) take each item as ONE argument: a msgpack map of the item's
+fields by name, read in Lua with ``cmsgpack.unpack(ARGV[i])`` (shared/DESIGN.md
+§5), so adding a field is a change to the row's class, its builder here and
+the line of the script that reads it, and no positional layout has to agree.
+Two rules keep what the scripts see, and so what they write, as it was when
+every field was an argument of its own:
+
+- Numbers travel as their text, as redis-py sends an argument (``str()``:
+  ``repr()`` for a float).  Scripts store many of them verbatim in hashes, and
+  a Lua number is written back by Redis 6.2 with ``%.17g`` (0.1 would land as
+  ``0.10000000000000001``); a number past 2^53 would also lose digits in Lua.
+- A field that is absent (None, or ``""`` where ``""`` means none) is left out
+  of the map; the script reads a missing field as ``""``.
+
+Rows are packed with ``use_bin_type=False``: Redis's cmsgpack (6.2, 7, Valkey
+9) has no bin types and refuses them, so bytes (task args) travel as msgpack
+str, which cmsgpack gives the script as the same bytes.
 """
 
 from __future__ import annotations
@@ -18,16 +37,28 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+import msgpack
+
+from redcron.model.fields import TI_DEFAULTS
+
+
+def _pack(row: dict[str, Any]) -> bytes:
+    """One row, one argument (module docstring): no bin types for cmsgpack.
+    (``packb`` per row, not one shared ``Packer``: a Packer's buffer is not
+    safe across threads, and callers enqueue from many.)"""
+    packed: bytes = msgpack.packb(row, use_bin_type=False)
+    return packed
+
 
 class EnqueueRow(NamedTuple):
-    """One task instance to create, as enqueue.lua takes it (its ARGV header).
+    """One task instance to create, as enqueue.lua takes it (its ARGV header):
+    one msgpack map per row, the fields by these names (:func:`enqueue_row`).
 
-    The App builds these (validated); only :func:`enqueue` knows their order on
-    the wire, and lays the fields out in the order they are declared here.
-    A NamedTuple, not a frozen dataclass: a frozen dataclass's ``__init__``
-    sets each of its 15 fields through ``object.__setattr__``, ~2.2 µs a row
-    against ~0.9 µs for this (measured on the App's ``enqueue_many`` path,
-    about 35 µs a row in all); read it by name all the same.
+    The App builds these (validated).  A NamedTuple, not a frozen dataclass:
+    a frozen dataclass's ``__init__`` sets each of its 15 fields through
+    ``object.__setattr__``, ~2.2 µs a row against ~0.9 µs for this (measured
+    on the App's ``enqueue_many`` path, about 35 µs a row in all); read it by
+    name all the same.
     """
 
     iid: str
@@ -47,20 +78,16 @@ class EnqueueRow(NamedTuple):
     mem: int | None = None  # bytes (None: no request)
     # unique window / debounce (issue 21 §4): model/dedupe.py wire(), "" = none
     dedupe: str = ""
-    # concurrency key (lib/ckeys.lua): its value ("" = none) and max_concurrent;
-    # the last two fields, sent only by a call that has a keyed row (CK_F in
-    # enqueue.lua = ENQUEUE_FIELDS + 2)
+    # concurrency key (lib/ckeys.lua): its value ("" = none) and max_concurrent
+    # (sent only with a key)
     ck: str = ""
     ckn: int = 0
 
 
-#: values per task in enqueue.lua's ARGV (without the concurrency key's two)
-ENQUEUE_FIELDS = len(EnqueueRow._fields) - 2
-
-
 @dataclass(frozen=True, slots=True)
 class FailItem:
-    """One failed (or timed out, or cancelled) attempt to report."""
+    """One failed (or timed out, or cancelled) attempt to report: one msgpack
+    map per item in fail.lua's ARGV (:func:`fail`)."""
 
     iid: str
     epoch: str
@@ -73,7 +100,9 @@ class FailItem:
 
 @dataclass(frozen=True, slots=True)
 class FireArgs:
-    """One fire of one job, as fire.lua takes it (ARGV[1..12])."""
+    """One fire of one job: one msgpack map in fire.lua's and fire_batch.lua's
+    ARGV (:func:`fire_row`), but for ``epoch``, which is the call's (ARGV[2]):
+    every fire of one call is the same beat's."""
 
     job_id: str
     expected: int | str  # due score the caller read ("" = not from the schedule)
@@ -98,20 +127,55 @@ def flat(head: list[Any], groups: Iterable[Sequence[Any]]) -> list[Any]:
     return [*head, *(v for group in groups for v in group)]
 
 
+_TIMEOUT_MS, _RETRY_BASE_MS, _RETRY_CAP_MS, _RESULT_TTL_S = (
+    TI_DEFAULTS["timeout_ms"],
+    TI_DEFAULTS["retry_base_ms"],
+    TI_DEFAULTS["retry_cap_ms"],
+    TI_DEFAULTS["result_ttl_s"],
+)
+
+
+def enqueue_row(r: EnqueueRow) -> bytes:
+    """One row of enqueue.lua: a msgpack map by field name, numbers as text.
+    A number at its default (the instance hash's TI_DEFAULTS, which the script
+    does not store either; 0 for delay_ms) and an optional field that is not
+    set (cpu, mem, dedupe, ck and ckn) are left out: every field a row carries
+    is one more key and value the script's cmsgpack decodes."""
+    row = {
+        "iid": r.iid,
+        "name": r.name,
+        "kind": r.kind,
+        "args": r.args,
+        "queue": r.queue,
+        "tenant": r.tenant,
+        "priority": r.priority,
+        "max_attempts": str(r.max_attempts),
+    }
+    if r.timeout_ms != _TIMEOUT_MS:
+        row["timeout_ms"] = str(r.timeout_ms)
+    if r.retry_base_ms != _RETRY_BASE_MS:
+        row["retry_base_ms"] = str(r.retry_base_ms)
+    if r.retry_cap_ms != _RETRY_CAP_MS:
+        row["retry_cap_ms"] = str(r.retry_cap_ms)
+    if r.delay_ms != 0:
+        row["delay_ms"] = str(r.delay_ms)
+    if r.result_ttl_s != _RESULT_TTL_S:
+        row["result_ttl_s"] = str(r.result_ttl_s)
+    if r.cpu is not None:
+        row["cpu"] = str(r.cpu)
+    if r.mem is not None:
+        row["mem"] = str(r.mem)
+    if r.dedupe:
+        row["dedupe"] = r.dedupe
+    if r.ck:
+        row["ck"] = r.ck
+        row["ckn"] = str(r.ckn)
+    return _pack(row)
+
+
 def enqueue(rows: Iterable[EnqueueRow], now: int | None = None) -> list[Any]:
-    """enqueue.lua: every row's 16 fields (resource requests "" when None), 18
-    when a row of the call has a concurrency key (ck, ckn; "" for the others)."""
-    rows = list(rows)
-    with_ck = any(r.ck for r in rows)
-    args: list[Any] = [clock(now), ENQUEUE_FIELDS + 2 if with_ck else ENQUEUE_FIELDS]
-    for r in rows:
-        args += r[:13]  # EnqueueRow declares its fields in ARGV order
-        args.append("" if r.cpu is None else r.cpu)
-        args.append("" if r.mem is None else r.mem)
-        args.append(r.dedupe)
-        if with_ck:
-            args += (r.ck, r.ckn) if r.ck else ("", "")
-    return args
+    """enqueue.lua: now, then one row per task (:func:`enqueue_row`)."""
+    return [clock(now), *map(enqueue_row, rows)]
 
 
 def enqueue_check(
@@ -172,20 +236,26 @@ def fail(
     now: int | None = None,
     jitter: float | None = None,
 ) -> list[Any]:
-    """fail.lua.  Redis seeds Lua's ``random`` identically on every call, so the
-    backoff's jitter fraction is rolled here (``jitter`` fixes it for tests)."""
+    """fail.lua: worker, now, then one msgpack map per item (numbers as text;
+    error, delay_ms and exit_code only when set).  Redis seeds Lua's ``random``
+    identically on every call, so the backoff's jitter fraction is rolled here
+    (``jitter`` fixes it for tests)."""
     args: list[Any] = [worker, clock(now)]
     for it in items:
-        args += [
-            it.iid,
-            it.epoch,
-            it.outcome,
-            it.error,
-            "1" if it.retryable else "0",
-            "" if it.delay_ms is None else max(0, int(it.delay_ms)),
-            random.random() if jitter is None else jitter,
-            "" if it.exit_code is None else it.exit_code,
-        ]
+        row = {
+            "iid": it.iid,
+            "epoch": it.epoch,
+            "outcome": it.outcome,
+            "retryable": "1" if it.retryable else "0",
+            "jitter": repr(random.random() if jitter is None else float(jitter)),
+        }
+        if it.error:
+            row["error"] = it.error
+        if it.delay_ms is not None:
+            row["delay_ms"] = str(max(0, int(it.delay_ms)))
+        if it.exit_code is not None:
+            row["exit_code"] = str(it.exit_code)
+        args.append(_pack(row))
     return args
 
 
@@ -215,26 +285,40 @@ def dlq_discard(iids: Sequence[str], now: int | None = None) -> list[Any]:
     return [clock(now), *iids]
 
 
+def fire_row(f: FireArgs) -> bytes:
+    """One fire as fire.lua and fire_batch.lua read it: a msgpack map by field
+    name, numbers as text, a field that is "" or None (or no skipped fires) left
+    out.  ``epoch`` is not in it: it is the call's."""
+    row: dict[str, str] = {"job_id": f.job_id, "trigger": f.trigger, "run_id": f.run_id}
+    if f.expected != "":
+        row["expected"] = str(f.expected)
+    if f.version:
+        row["version"] = f.version
+    if f.fire_ms != "":
+        row["fire_ms"] = str(f.fire_ms)
+    if f.next_ms is not None:
+        row["next_ms"] = str(f.next_ms)
+    if f.next_due is not None:
+        row["next_due"] = str(f.next_due)
+    if f.skipped:
+        row["skipped"] = str(f.skipped)
+    if f.params:
+        row["params"] = f.params
+    return _pack(row)
+
+
 def fire(f: FireArgs, now: int | None = None) -> list[Any]:
-    """fire.lua (one group); fire_batch.lua takes these groups back to back."""
-    return [
-        f.job_id,
-        f.expected,
-        f.version,
-        f.fire_ms,
-        "" if f.next_ms is None else f.next_ms,
-        "" if f.next_due is None else f.next_due,
-        f.epoch,
-        f.trigger,
-        clock(now),
-        f.skipped,
-        f.run_id,
-        f.params,
-    ]
+    """fire.lua: now, the beat's owner epoch, the fire's row."""
+    return [clock(now), f.epoch, fire_row(f)]
 
 
 def fire_batch(fires: Iterable[FireArgs], now: int | None = None) -> list[Any]:
-    return flat([], (fire(f, now) for f in fires))
+    """fire_batch.lua: now, the owner epoch of every fire of the call, a row per fire."""
+    fires = list(fires)
+    epochs = {f.epoch for f in fires}
+    if len(epochs) > 1:
+        raise ValueError(f"one fire_batch call is one beat's: fires carry epochs {sorted(epochs)}")
+    return [clock(now), epochs.pop() if epochs else "", *map(fire_row, fires)]
 
 
 def beat_own(owner: str, ttl_ms: int, mode: str, now: int | None = None) -> list[Any]:

@@ -7,14 +7,14 @@
           Its reservations (reserved:<tenant>) are not counted against this
           call's rows, and are used up by what it writes.
   ARGV[1] now_override_ms ("" = server TIME)
-  ARGV[2] fields per task (F = 13, 15 with resource requests, 16 with dedupe, 18
-          with concurrency keys), then F values per task:
-          iid, name, kind, args(msgpack), queue, tenant, priority, timeout_ms,
-          max_attempts, retry_base_ms, retry_cap_ms, delay_ms, result_ttl_s
-          [, cpu (cores, "" = none), mem (bytes, "" = none)
-           [, dedupe ("" = none; a unique window or debounce, lib/dedupe.lua)
-            [, ck (concurrency key value, "" = none), ckn (its max_concurrent)] ] ]
-          (lib/ckeys.lua: a row whose ck is "" has no key)
+  ARGV[2..] one row per task, a msgpack map (broker/argv.py enqueue_row):
+          iid, name, kind, args (msgpack bytes), queue, tenant, priority,
+          max_attempts; absent = the default (TI_DEFAULT_*, 0 for delay_ms):
+          timeout_ms, retry_base_ms, retry_cap_ms, delay_ms, result_ttl_s;
+          absent = none: cpu (cores), mem (bytes), dedupe (a unique window or
+          debounce, lib/dedupe.lua), ck (concurrency key value, lib/ckeys.lua)
+          with ckn (its max_concurrent).  Numbers are text, as each hash
+          stores them verbatim.
   Returns: number of instances created; when a row folded into an existing
           task (a unique key's duplicate, a debounce call), {created, row
           index (0-based), existing id, ...} instead: such a row creates
@@ -31,9 +31,10 @@
           FORBIDDEN for a command or container row of a tenant without the
           grant allow_commands (lib/grant.lua);
           CONFLICT if an id already exists (or comes twice in the batch);
-          REJECTED for a malformed row (bad field count, priority not
-          high|normal|low, empty queue/tenant, non-numeric or negative
-          numbers, max_attempts < 1, a malformed dedupe field, a concurrency key longer than
+          REJECTED for a malformed row, naming the field (not a msgpack map, a
+          text field missing or not a string, priority not high|normal|low,
+          empty iid/queue/tenant, non-numeric or negative numbers, max_attempts
+          < 1, a malformed dedupe field, a concurrency key longer than
           CK_MAX_LEN bytes or its cap not an integer >= 1).  Either way nothing is written;
           REJECTED also when KEYS[2] says an earlier call of the batch refused.
   Upholds: one place per instance (the hash records it from creation on). ]]
@@ -48,37 +49,7 @@
 -- @include lib/dedupe.lua
 
 local now = now_ms(ARGV[1])
-local F = tonumber(ARGV[2])
 local batch_key = KEYS[2]
-
--- Row i (0-based) of ARGV[3..], F values each, as named values in the order
--- of the header; cpu and mem are '' when F is 13, dedupe when F is under 16.
-local function row_at(i)
-  local b = 3 + i * F
-  local cpu, mem, dedupe = '', '', ''
-  if F >= 15 then cpu, mem = ARGV[b + 13], ARGV[b + 14] end
-  if F >= 16 then dedupe = ARGV[b + 15] end
-  return ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5], ARGV[b + 6],
-    ARGV[b + 7], ARGV[b + 8], ARGV[b + 9], ARGV[b + 10], ARGV[b + 11], ARGV[b + 12], cpu, mem,
-    dedupe
-end
-
--- Row i's dedupe field alone ('' when F is under 16): the plan reads only it
--- for the rows that have none, the common case.
-local function dedupe_at(i)
-  if F < 16 then return '' end
-  return ARGV[3 + i * F + 15]
-end
-
--- [concurrency keys] a row of CK_F fields ends with ck, ckn (its last two,
--- after every other optional field); row i's key value and cap ('', '': none)
-local CK_F, CK_MAX_LEN = 18, 200
-local function row_ck(i)
-  if F ~= CK_F then return '', '' end
-  local b = 3 + i * F
-  return ARGV[b + F - 2], ARGV[b + F - 1]
-end
--- [/concurrency keys]
 
 local function refuse(code, msg)
   return batch_refuse(batch_key, code, msg)
@@ -88,23 +59,60 @@ local refused = batch_refused(batch_key)
 if refused then return refused end
 
 -- checks before writes: a row that fails half-way would leave an instance with no place
-if (F ~= 13 and F ~= 15 and F ~= 16 and F ~= CK_F) or (#ARGV - 2) % F ~= 0 then
-  return refuse('REJECTED', 'enqueue takes 13 (or 15) fields per task, 16 with dedupe, 18 with'
-    .. ' concurrency keys, got ' .. (#ARGV - 2) .. ' values')
-end
-local count = (#ARGV - 2) / F
+local count = #ARGV - 1
+local rows = {}  -- rows[i + 1]: row i (0-based, as the reply counts them)
+local CK_MAX_LEN = 200  -- [concurrency keys]
 local batch = {}
 local grants = {}  -- tenant -> granted, read once per call
 local PRIORITIES = {high = true, normal = true, low = true}
 local function nonneg(v)
-  local x = tonumber(v)
-  return x ~= nil and x >= 0
+  local x = type(v) == 'string' and tonumber(v)
+  return x and x >= 0
+end
+-- a field a row may leave out: absent, or text
+local function maybe_text(v) return v == nil or type(v) == 'string' end
+-- the first field of row r that is not text (the ones every row has, then the
+-- optional ones); nil: none
+local function not_text(r)
+  return (type(r.iid) ~= 'string' and 'iid') or (type(r.name) ~= 'string' and 'name')
+    or (type(r.kind) ~= 'string' and 'kind') or (type(r.args) ~= 'string' and 'args')
+    or (type(r.queue) ~= 'string' and 'queue') or (type(r.tenant) ~= 'string' and 'tenant')
+    or (type(r.priority) ~= 'string' and 'priority')
+    or (type(r.max_attempts) ~= 'string' and 'max_attempts')
+    or (not maybe_text(r.timeout_ms) and 'timeout_ms')
+    or (not maybe_text(r.retry_base_ms) and 'retry_base_ms')
+    or (not maybe_text(r.retry_cap_ms) and 'retry_cap_ms')
+    or (not maybe_text(r.delay_ms) and 'delay_ms')
+    or (not maybe_text(r.result_ttl_s) and 'result_ttl_s')
+    or (not maybe_text(r.cpu) and 'cpu') or (not maybe_text(r.mem) and 'mem')
+    or (not maybe_text(r.dedupe) and 'dedupe') or (not maybe_text(r.ck) and 'ck')
+    or (not maybe_text(r.ckn) and 'ckn')
+end
+-- the first number of row r that is not one >= 0 (absent: its default, fine)
+local function not_nonneg(r)
+  return (r.timeout_ms and not nonneg(r.timeout_ms) and 'timeout_ms')
+    or (r.retry_base_ms and not nonneg(r.retry_base_ms) and 'retry_base_ms')
+    or (r.retry_cap_ms and not nonneg(r.retry_cap_ms) and 'retry_cap_ms')
+    or (r.delay_ms and not nonneg(r.delay_ms) and 'delay_ms')
+    or (r.result_ttl_s and not nonneg(r.result_ttl_s) and 'result_ttl_s')
+end
+-- what an error calls row i: its id, or its index when it has none
+local function task(r, i)
+  return 'task ' .. (type(r.iid) == 'string' and r.iid or ('row ' .. i))
 end
 for i = 0, count - 1 do
-  local iid, _, kind, _, queue, tenant, priority, timeout_ms, max_attempts, retry_base_ms,
-    retry_cap_ms, delay_ms, result_ttl_s = row_at(i)
-  if iid == '' or queue == '' or tenant == '' then
-    return refuse('REJECTED', 'task ' .. iid .. ': id, queue and tenant must not be empty')
+  local ok, r = pcall(cmsgpack.unpack, ARGV[i + 2])
+  if not ok or type(r) ~= 'table' then
+    return refuse('REJECTED', 'task row ' .. i .. ' is not a msgpack map')
+  end
+  rows[i + 1] = r
+  local field = not_text(r)
+  if field then
+    return refuse('REJECTED', task(r, i) .. ': ' .. field .. ' must be a string')
+  end
+  local iid, kind, tenant, priority = r.iid, r.kind, r.tenant, r.priority
+  if iid == '' or r.queue == '' or tenant == '' then
+    return refuse('REJECTED', task(r, i) .. ': id, queue and tenant must not be empty')
   end
   if needs_grant(kind) then
     if grants[tenant] == nil then grants[tenant] = granted(tenant) end
@@ -113,29 +121,25 @@ for i = 0, count - 1 do
     end
   end
   if not PRIORITIES[priority] then
-    return refuse('REJECTED', 'task ' .. iid .. ': priority ' .. priority .. ' is not high, normal or low')
+    return refuse('REJECTED', task(r, i) .. ': priority ' .. priority .. ' is not high, normal or low')
   end
-  local bad = (not nonneg(timeout_ms) and 'timeout_ms')
-    or (not nonneg(retry_base_ms) and 'retry_base_ms')
-    or (not nonneg(retry_cap_ms) and 'retry_cap_ms')
-    or (not nonneg(delay_ms) and 'delay_ms')
-    or (not nonneg(result_ttl_s) and 'result_ttl_s')
+  local bad = not_nonneg(r)
   if bad then
-    return refuse('REJECTED', 'task ' .. iid .. ': ' .. bad .. ' must be a number >= 0')
+    return refuse('REJECTED', task(r, i) .. ': ' .. bad .. ' must be a number >= 0')
   end
-  if not (tonumber(max_attempts) and tonumber(max_attempts) >= 1) then
-    return refuse('REJECTED', 'task ' .. iid .. ': max_attempts must be >= 1')
+  if not (nonneg(r.max_attempts) and tonumber(r.max_attempts) >= 1) then
+    return refuse('REJECTED', task(r, i) .. ': max_attempts must be >= 1')
   end
   -- [concurrency keys]
-  local ck, ckn = row_ck(i)
+  local ck = r.ck or ''
   if ck ~= '' then
-    local cap = tonumber(ckn)
+    local cap = tonumber(r.ckn or '')
     if #ck > CK_MAX_LEN then
-      return refuse('REJECTED', 'task ' .. iid .. ': concurrency key longer than '
+      return refuse('REJECTED', task(r, i) .. ': concurrency key longer than '
         .. CK_MAX_LEN .. ' bytes')
     end
     if not (cap and cap >= 1 and cap == math.floor(cap)) then
-      return refuse('REJECTED', 'task ' .. iid .. ': max_concurrent must be an integer >= 1')
+      return refuse('REJECTED', task(r, i) .. ': max_concurrent must be an integer >= 1')
     end
   end
   -- [/concurrency keys]
@@ -148,12 +152,11 @@ end
 -- first write; plans[i] = {d, action, group}, folded = {index, id, ...}
 local plans, folded, dedupe_groups = {}, {}, {}
 for i = 0, count - 1 do
-  local d, bad = dedupe_parse(dedupe_at(i))
-  local iid, _, _, _, _, tenant
-  if d or bad then iid, _, _, _, _, tenant = row_at(i) end
-  if bad then return refuse('REJECTED', 'task ' .. iid .. ': ' .. bad) end
+  local r = rows[i + 1]
+  local d, bad = dedupe_parse(r.dedupe or '')
+  if bad then return refuse('REJECTED', 'task ' .. r.iid .. ': ' .. bad) end
   if d then
-    local action, g = dedupe_plan(dedupe_groups, d, tenant, iid, now)
+    local action, g = dedupe_plan(dedupe_groups, d, r.tenant, r.iid, now)
     plans[i] = {d = d, action = action, group = g}
     if action == 'fold' then
       folded[#folded + 1] = i
@@ -167,7 +170,7 @@ local function debounced(i) return plans[i] and plans[i].d.mode == 'd' end
 -- admission: per tenant, what this call adds against max_queued
 local adding, limits = {}, {}
 for i = 0, count - 1 do
-  local _, _, _, _, _, tenant, _, _, _, _, _, delay_ms = row_at(i)
+  local tenant, delay_ms = rows[i + 1].tenant, rows[i + 1].delay_ms or '0'
   adding[tenant] = adding[tenant] or 0
   -- max_queued bounds ready work: a countdown task counts once it is due (a
   -- debounced one too), a folded row never
@@ -201,14 +204,15 @@ local rings_seen = {}
 local timers = key_timers()
 local created = 0
 for i = 0, count - 1 do
-  local iid, name, kind, args, queue, tenant, priority, timeout_ms, max_attempts, retry_base_ms,
-    retry_cap_ms, delay_ms, result_ttl_s, cpu, mem = row_at(i)
+  local r = rows[i + 1]
+  local iid, queue, tenant, priority = r.iid, r.queue, r.tenant, r.priority
+  local delay_ms = r.delay_ms or '0'
   -- unique windows and debounce: a folded row creates nothing (Lua 5.1 has no
   -- goto: `break` leaves this one-pass repeat, the loop's `continue`)
   repeat
   local plan = plans[i]
   if plan and plan.action == 'fold' then
-    if plan.d.mode == 'd' then dedupe_merge(plan.group, plan.d, tenant, args, now) end
+    if plan.d.mode == 'd' then dedupe_merge(plan.group, plan.d, tenant, r.args, now) end
     break
   end
   if plan and plan.d.mode == 'd' then delay_ms = plan.d.window end
@@ -239,24 +243,29 @@ for i = 0, count - 1 do
     gather_wake(woken, queue)
   end
   -- the id is the key's; a field at its default (TI_DEFAULT_*) is not written
-  local row = {'name', name, 'kind', kind, 'args', args, 'queue', queue, 'tenant', tenant,
-    'priority', priority, 'max_attempts', max_attempts, 'created', now, 'attempt', 0,
-    'epoch', 0, 'state', state, 'loc', loc}
+  local row = {'name', r.name, 'kind', r.kind, 'args', r.args, 'queue', queue,
+    'tenant', tenant, 'priority', priority, 'max_attempts', r.max_attempts, 'created', now,
+    'attempt', 0, 'epoch', 0, 'state', state, 'loc', loc}
   if due ~= '' then push_field(row, 'due', due) end
-  push_unless_default(row, 'timeout_ms', timeout_ms, TI_DEFAULT_TIMEOUT_MS)
-  push_unless_default(row, 'retry_base_ms', retry_base_ms, TI_DEFAULT_RETRY_BASE_MS)
-  push_unless_default(row, 'retry_cap_ms', retry_cap_ms, TI_DEFAULT_RETRY_CAP_MS)
-  push_unless_default(row, 'result_ttl_s', result_ttl_s, TI_DEFAULT_RESULT_TTL_S)
+  -- (a row leaves out a field at its default: `or` it back)
+  push_unless_default(row, 'timeout_ms', r.timeout_ms or TI_DEFAULT_TIMEOUT_MS,
+    TI_DEFAULT_TIMEOUT_MS)
+  push_unless_default(row, 'retry_base_ms', r.retry_base_ms or TI_DEFAULT_RETRY_BASE_MS,
+    TI_DEFAULT_RETRY_BASE_MS)
+  push_unless_default(row, 'retry_cap_ms', r.retry_cap_ms or TI_DEFAULT_RETRY_CAP_MS,
+    TI_DEFAULT_RETRY_CAP_MS)
+  push_unless_default(row, 'result_ttl_s', r.result_ttl_s or TI_DEFAULT_RESULT_TTL_S,
+    TI_DEFAULT_RESULT_TTL_S)
+  local cpu, mem = r.cpu or '', r.mem or ''
   if cpu ~= '' or mem ~= '' then
     push_field(row, 'cpu', cpu)
     push_field(row, 'mem', mem)
   end
   if plan then dedupe_created(row, plan.d, tenant, iid, now, now + delay) end
   -- [concurrency keys] lease.lua takes a slot of it (lib/ckeys.lua)
-  local ck, ckn = row_ck(i)
-  if ck ~= '' then
-    push_field(row, 'ck', ck)
-    push_field(row, 'ckn', ckn)
+  if (r.ck or '') ~= '' then
+    push_field(row, 'ck', r.ck)
+    push_field(row, 'ckn', r.ckn)
   end
   -- [/concurrency keys]
   redis.call('HSET', ti, unpack(row))
@@ -274,12 +283,13 @@ end
 wake_gathered(woken)
 save_recent(recent)
 -- written now: that much of the batch's reservation is used up
-for t, r in pairs(ours) do
+for t, reserved in pairs(ours) do
   local rk = key_reserved(t)
-  if r - adding[t] <= 0 then
+  if reserved - adding[t] <= 0 then
     redis.call('HDEL', rk, batch_key, batch_key .. ':exp')
   else
-    redis.call('HSET', rk, batch_key, r - adding[t], batch_key .. ':exp', server_ms() + 60000)
+    redis.call('HSET', rk, batch_key, reserved - adding[t], batch_key .. ':exp',
+      server_ms() + 60000)
   end
 end
 if #folded > 0 then return {created, unpack(folded)} end

@@ -14,6 +14,12 @@ written up in docs/testing.md ("fakeredis differences"):
   failed ``redis.pcall`` with ``err`` as a Python ``str`` (a userdata to Lua,
   as its runtime has no encoding), so ``string.find(res.err, ...)`` raises;
   Redis gives a Lua string.  :meth:`_Socket._lua_redis_pcall` gives bytes.
+- **cmsgpack.**  Redis and Valkey give scripts the ``cmsgpack`` library
+  (our scripts decode their item rows with it); fakeredis's Lua runtime has
+  only ``cjson``.  :meth:`_Socket._get_server_runtime` adds ``cmsgpack.unpack``
+  (:mod:`redcron.testing.lua_cmsgpack`) to the runtime fakeredis makes once
+  per server, and to the globals it expects, so that its check for globals a
+  script leaves behind does not flag it.
 - **The clock.**  fakeredis reads ``time.time()`` wherever Redis reads its
   clock (``TIME``, key expiry, stream ids and idle times), and has no way to
   inject another one.  While one of our sockets runs a command, the
@@ -23,7 +29,7 @@ written up in docs/testing.md ("fakeredis differences"):
   clock, so a wait with a timeout ends.
 
 These reach into fakeredis's internals (a socket subclass, four modules'
-``time``): ``pyproject.toml`` pins the range they were checked on (the
+``time``, its per-server Lua runtime): ``pyproject.toml`` pins the range they were checked on (the
 ``testing`` extra), :func:`check_supported` refuses a fakeredis that lacks
 them, and tests/testing/test_parity.py runs the same scenarios here and on a
 real server.
@@ -41,6 +47,7 @@ from types import ModuleType
 from typing import Any
 
 from redcron.errors import ConfigError
+from redcron.testing import lua_cmsgpack
 
 #: what to install when fakeredis or its Lua runtime is missing
 INSTALL = "pip install 'redcron[testing]' (fakeredis with Lua: fakeredis[lua])"
@@ -137,6 +144,12 @@ def check_supported() -> None:
             "redcron.testing runs redcron's Lua scripts on fakeredis, which needs lupa "
             f"(not installed): {INSTALL}"
         )
+    scripting = _import("fakeredis.commands_mixins.scripting_mixin").ScriptingCommandsMixin
+    if not hasattr(scripting, "_get_server_runtime"):
+        raise ConfigError(
+            f"this fakeredis ({_version()}) makes its Lua runtime elsewhere than "
+            f"_get_server_runtime (where cmsgpack is added); {INSTALL}"
+        )
     for name in CLOCKED_MODULES:
         module = _import(name)
         held = getattr(module, "time", None)
@@ -192,6 +205,15 @@ def _classes() -> tuple[type[Any], type[Any], type[Any]]:
                 return super()._blocking(timeout, func, shape)
             finally:
                 _ACTIVE.reset(token)
+
+        def _get_server_runtime(self, server: Any) -> Any:
+            # fakeredis makes the runtime once per server and notes its globals
+            # then: cmsgpack joins both, once
+            runtime = super()._get_server_runtime(server)
+            if not getattr(server, "_redcron_cmsgpack", False):
+                server._lua_expected_globals.add(lua_cmsgpack.install(runtime))
+                server._redcron_cmsgpack = True
+            return runtime
 
         def _lua_redis_pcall(
             self, lua_runtime: Any, expected_globals: set[Any], op: bytes, *args: Any

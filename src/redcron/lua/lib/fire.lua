@@ -1,7 +1,8 @@
 --[[ fire: one fire of a job, shared by fire.lua (one fire) and fire_batch.lua
-  (many fires of one shard per call).  fire_args() names the 12 values of one
-  group of ARGV (laid out as fire.lua's header says) once; fire_one() takes
-  that table.  The caller checks the owner epoch first.  Returns {status,
+  (many fires of one shard per call).  fire_rows() decodes the calls' rows
+  (ARGV[3..], one msgpack map per fire, as fire.lua's header says) before
+  anything is written; fire_one() takes one.  The caller checks the owner
+  epoch first.  Returns {status,
   run_id}; status notfound for a missing job,
   {'malformed', reason} (nothing written) for a job hash no run can be made from.
   A new fire from the schedule (not manual) is a follow-up (lib/followup.lua,
@@ -37,28 +38,32 @@ local function owner_ok(epoch, now)
   return o[1] == epoch and tonumber(o[2] or '0') > now
 end
 
--- The fire whose 12 values start after ARGV[b] (b: 0, 12, 24...).
-local function fire_args(b)
-  return {
-    job_id = ARGV[b + 1],
-    expected = ARGV[b + 2],  -- the due score it was planned from ('' = not from the schedule)
-    version = ARGV[b + 3],
-    fire_ms = ARGV[b + 4],
-    next_nominal = ARGV[b + 5],
-    next_due = ARGV[b + 6],
-    epoch = ARGV[b + 7],
-    trigger = ARGV[b + 8],
-    now_override = ARGV[b + 9],
-    skipped = ARGV[b + 10],
-    run_id = ARGV[b + 11],
-    params = ARGV[b + 12],
-  }
+-- The fires of ARGV[3..], each a table of its row's fields by name (a field
+-- the row leaves out is ''); nil and why when a row is not a fire.
+local FIRE_TEXT = {'job_id', 'expected', 'version', 'fire_ms', 'next_ms', 'next_due',
+  'trigger', 'skipped', 'run_id', 'params'}
+local function fire_rows()
+  local fires = {}
+  for i = 3, #ARGV do
+    local ok, r = pcall(cmsgpack.unpack, ARGV[i])
+    if not ok or type(r) ~= 'table' then return nil, 'fire row ' .. (i - 3) .. ' is not a msgpack map' end
+    for _, f in ipairs(FIRE_TEXT) do
+      local v = r[f]
+      if v == nil then
+        r[f] = ''
+      elseif type(v) ~= 'string' then
+        return nil, 'fire row ' .. (i - 3) .. ': ' .. f .. ' must be a string'
+      end
+    end
+    fires[#fires + 1] = r
+  end
+  return fires
 end
 
--- One fire (a fire_args() table).
+-- One fire (a table of fire_rows()).
 local function fire_one(fire, now, woken)
   local job_id, expected, version = fire.job_id, fire.expected, fire.version
-  local fire_ms, next_nominal, next_due = fire.fire_ms, fire.next_nominal, fire.next_due
+  local fire_ms, next_nominal, next_due = fire.fire_ms, fire.next_ms, fire.next_due
   local trigger, skipped, run_id, params = fire.trigger, fire.skipped, fire.run_id, fire.params
   if fire_ms == '' then fire_ms = tostring(now) end
   local jk = key_job(job_id)
@@ -91,7 +96,7 @@ local function fire_one(fire, now, woken)
       redis.call('HSET', jk, 'next_fire', next_nominal, 'last_fire', fire_ms)
     end
   end
-  skipped = tonumber(skipped or '0') or 0
+  skipped = tonumber(skipped) or 0
   if skipped > 0 then
     redis.call('HINCRBY', key_counters(), 'fires_skipped', skipped)
     redis.call('HINCRBY', jk, 'fires_skipped', skipped)
