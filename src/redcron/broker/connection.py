@@ -11,10 +11,12 @@ from typing import Any, cast
 from urllib.parse import urlencode
 
 import redis
+import redis.backoff
 import redis.client
 import redis.cluster
 import redis.connection
 import redis.crc
+import redis.retry
 import redis.sentinel
 
 from redcron.errors import ConfigError, ConnectionLost, RedisUnavailable
@@ -54,7 +56,10 @@ def _cluster_unreachable(exc: BaseException) -> bool:
     retry it) says that the nodes cannot be reached: the slot map could not be
     re-read from any node after a connection failed (its cause is that
     ``ConnectionError``), or a slot has no master."""
-    return isinstance(exc, redis.exceptions.SlotNotCoveredError) or isinstance(
+    # redis-py 8 names the case itself (RedisClusterUnreachableError, when it
+    # has one: older ones only chain the ConnectionError)
+    named = getattr(redis.exceptions, "RedisClusterUnreachableError", ())
+    return isinstance(exc, (redis.exceptions.SlotNotCoveredError, named)) or isinstance(
         exc.__cause__, _UNREACHABLE
     )
 
@@ -321,7 +326,9 @@ class ClusterPipeline(redis.cluster.ClusterPipeline):
             # as redis-py does after a single command's, so that the caller's
             # retry goes to the promoted replica (a pipeline does not, for a
             # command sent to a named node: a strict write's WAIT)
-            with contextlib.suppress(redis.RedisError):
+            # (no node answering it: redis-py 8 raises RedisClusterUnreachableError,
+            # no RedisError; the caller's error below says so all the same)
+            with contextlib.suppress(redis.RedisError, redis.exceptions.RedisClusterException):
                 self.nodes_manager.initialize()
             self._move_default_node()
             _reraise(self.url, exc)
@@ -406,6 +413,10 @@ class ClusterClient(redis.cluster.RedisCluster):
         return pipe
 
 
+#: how often a cluster call is tried again after a node error before it fails
+CLUSTER_RETRIES = 3
+
+
 def _cluster(target: ClusterURL, kwargs: dict[str, Any]) -> ClusterClient:
     """The client of a cluster URL; ``kwargs`` and the URL's query fields
     (redis-py's URL options, e.g. ``socket_timeout``) go to every node's connections."""
@@ -416,6 +427,18 @@ def _cluster(target: ClusterURL, kwargs: dict[str, Any]) -> ClusterClient:
     options.update(kwargs)
     if target.tls:
         options["ssl"] = True
+    # redis-py 8 retries a failing cluster call 10 times, with a backoff and a
+    # 0.25 s pause per CLUSTERDOWN: ~4.7 s before a call to a dead master fails.
+    # Our callers already go on without that shard (ShardGate, Backoff) and try
+    # again; a beat stalled that long let its live shards' leases expire and lost
+    # them (tests/cluster/test_master_down.py).  A few quick retries, as redis-py
+    # 5-7 did, ride over a MOVED or a reconnect
+    options.setdefault(
+        "retry",
+        redis.retry.Retry(
+            redis.backoff.ExponentialWithJitterBackoff(base=0.01, cap=0.1), CLUSTER_RETRIES
+        ),
+    )
     return ClusterClient(
         startup_nodes=[
             redis.cluster.ClusterNode(host, port)  # type: ignore[no-untyped-call]
