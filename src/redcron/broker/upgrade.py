@@ -14,6 +14,7 @@ types.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 from redcron.keys import (
@@ -255,15 +256,11 @@ def _held_to_attention(client: Any, keys: Keys) -> None:
     held instance missing there would never be released.  Named by no index:
     one ``SCAN … MATCH`` pass, once per deployment; each list's members added
     and the list deleted in one pipeline."""
-    for raw in client.scan_iter(match=f"{keys.prefix}:{{s*}}:held:*", count=1000):
-        key = _s(raw)
-        found = _shard_and_rest(keys, "held", key)
-        if found is None or not found[1]:
-            continue
+    for key, shard, _job in _retired_keys(client, keys, "held"):
         iids = client.lrange(key, 0, -1)
         pipe = client.pipeline(transaction=False)
         if iids:
-            pipe.zadd(keys.attention(found[0]), {ATTENTION_HELD + _s(i): 0 for i in iids})
+            pipe.zadd(keys.attention(shard), {ATTENTION_HELD + _s(i): 0 for i in iids})
         pipe.delete(key)
         pipe.execute()
 
@@ -282,6 +279,17 @@ def _shard_and_rest(keys: Keys, kind: str, key: str) -> tuple[int, str] | None:
     if not rest.startswith(kind + ":"):
         return None
     return int(shard), rest[len(kind) + 1 :]
+
+
+def _retired_keys(client: Any, keys: Keys, kind: str) -> Iterator[tuple[str, int, str]]:
+    """(key, shard, what follows ``<kind>:``) of every key of a retired per-id
+    kind: one ``SCAN … MATCH`` pass (every master of a cluster); names that only
+    matched the pattern, or have nothing after the kind, are left out."""
+    for raw in client.scan_iter(match=f"{keys.prefix}:{{s*}}:{kind}:*", count=1000):
+        key = _s(raw)
+        found = _shard_and_rest(keys, kind, key)
+        if found is not None and found[1]:
+            yield key, found[0], found[1]
 
 
 def _dedupe_renamed(client: Any, keys: Keys) -> None:
@@ -315,12 +323,8 @@ def _parked_to_tenant_field(client: Any, keys: Keys) -> None:
     hash.  Kept, not dropped: a tenant parked off a ring with no record of it
     would wait off that ring until the doctor found it.  One ``SCAN … MATCH``
     pass; what the field already lists stays."""
-    for raw in client.scan_iter(match=f"{keys.prefix}:{{s*}}:parked:*", count=1000):
-        key = _s(raw)
-        found = _shard_and_rest(keys, "parked", key)
-        if found is None or not found[1]:
-            continue
-        shard, tenant = found
+    for key, shard, rest in _retired_keys(client, keys, "parked"):
+        tenant = rest
         tk = keys.tenant(shard, tenant)
         pipe = client.pipeline(transaction=False)
         pipe.smembers(key)
@@ -349,12 +353,8 @@ def _kinds_renamed(client: Any, keys: Keys) -> None:
     (``ZUNIONSTORE … AGGREGATE MAX``); the list is renamed when the new name is
     free (``RENAMENX``; else it is left for the doctor's ``ckq_added``)."""
     for old, new in _RENAMED.items():
-        for raw in client.scan_iter(match=f"{keys.prefix}:{{s*}}:{old}:*", count=1000):
-            key = _s(raw)
-            found = _shard_and_rest(keys, old, key)
-            if found is None or not found[1]:
-                continue
-            target = keys.joined(found[0], new, found[1])
+        for key, shard, rest in _retired_keys(client, keys, old):
+            target = keys.joined(shard, new, rest)
             if new == "ckwaiting":
                 if not client.renamenx(key, target):
                     log.warning("upgrade: %s left in place, %s exists", key, target)
@@ -372,12 +372,8 @@ def _chainok_to_job_field(client: Any, keys: Keys) -> None:
     pass; only names the job still lists in ``upstreams`` are carried (job_put
     keeps it so), added to what the field already lists, and a SET whose job
     is gone is simply deleted (no hash is made for it)."""
-    for raw in client.scan_iter(match=f"{keys.prefix}:{{s*}}:chainok:*", count=1000):
-        key = _s(raw)
-        found = _shard_and_rest(keys, "chainok", key)
-        if found is None or not found[1]:
-            continue
-        shard, job_id = found
+    for key, shard, rest in _retired_keys(client, keys, "chainok"):
+        job_id = rest
         jk = keys.job(shard, job_id)
         pipe = client.pipeline(transaction=False)
         pipe.smembers(key)
@@ -402,12 +398,8 @@ def _jobs_into_jobidx(client: Any, keys: Keys) -> None:
     master of a cluster), then each shard's ``jobidx`` loses what is left of
     the old shape (a member of a job no ``jobs`` hash named)."""
     touched: set[int] = set()
-    for raw in client.scan_iter(match=f"{keys.prefix}:{{s*}}:jobs:*", count=1000):
-        key = _s(raw)
-        found = _shard_and_rest(keys, "jobs", key)
-        if found is None or not found[1]:
-            continue
-        shard, tenant = found
+    for key, shard, rest in _retired_keys(client, keys, "jobs"):
+        tenant = rest
         touched.add(shard)
         idx = keys.jobidx(shard)
         pipe = client.pipeline(transaction=False)
@@ -433,12 +425,7 @@ def _once_to_dedupe(client: Any, keys: Keys) -> None:
     nothing any more (no attempt of it can run again) and is deleted.  One
     ``SCAN … MATCH`` pass; ``RENAMENX`` keeps the expiry and never overwrites a
     record this release wrote (the old one is then deleted)."""
-    for raw in client.scan_iter(match=f"{keys.prefix}:{{s*}}:once:*", count=1000):
-        key = _s(raw)
-        found = _shard_and_rest(keys, "once", key)
-        if found is None or not found[1]:
-            continue
-        shard, rest = found
+    for key, shard, rest in _retired_keys(client, keys, "once"):
         head = rest.partition(":")[0]
         if RUN_SEP in head:
             tenant = client.hget(keys.run(shard, head), "tenant")
