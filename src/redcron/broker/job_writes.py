@@ -7,12 +7,11 @@ the batch's command grants checked) before the first write.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
-
-from redis.typing import EncodableT, FieldT
 
 from redcron.broker import argv
 from redcron.broker.grants import check_job_grants
@@ -20,10 +19,10 @@ from redcron.clock import ulid
 from redcron.errors import ValidationError
 from redcron.keys import jobidx_parse, jobidx_range, shard_of
 from redcron.model import JobChange
-from redcron.model.jobs import JobSpec, chain_order, spec_json
+from redcron.model.jobs import JobSpec, chain_order, spec_json, spec_json_full
 from redcron.schedule.jitter import due_ms, tenant_jitter_s
 from redcron.schedule.timeutil import to_ms
-from redcron.schedule.triggers import next_fire
+from redcron.schedule.triggers import Trigger, next_fire
 from redcron.serde import text as _s
 
 if TYPE_CHECKING:
@@ -33,16 +32,6 @@ if TYPE_CHECKING:
 PUT_CHUNK = 500
 #: reads per pipeline round trip in :func:`put_many`
 READ_CHUNK = 5_000
-
-
-def _breaker_fields(spec: JobSpec) -> dict[FieldT, EncodableT]:
-    """The job's circuit-breaker settings: plain hash fields the scripts read."""
-    return {
-        "breaker_ratio": spec.breaker_threshold,
-        "breaker_min": spec.breaker_min_attempts,
-        "breaker_window_s": spec.breaker_window_s,
-        "breaker_cooldown_s": spec.breaker_cooldown_s,
-    }
 
 
 def put_many(
@@ -58,8 +47,8 @@ def put_many(
     anything is written.  Then the jobs go out shard by shard,
     :data:`PUT_CHUNK` ``job_put.lua`` calls per pipeline (each call is short:
     a few tens of us of Redis time, so no call blocks the server however
-    large the batch), each chunk's circuit-breaker fields and deadline
-    (``deadline_ms``) in the round trip after it.  ``progress(done, total)``
+    large the batch); each call writes the whole job, its circuit-breaker
+    settings and deadline included, atomically.  ``progress(done, total)``
     is called after every chunk.  A
     script's refusal there (a new job id taken, a grant revoked meanwhile)
     raises with the chunks before it written, as ``JobStore.put`` would have.
@@ -69,8 +58,9 @@ def put_many(
     """
     settings = broker.settings
     defaults = settings.task_defaults()
+    triggers: list[Trigger] = []
     for spec in specs:
-        spec.validate()
+        triggers.append(spec.validate())
         try:
             spec.check_backoff(defaults)
         except ValidationError as exc:
@@ -80,7 +70,7 @@ def put_many(
             raise ValidationError(f"job {spec.name!r}: {exc.field}", exc.message) from exc
     keyed = [concurrency(spec) if concurrency else {} for spec in specs]
     shards = [shard_of(spec.tenant, broker.shards) for spec in specs]
-    current = _current_ids(broker, specs, shards)
+    current, legacy = _current_ids(broker, specs, shards)
     tenants = sorted({(shard, spec.tenant) for spec, shard in zip(specs, shards, strict=True)})
     pipe = broker.client.pipeline(transaction=False)
     for shard, tenant in tenants:
@@ -107,23 +97,14 @@ def put_many(
             pipe = broker.client.pipeline(transaction=False)
             for i in chunk:
                 args = _put_args(
-                    specs[i], shard, current[i], defaults, now, tenant_jitter, keyed[i]
-                )
+                    specs[i], triggers[i], shard, current[i], legacy[i], defaults, now,
+                    tenant_jitter, keyed[i],
+                )  # fmt: skip
                 broker._run("job_put", shard, args, pipe)
             # ordered: a (tenant, name) given twice ends as its last spec says
             replies = broker._execute(pipe, ordered=True)
-            pipe = broker.client.pipeline(transaction=False)
             for i, reply in zip(chunk, replies, strict=True):
-                change = out[i] = JobChange.parse(specs[i].tenant, specs[i].name, reply)
-                jk = broker.keys.job(shard, change.id)
-                pipe.hset(jk, mapping=_breaker_fields(specs[i]))
-                # run creation reads it (lib/run_create.lua); absent: no deadline
-                deadline_ms = specs[i].deadline_ms()
-                if deadline_ms is None:
-                    pipe.hdel(jk, "deadline_ms")
-                else:
-                    pipe.hset(jk, "deadline_ms", deadline_ms)
-            pipe.execute()
+                out[i] = JobChange.parse(specs[i].tenant, specs[i].name, reply)
             done += len(chunk)
             if progress is not None:
                 progress(done, len(specs))
@@ -156,9 +137,13 @@ def _check_upstreams(broker: Broker, specs: Sequence[JobSpec], shards: Sequence[
                 )
 
 
-def _current_ids(broker: Broker, specs: Sequence[JobSpec], shards: Sequence[int]) -> list[Any]:
+def _current_ids(
+    broker: Broker, specs: Sequence[JobSpec], shards: Sequence[int]
+) -> tuple[list[Any], list[bool]]:
     """Each spec's stored job id (None: a new job), read in pipelines of
-    :data:`READ_CHUNK`."""
+    :data:`READ_CHUNK`, and whether that job's hash is an older release's
+    layout (it has the field ``id``, which the lean layout leaves to the key):
+    then its stored spec is :func:`spec_json_full`'s text."""
     out: list[Any] = []
     for c in range(0, len(specs), READ_CHUNK):
         pipe = broker.client.pipeline(transaction=False)
@@ -169,23 +154,33 @@ def _current_ids(broker: Broker, specs: Sequence[JobSpec], shards: Sequence[int]
         for found in pipe.execute():
             job = jobidx_parse(_s(found[0])) if found else None
             out.append(job[2] if job else None)
-    return out
+    legacy = [False] * len(out)
+    found_at = [i for i, cur in enumerate(out) if cur]
+    for c in range(0, len(found_at), READ_CHUNK):
+        pipe = broker.client.pipeline(transaction=False)
+        for i in found_at[c : c + READ_CHUNK]:
+            pipe.hexists(broker.keys.job(shards[i], out[i]), "id")
+        for i, old in zip(found_at[c : c + READ_CHUNK], pipe.execute(), strict=True):
+            legacy[i] = bool(old)
+    return out, legacy
 
 
 def _put_args(
     spec: JobSpec,
+    trigger: Trigger,
     shard: int,
     cur: Any,
+    legacy: bool,
     defaults: dict[str, Any],
     now: datetime,
     tenant_jitter: dict[tuple[int, str], float],
     keyed: Mapping[str, tuple[str, int]] | None = None,
 ) -> list[Any]:
-    """job_put.lua's ARGV for one spec."""
+    """job_put.lua's ARGV for one spec (``trigger``: its validated trigger)."""
     template, task_args = spec.template(defaults, keyed)
     new_id = f"{shard}-{ulid()}"
     job_id = _s(cur) if cur else new_id
-    nominal = None if spec.paused else next_fire(spec.trigger(), now)
+    nominal = None if spec.paused else next_fire(trigger, now)
     nominal_ms: Any = ""
     due: Any = ""
     if nominal is not None:
@@ -201,9 +196,8 @@ def _put_args(
         json.dumps([spec.cron, spec.every, at, spec.tz]),
         nominal_ms,
         due,
-        (spec.overlap, spec.keep_runs, int(spec.keep_days * 86_400),
-         spec.pause_after_failures),
-        spec.paused,
+        spec.hash_settings(),
         task_args,
         depends_on=spec.depends_on,
-    )  # fmt: skip
+        legacy=hashlib.sha1(spec_json_full(spec).encode()).hexdigest() if legacy else "",
+    )

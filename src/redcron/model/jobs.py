@@ -22,6 +22,7 @@ from typing import Any
 from redcron import serde
 from redcron.errors import ValidationError
 from redcron.model import validation
+from redcron.model.fields import JOB_DEFAULTS, TEMPLATE_DEFAULTS, TI_DEFAULTS
 from redcron.schedule.plan import FirePolicy
 from redcron.schedule.triggers import Trigger, make_trigger
 
@@ -30,6 +31,7 @@ CONTAINER_TASK = "redcron.container"
 CATCHUP_POLICIES = ("latest", "all", "none")
 OVERLAP_POLICIES = ("allow", "skip", "buffer_one", "cancel_previous")
 MAX_DAG_TASKS = 1_000
+_TI_DEFAULT = {k: TI_DEFAULTS[k] for k in ("timeout_ms", "retry_base_ms", "retry_cap_ms")}
 
 
 @dataclass
@@ -161,11 +163,13 @@ class JobSpec:
     #: (docs/operations.md "Deadlines"); None: no deadline
     deadline_s: float | None = None
 
-    def validate(self) -> None:
-        """Raise ValidationError naming the first bad field; writes nothing."""
+    def validate(self) -> Trigger:
+        """Raise ValidationError naming the first bad field; writes nothing.
+        Returns the job's trigger, built on the way (``put_many`` uses it rather
+        than building it twice)."""
         validation.name("name", self.name)
         validation.name("tenant", self.tenant)
-        self.trigger()  # trigger fields: cron syntax, time zone, every, at
+        trigger = self.trigger()  # trigger fields: cron syntax, time zone, every, at
         if self.catchup not in CATCHUP_POLICIES:
             raise ValidationError("catchup", f"{self.catchup!r} is not one of {CATCHUP_POLICIES}")
         if self.overlap not in OVERLAP_POLICIES:
@@ -214,9 +218,11 @@ class JobSpec:
                     raise ValidationError(
                         f"tasks.{tname}.depends_on", "a task cannot depend on itself"
                     )
-        cycle = find_cycle({t: list(task.depends_on) for t, task in self.tasks.items()})
-        if cycle:
-            raise ValidationError("tasks", "dependency cycle: " + " -> ".join(cycle))
+        if any(task.depends_on for task in self.tasks.values()):
+            cycle = find_cycle({t: list(task.depends_on) for t, task in self.tasks.items()})
+            if cycle:
+                raise ValidationError("tasks", "dependency cycle: " + " -> ".join(cycle))
+        return trigger
 
     def _validate_depends_on(self) -> None:
         deps = self.depends_on
@@ -246,6 +252,30 @@ class JobSpec:
         if self.deadline_s is None:
             return None
         return max(1, round(self.deadline_s * 1000))
+
+    def hash_settings(self) -> dict[str, str]:
+        """The settings the job hash holds (job_put.lua writes them), as text, and
+        only those not at their default (:data:`JOB_DEFAULTS`; ``deadline_ms``
+        only when set): the script drops the others, and readers take an absent
+        one as its default."""
+        out: dict[str, str] = {}
+        for name, value in (
+            ("overlap", self.overlap),
+            ("keep_runs", str(self.keep_runs)),
+            ("keep_s", str(int(self.keep_days * 86_400))),
+            ("pause_after_failures", str(self.pause_after_failures)),
+            ("paused", "1" if self.paused else "0"),
+            ("breaker_ratio", str(self.breaker_threshold)),
+            ("breaker_min", str(self.breaker_min_attempts)),
+            ("breaker_window_s", str(self.breaker_window_s)),
+            ("breaker_cooldown_s", str(self.breaker_cooldown_s)),
+        ):
+            if value != JOB_DEFAULTS[name]:
+                out[name] = value
+        deadline = self.deadline_ms()
+        if deadline is not None:
+            out["deadline_ms"] = str(deadline)
+        return out
 
     def fire_policy(self) -> FirePolicy:
         """What fire planning reads of the job beside its trigger."""
@@ -296,29 +326,31 @@ class JobSpec:
             args[tname] = serde.dumps(payload, field=f"tasks.{tname}.args")
             retries = defaults["retries"] if task.retries is None else task.retries
             retry_base, retry_cap = task.backoff_s(f"tasks.{tname}", defaults)
-            row_extra: dict[str, Any] = {}
+            # a field at its default is left out (lib/template.lua fills it in):
+            # a one-task job's template then fits a listpack-encoded job hash
+            row: dict[str, Any] = {"task": tname, "name": ref, "max_attempts": retries + 1}
+            queue = task.queue or ("default" if kind == "python" else "commands")
+            for key, text in (("kind", kind), ("queue", queue), ("priority", task.priority)):
+                if text is not None and text != TEMPLATE_DEFAULTS[key]:
+                    row[key] = text
+            for key, ms in (
+                ("timeout_ms", validation.timeout_ms(task.timeout)),
+                ("retry_base_ms", int(1000 * retry_base)),
+                ("retry_cap_ms", int(1000 * retry_cap)),
+            ):
+                if ms != _TI_DEFAULT[key]:
+                    row[key] = ms
+            if task.depends_on:
+                row["deps"] = list(task.depends_on)
+            if down[tname]:
+                row["down"] = down[tname]
             if task.cpu:
-                row_extra["cpu"] = task.cpu
+                row["cpu"] = task.cpu
             if task.mem:
-                row_extra["mem"] = validation.mem_bytes(task.mem, f"tasks.{tname}.mem")
+                row["mem"] = validation.mem_bytes(task.mem, f"tasks.{tname}.mem")
             if keyed and tname in keyed:  # concurrency keys: lib/ckeys.lua
-                row_extra["ck"], row_extra["ckn"] = keyed[tname]
-            rows.append(
-                {
-                    **row_extra,
-                    "task": tname,
-                    "name": ref,
-                    "kind": kind,
-                    "queue": task.queue or ("default" if kind == "python" else "commands"),
-                    "priority": task.priority or "normal",
-                    "timeout_ms": validation.timeout_ms(task.timeout),
-                    "max_attempts": retries + 1,
-                    "retry_base_ms": int(1000 * retry_base),
-                    "retry_cap_ms": int(1000 * retry_cap),
-                    "deps": list(task.depends_on),
-                    "down": down[tname],
-                }
-            )
+                row["ck"], row["ckn"] = keyed[tname]
+            rows.append(row)
         return json.dumps(rows, separators=(",", ":")), args
 
 
@@ -476,14 +508,71 @@ def spec_from_dict(data: Mapping[str, Any], *, where: str = "job") -> JobSpec:
 
 
 def spec_json(spec: JobSpec) -> str:
-    """The spec as the JSON text a job hash stores (``spec``)."""
+    """The spec as the JSON text a job hash stores (``spec``): canonical (sorted
+    keys, no spaces), without ``name`` and ``tenant`` (the job's key and index
+    say them: :func:`spec_from_json` takes them back) and without any field,
+    of the job or of a task, that holds its default (``spec_from_json`` fills
+    those in).  job_put.lua compares this text with the stored one to tell an
+    unchanged job, so equal specs give equal text.  A job stored by an older
+    release holds :func:`spec_json_full`'s text, which reads the same."""
+    data: dict[str, Any] = {}
+    for fname, default in _SPEC_DEFAULTS:
+        value = getattr(spec, fname)
+        if value != default:
+            data[fname] = value
+    tasks: dict[str, Any] = {}
+    for tname, task in spec.tasks.items():
+        tasks[tname] = {f: v for f, d in _TASK_DEFAULTS if (v := getattr(task, f)) != d}
+    data["tasks"] = tasks
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), default=_json_default)
 
-    def default(value: Any) -> Any:
-        if isinstance(value, datetime):
-            return value.isoformat()
-        raise TypeError(f"not JSON: {value!r}")
 
-    return json.dumps(_plain(spec), sort_keys=True, default=default)
+def spec_json_full(spec: JobSpec) -> str:
+    """The spec's text as releases before the lean job hash stored it: every
+    field, defaults included, name and tenant too.  For the job's readers (the
+    record's ``spec``, so the API shows what it always showed) and to tell an
+    unchanged job stored that way (``put_many`` sends its sha1)."""
+    return json.dumps(_plain(spec), sort_keys=True, default=_json_default)
+
+
+def spec_text_full(text: str, tenant: str, name: str) -> str:
+    """A stored spec as :func:`spec_json_full` writes it: what a job's record
+    shows (the API's ``spec``, ``jobs show``), whichever release stored it.  A
+    text that names its job is an older release's, already in full; one that
+    cannot be read is shown as it is."""
+    try:
+        data = json.loads(text)
+        if not isinstance(data, dict) or "name" in data:
+            return text
+        return spec_json_full(spec_from_json(text, tenant, name))
+    except (ValueError, TypeError):
+        return text
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"not JSON: {value!r}")
+
+
+def _defaults(cls: type, skip: tuple[str, ...] = ()) -> tuple[tuple[str, Any], ...]:
+    out = []
+    for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
+        if f.default is not dataclasses.MISSING:
+            out.append((f.name, f.default))
+        elif f.default_factory is not dataclasses.MISSING:
+            out.append((f.name, f.default_factory()))
+        else:
+            out.append((f.name, dataclasses.MISSING))  # always written
+    return tuple(out)
+
+
+#: (field, default) of a JobSpec (name and tenant: the key's; tasks: below) and
+#: of a Task, in :func:`spec_json`'s order
+_SPEC_DEFAULTS = _defaults(JobSpec, skip=("name", "tenant", "tasks"))
+_TASK_DEFAULTS = _defaults(Task)
 
 
 def _plain(value: Any) -> Any:
@@ -511,9 +600,17 @@ def _field_names(cls: type) -> tuple[str, ...]:
     return names
 
 
-def spec_from_json(text: str) -> JobSpec:
-    """A job hash's stored ``spec`` (:func:`spec_json`'s text) as a JobSpec."""
+def spec_from_json(text: str, tenant: str | None = None, name: str | None = None) -> JobSpec:
+    """A job hash's stored ``spec`` (:func:`spec_json`'s text, or an older
+    release's :func:`spec_json_full`) as a JobSpec; ``tenant`` and ``name`` (the
+    job hash's) fill in what the text leaves out."""
     data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValidationError("job", "the stored spec is not a JSON object")
+    if tenant is not None:
+        data.setdefault("tenant", tenant)
+    if name is not None:
+        data.setdefault("name", name)
     for name in ("cron", "every"):
         # stored before an empty cron/every was refused, when "" meant a manual job
         if data.get(name) == "":
