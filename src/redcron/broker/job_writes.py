@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -90,24 +91,51 @@ def put_many(
     for i in chain_order(specs):  # upstreams first: job_put.lua checks that they exist
         by_shard.setdefault(shards[i], []).append(i)
     out: list[JobChange | None] = [None] * len(specs)
+    chunks = [
+        (shard, indexes[c : c + PUT_CHUNK])
+        for shard, indexes in sorted(by_shard.items())
+        for c in range(0, len(indexes), PUT_CHUNK)
+    ]
     done = 0
-    for shard, indexes in sorted(by_shard.items()):
-        for c in range(0, len(indexes), PUT_CHUNK):
-            chunk = indexes[c : c + PUT_CHUNK]
-            pipe = broker.client.pipeline(transaction=False)
-            for i in chunk:
-                args = _put_args(
-                    specs[i], triggers[i], shard, current[i], legacy[i], defaults, now,
-                    tenant_jitter, keyed[i],
-                )  # fmt: skip
-                broker._run("job_put", shard, args, pipe)
-            # ordered: a (tenant, name) given twice ends as its last spec says
-            replies = broker._execute(pipe, ordered=True)
-            for i, reply in zip(chunk, replies, strict=True):
-                out[i] = JobChange.parse(specs[i].tenant, specs[i].name, reply)
-            done += len(chunk)
-            if progress is not None:
-                progress(done, len(specs))
+    nominals: dict[int, datetime | None] = {}
+
+    def build(shard: int, chunk: list[int]) -> Any:
+        pipe = broker.client.pipeline(transaction=False)
+        for i in chunk:
+            args = _put_args(
+                specs[i], triggers[i], shard, current[i], legacy[i], defaults, now,
+                tenant_jitter, keyed[i], nominals,
+            )  # fmt: skip
+            broker._run("job_put", shard, args, pipe)
+        return pipe
+
+    def collect(chunk: list[int], replies: list[Any]) -> None:
+        nonlocal done
+        for i, reply in zip(chunk, replies, strict=True):
+            out[i] = JobChange.parse(specs[i].tenant, specs[i].name, reply)
+        done += len(chunk)
+        if progress is not None:
+            progress(done, len(specs))
+
+    # ordered (``_execute(..., ordered=True)``, one chunk after the other): a
+    # (tenant, name) given twice ends as its last spec says.  With more than one
+    # chunk, the next chunk's rows are built while Redis runs the one before (a
+    # thread waits on the socket; the GIL is free meanwhile), and a chunk is sent
+    # only once the one before it came back without a refusal: set-up takes
+    # about the longer of the two, not their sum.
+    if len(chunks) == 1:
+        shard, chunk = chunks[0]
+        collect(chunk, broker._execute(build(shard, chunk), ordered=True))
+        return [change for change in out if change is not None]
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="redcron-put") as pool:
+        running: tuple[list[int], Future[list[Any]]] | None = None
+        for shard, chunk in chunks:
+            pipe = build(shard, chunk)
+            if running is not None:
+                collect(running[0], running[1].result())
+            running = (chunk, pool.submit(broker._execute, pipe, True))
+        if running is not None:
+            collect(running[0], running[1].result())
     return [change for change in out if change is not None]
 
 
@@ -145,12 +173,11 @@ def _current_ids(
     layout (it has the field ``id``, which the lean layout leaves to the key):
     then its stored spec is :func:`spec_json_full`'s text."""
     out: list[Any] = []
+    idx = {shard: broker.keys.jobidx(shard) for shard in set(shards)}
     for c in range(0, len(specs), READ_CHUNK):
         pipe = broker.client.pipeline(transaction=False)
         for spec, shard in zip(specs[c : c + READ_CHUNK], shards[c : c + READ_CHUNK], strict=True):
-            pipe.zrangebylex(
-                broker.keys.jobidx(shard), *jobidx_range(spec.tenant, spec.name), start=0, num=1
-            )
+            pipe.zrangebylex(idx[shard], *jobidx_range(spec.tenant, spec.name), start=0, num=1)
         for found in pipe.execute():
             job = jobidx_parse(_s(found[0])) if found else None
             out.append(job[2] if job else None)
@@ -175,12 +202,14 @@ def _put_args(
     now: datetime,
     tenant_jitter: dict[tuple[int, str], float],
     keyed: Mapping[str, tuple[str, int]] | None = None,
+    nominals: dict[int, datetime | None] | None = None,
 ) -> list[Any]:
-    """job_put.lua's ARGV for one spec (``trigger``: its validated trigger)."""
+    """job_put.lua's ARGV for one spec (``trigger``: its validated trigger;
+    ``nominals``: next fires already computed, by trigger: see :func:`_next_fire`)."""
     template, task_args = spec.template(defaults, keyed)
     new_id = f"{shard}-{ulid()}"
     job_id = _s(cur) if cur else new_id
-    nominal = None if spec.paused else next_fire(trigger, now)
+    nominal = None if spec.paused else _next_fire(trigger, now, nominals)
     nominal_ms: Any = ""
     due: Any = ""
     if nominal is not None:
@@ -201,3 +230,17 @@ def _put_args(
         depends_on=spec.depends_on,
         legacy=hashlib.sha1(spec_json_full(spec).encode()).hexdigest() if legacy else "",
     )
+
+
+def _next_fire(
+    trigger: Trigger, now: datetime, nominals: dict[int, datetime | None] | None
+) -> datetime | None:
+    """``next_fire(trigger, now)``, computed once per Trigger object of a put_many
+    call (jobs of one schedule share one: ``JobSpec.trigger`` caches them; keyed
+    by identity, as the triggers outlive the call's dict)."""
+    if nominals is None:
+        return next_fire(trigger, now)
+    key = id(trigger)
+    if key not in nominals:
+        nominals[key] = next_fire(trigger, now)
+    return nominals[key]
