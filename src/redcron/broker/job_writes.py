@@ -71,7 +71,6 @@ def put_many(
             raise ValidationError(f"job {spec.name!r}: {exc.field}", exc.message) from exc
     keyed = [concurrency(spec) if concurrency else {} for spec in specs]
     shards = [shard_of(spec.tenant, broker.shards) for spec in specs]
-    current, legacy = _current_ids(broker, specs, shards)
     tenants = sorted({(shard, spec.tenant) for spec, shard in zip(specs, shards, strict=True)})
     pipe = broker.client.pipeline(transaction=False)
     for shard, tenant in tenants:
@@ -85,6 +84,23 @@ def put_many(
         for st, raw in zip(tenants, settings_of, strict=True)
         if raw[1] is not None and _s(raw[1]) == "1"
     }
+    # a stored job's id matters here only to its jitter (due_ms hashes it) and
+    # to a grant check; job_put.lua finds it itself otherwise (one read a job fewer)
+    current = _current_ids(
+        broker,
+        specs,
+        shards,
+        [
+            i
+            for i, (spec, shard) in enumerate(zip(specs, shards, strict=True))
+            if spec.jitter_s
+            or tenant_jitter[shard, spec.tenant]
+            or (
+                (shard, spec.tenant) not in granted
+                and any(task.kind != "python" for task in spec.tasks.values())
+            )
+        ],
+    )
     check_job_grants(broker, specs, shards, current, granted, spec_json)
     _check_upstreams(broker, specs, shards)
     by_shard: dict[int, list[int]] = {}
@@ -99,18 +115,24 @@ def put_many(
     done = 0
     nominals: dict[int, datetime | None] = {}
 
-    def build(shard: int, chunk: list[int]) -> Any:
+    def build(shard: int, chunk: list[int], legacy: bool = False) -> Any:
         pipe = broker.client.pipeline(transaction=False)
         for i in chunk:
             args = _put_args(
-                specs[i], triggers[i], shard, current[i], legacy[i], defaults, now,
+                specs[i], triggers[i], shard, current[i], legacy, defaults, now,
                 tenant_jitter, keyed[i], nominals,
             )  # fmt: skip
             broker._run("job_put", shard, args, pipe)
         return pipe
 
-    def collect(chunk: list[int], replies: list[Any]) -> None:
+    def collect(shard: int, chunk: list[int], replies: list[Any]) -> None:
         nonlocal done
+        # job_put wrote nothing for a job whose hash an older release wrote: it
+        # goes again at once, with the sha1 of its spec as that release stored it
+        again = [i for i, reply in zip(chunk, replies, strict=True) if _s(reply[2]) == "legacy"]
+        if again:
+            got = dict(zip(again, broker._execute(build(shard, again, True), True), strict=True))
+            replies = [got.get(i, reply) for i, reply in zip(chunk, replies, strict=True)]
         for i, reply in zip(chunk, replies, strict=True):
             out[i] = JobChange.parse(specs[i].tenant, specs[i].name, reply)
         done += len(chunk)
@@ -125,17 +147,17 @@ def put_many(
     # about the longer of the two, not their sum.
     if len(chunks) == 1:
         shard, chunk = chunks[0]
-        collect(chunk, broker._execute(build(shard, chunk), ordered=True))
+        collect(shard, chunk, broker._execute(build(shard, chunk), ordered=True))
         return [change for change in out if change is not None]
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="redcron-put") as pool:
-        running: tuple[list[int], Future[list[Any]]] | None = None
+        running: tuple[int, list[int], Future[list[Any]]] | None = None
         for shard, chunk in chunks:
             pipe = build(shard, chunk)
             if running is not None:
-                collect(running[0], running[1].result())
-            running = (chunk, pool.submit(broker._execute, pipe, True))
+                collect(running[0], running[1], running[2].result())
+            running = (shard, chunk, pool.submit(broker._execute, pipe, True))
         if running is not None:
-            collect(running[0], running[1].result())
+            collect(running[0], running[1], running[2].result())
     return [change for change in out if change is not None]
 
 
@@ -166,30 +188,21 @@ def _check_upstreams(broker: Broker, specs: Sequence[JobSpec], shards: Sequence[
 
 
 def _current_ids(
-    broker: Broker, specs: Sequence[JobSpec], shards: Sequence[int]
-) -> tuple[list[Any], list[bool]]:
-    """Each spec's stored job id (None: a new job), read in pipelines of
-    :data:`READ_CHUNK`, and whether that job's hash is an older release's
-    layout (it has the field ``id``, which the lean layout leaves to the key):
-    then its stored spec is :func:`spec_json_full`'s text."""
-    out: list[Any] = []
+    broker: Broker, specs: Sequence[JobSpec], shards: Sequence[int], wanted: Sequence[int]
+) -> list[Any]:
+    """The stored job id of each spec of ``wanted`` (None: a new job, or a spec not
+    wanted), read in pipelines of :data:`READ_CHUNK`."""
+    out: list[Any] = [None] * len(specs)
     idx = {shard: broker.keys.jobidx(shard) for shard in set(shards)}
-    for c in range(0, len(specs), READ_CHUNK):
+    for c in range(0, len(wanted), READ_CHUNK):
         pipe = broker.client.pipeline(transaction=False)
-        for spec, shard in zip(specs[c : c + READ_CHUNK], shards[c : c + READ_CHUNK], strict=True):
-            pipe.zrangebylex(idx[shard], *jobidx_range(spec.tenant, spec.name), start=0, num=1)
-        for found in pipe.execute():
+        for i in wanted[c : c + READ_CHUNK]:
+            spec = specs[i]
+            pipe.zrangebylex(idx[shards[i]], *jobidx_range(spec.tenant, spec.name), start=0, num=1)
+        for i, found in zip(wanted[c : c + READ_CHUNK], pipe.execute(), strict=True):
             job = jobidx_parse(_s(found[0])) if found else None
-            out.append(job[2] if job else None)
-    legacy = [False] * len(out)
-    found_at = [i for i, cur in enumerate(out) if cur]
-    for c in range(0, len(found_at), READ_CHUNK):
-        pipe = broker.client.pipeline(transaction=False)
-        for i in found_at[c : c + READ_CHUNK]:
-            pipe.hexists(broker.keys.job(shards[i], out[i]), "id")
-        for i, old in zip(found_at[c : c + READ_CHUNK], pipe.execute(), strict=True):
-            legacy[i] = bool(old)
-    return out, legacy
+            out[i] = job[2] if job else None
+    return out
 
 
 def _put_args(

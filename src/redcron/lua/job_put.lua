@@ -8,7 +8,7 @@
           absent = none: next_ms (next nominal fire), due_ms (next due: nominal
           + jitter), upstreams (depends_on: upstream job names of the same
           tenant, comma list), legacy (sha1 of the spec as an older release
-          wrote it, sent for a job that exists: that text is "unchanged" too),
+          wrote it, spec_json_full: that text is "unchanged" too),
           deadline_ms; absent = its default (JOB_DEFAULT_*, model/fields.py):
           overlap, keep_runs, keep_s, pause_after_failures, paused ("1"),
           breaker_ratio, breaker_min, breaker_window_s, breaker_cooldown_s;
@@ -16,7 +16,10 @@
   The job hash holds no field at its default (JOB_DEFAULT_*: every reader takes
   an absent field as it) and no id (the key says it): an update drops those
   an older release wrote.
-  Returns: {job_id, version, change} change = created | updated | unchanged
+  Returns: {job_id, version, change} change = created | updated | unchanged,
+  or legacy: nothing written, the job's hash is an older release's (it has the
+  field id) and the row has no legacy sha1 to compare its spec with; the
+  caller sends the row again with it (broker/job_writes.py put_many).
   Job chaining: the job's upstreams are stored (upstreams, chain = trigger |
   upstreams: whether its own trigger or its upstreams start it) and the
   upstreams' reverse index (their chain_down, lib/chain_down.lua) kept; a
@@ -79,12 +82,17 @@ if not job_id then
 end
 local jk = key_job(job_id)
 if change == 'updated' then
-  old = redis.call('HMGET', jk, 'spec', 'trigger_sig', 'version', 'parked_at', 'upstreams')
+  old = redis.call('HMGET', jk, 'spec', 'trigger_sig', 'version', 'parked_at', 'upstreams', 'id')
 end
 local parked = old[4] and old[4] ~= ''
 if change == 'updated' and not parked and old[1] and (old[1] == spec
     or (r.legacy and redis.sha1hex(old[1]) == r.legacy)) then
   return {job_id, tonumber(old[3]), 'unchanged'}
+end
+if change == 'updated' and not parked and old[6] and not r.legacy then
+  -- an older release's hash (it has id): its spec is that release's text, so
+  -- whether it changed takes that text's sha1, which put_many sends on asking
+  return {job_id, tonumber(old[3]), 'legacy'}
 end
 local rows = template_rows(template)
 if not rows then return err('REJECTED', 'job row: template is not a JSON list of task rows') end
