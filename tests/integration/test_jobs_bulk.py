@@ -150,7 +150,7 @@ def test_a_job_hash_holds_no_default_and_its_settings_are_written_with_it(app4: 
     fields = {key.decode() for key in client.hkeys(jk)}
     assert fields == {"tenant", "name", "created", "version", "spec", "template",
                       "trigger_sig", "next_fire", "args:t"}  # fmt: skip
-    assert client.object("encoding", jk) == b"listpack"
+    assert client.object("encoding", jk) in (b"listpack", b"ziplist")  # ziplist: Redis 6.2
     spec.breaker_min_attempts, spec.deadline_s, spec.overlap = 5, 2.0, "allow"
     (changed,) = app4.jobs.put_many([spec])
     assert changed.change == "updated"
