@@ -16,7 +16,7 @@ from redcron import App
 from redcron.broker import job_writes as jobstore
 from redcron.cli import jobs as cli_jobs
 from redcron.errors import ValidationError
-from redcron.model.jobs import JobSpec, Task
+from redcron.model.jobs import JobSpec, Task, spec_json, spec_json_full
 
 TASKS = {"t": Task("bulk.noop")}
 
@@ -58,8 +58,9 @@ def test_put_many_writes_every_job_once_in_chunks_per_shard(
     assert sum(client.zcard(k.schedule(s)) for s in range(4)) == len(batch)
     records = app4.jobs.get_many([c.id for c in out])
     assert all(r.version == 1 for r in records)
-    # the breaker fields follow each chunk
-    assert all(client.hget(k.job(r.shard, r.id), "breaker_min") == b"20" for r in records)
+    # the breaker settings at their default: not in the hash, read as the default
+    assert all(r.breaker_min_attempts == 20 and r.keep_runs == 100 for r in records)
+    assert not any(client.hexists(k.job(r.shard, r.id), "breaker_min") for r in records)
     # again: unchanged, nothing rewritten
     again = app4.jobs.put_many(batch)
     assert {c.change for c in again} == {"unchanged"}
@@ -136,3 +137,61 @@ def test_jobs_apply_names_the_file_job_and_field_and_writes_nothing(
     assert f"{path}: job 'j777': catchup:" in result.stderr
     listed = invoke("jobs", "list", "--json")
     assert json.loads(listed.stdout) == []
+
+
+def test_a_job_hash_holds_no_default_and_its_settings_are_written_with_it(app4: App) -> None:
+    """job_put writes the breaker settings and the deadline in the same call
+    (no second pipeline), drops a setting put back to its default, and a job
+    whose values are all short is a listpack (issue 28)."""
+    client, k = app4.broker.client, app4.broker.keys
+    spec = JobSpec(name="lean", tenant="acme", tasks=dict(TASKS), cron="0 2 * * *")
+    (made,) = app4.jobs.put_many([spec])
+    jk = k.job(int(made.id.split("-")[0]), made.id)
+    fields = {key.decode() for key in client.hkeys(jk)}
+    assert fields == {"tenant", "name", "created", "version", "spec", "template",
+                      "trigger_sig", "next_fire", "args:t"}  # fmt: skip
+    assert client.object("encoding", jk) in (b"listpack", b"ziplist")  # ziplist: Redis 6.2
+    spec.breaker_min_attempts, spec.deadline_s, spec.overlap = 5, 2.0, "allow"
+    (changed,) = app4.jobs.put_many([spec])
+    assert changed.change == "updated"
+    got = client.hmget(jk, "breaker_min", "deadline_ms", "overlap", "updated")
+    assert got[:3] == [b"5", b"2000", b"allow"] and got[3]
+    job = app4.jobs.get("acme", "lean")
+    assert (job.breaker_min_attempts, job.deadline_s, job.overlap) == (5, 2.0, "allow")
+    spec.breaker_min_attempts, spec.deadline_s, spec.overlap = 20, None, "skip"
+    app4.jobs.put_many([spec])
+    assert client.hmget(jk, "breaker_min", "deadline_ms", "overlap") == [None, None, None]
+    job = app4.jobs.get("acme", "lean")
+    assert (job.id, job.breaker_min_attempts, job.deadline_s, job.overlap) == (
+        made.id, 20, None, "skip",
+    )  # fmt: skip
+    assert json.loads(job.spec)["name"] == "lean"  # shown in full, as before
+
+
+def test_a_job_hash_of_the_previous_layout_reads_the_same_and_stays_unchanged(
+    app4: App,
+) -> None:
+    """A hash as the release before the lean layout wrote it (every default, an
+    id field, the spec in full) reads the same; putting its spec again is
+    ``unchanged`` (a runtime pause survives); a changed spec rewrites it lean."""
+    client, k = app4.broker.client, app4.broker.keys
+    spec = JobSpec(name="old", tenant="acme", tasks=dict(TASKS), cron="0 2 * * *")
+    (made,) = app4.jobs.put_many([spec])
+    jk = k.job(int(made.id.split("-")[0]), made.id)
+    client.hset(jk, mapping={
+        "id": made.id, "spec": spec_json_full(spec), "overlap": "skip", "keep_runs": 100,
+        "keep_s": 604800, "pause_after_failures": 0, "paused": "1", "consecutive_failures": 0,
+        "breaker_ratio": 0.9, "breaker_min": 20, "breaker_window_s": 300.0,
+        "breaker_cooldown_s": 60.0, "updated": 1,
+    })  # fmt: skip
+    job = app4.jobs.get("acme", "old")
+    assert (job.id, job.keep_runs, job.breaker_window_s, job.paused) == (made.id, 100, 300.0, True)
+    assert job.spec == spec_json_full(spec)
+    (again,) = app4.jobs.put_many([spec])
+    assert (again.change, again.version) == ("unchanged", 1)
+    assert client.hget(jk, "paused") == b"1"
+    spec.keep_runs = 7
+    (changed,) = app4.jobs.put_many([spec])
+    assert changed.change == "updated"
+    assert client.hmget(jk, "id", "overlap", "breaker_min", "keep_runs") == [None, None, None, b"7"]
+    assert client.hget(jk, "spec") == spec_json(spec).encode()

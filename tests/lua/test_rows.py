@@ -133,3 +133,45 @@ def test_fire_rejects_a_malformed_row_and_writes_nothing(
         with pytest.raises(Rejected, match="fire row 0"):
             ops.run(script, ["", "", bad])
     assert _keys(r, key_prefix) == before
+
+
+def _job_row(**change: Any) -> dict[str, Any]:
+    """A good job_put row's fields (issue 28: one msgpack map, task args nested)."""
+    fields: dict[str, Any] = {
+        "tenant": "acme", "name": "j", "id": "0-J1", "spec": '{"tasks":{"t":{"ref":"m.f"}}}',
+        "template": '[{"task":"t","name":"m.f","max_attempts":1}]',
+        "sig": "[null, null, null, \"UTC\"]", "args": {"t": b"\x92\x90\x80"},
+    }  # fmt: skip
+    fields.update(change)
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (b"\xc1", "is not a msgpack map"),
+        (_packed(_job_row(spec=None)), "spec must be a string"),
+        (_packed(_job_row(keep_runs=5)), "keep_runs must be a string"),
+        (_packed(_job_row(args="x")), "args must be a map"),
+        (_packed(_job_row(args={"t": 1})), "args must map task names"),
+        (_packed(_job_row(template="{")), "template is not a JSON list"),
+    ],
+)
+def test_job_put_rejects_a_malformed_row_naming_it_and_writes_nothing(
+    ops: Ops, r: redis.Redis, key_prefix: str, bad: bytes, message: str
+) -> None:
+    before = _keys(r, key_prefix)
+    with pytest.raises(Rejected, match=message):
+        ops.run("job_put", [ops.now, bad])
+    assert _keys(r, key_prefix) == before
+
+
+def test_job_put_writes_no_default_and_fills_the_template_in(ops: Ops, r: redis.Redis) -> None:
+    jid, version, change = ops.run("job_put", [ops.now, _packed(_job_row(keep_runs="5"))])
+    assert (jid, version, change) == (b"0-J1", 1, b"created")
+    jk = ops.k.job(0, "0-J1")
+    fields = {k.decode() for k in r.hkeys(jk)}
+    assert fields == {"tenant", "name", "created", "version", "spec", "template", "trigger_sig",
+                      "next_fire", "args:t", "keep_runs"}  # fmt: skip
+    assert r.hget(jk, "args:t") == b"\x92\x90\x80"
+    assert r.sismember(ops.k.queues(0), "default")  # the row's queue, by its default

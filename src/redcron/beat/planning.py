@@ -287,7 +287,7 @@ class Planner:
                 try:
                     if text is None:
                         raise ValueError("the job has no stored spec")
-                    parsed = spec_from_json(text)
+                    parsed = spec_from_json(*text)
                     self._specs[jid] = _Spec(version, parsed, parsed.trigger())
                 except Exception as exc:  # a spec we cannot read must not stop the others
                     # (a zone gone from tzdata, a hand-edited spec): parked when due,

@@ -10,7 +10,7 @@ reads the Redis server clock (``TIME``); an int is used as the script's
 current time in ms, so a test can step time without sleeping.
 
 Rows.  The scripts that take a batch of wide items (enqueue, fail, fire,
-fire_batch) take each item as ONE argument: a msgpack map of the item's
+fire_batch), and job_put its one job, take each item as ONE argument: a msgpack map of the item's
 fields by name, read in Lua with ``cmsgpack.unpack(ARGV[i])`` (shared/DESIGN.md
 §5), so adding a field is a change to the row's class, its builder here and
 the line of the script that reads it, and no positional layout has to agree.
@@ -346,20 +346,36 @@ def job_put(
     trigger: str,
     nominal_ms: int | str,
     due_ms: int | str,
-    policies: tuple[str, int, int, int],
-    paused: bool,
+    settings: Mapping[str, str],
     task_args: Mapping[str, bytes],
     now: int | None = None,
     depends_on: Sequence[str] = (),
+    legacy: str = "",
 ) -> list[Any]:
-    """job_put.lua: ``policies`` = (overlap, keep_runs, keep_s, pause_after_failures);
-    ``trigger`` is the schedule signature (JSON), ``task_args`` task name -> msgpack,
-    ``depends_on`` the job's upstream job names."""
-    return flat(
-        [tenant, name, new_id, spec, template, trigger, nominal_ms, due_ms, *policies,
-         "1" if paused else "0", clock(now), ",".join(depends_on)],
-        task_args.items(),
-    )  # fmt: skip
+    """job_put.lua: now, then the job as one msgpack map (its ARGV header).
+    ``trigger`` is the schedule signature (JSON), ``settings`` the job hash's
+    settings not at their default (``JobSpec.hash_settings``: the script writes
+    these and drops the others), ``task_args`` task name -> msgpack (a nested
+    map), ``depends_on`` the job's upstream job names, ``legacy`` the sha1 of
+    the spec text an older release stored (only for a job that exists: "" = none)."""
+    row: dict[str, Any] = {
+        "tenant": tenant,
+        "name": name,
+        "id": new_id,
+        "spec": spec,
+        "template": template,
+        "sig": trigger,
+        "args": task_args,
+        **settings,
+    }
+    if nominal_ms != "":
+        row["next_ms"] = str(nominal_ms)
+        row["due_ms"] = str(due_ms)
+    if depends_on:
+        row["upstreams"] = ",".join(depends_on)
+    if legacy:
+        row["legacy"] = legacy
+    return [clock(now), _pack(row)]
 
 
 def job_park(

@@ -247,16 +247,21 @@ class BeatStore:
 
     def job_specs(
         self, shard: int, job_ids: Sequence[str], tenants: Sequence[str]
-    ) -> tuple[list[str | None], list[Any]]:
-        """The stored spec (JSON text; None: the job is gone) of each job, and the
-        stored default ``jitter_s`` of each tenant (raw), in one round trip."""
+    ) -> tuple[list[tuple[str, str, str] | None], list[Any]]:
+        """The stored spec of each job as (JSON text, tenant, name): the text
+        leaves out the job's tenant and name (``spec_json``; ``spec_from_json``
+        takes them back); None: the job is gone.  And the stored default
+        ``jitter_s`` of each tenant (raw), in one round trip."""
         pipe = self.broker.client.pipeline(transaction=False)
         for jid in job_ids:
-            pipe.hget(self.keys.job(shard, jid), "spec")
+            pipe.hmget(self.keys.job(shard, jid), "spec", "tenant", "name")
         for tenant in tenants:
             pipe.hget(self.keys.tenant(shard, tenant), "jitter_s")
         res = pipe.execute()
-        specs = [None if text is None else _s(text) for text in res[: len(job_ids)]]
+        specs = [
+            None if text is None else (_s(text), _s(tenant or b""), _s(name or b""))
+            for text, tenant, name in res[: len(job_ids)]
+        ]
         return specs, list(res[len(job_ids) :])
 
     def park(self, shard: int, parks: Sequence[Park]) -> list[bool]:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from redcron.errors import Forbidden
-from redcron.model.jobs import JobSpec
+from redcron.model.jobs import JobSpec, spec_json_full
 from redcron.model.tenants import grant_refusal
 from redcron.serde import text as _s
 
@@ -47,6 +47,15 @@ def check_job_grants(
             pipe.hget(broker.keys.job(shard, _s(cur)), "spec")
     stored = iter(pipe.execute())
     for spec, _shard, cur, (tname, kind) in refused:
-        if cur and (raw := next(stored)) is not None and _s(raw) == spec_json(spec):
+        # an older release stored the spec in full (spec_json_full)
+        if (
+            cur
+            and (raw := next(stored)) is not None
+            and _s(raw)
+            in (
+                spec_json(spec),
+                spec_json_full(spec),
+            )
+        ):
             continue  # unchanged: nothing is written
         raise Forbidden(grant_refusal(spec.tenant, f"job {spec.name}, task {tname} is a {kind}"))

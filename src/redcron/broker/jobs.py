@@ -34,7 +34,7 @@ from redcron.model import (
     TaskRecord,
 )
 from redcron.model.jobfile import parse_jobs
-from redcron.model.jobs import JobSpec, job_spec
+from redcron.model.jobs import JobSpec, job_spec, spec_text_full
 
 # spec_from_json lives in model/jobs.py (pure: spec JSON, DESIGN §2); re-exported
 # here so that modules importing it from redcron.broker.jobs (on other branches too)
@@ -208,10 +208,16 @@ class JobStore:
                 continue  # deleted meanwhile
             # args:<task> fields are msgpack, and the record does not carry them
             fields = fields_of({k: v for k, v in raw.items() if not k.startswith(b"args:")})
+            # the lean spec (defaults left out, issue 28) shown in full, as always
+            fields["spec"] = spec_text_full(
+                _s(fields.get("spec") or ""), _s(fields.get("tenant") or ""),
+                _s(fields.get("name") or ""),
+            )  # fmt: skip
             record = JobRecord.from_fields(
                 fields,
                 shard_of_id(job_id),
                 None if score is None else int(score),
+                job_id,
             )
             out.append(record)
         return out

@@ -15,7 +15,8 @@
 local job_id, expected, due = ARGV[1], ARGV[2], ARGV[3]
 local sk = key_schedule()
 local score = redis.call('ZSCORE', sk, job_id)
-local j = redis.call('HMGET', key_job(job_id), 'id', 'paused', 'next_fire', 'parked_at')
+-- version: every job hash has it (no id field since issue 28; an older one may)
+local j = redis.call('HMGET', key_job(job_id), 'version', 'paused', 'next_fire', 'parked_at')
 if not j[1] or j[2] == '1' or not j[3] or j[3] == '' then
   if score then
     redis.call('ZREM', sk, job_id)

@@ -38,13 +38,13 @@ local function run_ended(run_id, state, tenant, at)
   if j[1] then
     if state == 'failed' then
       local n = redis.call('HINCRBY', jk, 'consecutive_failures', 1)
-      local limit = tonumber(j[4] or '0')
+      local limit = tonumber(j[4] or JOB_DEFAULT_PAUSE_AFTER_FAILURES)
       if limit and limit > 0 and n >= limit then
         redis.call('HSET', jk, 'paused', '1', 'paused_reason', n .. ' consecutive failed runs')
         redis.call('ZREM', key_schedule(), job_id)
       end
     elseif state == 'succeeded' then
-      redis.call('HSET', jk, 'consecutive_failures', 0)
+      redis.call('HDEL', jk, 'consecutive_failures')  -- absent: 0
     end
     -- job chaining (a job names this one in depends_on) or a buffered fire
     local chained = state == 'succeeded' and j[5] and j[5] ~= ''

@@ -19,9 +19,10 @@ if paused == '1' then
   redis.call('ZREM', key_schedule(), job_id)
 else
   breaker_close(job_id, server_ms(), 'resumed')
-  redis.call('HSET', jk, 'paused', '0', 'paused_reason', '', 'consecutive_failures', 0,
-    'next_fire', next_fire)
-  redis.call('HDEL', jk, 'parked_reason', 'parked_at')
+  -- not paused, no failures: absent (their defaults)
+  redis.call('HSET', jk, 'next_fire', next_fire)
+  redis.call('HDEL', jk, 'paused', 'paused_reason', 'consecutive_failures', 'parked_reason',
+    'parked_at')
   redis.call('ZREM', key_attention(), ATTENTION.parked .. job_id)
   if next_fire ~= '' then redis.call('ZADD', key_schedule(), next_due, job_id) end
 end

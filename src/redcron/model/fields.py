@@ -106,6 +106,31 @@ TI_DEFAULTS: dict[str, int] = {
     "deps_left": 0,
 }
 
+#: job hash fields not written while they hold their default (issue 28): the
+#: settings job_put.lua writes from the spec, and the failure count.  Every
+#: reader takes an absent field as this value: the scripts through the generated
+#: ``JOB_DEFAULT_*`` constants, Python through
+#: :class:`redcron.model.records.JobRecord`.  Text, as the hash holds it (and as
+#: ``JobSpec``'s defaults write it: a unit test keeps the two in step).
+JOB_DEFAULTS: dict[str, str] = {
+    "overlap": "skip",
+    "keep_runs": "100",
+    "keep_s": "604800",
+    "pause_after_failures": "0",
+    "paused": "0",
+    "consecutive_failures": "0",
+    "breaker_ratio": "0.9",
+    "breaker_min": "20",
+    "breaker_window_s": "300.0",
+    "breaker_cooldown_s": "60.0",
+}
+
+#: what a row of a job's compiled template (``JobSpec.template``) leaves out at
+#: its default (lib/template.lua fills it in; ``timeout_ms`` and the retry
+#: backoff default to :data:`TI_DEFAULTS`, ``deps`` and ``down`` to none), so a
+#: one-task job's template stays short enough for a listpack-encoded job hash
+TEMPLATE_DEFAULTS: dict[str, str] = {"kind": "python", "queue": "default", "priority": "normal"}
+
 #: the lease token's fields: every read lib/token.lua checks starts with them
 TOKEN: tuple[str, ...] = ("state", "worker", "epoch")
 TOKEN_READS = ("ti_start", "ti_heartbeat", "ti_complete", "ti_token")
@@ -120,7 +145,8 @@ def lua_readers() -> str:
     """Lua source defining, per entry of :data:`LUA_READS`, ``read_<name>(key)``
     (one HMGET of its fields) and the index constants of its reply
     (``local TI_LEASE_STATE, TI_LEASE_LOC, ... = 1, 2, ...``), the defaults of
-    :data:`TI_DEFAULTS` as text (``TI_DEFAULT_RETRY_BASE_MS = '1000'``), and the
+    :data:`TI_DEFAULTS` as text (``TI_DEFAULT_RETRY_BASE_MS = '1000'``), those of
+    :data:`JOB_DEFAULTS` (``JOB_DEFAULT_KEEP_S``) and :data:`TEMPLATE_DEFAULTS`, and the
     token's (``TOKEN_STATE, TOKEN_WORKER, TOKEN_EPOCH``: the first three of every
     read in :data:`TOKEN_READS`)."""
     out = ["-- generated from redcron/model/fields.py: do not edit"]
@@ -139,6 +165,8 @@ def lua_readers() -> str:
         ]
     # one line each: a script keeps (broker/scripts.py) only those it uses
     out += [f"local TI_DEFAULT_{f.upper()} = '{v}'" for f, v in TI_DEFAULTS.items()]
+    out += [f"local JOB_DEFAULT_{f.upper()} = '{v}'" for f, v in JOB_DEFAULTS.items()]
+    out += [f"local TEMPLATE_DEFAULT_{f.upper()} = '{v}'" for f, v in TEMPLATE_DEFAULTS.items()]
     out.append(
         f"local {', '.join(f'TOKEN_{f.upper()}' for f in TOKEN)} = "
         f"{', '.join(str(i) for i in range(1, len(TOKEN) + 1))}"

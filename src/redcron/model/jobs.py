@@ -13,6 +13,7 @@ compiler reads both, so a split would only add an import cycle to follow.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from typing import Any
 from redcron import serde
 from redcron.errors import ValidationError
 from redcron.model import validation
+from redcron.model.fields import JOB_DEFAULTS, TEMPLATE_DEFAULTS, TI_DEFAULTS
 from redcron.schedule.plan import FirePolicy
 from redcron.schedule.triggers import Trigger, make_trigger
 
@@ -30,6 +32,7 @@ CONTAINER_TASK = "redcron.container"
 CATCHUP_POLICIES = ("latest", "all", "none")
 OVERLAP_POLICIES = ("allow", "skip", "buffer_one", "cancel_previous")
 MAX_DAG_TASKS = 1_000
+_TI_DEFAULT = {k: TI_DEFAULTS[k] for k in ("timeout_ms", "retry_base_ms", "retry_cap_ms")}
 
 
 @dataclass
@@ -98,8 +101,10 @@ class Task:
                 raise ValidationError(f"{where}.kwargs", f"{key!r}: keyword names are strings")
         # here, not only when the DAG is compiled at put time: app.job() declares at
         # import and an unencodable argument surfaced only when `redcron beat` applied it
-        serde.dumps(self.args, field=f"{where}.args")
-        serde.dumps(self.kwargs, field=f"{where}.kwargs")
+        if self.args:  # empty: encodable, and the common case
+            serde.dumps(self.args, field=f"{where}.args")
+        if self.kwargs:
+            serde.dumps(self.kwargs, field=f"{where}.kwargs")
         validation.timeout_ms(self.timeout, f"{where}.timeout")
         if self.retries is not None:
             self.retries = validation.non_negative_int(self.retries, f"{where}.retries")
@@ -161,24 +166,34 @@ class JobSpec:
     #: (docs/operations.md "Deadlines"); None: no deadline
     deadline_s: float | None = None
 
-    def validate(self) -> None:
-        """Raise ValidationError naming the first bad field; writes nothing."""
+    def validate(self) -> Trigger:
+        """Raise ValidationError naming the first bad field; writes nothing.
+        Returns the job's trigger, built on the way (``put_many`` uses it rather
+        than building it twice)."""
         validation.name("name", self.name)
         validation.name("tenant", self.tenant)
-        self.trigger()  # trigger fields: cron syntax, time zone, every, at
+        trigger = self.trigger()  # trigger fields: cron syntax, time zone, every, at
         if self.catchup not in CATCHUP_POLICIES:
             raise ValidationError("catchup", f"{self.catchup!r} is not one of {CATCHUP_POLICIES}")
         if self.overlap not in OVERLAP_POLICIES:
             raise ValidationError("overlap", f"{self.overlap!r} is not one of {OVERLAP_POLICIES}")
+        # a setting left at its default (most of them, most of the time) is valid
+        # as it is: its checks are skipped (a third of put_many's validation, profiled)
+        fresh = [f for f in _CHECKED if not _is_default(self, f)]
         for fname in ("catchup_limit", "keep_runs", "breaker_min_attempts"):
-            setattr(self, fname, validation.whole_number(getattr(self, fname), fname, 1))
-        self.pause_after_failures = validation.non_negative_int(
-            self.pause_after_failures, "pause_after_failures"
-        )
-        validation.fraction(self.breaker_threshold, "breaker_threshold")
+            if fname in fresh:
+                setattr(self, fname, validation.whole_number(getattr(self, fname), fname, 1))
+        if "pause_after_failures" in fresh:
+            self.pause_after_failures = validation.non_negative_int(
+                self.pause_after_failures, "pause_after_failures"
+            )
+        if "breaker_threshold" in fresh:
+            validation.fraction(self.breaker_threshold, "breaker_threshold")
         for fname in ("breaker_window_s", "breaker_cooldown_s"):
-            validation.seconds(getattr(self, fname), fname, above=True)
-        validation.seconds(self.jitter_s, "jitter_s")
+            if fname in fresh:
+                validation.seconds(getattr(self, fname), fname, above=True)
+        if "jitter_s" in fresh:
+            validation.seconds(self.jitter_s, "jitter_s")
         if self.deadline_s is not None:
             validation.number(
                 self.deadline_s,
@@ -187,13 +202,14 @@ class JobSpec:
                 example="300 (leave it out for no deadline)",
                 maximum=validation.MAX_SECONDS,
             )
-        validation.number(
-            self.keep_days,
-            "keep_days",
-            unit="days",
-            example="7",
-            maximum=validation.MAX_SECONDS / 86_400,
-        )
+        if "keep_days" in fresh:
+            validation.number(
+                self.keep_days,
+                "keep_days",
+                unit="days",
+                example="7",
+                maximum=validation.MAX_SECONDS / 86_400,
+            )
         self._validate_depends_on()
         if not isinstance(self.tasks, Mapping) or not self.tasks:
             raise ValidationError("tasks", "a job needs at least one task")
@@ -214,9 +230,11 @@ class JobSpec:
                     raise ValidationError(
                         f"tasks.{tname}.depends_on", "a task cannot depend on itself"
                     )
-        cycle = find_cycle({t: list(task.depends_on) for t, task in self.tasks.items()})
-        if cycle:
-            raise ValidationError("tasks", "dependency cycle: " + " -> ".join(cycle))
+        if any(task.depends_on for task in self.tasks.values()):
+            cycle = find_cycle({t: list(task.depends_on) for t, task in self.tasks.items()})
+            if cycle:
+                raise ValidationError("tasks", "dependency cycle: " + " -> ".join(cycle))
+        return trigger
 
     def _validate_depends_on(self) -> None:
         deps = self.depends_on
@@ -232,13 +250,14 @@ class JobSpec:
             raise ValidationError("depends_on", "names a job twice")
 
     def trigger(self) -> Trigger:
-        return make_trigger(
-            cron=self.cron,
-            every=self.every,
-            at=self.at,
-            tz=self.tz,
-            job_key=f"{self.tenant}/{self.name}",
-        )
+        cron = self.cron
+        # the job's key seeds only an H field: other jobs of the same schedule
+        # share one Trigger (built once, cached: put_many validates thousands)
+        key = f"{self.tenant}/{self.name}" if isinstance(cron, str) and "h" in cron.lower() else ""
+        try:
+            return _trigger(cron, self.every, self.at, self.tz, key)
+        except TypeError:  # an unhashable value: make_trigger says what is wrong
+            return make_trigger(cron=cron, every=self.every, at=self.at, tz=self.tz, job_key=key)
 
     def deadline_ms(self) -> int | None:
         """``deadline_s`` in ms as the job hash holds it (``deadline_ms``), at
@@ -246,6 +265,28 @@ class JobSpec:
         if self.deadline_s is None:
             return None
         return max(1, round(self.deadline_s * 1000))
+
+    def hash_settings(self) -> dict[str, str]:
+        """The settings the job hash holds (job_put.lua writes them), as text, and
+        only those not at their default (:data:`JOB_DEFAULTS`; ``deadline_ms``
+        only when set): the script drops the others, and readers take an absent
+        one as its default."""
+        out: dict[str, str] = {}
+        for name, attr in _HASH_SETTINGS:
+            if _is_default(self, attr):
+                continue  # the common case: no text made
+            if name == "keep_s":
+                value = str(int(self.keep_days * 86_400))
+            elif name == "paused":
+                value = "1" if self.paused else "0"
+            else:
+                value = str(getattr(self, attr))
+            if value != JOB_DEFAULTS[name]:
+                out[name] = value
+        deadline = self.deadline_ms()
+        if deadline is not None:
+            out["deadline_ms"] = str(deadline)
+        return out
 
     def fire_policy(self) -> FirePolicy:
         """What fire planning reads of the job beside its trigger."""
@@ -295,31 +336,42 @@ class JobSpec:
                 }
             args[tname] = serde.dumps(payload, field=f"tasks.{tname}.args")
             retries = defaults["retries"] if task.retries is None else task.retries
-            retry_base, retry_cap = task.backoff_s(f"tasks.{tname}", defaults)
-            row_extra: dict[str, Any] = {}
+            if task.retry_base is None and task.retry_cap is None:
+                # the deployment's own, checked by check_backoff (put_many) and Settings
+                retry_base, retry_cap = defaults["retry_base"], defaults["retry_cap"]
+            else:
+                retry_base, retry_cap = task.backoff_s(f"tasks.{tname}", defaults)
+            # a field at its default is left out (lib/template.lua fills it in):
+            # a one-task job's template then fits a listpack-encoded job hash
+            row: dict[str, Any] = {"task": tname, "name": ref, "max_attempts": retries + 1}
+            queue = task.queue or ("default" if kind == "python" else "commands")
+            for key, text in (("kind", kind), ("queue", queue), ("priority", task.priority)):
+                if text is not None and text != TEMPLATE_DEFAULTS[key]:
+                    row[key] = text
+            for key, ms in (
+                ("timeout_ms", validation.timeout_ms(task.timeout)),
+                ("retry_base_ms", int(1000 * retry_base)),
+                ("retry_cap_ms", int(1000 * retry_cap)),
+            ):
+                if ms != _TI_DEFAULT[key]:
+                    row[key] = ms
+            if task.depends_on:
+                row["deps"] = list(task.depends_on)
+            if down[tname]:
+                row["down"] = down[tname]
             if task.cpu:
-                row_extra["cpu"] = task.cpu
+                row["cpu"] = task.cpu
             if task.mem:
-                row_extra["mem"] = validation.mem_bytes(task.mem, f"tasks.{tname}.mem")
+                row["mem"] = validation.mem_bytes(task.mem, f"tasks.{tname}.mem")
             if keyed and tname in keyed:  # concurrency keys: lib/ckeys.lua
-                row_extra["ck"], row_extra["ckn"] = keyed[tname]
-            rows.append(
-                {
-                    **row_extra,
-                    "task": tname,
-                    "name": ref,
-                    "kind": kind,
-                    "queue": task.queue or ("default" if kind == "python" else "commands"),
-                    "priority": task.priority or "normal",
-                    "timeout_ms": validation.timeout_ms(task.timeout),
-                    "max_attempts": retries + 1,
-                    "retry_base_ms": int(1000 * retry_base),
-                    "retry_cap_ms": int(1000 * retry_cap),
-                    "deps": list(task.depends_on),
-                    "down": down[tname],
-                }
-            )
-        return json.dumps(rows, separators=(",", ":")), args
+                row["ck"], row["ckn"] = keyed[tname]
+            rows.append(row)
+        return _COMPACT.encode(rows), args
+
+
+@functools.lru_cache(maxsize=4096)
+def _trigger(cron: Any, every: Any, at: Any, tz: Any, job_key: str) -> Trigger:
+    return make_trigger(cron=cron, every=every, at=at, tz=tz, job_key=job_key)
 
 
 def job_spec(
@@ -476,14 +528,99 @@ def spec_from_dict(data: Mapping[str, Any], *, where: str = "job") -> JobSpec:
 
 
 def spec_json(spec: JobSpec) -> str:
-    """The spec as the JSON text a job hash stores (``spec``)."""
+    """The spec as the JSON text a job hash stores (``spec``): canonical (sorted
+    keys, no spaces), without ``name`` and ``tenant`` (the job's key and index
+    say them: :func:`spec_from_json` takes them back) and without any field,
+    of the job or of a task, that holds its default (``spec_from_json`` fills
+    those in).  job_put.lua compares this text with the stored one to tell an
+    unchanged job, so equal specs give equal text.  A job stored by an older
+    release holds :func:`spec_json_full`'s text, which reads the same."""
+    data: dict[str, Any] = {}
+    for fname, default in _SPEC_DEFAULTS:
+        value = getattr(spec, fname)
+        if value != default:
+            data[fname] = value
+    tasks: dict[str, Any] = {}
+    for tname, task in spec.tasks.items():
+        tasks[tname] = {f: v for f, d in _TASK_DEFAULTS if (v := getattr(task, f)) != d}
+    data["tasks"] = tasks
+    return _CANONICAL.encode(data)
 
-    def default(value: Any) -> Any:
-        if isinstance(value, datetime):
-            return value.isoformat()
-        raise TypeError(f"not JSON: {value!r}")
 
-    return json.dumps(_plain(spec), sort_keys=True, default=default)
+def spec_json_full(spec: JobSpec) -> str:
+    """The spec's text as releases before the lean job hash stored it: every
+    field, defaults included, name and tenant too.  For the job's readers (the
+    record's ``spec``, so the API shows what it always showed) and to tell an
+    unchanged job stored that way (``put_many`` sends its sha1)."""
+    return json.dumps(_plain(spec), sort_keys=True, default=_json_default)
+
+
+def spec_text_full(text: str, tenant: str, name: str) -> str:
+    """A stored spec as :func:`spec_json_full` writes it: what a job's record
+    shows (the API's ``spec``, ``jobs show``), whichever release stored it.  A
+    text that names its job is an older release's, already in full; one that
+    cannot be read is shown as it is."""
+    try:
+        data = json.loads(text)
+        if not isinstance(data, dict) or "name" in data:
+            return text
+        return spec_json_full(spec_from_json(text, tenant, name))
+    except (ValueError, TypeError):
+        return text
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"not JSON: {value!r}")
+
+
+#: job hash setting -> the JobSpec field it is written from (JobSpec.hash_settings)
+_HASH_SETTINGS = (
+    ("overlap", "overlap"), ("keep_runs", "keep_runs"), ("keep_s", "keep_days"),
+    ("pause_after_failures", "pause_after_failures"), ("paused", "paused"),
+    ("breaker_ratio", "breaker_threshold"), ("breaker_min", "breaker_min_attempts"),
+    ("breaker_window_s", "breaker_window_s"), ("breaker_cooldown_s", "breaker_cooldown_s"),
+)  # fmt: skip
+
+#: JobSpec's numeric settings whose checks validate() skips at their default
+_CHECKED = (
+    "catchup_limit", "keep_runs", "breaker_min_attempts", "pause_after_failures",
+    "breaker_threshold", "breaker_window_s", "breaker_cooldown_s", "jitter_s", "keep_days",
+)  # fmt: skip
+
+
+def _is_default(spec: JobSpec, fname: str) -> bool:
+    """Whether ``spec``'s ``fname`` is its default, of the default's own type (a
+    ``True`` is not the default ``1``)."""
+    value, default = getattr(spec, fname), _SPEC_DEFAULT[fname]
+    return type(value) is type(default) and value == default
+
+
+def _defaults(cls: type, skip: tuple[str, ...] = ()) -> tuple[tuple[str, Any], ...]:
+    out = []
+    for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
+        if f.default is not dataclasses.MISSING:
+            out.append((f.name, f.default))
+        elif f.default_factory is not dataclasses.MISSING:
+            out.append((f.name, f.default_factory()))
+        else:
+            out.append((f.name, dataclasses.MISSING))  # always written
+    return tuple(out)
+
+
+#: json.dumps with arguments of its own builds an encoder per call: these are
+#: built once (a few µs a job on put_many's path)
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=_json_default)
+
+#: (field, default) of a JobSpec (name and tenant: the key's; tasks: below) and
+#: of a Task, in :func:`spec_json`'s order
+_SPEC_DEFAULTS = _defaults(JobSpec, skip=("name", "tenant", "tasks"))
+_TASK_DEFAULTS = _defaults(Task)
+_SPEC_DEFAULT = dict(_SPEC_DEFAULTS)
 
 
 def _plain(value: Any) -> Any:
@@ -511,9 +648,17 @@ def _field_names(cls: type) -> tuple[str, ...]:
     return names
 
 
-def spec_from_json(text: str) -> JobSpec:
-    """A job hash's stored ``spec`` (:func:`spec_json`'s text) as a JobSpec."""
+def spec_from_json(text: str, tenant: str | None = None, name: str | None = None) -> JobSpec:
+    """A job hash's stored ``spec`` (:func:`spec_json`'s text, or an older
+    release's :func:`spec_json_full`) as a JobSpec; ``tenant`` and ``name`` (the
+    job hash's) fill in what the text leaves out."""
     data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValidationError("job", "the stored spec is not a JSON object")
+    if tenant is not None:
+        data.setdefault("tenant", tenant)
+    if name is not None:
+        data.setdefault("name", name)
     for name in ("cron", "every"):
         # stored before an empty cron/every was refused, when "" meant a manual job
         if data.get(name) == "":

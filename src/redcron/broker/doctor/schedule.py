@@ -32,7 +32,8 @@ _BREAKER_WORDS = {
     "in_place": "consistent on re-check: nothing written",
 }
 
-_JOB_FIELDS = ["id", "tenant", "paused", "next_fire", "spec", "breaker", "parked_at"]
+#: "version": every job hash has it (the lean layout has no "id", issue 28)
+_JOB_FIELDS = ["version", "tenant", "paused", "next_fire", "spec", "breaker", "parked_at", "name"]
 #: breaker states the open-breaker index lists
 _OPEN = ("open", "trial")
 
@@ -53,9 +54,10 @@ def check_jobs(ex: Exam, shard: int) -> None:
             if isinstance(values, Exception) or values[0] is None:
                 continue
             ex.counts["jobs"] += 1
-            job_id, tenant, paused, nxt, spec, breaker, parked = (
+            _version, tenant, paused, nxt, spec, breaker, parked, name = (
                 _s(v) if v else "" for v in values
             )
+            job_id = key[len(head) :]
             if breaker in _OPEN and listed is None:
                 ex.add(
                     "breaker_index_missing",
@@ -74,7 +76,7 @@ def check_jobs(ex: Exam, shard: int) -> None:
                     f"Job {job_id} ({key}) is active with its next fire at {nxt} ms "
                     f"but is not in {sk}: it will never fire again. Repair schedules "
                     "it at that fire (plus its jitter).",
-                    _fix_schedule(ex, shard, job_id, tenant, nxt, spec),
+                    _fix_schedule(ex, shard, job_id, tenant, nxt, spec, name),
                 )
             elif paused == "1" and score is not None:
                 ex.add(
@@ -144,7 +146,9 @@ def _fix_breaker(ex: Exam, shard: int, job_id: str) -> Fix:
     return fix
 
 
-def _fix_schedule(ex: Exam, shard: int, job_id: str, tenant: str, nxt: str, spec: str) -> Fix:
+def _fix_schedule(
+    ex: Exam, shard: int, job_id: str, tenant: str, nxt: str, spec: str, name: str = ""
+) -> Fix:
     """Schedule ``job_id`` at nominal fire ``nxt`` (plus its jitter), or off the
     schedule when ``nxt`` is empty."""
 
@@ -152,7 +156,7 @@ def _fix_schedule(ex: Exam, shard: int, job_id: str, tenant: str, nxt: str, spec
         due: Any = ""
         if nxt:
             default = tenant_jitter_s(ex.r.hget(ex.k.tenant(shard, tenant), "jitter_s"))
-            due = due_ms(job_id, spec_from_json(spec).jitter_s, int(nxt), default)
+            due = due_ms(job_id, spec_from_json(spec, tenant, name).jitter_s, int(nxt), default)
         word = _s(ex.call("doctor_schedule", shard, [job_id, nxt, due]))
         return word != "changed", _SCHEDULE_WORDS.get(word, word)
 

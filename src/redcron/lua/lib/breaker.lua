@@ -3,7 +3,8 @@
   (job_pause); lease.lua's side is lib/breaker_gate.lua.
   Job hash fields: breaker ('' = closed | open | trial), breaker_until (ms),
   breaker_trial (the trial instance), and the settings JobStore writes:
-  breaker_ratio, breaker_min, breaker_window_s, breaker_cooldown_s, and
+  breaker_ratio, breaker_min, breaker_window_s, breaker_cooldown_s (absent:
+  JOB_DEFAULT_*, as every setting of the job hash), and
   breaker_minutes: the attempts of the job's tasks per minute, as
   "<minute>:<attempts>:<failed>" comma-separated, only the minutes with
   attempts that are still in the window (breaker_record drops the others as it
@@ -81,7 +82,9 @@ local function breaker_trial_ended(iid, run_id, now, why, served)
   local j = redis.call('HMGET', jk, 'breaker', 'breaker_trial', 'breaker_cooldown_s')
   if j[1] ~= 'trial' or j[2] ~= iid then return end
   local till = now
-  if not served then till = now + (tonumber(j[3]) or 60) * 1000 end
+  if not served then
+    till = now + (tonumber(j[3]) or tonumber(JOB_DEFAULT_BREAKER_COOLDOWN_S)) * 1000
+  end
   breaker_open(job_id, till)
   breaker_event('breaker_reopened', job_id, now, 'trial task ' .. iid .. ' ' .. why, run_id)
 end
@@ -92,10 +95,10 @@ local function breaker_record(iid, run_id, failed, now)
   if not job_id then return end
   local jk = key_job(job_id)
   local j = redis.call('HMGET', jk, 'breaker', 'breaker_trial', 'breaker_ratio', 'breaker_min',
-    'breaker_window_s', 'breaker_cooldown_s', 'breaker_minutes')
-  if not j[3] then return end  -- the job is gone, or has no breaker settings
+    'breaker_window_s', 'breaker_cooldown_s', 'breaker_minutes', 'version')
+  if not j[8] then return end  -- the job is gone
   local mode = j[1] or ''  -- the breaker's: '' (closed), open or trial
-  local cooldown_ms = (tonumber(j[6]) or 60) * 1000
+  local cooldown_ms = (tonumber(j[6]) or tonumber(JOB_DEFAULT_BREAKER_COOLDOWN_S)) * 1000
   if mode == 'trial' and j[2] == iid then
     if failed then
       breaker_open(job_id, now + cooldown_ms)
@@ -106,7 +109,8 @@ local function breaker_record(iid, run_id, failed, now)
     return
   end
   local minute = math.floor(now / 60000)
-  local window_min = math.max(1, math.ceil((tonumber(j[5]) or 300) / 60))
+  local window_s = tonumber(j[5]) or tonumber(JOB_DEFAULT_BREAKER_WINDOW_S)
+  local window_min = math.max(1, math.ceil(window_s / 60))
   local first = minute - window_min + 1
   -- this attempt into its minute; minutes before the window dropped; n and f
   -- sum the window's (a minute after this one, from an end applied out of
@@ -126,7 +130,8 @@ local function breaker_record(iid, run_id, failed, now)
   n, f = n + this_n, f + this_f
   redis.call('HSET', jk, 'breaker_minutes', table.concat(kept, ','))
   if not failed or mode ~= '' then return end
-  if n >= (tonumber(j[4]) or 20) and f >= (tonumber(j[3]) or 0.9) * n then
+  if n >= (tonumber(j[4]) or tonumber(JOB_DEFAULT_BREAKER_MIN))
+      and f >= (tonumber(j[3]) or tonumber(JOB_DEFAULT_BREAKER_RATIO)) * n then
     breaker_open(job_id, now + cooldown_ms)
     breaker_event('breaker_opened', job_id, now, f .. ' of ' .. n .. ' attempts failed', run_id)
   end

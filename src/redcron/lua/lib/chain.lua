@@ -32,7 +32,7 @@ local function chain_start(job_id, jk, fire_ms, trigger, now)
   redis.call('HSET', jk, 'last_fire', fire_ms)
   redis.call('HINCRBY', key_counters(), 'fires', 1)
   redis.call('HINCRBY', key_counters(), 'fires_chained', 1)
-  local overlap = redis.call('HGET', jk, 'overlap') or 'skip'
+  local overlap = redis.call('HGET', jk, 'overlap') or JOB_DEFAULT_OVERLAP
   if (overlap == 'skip' or overlap == 'buffer_one')
       and redis.call('SCARD', key_active(job_id)) > 0 then
     local held = redis.call('HGET', jk, 'buffered')

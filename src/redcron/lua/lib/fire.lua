@@ -12,6 +12,7 @@
   flushes the follow-ups once. ]]
 -- @include lib/admission.lua
 -- @include lib/run_create.lua
+-- @include lib/template.lua
 -- @include lib/chain_gate.lua
 -- @include lib/followup.lua
 
@@ -79,8 +80,8 @@ local function fire_one(fire, now, woken)
   if j[JOB_FIRE_PAUSED] == '1' and trigger ~= 'manual' then return {'paused', ''} end
   -- a hash edited by hand: refuse before the schedule moves (a Lua error
   -- half-way would lose this fire and fail every fire of the same call)
-  local ok, rows = pcall(cjson.decode, j[JOB_FIRE_TEMPLATE] or '')
-  local why = dag_malformed(ok, rows, j[JOB_FIRE_TENANT])
+  local rows = template_rows(j[JOB_FIRE_TEMPLATE])
+  local why = dag_malformed(rows ~= nil, rows, j[JOB_FIRE_TENANT])
   if why then return {'malformed', why} end
 
   -- the schedule moves in the same step as the run is created
@@ -114,7 +115,7 @@ local function fire_one(fire, now, woken)
     follow('fires', {j[JOB_FIRE_TENANT], job_id, run_id, late})
   end
 
-  local overlap = j[JOB_FIRE_OVERLAP] or 'skip'
+  local overlap = j[JOB_FIRE_OVERLAP] or JOB_DEFAULT_OVERLAP
   local active = redis.call('SCARD', key_active(job_id))
   if trigger ~= 'manual' and active > 0 then
     if overlap == 'skip' then

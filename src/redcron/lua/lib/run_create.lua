@@ -8,6 +8,7 @@
 -- @include lib/rings.lua
 -- @include lib/outcomes.lua
 -- @include lib/ti_fields.lua
+-- @include lib/template.lua
 
 -- List a new run in the shard's and its tenant's run indexes (newest first for
 -- /v1/runs), each trimmed to its newest RUNIDX_MAX / TRUNS_MAX: older runs stay
@@ -39,7 +40,7 @@ local function record_skipped(job_id, run_id, fire_ms, trigger, now, reason, sta
   redis.call('HINCRBY', key_counters(), state == 'rejected' and 'fires_rejected'
     or 'fires_overlap_skipped', 1)
   count_run(j[1], state or 'skipped')
-  local keep = tonumber(j[3] or '0')
+  local keep = tonumber(j[3] or JOB_DEFAULT_KEEP_S)
   if keep and keep > 0 then redis.call('EXPIRE', rk, keep) end
 end
 
@@ -56,7 +57,7 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, wo
     j = {template = f[JOB_RUN_TEMPLATE], tenant = f[JOB_RUN_TENANT], name = f[JOB_RUN_NAME],
          keep_s = f[JOB_RUN_KEEP_S], deadline_ms = f[JOB_RUN_DEADLINE_MS]}
   end
-  local rows = j.rows or cjson.decode(j.template)  -- fire_one decoded (and checked) it already
+  local rows = j.rows or template_rows(j.template)  -- fire_one decoded (and checked) it already
   local tenant = j.tenant
   local names = {}
   for i, row in ipairs(rows) do names[i] = row.task end
@@ -66,7 +67,7 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, wo
   -- HINCRBY makes them)
   redis.call('HSET', rk, 'job_name', j.name, 'tenant', tenant,
     'state', 'queued', 'scheduled_for', fire_ms, 'trigger', trigger, 'created', now,
-    'total', #rows, 'tasks', table.concat(names, ','), 'keep_s', j.keep_s or '0')
+    'total', #rows, 'tasks', table.concat(names, ','), 'keep_s', j.keep_s or JOB_DEFAULT_KEEP_S)
   if params and params ~= '' then redis.call('HSET', rk, 'params', params) end
   -- a deadline counts from the nominal fire time (a manual or chained run's is
   -- when it was made), so a buffered or catch-up fire may be late at once

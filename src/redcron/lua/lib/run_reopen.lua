@@ -91,8 +91,8 @@ local function run_reopen_forbidden(run_id)
   if not f[1] then return nil end
   f[2] = f[2] or job_of_run(run_id)  -- the key names the job (older run hashes too)
   if RUN_ACTIVE[f[1]] or not f[2] then return nil end
-  local overlap = redis.call('HGET', key_job(f[2]), 'overlap')
-  if overlap and overlap ~= 'allow' and redis.call('SCARD', key_active(f[2])) > 0 then
+  local overlap = redis.call('HGET', key_job(f[2]), 'overlap') or JOB_DEFAULT_OVERLAP
+  if overlap ~= 'allow' and redis.call('SCARD', key_active(f[2])) > 0 then
     return overlap
   end
   return nil

@@ -48,7 +48,7 @@ local function run_retain(rk, run_id, job_id)
       for _, t in ipairs(names) do redis.call('EXPIRE', key_ti(run_id .. '/' .. t), ttl) end
     end
   end
-  local keep = tonumber(redis.call('HGET', key_job(job_id), 'keep_runs') or '0')
+  local keep = tonumber(redis.call('HGET', key_job(job_id), 'keep_runs') or JOB_DEFAULT_KEEP_RUNS)
   local hist = key_runs(job_id)
   if keep and keep > 0 then
     local excess = math.min(redis.call('ZCARD', hist) - keep, 10)

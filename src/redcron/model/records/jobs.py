@@ -9,12 +9,12 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from redcron.model.fields import JOB_DEFAULTS
 from redcron.model.records.fields import (
     JSON_TEXT,
     Fields,
     _int,
     _opt_float,
-    _opt_int,
     _opt_text,
     _text,
     _time,
@@ -104,9 +104,21 @@ class JobRecord:
         fields: Fields,
         shard: int,
         scheduled_due_ms: int | None = None,
+        job_id: str | None = None,
     ) -> JobRecord:
         """Parse a decoded ``job:<id>`` hash; ``scheduled_due_ms`` is the job's
-        score on the shard's schedule (None: not scheduled)."""
+        score on the shard's schedule (None: not scheduled), ``job_id`` its id
+        (the key's: the hash has no ``id`` field since issue 28, an older one
+        may).  A setting absent from the hash holds its default
+        (:data:`~redcron.model.fields.JOB_DEFAULTS`)."""
+
+        def setting(name: str) -> str:
+            return _text(fields.get(name)) or JOB_DEFAULTS[name]
+
+        def number(name: str) -> float:
+            value = _opt_float(fields, name)  # unreadable (a hand edit): the default
+            return float(JOB_DEFAULTS[name]) if value is None else value
+
         cron, every, at_text, tz = _trigger_sig(_text(fields.get("trigger_sig")))
         ups = tuple(u for u in _text(fields.get("upstreams")).split(",") if u)
         satisfied = set(_text(fields.get("chain_ok")).split(","))
@@ -114,7 +126,7 @@ class JobRecord:
         at = _at(at_text, tz)
         paused = _text(fields.get("paused")) == "1"
         return cls(
-            id=_text(fields.get("id")),
+            id=job_id or _text(fields.get("id")),
             tenant=_text(fields.get("tenant")),
             name=_text(fields.get("name")),
             version=_int(fields, "version"),
@@ -128,24 +140,25 @@ class JobRecord:
             at=at,
             tz=tz,
             task_order=_task_order(_text(fields.get("template"))),
-            overlap=_text(fields.get("overlap")),
-            keep_runs=_int(fields, "keep_runs"),
-            keep_s=_int(fields, "keep_s"),
-            pause_after_failures=_int(fields, "pause_after_failures"),
+            overlap=setting("overlap"),
+            keep_runs=int(number("keep_runs")),
+            keep_s=int(number("keep_s")),
+            pause_after_failures=int(number("pause_after_failures")),
             consecutive_failures=_int(fields, "consecutive_failures"),
             fires_skipped=_int(fields, "fires_skipped"),
             created_at=_time(fields, "created"),
-            updated_at=_time(fields, "updated"),
+            # a job never updated has no field of its own: it was last written when made
+            updated_at=_time(fields, "updated") or _time(fields, "created"),
             last_fire=_time(fields, "last_fire"),
             next_fire=None if paused else _time(fields, "next_fire"),
             scheduled_due=from_ms(scheduled_due_ms),
             breaker=_text(fields.get("breaker")) or "closed",
             breaker_until=_time(fields, "breaker_until"),
             breaker_trial=_opt_text(fields, "breaker_trial"),
-            breaker_ratio=_opt_float(fields, "breaker_ratio"),
-            breaker_min_attempts=_opt_int(fields, "breaker_min"),
-            breaker_window_s=_opt_float(fields, "breaker_window_s"),
-            breaker_cooldown_s=_opt_float(fields, "breaker_cooldown_s"),
+            breaker_ratio=number("breaker_ratio"),
+            breaker_min_attempts=int(number("breaker_min")),
+            breaker_window_s=number("breaker_window_s"),
+            breaker_cooldown_s=number("breaker_cooldown_s"),
             spec=_text(fields.get("spec")),
             shard=shard,
             depends_on=ups,
