@@ -4,6 +4,9 @@ script runs, and keeps what the retired kinds held."""
 
 from __future__ import annotations
 
+import logging
+
+import pytest
 import redis
 
 from redcron import App
@@ -156,5 +159,21 @@ def test_an_older_layout_is_upgraded_once_and_keeps_its_bookkeeping(
         r.sadd(k.retired(0, "tenantidx"), "left")
         app.broker.ensure_meta()
         assert r.exists(k.retired(0, "tenantidx"))
+    finally:
+        app.close()
+
+
+def test_a_new_deployment_is_born_at_this_layout_and_not_upgraded(
+    redis_url: str, key_prefix: str, r: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    # before: a fresh `make run` logged "upgraded to key layout 4" and ran every
+    # upgrade step's SCAN over a keyspace it had just created
+    prefix = key_prefix.rstrip(":")
+    caplog.set_level(logging.INFO, logger="redcron.broker.upgrade")
+    app = App(redis_url, prefix=prefix)
+    try:
+        app.broker.ensure_meta()
+        assert int(r.hget(Keys(prefix).meta(), "layout") or 0) == LAYOUT
+        assert not [rec for rec in caplog.records if "upgraded" in rec.getMessage()]
     finally:
         app.close()

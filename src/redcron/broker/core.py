@@ -21,7 +21,7 @@ from redcron.broker.scripts import Scripts, Wait
 from redcron.broker.upgrade import upgrade_layout
 from redcron.config import Settings
 from redcron.errors import ConfigError, ConnectionLost, NotReplicated, from_script_error
-from redcron.keys import Keys
+from redcron.keys import LAYOUT, Keys
 
 # shard_of_id lives in keys.py (ids and shards, DESIGN §2); re-exported from here and
 # from redcron.broker.broker for callers that import it by those names
@@ -119,7 +119,13 @@ class Core:
         pipe.hsetnx(meta, "lease_ttl_s", self.settings.lease_ttl)
         pipe.hsetnx(meta, "min_lease_ttl_s", self.settings.min_lease_ttl)
         pipe.hmget(meta, ["shards", "min_lease_ttl_s", "layout"])
-        shards, min_ttl, layout = pipe.execute()[-1]
+        replies = pipe.execute()
+        shards, min_ttl, layout = replies[-1]
+        if replies[0] and layout is None:
+            # this call created the deployment: it is born at this release's layout
+            # (an older deployment has shards but no layout: that one is upgraded)
+            self.client.hsetnx(meta, "layout", LAYOUT)
+            layout = self.client.hget(meta, "layout")
         asked = self.settings.shards
         if asked is not None and asked != int(shards):
             raise ConfigError(
