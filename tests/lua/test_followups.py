@@ -111,6 +111,21 @@ def test_nothing_is_lost_while_no_one_applies_the_follow_ups(quiet: Ops) -> None
     assert entries(quiet) == []
 
 
+def test_a_pass_begins_no_read_past_its_budget(quiet: Ops, monkeypatch: Any) -> None:
+    # a backlog (the midnight burst's 100,000 ends) once took a beat's pass past
+    # its 10 s shard lease: a pass stops reading once its budget is spent
+    for _ in range(5):
+        quiet.enqueue(row(new_id()))
+        quiet.complete("w1", quiet.lease("w1"))
+    m = quiet.b.maintenance
+    read_two = m.follow_up
+    monkeypatch.setattr(m, "follow_up", lambda shard: read_two(shard, read=2))
+    assert m.follow_all(0, budget_s=0) == 2  # one read, then the budget is spent
+    assert len(entries(quiet)) == 3
+    assert m.follow_all(0) == 3  # the next pass goes on where it stopped
+    assert attempts(quiet) == {"acme|succeeded": 5}
+
+
 def test_maintenance_applies_the_follow_ups_of_its_pass(quiet: Ops) -> None:
     quiet.enqueue(row(new_id()))
     quiet.complete("w1", quiet.lease("w1"))

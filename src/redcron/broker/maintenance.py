@@ -76,6 +76,11 @@ FOLLOW_SCRIPTS = {
 #: follow-up entries read per round, and rows applied per script call at most
 #: (an entry holds the rows of one ending call: up to a batch of 256)
 FOLLOW_READ = 200
+#: seconds a pass of follow-ups may begin reads for: a backlog (the midnight
+#: burst's 100,000 ends) is drained over several passes, so the beat or worker
+#: applying it still renews its shard leases and heartbeats in time (a single
+#: pass over 20 reads of batched ends took the beat past its 10 s shard lease)
+FOLLOW_BUDGET_S = 1.0
 FOLLOW_ROWS = MAX_MAINTENANCE
 
 
@@ -147,14 +152,16 @@ class Maintenance:
             self.prune_recent(shard)
         return Maintained(promoted, reaped, followed)
 
-    def follow_all(self, shard: int, rounds: int = 20) -> int:
+    def follow_all(self, shard: int, rounds: int = 20, budget_s: float = FOLLOW_BUDGET_S) -> int:
         """Apply the shard's follow-ups, up to ``rounds`` reads of
-        :data:`FOLLOW_READ` entries; the number applied."""
+        :data:`FOLLOW_READ` entries and no read begun after ``budget_s``
+        seconds; the number applied."""
         followed = 0
+        deadline = time.monotonic() + budget_s
         for _ in range(rounds):
             applied, left = self.follow_up(shard)
             followed += applied
-            if not left:
+            if not left or time.monotonic() >= deadline:
                 break
         return followed
 
