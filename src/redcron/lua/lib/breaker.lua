@@ -30,17 +30,17 @@
   gets its trial even when no new work of the job comes in. ]]
 -- @include lib/rings.lua
 -- @include lib/breaker_gate.lua
+-- @include lib/held.lua
 
 -- Put the held instances of a job back on their ready streams (bounded), in
 -- instance id order (a scheduled run's id holds its fire time: oldest first).
 local function breaker_release(job_id)
-  local ak, p = key_attention(), ATTENTION.held .. make_run_id(job_id, '')
-  local held = redis.call('ZRANGEBYLEX', ak, '[' .. p, '(' .. p .. '\255', 'LIMIT', 0, 5000)
-  if #held > 0 then redis.call('ZREMRANGEBYLEX', ak, '[' .. p, '[' .. held[#held]) end
+  local ak, held = held_of(job_id, 5000)
+  if #held > 0 then redis.call('ZREMRANGEBYLEX', ak, '[' .. held[1], '[' .. held[#held]) end
   local n = 0
   local woken = {}
   for _, member in ipairs(held) do
-    local iid = string.sub(member, #ATTENTION.held + 1)
+    local iid = held_iid(member)
     local ti = key_ti(iid)
     local f = redis.call('HMGET', ti, 'state', 'queue', 'tenant', 'priority')
     if f[1] == 'held' then

@@ -2,6 +2,7 @@
   lib/breaker.lua has the rest of the breaker). ]]
 -- @include lib/rings.lua
 -- @include lib/breaker_gate.lua
+-- @include lib/held.lua
 
 -- The cool-down timer of a job is due (promote): if the breaker is still open
 -- and work is held, the first held instance becomes the trial and goes back
@@ -12,10 +13,10 @@ local function breaker_cooldown_due(job_id, now)
   if j[1] ~= 'open' or now < (tonumber(j[2] or '') or 0) then return 0 end
   -- the job's held instances (attention members held:<run id>/<task>), oldest
   -- fire first; bounded: cancel removes its member, so they are rarely stale
-  local ak, p = key_attention(), ATTENTION.held .. make_run_id(job_id, '')
-  for _, member in ipairs(redis.call('ZRANGEBYLEX', ak, '[' .. p, '(' .. p .. '\255', 'LIMIT', 0, 100)) do
+  local ak, held = held_of(job_id, 100)
+  for _, member in ipairs(held) do
     redis.call('ZREM', ak, member)
-    local iid = string.sub(member, #ATTENTION.held + 1)
+    local iid = held_iid(member)
     local ti = key_ti(iid)
     local f = redis.call('HMGET', ti, 'state', 'queue', 'tenant', 'priority')
     if f[1] == 'held' then
