@@ -42,6 +42,13 @@ import msgpack
 from redcron.model.fields import TI_DEFAULTS
 
 
+def _put(row: dict[str, Any], name: str, value: Any, unset: Any) -> None:
+    """``row[name] = str(value)`` unless ``value`` is ``unset`` (the script reads an
+    absent field as it): a row carries only what differs from its default."""
+    if value != unset:
+        row[name] = str(value)
+
+
 def _pack(row: dict[str, Any]) -> bytes:
     """One row, one argument (module docstring): no bin types for cmsgpack.
     (``packb`` per row, not one shared ``Packer``: a Packer's buffer is not
@@ -151,20 +158,13 @@ def enqueue_row(r: EnqueueRow) -> bytes:
         "priority": r.priority,
         "max_attempts": str(r.max_attempts),
     }
-    if r.timeout_ms != _TIMEOUT_MS:
-        row["timeout_ms"] = str(r.timeout_ms)
-    if r.retry_base_ms != _RETRY_BASE_MS:
-        row["retry_base_ms"] = str(r.retry_base_ms)
-    if r.retry_cap_ms != _RETRY_CAP_MS:
-        row["retry_cap_ms"] = str(r.retry_cap_ms)
-    if r.delay_ms != 0:
-        row["delay_ms"] = str(r.delay_ms)
-    if r.result_ttl_s != _RESULT_TTL_S:
-        row["result_ttl_s"] = str(r.result_ttl_s)
-    if r.cpu is not None:
-        row["cpu"] = str(r.cpu)
-    if r.mem is not None:
-        row["mem"] = str(r.mem)
+    _put(row, "timeout_ms", r.timeout_ms, _TIMEOUT_MS)
+    _put(row, "retry_base_ms", r.retry_base_ms, _RETRY_BASE_MS)
+    _put(row, "retry_cap_ms", r.retry_cap_ms, _RETRY_CAP_MS)
+    _put(row, "delay_ms", r.delay_ms, 0)
+    _put(row, "result_ttl_s", r.result_ttl_s, _RESULT_TTL_S)
+    _put(row, "cpu", r.cpu, None)
+    _put(row, "mem", r.mem, None)
     if r.dedupe:
         row["dedupe"] = r.dedupe
     if r.ck:
@@ -290,20 +290,13 @@ def fire_row(f: FireArgs) -> bytes:
     name, numbers as text, a field that is "" or None (or no skipped fires) left
     out.  ``epoch`` is not in it: it is the call's."""
     row: dict[str, str] = {"job_id": f.job_id, "trigger": f.trigger, "run_id": f.run_id}
-    if f.expected != "":
-        row["expected"] = str(f.expected)
-    if f.version:
-        row["version"] = f.version
-    if f.fire_ms != "":
-        row["fire_ms"] = str(f.fire_ms)
-    if f.next_ms is not None:
-        row["next_ms"] = str(f.next_ms)
-    if f.next_due is not None:
-        row["next_due"] = str(f.next_due)
-    if f.skipped:
-        row["skipped"] = str(f.skipped)
-    if f.params:
-        row["params"] = f.params
+    _put(row, "expected", f.expected, "")
+    _put(row, "version", f.version, "")
+    _put(row, "fire_ms", f.fire_ms, "")
+    _put(row, "next_ms", f.next_ms, None)
+    _put(row, "next_due", f.next_due, None)
+    _put(row, "skipped", f.skipped, 0)
+    _put(row, "params", f.params, "")
     return _pack(row)
 
 
