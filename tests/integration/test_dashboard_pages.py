@@ -305,6 +305,31 @@ def test_jobs_page_says_the_schedule_in_words(app: App, admin: FlaskClient) -> N
     assert 'class="inline trigger"' in detail and "No runs yet" in detail
 
 
+def test_a_chained_jobs_schedule_says_after_which_jobs_it_runs(
+    app: App, admin: FlaskClient
+) -> None:
+    task = {"t": Task(ref="ui.add")}
+    app.jobs.put(job_spec("nightly-report", tenant=MINE, cron="0 2 * * *", tasks=task))
+    send = app.jobs.put(job_spec("send", tenant=MINE, tasks=task, depends_on=["nightly-report"]))
+    digest = app.jobs.put(job_spec("digest", tenant=MINE, cron="0 3 * * *", tasks=task,
+                                   depends_on=["nightly-report"]))  # fmt: skip
+    page = text(admin.get("/jobs"))
+
+    def cell(job_id: str) -> str:
+        row = re.search(rf'<tr data-job-id="{job_id}">(.*?)</tr>', page, re.S)
+        assert row is not None
+        return re.sub(r"<[^>]+>", "", re.findall(r"<td>(.*?)</td>", row.group(1), re.S)[1])
+
+    # started by its upstream's success: not "manual only (trigger it) after ..."
+    assert cell(send.id) == "after nightly-report (chained) waiting for nightly-report"
+    assert cell(digest.id) == (
+        "at 03:00 every day, after nightly-report (chained) waiting for nightly-report"
+    )
+    assert "manual only" not in page
+    detail = text(admin.get(f"/jobs/{send.id}"))
+    assert '<dd id="schedule-words">after nightly-report (chained)</dd>' in detail
+
+
 def test_trigger_pause_and_resume_from_the_job_page(app: App, admin: FlaskClient) -> None:
     job_id = dag_job(app, MINE)
     resp = post(admin, f"/jobs/{job_id}/trigger")
