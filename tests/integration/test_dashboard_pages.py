@@ -234,6 +234,7 @@ def test_empty_states_say_what_to_do(admin: FlaskClient) -> None:
     expected = {
         "/": "No work yet",
         "/jobs": "redcron jobs apply -f jobs.yaml",
+        "/runs": "No runs yet",
         "/dlq": "The DLQ is empty",
         "/tenants": "No tenants yet",
         "/workers": "No live worker",
