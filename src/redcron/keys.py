@@ -415,6 +415,14 @@ def shard_of(tenant: str, shards: int) -> int:
     return zlib.crc32(tenant.encode()) % shards
 
 
+def q_tenant(keys: Keys, shard: int, key: str) -> str | None:
+    """The tenant a ready stream's key (:meth:`Keys.q`) names; None for any other
+    key (names hold no ``:``, so the parts split cleanly)."""
+    head = keys.shard(shard) + "q:"
+    parts = key[len(head) :].split(":") if key.startswith(head) else []
+    return parts[1] if len(parts) == 3 else None
+
+
 def shard_of_id(iid: str) -> int:
     """The shard an id was created on (ids are ``<shard>-<ulid>``)."""
     head, sep, _ = iid.partition("-")

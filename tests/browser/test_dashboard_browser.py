@@ -111,7 +111,7 @@ def test_dashboard_in_a_browser(
         for a in b.css_all("nav#nav a[href]")
         if urlsplit(a.get_attribute("href")).netloc == urlsplit(b.base).netloc
     }
-    for page in ("/", "/jobs", "/dlq", "/tenants", "/workers", "/tasks"):
+    for page in ("/", "/jobs", "/runs", "/dlq", "/tenants", "/workers", "/tasks"):
         assert page in links, f"{page} is not in the nav: {links}"
     for path, label in sorted(links.items()):
         b.visit(path)

@@ -14,6 +14,7 @@ from typing import Any
 import flask
 import pytest
 from beats import tick_until  # tests/helpers is on sys.path
+from click.testing import CliRunner
 from flask.testing import FlaskClient
 from followups import follow  # tests/helpers
 from web_app import add_and_broken_app
@@ -24,7 +25,9 @@ from redcron.beat.beat import Beat
 from redcron.broker.logins import LoginLinks
 from redcron.broker.tokens import TokenStore
 from redcron.broker.workers import Registration, WorkerRegistry
+from redcron.cli.main import main
 from redcron.dashboard import create_app
+from redcron.keys import shard_of
 from redcron.model.jobs import Task, job_spec
 from redcron.worker import Worker
 
@@ -231,6 +234,7 @@ def test_empty_states_say_what_to_do(admin: FlaskClient) -> None:
     expected = {
         "/": "No work yet",
         "/jobs": "redcron jobs apply -f jobs.yaml",
+        "/runs": "No runs yet",
         "/dlq": "The DLQ is empty",
         "/tenants": "No tenants yet",
         "/workers": "No live worker",
@@ -258,7 +262,7 @@ def test_overview_shows_work_per_tenant_and_class_and_live_workers(
     cells = re.findall(r'<td class="num">(\d+)</td>', row.group(1))
     assert cells[:3] == ["1", "1", "0"]  # ready high, normal, low
     assert 'data-tenant="globex"' in page
-    assert "box-1:4242" in page and "0 / 8" in page
+    assert "<code>w-1</code>" in page and "0 / 8" in page  # the worker's id: its one name
     assert "None: every job" in page
 
 
@@ -303,6 +307,31 @@ def test_jobs_page_says_the_schedule_in_words(app: App, admin: FlaskClient) -> N
     assert fires.group(1).count("02:00:00 CET") == 5
     assert fires.group(1).count("01:00:00 UTC</td>") == 5
     assert 'class="inline trigger"' in detail and "No runs yet" in detail
+
+
+def test_a_chained_jobs_schedule_says_after_which_jobs_it_runs(
+    app: App, admin: FlaskClient
+) -> None:
+    task = {"t": Task(ref="ui.add")}
+    app.jobs.put(job_spec("nightly-report", tenant=MINE, cron="0 2 * * *", tasks=task))
+    send = app.jobs.put(job_spec("send", tenant=MINE, tasks=task, depends_on=["nightly-report"]))
+    digest = app.jobs.put(job_spec("digest", tenant=MINE, cron="0 3 * * *", tasks=task,
+                                   depends_on=["nightly-report"]))  # fmt: skip
+    page = text(admin.get("/jobs"))
+
+    def cell(job_id: str) -> str:
+        row = re.search(rf'<tr data-job-id="{job_id}">(.*?)</tr>', page, re.S)
+        assert row is not None
+        return re.sub(r"<[^>]+>", "", re.findall(r"<td>(.*?)</td>", row.group(1), re.S)[1])
+
+    # started by its upstream's success: not "manual only (trigger it) after ..."
+    assert cell(send.id) == "after nightly-report (chained) waiting for nightly-report"
+    assert cell(digest.id) == (
+        "at 03:00 every day, after nightly-report (chained) waiting for nightly-report"
+    )
+    assert "manual only" not in page
+    detail = text(admin.get(f"/jobs/{send.id}"))
+    assert '<dd id="schedule-words">after nightly-report (chained)</dd>' in detail
 
 
 def test_trigger_pause_and_resume_from_the_job_page(app: App, admin: FlaskClient) -> None:
@@ -435,6 +464,39 @@ def test_workers_page_lists_the_registry(app: App, admin: FlaskClient) -> None:
     )
     page = text(admin.get("/workers"))
     assert 'data-worker-id="w-9"' in page and "host-9" in page and "default, io" in page
+
+
+def test_a_worker_has_one_name_on_every_page_and_in_the_cli(
+    app: App, admin: FlaskClient, redis_url: str
+) -> None:
+    """The worker id (``host:pid:suffix``, or ``--name``) names a worker on the
+    overview, the Workers page, a task's attempts and ``redcron workers list``:
+    never ``host:pid`` on one and host and pid apart on another."""
+    wid = "box-1:4242:AB12CD"
+    WorkerRegistry(app.broker).publish(
+        Registration(wid, "box-1", 4242, ("default",), (), 8, 0, ("ui.add",), "test"),
+        ttl_ms=60_000,
+    )
+    handle = app.tasks["ui.add"].enqueue(1)
+    shard = shard_of(MINE, app.broker.shards)
+    assert app.broker.leases.lease(shard, wid, 1, 60_000, ["default"], tenants=[MINE])
+    cli = CliRunner().invoke(
+        main, ["workers", "list", "--redis", redis_url], env={"REDCRON_PREFIX": app.settings.prefix}
+    )
+    assert cli.exit_code == 0, cli.output
+    shown = {
+        "overview": text(admin.get("/")),
+        "workers page": text(admin.get("/workers")),
+        "task page": text(admin.get(f"/tasks/{handle.id}")),
+        "redcron workers list": cli.output,
+    }
+    for where, out in shown.items():
+        assert re.search(rf"(?<![\w:]){re.escape(wid)}(?![\w:])", out), where
+        # host and pid only ever as part of the id
+        assert not re.search(r"box-1:4242(?!:AB12CD)", out), where
+    # shown in a cell of its own, not only in the row's attribute
+    assert f'<tr data-worker-id="{wid}"><td><code>{wid}</code></td>' in shown["overview"]
+    assert f"<td><code>{wid}</code></td>" in shown["workers page"]
 
 
 def test_workers_page_and_api_group_the_processes_of_a_supervisor(

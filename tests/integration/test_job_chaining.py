@@ -386,7 +386,8 @@ def test_jobs_show_and_the_job_page_say_what_a_waiting_job_waits_for(
     assert '<code>b</code> <span class="muted">(waiting)</span>' in page
     assert "waiting for b" in page
     listing = browser.get("/jobs").get_data(as_text=True)
-    assert "after a, b; waiting for b" in listing
+    # the schedule cell of a job its upstreams start (not "manual only (trigger it)")
+    assert 'after a, b (chained) <span class="muted chain">waiting for b</span>' in listing
     assert "after a, b" in invoke("jobs", "list", "--tenant", TENANT)
 
 

@@ -16,6 +16,7 @@ from redcron.keys import (
     job_of_run,
     lua_key_functions,
     manual_run_id,
+    q_tenant,
     run_id,
     shard_of,
     shard_of_id,
@@ -108,3 +109,11 @@ def test_shard_of_id_reads_the_shard_an_id_carries() -> None:
     for bad in ("", "x-01J", "01J", "\u00b2-01J"):
         with pytest.raises(NotFound):
             shard_of_id(bad)
+
+
+def test_q_tenant_reads_the_tenant_a_ready_stream_names() -> None:
+    k = Keys("rc")
+    assert q_tenant(k, 1, k.q(1, "default", "acme", "high")) == "acme"
+    assert q_tenant(k, 1, k.q(2, "default", "acme", "high")) is None  # another shard
+    assert q_tenant(k, 1, k.leases(1, "acme")) is None
+    assert q_tenant(Keys("other"), 1, k.q(1, "default", "acme", "high")) is None

@@ -25,6 +25,7 @@ from redcron.broker.doctor import DoctorReport, Finding, examine
 from redcron.broker.inspect import queue_loads, running_by_worker
 from redcron.broker.jobs import JobStore
 from redcron.broker.listing import (
+    RUN_SCAN,
     Page,
     count_tenants,
     ensure_indexes,
@@ -59,6 +60,7 @@ __all__ = [
     "LINK_TTL_S",
     "OPERATOR",
     "ROLES",
+    "RUN_SCAN",
     "TRANSIENT",
     "TTL_LEASES",
     "UNAVAILABLE",

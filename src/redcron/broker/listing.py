@@ -278,19 +278,21 @@ def page_runs(
     before: tuple[int, str] | None,
     limit: int,
     state: str | None = None,
+    late: bool | None = None,
 ) -> tuple[list[RunRecord], tuple[int, str] | None]:
     """Runs newest first (by creation time, then id), ``limit`` older than
-    ``before``; of ``tenant`` only, and in ``state`` only, when given.
+    ``before``; of ``tenant`` only, in ``state`` only, and only those found
+    late (``late`` True) or not (False), when given.
 
     Reads ``limit`` + 1 index entries per shard, or :data:`RUN_SCAN` with a
-    ``state`` filter: a page may then hold fewer than ``limit`` runs while
-    more follow (the cursor says so).  Returns the runs and the cursor of the
-    next page (None on the last)."""
+    ``state`` or ``late`` filter: a page may then hold fewer than ``limit``
+    runs while more follow (the cursor says so).  Returns the runs and the
+    cursor of the next page (None on the last)."""
     keys = broker.keys
     ensure_indexes(broker)
     shards = _shards(broker, tenant)
     index = [(s, keys.truns(s, tenant) if tenant else keys.runidx(s)) for s in shards]
-    return _page_run_index(broker, index, before, limit, state)
+    return _page_run_index(broker, index, before, limit, state, late)
 
 
 def page_job_runs(
@@ -299,13 +301,15 @@ def page_job_runs(
     before: tuple[int, str] | None,
     limit: int,
     state: str | None = None,
+    late: bool | None = None,
 ) -> tuple[list[RunRecord], tuple[int, str] | None]:
     """One job's runs newest first by scheduled time (its history ``runs:<job>``,
     scored so), then id: as :func:`page_runs`, a page reads ``limit`` + 1
-    entries (:data:`RUN_SCAN` with ``state``), however long the history.  The
-    cursor is (scheduled ms, run id)."""
+    entries (:data:`RUN_SCAN` with ``state`` or ``late``), however long the
+    history.  The cursor is (scheduled ms, run id)."""
     shard = shard_of_id(job_id)
-    return _page_run_index(broker, [(shard, broker.keys.runs(shard, job_id))], before, limit, state)
+    index = [(shard, broker.keys.runs(shard, job_id))]
+    return _page_run_index(broker, index, before, limit, state, late)
 
 
 def _page_run_index(
@@ -314,11 +318,12 @@ def _page_run_index(
     before: tuple[int, str] | None,
     limit: int,
     state: str | None,
+    late: bool | None = None,
 ) -> tuple[list[RunRecord], tuple[int, str] | None]:
     """:func:`page_runs` over ``index``: (shard, ZSET of run id -> ms) pairs."""
     client, keys = broker.client, broker.keys
     shards = [s for s, _key in index]
-    want = RUN_SCAN if state else limit + 1
+    want = RUN_SCAN if state or late is not None else limit + 1
     pipe = client.pipeline(transaction=False)
     high = "+inf" if before is None else before[0]
     for _shard, key in index:
@@ -345,7 +350,7 @@ def _page_run_index(
         if not raw:
             continue  # expired with its retention
         run = RunRecord.from_fields(fields_of(raw), run_id=rid)
-        if state is None or run.state == state:
+        if (state is None or run.state == state) and (late is None or run.late == late):
             shown.append(run)
     more = cut or len(entries) >= want
     return shown, last if more and last is not None else None

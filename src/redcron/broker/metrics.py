@@ -1,9 +1,12 @@
 """What ``GET /metrics`` reports, read from Redis at scrape time with bounded work.
 
 A scrape's cost does not grow with the tenants, jobs or runs.  Per-tenant
-figures are read for a bounded set of tenants only: the ``TOP_TENANTS``
-:func:`busiest` (the oldest ready work, from the head of each shard's aging
-index ``oldest:<queue>:<class>``) and the tenants a scraper names
+figures are read for a bounded set of tenants only: ``TOP_TENANTS`` tenants
+with something to show (:func:`shown_tenants`: in turn, the oldest ready work
+from the head of each shard's aging index ``oldest:<queue>:<class>``, the most
+dead tasks among the first names of each shard's ``dlqidx``, the tenants of the
+first streams of each shard's ``pending`` (tasks in flight), and the most
+delayed tasks as the caller counted them) and the tenants a scraper names
 (``/metrics?tenant=a&tenant=b``).  For those: ready per queue (stream length
 less pending), in flight (lease-set size), DLQ length, oldest ready age, delayed
 (from the caller's counts, the dashboard's background totals: counting them
@@ -44,6 +47,7 @@ from redcron.keys import (
     PRIORITIES,
     STAT_FIELDS,
     prefix_range,
+    q_tenant,
     shard_of,
 )
 from redcron.serde import text as _s
@@ -51,7 +55,8 @@ from redcron.serde import text as _s
 if TYPE_CHECKING:
     from redcron.broker import Broker
 
-#: tenants with per-tenant series by default (the busiest: oldest ready work)
+#: tenants with per-tenant series by default (those with something to show:
+#: ready work waiting longest, dead tasks, tasks in flight, delayed tasks)
 TOP_TENANTS = 20
 #: open breakers and parked jobs read per shard
 LISTED_JOBS = 1_000
@@ -141,29 +146,89 @@ def busiest(broker: Broker, top: int) -> list[str]:
     return sorted(since, key=lambda t: (since[t], t))[:top]
 
 
+def _most(named: Sequence[tuple[int, str]], counts: Sequence[Any], top: int) -> list[str]:
+    """The ``top`` tenants of ``named`` ((shard, tenant) pairs) with the highest
+    ``counts`` above 0, the highest first (then by name)."""
+    ranked = sorted((-int(n), t) for (_shard, t), n in zip(named, counts, strict=True) if n)
+    return [t for _n, t in ranked[:top]]
+
+
+def _dead(broker: Broker, top: int) -> list[str]:
+    """Up to ``top`` tenants with dead tasks, the most first: the first ``top``
+    names of each shard's ``dlqidx`` (a superset: a tenant whose stream is empty
+    is left out), counted with ``XLEN``."""
+    client, keys = broker.client, broker.keys
+    pipe = client.pipeline(transaction=False)
+    for shard in range(broker.shards):
+        pipe.zrangebylex(keys.dlqidx(shard), "-", "+", 0, top)
+    named = [(shard, _s(t)) for shard, got in enumerate(pipe.execute()) for t in got]
+    pipe = client.pipeline(transaction=False)
+    for shard, t in named:
+        pipe.xlen(keys.dlq(shard, t))
+    return _most(named, pipe.execute() if named else [], top)
+
+
+def _leased(broker: Broker, top: int) -> list[str]:
+    """Up to ``top`` tenants with tasks in flight, the most first: the tenants
+    of the first ``top`` streams of each shard's reaper index ``pending`` (a
+    superset: the reaper drops a stream once nothing there is leased, so a
+    tenant with no lease left is left out), counted with ``ZCARD``."""
+    client, keys = broker.client, broker.keys
+    pipe = client.pipeline(transaction=False)
+    for shard in range(broker.shards):
+        pipe.zrange(keys.pending(shard), 0, top - 1)
+    named = sorted({(shard, t) for shard, got in enumerate(pipe.execute())
+                    for stream in got if (t := q_tenant(keys, shard, _s(stream)))})  # fmt: skip
+    pipe = client.pipeline(transaction=False)
+    for shard, t in named:
+        pipe.zcard(keys.leases(shard, t))
+    return _most(named, pipe.execute() if named else [], top)
+
+
+def shown_tenants(broker: Broker, top: int, delayed: Mapping[str, int] | None = None) -> list[str]:
+    """The ``top`` tenants given per-tenant series: those with something to show,
+    taken in turn from four bounded lists, so that no kind crowds the others
+    out: the oldest ready work (:func:`busiest`), the most dead tasks, tasks in
+    flight, and the most delayed tasks (``delayed``, counted by the caller;
+    None: not counted).  Each list reads at most ``top`` entries of an index
+    per shard, whatever the tenants."""
+    if top <= 0:
+        return []
+    counted: Mapping[str, int] = delayed or {}
+    waiting = sorted((t for t, n in counted.items() if n > 0), key=lambda t: (-counted[t], t))
+    lists = [busiest(broker, top), _dead(broker, top), _leased(broker, top), waiting[:top]]
+    out: list[str] = []
+    for rank in range(max(len(found) for found in lists)):
+        for found in lists:
+            if rank < len(found) and found[rank] not in out:
+                out.append(found[rank])
+                if len(out) == top:
+                    return out
+    return out
+
+
 def read_metrics(
     broker: Broker,
     tenants: Sequence[str] = (),
     top: int | None = None,
     delayed: Mapping[str, int] | None = None,
 ) -> Metrics:
-    """Read what ``GET /metrics`` reports: per-tenant figures of the :func:`busiest`
-    ``top`` tenants and of ``tenants`` (asked for by name), deployment figures
+    """Read what ``GET /metrics`` reports: per-tenant figures of the ``top``
+    :func:`shown_tenants` and of ``tenants`` (asked for by name), deployment figures
     of all (see the module docstring for the cost).  ``delayed``: each tenant's
     delayed tasks, counted elsewhere (None: no per-tenant delayed figures)."""
     client, keys = broker.client, broker.keys
     out = Metrics()
     now = broker.server_ms()
-    top = TOP_TENANTS if top is None else top
     top = TOP_TENANTS if top is None else top  # read now: tests and operators may set it
-    chosen = sorted(set(busiest(broker, top)) | set(tenants))
+    ensure_indexes(broker)  # dlqidx, which shown_tenants reads
+    chosen = sorted(set(shown_tenants(broker, top, delayed)) | set(tenants))
     out.tenants_shown = len(chosen)
     by_shard: dict[int, list[str]] = {}
     for t in chosen:
         by_shard.setdefault(shard_of(t, broker.shards), []).append(t)
     lags: list[dict[Any, Any]] = []
     known_queues: set[str] = set()
-    ensure_indexes(broker)
     for shard in range(broker.shards):
         mine = by_shard.get(shard, [])
         pipe = client.pipeline(transaction=False)

@@ -40,11 +40,18 @@ METRICS_DIGEST = "REDCRON_METRICS_TOKEN_SHA256"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: tenants one scrape may name (``/metrics?tenant=a&tenant=b``) for their series
 MAX_TENANTS_ASKED = 100
+#: how long a scrape that finds the background totals stale waits for their
+#: refresh (a count of every tenant: ~1.4 s at 10,000 tenants), and how old a
+#: snapshot it may still serve when that wait runs out (older: the families
+#: read from it are left out, not shown with figures from before an idle spell)
+SCRAPE_WAIT_S = 2.0
+SNAPSHOT_MAX_AGE_S = 120.0
 
 
 class RedcronCollector(Collector):
     """Every ``redcron_*`` family, read fresh on each ``collect``: per-tenant
-    series of the busiest tenants and of ``tenants`` (named by the scrape)."""
+    series of the tenants with something to show (at most ``TOP_TENANTS``) and
+    of ``tenants`` (named by the scrape)."""
 
     def __init__(self, app: App, tenants: Sequence[str] = (), totals: Totals | None = None) -> None:
         self.app = app
@@ -52,7 +59,9 @@ class RedcronCollector(Collector):
         self.totals = totals
 
     def collect(self) -> Iterator[Metric]:
-        snap = self.totals.get() if self.totals is not None else None
+        snap = None
+        if self.totals is not None:
+            snap = self.totals.get(SCRAPE_WAIT_S, SNAPSHOT_MAX_AGE_S)
         delayed = snap.delayed_by_tenant if snap is not None else None
         m = read_metrics(self.app.broker, self.tenants, delayed=delayed)
         yield from _deployment(m, snap)
@@ -228,7 +237,8 @@ def _deployment(m: Metrics, snap: WorkTotals | None) -> Iterator[Metric]:
     yield GaugeMetricFamily("redcron_tenants", "Tenants known", value=m.tenants)
     yield GaugeMetricFamily(
         "redcron_metrics_tenants_shown",
-        "Tenants with per-tenant series in this scrape (the busiest, and those asked for)",
+        "Tenants with per-tenant series in this scrape (those with something to show, "
+        "and those asked for)",
         value=m.tenants_shown,
     )
     attempts = CounterMetricFamily(
@@ -251,7 +261,7 @@ def _deployment(m: Metrics, snap: WorkTotals | None) -> Iterator[Metric]:
         value=m.runs_late_all,
     )
     if snap is None:
-        return  # the first scrape of this process: counting in the background
+        return  # the count outlasted the scrape's wait, and no recent snapshot is left
     tasks = GaugeMetricFamily(
         "redcron_deployment_tasks",
         f"Tasks of every tenant by place (ready, in_flight, delayed, dlq), counted "

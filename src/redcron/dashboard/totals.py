@@ -6,11 +6,13 @@ Summing them reads every tenant's streams and sets: work that grows with the
 tenants.  So no request does it: a request that finds the snapshot older than
 :data:`TTL_S` (or none yet) starts one refresh in a background thread and
 answers with the snapshot it has (None on the very first request, shown as
-"counting").  At most one refresh runs per dashboard process, and only while
-someone is looking: an idle dashboard reads nothing.  Pages that show every
-tenant anyway (all of them fit on one page) sum their own rows instead, exact
-and live; their delayed column still comes from the snapshot (counting a
-tenant's delayed tasks reads its shard's timers, which name no tenant).
+"counting"), or waits a bounded time for the refresh (a scrape:
+``Totals.get(wait_s=...)``).  At most one refresh runs per dashboard
+process, and only while someone is looking: an idle dashboard reads nothing.
+Pages that show every tenant anyway (all of them fit on one page) sum their
+own rows instead, exact and live; their delayed column still comes from the
+snapshot (counting a tenant's delayed tasks reads its shard's timers, which
+name no tenant).
 """
 
 from __future__ import annotations
@@ -84,14 +86,24 @@ class Totals:
         self._snapshot: WorkTotals | None = None
         self._running = False
 
-    def get(self) -> WorkTotals | None:
-        """The latest snapshot (None: none yet); starts a refresh if it is stale."""
+    def get(self, wait_s: float = 0.0, max_age_s: float | None = None) -> WorkTotals | None:
+        """The latest snapshot (None: none yet); starts a refresh if it is stale.
+
+        ``wait_s``: when stale, wait up to that long for the refresh, so the
+        answer is fresh whenever counting takes less (a scrape: a figure from
+        before an idle spell is not served as the current one).  ``max_age_s``:
+        a snapshot older than that, when the wait ran out, is None."""
         with self._lock:
             snap = self._snapshot
             stale = snap is None or snap.taken_at is None or time.time() - snap.taken_at > TTL_S
             if stale and not self._running:
                 self._running = True
                 threading.Thread(target=self._refresh, name="redcron-totals", daemon=True).start()
+        if stale and wait_s > 0:
+            snap = self.wait(wait_s)
+        taken = snap.taken_at if snap is not None else None
+        if max_age_s is not None and taken is not None and time.time() - taken > max_age_s:
+            return None
         return snap
 
     def _refresh(self) -> None:

@@ -271,8 +271,8 @@ def paths() -> Json:
         "/v1/runs": {
             "get": _op("list_runs", "Runs, newest first, a page at a time", "200",
                        _page("runs", ref("Run")), ("404",),
-                       query=(runs.JOB.describe(), runs.STATE.describe(), TENANT.describe(),
-                              LIMIT.describe(), runs.CURSOR.describe()),
+                       query=(runs.JOB.describe(), runs.STATE.describe(), runs.LATE.describe(),
+                              TENANT.describe(), LIMIT.describe(), runs.CURSOR.describe()),
                        links={"GetRun": _link("get_run", {"run_id": "$response.body#/runs/0/id"})}),
         },
         "/v1/runs/{run_id}": {

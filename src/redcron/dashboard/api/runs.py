@@ -42,6 +42,14 @@ STATE = ChoiceParam(
     "Only runs in this state; a page then reads at most 1,000 runs, so it may hold "
     "fewer than limit while next_cursor is not null: page until it is",
 )
+LATE = ChoiceParam(
+    "late",
+    ("true", "false"),
+    "Only runs found still going past their job's deadline_s (true), or only the "
+    "others (false); as with state, a page then reads at most 1,000 runs",
+)
+#: a run page's cursor: (ms, run id) of its last run
+RunKey = tuple[int, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,30 +88,47 @@ def run_json(run: RunRecord) -> dict[str, Any]:
     return out
 
 
-@bp.get("/runs")
-def list_runs() -> flask.Response:
-    """Runs newest first, a page at a time: of one job (its history by scheduled
-    time), or from the run indexes by creation time (``broker.listing``: a page
-    reads a page, whatever the number of jobs and runs)."""
-    limit = LIMIT.read()
-    key = CURSOR.read()
-    cursor = (key[0], key[1]) if key is not None else None
-    state = STATE.read()
-    tenant = TENANT.read()
-    job_id = JOB.read()
+def find_runs(
+    tenant: str | None,
+    job_id: str | None,
+    state: str | None,
+    late: bool | None,
+    cursor: RunKey | None,
+    limit: int,
+) -> tuple[list[RunRecord], RunKey | None]:
+    """The runs the caller may see, newest first, ``limit`` past ``cursor``, and
+    the next page's cursor: ``GET /v1/runs`` and the Runs page list them so.
+    Of one job (its history by scheduled time; 404 for a job the caller may not
+    see), or from the run indexes by creation time (``broker.listing``: a page
+    reads a page, whatever the number of jobs and runs).  A tenant token lists
+    its own tenant's index only: naming another tenant lists nothing."""
+    broker = redcron_app().broker
     if job_id is not None:
         job = auth.job(job_id)
         if tenant is not None and tenant != job.tenant:
-            return reply({"runs": [], "next_cursor": None})
+            return [], None
         # the job's history by scheduled time, a page at a time (however long its keep_runs)
-        runs, after = page_job_runs(redcron_app().broker, job.id, cursor, limit, state)
-        return reply({"runs": runs, "next_cursor": encode_cursor(list(after)) if after else None})
+        return page_job_runs(broker, job.id, cursor, limit, state, late)
     if tenant is not None and not auth.may_see(tenant):
-        return reply({"runs": [], "next_cursor": None})
+        return [], None
     tenant = tenant or auth.scope()
-    runs, after = page_runs(redcron_app().broker, tenant, cursor, limit, state)
+    runs, after = page_runs(broker, tenant, cursor, limit, state, late)
     if tenant is not None:  # the tenant's own index: a guard, never a filter
         runs = [r for r in runs if r.tenant == tenant]
+    return runs, after
+
+
+@bp.get("/runs")
+def list_runs() -> flask.Response:
+    """Runs newest first, a page at a time (:func:`find_runs`)."""
+    limit = LIMIT.read()
+    key = CURSOR.read()
+    cursor = (key[0], key[1]) if key is not None else None
+    late = LATE.read()
+    runs, after = find_runs(
+        TENANT.read(), JOB.read(), STATE.read(), None if late is None else late == "true",
+        cursor, limit,
+    )  # fmt: skip
     return reply({"runs": runs, "next_cursor": encode_cursor(list(after)) if after else None})
 
 

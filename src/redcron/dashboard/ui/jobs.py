@@ -38,8 +38,16 @@ def trigger_of(job: JobRecord) -> Trigger | None:
 
 
 def schedule_words(job: JobRecord) -> str:
+    """What makes the job run, in words: its trigger ("at 02:00 every day"), and
+    for a chained job its upstreams ("after nightly-report (chained)": a job
+    started by its upstreams has no trigger of its own to describe, and its
+    manual-only trigger would read as if nothing ever ran it)."""
     trigger = trigger_of(job)
-    return describe(trigger) if trigger is not None else job.trigger
+    words = describe(trigger) if trigger is not None else job.trigger
+    if not job.depends_on:
+        return words
+    after = f"after {', '.join(job.depends_on)} (chained)"
+    return f"{words}, {after}" if job.chained_by == "trigger" else after
 
 
 def _job_cursor(text: str | None) -> tuple[str, str] | None:

@@ -1,6 +1,10 @@
-"""``/runs/<id>``: a run's DAG drawn with its tasks' states, live; the
-selected task's attempts and their logs; cancel the run, cancel or retry a task.
+"""``/runs``: runs newest first, filtered by tenant, job, state and lateness,
+a page at a time (``?after=<ms> <run id>``, the next link's cursor), listed as
+``GET /v1/runs`` lists them (``api.runs.find_runs``: one page of the run
+indexes, never every job's history).
 
+``/runs/<id>``: a run's DAG drawn with its tasks' states, live; the
+selected task's attempts and their logs; cancel the run, cancel or retry a task.
 The page reads one run (one pipelined round trip for its tasks) and the logs
 of the selected task only, so a refresh costs the same whatever the DAG's size.
 """
@@ -9,25 +13,91 @@ from __future__ import annotations
 
 import flask
 
+from redcron.broker import RUN_SCAN
 from redcron.dashboard.api import auth
 from redcron.dashboard.api import runs as api_runs
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
 from redcron.dashboard.ui.dag import DagNode, dag_svg
 from redcron.dashboard.ui.render import Reply
-from redcron.errors import NotFound
-from redcron.model import ExpiredTask, RunRecord, TaskRecord
+from redcron.errors import NotFound, ValidationError
+from redcron.model import ExpiredTask, RunRecord, TaskRecord, validation
 from redcron.model.retry_rule import attempts_short
-from redcron.model.states import RUN_ACTIVE, TASK_TERMINAL, TaskState
+from redcron.model.states import RUN_ACTIVE, TASK_TERMINAL, RunState, TaskState
 
 bp = flask.Blueprint("runs", __name__)
 
 #: log lines shown per attempt
 LOG_LINES = 200
+#: the Runs page's state filter, and its lateness filter (value -> what it keeps)
+STATES = tuple(s.value for s in RunState)
+LATENESS = {"true": True, "false": False}
 #: states in which a task may be retried from the page
 RETRYABLE = frozenset(
     {TaskState.FAILED, TaskState.DEAD, TaskState.CANCELLED, TaskState.UPSTREAM_FAILED}
 )
+
+
+def parse_after(text: str | None) -> api_runs.RunKey | None:
+    """A Runs page cursor, ``<ms> <run id>`` as the next link carries it."""
+    if not text:
+        return None
+    ms, _sep, run_id = text.partition(" ")
+    if not (ms.isascii() and ms.isdigit()) or not run_id or " " in run_id:
+        raise ValidationError("after", f"{text!r} is not a runs page cursor; follow the next link")
+    return int(ms), run_id
+
+
+def _choice(field: str, text: str | None, choices: tuple[str, ...]) -> str | None:
+    if text and text not in choices:
+        raise ValidationError(field, f"{text!r} is not one of {', '.join(choices)}")
+    return text or None
+
+
+def _job_id(tenant: str | None, name: str | None) -> str | None:
+    """The id of the job ``name`` of ``tenant`` (the filter names jobs as people
+    do; job names are per tenant, so the tenant must be known)."""
+    if name is None:
+        return None
+    validation.name("job", name)
+    if tenant is None:
+        raise ValidationError("job", "name the tenant too: job names are per tenant")
+    try:
+        return redcron_app().jobs.job_id(tenant, name)
+    except NotFound:
+        raise ValidationError("job", f"tenant {tenant} has no job {name!r}") from None
+
+
+@bp.get("/runs")
+def index() -> Reply:
+    args = flask.request.args
+    tenant = args.get("tenant") or None
+    if tenant is not None:
+        validation.name("tenant", tenant)
+    job = (args.get("job") or "").strip() or None
+    state = _choice("state", args.get("state"), STATES)
+    late = _choice("late", args.get("late"), tuple(LATENESS))
+    after = parse_after(render.after_cursor())
+    runs: list[RunRecord] = []
+    nxt: api_runs.RunKey | None = None
+    if tenant is None or auth.may_see(tenant):  # another tenant's: nothing, not even its jobs
+        job_id = _job_id(tenant or auth.scope(), job)
+        runs, nxt = api_runs.find_runs(
+            tenant, job_id, state, LATENESS.get(late or ""), after, render.PER_PAGE
+        )
+    return render.page(
+        "runs.html",
+        title="Runs",
+        runs=render.Keyed(runs, f"{nxt[0]} {nxt[1]}" if nxt else None, None),
+        states=STATES,
+        tenant=tenant or "",
+        job=job or "",
+        state=state or "",
+        late=late or "",
+        # a filter reads at most RUN_SCAN runs a page: a short page may have a next
+        scanned=RUN_SCAN if (state or late) and nxt and len(runs) < render.PER_PAGE else None,
+        scoped=auth.scope() is not None,
+    )
 
 
 def attempt_logs(task: TaskRecord) -> dict[int, list[str]]:
