@@ -1,21 +1,27 @@
-"""One ``redcron up`` per data directory (issue 29): a second ``up`` on it is
-refused before it checks a port or starts anything, and leaves the first's
-files and server alone; the lock a killed ``up`` left behind blocks nobody.
+"""One ``redcron up`` per data directory (issue 29 item 1): a second ``up`` on
+it is refused before it checks a port or starts anything, and leaves the
+first's files and server alone; the lock a killed ``up`` left behind blocks
+nobody.  And (item 7) closing ``up``'s terminal stops it as Ctrl-C does.
 Real ``up`` processes in a fresh directory, as test_up.py runs them."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
+import termios
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import redis
 from polling import wait_for
+from procs import stop
 from test_up import SRC, TINY_APP, UpProc, alive, get
 
 from redcron.cli.up_lock import LOCK_FILE, Holder, read_holder
@@ -167,3 +173,69 @@ def test_the_lock_of_a_killed_up_blocks_nobody(
     assert read_holder(lock_file).up_pid == second.proc.pid
     second.proc.send_signal(signal.SIGINT)
     assert second.proc.wait(60) == 0, second.describe()
+
+
+def test_closing_the_terminal_stops_up_as_ctrl_c_does_redis_last(up_dir: Path) -> None:
+    """up on a terminal of its own (a pty, its controlling tty), its log in a file:
+    closing the terminal sends it SIGHUP, and every write to it fails from then on.
+    It stops in order (the beat releases its shards while Redis still runs),
+    removes its files and exits 0."""
+    master, slave = os.openpty()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REDCRON_")}
+    env["PYTHONPATH"] = f"{SRC}{os.pathsep}{up_dir}"
+    log_path = up_dir / "up.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "redcron.cli.main", "up", "-A", "tinyapp:app",
+             "--port", str(free_port()), "--dashboard-port", str(free_port()),
+             "--no-enqueue-examples", "--grace", "2"],
+            cwd=up_dir, env=env, stdin=slave, stdout=slave, stderr=log,
+            start_new_session=True,  # then make the pty its controlling terminal
+            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),
+        )  # fmt: skip
+    os.close(slave)
+    try:
+        text = read_pty_until(master, "Ctrl-C to stop.")
+        pids = {name: int(pid) for name, pid in PIDS.findall(text)}
+        assert set(pids) == {"redis", "beat", "worker", "notifier", "dashboard"}, text
+        data = up_dir / ".redcron"
+        assert (data / "redis.url").exists() and (data / "admin.token").exists()
+        # up says it is up once the dashboard listens: the others may still be
+        # starting (a child told to stop then may never log its stop)
+        for started in ("beat .* owns shard", "worker .* slots", "notifier .* started"):
+            wait_for(lambda s=started: re.search(s, log_path.read_text()), started)
+        os.close(master)  # the terminal goes away
+        master = -1
+        assert proc.wait(60) == 0, log_path.read_text()
+    finally:
+        if master >= 0:
+            os.close(master)
+        stop(proc, 30)
+    out = log_path.read_text()
+    assert "could not release" not in out, out
+    # each child logged its stop before up stopped the server
+    redis_stopped = out.index("stopped redis-server on")
+    for line in ("beat .* stopped", "worker .* stopped after", "notifier .* stopped"):
+        found = re.search(line, out)
+        assert found and found.start() < redis_stopped, (line, out)
+    for name, pid in pids.items():
+        wait_for(lambda pid=pid: not alive(pid), f"{name} (pid {pid}) to be gone", timeout=10)
+    assert not (data / "redis.url").exists()
+    assert not (data / "admin.token").exists()
+
+
+def read_pty_until(master: int, last: str, timeout: float = 60.0) -> str:
+    """What the terminal shows up to a line starting with ``last`` (\\r\\n made \\n)."""
+    deadline = time.monotonic() + timeout
+    seen = b""
+    while not re.search(rb"^" + re.escape(last.encode()), seen.replace(b"\r", b""), re.M):
+        left = deadline - time.monotonic()
+        assert left > 0, f"no {last!r} line in {timeout}s: {seen!r}"
+        if select.select([master], [], [], left)[0]:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: every process let go of the terminal
+                chunk = b""
+            assert chunk, f"up left the terminal before {last!r}: {seen!r}"
+            seen += chunk
+    return seen.replace(b"\r", b"").decode(errors="replace")

@@ -2,13 +2,13 @@
 
 First takes its data directory (``--data-dir``, ``./.redcron``): one ``up``
 per directory, a second is refused before anything starts (cli/up_lock.py).
-Starts an embedded ``redis-server`` (unless ``--redis``/``REDCRON_REDIS_URL``
-names one) and records its URL in ``<data dir>/redis.url`` (the admin
-commands run in the same directory read ``.redcron/redis.url``), then each child process in
-:func:`child_specs` (a beat, a worker, a notifier and, unless ``--no-dashboard``, the
-dashboard on 127.0.0.1), and supervises them: Ctrl-C or SIGTERM stops
-everything gracefully; a child that dies on its own takes everything down with
-a non-zero exit.
+Then starts an embedded ``redis-server`` (unless ``--redis``/``REDCRON_REDIS_URL``
+names one) and records its URL in ``<data dir>/redis.url`` (the admin commands
+run in the same directory read ``./.redcron/redis.url``), then each child process
+in :func:`child_specs` (a beat, a worker, a notifier and, unless
+``--no-dashboard``, the dashboard on 127.0.0.1), and supervises them: Ctrl-C, SIGTERM or SIGHUP (the
+terminal closed) stops them gracefully, then Redis; a child that dies on its
+own takes everything down with a non-zero exit.
 
 The dashboard gets a fresh admin token through its environment only
 (``REDCRON_ADMIN_TOKEN``: arguments show in ``ps``); ``up`` writes it to
@@ -45,6 +45,7 @@ from redcron.cli.supervise import (
     ChildSpec,
     Stopper,
     port_in_use,
+    say,
     supervise,
     terminate,
     wait_listening,
@@ -363,7 +364,7 @@ def up(
         lock.release()  # last: the server on the directory has stopped
     if code:
         raise click.exceptions.Exit(code)
-    click.echo("stopped.")
+    say("stopped.")
 
 
 def _summary(server: EmbeddedRedis | None, redis_url: str, children: list[ChildSpec]) -> str:
