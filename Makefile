@@ -74,4 +74,4 @@ bench: install
 	$(VENV)/bin/redcron bench latency --json
 
 clean:
-	rm -rf $(VENV) .redcron .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .redcron .redcron-* .pytest_cache .mypy_cache .ruff_cache

@@ -25,9 +25,14 @@ log = logging.getLogger(__name__)
 #: Redis a running ``redcron up`` in this directory started > this
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
-#: where ``redcron up`` records the embedded Redis it started (relative to its
-#: working directory): the URL on the first line, the server's pid on the second
-LOCAL_URL_FILE = Path(".redcron") / "redis.url"
+#: the data directory of ``redcron up`` (``--data-dir``; relative to its working
+#: directory): the embedded Redis's AOF and log, its lock, and the files below
+DATA_DIR = Path(".redcron")
+#: where ``redcron up`` records the embedded Redis it started, in its data
+#: directory: the URL on the first line, the server's pid on the second.  The
+#: commands read the one in :data:`DATA_DIR` (:data:`LOCAL_URL_FILE`)
+LOCAL_URL_NAME = "redis.url"
+LOCAL_URL_FILE = DATA_DIR / LOCAL_URL_NAME
 
 DURABILITY = ("normal", "strict")
 #: what the follow-ups record (Settings.metrics): basic leaves out the per-minute figures
@@ -221,7 +226,7 @@ def read_local_url(directory: Path | None = None) -> str | None:
         log.warning("ignoring %s: expected a URL and a pid, one a line", path)
         return None
     url, pid = lines[0], int(lines[1])
-    if not _running(pid):
+    if not pid_running(pid):
         log.warning(
             "ignoring %s: the redis-server it names (pid %d, %s) is not running "
             "(a `redcron up` that crashed?); delete the file or start `redcron up` again",
@@ -233,9 +238,10 @@ def read_local_url(directory: Path | None = None) -> str | None:
     return url
 
 
-def write_local_url(url: str, pid: int, directory: Path | None = None) -> Path:
-    """Record ``url`` (served by process ``pid``) for :func:`read_local_url`."""
-    return write_private_file(LOCAL_URL_FILE, f"{url}\n{pid}\n", directory)
+def write_local_url(url: str, pid: int, data_dir: Path = DATA_DIR) -> Path:
+    """Record ``url`` (served by process ``pid``) in ``data_dir``: for
+    :func:`read_local_url` when it is the working directory's :data:`DATA_DIR`."""
+    return write_private_file(Path(LOCAL_URL_NAME), f"{url}\n{pid}\n", data_dir)
 
 
 def write_private_file(name: Path, text: str, directory: Path | None = None) -> Path:
@@ -255,10 +261,10 @@ def write_private_file(name: Path, text: str, directory: Path | None = None) -> 
     return path
 
 
-def remove_local_url(pid: int, directory: Path | None = None) -> None:
-    """Remove the record :func:`write_local_url` made for ``pid``; a record
-    another ``up`` has written since is left alone."""
-    path = (Path.cwd() if directory is None else directory) / LOCAL_URL_FILE
+def remove_local_url(pid: int, data_dir: Path = DATA_DIR) -> None:
+    """Remove the record :func:`write_local_url` made for ``pid`` in ``data_dir``;
+    a record another ``up`` has written since is left alone."""
+    path = data_dir / LOCAL_URL_NAME
     try:
         lines = path.read_text(encoding="utf-8").split()
         if lines[1:2] == [str(pid)]:
@@ -267,7 +273,8 @@ def remove_local_url(pid: int, directory: Path | None = None) -> None:
         pass
 
 
-def _running(pid: int) -> bool:
+def pid_running(pid: int) -> bool:
+    """True while process ``pid`` exists (another user's included)."""
     if pid <= 0:
         return False
     try:

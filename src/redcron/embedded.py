@@ -88,6 +88,9 @@ class EmbeddedRedis:
         appendonly: Turn the AOF on, so data survives a crash.
         binary: Path of ``redis-server``; found with :func:`find_redis_server`
             when omitted.
+        die_with_parent: SIGTERM the server if the process that started it dies.
+        pass_fds: Descriptors the server inherits (``redcron up``'s lock on the
+            data directory: held while the server runs).
 
     Raises:
         ConfigError: ``fsync`` is not a known policy, or no binary exists.
@@ -104,6 +107,7 @@ class EmbeddedRedis:
         appendonly: bool = True,
         binary: str | None = None,
         die_with_parent: bool = False,
+        pass_fds: tuple[int, ...] = (),
     ) -> None:
         if fsync not in _FSYNC_POLICIES:
             raise ConfigError(f"fsync must be one of {_FSYNC_POLICIES}, got {fsync!r}")
@@ -115,6 +119,7 @@ class EmbeddedRedis:
         self.binary = binary or find_redis_server()
         #: SIGTERM the server (a clean shutdown) if the process that started it dies
         self.die_with_parent = die_with_parent
+        self.pass_fds = pass_fds
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -177,7 +182,7 @@ class EmbeddedRedis:
             # the parent decides when (and how gracefully) it stops.
             self._proc = subprocess.Popen(
                 self._args(), stdout=log, stderr=log, stdin=subprocess.DEVNULL,
-                start_new_session=True,
+                start_new_session=True, pass_fds=self.pass_fds,
                 preexec_fn=terminate_with_parent if self.die_with_parent else None,
             )  # fmt: skip
         logger.info("started redis-server pid=%d on %s", self._proc.pid, self.url)

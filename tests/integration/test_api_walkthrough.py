@@ -24,6 +24,7 @@ from polling import wait_for  # tests/helpers is on sys.path
 
 from redcron.cli.up import EXAMPLES_APP, child_specs
 from redcron.cli.up_setup import write_admin_token
+from redcron.config import DATA_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "api.md"
@@ -105,7 +106,7 @@ def test_the_walkthrough_runs_pasted_in_order(
     make_run: tuple[str, Path], key_prefix: str, redis_url: str
 ) -> None:
     base, clone = make_run
-    write_admin_token(ADMIN, clone)
+    write_admin_token(ADMIN, clone / DATA_DIR)
     script = "\n".join(walkthrough_blocks(DOC.read_text())).replace(DOC_URL, base)
     env = {
         **os.environ,

@@ -65,12 +65,13 @@ def get(
 
 
 class UpProc:
-    """``redcron up`` in ``cwd``; its stdout read line by line on a thread."""
+    """``redcron up`` in ``cwd``; its stdout read line by line on a thread, its
+    stderr in ``cwd/<stderr_name>``."""
 
-    def __init__(self, cwd: Path, *args: str) -> None:
+    def __init__(self, cwd: Path, *args: str, stderr_name: str = "up.stderr") -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("REDCRON_")}
         env["PYTHONPATH"] = f"{SRC}{os.pathsep}{cwd}"
-        self.stderr_path = cwd / "up.stderr"
+        self.stderr_path = cwd / stderr_name
         self._stderr = self.stderr_path.open("wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "redcron.cli.main", "up", *args],

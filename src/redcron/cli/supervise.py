@@ -1,5 +1,5 @@
 """Child processes ``redcron up`` starts and watches: each child's spec and
-start (:class:`ChildSpec`), the SIGINT/SIGTERM counter (:class:`Stopper`),
+start (:class:`ChildSpec`), the SIGINT/SIGTERM/SIGHUP counter (:class:`Stopper`),
 waiting for a child to listen, watching for a death, and stopping them all
 (SIGTERM, then SIGKILL past a deadline or on a second Ctrl-C).
 
@@ -8,11 +8,13 @@ Nothing here knows which children ``up`` runs: that is ``up.child_specs``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -56,8 +58,15 @@ class ChildSpec:
         )  # fmt: skip
 
 
+#: what stops ``up`` gracefully: Ctrl-C, SIGTERM, and the terminal closing (SIGHUP,
+#: whose default action killed ``up`` at once, and with it, through
+#: PR_SET_PDEATHSIG, Redis at the same moment as the beat and the worker)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 class Stopper:
-    """Counts SIGINT/SIGTERM: the first asks for a graceful stop, the second forces it."""
+    """Counts SIGINT/SIGTERM/SIGHUP: the first asks for a graceful stop, a second
+    SIGINT or SIGTERM forces it."""
 
     def __init__(self) -> None:
         self.event = threading.Event()
@@ -65,13 +74,17 @@ class Stopper:
         self._previous: dict[int, Any] = {}
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
-        self.count += 1
+        # a hang-up may come twice (the shell passes the terminal's on to its jobs,
+        # the kernel signals the foreground group as the session ends): it never
+        # forces the stop, only someone pressing Ctrl-C again does
+        if signum != signal.SIGHUP or not self.event.is_set():
+            self.count += 1
         self.event.set()
 
     def install(self) -> None:
         if threading.current_thread() is not threading.main_thread():
             return
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in STOP_SIGNALS:
             self._previous[sig] = signal.signal(sig, self._handle)
 
     def uninstall(self) -> None:
@@ -87,20 +100,40 @@ def supervise(children: list[ChildSpec], server: EmbeddedRedis | None, stopper: 
             assert child.proc is not None
             rc = child.proc.poll()
             if rc is not None:
-                click.echo(
+                say(
                     f"{child.name} (pid {child.proc.pid}) exited unexpectedly "
                     f"with code {rc}; shutting down",
                     err=True,
                 )
                 return 1
         if server is not None and not server.running():
-            click.echo(
+            say(
                 f"redis-server exited unexpectedly (log: {server.log_path}); shutting down",
                 err=True,
             )
             return 1
-    click.echo("stopping (Ctrl-C again to kill)...")
+    say("stopping (Ctrl-C again to kill)...")
     return 0
+
+
+def say(message: str, err: bool = False) -> None:
+    """``click.echo`` for what ``up`` prints as it stops. Once its terminal has
+    closed (SIGHUP) every write to it fails (EIO): that must not cut the stop
+    short, so the failing stream, and the other one if it is the same terminal,
+    is pointed at /dev/null, where the next lines and the flush at exit go."""
+    try:
+        click.echo(message, err=err)
+    except OSError:
+        try:
+            gone = os.fstat((sys.stderr if err else sys.stdout).fileno())
+            devnull = os.open(os.devnull, os.O_WRONLY)
+        except (OSError, ValueError):  # not a file (a test's captured stream)
+            return
+        for fd in (1, 2):
+            with contextlib.suppress(OSError):
+                if os.path.samestat(os.fstat(fd), gone):
+                    os.dup2(devnull, fd)
+        os.close(devnull)
 
 
 def terminate(

@@ -1,16 +1,18 @@
 """``redcron up``: a whole local deployment in one command.
 
-Starts an embedded ``redis-server`` (unless ``--redis``/``REDCRON_REDIS_URL``
-names one) and records its URL in ``.redcron/redis.url`` for the admin
-commands run in the same directory, then each child process in
-:func:`child_specs` (a beat, a worker, a notifier and, unless ``--no-dashboard``, the
-dashboard on 127.0.0.1), and supervises them: Ctrl-C or SIGTERM stops
-everything gracefully; a child that dies on its own takes everything down with
-a non-zero exit.
+First takes its data directory (``--data-dir``, ``./.redcron``): one ``up``
+per directory, a second is refused before anything starts (cli/up_lock.py).
+Then starts an embedded ``redis-server`` (unless ``--redis``/``REDCRON_REDIS_URL``
+names one) and records its URL in ``<data dir>/redis.url`` (the admin commands
+run in the same directory read ``./.redcron/redis.url``), then each child process
+in :func:`child_specs` (a beat, a worker, a notifier and, unless
+``--no-dashboard``, the dashboard on 127.0.0.1), and supervises them: Ctrl-C, SIGTERM or SIGHUP (the
+terminal closed) stops them gracefully, then Redis; a child that dies on its
+own takes everything down with a non-zero exit.
 
 The dashboard gets a fresh admin token through its environment only
 (``REDCRON_ADMIN_TOKEN``: arguments show in ``ps``); ``up`` writes it to
-``.redcron/admin.token`` (mode 0600, removed at stop) for API clients, and
+``<data dir>/admin.token`` (mode 0600, removed at stop) for API clients, and
 prints a one-time link that opens the dashboard logged in as admin
 (:class:`~redcron.broker.logins.LoginLinks`), as Jupyter prints its token URL.
 
@@ -22,12 +24,14 @@ the examples) and admin access are cli/up_setup.py.
 from __future__ import annotations
 
 import secrets
+import shlex
 import sys
 from pathlib import Path
 
 import click
 
 from redcron.cli.common import (
+    EXIT_USAGE,
     app_option,
     concurrency_option,
     fail,
@@ -41,10 +45,12 @@ from redcron.cli.supervise import (
     ChildSpec,
     Stopper,
     port_in_use,
+    say,
     supervise,
     terminate,
     wait_listening,
 )
+from redcron.cli.up_lock import DataDirBusy, DataDirLock, busy_message
 from redcron.cli.up_setup import (
     apply_jobs,
     dashboard_access,
@@ -53,7 +59,7 @@ from redcron.cli.up_setup import (
     remove_admin_token,
     write_admin_token,
 )
-from redcron.config import remove_local_url, write_local_url
+from redcron.config import DATA_DIR, remove_local_url, write_local_url
 from redcron.embedded import EmbeddedRedis
 from redcron.loader import load_app
 from redcron.model.jobfile import load_jobs
@@ -150,7 +156,36 @@ def child_specs(
 
 def flag_hint(flag: str, value: int) -> str:
     """How to pass ``flag``, to ``redcron up`` and through ``make run``."""
-    return f'{flag} {value} (make run: make run ARGS="{flag} {value}")'
+    return args_hint(f"{flag} {value}")
+
+
+def args_hint(args: str) -> str:
+    """How to pass ``args``, to ``redcron up`` and through ``make run``."""
+    return f'{args} (make run: make run ARGS="{args}")'
+
+
+def lock_data_dir(
+    data_dir: Path, embedded_port: int | None, dashboard_port: int | None
+) -> DataDirLock:
+    """Take ``data_dir`` for this ``up``, or fail (exit 2) naming who has it and
+    the flags of a second deployment: another directory, and the next ports of
+    what it would start (the embedded Redis, the dashboard)."""
+    lock = DataDirLock(data_dir)
+    try:
+        lock.acquire()
+    except DataDirBusy as busy:
+        other = (
+            data_dir.with_name(f"{data_dir.name}-2")
+            if data_dir.name
+            else Path(f"{data_dir.resolve()}-2")
+        )
+        flags = [f"--data-dir {shlex.quote(str(other))}"]
+        if embedded_port is not None:
+            flags.append(f"--port {embedded_port + 1}")
+        if dashboard_port is not None:
+            flags.append(f"--dashboard-port {dashboard_port + 1}")
+        fail(busy_message(busy, args_hint(" ".join(flags))), EXIT_USAGE)
+    return lock
 
 
 def dashboard_url(port: int) -> str:
@@ -162,10 +197,12 @@ def dashboard_url(port: int) -> str:
 @redis_option
 @click.option(
     "--data-dir",
-    default="./.redcron",
+    default=f"./{DATA_DIR}",
     show_default=True,
     type=click.Path(file_okay=False, path_type=Path),
-    help="Embedded Redis data (AOF) and log.",
+    help="This deployment's directory: the embedded Redis's data (AOF) and log, "
+    "redis.url, admin.token. One `redcron up` per directory: for a second, another "
+    "directory (and other ports).",
 )
 @click.option(
     "--port",
@@ -229,9 +266,16 @@ def up(
     """Run Redis (embedded unless --redis), beat, worker, notifier and dashboard, until Ctrl-C.
 
     Prints where each runs, a one-time link that opens the dashboard logged in
-    as admin, and where the admin token for the API is (.redcron/admin.token).
+    as admin, and where the admin token for the API is (<data dir>/admin.token).
     """
     setup_logging(loglevel, log_format)
+    # first of all, so a second up on this directory is refused before it checks
+    # a port or starts anything (and never touches the first one's files)
+    lock = lock_data_dir(
+        data_dir,
+        port if redis_url is None else None,
+        dashboard_port if with_dashboard else None,
+    )
     if app_path is None and (Path.cwd() / "examples" / "tasks.py").is_file():
         app_path = EXAMPLES_APP
     if enqueue_examples is None:
@@ -239,11 +283,6 @@ def up(
     example_jobs = Path.cwd() / "examples" / "jobs.yaml"
     if not job_files and app_path == EXAMPLES_APP and example_jobs.is_file():
         job_files = (example_jobs,)
-    specs: list[JobSpec] = []
-    for path in job_files:  # validated before anything starts
-        specs += load_jobs(path)
-    if app_path is not None:
-        load_app(app_path)  # fail here, in one line, rather than in a child later
     stopper = Stopper()
     server: EmbeddedRedis | None = None
     recorded_pid: int | None = None
@@ -252,6 +291,11 @@ def up(
     children: list[ChildSpec] = []
     code = 1
     try:
+        specs: list[JobSpec] = []
+        for path in job_files:  # validated before anything starts
+            specs += load_jobs(path)
+        if app_path is not None:
+            load_app(app_path)  # fail here, in one line, rather than in a child later
         stopper.install()
         if with_dashboard and port_in_use(dashboard_port, DASHBOARD_HOST):
             fail(
@@ -264,13 +308,17 @@ def up(
                     f"port {port} is in use (another `redcron up`?); pass "
                     f"{flag_hint('--port', port + 1)} or --redis"
                 )
-            server = EmbeddedRedis(data_dir, port=port, fsync=fsync, die_with_parent=True)
+            assert lock.fd is not None
+            server = EmbeddedRedis(
+                data_dir, port=port, fsync=fsync, die_with_parent=True, pass_fds=(lock.fd,)
+            )
             server.start()
             redis_url = server.url
-            # admin commands run here find this server without --redis (config.py)
             assert server.pid is not None
+            lock.record_server(server.pid)
+            # admin commands run here find this server without --redis (config.py)
             recorded_pid = server.pid
-            write_local_url(redis_url, recorded_pid)
+            write_local_url(redis_url, recorded_pid, data_dir)
         if app_path == EXAMPLES_APP:
             grant_commands(app_path, redis_url, EXAMPLE_COMMAND_TENANTS)
         if specs:
@@ -286,7 +334,7 @@ def up(
             admin_token=admin_token,
         )
         if admin_token is not None:
-            write_admin_token(admin_token)
+            write_admin_token(admin_token, data_dir)
             token_written = True
         for child in children:
             child.start()
@@ -295,7 +343,9 @@ def up(
         if not stopper.event.is_set():  # else Ctrl-C while starting: just stop
             click.echo(_summary(server, redis_url, children))
             if with_dashboard:
-                click.echo(dashboard_access(app_path, redis_url, dashboard_url(dashboard_port)))
+                click.echo(
+                    dashboard_access(app_path, redis_url, dashboard_url(dashboard_port), data_dir)
+                )
             if enqueue_examples and app_path:
                 enqueue_example_tasks(app_path, redis_url)
             click.echo("Ctrl-C to stop.")
@@ -304,14 +354,17 @@ def up(
         terminate(children, grace + KILL_MARGIN, stopper)
         if server is not None:
             server.stop()
+        # only what this up wrote: the lock keeps any other up out of data_dir, and
+        # each removal checks the file still holds what was written
         if recorded_pid is not None:
-            remove_local_url(recorded_pid)
+            remove_local_url(recorded_pid, data_dir)
         if token_written and admin_token is not None:
-            remove_admin_token(admin_token)
+            remove_admin_token(admin_token, data_dir)
         stopper.uninstall()
+        lock.release()  # last: the server on the directory has stopped
     if code:
         raise click.exceptions.Exit(code)
-    click.echo("stopped.")
+    say("stopped.")
 
 
 def _summary(server: EmbeddedRedis | None, redis_url: str, children: list[ChildSpec]) -> str:

@@ -17,17 +17,21 @@ import click
 
 from redcron.broker import LINK_TTL_S, LoginLinks
 from redcron.cli.common import build_app
-from redcron.config import write_private_file
+from redcron.config import DATA_DIR, write_private_file
 from redcron.model.jobs import JobSpec
 from redcron.redact import masked_url
 
-#: the admin token of the dashboard ``up`` started, for API clients run here
-ADMIN_TOKEN_FILE = Path(".redcron") / "admin.token"
+#: the admin token of the dashboard ``up`` started, for API clients, in its data
+#: directory
+ADMIN_TOKEN_NAME = "admin.token"
 
 
-def dashboard_access(app_path: str | None, redis_url: str, url: str) -> str:
+def dashboard_access(
+    app_path: str | None, redis_url: str, url: str, data_dir: Path = DATA_DIR
+) -> str:
     """How to get into the dashboard at ``url``: a one-time login link, and the
-    admin token for the API."""
+    admin token for the API (in ``data_dir``, shown as given)."""
+    token_file = data_dir / ADMIN_TOKEN_NAME
     with closing(build_app(app_path, redis_url)) as app:
         code = LoginLinks(app.broker).create()
     return (
@@ -35,20 +39,20 @@ def dashboard_access(app_path: str | None, redis_url: str, url: str) -> str:
         f"log in     {url}login/once/{code}\n"
         f"           (opens the dashboard logged in as admin; valid {LINK_TTL_S // 60} "
         "minutes, once)\n"
-        f"API        the admin token is in {ADMIN_TOKEN_FILE} (mode 0600):\n"
-        f'           curl -H "Authorization: Bearer $(cat {ADMIN_TOKEN_FILE})" {url}v1/jobs'
+        f"API        the admin token is in {token_file} (mode 0600):\n"
+        f'           curl -H "Authorization: Bearer $(cat {token_file})" {url}v1/jobs'
     )
 
 
-def write_admin_token(token: str, directory: Path | None = None) -> Path:
-    """Write ``token`` to ``.redcron/admin.token``, readable by its owner only."""
-    return write_private_file(ADMIN_TOKEN_FILE, f"{token}\n", directory)
+def write_admin_token(token: str, data_dir: Path = DATA_DIR) -> Path:
+    """Write ``token`` to ``<data_dir>/admin.token``, readable by its owner only."""
+    return write_private_file(Path(ADMIN_TOKEN_NAME), f"{token}\n", data_dir)
 
 
-def remove_admin_token(token: str, directory: Path | None = None) -> None:
+def remove_admin_token(token: str, data_dir: Path = DATA_DIR) -> None:
     """Remove the file :func:`write_admin_token` wrote, unless another ``up`` has
     written its own since."""
-    path = (Path.cwd() if directory is None else directory) / ADMIN_TOKEN_FILE
+    path = data_dir / ADMIN_TOKEN_NAME
     try:
         if path.read_text(encoding="utf-8").strip() == token:
             path.unlink()

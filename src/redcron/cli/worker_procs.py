@@ -14,10 +14,10 @@ together.
   leases expire and are reaped like any dead worker's.  One that dies young
   :data:`FAILED_STARTS` times in a row (a bad setting, a broken deployment)
   stops them all: one error line, exit code 1, no restart storm.
-- The first SIGINT/SIGTERM is passed on to every child, which drains (its
+- The first SIGINT/SIGTERM/SIGHUP is passed on to every child, which drains (its
   prefetched leases go back at once, running tasks get ``--grace``); a second
-  one is passed on too (each hands back what still runs), and what is left
-  10 s later is killed.
+  SIGINT/SIGTERM is passed on too (each hands back what still runs), and what
+  is left 10 s later is killed.
 - The children are started with a parent-death signal
   (:func:`~redcron.lifeline.terminate_with_parent`): a SIGKILLed supervisor
   takes them with it (each gets SIGTERM and drains).
