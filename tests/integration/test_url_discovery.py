@@ -1,0 +1,53 @@
+"""Which Redis a command run in a subdirectory talks to: the one a ``redcron
+up`` in a parent directory recorded in ``.redcron/redis.url`` (found as git
+finds ``.git``), checked with a real command in a subprocess against the test
+server."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from redcron import App
+from redcron.config import LOCAL_URL_FILE, write_local_url
+
+JOB = """\
+name: found-from-below
+every: 1h
+tasks:
+  only: examples.tasks.add
+"""
+
+
+@pytest.fixture
+def app(redis_url: str, key_prefix: str) -> Iterator[App]:
+    a = App(redis_url, prefix=key_prefix.rstrip(":"))
+    yield a
+    a.close()
+
+
+def test_a_command_in_a_subdirectory_uses_the_redis_recorded_in_a_parent(
+    tmp_path: Path, redis_url: str, key_prefix: str, app: App
+) -> None:
+    # this process stands in for the `redcron up` that serves it: its pid is alive
+    write_local_url(redis_url, pid=os.getpid(), directory=tmp_path)
+    nested = tmp_path / "services" / "billing"
+    nested.mkdir(parents=True)
+    (nested / "job.yaml").write_text(JOB)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REDCRON_")}
+    env["REDCRON_PREFIX"] = key_prefix.rstrip(":")  # no REDCRON_REDIS_URL: the file decides
+    done = subprocess.run(
+        [sys.executable, "-m", "redcron.cli.main", "--loglevel", "info",
+         "jobs", "apply", "-f", "job.yaml"],
+        cwd=nested, env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert app.jobs.get("default", "found-from-below").name == "found-from-below"
+    # where the URL came from is said at INFO (not a warning: nothing is wrong)
+    assert f"using {redis_url} from {tmp_path / LOCAL_URL_FILE}" in done.stderr
+    assert "no REDCRON_REDIS_URL" not in done.stderr
