@@ -34,7 +34,6 @@ BAD_URLS = [
     ("http://127.0.0.1:6379/0", "scheme 'http://' is not Redis"),
     ("redis://127.0.0.1:99999", "Port out of range"),
     ("redis://127.0.0.1:port/0", "Port could not be cast"),
-    ("127.0.0.1:6379", "no scheme"),
     ("redis://127.0.0.1:6379/zero", "database must be a number"),
     # str.isdigit() is true of "²": redis-py's int() then failed with a traceback
     ("redis://127.0.0.1:6379/²", "database must be a number"),
@@ -283,6 +282,33 @@ def test_the_cli_prints_a_malformed_url_in_one_line(url: str, needle: str) -> No
     line = one_error_line(result)
     assert needle in line
     assert url in line
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("localhost:6379", "redis_url 'localhost:6379': no scheme; write redis://localhost:6379/0"),
+        (
+            "127.0.0.1:6379/2",
+            "redis_url '127.0.0.1:6379/2': no scheme; write redis://127.0.0.1:6379/2",
+        ),
+        ("u:s3cret@db:6380", "redis_url 'u:***@db:6380': no scheme; write redis://u:***@db:6380/0"),
+        ("/run/redis.sock", "redis_url '/run/redis.sock': no scheme; write unix:///run/redis.sock"),
+        ("", "redis_url '': empty; write e.g. redis://localhost:6379/0"),
+    ],
+)
+def test_a_url_without_a_scheme_is_answered_with_the_url_it_means(url: str, message: str) -> None:
+    # it was "no scheme is not Redis", and a password written there was shown
+    with pytest.raises(ConfigError) as err:
+        App(url)
+    assert str(err.value).startswith(message)
+    assert "s3cret" not in str(err.value)
+    if url == "localhost:6379":
+        assert str(err.value).endswith("(or rediss:// for TLS, unix:// for a socket)")
+    result = cli("--redis", url) if url else None
+    if result is not None:
+        assert result.exit_code == 2
+        assert one_error_line(result) == f"error: {err.value}"
 
 
 def test_a_malformed_url_from_the_environment_too(monkeypatch: pytest.MonkeyPatch) -> None:
