@@ -50,7 +50,7 @@ def test_a_command_in_a_subdirectory_uses_the_redis_recorded_in_a_parent(
         cwd=nested, env=env, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert app.jobs.get("default", "found-from-below").name == "found-from-below"
+    assert app.jobs.get("found-from-below").name == "found-from-below"
     # where the URL came from is said at INFO (not a warning: nothing is wrong)
     assert f"using {redis_url} from {tmp_path / LOCAL_URL_FILE}" in done.stderr
     assert "no REDCRON_REDIS_URL" not in done.stderr
