@@ -10,10 +10,11 @@ import dataclasses
 import logging
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from redcron.errors import ConfigError
 from redcron.redact import masked_url
@@ -22,7 +23,7 @@ from redcron.urls import ascii_digits, check_redis_url
 log = logging.getLogger(__name__)
 
 #: the last resort of the Redis URL order: --redis > REDCRON_REDIS_URL > the
-#: Redis a running ``redcron up`` in this directory started > this
+#: Redis a running ``redcron up`` in this directory or a parent started > this
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
 #: the data directory of ``redcron up`` (``--data-dir``; relative to its working
@@ -173,8 +174,9 @@ class Settings:
 
         ``None`` overrides are ignored (so CLI flags left unset fall through).
         The Redis URL, when neither names it, is the one a running ``redcron up``
-        in the working directory recorded (:func:`read_local_url`), else
-        :data:`DEFAULT_REDIS_URL`.
+        in the working directory or a parent of it recorded, else
+        :data:`DEFAULT_REDIS_URL` (:func:`find_redis_url`; an ``App`` says
+        which, once per process, when it first connects: :func:`announce_redis_url`).
         """
         env = os.environ if env is None else env
         fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -184,9 +186,8 @@ class Settings:
             if raw is not None and raw != "":
                 values[name] = _coerce(name, field.type, raw)
         if "redis_url" not in values and overrides.get("redis_url") is None:
-            local = read_local_url()
-            if local is not None:
-                values["redis_url"] = local
+            # the environment was read above: not there
+            values["redis_url"] = find_redis_url(env={}).url
         for name, value in overrides.items():
             if name not in fields:
                 raise ConfigError(f"unknown setting {name!r}; known: {', '.join(fields)}")
@@ -208,6 +209,115 @@ def _coerce(name: str, typ: Any, raw: str) -> Any:
     except ValueError:
         raise ConfigError(f"REDCRON_{name.upper()}={raw!r}: expected a {kind}") from None
     return raw
+
+
+RedisUrlSource = Literal["given", "env", "file", "default"]
+
+
+@dataclass(frozen=True)
+class RedisUrlChoice:
+    """The Redis URL a process uses, and why (:func:`find_redis_url`).
+
+    Attributes:
+        url: the URL.
+        source: ``given`` (``--redis``, ``App(url)``), ``env``
+            (``REDCRON_REDIS_URL``), ``file`` (a running ``redcron up``'s
+            ``.redcron/redis.url``) or ``default`` (none of them).
+        path: the ``.redcron/redis.url`` read, for ``file``.
+        start: the directory the search for that file began in.
+    """
+
+    url: str
+    source: RedisUrlSource
+    path: Path | None = None
+    start: Path | None = None
+
+    def describe(self) -> str:
+        """The URL (password masked) and where it came from, in one line."""
+        shown = masked_url(self.url)
+        if self.source == "given":
+            return f"{shown} (given: --redis or App(url))"
+        if self.source == "env":
+            return f"{shown} (from REDCRON_REDIS_URL)"
+        if self.source == "file":
+            return f"{shown} (from {self.path}, written by the `redcron up` running there)"
+        return f"{shown} ({self._nothing_found()}: the default)"
+
+    def notice(self) -> str:
+        """What a process says about this choice (:func:`announce_redis_url`)."""
+        if self.source == "file":
+            return f"using {masked_url(self.url)} from {self.path}"
+        return f"{self._nothing_found()}; using {masked_url(self.url)}"
+
+    def _nothing_found(self) -> str:
+        return f"no REDCRON_REDIS_URL and no {LOCAL_URL_FILE} found from {self.start} up"
+
+
+def find_redis_url(
+    given: str | None = None, env: Mapping[str, str] | None = None, start: Path | None = None
+) -> RedisUrlChoice:
+    """The Redis URL to use: ``given``, else ``REDCRON_REDIS_URL`` in ``env``,
+    else the URL in ``.redcron/redis.url`` of ``start`` (the working
+    directory) or the nearest parent that has one whose ``redcron up`` is
+    still running (as git finds ``.git``, up to the filesystem root), else
+    :data:`DEFAULT_REDIS_URL`.  A file an ``up`` that crashed left is skipped
+    with a warning (:func:`read_local_url`).
+    """
+    if given is not None:
+        return RedisUrlChoice(given, "given")
+    env = os.environ if env is None else env
+    if env.get("REDCRON_REDIS_URL"):
+        return RedisUrlChoice(env["REDCRON_REDIS_URL"], "env")
+    here = Path.cwd() if start is None else start
+    for directory in (here, *here.parents):
+        url = read_local_url(directory)
+        if url is not None:
+            return RedisUrlChoice(url, "file", directory / LOCAL_URL_FILE, here)
+    return RedisUrlChoice(DEFAULT_REDIS_URL, "default", start=here)
+
+
+@dataclass
+class _Notice:
+    """Whether the process said which Redis it uses, and where it says it."""
+
+    said: bool = False
+    #: (level, text) -> None; None: the log (the library's); the CLI says it on stderr
+    sink: Callable[[int, str], None] | None = None
+
+
+_NOTICE = _Notice()
+
+
+def announce_redis_url(choice: RedisUrlChoice) -> None:
+    """Say once per process which Redis it uses when nobody named one: a
+    WARNING for the default (a Redis that may belong to something else), INFO
+    for a ``redcron up``'s file found in a parent directory, DEBUG for one in
+    the working directory; nothing for a URL given or in the environment."""
+    if choice.source in ("given", "env") or _NOTICE.said:
+        return
+    _NOTICE.said = True
+    if choice.source == "default":
+        level = logging.WARNING
+    elif choice.path is not None and choice.path.parent.parent == choice.start:
+        level = logging.DEBUG
+    else:
+        level = logging.INFO
+    if _NOTICE.sink is not None:
+        _NOTICE.sink(level, choice.notice())
+    else:
+        log.log(level, "%s", choice.notice())
+
+
+@contextmanager
+def redis_url_notices(sink: Callable[[int, str], None]) -> Iterator[None]:
+    """Send :func:`announce_redis_url`'s notice to ``sink`` (level, text)
+    instead of the log while in the block: the CLI prints it on stderr."""
+    before = _NOTICE.sink
+    _NOTICE.sink = sink
+    try:
+        yield
+    finally:
+        _NOTICE.sink = before
 
 
 def read_local_url(directory: Path | None = None) -> str | None:

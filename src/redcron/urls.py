@@ -45,19 +45,42 @@ def check_redis_url(url: str) -> None:
     if is_cluster_url(url):
         parse_cluster_url(url)
         return
+    if "://" not in url:
+        raise ConfigError(_no_scheme(url))
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 -- parsing the port is the check (out of range, not a number)
     except ValueError as exc:
         raise ConfigError(f"redis_url {shown}: {exc}; {_URL_FORMS}") from None
     if parts.scheme not in REDIS_SCHEMES:
-        what = f"scheme {parts.scheme + '://'!r}" if "://" in url else "no scheme"
-        raise ConfigError(f"redis_url {shown}: {what} is not Redis; {_URL_FORMS}")
+        raise ConfigError(
+            f"redis_url {shown}: scheme {parts.scheme + '://'!r} is not Redis; {_URL_FORMS}"
+        )
     if parts.scheme == "unix":
         if not parts.path:
             raise ConfigError(f"redis_url {shown}: no socket path; {_URL_FORMS}")
     elif parts.path.strip("/") and not ascii_digits(parts.path.strip("/")):
         raise ConfigError(f"redis_url {shown}: database must be a number; {_URL_FORMS}")
+
+
+def _no_scheme(url: str) -> str:
+    """The error for ``host:port[/db]`` written without ``redis://``: the URL it
+    most likely means, written out (``localhost:6379`` is not even a host
+    to redis-py: it reads ``localhost`` as the scheme)."""
+    if not url.strip():
+        return "redis_url '': empty; write e.g. redis://localhost:6379/0"
+    if url.startswith("/"):  # a socket's path
+        return f"redis_url {url!r}: no scheme; write unix://{url} (or redis://host:port/0)"
+    meant = urlsplit(f"redis://{url}")
+    if not meant.path.strip("/"):
+        meant = meant._replace(path="/0")
+    fixed = masked_url(meant.geturl())
+    # masked as the URL it means: bare, urlsplit finds no password to hide
+    shown = masked_url(f"redis://{url}").removeprefix("redis://")
+    return (
+        f"redis_url {shown!r}: no scheme; write {fixed} "
+        "(or rediss:// for TLS, unix:// for a socket)"
+    )
 
 
 @dataclass(frozen=True)

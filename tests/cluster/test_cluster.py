@@ -175,7 +175,7 @@ def test_a_dag_run_on_the_cluster(capp: App, start_worker: Callable[..., Worker]
         tenant=tenant,
     )
     start_worker(concurrency=4)
-    rid = capp.jobs.trigger(tenant, "etl")
+    rid = capp.jobs.trigger("etl", tenant=tenant)
     info = wait_for(
         lambda: (i := capp.jobs.run(rid)).state in ("succeeded", "failed") and i, "the run", 30
     )

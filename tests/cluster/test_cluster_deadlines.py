@@ -29,7 +29,7 @@ def test_late_runs_are_marked_once_on_every_shard(capp: App) -> None:
     runs = {}
     for t in tenants:
         capp.jobs.put("report", tenant=t, tasks={"t": Task("noop")}, deadline_s=60)
-        runs[t] = capp.jobs.trigger(t, "report", now=past)
+        runs[t] = capp.jobs.trigger("report", tenant=t, now=past)
     a = Beat(capp, name="a", shard_ttl=1.0, apply_declared=False)
     b = Beat(capp, name="b", shard_ttl=1.0, apply_declared=False)
     try:

@@ -325,10 +325,10 @@ def test_a_manual_trigger_over_max_queued_is_refused_with_a_clear_error(
 
         app.tenants.set("full", max_queued=1)
         app.jobs.put("j", tasks={"a": Task("adm.t")}, tenant="full", overlap="allow")
-        app.jobs.trigger("full", "j")
+        app.jobs.trigger("j", tenant="full")
         with pytest.raises(QuotaExceeded, match="max_queued"):
-            app.jobs.trigger("full", "j")
-        states = [r.state for r in app.jobs.runs(app.jobs.job_id("full", "j"))]
+            app.jobs.trigger("j", tenant="full")
+        states = [r.state for r in app.jobs.runs(app.jobs.job_id("j", tenant="full"))]
         assert sorted(states) == ["queued", "rejected"]
     finally:
         app.close()

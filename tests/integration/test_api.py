@@ -529,7 +529,9 @@ WRONG_JOBS: list[tuple[dict[str, Any], str | None]] = [
     ({"name": "j", "tasks": 5}, "tasks"),
     ({"name": "j", "cron": "bad", "tasks": {"a": "api.add"}}, "cron"),
     ({"name": "j", "task": {"name": 5}}, None),
-    ({"name": "j", "task": "api.add"}, "task"),
+    ({"name": "j", "task": 5}, "task"),
+    # a string is the task's name (issue 29): api.add then misses its arguments
+    ({"name": "j", "task": "api.add"}, "tasks.j.args"),
     ({"name": ["x"], "tasks": {"a": "api.add"}}, "name"),
     ({"name": "j", "tasks": {"a": {"ref": "x", "depends_on": [5]}}}, "tasks.a.depends_on"),
     ({"name": "j", "tasks": {"a": {"ref": "x", "args": "s"}}}, "tasks.a.args"),

@@ -189,7 +189,7 @@ def test_every_response_is_strict_json_even_over_stored_infinities(
     spec = job_spec("odd", tenant=TENANT, cron="0 2 * * *",
                     tasks={"a": Task(ref="num.echo", args=[-INF])})  # fmt: skip
     job_id = app.jobs.put(spec).id
-    run_id = app.jobs.trigger(TENANT, "odd", params={"x": NAN, "y": [INF]})
+    run_id = app.jobs.trigger("odd", tenant=TENANT, params={"x": NAN, "y": [INF]})
     with thread_workers(app, "num-worker") as start:
         worker = start()
         odd = app.enqueue("num.odd")

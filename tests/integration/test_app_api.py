@@ -9,7 +9,7 @@ import pytest
 import redis
 from redis.crc import key_slot
 
-from redcron import App, Settings, TaskFailed, TaskTimeout, ValidationError
+from redcron import App, Settings, Task, TaskFailed, TaskTimeout, ValidationError
 from redcron.broker import FailItem
 from redcron.errors import ConfigError, NotFound
 from redcron.keys import shard_of
@@ -328,3 +328,43 @@ def test_the_shard_count_is_the_deployments_and_a_change_is_refused(
     finally:
         for a in (first, unset, other):
             a.close()
+
+
+# -- the jobs API: one argument order (issue 29) ---------------------------------------
+
+
+def test_every_job_method_takes_the_name_then_the_tenant_as_put_does(app: App) -> None:
+    # put took (name, tenant=...) and the rest (tenant, name)
+    put = app.jobs.put("ordered", tenant="acme", every="1h", tasks={"t": Task("x.y")})
+    jobs = app.jobs
+    assert jobs.job_id("ordered", tenant="acme") == put.id
+    assert jobs.get("ordered", tenant="acme").id == put.id
+    jobs.pause("ordered", tenant="acme")
+    assert jobs.get("ordered", tenant="acme").paused
+    jobs.resume("ordered", tenant="acme")
+    assert not jobs.get("ordered", tenant="acme").paused
+    run_id = jobs.trigger("ordered", tenant="acme", params={"day": 1})
+    assert jobs.run(run_id).job_id == put.id
+    assert jobs.delete("ordered", tenant="acme") == put.id
+    # the tenant defaults as put's does
+    jobs.put("mine", every="1h", tasks={"t": Task("x.y")})
+    assert jobs.get("mine").tenant == "default"
+    assert jobs.run(jobs.trigger("mine")).job_id == jobs.job_id("mine")
+
+
+def test_the_old_order_still_works_with_a_deprecation_warning(app: App) -> None:
+    put = app.jobs.put("old", tenant="acme", every="1h", tasks={"t": Task("x.y")})
+    jobs = app.jobs
+    with pytest.warns(DeprecationWarning, match=r"call jobs\.get\(name, tenant=tenant\)"):
+        assert jobs.get("acme", "old").id == put.id
+    with pytest.warns(DeprecationWarning, match=r"jobs\.pause\(tenant, name\) is deprecated"):
+        jobs.pause("acme", "old")
+    with pytest.warns(DeprecationWarning):
+        jobs.resume("acme", "old")
+    with pytest.warns(DeprecationWarning):
+        run_id = jobs.trigger("acme", "old", {"day": 2})  # params third, as it was
+    assert jobs.run(run_id).job_id == put.id
+    with pytest.raises(TypeError, match="give the tenant once"):
+        jobs.get("acme", "old", tenant="acme")
+    with pytest.warns(DeprecationWarning):
+        assert jobs.delete("acme", "old") == put.id

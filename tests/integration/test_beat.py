@@ -256,7 +256,7 @@ def test_catchup_none_skips_only_the_old_fires(app: App) -> None:
 
 def test_a_paused_job_does_not_fire(app: App) -> None:
     job = app.jobs.put("p", tasks=TASKS, every="1s", overlap="allow")
-    app.jobs.pause("default", "p")
+    app.jobs.pause("p")
     beat = Beat(app, name="b1")
     end = time.monotonic() + 2.2
     while time.monotonic() < end:
@@ -316,7 +316,7 @@ def test_declared_jobs_are_applied_on_start(app: App) -> None:
     beat = Beat(app, name="b1")
     job_id = tick_until(
         [beat],
-        lambda: app.jobs.job_id("default", "declared"),
+        lambda: app.jobs.job_id("declared"),
         "the declared job",
     )
     tick_until([beat], lambda: runs_of(app, job_id), "a run of the declared job")
@@ -420,7 +420,7 @@ def test_beat_command_fires_declared_jobs_until_sigterm(
         deadline = time.monotonic() + 20
         while True:
             try:
-                job_id = app.jobs.job_id("default", "heartbeat")
+                job_id = app.jobs.job_id("heartbeat")
                 if runs_of(app, job_id):
                     break
             except Exception:  # not declared yet

@@ -174,7 +174,7 @@ def test_bad_jobs_are_parked_and_the_beat_fires_the_others(
     again = app.jobs.get_by_id(template.id)
     assert again.parked_reason is None and again.scheduled_due is not None
     assert spec_from_json(again.spec) == spec_from_json(template.spec)  # the same spec
-    app.jobs.resume("default", "garbage")
+    app.jobs.resume("garbage")
     assert app.jobs.get_by_id(garbage.id).parked_reason is None
     tick_until(
         beat,
@@ -296,7 +296,7 @@ def test_a_job_changed_after_the_beat_read_it_is_not_parked(app: App) -> None:
     assert store.park(job.shard, [Park(job.id, str(job.version), score, "fault")]) == [True]
     rec = app.jobs.get_by_id(job.id)
     assert rec.parked_reason == "fault" and rec.scheduled_due is None
-    app.jobs.delete("default", "j")
+    app.jobs.delete("j")
     assert len(parked_ids(app, job.shard)) == 0
 
 

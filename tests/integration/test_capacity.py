@@ -65,7 +65,7 @@ def test_per_call_and_job_requests_and_their_validation(app: App) -> None:
             t.enqueue(**opts)
         assert exc.value.field == field
     app.jobs.put(JobSpec(name="j", tasks={"x": Task("cap.t", cpu=3, mem="1G")}))
-    rid = app.jobs.trigger("default", "j")
+    rid = app.jobs.trigger("j")
     info = app.broker.inspection.task_info(f"{rid}/x")
     assert (info.cpu, info.mem) == (3.0, 1024**3)
 

@@ -131,6 +131,31 @@ def test_task_show_json(app: App, invoke: Invoke) -> None:
     assert info["due_at"] is None
 
 
+def test_task_show_says_when_a_quick_succeeded_attempt_started(app: App, invoke: Invoke) -> None:
+    # a worker marks an attempt started off its hot path (start.lua, every 50 ms):
+    # one that ends sooner goes from leased to succeeded without the mark, and
+    # task show left its "started" empty
+    handle = app.enqueue("t.add", 2, 3)
+    lease = lease_one(app)
+    app.broker.leases.complete(0, "w-test", [(lease.iid, lease.epoch, serde.dumps(5))])
+    result = invoke("task", "show", handle.id)
+    assert result.exit_code == 0, result.output
+    header, row = result.stdout.splitlines()[-2:]
+    assert header.split() == [
+        "#",
+        "worker",
+        "leased",
+        "started",
+        "ended",
+        "outcome",
+        "exit",
+        "error",
+    ]
+    number, worker, leased, started, ended, outcome = row.split()
+    assert (number, worker, outcome) == ("1", "w-test", "succeeded")
+    assert ISO_MS.match(started) and started == leased <= ended
+
+
 def test_task_show_unknown_id(invoke: Invoke) -> None:
     result = invoke("task", "show", "0-01ARZ3NDEKTSV4RRFFQ69G5FAV")
     assert result.exit_code == 1

@@ -208,7 +208,7 @@ def test_allowed_image_runs_and_another_fails_permanently(
             "no": Task(image="registry.example/other:1", retries=2),
         },
     )
-    run_id = app.jobs.trigger("default", "images")
+    run_id = app.jobs.trigger("images")
     ok, no = (f"{run_id}/ok", f"{run_id}/no")
     assert ended(app, ok).state == "succeeded"
     assert "runtime: run --rm registry.example/app:1.2 run" in app.broker.inspection.log_lines(

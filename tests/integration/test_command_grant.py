@@ -250,7 +250,7 @@ def test_a_revoked_grant_keeps_queued_commands_from_running(
         ).change
         == "unchanged"
     )
-    run_id = app.jobs.trigger(TENANT, "chain")
+    run_id = app.jobs.trigger("chain", tenant=TENANT)
     start_worker(queues=["default", "commands"], allow_commands=True)
 
     info = ended(app, one_off.id)
@@ -343,7 +343,7 @@ def test_a_container_runtime_gets_the_clean_environment_too(
     grant_commands(app, TENANT)
     start_worker(queues=["commands"], allow_commands=True)
     app.jobs.put("img", tasks={"c": Task(image="alpine:3", env={"FROM_SPEC": "1"})}, tenant=TENANT)
-    run_id = app.jobs.trigger(TENANT, "img")
+    run_id = app.jobs.trigger("img", tenant=TENANT)
     lines = printed_env(app, f"{run_id}/c")
     assert_clean(lines)
     assert "runtime: run --rm -e FROM_SPEC=1 alpine:3" in lines  # into the container

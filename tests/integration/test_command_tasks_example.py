@@ -88,7 +88,7 @@ def start_worker(app: App) -> Iterator[Callable[..., Worker]]:
 
 
 def run_job(app: App, name: str) -> RunRecord:
-    rid = app.jobs.trigger("default", name)
+    rid = app.jobs.trigger(name)
 
     def ended() -> RunRecord | None:
         run = app.jobs.run(rid)

@@ -175,7 +175,7 @@ def test_a_jobs_tasks_take_their_registered_key(app: App) -> None:
     def keyed(customer: str) -> None: ...
 
     app.jobs.put(JobSpec(name="sync", tasks={"a": Task("ck.job", args=("C",))}))
-    runs = [app.jobs.trigger("default", "sync") for _ in range(2)]
+    runs = [app.jobs.trigger("sync") for _ in range(2)]
     ids = [f"{rid}/a" for rid in runs]
     assert [app.get(i).info().concurrency_key for i in ids] == ["C", "C"]
     leased = [x.iid for x in app.broker.leases.lease(0, "w", 10, 60_000, ["default"], ())]

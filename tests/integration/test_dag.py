@@ -124,7 +124,7 @@ def test_three_task_dag_runs_in_order_with_stable_idem_keys(
         tenant=TENANT,
     )
     start_worker(concurrency=4)
-    rid = app.jobs.trigger(TENANT, "etl")
+    rid = app.jobs.trigger("etl", tenant=TENANT)
     info = wait_run(app, rid)
     assert info.state == "succeeded"
     assert (info.total, info.done, info.succeeded) == (3, 3, 3)
@@ -165,7 +165,7 @@ def test_task_that_fails_once_is_retried_inside_the_run(
         tenant=TENANT,
     )
     start_worker(concurrency=2)
-    rid = app.jobs.trigger(TENANT, "retrying")
+    rid = app.jobs.trigger("retrying", tenant=TENANT)
     info = wait_run(app, rid)
     assert info.state == "succeeded"
 
@@ -202,7 +202,7 @@ def test_dead_task_fails_its_downstream_and_the_independent_branch_completes(
         tenant=TENANT,
     )
     start_worker(concurrency=4)
-    rid = app.jobs.trigger(TENANT, "mixed")
+    rid = app.jobs.trigger("mixed", tenant=TENANT)
     info = wait_run(app, rid)
     assert info.state == "failed"
     states = {t: i.state for t, i in by_task(info).items()}
@@ -230,7 +230,7 @@ def test_command_task_inside_a_dag(app: App, start_worker: Callable[..., Worker]
         tenant=TENANT,
     )
     start_worker(concurrency=2, allow_commands=True, queues=["default", "commands"])
-    rid = app.jobs.trigger(TENANT, "with_cmd")
+    rid = app.jobs.trigger("with_cmd", tenant=TENANT)
     info = wait_run(app, rid)
     assert info.state == "succeeded"
     tasks = by_task(info)
@@ -247,6 +247,6 @@ def test_command_task_inside_a_dag(app: App, start_worker: Callable[..., Worker]
 def test_manual_run_params_reach_tasks(app: App, start_worker: Callable[..., Worker]) -> None:
     app.jobs.put("report", tasks={"p": Task("dag.params")}, tenant=TENANT)
     start_worker(concurrency=1)
-    rid = app.jobs.trigger(TENANT, "report", params={"day": "2026-11-29", "n": 3})
+    rid = app.jobs.trigger("report", tenant=TENANT, params={"day": "2026-11-29", "n": 3})
     assert wait_run(app, rid).state == "succeeded"
     assert app.get(f"{rid}/p").result(timeout=5) == {"day": "2026-11-29", "n": 3}

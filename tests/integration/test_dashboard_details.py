@@ -111,7 +111,7 @@ def test_runs_show_their_fire_time_in_the_jobs_zone(app: App, admin: FlaskClient
     app.jobs.put(
         job_spec("tick", tenant=MINE, every="1s", tz=ZONE, tasks={"t": Task(ref="ui.add")})
     )
-    job_id = app.jobs.job_id(MINE, "tick")
+    job_id = app.jobs.job_id("tick", tenant=MINE)
     beat = Beat(app, name="details-beat")
     [run] = tick_until(beat, lambda: app.jobs.runs(job_id, 1), "a fire")
     assert run.scheduled_for is not None
@@ -135,7 +135,7 @@ def test_attempts_after_a_manual_retry_read_against_the_fresh_budget(
     app: App, admin: FlaskClient, start_worker: Callable[..., Worker], invoke: Invoke
 ) -> None:
     one_task_job(app, "ui.raises")
-    run_id = app.jobs.trigger(MINE, "one")
+    run_id = app.jobs.trigger("one", tenant=MINE)
     tid = f"{run_id}/t"
     start_worker()
     wait_for(lambda: app.broker.inspection.task_info(tid).state == "dead", "the first attempt")
@@ -186,7 +186,7 @@ def test_an_ended_task_has_no_cancel_button(
     app: App, admin: FlaskClient, start_worker: Callable[..., Worker]
 ) -> None:
     one_task_job(app, "ui.add", "one", 1)
-    run_id = app.jobs.trigger(MINE, "one")
+    run_id = app.jobs.trigger("one", tenant=MINE)
     queued = app.tasks["ui.add"].enqueue(1)
     before = text(admin.get(f"/tasks/{queued.id}"))
     assert "Cancel task</button>" in before  # in the live part: it goes when the task ends
@@ -219,7 +219,7 @@ def test_one_retry_rule_for_a_task_in_a_job_and_enqueued(
     job_id = one_task_job(app, "ui.twice", "twice")
     spec = html.unescape(text(admin.get(f"/jobs/{job_id}")))
     assert '"retries": 2' in spec  # the stored spec shows the rule's value
-    run_id = app.jobs.trigger(MINE, "twice")
+    run_id = app.jobs.trigger("twice", tenant=MINE)
     in_job = f"{run_id}/t"
     direct = app.tasks["ui.twice"].enqueue().id
     start_worker()

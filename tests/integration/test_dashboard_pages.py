@@ -278,7 +278,7 @@ def test_overview_shows_trigger_lag_and_tasks_per_minute(
     handles.append(app.tasks["ui.broken"].enqueue())
     start_worker()
     tick_until(beat, lambda: all(h.state in ("succeeded", "dead") for h in handles), "tasks")
-    tick_until(beat, lambda: app.jobs.runs(app.jobs.job_id(MINE, "tick"), 1), "a fire")
+    tick_until(beat, lambda: app.jobs.runs(app.jobs.job_id("tick", tenant=MINE), 1), "a fire")
     follow(app)  # the figures are follow-ups: applied within the maintenance interval
     page = text(admin.get("/"))
     card = re.search(r'<div class="card" id="trigger-lag">(.*?)</div>', page, re.S)
@@ -352,7 +352,7 @@ def test_run_page_draws_the_dag_and_shows_attempts_and_logs(
     app: App, admin: FlaskClient, start_worker: Callable[..., Worker]
 ) -> None:
     job_id = dag_job(app, MINE)
-    run_id = app.jobs.trigger(MINE, "etl")
+    run_id = app.jobs.trigger("etl", tenant=MINE)
     page = text(admin.get(f"/runs/{run_id}"))
     assert page.count('<g class="node state-') == 4
     assert re.search(r'data-task="a" data-state="ready"', page)
@@ -372,7 +372,7 @@ def test_cancel_a_run_and_retry_a_task_from_the_run_page(
     app: App, admin: FlaskClient, start_worker: Callable[..., Worker]
 ) -> None:
     dag_job(app, MINE)
-    run_id = app.jobs.trigger(MINE, "etl")
+    run_id = app.jobs.trigger("etl", tenant=MINE)
     assert post(admin, f"/runs/{run_id}/tasks/d/cancel").status_code == 303
     start_worker()
     wait_for(lambda: app.jobs.run(run_id).state not in ("queued", "running"), 20)
@@ -569,7 +569,7 @@ def test_every_form_carries_a_csrf_token_and_is_refused_without_it(
     app: App, admin: FlaskClient, web: flask.Flask
 ) -> None:
     job_id = dag_job(app, MINE)
-    run_id = app.jobs.trigger(MINE, "etl")
+    run_id = app.jobs.trigger("etl", tenant=MINE)
     handle = app.tasks["ui.add"].enqueue(1)
     pages = ["/", f"/jobs/{job_id}", f"/runs/{run_id}?task=a", f"/tenants/{MINE}",
              f"/tasks/{handle.id}", "/dlq", "/channels"]  # fmt: skip
@@ -614,7 +614,7 @@ def test_a_tenant_sees_only_its_tenant_on_every_page(
 ) -> None:
     own_job = dag_job(app, MINE, "own-job")
     foreign_job = dag_job(app, FOREIGN, "secret-job")
-    foreign_run = app.jobs.trigger(FOREIGN, "secret-job")
+    foreign_run = app.jobs.trigger("secret-job", tenant=FOREIGN)
     foreign_task = app.tasks["ui.add"].enqueue(7, _tenant=FOREIGN)
     app.tasks["ui.add"].enqueue(8)
     foreign = {"job_id": foreign_job, "run_id": foreign_run, "task_id": foreign_task.id,

@@ -50,7 +50,7 @@ def late_run(app: App, name: str = "nightly", deadline_s: float = 60) -> str:
     ago (server clock): still queued, so late at the next sweep."""
     app.jobs.put(name, tasks=TASKS, tenant=TENANT, deadline_s=deadline_s, overlap="allow")
     past = app.broker.server_ms() - int(2 * deadline_s * 1000)
-    return app.jobs.trigger(TENANT, name, now=past)
+    return app.jobs.trigger(name, tenant=TENANT, now=past)
 
 
 def scrape(
@@ -66,7 +66,7 @@ def scrape(
 
 
 def job_spec_of(app: App, name: str) -> Any:
-    return spec_from_json(app.jobs.get(TENANT, name).spec)
+    return spec_from_json(app.jobs.get(name, tenant=TENANT).spec)
 
 
 # -- the beat -------------------------------------------------------------------------
@@ -76,7 +76,7 @@ def test_a_beat_tick_marks_a_late_run_once_and_logs_it(
     app: App, caplog: pytest.LogCaptureFixture
 ) -> None:
     rid = late_run(app)
-    on_time = app.jobs.trigger(TENANT, "nightly")  # its deadline is a minute ahead
+    on_time = app.jobs.trigger("nightly", tenant=TENANT)  # its deadline is a minute ahead
     caplog.set_level(logging.INFO, logger="redcron.beat")
     beat = Beat(app, name="b1", apply_declared=False)
     beat.tick()
@@ -102,7 +102,7 @@ def test_a_beat_sweeps_only_the_shards_it_owns(redis_url: str, prefix: str) -> N
     app = App(redis_url, prefix=prefix, shards=4)
     try:
         rid = late_run(app)
-        shard = app.jobs.get(TENANT, "nightly").shard
+        shard = app.jobs.get("nightly", tenant=TENANT).shard
         beat = Beat(app, name="b1", apply_declared=False)
         beat._deadlines.sweep(beat.store, [s for s in range(4) if s != shard], 0)
         assert app.jobs.run(rid).late_at is None
@@ -118,7 +118,7 @@ def test_a_beat_sweeps_only_the_shards_it_owns(redis_url: str, prefix: str) -> N
 
 def test_runs_list_and_show_mark_a_late_run(app: App, invoke: Invoke) -> None:
     rid = late_run(app)
-    on_time = app.jobs.trigger(TENANT, "nightly")
+    on_time = app.jobs.trigger("nightly", tenant=TENANT)
     Beat(app, name="b1", apply_declared=False).tick()
 
     result = invoke("runs", "list", "--job", "nightly", "--tenant", TENANT)
@@ -147,7 +147,7 @@ def test_jobs_apply_takes_a_deadline_and_refuses_a_bad_one(
     good = tmp_path / "jobs.yaml"
     good.write_text("name: report\ntenant: acme\ndeadline_s: 900\ntasks: {a: t}\n")
     assert invoke("jobs", "apply", "-f", str(good)).exit_code == 0
-    assert app.jobs.get(TENANT, "report").shard == 0
+    assert app.jobs.get("report", tenant=TENANT).shard == 0
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: report\ntenant: acme\ndeadline_s: -5\ntasks: {a: t}\n")
     result = invoke("jobs", "apply", "-f", str(bad))
@@ -188,7 +188,7 @@ def test_the_run_and_job_pages_mark_a_late_run(app: App, web: flask.Flask) -> No
     page = client.get(f"/runs/{rid}").get_data(as_text=True)
     assert 'id="run-late"' in page and 'class="badge state-late"' in page
     assert 'id="run-deadline"' in page and "still going at" in page
-    job_id = app.jobs.get(TENANT, "nightly").id
+    job_id = app.jobs.get("nightly", tenant=TENANT).id
     page = client.get(f"/jobs/{job_id}").get_data(as_text=True)
     assert 'class="badge state-late"' in page
     assert 'id="deadline"' in page and "after each fire" in page
@@ -199,7 +199,7 @@ def test_metrics_count_late_runs_per_tenant(app: App, web: flask.Flask) -> None:
     late_run(app, "one")
     late_run(app, "two")
     app.jobs.put("other", tasks=TASKS, tenant="globex", deadline_s=30)
-    app.jobs.trigger("globex", "other", now=app.broker.server_ms() - 60_000)
+    app.jobs.trigger("other", tenant="globex", now=app.broker.server_ms() - 60_000)
     Beat(app, name="b1", apply_declared=False).tick()
     # per-tenant series are the busiest tenants' and those the scrape names
     m = scrape(web, f"?tenant={TENANT}&tenant=globex")

@@ -213,7 +213,7 @@ def test_jobs_put_writes_now_and_returns_the_record(app: App) -> None:
     assert (again.id, again.change) == (job.id, "unchanged")
     spec = JobSpec(name="hourly", tenant="acme", tasks=tasks, cron="30 * * * *")
     assert app.jobs.put(spec).change == "updated"
-    assert app.jobs.get("acme", "hourly").change is None  # a plain read made no change
+    assert app.jobs.get("hourly", tenant="acme").change is None  # a plain read made no change
     with pytest.raises(ValidationError, match="not both"):
         app.jobs.put(spec, cron="0 * * * *")
     with pytest.raises(ValidationError, match="unknown job option"):

@@ -76,7 +76,7 @@ def busy(app: App) -> dict[str, Any]:
         },
         tenant="acme",
     )
-    run_id = app.jobs.trigger("acme", "etl")
+    run_id = app.jobs.trigger("etl", tenant="acme")
     (le,) = b.leases.lease(0, "w-test", 1, TTL_MS, ["etl"])
     b.leases.complete(0, "w-test", [(le.iid, le.epoch, b"\x01")])
     nightly = app.jobs.put("nightly", tasks={"t": Task("t.ok", args=[7])}, cron="0 3 * * *",
@@ -256,19 +256,19 @@ def test_a_held_instance_missing_from_attention_is_added_back(app: App) -> None:
     r, k, b = app.broker.client, app.broker.keys, app.broker
     app.jobs.put("flaky", tasks={"t": Task("t.bad")}, tenant="acme", overlap="allow",
                  breaker_threshold=0.5, breaker_min_attempts=1)  # fmt: skip
-    app.jobs.trigger("acme", "flaky")
+    app.jobs.trigger("flaky", tenant="acme")
     [x] = b.leases.lease(0, "w", 1, 600_000, ["default"])
     b.leases.fail(0, "w", [FailItem(x.iid, x.epoch, "failed", "boom", False)])
     follow(app)  # the breaker counts in a follow-up
-    assert app.jobs.get("acme", "flaky").breaker == "open"
-    held = f"{app.jobs.trigger('acme', 'flaky')}/t"
+    assert app.jobs.get("flaky", tenant="acme").breaker == "open"
+    held = f"{app.jobs.trigger('flaky', tenant='acme')}/t"
     assert b.leases.lease(0, "w", 1, 600_000, ["default"]) == []  # held aside
     assert r.zscore(k.attention(0), f"held:{held}") == 0
     r.zrem(k.attention(0), f"held:{held}")
     assert [f for f, _key in kinds(examine(b))] == ["held_missing"]
     assert examine(b, repair=True).summary.remaining == 0
     assert r.zscore(k.attention(0), f"held:{held}") == 0
-    app.jobs.resume("acme", "flaky")  # the breaker closes and releases it
+    app.jobs.resume("flaky", tenant="acme")  # the breaker closes and releases it
     assert r.hget(k.ti(0, held), "state") == b"ready"
     assert examine(b).findings == ()
 
@@ -287,7 +287,7 @@ def test_a_job_the_beat_parked_is_not_a_missing_schedule_entry(app: App) -> None
     examine(app.broker, repair=True)
     assert r.zscore(k.schedule(job.shard), job.id) is None
     # resumed: back on the schedule, and doctor still finds nothing
-    app.jobs.resume("acme", "parked")
+    app.jobs.resume("parked", tenant="acme")
     assert r.zscore(k.schedule(job.shard), job.id) is not None
     assert examine(app.broker).findings == ()
 
@@ -383,7 +383,7 @@ def test_cancelling_running_work_leaves_doctor_nothing_to_find(app: App) -> None
         },
         tenant="acme",
     )
-    run_id = app.jobs.trigger("acme", "etl")
+    run_id = app.jobs.trigger("etl", tenant="acme")
     (lo,) = b.leases.lease(0, "w-test", 1, TTL_MS, ["default"], tenants=["acme"])
     (le,) = b.leases.lease(0, "w-test", 1, TTL_MS, ["etl"])
     b.leases.start(0, "w-test", [(lo.iid, lo.epoch)])

@@ -62,7 +62,7 @@ def populate(app: App, jobs_per_tenant: int = 3) -> list[str]:
     app.jobs.put_many(specs)
     for t in TENANTS:
         app.tasks["f.noop"].enqueue_many([()], _tenant=t)
-    return [app.jobs.trigger(s.tenant, s.name) for s in specs]
+    return [app.jobs.trigger(s.name, tenant=s.tenant) for s in specs]
 
 
 def walk(client: FlaskClient, path: str, key: str, **query: Any) -> list[list[dict[str, Any]]]:

@@ -291,8 +291,8 @@ def test_a_jobs_runs_are_paged_without_reading_its_whole_history(
     spec = JobSpec(name="many", tenant="t001", cron="0 0 1 1 *", overlap="allow",
                    keep_runs=1_000, tasks={"a": Task("f.noop")})  # fmt: skip
     app.jobs.put_many([spec])
-    job_id = app.jobs.get("t001", "many").id
-    run_ids = [app.jobs.trigger("t001", "many") for _ in range(30)]
+    job_id = app.jobs.get("many", tenant="t001").id
+    run_ids = [app.jobs.trigger("many", tenant="t001") for _ in range(30)]
     admin = bearer(web, ADMIN)
     pages = walk(admin, "/v1/runs", "runs", job=job_id, limit=7)
     seen = [r["id"] for p in pages for r in p]
@@ -303,6 +303,6 @@ def test_a_jobs_runs_are_paged_without_reading_its_whole_history(
         return admin.get("/v1/runs", query_string={"job": job_id, "limit": 5})
 
     few = commands_of(first_page)
-    run_ids += [app.jobs.trigger("t001", "many") for _ in range(90)]
+    run_ids += [app.jobs.trigger("many", tenant="t001") for _ in range(90)]
     assert commands_of(first_page) == few  # four times the history: the same reads
     assert walk(admin, "/v1/runs", "runs", job=job_id, tenant="t002") == [[]]

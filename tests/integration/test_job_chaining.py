@@ -97,7 +97,7 @@ def start_worker(app: App) -> Iterator[Callable[..., Worker]]:
 
 
 def runs_of(app: App, tenant: str, name: str) -> list[Any]:
-    return app.jobs.runs(app.jobs.job_id(tenant, name))
+    return app.jobs.runs(app.jobs.job_id(name, tenant=tenant))
 
 
 def wait_ended(app: App, rid: str) -> str:
@@ -136,7 +136,7 @@ def ok_job(name: str, **fields: Any) -> dict[str, Any]:
 
 
 def check_design_job(app: App, runtime: Path, start_worker: Callable[..., Worker]) -> None:
-    job = app.jobs.get(TENANT, "resize")
+    job = app.jobs.get("resize", tenant=TENANT)
     spec = json.loads(job.spec)
     task = spec["tasks"]["resize"]
     assert task["image"] == "alpine:3.20"
@@ -145,7 +145,7 @@ def check_design_job(app: App, runtime: Path, start_worker: Callable[..., Worker
     assert (task["cpu"], task["mem"], task["retries"], task["timeout"]) == (0.5, "256M", 3, 120)
     assert job.cron == "*/5 * * * *" and job.depends_on == () and job.next_fire is not None
     start_worker(concurrency=1, queues=("commands",), allow_commands=True)
-    rid = app.jobs.trigger(TENANT, "resize")
+    rid = app.jobs.trigger("resize", tenant=TENANT)
     assert wait_ended(app, rid) == "succeeded"
     (ti,) = app.jobs.run(rid).tasks or ()
     assert getattr(ti, "max_attempts", None) in (4, None)  # retries 3 = 4 attempts
@@ -209,20 +209,20 @@ def test_c_runs_once_after_both_a_and_b_succeeded_and_again_after_both_again(
     assert c.waiting_for == ("a", "b") and c.next_fire is None
     start_worker(concurrency=2)
 
-    assert wait_ended(app, app.jobs.trigger(TENANT, "a")) == "succeeded"
+    assert wait_ended(app, app.jobs.trigger("a", tenant=TENANT)) == "succeeded"
     assert runs_of(app, TENANT, "c") == []
-    assert app.jobs.get(TENANT, "c").waiting_for == ("b",)
+    assert app.jobs.get("c", tenant=TENANT).waiting_for == ("b",)
     # a second success of a alone is not b's
-    assert wait_ended(app, app.jobs.trigger(TENANT, "a")) == "succeeded"
+    assert wait_ended(app, app.jobs.trigger("a", tenant=TENANT)) == "succeeded"
     assert runs_of(app, TENANT, "c") == []
-    assert wait_ended(app, app.jobs.trigger(TENANT, "b")) == "succeeded"
+    assert wait_ended(app, app.jobs.trigger("b", tenant=TENANT)) == "succeeded"
     (first,) = wait_runs(app, TENANT, "c", 1)
     assert first.state == "succeeded" and first.trigger == "chain"
-    assert app.jobs.get(TENANT, "c").waiting_for == ("a", "b")
+    assert app.jobs.get("c", tenant=TENANT).waiting_for == ("a", "b")
 
-    assert wait_ended(app, app.jobs.trigger(TENANT, "b")) == "succeeded"
+    assert wait_ended(app, app.jobs.trigger("b", tenant=TENANT)) == "succeeded"
     assert len(runs_of(app, TENANT, "c")) == 1
-    assert wait_ended(app, app.jobs.trigger(TENANT, "a")) == "succeeded"
+    assert wait_ended(app, app.jobs.trigger("a", tenant=TENANT)) == "succeeded"
     second, _first = wait_runs(app, TENANT, "c", 2)
     assert second.trigger == "chain" and second.state == "succeeded"
 
@@ -233,9 +233,9 @@ def test_a_failed_upstream_run_does_not_satisfy(
     app.jobs.put({"name": "f", "tenant": TENANT, "task": {"name": "chain.fail", "args": ["f"]}})
     app.jobs.put(ok_job("d", depends_on="f"))  # one name, as in a job file
     start_worker(concurrency=1)
-    assert wait_ended(app, app.jobs.trigger(TENANT, "f")) == "failed"
+    assert wait_ended(app, app.jobs.trigger("f", tenant=TENANT)) == "failed"
     assert runs_of(app, TENANT, "d") == []
-    assert app.jobs.get(TENANT, "d").waiting_for == ("f",)
+    assert app.jobs.get("d", tenant=TENANT).waiting_for == ("f",)
 
 
 def test_chained_jobs_from_a_job_file_in_any_order(app: App, tmp_path: Path) -> None:
@@ -249,8 +249,8 @@ def test_chained_jobs_from_a_job_file_in_any_order(app: App, tmp_path: Path) -> 
     )
     changes = app.jobs.put_many(load_jobs(path))
     assert [c.name for c in changes] == ["report", "load", "extract"]
-    assert app.jobs.get(TENANT, "report").waiting_for == ("extract", "load")
-    assert app.jobs.get(TENANT, "load").depends_on == ("extract",)
+    assert app.jobs.get("report", tenant=TENANT).waiting_for == ("extract", "load")
+    assert app.jobs.get("load", tenant=TENANT).depends_on == ("extract",)
 
 
 # -- cron and depends_on ----------------------------------------------------------------
@@ -275,29 +275,29 @@ def test_a_cron_fire_waits_for_its_upstreams_and_then_runs_once(
     jid = report.id
     t1, t2 = 1_800_000_000_000, 1_800_000_300_000
     assert cron_fire(app, jid, t1) == ("waiting", run_id(jid, t1))
-    waiting = app.jobs.get(TENANT, "report")
+    waiting = app.jobs.get("report", tenant=TENANT)
     assert waiting.waiting_for == ("up",) and waiting.waiting_fire is not None
     assert int(waiting.waiting_fire.timestamp() * 1000) == t1
     # one fire waits; a later one meanwhile is recorded as skipped, never dropped
     assert cron_fire(app, jid, t2) == ("skipped", run_id(jid, t2))
     assert [r.state for r in runs_of(app, TENANT, "report")] == ["skipped"]
     start_worker(concurrency=2)
-    assert wait_ended(app, app.jobs.trigger(TENANT, "up")) == "succeeded"
+    assert wait_ended(app, app.jobs.trigger("up", tenant=TENANT)) == "succeeded"
     # the waiting fire runs under its own fire time's run id
     assert wait_ended(app, run_id(jid, t1)) == "succeeded"
     assert app.jobs.run(run_id(jid, t1)).trigger == "cron"
-    assert app.jobs.get(TENANT, "report").waiting_fire is None
+    assert app.jobs.get("report", tenant=TENANT).waiting_fire is None
     # the success was used up by that run: the next cron fire waits again
     t3 = t2 + 300_000
     assert cron_fire(app, jid, t3)[0] == "waiting"
     # and an upstream that succeeded before the fire lets it through at once
     app.broker.client.hdel(app.broker.keys.job(shard_of_id(jid), jid), "chain_wait")
-    assert wait_ended(app, app.jobs.trigger(TENANT, "up")) == "succeeded"
+    assert wait_ended(app, app.jobs.trigger("up", tenant=TENANT)) == "succeeded"
     t4 = t3 + 300_000
     assert cron_fire(app, jid, t4) == ("created", run_id(jid, t4))
     # a manual trigger runs at once and uses nothing up
-    assert app.jobs.get(TENANT, "report").waiting_for == ("up",)
-    assert wait_ended(app, app.jobs.trigger(TENANT, "report")) == "succeeded"
+    assert app.jobs.get("report", tenant=TENANT).waiting_for == ("up",)
+    assert wait_ended(app, app.jobs.trigger("report", tenant=TENANT)) == "succeeded"
 
 
 # -- refusals ---------------------------------------------------------------------------
@@ -310,7 +310,7 @@ def test_cycles_unknown_names_and_other_tenants_are_refused(app: App, client: Fl
     with pytest.raises(ValidationError, match=r"job dependency cycle: a -> c -> b -> a") as exc:
         app.jobs.put(ok_job("a", depends_on=["c"]))
     assert exc.value.field == "depends_on"
-    assert app.jobs.get(TENANT, "a").depends_on == ()  # nothing written
+    assert app.jobs.get("a", tenant=TENANT).depends_on == ()  # nothing written
     resp = client.post("/v1/jobs", json=ok_job("a", depends_on=["a"]))
     assert resp.status_code == 400 and resp.get_json()["error"]["field"] == "depends_on"
     assert "itself" in resp.get_json()["error"]["message"]
@@ -327,10 +327,10 @@ def test_cycles_unknown_names_and_other_tenants_are_refused(app: App, client: Fl
     )
     # an upstream others depend on is not deleted; a dependent is
     with pytest.raises(Conflict, match="upstream of b"):
-        app.jobs.delete(TENANT, "a")
-    app.jobs.delete(TENANT, "c")
-    app.jobs.delete(TENANT, "b")
-    app.jobs.delete(TENANT, "a")
+        app.jobs.delete("a", tenant=TENANT)
+    app.jobs.delete("c", tenant=TENANT)
+    app.jobs.delete("b", tenant=TENANT)
+    app.jobs.delete("a", tenant=TENANT)
 
 
 def test_the_lua_check_refuses_what_slips_past_python(app: App) -> None:
@@ -366,7 +366,7 @@ def test_jobs_show_and_the_job_page_say_what_a_waiting_job_waits_for(
 
     invoke("jobs", "apply", "-f", str(path))
     start_worker(concurrency=1)
-    assert wait_ended(app, app.jobs.trigger(TENANT, "a")) == "succeeded"
+    assert wait_ended(app, app.jobs.trigger("a", tenant=TENANT)) == "succeeded"
     out = invoke("jobs", "show", "c", "--tenant", TENANT)
     assert "depends on" in out and "waiting for b" in out, out
     info = json.loads(invoke("jobs", "show", "c", "--tenant", TENANT, "--json"))
@@ -380,7 +380,7 @@ def test_jobs_show_and_the_job_page_say_what_a_waiting_job_waits_for(
     with browser.session_transaction() as session:
         csrf = session["csrf_token"]
     browser.post("/login", data={"token": ADMIN, "csrf_token": csrf})
-    page = browser.get(f"/jobs/{app.jobs.job_id(TENANT, 'c')}").get_data(as_text=True)
+    page = browser.get(f"/jobs/{app.jobs.job_id('c', tenant=TENANT)}").get_data(as_text=True)
     assert 'id="depends-on"' in page
     assert '<code>a</code> <span class="muted">(succeeded)</span>' in page
     assert '<code>b</code> <span class="muted">(waiting)</span>' in page
@@ -403,21 +403,21 @@ def test_the_beat_holds_a_due_fire_and_records_the_fires_after_it(app: App) -> N
     app.broker.client.hset(k.job(shard, job.id), "next_fire", start)
     app.broker.client.zadd(k.schedule(shard), {job.id: start})
     Beat(app, name="b1").tick()
-    waiting = app.jobs.get(TENANT, "poll")
+    waiting = app.jobs.get("poll", tenant=TENANT)
     assert waiting.waiting_fire is not None
     assert int(waiting.waiting_fire.timestamp() * 1000) == start
     later = runs_of(app, TENANT, "poll")
     assert later and all(r.state == "skipped" for r in later)
     assert all("still waiting for its upstream" in (r.reason or "") for r in later)
     # the upstream succeeds (its task reported by hand: no worker needed)
-    app.jobs.trigger(TENANT, "up")
+    app.jobs.trigger("up", tenant=TENANT)
     (lease,) = app.broker.leases.lease(shard, "w1", 1, 60_000, ["default"])
     assert lease.iid.startswith(up.id)
     assert app.broker.leases.complete(shard, "w1", [(lease.iid, lease.epoch, b"\xc0")]) == [True]
     follow(app)  # the waiting fire starts from the upstream's end: a follow-up
     held = app.jobs.run(run_id(job.id, start))
     assert held.state == "queued" and held.trigger in ("every", "catchup")
-    assert app.jobs.get(TENANT, "poll").waiting_fire is None
+    assert app.jobs.get("poll", tenant=TENANT).waiting_fire is None
 
 
 def test_a_chain_through_the_api(client: FlaskClient, app: App) -> None:
@@ -428,10 +428,10 @@ def test_a_chain_through_the_api(client: FlaskClient, app: App) -> None:
     assert (job["depends_on"], job["chained_by"], job["waiting_for"], job["waiting_fire"]) == (
         ["a"], "upstreams", ["a"], None,
     )  # fmt: skip
-    refused = client.delete(f"/v1/jobs/{app.jobs.job_id(TENANT, 'a')}")
+    refused = client.delete(f"/v1/jobs/{app.jobs.job_id('a', tenant=TENANT)}")
     assert refused.status_code == 409 and "upstream of c" in refused.get_json()["error"]["message"]
     # a PUT without depends_on unchains c; then a may go
     cid = resp.get_json()["id"]
     assert client.put(f"/v1/jobs/{cid}", json=ok_job("c")).status_code == 200
     assert client.get(f"/v1/jobs/{cid}").get_json()["depends_on"] == []
-    assert client.delete(f"/v1/jobs/{app.jobs.job_id(TENANT, 'a')}").status_code == 204
+    assert client.delete(f"/v1/jobs/{app.jobs.job_id('a', tenant=TENANT)}").status_code == 204

@@ -75,7 +75,7 @@ def test_a_name_given_twice_ends_as_its_last_spec_says(
     last = JobSpec(name="dup", tenant="t1", tasks=dict(TASKS), cron="2 * * * *")
     out = app4.jobs.put_many([first, *specs(5), last])
     assert out[0].id == out[-1].id
-    assert app4.jobs.get("t1", "dup").trigger == "cron 2 * * * *"
+    assert app4.jobs.get("dup", tenant="t1").trigger == "cron 2 * * * *"
 
 
 def test_an_invalid_job_in_a_bulk_put_writes_nothing(app4: App) -> None:
@@ -156,12 +156,12 @@ def test_a_job_hash_holds_no_default_and_its_settings_are_written_with_it(app4: 
     assert changed.change == "updated"
     got = client.hmget(jk, "breaker_min", "deadline_ms", "overlap", "updated")
     assert got[:3] == [b"5", b"2000", b"allow"] and got[3]
-    job = app4.jobs.get("acme", "lean")
+    job = app4.jobs.get("lean", tenant="acme")
     assert (job.breaker_min_attempts, job.deadline_s, job.overlap) == (5, 2.0, "allow")
     spec.breaker_min_attempts, spec.deadline_s, spec.overlap = 20, None, "skip"
     app4.jobs.put_many([spec])
     assert client.hmget(jk, "breaker_min", "deadline_ms", "overlap") == [None, None, None]
-    job = app4.jobs.get("acme", "lean")
+    job = app4.jobs.get("lean", tenant="acme")
     assert (job.id, job.breaker_min_attempts, job.deadline_s, job.overlap) == (
         made.id, 20, None, "skip",
     )  # fmt: skip
@@ -184,7 +184,7 @@ def test_a_job_hash_of_the_previous_layout_reads_the_same_and_stays_unchanged(
         "breaker_ratio": 0.9, "breaker_min": 20, "breaker_window_s": 300.0,
         "breaker_cooldown_s": 60.0, "updated": 1,
     })  # fmt: skip
-    job = app4.jobs.get("acme", "old")
+    job = app4.jobs.get("old", tenant="acme")
     assert (job.id, job.keep_runs, job.breaker_window_s, job.paused) == (made.id, 100, 300.0, True)
     assert job.spec == spec_json_full(spec)
     (again,) = app4.jobs.put_many([spec])

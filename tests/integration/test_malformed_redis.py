@@ -123,7 +123,7 @@ def test_beat_over_a_broken_job(app: App, r: redis.Redis, caplog: pytest.LogCapt
     job_key = app.broker.keys.job(broken.shard, broken.id)
     r.hset(job_key, mapping={"spec": "{not json", "template": "[{broken"})
     beat = Beat(app, name="b1", shard_ttl=2.0)
-    fine = app.jobs.get("default", "fine")
+    fine = app.jobs.get("fine")
     tick_until(beat, lambda: app.jobs.runs(fine.id, 10), "the good job to fire", timeout=15)
     # listing jobs still works (the broken one shown as it can be, or left out)
     result = CliRunner().invoke(

@@ -109,7 +109,7 @@ def test_metrics_match_a_known_workload(app: App) -> None:
     }
 
     # an open breaker reads 1; a scheduled fire 90 s overdue is 90 s of lag
-    job = app.jobs.get(T1, "nightly")
+    job = app.jobs.get("nightly", tenant=T1)
     client = broker.client
     # as breaker_open does: the job's state, and the open-breaker index
     client.hset(broker.keys.job(job.shard, job.id), "breaker", "open")

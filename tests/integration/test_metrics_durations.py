@@ -99,7 +99,7 @@ def test_attempt_durations_per_task_name(app: App) -> None:
 
 def test_run_durations_per_job_name(app: App) -> None:
     app.jobs.put("nightly", tenant=T1, cron="0 2 * * *", tasks={"a": Task("d.t00")})
-    run_id = app.jobs.trigger(T1, "nightly", now=T0 - 5_000)
+    run_id = app.jobs.trigger("nightly", tenant=T1, now=T0 - 5_000)
     assert run_id
     shard = shard_of(T1, app.broker.shards)
     (lease,) = app.broker.leases.lease(shard, "w", 1, 60_000, ["default"], now=T0)

@@ -243,7 +243,7 @@ def test_the_scripts_record_dead_letters_failed_runs_and_breakers_with_their_ten
     info, _ = ChannelStore(app.broker).add("default", "webhook", rec.url)
     app.jobs.put("flaky", tasks={"t": Task("n.t")}, overlap="allow",
                  breaker_threshold=0.5, breaker_min_attempts=2)  # fmt: skip
-    runs = [app.jobs.trigger("default", "flaky") for _ in range(2)]
+    runs = [app.jobs.trigger("flaky") for _ in range(2)]
     leases = app.broker.leases.lease(0, "w", 10, 600_000, ["default"])
     app.broker.leases.fail(
         0, "w", [FailItem(x.iid, x.epoch, "failed", "boom", False) for x in leases]

@@ -91,7 +91,7 @@ def job_of(app: App, tenant: str, name: str = "nightly") -> str:
 def objects(app: App, tenant: str) -> dict[str, str]:
     """A job, a run, a run task and a one-off task of ``tenant``: every path parameter."""
     job_id = job_of(app, tenant)
-    run_id = app.jobs.trigger(tenant, "nightly")
+    run_id = app.jobs.trigger("nightly", tenant=tenant)
     task = app.tasks["roles.add"].enqueue(1, _tenant=tenant, _queue=IDLE)
     # a channel id that names none: a viewer is refused before any route runs
     return {"job_id": job_id, "run_id": run_id, "name": "work", "task_id": task.id,

@@ -142,7 +142,7 @@ def jobs_workload(app: App) -> int:
     complete(b, T1, [x], s + M + 5_000)  # run 2 succeeded
     assert fire(2, 400_000) == "created"  # run 3 goes on
     assert fire(3, 10) == "skipped"
-    app.jobs.trigger(T1, "nightly", now=s + 4 * M)  # manual: not a scheduled fire
+    app.jobs.trigger("nightly", tenant=T1, now=s + 4 * M)  # manual: not a scheduled fire
     return s
 
 

@@ -134,9 +134,9 @@ def test_resume_reads_the_tenant_default_live(app: App) -> None:
     job = app.jobs.put("r", tenant=TENANT, tasks=TASKS, cron="0 0 * * *")
     due, nominal = due_and_nominal(app, job.id)
     assert due == nominal
-    app.jobs.pause(TENANT, "r")
+    app.jobs.pause("r", tenant=TENANT)
     app.tenants.set(TENANT, jitter_s=30)
-    app.jobs.resume(TENANT, "r")
+    app.jobs.resume("r", tenant=TENANT)
     due, nominal = due_and_nominal(app, job.id)
     assert due == nominal + jitter_ms(job.id, nominal, 30)
 

@@ -142,7 +142,7 @@ def test_an_older_layout_is_upgraded_once_and_keeps_its_bookkeeping(
         assert not list(r.scan_iter(match=f"{k.shard(0)}chainok:*"))
         # a job is still found by name, and listed
         assert r.zrange(k.jobidx(0), 0, -1) == [b"acme c 0-J2", b"acme nightly 0-J1"]
-        assert app.jobs.job_id("acme", "nightly") == "0-J1"
+        assert app.jobs.job_id("nightly", tenant="acme") == "0-J1"
         assert not r.exists(f"{k.retired(0, 'jobs')}:acme")
         # a recorded effect is still recorded, under its task's tenant
         assert 0 < r.ttl(k.dedupe(0, "acme", "once", "0-J1@5:extract:charge")) <= 600

@@ -37,7 +37,7 @@ def make_job(app: App, cooldown: float = 60.0) -> str:
         breaker_min_attempts=4,
         breaker_cooldown_s=cooldown,
     )
-    return app.jobs.job_id("default", "flaky")
+    return app.jobs.job_id("flaky")
 
 
 def lease(app: App, n: int = 10, now: int | None = None) -> list:  # type: ignore[type-arg]
@@ -60,7 +60,7 @@ def job(app: App, job_id: str) -> dict[str, str]:
 
 def test_trips_holds_and_resume_releases(app: App) -> None:
     job_id = make_job(app)
-    runs = [app.jobs.trigger("default", "flaky") for _ in range(4)]
+    runs = [app.jobs.trigger("flaky") for _ in range(4)]
     got = lease(app)
     assert len(got) == 4
     fail_all(app, got[:3])
@@ -75,7 +75,7 @@ def test_trips_holds_and_resume_releases(app: App) -> None:
     assert [j.id for j in app.jobs.open_breakers("default")] == [job_id]
     assert app.jobs.open_breakers("someone-else") == []
 
-    held_runs = [app.jobs.trigger("default", "flaky") for _ in range(3)]
+    held_runs = [app.jobs.trigger("flaky") for _ in range(3)]
     assert lease(app) == []  # the job's work is held, not handed out
     held = [f"{r}/t" for r in held_runs]
     assert [app.broker.inspection.task_info(i).state for i in held] == ["held"] * 3
@@ -91,7 +91,7 @@ def test_trips_holds_and_resume_releases(app: App) -> None:
 
     # cancel of held work, then resume releases the rest
     assert app.broker.cancel(held[0]).state == "cancelled"
-    app.jobs.resume("default", "flaky")
+    app.jobs.resume("flaky")
     assert job(app, job_id)["breaker"] == ""
     assert app.jobs.open_breakers() == []
     assert sorted(x.iid for x in lease(app)) == sorted(held[1:])
@@ -110,13 +110,13 @@ def test_the_window_keeps_its_minutes_only(app: App) -> None:
         breaker_min_attempts=4,
         breaker_window_s=120,  # this minute and the one before
     )
-    job_id = app.jobs.job_id("default", "flaky")
+    job_id = app.jobs.job_id("flaky")
     m0 = server_ms(app) // 60_000
     t = m0 * 60_000
 
     def fail_at(minute: int, n: int) -> None:
         for _ in range(n):
-            app.jobs.trigger("default", "flaky")
+            app.jobs.trigger("flaky")
         now = t + (minute - m0) * 60_000
         fail_all(app, lease(app, now=now), now=now)
 
@@ -137,11 +137,11 @@ def test_cool_down_lets_one_trial_through(app: App) -> None:
     t = server_ms(app)
     job_id = make_job(app, cooldown=60)
     for _ in range(4):
-        app.jobs.trigger("default", "flaky")
+        app.jobs.trigger("flaky")
     fail_all(app, lease(app, now=t), now=t)
     assert job(app, job_id)["breaker"] == "open"
     for _ in range(3):
-        app.jobs.trigger("default", "flaky")
+        app.jobs.trigger("flaky")
     trial = lease(app, now=t + 60_000)
     assert len(trial) == 1  # one trial; the other two are held
     info = job(app, job_id)
@@ -150,7 +150,7 @@ def test_cool_down_lets_one_trial_through(app: App) -> None:
     fail_all(app, trial, now=t + 60_001)
     assert job(app, job_id)["breaker"] == "open"
     # next trial (a fresh run) after the second cool-down succeeds: closed, held work released
-    app.jobs.trigger("default", "flaky")
+    app.jobs.trigger("flaky")
     trial2 = lease(app, now=t + 120_001)
     assert len(trial2) == 1
     app.broker.leases.complete(0, "w", [(trial2[0].iid, trial2[0].epoch, b"\xc0")], now=t + 120_002)
@@ -184,7 +184,7 @@ class Brk:
         self.job_id = make_job(app, cooldown=COOL_S)
 
     def trigger(self) -> str:
-        return f"{self.app.jobs.trigger('default', 'flaky')}/t"
+        return f"{self.app.jobs.trigger('flaky')}/t"
 
     def lease(self, n: int = 10) -> list[Tok]:
         return self.ops.lease("w", n, ttl=60_000)

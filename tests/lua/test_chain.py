@@ -47,23 +47,23 @@ def ok(app: App, x: Lease) -> list[bool]:
 
 
 def run_ok(app: App, name: str) -> None:
-    app.jobs.trigger(TENANT, name)
+    app.jobs.trigger(name, tenant=TENANT)
     assert ok(app, lease(app)[name]) == [True]
 
 
 def n_runs(app: App, name: str) -> int:
-    return len(app.jobs.runs(app.jobs.job_id(TENANT, name)))
+    return len(app.jobs.runs(app.jobs.job_id(name, tenant=TENANT)))
 
 
 def test_a_report_sent_twice_makes_one_chained_run(app: App) -> None:
     put(app, "a")
     put(app, "c", "a")
-    app.jobs.trigger(TENANT, "a")
+    app.jobs.trigger("a", tenant=TENANT)
     x = lease(app)["a"]
     assert ok(app, x) == [True]
     assert ok(app, x) == [False]  # a worker's retried report: refused, changes nothing
     assert n_runs(app, "c") == 1
-    (run,) = app.jobs.runs(app.jobs.job_id(TENANT, "c"))
+    (run,) = app.jobs.runs(app.jobs.job_id("c", tenant=TENANT))
     assert run.trigger == "chain" and run.state == "queued"
     assert set(lease(app)) == {"c"}
 
@@ -71,7 +71,7 @@ def test_a_report_sent_twice_makes_one_chained_run(app: App) -> None:
 def test_a_failed_run_retried_to_success_satisfies(app: App) -> None:
     put(app, "a")
     put(app, "c", "a")
-    rid = app.jobs.trigger(TENANT, "a")
+    rid = app.jobs.trigger("a", tenant=TENANT)
     x = lease(app)["a"]
     app.broker.leases.fail(
         0, WORKER, [FailItem(x.iid, x.epoch, "failed", "boom", retryable=False, delay_ms=0)]
@@ -92,20 +92,20 @@ def test_chains_of_chains_and_the_overlap_policy(app: App) -> None:
     # b succeeds again while c's run is still going: the fire is recorded skipped
     run_ok(app, "a")
     assert ok(app, lease(app)["b"]) == [True]
-    runs = app.jobs.runs(app.jobs.job_id(TENANT, "c"))
+    runs = app.jobs.runs(app.jobs.job_id("c", tenant=TENANT))
     going, skipped = sorted(runs, key=lambda r: r.state == "skipped")
     assert going.state in ("queued", "running") and skipped.state == "skipped"
     assert ok(app, first_c) == [True]
-    assert app.jobs.get(TENANT, "c").waiting_for == ("b",)  # the skipped fire used it up
+    assert app.jobs.get("c", tenant=TENANT).waiting_for == ("b",)  # the skipped fire used it up
 
 
 def test_a_paused_dependent_notes_and_starts_after_resume(app: App) -> None:
     put(app, "a")
     put(app, "c", "a")
-    app.jobs.pause(TENANT, "c")
+    app.jobs.pause("c", tenant=TENANT)
     run_ok(app, "a")
-    assert n_runs(app, "c") == 0 and app.jobs.get(TENANT, "c").waiting_for == ()
-    app.jobs.resume(TENANT, "c")
+    assert n_runs(app, "c") == 0 and app.jobs.get("c", tenant=TENANT).waiting_for == ()
+    app.jobs.resume("c", tenant=TENANT)
     run_ok(app, "a")
     assert n_runs(app, "c") == 1
 
@@ -118,9 +118,9 @@ def test_changing_depends_on_forgets_dropped_upstreams(app: App) -> None:
     put(app, "c", "b")  # a is no longer an upstream
     put(app, "c", "a", "b")  # and back: a's earlier success was forgotten
     run_ok(app, "b")
-    assert n_runs(app, "c") == 0 and app.jobs.get(TENANT, "c").waiting_for == ("a",)
+    assert n_runs(app, "c") == 0 and app.jobs.get("c", tenant=TENANT).waiting_for == ("a",)
     put(app, "c")  # no upstreams: the reverse index forgets c
     r = app.broker.client
-    assert not r.hexists(app.broker.keys.job(0, app.jobs.job_id(TENANT, "a")), "chain_down")
-    assert not r.hexists(app.broker.keys.job(0, app.jobs.job_id(TENANT, "c")), "chain_ok")
-    app.jobs.delete(TENANT, "a")  # no dependents left
+    assert not r.hexists(app.broker.keys.job(0, app.jobs.job_id("a", tenant=TENANT)), "chain_down")
+    assert not r.hexists(app.broker.keys.job(0, app.jobs.job_id("c", tenant=TENANT)), "chain_ok")
+    app.jobs.delete("a", tenant=TENANT)  # no dependents left

@@ -156,7 +156,7 @@ def test_an_entry_whose_run_ended_or_is_gone_is_dropped_without_a_mark(app: App)
 def test_a_manual_run_counts_its_deadline_from_its_trigger(app: App) -> None:
     job(app, deadline_s=1.5)
     now = T0 + 123
-    rid = app.jobs.trigger(TENANT, "nightly", now=now)
+    rid = app.jobs.trigger("nightly", tenant=TENANT, now=now)
     assert index(app) == {rid: now + 1_500}
     [late] = sweep(app, now + 1_500).late
     assert (late.run_id, late.scheduled_for_ms, late.deadline_ms) == (rid, now, now + 1_500)
@@ -193,7 +193,7 @@ def test_late_runs_are_counted_per_tenant(app: App) -> None:
 def test_a_retried_run_is_armed_again_only_while_its_deadline_is_ahead(app: App) -> None:
     app.jobs.put("flaky", tasks={"a": Task("t", retries=0)}, tenant=TENANT, deadline_s=300)
     now = app.broker.server_ms()
-    rid = app.jobs.trigger(TENANT, "flaky", now=now)
+    rid = app.jobs.trigger("flaky", tenant=TENANT, now=now)
     deadline = now + 300_000
 
     def fail_it() -> None:
@@ -237,7 +237,7 @@ def test_the_event_detail_names_the_nominal_fire_time_in_utc(app: App, iso: str)
     """deadline_sweep.lua writes the date itself (Redis's Lua has no os.date)."""
     job(app, deadline_s=60)
     fire_ms = int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000) + 999
-    rid = app.jobs.trigger(TENANT, "nightly", now=fire_ms)
+    rid = app.jobs.trigger("nightly", tenant=TENANT, now=fire_ms)
     assert [r.run_id for r in sweep(app, fire_ms + 60_000).late] == [rid]
     [event] = events(app)
     assert event["detail"] == f"deadline 60s after {iso}"

@@ -46,7 +46,7 @@ def late_fire(app: App, job_id: str, late_ms: int) -> str:
 
 def test_a_late_fire_records_trigger_lag_once_per_job_per_interval(app: App) -> None:
     app.jobs.put("every-minute", cron="* * * * *", tasks={"t": Task("ev.t")}, overlap="allow")
-    job_id = app.jobs.job_id("default", "every-minute")
+    job_id = app.jobs.job_id("every-minute")
     late_fire(app, job_id, EVENT_LAG_MS - 1)
     assert app.jobs.events(kind="trigger_lag") == []  # under the threshold
     b = app.broker
@@ -67,8 +67,8 @@ def test_a_late_fire_records_trigger_lag_once_per_job_per_interval(app: App) -> 
 
 def test_dead_letters_and_failed_runs_name_tenant_job_and_run(app: App) -> None:
     app.jobs.put("once", tasks={"t": Task("ev.t")})
-    job_id = app.jobs.job_id("default", "once")
-    rid = app.jobs.trigger("default", "once")
+    job_id = app.jobs.job_id("once")
+    rid = app.jobs.trigger("once")
     [lease] = app.broker.leases.lease(0, "w", 1, 60_000, ["default"])
     app.broker.leases.fail(0, "w", [FailItem(lease.iid, lease.epoch, "failed", "boom", False)])
     follow(app)

@@ -54,7 +54,7 @@ class Runs:
         return self.app.jobs.put(name, tasks=tasks, tenant=TENANT, **policies).id
 
     def trigger(self, name: str, now: int | None = None) -> str:
-        return self.app.jobs.trigger(TENANT, name, now=now)
+        return self.app.jobs.trigger(name, tenant=TENANT, now=now)
 
     def fire(self, job_id: str, fire_ms: int) -> tuple[str, str]:
         """Fire as the beat would (not from the schedule: the score is not checked)."""

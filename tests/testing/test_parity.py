@@ -84,7 +84,7 @@ def diamond_dag(make: Make) -> list[Any]:
     app.jobs.put("broken", tasks=spec(True), cron="0 0 1 1 *")
     out: list[Any] = []
     for job in ("diamond", "broken"):
-        app.jobs.trigger("default", job)
+        app.jobs.trigger(job)
         out.append(_counts(app))
         (run,) = app.runs(job)
         out.append((job, run.state, [(t.task, t.state) for t in run.tasks or ()]))
@@ -105,7 +105,7 @@ def cron_across_dst(make: Make) -> list[Any]:
     app.job("spring", cron="30 2 * * *", **every_fire)
     app.advance(to=datetime(2027, 3, 16, 12, tzinfo=UTC))
     out: list[Any] = [_counts(app), [_fire(r) for r in app.runs("spring")]]
-    app.jobs.delete("default", "spring")
+    app.jobs.delete("spring")
     app.advance(to=datetime(2027, 11, 5, 12, tzinfo=UTC))  # nothing scheduled: one step
     app.jobs.put("fall", cron="30 1 * * *", **every_fire)
     app.advance(to=datetime(2027, 11, 8, 12, tzinfo=UTC))
@@ -163,12 +163,12 @@ def breaker(make: Make) -> list[Any]:
     )
     out: list[Any] = []
     for _ in range(3):
-        app.jobs.trigger("default", "brk")
+        app.jobs.trigger("brk")
     out.append(_counts(app))
-    job = app.jobs.get("default", "brk")
+    job = app.jobs.get("brk")
     out.append(job.breaker)
     for _ in range(2):
-        app.jobs.trigger("default", "brk")
+        app.jobs.trigger("brk")
     out.append(_counts(app))
     out.append(sorted(str(t.state) for t in app.tasks_in(tenant="default")))
     broken["on"] = False
@@ -176,7 +176,7 @@ def breaker(make: Make) -> list[Any]:
     out.append(_counts(app))
     app.advance(31)
     out.append(_counts(app))
-    out.append(app.jobs.get("default", "brk").breaker)
+    out.append(app.jobs.get("brk").breaker)
     out.append(sorted(str(r.state) for r in app.runs("brk")))
     return out
 

@@ -38,6 +38,7 @@ GOOD_JOBS: list[dict[str, Any]] = [
      "task": {"image": "alpine:3", "cmd": "echo hi", "cpu": 0.5, "mem": "256M"},
      "depends_on": "nightly"},
     {"name": "listed", "every": 90, "tasks": [{"name": "a", "task": "api.add", "retries": 2.0}]},
+    {"name": "named", "every": 90, "task": "api.add", "retries": 2},  # a registered task's name
 ]  # fmt: skip
 BAD_JOBS: list[dict[str, Any]] = [
     {"cron": "0 2 * * *", "tasks": {"a": "api.add"}},  # no name
@@ -47,6 +48,8 @@ BAD_JOBS: list[dict[str, Any]] = [
     {"name": "x y", "tasks": {"a": "api.add"}},
     {"name": "x", "tasks": {"a": {"ref": "api.add", "bogus": 1}}},
     {"name": "x", "tasks": {"a": "api.add"}, "keep_runs": 0},
+    {"name": "x", "task": ""},
+    {"name": "x", "task": ["api.add"]},
 ]
 
 

@@ -208,6 +208,23 @@ def test_unknown_task_field(tmp_path: Path) -> None:
     assert "job 'nightly': tasks.t.retry: unknown field" in message
 
 
+def test_the_known_lists_name_the_aliases_the_tutorial_writes(tmp_path: Path) -> None:
+    # docs/tutorial.md writes `task: examples.tasks.slow` in a task: a typo of it
+    # listed ref but not task (nor cmd, timeout_s)
+    message = load_error(write(tmp_path, "name: nightly\ntasks:\n  t: {taks: x.y}\n"))
+    assert "tasks.t.taks: unknown field; known: args, cmd (= command), command," in message
+    assert "ref, retries, retry_base, retry_cap, task (= ref), timeout, timeout_s (= timeout)" in (
+        message
+    )
+    # and the job's: the short form's task, retries and timeout_s
+    message = load_error(write(tmp_path, "name: nightly\ntaks: x.y\n"))
+    assert message.endswith(
+        "tasks, tenant, tz; or, for a job of one task, task, retries, timeout_s in place of tasks"
+    )
+    message = load_error(write(tmp_path, "name: nightly\ntasks:\n  t: {task: x.y, ref: x.z}\n"))
+    assert "tasks.t.task: give task or ref, not both" in message
+
+
 def test_cycle_is_named(tmp_path: Path) -> None:
     path = write(
         tmp_path,
@@ -365,6 +382,23 @@ def test_the_design_body_verbatim_is_a_one_task_container_job() -> None:
     assert task.command == ["sh", "-c", "echo a b"]  # POSIX quoting, no shell
     assert (task.cpu, task.mem, task.retries, task.timeout) == (0.5, "256M", 3, 120)
     assert spec.depends_on == [] and spec.tenant == "acme"
+
+
+def test_the_short_forms_task_may_be_a_registered_tasks_name(tmp_path: Path) -> None:
+    # it was "must be a mapping": a task of tasks may be written so, and this one too
+    (spec,) = load_jobs(
+        write(tmp_path, "name: adder\nevery: 1h\nretries: 2\ntask: examples.tasks.add\n")
+    )
+    assert list(spec.tasks) == ["adder"]
+    assert (spec.tasks["adder"].ref, spec.tasks["adder"].retries) == ("examples.tasks.add", 2)
+    # what is neither says what a task looks like
+    for bad in ("[examples.tasks.add]", "5", '""'):
+        message = load_error(write(tmp_path, f"name: adder\ntask: {bad}\n"))
+        assert "job 'adder': task: " in message
+        assert "give a registered task's name (task: examples.tasks.add) or a mapping, e.g. " in (
+            message
+        )
+        assert 'task: {cmd: "echo hi"}' in message
 
 
 def test_cmd_is_command_in_any_task_and_one_of_them_is_given() -> None:

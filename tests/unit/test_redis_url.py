@@ -4,21 +4,24 @@ here have nothing listening)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 from cli_output import one_error_line  # tests/helpers
 from click.testing import CliRunner, Result
 
-from redcron import App, RedisUnavailable
+from redcron import App, RedisUnavailable, config
 from redcron.cli.main import main
 from redcron.config import (
     DEFAULT_REDIS_URL,
     LOCAL_URL_FILE,
     Settings,
+    find_redis_url,
     read_local_url,
     remove_local_url,
     write_local_url,
@@ -31,7 +34,6 @@ BAD_URLS = [
     ("http://127.0.0.1:6379/0", "scheme 'http://' is not Redis"),
     ("redis://127.0.0.1:99999", "Port out of range"),
     ("redis://127.0.0.1:port/0", "Port could not be cast"),
-    ("127.0.0.1:6379", "no scheme"),
     ("redis://127.0.0.1:6379/zero", "database must be a number"),
     # str.isdigit() is true of "²": redis-py's int() then failed with a traceback
     ("redis://127.0.0.1:6379/²", "database must be a number"),
@@ -41,10 +43,12 @@ BAD_URLS = [
 
 @pytest.fixture(autouse=True)
 def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A fresh working directory and no REDCRON_REDIS_URL."""
+    """A fresh working directory, no REDCRON_REDIS_URL, and a process that has
+    not yet said which Redis it uses."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("REDCRON_REDIS_URL", raising=False)
     monkeypatch.delenv("REDCRON_PREFIX", raising=False)
+    monkeypatch.setattr(config, "_NOTICE", config._Notice())
     return tmp_path
 
 
@@ -122,6 +126,78 @@ def test_up_removes_only_its_own_record(here: Path) -> None:
     remove_local_url(pid=os.getpid())  # already gone: fine
 
 
+def test_a_running_up_in_a_parent_directory_is_found_as_git_finds_dot_git(
+    here: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    write_local_url("redis://127.0.0.1:6399/0", pid=os.getpid())
+    nested = here / "src" / "pkg"
+    nested.mkdir(parents=True)
+    monkeypatch.chdir(nested)
+    found = find_redis_url()
+    assert (found.url, found.source, found.path) == (
+        "redis://127.0.0.1:6399/0", "file", here / LOCAL_URL_FILE,
+    )  # fmt: skip
+    assert Settings.from_env().redis_url == "redis://127.0.0.1:6399/0"
+    app = App()
+    assert app.settings.redis_url == "redis://127.0.0.1:6399/0"
+    with caplog.at_level(logging.DEBUG, logger="redcron.config"):
+        app.broker  # noqa: B018 -- the first connection says where the URL came from
+    app.close()
+    # from a parent: INFO, naming the file (not a warning: nothing is wrong)
+    (record,) = [r for r in caplog.records if r.name == "redcron.config"]
+    assert record.levelno == logging.INFO
+    assert str(here / LOCAL_URL_FILE) in record.getMessage()
+
+
+def test_the_nearest_file_wins_and_a_crashed_ups_is_passed_over(
+    here: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    write_local_url("redis://127.0.0.1:6399/0", pid=os.getpid())
+    inner = here / "inner"
+    write_local_url("redis://127.0.0.1:6400/0", pid=os.getpid(), directory=inner)
+    monkeypatch.chdir(inner)
+    assert find_redis_url().url == "redis://127.0.0.1:6400/0"
+    write_local_url("redis://127.0.0.1:6400/0", pid=dead_pid(), directory=inner)
+    assert find_redis_url().url == "redis://127.0.0.1:6399/0"
+    assert "is not running" in caplog.text
+
+
+def test_the_search_starts_where_it_is_told_and_ends_at_the_root(here: Path) -> None:
+    found = find_redis_url(env={}, start=here)
+    assert (found.url, found.source, found.start) == (DEFAULT_REDIS_URL, "default", here)
+    # the environment and a given URL come first, and say so
+    assert find_redis_url(env={"REDCRON_REDIS_URL": "redis://e:1/0"}).source == "env"
+    assert find_redis_url("redis://g:1/0", env={"REDCRON_REDIS_URL": "redis://e:1/0"}).url == (
+        "redis://g:1/0"
+    )
+
+
+def test_app_warns_once_per_process_which_default_it_uses(
+    here: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    first, second = App(), App()
+    assert not caplog.records  # said when it connects, not when it is made
+    first.broker  # noqa: B018
+    second.broker  # noqa: B018
+    first.close()
+    second.close()
+    (record,) = caplog.records
+    assert (record.levelno, record.name) == (logging.WARNING, "redcron.config")
+    assert record.getMessage() == (
+        f"no REDCRON_REDIS_URL and no .redcron/redis.url found from {here} up; "
+        f"using {DEFAULT_REDIS_URL}"
+    )
+
+
+def test_an_app_told_its_url_says_nothing(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    App(DEFAULT_REDIS_URL).broker  # noqa: B018
+    monkeypatch.setenv("REDCRON_REDIS_URL", DEFAULT_REDIS_URL)
+    App().broker  # noqa: B018
+    assert not caplog.records
+
+
 # -- the CLI follows the same order -------------------------------------------------
 
 
@@ -139,6 +215,52 @@ def test_the_cli_talks_to_the_redis_a_running_up_started(monkeypatch: pytest.Mon
     monkeypatch.setenv("REDCRON_REDIS_URL", env_url)
     assert env_url in one_error_line(cli())
     assert flag_url in one_error_line(cli("--redis", flag_url))
+
+
+def test_the_cli_says_once_on_stderr_which_default_it_uses(
+    here: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = nowhere()  # the default, here: never a Redis this machine may run
+    monkeypatch.setattr(config, "DEFAULT_REDIS_URL", url)
+    result = cli()
+    assert result.exit_code == 1
+    notice = f"no REDCRON_REDIS_URL and no .redcron/redis.url found from {here} up; using {url}"
+    assert result.stderr.splitlines()[0] == f"warning: {notice}"
+    assert result.stderr.count(notice) == 1
+    assert f"cannot reach Redis at {url}" in result.stderr
+    # once per process: the next command in it says nothing more
+    again = cli()
+    assert notice not in again.stderr
+    assert f"cannot reach Redis at {url}" in again.stderr
+
+
+def test_the_cli_says_nothing_when_told_the_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    result = cli("--redis", nowhere())
+    assert "warning" not in result.stderr
+    monkeypatch.setenv("REDCRON_REDIS_URL", nowhere())
+    assert "warning" not in cli().stderr
+
+
+def test_version_says_which_redis_and_why(here: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def lines() -> list[str]:
+        result = CliRunner().invoke(main, ["--version"])
+        assert result.exit_code == 0, result.output
+        return result.stdout.splitlines()
+
+    assert lines() == [
+        f"redcron {version('redcron')}",
+        f"redis: {DEFAULT_REDIS_URL} (no REDCRON_REDIS_URL and no .redcron/redis.url found "
+        f"from {here} up: the default)",
+    ]
+    write_local_url("redis://:s3cret@127.0.0.1:6399/0", pid=os.getpid())
+    (here / "sub").mkdir()
+    monkeypatch.chdir(here / "sub")
+    assert lines()[1] == (
+        f"redis: redis://:***@127.0.0.1:6399/0 (from {here / LOCAL_URL_FILE}, written by the "
+        "`redcron up` running there)"
+    )
+    monkeypatch.setenv("REDCRON_REDIS_URL", "rediss://u:pw@db:6380/2")
+    assert lines()[1] == "redis: rediss://u:***@db:6380/2 (from REDCRON_REDIS_URL)"
 
 
 # -- a malformed URL, and a Redis that does not answer -------------------------------
@@ -160,6 +282,33 @@ def test_the_cli_prints_a_malformed_url_in_one_line(url: str, needle: str) -> No
     line = one_error_line(result)
     assert needle in line
     assert url in line
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("localhost:6379", "redis_url 'localhost:6379': no scheme; write redis://localhost:6379/0"),
+        (
+            "127.0.0.1:6379/2",
+            "redis_url '127.0.0.1:6379/2': no scheme; write redis://127.0.0.1:6379/2",
+        ),
+        ("u:s3cret@db:6380", "redis_url 'u:***@db:6380': no scheme; write redis://u:***@db:6380/0"),
+        ("/run/redis.sock", "redis_url '/run/redis.sock': no scheme; write unix:///run/redis.sock"),
+        ("", "redis_url '': empty; write e.g. redis://localhost:6379/0"),
+    ],
+)
+def test_a_url_without_a_scheme_is_answered_with_the_url_it_means(url: str, message: str) -> None:
+    # it was "no scheme is not Redis", and a password written there was shown
+    with pytest.raises(ConfigError) as err:
+        App(url)
+    assert str(err.value).startswith(message)
+    assert "s3cret" not in str(err.value)
+    if url == "localhost:6379":
+        assert str(err.value).endswith("(or rediss:// for TLS, unix:// for a socket)")
+    result = cli("--redis", url) if url else None
+    if result is not None:
+        assert result.exit_code == 2
+        assert one_error_line(result) == f"error: {err.value}"
 
 
 def test_a_malformed_url_from_the_environment_too(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,7 +20,7 @@ from redcron.broker.argv import EnqueueRow
 from redcron.broker.jobs import JobStore
 from redcron.broker.tenants import TenantStore
 from redcron.clock import ulid
-from redcron.config import Settings
+from redcron.config import RedisUrlChoice, Settings, announce_redis_url, find_redis_url
 from redcron.errors import ValidationError
 from redcron.keys import shard_of, shard_of_id
 from redcron.model import JobChange, concurrency, dedupe, validation
@@ -45,7 +45,11 @@ class App:
     """A redcron application: settings, a broker and a registry of tasks.
 
     Args:
-        redis_url: where Redis is; ``None`` reads ``REDCRON_REDIS_URL``.
+        redis_url: where Redis is; ``None``: ``REDCRON_REDIS_URL``, else the
+            ``.redcron/redis.url`` of a running ``redcron up`` in the working
+            directory or a parent, else ``redis://127.0.0.1:6379/0``
+            (:func:`~redcron.config.find_redis_url`); the last two are logged
+            once per process when the App first connects (the default at WARNING).
         settings: full settings (overrides ``redis_url`` and ``overrides``).
         overrides: any :class:`Settings` field.
     """
@@ -53,7 +57,14 @@ class App:
     def __init__(
         self, redis_url: str | None = None, *, settings: Settings | None = None, **overrides: Any
     ) -> None:
-        self.settings = settings or Settings.from_env(redis_url=redis_url, **overrides)
+        #: the URL this App found and the settings made with it: said at the first
+        #: connection, unless the settings were replaced by then (the CLI's --redis)
+        self._found: tuple[Settings, RedisUrlChoice] | None = None
+        if settings is None:
+            found = find_redis_url(redis_url)
+            settings = Settings.from_env(redis_url=found.url, **overrides)
+            self._found = (settings, found)
+        self.settings = settings
         self.tasks: dict[str, TaskDef[Any, Any]] = {}
         self.declared_jobs: dict[tuple[str, str], JobSpec] = {}
         self._broker: Broker | None = None
@@ -63,6 +74,8 @@ class App:
     def broker(self) -> Broker:
         # A forked child must not share the parent's sockets.
         if self._broker is None or self._pid != os.getpid():
+            if self._found is not None and self._found[0] is self.settings:
+                announce_redis_url(self._found[1])
             self._broker = Broker(self.settings)
             self._pid = os.getpid()
         return self._broker

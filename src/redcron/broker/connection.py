@@ -49,6 +49,16 @@ def unavailable(url: str, exc: BaseException) -> RedisUnavailable:
 def _reraise(url: str, exc: BaseException) -> None:
     if isinstance(exc, _UNREACHABLE) and not isinstance(exc, redis.AuthenticationError):
         raise unavailable(url, exc) from exc
+    if isinstance(exc, redis.ResponseError) and _BAD_DB in str(exc):
+        # the SELECT of a new connection: bare, it named neither the URL nor the fix
+        raise ConfigError(
+            f"redis_url {masked_url(url)!r}: the server has no such database ({exc}); "
+            "a server has 16 (0-15) unless its `databases` setting says more"
+        ) from None
+
+
+#: the server's reply to ``SELECT`` of a database it does not have
+_BAD_DB = "DB index is out of range"
 
 
 def _cluster_unreachable(exc: BaseException) -> bool:
@@ -72,7 +82,7 @@ class Pipeline(redis.client.Pipeline):
     def execute(self, raise_on_error: bool = True) -> list[Any]:
         try:
             return super().execute(raise_on_error)
-        except _UNREACHABLE as exc:
+        except (*_UNREACHABLE, redis.ResponseError) as exc:
             _reraise(self.url, exc)
             raise
 
@@ -110,7 +120,7 @@ class Client(redis.Redis):
         self.follow_master()
         try:
             return super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
-        except _UNREACHABLE as exc:
+        except (*_UNREACHABLE, redis.ResponseError) as exc:
             _reraise(self.url, exc)
             raise
 

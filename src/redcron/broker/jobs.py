@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -53,6 +54,28 @@ if TYPE_CHECKING:
 
 #: open-breaker index entries a tenant's bounded read looks at (its shard's first)
 BREAKER_SCAN = 1_000
+#: the tenant of a job named without one (as put and app.job default it)
+DEFAULT_TENANT = "default"
+
+
+def _name_first(
+    method: str, name: str, old: tuple[Any, ...], tenant: str
+) -> tuple[str, str, tuple[Any, ...]]:
+    """(name, tenant, the old call's further arguments) of a JobStore call made
+    as ``method(name, tenant=...)``, or in the order the method took before,
+    ``method(tenant, name, ...)``: a second positional argument can only be
+    that (tenant is keyword-only), so it is read so, with a DeprecationWarning."""
+    if not old:
+        return name, tenant, ()
+    if tenant != DEFAULT_TENANT:
+        raise TypeError(f"jobs.{method}(): give the tenant once: {method}(name, tenant=...)")
+    warnings.warn(
+        f"jobs.{method}(tenant, name) is deprecated: call jobs.{method}(name, tenant=tenant), "
+        "the order jobs.put and app.job take",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return str(old[0]), name, old[1:]
 
 
 class JobStore:
@@ -140,7 +163,7 @@ class JobStore:
                 refused: Conflict | None = None
                 for job in doomed:
                     try:
-                        self.delete(tenant, job.name)
+                        self.delete(job.name, tenant=tenant)
                     except Conflict as exc:
                         later.append(job)
                         refused = exc
@@ -172,7 +195,15 @@ class JobStore:
         shard = shard_of(tenant, self.broker.shards)
         return tenant_jitter_s(self.broker.client.hget(self.keys.tenant(shard, tenant), "jitter_s"))
 
-    def job_id(self, tenant: str, name: str) -> str:
+    # A job is named as put() takes it, (name, tenant=...), in every method below
+    # (issue 29: get, pause, resume, delete, trigger and job_id took (tenant,
+    # name)); the old order still works, with a DeprecationWarning
+    # (_name_first): two positional names can only be it, tenant being
+    # keyword-only.
+
+    def job_id(self, name: str, *old: str, tenant: str = DEFAULT_TENANT) -> str:
+        """The id of the job ``name`` of ``tenant``."""
+        name, tenant, _ = _name_first("job_id", name, old, tenant)
         shard = shard_of(tenant, self.broker.shards)
         found = self.broker.client.zrangebylex(
             self.keys.jobidx(shard), *jobidx_range(tenant, name), start=0, num=1
@@ -182,8 +213,10 @@ class JobStore:
             raise NotFound(f"no job {name!r} for tenant {tenant!r}")
         return job[2]
 
-    def get(self, tenant: str, name: str) -> JobRecord:
-        return self.get_by_id(self.job_id(tenant, name))
+    def get(self, name: str, *old: str, tenant: str = DEFAULT_TENANT) -> JobRecord:
+        """The job ``name`` of ``tenant``."""
+        name, tenant, _ = _name_first("get", name, old, tenant)
+        return self.get_by_id(self.job_id(name, tenant=tenant))
 
     def get_by_id(self, job_id: str) -> JobRecord:
         found = self.get_many([job_id])
@@ -274,12 +307,16 @@ class JobStore:
             pipe.zlexcount(self.keys.attention(shard), *prefix_range(ATTENTION_BREAKER))
         return sum(int(n) for n in pipe.execute())
 
-    def pause(self, tenant: str, name: str) -> int:
-        job_id = self.job_id(tenant, name)
+    def pause(self, name: str, *old: str, tenant: str = DEFAULT_TENANT) -> int:
+        """Stop the job ``name`` of ``tenant`` firing (a manual trigger still runs it)."""
+        name, tenant, _ = _name_first("pause", name, old, tenant)
+        job_id = self.job_id(name, tenant=tenant)
         return int(self._run_job("job_pause", job_id, argv.job_pause(job_id, True)))
 
-    def resume(self, tenant: str, name: str) -> int:
-        job_id = self.job_id(tenant, name)
+    def resume(self, name: str, *old: str, tenant: str = DEFAULT_TENANT) -> int:
+        """Let the job ``name`` of ``tenant`` fire again, from its next fire time."""
+        name, tenant, _ = _name_first("resume", name, old, tenant)
+        job_id = self.job_id(name, tenant=tenant)
         spec = spec_from_json(self.get_by_id(job_id).spec)
         nominal = next_fire(spec.trigger(), self.server_now())
         if nominal is None:
@@ -289,19 +326,28 @@ class JobStore:
         args = argv.job_pause(job_id, False, nominal_ms, due)
         return int(self._run_job("job_pause", job_id, args))
 
-    def delete(self, tenant: str, name: str) -> str:
+    def delete(self, name: str, *old: str, tenant: str = DEFAULT_TENANT) -> str:
+        """Delete the job ``name`` of ``tenant``; returns its id."""
+        name, tenant, _ = _name_first("delete", name, old, tenant)
         shard = shard_of(tenant, self.broker.shards)
         return _s(self.broker._run("job_delete", shard, argv.job_delete(tenant, name)))
 
     def trigger(
         self,
-        tenant: str,
         name: str,
+        *old: Any,
+        tenant: str = DEFAULT_TENANT,
         params: dict[str, Any] | None = None,
         now: int | None = None,
     ) -> str:
-        """Start a manual run now; returns its id."""
-        job_id = self.job_id(tenant, name)
+        """Start a manual run of the job ``name`` of ``tenant`` now; returns its id.
+
+        ``params`` are the run's parameters (JSON); ``now`` (ms) is for tests.
+        """
+        name, tenant, rest = _name_first("trigger", name, old, tenant)
+        if rest:  # trigger(tenant, name, params[, now]), the old order
+            params, now = (*rest, now)[:2]
+        job_id = self.job_id(name, tenant=tenant)
         run_id = manual_run_id(job_id, ulid())
         manual = argv.FireArgs(
             job_id, "", "", "", None, None, "", "manual", 0, run_id, json.dumps(params or {})

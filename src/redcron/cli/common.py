@@ -134,8 +134,10 @@ def redis_option(fn: F) -> F:
         metavar="URL",
         default=None,
         envvar="REDCRON_REDIS_URL",
-        help="Redis URL; overrides the app's [env: REDCRON_REDIS_URL; else the Redis a "
-        "running `redcron up` in this directory started; else redis://127.0.0.1:6379/0].",
+        help="Redis URL; overrides the app's [env: REDCRON_REDIS_URL; else the one in "
+        ".redcron/redis.url (a running `redcron up`'s) in this directory or the nearest "
+        "parent with one; else redis://127.0.0.1:6379/0, said on stderr; `redcron "
+        "--version` shows which].",
     )(fn)
 
 
@@ -148,6 +150,15 @@ def durability_option(fn: F) -> F:
         "replica (WAIT) and fails when none confirms in time [default: settings, env "
         "REDCRON_DURABILITY, else normal].",
     )(fn)
+
+
+def say_on_stderr(level: int, text: str) -> None:
+    """Where the CLI sends which Redis it found (``redis_url_notices``): the
+    default's warning on stderr as one line, the rest to the log."""
+    if level >= logging.WARNING:
+        click.echo(f"warning: {text}", err=True)
+    else:
+        logging.getLogger("redcron.config").log(level, "%s", text)
 
 
 def build_app(app_path: str | None, redis_url: str | None, durability: str | None = None) -> App:
@@ -163,7 +174,9 @@ def build_app(app_path: str | None, redis_url: str | None, durability: str | Non
         app = App(redis_url, durability=durability)
     else:
         app = load_app(app_path)
-        if any(getattr(app.settings, k) != v for k, v in changes.items()):
+        # replaced even when equal: settings the App did not find itself say
+        # nothing about where their URL came from (App.broker)
+        if redis_url is not None or any(getattr(app.settings, k) != v for k, v in changes.items()):
             app.settings = dataclasses.replace(app.settings, **changes)
             app.close()  # a broker made at import time still points at the old URL
     ctx = click.get_current_context(silent=True)

@@ -239,7 +239,7 @@ def show(
 ) -> None:
     """Show a job: its spec, its DAG as a tree, the next fire and recent runs."""
     store = build_app(app_path, redis_url).jobs
-    job = store.get(tenant, name)
+    job = store.get(name, tenant=tenant)
     spec = stored_spec(job)
     recent = store.runs(job.id, max(n_runs, 1))
     last = recent[0] if recent else None
@@ -303,8 +303,8 @@ def render_job(job: JobRecord, spec: JobSpec, recent: Sequence[RunRecord]) -> st
 def pause(name: str, tenant: str, app_path: str | None, redis_url: str | None) -> None:
     """Take a job off the schedule (manual triggers still work)."""
     app = build_app(app_path, redis_url)
-    app.jobs.pause(tenant, name)
-    record_cli(app.broker, "job.pause", tenant, [app.jobs.get(tenant, name).id])
+    app.jobs.pause(name, tenant=tenant)
+    record_cli(app.broker, "job.pause", tenant, [app.jobs.get(name, tenant=tenant).id])
     click.echo(f"paused {tenant}/{name}")
 
 
@@ -317,8 +317,8 @@ def resume(name: str, tenant: str, app_path: str | None, redis_url: str | None) 
     """Put a paused job back on the schedule; fires missed while paused are not run."""
     app = build_app(app_path, redis_url)
     store = app.jobs
-    store.resume(tenant, name)
-    job = store.get(tenant, name)
+    store.resume(name, tenant=tenant)
+    job = store.get(name, tenant=tenant)
     record_cli(app.broker, "job.resume", tenant, [job.id])
     nxt = iso_utc(job.next_fire)
     click.echo(f"resumed {tenant}/{name}" + (f"; next fire {nxt}" if nxt else "; no next fire"))
@@ -359,7 +359,7 @@ def trigger(
     """Start a run of a job now (also when paused); prints the run id."""
     values = parse_params(params)
     app = build_app(app_path, redis_url)
-    run_id = app.jobs.trigger(tenant, name, values)
+    run_id = app.jobs.trigger(name, tenant=tenant, params=values)
     record_cli(app.broker, "job.trigger", tenant, [run_id])
     if as_json:
         echo_json({"run_id": run_id, "job": name, "tenant": tenant, "params": values})
@@ -375,6 +375,6 @@ def trigger(
 def delete(name: str, tenant: str, app_path: str | None, redis_url: str | None) -> None:
     """Delete a job; its runs stay in history until they expire, running ones finish."""
     app = build_app(app_path, redis_url)
-    job_id = app.jobs.delete(tenant, name)
+    job_id = app.jobs.delete(name, tenant=tenant)
     record_cli(app.broker, "job.delete", tenant, [job_id])
     click.echo(f"deleted {tenant}/{name} ({job_id})")

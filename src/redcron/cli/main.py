@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
+
 import click
 
 from redcron.cli import jobs, runs
@@ -11,7 +13,7 @@ from redcron.cli.beat import beat
 from redcron.cli.bench import bench
 from redcron.cli.channels import channels
 from redcron.cli.chaos import chaos
-from redcron.cli.common import LOG_LEVELS, RedcronGroup, setup_logging
+from redcron.cli.common import LOG_LEVELS, RedcronGroup, say_on_stderr, setup_logging
 from redcron.cli.dashboard import dashboard
 from redcron.cli.dlq import dlq
 from redcron.cli.doctor import doctor
@@ -21,9 +23,31 @@ from redcron.cli.tenants import tenants
 from redcron.cli.up import up
 from redcron.cli.worker import worker
 from redcron.cli.workers import workers
+from redcron.config import find_redis_url, redis_url_notices
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--version``: the version, and the Redis a command run here would use and why."""
+    if not value or ctx.resilient_parsing:
+        return
+    try:
+        mine = version("redcron")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        mine = "unknown (not installed)"
+    click.echo(f"redcron {mine}")
+    click.echo(f"redis: {find_redis_url().describe()}")
+    ctx.exit()
 
 
 @click.group(cls=RedcronGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Print the version and the Redis URL commands here would use (and why), then exit.",
+)
 @click.option(
     "--loglevel",
     type=click.Choice(LOG_LEVELS, case_sensitive=False),
@@ -32,9 +56,12 @@ from redcron.cli.workers import workers
     envvar="REDCRON_LOGLEVEL",
     help="Logging level for admin commands (worker and up take their own).",
 )
-def main(loglevel: str) -> None:
+@click.pass_context
+def main(ctx: click.Context, loglevel: str) -> None:
     """redcron: a Redis task queue with fenced leases."""
     setup_logging(loglevel)
+    # which Redis a command found, when nobody named one: one line on stderr
+    ctx.with_resource(redis_url_notices(say_on_stderr))
 
 
 main.add_command(worker)

@@ -272,7 +272,7 @@ def list_cmd(
     """List runs, newest first: of one job (--job), or of every job of --tenant."""
     store = build_app(app_path, redis_url).jobs
     if job_name is not None:
-        job_ids = [store.job_id(tenant, job_name)]
+        job_ids = [store.job_id(job_name, tenant=tenant)]
     else:
         job_ids = [j.id for j in store.list_jobs(tenant)]
     found = [r for jid in job_ids for r in store.runs(jid, limit)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import click
@@ -20,7 +21,7 @@ from redcron.cli.common import (
     table,
 )
 from redcron.cli.runs import attempts_cell, task_error
-from redcron.model import QueueLoad, TaskRecord
+from redcron.model import AttemptRecord, QueueLoad, TaskRecord
 from redcron.model.concurrency import ConcurrencySlots
 from redcron.model.retry_rule import attempts_long
 from redcron.model.serialize import payload, to_json
@@ -182,7 +183,7 @@ def render_task(details: TaskDetails) -> str:
                 a.number,
                 a.worker or "",
                 iso_ms(a.leased_at),
-                iso_ms(a.started_at),
+                iso_ms(_started(a)),
                 iso_ms(a.ended_at),
                 a.outcome or ("running" if a.ended_at is None else ""),
                 "" if a.exit_code is None else a.exit_code,
@@ -202,6 +203,15 @@ def render_task(details: TaskDetails) -> str:
         out += ["", f"log of attempt {t.attempt} (last {len(details.log_tail)} lines):"]
         out += [f"  | {line}" for line in details.log_tail]
     return "\n".join(out)
+
+
+def _started(a: AttemptRecord) -> datetime | None:
+    """When an attempt started: a worker marks that off its hot path (every 50
+    ms, start.lua), so an attempt that ended sooner has no mark; it started
+    when it was leased, as the engine times it (and the dashboard shows it)."""
+    if a.started_at is None and a.ended_at is not None:
+        return a.leased_at
+    return a.started_at
 
 
 # -- unique windows and debounce (issue 21 §4) --

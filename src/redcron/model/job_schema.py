@@ -19,7 +19,7 @@ from typing import Any
 
 from redcron.model import validation
 from redcron.model.jobfile import SHORT_TASK_FIELDS, SHORT_TASK_POLICIES
-from redcron.model.jobs import CATCHUP_POLICIES, MAX_DAG_TASKS, OVERLAP_POLICIES
+from redcron.model.jobs import CATCHUP_POLICIES, MAX_DAG_TASKS, OVERLAP_POLICIES, TASK_ALIASES
 
 Json = dict[str, Any]
 
@@ -62,23 +62,22 @@ def task_fields() -> Json:
     }
 
 
-_TASK_ALIASES = {"task": "ref", "cmd": "command", "timeout_s": "timeout"}
-
-
 def _task_schema() -> Json:
     fields = task_fields()
-    props = {**fields, **{a: fields[f] for a, f in _TASK_ALIASES.items()}}
+    props = {**fields, **{a: fields[f] for a, f in TASK_ALIASES.items()}}
     props["cmd"] = _nullable(_CMD)
     return {"type": "object", "properties": props, "additionalProperties": False}
 
 
 def _short_task_schema() -> Json:
-    """The short form's ``task``: what runs and its resources."""
+    """The short form's ``task``: what runs and its resources, or a registered
+    task's name (``properties`` apply to the object, ``minLength`` to the string)."""
     fields = task_fields()
     props = {f: fields[f] for f in SHORT_TASK_FIELDS if f in fields}
     props["name"] = {"type": "string", "minLength": 1, "description": "a registered task"}
     props["cmd"] = _nullable(_CMD)
-    return {"type": "object", "properties": props, "additionalProperties": False}
+    return {"type": ["object", "string"], "properties": props, "additionalProperties": False,
+            "minLength": 1, "description": "a task, or a registered task's name"}  # fmt: skip
 
 
 def job_fields() -> Json:

@@ -15,12 +15,13 @@ Python task without arguments) or a list of mappings with a ``name``::
             depends_on: [extract]
 
 A job may also be written in the short form of the design's API body: one
-``task`` ({name | command | image, cmd, cpu, mem, ...}) with the task's
-``retries`` and ``timeout_s`` at the job's top level (``POST /v1/jobs`` takes
-the same).  A task's ``cmd`` is its ``command``: a list is the argv; a string
-is split into one by POSIX shell quoting rules (``shlex.split``) and run
-without a shell (write ``[sh, -c, "..."]`` for pipes, ``&&`` or ``$VAR``).
-``timeout_s`` is ``timeout`` (seconds).  A job-level ``depends_on`` names
+``task`` ({name | command | image, cmd, cpu, mem, ...}, or just a registered
+task's name) with the task's ``retries`` and ``timeout_s`` at the job's top
+level (``POST /v1/jobs`` takes the same).  A task's ``cmd`` is its
+``command``: a list is the argv; a string is split into one by POSIX shell
+quoting rules (``shlex.split``) and run without a shell (write ``[sh, -c,
+"..."]`` for pipes, ``&&`` or ``$VAR``).  ``timeout_s`` is ``timeout``
+(seconds).  A job-level ``depends_on`` names
 other jobs of the tenant (job chaining, docs/api.md).
 
 Every error is a :class:`JobFileError` naming the file, the job and the
@@ -42,17 +43,21 @@ import yaml
 from yaml.nodes import MappingNode
 
 from redcron.errors import ValidationError
-from redcron.model.jobs import JobSpec, spec_from_dict
+from redcron.model.jobs import SHORT_TASK_POLICIES, JobSpec, spec_from_dict
 
-__all__ = ["JobFileError", "load_job_files", "load_jobs", "parse_jobs"]
+__all__ = ["SHORT_TASK_POLICIES", "JobFileError", "load_job_files", "load_jobs", "parse_jobs"]
 
 #: the short form's ``task``: what runs and its resources
 SHORT_TASK_FIELDS = frozenset(
     {"name", "command", "cmd", "image", "args", "kwargs", "env", "cwd", "cpu", "mem", "queue",
      "priority"}
 )  # fmt: skip
-#: short-form fields that belong to the one task, not to the job
-SHORT_TASK_POLICIES = ("retries", "timeout_s")
+#: what the short form's ``task`` looks like, for the errors that refuse one
+SHORT_TASK_EXAMPLE = (
+    "give a registered task's name (task: examples.tasks.add) or a mapping, e.g. "
+    'task: {name: examples.tasks.add, args: [1, 2]}, task: {cmd: "echo hi"} or '
+    'task: {image: alpine:3.20, cmd: "echo hi", cpu: 0.5, mem: 256M}'
+)
 YAML_SUFFIXES = (".yaml", ".yml")
 JSON_SUFFIXES = (".json",)
 _MERGE_TAG = "tag:yaml.org,2002:merge"
@@ -238,10 +243,10 @@ def _short_form(data: dict[str, Any], label: str, source: str) -> dict[str, Any]
             source, label, "task", "give either task (one task) or tasks (a DAG), not both"
         )
     task = data.pop("task")
+    if isinstance(task, str) and task:
+        task = {"name": task}  # task: examples.tasks.add, as a task of tasks may be written
     if not isinstance(task, Mapping):
-        raise JobFileError(
-            source, label, "task", "must be a mapping: {name | command | image, cmd, cpu, mem}"
-        )
+        raise JobFileError(source, label, "task", f"{task!r} is not a task; {SHORT_TASK_EXAMPLE}")
     bad = {str(k) for k in task} - SHORT_TASK_FIELDS
     if bad:
         raise JobFileError(

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -473,6 +473,22 @@ def chain_order(specs: Sequence[JobSpec]) -> list[int]:
     return order
 
 
+#: the other names job files and the API take for a task's fields (the
+#: tutorial writes ``task:``): ``task`` is read here, ``cmd`` and ``timeout_s``
+#: by model/jobfile.py; listed with the fields in "known:" messages
+TASK_ALIASES = {"task": "ref", "cmd": "command", "timeout_s": "timeout"}
+#: the short form's fields of the one task, given at the job's top level
+#: (model/jobfile.py)
+SHORT_TASK_POLICIES = ("retries", "timeout_s")
+
+
+def known_fields(fields: Iterable[str], aliases: Mapping[str, str]) -> str:
+    """The names a mapping takes, for an "unknown field" message: ``fields`` and
+    ``aliases``, sorted, each alias with what it stands for (``cmd (= command)``)."""
+    names = {name: name for name in fields} | {a: f"{a} (= {f})" for a, f in aliases.items()}
+    return ", ".join(names[n] for n in sorted(names))
+
+
 def first_unknown(names: set[str]) -> str:
     """The unknown key an error names: the first in order, a real name before an
     empty one, and an empty one shown as ``""`` (bare, it would read as "no field")."""
@@ -486,8 +502,11 @@ def spec_from_dict(data: Mapping[str, Any], *, where: str = "job") -> JobSpec:
     known = set(JobSpec.__dataclass_fields__)
     unknown = set(data) - known
     if unknown:
+        short = ", ".join(("task", *SHORT_TASK_POLICIES))
         raise ValidationError(
-            f"{where}.{first_unknown(unknown)}", f"unknown field; known: {', '.join(sorted(known))}"
+            f"{where}.{first_unknown(unknown)}",
+            f"unknown field; known: {', '.join(sorted(known))}; "
+            f"or, for a job of one task, {short} in place of tasks",
         )
     if "name" not in data:
         raise ValidationError(f"{where}.name", "missing")
@@ -513,13 +532,15 @@ def spec_from_dict(data: Mapping[str, Any], *, where: str = "job") -> JobSpec:
         if not isinstance(tdata, Mapping):
             raise ValidationError(f"{where}.tasks.{tname}", "must be a mapping")
         tdata = dict(tdata)
-        if "task" in tdata and "ref" not in tdata:
+        if "task" in tdata and "ref" in tdata:
+            raise ValidationError(f"{where}.tasks.{tname}.task", "give task or ref, not both")
+        if "task" in tdata:
             tdata["ref"] = tdata.pop("task")
         bad = set(tdata) - task_fields
         if bad:
             raise ValidationError(
                 f"{where}.tasks.{tname}.{first_unknown(bad)}",
-                f"unknown field; known: {', '.join(sorted(task_fields))}",
+                f"unknown field; known: {known_fields(task_fields, TASK_ALIASES)}",
             )
         tasks[tname] = Task(**tdata)
     fields = {k: v for k, v in data.items() if k != "tasks"}

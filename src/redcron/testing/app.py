@@ -418,7 +418,7 @@ class TestApp(App):
         else:
             name = job
         store = self.jobs
-        job_id = store.job_id(tenant, name)
+        job_id = store.job_id(name, tenant=tenant)
         return [store.run(r.id) for r in reversed(store.runs(job_id, LIST_LIMIT))]
 
     def dlq(self, tenant: str | None = None) -> list[DlqEntry]:

@@ -135,7 +135,7 @@ def replace_job(job_id: str) -> flask.Response:
 def delete_job(job_id: str) -> flask.Response:
     jobs = redcron_app().jobs
     job = auth.job(job_id)
-    jobs.delete(job.tenant, job.name)
+    jobs.delete(job.name, tenant=job.tenant)
     return flask.Response(status=204)
 
 
@@ -149,11 +149,11 @@ def resume_job(job_id: str) -> flask.Response:
     return _switch(job_id, JobStore.resume)
 
 
-def _switch(job_id: str, action: Callable[[JobStore, str, str], object]) -> flask.Response:
+def _switch(job_id: str, action: Callable[..., object]) -> flask.Response:
     """Pause or resume the caller's job; answers the job as it is now."""
     jobs = redcron_app().jobs
     job = auth.job(job_id)
-    action(jobs, job.tenant, job.name)
+    action(jobs, job.name, tenant=job.tenant)
     return reply(jobs.get_by_id(job_id))
 
 
@@ -166,4 +166,4 @@ def trigger_job(job_id: str) -> flask.Response:
     if not isinstance(params, dict):
         bad("params", "must be an object")
     jobs = redcron_app().jobs
-    return reply({"run_id": jobs.trigger(job.tenant, job.name, params)}, 201)
+    return reply({"run_id": jobs.trigger(job.name, tenant=job.tenant, params=params)}, 201)

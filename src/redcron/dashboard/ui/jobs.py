@@ -141,10 +141,10 @@ def resume(job_id: str) -> Reply:
     return _switch(job_id, JobStore.resume, "resumed {}")
 
 
-def _switch(job_id: str, action: Callable[[JobStore, str, str], object], done: str) -> Reply:
+def _switch(job_id: str, action: Callable[..., object], done: str) -> Reply:
     """Pause or resume the viewer's job, then back to its page saying so."""
     job = auth.job(job_id)
-    action(redcron_app().jobs, job.tenant, job.name)
+    action(redcron_app().jobs, job.name, tenant=job.tenant)
     flask.flash(done.format(f"{job.tenant}/{job.name}"))
     return render.go("ui.jobs.show", job_id=job.id)
 
@@ -152,6 +152,6 @@ def _switch(job_id: str, action: Callable[[JobStore, str, str], object], done: s
 @bp.post("/jobs/<job_id>/trigger")
 def trigger(job_id: str) -> Reply:
     job = auth.job(job_id)
-    run_id = redcron_app().jobs.trigger(job.tenant, job.name)
+    run_id = redcron_app().jobs.trigger(job.name, tenant=job.tenant)
     flask.flash(f"started run {run_id}")
     return render.go("ui.runs.show", run_id=run_id)
