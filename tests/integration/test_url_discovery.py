@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from redcron import App, ConfigError
 from redcron.cli.main import main
-from redcron.config import LOCAL_URL_FILE, write_local_url
+from redcron.config import DATA_DIR, LOCAL_URL_FILE, write_local_url
 
 JOB = """\
 name: found-from-below
@@ -38,7 +38,7 @@ def test_a_command_in_a_subdirectory_uses_the_redis_recorded_in_a_parent(
     tmp_path: Path, redis_url: str, key_prefix: str, app: App
 ) -> None:
     # this process stands in for the `redcron up` that serves it: its pid is alive
-    write_local_url(redis_url, pid=os.getpid(), directory=tmp_path)
+    write_local_url(redis_url, pid=os.getpid(), data_dir=tmp_path / DATA_DIR)
     nested = tmp_path / "services" / "billing"
     nested.mkdir(parents=True)
     (nested / "job.yaml").write_text(JOB)

@@ -18,6 +18,7 @@ from click.testing import CliRunner, Result
 from redcron import App, RedisUnavailable, config
 from redcron.cli.main import main
 from redcron.config import (
+    DATA_DIR,
     DEFAULT_REDIS_URL,
     LOCAL_URL_FILE,
     Settings,
@@ -154,10 +155,10 @@ def test_the_nearest_file_wins_and_a_crashed_ups_is_passed_over(
 ) -> None:
     write_local_url("redis://127.0.0.1:6399/0", pid=os.getpid())
     inner = here / "inner"
-    write_local_url("redis://127.0.0.1:6400/0", pid=os.getpid(), directory=inner)
+    write_local_url("redis://127.0.0.1:6400/0", pid=os.getpid(), data_dir=inner / DATA_DIR)
     monkeypatch.chdir(inner)
     assert find_redis_url().url == "redis://127.0.0.1:6400/0"
-    write_local_url("redis://127.0.0.1:6400/0", pid=dead_pid(), directory=inner)
+    write_local_url("redis://127.0.0.1:6400/0", pid=dead_pid(), data_dir=inner / DATA_DIR)
     assert find_redis_url().url == "redis://127.0.0.1:6399/0"
     assert "is not running" in caplog.text
 
