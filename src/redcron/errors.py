@@ -26,8 +26,16 @@ class ConnectionLost(BrokerError):
 
 
 class RedisUnavailable(ConnectionLost):
-    """Redis cannot be reached (down, wrong address, timed out); the message
-    names the URL (without its password) and where to fix it."""
+    """Redis cannot be reached (down, wrong address, timed out), or cannot serve
+    the call now (a server-state reply: ``CLUSTERDOWN``, ``TRYAGAIN``,
+    ``LOADING``, ``READONLY``...); the call did nothing and may be sent again
+    later.  The message names the URL (without its password) and the fix, or
+    the reply.  HTTP 503 with ``Retry-After``."""
+
+    #: the server-state reply's code (``"CLUSTERDOWN"``...), None: not reached
+    reply_code: str | None = None
+    #: the shard whose master failed the call, where the caller knew it
+    shard: int | None = None
 
 
 class NotReplicated(BrokerError):

@@ -17,10 +17,11 @@ from typing import Any
 import redis
 
 from redcron.broker.connection import connect, is_cluster, raise_unreachable
+from redcron.broker.replies import error_of_reply
 from redcron.broker.scripts import Scripts, Wait
 from redcron.broker.upgrade import upgrade_layout
 from redcron.config import Settings
-from redcron.errors import ConfigError, ConnectionLost, NotReplicated, from_script_error
+from redcron.errors import ConfigError, ConnectionLost, NotReplicated
 from redcron.keys import LAYOUT, Keys
 
 # shard_of_id lives in keys.py (ids and shards, DESIGN §2); re-exported from here and
@@ -281,7 +282,7 @@ class Core:
         results = self.execute(pipe, ordered)
         for res in results:
             if isinstance(res, redis.ResponseError):
-                raise from_script_error(str(res)) from res
+                raise error_of_reply(res) from res
         return results
 
     def close(self) -> None:

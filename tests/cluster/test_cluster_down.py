@@ -1,0 +1,116 @@
+"""A cluster that answers ``CLUSTERDOWN`` (a restarted master for its first ~2 s,
+every node while a slot has no master and full coverage is required): a call is
+:class:`RedisUnavailable`, never a ScriptError ("a bug"), and the API answers
+503 with ``Retry-After``.
+
+The state is held, not raced: with ``cluster-require-full-coverage yes`` a
+killed master (no replica to promote) leaves its slots uncovered, and every
+live node answers ``CLUSTERDOWN`` until it is back; the test polls until a
+live master says so, then calls.  On its own cluster (it changes settings).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import chaos_app  # tests/apps
+import pytest
+import redis
+from polling import wait_for  # tests/helpers
+from redis_binary import redis_server_path
+
+from redcron import App
+from redcron.chaos.outage import spread_tenants
+from redcron.dashboard import create_app
+from redcron.embedded_cluster import EmbeddedCluster
+from redcron.errors import RedisUnavailable, ScriptError
+from redcron.keys import Keys, shard_of
+
+SHARDS = 12
+MASTERS = 3
+ADMIN = "down-admin-token"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
+    c = EmbeddedCluster(
+        Path(tmp_path_factory.mktemp("cluster-down")), masters=MASTERS, binary=redis_server_path()
+    )
+    c.start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture
+def dapp(cluster: EmbeddedCluster) -> Iterator[App]:
+    a = App(cluster.url, prefix=f"d{uuid.uuid4().hex[:8]}", shards=SHARDS, min_lease_ttl=0.5)
+    chaos_app.register(a)
+    assert a.broker.shards == SHARDS  # the deployment exists before the cluster goes down
+    yield a
+    a.close()
+
+
+def tenants(app: App) -> list[str]:
+    """Tenant ``i`` lives on a shard of master ``i``."""
+    return list(spread_tenants(("ta", "tb", "tc"), SHARDS, MASTERS, app.settings.prefix))
+
+
+def _require_coverage(cluster: EmbeddedCluster, masters: list[int], value: str) -> None:
+    for m in masters:
+        with redis.Redis(port=cluster.ports[m], socket_timeout=5) as c:
+            c.config_set("cluster-require-full-coverage", value)
+
+
+def _clusterdown(port: int, key: str) -> bool:
+    """Whether the node on ``port`` answers ``CLUSTERDOWN`` for ``key``."""
+    with redis.Redis(port=port, socket_timeout=5) as c:
+        try:
+            c.get(key)
+        except redis.exceptions.ClusterDownError:
+            return True
+        except redis.ResponseError:  # MOVED...: not this node's key
+            return False
+    return False
+
+
+@pytest.fixture
+def down_cluster(cluster: EmbeddedCluster, dapp: App) -> Iterator[str]:
+    """Master 0 killed with full coverage required: master 1 answers CLUSTERDOWN
+    for its own slots (polled until it does).  Yields a tenant of master 1."""
+    live = [1, 2]
+    _require_coverage(cluster, [0, 1, 2], "yes")
+    cluster.kill_master(0)
+    tenant = tenants(dapp)[1]
+    probe = Keys(dapp.settings.prefix).shard(shard_of(tenant, SHARDS)) + "probe"
+    try:
+        wait_for(lambda: _clusterdown(cluster.ports[1], probe), "master 1 to say CLUSTERDOWN")
+        yield tenant
+    finally:
+        _require_coverage(cluster, live, "no")
+        cluster.start_master(0)  # started with its usual "no"
+
+
+def test_an_enqueue_in_clusterdown_is_redis_unavailable_not_a_script_error(
+    dapp: App, down_cluster: str
+) -> None:
+    with pytest.raises(RedisUnavailable) as caught:
+        dapp.enqueue("echo", "x", _tenant=down_cluster)
+    assert not isinstance(caught.value, ScriptError)
+    assert caught.value.reply_code == "CLUSTERDOWN"
+    assert "CLUSTERDOWN" in str(caught.value)
+
+
+def test_the_api_answers_503_with_retry_after_in_clusterdown(dapp: App, down_cluster: str) -> None:
+    web = create_app(dapp, admin_token=ADMIN)
+    resp = web.test_client().post(
+        "/v1/tasks",
+        json={"name": "echo", "args": ["x"], "tenant": down_cluster},
+        headers={"Authorization": f"Bearer {ADMIN}"},
+    )
+    assert resp.status_code == 503, resp.get_data(as_text=True)
+    assert resp.headers["Retry-After"] == str(web.config["REDCRON_RETRY_AFTER_S"])
+    assert resp.get_json()["error"]["code"] == "unavailable"
