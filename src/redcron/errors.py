@@ -41,13 +41,24 @@ class RedisUnavailable(ConnectionLost):
 class NotReplicated(BrokerError):
     """``durability="strict"``: the master did the write, but no replica (not
     as many as asked) confirmed it in time.  It may be lost if the master fails
-    now.  Workers and beats retry; an enqueue that raises it was queued on the
-    master, so enqueueing again may run the work twice."""
+    now.  Workers and beats retry; an enqueue or a trigger that raises it was
+    written on the master, so sending it again may run the work twice: look
+    up :attr:`ids` instead (docs/api.md, "Not replicated").  HTTP 202 with
+    ``replicated: false``."""
 
     #: the replies of a pipeline whose WAIT fell short (the writes did happen)
     results: list[object] | None = None
-    #: an enqueue's task ids (queued on the master): look them up, do not resend
+    #: an enqueue's task ids (queued on the master; a row that folded into an
+    #: existing task, unique key or debounce: that task's id), in row order
     task_ids: list[str] | None = None
+    #: a trigger's run id (created on the master)
+    run_id: str | None = None
+
+    @property
+    def ids(self) -> list[str]:
+        """The ids of what was written unconfirmed (tasks, or a run); [] when the
+        caller already holds them (a cancel, a replay, a job put...)."""
+        return [*(self.task_ids or []), *([self.run_id] if self.run_id else [])]
 
 
 class ScriptError(BrokerError):

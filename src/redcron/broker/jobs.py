@@ -16,7 +16,7 @@ from redcron.broker.broker import PAYLOADS, fields_of
 from redcron.broker.cancel import RunCancel, run_cancel
 from redcron.broker.job_writes import put_many
 from redcron.clock import ulid
-from redcron.errors import Conflict, NotFound, QuotaExceeded, ValidationError
+from redcron.errors import Conflict, NotFound, NotReplicated, QuotaExceeded, ValidationError
 from redcron.keys import (
     ATTENTION_BREAKER,
     jobidx_parse,
@@ -352,7 +352,12 @@ class JobStore:
         manual = argv.FireArgs(
             job_id, "", "", "", None, None, "", "manual", 0, run_id, json.dumps(params or {})
         )
-        status, rid = self.broker.beat.fire_one(shard_of_id(job_id), manual, now)
+        unconfirmed: NotReplicated | None = None
+        try:
+            status, rid = self.broker.beat.fire_one(shard_of_id(job_id), manual, now)
+        except NotReplicated as exc:
+            reply: Any = (exc.results or [[b"", run_id.encode()]])[0]
+            status, rid, unconfirmed = _s(reply[0]), _s(reply[1]), exc
         if status == "malformed":
             raise ValidationError(
                 "job", f"job {name!r} of tenant {tenant!r} cannot run: {_s(rid)}; put it again"
@@ -362,6 +367,12 @@ class JobStore:
                 f"tenant {tenant!r} is at its max_queued; run {_s(rid)} was recorded as "
                 "rejected (raise the bound with redcron tenants set, or retry later)"
             )
+        if unconfirmed is not None:
+            # the run was created on the master: name it, so the caller looks it
+            # up instead of triggering again (a second run)
+            raised = NotReplicated(f"{unconfirmed} (run {rid}: look it up, do not trigger again)")
+            raised.run_id, raised.results = _s(rid), unconfirmed.results
+            raise raised from unconfirmed
         return _s(rid)
 
     def _run_job(self, script: str, job_id: str, args: list[Any]) -> Any:

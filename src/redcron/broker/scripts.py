@@ -299,7 +299,11 @@ class Scripts:
         reply = results[0]
         if isinstance(reply, redis.ResponseError):
             raise error_of_reply(reply) from reply
-        wait.check_all(waited if rewaited is None else rewaited, name)
+        try:
+            wait.check_all(waited if rewaited is None else rewaited, name)
+        except NotReplicated as exc:
+            exc.results = [reply]  # the write happened: what it answered (ids...)
+            raise
         return reply
 
     def queue_waits(self, pipe: Any, calls: list[Any], wait: Wait) -> int:

@@ -30,7 +30,7 @@ from redcron.dashboard.api import audit, dlq, jobs, live_workers, runs
 from redcron.dashboard.api import channels as channels_api
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.api.params import DLQ_LIMIT, EMPTY_BODY, LIMIT, TENANT
-from redcron.dashboard.api.schemas import ref, schemas
+from redcron.dashboard.api.schemas import UNCONFIRMED, ref, schemas
 from redcron.model import validation
 from redcron.model.channels import allowed_hosts
 
@@ -257,9 +257,11 @@ def paths() -> Json:
         },
         "/v1/jobs/{job_id}/trigger": {
             "parameters": _path("job_id"),
-            "post": {**_op("trigger_job", "Start a manual run now", "201",
+            "post": {**_op("trigger_job", "Start a manual run now (202: created, but "
+                           "durability=strict's replicas did not confirm it: look the run "
+                           "up, do not trigger again)", ("201", "202"),
                            {"type": "object", "required": ["run_id"],
-                            "properties": {"run_id": {"type": "string"}}},
+                            "properties": {"run_id": {"type": "string"}, **UNCONFIRMED}},
                            ("404", "429"), links={
                                "GetRun": _link("get_run", {"run_id": "$response.body#/run_id"}),
                                "CancelRun": _link("cancel_run",
@@ -299,7 +301,9 @@ def paths() -> Json:
         "/v1/tasks": {
             "post": _op("enqueue_task", "Enqueue a task the server's app registers (200 with "
                         "duplicate true: the call folded into an existing task, a unique "
-                        "window's or a debounce's)", ("201", "200"), ref("Task"), ("429",),
+                        "window's or a debounce's; 202 with replicated false: queued, but "
+                        "durability=strict's replicas did not confirm it: look the id up, "
+                        "do not enqueue again)", ("201", "200", "202"), ref("Task"), ("429",),
                         ref("TaskBody"), links=_TASK_LINKS),
         },
         "/v1/tasks/{task_id}": {

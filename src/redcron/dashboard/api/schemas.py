@@ -30,6 +30,13 @@ def ref(name: str) -> Json:
 _OBJECT: Json = {"type": "object"}
 
 _TIME: Json = {"type": ["string", "null"], "format": "date-time"}
+#: a 202's fields: written on the master, its replicas did not confirm it in time
+#: (durability=strict; docs/api.md, "Not replicated")
+UNCONFIRMED: Json = {
+    "replicated": {"type": "boolean", "description": "202 only, false: written on the "
+                   "master, not yet confirmed by its replicas; look it up, do not resend"},
+    "message": {"type": "string", "description": "202 only: why it is not confirmed"},
+}  # fmt: skip
 
 REPLIES: Json = {
     "Error": {
@@ -73,7 +80,8 @@ REPLIES: Json = {
         "id": {"type": "string"}, "name": {"type": "string"}, "state": {"type": "string"},
         "attempt": {"type": "integer"}, "error": {"type": ["string", "null"]},
         "duplicate": {"type": "boolean", "description": "POST /v1/tasks: the call folded "
-                      "into this existing task (a unique window's or a debounce's)"}}},
+                      "into this existing task (a unique window's or a debounce's)"},
+        **UNCONFIRMED}},
     "TenantStatus": {"type": "object", "properties": {
         "tenant": {"type": "string"},
         "settings": {"type": "object", "properties": settings_schema()},
