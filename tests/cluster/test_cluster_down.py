@@ -114,3 +114,70 @@ def test_the_api_answers_503_with_retry_after_in_clusterdown(dapp: App, down_clu
     assert resp.status_code == 503, resp.get_data(as_text=True)
     assert resp.headers["Retry-After"] == str(web.config["REDCRON_RETRY_AFTER_S"])
     assert resp.get_json()["error"]["code"] == "unavailable"
+
+
+# -- the caller's shard gate (issue 30 §2.3) ------------------------------------------
+
+
+@pytest.fixture
+def master0_down(cluster: EmbeddedCluster) -> Iterator[None]:
+    cluster.kill_master(0)
+    try:
+        yield
+    finally:
+        cluster.start_master(0)
+
+
+def test_an_enqueue_to_a_dead_master_fails_fast_the_second_time(
+    dapp: App, master0_down: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dead, live = tenants(dapp)[0], tenants(dapp)[1]
+    shard = shard_of(dead, SHARDS)
+    with pytest.raises(RedisUnavailable) as first:
+        dapp.enqueue("echo", "x", _tenant=dead)  # tries the node: refused
+    assert first.value.shard == shard
+    gate = dapp.broker.gate
+    assert shard in gate.failing
+    assert set(dapp.broker.shards_with(shard)) <= gate.failing  # the node's other shards too
+
+    calls: list[str] = []
+    real_run, real_replicated = dapp.broker.scripts.run, dapp.broker.scripts.run_replicated
+    monkeypatch.setattr(
+        dapp.broker.scripts, "run", lambda n, *a, **k: (calls.append(n), real_run(n, *a, **k))[1]
+    )
+    monkeypatch.setattr(
+        dapp.broker.scripts,
+        "run_replicated",
+        lambda n, *a, **k: (calls.append(n), real_replicated(n, *a, **k))[1],
+    )
+    with pytest.raises(RedisUnavailable) as second:
+        dapp.enqueue("echo", "x", _tenant=dead)
+    assert calls == []  # no script call, no connection attempt: the gate said no
+    assert second.value.shard == shard
+    assert f"shard {shard}" in str(second.value) and "master 127.0.0.1:" in str(second.value)
+
+    # the live masters' shards are not held back
+    assert dapp.enqueue("echo", "y", _tenant=live).id
+    assert calls == ["enqueue"]
+
+
+def test_the_gate_tries_the_node_again_after_its_delay(dapp: App, cluster: EmbeddedCluster) -> None:
+    dead = tenants(dapp)[0]
+    shard = shard_of(dead, SHARDS)
+    cluster.kill_master(0)
+    try:
+        with pytest.raises(RedisUnavailable):
+            dapp.enqueue("echo", "x", _tenant=dead)
+        assert shard in dapp.broker.gate.failing
+    finally:
+        cluster.start_master(0)
+
+    def goes_through() -> bool:
+        try:
+            dapp.enqueue("echo", "x", _tenant=dead)
+        except RedisUnavailable:
+            return False
+        return True
+
+    wait_for(goes_through, "an enqueue to the restarted master")
+    assert not dapp.broker.gate.failing

@@ -60,8 +60,10 @@ class Enqueuer:
         folded into existing tasks.  Under ``durability="strict"``
         a :class:`NotReplicated` names the task ids it concerns: they are queued
         on the master, and enqueueing them again would run the work twice."""
+        shards = {shard_of_id(row.iid) for row in rows}
         try:
-            return self._enqueue(rows, now)
+            # a shard whose master is down fails at once, naming it (Core.gated)
+            return self.core.gated(shards, "enqueue", lambda: self._enqueue(rows, now))
         except NotReplicated as exc:
             ids = [row.iid for row in rows]
             if len(exc.results or []) == 1 and len({shard_of_id(i) for i in ids}) == 1:
