@@ -27,6 +27,7 @@ from redcron.dashboard import create_app
 from redcron.embedded_cluster import EmbeddedCluster
 from redcron.errors import RedisUnavailable, ScriptError
 from redcron.keys import Keys, shard_of
+from redcron.model.jobs import Task, job_spec
 
 SHARDS = 12
 MASTERS = 3
@@ -113,14 +114,21 @@ def test_the_api_answers_503_with_retry_after_in_clusterdown(dapp: App, down_clu
     )
     assert resp.status_code == 503, resp.get_data(as_text=True)
     assert resp.headers["Retry-After"] == str(web.config["REDCRON_RETRY_AFTER_S"])
-    assert resp.get_json()["error"]["code"] == "unavailable"
+    error = resp.get_json()["error"]
+    assert error["code"] == "unavailable"
+    # which shard, not where Redis is (the body is for clients)
+    assert f"shard {shard_of(down_cluster, SHARDS)}" in error["message"]
+    assert "127.0.0.1" not in error["message"]
 
 
 # -- the caller's shard gate (issue 30 §2.3) ------------------------------------------
 
 
 @pytest.fixture
-def master0_down(cluster: EmbeddedCluster) -> Iterator[None]:
+def master0_down(cluster: EmbeddedCluster, dapp: App) -> Iterator[None]:
+    # a job on master 0's tenant, put while it is up
+    dapp.jobs.put(job_spec("nightly", tasks={"t": Task("echo")}, cron="0 2 * * *",
+                           tenant=tenants(dapp)[0]))  # fmt: skip
     cluster.kill_master(0)
     try:
         yield
@@ -155,6 +163,12 @@ def test_an_enqueue_to_a_dead_master_fails_fast_the_second_time(
     assert calls == []  # no script call, no connection attempt: the gate said no
     assert second.value.shard == shard
     assert f"shard {shard}" in str(second.value) and "master 127.0.0.1:" in str(second.value)
+
+    # a trigger of a job there too (its lookup and its fire): no call either
+    monkeypatch.setattr(dapp.broker.client, "zrangebylex", lambda *a, **k: calls.append("z"))
+    with pytest.raises(RedisUnavailable) as third:
+        dapp.jobs.trigger("nightly", tenant=dead)
+    assert calls == [] and third.value.shard == shard
 
     # the live masters' shards are not held back
     assert dapp.enqueue("echo", "y", _tenant=live).id

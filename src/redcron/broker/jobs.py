@@ -347,14 +347,19 @@ class JobStore:
         name, tenant, rest = _name_first("trigger", name, old, tenant)
         if rest:  # trigger(tenant, name, params[, now]), the old order
             params, now = (*rest, now)[:2]
-        job_id = self.job_id(name, tenant=tenant)
+        # a shard whose master is known down fails at once (Core.gated)
+        home = shard_of(tenant, self.broker.shards)
+        job_id = self.broker.gated([home], "trigger", lambda: self.job_id(name, tenant=tenant))
         run_id = manual_run_id(job_id, ulid())
         manual = argv.FireArgs(
             job_id, "", "", "", None, None, "", "manual", 0, run_id, json.dumps(params or {})
         )
         unconfirmed: NotReplicated | None = None
+        shard = shard_of_id(job_id)
         try:
-            status, rid = self.broker.beat.fire_one(shard_of_id(job_id), manual, now)
+            status, rid = self.broker.gated(
+                [shard], "trigger", lambda: self.broker.beat.fire_one(shard, manual, now)
+            )
         except NotReplicated as exc:
             reply: Any = (exc.results or [[b"", run_id.encode()]])[0]
             status, rid, unconfirmed = _s(reply[0]), _s(reply[1]), exc

@@ -30,6 +30,28 @@ EXTENSION = "redcron.outage"
 _MET = "redcron_outage_met"
 
 MESSAGE = "Redis is not answering (restarting or unreachable); try again in {after} s"
+#: a shard's master down (the caller gate's error, or a call that failed on it)
+SHARD_MESSAGE = (
+    "Redis is not answering for shard {shard} (its master is down, restarting or "
+    "failing over; the other shards' tenants are served); try again in {after} s"
+)
+#: a server-state reply (CLUSTERDOWN, TRYAGAIN, LOADING...: broker/replies.py)
+STATE_MESSAGE = (
+    "Redis is not answering this now ({code}: restarting, failing over or moving "
+    "slots); try again in {after} s"
+)
+
+
+def message_of(exc: BaseException, after: int) -> str:
+    """The 503's message: which shard or which reply when known, never the
+    Redis address (the API's error body is for clients)."""
+    shard = getattr(exc, "shard", None)
+    if shard is not None:
+        return SHARD_MESSAGE.format(shard=shard, after=after)
+    code = getattr(exc, "reply_code", None)
+    if code:
+        return STATE_MESSAGE.format(code=code, after=after)
+    return MESSAGE.format(after=after)
 
 
 def init_outage(web: flask.Flask, app: App) -> None:
@@ -44,7 +66,7 @@ def init_outage(web: flask.Flask, app: App) -> None:
         request = flask.request
         outage.failed(exc, f"{request.method} {request.path}")
         after = web.config["REDCRON_RETRY_AFTER_S"]
-        message = MESSAGE.format(after=after)
+        message = message_of(exc, after)
         if wants_page():
             response: Response = error_page(503, message)
         else:
