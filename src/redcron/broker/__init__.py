@@ -19,6 +19,8 @@ from redcron.broker.audit import AuditEntry, AuditLog
 from redcron.broker.broker import Broker, FailResult, Lease, LeaseRequest
 from redcron.broker.cancel import RunCancel, TaskCancel
 from redcron.broker.channels import ChannelStore
+from redcron.broker.cluster_admin import MAX_KEYS as MAX_SHARD_KEYS
+from redcron.broker.cluster_admin import ShardMove, move_shard, plan_move
 from redcron.broker.connection import key_slot
 from redcron.broker.dlq import DLQ_ENTRY_ID, DlqPage, DlqStore
 from redcron.broker.doctor import DoctorReport, Finding, examine
@@ -58,6 +60,7 @@ __all__ = [
     "DLQ_ENTRY_ID",
     "LEASED_REPUBLISH_S",
     "LINK_TTL_S",
+    "MAX_SHARD_KEYS",
     "OPERATOR",
     "ROLES",
     "RUN_SCAN",
@@ -93,6 +96,7 @@ __all__ = [
     "Registration",
     "RunCancel",
     "ShardGate",
+    "ShardMove",
     "TaskCancel",
     "TaskFilter",
     "TenantStore",
@@ -107,10 +111,12 @@ __all__ = [
     "key_slot",
     "lease_secret",
     "list_tasks",
+    "move_shard",
     "page_job_runs",
     "page_jobs",
     "page_runs",
     "page_tenants",
+    "plan_move",
     "queue_loads",
     "read_metrics",
     "record_action",
