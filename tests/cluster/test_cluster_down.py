@@ -11,6 +11,7 @@ live master says so, then calls.  On its own cluster (it changes settings).
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,7 @@ import pytest
 import redis
 from polling import wait_for  # tests/helpers
 from redis_binary import redis_server_path
+from worker_procs import thread_workers
 
 from redcron import App
 from redcron.chaos.outage import spread_tenants
@@ -119,6 +121,34 @@ def test_the_api_answers_503_with_retry_after_in_clusterdown(dapp: App, down_clu
     # which shard, not where Redis is (the body is for clients)
     assert f"shard {shard_of(down_cluster, SHARDS)}" in error["message"]
     assert "127.0.0.1" not in error["message"]
+
+
+def test_a_worker_backs_off_in_clusterdown_and_resumes_after(
+    dapp: App, cluster: EmbeddedCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker meeting CLUSTERDOWN on every shard treats it as an outage (one
+    WARNING, back-off, no traceback, no "bug"), and serves again once the
+    cluster does."""
+    tenant = tenants(dapp)[1]
+    queued = dapp.enqueue("echo", "x", _tenant=tenant)  # before the cluster goes down
+    probe = Keys(dapp.settings.prefix).shard(shard_of(tenant, SHARDS)) + "probe"
+    _require_coverage(cluster, [0, 1, 2], "yes")
+    cluster.kill_master(0)
+    try:
+        wait_for(lambda: _clusterdown(cluster.ports[1], probe), "master 1 to say CLUSTERDOWN")
+        caplog.set_level(logging.DEBUG, logger="redcron")
+        with thread_workers(dapp, "down-worker") as start:
+            start(concurrency=1)
+            wait_for(lambda: "CLUSTERDOWN" in caplog.text, "the worker to meet CLUSTERDOWN")
+            # master 0's shards stay down; the others serve again without full coverage
+            _require_coverage(cluster, [1, 2], "no")
+            assert queued.result(timeout=30) == "x"
+        errors = [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+        assert errors == [], [r.getMessage() for r in errors]
+        assert "ScriptError" not in caplog.text
+    finally:
+        _require_coverage(cluster, [1, 2], "no")
+        cluster.start_master(0)
 
 
 # -- the caller's shard gate (issue 30 §2.3) ------------------------------------------
