@@ -105,3 +105,36 @@ def test_a_pipeline_reply_of_server_state_raises_unavailable() -> None:
     raise_unreachable([1, BaseParser.parse_error("NOTFOUND x")])
     with pytest.raises(ConnectionLost):
         raise_unreachable([redis.ConnectionError("reset")])
+
+
+class _Pipe:
+    """A pipeline whose replies are given (no Redis)."""
+
+    def __init__(self, replies: list[object]) -> None:
+        self.replies = replies
+
+    def hmget(self, *_args: object) -> None:
+        pass
+
+    def execute(self, raise_on_error: bool = True) -> list[object]:
+        return self.replies
+
+
+class _Client:
+    def __init__(self, replies: list[object]) -> None:
+        self.replies = replies
+
+    def pipeline(self, transaction: bool = True) -> _Pipe:
+        return _Pipe(self.replies)
+
+
+def test_the_doctor_takes_a_wrong_type_as_a_finding_and_clusterdown_as_no_answer() -> None:
+    """A doctor scan during CLUSTERDOWN used to report every key "not a hash"
+    (and could repair on that); now the examination stops instead."""
+    from redcron.broker.doctor.scan import _execute
+
+    wrongtype = BaseParser.parse_error("WRONGTYPE Operation against a key holding the wrong kind")
+    assert _execute(_Client([wrongtype]), [("hmget", "k", ["a"])], False) == [wrongtype]  # type: ignore[arg-type]
+    down = BaseParser.parse_error(SERVER_STATE["CLUSTERDOWN"])
+    with pytest.raises(RedisUnavailable):
+        _execute(_Client([down]), [("hmget", "k", ["a"])], False)  # type: ignore[arg-type]

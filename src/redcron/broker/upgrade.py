@@ -17,6 +17,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
+from redcron.broker.connection import raise_unreachable
 from redcron.keys import (
     ACTIVITY_TTL_S,
     ATTENTION_BREAKER,
@@ -312,9 +313,11 @@ def _dedupe_renamed(client: Any, keys: Keys) -> None:
             pipe.rename(key, keys.dedupe(found[0], tenant, mode, digest))
             queued += 1
             if queued % 500 == 0:
-                pipe.execute(raise_on_error=False)
+                raise_unreachable(pipe.execute(raise_on_error=False))
         if queued % 500:
-            pipe.execute(raise_on_error=False)
+            # a key gone meanwhile is fine; a master down or CLUSTERDOWN is not:
+            # the upgrade stops unrecorded, and runs again at the next start
+            raise_unreachable(pipe.execute(raise_on_error=False))
 
 
 def _parked_to_tenant_field(client: Any, keys: Keys) -> None:
@@ -437,7 +440,9 @@ def _once_to_dedupe(client: Any, keys: Keys) -> None:
             pipe = client.pipeline(transaction=False)
             pipe.renamenx(key, keys.dedupe(shard, _s(tenant), ONCE, rest))
             # an error: the key expired, or another process moved it, meanwhile
-            (moved,) = pipe.execute(raise_on_error=False)
+            replies = pipe.execute(raise_on_error=False)
+            raise_unreachable(replies)
+            (moved,) = replies
         if not moved:
             client.delete(key)
 
