@@ -169,4 +169,14 @@ def test_the_api_answers_202_with_the_ids_of_writes_not_replicated(
     resp = client.post(f"/v1/jobs/{job_id}/pause", json={}, headers=auth)
     assert resp.status_code == 202, resp.get_data(as_text=True)
     assert resp.get_json()["replicated"] is False
+    # and the contract says so, for each route whose writes wait
+    paths = client.get("/v1/openapi.json").get_json()["paths"]
+    for path, method in (
+        ("/v1/tasks", "post"),
+        ("/v1/jobs/{job_id}/trigger", "post"),
+        ("/v1/jobs/{job_id}/pause", "post"),
+        ("/v1/worker/complete", "post"),
+    ):
+        assert "202" in paths[path][method]["responses"], path
+    assert "202" not in paths["/v1/jobs"]["get"]["responses"]
     plain.close()

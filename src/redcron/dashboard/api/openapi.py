@@ -102,9 +102,25 @@ STANDARD: tuple[tuple[str, Callable[[str, str, Json], bool]], ...] = (
 )
 
 
+#: the routes whose writes wait for replicas under durability=strict (an enqueue,
+#: a job change or trigger, a cancel, a retry, a replay, a worker's report): a
+#: write they did not confirm in time answers 202 (common.unconfirmed)
+_WAITED = ("/v1/jobs", "/v1/runs", "/v1/tasks", "/v1/dlq", "/v1/tenants/{tenant}/dlq",
+           "/v1/worker/complete", "/v1/worker/fail")  # fmt: skip
+
+
+def _waits(path: str, method: str, op: Json) -> bool:
+    return method in ("post", "put", "patch", "delete") and path.startswith(_WAITED)
+
+
 def with_standard_errors(paths: Json) -> Json:
     """``paths`` with the :data:`STANDARD` statuses added to each operation (an
-    operation's own description of a status wins)."""
+    operation's own description of a status wins), and 202 (:data:`_WAITED`)."""
+    unconfirmed: Json = {
+        "description": "Written on the master, not yet confirmed by its replicas "
+        "(durability=strict): do not resend; look it up once Redis settles",
+        **_json(ref("Unconfirmed")),
+    }
     for path, item in paths.items():
         for method, op in item.items():
             if method == "parameters":
@@ -112,6 +128,8 @@ def with_standard_errors(paths: Json) -> Json:
             for code, applies in STANDARD:
                 if applies(path, method, op):
                     op["responses"].setdefault(code, error(code))
+            if _waits(path, method, op):
+                op["responses"].setdefault("202", unconfirmed)
     return paths
 
 

@@ -76,6 +76,12 @@ REPLIES: Json = {
     "TaskCancel": {"type": "object", "properties": {
         "id": {"type": "string"}, "state": {"type": "string"},
         "cancelled": {"type": "boolean"}, "may_still_be_running": {"type": "boolean"}}},
+    "Unconfirmed": {"type": "object", "required": ["replicated", "message"],
+                    "description": "written on the master, not yet confirmed by its "
+                    "replicas (durability=strict): do not resend; docs/api.md, "
+                    "Not replicated", "properties": {
+        **UNCONFIRMED, "ids": {"type": "array", "items": {"type": "string"},
+                               "description": "ids the write created, if any"}}},
     "Task": {"type": "object", "properties": {
         "id": {"type": "string"}, "name": {"type": "string"}, "state": {"type": "string"},
         "attempt": {"type": "integer"}, "error": {"type": ["string", "null"]},
