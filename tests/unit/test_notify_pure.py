@@ -4,9 +4,13 @@ sealing of secrets, the URL checks, the backoff and what messages say."""
 from __future__ import annotations
 
 import json
+import math
 import random
+from typing import Any
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from redcron.broker.channels import seal, unseal
 from redcron.errors import ValidationError
@@ -34,6 +38,35 @@ def test_a_signature_checks_out_only_for_its_body_secret_and_time() -> None:
     assert not verify("other", body, sig, "1700000000", 1_700_000_000)
     assert not verify("s3cret", body + b"x", sig, "1700000000", 1_700_000_000)
     assert not verify("s3cret", body, sig, "17e8", 1_700_000_000)
+
+
+_headers = st.one_of(st.text(), st.none(), st.binary(), st.integers())
+
+
+@given(signature=_headers, timestamp=_headers, body=st.one_of(st.binary(), st.text()),
+       now_s=st.one_of(st.floats(), st.integers()))  # fmt: skip
+@example(signature="sha256=é", timestamp="1700000000", body=b"x", now_s=1_700_000_000)
+@example(signature="sha256=00", timestamp="9" * 5000, body=b"x", now_s=1_700_000_000)
+@example(signature="sha256=00", timestamp="\ud800", body=b"x", now_s=0)
+@example(signature="\ud800", timestamp="1", body=b"x", now_s=1)
+@example(signature="sha256=00", timestamp="1700000000", body=b"x", now_s=math.nan)
+def test_verify_is_false_for_every_malformed_input(
+    signature: Any, timestamp: Any, body: Any, now_s: float
+) -> None:
+    """A receiver passes header values an attacker chose: never an exception."""
+    assert verify("s3cret", body, signature, timestamp, now_s) is False
+
+
+def test_verify_takes_a_good_signature_with_any_secret_and_refuses_a_nan_clock() -> None:
+    body = b"{}"
+    for secret in ("s3cret", "sécrét ✓"):
+        sig = sign(secret, 1_700_000_000, body)
+        assert verify(secret, body, sig, "1700000000", 1_700_000_000.5)
+        assert verify(secret, bytearray(body), sig, "1700000000", 1_700_000_000)
+    sig = sign("s", 1_700_000_000, body)
+    assert not verify("s", body, sig, "1700000000", math.nan)  # would pass the time check
+    assert not verify("\ud800", body, sig, "1700000000", 1_700_000_000)
+    assert not verify("s", body, sig, "0001700000000", 1_700_000_000)  # over 12 digits
 
 
 def test_a_sealed_value_opens_only_for_its_channel_and_unaltered() -> None:
