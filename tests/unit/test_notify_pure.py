@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
+import urllib.parse
+import urllib.request
 from typing import Any
 
 import pytest
@@ -14,7 +17,14 @@ from hypothesis import strategies as st
 
 from redcron.broker.channels import seal, unseal
 from redcron.errors import ValidationError
-from redcron.model.channels import allowed_hosts, check_events, check_url, host_allowed, shown_url
+from redcron.model.channels import (
+    allowed_hosts,
+    check_events,
+    check_url,
+    host_allowed,
+    shown_url,
+    url_pattern,
+)
 from redcron.notify.messages import (
     RETRY_CAP_MS,
     body_of,
@@ -95,6 +105,41 @@ def test_the_allowlist_matches_hosts_domains_and_star() -> None:
         with pytest.raises(ValidationError) as got:
             check_url(bad, allow)
         assert got.value.field == "url"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1%2eevil.example.com/x",  # urllib decodes %2e: another host
+        "http://%31%32%37.0.0.1/x",  # ...or an IP the allowlist never named
+        "http://a.example.com%3A80/x",
+        "http://evil.org\t.example.com/x",  # urlsplit drops the tab, urllib does not
+        "http://a.example.com\r\nX-Injected: 1/x",
+        "http://a.exa\nmple.com/x",
+        "http://a.example.com/x y",
+        "http://a.example.com/\x00",
+        "http://a.example.com/é",
+        "http://évil.example.com/",
+        "http://evil.org\\.example.com/",
+        "http://[fe80::1%25eth0]/",  # a zone id is a %-escape too
+    ],
+)
+def test_a_host_that_parses_differently_for_the_sender_is_refused(url: str) -> None:
+    for allow in ((".example.com",), ("*",)):
+        with pytest.raises(ValidationError) as got:
+            check_url(url, allow)
+        assert got.value.field == "url"
+
+
+def test_the_host_checked_is_the_host_connected_to() -> None:
+    for url in ("http://a.example.com:8080/in?x=%20y", "https://[::1]:443/p", "http://10.0.0.1/"):
+        assert check_url(url, ("*",)) == url
+        assert urllib.request.Request(url).host == urllib.parse.urlsplit(url).netloc
+    pattern = re.compile(url_pattern((".example.com",)))
+    assert pattern.match("https://a.example.com/in?x=%20y")
+    assert not pattern.match("https://a%2eexample.com/") and not pattern.match(
+        "https://a.example.com/ x"
+    )
 
 
 def test_listings_show_no_credential_of_a_url() -> None:
