@@ -108,7 +108,7 @@ class _WatchedHTTPConnection(http.client.HTTPConnection):
     watchdog: Watchdog
 
     def connect(self) -> None:
-        self.timeout = min(self.timeout or self.watchdog.timeout_s, self.watchdog.remaining())
+        self.timeout = _connect_timeout(self.timeout, self.watchdog)
         super().connect()
         self.watchdog.watch(self.sock)
 
@@ -117,9 +117,15 @@ class _WatchedHTTPSConnection(http.client.HTTPSConnection):
     watchdog: Watchdog
 
     def connect(self) -> None:
-        self.timeout = min(self.timeout or self.watchdog.timeout_s, self.watchdog.remaining())
+        self.timeout = _connect_timeout(self.timeout, self.watchdog)
         super().connect()
         self.watchdog.watch(self.sock)
+
+
+def _connect_timeout(given: float | None, dog: Watchdog) -> float:
+    """What is left of the deadline (never 0, which would make the socket
+    non-blocking: a connect then fails at once with no useful error)."""
+    return max(0.001, min(given or dog.timeout_s, dog.remaining()))
 
 
 def _watched(cls: type[http.client.HTTPConnection], dog: Watchdog) -> Any:
