@@ -7,6 +7,7 @@ byte at a time (a receiver that dribbles)."""
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -50,7 +51,8 @@ class Receiver:
 
 
 @contextmanager
-def receiver() -> Iterator[Receiver]:
+def receiver(tls: ssl.SSLContext | None = None) -> Iterator[Receiver]:
+    """A receiver; with ``tls`` (a server context), an https one."""
     rec = Receiver()
 
     class Handler(BaseHTTPRequestHandler):
@@ -86,8 +88,11 @@ def receiver() -> Iterator[Receiver]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
     server.daemon_threads = True
-    rec.url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+    scheme = "https" if tls is not None else "http"
+    rec.url = f"{scheme}://127.0.0.1:{server.server_address[1]}/hook"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

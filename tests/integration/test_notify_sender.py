@@ -5,11 +5,14 @@ answers comes back as a failed :class:`Response`, never as an exception."""
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from receiver import Receiver, receiver  # tests/helpers
+from tls_redis import make_certs  # tests/helpers
 
 from redcron.notify.sender import HttpSender, Response, Watchdog
 
@@ -91,3 +94,24 @@ def test_an_invalid_url_is_a_failed_response() -> None:
     for url in ("http://127.0.0.1:port/", "http://127.0.0.1/a b", "nope://x/"):
         got = sender.post(url, b"{}", {}, 1)
         assert not got.ok and got.status is None and got.error
+
+
+def test_an_https_receiver_that_dribbles_is_cut_at_the_deadline_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same over TLS, past the handshake (which has a deadline of its own)."""
+    try:
+        ca, cert, key = make_certs(tmp_path)
+    except FileNotFoundError:
+        pytest.skip("no openssl to make a certificate")
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca))  # the sender's default context trusts it
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+    with receiver(tls) as rec:
+        rec.raw = b"HTTP/1.1 204 No Content\r\n\r\n"
+        assert post(rec)[1].status == 204  # the TLS path works at all
+        rec.raw = HEAD + b"X-Slow: " + b"a" * 1000 + b"\r\n\r\n"
+        rec.dribble_s = 0.05
+        took, got = post(rec, timeout_s=0.5)
+        assert took < 10, f"held {took:.1f} s by a 0.5 s channel"
+        assert not got.ok and got.status is None and "timed out" in got.error
