@@ -59,7 +59,7 @@ def body_of(registered: list[str]) -> Json:
     name: Json = {"type": "string", "enum": registered} if registered else {"type": "string"}
     schema = body_schema({
         "name": name,
-        "args": {"type": "array", "default": []},
+        "args": {"type": "array", "items": {}, "default": []},
         # TaskDef.enqueue reads _names as options: set those by their body fields
         "kwargs": {"type": "object", "propertyNames": {"pattern": "^[^_]"}, "default": {}},
         "tenant": _or_null(validation.name_schema()),
