@@ -10,16 +10,18 @@ import jsonschema_rs  # schemathesis's validator (the dev extra)
 import pytest
 
 from redcron.dashboard.api import tasks, worker
-from redcron.model.job_schema import job_body_schema, task_fields
+from redcron.model.job_schema import job_body_forms, job_body_schema, task_fields
 from redcron.model.jobfile import SHORT_TASK_FIELDS, SHORT_TASK_POLICIES
 from redcron.model.jobs import JobSpec, Task
 from redcron.model.tenants import SETTINGS_FIELDS, settings_schema
 
 
 def test_the_job_schema_lists_the_model_fields() -> None:
-    schema = job_body_schema()
-    assert set(schema["properties"]) == {*JobSpec.__dataclass_fields__, "task",
-                                         *SHORT_TASK_POLICIES}  # fmt: skip
+    dag, short = job_body_forms()
+    both = {*dag["properties"], *short["properties"]}
+    assert both == {*JobSpec.__dataclass_fields__, "task", *SHORT_TASK_POLICIES}
+    assert "task" not in dag["properties"] and "tasks" not in short["properties"]
+    schema = short
     assert set(task_fields()) == set(Task.__dataclass_fields__)
     assert set(schema["properties"]["task"]["properties"]) == SHORT_TASK_FIELDS
 

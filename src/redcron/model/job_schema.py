@@ -18,12 +18,12 @@ from __future__ import annotations
 from typing import Any
 
 from redcron.model import validation
-from redcron.model.jobfile import SHORT_TASK_FIELDS, SHORT_TASK_POLICIES
+from redcron.model.jobfile import SHORT_TASK_FIELDS
 from redcron.model.jobs import CATCHUP_POLICIES, MAX_DAG_TASKS, OVERLAP_POLICIES
 
 Json = dict[str, Any]
 
-__all__ = ["job_body_schema", "job_fields", "task_fields"]
+__all__ = ["job_body_forms", "job_body_schema", "job_fields", "task_fields"]
 
 
 def _nullable(schema: Json) -> Json:
@@ -44,7 +44,7 @@ def task_fields() -> Json:
     seconds = _nullable(validation.seconds_schema())
     return {
         "ref": _nullable({"type": "string", "minLength": 1}),
-        "args": {"type": "array"},
+        "args": {"type": "array", "items": {}},
         "kwargs": {"type": "object"},
         "command": _nullable(validation.argv_schema()),
         "env": validation.env_schema(),
@@ -122,24 +122,23 @@ def job_fields() -> Json:
     }  # fmt: skip
 
 
-def job_body_schema() -> Json:
-    """One job: the job-file form (``tasks``) or the short form (one ``task``, with
-    the task's ``retries`` and ``timeout_s`` at the top)."""
+def job_body_forms(required: tuple[str, ...] = ("name",)) -> tuple[Json, Json]:
+    """A job's two forms, each a whole object: the job-file form (``tasks``, a DAG)
+    and the short form (one ``task``, with the task's ``retries`` and ``timeout_s``
+    at the top).  Neither takes the other's fields, so a body is one or the other,
+    as the API reads it; ``required``: besides ``tasks`` or ``task``."""
     task_fields_ = task_fields()
-    props = {
-        **job_fields(),
-        "task": _short_task_schema(),
-        "retries": task_fields_["retries"],
-        "timeout_s": task_fields_["timeout"],
-    }
-    policies = [{"required": [p]} for p in SHORT_TASK_POLICIES]
-    return {
-        "type": "object",
-        "properties": props,
-        "additionalProperties": False,
-        "required": ["name"],
-        "oneOf": [
-            {"required": ["tasks"], "not": {"anyOf": [{"required": ["task"]}, *policies]}},
-            {"required": ["task"], "not": {"required": ["tasks"]}},
-        ],
-    }
+    fields = job_fields()
+    dag: Json = {"type": "object", "title": "JobDagBody", "properties": fields,
+                 "additionalProperties": False, "required": [*required, "tasks"]}  # fmt: skip
+    short_props = {k: v for k, v in fields.items() if k != "tasks"}
+    short_props.update(task=_short_task_schema(), retries=task_fields_["retries"],
+                       timeout_s=task_fields_["timeout"])  # fmt: skip
+    short: Json = {"type": "object", "title": "JobShortBody", "properties": short_props,
+                   "additionalProperties": False, "required": [*required, "task"]}  # fmt: skip
+    return dag, short
+
+
+def job_body_schema(required: tuple[str, ...] = ("name",)) -> Json:
+    """One job, in either form (:func:`job_body_forms`)."""
+    return {"oneOf": list(job_body_forms(required))}

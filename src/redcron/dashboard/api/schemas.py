@@ -44,7 +44,7 @@ from redcron.keys import PRIORITIES
 from redcron.model import channels
 from redcron.model.channels import ChannelInfo, Delivery
 from redcron.model.concurrency import ConcurrencySlots
-from redcron.model.job_schema import job_body_schema
+from redcron.model.job_schema import job_body_forms
 from redcron.model.jobs import OVERLAP_POLICIES
 from redcron.model.records import (
     AttemptRecord,
@@ -204,16 +204,48 @@ def replies() -> Json:
     }  # fmt: skip
 
 
+def _dag_tasks(dag: Json) -> tuple[Json, Json]:
+    """Put a DAG's task schemas (in the mapping form, in the list form with a name)
+    in components of their own, referred to from ``dag``: a generator makes models
+    of components, and gives up on an object inline in a union."""
+    mapping, listing = dag["properties"]["tasks"]["anyOf"]
+    task: Json = mapping["additionalProperties"]["anyOf"][0]
+    named: Json = listing["items"]
+    dag["properties"] = {**dag["properties"], "tasks": {"anyOf": [
+        {**mapping, "additionalProperties": {"anyOf": [ref("JobTask"),
+                                                       mapping["additionalProperties"]["anyOf"][1]]}},
+        {**listing, "items": ref("JobNamedTask")}]}}  # fmt: skip
+    return task, named
+
+
 def schemas(registered: Sequence[str], allow: Sequence[str] = ()) -> Json:
     """Every component schema; ``registered``: the task names ``POST /v1/tasks`` takes,
     ``allow``: the hosts a channel URL may name (the notification allowlist)."""
+    dag, short = job_body_forms()
+    dag_put, short_put = job_body_forms(required=())
+    task, named = _dag_tasks(dag)
+    _dag_tasks(dag_put)
     return {
+        "JobTask": {**task, "title": "JobTask"},
+        "JobNamedTask": {**named, "title": "JobNamedTask"},
         **replies(),
-        "JobBody": job_body_schema(),
+        # a job in either form, each a model of its own for a generated client
+        "JobDagBody": dag,
+        "JobShortBody": short,
+        "JobBody": {"oneOf": [ref("JobDagBody"), ref("JobShortBody")]},
         # PUT keeps the job's name and tenant: left out, they are the job's
-        "JobReplaceBody": {k: v for k, v in job_body_schema().items() if k != "required"},
+        "JobDagReplaceBody": {**dag_put, "title": "JobDagReplaceBody"},
+        "JobShortReplaceBody": {**short_put, "title": "JobShortReplaceBody"},
+        "JobReplaceBody": {"oneOf": [ref("JobDagReplaceBody"), ref("JobShortReplaceBody")]},
         "TaskBody": tasks.body_of(list(registered)),
-        "TenantSettings": body_schema(settings_schema()),
+        # a partial update: a field left out keeps its value, so no defaults (a
+        # generated client would send them, resetting what it did not name)
+        "TenantSettings": body_schema(
+            {
+                k: {f: v for f, v in schema.items() if f != "default"}
+                for k, schema in settings_schema().items()
+            }
+        ),
         "ChannelBody": body_schema(channels.body_properties(allow), ("url",)),
         "TokenBody": tokens.BODY,
         "WorkerLeaseBody": worker.LEASE_BODY,
