@@ -168,6 +168,17 @@ def test_every_reply_matches_its_schema(call: Checked) -> None:
     call("GET", "/v1/runs")
     call("GET", f"/v1/runs/{run_id}")
     call("GET", f"/v1/tasks/{run_id}/extract")
+    named = call(
+        "POST",
+        "/v1/jobs",
+        json={
+            "name": "odd",
+            "tenant": TENANT,
+            "tasks": {"cancel": {"ref": "api.add", "args": [1]}},
+        },
+    )
+    odd_run = call("POST", f"/v1/jobs/{named['id']}/trigger")["run_id"]
+    assert call("GET", f"/v1/tasks/{odd_run}/cancel")["task"] == "cancel"
     call("POST", f"/v1/runs/{run_id}/tasks/load/retry")
     call("POST", f"/v1/runs/{run_id}/tasks/load/cancel")
     call("POST", f"/v1/runs/{run_id}/cancel")  # 409: it ended

@@ -301,6 +301,9 @@ def paths() -> Json:
         },
         "/v1/tasks/{task_id}/cancel": {
             "parameters": _path("task_id"),
+            "get": _op("get_task_named_cancel", "The task whose id is {task_id}/cancel (a "
+                       "run's task named cancel: GET /v1/tasks/{task_id} reads the same)",
+                       "200", ref("Task"), ("404",)),
             "post": _optional_body(_op("cancel_task", "Cancel a task: it ends cancelled at "
                                        "once; 409 if it had ended", "200", ref("TaskCancel"),
                                        ("404", "409"))),

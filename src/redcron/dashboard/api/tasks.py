@@ -124,6 +124,14 @@ def get_task(task_id: str) -> flask.Response:
     return reply({**to_json(task), "concurrency": to_json(slots)})
 
 
+@bp.get("/tasks/<path:task_id>/cancel")
+def get_task_named_cancel(task_id: str) -> flask.Response:
+    """A run's task may be named ``cancel``: its id is ``<run id>/cancel``, so
+    ``GET /v1/tasks/<run id>/cancel`` reads it.  A rule of its own, so that the URL
+    map, ``Allow`` and the document all say GET is served here beside POST."""
+    return get_task(f"{task_id}/cancel")
+
+
 @bp.post("/tasks/<path:task_id>/cancel")
 def cancel_task(task_id: str) -> flask.Response:
     """End the task cancelled wherever it is: ``{id, state, cancelled,

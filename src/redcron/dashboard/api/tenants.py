@@ -12,13 +12,13 @@ from redcron.dashboard.api import actions, auth
 from redcron.dashboard.api.common import (
     ApiError,
     body,
-    encode_cursor,
     only,
     redcron_app,
     reply,
 )
+from redcron.dashboard.api.dlq import CURSOR as DLQ_CURSOR
 from redcron.dashboard.api.dlq import dlq_cursor
-from redcron.dashboard.api.params import DLQ_LIMIT, LIMIT, CursorParam
+from redcron.dashboard.api.params import DLQ_LIMIT, LIMIT, NAME_PART, CursorParam
 from redcron.errors import NotFound
 from redcron.model import validation
 from redcron.model.states import TaskState
@@ -27,7 +27,7 @@ from redcron.model.tenants import SETTINGS_FIELDS
 bp = flask.Blueprint("tenants", __name__)
 
 #: the query of GET /v1/tenants (and LIMIT): a page's cursor is its last tenant
-CURSOR = CursorParam("tenants", (str,))
+CURSOR = CursorParam("tenants", (NAME_PART,), "tenant")
 
 
 @bp.get("/tenants")
@@ -43,7 +43,7 @@ def list_tenants() -> flask.Response:
     return reply(
         {
             "tenants": app.tenants.rows(names.items),
-            "next_cursor": encode_cursor([nxt]) if nxt else None,
+            "next_cursor": CURSOR.encode(nxt) if nxt else None,
         }
     )
 
@@ -76,7 +76,7 @@ def list_dlq(tenant: str) -> flask.Response:
     found = redcron_app().broker.dlq.page(tenant, dlq_cursor(), limit)
     nxt = found.next_cursor
     return reply(
-        {"entries": found.entries, "next_cursor": encode_cursor(list(nxt)) if nxt else None}
+        {"entries": found.entries, "next_cursor": DLQ_CURSOR.encode(*nxt) if nxt else None}
     )
 
 

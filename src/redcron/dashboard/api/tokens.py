@@ -20,9 +20,10 @@ import flask
 from redcron.broker import OPERATOR, ROLES, VIEWER, TokenStore
 from redcron.broker import TOKEN_KINDS as KINDS
 from redcron.dashboard.api import actions, auth
-from redcron.dashboard.api.common import bad, body, encode_cursor, redcron_app, reply
+from redcron.dashboard.api.common import bad, body, redcron_app, reply
 from redcron.dashboard.api.params import (
     LIMIT,
+    MS,
     ChoiceParam,
     CursorParam,
     Json,
@@ -35,7 +36,7 @@ from redcron.model.records import epoch_ms
 bp = flask.Blueprint("tokens", __name__)
 
 #: the query of GET /v1/tokens (and LIMIT)
-CURSOR = CursorParam("tokens", (int, str))
+CURSOR = CursorParam("tokens", (MS, "[0-9a-f]{12}"), "created ms:token id")
 KIND = ChoiceParam("kind", KINDS, "Only tokens of this kind")
 TENANT = NameParam("tenant", "Only this tenant's tokens")
 
@@ -123,10 +124,10 @@ def list_tokens() -> flask.Response:
     cut here, keyed by (creation, id) so a revoked one shifts nothing."""
     auth.admin_reads("listing API tokens")
     kind, tenant, limit, key = KIND.read(), TENANT.read(), LIMIT.read(), CURSOR.read()
-    after = (key[0], key[1]) if key is not None else None
+    after = (int(key[0]), key[1]) if key is not None else None
     found = [t for t in _store().list(kind, tenant) if after is None or _position(t) > after]
     page = found[:limit]
-    nxt = encode_cursor(list(_position(page[-1]))) if len(found) > limit else None
+    nxt = CURSOR.encode(*_position(page[-1])) if len(found) > limit else None
     return reply({"tokens": page, "next_cursor": nxt})
 
 
