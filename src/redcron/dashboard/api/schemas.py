@@ -204,39 +204,48 @@ def replies() -> Json:
     }  # fmt: skip
 
 
-def _dag_tasks(dag: Json) -> tuple[Json, Json]:
-    """Put a DAG's task schemas (in the mapping form, in the list form with a name)
-    in components of their own, referred to from ``dag``: a generator makes models
-    of components, and gives up on an object inline in a union."""
-    mapping, listing = dag["properties"]["tasks"]["anyOf"]
-    task: Json = mapping["additionalProperties"]["anyOf"][0]
-    named: Json = listing["items"]
-    dag["properties"] = {**dag["properties"], "tasks": {"anyOf": [
-        {**mapping, "additionalProperties": {"anyOf": [ref("JobTask"),
-                                                       mapping["additionalProperties"]["anyOf"][1]]}},
-        {**listing, "items": ref("JobNamedTask")}]}}  # fmt: skip
-    return task, named
+def _lift(schema: Any, found: Json) -> Any:
+    """``schema`` with each titled object or enum inside it (a kind of task, the
+    time zones) replaced by a ``$ref`` to a component of that title, collected in
+    ``found``: a generator makes a model of each component, and gives up on an
+    object inline in a union; the zones are listed once."""
+    if isinstance(schema, list):
+        return [_lift(s, found) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: _lift(v, found) for k, v in schema.items()}
+    title = out.get("title")
+    if title and (out.get("type") == "object" or "enum" in out):
+        found[title] = out
+        return ref(title)
+    return out
+
+
+def _job_bodies() -> Json:
+    """A job's bodies (POST; PUT, without name and tenant: given, they must be the
+    job's own) in either form, each a model of its own for a generated client,
+    with the kinds of task as components."""
+    found: Json = {}
+    post = job_body_forms()
+    put = job_body_forms(required=(), without=("name", "tenant"))
+    out: Json = {}
+    for i, name in enumerate(("JobDagBody", "JobShortBody")):
+        out[name] = {**post[i], "properties": _lift(post[i]["properties"], found)}
+        replace = name.replace("Body", "ReplaceBody")
+        out[replace] = {**put[i], "title": replace,
+                        "properties": _lift(put[i]["properties"], found)}  # fmt: skip
+    return {**found, **out,
+            "JobBody": {"oneOf": [ref("JobDagBody"), ref("JobShortBody")]},
+            "JobReplaceBody": {"oneOf": [ref("JobDagReplaceBody"),
+                                         ref("JobShortReplaceBody")]}}  # fmt: skip
 
 
 def schemas(registered: Sequence[str], allow: Sequence[str] = ()) -> Json:
     """Every component schema; ``registered``: the task names ``POST /v1/tasks`` takes,
     ``allow``: the hosts a channel URL may name (the notification allowlist)."""
-    dag, short = job_body_forms()
-    dag_put, short_put = job_body_forms(required=())
-    task, named = _dag_tasks(dag)
-    _dag_tasks(dag_put)
     return {
-        "JobTask": {**task, "title": "JobTask"},
-        "JobNamedTask": {**named, "title": "JobNamedTask"},
         **replies(),
-        # a job in either form, each a model of its own for a generated client
-        "JobDagBody": dag,
-        "JobShortBody": short,
-        "JobBody": {"oneOf": [ref("JobDagBody"), ref("JobShortBody")]},
-        # PUT keeps the job's name and tenant: left out, they are the job's
-        "JobDagReplaceBody": {**dag_put, "title": "JobDagReplaceBody"},
-        "JobShortReplaceBody": {**short_put, "title": "JobShortReplaceBody"},
-        "JobReplaceBody": {"oneOf": [ref("JobDagReplaceBody"), ref("JobShortReplaceBody")]},
+        **_job_bodies(),
         "TaskBody": tasks.body_of(list(registered)),
         # a partial update: a field left out keeps its value, so no defaults (a
         # generated client would send them, resetting what it did not name)
