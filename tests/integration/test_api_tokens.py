@@ -78,6 +78,19 @@ def test_worker_and_admin_tokens_are_minted_by_kind(web: flask.Flask) -> None:
     assert lease.status_code == 200, lease.get_json()
     viewer = admin.post("/v1/tokens", json={"kind": "admin"}).get_json()
     assert viewer["token"]["role"] == "viewer"
+    # listed a page at a time, oldest first, each once
+    ids, cursor = [], ""
+    while True:
+        page = admin.get(f"/v1/tokens?limit=1&cursor={cursor}").get_json()
+        ids += [t["id"] for t in page["tokens"]]
+        if page["next_cursor"] is None:
+            break
+        cursor = page["next_cursor"]
+    # (by creation, then id: two made in one millisecond come in id order)
+    assert sorted(ids) == sorted([worker["token"]["id"], viewer["token"]["id"]])
+    assert len(ids) == 2
+    kinds = admin.get("/v1/tokens?kind=worker").get_json()["tokens"]
+    assert [t["id"] for t in kinds] == [worker["token"]["id"]]
     # a viewer admin reads the listings, and may not mint
     seen = client(web, viewer["secret"])
     assert seen.get("/v1/tokens").status_code == 200
