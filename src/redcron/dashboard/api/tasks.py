@@ -57,6 +57,8 @@ def body_of(registered: list[str]) -> Json:
     task's function is checked on the call (400 naming ``args`` or
     ``kwargs.<name>``).  A null option is the task's declared default."""
     name: Json = {"type": "string", "enum": registered} if registered else {"type": "string"}
+    # a window counts whole milliseconds (model/dedupe.py): under one is refused
+    window: Json = {"type": "number", "minimum": 0.001, "maximum": validation.MAX_SECONDS}
     schema = body_schema({
         "name": name,
         "args": {"type": "array", "items": {}, "default": []},
@@ -70,12 +72,27 @@ def body_of(registered: list[str]) -> Json:
         "countdown_s": _or_null(validation.seconds_schema()),
         # issue 21: whether they combine (a debounce refuses a countdown, a unique
         # window a debounce) is the call's check, a 400 naming the field
-        "unique_for_s": _or_null(validation.seconds_schema(above=True)),
+        "unique_for_s": _or_null(window),
         "unique_key": _or_null({"type": "string", "minLength": 1, "maxLength": 256}),
-        "debounce_s": _or_null(validation.seconds_schema(above=True)),
-        "max_wait_s": _or_null(validation.seconds_schema(above=True)),
+        "debounce_s": _or_null(window),
+        "max_wait_s": _or_null(window),
         "concurrency_key": _or_null({"type": "string", "minLength": 1}),
     }, ("name",))  # fmt: skip
+    # what the call refuses whatever the task declares (model/dedupe.py): a debounce
+    # with a unique window or a countdown (it is the delay: under 1 ms is none), a
+    # unique window with max_wait_s (a debounce's cap).  Which need a debounce or
+    # a window the task may declare itself (max_wait_s, unique_key alone) is the
+    # call's check; so is max_wait_s below debounce_s.
+    null: Json = {"type": "null"}
+    schema["dependentSchemas"] = {
+        "debounce_s": {"if": {"properties": {"debounce_s": {"type": "number"}}},
+                       "then": {"properties": {
+                           "unique_for_s": null,
+                           "countdown_s": {"anyOf": [null, {"type": "number", "minimum": 0,
+                                                            "exclusiveMaximum": 0.001}]}}}},
+        "unique_for_s": {"if": {"properties": {"unique_for_s": {"type": "number"}}},
+                         "then": {"properties": {"debounce_s": null, "max_wait_s": null}}},
+    }  # fmt: skip
     return schema
 
 
