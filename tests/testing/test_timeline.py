@@ -184,6 +184,20 @@ def test_a_lease_held_elsewhere_is_reaped_when_it_expires(app: TestApp) -> None:
     assert second.leased_at is not None and second.leased_at < T0 + timedelta(minutes=1)
 
 
+def test_a_run_past_its_deadline_is_marked_late_at_the_deadline(app: TestApp) -> None:
+    @app.task(retries=1)
+    def slow_start() -> None:
+        if app.now == T0 + timedelta(hours=1):
+            raise Retry("not yet", delay=600)
+
+    app.job("hourly", cron="0 * * * *", deadline_s=120, tasks={"t": Task(slow_start.name)})
+    assert app.advance(HOUR + 30 * 60).succeeded == 1
+    (run,) = app.runs("hourly")
+    # still going (its task in a 10-minute retry delay) when its deadline came
+    assert run.late_at == run.deadline_at == T0 + timedelta(hours=1, minutes=2)
+    assert str(run.state) == "succeeded" and run.ended_at == T0 + timedelta(hours=1, minutes=10)
+
+
 def test_the_step_cap_names_itself_and_how_to_raise_it() -> None:
     with TestApp(now=T0, max_steps=50) as app:
 
