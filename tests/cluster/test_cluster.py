@@ -88,28 +88,47 @@ def test_a_batch_over_every_shard_is_admitted_then_written(
     assert [h.result(timeout=30) for h in many] == [f"{t}x".upper() for t in tenants]
 
 
+#: the idle wait the worker is given while a task is enqueued (its own is 1 s)
+LONG_WAIT_S = 8.0
+
+
 def test_an_idle_worker_wakes_for_work_on_any_shard(
     capp: App, start_worker: Callable[..., Worker], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # every wait of the worker on the wake lists, as (when it ended, woken or timed out)
-    waits: list[tuple[float, bool]] = []
-    wait_for_work = capp.broker.leases.wait_for_work
+    """Each task is enqueued while the worker is blocked in an idle wait made
+    LONG_WAIT_S long: that wait must end woken.  A wait that times out instead
+    missed the wake-up, whatever the machine's load: the enqueue follows the
+    wait's start by milliseconds, not 8 s.  (The worker's own 1 s wait could
+    time out while an enqueue was on its way, which an earlier version of this
+    test, judging waits by when they ended, counted as a miss: a flake under
+    load.)"""
+    leases = capp.broker.leases
+    wait_for_work = leases.wait_for_work
+    long = threading.Event()
+    waiting = threading.Event()  # the worker is in a long wait
+    long_waits: list[bool] = []  # woken, of each long wait
 
-    def recorded(*args: Any, **kwargs: Any) -> bool:
-        woken = wait_for_work(*args, **kwargs)
-        waits.append((time.monotonic(), woken))
+    def recorded(shards: Any, queues: Any, timeout_s: float, **kwargs: Any) -> bool:
+        if not long.is_set():
+            return wait_for_work(shards, queues, timeout_s, **kwargs)
+        waiting.set()
+        woken = wait_for_work(shards, queues, LONG_WAIT_S, **kwargs)
+        waiting.clear()
+        long_waits.append(woken)
         return woken
 
-    monkeypatch.setattr(capp.broker.leases, "wait_for_work", recorded)
+    monkeypatch.setattr(leases, "wait_for_work", recorded)
     start_worker(concurrency=2)
-    wait_for(lambda: any(not w for _, w in waits), "an idle wait that timed out", timeout=30)
-    for tenant in tenants_on_every_shard()[::5]:
-        t0 = time.monotonic()
-        assert capp.enqueue("echo", tenant, _tenant=tenant).result(timeout=10) == tenant
-        t1 = time.monotonic()
-        # a wake-up, never the wait's timeout while the task was waiting to be
-        # leased: the sweep sees every shard's list (no window on the clock)
-        assert not [at for at, woken in waits if t0 <= at <= t1 and not woken], tenant
+    try:
+        long.set()
+        for tenant in tenants_on_every_shard()[::5]:
+            wait_for(waiting.is_set, "the worker to block in an idle wait", timeout=30)
+            assert capp.enqueue("echo", tenant, _tenant=tenant).result(timeout=30) == tenant
+            assert all(long_waits), f"{tenant}: a wait timed out with its wake-up in the list"
+    finally:
+        long.clear()
+        capp.broker.client.lpush(capp.broker.keys.wake(0, "default"), 1)  # end the last one
+    assert long_waits
 
 
 def test_wait_for_work_sees_a_wake_up_on_any_shard_at_once(capp: App) -> None:

@@ -34,6 +34,10 @@ UNSCOPED = {("GET", "/v1/jobs"): "empty", ("GET", "/v1/runs"): "empty",
             ("GET", "/v1/audit"): "own",
             ("POST", "/v1/jobs"): "tenant", ("POST", "/v1/tasks"): "tenant",
             ("GET", "/v1/channels"): "empty", ("POST", "/v1/channels"): "tenant"}  # fmt: skip
+#: the admin's routes (API tokens, the tenant list): a tenant token gets 403 whatever
+#: it names, before anything is looked up (tests/integration/test_api_tokens.py)
+ADMIN_ONLY = {("GET", "/v1/tenants"), ("GET", "/v1/tokens"), ("POST", "/v1/tokens"),
+              ("DELETE", "/v1/tokens/<token_id>")}  # fmt: skip
 #: the body each tenant-scoped POST without path parameters is walked with
 BODIES = {"/v1/jobs": lambda: _job(FOREIGN),
           "/v1/tasks": lambda: {"name": "auth.add", "tenant": FOREIGN},
@@ -169,14 +173,17 @@ def test_a_worker_token_reaches_only_the_worker_routes(
 
 @pytest.fixture
 def foreign(admin: FlaskClient) -> dict[str, str]:
-    """Another tenant's job, run, run task and one-off task (made by the admin)."""
+    """Another tenant's job, run, run task, one-off task, channel and API token
+    (made by the admin)."""
     job = admin.post("/v1/jobs", json=_job(FOREIGN)).get_json()
     run_id = admin.post(f"/v1/jobs/{job['id']}/trigger").get_json()["run_id"]
     task = admin.post("/v1/tasks", json={"name": "auth.add", "args": [1], "tenant": FOREIGN})
     channel = admin.post("/v1/channels", json={"url": "http://127.0.0.1/hook", "tenant": FOREIGN})
+    token = admin.post("/v1/tokens", json={"kind": "tenant", "tenant": FOREIGN}).get_json()
     return {"job_id": job["id"], "run_id": run_id, "task_id": task.get_json()["id"],
             "tenant": FOREIGN, "name": "work",
-            "channel_id": channel.get_json()["channel"]["id"]}  # fmt: skip
+            "channel_id": channel.get_json()["channel"]["id"],
+            "token_id": token["token"]["id"]}  # fmt: skip
 
 
 def _routes(web: flask.Flask) -> list[tuple[str, str, list[str]]]:
@@ -200,6 +207,10 @@ def test_a_foreign_tenant_token_gets_404_on_every_route(
         if (method, rule) in PUBLIC:
             continue
         path = re.sub(r"<(?:[^:>]+:)?([^>]+)>", lambda m: foreign[m.group(1)], rule)
+        if (method, rule) in ADMIN_ONLY:
+            resp = mine.open(path, method=method, json={"kind": "admin"})
+            assert resp.status_code == 403, (method, rule, resp.get_data(as_text=True))
+            continue
         if rule.startswith("/v1/worker/"):
             resp = mine.open(path, method=method, json={})
             assert resp.status_code == 403, (method, rule)

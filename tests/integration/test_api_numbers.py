@@ -242,6 +242,12 @@ def test_every_response_is_strict_json_even_over_stored_infinities(
             (f"/v1/tasks/{dead.id}", None),
             (f"/v1/tasks/{run_id}/a", None),
         ],
+        # a run's task named cancel (none here: a 404, in JSON all the same)
+        ("GET", "/v1/tasks/<path:task_id>/cancel"): [(f"/v1/tasks/{run_id}/cancel", None)],
+        ("GET", "/v1/tenants"): [("/v1/tenants", None)],
+        ("POST", "/v1/tokens"): [("/v1/tokens", {"kind": "admin"})],
+        ("GET", "/v1/tokens"): [("/v1/tokens", None)],
+        ("DELETE", "/v1/tokens/<token_id>"): [("/v1/tokens/000000000000", None)],
         ("GET", "/v1/tenants/<tenant>"): [(f"/v1/tenants/{TENANT}", None)],
         ("PUT", "/v1/tenants/<tenant>"): [(f"/v1/tenants/{TENANT}", {"weight": 2})],
         ("GET", "/v1/tenants/<tenant>/dlq"): [(f"/v1/tenants/{TENANT}/dlq", None)],

@@ -93,9 +93,10 @@ def objects(app: App, tenant: str) -> dict[str, str]:
     job_id = job_of(app, tenant)
     run_id = app.jobs.trigger("nightly", tenant=tenant)
     task = app.tasks["roles.add"].enqueue(1, _tenant=tenant, _queue=IDLE)
-    # a channel id that names none: a viewer is refused before any route runs
+    # a channel id and a token id that name none: a viewer is refused before any
+    # route runs
     return {"job_id": job_id, "run_id": run_id, "name": "work", "task_id": task.id,
-            "tenant": tenant, "channel_id": "c-none"}  # fmt: skip
+            "tenant": tenant, "channel_id": "c-none", "token_id": "0" * 12}  # fmt: skip
 
 
 def fill(rule: str, values: dict[str, str]) -> str:

@@ -10,18 +10,27 @@ import jsonschema_rs  # schemathesis's validator (the dev extra)
 import pytest
 
 from redcron.dashboard.api import tasks, worker
-from redcron.model.job_schema import job_body_schema, task_fields
+from redcron.model.job_schema import job_body_forms, job_body_schema, task_fields
 from redcron.model.jobfile import SHORT_TASK_FIELDS, SHORT_TASK_POLICIES
 from redcron.model.jobs import JobSpec, Task
 from redcron.model.tenants import SETTINGS_FIELDS, settings_schema
 
 
 def test_the_job_schema_lists_the_model_fields() -> None:
-    schema = job_body_schema()
-    assert set(schema["properties"]) == {*JobSpec.__dataclass_fields__, "task",
-                                         *SHORT_TASK_POLICIES}  # fmt: skip
+    dag, short = job_body_forms()
+    both = {*dag["properties"], *short["properties"]}
+    assert both == {*JobSpec.__dataclass_fields__, "task", *SHORT_TASK_POLICIES}
+    assert "task" not in dag["properties"] and "tasks" not in short["properties"]
     assert set(task_fields()) == set(Task.__dataclass_fields__)
-    assert set(schema["properties"]["task"]["properties"]) == SHORT_TASK_FIELDS
+    # each kind of task lists the fields it may hold; together, every field
+    # (and the string form: a registered task's name)
+    name, *kinds = short["properties"]["task"]["oneOf"]
+    assert name["type"] == "string"
+    assert {f for kind in kinds for f in kind["properties"]} == SHORT_TASK_FIELDS
+    dag_kinds = dag["properties"]["tasks"]["anyOf"][0]["additionalProperties"]["anyOf"][0]
+    aliases = {"task", "cmd", "timeout_s"}
+    listed = {f for kind in dag_kinds["oneOf"] for f in kind["properties"]}
+    assert listed == set(Task.__dataclass_fields__) | aliases
 
 
 def test_the_other_bodies_list_the_route_fields() -> None:
@@ -39,6 +48,11 @@ GOOD_JOBS: list[dict[str, Any]] = [
      "depends_on": "nightly"},
     {"name": "listed", "every": 90, "tasks": [{"name": "a", "task": "api.add", "retries": 2.0}]},
     {"name": "named", "every": 90, "task": "api.add", "retries": 2},  # a registered task's name
+    # an image's command may be null; what does not run may be null
+    {"name": "c", "task": {"image": "alpine:3", "command": None}},
+    {"name": "d", "task": {"command": ["true"], "image": None}},
+    {"name": "e", "tasks": {"a": {"command": ["true"], "ref": None, "image": None},
+                            "b": {"image": "alpine", "cmd": "echo hi", "ref": None}}},
 ]  # fmt: skip
 BAD_JOBS: list[dict[str, Any]] = [
     {"cron": "0 2 * * *", "tasks": {"a": "api.add"}},  # no name
@@ -50,6 +64,16 @@ BAD_JOBS: list[dict[str, Any]] = [
     {"name": "x", "tasks": {"a": "api.add"}, "keep_runs": 0},
     {"name": "x", "task": ""},
     {"name": "x", "task": ["api.add"]},
+    # exactly one kind of task: what runs is given once, and not null
+    {"name": "x", "task": {"name": "api.add", "image": "alpine"}},
+    {"name": "x", "task": {"command": ["true"], "cmd": "true"}},
+    {"name": "x", "task": {"name": None}},
+    {"name": "x", "task": {"name": "api.add", "command": None}},
+    {"name": "x", "tasks": {"a": {"ref": "api.add", "command": ["true"]}}},
+    {"name": "x", "tasks": {"a": {"ref": None}}},
+    {"name": "x", "tasks": {"a": {"ref": "api.add", "task": "api.add"}}},
+    {"name": "x", "tasks": {"a": {"image": "alpine", "cmd": "x", "command": ["x"]}}},
+    {"name": "x", "tasks": {"a": {"ref": "api.add", "timeout": 1, "timeout_s": 1}}},
 ]
 
 

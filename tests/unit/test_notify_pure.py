@@ -4,13 +4,27 @@ sealing of secrets, the URL checks, the backoff and what messages say."""
 from __future__ import annotations
 
 import json
+import math
 import random
+import re
+import urllib.parse
+import urllib.request
+from typing import Any
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from redcron.broker.channels import seal, unseal
 from redcron.errors import ValidationError
-from redcron.model.channels import allowed_hosts, check_events, check_url, host_allowed, shown_url
+from redcron.model.channels import (
+    allowed_hosts,
+    check_events,
+    check_url,
+    host_allowed,
+    shown_url,
+    url_pattern,
+)
 from redcron.notify.messages import (
     RETRY_CAP_MS,
     body_of,
@@ -34,6 +48,35 @@ def test_a_signature_checks_out_only_for_its_body_secret_and_time() -> None:
     assert not verify("other", body, sig, "1700000000", 1_700_000_000)
     assert not verify("s3cret", body + b"x", sig, "1700000000", 1_700_000_000)
     assert not verify("s3cret", body, sig, "17e8", 1_700_000_000)
+
+
+_headers = st.one_of(st.text(), st.none(), st.binary(), st.integers())
+
+
+@given(signature=_headers, timestamp=_headers, body=st.one_of(st.binary(), st.text()),
+       now_s=st.one_of(st.floats(), st.integers()))  # fmt: skip
+@example(signature="sha256=é", timestamp="1700000000", body=b"x", now_s=1_700_000_000)
+@example(signature="sha256=00", timestamp="9" * 5000, body=b"x", now_s=1_700_000_000)
+@example(signature="sha256=00", timestamp="\ud800", body=b"x", now_s=0)
+@example(signature="\ud800", timestamp="1", body=b"x", now_s=1)
+@example(signature="sha256=00", timestamp="1700000000", body=b"x", now_s=math.nan)
+def test_verify_is_false_for_every_malformed_input(
+    signature: Any, timestamp: Any, body: Any, now_s: float
+) -> None:
+    """A receiver passes header values an attacker chose: never an exception."""
+    assert verify("s3cret", body, signature, timestamp, now_s) is False
+
+
+def test_verify_takes_a_good_signature_with_any_secret_and_refuses_a_nan_clock() -> None:
+    body = b"{}"
+    for secret in ("s3cret", "sécrét ✓"):
+        sig = sign(secret, 1_700_000_000, body)
+        assert verify(secret, body, sig, "1700000000", 1_700_000_000.5)
+        assert verify(secret, bytearray(body), sig, "1700000000", 1_700_000_000)
+    sig = sign("s", 1_700_000_000, body)
+    assert not verify("s", body, sig, "1700000000", math.nan)  # would pass the time check
+    assert not verify("\ud800", body, sig, "1700000000", 1_700_000_000)
+    assert not verify("s", body, sig, "0001700000000", 1_700_000_000)  # over 12 digits
 
 
 def test_a_sealed_value_opens_only_for_its_channel_and_unaltered() -> None:
@@ -62,6 +105,41 @@ def test_the_allowlist_matches_hosts_domains_and_star() -> None:
         with pytest.raises(ValidationError) as got:
             check_url(bad, allow)
         assert got.value.field == "url"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1%2eevil.example.com/x",  # urllib decodes %2e: another host
+        "http://%31%32%37.0.0.1/x",  # ...or an IP the allowlist never named
+        "http://a.example.com%3A80/x",
+        "http://evil.org\t.example.com/x",  # urlsplit drops the tab, urllib does not
+        "http://a.example.com\r\nX-Injected: 1/x",
+        "http://a.exa\nmple.com/x",
+        "http://a.example.com/x y",
+        "http://a.example.com/\x00",
+        "http://a.example.com/é",
+        "http://évil.example.com/",
+        "http://evil.org\\.example.com/",
+        "http://[fe80::1%25eth0]/",  # a zone id is a %-escape too
+    ],
+)
+def test_a_host_that_parses_differently_for_the_sender_is_refused(url: str) -> None:
+    for allow in ((".example.com",), ("*",)):
+        with pytest.raises(ValidationError) as got:
+            check_url(url, allow)
+        assert got.value.field == "url"
+
+
+def test_the_host_checked_is_the_host_connected_to() -> None:
+    for url in ("http://a.example.com:8080/in?x=%20y", "https://[::1]:443/p", "http://10.0.0.1/"):
+        assert check_url(url, ("*",)) == url
+        assert urllib.request.Request(url).host == urllib.parse.urlsplit(url).netloc
+    pattern = re.compile(url_pattern((".example.com",)))
+    assert pattern.match("https://a.example.com/in?x=%20y")
+    assert not pattern.match("https://a%2eexample.com/") and not pattern.match(
+        "https://a.example.com/ x"
+    )
 
 
 def test_listings_show_no_credential_of_a_url() -> None:

@@ -6,6 +6,7 @@ The faces (``cli/``, ``dashboard/``) and the chaos tool reach Redis through
 lives in is this package's business, and may change without touching them.
 """
 
+from redcron.broker.actions import OUTCOMES as ACTION_OUTCOMES
 from redcron.broker.actions import (
     Action,
     ActionLog,
@@ -24,7 +25,7 @@ from redcron.broker.cluster_admin import ShardMove, move_shard, plan_move
 from redcron.broker.connection import key_slot
 from redcron.broker.dlq import DLQ_ENTRY_ID, DlqPage, DlqStore
 from redcron.broker.doctor import DoctorReport, Finding, examine
-from redcron.broker.inspect import queue_loads, running_by_worker
+from redcron.broker.inspect import Running, queue_loads, running_by_worker
 from redcron.broker.jobs import JobStore
 from redcron.broker.listing import (
     RUN_SCAN,
@@ -37,13 +38,14 @@ from redcron.broker.listing import (
     page_tenants,
 )
 from redcron.broker.logins import LINK_TTL_S, LoginLinks
-from redcron.broker.metrics import BREAKER_VALUES, Metrics, read_metrics
+from redcron.broker.metrics import ATTEMPT_OUTCOMES, BREAKER_VALUES, Metrics, read_metrics
 from redcron.broker.outbox import Claimed, FeedEntry, Outbox
 from redcron.broker.retry import TRANSIENT, UNAVAILABLE, Outage, ShardGate, is_unavailable
 from redcron.broker.shared_secrets import lease_secret
 from redcron.broker.stats import activity, trigger_lag, trigger_lag_by_tenant, trigger_lag_of
 from redcron.broker.tasklist import TaskFilter, list_tasks, scan_tasks
 from redcron.broker.tenants import TenantStore
+from redcron.broker.tokens import KINDS as TOKEN_KINDS
 from redcron.broker.tokens import OPERATOR, ROLES, VIEWER, TokenStore, digest
 from redcron.broker.workers import (
     LEASED_REPUBLISH_S,
@@ -56,6 +58,8 @@ from redcron.broker.workers import (
 )
 
 __all__ = [
+    "ACTION_OUTCOMES",
+    "ATTEMPT_OUTCOMES",
     "BREAKER_VALUES",
     "DLQ_ENTRY_ID",
     "LEASED_REPUBLISH_S",
@@ -64,6 +68,7 @@ __all__ = [
     "OPERATOR",
     "ROLES",
     "RUN_SCAN",
+    "TOKEN_KINDS",
     "TRANSIENT",
     "TTL_LEASES",
     "UNAVAILABLE",
@@ -95,6 +100,7 @@ __all__ = [
     "Page",
     "Registration",
     "RunCancel",
+    "Running",
     "ShardGate",
     "ShardMove",
     "TaskCancel",

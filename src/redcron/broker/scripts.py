@@ -67,6 +67,7 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "notify_flush",
     "notify_claim",
     "notify_record",
+    "channel_add",
 )
 
 _INCLUDE = re.compile(r"^-- @include (\S+)\s*$", re.MULTILINE)

@@ -4,18 +4,23 @@ add to it.
 
 Named ``audit`` for the people reading it; the stream is ``actions`` (the
 chaos checker's attempt audit, ``worker --audit``, is another stream).  The
-CLI is the local admin: it records its token, tenant-settings and job
-commands (pause, resume, trigger, delete) once they succeeded, as
-``cli:<user>`` (the operating-system user running it).  A command that fails
-is not recorded; nor are the commands that act in bulk (``jobs apply``, ``dlq
-replay``/``discard``, ``runs cancel``/``retry``, ``task cancel``): the API and the
-pages record those.
+CLI is the local admin: every command that changes state records what it
+did once it succeeded, as ``cli:<user>`` (the operating-system user running
+it): tokens, tenant settings and resets, jobs (apply, pause, resume, trigger,
+delete), runs (cancel, retry), tasks (cancel), the DLQ (replay, discard),
+channels, and ``doctor --repair``.  A command that fails is not recorded.
+
+Each such command declares its action with :func:`audited`, and
+``tests/unit/test_audit_coverage.py`` walks the click group: a command that
+neither declares an action nor is on its list of read-only commands and
+processes fails it, as an API route or form without an action name does.
 """
 
 from __future__ import annotations
 
 import getpass
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import click
 
@@ -42,10 +47,40 @@ def cli_actor() -> Actor:
     return Actor(f"cli:{user}", "cli", OPERATOR, "cli")
 
 
+#: ids one CLI record names at most (a ``dlq replay --all`` may act on 100,000);
+#: the detail says how many there were
+RECORD_IDS = 100
+#: the attribute :func:`audited` puts on a command's callback
+AUDIT_ATTR = "redcron_audit_action"
+
+C = TypeVar("C", bound=Callable[..., Any])
+
+
+def audited(action: str) -> Callable[[C], C]:
+    """Declare that a command changes state and records ``action`` (with
+    :func:`record_cli`) once it succeeded; put it next to the ``def``."""
+
+    def mark(callback: C) -> C:
+        setattr(callback, AUDIT_ATTR, action)
+        return callback
+
+    return mark
+
+
+def audit_action(command: click.Command) -> str | None:
+    """The action ``command`` declared with :func:`audited` (None: none)."""
+    return getattr(command.callback, AUDIT_ATTR, None)
+
+
 def record_cli(
     broker: Broker, action: str, tenant: str | None, ids: Sequence[str] = (), detail: str = ""
 ) -> None:
-    """Record a CLI command that changed state (it succeeded: outcome ``ok``)."""
+    """Record a CLI command that changed state (it succeeded: outcome ``ok``).
+    Past :data:`RECORD_IDS` ids, the first are kept and the detail counts them."""
+    if len(ids) > RECORD_IDS:
+        more = f"{len(ids)} ids, the first {RECORD_IDS} listed"
+        detail = f"{detail}; {more}" if detail else more
+        ids = ids[:RECORD_IDS]
     record_action(broker, cli_actor(), action, tenant, ids, "ok", None, detail)
 
 

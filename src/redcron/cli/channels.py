@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import click
 
 from redcron.broker import ChannelStore
-from redcron.cli.audit import record_cli
+from redcron.cli.audit import audited, record_cli
 from redcron.cli.common import (
     app_option,
     build_app,
@@ -89,6 +89,7 @@ def channels() -> None:
 )
 @app_option
 @redis_option
+@audited("channel.add")
 def add(
     tenant: str | None,
     kind: str,
@@ -126,6 +127,7 @@ def list_cmd(
 @click.argument("channel_id")
 @app_option
 @redis_option
+@audited("channel.remove")
 def remove(channel_id: str, app_path: str | None, redis_url: str | None) -> None:
     """Remove channel CHANNEL_ID with what it still had to send."""
     store = _store(app_path, redis_url)
@@ -144,6 +146,7 @@ def remove(channel_id: str, app_path: str | None, redis_url: str | None) -> None
 )
 @app_option
 @redis_option
+@audited("channel.test")
 def test(channel_id: str, wait: float, app_path: str | None, redis_url: str | None) -> None:
     """Queue a test message on CHANNEL_ID for the notifier to send."""
     store = _store(app_path, redis_url)

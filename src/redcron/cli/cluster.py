@@ -7,6 +7,7 @@ from __future__ import annotations
 import click
 
 from redcron.broker import MAX_SHARD_KEYS, move_shard, plan_move
+from redcron.cli.audit import audited, record_cli
 from redcron.cli.common import app_option, build_app, echo_json, redis_option
 
 
@@ -35,6 +36,7 @@ def cluster() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the move as JSON.")
 @app_option
 @redis_option
+@audited("shard.move")
 def move_shard_cmd(
     shard: int,
     target: str,
@@ -57,6 +59,10 @@ def move_shard_cmd(
     try:
         plan = plan_move(app.broker, shard, target, max_keys)
         moved = None if dry_run or not plan.needed else move_shard(app.broker, plan)
+        if moved is not None:
+            detail = f"slot {plan.slot}, {moved} keys, {plan.source} -> {plan.target}"
+            shards = [str(s) for s in (shard, *plan.together)]
+            record_cli(app.broker, "shard.move", None, shards, detail)
     finally:
         app.close()
     if as_json:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 import click
 
 from redcron.broker import Broker, DlqStore
+from redcron.cli.audit import audited, record_cli
 from redcron.cli.common import (
     app_option,
     build_app,
@@ -16,6 +18,7 @@ from redcron.cli.common import (
     redis_option,
     table,
 )
+from redcron.errors import RedcronError
 from redcron.model import DlqEntry
 
 #: entries read per tenant per pass (``dlq_list`` pages by count)
@@ -71,6 +74,7 @@ def dlq_table(entries: Sequence[DlqEntry]) -> str:
 @click.option("--tenant", default=None, help="With --all: only this tenant.")
 @app_option
 @redis_option
+@audited("dlq.replay")
 def replay(
     task_ids: tuple[str, ...],
     replay_all: bool,
@@ -79,7 +83,7 @@ def replay(
     redis_url: str | None,
 ) -> None:
     """Make dead tasks ready again, with a fresh retry budget."""
-    _each(DlqStore.replay, "replayed", task_ids, replay_all, tenant, app_path, redis_url)
+    _each(DlqStore.replay, "dlq.replay", task_ids, replay_all, tenant, app_path, redis_url)
 
 
 @dlq.command()
@@ -88,6 +92,7 @@ def replay(
 @click.option("--tenant", default=None, help="With --all: only this tenant.")
 @app_option
 @redis_option
+@audited("dlq.discard")
 def discard(
     task_ids: tuple[str, ...],
     discard_all: bool,
@@ -97,7 +102,7 @@ def discard(
 ) -> None:
     """Take dead tasks out of the DLQ for good: they end cancelled, with the error
     "discarded from the DLQ" (a run's task counts as cancelled in its run)."""
-    _each(DlqStore.discard, "discarded", task_ids, discard_all, tenant, app_path, redis_url)
+    _each(DlqStore.discard, "dlq.discard", task_ids, discard_all, tenant, app_path, redis_url)
 
 
 #: a broker DLQ operation over ids: how many it acted on
@@ -106,7 +111,7 @@ DlqAction = Callable[[DlqStore, Sequence[str]], int]
 
 def _each(
     action: DlqAction,
-    done: str,
+    name: str,
     task_ids: tuple[str, ...],
     every: bool,
     tenant: str | None,
@@ -118,7 +123,15 @@ def _each(
     if tenant and not every:
         raise click.UsageError("--tenant only applies with --all")
     broker = build_app(app_path, redis_url).broker
-    n = act_on_every(broker, tenant, action) if every else action(broker.dlq, list(task_ids))
+    done = "replayed" if name == "dlq.replay" else "discarded"
+    if every:
+        n, by_tenant = act_on_every(broker, tenant, action)
+    else:
+        by_tenant = tenants_of(broker, task_ids)
+        n = action(broker.dlq, list(task_ids))
+    # one record per tenant, in its own stream, as the DLQ page's bulk click is
+    for owner, ids in by_tenant.items():
+        record_cli(broker, name, owner, ids, f"{done} {n} of {sum(map(len, by_tenant.values()))}")
     click.echo(f"{done} {n} task{'' if n == 1 else 's'}")
     if not every and n < len(task_ids):
         click.echo(
@@ -128,14 +141,31 @@ def _each(
         )
 
 
-def act_on_every(broker: Broker, tenant: str | None, action: DlqAction) -> int:
-    """Apply ``action`` page after page until the DLQ (of ``tenant``) is empty."""
+def tenants_of(broker: Broker, task_ids: Sequence[str]) -> dict[str | None, list[str]]:
+    """The given ids by their task's tenant (None: no such task) for the record."""
+    out: dict[str | None, list[str]] = defaultdict(list)
+    for task_id in task_ids:
+        try:
+            out[broker.inspection.task_info(task_id).tenant].append(task_id)
+        except (RedcronError, ValueError):  # an id that names no task: recorded as given
+            out[None].append(task_id)
+    return dict(out)
+
+
+def act_on_every(
+    broker: Broker, tenant: str | None, action: DlqAction
+) -> tuple[int, dict[str | None, list[str]]]:
+    """Apply ``action`` page after page until the DLQ (of ``tenant``) is empty:
+    how many it acted on, and the ids it was given by tenant."""
     total = 0
+    given: dict[str | None, list[str]] = defaultdict(list)
     while True:
-        ids = [e.task_id for e in broker.dlq.list(tenant, count=PAGE) if e.task_id]
-        if not ids:
-            return total
-        n = action(broker.dlq, ids)
+        entries = [e for e in broker.dlq.list(tenant, count=PAGE) if e.task_id]
+        if not entries:
+            return total, dict(given)
+        for e in entries:
+            given[e.tenant].append(e.task_id)
+        n = action(broker.dlq, [e.task_id for e in entries])
         total += n
         if n == 0:  # entries that are not dead any more: stop rather than spin
-            return total
+            return total, dict(given)

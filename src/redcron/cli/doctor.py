@@ -8,6 +8,7 @@ import sys
 import click
 
 from redcron.broker import DoctorReport, Finding, examine
+from redcron.cli.audit import audited, record_cli
 from redcron.cli.common import build_app, echo_json, redis_option
 
 
@@ -43,6 +44,7 @@ def _summary(report: DoctorReport) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
 @redis_option
+@audited("doctor.repair")
 def doctor(repair: bool, as_json: bool, quiet: bool, redis_url: str | None) -> None:
     """Recount the indexes from the instances, runs and jobs; report each finding.
 
@@ -56,6 +58,10 @@ def doctor(repair: bool, as_json: bool, quiet: bool, redis_url: str | None) -> N
             print(f"doctor: {line}", file=sys.stderr, flush=True)
 
     report = examine(app.broker, repair=repair, progress=progress)
+    if repair:  # a report alone changes nothing
+        s = report.summary
+        detail = f"{s.findings} finding(s), {s.repaired} repaired, {s.remaining} remaining"
+        record_cli(app.broker, "doctor.repair", None, (), detail)
     if as_json:
         echo_json(report)
     else:

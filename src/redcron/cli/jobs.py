@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
 
+from redcron.app import App
 from redcron.broker import JobStore, unserved_by_task, unserved_refs
-from redcron.cli.audit import record_cli
+from redcron.cli.audit import audited, record_cli
 from redcron.cli.common import (
     app_option,
     build_app,
@@ -20,7 +22,7 @@ from redcron.cli.common import (
 )
 from redcron.cli.runs import dag_tree, iso_utc, runs_table
 from redcron.errors import ValidationError
-from redcron.model import JobRecord, RunRecord
+from redcron.model import JobChange, JobRecord, RunRecord
 from redcron.model.jobfile import load_job_files
 from redcron.model.jobs import JobSpec, Task, spec_from_json
 from redcron.model.serialize import to_json
@@ -92,6 +94,7 @@ def jobs() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @app_option
 @redis_option
+@audited("job.apply")
 def apply(
     files: tuple[str, ...],
     prune: bool,
@@ -139,6 +142,7 @@ def apply(
     rows = app.jobs.put_many(specs, progress=progress_printer(len(specs))) if specs else []
     if app_path:
         rows += app.apply_declared(prune=prune, keep=from_files)
+    record_apply(app, rows)
     if as_json:
         echo_json(rows)
         return
@@ -150,6 +154,22 @@ def apply(
 
 
 CHANGES = ("created", "updated", "unchanged", "deleted")
+
+
+def record_apply(app: App, rows: Sequence[JobChange]) -> None:
+    """One record per tenant whose jobs changed: the ids of the changed ones and
+    the counts (an apply that changed nothing is recorded once, on the deployment)."""
+    changed: dict[str, list[JobChange]] = {}
+    for row in rows:
+        if row.change != "unchanged":
+            changed.setdefault(row.tenant, []).append(row)
+    for tenant, done in changed.items():
+        counts: Counter[str] = Counter(r.change for r in done)
+        detail = " ".join(f"{c}={counts[c]}" for c in CHANGES if counts[c])
+        record_cli(app.broker, "job.apply", tenant, [r.id for r in done], detail)
+    if not changed:
+        record_cli(app.broker, "job.apply", None, (), f"{len(rows)} unchanged")
+
 
 #: an apply of at least this many jobs says on stderr how far it got, this often
 PROGRESS_EVERY = 5_000
@@ -300,6 +320,7 @@ def render_job(job: JobRecord, spec: JobSpec, recent: Sequence[RunRecord]) -> st
 @tenant_option()
 @app_option
 @redis_option
+@audited("job.pause")
 def pause(name: str, tenant: str, app_path: str | None, redis_url: str | None) -> None:
     """Take a job off the schedule (manual triggers still work)."""
     app = build_app(app_path, redis_url)
@@ -313,6 +334,7 @@ def pause(name: str, tenant: str, app_path: str | None, redis_url: str | None) -
 @tenant_option()
 @app_option
 @redis_option
+@audited("job.resume")
 def resume(name: str, tenant: str, app_path: str | None, redis_url: str | None) -> None:
     """Put a paused job back on the schedule; fires missed while paused are not run."""
     app = build_app(app_path, redis_url)
@@ -348,6 +370,7 @@ def parse_params(pairs: Sequence[str]) -> dict[str, Any]:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the run id.")
 @app_option
 @redis_option
+@audited("job.trigger")
 def trigger(
     name: str,
     tenant: str,
@@ -372,6 +395,7 @@ def trigger(
 @tenant_option()
 @app_option
 @redis_option
+@audited("job.delete")
 def delete(name: str, tenant: str, app_path: str | None, redis_url: str | None) -> None:
     """Delete a job; its runs stay in history until they expire, running ones finish."""
     app = build_app(app_path, redis_url)

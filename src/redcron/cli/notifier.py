@@ -29,6 +29,13 @@ from redcron.notify import Notifier
     help="Channels sent to at once (each channel gets at most one).",
 )
 @click.option(
+    "--tenant-threads",
+    type=click.IntRange(min=1, max=256),
+    default=None,
+    help="Threads one tenant's channels (or the admin's) may hold at once, so one "
+    "tenant's slow receivers leave the rest to others [default: a quarter of --threads].",
+)
+@click.option(
     "--name", default=None, help="Consumer name (unique per process) [default: host:pid:rand]."
 )
 @logging_options
@@ -37,6 +44,7 @@ def notifier(
     redis_url: str | None,
     dashboard_url: str | None,
     threads: int,
+    tenant_threads: int | None,
     name: str | None,
     loglevel: str,
     log_format: str,
@@ -55,4 +63,6 @@ def notifier(
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    Notifier(app, name=name, base_url=dashboard_url, threads=threads).run(stop)
+    Notifier(
+        app, name=name, base_url=dashboard_url, threads=threads, tenant_threads=tenant_threads
+    ).run(stop)

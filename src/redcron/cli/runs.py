@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from redcron.broker import JobStore
+from redcron.cli.audit import audited, record_cli
 from redcron.cli.common import (
     FiniteFloatRange,
     app_option,
@@ -351,11 +352,13 @@ def watch_run(
 @click.argument("run_id")
 @app_option
 @redis_option
+@audited("run.cancel")
 def cancel(run_id: str, app_path: str | None, redis_url: str | None) -> None:
     """Cancel a run: every task not yet ended ends cancelled at once, and the run."""
     store = build_app(app_path, redis_url).jobs
-    load_run(store, run_id)  # a clear "no run" first
+    run = load_run(store, run_id)  # a clear "no run" first
     done = store.cancel_run(run_id)
+    record_cli(store.broker, "run.cancel", run.tenant, [run_id], f"run {done.state}")
     if not done.cancelled:
         click.echo(f"run {run_id}: already {done.state}, nothing to cancel")
     elif done.running:
@@ -377,10 +380,13 @@ def cancel(run_id: str, app_path: str | None, redis_url: str | None) -> None:
 )  # fmt: skip
 @app_option
 @redis_option
+@audited("run.retry")
 def retry(run_id: str, tasks: tuple[str, ...], app_path: str | None, redis_url: str | None) -> None:
     """Retry the failed part of a run: failed tasks ready again, their downstream reset."""
     store = build_app(app_path, redis_url).jobs
     n = store.retry_run(checked_run_id(run_id), list(tasks))
+    ids = [f"{run_id}/{t}" for t in tasks] or [run_id]
+    record_cli(store.broker, "run.retry", store.run(run_id).tenant, ids, f"{n} retried")
     if n == 0:
         click.echo(f"run {run_id}: nothing to retry (no dead tasks)")
         return

@@ -10,6 +10,7 @@ import click
 
 from redcron.app import App
 from redcron.broker import TaskFilter, WorkerRegistry, list_tasks, queue_loads
+from redcron.cli.audit import audited, record_cli
 from redcron.cli.common import (
     app_option,
     build_app,
@@ -132,12 +133,15 @@ def show(
 @click.argument("task_id")
 @app_option
 @redis_option
+@audited("task.cancel")
 def cancel(task_id: str, app_path: str | None, redis_url: str | None) -> None:
     """Cancel a task: it ends cancelled at once, wherever it is (a running one's
     result will be refused; its worker kills it at its next heartbeat)."""
     broker = build_app(app_path, redis_url).broker
-    before = broker.inspection.task_info(task_id).state
+    found = broker.inspection.task_info(task_id)
+    before = found.state
     done = broker.cancel(task_id)
+    record_cli(broker, "task.cancel", found.tenant, [task_id], f"was {before}, now {done.state}")
     if not done.cancelled:
         click.echo(f"{task_id}: already {done.state}, nothing to cancel")
     elif done.may_still_be_running:

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from redcron.broker import TenantStore
-from redcron.cli.audit import record_cli
+from redcron.cli.audit import audited, record_cli
 from redcron.cli.common import (
     app_option,
     build_app,
@@ -77,6 +77,7 @@ def tenants() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @app_option
 @redis_option
+@audited("tenant.settings")
 def set_cmd(
     tenant: str,
     as_json: bool,
@@ -163,9 +164,15 @@ def tenants_table(rows: Sequence[TenantStatus]) -> str:
 @click.argument("tenant")
 @app_option
 @redis_option
+@audited("tenant.reset")
 def reset(tenant: str, app_path: str | None, redis_url: str | None) -> None:
     """Put a tenant's settings back to the defaults (dispatch state is kept)."""
-    _store(app_path, redis_url).reset(tenant)
+    store = _store(app_path, redis_url)
+    granted = store.get(tenant).allow_commands
+    store.reset(tenant)
+    # a reset withdraws the grant of command tasks too: say so in the record
+    detail = "defaults" + (", allow_commands=False (was granted)" if granted else "")
+    record_cli(store.broker, "tenant.reset", tenant, (), detail)
     defaults = TenantSettings().as_dict()
     click.echo(f"reset {tenant} to defaults")
     click.echo("\n".join(render_settings(tenant, defaults)[1:]))

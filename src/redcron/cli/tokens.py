@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 import click
 
 from redcron.broker import OPERATOR, ROLES, VIEWER, TokenStore
-from redcron.cli.audit import record_cli
+from redcron.cli.audit import audited, record_cli
 from redcron.cli.common import (
     F,
     app_option,
@@ -84,6 +84,7 @@ def tenant_token() -> None:
 @role_option(OPERATOR)
 @app_option
 @redis_option
+@audited("token.create")
 def tenant_create(tenant: str, role: str, app_path: str | None, redis_url: str | None) -> None:
     """Create a token for TENANT; the token is printed once, last."""
     store = _store(app_path, redis_url)
@@ -110,6 +111,7 @@ def tenant_list(
 @click.argument("token_id")
 @app_option
 @redis_option
+@audited("token.revoke")
 def tenant_revoke(token_id: str, app_path: str | None, redis_url: str | None) -> None:
     """Revoke the tenant token TOKEN_ID (the id `list` shows)."""
     _revoke(token_id, "tenant", app_path, redis_url)
@@ -125,6 +127,7 @@ def worker_token() -> None:
 @click.option("--tenants", metavar="A,B", help="Tenants it may serve (default: all).")
 @app_option
 @redis_option
+@audited("token.create")
 def worker_create(
     queues: str, tenants: str | None, app_path: str | None, redis_url: str | None
 ) -> None:
@@ -151,6 +154,7 @@ def worker_list(as_json: bool, app_path: str | None, redis_url: str | None) -> N
 @click.argument("token_id")
 @app_option
 @redis_option
+@audited("token.revoke")
 def worker_revoke(token_id: str, app_path: str | None, redis_url: str | None) -> None:
     """Revoke the worker token TOKEN_ID (the id `list` shows)."""
     _revoke(token_id, "worker", app_path, redis_url)
@@ -165,6 +169,7 @@ def admin_token() -> None:
 @role_option(VIEWER)
 @app_option
 @redis_option
+@audited("token.create")
 def admin_create(role: str, app_path: str | None, redis_url: str | None) -> None:
     """Create an extra admin token (a viewer unless --role operator); printed once, last."""
     store = _store(app_path, redis_url)
@@ -188,6 +193,7 @@ def admin_list(as_json: bool, app_path: str | None, redis_url: str | None) -> No
 @click.argument("token_id")
 @app_option
 @redis_option
+@audited("token.revoke")
 def admin_revoke(token_id: str, app_path: str | None, redis_url: str | None) -> None:
     """Revoke the extra admin token TOKEN_ID (the id `list` shows)."""
     _revoke(token_id, "admin", app_path, redis_url)

@@ -11,8 +11,10 @@ One pass (:meth:`Notifier.step`):
 2. **digest**: a channel's digest that holds dead letters becomes one delivery
    if its last one went a minute ago or more;
 3. **deliver**: each channel with due deliveries is sent by a thread of the
-   pool, at most one thread per channel, with the channel's own timeout: a slow
-   or dead receiver holds up its own channel only.
+   pool, at most one thread per channel and at most ``tenant_threads`` per
+   owner (a tenant, or the admin), each send within the channel's own timeout
+   as one deadline: a slow or dead receiver holds up its own channel only, and
+   one tenant's many slow channels leave the other threads to other tenants.
 
 Time is the Redis server's (``now`` may be passed in by tests).  The secret and
 the URL are unsealed only to send; neither is logged.
@@ -26,7 +28,8 @@ import random
 import secrets
 import socket
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections import Counter
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,6 +102,7 @@ class Notifier:
         claim_idle_ms: int = CLAIM_IDLE_MS,
         claim_margin_ms: int = CLAIM_MARGIN_MS,
         threads: int = 8,
+        tenant_threads: int | None = None,
         rand: random.Random | None = None,
     ) -> None:
         self.broker = app.broker if isinstance(app, App) else app
@@ -111,7 +115,10 @@ class Notifier:
         self.claim_margin_ms = claim_margin_ms
         self.rand = rand or random.Random()
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="notify")
-        self._busy: dict[str, Future[int]] = {}
+        #: threads one owner's channels may hold at once (None: a quarter of the pool)
+        self.tenant_threads = tenant_threads_for(threads, tenant_threads)
+        #: channel id -> (its owner, the thread's future) while sending or queued
+        self._busy: dict[str, tuple[str, Future[int]]] = {}
         self._routes: list[Route] = []
         self._passes = 0
 
@@ -223,7 +230,10 @@ class Notifier:
             }
             if route.kind == "webhook" and secret:
                 headers[SIGNATURE_HEADER] = sign(secret, ts, body)
-            response = self.sender.post(url, body, headers, route.timeout_s)
+            try:
+                response = self.sender.post(url, body, headers, route.timeout_s)
+            except Exception as exc:  # a Sender of one's own that raises: a failed attempt
+                response = Response(None, f"{type(exc).__name__}: {exc}"[:200])
         fields = {
             "delivery": item.id,
             "type": kind,
@@ -251,13 +261,27 @@ class Notifier:
     # -- the loop ----------------------------------------------------------------
 
     def step(self, now: int | None = None) -> int:
-        """One whole pass, waiting for every channel's sends (tests; ``now`` in ms)."""
+        """One whole pass, waiting for every channel's sends (tests; ``now`` in ms),
+        under the same bound per owner as :meth:`run`."""
         now = self.broker.server_ms() if now is None else now
         self.refresh()
         self.route(now)
         self.flush_digests(now)
-        futures = [self.pool.submit(self.deliver, r, now) for r in self._routes]
-        return sum(f.result() for f in futures)
+        todo = list(self._routes)
+        running: dict[Future[int], Route] = {}
+        sent = 0
+        while todo or running:
+            held = Counter(r.owner for r in running.values())
+            for route in list(todo):
+                if held[route.owner] < self.tenant_threads:
+                    running[self.pool.submit(self.deliver, route, now)] = route
+                    held[route.owner] += 1
+                    todo.remove(route)
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                del running[future]
+                sent += future.result()
+        return sent
 
     def housekeeping(self, now: int) -> None:
         for shard in range(self.broker.shards):
@@ -290,14 +314,26 @@ class Notifier:
         self.refresh()
         routed = self.route(now)
         self.flush_digests(now)
-        for route in self._routes:
-            busy = self._busy.get(route.id)
-            if busy is None or busy.done():
-                self._busy[route.id] = self.pool.submit(self._deliver_logged, route, now)
+        self._submit_due(now)
         if self._passes % HOUSEKEEPING_EVERY == 0:
             self.housekeeping(now)
         self._passes += 1
         return routed
+
+    def _submit_due(self, now: int) -> None:
+        """Hand each channel not being sent to a thread, unless its owner holds
+        ``tenant_threads`` already (sending or queued): its others wait for a
+        later pass, and the pool stays open to the other owners."""
+        for cid in [cid for cid, (_owner, future) in self._busy.items() if future.done()]:
+            del self._busy[cid]
+        held = Counter(owner for owner, _future in self._busy.values())
+        routes = self._routes
+        start = self._passes % len(routes) if routes else 0
+        for route in routes[start:] + routes[:start]:  # no channel of an owner always last
+            if route.id in self._busy or held[route.owner] >= self.tenant_threads:
+                continue
+            self._busy[route.id] = (route.owner, self.pool.submit(self._deliver_logged, route, now))
+            held[route.owner] += 1
 
     def _deliver_logged(self, route: Route, now: int) -> int:
         try:
@@ -305,3 +341,11 @@ class Notifier:
         except Exception:
             log.exception("delivering to channel %s failed", route.id)
             return 0
+
+
+def tenant_threads_for(threads: int, tenant_threads: int | None) -> int:
+    """Threads one owner may hold: as given (at most the pool), else a quarter of
+    the pool, at least one."""
+    if tenant_threads is None:
+        return max(1, threads // 4)
+    return max(1, min(tenant_threads, threads))

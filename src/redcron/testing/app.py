@@ -5,13 +5,12 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from types import TracebackType
 from typing import Any
 
 from redcron import serde
 from redcron.app import App, TaskDef
-from redcron.beat.beat import Beat
 from redcron.broker import Broker, Lease, TaskFilter, list_tasks
 from redcron.broker.inspect import Inspection
 from redcron.config import Settings
@@ -21,6 +20,7 @@ from redcron.model.jobs import JobSpec
 from redcron.model.states import TaskState
 from redcron.testing.fakeserver import FakeServer, TestClock
 from redcron.testing.runner import Drained, InProcess, check_bound
+from redcron.testing.timeline import MAX_STEPS, SteppedBeat, Timeline
 from redcron.worker import capture
 from redcron.worker.execute import Attempt, run_python
 
@@ -30,11 +30,6 @@ TESTING_URL = "redis://redcron-testing.invalid:6379/0"
 ENQUEUED = frozenset(
     {TaskState.READY, TaskState.SCHEDULED, TaskState.RETRY_WAIT, TaskState.HELD, TaskState.WAITING}
 )
-#: the most attempts one drain or clock steps one advance take: past them
-#: the test is in a loop (a task that re-enqueues itself, an every-second job
-#: over a day)
-MAX_ATTEMPTS = 10_000
-MAX_STEPS = 10_000
 #: how long the testing beat's shard leases live (seconds of test time)
 BEAT_HOLD_S = 10 * 365 * 86_400.0
 #: tasks a listing reads at most
@@ -56,6 +51,10 @@ class TestApp(App):
             worker started with ``--allow-commands``; else their attempts fail.
         seed: seeds the retry backoff's jitter (random in production), so
             a test's retry times are the same on every run.
+        max_steps: instants (fire, countdown, retry and deadline times) one
+            :meth:`advance` or ``drain(with_scheduled=...)`` steps through at
+            most before it stops with an error (a minutely job's week is
+            10,080): a bound on a test that asks for more than it means to.
         overrides: :class:`~redcron.Settings` fields (``max_retries``,
             ``retry_base``, ``shards``...).  The environment is never read.
 
@@ -73,6 +72,7 @@ class TestApp(App):
         now: datetime | None = None,
         allow_commands: bool = False,
         seed: int = 0,
+        max_steps: int = MAX_STEPS,
         **overrides: Any,
     ) -> None:
         base = app.settings if app is not None else Settings()
@@ -94,12 +94,15 @@ class TestApp(App):
         # the one beat holds its shards for as long as a test's clock may jump
         # (no "lost shard" at each advance); advance steps through every fire
         # time, so no fire is ever overdue and the catch-up window never applies
-        self._beat = Beat(
+        beat = SteppedBeat(
             self._target,
             name="redcron-testing-beat",
             shard_ttl=BEAT_HOLD_S,
             catchup_window=2 * BEAT_HOLD_S,
             apply_declared=False,
+        )
+        self._time = Timeline(
+            self._fake, beat, self._worker, self.clock, self._apply_declared, max_steps
         )
         #: the declared jobs (tenant, name) upserted so far
         self._applied: set[tuple[str, str]] = set()
@@ -144,15 +147,28 @@ class TestApp(App):
         """The test clock, as an aware UTC datetime."""
         return self.clock.now()
 
-    def advance(self, seconds: float = 0.0, *, to: datetime | None = None) -> TestApp:
-        """Move the test clock forward ``seconds`` (or ``to`` an instant), as a
-        beat and the maintenance would live through it: each cron or interval
-        fire falls due in turn and creates its run, countdowns and retries
-        that come due are made ready, expired leases are reaped.  Nothing runs:
-        :meth:`drain` runs what is ready.
+    def advance(
+        self, seconds: float = 0.0, *, to: datetime | None = None, run: bool = True
+    ) -> Drained:
+        """Move the test clock forward ``seconds`` (or ``to`` an instant) as a
+        deployment lives through that time: at each instant something falls
+        due on the way, in order (a cron or interval fire, a countdown, a
+        retry's backoff, a breaker's cool-down, a run's deadline, an expired
+        lease), the clock stops, the beat and maintenance do what is due
+        there and what is then ready runs, as workers would run it at once;
+        then on to the next.  What ran is returned.
+
+        Args:
+            seconds: how far (>= 0).
+            to: an instant instead (an aware datetime, not before the clock).
+            run: False: run nothing; fires only create their runs and what
+                comes due is only made ready (:meth:`drain` runs it), the
+                clock stopping at the fire times only.
 
         Raises:
             ValueError: a negative step, or an instant in the past.
+            RuntimeError: more than ``max_steps`` instants on the way (see
+                :class:`TestApp`), or a task re-enqueueing itself for ever.
         """
         if to is not None:
             target = _ms(to)
@@ -160,54 +176,17 @@ class TestApp(App):
             if seconds < 0:
                 raise ValueError(f"advance: seconds must be >= 0, not {seconds}")
             target = self.clock.ms + round(seconds * 1000)
-        self._move_to(target)
-        return self
+        return self._time.live_to(target, run=run)
 
-    def _settle(self) -> None:
-        """What a beat and maintenance do at the current instant: fire what is
-        due, make due timers ready, reap expired leases.  Jobs declared since
-        the last time (``app.job``, ``@app.cron``) are upserted first, as a
-        beat does when it starts."""
+    def _apply_declared(self) -> bool:
+        """Upsert the jobs declared since the last time (``app.job``,
+        ``@app.cron``), as a beat does when it starts; whether there were any."""
         declared = set(self._target.declared_jobs)
-        if declared - self._applied:
-            self._target.apply_declared()
-            self._applied |= declared
-        self._beat.tick()
-        for shard in range(self._fake.shards):
-            self._fake.maintenance.maintain(shard)
-
-    def _follow(self) -> None:
-        """Apply what reacts to the attempt just reported (its follow-ups:
-        counters, the breaker, chained runs...), as a deployment's maintenance
-        does within its interval: the next lease sees their effect."""
-        for shard in range(self._fake.shards):
-            while self._fake.maintenance.follow_up(shard)[1]:
-                pass
-
-    def _move_to(self, target: int) -> None:
-        if target < self.clock.ms:
-            raise ValueError(f"advance: {_iso(target)} is before the test clock ({self.now})")
-        shards = list(range(self._fake.shards))
-        for _ in range(MAX_STEPS):
-            self._settle()
-            now = self.clock.ms
-            _server_now, heads = self._beat.store.next_due(shards)
-            ahead = [h for h in heads if h is not None and now < h <= target]
-            if not ahead:
-                self.clock.set_ms(target)
-                self._settle()
-                return
-            self.clock.set_ms(min(ahead))
-        raise RuntimeError(
-            f"advance: more than {MAX_STEPS} fire times fall before {_iso(target)}; "
-            "advance in smaller steps"
-        )
-
-    def _next_timer(self) -> int | None:
-        """The earliest countdown or retry due time of any shard (None: none)."""
-        due = [self._fake.maintenance.promote(s).next_ms for s in range(self._fake.shards)]
-        ahead = [d for d in due if d >= 0]
-        return min(ahead) if ahead else None
+        if not declared - self._applied:
+            return False
+        self._target.apply_declared()
+        self._applied |= declared
+        return True
 
     # -- running ------------------------------------------------------------------
 
@@ -224,46 +203,35 @@ class TestApp(App):
 
         Args:
             queue: only this queue (None: every queue).
-            with_scheduled: also run what is scheduled (countdowns, retries in
-                their backoff): the clock moves to each one's due time in turn,
-                firing the cron and interval jobs due on the way, as
-                :meth:`advance` does.  True: until nothing is scheduled; a
-                datetime: up to that instant.
+            with_scheduled: also live through what is scheduled, as
+                :meth:`advance` does: the clock stops at each countdown,
+                retry, fire or deadline on the way, in order, and what is
+                due there runs.  True: up to the last countdown or retry
+                (those the attempts add included; a cron job's fires do not
+                keep it going); a datetime: up to that instant, where the
+                clock ends even when nothing is scheduled.
             with_recursion: keep running what the attempts make ready (a
                 retry without backoff, a run's downstream tasks, tasks a task
                 enqueues).  False: only the tasks ready when drain starts.
 
         Raises:
             ConfigError: ``with_scheduled`` without ``with_recursion``.
-            RuntimeError: more than 10,000 attempts (a task that keeps
-                re-enqueueing itself).
+            RuntimeError: more than 10,000 attempts at one instant (a task
+                that keeps re-enqueueing itself), or more than ``max_steps``
+                instants on the way.
         """
         check_bound(with_scheduled, with_recursion)
-        bound = None if isinstance(with_scheduled, bool) else _ms(with_scheduled)
-        self._settle()
-        worker = self._worker
-        queues = worker.queues(queue)
-        total = Drained()
+        timeline = self._time
         if not with_recursion:
-            for lease in self._lease_all(queues):
-                total.add(worker.run(lease))
-                self._follow()
+            timeline.settle(full=True)
+            total = Drained()
+            for lease in self._lease_all(self._worker.queues(queue)):
+                total.add(self._worker.run(lease))
+                timeline.follow()
             return total
-        while total.attempts < MAX_ATTEMPTS:
-            leases = worker.lease(worker.queues(queue), 1)
-            if leases:
-                total.add(worker.run(leases[0]))
-                self._follow()
-                continue
-            if with_scheduled is False:
-                return total
-            due = self._next_timer()
-            if due is None or due <= self.clock.ms or (bound is not None and due > bound):
-                return total
-            self._move_to(due)
-        raise RuntimeError(
-            f"drain: stopped after {MAX_ATTEMPTS} attempts; is a task re-enqueueing itself?"
-        )
+        if isinstance(with_scheduled, datetime):
+            return timeline.live_to(max(_ms(with_scheduled), self.clock.ms), queue=queue)
+        return timeline.live_to(None if with_scheduled else self.clock.ms, queue=queue)
 
     def _lease_all(self, queues: list[str]) -> list[Lease]:
         out: list[Lease] = []
@@ -453,10 +421,6 @@ def _ms(when: datetime) -> int:
     if when.tzinfo is None:
         raise ConfigError(f"{when!r} has no time zone; pass an aware datetime (tzinfo=UTC)")
     return int(when.timestamp() * 1000)
-
-
-def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat()
 
 
 def _call_of(rec: TaskRecord) -> tuple[list[Any], dict[str, Any]]:

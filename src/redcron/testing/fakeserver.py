@@ -1,8 +1,9 @@
 """The fake Redis of the testing mode: fakeredis running our real Lua scripts
 (through lupa, Lua 5.1), on a clock the test moves.
 
-Three things differ from a plain ``fakeredis.FakeRedis()``, each for a reason
-written up in docs/testing.md ("fakeredis differences"):
+These things differ from a plain ``fakeredis.FakeRedis()``, the four
+differences of behaviour written up in docs/testing.md ("fakeredis
+differences"), the speed-up in its "Speed" section:
 
 - **RESP2 clients.**  fakeredis shapes a command's reply *inside a script* by
   the protocol of the client that called the script (a RESP3 client gets
@@ -27,12 +28,21 @@ written up in docs/testing.md ("fakeredis differences"):
   any other fakeredis client in the process (or a command outside ours)
   still sees the real clock.  Blocking commands (``BLPOP``) wait on the real
   clock, so a wait with a timeout ends.
+- **Speed.**  fakeredis compiles a script's source at every ``EVALSHA``
+  (0.3-0.5 ms for our 15-28 KB scripts), runs a full Lua garbage collection
+  after each, and walks the Lua globals table from Python before every
+  ``redis.call`` (a script makes 10-80): most of a drained task's or a cron
+  fire's cost.  :class:`_CompiledScripts` compiles each script once per
+  server and lets Lua's own incremental collector run; the globals are still
+  checked once per script, when it ends (as fakeredis does), and a real Redis
+  refuses a global at once (the parity suite and tests/lua run there).
 
 These reach into fakeredis's internals (a socket subclass, four modules'
-``time``, its per-server Lua runtime): ``pyproject.toml`` pins the range they were checked on (the
-``testing`` extra), :func:`check_supported` refuses a fakeredis that lacks
-them, and tests/testing/test_parity.py runs the same scenarios here and on a
-real server.
+``time``, its per-server Lua runtime, its script call path):
+``pyproject.toml`` pins the range they were checked on (the ``testing``
+extra), :func:`check_supported` refuses a fakeredis that lacks them, and
+tests/testing/test_parity.py runs the same scenarios here and on a real
+server.
 """
 
 from __future__ import annotations
@@ -65,6 +75,10 @@ _ACTIVE: contextvars.ContextVar[TestClock | None] = contextvars.ContextVar(
     "redcron_testing_clock", default=None
 )
 _patch_lock = threading.Lock()
+#: what fakeredis's eval runs after each script (a full garbage collection)
+FULL_COLLECTION = "collectgarbage()"
+#: compiled scripts kept per server (ours are 36; a test's own EVALs add theirs)
+MAX_COMPILED = 512
 
 
 class TestClock:
@@ -144,15 +158,21 @@ def check_supported() -> None:
             "redcron.testing runs redcron's Lua scripts on fakeredis, which needs lupa "
             f"(not installed): {INSTALL}"
         )
-    scripting = _import("fakeredis.commands_mixins.scripting_mixin").ScriptingCommandsMixin
-    if not hasattr(scripting, "_get_server_runtime"):
+    module = _import("fakeredis.commands_mixins.scripting_mixin")
+    if not hasattr(module.ScriptingCommandsMixin, "_get_server_runtime"):
         raise ConfigError(
             f"this fakeredis ({_version()}) makes its Lua runtime elsewhere than "
             f"_get_server_runtime (where cmsgpack is added); {INSTALL}"
         )
+    helpers = ("decode_command_bytes", "COMMANDS_WITH_SUB", "_convert_redis_arg", "msgs")
+    missing = [h for h in helpers if not hasattr(module, h)]
+    if missing:
+        raise ConfigError(
+            f"this fakeredis ({_version()}) runs redis.call without {', '.join(missing)}; "
+            f"redcron.testing supports the range its extra pins: {INSTALL}"
+        )
     for name in CLOCKED_MODULES:
-        module = _import(name)
-        held = getattr(module, "time", None)
+        held = getattr(_import(name), "time", None)
         if held is not _real_time and not isinstance(held, _ClockedTime):
             raise ConfigError(
                 f"this fakeredis ({_version()}) has no module-level time in {name}; "
@@ -182,6 +202,7 @@ def _classes() -> tuple[type[Any], type[Any], type[Any]]:
     fakeredis = _import("fakeredis")
     socket_module = _import("fakeredis._socket")
     sync_clients = _import("fakeredis._clients._sync")
+    scripting = _import("fakeredis.commands_mixins.scripting_mixin")
 
     class _Server(fakeredis.FakeServer):  # type: ignore[misc,name-defined]
         """A fake server with the test clock its sockets run on."""
@@ -208,12 +229,30 @@ def _classes() -> tuple[type[Any], type[Any], type[Any]]:
 
         def _get_server_runtime(self, server: Any) -> Any:
             # fakeredis makes the runtime once per server and notes its globals
-            # then: cmsgpack joins both, once
+            # then: cmsgpack joins both, once; the scripts' eval goes through
+            # _CompiledScripts from then on (fakeredis keeps the runtime on the server)
             runtime = super()._get_server_runtime(server)
             if not getattr(server, "_redcron_cmsgpack", False):
                 server._lua_expected_globals.add(lua_cmsgpack.install(runtime))
                 server._redcron_cmsgpack = True
+                server._lua_runtime = runtime = _CompiledScripts(runtime)
             return runtime
+
+        def _lua_redis_call(
+            self, lua_runtime: Any, expected_globals: set[Any], op: bytes, *args: Any
+        ) -> Any:
+            # fakeredis's own, less its walk of the globals table before each
+            # call (see the module docstring: the script's end still checks)
+            cmd = scripting.decode_command_bytes(op)
+            if cmd in scripting.COMMANDS_WITH_SUB and args:
+                cmd += " " + scripting.decode_command_bytes(scripting._convert_redis_arg(args[0]))
+                args = args[1:]
+            func, sig = self._name_to_func(cmd)
+            if func is None:
+                raise scripting.SimpleError(scripting.msgs.WRONG_ARGS_MSG7)
+            new_args = [scripting._convert_redis_arg(arg) for arg in args]
+            result = self._run_command(func, sig, new_args, True)
+            return self._convert_redis_result(lua_runtime, result)
 
         def _lua_redis_pcall(
             self, lua_runtime: Any, expected_globals: set[Any], op: bytes, *args: Any
@@ -237,6 +276,34 @@ def _classes() -> tuple[type[Any], type[Any], type[Any]]:
             )
 
     return _Server, _Socket, _Connection
+
+
+class _CompiledScripts:
+    """fakeredis's Lua runtime, as its ``eval`` uses it, with each script
+    compiled once: ``execute(source)`` calls the chunk compiled from that
+    source the first time (a chunk called again gets fresh top-level locals, as
+    a script run again does); the full collection fakeredis asks for after
+    each script (``collectgarbage()``) is left to Lua's incremental collector.
+    Anything else is the runtime's own."""
+
+    def __init__(self, runtime: Any) -> None:
+        self._runtime = runtime
+        self._chunks: dict[Any, Any] = {}
+        self.table_from = runtime.table_from
+        self.globals = runtime.globals
+
+    def execute(self, source: Any, *args: Any) -> Any:
+        if source == FULL_COLLECTION:
+            return None
+        chunk = self._chunks.get(source)
+        if chunk is None:
+            if len(self._chunks) >= MAX_COMPILED:  # a test that EVALs made-up sources
+                self._chunks.clear()
+            chunk = self._chunks[source] = self._runtime.compile(source)
+        return chunk(*args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._runtime, name)
 
 
 class FakeServer:

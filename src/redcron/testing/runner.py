@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 
 from redcron.broker import FailItem, Lease
 from redcron.errors import ConfigError
+from redcron.keys import PRIORITIES
+from redcron.serde import text as _s
 from redcron.worker import capture
 from redcron.worker.execute import Attempt, Outcome, run_command, run_python
 from redcron.worker.leasing import next_start
@@ -72,6 +74,8 @@ class InProcess:
         self.broker = broker
         self.allow_commands = allow_commands
         self._served = -1
+        #: the queue names the last :meth:`lease_next` read
+        self._known: list[str] = []
         #: the retry backoff's jitter (fail.lua takes the fraction from its
         #: caller): seeded, so a test's retry times are the same on every run
         self.jitter = random.Random(seed)
@@ -83,6 +87,38 @@ class InProcess:
 
     def _queue_names(self, shard: int) -> list[str]:
         return self.broker.inspection.queue_names(shard)
+
+    def lease_next(self, queue: str | None) -> Lease | None:
+        """The next ready attempt of ``queue`` (None: of every queue), as a
+        worker slot serving those queues would lease it; None: nothing ready.
+
+        ``lease.lua`` serves only the tenants on a ring of the queues it is
+        given (a queue and class's ring holds its tenants with ready work;
+        aged work is found through the lower classes' rings), so when none of
+        those rings exists it hands out nothing: the queue names and the
+        rings are read in one round trip, and the script, the dearest call
+        of a drain, is called only when a ring may hold a tenant.  (A queue
+        named for the first time is not looked at before that lease.)"""
+        broker, keys = self.broker, self.broker.keys
+        shards = range(broker.shards)
+        known = [queue] if queue is not None else self._known
+        pipe = broker.client.pipeline(transaction=False)
+        if queue is None:
+            for shard in shards:
+                pipe.smembers(keys.queues(shard))
+        for shard in shards:
+            if known:
+                pipe.exists(*(keys.ring(shard, q, p) for q in known for p in PRIORITIES))
+        res = pipe.execute()
+        queues = known
+        if queue is None:
+            named, res = res[: len(shards)], res[len(shards) :]
+            queues = sorted({_s(q) for names in named for q in names})
+            self._known = queues
+        if queues == known and not any(res):
+            return None
+        leases = self.lease(queues, 1)
+        return leases[0] if leases else None
 
     def lease(self, queues: list[str], n: int) -> list[Lease]:
         """Up to ``n`` ready attempts, shards visited in turn as a worker does."""

@@ -1,5 +1,5 @@
 """The JSON API, ``/v1``: jobs, runs, one-off tasks, tenants and their DLQ, the
-DLQ across tenants and the live workers.
+DLQ across tenants, the live workers and (admin tokens) API tokens.
 
 Every route module holds one blueprint; this one nests them under ``/v1`` and
 runs :func:`authenticate` (bearer tokens, ``auth.py``) before each request.
@@ -22,6 +22,7 @@ from redcron.dashboard.api import (
     runs,
     tasks,
     tenants,
+    tokens,
     worker,
 )
 
@@ -31,6 +32,7 @@ for part in (
     runs.bp,
     tasks.bp,
     tenants.bp,
+    tokens.bp,
     dlq.bp,
     channels.bp,
     live_workers.bp,

@@ -44,6 +44,8 @@ NAMES: dict[str, str] = {
     "api.tasks.enqueue_task": "task.enqueue",
     "api.tasks.cancel_task": "task.cancel",
     "api.tenants.set_tenant": "tenant.settings",
+    "api.tokens.create_token": "token.create",
+    "api.tokens.revoke_token": "token.revoke",
     "api.tenants.replay_dlq": "dlq.replay",
     "api.tenants.discard_dlq": "dlq.discard",
     "ui.jobs.pause": "job.pause",

@@ -160,6 +160,12 @@ def admin_only(what: str) -> None:
         raise ApiError(403, "forbidden", f"{what} needs an admin token with the operator role")
 
 
+def admin_reads(what: str) -> None:
+    """A read only an admin token (operator or viewer) may make: tenant tokens get 403."""
+    if current().kind != "admin":
+        raise ApiError(403, "forbidden", f"{what} needs an admin token")
+
+
 def job(job_id: str) -> JobRecord:
     record = redcron_app().jobs.get_by_id(job_id)
     if not may_see(record.tenant):

@@ -3,8 +3,6 @@ and the one error shape ``{"error": {"code", "message", "field"}}``."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import math
 from collections.abc import Callable, Iterable
@@ -163,30 +161,6 @@ def only(data: dict[str, Any], known: Iterable[str]) -> None:
     unknown = set(data) - known
     if unknown:
         bad(first_unknown(unknown), f"unknown field; known: {', '.join(sorted(known))}")
-
-
-_NOT_OURS = "not a cursor this API returned (pass next_cursor as it is)"
-
-
-def encode_cursor(key: list[Any]) -> str:
-    """An opaque cursor (URL-safe, no padding) for the last entry of a page."""
-    return base64.urlsafe_b64encode(json.dumps(key).encode()).decode().rstrip("=")
-
-
-def decode_cursor(text: str, shape: tuple[type, ...]) -> list[Any]:
-    """The key a cursor of :func:`encode_cursor` holds, checked against ``shape``
-    (the type of each element); 400 on anything else."""
-    try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-        key = json.loads(raw)
-    except (binascii.Error, ValueError, TypeError):
-        bad("cursor", _NOT_OURS)
-    if not isinstance(key, list) or len(key) != len(shape):
-        bad("cursor", _NOT_OURS)
-    for value, kind in zip(key, shape, strict=True):
-        if not isinstance(value, kind) or isinstance(value, bool):
-            bad("cursor", _NOT_OURS)
-    return key
 
 
 def error_response(

@@ -6,23 +6,15 @@ from __future__ import annotations
 
 import flask
 
-from redcron.broker import DLQ_ENTRY_ID
 from redcron.dashboard.api import auth
-from redcron.dashboard.api.common import (
-    bad,
-    encode_cursor,
-    redcron_app,
-    reply,
-)
-from redcron.dashboard.api.params import LIMIT, TENANT, CursorParam, TextParam
-from redcron.errors import ValidationError
-from redcron.model import validation
+from redcron.dashboard.api.common import redcron_app, reply
+from redcron.dashboard.api.params import ENTRY_ID, LIMIT, NAME_PART, TENANT, CursorParam, TextParam
 
 bp = flask.Blueprint("dlq", __name__)
 
-_NOT_OURS = "not a cursor this API returned (pass next_cursor as it is)"
 #: the query of the DLQ lists (and LIMIT, TENANT)
-CURSOR = CursorParam("dlq", (str, str))
+#: (tenant, DLQ entry id) of the last entry; an empty entry id: past that tenant
+CURSOR = CursorParam("dlq", (NAME_PART, f"(?:{ENTRY_ID})?"), "tenant:entry id")
 NAME = TextParam("name", "Only dead tasks of this task name")
 
 
@@ -30,16 +22,7 @@ def dlq_cursor() -> tuple[str, str] | None:
     """The request's ``cursor``: (tenant, entry id) of the last entry of a page
     (an empty entry id: past that tenant); 400 naming ``cursor`` otherwise."""
     key = CURSOR.read()
-    if key is None:
-        return None
-    tenant, eid = key
-    try:
-        validation.name("cursor", tenant)
-    except ValidationError:
-        bad("cursor", _NOT_OURS)
-    if eid and not DLQ_ENTRY_ID.fullmatch(eid):
-        bad("cursor", _NOT_OURS)
-    return tenant, eid
+    return None if key is None else (key[0], key[1])
 
 
 @bp.get("/dlq")
@@ -56,4 +39,4 @@ def list_dlq() -> flask.Response:
     # the read holds only the scope's entries: a guard, never a filter
     shown = [e for e in found.entries if auth.may_see(e.tenant)]
     nxt = found.next_cursor
-    return reply({"entries": shown, "next_cursor": encode_cursor(list(nxt)) if nxt else None})
+    return reply({"entries": shown, "next_cursor": CURSOR.encode(*nxt) if nxt else None})

@@ -25,13 +25,12 @@ from redcron.dashboard.api.common import (
     ApiError,
     bad,
     body,
-    encode_cursor,
     only,
     redcron_app,
     reply,
     unconfirmed,
 )
-from redcron.dashboard.api.params import LIMIT, TENANT, CursorParam
+from redcron.dashboard.api.params import LIMIT, NAME_PART, TENANT, CursorParam
 from redcron.errors import NotReplicated, ValidationError
 from redcron.keys import JOBIDX_SEP
 from redcron.model import JobRecord
@@ -42,7 +41,7 @@ from redcron.model.serialize import to_json
 bp = flask.Blueprint("jobs", __name__)
 
 #: the query of GET /v1/jobs
-CURSOR = CursorParam("jobs", (str, str))
+CURSOR = CursorParam("jobs", (NAME_PART, NAME_PART), "tenant:name")
 
 SOURCE = "body"
 
@@ -109,7 +108,7 @@ def list_jobs() -> flask.Response:
     return reply(
         {
             "jobs": jobs,
-            "next_cursor": encode_cursor(after.split(JOBIDX_SEP, 1)) if after else None,
+            "next_cursor": CURSOR.encode(*after.split(JOBIDX_SEP, 1)) if after else None,
         }
     )
 

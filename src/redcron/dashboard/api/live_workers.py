@@ -11,12 +11,7 @@ import flask
 
 from redcron.broker import WorkerRegistry, running_by_worker
 from redcron.dashboard.api import auth
-from redcron.dashboard.api.common import (
-    bad,
-    encode_cursor,
-    redcron_app,
-    reply,
-)
+from redcron.dashboard.api.common import redcron_app, reply
 from redcron.dashboard.api.leases import WORKER_ID
 from redcron.dashboard.api.params import LIMIT, CursorParam
 from redcron.model import WorkerInfo
@@ -25,7 +20,7 @@ from redcron.model.serialize import to_json
 bp = flask.Blueprint("live_workers", __name__)
 
 #: the query of GET /v1/workers (and LIMIT)
-CURSOR = CursorParam("workers", (str,))
+CURSOR = CursorParam("workers", (WORKER_ID.pattern,), "worker id")
 
 
 def serves_tenant(worker: WorkerInfo, tenant: str | None) -> bool:
@@ -45,8 +40,6 @@ def list_workers() -> flask.Response:
     """Live workers by id, ``limit`` a page (default 50), following ``cursor``."""
     limit = LIMIT.read()
     key = CURSOR.read()
-    if key is not None and not WORKER_ID.fullmatch(key[0]):
-        bad("cursor", "not a cursor this API returned (pass next_cursor as it is)")
     app = redcron_app()
     only = auth.scope()
     keep = None if only is None else (lambda w: serves_tenant(w, only))
@@ -56,4 +49,4 @@ def list_workers() -> flask.Response:
     rows: list[dict[str, Any]] = [
         {**to_json(as_seen(w, only)), "holding": to_json(running.get(w.id, []))} for w in workers
     ]
-    return reply({"workers": rows, "next_cursor": encode_cursor([nxt]) if nxt else None})
+    return reply({"workers": rows, "next_cursor": CURSOR.encode(nxt) if nxt else None})

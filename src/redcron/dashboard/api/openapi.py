@@ -26,11 +26,13 @@ from typing import Any
 
 import flask
 
-from redcron.dashboard.api import audit, dlq, jobs, live_workers, runs
+from redcron.dashboard.api import audit, dlq, jobs, live_workers, runs, tokens
 from redcron.dashboard.api import channels as channels_api
+from redcron.dashboard.api import tenants as tenants_api
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.api.params import DLQ_LIMIT, EMPTY_BODY, LIMIT, TENANT
-from redcron.dashboard.api.schemas import UNCONFIRMED, ref, schemas
+from redcron.dashboard.api.record_schema import ref
+from redcron.dashboard.api.schemas import schemas
 from redcron.model import validation
 from redcron.model.channels import allowed_hosts
 
@@ -113,14 +115,17 @@ def _waits(path: str, method: str, op: Json) -> bool:
     return method in ("post", "put", "patch", "delete") and path.startswith(_WAITED)
 
 
+#: the routes that answer their 202 with more than the generic body
+_UNCONFIRMED_AS = {"enqueue_task": "UnconfirmedTask", "trigger_job": "UnconfirmedRun"}
+
+
 def with_standard_errors(paths: Json) -> Json:
     """``paths`` with the :data:`STANDARD` statuses added to each operation (an
     operation's own description of a status wins), and 202 (:data:`_WAITED`)."""
-    unconfirmed: Json = {
-        "description": "Written on the master, not yet confirmed by its replicas "
-        "(durability=strict): do not resend; look it up once Redis settles",
-        **_json(ref("Unconfirmed")),
-    }
+    description = (
+        "Written on the master, not yet confirmed by its replicas (durability=strict): "
+        "do not resend; look it up once Redis settles (docs/api.md, Not replicated)"
+    )
     for path, item in paths.items():
         for method, op in item.items():
             if method == "parameters":
@@ -129,7 +134,9 @@ def with_standard_errors(paths: Json) -> Json:
                 if applies(path, method, op):
                     op["responses"].setdefault(code, error(code))
             if _waits(path, method, op):
-                op["responses"].setdefault("202", unconfirmed)
+                body = _UNCONFIRMED_AS.get(op.get("operationId", ""), "Unconfirmed")
+                op["responses"].setdefault("202", {"description": description,
+                                                   **_json(ref(body))})  # fmt: skip
     return paths
 
 
@@ -237,22 +244,12 @@ _LEASE_LINKS: Json = {
 
 def paths() -> Json:
     """Every ``/v1`` route (a fresh copy: :func:`with_standard_errors` fills it in)."""
-    job_created = {
-        "allOf": [
-            ref("Job"),
-            {
-                "type": "object",
-                "required": ["warnings"],
-                "properties": {"warnings": {"type": "array", "items": {"type": "string"}}},
-            },
-        ]
-    }
     dlq_page = _page("entries", ref("DlqEntry"))
     return {
         "/v1/jobs": {
             "post": _op("create_job", "Create (201) or update (200) a job, keyed by tenant + "
                         "name; warnings name the Python tasks no live worker serves",
-                        ("201", "200"), job_created, (), ref("JobBody"), links=_JOB_LINKS),
+                        ("201", "200"), ref("JobCreated"), (), ref("JobBody"), links=_JOB_LINKS),
             "get": _op("list_jobs", "Jobs by tenant and name, a page at a time (no cursor: "
                        "the first page)", "200", _page("jobs", ref("Job")),
                        query=(TENANT.describe(), LIMIT.describe(), jobs.CURSOR.describe()),
@@ -277,16 +274,17 @@ def paths() -> Json:
             "parameters": _path("job_id"),
             "post": {**_op("trigger_job", "Start a manual run now (202: created, but "
                            "durability=strict's replicas did not confirm it: look the run "
-                           "up, do not trigger again)", ("201", "202"),
+                           "up, do not trigger again)", "201",
                            {"type": "object", "required": ["run_id"],
-                            "properties": {"run_id": {"type": "string"}, **UNCONFIRMED}},
+                            "properties": {"run_id": {"type": "string"}}},
                            ("404", "429"), links={
                                "GetRun": _link("get_run", {"run_id": "$response.body#/run_id"}),
                                "CancelRun": _link("cancel_run",
                                                   {"run_id": "$response.body#/run_id"})}),
                      "requestBody": {"required": False, **_json({
                          "type": "object", "additionalProperties": False,
-                         "properties": {"params": {"type": "object"}}})}},
+                         "properties": {"params": {"type": "object",
+                                                  "additionalProperties": True}}})}},
         },
         "/v1/runs": {
             "get": _op("list_runs", "Runs, newest first, a page at a time", "200",
@@ -319,9 +317,9 @@ def paths() -> Json:
         "/v1/tasks": {
             "post": _op("enqueue_task", "Enqueue a task the server's app registers (200 with "
                         "duplicate true: the call folded into an existing task, a unique "
-                        "window's or a debounce's; 202 with replicated false: queued, but "
-                        "durability=strict's replicas did not confirm it: look the id up, "
-                        "do not enqueue again)", ("201", "200", "202"), ref("Task"), ("429",),
+                        "window's or a debounce's; 202: queued, but durability=strict's "
+                        "replicas did not confirm it: look the id up, do not enqueue again)",
+                        ("201", "200"), ref("EnqueuedTask"), ("429",),
                         ref("TaskBody"), links=_TASK_LINKS),
         },
         "/v1/tasks/{task_id}": {
@@ -330,9 +328,36 @@ def paths() -> Json:
         },
         "/v1/tasks/{task_id}/cancel": {
             "parameters": _path("task_id"),
+            "get": _op("get_task_named_cancel", "The task whose id is {task_id}/cancel (a "
+                       "run's task named cancel: GET /v1/tasks/{task_id} reads the same)",
+                       "200", ref("Task"), ("404",)),
             "post": _optional_body(_op("cancel_task", "Cancel a task: it ends cancelled at "
                                        "once; 409 if it had ended", "200", ref("TaskCancel"),
                                        ("404", "409"))),
+        },
+        "/v1/tenants": {
+            "get": _op("list_tenants", "Tenants by name with their settings and live figures, "
+                       "a page at a time (admin tokens; a tenant token: 403)", "200",
+                       _page("tenants", ref("TenantStatus")),
+                       query=(LIMIT.describe(), tenants_api.CURSOR.describe()),
+                       links={"GetTenant": _link("get_tenant",
+                                                 {"tenant": "$response.body#/tenants/0/tenant"})}),
+        },
+        "/v1/tokens": {
+            "post": _op("create_token", "Mint an API token (admin operator only): a tenant's, "
+                        "an extra admin's or a worker's; the secret is in this reply, once",
+                        "201", ref("TokenCreated"), (), ref("TokenBody"),
+                        links={"RevokeToken": _link("revoke_token",
+                                                    {"token_id": "$response.body#/token/id"})}),
+            "get": _op("list_tokens", "API tokens, oldest first, a page at a time (admin "
+                       "tokens): never a secret", "200", _page("tokens", ref("Token")),
+                       query=(tokens.KIND.describe(), tokens.TENANT.describe(), LIMIT.describe(),
+                              tokens.CURSOR.describe())),
+        },
+        "/v1/tokens/{token_id}": {
+            "parameters": _path("token_id"),
+            "delete": _op("revoke_token", "Revoke a token (admin operator only): the next "
+                          "request with it is a 401", "200", ref("Token"), ("404",)),
         },
         "/v1/tenants/{tenant}": {
             "parameters": _tenant_path(),
@@ -357,7 +382,7 @@ def paths() -> Json:
         "/v1/workers": {
             "get": _op("list_workers", "Live workers by id, a page at a time, each with the "
                        "tasks it holds (a tenant token: the workers serving it, its own tasks)",
-                       "200", _page("workers", {"type": "object"}),
+                       "200", _page("workers", ref("Worker")),
                        query=(LIMIT.describe(), live_workers.CURSOR.describe())),
         },
         "/v1/tenants/{tenant}/dlq/{task_id}/replay": {
@@ -398,7 +423,8 @@ def paths() -> Json:
                        query=(TENANT.describe(),), links=_CHANNEL_LIST_LINKS),
             "post": _op("add_channel", "Add a channel (a tenant token: for its tenant; the "
                         "admin: for tenant, or every tenant's events without one); the "
-                        "secret is shown this once", "201", {"type": "object", "properties": {
+                        "secret is shown this once", "201", {"type": "object",
+                            "required": ["channel", "secret"], "properties": {
                             "channel": ref("Channel"),
                             "secret": {"type": ["string", "null"]}}},
                         (), ref("ChannelBody"), links=_CHANNEL_LINKS),
@@ -406,7 +432,8 @@ def paths() -> Json:
         "/v1/channels/{channel_id}": {
             "parameters": _path("channel_id"),
             "get": _op("get_channel", "One channel and its pending deliveries", "200",
-                       {"type": "object", "properties": {"channel": ref("Channel"),
+                       {"type": "object", "required": ["channel", "pending"],
+                        "properties": {"channel": ref("Channel"),
                         "pending": {"type": "integer"}}}, ("404",)),
             "delete": _op("remove_channel", "Remove a channel with what it still had to send",
                           "200", ref("Channel"), ("404",)),
@@ -414,13 +441,15 @@ def paths() -> Json:
         "/v1/channels/{channel_id}/test": {
             "parameters": _path("channel_id"),
             "post": _optional_body(_op("test_channel", "Queue a test message for the notifier "
-                                       "to send", "202", {"type": "object", "properties": {
+                                       "to send", "202", {"type": "object",
+                                           "required": ["delivery"], "properties": {
                                            "delivery": {"type": "string"}}}, ("404",))),
         },
         "/v1/channels/{channel_id}/deliveries": {
             "parameters": _path("channel_id"),
             "get": _op("list_deliveries", "The channel's delivery log, newest first "
-                       "(bounded)", "200", {"type": "object", "properties": {
+                       "(bounded)", "200", {"type": "object", "required": ["deliveries", "pending"],
+                       "properties": {
                            "deliveries": {"type": "array", "items": ref("Delivery")},
                            "pending": {"type": "integer"}}}, ("404",),
                        query=(channels_api.DELIVERIES_LIMIT.describe(),)),

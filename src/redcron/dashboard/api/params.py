@@ -9,12 +9,13 @@ parameter left out (``?tenant=`` lists every tenant), and the schemas say so.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import flask
 
-from redcron.dashboard.api.common import bad, decode_cursor
+from redcron.dashboard.api.common import bad
 from redcron.model import validation
 
 Json = dict[str, Any]
@@ -104,28 +105,52 @@ class TextParam:
 @dataclass(frozen=True, slots=True)
 class CursorParam:
     """A page's ``cursor``: the ``next_cursor`` of the previous page, passed back as
-    it is; it holds the last entry's key, of the element types ``shape``.
-
-    Its format is ``redcron-cursor-<kind>``: only cursors this API returned are
-    valid (a 400 naming ``cursor`` otherwise), which JSON Schema cannot say; a
-    tester generates them as ``tests/helpers/schemathesis_hooks.py`` does.
+    it is.  It names the last entry shown, in readable parts joined by ``:``
+    (``parts``: one regular expression each; only the last may hold a ``:``), so
+    the document states its format exactly as a pattern: a cursor that matches
+    is a position in the list (the page starts after it, whether or not the
+    entry still exists: entries added or removed meanwhile shift nothing), any
+    other text is a 400 naming ``cursor``.  A cursor only positions: what a
+    token may see is decided without it.
     """
 
     kind: str
-    shape: tuple[type, ...]
+    parts: tuple[str, ...]
+    #: what the parts are, for the description (``tenant:name``)
+    shape: str
 
     name = "cursor"
 
-    def read(self) -> list[Any] | None:
+    @property
+    def regex(self) -> str:
+        return ":".join(f"({p})" for p in self.parts)
+
+    def read(self) -> tuple[str, ...] | None:
         text = flask.request.args.get(self.name)
-        return decode_cursor(text, self.shape) if text else None
+        if not text:
+            return None
+        found = re.fullmatch(self.regex, text)
+        if found is None:
+            bad(self.name, f"not a cursor of this list ({self.shape}): pass next_cursor as it is")
+        return found.groups()
+
+    def encode(self, *values: object) -> str:
+        """The cursor naming an entry whose key is ``values``."""
+        return ":".join(str(v) for v in values)
 
     def describe(self) -> Json:
         return _query(
             self.name,
-            {"type": "string", "format": f"redcron-cursor-{self.kind}"},
-            "The next_cursor of the previous page, passed back as it is (empty: the first page)",
+            {"type": "string", "pattern": f"^(?:{self.regex})?$"},
+            f"The next_cursor of the previous page, passed back as it is ({self.shape}: the "
+            "last entry shown; empty: the first page)",
         )
+
+
+NAME_PART = validation._NAME.pattern
+#: a millisecond time (below 2**53) and an entry id of a Redis stream
+MS = "[0-9]{1,16}"
+ENTRY_ID = "[0-9]{1,20}-[0-9]{1,20}"
 
 
 #: list replies: the page size when a request names none, and the most it may ask

@@ -20,12 +20,18 @@ from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import (
     ApiError,
     body,
-    encode_cursor,
     only,
     redcron_app,
     reply,
 )
-from redcron.dashboard.api.params import LIMIT, TENANT, ChoiceParam, CursorParam, TextParam
+from redcron.dashboard.api.params import (
+    LIMIT,
+    MS,
+    TENANT,
+    ChoiceParam,
+    CursorParam,
+    TextParam,
+)
 from redcron.errors import NotFound
 from redcron.model import ExpiredTask, RunRecord, TaskRecord
 from redcron.model.serialize import to_json
@@ -34,7 +40,9 @@ from redcron.model.states import RunState
 bp = flask.Blueprint("runs", __name__)
 
 #: the query of GET /v1/runs (and LIMIT, TENANT)
-CURSOR = CursorParam("runs", (int, str))
+#: a run id: ``<job id>@<fire ms>`` or ``<job id>@m<ulid>`` (a manual run)
+RUN_ID = "[A-Za-z0-9_.@-]{1,200}"
+CURSOR = CursorParam("runs", (MS, RUN_ID), "created ms:run id")
 JOB = TextParam("job", "Only this job's runs, by scheduled time (404 for an unknown job)")
 STATE = ChoiceParam(
     "state",
@@ -123,13 +131,13 @@ def list_runs() -> flask.Response:
     """Runs newest first, a page at a time (:func:`find_runs`)."""
     limit = LIMIT.read()
     key = CURSOR.read()
-    cursor = (key[0], key[1]) if key is not None else None
+    cursor = (int(key[0]), key[1]) if key is not None else None
     late = LATE.read()
     runs, after = find_runs(
         TENANT.read(), JOB.read(), STATE.read(), None if late is None else late == "true",
         cursor, limit,
     )  # fmt: skip
-    return reply({"runs": runs, "next_cursor": encode_cursor(list(after)) if after else None})
+    return reply({"runs": runs, "next_cursor": CURSOR.encode(*after) if after else None})
 
 
 @bp.get("/runs/<run_id>")

@@ -66,9 +66,11 @@ def body_of(registered: list[str]) -> Json:
     task's function is checked on the call (400 naming ``args`` or
     ``kwargs.<name>``).  A null option is the task's declared default."""
     name: Json = {"type": "string", "enum": registered} if registered else {"type": "string"}
+    # a window counts whole milliseconds (model/dedupe.py): under one is refused
+    window: Json = {"type": "number", "minimum": 0.001, "maximum": validation.MAX_SECONDS}
     schema = body_schema({
         "name": name,
-        "args": {"type": "array", "default": []},
+        "args": {"type": "array", "items": {}, "default": []},
         # TaskDef.enqueue reads _names as options: set those by their body fields
         "kwargs": {"type": "object", "propertyNames": {"pattern": "^[^_]"}, "default": {}},
         "tenant": _or_null(validation.name_schema()),
@@ -79,12 +81,27 @@ def body_of(registered: list[str]) -> Json:
         "countdown_s": _or_null(validation.seconds_schema()),
         # issue 21: whether they combine (a debounce refuses a countdown, a unique
         # window a debounce) is the call's check, a 400 naming the field
-        "unique_for_s": _or_null(validation.seconds_schema(above=True)),
+        "unique_for_s": _or_null(window),
         "unique_key": _or_null({"type": "string", "minLength": 1, "maxLength": 256}),
-        "debounce_s": _or_null(validation.seconds_schema(above=True)),
-        "max_wait_s": _or_null(validation.seconds_schema(above=True)),
+        "debounce_s": _or_null(window),
+        "max_wait_s": _or_null(window),
         "concurrency_key": _or_null({"type": "string", "minLength": 1}),
     }, ("name",))  # fmt: skip
+    # what the call refuses whatever the task declares (model/dedupe.py): a debounce
+    # with a unique window or a countdown (it is the delay: under 1 ms is none), a
+    # unique window with max_wait_s (a debounce's cap).  Which need a debounce or
+    # a window the task may declare itself (max_wait_s, unique_key alone) is the
+    # call's check; so is max_wait_s below debounce_s.
+    null: Json = {"type": "null"}
+    schema["dependentSchemas"] = {
+        "debounce_s": {"if": {"properties": {"debounce_s": {"type": "number"}}},
+                       "then": {"properties": {
+                           "unique_for_s": null,
+                           "countdown_s": {"anyOf": [null, {"type": "number", "minimum": 0,
+                                                            "exclusiveMaximum": 0.001}]}}}},
+        "unique_for_s": {"if": {"properties": {"unique_for_s": {"type": "number"}}},
+                         "then": {"properties": {"debounce_s": null, "max_wait_s": null}}},
+    }  # fmt: skip
     return schema
 
 
@@ -144,6 +161,14 @@ def get_task(task_id: str) -> flask.Response:
         return reply(task)
     # a keyed task: its key's slots too (holders, waiters, its place)
     return reply({**to_json(task), "concurrency": to_json(slots)})
+
+
+@bp.get("/tasks/<path:task_id>/cancel")
+def get_task_named_cancel(task_id: str) -> flask.Response:
+    """A run's task may be named ``cancel``: its id is ``<run id>/cancel``, so
+    ``GET /v1/tasks/<run id>/cancel`` reads it.  A rule of its own, so that the URL
+    map, ``Allow`` and the document all say GET is served here beside POST."""
+    return get_task(f"{task_id}/cancel")
 
 
 @bp.post("/tasks/<path:task_id>/cancel")

@@ -1,5 +1,5 @@
-"""``/v1/tenants/{t}``: settings with live figures, changing settings, the DLQ
-(list, replay, discard)."""
+"""``/v1/tenants``: every tenant a page at a time (admin tokens); ``/v1/tenants/{t}``:
+settings with live figures, changing settings, the DLQ (list, replay, discard)."""
 
 from __future__ import annotations
 
@@ -7,24 +7,45 @@ from collections.abc import Callable, Sequence
 
 import flask
 
-from redcron.broker import DlqStore
+from redcron.broker import DlqStore, page_tenants
 from redcron.dashboard.api import actions, auth
 from redcron.dashboard.api.common import (
     ApiError,
     body,
-    encode_cursor,
     only,
     redcron_app,
     reply,
 )
+from redcron.dashboard.api.dlq import CURSOR as DLQ_CURSOR
 from redcron.dashboard.api.dlq import dlq_cursor
-from redcron.dashboard.api.params import DLQ_LIMIT
+from redcron.dashboard.api.params import DLQ_LIMIT, LIMIT, NAME_PART, CursorParam
 from redcron.errors import NotFound
 from redcron.model import validation
 from redcron.model.states import TaskState
 from redcron.model.tenants import SETTINGS_FIELDS
 
 bp = flask.Blueprint("tenants", __name__)
+
+#: the query of GET /v1/tenants (and LIMIT): a page's cursor is its last tenant
+CURSOR = CursorParam("tenants", (NAME_PART,), "tenant")
+
+
+@bp.get("/tenants")
+def list_tenants() -> flask.Response:
+    """Tenants by name with their settings and live figures, a page at a time
+    (as ``redcron tenants list``); an admin token's read (tenant tokens: 403)."""
+    auth.admin_reads("listing tenants")
+    limit = LIMIT.read()
+    key = CURSOR.read()
+    app = redcron_app()
+    names = page_tenants(app.broker, key[0] if key else None, limit)
+    nxt = names.next_cursor
+    return reply(
+        {
+            "tenants": app.tenants.rows(names.items),
+            "next_cursor": CURSOR.encode(nxt) if nxt else None,
+        }
+    )
 
 
 @bp.get("/tenants/<tenant>")
@@ -55,7 +76,7 @@ def list_dlq(tenant: str) -> flask.Response:
     found = redcron_app().broker.dlq.page(tenant, dlq_cursor(), limit)
     nxt = found.next_cursor
     return reply(
-        {"entries": found.entries, "next_cursor": encode_cursor(list(nxt)) if nxt else None}
+        {"entries": found.entries, "next_cursor": DLQ_CURSOR.encode(*nxt) if nxt else None}
     )
 
 
