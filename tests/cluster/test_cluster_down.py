@@ -24,7 +24,8 @@ from redis_binary import redis_server_path
 from worker_procs import thread_workers
 
 from redcron import App
-from redcron.chaos.outage import spread_tenants
+from redcron.broker import key_slot
+from redcron.chaos.outage import master_of_slot, shard_masters, spread_tenants
 from redcron.dashboard import create_app
 from redcron.embedded_cluster import EmbeddedCluster
 from redcron.errors import RedisUnavailable, ScriptError
@@ -225,3 +226,68 @@ def test_the_gate_tries_the_node_again_after_its_delay(dapp: App, cluster: Embed
 
     wait_for(goes_through, "an enqueue to the restarted master")
     assert not dapp.broker.gate.failing
+
+
+# -- the views answer with what the live shards hold (issue 30 §2.5) -------------------
+
+
+def test_lists_and_pages_answer_with_the_live_shards_and_name_the_others(
+    dapp: App, cluster: EmbeddedCluster
+) -> None:
+    """A master down took every cross-tenant view with it (503 for all); now the
+    lists, a live tenant's status and the pages answer with what the other
+    masters hold, and name the shards that did not answer."""
+    prefix = dapp.settings.prefix
+    home = master_of_slot(key_slot(Keys(prefix).meta()), MASTERS)  # the {g} slot's master
+    dead = (home + 1) % MASTERS
+    where = shard_masters(SHARDS, MASTERS, prefix)
+    gone = sorted(s for s, m in where.items() if m == dead)
+    names = tenants(dapp)
+    for t in names:
+        dapp.jobs.put(job_spec("nightly", tasks={"t": Task("echo")}, cron="0 2 * * *", tenant=t))
+        dapp.jobs.trigger("nightly", tenant=t)
+    live, down = [t for i, t in enumerate(names) if i != dead], names[dead]
+    web = create_app(dapp, admin_token=ADMIN)
+    client = web.test_client()
+    auth = {"Authorization": f"Bearer {ADMIN}"}
+    cluster.kill_master(dead)
+    try:
+        for _ in range(2):  # the first asks the dead master, the second its gate
+            resp = client.get(f"/v1/tenants/{live[0]}", headers=auth)
+            assert resp.status_code == 200, resp.get_data(as_text=True)
+            assert resp.get_json()["unavailable_shards"] == gone
+        listed = client.get("/v1/tenants", headers=auth)
+        assert listed.status_code == 200, listed.get_data(as_text=True)
+        body = listed.get_json()
+        assert [t["tenant"] for t in body["tenants"]] == sorted(live)
+        assert body["unavailable_shards"] == gone
+        runs = client.get("/v1/runs", headers=auth).get_json()
+        assert sorted({r["job_id"] for r in runs["runs"]}) == sorted(
+            dapp.jobs.job_id("nightly", tenant=t) for t in live
+        )
+        assert runs["unavailable_shards"] == gone
+        jobs = client.get("/v1/jobs", headers=auth).get_json()
+        assert len(jobs["jobs"]) == len(live) and jobs["unavailable_shards"] == gone
+        # the dead master's own tenant: its shard is not there to read
+        assert client.get(f"/v1/tenants/{down}", headers=auth).status_code == 503
+
+        # the pages, logged in (the session secret is in the {g} slot, alive)
+        assert client.get("/login").status_code == 200
+        with client.session_transaction() as session:
+            csrf = session["csrf_token"]
+        login = client.post("/login", data={"token": ADMIN, "csrf_token": csrf})
+        assert login.status_code == 303
+        for path in ("/", "/tenants", "/runs", "/jobs"):
+            page = client.get(path)
+            assert page.status_code == 200, (path, page.get_data(as_text=True)[:300])
+            text = page.get_data(as_text=True)
+            assert f"Shards {', '.join(map(str, gone))} did not answer" in text, path
+        # a request that met no missing shard says nothing of them (the restarted
+        # master, without an AOF here, comes back empty)
+        cluster.start_master(dead)
+        for s in gone:
+            dapp.broker.gate.ok(s)
+        ok = client.get("/v1/tenants", headers=auth)
+        assert ok.status_code == 200 and "unavailable_shards" not in ok.get_json()
+    finally:
+        cluster.start_master(dead)

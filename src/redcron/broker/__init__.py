@@ -40,6 +40,12 @@ from redcron.broker.listing import (
 from redcron.broker.logins import LINK_TTL_S, LoginLinks
 from redcron.broker.metrics import ATTEMPT_OUTCOMES, BREAKER_VALUES, Metrics, read_metrics
 from redcron.broker.outbox import Claimed, FeedEntry, Outbox
+from redcron.broker.partial import (
+    begin_partial_reads,
+    end_partial_reads,
+    partial_reads,
+    unavailable_shards,
+)
 from redcron.broker.retry import TRANSIENT, UNAVAILABLE, Outage, ShardGate, is_unavailable
 from redcron.broker.shared_secrets import lease_secret
 from redcron.broker.stats import activity, trigger_lag, trigger_lag_by_tenant, trigger_lag_of
@@ -109,8 +115,10 @@ __all__ = [
     "TokenStore",
     "WorkerRegistry",
     "activity",
+    "begin_partial_reads",
     "count_tenants",
     "digest",
+    "end_partial_reads",
     "ensure_indexes",
     "examine",
     "is_unavailable",
@@ -122,6 +130,7 @@ __all__ = [
     "page_jobs",
     "page_runs",
     "page_tenants",
+    "partial_reads",
     "plan_move",
     "queue_loads",
     "read_metrics",
@@ -131,6 +140,7 @@ __all__ = [
     "trigger_lag",
     "trigger_lag_by_tenant",
     "trigger_lag_of",
+    "unavailable_shards",
     "unserved_by_task",
     "unserved_refs",
     "unserved_tasks",

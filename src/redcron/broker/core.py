@@ -21,7 +21,7 @@ from redcron.broker.connection import connect, is_cluster, raise_unreachable
 from redcron.broker.replies import error_of_reply
 from redcron.broker.retry import Outage, ShardGate, is_unavailable
 from redcron.broker.scripts import Scripts, Wait
-from redcron.broker.upgrade import upgrade_layout
+from redcron.broker.upgrade import move_deployment_keys, upgrade_layout
 from redcron.config import Settings
 from redcron.errors import ConfigError, ConnectionLost, NotReplicated, RedisUnavailable
 from redcron.keys import LAYOUT, Keys
@@ -134,6 +134,10 @@ class Core:
             self.check_eviction_policy()
             self.check_durability()
         meta = self.keys.meta()
+        if not self.client.exists(meta) and self.client.exists(self.keys.legacy_deployment("meta")):
+            # a deployment of layout 4 or older: its meta (and the other
+            # deployment-wide keys) go to their slot first, so it is not taken for new
+            move_deployment_keys(self.client, self.keys)
         pipe = self.client.pipeline(transaction=False)
         pipe.hsetnx(meta, "shards", self.settings.shards or 1)
         pipe.hsetnx(meta, "lease_ttl_s", self.settings.lease_ttl)

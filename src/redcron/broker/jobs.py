@@ -15,6 +15,7 @@ from redcron.broker import argv
 from redcron.broker.broker import PAYLOADS, fields_of
 from redcron.broker.cancel import RunCancel, run_cancel
 from redcron.broker.job_writes import put_many
+from redcron.broker.partial import read_shards
 from redcron.clock import ulid
 from redcron.errors import Conflict, NotFound, NotReplicated, QuotaExceeded, ValidationError
 from redcron.keys import (
@@ -281,17 +282,22 @@ class JobStore:
         breakers, not jobs.  ``limit``: at most that many, in job id order (a
         tenant's among the first :data:`BREAKER_SCAN` of its shard): a page's
         bounded read."""
-        client = self.broker.client
         if tenant:
             shards = [shard_of(tenant, self.broker.shards)]
         else:
             shards = list(range(self.broker.shards))
         low, high = prefix_range(ATTENTION_BREAKER)
         num = -1 if limit is None else (limit if tenant is None else BREAKER_SCAN)
+        read = read_shards(
+            self.broker,
+            shards,
+            lambda pipe, shard: pipe.zrangebylex(self.keys.attention(shard), low, high, 0, num),
+            "breakers",
+        )
         ids = [
             _s(member)[len(ATTENTION_BREAKER) :]
-            for shard in shards
-            for member in client.zrangebylex(self.keys.attention(shard), low, high, 0, num)
+            for (members,) in read.values()
+            for member in members
         ]
         found = self.get_many(ids)
         mine = sorted(
@@ -302,10 +308,15 @@ class JobStore:
 
     def count_open_breakers(self) -> int:
         """How many breakers are open or in trial (one ZLEXCOUNT per shard)."""
-        pipe = self.broker.client.pipeline(transaction=False)
-        for shard in range(self.broker.shards):
-            pipe.zlexcount(self.keys.attention(shard), *prefix_range(ATTENTION_BREAKER))
-        return sum(int(n) for n in pipe.execute())
+        read = read_shards(
+            self.broker,
+            range(self.broker.shards),
+            lambda pipe, s: pipe.zlexcount(
+                self.keys.attention(s), *prefix_range(ATTENTION_BREAKER)
+            ),
+            "breakers",
+        )
+        return sum(int(n) for (n,) in read.values())
 
     def pause(self, name: str, *old: str, tenant: str = DEFAULT_TENANT) -> int:
         """Stop the job ``name`` of ``tenant`` firing (a manual trigger still runs it)."""

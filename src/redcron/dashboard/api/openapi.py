@@ -188,11 +188,21 @@ def _path(*names: str) -> list[Json]:
     return [{"name": n, "in": "path", "required": True, "schema": string} for n in names]
 
 
+#: a reply of reads over every shard, some of which did not answer (a Redis
+#: Cluster master down: dashboard/outage.py, init_partial_reads)
+UNAVAILABLE_SHARDS: Json = {
+    "type": "array", "items": {"type": "integer"},
+    "description": "present only when some shards did not answer (their Redis Cluster "
+    "master down or failing over): the reply holds what the other shards hold",
+}  # fmt: skip
+
+
 def _page(key: str, item: Json) -> Json:
     after = "Pass as cursor for the next page; null on the last"
     return {"type": "object", "required": [key, "next_cursor"], "properties": {
         key: {"type": "array", "items": item},
-        "next_cursor": {"type": ["string", "null"], "description": after}}}  # fmt: skip
+        "next_cursor": {"type": ["string", "null"], "description": after},
+        "unavailable_shards": UNAVAILABLE_SHARDS}}  # fmt: skip
 
 
 _JOB = "$response.body#/id"

@@ -198,7 +198,10 @@ def replies() -> Json:
         "TaskCancel": record_schema(TaskCancel, fields={"state": ref("TaskState")}),
         "TenantSettingsValues": record_schema(TenantSettings,
                                               fields={"max_priority": _enum(PRIORITIES)}),
-        "TenantStatus": record_schema(TenantStatus),
+        "TenantStatus": record_schema(TenantStatus, optional={"unavailable_shards": {
+            "type": "array", "items": {"type": "integer"}, "description": "present only when "
+            "some shards did not answer (a Redis Cluster master down): the dispatch share "
+            "is over the shards that did"}}),
         "DlqEntry": record_schema(DlqEntry),
         "Worker": _worker(),
         "WorkerLease": _worker_lease(),
