@@ -19,6 +19,7 @@ from pathlib import Path
 import chaos_app  # tests/apps
 import pytest
 import redis
+import redis.cluster
 from polling import wait_for  # tests/helpers
 from redis_binary import redis_server_path
 from worker_procs import thread_workers
@@ -291,3 +292,36 @@ def test_lists_and_pages_answer_with_the_live_shards_and_name_the_others(
         assert ok.status_code == 200 and "unavailable_shards" not in ok.get_json()
     finally:
         cluster.start_master(dead)
+
+
+def test_the_layout_5_move_works_across_the_masters(cluster: EmbeddedCluster) -> None:
+    """The deployment-wide keys of a layout-4 deployment sit on several masters;
+    the upgrade copies each into the {g} slot (RENAME cannot cross slots)."""
+    prefix = f"u{uuid.uuid4().hex[:8]}"
+    k = Keys(prefix)
+    old = {
+        k.legacy_deployment("meta"): {"shards": SHARDS, "lease_ttl_s": 60,
+                                      "min_lease_ttl_s": 0.5, "layout": 4},
+        k.legacy_deployment("token:t1"): {"id": "t1", "kind": "tenant", "tenant": "acme"},
+        k.legacy_deployment("worker:w1"): {"id": "w1"},
+    }  # fmt: skip
+    rc = redis.cluster.RedisCluster(host="127.0.0.1", port=cluster.ports[0])
+    try:
+        slots = {rc.keyslot(name) for name in old}
+        assert len({master_of_slot(s, MASTERS) for s in slots}) > 1  # spread, as they were
+        for name, fields in old.items():
+            rc.hset(name, mapping=fields)
+        app = App(cluster.url, prefix=prefix)
+        try:
+            assert app.broker.ensure_meta() == SHARDS
+        finally:
+            app.close()
+        for name in old:
+            new = name.replace(f"{prefix}:", f"{prefix}:{{g}}:", 1)
+            assert rc.exists(new) and not rc.exists(name), name
+        assert rc.hget(k.token("t1"), "tenant") == b"acme"
+        assert int(rc.hget(k.meta(), "layout") or 0) == 5
+    finally:
+        for name in rc.scan_iter(match=f"{prefix}:*"):
+            rc.delete(name)
+        rc.close()
