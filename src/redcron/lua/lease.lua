@@ -64,7 +64,6 @@ local L = {  -- this call's state (lib/take.lua)
   tenants = {},
   gates = {},
   dispatched = {},
-  cks = {},  -- concurrency keys pruned this call (lib/ckeys.lua)
 }
 local filter = {}
 for t in string.gmatch(ARGV[5], '[^,]+') do filter[#filter + 1] = t end

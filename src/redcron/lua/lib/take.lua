@@ -110,7 +110,7 @@ local function take(L, queue, tenant, priority, stream, n, max_id)
         -- a woken waiter set aside otherwise gives its reserved slot back
         ck_give_back(tenant, f[TI_LEASE_NAME], ck, f[TI_LEASE_CKN], iid, now)
       end
-      if ok and ck and not ck_admit(L.cks, ti, iid, tenant, f[TI_LEASE_NAME], ck, f[TI_LEASE_CKN],
+      if ok and ck and not ck_admit(ti, iid, tenant, f[TI_LEASE_NAME], ck, f[TI_LEASE_CKN],
           deadline, now) then
         -- its key is at its cap: it waits in the key's list, not in the stream
         ok, aside = false, aside + 1
