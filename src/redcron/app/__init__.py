@@ -168,6 +168,9 @@ class App:
 
         def register(f: Callable[P, R]) -> TaskDef[P, R]:
             task_name = name or f"{f.__module__}.{f.__qualname__}"
+            if not task_name or "\n" in task_name:
+                # a worker passes its names to lease.lua between newlines
+                raise ValidationError("name", "a task name is not empty and holds no newline")
             if task_name in self.tasks:
                 raise ValidationError("name", f"task {task_name!r} is already registered")
             td = TaskDef(self, f, task_name, opts)
