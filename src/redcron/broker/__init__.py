@@ -23,7 +23,7 @@ from redcron.broker.channels import ChannelStore
 from redcron.broker.connection import key_slot
 from redcron.broker.dlq import DLQ_ENTRY_ID, DlqPage, DlqStore
 from redcron.broker.doctor import DoctorReport, Finding, examine
-from redcron.broker.inspect import Running, queue_loads, running_by_worker
+from redcron.broker.inspect import Running, queue_loads, running_by_worker, unrunnable_counts
 from redcron.broker.jobs import JobStore
 from redcron.broker.listing import (
     RUN_SCAN,
@@ -125,6 +125,7 @@ __all__ = [
     "trigger_lag",
     "trigger_lag_by_tenant",
     "trigger_lag_of",
+    "unrunnable_counts",
     "unserved_by_task",
     "unserved_refs",
     "unserved_tasks",
