@@ -31,6 +31,7 @@ str, which cmsgpack gives the script as the same bytes.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 from collections.abc import Iterable, Mapping, Sequence
@@ -219,7 +220,13 @@ def task_set(tasks: Iterable[str] | None) -> str:
     (``"\\na\\nb\\n"``; no name: ``"\\n"``, nothing runs); None: ``""``, any task."""
     if tasks is None:
         return ""
-    return "\n" + "".join(f"{name}\n" for name in sorted(set(tasks)))
+    return _task_set(tasks if isinstance(tasks, frozenset) else frozenset(tasks))
+
+
+@functools.lru_cache(maxsize=16)
+def _task_set(tasks: frozenset[str]) -> str:
+    # a worker passes the same set on every lease call: joined once
+    return "\n" + "".join(f"{name}\n" for name in sorted(tasks))
 
 
 def tokens(worker: str, pairs: Iterable[tuple[str, str]], now: int | None = None) -> list[Any]:
