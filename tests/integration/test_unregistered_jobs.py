@@ -1,7 +1,7 @@
 """Issue 29 §4: a job whose Python task no registered task is — neither the
 writing App nor a live worker registers it — is refused, naming the closest
 registered names, by ``redcron jobs apply``, ``app.jobs.put`` and
-``POST``/``PUT /v1/jobs`` (``TestApp``'s: tests/testing/test_unregistered.py);
+``POST``/``PUT /v1/jobs`` (``TestApp``'s: tests/testing/test_testapp_unregistered.py);
 ``--allow-unregistered`` / ``allow_unregistered=True`` /
 ``?allow_unregistered=true`` writes it anyway.  Nothing is written when one is
 refused.  (A typo'd name applied at noon used to fail every night.)"""
