@@ -23,7 +23,7 @@ from redcron.broker.channels import ChannelStore
 from redcron.broker.connection import key_slot
 from redcron.broker.dlq import DLQ_ENTRY_ID, DlqPage, DlqStore
 from redcron.broker.doctor import DoctorReport, Finding, examine
-from redcron.broker.inspect import Running, queue_loads, running_by_worker
+from redcron.broker.inspect import Running, queue_loads, running_by_worker, unrunnable_counts
 from redcron.broker.jobs import JobStore
 from redcron.broker.listing import (
     RUN_SCAN,
@@ -38,6 +38,7 @@ from redcron.broker.listing import (
 from redcron.broker.logins import LINK_TTL_S, LoginLinks
 from redcron.broker.metrics import ATTEMPT_OUTCOMES, BREAKER_VALUES, Metrics, read_metrics
 from redcron.broker.outbox import Claimed, FeedEntry, Outbox
+from redcron.broker.registered import refuse_unregistered
 from redcron.broker.retry import TRANSIENT, UNAVAILABLE, Outage, ShardGate, is_unavailable
 from redcron.broker.shared_secrets import lease_secret
 from redcron.broker.stats import activity, trigger_lag, trigger_lag_by_tenant, trigger_lag_of
@@ -120,11 +121,13 @@ __all__ = [
     "queue_loads",
     "read_metrics",
     "record_action",
+    "refuse_unregistered",
     "running_by_worker",
     "scan_tasks",
     "trigger_lag",
     "trigger_lag_by_tenant",
     "trigger_lag_of",
+    "unrunnable_counts",
     "unserved_by_task",
     "unserved_refs",
     "unserved_tasks",

@@ -15,6 +15,7 @@ from redcron.broker import argv
 from redcron.broker.broker import PAYLOADS, fields_of
 from redcron.broker.cancel import RunCancel, run_cancel
 from redcron.broker.job_writes import put_many
+from redcron.broker.registered import refuse_unregistered
 from redcron.clock import ulid
 from redcron.errors import Conflict, NotFound, QuotaExceeded, ValidationError
 from redcron.keys import (
@@ -103,6 +104,7 @@ class JobStore:
         /,
         *,
         now: datetime | None = None,
+        allow_unregistered: bool = False,
         **fields: Any,
     ) -> JobRecord:
         """Create or update one job now (keyed by tenant + name) and return it.
@@ -116,6 +118,12 @@ class JobStore:
         is written.  The record's ``change`` is created, updated or unchanged
         (an identical spec writes nothing, so re-applying never resets a
         schedule with fires due).
+
+        A Python task must name a registered task: one the App registers or a
+        live worker publishes (:mod:`redcron.broker.registered`); otherwise
+        ValidationError (``tasks.<task>.name``) names the closest registered
+        names.  ``allow_unregistered=True`` writes it anyway (its workers run
+        another app and are not live yet).
         """
         if isinstance(job, Mapping):
             if fields:
@@ -134,7 +142,7 @@ class JobStore:
             spec = job
         else:
             spec = job_spec(job, **fields)
-        done = self.put_many([spec], now)[0]
+        done = self.put_many([spec], now, allow_unregistered=allow_unregistered)[0]
         return dataclasses.replace(self.get_by_id(done.id), change=done.change)
 
     def put_many(
@@ -142,9 +150,14 @@ class JobStore:
         specs: Sequence[JobSpec],
         now: datetime | None = None,
         progress: Callable[[int, int], None] | None = None,
+        *,
+        allow_unregistered: bool = False,
     ) -> list[JobChange]:
         """:meth:`put` for many jobs, the bulk path (``jobs apply -f``, benches):
-        :func:`redcron.broker.job_writes.put_many`."""
+        :func:`redcron.broker.job_writes.put_many`, after the registered-task
+        check of :meth:`put` (for the whole batch, before anything is written)."""
+        if not allow_unregistered:
+            refuse_unregistered(self.broker, specs, self.registered)
         if self.registered:
             specs = [with_registered(spec, self.registered) for spec in specs]
         return put_many(self.broker, specs, now or self.server_now(), progress, self.concurrency)
