@@ -74,13 +74,13 @@ def workload(app: App) -> dict[str, str]:
     jobs.put("hourly", tasks=TASKS, tenant=MINE, overlap="allow", allow_unregistered=True)
     jobs.put("secret-job", tasks=TASKS, tenant=FOREIGN, overlap="allow", allow_unregistered=True)
     # triggered twice its deadline ago: late at the beat's next sweep
-    late = jobs.trigger(MINE, "nightly", now=app.broker.server_ms() - 120_000)
+    late = jobs.trigger("nightly", tenant=MINE, now=app.broker.server_ms() - 120_000)
     runs = {
         "late": late,
-        "nightly": jobs.trigger(MINE, "nightly"),
-        "hourly": jobs.trigger(MINE, "hourly"),
-        "cancelled": jobs.trigger(MINE, "hourly"),
-        "foreign": jobs.trigger(FOREIGN, "secret-job"),
+        "nightly": jobs.trigger("nightly", tenant=MINE),
+        "hourly": jobs.trigger("hourly", tenant=MINE),
+        "cancelled": jobs.trigger("hourly", tenant=MINE),
+        "foreign": jobs.trigger("secret-job", tenant=FOREIGN),
     }
     jobs.cancel_run(runs["cancelled"])
     beat = Beat(app, name="runs-beat", apply_declared=False)
@@ -123,10 +123,10 @@ def test_the_runs_page_lists_every_jobs_runs_and_filters_them(app: App, web: fla
     row = re.search(rf'<tr data-run-id="{re.escape(runs["late"])}".*?</tr>', page, re.S)
     assert row is not None and 'class="badge state-late"' in row.group(0)
     assert f'href="/runs/{runs["late"]}"' in row.group(0)
-    assert f'href="/jobs/{app.jobs.job_id(MINE, "nightly")}"' in row.group(0)
+    assert f'href="/jobs/{app.jobs.job_id("nightly", tenant=MINE)}"' in row.group(0)
     assert "No run matches this filter" in text(admin.get("/runs?state=failed"))
     # a job's page links to its runs, filtered
-    job_page = text(admin.get(f"/jobs/{app.jobs.job_id(MINE, 'nightly')}"))
+    job_page = text(admin.get(f"/jobs/{app.jobs.job_id('nightly', tenant=MINE)}"))
     assert 'href="/runs?tenant=acme&amp;job=nightly"' in job_page
 
 
@@ -185,9 +185,9 @@ def test_a_tenant_token_never_lists_another_tenants_runs(
     app: App, web: flask.Flask, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     runs = workload(app)
-    more = [app.jobs.trigger(FOREIGN, "secret-job") for _ in range(3)]
+    more = [app.jobs.trigger("secret-job", tenant=FOREIGN) for _ in range(3)]
     foreign = {runs["foreign"], *more}
-    secrets = [*foreign, "secret-job", app.jobs.job_id(FOREIGN, "secret-job")]
+    secrets = [*foreign, "secret-job", app.jobs.job_id("secret-job", tenant=FOREIGN)]
     _info, token = TokenStore(app.broker).create_tenant(MINE)
     mine = login(web, token)
     own = {runs[n] for n in ("late", "nightly", "hourly", "cancelled")}
@@ -231,7 +231,7 @@ def test_a_tenant_token_never_lists_another_tenants_runs(
     assert api_ids(web, token, tenant=FOREIGN, late="false") == []
     resp = web.test_client().get(
         "/v1/runs",
-        query_string={"job": app.jobs.job_id(FOREIGN, "secret-job")},
+        query_string={"job": app.jobs.job_id("secret-job", tenant=FOREIGN)},
         headers={"Authorization": f"Bearer {token}"},
     )
     assert resp.status_code == 404

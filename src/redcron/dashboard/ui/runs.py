@@ -63,7 +63,7 @@ def _job_id(tenant: str | None, name: str | None) -> str | None:
     if tenant is None:
         raise ValidationError("job", "name the tenant too: job names are per tenant")
     try:
-        return redcron_app().jobs.job_id(tenant, name)
+        return redcron_app().jobs.job_id(name, tenant=tenant)
     except NotFound:
         raise ValidationError("job", f"tenant {tenant} has no job {name!r}") from None
 
