@@ -180,6 +180,12 @@ def test_duplicate_task_name_is_refused(app: App) -> None:
     _expect_field("name", lambda: app.task(add, name="add"))
 
 
+def test_a_name_given_as_the_decorators_argument_says_it_is_a_keyword(app: App) -> None:
+    with pytest.raises(TypeError, match=r"@app.task\(name='shop.resize'\)"):
+        app.task("shop.resize")  # type: ignore[call-overload]
+    assert "shop.resize" not in app.tasks
+
+
 def test_bad_command_argv(app: App, written: Callable[[], list[str]]) -> None:
     for argv in ([], "echo hi", [1, 2], ["ok", None]):
         _expect_field("argv", lambda argv=argv: app.enqueue_command(argv))  # type: ignore[misc]

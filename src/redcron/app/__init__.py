@@ -142,6 +142,10 @@ class App:
         its arguments.  Exclusive; docs/operations.md "Unique windows and
         debounce" has the exact semantics.
         """
+        if fn is not None and not callable(fn):
+            raise TypeError(
+                f"app.task({fn!r}): a task's name is a keyword, e.g. @app.task(name={fn!r})"
+            )
         validation.timeout_ms(timeout)
         base, cap = validation.backoff(
             self.settings.retry_base if retry_base is None else retry_base,
