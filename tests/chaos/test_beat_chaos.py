@@ -64,6 +64,7 @@ def make_jobs(app: App, n: int) -> list[dict[str, Any]]:
             tasks={"t": Task("noop")},
             every=every,
             overlap="allow",
+            allow_unregistered=True,
         )
         jobs.append({"id": job.id, "name": job.name, "shard": job.shard,
                      "step": 1000 * int(every[:-1])})  # fmt: skip

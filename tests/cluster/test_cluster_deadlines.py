@@ -28,7 +28,9 @@ def test_late_runs_are_marked_once_on_every_shard(capp: App) -> None:
     past = capp.broker.server_ms() - 120_000
     runs = {}
     for t in tenants:
-        capp.jobs.put("report", tenant=t, tasks={"t": Task("noop")}, deadline_s=60)
+        capp.jobs.put(
+            "report", tenant=t, tasks={"t": Task("noop")}, deadline_s=60, allow_unregistered=True
+        )
         runs[t] = capp.jobs.trigger("report", tenant=t, now=past)
     a = Beat(capp, name="a", shard_ttl=1.0, apply_declared=False)
     b = Beat(capp, name="b", shard_ttl=1.0, apply_declared=False)

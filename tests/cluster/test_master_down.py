@@ -130,7 +130,9 @@ def test_a_beat_fires_the_other_masters_shards_and_resumes_the_dead_ones(
     names = tenants(mapp)
     where = shard_masters(SHARDS, MASTERS, mapp.settings.prefix)
     jobs = [
-        mapp.jobs.put(f"j{m}", tenant=t, tasks={"t": Task("noop")}, every="1s")
+        mapp.jobs.put(
+            f"j{m}", tenant=t, tasks={"t": Task("noop")}, every="1s", allow_unregistered=True
+        )
         for m, t in enumerate(names)
     ]
     assert [where[j.shard] for j in jobs] == [0, 1, 2]
@@ -158,7 +160,9 @@ def test_a_beat_fires_the_other_masters_shards_and_resumes_the_dead_ones(
 def test_an_idle_beat_reads_the_next_due_fire_on_a_cluster(mapp: App) -> None:
     # a cluster pipeline refuses TIME: every idle `redcron beat` on a cluster
     # died of RedisClusterException at its first idle tick
-    job = mapp.jobs.put("soon", tenant="ta", tasks={"t": Task("noop")}, every="1h")
+    job = mapp.jobs.put(
+        "soon", tenant="ta", tasks={"t": Task("noop")}, every="1h", allow_unregistered=True
+    )
     store = Beat(mapp, name="idle").store
     now, heads = store.next_due(list(range(SHARDS)))
     assert abs(now - mapp.broker.server_ms()) < 60_000

@@ -180,6 +180,12 @@ def test_duplicate_task_name_is_refused(app: App) -> None:
     _expect_field("name", lambda: app.task(add, name="add"))
 
 
+def test_a_name_given_as_the_decorators_argument_says_it_is_a_keyword(app: App) -> None:
+    with pytest.raises(TypeError, match=r"@app.task\(name='shop.resize'\)"):
+        app.task("shop.resize")  # type: ignore[call-overload]
+    assert "shop.resize" not in app.tasks
+
+
 def test_bad_command_argv(app: App, written: Callable[[], list[str]]) -> None:
     for argv in ([], "echo hi", [1, 2], ["ok", None]):
         _expect_field("argv", lambda argv=argv: app.enqueue_command(argv))  # type: ignore[misc]
@@ -335,7 +341,9 @@ def test_the_shard_count_is_the_deployments_and_a_change_is_refused(
 
 def test_every_job_method_takes_the_name_then_the_tenant_as_put_does(app: App) -> None:
     # put took (name, tenant=...) and the rest (tenant, name)
-    put = app.jobs.put("ordered", tenant="acme", every="1h", tasks={"t": Task("x.y")})
+    put = app.jobs.put(
+        "ordered", tenant="acme", every="1h", tasks={"t": Task("x.y")}, allow_unregistered=True
+    )
     jobs = app.jobs
     assert jobs.job_id("ordered", tenant="acme") == put.id
     assert jobs.get("ordered", tenant="acme").id == put.id
@@ -347,13 +355,15 @@ def test_every_job_method_takes_the_name_then_the_tenant_as_put_does(app: App) -
     assert jobs.run(run_id).job_id == put.id
     assert jobs.delete("ordered", tenant="acme") == put.id
     # the tenant defaults as put's does
-    jobs.put("mine", every="1h", tasks={"t": Task("x.y")})
+    jobs.put("mine", every="1h", tasks={"t": Task("x.y")}, allow_unregistered=True)
     assert jobs.get("mine").tenant == "default"
     assert jobs.run(jobs.trigger("mine")).job_id == jobs.job_id("mine")
 
 
 def test_the_old_order_still_works_with_a_deprecation_warning(app: App) -> None:
-    put = app.jobs.put("old", tenant="acme", every="1h", tasks={"t": Task("x.y")})
+    put = app.jobs.put(
+        "old", tenant="acme", every="1h", tasks={"t": Task("x.y")}, allow_unregistered=True
+    )
     jobs = app.jobs
     with pytest.warns(DeprecationWarning, match=r"call jobs\.get\(name, tenant=tenant\)"):
         assert jobs.get("acme", "old").id == put.id

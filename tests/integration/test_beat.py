@@ -66,7 +66,7 @@ def whole_second_ago(app: App, seconds: int) -> int:
 
 
 def test_due_job_fires_once_per_fire_time_and_the_schedule_advances(app: App) -> None:
-    job = app.jobs.put("tick", tasks=TASKS, every="1s", overlap="allow")
+    job = app.jobs.put("tick", tasks=TASKS, every="1s", overlap="allow", allow_unregistered=True)
     beat = Beat(app, name="b1")
     tick_until([beat], lambda: len(runs_of(app, job.id)) >= 3, "three runs")
     for _ in range(5):
@@ -86,7 +86,9 @@ def test_due_job_fires_once_per_fire_time_and_the_schedule_advances(app: App) ->
 
 
 def test_seconds_cron_fires_every_two_seconds(app: App) -> None:
-    job = app.jobs.put("cron2", tasks=TASKS, cron="*/2 * * * * *", overlap="allow")
+    job = app.jobs.put(
+        "cron2", tasks=TASKS, cron="*/2 * * * * *", overlap="allow", allow_unregistered=True
+    )
     beat = Beat(app, name="b1")
     tick_until([beat], lambda: len(runs_of(app, job.id)) >= 2, "two runs", timeout=12)
     nominal = [epoch_ms(r.scheduled_for) for r in runs_of(app, job.id)]
@@ -96,7 +98,7 @@ def test_seconds_cron_fires_every_two_seconds(app: App) -> None:
 
 
 def test_a_stale_beat_cannot_fire(app: App) -> None:
-    job = app.jobs.put("fenced", tasks=TASKS, every="1s", overlap="allow")
+    job = app.jobs.put("fenced", tasks=TASKS, every="1s", overlap="allow", allow_unregistered=True)
     old = Beat(app, name="old", shard_ttl=30)
     old.tick()
     epoch = old.owned[0]
@@ -137,7 +139,10 @@ def test_two_beats_share_four_shards_fairly(app4: App) -> None:
 
 
 def test_jobs_on_every_shard_fire_with_two_beats(app4: App) -> None:
-    jobs = [app4.jobs.put(f"j{i}", tenant=f"t{i}", tasks=TASKS, every="1s") for i in range(8)]
+    jobs = [
+        app4.jobs.put(f"j{i}", tenant=f"t{i}", tasks=TASKS, every="1s", allow_unregistered=True)
+        for i in range(8)
+    ]
     assert len({j.shard for j in jobs}) > 1
     a = Beat(app4, name="a", shard_ttl=0.6)
     b = Beat(app4, name="b", shard_ttl=0.6)
@@ -162,7 +167,9 @@ def skipped(app: App, job_id: str) -> tuple[int, int]:
 
 
 def test_fires_overdue_within_the_window_are_all_fired(app: App) -> None:
-    job = app.jobs.put("late", tasks=TASKS, every="1s", overlap="allow", catchup="none")
+    job = app.jobs.put(
+        "late", tasks=TASKS, every="1s", overlap="allow", catchup="none", allow_unregistered=True
+    )
     start = whole_second_ago(app, 10)
     set_overdue(app, job.id, start)
     beat = Beat(app, name="b1")
@@ -193,7 +200,9 @@ def fire_overdue(app: App, job_id: str, start: int) -> tuple[int, int]:
 
 
 def test_catchup_latest_fires_the_newest_old_fire_and_every_recent_one(app: App) -> None:
-    job = app.jobs.put("latest", tasks=TASKS, every="1s", overlap="allow")  # latest by default
+    job = app.jobs.put(
+        "latest", tasks=TASKS, every="1s", overlap="allow", allow_unregistered=True
+    )  # latest by default
     start = whole_second_ago(app, 120)
     before, after = fire_overdue(app, job.id, start)
     runs = runs_of(app, job.id)
@@ -211,7 +220,13 @@ def test_catchup_latest_fires_the_newest_old_fire_and_every_recent_one(app: App)
 
 def test_catchup_all_fires_the_latest_old_ones_up_to_the_limit(app: App) -> None:
     job = app.jobs.put(
-        "all", tasks=TASKS, every="1s", overlap="allow", catchup="all", catchup_limit=5
+        "all",
+        tasks=TASKS,
+        every="1s",
+        overlap="allow",
+        catchup="all",
+        catchup_limit=5,
+        allow_unregistered=True,
     )
     start = whole_second_ago(app, 90)
     before, after = fire_overdue(app, job.id, start)
@@ -226,7 +241,14 @@ def test_catchup_all_fires_the_latest_old_ones_up_to_the_limit(app: App) -> None
 
 
 def test_catchup_all_within_the_limit_fires_everything(app: App) -> None:
-    job = app.jobs.put("allc", tasks=TASKS, cron="* * * * * *", overlap="allow", catchup="all")
+    job = app.jobs.put(
+        "allc",
+        tasks=TASKS,
+        cron="* * * * * *",
+        overlap="allow",
+        catchup="all",
+        allow_unregistered=True,
+    )
     start = whole_second_ago(app, 70)
     set_overdue(app, job.id, start)
     Beat(app, name="b1").tick()
@@ -237,7 +259,14 @@ def test_catchup_all_within_the_limit_fires_everything(app: App) -> None:
 
 
 def test_catchup_none_skips_only_the_old_fires(app: App) -> None:
-    job = app.jobs.put("none", tasks=TASKS, cron="*/2 * * * * *", overlap="allow", catchup="none")
+    job = app.jobs.put(
+        "none",
+        tasks=TASKS,
+        cron="*/2 * * * * *",
+        overlap="allow",
+        catchup="none",
+        allow_unregistered=True,
+    )
     start = whole_second_ago(app, 100) // 2000 * 2000
     before, after = fire_overdue(app, job.id, start)
     old, recent = split(runs_of(app, job.id))
@@ -255,7 +284,7 @@ def test_catchup_none_skips_only_the_old_fires(app: App) -> None:
 
 
 def test_a_paused_job_does_not_fire(app: App) -> None:
-    job = app.jobs.put("p", tasks=TASKS, every="1s", overlap="allow")
+    job = app.jobs.put("p", tasks=TASKS, every="1s", overlap="allow", allow_unregistered=True)
     app.jobs.pause("p")
     beat = Beat(app, name="b1")
     end = time.monotonic() + 2.2
@@ -273,7 +302,7 @@ def test_a_paused_job_does_not_fire(app: App) -> None:
 
 def test_a_one_shot_job_fires_once_and_leaves_the_schedule(app: App) -> None:
     at = app.jobs.server_now() + timedelta(seconds=1.5)
-    job = app.jobs.put("once", tasks=TASKS, at=at)
+    job = app.jobs.put("once", tasks=TASKS, at=at, allow_unregistered=True)
     beat = Beat(app, name="b1")
     tick_until([beat], lambda: runs_of(app, job.id), "the one-shot run")
     for _ in range(5):
@@ -285,7 +314,9 @@ def test_a_one_shot_job_fires_once_and_leaves_the_schedule(app: App) -> None:
 
 
 def test_jitter_keeps_the_due_time_within_the_window(app: App) -> None:
-    job = app.jobs.put("jit", tasks=TASKS, every="2s", jitter_s=1.5, overlap="allow")
+    job = app.jobs.put(
+        "jit", tasks=TASKS, every="2s", jitter_s=1.5, overlap="allow", allow_unregistered=True
+    )
     beat = Beat(app, name="b1")
     tick_until([beat], lambda: len(runs_of(app, job.id)) >= 2, "two runs", timeout=12)
     for r in runs_of(app, job.id):
@@ -298,10 +329,16 @@ def test_jitter_keeps_the_due_time_within_the_window(app: App) -> None:
 
 
 def test_an_updated_job_fires_with_its_new_spec(app: App) -> None:
-    job = app.jobs.put("upd", tasks=TASKS, every="1s", overlap="allow")
+    job = app.jobs.put("upd", tasks=TASKS, every="1s", overlap="allow", allow_unregistered=True)
     beat = Beat(app, name="b1")
     tick_until([beat], lambda: runs_of(app, job.id), "a first run")
-    app.jobs.put("upd", tasks={"t": Task("noop", args=[1])}, every="1s", overlap="allow")
+    app.jobs.put(
+        "upd",
+        tasks={"t": Task("noop", args=[1])},
+        every="1s",
+        overlap="allow",
+        allow_unregistered=True,
+    )
     n = len(runs_of(app, job.id))
     tick_until([beat], lambda: len(runs_of(app, job.id)) >= n + 2, "runs after the update")
     nominal = [epoch_ms(r.scheduled_for) for r in runs_of(app, job.id)]
@@ -339,7 +376,7 @@ def test_ten_thousand_jobs_due_in_one_second_fire_pipelined(app: App) -> None:
     the catch-up window), but never gives them a second fire time."""
     at = app.jobs.server_now() + timedelta(seconds=3)
     specs = [JobSpec(name=f"j{i}", tasks=dict(TASKS), at=at) for i in range(10_000)]
-    ids = [r.id for r in app.jobs.put_many(specs)]
+    ids = [r.id for r in app.jobs.put_many(specs, allow_unregistered=True)]
     beat = Beat(app, name="b1")
     beat.tick()  # acquire the shard before the fire time
     redis_before = evalsha_ms(app)

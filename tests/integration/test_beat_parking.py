@@ -85,24 +85,33 @@ def test_bad_jobs_are_parked_and_the_beat_fires_the_others(
     app: App, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="redcron.beat.beat")
-    ok = [app.jobs.put(f"ok{i}", tasks=TASKS, every="1s", overlap="allow") for i in range(2)]
+    ok = [
+        app.jobs.put(f"ok{i}", tasks=TASKS, every="1s", overlap="allow", allow_unregistered=True)
+        for i in range(2)
+    ]
     # a malformed hash: next_fire edited by hand into a word
-    garbage = app.jobs.put("garbage", tasks=TASKS, every="1s", overlap="allow")
+    garbage = app.jobs.put(
+        "garbage", tasks=TASKS, every="1s", overlap="allow", allow_unregistered=True
+    )
     _hset(app, garbage, next_fire="soon")
     # a zone that a tzdata update removed: the stored spec names it
-    zone = app.jobs.put("zone", tasks=TASKS, cron="* * * * * *", tz="Europe/Berlin")
+    zone = app.jobs.put(
+        "zone", tasks=TASKS, cron="* * * * * *", tz="Europe/Berlin", allow_unregistered=True
+    )
     spec = json.loads(zone.spec)
     spec["tz"] = "Mars/Olympus_Mons"
     _hset(app, zone, spec=json.dumps(spec, sort_keys=True))
     # a DAG template no run can be made from (fire.lua must write nothing)
-    template = app.jobs.put("template", tasks=TASKS, every="1s", overlap="allow")
+    template = app.jobs.put(
+        "template", tasks=TASKS, every="1s", overlap="allow", allow_unregistered=True
+    )
     _hset(app, template, template="[{broken")
     # the engine cannot compute the next fire (none before the year 9999 ends)
-    engine = app.jobs.put("engine", tasks=TASKS, cron="0 0 1 1 *")
+    engine = app.jobs.put("engine", tasks=TASKS, cron="0 0 1 1 *", allow_unregistered=True)
     _hset(app, engine, next_fire=YEAR_9999)
     # fires decades apart: due at 2016-02-29, next on 2044-02-29 (the 8-year
     # horizon raised ScheduleError in the tick here, and the beat exited)
-    decades = app.jobs.put("decades", tasks=TASKS, cron="0 0 * FEB 1#5")
+    decades = app.jobs.put("decades", tasks=TASKS, cron="0 0 * FEB 1#5", allow_unregistered=True)
     _hset(app, decades, next_fire=FEB29_2016)
     app.broker.client.zadd(app.broker.keys.schedule(decades.shard), {decades.id: FEB29_2016})
     for job in (garbage, zone, template, engine):  # due now
@@ -169,7 +178,9 @@ def test_bad_jobs_are_parked_and_the_beat_fires_the_others(
     # an update (even of the same spec, here through the API) or a resume clears
     # it, and it fires again
     body = {"name": "template", "every": "1s", "overlap": "allow", "tasks": {"t": {"ref": "noop"}}}
-    put = web.put(f"/v1/jobs/{template.id}", json=body, headers=admin)
+    put = web.put(  # no app here registers noop
+        f"/v1/jobs/{template.id}?allow_unregistered=true", json=body, headers=admin
+    )
     assert put.status_code == 200, put.get_data(as_text=True)
     again = app.jobs.get_by_id(template.id)
     assert again.parked_reason is None and again.scheduled_due is not None
@@ -190,19 +201,21 @@ def test_bad_jobs_are_parked_and_the_beat_fires_the_others(
 def _inject(app: App, kind: str) -> tuple[JobRecord, str]:
     """One failing job of ``kind``, due now; and a fragment of its parked reason."""
     if kind == "next_fire":
-        job = app.jobs.put("bad", tasks=TASKS, every="1s")
+        job = app.jobs.put("bad", tasks=TASKS, every="1s", allow_unregistered=True)
         _hset(app, job, next_fire="soon")
         why = "next_fire 'soon'"
     elif kind == "zone":
-        job = app.jobs.put("bad", tasks=TASKS, every="1s", tz="Europe/Berlin")
+        job = app.jobs.put(
+            "bad", tasks=TASKS, every="1s", tz="Europe/Berlin", allow_unregistered=True
+        )
         _hset(app, job, spec=job.spec.replace('"Europe/Berlin"', '"Mars/Olympus_Mons"'))
         why = "unknown time zone 'Mars/Olympus_Mons'"
     elif kind == "template":
-        job = app.jobs.put("bad", tasks=TASKS, every="1s")
+        job = app.jobs.put("bad", tasks=TASKS, every="1s", allow_unregistered=True)
         _hset(app, job, template="[{broken")
         why = "no readable template"
     else:  # the engine raising
-        job = app.jobs.put("bad", tasks=TASKS, cron="0 0 1 1 *")
+        job = app.jobs.put("bad", tasks=TASKS, cron="0 0 1 1 *", allow_unregistered=True)
         _hset(app, job, next_fire=YEAR_9999)
         why = "ScheduleError"
     app.broker.client.zadd(app.broker.keys.schedule(job.shard), {job.id: 1})
@@ -214,7 +227,10 @@ def test_one_bad_job_among_healthy_ones(
     app: App, caplog: pytest.LogCaptureFixture, kind: str
 ) -> None:
     caplog.set_level(logging.WARNING, logger="redcron.beat.beat")
-    ok = [app.jobs.put(f"ok{i}", tasks=TASKS, every="1s", overlap="allow") for i in range(3)]
+    ok = [
+        app.jobs.put(f"ok{i}", tasks=TASKS, every="1s", overlap="allow", allow_unregistered=True)
+        for i in range(3)
+    ]
     bad, why = _inject(app, kind)
     beat = Beat(app, name="b1", shard_ttl=2.0)
     tick_until(
@@ -235,7 +251,10 @@ def test_a_fire_that_fails_alone_is_parked_and_its_call_goes_on(
     """A script error in one fire aborts its whole fire_batch call: the call is
     sent again one fire at a time, and the job whose fire fails alone is parked."""
     caplog.set_level(logging.WARNING, logger="redcron.beat.beat")
-    jobs = [app.jobs.put(f"j{i}", tasks=TASKS, every="1s", overlap="allow") for i in range(4)]
+    jobs = [
+        app.jobs.put(f"j{i}", tasks=TASKS, every="1s", overlap="allow", allow_unregistered=True)
+        for i in range(4)
+    ]
     beat = Beat(app, name="b1", shard_ttl=2.0)
     tick_until(beat, lambda: all(runs_of(app, j.id) for j in jobs), "every job to fire")
     # the beat knows these jobs at their scores and will not read them before the
@@ -264,7 +283,10 @@ def test_when_every_fire_fails_alone_none_is_parked(
     """Every fire failing on its own is a server's or script's fault, not one job's:
     parking them all would stop every tenant the other way."""
     caplog.set_level(logging.WARNING, logger="redcron.beat.beat")
-    jobs = [app.jobs.put(f"j{i}", tasks=TASKS, every="1s", overlap="allow") for i in range(2)]
+    jobs = [
+        app.jobs.put(f"j{i}", tasks=TASKS, every="1s", overlap="allow", allow_unregistered=True)
+        for i in range(2)
+    ]
     beat = Beat(app, name="b1", shard_ttl=2.0)
     tick_until(beat, lambda: all(runs_of(app, j.id) for j in jobs), "every job to fire")
     r, k = app.broker.client, app.broker.keys
@@ -279,14 +301,14 @@ def test_when_every_fire_fails_alone_none_is_parked(
     assert len(parked_ids(app, 0)) == 0 and r.zcard(k.schedule(0)) == 2
     assert _parked_warnings(caplog) == []
     # a healthy job due with them shows the fault is theirs: both are parked then
-    ok = app.jobs.put("ok", tasks=TASKS, every="1s", overlap="allow")
+    ok = app.jobs.put("ok", tasks=TASKS, every="1s", overlap="allow", allow_unregistered=True)
     tick_until(beat, lambda: len(parked_ids(app, 0)) == 2, "the two to be parked")
     tick_until(beat, lambda: runs_of(app, ok.id), "the healthy job to fire")
 
 
 def test_a_job_changed_after_the_beat_read_it_is_not_parked(app: App) -> None:
     """job_park compares version and score: a job fixed meanwhile keeps its schedule."""
-    job = app.jobs.put("j", tasks=TASKS, every="1h")
+    job = app.jobs.put("j", tasks=TASKS, every="1h", allow_unregistered=True)
     store = BeatStore(app.broker)
     score = int(app.broker.client.zscore(app.broker.keys.schedule(job.shard), job.id) or 0)
     stale = Park(job.id, str(job.version - 1), score, "old fault")
@@ -316,7 +338,14 @@ def test_an_unexpected_error_in_one_shards_fire_pass_leaves_the_other_firing(
     app = App(redis_url, prefix=key_prefix.rstrip(":"), shards=2)
     by_shard = {shard_of(f"t{i}", 2): f"t{i}" for i in range(8)}
     bad, ok = (
-        app.jobs.put(f"j{s}", tenant=by_shard[s], tasks=TASKS, every="1s", overlap="allow")
+        app.jobs.put(
+            f"j{s}",
+            tenant=by_shard[s],
+            tasks=TASKS,
+            every="1s",
+            overlap="allow",
+            allow_unregistered=True,
+        )
         for s in (0, 1)
     )
     real = Firer.fire_shard

@@ -55,7 +55,7 @@ def test_prefetch_loads_every_spec_of_a_burst_many_pages_long(app: App) -> None:
     # 600 jobs due in the same second: 60 pages of 10, more than a read of 40 x batch
     specs = [JobSpec(name=f"j{i}", tenant=f"t{i % 7}", tasks=dict(TASKS), cron=expr)
              for i in range(600)]  # fmt: skip
-    ids = [r.id for r in app.jobs.put_many(specs)]
+    ids = [r.id for r in app.jobs.put_many(specs, allow_unregistered=True)]
     beat = Beat(app, name="b1", batch=10)
     beat.tick()  # owns the shard; its prefetch starts
     planner = beat._planner
@@ -70,7 +70,7 @@ def test_prefetch_loads_every_spec_of_a_burst_many_pages_long(app: App) -> None:
 def test_a_job_that_fell_due_during_the_tick_is_fired_at_once(app: App) -> None:
     beat = Beat(app, name="b1")
     beat.tick()
-    job = app.jobs.put("late", tasks=TASKS, every="1h")
+    job = app.jobs.put("late", tasks=TASKS, every="1h", allow_unregistered=True)
     now = server_ms(app)
     app.broker.client.zadd(app.broker.keys.schedule(0), {job.id: now - 10})
     beat._tick_ms = now - 20  # the fire pass read the schedule before the job fell due

@@ -35,7 +35,9 @@ def test_due_jobs_of_two_shards_fire_in_turns(
             for s in (0, 1)
             for i in range(2 * TURN_PAGES)
         ]
-        changes = app.jobs.put_many(specs, now=target - timedelta(seconds=1))
+        changes = app.jobs.put_many(
+            specs, now=target - timedelta(seconds=1), allow_unregistered=True
+        )
         calls: list[int] = []
         real = BeatStore.fire
 

@@ -58,7 +58,7 @@ def jobs_file(tmp_path: Path, invoke: Invoke) -> Path:
 
 @pytest.fixture
 def applied(invoke: Invoke, jobs_file: Path) -> Path:
-    result = invoke("jobs", "apply", "-f", str(jobs_file))
+    result = invoke("jobs", "apply", "-f", str(jobs_file), "--allow-unregistered")
     assert result.exit_code == 0, result.output
     return jobs_file
 
@@ -113,17 +113,17 @@ def kill_next(app: App) -> str:
 
 
 def test_apply_created_then_unchanged_then_updated(invoke: Invoke, jobs_file: Path) -> None:
-    out = ok(invoke("jobs", "apply", "-f", str(jobs_file)))
+    out = ok(invoke("jobs", "apply", "-f", str(jobs_file), "--allow-unregistered"))
     assert "created    default/nightly" in out
     assert "created    default/heartbeat" in out
     assert "3 jobs: 3 created, 0 updated, 0 unchanged" in out
 
-    out = ok(invoke("jobs", "apply", "-f", str(jobs_file)))
+    out = ok(invoke("jobs", "apply", "-f", str(jobs_file), "--allow-unregistered"))
     assert "unchanged  default/nightly" in out
     assert "0 created, 0 updated, 3 unchanged" in out
 
     jobs_file.write_text(JOBS.replace('"0 2 * * *"', '"30 3 * * *"'))
-    rows = ok_json(invoke("jobs", "apply", "-f", str(jobs_file), "--json"))
+    rows = ok_json(invoke("jobs", "apply", "-f", str(jobs_file), "--json", "--allow-unregistered"))
     changes = {r["name"]: r["change"] for r in rows}
     assert changes == {"nightly": "updated", "heartbeat": "unchanged", "adhoc": "unchanged"}
     nightly = next(r for r in rows if r["name"] == "nightly")

@@ -6,6 +6,7 @@ cannot run (written by hand into Redis) fail the task, never the pool thread."""
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import stat
@@ -220,17 +221,27 @@ def test_allowed_image_runs_and_another_fails_permanently(
 
 
 def test_without_allow_commands_no_command_runs(
-    app: App, start_worker: Callable[..., Worker], tmp_path: Path
+    app: App,
+    start_worker: Callable[..., Worker],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     marker = tmp_path / "ran"
     with pytest.raises(ConfigError, match="--allow-commands"):
         Worker(app, queues=["commands"])
-    # a worker of another queue that is handed a command task does not run it
+    # a worker of another queue does not lease a command task (it does not
+    # register redcron.command): the task stays ready, no attempt spent, for a
+    # worker started with --allow-commands (issue 29 §3)
+    caplog.set_level(logging.WARNING, logger="redcron.worker.worker")
     start_worker(queues=["shell"])
     handle = app.enqueue_command(["touch", str(marker)], queue="shell", retries=0)
-    wait_for(lambda: handle.info().attempts, "the command task to be leased")
+    said = "'redcron.command' is not registered"
+    wait_for(
+        lambda: any(said in r.getMessage() for r in caplog.records),
+        "the worker to leave the command task",
+    )
     info = handle.info()
-    assert "--allow-commands" in (info.attempts[0].error or info.error or "")
+    assert info.state == "ready" and info.attempts == () and info.attempt == 0
     assert not marker.exists()
 
 

@@ -68,9 +68,11 @@ def workload(app: App) -> dict[str, str]:
     """Runs of three jobs of two tenants: a late one, a cancelled one and queued
     ones; name -> run id."""
     jobs = app.jobs
-    jobs.put("nightly", tasks=TASKS, tenant=MINE, deadline_s=60, overlap="allow")
-    jobs.put("hourly", tasks=TASKS, tenant=MINE, overlap="allow")
-    jobs.put("secret-job", tasks=TASKS, tenant=FOREIGN, overlap="allow")
+    jobs.put(
+        "nightly", tasks=TASKS, tenant=MINE, deadline_s=60, overlap="allow", allow_unregistered=True
+    )
+    jobs.put("hourly", tasks=TASKS, tenant=MINE, overlap="allow", allow_unregistered=True)
+    jobs.put("secret-job", tasks=TASKS, tenant=FOREIGN, overlap="allow", allow_unregistered=True)
     # triggered twice its deadline ago: late at the beat's next sweep
     late = jobs.trigger("nightly", tenant=MINE, now=app.broker.server_ms() - 120_000)
     runs = {

@@ -48,7 +48,14 @@ def web(app: App) -> flask.Flask:
 def late_run(app: App, name: str = "nightly", deadline_s: float = 60) -> str:
     """A manual run of a job with ``deadline_s`` triggered twice its deadline
     ago (server clock): still queued, so late at the next sweep."""
-    app.jobs.put(name, tasks=TASKS, tenant=TENANT, deadline_s=deadline_s, overlap="allow")
+    app.jobs.put(
+        name,
+        tasks=TASKS,
+        tenant=TENANT,
+        deadline_s=deadline_s,
+        overlap="allow",
+        allow_unregistered=True,
+    )
     past = app.broker.server_ms() - int(2 * deadline_s * 1000)
     return app.jobs.trigger(name, tenant=TENANT, now=past)
 
@@ -146,7 +153,7 @@ def test_jobs_apply_takes_a_deadline_and_refuses_a_bad_one(
 ) -> None:
     good = tmp_path / "jobs.yaml"
     good.write_text("name: report\ntenant: acme\ndeadline_s: 900\ntasks: {a: t}\n")
-    assert invoke("jobs", "apply", "-f", str(good)).exit_code == 0
+    assert invoke("jobs", "apply", "-f", str(good), "--allow-unregistered").exit_code == 0
     assert app.jobs.get("report", tenant=TENANT).shard == 0
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: report\ntenant: acme\ndeadline_s: -5\ntasks: {a: t}\n")
@@ -162,11 +169,12 @@ def test_post_jobs_takes_deadline_s_and_refuses_bad_values(app: App, web: flask.
     client = web.test_client()
     client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {ADMIN}"
     body = {"name": "api", "tenant": TENANT, "tasks": {"a": {"ref": "t"}}}
-    resp = client.post("/v1/jobs", json={**body, "deadline_s": 120})
+    url = "/v1/jobs?allow_unregistered=true"  # no app here registers "t"
+    resp = client.post(url, json={**body, "deadline_s": 120})
     assert resp.status_code == 201, resp.get_data(as_text=True)
     assert job_spec_of(app, "api").deadline_s == 120
     for bad in (0, -1, "soon", True, 1e400):
-        resp = client.post("/v1/jobs", data=json.dumps({**body, "deadline_s": bad}),
+        resp = client.post(url, data=json.dumps({**body, "deadline_s": bad}),
                            content_type="application/json")  # fmt: skip
         assert resp.status_code == 400, (bad, resp.get_data(as_text=True))
         err = resp.get_json()["error"]
@@ -198,7 +206,7 @@ def test_the_run_and_job_pages_mark_a_late_run(app: App, web: flask.Flask) -> No
 def test_metrics_count_late_runs_per_tenant(app: App, web: flask.Flask) -> None:
     late_run(app, "one")
     late_run(app, "two")
-    app.jobs.put("other", tasks=TASKS, tenant="globex", deadline_s=30)
+    app.jobs.put("other", tasks=TASKS, tenant="globex", deadline_s=30, allow_unregistered=True)
     app.jobs.trigger("other", tenant="globex", now=app.broker.server_ms() - 60_000)
     Beat(app, name="b1", apply_declared=False).tick()
     # per-tenant series are the busiest tenants' and those the scrape names

@@ -108,8 +108,9 @@ def test_prune_deletes_only_undeclared_jobs_of_the_declaring_tenants(
     write_app: Callable[..., str], invoke: Invoke, app: App, tmp_path: Path
 ) -> None:
     tasks = {"a": Task("t.add")}
-    app.jobs.put("stale", tenant="acme", tasks=tasks, every="1h")
-    app.jobs.put("other", tenant="elsewhere", tasks=tasks, every="1h")
+    # written by a client that does not register t.add (the declaring app does)
+    app.jobs.put("stale", tenant="acme", tasks=tasks, every="1h", allow_unregistered=True)
+    app.jobs.put("other", tenant="elsewhere", tasks=tasks, every="1h", allow_unregistered=True)
     jobs_file = tmp_path / "jobs.yaml"
     jobs_file.write_text("name: filed\ntenant: acme\ntasks:\n  a: {ref: t.add, args: [1, 2]}\n")
     name = write_app()
@@ -136,6 +137,10 @@ UNKNOWN = """
     app = App("redis://127.0.0.1:1/0")
     app.job("ok", tasks={{"a": Task(command=["true"])}})
     app.job("broken", tenant="acme", tasks={{"load": Task("etl.lod")}})
+
+    @app.task(name="etl.load")
+    def load():
+        pass
 """
 
 
@@ -148,6 +153,7 @@ def test_apply_app_refuses_a_task_name_the_app_does_not_register(
     assert result.exit_code != 0
     line = one_error_line(result)
     assert "acme/broken" in line and "'load'" in line and "'etl.lod'" in line
+    assert "did you mean 'etl.load'?" in line  # the closest registered names (issue 29)
     assert keys(r, prefix) == before  # nothing written, not even the good job
 
 
@@ -172,14 +178,14 @@ def test_apply_file_warns_once_per_unserved_task_however_many_jobs_name_it(
     path = tmp_path / "jobs.yaml"
     jobs = "".join(f"  - name: j{i:03d}\n    tasks: {{a: t.add, b: t.mul}}\n" for i in range(120))
     path.write_text("jobs:\n" + jobs)
-    result = invoke("jobs", "apply", "-f", str(path))
+    result = invoke("jobs", "apply", "-f", str(path), "--allow-unregistered")
     assert result.exit_code == 0, result.output
     warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
     assert warnings == [
         "warning: no live worker serves task 't.add' (120 jobs: default/j000, default/j001, "
-        "default/j002 and 117 more); their runs will fail until a worker registering it starts",
+        "default/j002 and 117 more); their runs will wait until a worker registering it starts",
         "warning: no live worker serves task 't.mul' (120 jobs: default/j000, default/j001, "
-        "default/j002 and 117 more); their runs will fail until a worker registering it starts",
+        "default/j002 and 117 more); their runs will wait until a worker registering it starts",
     ]
 
 
@@ -189,12 +195,12 @@ def test_apply_file_warns_about_tasks_no_live_worker_serves(
     path = tmp_path / "jobs.yaml"
     path.write_text("name: j\ntasks:\n  a: t.add\n  b: {command: [sh, -c, 'true']}\n")
     grant_commands(app)
-    result = invoke("jobs", "apply", "-f", str(path))
+    result = invoke("jobs", "apply", "-f", str(path), "--allow-unregistered")
     assert result.exit_code == 0, result.output
     assert "warning: no live worker serves task 't.add' (job default/j, task 'a')" in (
         result.stderr
     )
-    assert "created    default/j" in result.stdout  # a warning, not a refusal
+    assert "created    default/j" in result.stdout  # allowed: a warning, not a refusal
     registry = WorkerRegistry(app.broker)
     reg = Registration("w1", "host", 1, ["default"], [], 1, 0, ["t.add"])
     registry.publish(reg, ttl_ms=30_000)
@@ -206,6 +212,10 @@ def test_apply_file_warns_about_tasks_no_live_worker_serves(
 
 def test_jobs_put_writes_now_and_returns_the_record(app: App) -> None:
     tasks = {"a": Task("t.add")}
+    # a live worker registers t.add (this App does not): jobs.put accepts it
+    WorkerRegistry(app.broker).publish(
+        Registration("w1", "host", 1, ["default"], [], 1, 0, ["t.add"]), ttl_ms=30_000
+    )
     job = app.jobs.put("hourly", cron="0 * * * *", tz="Europe/Berlin", tenant="acme", tasks=tasks)
     assert (job.name, job.tenant, job.change) == ("hourly", "acme", "created")
     assert job.id and job.next_fire is not None

@@ -29,6 +29,7 @@ from worker_procs import thread_workers, wait_for  # tests/helpers is on sys.pat
 from redcron import App, Permanent
 from redcron.beat.beat import Beat
 from redcron.broker.argv import FireArgs
+from redcron.broker.workers import WorkerRegistry
 from redcron.cli.main import main
 from redcron.dashboard import create_app
 from redcron.errors import Conflict, NotFound, ValidationError
@@ -364,8 +365,10 @@ def test_jobs_show_and_the_job_page_say_what_a_waiting_job_waits_for(
         assert result.exit_code == 0, result.output
         return result.output
 
-    invoke("jobs", "apply", "-f", str(path))
+    # the live worker registers chain.ok: jobs apply without -A accepts the file
     start_worker(concurrency=1)
+    wait_for(lambda: WorkerRegistry(app.broker).list(), "the worker to register")
+    invoke("jobs", "apply", "-f", str(path))
     assert wait_ended(app, app.jobs.trigger("a", tenant=TENANT)) == "succeeded"
     out = invoke("jobs", "show", "c", "--tenant", TENANT)
     assert "depends on" in out and "waiting for b" in out, out

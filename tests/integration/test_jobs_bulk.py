@@ -44,7 +44,9 @@ def test_put_many_writes_every_job_once_in_chunks_per_shard(
     monkeypatch.setattr(jobstore, "READ_CHUNK", 101)
     batch = specs(1_200)
     seen: list[tuple[int, int]] = []
-    out = app4.jobs.put_many(batch, progress=lambda done, total: seen.append((done, total)))
+    out = app4.jobs.put_many(
+        batch, progress=lambda done, total: seen.append((done, total)), allow_unregistered=True
+    )
     assert [(c.tenant, c.name, c.change) for c in out] == [
         (s.tenant, s.name, "created") for s in batch
     ]
@@ -62,7 +64,7 @@ def test_put_many_writes_every_job_once_in_chunks_per_shard(
     assert all(r.breaker_min_attempts == 20 and r.keep_runs == 100 for r in records)
     assert not any(client.hexists(k.job(r.shard, r.id), "breaker_min") for r in records)
     # again: unchanged, nothing rewritten
-    again = app4.jobs.put_many(batch)
+    again = app4.jobs.put_many(batch, allow_unregistered=True)
     assert {c.change for c in again} == {"unchanged"}
     assert [c.id for c in again] == [c.id for c in out]
 
@@ -73,7 +75,7 @@ def test_a_name_given_twice_ends_as_its_last_spec_says(
     monkeypatch.setattr(jobstore, "PUT_CHUNK", 2)
     first = JobSpec(name="dup", tenant="t1", tasks=dict(TASKS), cron="1 * * * *")
     last = JobSpec(name="dup", tenant="t1", tasks=dict(TASKS), cron="2 * * * *")
-    out = app4.jobs.put_many([first, *specs(5), last])
+    out = app4.jobs.put_many([first, *specs(5), last], allow_unregistered=True)
     assert out[0].id == out[-1].id
     assert app4.jobs.get("dup", tenant="t1").trigger == "cron 2 * * * *"
 
@@ -83,7 +85,7 @@ def test_an_invalid_job_in_a_bulk_put_writes_nothing(app4: App) -> None:
     batch[450] = JobSpec(name="bad", tenant="t1", tasks=dict(TASKS), cron="0 0 30 FEB *")
     before = keys_of(app4)
     with pytest.raises(ValidationError) as info:
-        app4.jobs.put_many(batch)
+        app4.jobs.put_many(batch, allow_unregistered=True)
     assert info.value.field == "cron"
     assert keys_of(app4) == before
 
@@ -97,7 +99,7 @@ def test_a_backoff_below_the_settings_in_a_bulk_put_writes_nothing(app4: App) ->
                          tasks={"t": Task("bulk.noop", retry_cap=0)})  # fmt: skip
     before = keys_of(app4)
     with pytest.raises(ValidationError) as info:
-        app4.jobs.put_many(batch)
+        app4.jobs.put_many(batch, allow_unregistered=True)
     assert info.value.field == "job 'bad': tasks.t.retry_cap"
     assert keys_of(app4) == before
 
@@ -117,13 +119,13 @@ def test_jobs_apply_a_large_file_shows_progress_on_stderr(
     monkeypatch.setattr(cli_jobs, "PROGRESS_EVERY", 400)
     monkeypatch.setattr(jobstore, "PUT_CHUNK", 100)
     path = write_jobs(tmp_path / "many.json", 1_000)
-    result = invoke("jobs", "apply", "-f", str(path))
+    result = invoke("jobs", "apply", "-f", str(path), "--allow-unregistered")
     assert result.exit_code == 0, result.output
     assert result.stdout.strip().endswith("1000 jobs: 1000 created, 0 updated, 0 unchanged")
     progress = [line for line in result.stderr.splitlines() if line.startswith("applied ")]
     assert progress == ["applied 400/1000 jobs", "applied 800/1000 jobs", "applied 1000/1000 jobs"]
     # --json keeps stdout one JSON document
-    again = invoke("jobs", "apply", "-f", str(path), "--json")
+    again = invoke("jobs", "apply", "-f", str(path), "--json", "--allow-unregistered")
     assert again.exit_code == 0, again.output
     assert {row["change"] for row in json.loads(again.stdout)} == {"unchanged"}
 
@@ -145,21 +147,21 @@ def test_a_job_hash_holds_no_default_and_its_settings_are_written_with_it(app4: 
     whose values are all short is a listpack (issue 28)."""
     client, k = app4.broker.client, app4.broker.keys
     spec = JobSpec(name="lean", tenant="acme", tasks=dict(TASKS), cron="0 2 * * *")
-    (made,) = app4.jobs.put_many([spec])
+    (made,) = app4.jobs.put_many([spec], allow_unregistered=True)
     jk = k.job(int(made.id.split("-")[0]), made.id)
     fields = {key.decode() for key in client.hkeys(jk)}
     assert fields == {"tenant", "name", "created", "version", "spec", "template",
                       "trigger_sig", "next_fire", "args:t"}  # fmt: skip
     assert client.object("encoding", jk) in (b"listpack", b"ziplist")  # ziplist: Redis 6.2
     spec.breaker_min_attempts, spec.deadline_s, spec.overlap = 5, 2.0, "allow"
-    (changed,) = app4.jobs.put_many([spec])
+    (changed,) = app4.jobs.put_many([spec], allow_unregistered=True)
     assert changed.change == "updated"
     got = client.hmget(jk, "breaker_min", "deadline_ms", "overlap", "updated")
     assert got[:3] == [b"5", b"2000", b"allow"] and got[3]
     job = app4.jobs.get("lean", tenant="acme")
     assert (job.breaker_min_attempts, job.deadline_s, job.overlap) == (5, 2.0, "allow")
     spec.breaker_min_attempts, spec.deadline_s, spec.overlap = 20, None, "skip"
-    app4.jobs.put_many([spec])
+    app4.jobs.put_many([spec], allow_unregistered=True)
     assert client.hmget(jk, "breaker_min", "deadline_ms", "overlap") == [None, None, None]
     job = app4.jobs.get("lean", tenant="acme")
     assert (job.id, job.breaker_min_attempts, job.deadline_s, job.overlap) == (
@@ -176,7 +178,7 @@ def test_a_job_hash_of_the_previous_layout_reads_the_same_and_stays_unchanged(
     ``unchanged`` (a runtime pause survives); a changed spec rewrites it lean."""
     client, k = app4.broker.client, app4.broker.keys
     spec = JobSpec(name="old", tenant="acme", tasks=dict(TASKS), cron="0 2 * * *")
-    (made,) = app4.jobs.put_many([spec])
+    (made,) = app4.jobs.put_many([spec], allow_unregistered=True)
     jk = k.job(int(made.id.split("-")[0]), made.id)
     client.hset(jk, mapping={
         "id": made.id, "spec": spec_json_full(spec), "overlap": "skip", "keep_runs": 100,
@@ -187,11 +189,11 @@ def test_a_job_hash_of_the_previous_layout_reads_the_same_and_stays_unchanged(
     job = app4.jobs.get("old", tenant="acme")
     assert (job.id, job.keep_runs, job.breaker_window_s, job.paused) == (made.id, 100, 300.0, True)
     assert job.spec == spec_json_full(spec)
-    (again,) = app4.jobs.put_many([spec])
+    (again,) = app4.jobs.put_many([spec], allow_unregistered=True)
     assert (again.change, again.version) == ("unchanged", 1)
     assert client.hget(jk, "paused") == b"1"
     spec.keep_runs = 7
-    (changed,) = app4.jobs.put_many([spec])
+    (changed,) = app4.jobs.put_many([spec], allow_unregistered=True)
     assert changed.change == "updated"
     assert client.hmget(jk, "id", "overlap", "breaker_min", "keep_runs") == [None, None, None, b"7"]
     assert client.hget(jk, "spec") == spec_json(spec).encode()

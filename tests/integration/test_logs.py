@@ -104,7 +104,9 @@ def test_a_fire_gets_a_line_with_its_job_nominal_time_lag_and_run(
     app: App, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger=BEAT_LOG)
-    job = app.jobs.put("hourly", tasks={"t": Task("noop")}, every="1h", tenant="acme")
+    job = app.jobs.put(
+        "hourly", tasks={"t": Task("noop")}, every="1h", tenant="acme", allow_unregistered=True
+    )
     nominal = (server_ms(app) // 1000 - 5) * 1000  # downtime: 5 s overdue
     shard = app.jobs.get_by_id(job.id).shard
     k = app.broker.keys

@@ -83,7 +83,7 @@ def test_a_tenant_default_jitter_spreads_jobs_without_their_own(app: App) -> Non
     specs = [
         JobSpec(name=f"m{i}", tenant=TENANT, tasks=dict(TASKS), cron="0 0 * * *") for i in range(20)
     ]
-    ids = [r.id for r in app.jobs.put_many(specs)]
+    ids = [r.id for r in app.jobs.put_many(specs, allow_unregistered=True)]
     offsets = []
     for jid in ids:
         due, nominal = due_and_nominal(app, jid)
@@ -100,7 +100,14 @@ def test_a_tenant_default_jitter_spreads_jobs_without_their_own(app: App) -> Non
 def test_a_job_with_its_own_jitter_keeps_it(app: App) -> None:
     app.tenants.set(TENANT, jitter_s=30)
     ids = [
-        app.jobs.put(f"own{i}", tenant=TENANT, tasks=TASKS, cron="0 0 * * *", jitter_s=5).id
+        app.jobs.put(
+            f"own{i}",
+            tenant=TENANT,
+            tasks=TASKS,
+            cron="0 0 * * *",
+            jitter_s=5,
+            allow_unregistered=True,
+        ).id
         for i in range(20)
     ]
     for jid in ids:
@@ -111,27 +118,29 @@ def test_a_job_with_its_own_jitter_keeps_it(app: App) -> None:
 
 def test_other_tenants_and_a_zero_default_are_not_jittered(app: App) -> None:
     app.tenants.set(TENANT, jitter_s=30)
-    other = app.jobs.put("o", tenant="other", tasks=TASKS, cron="0 0 * * *")
+    other = app.jobs.put(
+        "o", tenant="other", tasks=TASKS, cron="0 0 * * *", allow_unregistered=True
+    )
     due, nominal = due_and_nominal(app, other.id)
     assert due == nominal
     app.tenants.set(TENANT, jitter_s=0)
-    job = app.jobs.put("z", tenant=TENANT, tasks=TASKS, cron="0 0 * * *")
+    job = app.jobs.put("z", tenant=TENANT, tasks=TASKS, cron="0 0 * * *", allow_unregistered=True)
     due, nominal = due_and_nominal(app, job.id)
     assert due == nominal
 
 
 def test_reapplying_an_unchanged_job_is_still_a_no_op(app: App) -> None:
     spec = JobSpec(name="same", tenant=TENANT, tasks=dict(TASKS), cron="0 0 * * *")
-    first = app.jobs.put(spec)
+    first = app.jobs.put(spec, allow_unregistered=True)
     before = due_and_nominal(app, first.id)
     app.tenants.set(TENANT, jitter_s=30)
-    again = app.jobs.put(spec)
+    again = app.jobs.put(spec, allow_unregistered=True)
     assert again.change == "unchanged" and again.version == first.version
     assert due_and_nominal(app, first.id) == before
 
 
 def test_resume_reads_the_tenant_default_live(app: App) -> None:
-    job = app.jobs.put("r", tenant=TENANT, tasks=TASKS, cron="0 0 * * *")
+    job = app.jobs.put("r", tenant=TENANT, tasks=TASKS, cron="0 0 * * *", allow_unregistered=True)
     due, nominal = due_and_nominal(app, job.id)
     assert due == nominal
     app.jobs.pause("r", tenant=TENANT)
@@ -147,7 +156,14 @@ def test_resume_reads_the_tenant_default_live(app: App) -> None:
 def test_the_beat_fires_tenant_jittered_jobs_once_at_their_due_time(app: App) -> None:
     app.tenants.set(TENANT, jitter_s=2)
     ids = [
-        app.jobs.put(f"b{i}", tenant=TENANT, tasks=TASKS, cron="*/3 * * * * *", overlap="allow").id
+        app.jobs.put(
+            f"b{i}",
+            tenant=TENANT,
+            tasks=TASKS,
+            cron="*/3 * * * * *",
+            overlap="allow",
+            allow_unregistered=True,
+        ).id
         for i in range(3)
     ]
     beat = Beat(app, name="b1")
@@ -169,7 +185,9 @@ def test_the_beat_fires_tenant_jittered_jobs_once_at_their_due_time(app: App) ->
 
 def test_the_beat_reads_a_changed_tenant_default(app: App, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(planning, "TENANT_JITTER_REFRESH_S", 0.0)  # re-read at every page
-    job = app.jobs.put("live", tenant=TENANT, tasks=TASKS, every="1s", overlap="allow")
+    job = app.jobs.put(
+        "live", tenant=TENANT, tasks=TASKS, every="1s", overlap="allow", allow_unregistered=True
+    )
     jid = job.id
     beat = Beat(app, name="b1")
     tick_until(beat, lambda: runs_of(app, jid), "a first run")

@@ -46,7 +46,7 @@ def test_a_command_in_a_subdirectory_uses_the_redis_recorded_in_a_parent(
     env["REDCRON_PREFIX"] = key_prefix.rstrip(":")  # no REDCRON_REDIS_URL: the file decides
     done = subprocess.run(
         [sys.executable, "-m", "redcron.cli.main", "--loglevel", "info",
-         "jobs", "apply", "-f", "job.yaml"],
+         "jobs", "apply", "-f", "job.yaml", "--allow-unregistered"],
         cwd=nested, env=env, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -100,10 +100,12 @@ class Ops:
         return int(self.run("enqueue", argv.enqueue(rows, self.now)))
 
     def lease(self, worker: str = "w1", n: int = 1, ttl: int = 1000, **kw: Any) -> list[Tok]:
-        """Tokens of what lease.lua hands ``worker`` (``kw`` as :meth:`lease_raw`)."""
+        """Tokens of what lease.lua hands ``worker`` (``kw`` as :meth:`lease_raw`;
+        the ``{name}`` rows of tasks it left ready are not tokens)."""
         return [
             Tok(x[0].decode(), str(x[1]), int(x[2]), worker)
             for x in self.lease_raw(worker, n, ttl, **kw)
+            if len(x) > 1
         ]
 
     def lease_raw(
@@ -115,11 +117,13 @@ class Ops:
         tenants: Sequence[str] = (),
         quantum: float | str = "",
         aging_ms: int | str = "",
+        tasks: Sequence[str] | None = None,
     ) -> Any:
-        """lease.lua's reply as it is (iid, epoch, attempt, name, kind, args, ...)."""
+        """lease.lua's reply as it is (iid, epoch, attempt, name, kind, args, ...;
+        then a ``{name}`` row per task not in ``tasks`` it left ready)."""
         args = argv.lease(
             worker, n, ttl, queues, tenants=tenants, quantum=quantum, aging_ms=aging_ms,
-            metrics=self.b.settings.metrics, now=self.now,
+            metrics=self.b.settings.metrics, tasks=tasks, now=self.now,
         )  # fmt: skip
         return self.run("lease", args)
 

@@ -29,8 +29,13 @@ def app(redis_url: str, key_prefix: str) -> Iterator[App]:
 
 def put(app: App, name: str, *deps: str, **policies: object) -> str:
     task = Task("t", retries=0)
-    return app.jobs.put(
-        name, tasks={name: task}, tenant=TENANT, depends_on=list(deps), **policies
+    return app.jobs.put(  # no app registers "t": the scripts are under test
+        name,
+        tasks={name: task},
+        tenant=TENANT,
+        depends_on=list(deps),
+        allow_unregistered=True,
+        **policies,
     ).id
 
 

@@ -131,6 +131,13 @@ def test_a_leaked_slot_is_pruned(ops: Ops) -> None:
     # the holder's hash vanishes (a hand edit): its slot must not pin the key
     ops.r.delete(ops.k.ti(0, t.iid))
     ops.now += 5_000  # past the dead member's score
+    # the lease does not prune (it stays small): the instance waits, and the
+    # next promote prunes the leaked member and wakes it into the slot
+    assert ops.lease(n=1) == []
+    assert waiting(ops, "L") == [rows[1].iid]
+    assert any(m.startswith("ckwake:") for m in timers(ops))
+    ops.promote()
+    assert slots(ops, "L") == [rows[1].iid]  # reserved for it
     [t2] = ops.lease(n=1)
     assert t2.iid == rows[1].iid
     assert slots(ops, "L") == [rows[1].iid]

@@ -60,7 +60,12 @@ def check(ops: Ops, model: Model) -> None:
                     where.setdefault(_d(fields[b"i"]), []).append((key, _d(eid)))
                 assert set(pending) <= {_d(eid) for eid, _ in r.xrange(key)}, "pending, deleted"
     reaper = {_d(m): int(sc) for m, sc in r.zrange(k.pending(s), 0, -1, withscores=True)}
-    timers = {_d(m): int(sc) for m, sc in r.zrange(k.timers(s), 0, -1, withscores=True)}
+    # a concurrency key's ckwake: member (promote prunes and wakes it) is no instance
+    timers = {
+        _d(m): int(sc)
+        for m, sc in r.zrange(k.timers(s), 0, -1, withscores=True)
+        if not m.startswith(b"ckwake:")
+    }
     tenant_leases: dict[str, tuple[str, int]] = {}
     in_dlq: dict[str, list[str]] = {}
     for t in TENANTS:

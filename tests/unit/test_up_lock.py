@@ -5,12 +5,14 @@ conflict as two processes do: ``flock`` locks an open file, not a process)."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from redcron.cli.up import next_free_port
 from redcron.cli.up_lock import (
     LOCK_FILE,
     DataDirBusy,
@@ -79,3 +81,14 @@ def test_the_message_names_the_holder_the_directory_and_a_second_deployment(
 
     text = busy_message(DataDirBusy(tmp_path, Holder(None, None)), hint)
     assert "in use by another `redcron up`;" in text
+
+
+def test_the_suggested_port_of_a_second_deployment_is_one_nothing_listens_on() -> None:
+    """A second `up` is told the next free port, not the next one: with the first
+    on custom ports, `port + 1` may be the first's other port."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert next_free_port(port - 1) != port
+        assert next_free_port(port - 1) > port - 1

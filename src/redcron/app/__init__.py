@@ -8,6 +8,7 @@ the registered task and the handle on one instance are in
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
@@ -141,6 +142,10 @@ class App:
         its arguments.  Exclusive; docs/operations.md "Unique windows and
         debounce" has the exact semantics.
         """
+        if fn is not None and not callable(fn):
+            raise TypeError(
+                f"app.task({fn!r}): a task's name is a keyword, e.g. @app.task(name={fn!r})"
+            )
         validation.timeout_ms(timeout)
         base, cap = validation.backoff(
             self.settings.retry_base if retry_base is None else retry_base,
@@ -168,6 +173,9 @@ class App:
 
         def register(f: Callable[P, R]) -> TaskDef[P, R]:
             task_name = name or f"{f.__module__}.{f.__qualname__}"
+            if not task_name or "\n" in task_name:
+                # a worker passes its names to lease.lua between newlines
+                raise ValidationError("name", "a task name is not empty and holds no newline")
             if task_name in self.tasks:
                 raise ValidationError("name", f"task {task_name!r} is already registered")
             td = TaskDef(self, f, task_name, opts)
@@ -309,10 +317,13 @@ class App:
             for task_name, task in spec.tasks.items():
                 if task.kind == "python" and task.ref not in self.tasks:
                     known = ", ".join(sorted(self.tasks)) or "none"
+                    close = difflib.get_close_matches(task.ref or "", sorted(self.tasks), n=3)
+                    hint = f"did you mean {' or '.join(map(repr, close))}? " if close else ""
                     raise ValidationError(
                         "tasks",
                         f"job {spec.tenant}/{spec.name}: task {task_name!r} runs "
-                        f"{task.ref!r}, which is not a registered task (registered: {known})",
+                        f"{task.ref!r}, which is not a registered task ({hint}registered: "
+                        f"{known})",
                     )
             self.check_task_args(spec)
 

@@ -25,7 +25,7 @@ from redcron.broker.cluster_admin import ShardMove, move_shard, plan_move
 from redcron.broker.connection import key_slot
 from redcron.broker.dlq import DLQ_ENTRY_ID, DlqPage, DlqStore
 from redcron.broker.doctor import DoctorReport, Finding, examine
-from redcron.broker.inspect import Running, queue_loads, running_by_worker
+from redcron.broker.inspect import Running, queue_loads, running_by_worker, unrunnable_counts
 from redcron.broker.jobs import JobStore
 from redcron.broker.listing import (
     RUN_SCAN,
@@ -46,6 +46,7 @@ from redcron.broker.partial import (
     partial_reads,
     unavailable_shards,
 )
+from redcron.broker.registered import refuse_unregistered
 from redcron.broker.retry import TRANSIENT, UNAVAILABLE, Outage, ShardGate, is_unavailable
 from redcron.broker.shared_secrets import lease_secret
 from redcron.broker.stats import activity, trigger_lag, trigger_lag_by_tenant, trigger_lag_of
@@ -135,12 +136,14 @@ __all__ = [
     "queue_loads",
     "read_metrics",
     "record_action",
+    "refuse_unregistered",
     "running_by_worker",
     "scan_tasks",
     "trigger_lag",
     "trigger_lag_by_tenant",
     "trigger_lag_of",
     "unavailable_shards",
+    "unrunnable_counts",
     "unserved_by_task",
     "unserved_refs",
     "unserved_tasks",

@@ -31,6 +31,7 @@ str, which cmsgpack gives the script as the same bytes.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 from collections.abc import Iterable, Mapping, Sequence
@@ -198,10 +199,12 @@ def lease(
     aging_ms: int | str = "",
     capacity: tuple[float | None, int | None] = (None, None),
     metrics: str = "full",
+    tasks: Iterable[str] | None = None,
     now: int | None = None,
 ) -> list[Any]:
     """lease.lua: ``capacity`` is the worker's free (cpu, mem), None = no limit;
-    ``metrics`` the deployment's Settings.metrics (basic: no share-of-dispatch counts)."""
+    ``metrics`` the deployment's Settings.metrics (basic: no share-of-dispatch counts);
+    ``tasks`` the task names the worker registered (None: it leases any task)."""
     cpu, mem = capacity
     cap = (
         ""
@@ -209,7 +212,21 @@ def lease(
         else f"{'' if cpu is None else cpu},{'' if mem is None else mem}"
     )
     return [worker, max_tasks, ttl_ms, clock(now), ",".join(tenants), quantum, aging_ms, cap,
-            metrics, *queues]  # fmt: skip
+            metrics, task_set(tasks), *queues]  # fmt: skip
+
+
+def task_set(tasks: Iterable[str] | None) -> str:
+    """lease.lua's ARGV[10]: each name between newlines, which a name never holds
+    (``"\\na\\nb\\n"``; no name: ``"\\n"``, nothing runs); None: ``""``, any task."""
+    if tasks is None:
+        return ""
+    return _task_set(tasks if isinstance(tasks, frozenset) else frozenset(tasks))
+
+
+@functools.lru_cache(maxsize=16)
+def _task_set(tasks: frozenset[str]) -> str:
+    # a worker passes the same set on every lease call: joined once
+    return "\n" + "".join(f"{name}\n" for name in sorted(tasks))
 
 
 def tokens(worker: str, pairs: Iterable[tuple[str, str]], now: int | None = None) -> list[Any]:

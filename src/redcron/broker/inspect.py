@@ -6,14 +6,19 @@ the metrics and tenant pages build on, a task's record, params and log, and
 ``watch``/``wait_done`` for a caller waiting on a result.
 
 :func:`queue_loads` is ``inspect`` per queue: ready / in flight / delayed / DLQ
-of each (tenant, queue), and whether any live worker serves it (from the
-worker registry).
+of each (tenant, queue), whether any live worker serves it (from the worker
+registry), and how many of its ready instances are of tasks no live worker
+serving it registered (``unrunnable``: a worker leases only the tasks it
+registered and leaves the others ready, issue 29 §3).
 
 Counts come from the ready streams (length less pending entries: ready;
 pending entries: in flight), the timer set (delayed) and the DLQ streams.
 Delayed and DLQ are read entry by entry (their entries name the queue), up to
 ``SCAN_LIMIT`` per shard and per tenant: past that, the counts are a floor
-(the per-tenant totals of ``Inspection.inspect`` stay exact).
+(the per-tenant totals of ``Inspection.inspect`` stay exact).  So is
+``unrunnable``, read from the first ``UNRUNNABLE_SCAN`` ready entries of each
+stream and at most ``SCAN_LIMIT`` per shard (an entry, then its instance's
+name and state), and only where a worker serving the queue lacks some task.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ if TYPE_CHECKING:
 
 #: timers per shard and DLQ entries per tenant read to split counts by queue
 SCAN_LIMIT = 10_000
+#: ready entries of one stream the unrunnable count reads (SCAN_LIMIT per shard)
+UNRUNNABLE_SCAN = 1_000
 
 
 class Inspection:
@@ -229,31 +236,118 @@ def _add(counts: Counts, tenant: str, queue: str, column: int, n: int) -> None:
     counts.setdefault((tenant, queue), [0, 0, 0, 0])[column] += n
 
 
+def runnable(workers: Sequence[WorkerInfo], tenant: str, queue: str) -> frozenset[str] | None:
+    """The task names the live workers serving (``tenant``, ``queue``) run: the
+    union of what they registered.  None: any task (an HTTP worker leases every
+    task; its client publishes none); empty: no live worker serves it."""
+    names: set[str] = set()
+    for w in workers:
+        if serves(w, tenant, queue):
+            if w.via == "http":
+                return None
+            names.update(w.tasks)
+    return frozenset(names)
+
+
+#: one ready stream: (tenant, queue, key, ready entries, the XRANGE start of them)
+ReadyStream = tuple[str, str, str, int, str]
+
+
+def _ready_streams(client: Any, keys: Any, shard: int) -> tuple[list[ReadyStream], list[int]]:
+    """Every (tenant, queue, class) stream of ``shard`` with its ready count, and
+    the held (pending) count of each, in one round trip.  The ready entries are
+    those after the highest pending one: a delivered entry stays pending until
+    the script that ends its lease acknowledges and deletes it, in one call."""
+    tenants = sorted(_s(t) for t in client.zrange(keys.tenants(shard), 0, -1))
+    queues = sorted(_s(q) for q in client.smembers(keys.queues(shard)))
+    streams = [(t, q, keys.q(shard, q, t, p)) for t in tenants for q in queues for p in PRIORITIES]
+    pipe = client.pipeline(transaction=False)
+    for _t, _q, key in streams:
+        pipe.xlen(key)
+        pipe.xpending(key, GROUP)
+    got = pipe.execute(raise_on_error=False)
+    raise_unreachable(got)  # a master down or CLUSTERDOWN: no figure, not a 0
+    replies = iter(got)
+    out: list[ReadyStream] = []
+    held_counts: list[int] = []
+    for t, q, key in streams:
+        length, pending = next(replies), next(replies)
+        # a stream never created has no group: XPENDING errors, nothing is there
+        held = 0 if isinstance(pending, Exception) else int(pending["pending"])
+        start = "(" + _s(pending["max"]) if held else "-"
+        out.append((t, q, key, int(length) - held, start))
+        held_counts.append(held)
+    return out, held_counts
+
+
+def _unrunnable(
+    client: Any,
+    keys: Any,
+    shard: int,
+    streams: Sequence[ReadyStream],
+    workers: Sequence[WorkerInfo],
+) -> dict[tuple[str, str], int]:
+    """Ready instances per (tenant, queue) of tasks no live worker serving it
+    registered (lease.lua leaves them ready): all of a queue's when none serves
+    it; else counted in the first :data:`UNRUNNABLE_SCAN` ready entries of each
+    stream (:data:`SCAN_LIMIT` per shard).  Two round trips, none when every
+    serving worker leases any task (HTTP workers)."""
+    out: dict[tuple[str, str], int] = {}
+    scan: list[tuple[str, str, str, int, str, frozenset[str]]] = []
+    budget = SCAN_LIMIT
+    for t, q, key, ready, start in streams:
+        if ready <= 0:
+            continue
+        names = runnable(workers, t, q)
+        if names is None:
+            continue
+        if not names:
+            out[(t, q)] = out.get((t, q), 0) + ready
+        elif budget > 0:
+            n = min(ready, UNRUNNABLE_SCAN, budget)
+            budget -= n
+            scan.append((t, q, key, n, start, names))
+    if not scan:
+        return out
+    pipe = client.pipeline(transaction=False)
+    for _t, _q, key, n, start, _names in scan:
+        pipe.xrange(key, start, "+", count=n)
+    entries: list[Any] = pipe.execute()
+    pipe = client.pipeline(transaction=False)
+    looked: list[tuple[str, str, frozenset[str]]] = []
+    for (t, q, _key, _n, _start, names), found in zip(scan, entries, strict=True):
+        for _eid, fields in found:
+            pipe.hmget(keys.ti(shard, _s(fields.get(b"i", b""))), ["name", "state"])
+            looked.append((t, q, names))
+    for (t, q, names), (name, state) in zip(looked, pipe.execute(), strict=True):
+        if state is not None and _s(state) == "ready" and _s(name or b"") not in names:
+            out[(t, q)] = out.get((t, q), 0) + 1
+    return out
+
+
+def unrunnable_counts(broker: Broker, workers: Sequence[WorkerInfo]) -> dict[tuple[str, str], int]:
+    """Ready instances per (tenant, queue), over every shard, of tasks no live
+    worker serving the queue registered (bounded as :func:`_unrunnable` says);
+    a (tenant, queue) with none is left out."""
+    out: dict[tuple[str, str], int] = {}
+    for shard in range(broker.shards):
+        streams, _held = _ready_streams(broker.client, broker.keys, shard)
+        for key, n in _unrunnable(broker.client, broker.keys, shard, streams, workers).items():
+            out[key] = out.get(key, 0) + n
+    return out
+
+
 def queue_loads(broker: Broker, workers: Sequence[WorkerInfo]) -> list[QueueLoad]:
     """One row per (shard, tenant, queue) that has anything in it, by tenant and queue."""
     client, keys = broker.client, broker.keys
     rows: list[QueueLoad] = []
     for shard in range(broker.shards):
         tenants = sorted(_s(t) for t in client.zrange(keys.tenants(shard), 0, -1))
-        queues = sorted(_s(q) for q in client.smembers(keys.queues(shard)))
         counts: Counts = {}
-
-        streams = [
-            (t, q, keys.q(shard, q, t, p)) for t in tenants for q in queues for p in PRIORITIES
-        ]
-        pipe = client.pipeline(transaction=False)
-        for _t, _q, key in streams:
-            pipe.xlen(key)
-            pipe.xpending(key, GROUP)
-        got = pipe.execute(raise_on_error=False)
-        raise_unreachable(got)  # a master down or CLUSTERDOWN: no figure, not a 0
-        replies = iter(got)
-        for t, q, _key in streams:
-            length, pending = next(replies), next(replies)
-            # a stream never created has no group: XPENDING errors, nothing is there
-            held = 0 if isinstance(pending, Exception) else int(pending["pending"])
-            if length or held:
-                _add(counts, t, q, 0, int(length) - held)
+        streams, held_counts = _ready_streams(client, keys, shard)
+        for (t, q, _key, ready, _start), held in zip(streams, held_counts, strict=True):
+            if ready or held:
+                _add(counts, t, q, 0, ready)
                 _add(counts, t, q, 1, held)
         for (tenant, queue), n in broker.inspection.delayed_counts(shard, SCAN_LIMIT).items():
             _add(counts, tenant, queue, 2, n)
@@ -264,6 +358,7 @@ def queue_loads(broker: Broker, workers: Sequence[WorkerInfo]) -> list[QueueLoad
         for t, entries in zip(tenants, dead, strict=True):
             for _eid, fields in entries:
                 _add(counts, t, _s(fields.get(b"queue", b"")), 3, 1)
+        stuck = _unrunnable(client, keys, shard, streams, workers)
         for (t, q), (ready, in_flight, delayed, dlq) in sorted(counts.items()):
             rows.append(
                 QueueLoad(
@@ -275,6 +370,7 @@ def queue_loads(broker: Broker, workers: Sequence[WorkerInfo]) -> list[QueueLoad
                     delayed=delayed,
                     dlq=dlq,
                     served=any(serves(w, t, q) for w in workers),
+                    unrunnable=stuck.get((t, q), 0),
                 )
             )
     return sorted(rows, key=lambda r: (r.tenant, r.queue, r.shard))

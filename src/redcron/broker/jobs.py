@@ -16,6 +16,7 @@ from redcron.broker.broker import PAYLOADS, fields_of
 from redcron.broker.cancel import RunCancel, run_cancel
 from redcron.broker.job_writes import put_many
 from redcron.broker.partial import read_shards
+from redcron.broker.registered import refuse_unregistered
 from redcron.clock import ulid
 from redcron.errors import Conflict, NotFound, NotReplicated, QuotaExceeded, ValidationError
 from redcron.keys import (
@@ -104,6 +105,7 @@ class JobStore:
         /,
         *,
         now: datetime | None = None,
+        allow_unregistered: bool = False,
         **fields: Any,
     ) -> JobRecord:
         """Create or update one job now (keyed by tenant + name) and return it.
@@ -117,6 +119,12 @@ class JobStore:
         is written.  The record's ``change`` is created, updated or unchanged
         (an identical spec writes nothing, so re-applying never resets a
         schedule with fires due).
+
+        A Python task must name a registered task: one the App registers or a
+        live worker publishes (:mod:`redcron.broker.registered`); otherwise
+        ValidationError (``tasks.<task>.name``) names the closest registered
+        names.  ``allow_unregistered=True`` writes it anyway (its workers run
+        another app and are not live yet).
         """
         if isinstance(job, Mapping):
             if fields:
@@ -135,7 +143,7 @@ class JobStore:
             spec = job
         else:
             spec = job_spec(job, **fields)
-        done = self.put_many([spec], now)[0]
+        done = self.put_many([spec], now, allow_unregistered=allow_unregistered)[0]
         return dataclasses.replace(self.get_by_id(done.id), change=done.change)
 
     def put_many(
@@ -143,9 +151,14 @@ class JobStore:
         specs: Sequence[JobSpec],
         now: datetime | None = None,
         progress: Callable[[int, int], None] | None = None,
+        *,
+        allow_unregistered: bool = False,
     ) -> list[JobChange]:
         """:meth:`put` for many jobs, the bulk path (``jobs apply -f``, benches):
-        :func:`redcron.broker.job_writes.put_many`."""
+        :func:`redcron.broker.job_writes.put_many`, after the registered-task
+        check of :meth:`put` (for the whole batch, before anything is written)."""
+        if not allow_unregistered:
+            refuse_unregistered(self.broker, specs, self.registered)
         if self.registered:
             specs = [with_registered(spec, self.registered) for spec in specs]
         return put_many(self.broker, specs, now or self.server_now(), progress, self.concurrency)

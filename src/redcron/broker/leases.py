@@ -89,6 +89,9 @@ class LeaseRequest:
     queues: tuple[str, ...]
     tenants: tuple[str, ...] = ()
     capacity: tuple[float | None, int | None] = (None, None)
+    #: the task names the worker registered: an instance of another task is not
+    #: leased to it but left ready (None: any task, as for an HTTP worker)
+    tasks: frozenset[str] | None = None
 
 
 # The results below are NamedTuples, not dataclasses: callers written against
@@ -119,6 +122,8 @@ class ReportedAndLeased(NamedTuple):
     done: list[bool]
     failed: list[FailResult]
     leases: list[Lease]
+    #: task names the lease left ready because the worker has not registered them
+    unregistered: list[str]
 
 
 def _fail_results(raw: Any) -> list[FailResult]:
@@ -149,10 +154,19 @@ class Leases:
         tenants: Sequence[str] = (),
         capacity: tuple[float | None, int | None] = (None, None),
         now: int | None = None,
+        tasks: Iterable[str] | None = None,
     ) -> list[Lease]:
         """Lease up to ``max_tasks`` ready instances from ``queues`` (optionally only
-        from ``tenants``)."""
-        req = LeaseRequest(worker, max_tasks, ttl_ms, tuple(queues), tuple(tenants), capacity)
+        from ``tenants``; only of ``tasks`` when given: the others stay ready)."""
+        req = LeaseRequest(
+            worker,
+            max_tasks,
+            ttl_ms,
+            tuple(queues),
+            tuple(tenants),
+            capacity,
+            None if tasks is None else frozenset(tasks),
+        )
         return self._leases(shard, self.core._run("lease", shard, self._lease_args(req, now)))
 
     def _lease_args(self, req: LeaseRequest, now: int | None = None) -> list[Any]:
@@ -167,14 +181,21 @@ class Leases:
             aging_ms=int(settings.aging * 1000),
             capacity=req.capacity,
             metrics=settings.metrics,
+            tasks=req.tasks,
             now=now,
         )
 
-    def _leases(self, shard: int, raw: Any) -> list[Lease]:
-        """lease.lua's reply (rows laid out as :data:`LEASE_REPLY`) as leases."""
+    def _leases(self, shard: int, raw: Any, unregistered: list[str] | None = None) -> list[Lease]:
+        """lease.lua's reply (rows laid out as :data:`LEASE_REPLY`) as leases; the
+        names of the tasks it left ready for want of registration (``{name}``
+        rows) go to ``unregistered`` when given."""
         names, width, required = self._names, _WIDTH, _REQUIRED
         out = []
         for row in raw:
+            if len(row) == 1:
+                if unregistered is not None:
+                    unregistered.append(_s(row[0]))
+                continue
             if len(row) != width or not all(row[i] for i in required):
                 # a safety net: lease.lua hands no row it cannot fill (a hash edited
                 # by hand goes to the DLQ via promote, lib/malformed.lua), but one
@@ -280,8 +301,8 @@ class Leases:
 
         Logs go first so a dead-lettered attempt's DLQ entry carries its tail.
         """
-        done, failed, _ = self.report_and_lease(shard, worker, completes, fails, logs, None, now)
-        return Reported(done, failed)
+        got = self.report_and_lease(shard, worker, completes, fails, logs, None, now)
+        return Reported(got.done, got.failed)
 
     def report_and_lease(
         self,
@@ -320,8 +341,9 @@ class Leases:
             raise
         done = [bool(x) for x in results[0]] if completes else []
         failed = _fail_results(results[1 if completes else 0]) if fails else []
-        leases = self._leases(shard, results[-1]) if lease is not None else []
-        return ReportedAndLeased(done, failed, leases)
+        unregistered: list[str] = []
+        leases = self._leases(shard, results[-1], unregistered) if lease is not None else []
+        return ReportedAndLeased(done, failed, leases, unregistered)
 
     def _hand_back_leases(self, shard: int, worker: str, raw: Any) -> None:
         """Release the leases of a lease.lua reply that will not be used (best effort:

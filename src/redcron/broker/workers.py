@@ -229,7 +229,7 @@ class WorkerRegistry:
 
 def unserved_refs(broker: Broker, specs: Sequence[JobSpec]) -> list[tuple[str, str, str]]:
     """(task ref, ``<tenant>/<job>``, task name) of each Python task of ``specs``
-    that no live worker serves (its runs would retry until dead-lettered)."""
+    that no live worker serves (its runs would wait, ready, until one does)."""
     refs = [
         (task.ref, f"{spec.tenant}/{spec.name}", name)
         for spec in specs
@@ -265,11 +265,11 @@ def _unserved_line(ref: str, uses: Sequence[tuple[str, str]], named: int = 3) ->
         job, name = uses[0]
         return (
             f"no live worker serves task {ref!r} (job {job}, task {name!r}); "
-            f"its runs will fail {tail}"
+            f"its runs will wait {tail}"
         )
     jobs = ", ".join(job for job, _name in uses[:named])
     more = f" and {len(uses) - named:,} more" if len(uses) > named else ""
     return (
         f"no live worker serves task {ref!r} ({len(uses):,} jobs: {jobs}{more}); "
-        f"their runs will fail {tail}"
+        f"their runs will wait {tail}"
     )

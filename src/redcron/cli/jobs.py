@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from redcron.app import App
-from redcron.broker import JobStore, unserved_by_task, unserved_refs
+from redcron.broker import JobStore, refuse_unregistered, unserved_by_task, unserved_refs
 from redcron.cli.audit import audited, record_cli
 from redcron.cli.common import (
     app_option,
@@ -91,6 +91,11 @@ def jobs() -> None:
     help="With -A: also delete the jobs of the tenants the app declares jobs in that "
     "neither the app nor the -f files declare.",
 )  # fmt: skip
+@click.option(
+    "--allow-unregistered", is_flag=True,
+    help="Write a file job whose Python task no registered task is (neither the -A app nor "
+    "a live worker registers it): for workers of another app not running yet.",
+)  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @app_option
 @redis_option
@@ -98,6 +103,7 @@ def jobs() -> None:
 def apply(
     files: tuple[str, ...],
     prune: bool,
+    allow_unregistered: bool,
     as_json: bool,
     app_path: str | None,
     redis_url: str | None,
@@ -106,9 +112,12 @@ def apply(
     ``app.job`` and ``@app.cron``).
 
     Every job is validated before anything is written; an identical job is
-    left alone (unchanged), so applying twice is safe.  With -A, every Python
-    task a declared job names must be registered in the app (an error
-    otherwise); a file job naming a task no live worker serves gets a warning.
+    left alone (unchanged), so applying twice is safe.  Every Python task must
+    be registered: a declared job's in the -A app; a file job's in the -A app
+    or by a live worker (without -A and with no live worker, no task is
+    known: give -A); else nothing is written and the error names the closest
+    registered names (--allow-unregistered writes a file job anyway).  A task
+    no live worker serves gets a warning: its runs wait until one starts.
     --prune deletes, in each tenant the app declares at least one job in, the
     jobs not declared by the app or the -f files of this same command; other
     tenants are never touched.
@@ -136,10 +145,19 @@ def apply(
     app.check_task_names(declared)
     for spec in specs:  # a file's Python tasks that -A registers: their arguments must fit
         app.check_task_args(spec)
+    # refused before anything is written (the declared jobs were checked above)
+    if specs and not allow_unregistered:
+        refuse_unregistered(app.broker, specs, app.tasks)
     # one line per task, however many jobs name it (a file may hold 10,000)
-    for warning in unserved_by_task(unserved_refs(app.broker, specs)):
+    for warning in unserved_by_task(unserved_refs(app.broker, [*specs, *declared])):
         click.echo(f"warning: {warning}", err=True)
-    rows = app.jobs.put_many(specs, progress=progress_printer(len(specs))) if specs else []
+    rows = (
+        app.jobs.put_many(
+            specs, progress=progress_printer(len(specs)), allow_unregistered=True
+        )  # checked above, with the warnings' read of the registry
+        if specs
+        else []
+    )
     if app_path:
         rows += app.apply_declared(prune=prune, keep=from_files)
     record_apply(app, rows)

@@ -248,7 +248,8 @@ def _attempts(t: TaskRecord) -> str:
 @redis_option
 def inspect_cmd(as_json: bool, app_path: str | None, redis_url: str | None) -> None:
     """Ready / in-flight / delayed / DLQ counts per tenant and per (tenant, queue),
-    queues no live worker serves, and lifetime counters."""
+    queues no live worker serves, ready work of tasks no live worker registered
+    (unrunnable: the workers leave it ready), and lifetime counters."""
     broker = build_app(app_path, redis_url).broker
     loads = sorted(broker.inspection.inspect(), key=lambda row: (row.tenant, row.shard))
     tenants: dict[str, dict[str, int]] = {}
@@ -293,6 +294,12 @@ def inspect_cmd(as_json: bool, app_path: str | None, redis_url: str | None) -> N
 
 def _served(q: QueueLoad) -> str:
     if q.served:
+        if q.unrunnable:
+            # the workers here lease only the tasks they registered: this work waits
+            return (
+                f"UNRUNNABLE: {q.unrunnable} ready instance{'' if q.unrunnable == 1 else 's'} "
+                "of tasks no live worker has registered"
+            )
         return "ok"
     # work waits here for nobody: say so where an operator looks
     return "NONE (no live worker serves this queue)" if q.ready or q.delayed else "none"

@@ -79,6 +79,15 @@ DASHBOARD_HOST = "127.0.0.1"
 DASHBOARD_START_TIMEOUT = 30.0
 
 
+def next_free_port(port: int, tries: int = 20) -> int:
+    """The first port after ``port`` nothing listens on (of the next ``tries``;
+    else ``port + 1``): a second deployment's suggested port is not the first's."""
+    for candidate in range(port + 1, min(port + 1 + tries, 65536)):
+        if not port_in_use(candidate):
+            return candidate
+    return port + 1
+
+
 def child_specs(
     app_path: str | None,
     redis_url: str,
@@ -181,9 +190,9 @@ def lock_data_dir(
         )
         flags = [f"--data-dir {shlex.quote(str(other))}"]
         if embedded_port is not None:
-            flags.append(f"--port {embedded_port + 1}")
+            flags.append(f"--port {next_free_port(embedded_port)}")
         if dashboard_port is not None:
-            flags.append(f"--dashboard-port {dashboard_port + 1}")
+            flags.append(f"--dashboard-port {next_free_port(dashboard_port)}")
         fail(busy_message(busy, args_hint(" ".join(flags))), EXIT_USAGE)
     return lock
 
@@ -300,13 +309,13 @@ def up(
         if with_dashboard and port_in_use(dashboard_port, DASHBOARD_HOST):
             fail(
                 f"port {dashboard_port} is in use (another `redcron up`?); pass "
-                f"{flag_hint('--dashboard-port', dashboard_port + 1)} or --no-dashboard"
+                f"{flag_hint('--dashboard-port', next_free_port(dashboard_port))} or --no-dashboard"
             )
         if redis_url is None:
             if port_in_use(port):
                 fail(
                     f"port {port} is in use (another `redcron up`?); pass "
-                    f"{flag_hint('--port', port + 1)} or --redis"
+                    f"{flag_hint('--port', next_free_port(port))} or --redis"
                 )
             assert lock.fd is not None
             server = EmbeddedRedis(

@@ -222,6 +222,15 @@ def _workers(snap: WorkTotals, queues: Sequence[str]) -> Iterator[Metric]:
     for queue in sorted(set(snap.workers_by_queue) | set(queues)):
         served.add_metric([queue], snap.workers_by_queue.get(queue, 0))
     yield served
+    unrunnable = GaugeMetricFamily(
+        "redcron_queue_unrunnable",
+        "Ready tasks of a queue whose task no live worker serving it has registered "
+        "(workers leave them ready; counted in the background, the first 1,000 per stream)",
+        labels=["queue"],
+    )
+    for queue, n in sorted(snap.unrunnable_by_queue(queues).items()):
+        unrunnable.add_metric([queue], n)
+    yield unrunnable
     slots = GaugeMetricFamily("redcron_worker_slots", "Concurrency of the live workers")
     slots.add_metric([], snap.worker_slots)
     yield slots

@@ -20,12 +20,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import flask
 
 from redcron.app import App
-from redcron.broker import WorkerRegistry, is_unavailable
+from redcron.broker import WorkerRegistry, is_unavailable, unrunnable_counts
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +50,22 @@ class WorkTotals:
     workers_by_queue: dict[str, int] = field(default_factory=dict)
     worker_slots: int = 0
     worker_running: int = 0
+    #: (tenant, queue) -> ready instances of tasks no live worker serving it
+    #: registered (the workers leave them ready; ``broker.inspect``'s bounds)
+    unrunnable: dict[tuple[str, str], int] = field(default_factory=dict)
     #: when the snapshot was taken (epoch s, this process's clock); None: live
     taken_at: float | None = None
 
     @property
     def ready_total(self) -> int:
         return sum(self.ready.values())
+
+    def unrunnable_by_queue(self, queues: Iterable[str] = ()) -> dict[str, int]:
+        """:attr:`unrunnable` summed over tenants, with 0 for ``queues`` it lacks."""
+        out = dict.fromkeys(queues, 0)
+        for (_tenant, queue), n in self.unrunnable.items():
+            out[queue] = out.get(queue, 0) + n
+        return out
 
 
 def count(app: App) -> WorkTotals:
@@ -69,11 +80,13 @@ def count(app: App) -> WorkTotals:
         out.delayed_by_tenant[load.tenant] = (
             out.delayed_by_tenant.get(load.tenant, 0) + load.delayed
         )
-    for w in WorkerRegistry(app.broker).list():
+    live = WorkerRegistry(app.broker).list()
+    for w in live:
         for q in w.queues:
             out.workers_by_queue[q] = out.workers_by_queue.get(q, 0) + 1
         out.worker_slots += w.slots
         out.worker_running += w.running
+    out.unrunnable = unrunnable_counts(app.broker, live)
     return out
 
 

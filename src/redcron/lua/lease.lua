@@ -14,11 +14,15 @@
           a task asking for more than is left is not leased to this worker (it
           waits at the head of its tenant's stream for one it fits)
   ARGV[9] metrics: full | basic (basic: no per-minute share-of-dispatch counts)
-  ARGV[10..] queues the worker serves
+  ARGV[10] the tasks the worker registered, each between newlines
+          ("\na\nb\n"; "" = any task): an entry of another task is not leased
+          but moved to its stream's tail, still ready, its attempts untouched
+  ARGV[11..] queues the worker serves
   Returns: { {iid, epoch, attempt, name, kind, args, timeout_ms, tenant, cpu, mem, queue,
   last_attempt}, ... } (numbers as integers, cpu as text); last_attempt is the
   number of the last attempt allowed: max_attempts plus the attempts that do
-  not count (handed back, or before a DLQ replay)
+  not count (handed back, or before a DLQ replay); then one {name} per task
+  the worker has not registered that the call moved past
   The protocol: classes are served strictly high > normal > low; within a
   class, for each queue served, first the aged work of lower classes
   (lib/aging.lua), then the ring of tenants with ready work by weighted
@@ -28,7 +32,8 @@
   lease ends or a token is due); its entries are leased by lib/take.lua: read
   through the consumer group (after a peek when only aged entries, or only
   what fits the worker's capacity, may be taken: lib/capacity.lua), checked
-  against their hashes (one place, malformed, grant), and held aside instead
+  against their hashes (one place, malformed, grant), moved past when the
+  worker has not registered their task (at most SKIP_MAX a call), held aside instead
   when their job's circuit breaker is open (lib/breaker_gate.lua); an instance with
   a concurrency key takes one of its key's N slots, or waits in the key's list
   (state waiting) while the call reads on (lib/ckeys.lua).  Visits touch
@@ -64,23 +69,24 @@ local L = {  -- this call's state (lib/take.lua)
   tenants = {},
   gates = {},
   dispatched = {},
-  cks = {},  -- concurrency keys pruned this call (lib/ckeys.lua)
+  tasks = ARGV[10] ~= '' and ARGV[10] or nil,
+  skipped = {}, skips = 0,  -- tasks not registered here: names moved past, entries
 }
 local filter = {}
 for t in string.gmatch(ARGV[5], '[^,]+') do filter[#filter + 1] = t end
-local FIRST_QUEUE = 10  -- ARGV[10..]: the queues served
+local FIRST_QUEUE = 11  -- ARGV[11..]: the queues served
 local classes = {'high', 'normal', 'low'}
 local out, want = L.out, L.want
 
 for ci, priority in ipairs(classes) do
   for qi = FIRST_QUEUE, #ARGV do
-    if #out >= want then break end
+    if #out >= want or L.skips >= SKIP_MAX then break end
     local queue = ARGV[qi]
     if #filter > 0 then
       -- a filtered worker goes straight to its tenants' streams (no ring walk)
       local ring = key_ring(queue, priority)
       for _, tenant in ipairs(filter) do
-        if #out >= want then break end
+        if #out >= want or L.skips >= SKIP_MAX then break end
         local stream = key_q(queue, tenant, priority)
         if ready_count(stream) > 0 then
           local n = lease_room(L, tenant, queue, priority, ring)
@@ -110,4 +116,5 @@ if metrics ~= 'basic' and next(L.dispatched) then
   redis.call('HINCRBY', dk, MINUTE.dispatched .. '*', total)
   redis.call('EXPIRE', dk, ACTIVITY_TTL_S)
 end
+for name in pairs(L.skipped) do out[#out + 1] = {name} end
 return out

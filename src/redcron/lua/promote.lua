@@ -7,7 +7,7 @@
   brk:<job> is a job's circuit-breaker cool-down: its first held instance
   becomes the trial (lib/breaker_cooldown.lua); ckwake:<json> is a
   concurrency key whose waiters lease.lua left to be woken into its free slots
-  (lib/ck_admit.lua, lib/ckeys.lua ck_wake_due).  None counts as promoted.
+  (lib/ck_admit.lua, lib/ck_due.lua).  None counts as promoted.
   An instance lease.lua put here because its hash cannot be leased (edited by
   hand: lib/malformed.lua) is dead-lettered instead, unless fixed meanwhile;
   so is one whose tenant lacks the grant allow_commands (outcome not_granted),
@@ -15,7 +15,7 @@
   Upholds: one place per instance (ZREM the timer, then XADD). ]]
 -- @include lib/clock.lua
 -- @include lib/rings.lua
--- @include lib/ckeys.lua
+-- @include lib/ck_due.lua
 -- @include lib/breaker_cooldown.lua
 -- @include lib/dead.lua
 -- @include lib/grant.lua

@@ -218,7 +218,11 @@ class JobSpec:
         for tname, task in self.tasks.items():
             validation.name("tasks", tname)
             if not isinstance(task, Task):
-                raise ValidationError(f"tasks.{tname}", "must be a Task(...)")
+                example = task if isinstance(task, str) else "module.function"
+                raise ValidationError(
+                    f"tasks.{tname}",
+                    f"must be a Task(...), e.g. Task({example!r}) (from redcron import Task)",
+                )
             task.validate(f"tasks.{tname}")
             for dep in task.depends_on:
                 if dep not in self.tasks:

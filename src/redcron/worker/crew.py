@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from redcron.broker.retry import Outage, ShardGate
+from redcron.model.jobs import COMMAND_TASK, CONTAINER_TASK
 from redcron.worker.ledger import Ledger
 from redcron.worker.options import WorkerOptions
 from redcron.worker.pools import Pool
@@ -33,6 +34,15 @@ class Crew:
     outage: Outage
     #: the shards whose last call failed (a cluster master down), for every role
     gate: ShardGate
+
+
+def registered_tasks(app: App, options: WorkerOptions) -> frozenset[str]:
+    """The task names this worker runs: its app's registered tasks, and the
+    built-in command and container tasks with ``allow_commands``.  It publishes
+    them (the worker registry's ``tasks``) and leases only their instances: the
+    others stay ready for a worker that registers them (lib/take.lua)."""
+    builtin = (COMMAND_TASK, CONTAINER_TASK) if options.allow_commands else ()
+    return frozenset((*app.tasks, *builtin))
 
 
 class Role:

@@ -25,7 +25,7 @@ from redcron.broker.workers import (
     Registration,
     WorkerRegistry,
 )
-from redcron.worker.crew import Role
+from redcron.worker.crew import Role, registered_tasks
 from redcron.worker.execute import Attempt, Outcome
 from redcron.worker.ledger import token
 
@@ -122,7 +122,7 @@ class Keeper(Role):
                 tenants=options.tenants,
                 slots=options.slots,
                 running=running,
-                tasks=[*self.app.tasks, *(["redcron.command"] if options.allow_commands else [])],
+                tasks=sorted(registered_tasks(self.app, options)),
                 leased=leased,
                 supervisor=options.supervisor or "",
             ),

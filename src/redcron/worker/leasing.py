@@ -18,7 +18,7 @@ from redcron import serde
 from redcron.broker import Lease, LeaseRequest
 from redcron.broker.retry import TRANSIENT
 from redcron.worker import capture
-from redcron.worker.crew import Crew, Role
+from redcron.worker.crew import Crew, Role, registered_tasks
 from redcron.worker.execute import Attempt, Outcome
 from redcron.worker.ledger import MAX_REPORT, Item
 from redcron.worker.reporting import Reporter
@@ -50,6 +50,10 @@ class Leaser(Role):
         self.reporter = reporter
         #: reports of shards that are failing, kept for their next try
         self.parked: list[Item] = []
+        #: the tasks this worker runs: the lease leaves the others' instances ready
+        self.tasks = registered_tasks(crew.app, crew.options)
+        #: tasks the lease left ready here, said once each (WARNING)
+        self.unregistered: set[str] = set()
 
     def run(self, shards: list[int]) -> None:
         """Lease and dispatch until the worker stops.
@@ -136,17 +140,20 @@ class Leaser(Role):
                     tuple(self.options.queues),
                     tuple(self.options.tenants),
                     self.ledger.free_resources(),
+                    self.tasks,
                 )
             elif not group:
                 continue
             try:
-                leases, reported = exchange(shard, group, req)
+                leases, reported, unregistered = exchange(shard, group, req)
             except TRANSIENT as exc:
                 gate.failed(shard, exc, "lease" if req else "report", time.monotonic())
                 with self.ledger.lock:
                     self.parked += self.ledger.still_held(group)
                 continue
             gate.ok(shard)
+            if unregistered:
+                self._unregistered(unregistered)
             if leases:
                 # the slots first: the lines of the reported batch can wait for them
                 self._dispatch(leases)
@@ -160,7 +167,7 @@ class Leaser(Role):
                 self.parked += group
                 continue
             try:
-                _, reported = exchange(shard, group, None)
+                _, reported, _ = exchange(shard, group, None)
             except TRANSIENT as exc:
                 gate.failed(shard, exc, "report", time.monotonic())
                 with self.ledger.lock:
@@ -169,6 +176,20 @@ class Leaser(Role):
             gate.ok(shard)
             self.ledger.defer(reported)
         return got, last
+
+    def _unregistered(self, names: list[str]) -> None:
+        """Say once per task name that its instances wait here for another worker."""
+        for name in names:
+            if name in self.unregistered:
+                continue
+            self.unregistered.add(name)
+            log.warning(
+                "task %r is not registered on this worker (%s): its tasks are left "
+                "ready, no attempt spent, for a worker that registers it; start one "
+                "with the app that defines it (redcron inspect counts them as unrunnable)",
+                name,
+                _registered_text(self.tasks),
+            )
 
     def _dispatch(self, leases: list[Lease]) -> None:
         """Hold the leased attempts and hand them to the pool; a command task this
@@ -213,3 +234,12 @@ class Leaser(Role):
             return None
         refusal, attempt.executable = self.options.commands.check(attempt.lease.kind, payload)
         return refusal
+
+
+def _registered_text(tasks: frozenset[str], shown: int = 10) -> str:
+    """``registered: a, b, c and 4 more`` (``registers no task``)."""
+    if not tasks:
+        return "it registers no task"
+    names = sorted(tasks)
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return "registered: " + ", ".join(names[:shown]) + more

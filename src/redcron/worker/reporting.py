@@ -100,16 +100,17 @@ class Reporter(Role):
     def send(self, shard: int, group: list[Item], req: LeaseRequest | None) -> list[Lease]:
         """Logs, completions and failures of one shard, and a lease if asked for,
         in one round trip; then forget the reported attempts."""
-        leases, reported = self.exchange(shard, group, req)
+        leases, reported, _ = self.exchange(shard, group, req)
         self.settle(reported)
         return leases
 
     def exchange(
         self, shard: int, group: list[Item], req: LeaseRequest | None
-    ) -> tuple[list[Lease], Reports]:
-        """:meth:`send` up to the hooks: the leases, and the reports for
+    ) -> tuple[list[Lease], Reports, list[str]]:
+        """:meth:`send` up to the hooks: the leases, the reports for
         :meth:`settle` (the lease loop hands the leases to the pool first, so
-        the slots do not wait for the lines of the batch)."""
+        the slots do not wait for the lines of the batch), and the names of the
+        tasks the lease left ready because this worker has not registered them."""
         completes: list[tuple[str, str, bytes]] = []
         fails: list[FailItem] = []
         logs: list[tuple[str, int, Sequence[str]]] = []
@@ -133,9 +134,9 @@ class Reporter(Role):
                     )
                 )
         if not group and req is None:
-            return [], Reports(group, [], [])
+            return [], Reports(group, [], []), []
         try:
-            done, failed, leases = self.broker.leases.report_and_lease(
+            done, failed, leases, unregistered = self.broker.leases.report_and_lease(
                 shard, self.id, completes, fails, logs, req
             )
         except NotReplicated:
@@ -153,7 +154,7 @@ class Reporter(Role):
             )
         if lost:
             log.warning("%d results rejected: their leases were lost (reaped or cancelled)", lost)
-        return leases, Reports(group, done, failed)
+        return leases, Reports(group, done, failed), unregistered
 
     def settle(self, reports: Reports) -> None:
         """After a batch was reported: the hooks (the line per attempt), then the

@@ -1,7 +1,11 @@
 """``/v1/jobs``: create, list, read, replace, delete, pause, resume, trigger.
 
 Creating answers the job with ``warnings``: one line per Python task no live
-worker serves (as ``redcron jobs apply -f`` warns).
+worker serves (as ``redcron jobs apply -f`` warns).  A Python task that names
+no registered task (neither the server's app, ``-A``, nor a live worker
+registers it) is refused, 400 naming ``tasks.<task>.name`` and the closest
+registered names, as ``redcron jobs apply`` and ``app.jobs.put`` refuse it;
+``?allow_unregistered=true`` writes it anyway (redcron.broker.registered).
 
 A body is a job in the job-file form (``tasks``: a DAG) or the short form
 of the design's body, with one ``task`` (a registered ``name``, a ``command``
@@ -30,7 +34,7 @@ from redcron.dashboard.api.common import (
     reply,
     unconfirmed,
 )
-from redcron.dashboard.api.params import LIMIT, NAME_PART, TENANT, CursorParam
+from redcron.dashboard.api.params import LIMIT, NAME_PART, TENANT, ChoiceParam, CursorParam
 from redcron.errors import NotReplicated, ValidationError
 from redcron.keys import JOBIDX_SEP
 from redcron.model import JobRecord
@@ -42,6 +46,14 @@ bp = flask.Blueprint("jobs", __name__)
 
 #: the query of GET /v1/jobs
 CURSOR = CursorParam("jobs", (NAME_PART, NAME_PART), "tenant:name")
+#: the query of POST /v1/jobs and PUT /v1/jobs/<id>
+ALLOW_UNREGISTERED = ChoiceParam(
+    "allow_unregistered",
+    ("true", "false"),
+    "true: write a job whose Python task no registered task is (neither the server's app "
+    "nor a live worker registers it), for workers of another app not running yet; "
+    "else such a job is refused (400, tasks.<task>.name)",
+)
 
 SOURCE = "body"
 
@@ -69,11 +81,13 @@ def spec_from_body(data: dict[str, Any]) -> JobSpec:
 
 def _put(spec: JobSpec) -> JobRecord:
     """Write the job; the record says what changed (created, updated, unchanged).
-    A Python task the server's app (``-A``) registers must be given arguments
-    that fit its function (400 naming ``tasks.<task>.kwargs.<name>``)."""
+    A Python task must name a registered task (400 naming ``tasks.<task>.name``
+    unless ``?allow_unregistered=true``), and one the server's app (``-A``)
+    registers must be given arguments that fit its function (400 naming
+    ``tasks.<task>.kwargs.<name>``)."""
     app = redcron_app()
     app.check_task_args(spec)
-    return app.jobs.put(spec)
+    return app.jobs.put(spec, allow_unregistered=ALLOW_UNREGISTERED.read() == "true")
 
 
 @bp.post("/jobs")
@@ -83,7 +97,7 @@ def create_job() -> flask.Response:
     spec = spec_from_body(data)
     record = _put(spec)
     # as `redcron jobs apply -f` warns: a Python task no live worker serves
-    # would have its runs retry until dead-lettered
+    # has its runs wait, ready, until one that registers it starts
     payload = to_json(record)
     payload["warnings"] = unserved_tasks(redcron_app().broker, [spec])
     return reply(payload, 201 if record.change == "created" else 200)

@@ -259,7 +259,8 @@ def paths() -> Json:
         "/v1/jobs": {
             "post": _op("create_job", "Create (201) or update (200) a job, keyed by tenant + "
                         "name; warnings name the Python tasks no live worker serves",
-                        ("201", "200"), ref("JobCreated"), (), ref("JobBody"), links=_JOB_LINKS),
+                        ("201", "200"), ref("JobCreated"), (), ref("JobBody"),
+                        query=(jobs.ALLOW_UNREGISTERED.describe(),), links=_JOB_LINKS),
             "get": _op("list_jobs", "Jobs by tenant and name, a page at a time (no cursor: "
                        "the first page)", "200", _page("jobs", ref("Job")),
                        query=(TENANT.describe(), LIMIT.describe(), jobs.CURSOR.describe()),
@@ -269,7 +270,8 @@ def paths() -> Json:
             "parameters": _path("job_id"),
             "get": _op("get_job", "A job", "200", ref("Job"), ("404",)),
             "put": _op("replace_job", "Replace a job's spec (its name and tenant stay)", "200",
-                       ref("Job"), ("404",), ref("JobReplaceBody")),
+                       ref("Job"), ("404",), ref("JobReplaceBody"),
+                       query=(jobs.ALLOW_UNREGISTERED.describe(),)),
             "delete": _op("delete_job", "Delete a job", "204", None, ("404",)),
         },
         "/v1/jobs/{job_id}/pause": {

@@ -21,7 +21,7 @@ local function serve_aged(L, queue, ci, classes)
     local index = key_oldest(queue, lower_priority)
     local ring = key_ring(queue, lower_priority)
     local visits = 0
-    while #out < want and visits < want + 64 do
+    while #out < want and visits < want + 64 and L.skips < SKIP_MAX do
       local tenants = redis.call('ZRANGEBYSCORE', index, '-inf', threshold,
         'LIMIT', 0, want - #out)
       if #tenants == 0 then break end

@@ -45,16 +45,6 @@ local function ck_free(tenant, name, ck, ckn, iid, now)
   if free > 0 then ck_wake(tenant, name, ck, free, now) end
 end
 
--- A ckwake:<json> timer of lib/ck_admit.lua is due: wake the key's waiters
--- into its free slots (none free, or nobody waiting: nothing).
-local function ck_wake_due(json, now)
-  local ok, k = pcall(cjson.decode, json)
-  if not ok or type(k) ~= 'table' or not k[3] then return end
-  local tenant, name, ck = tostring(k[1]), tostring(k[2]), tostring(k[3])
-  local free = (tonumber(k[4] or '') or 1) - redis.call('ZCARD', key_ckslots(tenant, name, ck))
-  if free > 0 then ck_wake(tenant, name, ck, free, now) end
-end
-
 -- A waiting instance leaves its key's list (cancelled).
 local function ck_unwait(tenant, name, ck, iid)
   redis.call('LREM', key_ckwaiting(tenant, name, ck), 0, iid)

@@ -15,9 +15,10 @@ local function serve_ring(L, queue, priority)
   local out, want = L.out, L.want
   local ring = key_ring(queue, priority)
   local size = redis.call('ZCARD', ring)
-  -- every visit serves at least one task or removes the tenant from the ring
+  -- every visit serves at least one task, removes the tenant from the ring or
+  -- moves entries of tasks the worker has not registered (bounded by SKIP_MAX)
   local visits = 0
-  while #out < want and visits < want + size do
+  while #out < want and visits < want + size and L.skips < SKIP_MAX do
     visits = visits + 1
     local head = redis.call('ZRANGE', ring, 0, 0)
     local tenant = head[1]

@@ -18,7 +18,11 @@
   stream in the reaper's index and its first sighting in the maintenance
   hash (stray:<stream>:<entry id>); reap.lua puts it back to ready once the
   hash is back, and only an entry whose hash has been missing a day
-  (STRAY_MAX_MS) is deleted, by reap.lua or the doctor. ]]
+  (STRAY_MAX_MS) is deleted, by reap.lua or the doctor.  An entry of a task
+  the worker has not registered (L.tasks) is not leased: its instance stays
+  ready with its attempts and budget untouched, under a fresh entry at the
+  stream's tail (only its loc changes), and the call reads no further for it;
+  the first such move of an instance wakes an idle worker of the queue. ]]
 -- @include lib/streams.lua
 -- @include lib/capacity.lua
 -- @include lib/limits.lua
@@ -45,6 +49,9 @@ end
 
 -- entries one take() reads beyond its n while concurrency keys set some aside
 local CK_READ_MAX = 64
+-- entries of tasks the worker has not registered one lease call moves to their
+-- streams' tails (each visit stops once past it: bounded work on every call)
+local SKIP_MAX = 64
 
 -- Lease up to n ready entries of a stream (only entries up to max_id, when
 -- given: aged work).  Returns the number leased and whether ready entries are
@@ -100,6 +107,17 @@ local function take(L, queue, tenant, priority, stream, n, max_id)
         quarantine(ti, iid, 'not granted', now, 'grant')
         ok = false
       end
+      if ok and L.tasks and not string.find(L.tasks, '\n' .. f[TI_LEASE_NAME] .. '\n', 1, true) then
+        -- a task this worker has not registered: left ready, no attempt spent,
+        -- at the stream's tail (a fresh entry, marked s) for a worker that has
+        -- it, woken the first time
+        local wk, moved = key_wake(queue), redis.call('XADD', stream, '*', 'i', iid, 's', '1')
+        redis.call('HSET', ti, 'loc', 'q:' .. moved)
+        if e[2][3] ~= 's' and redis.call('LPUSH', wk, '1') > WAKE_MAX then
+          redis.call('LTRIM', wk, 0, WAKE_MAX - 1)
+        end
+        L.skipped[f[TI_LEASE_NAME]], L.skips, ok = true, L.skips + 1, false
+      end
       if ok and run and run ~= '' and breaker_gate(L.gates, run, iid, now) == 'hold' then
         -- the job's breaker is open: held aside, not handed out
         breaker_hold(ti, iid, run)
@@ -110,7 +128,7 @@ local function take(L, queue, tenant, priority, stream, n, max_id)
         -- a woken waiter set aside otherwise gives its reserved slot back
         ck_give_back(tenant, f[TI_LEASE_NAME], ck, f[TI_LEASE_CKN], iid, now)
       end
-      if ok and ck and not ck_admit(L.cks, ti, iid, tenant, f[TI_LEASE_NAME], ck, f[TI_LEASE_CKN],
+      if ok and ck and not ck_admit(ti, iid, tenant, f[TI_LEASE_NAME], ck, f[TI_LEASE_CKN],
           deadline, now) then
         -- its key is at its cap: it waits in the key's list, not in the stream
         ok, aside = false, aside + 1

@@ -83,7 +83,10 @@ class QueueLoad:
     """One (tenant, queue)'s work on one shard (``redcron.broker.inspect.queue_loads``).
 
     ``served``: some live worker leases from this queue for this tenant
-    (False: work here waits for a worker that is not running)."""
+    (False: work here waits for a worker that is not running).
+    ``unrunnable``: ready instances of tasks no live worker serving the queue
+    registered (they wait for one that does; all of them when none serves it),
+    read from the first 1,000 ready entries of each stream: past that, a floor."""
 
     tenant: str
     queue: str
@@ -93,3 +96,4 @@ class QueueLoad:
     delayed: int
     dlq: int
     served: bool = True
+    unrunnable: int = 0

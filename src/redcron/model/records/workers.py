@@ -15,7 +15,10 @@ class WorkerInfo:
     ``slots`` is its concurrency, ``running`` the attempts in progress at its
     last heartbeat (``heartbeat_at``, server clock); ``expires_at`` is when the
     entry goes if no heartbeat renews it.  ``tasks`` are the task names its
-    App registers (a command worker also serves ``redcron.command``)."""
+    App registers (a command worker also serves ``redcron.command`` and
+    ``redcron.container``): it leases instances of these only, and leaves
+    the others ready for a worker that has them (an HTTP worker publishes none
+    and leases any task)."""
 
     id: str
     host: str
