@@ -130,7 +130,9 @@ def test_a_trigger_not_replicated_names_its_run(
     redis_url: str, key_prefix: str, strict: App
 ) -> None:
     plain = App(redis_url, prefix=key_prefix.rstrip(":"))
-    plain.jobs.put(job_spec("nightly", tasks={"t": Task("noop")}, cron="0 2 * * *"))
+    plain.jobs.put(
+        job_spec("nightly", tasks={"t": Task("noop")}, cron="0 2 * * *"), allow_unregistered=True
+    )
     with pytest.raises(NotReplicated) as err:
         strict.jobs.trigger("nightly")
     assert err.value.run_id is not None and err.value.ids == [err.value.run_id]
@@ -145,7 +147,9 @@ def test_the_api_answers_202_with_the_ids_of_writes_not_replicated(
     """A failover under durability=strict used to be a 500 with a traceback, the
     task id lost, though the task ran: a client that retried enqueued twice."""
     plain = App(redis_url, prefix=key_prefix.rstrip(":"))
-    plain.jobs.put(job_spec("nightly", tasks={"t": Task("noop")}, cron="0 2 * * *"))
+    plain.jobs.put(
+        job_spec("nightly", tasks={"t": Task("noop")}, cron="0 2 * * *"), allow_unregistered=True
+    )
     web = create_app(strict, admin_token=ADMIN)
     client = web.test_client()
     auth = {"Authorization": f"Bearer {ADMIN}"}
