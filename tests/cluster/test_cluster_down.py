@@ -269,6 +269,9 @@ def test_lists_and_pages_answer_with_the_live_shards_and_name_the_others(
         assert runs["unavailable_shards"] == gone
         jobs = client.get("/v1/jobs", headers=auth).get_json()
         assert len(jobs["jobs"]) == len(live) and jobs["unavailable_shards"] == gone
+        dead_tasks = client.get("/v1/dlq", headers=auth)
+        assert dead_tasks.status_code == 200, dead_tasks.get_data(as_text=True)
+        assert dead_tasks.get_json()["unavailable_shards"] == gone
         # the dead master's own tenant: its shard is not there to read
         assert client.get(f"/v1/tenants/{down}", headers=auth).status_code == 503
 
@@ -278,7 +281,7 @@ def test_lists_and_pages_answer_with_the_live_shards_and_name_the_others(
             csrf = session["csrf_token"]
         login = client.post("/login", data={"token": ADMIN, "csrf_token": csrf})
         assert login.status_code == 303
-        for path in ("/", "/tenants", "/runs", "/jobs"):
+        for path in ("/", "/tenants", "/runs", "/jobs", "/dlq", "/tasks"):
             page = client.get(path)
             assert page.status_code == 200, (path, page.get_data(as_text=True)[:300])
             text = page.get_data(as_text=True)

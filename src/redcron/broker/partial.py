@@ -75,11 +75,7 @@ def read_shards(
     raises.  Any other error reply is raised, as ``pipe.execute()`` would.
     """
     noted = _UNAVAILABLE.get()
-    wanted = list(shards)
-    if noted is not None and is_cluster(core.client):
-        open_ = set(core.gate.open(wanted, time.monotonic()))
-        noted.update(s for s in wanted if s not in open_)
-        wanted = [s for s in wanted if s in open_]
+    wanted = shards_to_read(core, shards)
     pipe = core.client.pipeline(transaction=False)
     counts: list[int] = []
     for shard in wanted:
@@ -133,3 +129,14 @@ def note_unavailable(core: Core, shard: int, exc: BaseException) -> bool:
     noted.add(shard)
     core.gate.failed(shard, exc, "read", time.monotonic())
     return True
+
+
+def shards_to_read(core: Core, shards: Sequence[int]) -> list[int]:
+    """Of ``shards``, those to read now: in :func:`partial_reads` on a cluster, a
+    shard the caller gate knows is down is left out (and noted)."""
+    noted = _UNAVAILABLE.get()
+    if noted is None or not is_cluster(core.client):
+        return list(shards)
+    open_ = set(core.gate.open(list(shards), time.monotonic()))
+    noted.update(s for s in shards if s not in open_)
+    return [s for s in shards if s in open_]
