@@ -117,3 +117,18 @@ def test_the_checks_refuse_and_move_nothing(cluster: EmbeddedCluster, mapp: App)
             t.execute_command("CLUSTER SETSLOT", slot, "STABLE")
     assert busy.exit_code != 0 and "a move half done" in busy.output
     assert where(cluster, mapp, shard) == source
+
+
+def test_a_move_is_refused_while_a_master_is_down(cluster: EmbeddedCluster, mapp: App) -> None:
+    tenant = "waiting"
+    shard = shard_of(tenant, SHARDS)
+    source = where(cluster, mapp, shard)
+    target = other_master(cluster, source)
+    third = next(i for i, p in enumerate(cluster.ports) if p not in (source, target))
+    cluster.kill_master(third)
+    try:
+        refused = invoke(cluster, mapp, str(shard), "--to", f"127.0.0.1:{target}")
+        assert refused.exit_code != 0 and "move nothing" in refused.output, refused.output
+        assert where(cluster, mapp, shard) == source
+    finally:
+        cluster.start_master(third)
