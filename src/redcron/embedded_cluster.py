@@ -35,6 +35,7 @@ import redis
 from redcron.embedded import find_redis_server
 from redcron.errors import ConfigError
 from redcron.lifeline import terminate_with_parent
+from redcron.slots import MOVE_SLOT_LUA
 
 #: the slots of a Redis Cluster
 SLOTS = 16384
@@ -60,23 +61,6 @@ def free_cluster_ports(n: int) -> list[int]:
         if port + _BUS_OFFSET <= 65535 and port not in ports and _free(port + _BUS_OFFSET):
             ports.append(port)
     return ports
-
-
-#: moves every key of a slot in one script call on its master: nothing runs on
-#: that master between the first key moved and the last (see move_slot)
-#: ARGV: slot, target host, target port, target node id, keys per MIGRATE, timeout ms
-#: returns: how many keys moved
-MOVE_SLOT_LUA = """
-local slot, host, port, target, batch, timeout = unpack(ARGV)
-redis.call('CLUSTER', 'SETSLOT', slot, 'MIGRATING', target)
-local moved = 0
-while true do
-  local keys = redis.call('CLUSTER', 'GETKEYSINSLOT', slot, batch)
-  if #keys == 0 then return moved end
-  redis.call('MIGRATE', host, port, '', 0, timeout, 'KEYS', unpack(keys))
-  moved = moved + #keys
-end
-"""
 
 
 def _text(value: object) -> str:

@@ -26,20 +26,39 @@ class ConnectionLost(BrokerError):
 
 
 class RedisUnavailable(ConnectionLost):
-    """Redis cannot be reached (down, wrong address, timed out); the message
-    names the URL (without its password) and where to fix it."""
+    """Redis cannot be reached (down, wrong address, timed out), or cannot serve
+    the call now (a server-state reply: ``CLUSTERDOWN``, ``TRYAGAIN``,
+    ``LOADING``, ``READONLY``...); the call did nothing and may be sent again
+    later.  The message names the URL (without its password) and the fix, or
+    the reply.  HTTP 503 with ``Retry-After``."""
+
+    #: the server-state reply's code (``"CLUSTERDOWN"``...), None: not reached
+    reply_code: str | None = None
+    #: the shard whose master failed the call, where the caller knew it
+    shard: int | None = None
 
 
 class NotReplicated(BrokerError):
     """``durability="strict"``: the master did the write, but no replica (not
     as many as asked) confirmed it in time.  It may be lost if the master fails
-    now.  Workers and beats retry; an enqueue that raises it was queued on the
-    master, so enqueueing again may run the work twice."""
+    now.  Workers and beats retry; an enqueue or a trigger that raises it was
+    written on the master, so sending it again may run the work twice: look
+    up :attr:`ids` instead (docs/api.md, "Not replicated").  HTTP 202 with
+    ``replicated: false``."""
 
     #: the replies of a pipeline whose WAIT fell short (the writes did happen)
     results: list[object] | None = None
-    #: an enqueue's task ids (queued on the master): look them up, do not resend
+    #: an enqueue's task ids (queued on the master; a row that folded into an
+    #: existing task, unique key or debounce: that task's id), in row order
     task_ids: list[str] | None = None
+    #: a trigger's run id (created on the master)
+    run_id: str | None = None
+
+    @property
+    def ids(self) -> list[str]:
+        """The ids of what was written unconfirmed (tasks, or a run); [] when the
+        caller already holds them (a cancel, a replay, a job put...)."""
+        return [*(self.task_ids or []), *([self.run_id] if self.run_id else [])]
 
 
 class ScriptError(BrokerError):

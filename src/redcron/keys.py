@@ -236,7 +236,16 @@ RETIRED: dict[str, str] = {
 }
 #: the key layout this release writes: ``layout`` in the meta HASH, raised by the
 #: upgrade (broker/upgrade.py) once a deployment's shards are brought to it
-LAYOUT = 4
+LAYOUT = 5
+#: the hash tag of every deployment-wide key (layout 5): one slot for them all
+DEPLOYMENT_TAG = "{g}"
+#: the deployment-wide keys of one name (the rest are ``<kind>:<id>``, :data:`DEPLOYMENT_KINDS`)
+DEPLOYMENT_NAMES = (
+    "meta", "beats", "workers", "workeridx", "tokens", "actions", "session_secret",
+    "lease_secret", "channel_secret", "channels",
+)  # fmt: skip
+#: the deployment-wide kinds of many keys, ``<kind>:<id>``
+DEPLOYMENT_KINDS = ("worker", "token", "login")
 
 #: prefix of a timers member that is no instance: a concurrency key whose waiters
 #: promote wakes into its free slots, ``ckwake:<json [tenant, name, ck, cap]>``
@@ -474,62 +483,74 @@ class Keys:
 
     prefix: str = "rc"
 
+    def deployment(self, name: str) -> str:
+        """A deployment-wide key: every one carries the hash tag
+        :data:`DEPLOYMENT_TAG`, so on a Redis Cluster they all live in one slot
+        (one master: a master down elsewhere takes none of them along, and the
+        meta, the registries, tokens and logins answer together or not at all)."""
+        return f"{self.prefix}:{DEPLOYMENT_TAG}:{name}"
+
+    def legacy_deployment(self, name: str) -> str:
+        """Where layouts before 5 kept the deployment-wide key ``name`` (no hash
+        tag: spread over the masters by its name), for the upgrade only."""
+        return f"{self.prefix}:{name}"
+
     def meta(self) -> str:
         """Deployment metadata HASH (shards, lease TTL default and minimum)."""
-        return f"{self.prefix}:meta"
+        return self.deployment("meta")
 
     def beats(self) -> str:
         """Live beats ZSET: beat id -> registration expiry (ms, server clock)."""
-        return f"{self.prefix}:beats"
+        return self.deployment("beats")
 
     def workers(self) -> str:
         """Live workers ZSET: worker id -> registration expiry (ms, server clock)."""
-        return f"{self.prefix}:workers"
+        return self.deployment("workers")
 
     def workeridx(self) -> str:
         """Registered worker ids, all scored 0: the Workers page and ``GET
         /v1/workers`` page over it by id (``ZRANGEBYLEX``)."""
-        return f"{self.prefix}:workeridx"
+        return self.deployment("workeridx")
 
     def worker(self, worker_id: str) -> str:
         """One worker's registration HASH (expires unless heartbeats renew it)."""
-        return f"{self.prefix}:worker:{worker_id}"
+        return self.deployment(f"worker:{worker_id}")
 
     def tokens(self) -> str:
         """API token index ZSET: token id -> created (ms); secrets are never stored."""
-        return f"{self.prefix}:tokens"
+        return self.deployment("tokens")
 
     def token(self, token_id: str) -> str:
         """One API token's HASH: kind, tenant or queues/tenants, created, SHA-256 of the secret."""
-        return f"{self.prefix}:token:{token_id}"
+        return self.deployment(f"token:{token_id}")
 
     def actions_all(self) -> str:
         """Every recorded action of the deployment STREAM (the admin's Audit view;
         actions on no tenant land only here); each tenant's are also in
         :meth:`actions`."""
-        return f"{self.prefix}:actions"
+        return self.deployment("actions")
 
     def login(self, code: str) -> str:
         """A one-time login link's STRING (``admin``), named by the SHA-256 of its code."""
-        return f"{self.prefix}:login:{code}"
+        return self.deployment(f"login:{code}")
 
     def session_secret(self) -> str:
         """The dashboard's session-signing secret STRING (made once, shared by every replica)."""
-        return f"{self.prefix}:session_secret"
+        return self.deployment("session_secret")
 
     def lease_secret(self) -> str:
         """The HMAC key STRING that signs HTTP worker lease ids (made once, shared)."""
-        return f"{self.prefix}:lease_secret"
+        return self.deployment("lease_secret")
 
     def channel_secret(self) -> str:
         """The master key STRING that channel secrets and URLs are encrypted under
         (made once, shared; broker/channels.py derives its keys from it)."""
-        return f"{self.prefix}:channel_secret"
+        return self.deployment("channel_secret")
 
     def channels(self) -> str:
         """Notification channels HASH: channel id -> owner (a tenant, or ``*`` for
         the admin's); the notifier and the listings read it."""
-        return f"{self.prefix}:channels"
+        return self.deployment("channels")
 
     def channel_prefix(self, channel_id: str) -> str:
         """The prefix of one channel's keys, each under the channel's own hash tag

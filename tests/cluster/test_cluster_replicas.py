@@ -149,18 +149,20 @@ def test_a_failover_keeps_acknowledged_strict_writes_and_work_resumes(
             try:
                 # the promoted replica has no replica of its own yet: strict refuses
                 # to confirm. The client's first call may still go to the dead master
-                # (connection refused: nothing sent); it then reads the slot map
-                # again, so the next one reaches the promoted replica
-                for attempt in (1, 2):
+                # (connection refused: nothing sent), and the calls in its shard
+                # gate's delay fail at once (nothing sent either); it then reads the
+                # slot map again, so a call after the delay reaches the promoted replica
+                def unconfirmed() -> NotReplicated | None:
                     try:
                         strict.enqueue("echo", "unconfirmed", _tenant=on_first[0])
                     except RedisUnavailable:
-                        assert attempt == 1
+                        return None
                     except NotReplicated as exc:
-                        assert "0 of the 1 replicas" in str(exc)
-                        break
-                else:
+                        return exc
                     pytest.fail("a strict write without a replica was confirmed")
+
+                refused = wait_for(unconfirmed, "the promoted replica to refuse to confirm")
+                assert "0 of the 1 replicas" in str(refused)
             finally:
                 replica_cluster.start_master(0)  # back, as the new master's replica, in sync
             after = [strict.enqueue("echo", f"{t}-after", _tenant=t) for t in on_first]

@@ -29,6 +29,19 @@ def dashboard(
     found in tests/apps); yields its base URL once it listens.  Its stderr goes
     to ``log_path`` (default: a temporary file), printed when it stops so a
     failing test shows the server's tracebacks."""
+    with dashboard_process(redis_url, key_prefix, log_path, args, **env) as (url, _proc):
+        yield url
+
+
+@contextmanager
+def dashboard_process(
+    redis_url: str,
+    key_prefix: str,
+    log_path: Path | None = None,
+    args: Sequence[str] = (),
+    **env: str,
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """:func:`dashboard`, yielding the process too (a test may stop it itself)."""
     full = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(SRC), str(APPS)]),
@@ -51,9 +64,10 @@ def dashboard(
             assert proc.stdout is not None
             line = proc.stdout.readline()
             assert line.startswith("redcron dashboard listening on http://127.0.0.1:"), line
-            yield line.split()[4].rstrip("/")
+            yield line.split()[4].rstrip("/"), proc
         finally:
-            proc.terminate()
+            if proc.poll() is None:
+                proc.terminate()
             proc.wait(10)
             log.flush()
             print(f"----- dashboard stderr -----\n{log_path.read_text(errors='replace')}")

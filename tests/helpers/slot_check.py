@@ -60,10 +60,10 @@ def exercise_every_shard_key(broker: Broker, scan_client: Any, prefix: str) -> s
         broker.dlq.replay([b.iid])
     assert len(used_shards) > 1
     found = sorted(k.decode() for k in scan_client.scan_iter(match=f"{prefix}:*", count=1000))
-    assert f"{prefix}:meta" in found
+    assert f"{prefix}:{{g}}:meta" in found  # the deployment-wide slot (layout 5)
     kinds = set()
     for key in found:
-        if key == f"{prefix}:meta":
+        if key.startswith(f"{prefix}:{{g}}:"):
             continue
         m = re.match(re.escape(prefix) + r":\{s(\d+)\}:([a-z]+)", key)
         assert m, key

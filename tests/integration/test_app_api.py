@@ -27,7 +27,7 @@ def written(r: redis.Redis, key_prefix: str) -> Callable[[], list[str]]:
     """Keys under the test prefix, except the deployment meta key."""
 
     def keys() -> list[str]:
-        meta = key_prefix + "meta"
+        meta = key_prefix + "{g}:meta"
         return sorted(
             k.decode()
             for k in r.scan_iter(match=f"{key_prefix}*", count=1000)
@@ -228,7 +228,7 @@ def test_tasks_land_on_their_tenants_shard(redis_url: str, key_prefix: str, r: r
             assert h.info().shard == shard
             assert r.exists(app.broker.keys.ti(shard, h.id)) == 1
         assert len({shard_of(x, 4) for x in tenants}) > 1
-        meta = key_prefix + "meta"
+        meta = key_prefix + "{g}:meta"
         for key in r.scan_iter(match=f"{key_prefix}*"):
             if key.decode() == meta:
                 continue

@@ -14,7 +14,9 @@ import redis
 from worker_procs import thread_workers, wait_for  # tests/helpers
 
 from redcron import App, NotReplicated
+from redcron.dashboard import create_app
 from redcron.errors import ConfigError
+from redcron.model.jobs import Task, job_spec
 
 
 @pytest.fixture
@@ -102,3 +104,83 @@ def test_a_report_resent_after_an_unconfirmed_write_is_not_called_lost(
     assert unconfirmed and handle.attempts == 1
     assert "leases were lost" not in caplog.text
     app.close()
+
+
+# -- not replicated: the ids, in Python and over HTTP (issue 30 §2.2) ----------------
+
+ADMIN = "strict-admin-token"
+
+
+def test_a_folded_enqueue_not_replicated_names_the_existing_task(
+    redis_url: str, key_prefix: str, strict: App
+) -> None:
+    # the unique key's first task, written without waiting; the strict call folds
+    # into it: the id to look up is that task's, not the one the call made up
+    plain = App(redis_url, prefix=key_prefix.rstrip(":"))
+    plain.task(name="once", unique_for=60)(lambda: None)
+    strict.task(name="once", unique_for=60)(lambda: None)
+    first = plain.enqueue("once")
+    with pytest.raises(NotReplicated) as err:
+        strict.enqueue("once")
+    assert err.value.task_ids == [first.id] and err.value.ids == [first.id]
+    plain.close()
+
+
+def test_a_trigger_not_replicated_names_its_run(
+    redis_url: str, key_prefix: str, strict: App
+) -> None:
+    plain = App(redis_url, prefix=key_prefix.rstrip(":"))
+    plain.jobs.put(
+        job_spec("nightly", tasks={"t": Task("noop")}, cron="0 2 * * *"), allow_unregistered=True
+    )
+    with pytest.raises(NotReplicated) as err:
+        strict.jobs.trigger("nightly")
+    assert err.value.run_id is not None and err.value.ids == [err.value.run_id]
+    assert err.value.run_id in str(err.value)
+    assert plain.jobs.run(err.value.run_id).id == err.value.run_id  # it was created
+    plain.close()
+
+
+def test_the_api_answers_202_with_the_ids_of_writes_not_replicated(
+    redis_url: str, key_prefix: str, strict: App
+) -> None:
+    """A failover under durability=strict used to be a 500 with a traceback, the
+    task id lost, though the task ran: a client that retried enqueued twice."""
+    plain = App(redis_url, prefix=key_prefix.rstrip(":"))
+    plain.jobs.put(
+        job_spec("nightly", tasks={"t": Task("noop")}, cron="0 2 * * *"), allow_unregistered=True
+    )
+    web = create_app(strict, admin_token=ADMIN)
+    client = web.test_client()
+    auth = {"Authorization": f"Bearer {ADMIN}"}
+
+    resp = client.post("/v1/tasks", json={"name": "noop"}, headers=auth)
+    assert resp.status_code == 202, resp.get_data(as_text=True)
+    body = resp.get_json()
+    assert body["replicated"] is False and "replicas" in body["message"]
+    assert body["id"] and body["state"] == "ready"  # the task's record: it is queued
+    assert plain.get(body["id"]).state == "ready"
+    assert [t.ready for t in plain.broker.inspection.inspect()] == [1]  # once
+
+    job_id = plain.jobs.get("nightly").id
+    resp = client.post(f"/v1/jobs/{job_id}/trigger", json={}, headers=auth)
+    assert resp.status_code == 202, resp.get_data(as_text=True)
+    body = resp.get_json()
+    assert body["replicated"] is False
+    assert plain.jobs.run(body["run_id"]).id == body["run_id"]
+
+    # any other acknowledged write: 202 too, never a 500
+    resp = client.post(f"/v1/jobs/{job_id}/pause", json={}, headers=auth)
+    assert resp.status_code == 202, resp.get_data(as_text=True)
+    assert resp.get_json()["replicated"] is False
+    # and the contract says so, for each route whose writes wait
+    paths = client.get("/v1/openapi.json").get_json()["paths"]
+    for path, method in (
+        ("/v1/tasks", "post"),
+        ("/v1/jobs/{job_id}/trigger", "post"),
+        ("/v1/jobs/{job_id}/pause", "post"),
+        ("/v1/worker/complete", "post"),
+    ):
+        assert "202" in paths[path][method]["responses"], path
+    assert "202" not in paths["/v1/jobs"]["get"]["responses"]
+    plain.close()

@@ -10,6 +10,7 @@ import pytest
 import redis
 
 from redcron import App
+from redcron.broker import LoginLinks, TokenStore
 from redcron.keys import ACTIVITY_TTL_S, LAYOUT, Keys
 
 
@@ -175,5 +176,53 @@ def test_a_new_deployment_is_born_at_this_layout_and_not_upgraded(
         app.broker.ensure_meta()
         assert int(r.hget(Keys(prefix).meta(), "layout") or 0) == LAYOUT
         assert not [rec for rec in caplog.records if "upgraded" in rec.getMessage()]
+    finally:
+        app.close()
+
+
+def test_layout_4_deployment_wide_keys_move_into_one_slot(
+    redis_url: str, key_prefix: str, r: redis.Redis
+) -> None:
+    """Layout 5 (issue 30 §2.5): the deployment-wide keys move under ``{g}`` with
+    their values and expiries; a token made before still verifies, a login link
+    made before still works once, the registries and secrets carry over."""
+    prefix = key_prefix.rstrip(":")
+    k = Keys(prefix)
+    # a layout-4 deployment, as the release before wrote it (its own key names)
+    made = App(redis_url, prefix=prefix)
+    try:
+        made.broker.ensure_meta()
+        info, secret = TokenStore(made.broker).create_tenant("acme")
+        link = LoginLinks(made.broker).create()
+        session = LoginLinks(made.broker).session_secret()
+    finally:
+        made.close()
+    names = [k.meta(), k.tokens(), k.token(info.id), k.session_secret()]
+    names += [key.decode() for key in r.scan_iter(match=f"{prefix}:{{g}}:login:*")]
+    assert len(names) == 5
+    for name in names:
+        ttl = r.pttl(name)
+        old = name.replace(":{g}:", ":", 1)
+        r.restore(old, max(ttl, 0), r.dump(name))
+        r.delete(name)
+    r.hset(k.legacy_deployment("meta"), "layout", 4)
+    r.zadd(k.legacy_deployment("workers"), {"w1": 10**13})
+    r.hset(k.legacy_deployment("worker:w1"), mapping={"id": "w1", "host": "h"})
+    r.pexpire(k.legacy_deployment("worker:w1"), 600_000)
+
+    app = App(redis_url, prefix=prefix)
+    try:
+        assert app.broker.ensure_meta() == 1
+        assert int(r.hget(k.meta(), "layout") or 0) == LAYOUT == 5
+        for name in [*names, k.workers(), k.worker("w1")]:
+            assert r.exists(name), name
+            assert not r.exists(name.replace(":{g}:", ":", 1)), name
+        assert 0 < r.pttl(k.worker("w1")) <= 600_000  # its expiry came along
+        assert TokenStore(app.broker).verify(secret) is not None
+        assert LoginLinks(app.broker).session_secret() == session
+        assert LoginLinks(app.broker).consume(link) is not None
+        # a second start finds nothing to move and changes nothing
+        app.broker.ensure_meta()
+        assert TokenStore(app.broker).verify(secret) is not None
     finally:
         app.close()

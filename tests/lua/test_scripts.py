@@ -208,7 +208,7 @@ def test_enqueue_rejects_a_malformed_row_and_writes_nothing(
     bad = row(f"0-{ulid()}")._replace(**{field: value})
     with pytest.raises(Rejected, match=message):
         broker.enqueuer.enqueue([good, bad])
-    assert _scan(r, key_prefix) == [key_prefix + "meta"]
+    assert _scan(r, key_prefix) == [key_prefix + "{g}:meta"]
 
 
 def test_enqueue_rejects_a_row_that_is_not_a_msgpack_map(broker: Broker) -> None:
@@ -222,7 +222,7 @@ def test_enqueue_refuses_an_existing_or_repeated_id(
     iid = f"0-{ulid()}"
     with pytest.raises(Conflict):
         broker.enqueuer.enqueue([row(iid), row(iid)])
-    assert _scan(r, key_prefix) == [key_prefix + "meta"]
+    assert _scan(r, key_prefix) == [key_prefix + "{g}:meta"]
     broker.enqueuer.enqueue([row(iid)])
     before = r.hgetall(broker.keys.ti(0, iid))
     with pytest.raises(Conflict):

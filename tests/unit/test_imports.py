@@ -274,7 +274,7 @@ def test_every_client_exception_is_still_needed(allowed: str) -> None:
 
 
 #: the leaves: no I/O of their own, usable by every layer
-LEAVES = {"errors", "keys", "serde", "clock", "config", "redact", "lifeline", "urls"}
+LEAVES = {"errors", "keys", "serde", "clock", "config", "redact", "lifeline", "urls", "slots"}
 #: the bottom of DESIGN §2: the model (with keys.py and the settings) and schedule/
 BOTTOM = {"model", "schedule", *LEAVES}
 
@@ -290,6 +290,8 @@ LAYERS: dict[str, set[str]] = {
     "clock": {"clock"},
     "redact": {"redact"},
     "lifeline": {"lifeline"},
+    # the slot-moving script the broker's move-shard and the test cluster share
+    "slots": {"slots"},
     "urls": {"urls", "errors", "redact"},
     "config": {"config", "errors", "redact", "urls"},
     # the bottom, pure: time arithmetic on plain values (a trigger, a jitter),

@@ -40,7 +40,8 @@ def test_shard_of_is_in_range_and_deterministic(tenant: str, shards: int) -> Non
 
 def test_key_layout() -> None:
     k = Keys("rc")
-    assert k.meta() == "rc:meta"
+    assert k.meta() == "rc:{g}:meta"
+    assert k.token("t1") == "rc:{g}:token:t1"
     assert k.shard(3) == "rc:{s3}:"
     assert k.ti(0, "0-ABC") == "rc:{s0}:ti:0-ABC"
     assert k.q(1, "default", "acme", "high") == "rc:{s1}:q:default:acme:high"
@@ -117,3 +118,17 @@ def test_q_tenant_reads_the_tenant_a_ready_stream_names() -> None:
     assert q_tenant(k, 1, k.q(2, "default", "acme", "high")) is None  # another shard
     assert q_tenant(k, 1, k.leases(1, "acme")) is None
     assert q_tenant(Keys("other"), 1, k.q(1, "default", "acme", "high")) is None
+
+
+def test_every_deployment_wide_key_is_in_one_slot() -> None:
+    """Layout 5: on a Redis Cluster one master down took the deployment-wide keys
+    its slots held (the meta, tokens, registries...), and every page with them."""
+    import redis.crc
+
+    k = Keys("rc")
+    built = [
+        k.meta(), k.beats(), k.workers(), k.workeridx(), k.worker("w"), k.tokens(),
+        k.token("t"), k.actions_all(), k.login("c"), k.session_secret(), k.lease_secret(),
+        k.channel_secret(), k.channels(),
+    ]  # fmt: skip
+    assert len({redis.crc.key_slot(key.encode()) for key in built}) == 1

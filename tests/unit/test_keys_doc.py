@@ -22,6 +22,8 @@ NOT_KEYS = {
     "build": "the builder every shard kind's method calls",
     "retired": "a retired kind's key, listed under Retired kinds",
     "joined": "a kind's key from already joined ids (the upgrade's renames)",
+    "deployment": "the builder every deployment-wide key's method calls",
+    "legacy_deployment": "a deployment-wide key's name before layout 5 (the upgrade)",
 }
 _CELL = re.compile(r"^\| `(rc:[^`]+)` \|", re.M)
 

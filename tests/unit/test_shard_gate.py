@@ -81,3 +81,12 @@ def test_a_failure_closes_every_shard_of_the_same_node() -> None:
     assert gate.open([0, 1, 2, 3, 4], now=0.05) == [1, 3]
     gate.ok(0)
     assert gate.failing == {2, 4}  # each answers for itself when tried again
+
+
+def test_due_says_when_one_shard_is_tried_again() -> None:
+    gate = ShardGate(0.5, 2.0)
+    assert gate.due(3, now=10.0) == 0.0  # open
+    gate.failed(3, DOWN, "enqueue", now=10.0)
+    assert gate.due(3, now=10.2) == pytest.approx(0.3)
+    assert gate.due(3, now=11.0) == 0.0
+    assert gate.due(4, now=10.2) == 0.0

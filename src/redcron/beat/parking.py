@@ -17,14 +17,13 @@ import logging
 from collections.abc import Sequence
 
 from redcron.broker.beat import BeatStore, Park
+from redcron.broker.replies import UNAVAILABLE_CODES
 
 log = logging.getLogger("redcron.beat.beat")
 
-#: error replies that say something about the server, not about one job's data
-_SERVER_STATE = (
-    "OOM", "BUSY", "LOADING", "READONLY", "MASTERDOWN", "MISCONF", "NOSCRIPT",
-    "CLUSTERDOWN", "TRYAGAIN", "MOVED", "ASK", "NOREPLICAS", "NOPERM", "NOAUTH",
-)  # fmt: skip
+#: error replies that say something about the server, not about one job's data:
+#: the server-state ones (broker/replies.py) and those of its settings
+_SERVER_STATE = (*sorted(UNAVAILABLE_CODES), "OOM", "MISCONF", "NOSCRIPT", "NOPERM", "NOAUTH")
 
 
 def job_fault(message: str) -> bool:

@@ -20,6 +20,8 @@ from redcron.broker.audit import AuditEntry, AuditLog
 from redcron.broker.broker import Broker, FailResult, Lease, LeaseRequest
 from redcron.broker.cancel import RunCancel, TaskCancel
 from redcron.broker.channels import ChannelStore
+from redcron.broker.cluster_admin import MAX_KEYS as MAX_SHARD_KEYS
+from redcron.broker.cluster_admin import ShardMove, move_shard, plan_move
 from redcron.broker.connection import key_slot
 from redcron.broker.dlq import DLQ_ENTRY_ID, DlqPage, DlqStore
 from redcron.broker.doctor import DoctorReport, Finding, examine
@@ -38,6 +40,12 @@ from redcron.broker.listing import (
 from redcron.broker.logins import LINK_TTL_S, LoginLinks
 from redcron.broker.metrics import ATTEMPT_OUTCOMES, BREAKER_VALUES, Metrics, read_metrics
 from redcron.broker.outbox import Claimed, FeedEntry, Outbox
+from redcron.broker.partial import (
+    begin_partial_reads,
+    end_partial_reads,
+    partial_reads,
+    unavailable_shards,
+)
 from redcron.broker.registered import refuse_unregistered
 from redcron.broker.retry import TRANSIENT, UNAVAILABLE, Outage, ShardGate, is_unavailable
 from redcron.broker.shared_secrets import lease_secret
@@ -63,6 +71,7 @@ __all__ = [
     "DLQ_ENTRY_ID",
     "LEASED_REPUBLISH_S",
     "LINK_TTL_S",
+    "MAX_SHARD_KEYS",
     "OPERATOR",
     "ROLES",
     "RUN_SCAN",
@@ -100,24 +109,30 @@ __all__ = [
     "RunCancel",
     "Running",
     "ShardGate",
+    "ShardMove",
     "TaskCancel",
     "TaskFilter",
     "TenantStore",
     "TokenStore",
     "WorkerRegistry",
     "activity",
+    "begin_partial_reads",
     "count_tenants",
     "digest",
+    "end_partial_reads",
     "ensure_indexes",
     "examine",
     "is_unavailable",
     "key_slot",
     "lease_secret",
     "list_tasks",
+    "move_shard",
     "page_job_runs",
     "page_jobs",
     "page_runs",
     "page_tenants",
+    "partial_reads",
+    "plan_move",
     "queue_loads",
     "read_metrics",
     "record_action",
@@ -127,6 +142,7 @@ __all__ = [
     "trigger_lag",
     "trigger_lag_by_tenant",
     "trigger_lag_of",
+    "unavailable_shards",
     "unrunnable_counts",
     "unserved_by_task",
     "unserved_refs",

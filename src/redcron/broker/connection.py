@@ -19,6 +19,7 @@ import redis.crc
 import redis.retry
 import redis.sentinel
 
+from redcron.broker.replies import is_server_state, server_state_error
 from redcron.errors import ConfigError, ConnectionLost, RedisUnavailable
 from redcron.redact import masked_url
 from redcron.urls import (
@@ -47,6 +48,8 @@ def unavailable(url: str, exc: BaseException) -> RedisUnavailable:
 
 
 def _reraise(url: str, exc: BaseException) -> None:
+    if is_server_state(exc):  # CLUSTERDOWN, LOADING, READONLY...: not run, try again later
+        raise server_state_error(exc, url) from exc
     if isinstance(exc, _UNREACHABLE) and not isinstance(exc, redis.AuthenticationError):
         raise unavailable(url, exc) from exc
     if isinstance(exc, redis.ResponseError) and _BAD_DB in str(exc):
@@ -343,6 +346,9 @@ class ClusterPipeline(redis.cluster.ClusterPipeline):
             self._move_default_node()
             _reraise(self.url, exc)
             raise
+        except (redis.ResponseError, redis.exceptions.ClusterError) as exc:
+            _reraise(self.url, exc)  # raise_on_error: a CLUSTERDOWN reply, TTL exhausted...
+            raise
         except redis.exceptions.RedisClusterException as exc:
             if _cluster_unreachable(exc):
                 raise unavailable(self.url, exc) from exc
@@ -388,7 +394,9 @@ class ClusterClient(redis.cluster.RedisCluster):
         run = super().execute_command
         try:
             return retry_not_run(lambda: run(*args, **dict(kwargs)))  # type: ignore[no-untyped-call]
-        except _UNREACHABLE as exc:
+        except (*_UNREACHABLE, redis.ResponseError, redis.exceptions.ClusterError) as exc:
+            # CLUSTERDOWN after redis-py's retries, TRYAGAIN past retry_not_run's
+            # budget, MOVED/ASK that never settled: RedisUnavailable, not a bug
             _reraise(self.url, exc)
             raise
         except redis.exceptions.RedisClusterException as exc:
@@ -504,7 +512,9 @@ def _sentinel_master(target: SentinelURL, kwargs: dict[str, Any]) -> Client:
 
 
 def raise_unreachable(results: list[Any]) -> None:
-    """Raise the first connection failure among a pipeline's replies.
+    """Raise the first connection failure or server-state reply among a pipeline's
+    replies (a server-state reply, ``CLUSTERDOWN`` and the like, as
+    :class:`RedisUnavailable`: :func:`redcron.broker.replies.is_server_state`).
 
     One server fails a pipeline as a whole; redis-py's cluster pipeline, run
     with ``raise_on_error=False``, puts a node's ``ConnectionError`` in place of
@@ -513,5 +523,7 @@ def raise_unreachable(results: list[Any]) -> None:
     iterating one).  As on one server, which of the calls landed is unknown.
     """
     for reply in results:
+        if isinstance(reply, Exception) and is_server_state(reply):
+            raise server_state_error(reply) from reply
         if isinstance(reply, redis.ConnectionError | redis.TimeoutError):
             raise ConnectionLost(str(reply)) from reply

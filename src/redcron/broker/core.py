@@ -11,21 +11,25 @@ its hash slot without a lookup.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from typing import Any
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any, TypeVar
 
 import redis
 
 from redcron.broker.connection import connect, is_cluster, raise_unreachable
+from redcron.broker.replies import error_of_reply
+from redcron.broker.retry import Outage, ShardGate, is_unavailable
 from redcron.broker.scripts import Scripts, Wait
-from redcron.broker.upgrade import upgrade_layout
+from redcron.broker.upgrade import move_deployment_keys, upgrade_layout
 from redcron.config import Settings
-from redcron.errors import ConfigError, ConnectionLost, NotReplicated, from_script_error
+from redcron.errors import ConfigError, ConnectionLost, NotReplicated, RedisUnavailable
 from redcron.keys import LAYOUT, Keys
 
 # shard_of_id lives in keys.py (ids and shards, DESIGN §2); re-exported from here and
 # from redcron.broker.broker for callers that import it by those names
 from redcron.keys import shard_of_id as shard_of_id
+from redcron.redact import masked_url
 from redcron.serde import text as _s
 
 log = logging.getLogger(__name__)
@@ -44,6 +48,14 @@ ACKED = frozenset({
 
 #: the task hash fields that hold msgpack (every other field is plain text)
 PAYLOADS = ("args", "result")
+
+#: a caller's shard gate (:meth:`Core.gated`): after a shard's node failed a call,
+#: calls to its shards fail at once for this long, doubling up to the cap, then
+#: the next call tries the node again (the worker's gate: 0.1 s to 2 s)
+CALLER_GATE_FIRST_S = 0.5
+CALLER_GATE_CAP_S = 2.0
+
+T = TypeVar("T")
 
 
 def fields_of(raw: Mapping[Any, Any], keep: Sequence[str] = ()) -> dict[str, str | bytes]:
@@ -77,6 +89,14 @@ class Core:
             else None
         )
         self._acked = frozenset(self.scripts.script(name).sha for name in ACKED)
+        #: the shards whose node failed a caller's call lately (:meth:`gated`)
+        self.gate = ShardGate(
+            CALLER_GATE_FIRST_S,
+            CALLER_GATE_CAP_S,
+            Outage(log, "client", doing="failing calls to its shards at once between tries"),
+            self.shards_with,
+        )
+        self._gate_errors: dict[int, str] = {}
         self._shards: int | None = None
         self._min_idle_ms: int | None = None
         #: every shard's listing indexes are known to be built (broker/listing.py)
@@ -114,6 +134,10 @@ class Core:
             self.check_eviction_policy()
             self.check_durability()
         meta = self.keys.meta()
+        if not self.client.exists(meta) and self.client.exists(self.keys.legacy_deployment("meta")):
+            # a deployment of layout 4 or older: its meta (and the other
+            # deployment-wide keys) go to their slot first, so it is not taken for new
+            move_deployment_keys(self.client, self.keys)
         pipe = self.client.pipeline(transaction=False)
         pipe.hsetnx(meta, "shards", self.settings.shards or 1)
         pipe.hsetnx(meta, "lease_ttl_s", self.settings.lease_ttl)
@@ -228,6 +252,65 @@ class Core:
                 "replicas each write waits for with durability_replicas"
             )
 
+    # -- a caller's shard gate -------------------------------------------------
+
+    def gated(self, shards: Collection[int], what: str, call: Callable[[], T]) -> T:
+        """``call()``, which talks to ``shards``, through the caller's shard gate.
+
+        While a shard's node is known down (a call to it failed unavailable
+        within its gate delay, :data:`CALLER_GATE_FIRST_S` doubling to
+        :data:`CALLER_GATE_CAP_S`) this raises :class:`RedisUnavailable` at once,
+        naming the shard and its node, without a connection attempt: a caller
+        (``App.enqueue``, an API request) does not spend 0.3-2 s of its thread on
+        each call to a dead master.  Once the delay is over the next call tries
+        the node again.  Only a call to one shard closes the gate (a batch over
+        several cannot say which failed); any success opens its shards.
+        """
+        wanted = sorted(set(shards))
+        now = time.monotonic()
+        open_ = set(self.gate.open(wanted, now))
+        for shard in wanted:
+            if shard not in open_:
+                raise self._gate_closed(shard, what, now)
+        try:
+            result = call()
+        except Exception as exc:
+            if len(wanted) == 1 and is_unavailable(exc):
+                (shard,) = wanted
+                self._gate_errors[shard] = str(exc)
+                self.gate.failed(shard, exc, what, time.monotonic())
+                if isinstance(exc, RedisUnavailable) and exc.shard is None:
+                    exc.shard = shard
+            raise
+        failing = self.gate.failing
+        for shard in wanted:
+            # its node answers again: so does every shard it serves
+            back = self.shards_with(shard) if shard in failing else [shard]
+            for s in back:
+                self.gate.ok(s)
+        return result
+
+    def _gate_closed(self, shard: int, what: str, now: float) -> RedisUnavailable:
+        node = self.node_name(shard)
+        error = RedisUnavailable(
+            f"{what}: shard {shard} ({node}) failed its last call "
+            f"({self._gate_errors.get(shard, 'unavailable')}); it is tried again in "
+            f"{self.gate.due(shard, now):.1f}s, failing at once until then"
+        )
+        error.shard = shard
+        return error
+
+    def node_name(self, shard: int) -> str:
+        """Which server serves ``shard``: its master's ``host:port`` on a cluster
+        (the client's slot map, no I/O), else the URL without its password."""
+        client: Any = self.client
+        if is_cluster(client):
+            try:
+                return f"master {client.get_node_from_key(self.keys.shard(shard)).name}"
+            except Exception:  # no slot map entry: say the shard alone
+                return "its master"
+        return masked_url(self.settings.redis_url)
+
     # -- running scripts ----------------------------------------------------
 
     def _run(self, name: str, shard: int, args: list[Any], client: Any = None, *keys: str) -> Any:
@@ -281,7 +364,7 @@ class Core:
         results = self.execute(pipe, ordered)
         for res in results:
             if isinstance(res, redis.ResponseError):
-                raise from_script_error(str(res)) from res
+                raise error_of_reply(res) from res
         return results
 
     def close(self) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 from redcron.broker import argv
 from redcron.broker.core import MAX_BATCH, Core, fields_of, shard_of_id
 from redcron.broker.listing import ensure_indexes
+from redcron.broker.partial import note_unavailable, shards_to_read
 from redcron.keys import shard_of
 from redcron.model import DlqEntry
 from redcron.serde import text as _s
@@ -104,8 +105,15 @@ class DlqStore:
         reads: list[_Reads] = []
         #: past this tenant some shard was not read (stale index entries filled its range)
         horizon: str | None = None
-        for shard in shards:
-            got, cut = self._read_shard(shard, tenant, after, want)
+        for shard in shards if tenant else shards_to_read(self.core, shards):
+            try:
+                got, cut = self._read_shard(shard, tenant, after, want)
+            except Exception as exc:
+                # every tenant's: a shard whose master is down is left out, named
+                # (partial_reads); a tenant's own shard down is the caller's error
+                if tenant is None and note_unavailable(self.core, shard, exc):
+                    continue
+                raise
             reads.append(got)
             if cut is not None and (horizon is None or cut < horizon):
                 horizon = cut

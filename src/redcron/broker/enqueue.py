@@ -60,10 +60,18 @@ class Enqueuer:
         folded into existing tasks.  Under ``durability="strict"``
         a :class:`NotReplicated` names the task ids it concerns: they are queued
         on the master, and enqueueing them again would run the work twice."""
+        shards = {shard_of_id(row.iid) for row in rows}
         try:
-            return self._enqueue(rows, now)
+            # a shard whose master is down fails at once, naming it (Core.gated)
+            return self.core.gated(shards, "enqueue", lambda: self._enqueue(rows, now))
         except NotReplicated as exc:
             ids = [row.iid for row in rows]
+            if len(exc.results or []) == 1 and len({shard_of_id(i) for i in ids}) == 1:
+                # one enqueue.lua call (run_replicated): its reply names the rows
+                # that folded into an existing task, whose id is the one to look up
+                folded: dict[str, str] = {}
+                _outcome((exc.results or [0])[0], rows, folded)
+                ids = [folded.get(i, i) for i in ids]
             shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
             raised = NotReplicated(f"{exc} (tasks {shown}: look them up, do not enqueue again)")
             raised.task_ids = ids

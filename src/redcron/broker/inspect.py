@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from redcron.broker.connection import raise_unreachable
 from redcron.broker.core import PAYLOADS, Core, fields_of, shard_of_id
 from redcron.errors import NotFound
 from redcron.keys import GROUP, PRIORITIES, STAT_FIELDS, shard_of
@@ -200,7 +201,9 @@ class Inspection:
         for key in streams:
             pipe.xlen(key)
             pipe.xpending(key, GROUP)
-        replies = iter(pipe.execute(raise_on_error=False))
+        got = pipe.execute(raise_on_error=False)
+        raise_unreachable(got)  # a master down or CLUSTERDOWN: no figure, not a 0
+        replies = iter(got)
         out = []
         for _key in streams:
             length, pending = next(replies), next(replies)
@@ -262,7 +265,9 @@ def _ready_streams(client: Any, keys: Any, shard: int) -> tuple[list[ReadyStream
     for _t, _q, key in streams:
         pipe.xlen(key)
         pipe.xpending(key, GROUP)
-    replies = iter(pipe.execute(raise_on_error=False))
+    got = pipe.execute(raise_on_error=False)
+    raise_unreachable(got)  # a master down or CLUSTERDOWN: no figure, not a 0
+    replies = iter(got)
     out: list[ReadyStream] = []
     held_counts: list[int] = []
     for t, q, key in streams:

@@ -15,9 +15,10 @@ from redcron.broker import argv
 from redcron.broker.broker import PAYLOADS, fields_of
 from redcron.broker.cancel import RunCancel, run_cancel
 from redcron.broker.job_writes import put_many
+from redcron.broker.partial import read_shards
 from redcron.broker.registered import refuse_unregistered
 from redcron.clock import ulid
-from redcron.errors import Conflict, NotFound, QuotaExceeded, ValidationError
+from redcron.errors import Conflict, NotFound, NotReplicated, QuotaExceeded, ValidationError
 from redcron.keys import (
     ATTENTION_BREAKER,
     jobidx_parse,
@@ -294,17 +295,22 @@ class JobStore:
         breakers, not jobs.  ``limit``: at most that many, in job id order (a
         tenant's among the first :data:`BREAKER_SCAN` of its shard): a page's
         bounded read."""
-        client = self.broker.client
         if tenant:
             shards = [shard_of(tenant, self.broker.shards)]
         else:
             shards = list(range(self.broker.shards))
         low, high = prefix_range(ATTENTION_BREAKER)
         num = -1 if limit is None else (limit if tenant is None else BREAKER_SCAN)
+        read = read_shards(
+            self.broker,
+            shards,
+            lambda pipe, shard: pipe.zrangebylex(self.keys.attention(shard), low, high, 0, num),
+            "breakers",
+        )
         ids = [
             _s(member)[len(ATTENTION_BREAKER) :]
-            for shard in shards
-            for member in client.zrangebylex(self.keys.attention(shard), low, high, 0, num)
+            for (members,) in read.values()
+            for member in members
         ]
         found = self.get_many(ids)
         mine = sorted(
@@ -315,10 +321,15 @@ class JobStore:
 
     def count_open_breakers(self) -> int:
         """How many breakers are open or in trial (one ZLEXCOUNT per shard)."""
-        pipe = self.broker.client.pipeline(transaction=False)
-        for shard in range(self.broker.shards):
-            pipe.zlexcount(self.keys.attention(shard), *prefix_range(ATTENTION_BREAKER))
-        return sum(int(n) for n in pipe.execute())
+        read = read_shards(
+            self.broker,
+            range(self.broker.shards),
+            lambda pipe, s: pipe.zlexcount(
+                self.keys.attention(s), *prefix_range(ATTENTION_BREAKER)
+            ),
+            "breakers",
+        )
+        return sum(int(n) for (n,) in read.values())
 
     def pause(self, name: str, *old: str, tenant: str = DEFAULT_TENANT) -> int:
         """Stop the job ``name`` of ``tenant`` firing (a manual trigger still runs it)."""
@@ -360,12 +371,22 @@ class JobStore:
         name, tenant, rest = _name_first("trigger", name, old, tenant)
         if rest:  # trigger(tenant, name, params[, now]), the old order
             params, now = (*rest, now)[:2]
-        job_id = self.job_id(name, tenant=tenant)
+        # a shard whose master is known down fails at once (Core.gated)
+        home = shard_of(tenant, self.broker.shards)
+        job_id = self.broker.gated([home], "trigger", lambda: self.job_id(name, tenant=tenant))
         run_id = manual_run_id(job_id, ulid())
         manual = argv.FireArgs(
             job_id, "", "", "", None, None, "", "manual", 0, run_id, json.dumps(params or {})
         )
-        status, rid = self.broker.beat.fire_one(shard_of_id(job_id), manual, now)
+        unconfirmed: NotReplicated | None = None
+        shard = shard_of_id(job_id)
+        try:
+            status, rid = self.broker.gated(
+                [shard], "trigger", lambda: self.broker.beat.fire_one(shard, manual, now)
+            )
+        except NotReplicated as exc:
+            reply: Any = (exc.results or [[b"", run_id.encode()]])[0]
+            status, rid, unconfirmed = _s(reply[0]), _s(reply[1]), exc
         if status == "malformed":
             raise ValidationError(
                 "job", f"job {name!r} of tenant {tenant!r} cannot run: {_s(rid)}; put it again"
@@ -375,6 +396,12 @@ class JobStore:
                 f"tenant {tenant!r} is at its max_queued; run {_s(rid)} was recorded as "
                 "rejected (raise the bound with redcron tenants set, or retry later)"
             )
+        if unconfirmed is not None:
+            # the run was created on the master: name it, so the caller looks it
+            # up instead of triggering again (a second run)
+            raised = NotReplicated(f"{unconfirmed} (run {rid}: look it up, do not trigger again)")
+            raised.run_id, raised.results = _s(rid), unconfirmed.results
+            raise raised from unconfirmed
         return _s(rid)
 
     def _run_job(self, script: str, job_id: str, args: list[Any]) -> Any:

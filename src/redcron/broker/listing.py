@@ -32,9 +32,10 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from redcron.broker.core import Core, fields_of
+from redcron.broker.partial import read_shards
 from redcron.keys import (
     JOBIDX_SEP,
     MAINT_INDEX_VERSION,
@@ -83,8 +84,13 @@ def ensure_indexes(broker: Core) -> None:
     if broker.listing_indexed:
         return
     client, keys = broker.client, broker.keys
-    for shard in range(broker.shards):
-        version = _s(client.hget(keys.maintenance(shard), MAINT_INDEX_VERSION) or b"")
+    versions = read_shards(
+        broker,
+        range(broker.shards),
+        lambda pipe, shard: pipe.hget(keys.maintenance(shard), MAINT_INDEX_VERSION),
+    )
+    for shard, (raw,) in sorted(versions.items()):
+        version = _s(raw or b"")
         if version == INDEX_VERSION:
             continue
         tenants = [_s(t) for t in client.zrange(keys.tenants(shard), 0, -1)]
@@ -95,7 +101,8 @@ def ensure_indexes(broker: Core) -> None:
         members = client.zrange(keys.jobidx(shard), 0, -1)
         _backfill_runs(broker, shard, [j[2] for m in members if (j := jobidx_parse(_s(m)))])
         client.hset(keys.maintenance(shard), MAINT_INDEX_VERSION, INDEX_VERSION)
-    broker.listing_indexed = True
+    # a shard left out (partial_reads: its master down) is looked at next time
+    broker.listing_indexed = len(versions) == broker.shards
 
 
 def _backfill_dlq(broker: Core, shard: int, tenants: Sequence[str]) -> None:
@@ -138,7 +145,7 @@ def _shards(broker: Broker, tenant: str | None) -> list[int]:
 
 def _lex_page(
     broker: Broker,
-    keys: Sequence[str],
+    keys: Sequence[tuple[int, str]],
     low: str,
     high: str,
     limit: int,
@@ -146,17 +153,23 @@ def _lex_page(
     scope: tuple[str, str] | None = None,
 ) -> Page[str]:
     """``limit`` members from ``low`` up to ``high`` (ZRANGEBYLEX bounds), merged
-    over ``keys`` in order; ``backwards``: the ``limit`` last ones (read from
-    ``high`` down).  Cursors: the last member shown (next), the first (prev).
+    over ``keys`` ((shard, key) pairs; a shard whose master does not answer is
+    left out under :func:`~redcron.broker.partial.partial_reads`) in order;
+    ``backwards``: the ``limit`` last ones (read from ``high`` down).  Cursors:
+    the last member shown (next), the first (prev).
     ``scope``: the bounds of the whole listing, to count the page's offset and
     the total (one more round trip)."""
-    pipe = broker.client.pipeline(transaction=False)
-    for key in keys:
+    by_shard = dict(keys)
+
+    def queue(pipe: Any, shard: int) -> None:
+        key = by_shard[shard]
         if backwards:
             pipe.zrevrangebylex(key, high, low, start=0, num=limit + 1)
         else:
             pipe.zrangebylex(key, low, high, start=0, num=limit + 1)
-    lists = [[_s(m) for m in got] for got in pipe.execute()]
+
+    got = read_shards(broker, list(by_shard), queue, "list")
+    lists = [[_s(m) for m in replies[0]] for replies in got.values()]
     merged = heapq.merge(*lists, reverse=backwards)
     members = [m for _i, m in zip(range(limit + 1), merged, strict=False)]
     more = len(members) > limit
@@ -170,12 +183,14 @@ def _lex_page(
         nxt, prev = (shown[-1] if more else None), (shown[0] if started and shown else None)
     if scope is None:
         return Page(shown, nxt, prev)
+
     # where the page is, and how long the listing: ZLEXCOUNT is O(log N)
-    pipe = broker.client.pipeline(transaction=False)
-    for key in keys:
-        pipe.zlexcount(key, scope[0], scope[1])
-        pipe.zlexcount(key, scope[0], f"({shown[0]}" if shown else scope[0])
-    counts = [int(n) for n in pipe.execute()]
+    def count(pipe: Any, shard: int) -> None:
+        pipe.zlexcount(by_shard[shard], scope[0], scope[1])
+        pipe.zlexcount(by_shard[shard], scope[0], f"({shown[0]}" if shown else scope[0])
+
+    counts = [int(n) for pair in read_shards(broker, list(got), count, "list").values()
+              for n in pair]  # fmt: skip
     total, offset = sum(counts[0::2]), sum(counts[1::2]) if shown else 0
     return Page(shown, nxt, prev, offset, total)
 
@@ -199,7 +214,7 @@ def page_tenants(
         score = broker.client.zscore(broker.keys.tenants(shard), tenant)
         shown = [tenant] if score is not None and not after and not before else []
         return Page(shown, None)
-    keys = [broker.keys.tenants(s) for s in range(broker.shards)]
+    keys = [(s, broker.keys.tenants(s)) for s in range(broker.shards)]
     whole = ("-", "+")
     if before:
         return _lex_page(broker, keys, "-", _bound(before, "+"), limit, True, whole)
@@ -209,10 +224,10 @@ def page_tenants(
 def count_tenants(broker: Broker) -> int:
     """How many tenants there are (one ZCARD per shard)."""
     ensure_indexes(broker)
-    pipe = broker.client.pipeline(transaction=False)
-    for s in range(broker.shards):
-        pipe.zcard(broker.keys.tenants(s))
-    return sum(int(n) for n in pipe.execute())
+    got = read_shards(
+        broker, range(broker.shards), lambda pipe, s: pipe.zcard(broker.keys.tenants(s))
+    )
+    return sum(int(n) for (n,) in got.values())
 
 
 def page_jobs(
@@ -239,7 +254,7 @@ def page_jobs(
         low = "(" + jobidx_range(*after)[1][1:]
     if before is not None and (tenant is None or before[0] <= tenant):
         high = "(" + jobidx_range(*before)[0][1:]
-    keys = [broker.keys.jobidx(s) for s in _shards(broker, tenant)]
+    keys = [(s, broker.keys.jobidx(s)) for s in _shards(broker, tenant)]
     if search:
         page = _search(broker, keys, low, high, limit, search.lower())
     else:
@@ -257,7 +272,7 @@ def _pair(member: str | None) -> str | None:
 
 
 def _search(
-    broker: Broker, keys: Sequence[str], low: str, high: str, limit: int, needle: str
+    broker: Broker, keys: Sequence[tuple[int, str]], low: str, high: str, limit: int, needle: str
 ) -> Page[str]:
     """Members holding ``needle`` from ``low``, among at most SEARCH_SCAN read."""
     scanned = _lex_page(broker, keys, low, high, SEARCH_SCAN)
@@ -322,15 +337,18 @@ def _page_run_index(
 ) -> tuple[list[RunRecord], tuple[int, str] | None]:
     """:func:`page_runs` over ``index``: (shard, ZSET of run id -> ms) pairs."""
     client, keys = broker.client, broker.keys
-    shards = [s for s, _key in index]
+    by_shard = dict(index)
     want = RUN_SCAN if state or late is not None else limit + 1
-    pipe = client.pipeline(transaction=False)
     high = "+inf" if before is None else before[0]
-    for _shard, key in index:
-        pipe.zrevrangebyscore(key, high, "-inf", start=0, num=want + _TIES, withscores=True)
+
+    def queue(pipe: Any, shard: int) -> None:
+        pipe.zrevrangebyscore(
+            by_shard[shard], high, "-inf", start=0, num=want + _TIES, withscores=True
+        )
+
     entries: list[tuple[int, str, int]] = []
     cut = False  # some shard has entries past what was read
-    for shard, got in zip(shards, pipe.execute(), strict=True):
+    for shard, (got,) in read_shards(broker, list(by_shard), queue, "list").items():
         cut = cut or len(got) >= want + _TIES
         for rid, ms in got:
             at = (int(ms), _s(rid))

@@ -221,6 +221,12 @@ class ShardGate:
         if clear:
             self.outage.ok()
 
+    def due(self, shard: int, now: float) -> float:
+        """Seconds until ``shard`` may be tried again (0: open now)."""
+        with self._lock:
+            at = self._closed.get(shard, (now, 0.0))[0]
+        return max(0.0, at - now)
+
     def wait(self, now: float) -> float:
         """Seconds until the next failing shard is due a retry (0: none failing)."""
         with self._lock:

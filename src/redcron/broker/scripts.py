@@ -24,7 +24,8 @@ import redis.cluster
 from redis.commands.core import Script
 
 from redcron.broker.connection import is_cluster, node_of_key, raise_unreachable
-from redcron.errors import ConnectionLost, NotReplicated, from_script_error
+from redcron.broker.replies import error_of_reply
+from redcron.errors import ConnectionLost, NotReplicated
 from redcron.keys import lua_key_functions
 from redcron.model.fields import lua_readers
 from redcron.model.states import lua_state_tables
@@ -260,7 +261,9 @@ class Scripts:
 
     def run(self, name: str, keys: list[str], args: list[Any], client: Any = None) -> Any:
         """Run a script (queue it, on a pipeline ``client``); a Lua error
-        ``"CODE msg"`` becomes the exception ``errors.CODES`` maps it to."""
+        ``"CODE msg"`` becomes the exception ``errors.CODES`` maps it to, a
+        server-state reply (``CLUSTERDOWN``...) :class:`RedisUnavailable`
+        (:func:`~redcron.broker.replies.error_of_reply`)."""
         script = self._scripts[name]
         try:
             if client is None:
@@ -272,8 +275,8 @@ class Scripts:
             return client.evalsha(script.sha, len(keys), *keys, *args)
         except redis.ConnectionError as exc:
             raise ConnectionLost(str(exc)) from exc
-        except redis.ResponseError as exc:
-            raise from_script_error(str(exc)) from exc
+        except (redis.ResponseError, redis.exceptions.ClusterError) as exc:
+            raise error_of_reply(exc) from exc
 
     def run_replicated(self, name: str, keys: list[str], args: list[Any], wait: Wait) -> Any:
         """:meth:`run`, then ``WAIT`` on the same connection (one pipeline, one
@@ -296,8 +299,12 @@ class Scripts:
             raise ConnectionLost(str(exc)) from exc
         reply = results[0]
         if isinstance(reply, redis.ResponseError):
-            raise from_script_error(str(reply)) from reply
-        wait.check_all(waited if rewaited is None else rewaited, name)
+            raise error_of_reply(reply) from reply
+        try:
+            wait.check_all(waited if rewaited is None else rewaited, name)
+        except NotReplicated as exc:
+            exc.results = [reply]  # the write happened: what it answered (ids...)
+            raise
         return reply
 
     def queue_waits(self, pipe: Any, calls: list[Any], wait: Wait) -> int:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from redcron.broker.partial import read_shards
 from redcron.errors import ValidationError
 from redcron.keys import (
     ACTIVITY_TTL_S,
@@ -280,14 +281,14 @@ def _read_minutes(
     who = ALL_TENANTS if tenant is None else tenant
     names = [f"{who}|{f}" for f in fields]
     out: list[Mapping[Any, Any]] = []
-    for shard in shards:
-        pipe = broker.client.pipeline(transaction=False)
+
+    def queue(pipe: Any, shard: int) -> None:
         for m in minutes:
             pipe.hmget(keys.minute(shard, m), [prefix + n for n in names])
-        out += [
-            {f: v for f, v in zip(names, row, strict=True) if v is not None}
-            for row in pipe.execute()
-        ]
+
+    # under partial_reads a shard whose master is down is left out (and named)
+    for rows in read_shards(broker, list(shards), queue, "figures").values():
+        out += [{f: v for f, v in zip(names, row, strict=True) if v is not None} for row in rows]
     return out
 
 
@@ -330,11 +331,15 @@ def trigger_lag_by_tenant(
     one round trip per shard, not one per tenant)."""
     minutes = check_minutes(minutes)
     now = broker.server_ms() if now_ms is None else now_ms
-    keys = [broker.keys.minute(s, m) for s in range(broker.shards) for m in window(now, minutes)]
-    pipe = broker.client.pipeline(transaction=False)
-    for key in keys:
-        pipe.hgetall(key)
-    counts = lag_counts_by_tenant(under(MINUTE_LAG, fields) for fields in pipe.execute())
+    span = window(now, minutes)
+
+    def queue(pipe: Any, shard: int) -> None:
+        for m in span:
+            pipe.hgetall(broker.keys.minute(shard, m))
+
+    read = read_shards(broker, range(broker.shards), queue, "figures")
+    rows = (fields for replies in read.values() for fields in replies)
+    counts = lag_counts_by_tenant(under(MINUTE_LAG, fields) for fields in rows)
     counts.pop(ALL_TENANTS, None)  # the sum the scripts keep beside the tenants
     return {t: summarize_lag(c, minutes) for t, c in sorted(counts.items())}
 

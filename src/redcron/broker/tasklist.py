@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from redcron.broker.broker import PAYLOADS, fields_of
+from redcron.broker.partial import note_unavailable, shards_to_read
 from redcron.keys import shard_of
 from redcron.model import TaskRecord
 from redcron.serde import text as _s
@@ -69,8 +70,16 @@ def scan_tasks(
         shards = list(range(broker.shards))
     found: list[tuple[float, TaskRecord]] = []
     cut = False
-    for shard in shards:
-        got, short = _from_shard(broker, shard, where, limit, scan)
+    every = where.tenant is None
+    for shard in shards_to_read(broker, shards) if every else shards:
+        try:
+            got, short = _from_shard(broker, shard, where, limit, scan)
+        except Exception as exc:
+            # every tenant's: a shard whose master is down is left out, named
+            # (partial_reads); a tenant's own shard down is the caller's error
+            if every and note_unavailable(broker, shard, exc):
+                continue
+            raise
         found += got
         cut = cut or short
     found.sort(key=lambda pair: (pair[0], pair[1].id), reverse=True)

@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from redcron.broker.partial import read_shards
 from redcron.errors import ValidationError
 from redcron.keys import MINUTE_DISPATCHED, PRIORITIES, shard_of
 from redcron.model import TenantStatus, validation
@@ -158,20 +159,20 @@ class TenantStore:
         ``dispatched:<tenant>``, with the minute's total in ``dispatched:*``;
         minutes use server time so every client agrees on the window.
         """
-        client = self.broker.client
         minute = self.broker.server_ms() // 60_000
         fields = [*(MINUTE_DISPATCHED + t for t in tenants), TOTAL_FIELD]
-        keys = [
-            self.keys.minute(shard, m)
-            for shard in range(self.broker.shards)
-            for m in range(minute - SHARE_WINDOW_MINUTES + 1, minute + 1)
-        ]
-        pipe = client.pipeline(transaction=False)
-        for key in keys:
-            pipe.hmget(key, fields)
+        minutes = range(minute - SHARE_WINDOW_MINUTES + 1, minute + 1)
+
+        def queue(pipe: Any, shard: int) -> None:
+            for m in minutes:
+                pipe.hmget(self.keys.minute(shard, m), fields)
+
+        # every shard's per-minute figures, on its own master: under
+        # partial_reads a shard whose master is down is left out (and named)
+        read = read_shards(self.broker, range(self.broker.shards), queue, "tenant status")
         counts: dict[str, int] = {}
         total = 0
-        for got in pipe.execute():
+        for got in (row for rows in read.values() for row in rows):
             for t, v in zip(tenants, got, strict=False):
                 n = _count(v)
                 if n:

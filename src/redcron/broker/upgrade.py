@@ -17,6 +17,10 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
+import redis
+
+from redcron.broker.connection import raise_unreachable
+from redcron.broker.doctor.logic import glob_escape
 from redcron.keys import (
     ACTIVITY_TTL_S,
     ATTENTION_BREAKER,
@@ -26,6 +30,8 @@ from redcron.keys import (
     COUNTER_LAG,
     COUNTER_LATE,
     COUNTER_RUNS,
+    DEPLOYMENT_KINDS,
+    DEPLOYMENT_NAMES,
     DURATIONS_JOB,
     DURATIONS_TASK,
     JOBIDX_SEP,
@@ -77,6 +83,7 @@ def upgrade_layout(client: Any, keys: Keys, shards: int, layout: int) -> None:
     _jobs_into_jobidx(client, keys)
     _once_to_dedupe(client, keys)
     _chaindown_to_job_field(client, keys)
+    move_deployment_keys(client, keys)
     client.hset(keys.meta(), "layout", LAYOUT)
     log.info("deployment at prefix %r upgraded to key layout %d", keys.prefix, LAYOUT)
 
@@ -312,9 +319,11 @@ def _dedupe_renamed(client: Any, keys: Keys) -> None:
             pipe.rename(key, keys.dedupe(found[0], tenant, mode, digest))
             queued += 1
             if queued % 500 == 0:
-                pipe.execute(raise_on_error=False)
+                raise_unreachable(pipe.execute(raise_on_error=False))
         if queued % 500:
-            pipe.execute(raise_on_error=False)
+            # a key gone meanwhile is fine; a master down or CLUSTERDOWN is not:
+            # the upgrade stops unrecorded, and runs again at the next start
+            raise_unreachable(pipe.execute(raise_on_error=False))
 
 
 def _parked_to_tenant_field(client: Any, keys: Keys) -> None:
@@ -437,7 +446,9 @@ def _once_to_dedupe(client: Any, keys: Keys) -> None:
             pipe = client.pipeline(transaction=False)
             pipe.renamenx(key, keys.dedupe(shard, _s(tenant), ONCE, rest))
             # an error: the key expired, or another process moved it, meanwhile
-            (moved,) = pipe.execute(raise_on_error=False)
+            replies = pipe.execute(raise_on_error=False)
+            raise_unreachable(replies)
+            (moved,) = replies
         if not moved:
             client.delete(key)
 
@@ -467,3 +478,43 @@ def _chaindown_to_job_field(client: Any, keys: Keys) -> None:
             if names:
                 client.hset(jk, "chain_down", ",".join(names))
         client.delete(key)
+
+
+def move_deployment_keys(client: Any, keys: Keys) -> int:
+    """Layout 5: the deployment-wide keys (the meta, the beat and worker
+    registries, API tokens, logins, the shared secrets, the action log, the
+    channel index) move under the hash tag ``{g}``, into one slot: on a Redis
+    Cluster they were spread over the masters by their names, so any master
+    down took some of them, and every page and token check with them.
+
+    Each key is copied (``DUMP``/``RESTORE`` with its TTL: the names are in
+    different slots, ``RENAME`` cannot cross them) and then deleted; a key
+    already at its new name (a start before this one got that far) stands, and
+    the old one goes.  Returns how many keys moved."""
+    moved = 0
+    for name in DEPLOYMENT_NAMES:
+        moved += _move(client, keys.legacy_deployment(name), keys.deployment(name))
+    for kind in DEPLOYMENT_KINDS:
+        head = keys.legacy_deployment(kind) + ":"
+        for raw in client.scan_iter(match=glob_escape(head) + "*", count=1000):
+            old = _s(raw)
+            moved += _move(client, old, keys.deployment(kind + ":" + old[len(head) :]))
+    if moved:
+        log.info("moved %d deployment-wide keys into the slot of %s", moved, keys.meta())
+    return moved
+
+
+def _move(client: Any, old: str, new: str) -> int:
+    dump = client.dump(old)
+    if dump is None:
+        return 0
+    ttl = int(client.pttl(old))
+    if ttl == -2:  # expired between the two calls
+        return 0
+    try:
+        client.restore(new, max(ttl, 0), dump)
+    except redis.ResponseError as exc:
+        if "BUSYKEY" not in str(exc):
+            raise
+    client.delete(old)
+    return 1

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+from types import FrameType
 
 import click
 from waitress.server import BaseWSGIServer, MultiSocketServer, create_server
@@ -71,12 +73,24 @@ def dashboard(
             "(dashboard: /, API: /v1, /v1/openapi.json, metrics: /metrics)"
         )
     sys.stdout.flush()
+    # SIGTERM (a service manager, `redcron up`, a container stop) stops it as
+    # Ctrl-C does: waitress's run() takes SystemExit as its cue to stop taking
+    # requests and let the running ones finish (up to 5 s), then the process
+    # exits 0 — the default handler killed it mid-request (exit -15)
+    signal.signal(signal.SIGTERM, _stop)
     try:
         server.run()
     except KeyboardInterrupt:
         pass
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second one: gone at once
         server.close()
+        app.close()
+    click.echo("redcron dashboard stopped", err=True)
+
+
+def _stop(_signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(0)
 
 
 def listening(server: BaseWSGIServer | MultiSocketServer) -> list[str]:

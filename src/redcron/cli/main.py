@@ -13,6 +13,7 @@ from redcron.cli.beat import beat
 from redcron.cli.bench import bench
 from redcron.cli.channels import channels
 from redcron.cli.chaos import chaos
+from redcron.cli.cluster import cluster
 from redcron.cli.common import LOG_LEVELS, RedcronGroup, say_on_stderr, setup_logging
 from redcron.cli.dashboard import dashboard
 from redcron.cli.dlq import dlq
@@ -82,6 +83,7 @@ main.add_command(admin)
 main.add_command(audit)
 main.add_command(channels)
 main.add_command(notifier)
+main.add_command(cluster)
 
 if __name__ == "__main__":
     main(prog_name="redcron")

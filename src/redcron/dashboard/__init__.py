@@ -19,7 +19,7 @@ from redcron.dashboard.api import api
 from redcron.dashboard.api.auth import ADMIN_DIGEST
 from redcron.dashboard.api.common import EXTENSION, StrictJSON, register_error_handlers
 from redcron.dashboard.metrics import init_metrics
-from redcron.dashboard.outage import init_outage
+from redcron.dashboard.outage import init_outage, init_partial_reads
 from redcron.dashboard.totals import init_totals
 from redcron.dashboard.ui import init_ui
 
@@ -65,6 +65,7 @@ def create_app(
     init_metrics(web, app, metrics_token)
     register_error_handlers(web)
     init_outage(web, app)
+    init_partial_reads(web)
     return web
 
 

@@ -18,7 +18,14 @@ import flask
 from werkzeug.wrappers import Response
 
 from redcron.app import App
-from redcron.broker import UNAVAILABLE, Outage, is_unavailable
+from redcron.broker import (
+    UNAVAILABLE,
+    Outage,
+    begin_partial_reads,
+    end_partial_reads,
+    is_unavailable,
+    unavailable_shards,
+)
 from redcron.dashboard.api.common import error_response
 from redcron.dashboard.ui import error_page, wants_page
 
@@ -30,6 +37,28 @@ EXTENSION = "redcron.outage"
 _MET = "redcron_outage_met"
 
 MESSAGE = "Redis is not answering (restarting or unreachable); try again in {after} s"
+#: a shard's master down (the caller gate's error, or a call that failed on it)
+SHARD_MESSAGE = (
+    "Redis is not answering for shard {shard} (its master is down, restarting or "
+    "failing over; the other shards' tenants are served); try again in {after} s"
+)
+#: a server-state reply (CLUSTERDOWN, TRYAGAIN, LOADING...: broker/replies.py)
+STATE_MESSAGE = (
+    "Redis is not answering this now ({code}: restarting, failing over or moving "
+    "slots); try again in {after} s"
+)
+
+
+def message_of(exc: BaseException, after: int) -> str:
+    """The 503's message: which shard or which reply when known, never the
+    Redis address (the API's error body is for clients)."""
+    shard = getattr(exc, "shard", None)
+    if shard is not None:
+        return SHARD_MESSAGE.format(shard=shard, after=after)
+    code = getattr(exc, "reply_code", None)
+    if code:
+        return STATE_MESSAGE.format(code=code, after=after)
+    return MESSAGE.format(after=after)
 
 
 def init_outage(web: flask.Flask, app: App) -> None:
@@ -44,7 +73,7 @@ def init_outage(web: flask.Flask, app: App) -> None:
         request = flask.request
         outage.failed(exc, f"{request.method} {request.path}")
         after = web.config["REDCRON_RETRY_AFTER_S"]
-        message = MESSAGE.format(after=after)
+        message = message_of(exc, after)
         if wants_page():
             response: Response = error_page(503, message)
         else:
@@ -67,3 +96,43 @@ def init_outage(web: flask.Flask, app: App) -> None:
             else:
                 outage.ok()
         return response
+
+
+#: ``flask.g`` key of the request's partial-reads token
+_PARTIAL = "redcron_partial_reads"
+#: the JSON field naming the shards a reply leaves out
+FIELD = "unavailable_shards"
+
+
+def init_partial_reads(web: flask.Flask) -> None:
+    """Every request reads over the shards in ``partial_reads``
+    (``broker/partial.py``): on a Redis Cluster with a master down, a list or a
+    page answers with what the live shards hold, and names the shards left out
+    (JSON: ``unavailable_shards`` in the reply object; pages: a notice at the
+    top) instead of a 503 for all.  A read of one tenant's own shard is not
+    partial: that shard down, the request answers 503 (:func:`init_outage`)."""
+
+    @web.before_request
+    def begin() -> None:
+        setattr(flask.g, _PARTIAL, begin_partial_reads())
+
+    @web.teardown_request
+    def end(_exc: BaseException | None) -> None:
+        token = flask.g.pop(_PARTIAL, None)
+        if token is not None:
+            end_partial_reads(token)
+
+    @web.after_request
+    def name_them(response: flask.Response) -> flask.Response:
+        gone = unavailable_shards()
+        if not gone or not response.is_json or response.status_code >= 300:
+            return response
+        body = response.get_json(silent=True)
+        if isinstance(body, dict):
+            body[FIELD] = gone
+            response.set_data(web.json.dumps(body))
+        return response
+
+    @web.context_processor
+    def for_pages() -> dict[str, object]:
+        return {FIELD: unavailable_shards}

@@ -11,7 +11,7 @@ from typing import Any
 
 import redis
 
-from redcron.broker.connection import is_cluster
+from redcron.broker.connection import is_cluster, raise_unreachable
 from redcron.broker.doctor.logic import glob_escape
 from redcron.keys import GROUP
 from redcron.serde import text as _s
@@ -105,7 +105,11 @@ def _execute(r: redis.Redis, cmds: Sequence[Cmd], transaction: bool) -> list[Any
     pipe = r.pipeline(transaction=transaction)
     for name, *args in cmds:
         getattr(pipe, name)(*args)
-    return list(pipe.execute(raise_on_error=False))
+    replies = list(pipe.execute(raise_on_error=False))
+    # an error reply in place is the key's (WRONGTYPE: a finding); a node down or a
+    # CLUSTERDOWN reply is no finding about any key: the examination stops
+    raise_unreachable(replies)
+    return replies
 
 
 def tx(r: redis.Redis, cmds: Sequence[Cmd]) -> list[Any]:

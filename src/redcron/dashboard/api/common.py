@@ -17,6 +17,7 @@ from redcron.errors import (
     Conflict,
     Forbidden,
     NotFound,
+    NotReplicated,
     QuotaExceeded,
     Rejected,
     ValidationError,
@@ -199,9 +200,24 @@ def _answer(web: flask.Flask, status: int, code: str) -> Callable[[Exception], f
     return answer
 
 
+def unconfirmed(exc: NotReplicated, record: dict[str, Any] | None = None) -> flask.Response:
+    """202: the write was done on the master, but ``durability="strict"``'s replicas
+    did not confirm it in time (a failover under way, a replica behind): the
+    route's ``record`` (or the ids written), ``replicated: false`` and why.  A
+    client must not send it again (that could run the work twice): it looks the
+    ids up once Redis has settled (docs/api.md, "Not replicated")."""
+    body: dict[str, Any] = dict(record or {})
+    if not body and exc.ids:
+        body["ids"] = exc.ids
+    body.update({"replicated": False, "message": str(exc)})
+    return reply(body, 202)
+
+
 def register_error_handlers(web: flask.Flask) -> None:
     """Every failure as ``{"error": {...}}``: redcron's exceptions by class,
-    Werkzeug's (404 route, 405, 413...) by their status."""
+    Werkzeug's (404 route, 405, 413...) by their status.  A write its replicas
+    did not confirm (:class:`NotReplicated`) is no failure: 202
+    (:func:`unconfirmed`), on every route that does not answer it itself."""
 
     @web.errorhandler(ApiError)
     def api_error(exc: ApiError) -> flask.Response:
@@ -213,6 +229,10 @@ def register_error_handlers(web: flask.Flask) -> None:
 
     for exc_type, status, code in ANSWERS:
         web.register_error_handler(exc_type, _answer(web, status, code))
+
+    @web.errorhandler(NotReplicated)
+    def not_replicated(exc: NotReplicated) -> flask.Response:
+        return unconfirmed(exc)
 
     web.register_error_handler(HTTPException, http_error)
 

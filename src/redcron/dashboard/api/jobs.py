@@ -32,9 +32,10 @@ from redcron.dashboard.api.common import (
     only,
     redcron_app,
     reply,
+    unconfirmed,
 )
 from redcron.dashboard.api.params import LIMIT, NAME_PART, TENANT, ChoiceParam, CursorParam
-from redcron.errors import ValidationError
+from redcron.errors import NotReplicated, ValidationError
 from redcron.keys import JOBIDX_SEP
 from redcron.model import JobRecord
 from redcron.model.jobfile import JobFileError, parse_jobs
@@ -179,4 +180,8 @@ def trigger_job(job_id: str) -> flask.Response:
     if not isinstance(params, dict):
         bad("params", "must be an object")
     jobs = redcron_app().jobs
-    return reply({"run_id": jobs.trigger(job.name, tenant=job.tenant, params=params)}, 201)
+    try:
+        run_id = jobs.trigger(job.name, tenant=job.tenant, params=params)
+    except NotReplicated as exc:  # the run exists on the master: its id, 202
+        return unconfirmed(exc, {"run_id": exc.run_id})
+    return reply({"run_id": run_id}, 201)

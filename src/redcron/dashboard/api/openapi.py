@@ -104,9 +104,28 @@ STANDARD: tuple[tuple[str, Callable[[str, str, Json], bool]], ...] = (
 )
 
 
+#: the routes whose writes wait for replicas under durability=strict (an enqueue,
+#: a job change or trigger, a cancel, a retry, a replay, a worker's report): a
+#: write they did not confirm in time answers 202 (common.unconfirmed)
+_WAITED = ("/v1/jobs", "/v1/runs", "/v1/tasks", "/v1/dlq", "/v1/tenants/{tenant}/dlq",
+           "/v1/worker/complete", "/v1/worker/fail")  # fmt: skip
+
+
+def _waits(path: str, method: str, op: Json) -> bool:
+    return method in ("post", "put", "patch", "delete") and path.startswith(_WAITED)
+
+
+#: the routes that answer their 202 with more than the generic body
+_UNCONFIRMED_AS = {"enqueue_task": "UnconfirmedTask", "trigger_job": "UnconfirmedRun"}
+
+
 def with_standard_errors(paths: Json) -> Json:
     """``paths`` with the :data:`STANDARD` statuses added to each operation (an
-    operation's own description of a status wins)."""
+    operation's own description of a status wins), and 202 (:data:`_WAITED`)."""
+    description = (
+        "Written on the master, not yet confirmed by its replicas (durability=strict): "
+        "do not resend; look it up once Redis settles (docs/api.md, Not replicated)"
+    )
     for path, item in paths.items():
         for method, op in item.items():
             if method == "parameters":
@@ -114,6 +133,10 @@ def with_standard_errors(paths: Json) -> Json:
             for code, applies in STANDARD:
                 if applies(path, method, op):
                     op["responses"].setdefault(code, error(code))
+            if _waits(path, method, op):
+                body = _UNCONFIRMED_AS.get(op.get("operationId", ""), "Unconfirmed")
+                op["responses"].setdefault("202", {"description": description,
+                                                   **_json(ref(body))})  # fmt: skip
     return paths
 
 
@@ -165,11 +188,21 @@ def _path(*names: str) -> list[Json]:
     return [{"name": n, "in": "path", "required": True, "schema": string} for n in names]
 
 
+#: a reply of reads over every shard, some of which did not answer (a Redis
+#: Cluster master down: dashboard/outage.py, init_partial_reads)
+UNAVAILABLE_SHARDS: Json = {
+    "type": "array", "items": {"type": "integer"},
+    "description": "present only when some shards did not answer (their Redis Cluster "
+    "master down or failing over): the reply holds what the other shards hold",
+}  # fmt: skip
+
+
 def _page(key: str, item: Json) -> Json:
     after = "Pass as cursor for the next page; null on the last"
     return {"type": "object", "required": [key, "next_cursor"], "properties": {
         key: {"type": "array", "items": item},
-        "next_cursor": {"type": ["string", "null"], "description": after}}}  # fmt: skip
+        "next_cursor": {"type": ["string", "null"], "description": after},
+        "unavailable_shards": UNAVAILABLE_SHARDS}}  # fmt: skip
 
 
 _JOB = "$response.body#/id"
@@ -251,7 +284,9 @@ def paths() -> Json:
         },
         "/v1/jobs/{job_id}/trigger": {
             "parameters": _path("job_id"),
-            "post": {**_op("trigger_job", "Start a manual run now", "201",
+            "post": {**_op("trigger_job", "Start a manual run now (202: created, but "
+                           "durability=strict's replicas did not confirm it: look the run "
+                           "up, do not trigger again)", "201",
                            {"type": "object", "required": ["run_id"],
                             "properties": {"run_id": {"type": "string"}}},
                            ("404", "429"), links={
@@ -294,7 +329,9 @@ def paths() -> Json:
         "/v1/tasks": {
             "post": _op("enqueue_task", "Enqueue a task the server's app registers (200 with "
                         "duplicate true: the call folded into an existing task, a unique "
-                        "window's or a debounce's)", ("201", "200"), ref("EnqueuedTask"), ("429",),
+                        "window's or a debounce's; 202: queued, but durability=strict's "
+                        "replicas did not confirm it: look the id up, do not enqueue again)",
+                        ("201", "200"), ref("EnqueuedTask"), ("429",),
                         ref("TaskBody"), links=_TASK_LINKS),
         },
         "/v1/tasks/{task_id}": {

@@ -69,6 +69,21 @@ _STRINGS: Json = {"type": "array", "items": {"type": "string"}}
 _RUN_TASK_STATE: Json = {"type": "string", "enum": [*TaskState, EXPIRED]}
 
 
+#: a 202's fields: written on the master, its replicas did not confirm it in time
+#: (durability=strict; docs/api.md, "Not replicated")
+UNCONFIRMED: Json = {
+    "replicated": {"type": "boolean", "enum": [False], "description": "false: written on "
+                   "the master, not yet confirmed by its replicas; look it up, do not resend"},
+    "message": {"type": "string", "description": "why it is not confirmed"},
+}  # fmt: skip
+
+
+def _unconfirmed(ids: Json, description: str) -> Json:
+    """A 202's body: ``ids`` (required) and :data:`UNCONFIRMED`."""
+    return {"type": "object", "required": [*ids, *UNCONFIRMED], "description": description,
+            "properties": {**ids, **UNCONFIRMED}}  # fmt: skip
+
+
 def _enum(values: Sequence[str], description: str | None = None) -> Json:
     out: Json = {"type": "string", "enum": list(values)}
     if description:
@@ -168,10 +183,25 @@ def replies() -> Json:
         "EnqueuedTask": extended(task, {"duplicate": {"type": "boolean", "description":
                                         "the call folded into this existing task (a unique "
                                         "window's or a debounce's)"}}),
+        # durability=strict, replicas behind (docs/api.md, "Not replicated"): the
+        # write was done on the master; the body names what to look up
+        "Unconfirmed": _unconfirmed({}, "Written on the master, not yet confirmed by its "
+                                    "replicas: do not resend") | {"properties": {
+            **UNCONFIRMED, "ids": {**_STRINGS, "description": "ids the write created"}}},
+        "UnconfirmedTask": _unconfirmed({"id": {"type": "string"}}, "The task is queued on "
+                                        "the master (it will run), not yet confirmed by its "
+                                        "replicas: do not enqueue again, look the id up; the "
+                                        "task's other fields when it could be read"),
+        "UnconfirmedRun": _unconfirmed({"run_id": {"type": "string"}}, "The run was created "
+                                       "on the master, not yet confirmed by its replicas: do "
+                                       "not trigger again, look the run up"),
         "TaskCancel": record_schema(TaskCancel, fields={"state": ref("TaskState")}),
         "TenantSettingsValues": record_schema(TenantSettings,
                                               fields={"max_priority": _enum(PRIORITIES)}),
-        "TenantStatus": record_schema(TenantStatus),
+        "TenantStatus": record_schema(TenantStatus, optional={"unavailable_shards": {
+            "type": "array", "items": {"type": "integer"}, "description": "present only when "
+            "some shards did not answer (a Redis Cluster master down): the dispatch share "
+            "is over the shards that did"}}),
         "DlqEntry": record_schema(DlqEntry),
         "Worker": _worker(),
         "WorkerLease": _worker_lease(),

@@ -12,14 +12,23 @@ true, where a new task is 201 with ``duplicate`` false.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import flask
 
 from redcron.dashboard.api import auth
-from redcron.dashboard.api.common import ApiError, bad, body, only, redcron_app, reply
+from redcron.dashboard.api.common import (
+    ApiError,
+    bad,
+    body,
+    only,
+    redcron_app,
+    reply,
+    unconfirmed,
+)
 from redcron.dashboard.api.params import EMPTY_BODY, Json, body_schema
-from redcron.errors import ValidationError
+from redcron.errors import NotReplicated, RedcronError, ValidationError
 from redcron.model import to_json, validation
 
 bp = flask.Blueprint("tasks", __name__)
@@ -127,8 +136,21 @@ def enqueue_task() -> flask.Response:
         # the Python API's names for two options: name the body's fields
         field = _BODY_NAMES.get(exc.field, exc.field)
         raise ApiError(400, "invalid", exc.message, field) from exc
+    except NotReplicated as exc:
+        return _queued_unconfirmed(exc)
     return reply({**to_json(handle.info()), "duplicate": handle.duplicate},
                  200 if handle.duplicate else 201)  # fmt: skip
+
+
+def _queued_unconfirmed(exc: NotReplicated) -> flask.Response:
+    """202: the task is queued on the master (it will run) but its replicas did
+    not confirm it: its record when it can be read, else its id."""
+    (task_id,) = exc.task_ids or [""]
+    record: dict[str, Any] = {"id": task_id}
+    # the master just failed, or a new one has not got it yet: the id alone
+    with contextlib.suppress(RedcronError):
+        record = to_json(redcron_app().get(task_id).info())
+    return unconfirmed(exc, record)
 
 
 @bp.get("/tasks/<path:task_id>")  # a run's task ids hold a slash: <run>/<task>
