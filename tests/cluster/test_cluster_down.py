@@ -300,17 +300,22 @@ def test_lists_and_pages_answer_with_the_live_shards_and_name_the_others(
 def test_the_layout_5_move_works_across_the_masters(cluster: EmbeddedCluster) -> None:
     """The deployment-wide keys of a layout-4 deployment sit on several masters;
     the upgrade copies each into the {g} slot (RENAME cannot cross slots)."""
-    prefix = f"u{uuid.uuid4().hex[:8]}"
-    k = Keys(prefix)
-    old = {
-        k.legacy_deployment("meta"): {"shards": SHARDS, "lease_ttl_s": 60,
-                                      "min_lease_ttl_s": 0.5, "layout": 4},
-        k.legacy_deployment("token:t1"): {"id": "t1", "kind": "tenant", "tenant": "acme"},
-        k.legacy_deployment("worker:w1"): {"id": "w1"},
-    }  # fmt: skip
     rc = redis.cluster.RedisCluster(host="127.0.0.1", port=cluster.ports[0])
-    try:
+    # a prefix whose old keys are spread over the masters (a random one puts all
+    # three on one master once in nine)
+    for _ in range(100):
+        prefix = f"u{uuid.uuid4().hex[:8]}"
+        k = Keys(prefix)
+        old = {
+            k.legacy_deployment("meta"): {"shards": SHARDS, "lease_ttl_s": 60,
+                                          "min_lease_ttl_s": 0.5, "layout": 4},
+            k.legacy_deployment("token:t1"): {"id": "t1", "kind": "tenant", "tenant": "acme"},
+            k.legacy_deployment("worker:w1"): {"id": "w1"},
+        }  # fmt: skip
         slots = {rc.keyslot(name) for name in old}
+        if len({master_of_slot(s, MASTERS) for s in slots}) > 1:
+            break
+    try:
         assert len({master_of_slot(s, MASTERS) for s in slots}) > 1  # spread, as they were
         for name, fields in old.items():
             rc.hset(name, mapping=fields)
