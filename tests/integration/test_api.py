@@ -4,6 +4,7 @@ each route's happy path and its error codes, and malformed bodies never a 500.""
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -416,8 +417,14 @@ def test_dlq_list_and_replay(
     waiting = client.post("/v1/tasks", json={"name": "api.add", "args": [1]}).get_json()["id"]
     error_of(client.post(f"/v1/tenants/{TENANT}/dlq/{waiting}/replay"), 409)  # not dead
     tid = client.post("/v1/tasks", json={"name": "api.broken"}).get_json()["id"]
-    start_worker(concurrency=1)
+    worker = start_worker(concurrency=1)
     wait_for(lambda: app.broker.inspection.task_info(tid).state == "dead", "the task to die")
+    # no worker from here: a replayed task it ran and killed again at once was
+    # "dead" in the replay's own reply (a race under load)
+    worker.stop()
+    for thread in [t for t in threading.enumerate() if t.name == "api-worker"]:
+        thread.join(15)
+        assert not thread.is_alive(), "worker thread did not stop"
     entries = client.get(f"/v1/tenants/{TENANT}/dlq").get_json()["entries"]
     assert [e["task_id"] for e in entries] == [tid]
     assert entries[0]["error"] and entries[0]["dead_at"].endswith("Z")
