@@ -14,21 +14,21 @@ from redcron import App
 from redcron.broker import ChannelStore
 from redcron.broker import channels as channels_module
 from redcron.broker.channels import MAX_TENANT_CHANNELS
-from redcron.errors import ValidationError
+from redcron.errors import Conflict
 
 URL = "http://127.0.0.1:9/hook"
 
 
 def add_at_once(store: ChannelStore, tenant: str | None, n: int) -> list[str]:
-    """``n`` adds released together; the outcome of each ("ok" or the field refused)."""
+    """``n`` adds released together; the outcome of each ("ok", or "full": refused for a cap)."""
     gate = threading.Barrier(n)
 
     def one(_i: int) -> str:
         gate.wait(30)
         try:
             store.add(tenant, "webhook", URL)
-        except ValidationError as exc:
-            return exc.field
+        except Conflict:
+            return "full"
         return "ok"
 
     with ThreadPoolExecutor(n) as pool:
@@ -39,7 +39,7 @@ def test_thirty_concurrent_creates_leave_a_tenant_at_exactly_its_cap(app: App) -
     store = ChannelStore(app.broker)
     got = add_at_once(store, "acme", 30)
     assert got.count("ok") == MAX_TENANT_CHANNELS == 20
-    assert got.count("channels") == 10
+    assert got.count("full") == 10
     assert len(store.list("acme")) == 20
     # a refused add leaves no hash behind: every channel key is an indexed one's
     keys = {k.decode() for k in app.broker.client.scan_iter(match=f"{app.broker.keys.prefix}:{{c*")}
@@ -57,5 +57,5 @@ def test_concurrent_creates_keep_the_deployment_cap(
     store.add("acme", "webhook", URL)
     got = add_at_once(store, None, 30)  # the admin's: no tenant cap, only the deployment's
     assert got.count("ok") == 24 and len(store.list()) == 25
-    with pytest.raises(ValidationError, match="at most 25 channels"):
+    with pytest.raises(Conflict, match=r"most channels \(25\)"):
         store.add("globex", "webhook", URL)

@@ -155,5 +155,7 @@ def test_a_tenant_holds_at_most_its_share_of_channels(
     for _ in range(MAX_TENANT_CHANNELS):
         assert acme.post("/v1/channels", json={"url": "http://127.0.0.1:9/"}).status_code == 201
     over = acme.post("/v1/channels", json={"url": "http://127.0.0.1:9/"})
-    assert over.status_code == 400 and over.get_json()["error"]["field"] == "channels"
+    # the deployment's state, not the request's: a 409 that says what to do
+    assert over.status_code == 409 and over.get_json()["error"]["code"] == "conflict"
+    assert "remove one first" in over.get_json()["error"]["message"]
     assert admin.post("/v1/channels", json={"url": "http://127.0.0.1:9/"}).status_code == 201

@@ -13,6 +13,7 @@ from receiver import notify_app_fixture  # noqa: F401 (fixtures: app)
 
 from redcron import App
 from redcron.broker import ChannelStore, TokenStore
+from redcron.broker.channels import MAX_TENANT_CHANNELS
 from redcron.dashboard import create_app
 
 ADMIN = "admin-token-for-tests"
@@ -68,6 +69,17 @@ def test_a_bad_url_is_refused_with_the_field_named(web: flask.Flask) -> None:
     got = post(admin, "/channels", url="file:///etc/passwd", kind="webhook")
     assert got.status_code == 400
     assert "url: scheme" in got.get_data(as_text=True)
+
+
+def test_a_full_tenant_is_told_to_remove_one_first(web: flask.Flask, app: App) -> None:
+    store = ChannelStore(app.broker)
+    for _ in range(MAX_TENANT_CHANNELS):
+        store.add("acme", "webhook", "http://127.0.0.1:9/hook")
+    acme = logged_in(web, TokenStore(app.broker).create_tenant("acme")[1])
+    got = post(acme, "/channels", url="http://127.0.0.1:9/hook", kind="webhook")
+    assert got.status_code == 409
+    assert "remove one first" in got.get_data(as_text=True)
+    assert len(store.list("acme")) == MAX_TENANT_CHANNELS
 
 
 def test_a_tenant_sees_no_other_channel_and_cannot_touch_one(web: flask.Flask, app: App) -> None:

@@ -29,7 +29,7 @@ import redis
 
 from redcron.broker.outbox import Outbox
 from redcron.broker.shared_secrets import shared_secret
-from redcron.errors import NotFound, ValidationError
+from redcron.errors import Conflict, NotFound, ValidationError
 from redcron.keys import NOTIFY_GROUP
 from redcron.model import validation
 from redcron.model.channels import (
@@ -171,7 +171,7 @@ class ChannelStore:
                 [self.keys.channels()],
                 [channel_id, owner, MAX_CHANNELS, MAX_TENANT_CHANNELS, ADMIN_OWNER],
             )
-        except ValidationError:
+        except (Conflict, ValidationError):
             self.broker.client.delete(self.keys.channel(channel_id))
             raise
         return _info(record, channel_id), secret

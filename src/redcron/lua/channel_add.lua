@@ -7,7 +7,8 @@
   ARGV[1] channel id   ARGV[2] owner (a tenant, or ADMIN_OWNER)
   ARGV[3] most channels a deployment holds   ARGV[4] most a tenant holds
   ARGV[5] the admin's owner (no tenant cap)
-  Returns: 1 indexed; INVALID channels ... when a cap is reached.
+  Returns: 1 indexed; CONFLICT when a cap is reached (a state of the deployment,
+  not of the request: HTTP 409).
   Upholds: MAX_CHANNELS and MAX_TENANT_CHANNELS (broker/channels.py). ]]
 
 -- @include lib/err.lua
@@ -18,7 +19,8 @@ local admin = ARGV[5]
 local index = KEYS[1]
 
 if redis.call('HLEN', index) >= max_all then
-  return err('INVALID', 'channels at most ' .. max_all .. ' channels: remove one first')
+  return err('CONFLICT', 'the deployment holds its most channels (' .. max_all ..
+    '): remove one first')
 end
 if owner ~= admin then
   local held = 0
@@ -26,8 +28,8 @@ if owner ~= admin then
     if o == owner then held = held + 1 end
   end
   if held >= max_tenant then
-    return err('INVALID', 'channels at most ' .. max_tenant ..
-      ' channels per tenant: remove one first')
+    return err('CONFLICT', 'the tenant holds its most channels (' .. max_tenant ..
+      '): remove one first')
   end
 end
 redis.call('HSET', index, channel_id, owner)

@@ -439,7 +439,9 @@ def paths() -> Json:
                             "required": ["channel", "secret"], "properties": {
                             "channel": ref("Channel"),
                             "secret": {"type": ["string", "null"]}}},
-                        (), ref("ChannelBody"), links=_CHANNEL_LINKS),
+                        (("409", "A channel cap is reached (20 per tenant, 1,000 in "
+                               "all): remove one first"),),
+                        ref("ChannelBody"), links=_CHANNEL_LINKS),
         },
         "/v1/channels/{channel_id}": {
             "parameters": _path("channel_id"),

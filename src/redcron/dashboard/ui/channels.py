@@ -15,7 +15,7 @@ from redcron.dashboard.api.channels import channel
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
 from redcron.dashboard.ui.render import Reply
-from redcron.errors import ValidationError
+from redcron.errors import Conflict, ValidationError
 from redcron.model.channels import EVENT_TYPES, KINDS
 
 bp = flask.Blueprint("channels", __name__)
@@ -68,6 +68,8 @@ def add() -> Reply:
         )  # fmt: skip
     except ValidationError as exc:
         return _page(400, error=str(exc), typed=typed)
+    except Conflict as exc:  # a cap reached
+        return _page(409, error=str(exc), typed=typed)
     return _page(created=info, secret=secret)
 
 
