@@ -42,6 +42,7 @@
 -- @include lib/rings.lua
 -- @include lib/attempts.lua
 -- @include lib/followup.lua
+-- @include lib/wake.lua
 
 local override = ARGV[1]
 local now = now_ms(override)

@@ -7,6 +7,7 @@
 -- @include lib/ckeys.lua
 -- @include lib/followup.lua
 -- @include lib/unpark.lua
+-- @include lib/wake.lua
 
 -- Does (worker, epoch) still hold a valid lease on this instance?
 local function token_ok(ti, worker, epoch)

@@ -3,6 +3,7 @@
 -- @include lib/rings.lua
 -- @include lib/breaker_gate.lua
 -- @include lib/held.lua
+-- @include lib/wake.lua
 
 -- The cool-down timer of a job is due (promote): if the breaker is still open
 -- and work is held, the first held instance becomes the trial and goes back

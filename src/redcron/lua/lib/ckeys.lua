@@ -12,6 +12,7 @@
   was woken: a reservation, so a later arrival cannot overtake it); its lease
   keeps the slot.  The cap is never passed: a member is added only under it. ]]
 -- @include lib/rings.lua
+-- @include lib/wake.lua
 
 -- waiters woken by one call at most beyond the slots freed (stale entries
 -- of instances gone from the list's state are skipped within this bound)

@@ -3,6 +3,7 @@
   idle workers are woken through wake:<queue>. ]]
 -- @include lib/streams.lua
 -- @include lib/ring_add.lua
+-- @include lib/wake.lua
 
 -- Append an instance; the first append creates the stream with its group.
 local function stream_add(stream, iid)
@@ -10,16 +11,6 @@ local function stream_add(stream, iid)
     redis.call('XGROUP', 'CREATE', stream, GROUP, '0', 'MKSTREAM')
   end
   return redis.call('XADD', stream, '*', 'i', iid)
-end
-
--- Wake up to n idle workers of a queue (bounded list: never grows past 16).
-local function wake(queue, n)
-  if n < 1 then return end
-  if n > WAKE_MAX then n = WAKE_MAX end
-  local wk = key_wake(queue)
-  local tokens = {}
-  for i = 1, n do tokens[i] = '1' end
-  if redis.call('LPUSH', wk, unpack(tokens)) > WAKE_MAX then redis.call('LTRIM', wk, 0, WAKE_MAX - 1) end
 end
 
 -- Wake-ups gathered over one script call: one per instance made ready,

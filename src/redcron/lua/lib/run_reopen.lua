@@ -7,6 +7,7 @@
 -- @include lib/deadlines.lua
 -- @include lib/downstream.lua
 -- @include lib/rings.lua
+-- @include lib/wake.lua
 
 -- How many of a run task's dependencies have not succeeded (its deps_left).
 local function unmet_deps(run_id, deps)

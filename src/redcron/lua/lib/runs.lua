@@ -13,6 +13,7 @@
 -- @include lib/waiters.lua
 -- @include lib/deadlines.lua
 -- @include lib/followup.lua
+-- @include lib/wake.lua
 
 local function run_check_end(run_id, now)
   local rk = key_run(run_id)

@@ -29,6 +29,7 @@
 -- @include lib/breaker_gate.lua
 -- @include lib/quarantine.lua
 -- @include lib/ck_admit.lua
+-- @include lib/wake.lua
 
 -- XREADGROUP of up to k ready entries.  A stream without the group (made by a
 -- hand-written XADD, or deleted by hand while its tenant was on a ring) gets
@@ -111,11 +112,8 @@ local function take(L, queue, tenant, priority, stream, n, max_id)
         -- a task this worker has not registered: left ready, no attempt spent,
         -- at the stream's tail (a fresh entry, marked s) for a worker that has
         -- it, woken the first time
-        local wk, moved = key_wake(queue), redis.call('XADD', stream, '*', 'i', iid, 's', '1')
-        redis.call('HSET', ti, 'loc', 'q:' .. moved)
-        if e[2][3] ~= 's' and redis.call('LPUSH', wk, '1') > WAKE_MAX then
-          redis.call('LTRIM', wk, 0, WAKE_MAX - 1)
-        end
+        redis.call('HSET', ti, 'loc', 'q:' .. redis.call('XADD', stream, '*', 'i', iid, 's', '1'))
+        if e[2][3] ~= 's' then wake(queue, 1) end
         L.skipped[f[TI_LEASE_NAME]], L.skips, ok = true, L.skips + 1, false
       end
       if ok and run and run ~= '' and breaker_gate(L.gates, run, iid, now) == 'hold' then
