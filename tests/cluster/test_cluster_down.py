@@ -28,6 +28,7 @@ from redcron import App
 from redcron.broker import key_slot
 from redcron.chaos.outage import master_of_slot, shard_masters, spread_tenants
 from redcron.dashboard import create_app
+from redcron.dashboard.totals import count
 from redcron.embedded_cluster import EmbeddedCluster
 from redcron.errors import RedisUnavailable, ScriptError
 from redcron.keys import Keys, shard_of
@@ -274,6 +275,20 @@ def test_lists_and_pages_answer_with_the_live_shards_and_name_the_others(
         assert dead_tasks.get_json()["unavailable_shards"] == gone
         # the dead master's own tenant: its shard is not there to read
         assert client.get(f"/v1/tenants/{down}", headers=auth).status_code == 503
+
+        # /metrics: the live shards' series, each shard's up gauge, no sums short of one
+        scrape = client.get("/metrics")
+        assert scrape.status_code == 200, scrape.get_data(as_text=True)[:300]
+        text = scrape.get_data(as_text=True)
+        for s in range(SHARDS):
+            assert f'redcron_shard_up{{shard="{s}"}} {0.0 if s in gone else 1.0}' in text
+        assert "\nredcron_tenants " not in text and "redcron_runs_all_total" not in text
+        # per-tenant series: the live tenants' (their runs' tasks are ready), none of the dead's
+        assert all(f'tenant="{t}"' in text for t in live) and f'tenant="{down}"' not in text
+        # the overview's background totals count the live shards and name the others
+        snap = count(dapp)
+        assert snap.unavailable_shards == gone
+        assert set(snap.delayed_by_tenant) <= set(live)
 
         # the pages, logged in (the session secret is in the {g} slot, alive)
         assert client.get("/login").status_code == 200

@@ -43,6 +43,7 @@ from redcron.broker.outbox import Claimed, FeedEntry, Outbox
 from redcron.broker.partial import (
     begin_partial_reads,
     end_partial_reads,
+    note_left_out,
     partial_reads,
     unavailable_shards,
 )
@@ -127,6 +128,7 @@ __all__ = [
     "lease_secret",
     "list_tasks",
     "move_shard",
+    "note_left_out",
     "page_job_runs",
     "page_jobs",
     "page_runs",

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from redcron.broker.connection import raise_unreachable
 from redcron.broker.core import PAYLOADS, Core, fields_of, shard_of_id
+from redcron.broker.partial import per_shard
 from redcron.errors import NotFound
 from redcron.keys import GROUP, PRIORITIES, STAT_FIELDS, shard_of
 from redcron.model import QueueLoad, TaskRecord, TenantLoad, WorkerInfo
@@ -114,13 +115,16 @@ class Inspection:
         """:meth:`inspect` (of ``tenant`` only, if given), each row with its ready
         work per priority class: the same reads, nothing read twice."""
         client, keys = self.core.client, self.core.keys
-        rows: list[tuple[TenantLoad, dict[str, int]]] = []
-        for shard in range(self.core.shards):
+
+        def shard_rows(shard: int) -> list[tuple[TenantLoad, dict[str, int]]]:
             tenants = sorted(_s(t) for t in client.zrange(keys.tenants(shard), 0, -1))
             if tenant is not None:
                 tenants = [t for t in tenants if t == tenant]
-            rows += self._shard_classes(shard, tenants)
-        return rows
+            return self._shard_classes(shard, tenants)
+
+        # in partial_reads (the dashboard), a shard whose master is down is left out
+        read = per_shard(self.core, range(self.core.shards), shard_rows, "figures")
+        return [row for _shard, rows in sorted(read.items()) for row in rows]
 
     def inspect_tenants(
         self, tenants: Sequence[str], delayed: Mapping[str, int] | None = None
@@ -330,9 +334,13 @@ def unrunnable_counts(broker: Broker, workers: Sequence[WorkerInfo]) -> dict[tup
     worker serving the queue registered (bounded as :func:`_unrunnable` says);
     a (tenant, queue) with none is left out."""
     out: dict[tuple[str, str], int] = {}
-    for shard in range(broker.shards):
+
+    def shard_counts(shard: int) -> dict[tuple[str, str], int]:
         streams, _held = _ready_streams(broker.client, broker.keys, shard)
-        for key, n in _unrunnable(broker.client, broker.keys, shard, streams, workers).items():
+        return _unrunnable(broker.client, broker.keys, shard, streams, workers)
+
+    for counts in per_shard(broker, range(broker.shards), shard_counts, "figures").values():
+        for key, n in counts.items():
             out[key] = out.get(key, 0) + n
     return out
 

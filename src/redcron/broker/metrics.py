@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from redcron.broker import stats as _stats
 from redcron.broker.listing import ensure_indexes
+from redcron.broker.partial import per_shard, read_shards
 from redcron.broker.stats import DurationHistogram, LagHistogram
 from redcron.broker.workers import WorkerRegistry
 from redcron.keys import (
@@ -123,6 +124,9 @@ class Metrics:
     run_durations: dict[tuple[str, str], DurationHistogram] = field(default_factory=dict)
     #: trigger lag of every scheduled fire (lifetime histogram, summed over shards)
     trigger_lag: LagHistogram = field(default_factory=lambda: _stats.lag_histogram([]))
+    #: shards left out: their master did not answer (a Redis Cluster, read by
+    #: the dashboard in ``partial_reads``; elsewhere such a read raises)
+    unavailable_shards: list[int] = field(default_factory=list)
 
 
 def busiest(broker: Broker, top: int) -> list[str]:
@@ -133,13 +137,17 @@ def busiest(broker: Broker, top: int) -> list[str]:
         return []
     client, keys = broker.client, broker.keys
     since: dict[str, float] = {}
-    for shard in range(broker.shards):
+
+    def heads(shard: int) -> list[Any]:
         queues = sorted(_s(q) for q in client.smembers(keys.queues(shard)))
         pipe = client.pipeline(transaction=False)
         for q in queues:
             for p in PRIORITIES:
                 pipe.zrange(keys.oldest(shard, q, p), 0, top - 1, withscores=True)
-        for got in pipe.execute() if queues else []:
+        return pipe.execute() if queues else []
+
+    for read in per_shard(broker, range(broker.shards), heads, "figures").values():
+        for got in read:
             for tenant, ms in got:
                 t = _s(tenant)
                 since[t] = min(since.get(t, ms), ms)
@@ -158,10 +166,11 @@ def _dead(broker: Broker, top: int) -> list[str]:
     names of each shard's ``dlqidx`` (a superset: a tenant whose stream is empty
     is left out), counted with ``XLEN``."""
     client, keys = broker.client, broker.keys
-    pipe = client.pipeline(transaction=False)
-    for shard in range(broker.shards):
-        pipe.zrangebylex(keys.dlqidx(shard), "-", "+", 0, top)
-    named = [(shard, _s(t)) for shard, got in enumerate(pipe.execute()) for t in got]
+    heads = read_shards(
+        broker, range(broker.shards),
+        lambda pipe, shard: pipe.zrangebylex(keys.dlqidx(shard), "-", "+", 0, top), "figures",
+    )  # fmt: skip
+    named = [(shard, _s(t)) for shard, (got,) in sorted(heads.items()) for t in got]
     pipe = client.pipeline(transaction=False)
     for shard, t in named:
         pipe.xlen(keys.dlq(shard, t))
@@ -174,10 +183,11 @@ def _leased(broker: Broker, top: int) -> list[str]:
     superset: the reaper drops a stream once nothing there is leased, so a
     tenant with no lease left is left out), counted with ``ZCARD``."""
     client, keys = broker.client, broker.keys
-    pipe = client.pipeline(transaction=False)
-    for shard in range(broker.shards):
-        pipe.zrange(keys.pending(shard), 0, top - 1)
-    named = sorted({(shard, t) for shard, got in enumerate(pipe.execute())
+    heads = read_shards(
+        broker, range(broker.shards),
+        lambda pipe, shard: pipe.zrange(keys.pending(shard), 0, top - 1), "figures",
+    )  # fmt: skip
+    named = sorted({(shard, t) for shard, (got,) in heads.items()
                     for stream in got if (t := q_tenant(keys, shard, _s(stream)))})  # fmt: skip
     pipe = client.pipeline(transaction=False)
     for shard, t in named:
@@ -229,7 +239,11 @@ def read_metrics(
         by_shard.setdefault(shard_of(t, broker.shards), []).append(t)
     lags: list[dict[Any, Any]] = []
     known_queues: set[str] = set()
-    for shard in range(broker.shards):
+
+    def read_shard(shard: int) -> tuple[Metrics, dict[Any, Any], list[str]]:
+        """The shard's part, read into a Metrics of its own: a shard whose master
+        fails half-way leaves nothing of it in the answer."""
+        part = Metrics()
         mine = by_shard.get(shard, [])
         pipe = client.pipeline(transaction=False)
         pipe.zcard(keys.tenants(shard))
@@ -250,35 +264,34 @@ def read_metrics(
         attempts_all = {o: got[f"{COUNTER_ATTEMPTS}*|{o}"] for o in ATTEMPT_OUTCOMES}
         runs_all = {r: got[f"{COUNTER_RUNS}*|{r}"] for r in RUN_ENDS}
         lag = {f[len(COUNTER_LAG) :]: v for f, v in got.items() if f.startswith(COUNTER_LAG)}
-        out.tenants += int(n_tenants)
+        part.tenants += int(n_tenants)
         queues = sorted(_s(q) for q in raw_queues)
-        known_queues.update(queues)
         for k, v in stats.items():
-            out.stats[_s(k)] = out.stats.get(_s(k), 0) + int(v)
-        out.trigger_overdue_s[shard] = max(0.0, (now - head[0][1]) / 1000) if head else 0.0
+            part.stats[_s(k)] = part.stats.get(_s(k), 0) + int(v)
+        part.trigger_overdue_s[shard] = max(0.0, (now - head[0][1]) / 1000) if head else 0.0
         for k, v in attempts_all.items():
             if v is not None:
-                out.attempts_all[k] = out.attempts_all.get(k, 0) + int(v)
+                part.attempts_all[k] = part.attempts_all.get(k, 0) + int(v)
         for k, v in runs_all.items():
             if v is not None:
-                out.runs_all[k] = out.runs_all.get(k, 0) + int(v)
+                part.runs_all[k] = part.runs_all.get(k, 0) + int(v)
         fields = iter(attempts)
         for t in mine:
             for o in ATTEMPT_OUTCOMES:
                 n = next(fields)
                 if n is not None:
-                    out.attempts[(t, o)] = int(n)
+                    part.attempts[(t, o)] = int(n)
         fields = iter(runs)
         for t in mine:
             for r in RUN_ENDS:
                 n = next(fields)
                 if n is not None:
-                    out.runs[(t, r)] = int(n)
-        out.runs_late_all += int(late[0] or 0)
+                    part.runs[(t, r)] = int(n)
+        part.runs_late_all += int(late[0] or 0)
         for t, n in zip(mine, late[1:], strict=True):
             if n is not None:
-                out.runs_late[t] = int(n)
-        lags.append({k: v for k, v in lag.items() if v is not None})
+                part.runs_late[t] = int(n)
+        lag = {k: v for k, v in lag.items() if v is not None}
 
         streams = [(t, q, keys.q(shard, q, t, p)) for t in mine for q in queues for p in PRIORITIES]
         pipe = client.pipeline(transaction=False)
@@ -292,31 +305,55 @@ def read_metrics(
                     pipe.zscore(keys.oldest(shard, q, p), t)
         per_tenant = iter(pipe.execute() if mine else [])
         for t in mine:
-            out.in_flight[t] = int(next(per_tenant))
-            out.dlq[t] = int(next(per_tenant))
+            part.in_flight[t] = int(next(per_tenant))
+            part.dlq[t] = int(next(per_tenant))
             fields = next(per_tenant)
-            for into, prefix in ((out.attempt_durations, DURATIONS_TASK),
-                                 (out.run_durations, DURATIONS_JOB)):  # fmt: skip
+            for into, prefix in ((part.attempt_durations, DURATIONS_TASK),
+                                 (part.run_durations, DURATIONS_JOB)):  # fmt: skip
                 for name, hist in _stats.durations_of(fields, prefix).items():
                     into[(t, name)] = hist
             if delayed is not None:
-                out.delayed[t] = delayed.get(t, 0)
+                part.delayed[t] = delayed.get(t, 0)
         for q in queues:
             for _p in PRIORITIES:
                 for t in mine:
                     since = next(per_tenant)
                     if since is not None:
                         age = max(0.0, (now - float(since)) / 1000)
-                        out.oldest_ready_s[(t, q)] = max(out.oldest_ready_s.get((t, q), 0.0), age)
+                        part.oldest_ready_s[(t, q)] = max(part.oldest_ready_s.get((t, q), 0.0), age)
         for (t, q, _key), n in zip(
             streams, broker.inspection.ready_counts([k for _t, _q, k in streams]), strict=True
         ):
-            out.ready[(t, q)] = out.ready.get((t, q), 0) + n
-        _jobs(broker, shard, opened, parked, out)
+            part.ready[(t, q)] = part.ready.get((t, q), 0) + n
+        _jobs(broker, shard, opened, parked, part)
+        return part, lag, queues
+
+    # in partial_reads (the dashboard), a shard whose master is down is left out
+    read = per_shard(broker, range(broker.shards), read_shard, "figures")
+    for _shard, (part, lag, queues) in sorted(read.items()):
+        _merge(out, part)
+        lags.append(lag)
+        known_queues.update(queues)
+    out.unavailable_shards = [s for s in range(broker.shards) if s not in read]
     out.queues = sorted(known_queues)
     out.trigger_lag = _stats.lag_histogram(lags)
     out.workers_live = WorkerRegistry(broker).count(now)
     return out
+
+
+def _merge(into: Metrics, part: Metrics) -> None:
+    """Add one shard's figures to ``into``: per-tenant ones are the shard's own
+    (a tenant lives on one shard), deployment ones are summed."""
+    for name in ("ready", "oldest_ready_s", "in_flight", "delayed", "dlq", "breakers",
+                 "trigger_overdue_s", "attempts", "runs", "runs_late", "attempt_durations",
+                 "run_durations"):  # fmt: skip
+        getattr(into, name).update(getattr(part, name))
+    for name in ("stats", "attempts_all", "runs_all", "jobs_parked"):
+        total, more = getattr(into, name), getattr(part, name)
+        for k, v in more.items():
+            total[k] = total.get(k, 0) + v
+    into.tenants += part.tenants
+    into.runs_late_all += part.runs_late_all
 
 
 def _fields(prefix: str, tenants: Sequence[str], kinds: Sequence[str]) -> list[str]:

@@ -16,10 +16,10 @@ of one tenant's own shard is never partial: that shard down, it raises.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 
@@ -28,6 +28,8 @@ from redcron.broker.core import Core
 from redcron.broker.replies import is_server_state
 from redcron.broker.retry import is_unavailable
 
+T = TypeVar("T")
+
 _UNAVAILABLE: ContextVar[set[int] | None] = ContextVar("redcron_unavailable_shards", default=None)
 
 
@@ -35,9 +37,10 @@ _UNAVAILABLE: ContextVar[set[int] | None] = ContextVar("redcron_unavailable_shar
 def partial_reads() -> Iterator[set[int]]:
     """Within: cross-shard reads leave out the shards that do not answer, named in
     the set yielded (and by :func:`unavailable_shards`)."""
-    token = _UNAVAILABLE.set(set())
+    noted: set[int] = set()
+    token = _UNAVAILABLE.set(noted)
     try:
-        yield _UNAVAILABLE.get() or set()
+        yield noted
     finally:
         _UNAVAILABLE.reset(token)
 
@@ -90,7 +93,7 @@ def read_shards(
         if noted is None or not is_cluster(core.client) or not is_unavailable(exc):
             raise
         if len(wanted) == 1:
-            note_unavailable(core, wanted[0], exc)
+            note_unavailable(core, wanted[0], exc, what)
             return {}
         # the pipeline failed as a whole (a node it needed is down): shard by shard
         out: dict[int, list[Any]] = {}
@@ -98,7 +101,7 @@ def read_shards(
             try:
                 out.update(read_shards(core, [shard], queue, what))
             except Exception as one:
-                if not note_unavailable(core, shard, one):
+                if not note_unavailable(core, shard, one, what):
                     raise
         return out
     out = {}
@@ -120,14 +123,39 @@ def read_shards(
     return out
 
 
-def note_unavailable(core: Core, shard: int, exc: BaseException) -> bool:
+def per_shard(
+    core: Core, shards: Iterable[int], read: Callable[[int], T], what: str = "read"
+) -> dict[int, T]:
+    """``read(shard)`` of each of ``shards``, for readers that take several round
+    trips per shard.  In :func:`partial_reads` on a cluster, a shard the caller
+    gate knows is down is not read, and one whose read fails unavailable is left
+    out; both are noted.  Outside, either raises."""
+    out: dict[int, T] = {}
+    for shard in shards_to_read(core, list(shards)):
+        try:
+            out[shard] = read(shard)
+        except Exception as exc:
+            if not note_unavailable(core, shard, exc, what):
+                raise
+    return out
+
+
+def note_left_out(shards: Iterable[int]) -> None:
+    """In :func:`partial_reads`: name ``shards`` as left out of this answer too (a
+    snapshot read earlier, without them, that the answer shows)."""
+    noted = _UNAVAILABLE.get()
+    if noted is not None:
+        noted.update(shards)
+
+
+def note_unavailable(core: Core, shard: int, exc: BaseException, what: str = "read") -> bool:
     """In :func:`partial_reads`, on a cluster: note that ``shard``'s read failed
     unavailable (``exc``) and return True (leave it out); else False (raise it)."""
     noted = _UNAVAILABLE.get()
     if noted is None or not is_cluster(core.client) or not is_unavailable(exc):
         return False
     noted.add(shard)
-    core.gate.failed(shard, exc, "read", time.monotonic())
+    core.gate.failed(shard, exc, what, time.monotonic())
     return True
 
 

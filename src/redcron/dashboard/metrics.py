@@ -24,7 +24,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from redcron.app import App
-from redcron.broker import BREAKER_VALUES, Metrics, digest, read_metrics
+from redcron.broker import BREAKER_VALUES, Metrics, digest, read_metrics, unavailable_shards
 from redcron.dashboard.api.auth import bearer
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.totals import TTL_S, Totals, WorkTotals, totals
@@ -64,7 +64,13 @@ class RedcronCollector(Collector):
             snap = self.totals.get(SCRAPE_WAIT_S, SNAPSHOT_MAX_AGE_S)
         delayed = snap.delayed_by_tenant if snap is not None else None
         m = read_metrics(self.app.broker, self.tenants, delayed=delayed)
-        yield from _deployment(m, snap)
+        gone = unavailable_shards()
+        yield _shards_up(self.app.broker.shards, gone)
+        # a shard out (a cluster master down): the sums over shards are left out,
+        # absent rather than short (a counter short of a shard reads as a reset)
+        whole = not gone
+        if whole:
+            yield from _deployment(m, snap)
         ready = GaugeMetricFamily(
             "redcron_queue_ready", "Ready tasks (all priority classes)", labels=["tenant", "queue"]
         )
@@ -95,7 +101,7 @@ class RedcronCollector(Collector):
         yield GaugeMetricFamily("redcron_workers_live", "Live workers", value=m.workers_live)
         if snap is not None:  # summed over every worker: the background totals'
             yield from _workers(snap, m.queues)
-        for stat, n in sorted(m.stats.items()):
+        for stat, n in sorted(m.stats.items()) if whole else ():
             # prometheus-client appends _total to counter samples
             yield CounterMetricFamily(f"redcron_{stat}", f"Lifetime count: {stat}", value=n)
         breaker = GaugeMetricFamily(
@@ -122,12 +128,13 @@ class RedcronCollector(Collector):
         for shard, seconds in sorted(m.trigger_overdue_s.items()):
             overdue.add_metric([str(shard)], seconds)
         yield overdue
-        yield HistogramMetricFamily(
-            "redcron_trigger_lag_seconds",
-            "How late scheduled fires were made (manual runs are not counted)",
-            buckets=m.trigger_lag.cumulative(),
-            sum_value=m.trigger_lag.sum_s,
-        )
+        if whole:
+            yield HistogramMetricFamily(
+                "redcron_trigger_lag_seconds",
+                "How late scheduled fires were made (manual runs are not counted)",
+                buckets=m.trigger_lag.cumulative(),
+                sum_value=m.trigger_lag.sum_s,
+            )
         yield from _durations(m)
         attempts = CounterMetricFamily(
             "redcron_task_attempts",
@@ -239,6 +246,20 @@ def _workers(snap: WorkTotals, queues: Sequence[str]) -> Iterator[Metric]:
     )
     running.add_metric([], snap.worker_running)
     yield running
+
+
+def _shards_up(shards: int, gone: Sequence[int]) -> Metric:
+    """1 per shard this scrape read, 0 per shard left out (a Redis Cluster with
+    its master down: the scrape answers with the others' figures)."""
+    up = GaugeMetricFamily(
+        "redcron_shard_up",
+        "1: the shard's figures are in this scrape; 0: its Redis master did not answer "
+        "(the deployment-wide figures then leave it out)",
+        labels=["shard"],
+    )
+    for shard in range(shards):
+        up.add_metric([str(shard)], 0 if shard in gone else 1)
+    return up
 
 
 def _deployment(m: Metrics, snap: WorkTotals | None) -> Iterator[Metric]:

@@ -26,7 +26,13 @@ from dataclasses import dataclass, field
 import flask
 
 from redcron.app import App
-from redcron.broker import WorkerRegistry, is_unavailable, unrunnable_counts
+from redcron.broker import (
+    WorkerRegistry,
+    is_unavailable,
+    note_left_out,
+    partial_reads,
+    unrunnable_counts,
+)
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +61,9 @@ class WorkTotals:
     unrunnable: dict[tuple[str, str], int] = field(default_factory=dict)
     #: when the snapshot was taken (epoch s, this process's clock); None: live
     taken_at: float | None = None
+    #: shards left out of the counts: their master did not answer (a Redis
+    #: Cluster with a master down or failing over)
+    unavailable_shards: list[int] = field(default_factory=list)
 
     @property
     def ready_total(self) -> int:
@@ -69,7 +78,16 @@ class WorkTotals:
 
 
 def count(app: App) -> WorkTotals:
-    """Every tenant's work, summed: the refresh's whole cost."""
+    """Every tenant's work, summed: the refresh's whole cost.  On a Redis Cluster
+    with a master down, the live shards' work, the others named
+    (:attr:`WorkTotals.unavailable_shards`) rather than no count at all."""
+    with partial_reads() as gone:
+        out = _count(app)
+    out.unavailable_shards = sorted(gone)
+    return out
+
+
+def _count(app: App) -> WorkTotals:
     out = WorkTotals(taken_at=time.time())
     for load, classes in app.broker.inspection.inspect_classes():
         for priority, n in classes.items():
@@ -117,6 +135,8 @@ class Totals:
         taken = snap.taken_at if snap is not None else None
         if max_age_s is not None and taken is not None and time.time() - taken > max_age_s:
             return None
+        if snap is not None:  # the answer that shows it names the shards it lacks
+            note_left_out(snap.unavailable_shards)
         return snap
 
     def _refresh(self) -> None:
