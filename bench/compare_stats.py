@@ -1,4 +1,4 @@
-"""The arithmetic of ``redcron bench compare``, pure (no Redis, no clock): the
+"""The arithmetic of ``python -m bench.compare``, pure (no Redis, no clock): the
 order systems run in each round, INFO commandstats parsed and differenced
 (the benchmark's own commands taken out), medians over rounds and the
 redcron/peer ratios, and the table printed without ``--json``.
