@@ -308,6 +308,9 @@ LAYERS: dict[str, set[str]] = {
     # the notifier: a process of its own (docs/architecture.md, "The notifier")
     "notify": {"notify", "app", "broker", *BOTTOM},
     # tools the CLI and the tests start: the bundled redis-server, a local cluster
+    # (in the wheel because user-facing commands start it: `redcron chaos --cluster`
+    # and `redcron bench throughput/fairness/leases/midnight --cluster`, `bench scale`;
+    # issue 31 kept it for them)
     "embedded": {"embedded", *LEAVES},
     "embedded_cluster": {"embedded_cluster", "embedded", *LEAVES},
     # the testing mode (TestApp): the App on a fake Redis, run in-process by
