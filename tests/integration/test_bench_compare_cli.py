@@ -1,7 +1,8 @@
-"""The checkout's ``python -m bench.compare`` against the test server: the shape of its JSON
-and its table, redcron alone (CI, which installs no peer) and beside one cheap
-peer when the bench extra is installed; a missing peer is a note, not a crash.
-The figures themselves are the benchmark's, never asserted."""
+"""The checkout's ``python -m bench.compare`` against the test server: the
+shape of its JSON and its table, redcron alone (CI, which installs no peer)
+and beside one cheap peer when the bench extra is installed; a missing peer is
+a note, not a crash.  The figures themselves are the benchmark's, never
+asserted."""
 
 from __future__ import annotations
 
