@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install browser-deps run test lint unit bench docs clean
+.PHONY: install browser-deps run test lint unit bench bench-compare docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,8 +19,8 @@ run: install
 	$(VENV)/bin/redcron up -A examples.tasks:app $(ARGS)
 
 lint: install
-	$(VENV)/bin/ruff check src tests examples
-	$(VENV)/bin/ruff format --check src tests examples
+	$(VENV)/bin/ruff check src tests examples bench
+	$(VENV)/bin/ruff format --check src tests examples bench
 	$(VENV)/bin/mypy
 
 # tests/browser drive headless Chromium through chromedriver: install both when
@@ -72,6 +72,13 @@ docs: install
 bench: install
 	$(VENV)/bin/redcron bench throughput --tasks 20000 --json
 	$(VENV)/bin/redcron bench latency --json
+
+# redcron beside Celery, Dramatiq, Huey, RQ, arq and BullMQ (bench/, not in the wheel):
+# `make bench-compare ARGS="--systems redcron,huey --rounds 2 --json"`. The Python
+# peers come from the bench extra ($(PY) -m pip install -e '.[bench]'); a peer not
+# installed is skipped with a note (docs/benchmarks.md, "Side by side")
+bench-compare: install
+	$(PY) -m bench.compare $(ARGS)
 
 clean:
 	rm -rf $(VENV) .redcron .redcron-* .pytest_cache .mypy_cache .ruff_cache

@@ -1,7 +1,8 @@
-"""``redcron bench compare`` against the test server: the shape of its JSON
-and its table, redcron alone (CI, which installs no peer) and beside one cheap
-peer when the bench extra is installed; a missing peer is a note, not a crash.
-The figures themselves are the benchmark's, never asserted."""
+"""The checkout's ``python -m bench.compare`` against the test server: the
+shape of its JSON and its table, redcron alone (CI, which installs no peer)
+and beside one cheap peer when the bench extra is installed; a missing peer is
+a note, not a crash.  The figures themselves are the benchmark's, never
+asserted."""
 
 from __future__ import annotations
 
@@ -11,15 +12,15 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from redcron.cli.bench.compare_stats import FIGURES
-from redcron.cli.bench.peers import huey_peer
-from redcron.cli.main import main
+from bench.compare import main
+from bench.compare_stats import FIGURES
+from bench.peers import huey_peer
 
 SMALL = ["--tasks", "200", "--samples", "10", "--rounds", "1"]
 
 
 def _run(redis_url: str, *args: str) -> Result:
-    return CliRunner().invoke(main, ["bench", "compare", *SMALL, *args, "--redis", redis_url])
+    return CliRunner().invoke(main, [*SMALL, *args, "--redis", redis_url])
 
 
 def _json(result: Result) -> dict[str, Any]:

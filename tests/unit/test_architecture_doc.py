@@ -112,7 +112,7 @@ DOCS = sorted([*(docgen.ROOT / "docs").glob("*.md"), docgen.ROOT / "README.md"])
 def test_every_file_a_doc_names_exists(doc: Path) -> None:
     files = [
         p.relative_to(docgen.ROOT).as_posix()
-        for top in ("src", "tests", "examples", "docs")
+        for top in ("src", "tests", "examples", "docs", "bench")
         for p in (docgen.ROOT / top).rglob("*")
         if p.suffix in {".py", ".lua"}
     ]

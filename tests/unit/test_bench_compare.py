@@ -1,14 +1,22 @@
-"""The pure parts of ``redcron bench compare``: the order of each round, INFO
-commandstats parsed and differenced, medians and ratios, the table, the
---systems list and the notes for a peer that cannot run.  No Redis."""
+"""The pure parts of the checkout's ``python -m bench.compare``: the order of
+each round, INFO commandstats parsed and differenced, medians and ratios, the
+table, the --systems list, the notes for a peer that cannot run, and the
+command run as ``python -m`` from the checkout.  No Redis."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from redcron.cli.bench import compare_stats as cs
-from redcron.cli.bench.compare import parse_procs, parse_systems
-from redcron.cli.bench.peers import SYSTEMS, _proc, bullmq_peer
+from bench import compare_stats as cs
+from bench.compare import parse_procs, parse_systems
+from bench.peers import SYSTEMS, _proc, bullmq_peer
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_each_round_runs_every_system_once_rotated() -> None:
@@ -147,3 +155,27 @@ def test_the_table_adds_the_procs_rows_against_redcron_and_each_peer() -> None:
         "redcron --procs 2/redcron",
         "redcron --procs 2/bullmq",
     ]
+
+
+def test_it_runs_from_the_checkout_as_python_m_bench_compare() -> None:
+    """Issue 31, item 2: the peers side by side left the wheel for the checkout's
+    bench/; ``python -m bench.compare`` (make bench-compare) runs it there."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.compare", "--help"],
+        cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("Usage: python -m bench.compare [OPTIONS]"), proc.stdout
+    assert "--systems" in proc.stdout and "Celery" in proc.stdout
+
+
+def test_the_peers_workers_find_the_checkouts_bench_package() -> None:
+    # a Python peer's worker is ``python -c "from bench.peers.<x> import run_worker"``:
+    # the checkout's root goes on its PYTHONPATH, whatever the benchmark's directory
+    assert str(ROOT) == _proc.ROOT
+    assert (Path(_proc.ROOT) / "bench" / "peers" / "__init__.py").is_file()

@@ -21,6 +21,8 @@ other; the model and ``schedule/`` import no Redis.  Enforced here:
   ``CLIENT_ALLOWED``.
 - Importing any module builds no Redis client and reads no ``REDCRON_*``
   variable, so ``redcron --help`` works whatever ``REDCRON_REDIS_URL`` holds.
+- The checkout's ``bench/`` (the peers side by side, not in the wheel) may
+  import redcron; redcron never imports it.
 
 Every allowlist entry must still be needed: one that nothing uses fails.
 """
@@ -37,22 +39,17 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "src"
 PACKAGE = SRC / "redcron"
+#: the checkout's benchmarks against other systems: outside the wheel, above it
+BENCH = ROOT / "bench"
 
 #: modules outside broker/ that may import redis, and why; fix code rather than grow this
 REDIS_ALLOWED = {
     "redcron/cli/common.py": "turns redis connection and auth errors into one-line CLI messages",
     "redcron/cli/bench/fixtures.py": "the bench.incr body: one bare INCR, as peers are measured",
     "redcron/cli/bench/throughput.py": "the yardstick: bare INCRs measure Redis itself",
-    "redcron/cli/bench/compare.py": (
-        "bench compare reads the peers' counters and stamps and Redis's INFO commandstats "
-        "and cpu: the same for every system, redcron included, so none through its own API"
-    ),
-    "redcron/cli/bench/peers/_bodies.py": (
-        "the peers' task bodies: the bare INCR of bench.incr, on each thread's own connection"
-    ),
-    "redcron/cli/bench/peers/rq_peer.py": "RQ's Queue and worker take a redis-py connection",
     "redcron/embedded_cluster.py": (
         "assembles a local cluster (CLUSTER ADDSLOTS, MEET, INFO) before any broker can connect"
     ),
@@ -311,6 +308,9 @@ LAYERS: dict[str, set[str]] = {
     # the notifier: a process of its own (docs/architecture.md, "The notifier")
     "notify": {"notify", "app", "broker", *BOTTOM},
     # tools the CLI and the tests start: the bundled redis-server, a local cluster
+    # (in the wheel because user-facing commands start it: `redcron chaos --cluster`
+    # and `redcron bench throughput/fairness/leases/midnight --cluster`, `bench scale`;
+    # issue 31 kept it for them)
     "embedded": {"embedded", *LEAVES},
     "embedded_cluster": {"embedded_cluster", "embedded", *LEAVES},
     # the testing mode (TestApp): the App on a fake Redis, run in-process by
@@ -366,6 +366,20 @@ def test_each_part_imports_only_what_its_layer_allows(part: str) -> None:
         f"redcron.{part} may import only {sorted(LAYERS[part])} (DESIGN.md §2, "
         "docs/architecture.md):\n" + "\n".join(bad)
     )
+
+
+def test_the_package_never_imports_the_checkouts_bench() -> None:
+    """Issue 31, item 2: the peers' adapters and the comparison left the wheel for
+    the checkout's ``bench/``; an import of it from redcron would fail once
+    installed.  ``bench`` imports redcron (its fixtures), never the reverse."""
+    assert (BENCH / "compare.py").is_file() and not (PACKAGE / "cli" / "bench" / "peers").exists()
+    bad = [
+        f"{_rel(path)}:{line} imports {name}"
+        for path in _modules()
+        for line, name in _imports(path)
+        if _is(name, "bench")
+    ]
+    assert not bad, "redcron must not import the checkout's bench/:\n" + "\n".join(bad)
 
 
 def test_the_layers_point_down() -> None:
@@ -474,7 +488,7 @@ REDCRON = str(Path(sys.executable).with_name("redcron"))
 #: commands whose --help must work whatever the environment holds
 HELP = [[], ["worker"], ["beat"], ["dashboard"], ["up"], ["jobs"], ["jobs", "list"],
         ["task", "show"], ["tenants"], ["dlq"], ["doctor"], ["bench"],
-        ["bench", "throughput"], ["bench", "compare"], ["chaos"], ["workers"],
+        ["bench", "throughput"], ["chaos"], ["workers"],
         ["inspect"]]  # fmt: skip
 
 

@@ -1,19 +1,17 @@
 """The ``redcron bench`` commands at the design's scale (issue 18, 19): scale
-(shards x worker processes), leases (the lease envelope), midnight (the burst
-end to end) and compare (the peers side by side)."""
+(shards x worker processes), leases (the lease envelope) and midnight (the
+burst end to end).  The peers side by side are the checkout's
+``python -m bench.compare`` (issue 31: not in the wheel)."""
 
 from __future__ import annotations
 
 import click
 
-from redcron.cli.bench.compare import compare, parse_procs, parse_systems
-from redcron.cli.bench.compare_stats import table as compare_table
 from redcron.cli.bench.leases import DEFAULT_PER_WORKER, LeaseBenchOptions, lease_bench
 from redcron.cli.bench.midnight import default_workers, midnight
 from redcron.cli.bench.options import emit as _emit
 from redcron.cli.bench.options import json_option as _json_option
 from redcron.cli.bench.options import redis_option as _redis_option
-from redcron.cli.bench.peers import SYSTEMS
 from redcron.cli.bench.scale import parse_counts, scale, table
 from redcron.cli.common import pool_option
 from redcron.model import serialize
@@ -183,65 +181,5 @@ def _check_midnight(
         raise click.BadParameter("must be >= 1", param_hint="--masters")
 
 
-@click.command("compare")
-@click.option("--systems", "system_list", default=",".join(SYSTEMS), show_default=True,
-              help="Systems to run, comma-separated.")  # fmt: skip
-@click.option("--rounds", default=3, show_default=True, type=click.IntRange(min=1),
-              help="Rounds; the systems alternate within each (medians reported).")  # fmt: skip
-@click.option("--tasks", default=20_000, show_default=True, type=click.IntRange(min=10),
-              help="Tasks enqueued, then drained by one worker process, each round.")  # fmt: skip
-@click.option("--samples", default=100, show_default=True, type=click.IntRange(min=1),
-              help="Idle enqueue-to-start latency samples, per system and round.")  # fmt: skip
-@click.option(
-    "--body",
-    type=click.Choice(["incr", "noop"]),
-    default="incr",
-    show_default=True,
-    help="Task body: one Redis INCR on the executing thread's own connection, or nothing.",
-)
-@click.option("--procs", "procs_list", default="1", show_default=True, metavar="N1,N2",
-              help="Worker processes for redcron (redcron worker --procs N), comma-separated: "
-              "a row each, measured in every round (1 is the plain redcron row).")  # fmt: skip
-@_redis_option
-@_json_option
-def compare_cmd(
-    system_list: str,
-    rounds: int,
-    tasks: int,
-    samples: int,
-    body: str,
-    procs_list: str,
-    redis_url: str | None,
-    as_json: bool,
-) -> None:
-    """redcron side by side with Celery, Dramatiq, Huey, RQ, arq and BullMQ on one
-    Redis: enqueue rates, drain rate of one worker process, idle latency, Redis
-    and worker CPU per task, and each ratio redcron/peer.
-
-    The Python peers come from the bench extra (pip install -e '.[bench]');
-    BullMQ runs when node and npm are on PATH (installed on first use into
-    ~/.cache/redcron/bench-node).  A peer that is missing is skipped with a note.
-    """
-
-    if redis_url and "+cluster" in redis_url:
-        raise click.BadParameter("the peers need one redis-server, not a cluster",
-                                 param_hint="--redis")  # fmt: skip
-    try:
-        systems = parse_systems(system_list)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc).removeprefix("--systems: "),
-                                 param_hint="--systems") from None  # fmt: skip
-    try:
-        procs = parse_procs(procs_list)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc).removeprefix("--procs: "),
-                                 param_hint="--procs") from None  # fmt: skip
-    result = compare(systems, rounds, tasks, samples, body, redis_url, procs)
-    if as_json:
-        click.echo(serialize.dumps(result, indent=None))
-    else:
-        click.echo(compare_table(result))
-
-
 #: the commands here, added to the ``bench`` group
-COMMANDS = (scale_cmd, leases_cmd, midnight_cmd, compare_cmd)
+COMMANDS = (scale_cmd, leases_cmd, midnight_cmd)

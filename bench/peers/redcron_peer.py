@@ -1,6 +1,6 @@
 """redcron at its defaults, as ``bench throughput`` runs it: one worker process
 (threads pool, 32 slots, prefetch 1 per slot), or ``redcron worker --procs N``
-of them, the benchmark App of fixtures.py, enqueue and enqueue_many."""
+of them, the benchmark App of redcron/cli/bench/fixtures.py, enqueue and enqueue_many."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
+from bench.peers import Blpop
 from redcron.cli.bench.fixtures import bench_run, succeeded_count, worker_process
-from redcron.cli.bench.peers import Blpop
 from redcron.config import WORKER_PREFETCH_PER_SLOT, WORKER_THREADS
 
 NAME = "redcron"

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from redcron.cli.bench.peers._proc import missing_python, version
-from redcron.cli.bench.peers._python_peer import PythonPeer
+from bench.peers._proc import missing_python, version
+from bench.peers._python_peer import PythonPeer
 
 NAME = "celery"
 PREFETCH_MULTIPLIER = 4
@@ -37,7 +37,7 @@ def describe() -> dict[str, str]:
 def make_app(url: str, ns: str) -> Any:
     from celery import Celery
 
-    from redcron.cli.bench.peers._bodies import SYNC
+    from bench.peers._bodies import SYNC
 
     app = Celery("rcbench", broker=url)
     app.conf.update(

@@ -1,11 +1,11 @@
-"""The systems ``redcron bench compare`` measures, one adapter module each.
+"""The systems ``python -m bench.compare`` measures, one adapter module each.
 
 Each module names its system (``NAME``), says why it cannot run here
 (``missing()``: not installed, no ``node``), describes itself as configured
 (``describe()``: version, settings, delivery guarantee) and opens an
 :class:`Adapter` on a Redis URL and a key namespace of its own.  A peer's
-library is imported inside its functions only: ``redcron --help`` and a
-fresh install without the ``bench`` extra never import Celery and the rest.
+library is imported inside its functions only: ``--help`` and a checkout
+without the ``bench`` extra never import Celery and the rest.
 """
 
 from __future__ import annotations

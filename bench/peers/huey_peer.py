@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from redcron.cli.bench.peers import PEER_SLOTS
-from redcron.cli.bench.peers._proc import missing_python, version
-from redcron.cli.bench.peers._python_peer import PythonPeer
+from bench.peers import PEER_SLOTS
+from bench.peers._proc import missing_python, version
+from bench.peers._python_peer import PythonPeer
 
 NAME = "huey"
 
@@ -34,7 +34,7 @@ def describe() -> dict[str, str]:
 def make_huey(url: str, ns: str) -> tuple[Any, dict[str, Any]]:
     from huey import RedisHuey
 
-    from redcron.cli.bench.peers._bodies import SYNC
+    from bench.peers._bodies import SYNC
 
     huey = RedisHuey(name=ns, url=url)
     tasks = {kind: huey.task(name=f"bench.{kind}")(fn) for kind, fn in SYNC.items()}

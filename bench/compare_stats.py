@@ -1,4 +1,4 @@
-"""The arithmetic of ``redcron bench compare``, pure (no Redis, no clock): the
+"""The arithmetic of ``python -m bench.compare``, pure (no Redis, no clock): the
 order systems run in each round, INFO commandstats parsed and differenced
 (the benchmark's own commands taken out), medians over rounds and the
 redcron/peer ratios, and the table printed without ``--json``.
@@ -84,12 +84,6 @@ def command_usec(
     return total
 
 
-def percentile(ordered: Sequence[float], q: float) -> float:
-    """The ``q`` quantile (0..1) of a sorted, non-empty sequence by nearest
-    rank (the one rule of ``bench``: fixtures.p99 for q=0.99)."""
-    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
-
-
 def medians(rounds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The median of each figure of :data:`FIGURES` over the rounds of one
     system (None where no round measured it)."""
@@ -146,12 +140,7 @@ def table(result: Mapping[str, Any]) -> str:
         for name, ratio in against.items():
             rows.append([f"{row}/{name}"] + [_cell(ratio.get(f), "x") for f, _h in COLUMNS])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = [
-        "  ".join(
-            c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))
-        )
-        for r in rows
-    ]
+    lines = ["  ".join(_align(r, widths)) for r in rows]
     for name, entry in systems.items():
         if entry.get("skipped"):
             lines.append(f"{name}: skipped: {entry['skipped']}")

@@ -11,13 +11,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from redcron.cli.bench.peers._proc import missing_python, version
-from redcron.cli.bench.peers._python_peer import PythonPeer
+from bench.peers._proc import missing_python, version
+from bench.peers._python_peer import PythonPeer
 
 NAME = "rq"
 
 #: the bodies as RQ finds them (a dotted path the worker imports)
-BODIES = "redcron.cli.bench.peers._bodies"
+BODIES = "bench.peers._bodies"
 
 
 def missing() -> str | None:

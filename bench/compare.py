@@ -1,4 +1,4 @@
-"""``redcron bench compare``: redcron and its peers (Celery, Dramatiq, Huey,
+"""``python -m bench.compare`` (from a checkout): redcron and its peers (Celery, Dramatiq, Huey,
 RQ, arq, BullMQ) on one Redis server, in one run, the systems alternating over
 rounds (rotated each round), each with the same task body.
 
@@ -29,15 +29,18 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import click
 import redis
 
-from redcron.cli.bench.compare_stats import (
+from bench.compare_stats import (
     command_usec,
     medians,
     parse_commandstats,
     ratios,
     round_order,
+    table,
 )
+from bench.peers import SYSTEMS, counter_key, module
 from redcron.cli.bench.fixtures import (
     info_cpu_s,
     p99,
@@ -45,9 +48,10 @@ from redcron.cli.bench.fixtures import (
     tree_cpu_s,
     unlink_matching,
 )
-from redcron.cli.bench.peers import SYSTEMS, counter_key, module
+from redcron.cli.bench.options import json_option, redis_option
 from redcron.cli.worker_procs import MAX_PROCS
 from redcron.clock import ulid
+from redcron.model import serialize
 
 #: how often the drain's counter is read (each read is one GET, taken out of
 #: the commandstats figure)
@@ -308,3 +312,68 @@ def _brief(f: dict[str, Any]) -> str:
         + ("" if bulk is None else f", {bulk}/s bulk")
         + f", p50/p99 {f['latency_p50_ms']}/{f['latency_p99_ms']} ms"
     )
+
+
+@click.command("compare")
+@click.option("--systems", "system_list", default=",".join(SYSTEMS), show_default=True,
+              help="Systems to run, comma-separated.")  # fmt: skip
+@click.option("--rounds", default=3, show_default=True, type=click.IntRange(min=1),
+              help="Rounds; the systems alternate within each (medians reported).")  # fmt: skip
+@click.option("--tasks", default=20_000, show_default=True, type=click.IntRange(min=10),
+              help="Tasks enqueued, then drained by one worker process, each round.")  # fmt: skip
+@click.option("--samples", default=100, show_default=True, type=click.IntRange(min=1),
+              help="Idle enqueue-to-start latency samples, per system and round.")  # fmt: skip
+@click.option(
+    "--body",
+    type=click.Choice(["incr", "noop"]),
+    default="incr",
+    show_default=True,
+    help="Task body: one Redis INCR on the executing thread's own connection, or nothing.",
+)
+@click.option("--procs", "procs_list", default="1", show_default=True, metavar="N1,N2",
+              help="Worker processes for redcron (redcron worker --procs N), comma-separated: "
+              "a row each, measured in every round (1 is the plain redcron row).")  # fmt: skip
+@redis_option
+@json_option
+def main(
+    system_list: str,
+    rounds: int,
+    tasks: int,
+    samples: int,
+    body: str,
+    procs_list: str,
+    redis_url: str | None,
+    as_json: bool,
+) -> None:
+    """redcron side by side with Celery, Dramatiq, Huey, RQ, arq and BullMQ on one
+    Redis: enqueue rates, drain rate of one worker process, idle latency, Redis
+    and worker CPU per task, and each ratio redcron/peer.
+
+    Run from a checkout: python -m bench.compare (make bench-compare ARGS=...).
+    The Python peers come from the bench extra (pip install -e '.[bench]');
+    BullMQ runs when node and npm are on PATH (installed on first use into
+    ~/.cache/redcron/bench-node).  A peer that is missing is skipped with a note.
+    """
+
+    if redis_url and "+cluster" in redis_url:
+        raise click.BadParameter("the peers need one redis-server, not a cluster",
+                                 param_hint="--redis")  # fmt: skip
+    try:
+        systems = parse_systems(system_list)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc).removeprefix("--systems: "),
+                                 param_hint="--systems") from None  # fmt: skip
+    try:
+        procs = parse_procs(procs_list)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc).removeprefix("--procs: "),
+                                 param_hint="--procs") from None  # fmt: skip
+    result = compare(systems, rounds, tasks, samples, body, redis_url, procs)
+    if as_json:
+        click.echo(serialize.dumps(result, indent=None))
+    else:
+        click.echo(table(result))
+
+
+if __name__ == "__main__":
+    main()

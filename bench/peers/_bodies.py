@@ -1,6 +1,6 @@
 """The task bodies the Python peers' workers run, alike for every system: one
 INCR of ``<ns>:bench:counter`` on the executing thread's own connection (as
-``bench.incr`` in fixtures.py), nothing, or an RPUSH of the start time.
+``bench.incr`` in redcron/cli/bench/fixtures.py), nothing, or an RPUSH of the start time.
 
 The worker learns the Redis URL and namespace from RCBENCH_URL and RCBENCH_NS,
 read when a body first runs (never at import).

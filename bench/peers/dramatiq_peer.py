@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from redcron.cli.bench.peers import PEER_SLOTS
-from redcron.cli.bench.peers._proc import missing_python, version
-from redcron.cli.bench.peers._python_peer import PythonPeer
+from bench.peers import PEER_SLOTS
+from bench.peers._proc import missing_python, version
+from bench.peers._python_peer import PythonPeer
 
 NAME = "dramatiq"
 
@@ -35,7 +35,7 @@ def make_broker(url: str, ns: str) -> tuple[Any, dict[str, Any]]:
     import dramatiq
     from dramatiq.brokers.redis import RedisBroker
 
-    from redcron.cli.bench.peers._bodies import SYNC
+    from bench.peers._bodies import SYNC
 
     broker = RedisBroker(url=url, namespace=ns)
     dramatiq.set_broker(broker)

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
-from redcron.cli.bench.peers import Blpop, stamps_key
-from redcron.cli.bench.peers._proc import process, python
+from bench.peers import Blpop, stamps_key
+from bench.peers._proc import process, python
 
 
 def stamp_latency(

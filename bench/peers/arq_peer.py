@@ -12,9 +12,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from redcron.cli.bench.peers import PEER_SLOTS
-from redcron.cli.bench.peers._proc import missing_python, version
-from redcron.cli.bench.peers._python_peer import PythonPeer
+from bench.peers import PEER_SLOTS
+from bench.peers._proc import missing_python, version
+from bench.peers._python_peer import PythonPeer
 
 NAME = "arq"
 
@@ -47,7 +47,7 @@ def run_worker() -> None:
     from arq.connections import RedisSettings
     from arq.worker import Worker, func
 
-    from redcron.cli.bench.peers._bodies import aincr, anoop, anow
+    from bench.peers._bodies import aincr, anoop, anow
 
     logging.basicConfig(level=logging.WARNING)
     Worker(

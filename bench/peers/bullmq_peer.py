@@ -22,15 +22,15 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from redcron.cli.bench.peers import PEER_SLOTS, Blpop
-from redcron.cli.bench.peers._proc import process
+from bench.peers import PEER_SLOTS, Blpop
+from bench.peers._proc import process
 
 NAME = "bullmq"
 PACKAGE = "bullmq@5"
 
 #: the producer and worker, in one script: ``node bench.mjs MODE URL NS [ARGS]``
 SCRIPT = """\
-// written by redcron bench compare (redcron/cli/bench/peers/bullmq_peer.py)
+// written by python -m bench.compare (bench/peers/bullmq_peer.py in the redcron checkout)
 import { Queue, Worker } from "bullmq";
 import IORedis from "ioredis";
 
