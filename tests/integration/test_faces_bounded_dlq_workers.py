@@ -18,6 +18,7 @@ from flask.testing import FlaskClient
 from test_faces_bounded import ADMIN, bearer, login, page_walk, walk
 
 from redcron import App
+from redcron.broker.actions import ActionLog
 from redcron.broker.argv import FailItem
 from redcron.broker.tokens import TokenStore
 from redcron.broker.workers import Registration, WorkerRegistry
@@ -309,3 +310,38 @@ def test_a_jobs_runs_are_paged_without_reading_its_whole_history(
     run_ids += [app.jobs.trigger("many", tenant="t001") for _ in range(90)]
     assert commands_of(first_page) == few  # four times the history: the same reads
     assert walk(admin, "/v1/runs", "runs", job=job_id, tenant="t002") == [[]]
+
+
+def test_a_tenants_bulk_dlq_action_checks_each_id_in_its_script(
+    app: App, web: flask.Flask, monkeypatch: Any
+) -> None:
+    """The DLQ page's replay of many chosen ids is one script call per shard chunk
+    that checks each id's tenant itself (it read one task hash per id first):
+    another tenant's ids and ids of no task are left alone, the tenant's own
+    are replayed, and each tenant's action record names only its own ids."""
+    dead_letter(app, ["t005", "t006"], per_tenant=3)
+    mine = [e.task_id for e in app.broker.dlq.page("t005", None, 10).entries]
+    theirs = [e.task_id for e in app.broker.dlq.page("t006", None, 10).entries]
+    assert len(mine) == len(theirs) == 3
+    # the store: another tenant's id is left alone whatever its state
+    assert app.broker.dlq.act("discard", [theirs[0], "no-task", "7-x"], tenant="t005") == {}
+    _info, secret = TokenStore(app.broker).create_tenant("t005")
+    session = login(web, secret)
+
+    def no_read_per_id(*_a: Any, **_k: Any) -> None:
+        raise AssertionError("the bulk action read a task hash per id")
+
+    monkeypatch.setattr(app.broker.inspection, "task_info", no_read_per_id)
+    chosen = [*mine, *theirs, "0-notatask", "not an id"]
+    reply = session.post("/dlq/replay", data={"csrf_token": _csrf(session), "ids": chosen})
+    assert reply.status_code in (302, 303)
+    monkeypatch.undo()
+    info = app.broker.inspection.task_info
+    assert {info(i).state for i in mine} == {"ready"}
+    assert {info(i).state for i in theirs} == {"dead"}
+    page = session.get("/dlq").get_data(as_text=True)
+    assert "replayed 3 tasks" in page and "5 no longer in the DLQ" in page
+    log = ActionLog(app.broker)
+    (record,) = [a for a in log.page("t005").actions if a.action == "dlq.replay"]
+    assert sorted(record.ids) == sorted(mine)
+    assert not [a for a in log.page("t006").actions if a.action == "dlq.replay"]

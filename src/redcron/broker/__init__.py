@@ -23,7 +23,7 @@ from redcron.broker.channels import ChannelStore
 from redcron.broker.cluster_admin import MAX_KEYS as MAX_SHARD_KEYS
 from redcron.broker.cluster_admin import ShardMove, move_shard, plan_move
 from redcron.broker.connection import key_slot
-from redcron.broker.dlq import DLQ_ENTRY_ID, DlqPage, DlqStore
+from redcron.broker.dlq import DLQ_ENTRY_ID, DlqPage, DlqStore, DlqVerb
 from redcron.broker.doctor import DoctorReport, Finding, examine
 from redcron.broker.inspect import Running, queue_loads, running_by_worker, unrunnable_counts
 from redcron.broker.jobs import JobStore
@@ -92,6 +92,7 @@ __all__ = [
     "Claimed",
     "DlqPage",
     "DlqStore",
+    "DlqVerb",
     "DoctorReport",
     "EnqueueRow",
     "FailItem",

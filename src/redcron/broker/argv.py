@@ -294,12 +294,13 @@ def cancel(iid: str, now: int | None = None) -> list[Any]:
     return [iid, clock(now)]
 
 
-def dlq_replay(iids: Sequence[str], now: int | None = None) -> list[Any]:
-    return [clock(now), *iids]
+def dlq_replay(iids: Sequence[str], now: int | None = None, only: str | None = None) -> list[Any]:
+    """``only``: the one tenant whose instances may be acted on (None: any)."""
+    return [clock(now), only or "", *iids]
 
 
-def dlq_discard(iids: Sequence[str], now: int | None = None) -> list[Any]:
-    return [clock(now), *iids]
+def dlq_discard(iids: Sequence[str], now: int | None = None, only: str | None = None) -> list[Any]:
+    return dlq_replay(iids, now, only)
 
 
 def fire_row(f: FireArgs) -> bytes:

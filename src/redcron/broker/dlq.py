@@ -11,17 +11,19 @@ adds, ``dlq_unindex.lua`` drops one found empty), read in name order.
 
 from __future__ import annotations
 
+import builtins
 import heapq
 import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from redcron.broker import argv
 from redcron.broker.core import MAX_BATCH, Core, fields_of, shard_of_id
 from redcron.broker.listing import ensure_indexes
 from redcron.broker.partial import note_unavailable, shards_to_read
+from redcron.errors import NotFound
 from redcron.keys import shard_of
 from redcron.model import DlqEntry
 from redcron.serde import text as _s
@@ -30,7 +32,13 @@ log = logging.getLogger(__name__)
 
 #: ``list`` is a DlqStore method: annotations in the class use these aliases
 Entries = list[DlqEntry]
-ArgvBuilder = Callable[[Sequence[str], int | None], list[Any]]
+ArgvBuilder = Callable[[Sequence[str], int | None, str | None], list[Any]]
+#: what :meth:`DlqStore.act` does
+DlqVerb = Literal["replay", "discard"]
+_SCRIPTS: dict[str, tuple[str, ArgvBuilder]] = {
+    "replay": ("dlq_replay", argv.dlq_replay),
+    "discard": ("dlq_discard", argv.dlq_discard),
+}
 
 #: a DLQ stream entry id (``<ms>-<seq>``): what a page cursor may carry
 DLQ_ENTRY_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
@@ -181,30 +189,42 @@ class DlqStore:
 
     def replay(self, iids: Sequence[str], now: int | None = None) -> int:
         """Make dead instances ready again; how many were (the others are left alone)."""
-        return self._each("dlq_replay", argv.dlq_replay, iids, now)
+        return sum(map(len, self.act("replay", iids, now=now).values()))
 
     def discard(self, iids: Sequence[str], now: int | None = None) -> int:
         """Take dead instances out of the DLQ for good (they end ``cancelled``, error
         "discarded from the DLQ"); how many were (the others are left alone)."""
-        return self._each("dlq_discard", argv.dlq_discard, iids, now)
+        return sum(map(len, self.act("discard", iids, now=now).values()))
 
-    def _each(
+    def act(
         self,
-        script: str,
-        build: ArgvBuilder,
+        what: DlqVerb,
         iids: Sequence[str],
-        now: int | None,
-    ) -> int:
-        """Run a per-instance DLQ script shard by shard, in chunks: the count of 1s."""
+        tenant: str | None = None,
+        now: int | None = None,
+    ) -> dict[str, builtins.list[str]]:
+        """:meth:`replay` or :meth:`discard` ``iids``, of ``tenant`` only when given
+        (another tenant's are left alone, checked inside the script: a caller
+        scoped to one tenant reads nothing per id first); the ids acted on, by
+        their tenant.  Shard by shard, :data:`MAX_BATCH` ids a call."""
+        script, build = _SCRIPTS[what]
         by_shard: dict[int, list[str]] = {}
         for iid in iids:
-            by_shard.setdefault(shard_of_id(iid), []).append(iid)
-        total = 0
+            try:
+                shard = shard_of_id(iid)
+            except NotFound:
+                continue  # no task id at all: left alone, as an unknown one is
+            if shard < self.core.shards:
+                by_shard.setdefault(shard, []).append(iid)
+        out: dict[str, builtins.list[str]] = {}
         for shard, ids in by_shard.items():
             for i in range(0, len(ids), MAX_BATCH):
                 chunk = ids[i : i + MAX_BATCH]
-                total += sum(int(x) for x in self.core._run(script, shard, build(chunk, now)))
-        return total
+                got = self.core._run(script, shard, build(chunk, now, tenant))
+                for iid, owner in zip(chunk, got, strict=True):
+                    if isinstance(owner, bytes | str):  # 0: left alone
+                        out.setdefault(_s(owner), []).append(iid)
+        return out
 
     def _gone(self, shard: int, streams: Sequence[tuple[str, Any]]) -> set[str]:
         """Drop (``dlq_prune.lua``) the DLQ entries whose instance is gone: replay and

@@ -3,11 +3,9 @@ settings with live figures, changing settings, the DLQ (list, replay, discard)."
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
 import flask
 
-from redcron.broker import DlqStore, page_tenants
+from redcron.broker import DlqVerb, page_tenants
 from redcron.dashboard.api import actions, auth
 from redcron.dashboard.api.common import (
     ApiError,
@@ -21,7 +19,6 @@ from redcron.dashboard.api.dlq import dlq_cursor
 from redcron.dashboard.api.params import DLQ_LIMIT, LIMIT, NAME_PART, CursorParam
 from redcron.errors import NotFound
 from redcron.model import validation
-from redcron.model.states import TaskState
 from redcron.model.tenants import SETTINGS_FIELDS
 
 bp = flask.Blueprint("tenants", __name__)
@@ -83,28 +80,27 @@ def list_dlq(tenant: str) -> flask.Response:
 @bp.post("/tenants/<tenant>/dlq/<path:task_id>/replay")  # run tasks: <run>/<task>
 def replay_dlq(tenant: str, task_id: str) -> flask.Response:
     """Put one dead task back on its queue with a fresh retry budget."""
-    return _dlq_action(tenant, task_id, DlqStore.replay)
+    return _dlq_action(tenant, task_id, "replay")
 
 
 @bp.post("/tenants/<tenant>/dlq/<path:task_id>/discard")
 def discard_dlq(tenant: str, task_id: str) -> flask.Response:
     """Take one dead task out of the DLQ for good: it ends ``cancelled`` with the
     error "discarded from the DLQ"."""
-    return _dlq_action(tenant, task_id, DlqStore.discard)
+    return _dlq_action(tenant, task_id, "discard")
 
 
-def _dlq_action(
-    tenant: str, task_id: str, action: Callable[[DlqStore, Sequence[str]], int]
-) -> flask.Response:
+def _dlq_action(tenant: str, task_id: str, what: DlqVerb) -> flask.Response:
     """One dead task of ``tenant``: 404 when it is another tenant's (or unknown),
-    409 when it is not in the DLQ; otherwise the task after ``action``."""
+    409 when it is not in the DLQ; otherwise the task after ``what`` (the
+    script checks the tenant and the state in the same call)."""
     auth.tenant_path(tenant)
     only(body(required=False), set())
     validation.name("tenant", tenant)
     broker = redcron_app().broker
-    task = broker.inspection.task_info(task_id)
-    if task.tenant != tenant:
-        raise NotFound(f"no task {task_id} in the DLQ of tenant {tenant!r}")
-    if task.state != TaskState.DEAD or action(broker.dlq, [task_id]) == 0:
+    if not broker.dlq.act(what, [task_id], tenant=tenant):
+        task = broker.inspection.task_info(task_id)  # why not: 404 or 409
+        if task.tenant != tenant:
+            raise NotFound(f"no task {task_id} in the DLQ of tenant {tenant!r}")
         raise ApiError(409, "conflict", f"task {task_id} is {task.state}, not in the DLQ")
     return reply(broker.inspection.task_info(task_id))

@@ -7,16 +7,14 @@ never every tenant's stream (``DlqStore.page``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
 import flask
 
-from redcron.broker import DLQ_ENTRY_ID, DlqPage, DlqStore
+from redcron.broker import DLQ_ENTRY_ID, DlqPage, DlqVerb
 from redcron.dashboard.api import actions, auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
 from redcron.dashboard.ui.render import Reply
-from redcron.errors import NotFound, ValidationError
+from redcron.errors import ValidationError
 from redcron.model import validation
 
 bp = flask.Blueprint("dlq", __name__)
@@ -73,32 +71,19 @@ def index() -> Reply:
 
 @bp.post("/dlq/replay")
 def replay() -> Reply:
-    return _act(DlqStore.replay, "replayed", "back on their queues with a fresh retry budget")
+    return _act("replay", "replayed", "back on their queues with a fresh retry budget")
 
 
 @bp.post("/dlq/discard")
 def discard() -> Reply:
-    return _act(DlqStore.discard, "discarded", "ended cancelled")
+    return _act("discard", "discarded", "ended cancelled")
 
 
-def _mine(chosen: Sequence[str]) -> list[str]:
-    """The chosen task ids the viewer may act on (another tenant's: left out)."""
-    inspection = redcron_app().broker.inspection
-    out = []
-    for iid in chosen[:MAX_CHOSEN]:
-        try:
-            tenant = inspection.task_info(iid).tenant
-            if auth.may_see(tenant):
-                out.append(iid)
-                actions.note([iid], tenant=tenant)
-        except (NotFound, ValidationError):
-            continue  # unknown, or no task id at all
-    return out
-
-
-def _act(action: Callable[[DlqStore, Sequence[str]], int], verb: str, what: str) -> Reply:
-    """Apply ``action`` to the chosen entries: a row's button (``one``), the
-    ticked boxes (``ids``) or every entry of the page shown (``all``)."""
+def _act(what: DlqVerb, verb: str, what_now: str) -> Reply:
+    """Apply ``what`` to the chosen entries: a row's button (``one``), the
+    ticked boxes (``ids``) or every entry of the page shown (``all``).  A
+    tenant's viewer acts on its own tasks only: the script checks each id's
+    tenant in the same call (another tenant's, or no task: left alone)."""
     tenant, name, after = _filter()
     form = flask.request.form
     if form.get("one"):
@@ -107,13 +92,16 @@ def _act(action: Callable[[DlqStore, Sequence[str]], int], verb: str, what: str)
         chosen = [e.task_id for e in entries(tenant, name, after, render.PER_PAGE).entries]
     else:
         chosen = form.getlist("ids")
+    chosen = chosen[:MAX_CHOSEN]
     if not chosen:
         flask.flash("nothing selected: tick some entries first", "error")
     else:
-        allowed = _mine(chosen)
-        done = action(redcron_app().broker.dlq, allowed) if allowed else 0
+        acted = redcron_app().broker.dlq.act(what, chosen, tenant=auth.scope())
+        for owner, ids in acted.items():
+            actions.note(ids, tenant=owner)
+        done = sum(map(len, acted.values()))
         missed = len(chosen) - done
-        message = f"{verb} {done} task{'s' if done != 1 else ''} ({what})"
+        message = f"{verb} {done} task{'s' if done != 1 else ''} ({what_now})"
         if missed:
             message += f"; {missed} no longer in the DLQ (replayed or discarded meanwhile)"
         flask.flash(message, "error" if missed and not done else "info")
