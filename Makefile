@@ -63,8 +63,8 @@ test: install lint browser-deps
 unit: install
 	$(VENV)/bin/pytest -q tests/unit
 
-# the generated tables of docs/architecture.md (scripts, libs, records), from the
-# Lua headers and the record docstrings, and the CLI reference docs/cli.md, from the
+# the generated tables of docs/architecture.md (modules, scripts, libs, records), from
+# the module docstrings, the Lua headers and the record docstrings, and the CLI reference docs/cli.md, from the
 # click commands; tests/unit/test_architecture_doc.py and test_cli_doc.py check them
 docs: install
 	$(PY) tests/helpers/docgen.py

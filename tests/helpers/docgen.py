@@ -5,9 +5,15 @@
     .venv/bin/python tests/helpers/docgen.py   # the same
     .venv/bin/python tests/helpers/docgen.py --check   # exit 1 when stale
 
-Three tables sit between ``<!-- BEGIN generated: NAME -->`` and
+Four parts sit between ``<!-- BEGIN generated: NAME -->`` and
 ``<!-- END generated: NAME -->`` markers, and only those lines are rewritten:
 
+- ``modules``: a table per package of :data:`MODULE_PACKAGES` (a subpackage
+  has its own table when it is listed too): every module of it, with the first
+  sentence of its docstring, the classes in it that do something (not the
+  records and NamedTuples it returns) and the scripts it runs (a ``lua/*.lua`` name
+  passed to a call, or held as a value of a dict; names a module only lists,
+  as the loader does, do not count);
 - ``scripts``: every ``src/redcron/lua/*.lua``, with the first sentence of its
   header comment (``--[[ name: ...``) and its ``Upholds:`` sentence;
 - ``libs``: every ``.lua`` under ``src/redcron/lua/lib/``, with its header's
@@ -18,7 +24,6 @@ Three tables sit between ``<!-- BEGIN generated: NAME -->`` and
   fields that hold it) and its fields.  A record is a dataclass exported by
   ``redcron.model`` (its ``__all__``), defined in a module with ``records``
   in its dotted name, or named in :data:`ALSO`, wherever it is defined.
-
 Everything is read with ``ast`` and plain text from what is in the tree now
 (nothing is imported), so modules and scripts may move: the tables follow.
 ``tests/unit/test_architecture_doc.py`` fails when the doc is not what this
@@ -52,6 +57,9 @@ CLI_DOC = ROOT / "docs" / "cli.md"
 CLI_WIDTH = 100
 COMMAND = "make docs"
 
+#: the packages the ``modules`` part has a table for, in this order (a package
+#: that moves or splits is an edit here and ``make docs``)
+MODULE_PACKAGES = ("redcron.broker", "redcron.broker.doctor")
 #: records that live outside redcron.model (found by name wherever they are defined)
 ALSO = ("TaskCancel", "RunCancel", "DoctorReport", "DoctorSummary", "Finding", "TenantRecount")
 #: parts of the package whose functions are not "where a record comes back from"
@@ -349,6 +357,86 @@ def records_table() -> list[str]:
     return rows
 
 
+def module_summary(mod: Module) -> str:
+    """The first sentence of the module's docstring."""
+    text = " ".join((ast.get_docstring(mod.tree) or "").split("\n\n")[0].split())
+    return next(sentences(text), "").rstrip(".") or "—"
+
+
+def scripts_run(mod: Module, scripts: set[str]) -> list[str]:
+    """The ``lua/*.lua`` scripts ``mod`` runs: a script's name passed to a call
+    (``core._run("lease", ...)``) or held as a value of a dict (a table of which
+    script runs what), in the order the module first names them."""
+    found: dict[str, tuple[int, int]] = {}
+    for node in ast.walk(mod.tree):
+        named: list[ast.expr | None] = []
+        if isinstance(node, ast.Call):
+            named = list(node.args)
+        elif isinstance(node, ast.Dict):
+            named = list(node.values)
+        for arg in named:
+            if isinstance(arg, ast.Constant) and arg.value in scripts:
+                at = (arg.lineno, arg.col_offset)
+                found[arg.value] = min(found.get(arg.value, at), at)
+    return sorted(found, key=found.__getitem__)
+
+
+#: the bases of a class that holds values, not operations (left out of ``classes``)
+_VALUE_BASES = ("NamedTuple", "Exception", "Error", "Enum", "Protocol", "TypedDict")
+
+
+def service_classes(mod: Module) -> list[str]:
+    """The public classes of ``mod`` that do something: a public method that is
+    not a property, and not a dataclass, a NamedTuple, an exception or an enum."""
+    out = []
+    for node in mod.tree.body:
+        if not isinstance(node, ast.ClassDef) or node.name.startswith("_") or is_dataclass(node):
+            continue
+        if any(ast.unparse(base).endswith(_VALUE_BASES) for base in node.bases):
+            continue
+        if any(
+            isinstance(item, ast.FunctionDef)
+            and not item.name.startswith("_")
+            and not any(ast.unparse(d) == "property" for d in item.decorator_list)
+            for item in node.body
+        ):
+            out.append(node.name)
+    return out
+
+
+def package_modules(mods: dict[str, Module], package: str) -> list[Module]:
+    """The modules directly in ``package``, its ``__init__`` first; a subpackage
+    is one row (its ``__init__``) unless it has its own table."""
+    if package not in mods:
+        raise DocgenError(f"MODULE_PACKAGES names {package}, which is not a package: fix it")
+    inside = [
+        m
+        for m in mods.values()
+        if m.name.rpartition(".")[0] == package and m.name not in MODULE_PACKAGES
+    ]
+    return [mods[package], *sorted(inside, key=lambda m: m.name)]
+
+
+def modules_table() -> list[str]:
+    mods = load_modules()
+    scripts = {p.stem for p in LUA.glob("*.lua")}
+    lines: list[str] = []
+    for package in MODULE_PACKAGES:
+        if lines:
+            lines.append("")
+        lines += [
+            f"`{package}`:",
+            "",
+            "| module | holds | classes | runs |",
+            "|---|---|---|---|",
+        ]
+        for mod in package_modules(mods, package):
+            classes = ", ".join(f"`{c}`" for c in service_classes(mod)) or "—"
+            ran = ", ".join(f"`{s}`" for s in scripts_run(mod, scripts)) or "—"
+            lines.append(f"| `{mod.rel}` | {cell(module_summary(mod))} | {classes} | {ran} |")
+    return lines
+
+
 # -- the CLI -------------------------------------------------------------------------
 
 
@@ -403,7 +491,12 @@ def cli_reference() -> list[str]:
 
 # -- the doc -------------------------------------------------------------------------
 
-TABLES = {"scripts": scripts_table, "libs": libs_table, "records": records_table}
+TABLES = {
+    "modules": modules_table,
+    "scripts": scripts_table,
+    "libs": libs_table,
+    "records": records_table,
+}
 CLI_TABLES = {"cli": cli_reference}
 #: every doc with generated parts, and its parts
 DOCS = {DOC: TABLES, CLI_DOC: CLI_TABLES}

@@ -1,6 +1,7 @@
-"""docs/architecture.md cannot drift from the tree: its tables of scripts,
-libraries and records are what ``tests/helpers/docgen.py`` generates from the
-Lua headers and the record docstrings (``make docs`` rewrites them), its
+"""docs/architecture.md cannot drift from the tree: its tables of modules,
+scripts, libraries and records are what ``tests/helpers/docgen.py`` generates
+from the module docstrings, the Lua headers and the record docstrings (``make
+docs`` rewrites them), its
 hand-written tables name only scripts and records that exist, and every
 ``.py``/``.lua`` file it (or any other doc) names is in the tree.
 
@@ -10,6 +11,7 @@ follows them (only the doc's text must then be regenerated or edited).
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -58,6 +60,11 @@ def _named(text: str, first_header: str) -> set[str]:
     return {name for c in cells for name in re.findall(r"`([^`]+)`", c)}
 
 
+def _modules() -> set[str]:
+    mods = docgen.load_modules()
+    return {m.rel for p in docgen.MODULE_PACKAGES for m in docgen.package_modules(mods, p)}
+
+
 def _generated(name: str) -> str:
     start, end = docgen.block(DOC, name)
     return DOC[start:end]
@@ -82,6 +89,37 @@ def test_every_script_lib_and_record_is_in_its_table() -> None:
     assert _named(_generated("scripts"), "script") == _scripts()
     assert _named(_generated("libs"), "lib") == _libs()
     assert _named(_generated("records"), "record") == _records()
+    assert _named(_generated("modules"), "module") == _modules()
+
+
+def test_a_new_module_or_a_changed_docstring_makes_the_doc_stale(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # what the check above compares is built from the tree: a module added to a
+    # listed package, or a module's docstring changed, is a stale doc until
+    # `make docs`
+    mods = dict(docgen.load_modules())
+    package = docgen.MODULE_PACKAGES[0]
+    new = f"{package}.zz_added"
+    path = docgen.PACKAGE.parent.joinpath(*new.split(".")).with_suffix(".py")
+    mods[new] = docgen.Module(new, path, ast.parse('"""A module the doc does not list yet."""'))
+    monkeypatch.setattr(docgen, "load_modules", lambda: mods)
+    assert docgen.render(DOC) != DOC
+
+    mods.pop(new)
+    first = docgen.package_modules(mods, package)[-1]
+    changed = ast.parse('"""What this module holds now."""')
+    mods[first.name] = docgen.Module(first.name, first.path, changed)
+    assert docgen.render(DOC) != DOC
+
+
+def test_the_module_tables_find_scripts_and_classes() -> None:
+    # a rule of docgen that stopped finding them would empty the columns silently
+    mods = docgen.load_modules()
+    listed = [m for p in docgen.MODULE_PACKAGES for m in docgen.package_modules(mods, p)]
+    leases = next(m for m in listed if m.name.endswith(".leases"))
+    assert {"lease", "complete", "fail"} <= set(docgen.scripts_run(leases, _scripts()))
+    assert "Leases" in docgen.service_classes(leases)
 
 
 def test_the_records_found_include_the_doctors_wherever_they_moved() -> None:

@@ -1,5 +1,5 @@
-"""The opt-in attempt audit (``Worker(audit=True)``, used by ``redcron chaos``):
-one stream entry when an attempt starts executing and one when its execution
+"""The opt-in attempt audit that ``redcron chaos`` checks (``Worker(audit=True)``).
+One stream entry when an attempt starts executing and one when its execution
 ends, written by the worker that runs it, read back by the chaos checker.
 
 The entry id is assigned by the server (``XADD … *``), so an entry's time is

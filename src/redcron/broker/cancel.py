@@ -1,4 +1,5 @@
-"""What a cancel did: the answers of ``cancel.lua`` and ``run_cancel.lua``.
+"""Cancelling a task (:func:`cancel`, ``cancel.lua``), and what a cancel did: the
+answers of ``cancel.lua`` and ``run_cancel.lua``.
 
 A cancel that is accepted ends the instance ``cancelled`` at once, wherever it
 is, and never again: a leased attempt ends with its lease, so the worker's

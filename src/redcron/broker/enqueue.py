@@ -1,4 +1,5 @@
-"""Admission and enqueue: ``enqueue_check.lua`` then ``enqueue.lua``.
+"""Admission and enqueue: ``enqueue_check.lua`` admits a batch before its first
+write, then ``enqueue.lua`` writes it.
 
 A batch of :class:`~redcron.broker.argv.EnqueueRow` is written whole or not at
 all; how a batch bigger than one call is admitted before its first write is

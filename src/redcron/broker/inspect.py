@@ -1,4 +1,5 @@
-"""Inspection: what is where, read without a script (``watch.lua`` aside).
+"""Inspection, what is where, read without a script (``watch.lua`` aside): ready
+and delayed counts, ``inspect``, a task's record and log.
 
 :class:`Inspection` holds the per-tenant counts (``inspect``: ready / in flight
 / delayed / DLQ, and ready per priority class), the ready and delayed counts

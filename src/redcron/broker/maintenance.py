@@ -1,9 +1,10 @@
-"""Maintenance: ``promote.lua`` (due timers back to ready), ``reap.lua`` (expired
-leases retried or dead-lettered), the follow-ups (``follow_ends.lua``,
-``follow_runs.lua``, ``follow_chain.lua``: what reacts to the ends the scripts
-wrote beside them, docs/architecture.md "Follow-ups beside the hot path"), the
-per-shard lock that lets one caller at a time run them, and the pruning of the
-``recent`` index.
+"""Maintenance: ``promote``, ``reap`` and the follow-ups, the per-shard lock
+around them, and the pruning of the ``recent`` index.  ``promote.lua`` moves
+due timers back to ready, ``reap.lua`` retries or dead-letters expired leases,
+and the follow-ups (``follow_ends.lua``, ``follow_runs.lua``,
+``follow_chain.lua``) are what reacts to the ends the scripts wrote beside them
+(docs/architecture.md "Follow-ups beside the hot path"); the lock lets one
+caller at a time run them on a shard.
 
 Workers and beats alike call :meth:`Maintenance.maintain` (DESIGN.md §2), so a
 deployment of workers alone keeps every guarantee of one-off tasks.

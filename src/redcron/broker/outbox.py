@@ -1,7 +1,8 @@
-"""What the notifier keeps in Redis: the events it reads (each shard's events
-stream, through the consumer group ``NOTIFY_GROUP``) and, per channel, the
-deliveries still to send (``outbox`` ZSET + ``outmsg`` HASH), the dead-letter
-digest being gathered (``digest``) and the delivery log (``dlog``).
+"""What the notifier keeps in Redis: the events it reads and, per channel, its
+outbox, dead-letter digest and delivery log.  The events are each shard's
+events stream, read through the consumer group ``NOTIFY_GROUP``; per channel,
+the deliveries still to send are the ``outbox`` ZSET + ``outmsg`` HASH, the
+dead-letter digest being gathered ``digest`` and the delivery log ``dlog``.
 
 The order that makes delivery at-least-once: an event is written to every
 channel's outbox (or digest) first, and acknowledged (``XACK``) only after;

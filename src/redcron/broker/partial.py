@@ -1,5 +1,5 @@
 """Reads over every shard that answer with what the live shards hold
-(issue 30 §2.5): on a Redis Cluster one master down used to take every
+(issue 30 §2.5).  On a Redis Cluster one master down used to take every
 cross-tenant view with it (the tenant list, the runs list, a tenant's share of
 the last minute's dispatches, the overview page), a 503 for all.
 

@@ -1,5 +1,5 @@
-"""Tenant settings in Redis: read and change them, list tenants with
-their live dispatch numbers.
+"""Tenant settings in Redis: read and change them, unpark a tenant
+(``tenant_unpark.lua``), list tenants with their live dispatch numbers.
 
 Settings live in the tenant hash ``keys.tenant(shard, tenant)`` next to the
 dispatch state the lease script owns, so only the settings fields are ever

@@ -1,8 +1,7 @@
-"""Instances: each in the place its hash records (ready in its stream, waiting
-on a timer, leased with the lease tracked, dead in its tenant's DLQ, held on
-its job's list, waiting on its concurrency key's list, pending in an active
-run), and the repair that puts one back
-(``lua/doctor_place.lua``)."""
+"""Instances: each in the place its hash records, and the repair that puts one
+back (``lua/doctor_place.lua``).  The places: ready in its stream, waiting on a
+timer, leased with the lease tracked, dead in its tenant's DLQ, held on its
+job's list, waiting on its concurrency key's list, pending in an active run."""
 
 from __future__ import annotations
 

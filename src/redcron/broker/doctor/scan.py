@@ -1,7 +1,7 @@
-"""Reading a shard for doctor, in two steps: discover (SCAN the keys of a kind,
-or page through an index or a stream), then verify each batch in one
-``MULTI``/``EXEC`` snapshot, so work a live system moves between the two
-reads does not show up as a finding.  Every read is at most ``BATCH`` keys or
+"""Reading a shard for doctor in two steps: discover, then verify each batch in
+one ``MULTI``/``EXEC`` snapshot.  Discovering SCANs the keys of a kind, or pages
+through an index or a stream; verifying in a snapshot keeps work a live system
+moves between the two reads from showing up as a finding.  Every read is at most ``BATCH`` keys or
 members, so memory stays bounded however large the shard."""
 
 from __future__ import annotations

@@ -1,45 +1,21 @@
 """The JSON API, ``/v1``: jobs, runs, one-off tasks, tenants and their DLQ, the
 DLQ across tenants, the live workers and (admin tokens) API tokens.
 
-Every route module holds one blueprint; this one nests them under ``/v1`` and
-runs :func:`authenticate` (bearer tokens, ``auth.py``) before each request.
-``openapi.py`` describes the routes, and a test keeps it and the URL map in step.
+Every route module holds one blueprint (an :class:`operation.Routes`, whose
+routes each declare their OpenAPI operation); this one nests them under ``/v1``
+(``openapi.PARTS``, the same list the document is built from) and runs
+:func:`authenticate` (bearer tokens, ``auth.py``) before each request.
 """
 
 from __future__ import annotations
 
 import flask
 
-from redcron.dashboard.api import (
-    actions,
-    audit,
-    auth,
-    channels,
-    dlq,
-    jobs,
-    live_workers,
-    openapi,
-    runs,
-    tasks,
-    tenants,
-    tokens,
-    worker,
-)
+from redcron.dashboard.api import actions, auth, openapi
+from redcron.dashboard.api.operation import PREFIX
 
-api = flask.Blueprint("api", __name__, url_prefix="/v1")
-for part in (
-    jobs.bp,
-    runs.bp,
-    tasks.bp,
-    tenants.bp,
-    tokens.bp,
-    dlq.bp,
-    channels.bp,
-    live_workers.bp,
-    audit.bp,
-    worker.bp,
-    openapi.bp,
-):
+api = flask.Blueprint("api", __name__, url_prefix=PREFIX)
+for part in openapi.PARTS:
     api.register_blueprint(part)
 
 

@@ -13,15 +13,26 @@ import flask
 from redcron.broker import ActionLog
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app, reply
+from redcron.dashboard.api.operation import Operation, Routes, paged
 from redcron.dashboard.api.params import ENTRY_ID, LIMIT, TENANT, CursorParam
+from redcron.dashboard.api.record_schema import ref
 
-bp = flask.Blueprint("audit", __name__)
+bp = Routes("audit", __name__)
 
 #: a page's cursor: the last entry's stream id
 CURSOR = CursorParam("audit", (ENTRY_ID,), "entry id")
 
 
-@bp.get("/audit")
+@bp.get(
+    "/audit",
+    doc=Operation(
+        "list_actions",
+        "Who did what, newest first: every state-changing request (a tenant token: its "
+        "own tenant's)",
+        paged("actions", ref("Action")),
+        query=(TENANT, LIMIT, CURSOR),
+    ),
+)
 def list_actions() -> flask.Response:
     tenant = TENANT.read()
     limit = LIMIT.read()

@@ -8,14 +8,23 @@ import flask
 
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app, reply
+from redcron.dashboard.api.operation import Operation, Routes, link, paged
 from redcron.dashboard.api.params import ENTRY_ID, LIMIT, NAME_PART, TENANT, CursorParam, TextParam
+from redcron.dashboard.api.record_schema import ref
 
-bp = flask.Blueprint("dlq", __name__)
+bp = Routes("dlq", __name__)
 
 #: the query of the DLQ lists (and LIMIT, TENANT)
 #: (tenant, DLQ entry id) of the last entry; an empty entry id: past that tenant
 CURSOR = CursorParam("dlq", (NAME_PART, f"(?:{ENTRY_ID})?"), "tenant:entry id")
 NAME = TextParam("name", "Only dead tasks of this task name")
+
+#: a page of a DLQ list (this one's and a tenant's)
+PAGE = paged("entries", ref("DlqEntry"))
+_DEAD = {"tenant": "$response.body#/entries/0/tenant",
+         "task_id": "$response.body#/entries/0/task_id"}  # fmt: skip
+#: what a client can do with a page's first entry
+LINKS = {"ReplayDead": link("replay_dead", _DEAD), "DiscardDead": link("discard_dead", _DEAD)}
 
 
 def dlq_cursor() -> tuple[str, str] | None:
@@ -25,7 +34,17 @@ def dlq_cursor() -> tuple[str, str] | None:
     return None if key is None else (key[0], key[1])
 
 
-@bp.get("/dlq")
+@bp.get(
+    "/dlq",
+    doc=Operation(
+        "list_dlq",
+        "Dead tasks of every tenant (a tenant token: its own) by tenant, oldest first, a "
+        "page at a time",
+        PAGE,
+        query=(TENANT, NAME, LIMIT, CURSOR),
+        links=LINKS,
+    ),
+)
 def list_dlq() -> flask.Response:
     """Dead tasks of every tenant (``tenant``: of one; ``name``: of one task
     name), ``limit`` a page (default 50), following ``cursor``."""

@@ -34,7 +34,9 @@ from redcron.dashboard.api.common import (
     reply,
     unconfirmed,
 )
+from redcron.dashboard.api.operation import Operation, Routes, link, paged
 from redcron.dashboard.api.params import LIMIT, NAME_PART, TENANT, ChoiceParam, CursorParam
+from redcron.dashboard.api.record_schema import ref
 from redcron.errors import NotReplicated, ValidationError
 from redcron.keys import JOBIDX_SEP
 from redcron.model import JobRecord
@@ -42,7 +44,7 @@ from redcron.model.jobfile import JobFileError, parse_jobs
 from redcron.model.jobs import JobSpec
 from redcron.model.serialize import to_json
 
-bp = flask.Blueprint("jobs", __name__)
+bp = Routes("jobs", __name__)
 
 #: the query of GET /v1/jobs
 CURSOR = CursorParam("jobs", (NAME_PART, NAME_PART), "tenant:name")
@@ -56,6 +58,24 @@ ALLOW_UNREGISTERED = ChoiceParam(
 )
 
 SOURCE = "body"
+
+_JOB = "$response.body#/id"
+#: what a client can do next with the job a reply holds
+JOB_LINKS = {
+    "GetJob": link("get_job", {"job_id": _JOB}),
+    "ReplaceJob": link("replace_job", {"job_id": _JOB}),
+    "DeleteJob": link("delete_job", {"job_id": _JOB}),
+    "PauseJob": link("pause_job", {"job_id": _JOB}),
+    "ResumeJob": link("resume_job", {"job_id": _JOB}),
+    "TriggerJob": link("trigger_job", {"job_id": _JOB}),
+    "ListJobRuns": link("list_runs", {"job": _JOB}),
+}
+#: the body of POST /v1/jobs/<id>/trigger (optional)
+TRIGGER_BODY = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {"params": {"type": "object", "additionalProperties": True}},
+}
 
 
 def spec_from_body(data: dict[str, Any]) -> JobSpec:
@@ -90,7 +110,19 @@ def _put(spec: JobSpec) -> JobRecord:
     return app.jobs.put(spec, allow_unregistered=ALLOW_UNREGISTERED.read() == "true")
 
 
-@bp.post("/jobs")
+@bp.post(
+    "/jobs",
+    doc=Operation(
+        "create_job",
+        "Create (201) or update (200) a job, keyed by tenant + name; warnings name the "
+        "Python tasks no live worker serves",
+        ref("JobCreated"),
+        ok=("201", "200"),
+        body=ref("JobBody"),
+        query=(ALLOW_UNREGISTERED,),
+        links=JOB_LINKS,
+    ),
+)
 def create_job() -> flask.Response:
     data = body()
     auth.tenant_field(data)
@@ -103,7 +135,16 @@ def create_job() -> flask.Response:
     return reply(payload, 201 if record.change == "created" else 200)
 
 
-@bp.get("/jobs")
+@bp.get(
+    "/jobs",
+    doc=Operation(
+        "list_jobs",
+        "Jobs by tenant and name, a page at a time (no cursor: the first page)",
+        paged("jobs", ref("Job")),
+        query=(TENANT, LIMIT, CURSOR),
+        links={"GetJob": link("get_job", {"job_id": "$response.body#/jobs/0/id"})},
+    ),
+)
 def list_jobs() -> flask.Response:
     """Jobs by tenant and name, a page at a time (``limit``, ``cursor``); a
     request without ``cursor`` answers the first page, with ``next_cursor``."""
@@ -127,12 +168,22 @@ def list_jobs() -> flask.Response:
     )
 
 
-@bp.get("/jobs/<job_id>")
+@bp.get("/jobs/<job_id>", doc=Operation("get_job", "A job", ref("Job"), errors=("404",)))
 def get_job(job_id: str) -> flask.Response:
     return reply(auth.job(job_id))
 
 
-@bp.put("/jobs/<job_id>")
+@bp.put(
+    "/jobs/<job_id>",
+    doc=Operation(
+        "replace_job",
+        "Replace a job's spec (its name and tenant stay)",
+        ref("Job"),
+        errors=("404",),
+        body=ref("JobReplaceBody"),
+        query=(ALLOW_UNREGISTERED,),
+    ),
+)
 def replace_job(job_id: str) -> flask.Response:
     current = auth.job(job_id)
     data = body()
@@ -145,7 +196,7 @@ def replace_job(job_id: str) -> flask.Response:
     return reply(record)
 
 
-@bp.delete("/jobs/<job_id>")
+@bp.delete("/jobs/<job_id>", doc=Operation("delete_job", "Delete a job", ok="204", errors=("404",)))
 def delete_job(job_id: str) -> flask.Response:
     jobs = redcron_app().jobs
     job = auth.job(job_id)
@@ -153,12 +204,18 @@ def delete_job(job_id: str) -> flask.Response:
     return flask.Response(status=204)
 
 
-@bp.post("/jobs/<job_id>/pause")
+@bp.post(
+    "/jobs/<job_id>/pause",
+    doc=Operation("pause_job", "Pause a job", ref("Job"), errors=("404",)),
+)
 def pause_job(job_id: str) -> flask.Response:
     return _switch(job_id, JobStore.pause)
 
 
-@bp.post("/jobs/<job_id>/resume")
+@bp.post(
+    "/jobs/<job_id>/resume",
+    doc=Operation("resume_job", "Resume a job", ref("Job"), errors=("404",)),
+)
 def resume_job(job_id: str) -> flask.Response:
     return _switch(job_id, JobStore.resume)
 
@@ -171,7 +228,23 @@ def _switch(job_id: str, action: Callable[..., object]) -> flask.Response:
     return reply(jobs.get_by_id(job_id))
 
 
-@bp.post("/jobs/<job_id>/trigger")
+@bp.post(
+    "/jobs/<job_id>/trigger",
+    doc=Operation(
+        "trigger_job",
+        "Start a manual run now (202: created, but durability=strict's replicas did not "
+        "confirm it: look the run up, do not trigger again)",
+        {"type": "object", "required": ["run_id"], "properties": {"run_id": {"type": "string"}}},
+        ok="201",
+        errors=("404", "429"),
+        body=TRIGGER_BODY,
+        body_required=False,
+        links={
+            "GetRun": link("get_run", {"run_id": "$response.body#/run_id"}),
+            "CancelRun": link("cancel_run", {"run_id": "$response.body#/run_id"}),
+        },
+    ),
+)
 def trigger_job(job_id: str) -> flask.Response:
     job = auth.job(job_id)  # first: another tenant's job is a 404 whatever the body
     data = body(required=False)

@@ -13,11 +13,13 @@ from redcron.broker import WorkerRegistry, running_by_worker
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app, reply
 from redcron.dashboard.api.leases import WORKER_ID
+from redcron.dashboard.api.operation import Operation, Routes, paged
 from redcron.dashboard.api.params import LIMIT, CursorParam
+from redcron.dashboard.api.record_schema import ref
 from redcron.model import WorkerInfo
 from redcron.model.serialize import to_json
 
-bp = flask.Blueprint("live_workers", __name__)
+bp = Routes("live_workers", __name__)
 
 #: the query of GET /v1/workers (and LIMIT)
 CURSOR = CursorParam("workers", (WORKER_ID.pattern,), "worker id")
@@ -35,7 +37,16 @@ def as_seen(worker: WorkerInfo, tenant: str | None) -> WorkerInfo:
     return dataclasses.replace(worker, tenants=(tenant,) if worker.tenants else (), leased=())
 
 
-@bp.get("/workers")
+@bp.get(
+    "/workers",
+    doc=Operation(
+        "list_workers",
+        "Live workers by id, a page at a time, each with the tasks it holds (a tenant "
+        "token: the workers serving it, its own tasks)",
+        paged("workers", ref("Worker")),
+        query=(LIMIT, CURSOR),
+    ),
+)
 def list_workers() -> flask.Response:
     """Live workers by id, ``limit`` a page (default 50), following ``cursor``."""
     limit = LIMIT.read()

@@ -24,7 +24,9 @@ from redcron.dashboard.api.common import (
     redcron_app,
     reply,
 )
+from redcron.dashboard.api.operation import Operation, Routes, link, paged
 from redcron.dashboard.api.params import (
+    EMPTY_BODY,
     LIMIT,
     MS,
     TENANT,
@@ -32,12 +34,13 @@ from redcron.dashboard.api.params import (
     CursorParam,
     TextParam,
 )
+from redcron.dashboard.api.record_schema import ref
 from redcron.errors import NotFound
 from redcron.model import ExpiredTask, RunRecord, TaskRecord
 from redcron.model.serialize import to_json
 from redcron.model.states import RunState
 
-bp = flask.Blueprint("runs", __name__)
+bp = Routes("runs", __name__)
 
 #: the query of GET /v1/runs (and LIMIT, TENANT)
 #: a run id: ``<job id>@<fire ms>`` or ``<job id>@m<ulid>`` (a manual run)
@@ -56,6 +59,17 @@ LATE = ChoiceParam(
     "Only runs found still going past their job's deadline_s (true), or only the "
     "others (false); as with state, a page then reads at most 1,000 runs",
 )
+#: what a client can do next with the run a reply holds
+RUN_LINKS = {
+    "GetRunTask": link("get_task", {"task_id": "$response.body#/tasks/0/id"}),
+    "CancelRun": link("cancel_run", {"run_id": "$response.body#/id"}),
+    "CancelRunTask": link(
+        "cancel_run_task", {"run_id": "$response.body#/id", "name": "$response.body#/tasks/0/name"}
+    ),
+    "RetryRunTask": link(
+        "retry_run_task", {"run_id": "$response.body#/id", "name": "$response.body#/tasks/0/name"}
+    ),
+}
 #: a run page's cursor: (ms, run id) of its last run
 RunKey = tuple[int, str]
 
@@ -126,7 +140,17 @@ def find_runs(
     return runs, after
 
 
-@bp.get("/runs")
+@bp.get(
+    "/runs",
+    doc=Operation(
+        "list_runs",
+        "Runs, newest first, a page at a time",
+        paged("runs", ref("Run")),
+        errors=("404",),
+        query=(JOB, STATE, LATE, TENANT, LIMIT, CURSOR),
+        links={"GetRun": link("get_run", {"run_id": "$response.body#/runs/0/id"})},
+    ),
+)
 def list_runs() -> flask.Response:
     """Runs newest first, a page at a time (:func:`find_runs`)."""
     limit = LIMIT.read()
@@ -140,7 +164,10 @@ def list_runs() -> flask.Response:
     return reply({"runs": runs, "next_cursor": CURSOR.encode(*after) if after else None})
 
 
-@bp.get("/runs/<run_id>")
+@bp.get(
+    "/runs/<run_id>",
+    doc=Operation("get_run", "A run with its tasks", ref("Run"), errors=("404",), links=RUN_LINKS),
+)
 def get_run(run_id: str) -> flask.Response:
     return flask.jsonify(run_json(auth.run(run_id)))
 
@@ -184,7 +211,17 @@ def retry_task(run_id: str, name: str) -> RunRecord:
     return jobs.run(run_id)
 
 
-@bp.post("/runs/<run_id>/cancel")
+@bp.post(
+    "/runs/<run_id>/cancel",
+    doc=Operation(
+        "cancel_run",
+        "Cancel a run: every live task ends cancelled at once",
+        ref("RunCancel"),
+        errors=("404", "409"),
+        body=EMPTY_BODY,
+        body_required=False,
+    ),
+)
 def cancel_run_route(run_id: str) -> flask.Response:
     """The run as ``GET`` shows it, with ``may_still_be_running`` (and, in
     ``still_running``, the tasks that were leased: they ended cancelled, but their
@@ -197,7 +234,17 @@ def cancel_run_route(run_id: str) -> flask.Response:
     return flask.jsonify(out)
 
 
-@bp.post("/runs/<run_id>/tasks/<name>/cancel")
+@bp.post(
+    "/runs/<run_id>/tasks/<name>/cancel",
+    doc=Operation(
+        "cancel_run_task",
+        "Cancel one task of a run",
+        ref("RunCancel"),
+        errors=("404", "409"),
+        body=EMPTY_BODY,
+        body_required=False,
+    ),
+)
 def cancel_task_route(run_id: str, name: str) -> flask.Response:
     only(body(required=False), set())
     run, done = cancel_task(run_id, name)
@@ -207,7 +254,18 @@ def cancel_task_route(run_id: str, name: str) -> flask.Response:
     return flask.jsonify(out)
 
 
-@bp.post("/runs/<run_id>/tasks/<name>/retry")
+@bp.post(
+    "/runs/<run_id>/tasks/<name>/retry",
+    doc=Operation(
+        "retry_run_task",
+        "Retry one ended task of a run",
+        ref("Run"),
+        errors=("404", "409"),
+        body=EMPTY_BODY,
+        body_required=False,
+        links=RUN_LINKS,
+    ),
+)
 def retry_task_route(run_id: str, name: str) -> flask.Response:
     only(body(required=False), set())
     return flask.jsonify(run_json(retry_task(run_id, name)))

@@ -27,11 +27,19 @@ from redcron.dashboard.api.common import (
     reply,
     unconfirmed,
 )
+from redcron.dashboard.api.operation import Operation, Routes, link
 from redcron.dashboard.api.params import EMPTY_BODY, Json, body_schema
+from redcron.dashboard.api.record_schema import ref
 from redcron.errors import NotReplicated, RedcronError, ValidationError
 from redcron.model import to_json, validation
 
-bp = flask.Blueprint("tasks", __name__)
+bp = Routes("tasks", __name__)
+
+#: what a client can do next with the task a reply holds
+TASK_LINKS = {
+    "GetTask": link("get_task", {"task_id": "$response.body#/id"}),
+    "CancelTask": link("cancel_task", {"task_id": "$response.body#/id"}),
+}
 
 #: body field -> the per-call option of TaskDef.enqueue it sets
 OPTIONS = {
@@ -105,7 +113,21 @@ def body_of(registered: list[str]) -> Json:
     return schema
 
 
-@bp.post("/tasks")
+@bp.post(
+    "/tasks",
+    doc=Operation(
+        "enqueue_task",
+        "Enqueue a task the server's app registers (200 with duplicate true: the call "
+        "folded into an existing task, a unique window's or a debounce's; 202: queued, "
+        "but durability=strict's replicas did not confirm it: look the id up, do not "
+        "enqueue again)",
+        ref("EnqueuedTask"),
+        ok=("201", "200"),
+        errors=("429",),
+        body=ref("TaskBody"),
+        links=TASK_LINKS,
+    ),
+)
 def enqueue_task() -> flask.Response:
     data = body()
     only(data, FIELDS)
@@ -153,7 +175,10 @@ def _queued_unconfirmed(exc: NotReplicated) -> flask.Response:
     return unconfirmed(exc, record)
 
 
-@bp.get("/tasks/<path:task_id>")  # a run's task ids hold a slash: <run>/<task>
+@bp.get(
+    "/tasks/<path:task_id>",  # a run's task ids hold a slash: <run>/<task>
+    doc=Operation("get_task", "A task instance", ref("Task"), errors=("404",)),
+)
 def get_task(task_id: str) -> flask.Response:
     task = auth.task(task_id)
     slots = redcron_app().broker.inspection.concurrency(task)
@@ -163,7 +188,16 @@ def get_task(task_id: str) -> flask.Response:
     return reply({**to_json(task), "concurrency": to_json(slots)})
 
 
-@bp.get("/tasks/<path:task_id>/cancel")
+@bp.get(
+    "/tasks/<path:task_id>/cancel",
+    doc=Operation(
+        "get_task_named_cancel",
+        "The task whose id is {task_id}/cancel (a run's task named cancel: "
+        "GET /v1/tasks/{task_id} reads the same)",
+        ref("Task"),
+        errors=("404",),
+    ),
+)
 def get_task_named_cancel(task_id: str) -> flask.Response:
     """A run's task may be named ``cancel``: its id is ``<run id>/cancel``, so
     ``GET /v1/tasks/<run id>/cancel`` reads it.  A rule of its own, so that the URL
@@ -171,7 +205,17 @@ def get_task_named_cancel(task_id: str) -> flask.Response:
     return get_task(f"{task_id}/cancel")
 
 
-@bp.post("/tasks/<path:task_id>/cancel")
+@bp.post(
+    "/tasks/<path:task_id>/cancel",
+    doc=Operation(
+        "cancel_task",
+        "Cancel a task: it ends cancelled at once; 409 if it had ended",
+        ref("TaskCancel"),
+        errors=("404", "409"),
+        body=EMPTY_BODY,
+        body_required=False,
+    ),
+)
 def cancel_task(task_id: str) -> flask.Response:
     """End the task cancelled wherever it is: ``{id, state, cancelled,
     may_still_be_running}`` (a leased attempt's code may go on until its worker's

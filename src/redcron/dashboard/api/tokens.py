@@ -21,6 +21,7 @@ from redcron.broker import OPERATOR, ROLES, VIEWER, TokenStore
 from redcron.broker import TOKEN_KINDS as KINDS
 from redcron.dashboard.api import actions, auth
 from redcron.dashboard.api.common import bad, body, redcron_app, reply
+from redcron.dashboard.api.operation import Operation, Routes, link, paged
 from redcron.dashboard.api.params import (
     LIMIT,
     MS,
@@ -30,10 +31,11 @@ from redcron.dashboard.api.params import (
     NameParam,
     body_schema,
 )
+from redcron.dashboard.api.record_schema import ref
 from redcron.model import TokenInfo, validation
 from redcron.model.records import epoch_ms
 
-bp = flask.Blueprint("tokens", __name__)
+bp = Routes("tokens", __name__)
 
 #: the query of GET /v1/tokens (and LIMIT)
 CURSOR = CursorParam("tokens", (MS, "[0-9a-f]{12}"), "created ms:token id")
@@ -105,7 +107,18 @@ def _create(data: dict[str, Any]) -> tuple[TokenInfo, str]:
     return store.create_worker(queues, _names_of(data, "tenants"))
 
 
-@bp.post("/tokens")
+@bp.post(
+    "/tokens",
+    doc=Operation(
+        "create_token",
+        "Mint an API token (admin operator only): a tenant's, an extra admin's or a "
+        "worker's; the secret is in this reply, once",
+        ref("TokenCreated"),
+        ok="201",
+        body=ref("TokenBody"),
+        links={"RevokeToken": link("revoke_token", {"token_id": "$response.body#/token/id"})},
+    ),
+)
 def create_token() -> flask.Response:
     """Mint a token: 201 ``{"token": {...}, "secret": "<id>.<secret>"}``, the secret
     shown this once."""
@@ -117,7 +130,15 @@ def create_token() -> flask.Response:
     return reply({"token": info, "secret": secret}, 201)
 
 
-@bp.get("/tokens")
+@bp.get(
+    "/tokens",
+    doc=Operation(
+        "list_tokens",
+        "API tokens, oldest first, a page at a time (admin tokens): never a secret",
+        paged("tokens", ref("Token")),
+        query=(KIND, TENANT, LIMIT, CURSOR),
+    ),
+)
 def list_tokens() -> flask.Response:
     """Tokens oldest first, a page at a time; never a secret.  The store reads every
     token (there are few: people's and workers', not per request) and the page is
@@ -136,7 +157,15 @@ def _position(token: TokenInfo) -> tuple[int, str]:
     return (epoch_ms(token.created_at) if token.created_at else 0, token.id)
 
 
-@bp.delete("/tokens/<token_id>")
+@bp.delete(
+    "/tokens/<token_id>",
+    doc=Operation(
+        "revoke_token",
+        "Revoke a token (admin operator only): the next request with it is a 401",
+        ref("Token"),
+        errors=("404",),
+    ),
+)
 def revoke_token(token_id: str) -> flask.Response:
     """Revoke a token (the next request with it is a 401): 200 the token as it was."""
     auth.admin_only("revoking API tokens")

@@ -29,12 +29,14 @@ from redcron.dashboard.api import auth, http_workers, leases
 from redcron.dashboard.api.common import ApiError, bad, body, only, redcron_app, reply
 from redcron.dashboard.api.connection import UnlessSent, client_gone
 from redcron.dashboard.api.leases import LEASE_ID_SCHEMA, WORKER_ID, LeaseToken
+from redcron.dashboard.api.operation import Operation, Routes, link
 from redcron.dashboard.api.params import Json, body_schema
+from redcron.dashboard.api.record_schema import ref
 from redcron.model import validation
 
 log = logging.getLogger(__name__)
 
-bp = flask.Blueprint("worker", __name__, url_prefix="/worker")
+bp = Routes("worker", __name__, url_prefix="/worker")
 
 #: the longest a lease request may block waiting for work (a held HTTP thread)
 MAX_WAIT_S = 30.0
@@ -47,6 +49,19 @@ MAX_HEARTBEAT = 1024
 POLL_S = 1.0
 
 _rotation = itertools.count()
+
+#: second meanings of 409 and 403 on the routes that name a lease
+LEASE_409 = "The lease is no longer held (cancelled, reaped or superseded); nothing was written"
+LEASE_403 = ("The lease_id is not genuine (altered, made up, or signed by another deployment) "
+             "or was leased with another token; nothing was written")  # fmt: skip
+_LEASE = {"lease_id": "$response.body#/0/lease_id"}
+#: what a worker does next with the attempts it leased
+LEASE_LINKS: Json = {
+    "Heartbeat": link("worker_heartbeat", body={"worker_id": "$request.body#/worker_id",
+                                                "lease_ids": ["$response.body#/0/lease_id"]}),
+    "Complete": link("worker_complete", body=_LEASE),
+    "Fail": link("worker_fail", body=_LEASE),
+}  # fmt: skip
 
 _WORKER_ID_SCHEMA: Json = {"type": "string", "pattern": validation.anchored(WORKER_ID)}
 #: the bodies the routes take, as ``GET /v1/openapi.json`` shows them; each route
@@ -195,7 +210,16 @@ def _leased(lease: Lease, worker: str, ttl_ms: int, leaser: str) -> dict[str, An
     return item
 
 
-@bp.post("/lease")
+@bp.post(
+    "/lease",
+    doc=Operation(
+        "worker_lease",
+        "Lease attempts to run (HTTP worker); long-polls up to wait_s",
+        {"type": "array", "items": ref("WorkerLease")},
+        body=ref("WorkerLeaseBody"),
+        links=LEASE_LINKS,
+    ),
+)
 def lease() -> flask.Response:
     """Lease up to ``capacity.slots`` attempts; wait up to ``wait_s`` for the first.
 
@@ -303,7 +327,16 @@ def _lease_round(ask: _Ask, shards: Sequence[int], ttl_ms: int) -> list[Lease]:
     return got
 
 
-@bp.post("/heartbeat")
+@bp.post(
+    "/heartbeat",
+    doc=Operation(
+        "worker_heartbeat",
+        "Renew leases: each answers ok, revoked (cancelled) or lost",
+        {"type": "object", "additionalProperties": {"enum": ["ok", "revoked", "lost"]}},
+        errors=(("403", LEASE_403),),
+        body=ref("WorkerHeartbeatBody"),
+    ),
+)
 def heartbeat() -> flask.Response:
     """Renew leases: each answers ``ok``, ``revoked`` (cancel requested: stop the
     attempt and report it failed) or ``lost`` (the lease is gone: stop, report nothing)."""
@@ -343,7 +376,16 @@ def heartbeat() -> flask.Response:
     )
 
 
-@bp.post("/complete")
+@bp.post(
+    "/complete",
+    doc=Operation(
+        "worker_complete",
+        "Report an attempt done",
+        ref("WorkerReport"),
+        errors=(("403", LEASE_403), ("409", LEASE_409)),
+        body=ref("WorkerCompleteBody"),
+    ),
+)
 def complete() -> flask.Response:
     """Report an attempt done with its ``result`` (any JSON, stored as msgpack)."""
     data = body()
@@ -361,7 +403,16 @@ def complete() -> flask.Response:
     return reply({"task_id": token.task_id, "state": "succeeded"})
 
 
-@bp.post("/fail")
+@bp.post(
+    "/fail",
+    doc=Operation(
+        "worker_fail",
+        "Report an attempt failed (retried or dead-lettered)",
+        ref("WorkerReport"),
+        errors=(("403", LEASE_403), ("409", LEASE_409)),
+        body=ref("WorkerFailBody"),
+    ),
+)
 def fail() -> flask.Response:
     """Report an attempt failed: retried (with backoff) while ``retryable`` and attempts
     are left, else dead-lettered; a cancelled task ends cancelled."""
