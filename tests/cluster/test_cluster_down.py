@@ -25,7 +25,7 @@ from redis_binary import redis_server_path
 from worker_procs import thread_workers
 
 from redcron import App
-from redcron.broker import key_slot
+from redcron.broker import ChannelStore, key_slot
 from redcron.chaos.outage import master_of_slot, shard_masters, spread_tenants
 from redcron.dashboard import create_app
 from redcron.dashboard.totals import count
@@ -234,7 +234,7 @@ def test_the_gate_tries_the_node_again_after_its_delay(dapp: App, cluster: Embed
 
 
 def test_lists_and_pages_answer_with_the_live_shards_and_name_the_others(
-    dapp: App, cluster: EmbeddedCluster
+    dapp: App, cluster: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A master down took every cross-tenant view with it (503 for all); now the
     lists, a live tenant's status and the pages answer with what the other
@@ -249,6 +249,14 @@ def test_lists_and_pages_answer_with_the_live_shards_and_name_the_others(
         dapp.jobs.put(job_spec("nightly", tasks={"t": Task("echo")}, cron="0 2 * * *", tenant=t))
         dapp.jobs.trigger("nightly", tenant=t)
     live, down = [t for i, t in enumerate(names) if i != dead], names[dead]
+    # channels until one has its slot on the dead master and one on a live one
+    store = ChannelStore(dapp.broker)
+    monkeypatch.setattr(store, "allow", lambda: ("127.0.0.1",))
+    dead_port = cluster.ports[dead]
+    on: dict[bool, list[str]] = {True: [], False: []}
+    while not (on[True] and on[False]):
+        info, _secret = store.add(None, "webhook", "http://127.0.0.1:9/hook")
+        on[cluster.owner(key_slot(dapp.broker.keys.channel(info.id))) == dead_port].append(info.id)
     web = create_app(dapp, admin_token=ADMIN)
     client = web.test_client()
     auth = {"Authorization": f"Bearer {ADMIN}"}
@@ -276,6 +284,13 @@ def test_lists_and_pages_answer_with_the_live_shards_and_name_the_others(
         # the dead master's own tenant: its shard is not there to read
         assert client.get(f"/v1/tenants/{down}", headers=auth).status_code == 503
 
+        # the channels: those whose slot's master is alive, the others named
+        channels = client.get("/v1/channels", headers=auth)
+        assert channels.status_code == 200, channels.get_data(as_text=True)
+        body = channels.get_json()
+        assert sorted(c["id"] for c in body["channels"]) == sorted(on[False])
+        assert body["unavailable_channels"] == sorted(on[True])
+
         # /metrics: the live shards' series, each shard's up gauge, no sums short of one
         scrape = client.get("/metrics")
         assert scrape.status_code == 200, scrape.get_data(as_text=True)[:300]
@@ -301,6 +316,11 @@ def test_lists_and_pages_answer_with_the_live_shards_and_name_the_others(
             assert page.status_code == 200, (path, page.get_data(as_text=True)[:300])
             text = page.get_data(as_text=True)
             assert f"Shards {', '.join(map(str, gone))} did not answer" in text, path
+        page = client.get("/channels")
+        assert page.status_code == 200, page.get_data(as_text=True)[:300]
+        assert f"Channels {', '.join(sorted(on[True]))} did not answer" in page.get_data(
+            as_text=True
+        )
         # a request that met no missing shard says nothing of them (the restarted
         # master, without an AOF here, comes back empty)
         cluster.start_master(dead)

@@ -45,6 +45,7 @@ from redcron.broker.partial import (
     end_partial_reads,
     note_left_out,
     partial_reads,
+    unavailable_channels,
     unavailable_shards,
 )
 from redcron.broker.registered import refuse_unregistered
@@ -145,6 +146,7 @@ __all__ = [
     "trigger_lag",
     "trigger_lag_by_tenant",
     "trigger_lag_of",
+    "unavailable_channels",
     "unavailable_shards",
     "unrunnable_counts",
     "unserved_by_task",

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from redcron.broker.outbox import Outbox
+from redcron.broker.partial import may_leave_out_channels, note_channel_unavailable
 from redcron.broker.shared_secrets import shared_secret
 from redcron.errors import Conflict, NotFound, ValidationError
 from redcron.keys import NOTIFY_GROUP
@@ -202,16 +203,37 @@ class ChannelStore:
         """Channels oldest first with their hashes as text (sealed fields still
         sealed), in one round trip: what the notifier routes with."""
         ids = [i for i, owner in self.owners().items() if tenant is None or owner == tenant]
-        pipe = self.broker.client.pipeline(transaction=False)
-        for channel_id in ids:
-            pipe.hgetall(self.keys.channel(channel_id))
         out = []
-        for channel_id, got in zip(ids, pipe.execute(), strict=True):
+        for channel_id, got in zip(ids, self._hashes(ids), strict=True):
             if got:
                 raw = {_s(k): _s(v) for k, v in got.items()}
                 out.append((_info(raw, channel_id), raw))
         out.sort(key=lambda row: (row[0].created_at is None, row[0].created_at, row[0].id))
         return out
+
+    def _hashes(self, ids: Sequence[str]) -> builtins.list[Any]:
+        """The channels' hashes in one pipeline.  In a request's partial reads on
+        a Redis Cluster with a master down, one by one when the pipeline fails:
+        a channel whose slot's master does not answer reads as none, named by
+        :func:`~redcron.broker.partial.unavailable_channels`."""
+        client = self.broker.client
+        pipe = client.pipeline(transaction=False)
+        for channel_id in ids:
+            pipe.hgetall(self.keys.channel(channel_id))
+        try:
+            return list(pipe.execute())
+        except Exception as exc:
+            if not may_leave_out_channels(self.broker, exc):
+                raise
+        got: builtins.list[Any] = []
+        for channel_id in ids:
+            try:
+                got.append(client.hgetall(self.keys.channel(channel_id)))
+            except Exception as exc:
+                if not note_channel_unavailable(self.broker, channel_id, exc):
+                    raise
+                got.append(None)
+        return got
 
     def raw(self, channel_id: str) -> dict[str, str]:
         """A channel's hash as text (sealed fields still sealed); NotFound if none."""

@@ -31,6 +31,9 @@ from redcron.broker.retry import is_unavailable
 T = TypeVar("T")
 
 _UNAVAILABLE: ContextVar[set[int] | None] = ContextVar("redcron_unavailable_shards", default=None)
+#: the channels whose own keys (a slot each, ``{c<id>}``) did not answer, beside
+#: the shards: set with them by :func:`begin_partial_reads`
+_CHANNELS: ContextVar[set[str] | None] = ContextVar("redcron_unavailable_channels", default=None)
 
 
 @contextmanager
@@ -48,11 +51,34 @@ def partial_reads() -> Iterator[set[int]]:
 def begin_partial_reads() -> Any:
     """:func:`partial_reads` for a face whose start and end are two hooks (a Flask
     request): returns the token to pass to :func:`end_partial_reads`."""
-    return _UNAVAILABLE.set(set())
+    return _UNAVAILABLE.set(set()), _CHANNELS.set(set())
 
 
 def end_partial_reads(token: Any) -> None:
-    _UNAVAILABLE.reset(token)
+    shards, channels = token
+    _CHANNELS.reset(channels)
+    _UNAVAILABLE.reset(shards)
+
+
+def unavailable_channels() -> list[str]:
+    """The channels left out so far in the current request (sorted)."""
+    return sorted(_CHANNELS.get() or ())
+
+
+def may_leave_out_channels(core: Core, exc: BaseException) -> bool:
+    """Is ``exc`` a channel read's that a request's partial reads on a cluster
+    answer without (a master that does not answer)?"""
+    return _CHANNELS.get() is not None and is_cluster(core.client) and is_unavailable(exc)
+
+
+def note_channel_unavailable(core: Core, channel_id: str, exc: BaseException) -> bool:
+    """In a request's partial reads, on a cluster: note that ``channel_id``'s keys
+    did not answer (``exc``) and return True (leave it out); else False (raise)."""
+    noted = _CHANNELS.get()
+    if noted is None or not may_leave_out_channels(core, exc):
+        return False
+    noted.add(channel_id)
+    return True
 
 
 def unavailable_shards() -> list[int]:

@@ -24,6 +24,7 @@ from redcron.broker import (
     begin_partial_reads,
     end_partial_reads,
     is_unavailable,
+    unavailable_channels,
     unavailable_shards,
 )
 from redcron.dashboard.api.common import error_response
@@ -102,6 +103,8 @@ def init_outage(web: flask.Flask, app: App) -> None:
 _PARTIAL = "redcron_partial_reads"
 #: the JSON field naming the shards a reply leaves out
 FIELD = "unavailable_shards"
+#: the JSON field naming the channels a reply leaves out (each has a slot of its own)
+CHANNELS_FIELD = "unavailable_channels"
 
 
 def init_partial_reads(web: flask.Flask) -> None:
@@ -124,15 +127,16 @@ def init_partial_reads(web: flask.Flask) -> None:
 
     @web.after_request
     def name_them(response: flask.Response) -> flask.Response:
-        gone = unavailable_shards()
-        if not gone or not response.is_json or response.status_code >= 300:
+        named = {FIELD: unavailable_shards(), CHANNELS_FIELD: unavailable_channels()}
+        named = {k: v for k, v in named.items() if v}
+        if not named or not response.is_json or response.status_code >= 300:
             return response
         body = response.get_json(silent=True)
         if isinstance(body, dict):
-            body[FIELD] = gone
+            body.update(named)
             response.set_data(web.json.dumps(body))
         return response
 
     @web.context_processor
     def for_pages() -> dict[str, object]:
-        return {FIELD: unavailable_shards}
+        return {FIELD: unavailable_shards, CHANNELS_FIELD: unavailable_channels}

@@ -13,7 +13,7 @@ import flask
 from redcron.broker import ChannelStore
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import body, only, redcron_app, reply
-from redcron.dashboard.api.operation import Operation, Routes, link
+from redcron.dashboard.api.operation import UNAVAILABLE_CHANNELS, Operation, Routes, link
 from redcron.dashboard.api.params import EMPTY_BODY, TENANT, IntParam
 from redcron.dashboard.api.record_schema import ref
 from redcron.errors import NotFound
@@ -56,7 +56,10 @@ def channel(channel_id: str) -> ChannelInfo:
         {
             "type": "object",
             "required": ["channels"],
-            "properties": {"channels": {"type": "array", "items": ref("Channel")}},
+            "properties": {
+                "channels": {"type": "array", "items": ref("Channel")},
+                "unavailable_channels": UNAVAILABLE_CHANNELS,
+            },
         },
         query=(TENANT,),
         links={"GetChannel": link("get_channel", {"channel_id": "$response.body#/channels/0/id"})},

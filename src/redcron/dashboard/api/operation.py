@@ -92,6 +92,14 @@ UNAVAILABLE_SHARDS: Json = {
 }  # fmt: skip
 
 
+#: a list of channels, some of whose own slots did not answer
+UNAVAILABLE_CHANNELS: Json = {
+    "type": "array", "items": {"type": "string"},
+    "description": "present only when some channels' keys did not answer (their Redis "
+    "Cluster master down or failing over): the reply lists the others",
+}  # fmt: skip
+
+
 def paged(key: str, item: Json) -> Json:
     """A page of a list: ``key`` holds the items, ``next_cursor`` the next page."""
     after = "Pass as cursor for the next page; null on the last"
