@@ -136,8 +136,11 @@ def test_each_summary_lists_as_its_command(name: str) -> None:
     assert real.name == name
     stand_in = COMMANDS[name].stand_in(name)
     assert stand_in.hidden == real.hidden
+    own = " ".join((real.help or "").split("\n\n")[0].split())
     for limit in range(10, 200):
-        assert stand_in.get_short_help_str(limit) == real.get_short_help_str(limit), limit
+        assert stand_in.get_short_help_str(limit) == real.get_short_help_str(limit), (
+            f"COMMANDS[{name!r}] in redcron/cli/main.py: its summary should be {own!r}"
+        )
 
 
 def test_help_lists_the_same_before_and_after_the_commands_load() -> None:

@@ -43,7 +43,8 @@ class RedcronGroup(click.Group):
         except Exception as exc:
             if not _expected(exc):
                 raise
-            from redcron.cli.common import describe, exit_code_for, fail  # loaded by then
+            # the command that failed has loaded it: every family uses it
+            from redcron.cli.common import describe, exit_code_for, fail
 
             logging.getLogger("redcron.cli").debug("command failed", exc_info=True)
             fail(describe(exc), exit_code_for(exc))
