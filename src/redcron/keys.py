@@ -338,6 +338,11 @@ def prefix_range(prefix: str) -> tuple[str, str]:
     return "[" + prefix, "(" + prefix[:-1] + chr(ord(prefix[-1]) + 1)
 
 
+def glob_escape(text: str) -> str:
+    """``text`` matched literally by a SCAN MATCH pattern."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
 #: how long a per-minute figure (``minute:<minute>``) lives: the dashboard reads the
 #: last hour, with room for a clock step and a slow reader.  One TTL for the whole
 #: hash, so the longest its readers need: the dispatch shares (``dispatched:``)

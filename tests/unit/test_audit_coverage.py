@@ -40,7 +40,10 @@ UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 def commands(group: click.Group, path: tuple[str, ...] = ()) -> Iterator[tuple[str, click.Command]]:
-    for name, cmd in sorted(group.commands.items()):
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):  # the top group loads a command when asked
+        cmd = group.get_command(ctx, name)
+        assert cmd is not None, name
         if isinstance(cmd, click.Group):
             yield from commands(cmd, (*path, name))
         else:

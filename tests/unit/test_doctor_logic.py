@@ -7,7 +7,6 @@ import pytest
 from redcron.broker import doctor
 from redcron.broker.doctor import (
     RunCounts,
-    glob_escape,
     instance_problem,
     run_progress,
     run_recount,
@@ -53,11 +52,6 @@ def test_run_progress() -> None:
     assert run_progress(graph) == (True, [])
     # every task ended
     assert run_progress({"a": ("succeeded", [])}) == (False, [])
-
-
-def test_glob_escape() -> None:
-    assert glob_escape("rc:{s0}:ti:") == "rc:{s0}:ti:"
-    assert glob_escape("a*b?[c]\\") == "a\\*b\\?\\[c\\]\\\\"
 
 
 @pytest.mark.parametrize("name", doctor.SCRIPTS)

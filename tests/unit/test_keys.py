@@ -13,6 +13,7 @@ from redcron.keys import (
     PRIORITIES,
     TEMPLATES,
     Keys,
+    glob_escape,
     job_of_run,
     lua_key_functions,
     manual_run_id,
@@ -132,3 +133,8 @@ def test_every_deployment_wide_key_is_in_one_slot() -> None:
         k.channel_secret(), k.channels(),
     ]  # fmt: skip
     assert len({redis.crc.key_slot(key.encode()) for key in built}) == 1
+
+
+def test_glob_escape() -> None:
+    assert glob_escape("rc:{s0}:ti:") == "rc:{s0}:ti:"
+    assert glob_escape("a*b?[c]\\") == "a\\*b\\?\\[c\\]\\\\"

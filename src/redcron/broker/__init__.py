@@ -4,19 +4,18 @@ The faces (``cli/``, ``dashboard/``) and the chaos tool reach Redis through
 ``App`` and the names exported here, never through a submodule
 (``tests/unit/test_imports.py`` checks it): which module a store or a reader
 lives in is this package's business, and may change without touching them.
+
+The doctor, the action record and the attempt audit are loaded on first use
+(PEP 562, :data:`_LAZY`): the App, the worker and the beat never use them,
+and the doctor alone is a fifth of the package.
 """
 
-from redcron.broker.actions import OUTCOMES as ACTION_OUTCOMES
-from redcron.broker.actions import (
-    Action,
-    ActionLog,
-    ActionPage,
-    Actor,
-    record_action,
-    valid_action_cursor,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from redcron.broker.argv import EnqueueRow, FailItem
-from redcron.broker.audit import AuditEntry, AuditLog
 from redcron.broker.broker import Broker, FailResult, Lease, LeaseRequest
 from redcron.broker.cancel import RunCancel, TaskCancel
 from redcron.broker.channels import ChannelStore
@@ -24,7 +23,6 @@ from redcron.broker.cluster_admin import MAX_KEYS as MAX_SHARD_KEYS
 from redcron.broker.cluster_admin import ShardMove, move_shard, plan_move
 from redcron.broker.connection import key_slot
 from redcron.broker.dlq import DLQ_ENTRY_ID, DlqPage, DlqStore, DlqVerb
-from redcron.broker.doctor import DoctorReport, Finding, examine
 from redcron.broker.inspect import Running, queue_loads, running_by_worker, unrunnable_counts
 from redcron.broker.jobs import JobStore
 from redcron.broker.listing import (
@@ -65,6 +63,50 @@ from redcron.broker.workers import (
     unserved_refs,
     unserved_tasks,
 )
+
+if TYPE_CHECKING:  # the same names as _LAZY, for the type checker and the reader
+    from redcron.broker.actions import OUTCOMES as ACTION_OUTCOMES
+    from redcron.broker.actions import (
+        Action,
+        ActionLog,
+        ActionPage,
+        Actor,
+        record_action,
+        valid_action_cursor,
+    )
+    from redcron.broker.audit import AuditEntry, AuditLog
+    from redcron.broker.doctor import DoctorReport, Finding, examine
+
+#: exported name -> (module, its name there), loaded on first use
+#: (``tests/unit/test_cli_startup.py`` checks it matches the TYPE_CHECKING block)
+_LAZY = {
+    "ACTION_OUTCOMES": ("redcron.broker.actions", "OUTCOMES"),
+    "Action": ("redcron.broker.actions", "Action"),
+    "ActionLog": ("redcron.broker.actions", "ActionLog"),
+    "ActionPage": ("redcron.broker.actions", "ActionPage"),
+    "Actor": ("redcron.broker.actions", "Actor"),
+    "record_action": ("redcron.broker.actions", "record_action"),
+    "valid_action_cursor": ("redcron.broker.actions", "valid_action_cursor"),
+    "AuditEntry": ("redcron.broker.audit", "AuditEntry"),
+    "AuditLog": ("redcron.broker.audit", "AuditLog"),
+    "DoctorReport": ("redcron.broker.doctor", "DoctorReport"),
+    "Finding": ("redcron.broker.doctor", "Finding"),
+    "examine": ("redcron.broker.doctor", "examine"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attr = _LAZY[name]
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value  # once: the next look-up is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "ACTION_OUTCOMES",

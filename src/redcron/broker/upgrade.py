@@ -20,7 +20,6 @@ from typing import Any
 import redis
 
 from redcron.broker.connection import raise_unreachable
-from redcron.broker.doctor.logic import glob_escape
 from redcron.keys import (
     ACTIVITY_TTL_S,
     ATTENTION_BREAKER,
@@ -50,6 +49,7 @@ from redcron.keys import (
     RUN_SEP,
     TENANT_PARKED,
     Keys,
+    glob_escape,
     job_of_run,
     jobidx_member,
     jobidx_parse,

@@ -15,13 +15,13 @@ import click
 import redis
 
 from redcron.app import App
+from redcron.cli.group import LOG_LEVELS
 from redcron.config import DURABILITY
 from redcron.errors import (
     BrokerError,
     ConfigError,
     Conflict,
     NotFound,
-    RedcronError,
     RedisUnavailable,
     Rejected,
     ValidationError,
@@ -31,7 +31,6 @@ from redcron.model import serialize, validation
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMAT = "%(asctime)s %(levelname)-7s %(processName)s %(name)s: %(message)s"
 
 #: exit codes: 1 = the operation failed (missing, conflict, Redis down),
@@ -207,17 +206,6 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, NotFound | Conflict):
         return str(exc)
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-
-
-class RedcronGroup(click.Group):
-    """A group that turns redcron and Redis errors into one line on stderr."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except (RedcronError, redis.RedisError) as exc:
-            logging.getLogger("redcron.cli").debug("command failed", exc_info=True)
-            fail(describe(exc), exit_code_for(exc))
 
 
 # -- output -------------------------------------------------------------------

@@ -30,7 +30,6 @@ again work that a worker may be running.
 from redcron.broker.doctor.exam import SCRIPTS
 from redcron.broker.doctor.logic import (
     RunCounts,
-    glob_escape,
     instance_problem,
     run_progress,
     run_recount,
@@ -46,7 +45,6 @@ __all__ = [
     "RunCounts",
     "TenantRecount",
     "examine",
-    "glob_escape",
     "instance_problem",
     "run_progress",
     "run_recount",

@@ -94,8 +94,3 @@ def owns(fields: Mapping[str, str], eid: str, delivered: bool) -> bool:
         leased_on = fields.get("state", "") in TASK_LEASED and fields.get("lease_entry") == eid
         return leased_on or ready_at
     return ready_at
-
-
-def glob_escape(text: str) -> str:
-    """``text`` matched literally by a SCAN MATCH pattern."""
-    return "".join("\\" + c if c in "*?[]\\" else c for c in text)

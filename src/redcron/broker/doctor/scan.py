@@ -12,8 +12,7 @@ from typing import Any
 import redis
 
 from redcron.broker.connection import is_cluster, raise_unreachable
-from redcron.broker.doctor.logic import glob_escape
-from redcron.keys import GROUP
+from redcron.keys import GROUP, glob_escape
 from redcron.serde import text as _s
 
 #: keys (or index members) read per round trip, and verified per MULTI snapshot
