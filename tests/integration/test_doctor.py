@@ -18,8 +18,8 @@ from worker_procs import thread_workers, wait_for  # tests/helpers
 from redcron import App
 from redcron.broker import FailItem
 from redcron.broker.beat import BeatStore, Park
-from redcron.broker.doctor import SCRIPTS, DoctorReport, examine
 from redcron.broker.scripts import full_source
+from redcron.doctor import SCRIPTS, DoctorReport, examine
 from redcron.keys import GROUP, MAINT_STRAY, STRAY_MAX_MS
 from redcron.model.jobs import Task
 

@@ -131,7 +131,7 @@ class _Client:
 def test_the_doctor_takes_a_wrong_type_as_a_finding_and_clusterdown_as_no_answer() -> None:
     """A doctor scan during CLUSTERDOWN used to report every key "not a hash"
     (and could repair on that); now the examination stops instead."""
-    from redcron.broker.doctor.scan import _execute
+    from redcron.doctor.scan import _execute
 
     wrongtype = BaseParser.parse_error("WRONGTYPE Operation against a key holding the wrong kind")
     assert _execute(_Client([wrongtype]), [("hmget", "k", ["a"])], False) == [wrongtype]  # type: ignore[arg-type]

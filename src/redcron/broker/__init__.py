@@ -5,9 +5,9 @@ The faces (``cli/``, ``dashboard/``) and the chaos tool reach Redis through
 (``tests/unit/test_imports.py`` checks it): which module a store or a reader
 lives in is this package's business, and may change without touching them.
 
-The doctor, the action record and the attempt audit are loaded on first use
-(PEP 562, :data:`_LAZY`): the App, the worker and the beat never use them,
-and the doctor alone is a fifth of the package.
+The action record and the attempt audit are loaded on first use (PEP 562,
+:data:`_LAZY`): the App, the worker and the beat never use them.  The doctor
+is a package of its own (``redcron.doctor``), a tool over this one.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from redcron.broker.cancel import RunCancel, TaskCancel
 from redcron.broker.channels import ChannelStore
 from redcron.broker.cluster_admin import MAX_KEYS as MAX_SHARD_KEYS
 from redcron.broker.cluster_admin import ShardMove, move_shard, plan_move
-from redcron.broker.connection import key_slot
+from redcron.broker.connection import key_slot, scan_keys
 from redcron.broker.dlq import DLQ_ENTRY_ID, DlqPage, DlqStore, DlqVerb
 from redcron.broker.inspect import Running, queue_loads, running_by_worker, unrunnable_counts
 from redcron.broker.jobs import JobStore
@@ -75,7 +75,6 @@ if TYPE_CHECKING:  # the same names as _LAZY, for the type checker and the reade
         valid_action_cursor,
     )
     from redcron.broker.audit import AuditEntry, AuditLog
-    from redcron.broker.doctor import DoctorReport, Finding, examine
 
 #: exported name -> (module, its name there), loaded on first use
 #: (``tests/unit/test_cli_startup.py`` checks it matches the TYPE_CHECKING block)
@@ -89,9 +88,6 @@ _LAZY = {
     "valid_action_cursor": ("redcron.broker.actions", "valid_action_cursor"),
     "AuditEntry": ("redcron.broker.audit", "AuditEntry"),
     "AuditLog": ("redcron.broker.audit", "AuditLog"),
-    "DoctorReport": ("redcron.broker.doctor", "DoctorReport"),
-    "Finding": ("redcron.broker.doctor", "Finding"),
-    "examine": ("redcron.broker.doctor", "examine"),
 }
 
 
@@ -136,12 +132,10 @@ __all__ = [
     "DlqPage",
     "DlqStore",
     "DlqVerb",
-    "DoctorReport",
     "EnqueueRow",
     "FailItem",
     "FailResult",
     "FeedEntry",
-    "Finding",
     "JobStore",
     "Lease",
     "LeaseRequest",
@@ -166,7 +160,6 @@ __all__ = [
     "digest",
     "end_partial_reads",
     "ensure_indexes",
-    "examine",
     "is_unavailable",
     "key_slot",
     "lease_secret",
@@ -184,6 +177,7 @@ __all__ = [
     "record_action",
     "refuse_unregistered",
     "running_by_worker",
+    "scan_keys",
     "scan_tasks",
     "trigger_lag",
     "trigger_lag_by_tenant",

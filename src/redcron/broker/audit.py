@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from redcron.broker.broker import PAYLOADS, fields_of
-from redcron.broker.doctor.scan import scan
+from redcron.broker.connection import scan_keys
 from redcron.broker.metrics import ATTEMPT_OUTCOMES
 from redcron.keys import COUNTER_ATTEMPTS, shard_of_id
 from redcron.model import TaskRecord
@@ -118,7 +118,7 @@ class AuditLog:
     def instance_ids(self, shard: int) -> Iterator[str]:
         """The id of every instance hash on the shard (SCAN: for a checker, not a hot path)."""
         head = self.keys.ti(shard, "")
-        for keys in scan(self.broker.client, self.keys.shard(shard), "ti"):
+        for keys in scan_keys(self.broker.client, self.keys.shard(shard), "ti"):
             yield from (key[len(head) :] for key in keys)
 
     def _read(

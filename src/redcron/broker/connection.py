@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, cast
 from urllib.parse import urlencode
 
@@ -21,7 +21,9 @@ import redis.sentinel
 
 from redcron.broker.replies import is_server_state, server_state_error
 from redcron.errors import ConfigError, ConnectionLost, RedisUnavailable
+from redcron.keys import glob_escape
 from redcron.redact import masked_url
+from redcron.serde import text as _s
 from redcron.urls import (
     SENTINEL_SCHEME,
     ClusterURL,
@@ -509,6 +511,33 @@ def _sentinel_master(target: SentinelURL, kwargs: dict[str, Any]) -> Client:
     )
     client.sentinels = sentinel
     return client
+
+
+#: keys a scan yields per batch, and asks the server for per SCAN call
+SCAN_BATCH = 200
+SCAN_COUNT = 1000
+
+
+def scan_keys(
+    r: redis.Redis, shard_prefix: str, kind: str, batch: int = SCAN_BATCH
+) -> Iterator[list[str]]:
+    """Batches of the shard's keys ``<shard prefix><kind>:*`` (the doctor's
+    discovery, the attempt audit, the soak benchmark's key count).
+
+    On a cluster only the master holding the shard's slot is scanned (redis-py
+    would scan every master, once per shard and kind)."""
+    pattern = glob_escape(shard_prefix + kind + ":") + "*"
+    where: dict[str, Any] = {}
+    if is_cluster(r):
+        where["target_nodes"] = r.get_node_from_key(shard_prefix)  # type: ignore[attr-defined]
+    keys: list[str] = []
+    for key in r.scan_iter(match=pattern, count=SCAN_COUNT, **where):
+        keys.append(_s(key))
+        if len(keys) >= batch:
+            yield keys
+            keys = []
+    if keys:
+        yield keys
 
 
 def raise_unreachable(results: list[Any]) -> None:

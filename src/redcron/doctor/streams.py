@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from redcron.broker.doctor.exam import Exam, Fix
-from redcron.broker.doctor.logic import owns
-from redcron.broker.doctor.scan import (
+from redcron.broker.connection import scan_keys
+from redcron.doctor.exam import Exam, Fix
+from redcron.doctor.logic import owns
+from redcron.doctor.scan import (
     BATCH,
     FIELDS,
     entry_cmds,
@@ -20,7 +21,6 @@ from redcron.broker.doctor.scan import (
     named,
     pending_pages,
     pipelined,
-    scan,
     snapshot,
     xpages,
 )
@@ -33,7 +33,7 @@ def stream_names(ex: Exam, shard: int) -> set[tuple[str, str]]:
     written by hand or under names no set lists (names hold no ':')."""
     head = ex.k.shard(shard) + "q:"
     found: set[tuple[str, str]] = set()
-    for keys in scan(ex.r, ex.k.shard(shard), "q"):
+    for keys in scan_keys(ex.r, ex.k.shard(shard), "q"):
         for key in keys:
             parts = key[len(head) :].split(":")
             if len(parts) == 3 and parts[2] in PRIORITIES:

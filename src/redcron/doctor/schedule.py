@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from redcron.broker.doctor.exam import Exam, Fix
-from redcron.broker.doctor.scan import BATCH, Cmd, scan, snapshot, zpages
+from redcron.broker.connection import scan_keys
+from redcron.doctor.exam import Exam, Fix
+from redcron.doctor.scan import BATCH, Cmd, snapshot, zpages
 from redcron.keys import ATTENTION_BREAKER, prefix_range
 from redcron.model.jobs import spec_from_json
 from redcron.schedule.jitter import due_ms, tenant_jitter_s
@@ -41,7 +42,7 @@ _OPEN = ("open", "trial")
 def check_jobs(ex: Exam, shard: int) -> None:
     k, sk, bk = ex.k, ex.k.schedule(shard), ex.k.attention(shard)
     head = k.job(shard, "")
-    for keys in scan(ex.r, k.shard(shard), "job"):
+    for keys in scan_keys(ex.r, k.shard(shard), "job"):
         groups: list[list[Cmd]] = [
             [
                 ("hmget", key, _JOB_FIELDS),

@@ -71,7 +71,7 @@ class DoctorSummary:
 
 @dataclass(frozen=True, slots=True)
 class DoctorReport:
-    """The result of ``redcron doctor`` (``broker.doctor.examine``)."""
+    """The result of ``redcron doctor`` (``doctor.examine``)."""
 
     checked_at: datetime | None
     repair: bool

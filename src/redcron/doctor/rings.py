@@ -5,7 +5,7 @@ unpark it.  Repairs: ``lua/doctor_ring.lua``, ``lua/doctor_unpark.lua``."""
 
 from __future__ import annotations
 
-from redcron.broker.doctor.exam import Exam, Fix
+from redcron.doctor.exam import Exam, Fix
 from redcron.keys import PRIORITIES, TENANT_PARKED
 from redcron.serde import text as _s
 

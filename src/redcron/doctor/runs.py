@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from redcron.broker.doctor.exam import Exam, Fix
-from redcron.broker.doctor.logic import run_progress, run_recount
-from redcron.broker.doctor.scan import Cmd, pipelined, scan, snapshot, tx
+from redcron.broker.connection import scan_keys
+from redcron.doctor.exam import Exam, Fix
+from redcron.doctor.logic import run_progress, run_recount
+from redcron.doctor.scan import Cmd, pipelined, snapshot, tx
 from redcron.keys import job_of_run
 from redcron.model.states import RUN_ACTIVE
 from redcron.serde import text as _s
@@ -37,7 +38,7 @@ _RUN_FIELDS = [
 def check_runs(ex: Exam, shard: int) -> None:
     _check_active_sets(ex, shard)
     head = ex.k.run(shard, "")
-    for keys in scan(ex.r, ex.k.shard(shard), "run"):
+    for keys in scan_keys(ex.r, ex.k.shard(shard), "run"):
         runs = []
         replies = pipelined(ex.r, [("hmget", key, ["state", "tasks"]) for key in keys])
         for key, values in zip(keys, replies, strict=True):
@@ -58,7 +59,7 @@ def check_runs(ex: Exam, shard: int) -> None:
 
 def _check_active_sets(ex: Exam, shard: int) -> None:
     head = ex.k.active(shard, "")
-    for keys in scan(ex.r, ex.k.shard(shard), "active"):
+    for keys in scan_keys(ex.r, ex.k.shard(shard), "active"):
         for key in keys:
             job_id = key[len(head) :]
             members = [_s(m) for m in ex.r.smembers(key)]

@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING
 
 import redis
 
-from redcron.broker.doctor.exam import Exam, Found
-from redcron.broker.doctor.instances import check_instances
-from redcron.broker.doctor.members import check_dlq, check_leases, check_timers
-from redcron.broker.doctor.records import DoctorReport, DoctorSummary, Finding, TenantRecount
-from redcron.broker.doctor.rings import check_parked, check_rings
-from redcron.broker.doctor.runs import check_runs
-from redcron.broker.doctor.schedule import check_breaker_index, check_jobs
-from redcron.broker.doctor.streams import check_streams, stream_names
+from redcron.doctor.exam import Exam, Found
+from redcron.doctor.instances import check_instances
+from redcron.doctor.members import check_dlq, check_leases, check_timers
+from redcron.doctor.records import DoctorReport, DoctorSummary, Finding, TenantRecount
+from redcron.doctor.rings import check_parked, check_rings
+from redcron.doctor.runs import check_runs
+from redcron.doctor.schedule import check_breaker_index, check_jobs
+from redcron.doctor.streams import check_streams, stream_names
 from redcron.model.records import from_ms
 from redcron.serde import text as _s
 

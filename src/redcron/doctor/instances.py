@@ -8,18 +8,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from redcron.broker.doctor.exam import Exam, Fix
-from redcron.broker.doctor.logic import TIMER_STATES, instance_problem
-from redcron.broker.doctor.scan import (
-    FIELDS,
-    Cmd,
-    entry_cmds,
-    instance_fields,
-    names,
-    scan,
-    snapshot,
-    tx,
-)
+from redcron.broker.connection import scan_keys
+from redcron.doctor.exam import Exam, Fix
+from redcron.doctor.logic import TIMER_STATES, instance_problem
+from redcron.doctor.scan import FIELDS, Cmd, entry_cmds, instance_fields, names, snapshot, tx
 from redcron.keys import ATTENTION_HELD, Keys, run_of_task
 from redcron.model.states import RUN_ACTIVE, TASK_LEASED, TASK_TERMINAL
 from redcron.serde import text as _s
@@ -46,7 +38,7 @@ def check_instances(ex: Exam, shard: int) -> tuple[set[str], set[str]]:
     tenants: set[str] = set()
     queues: set[str] = set()
     head = ex.k.ti(shard, "")
-    for keys in scan(ex.r, ex.k.shard(shard), "ti"):
+    for keys in scan_keys(ex.r, ex.k.shard(shard), "ti"):
         hashes: list[Hash] = []
         replies = tx(ex.r, [("hmget", key, FIELDS) for key in keys])
         for key, values in zip(keys, replies, strict=True):

@@ -27,15 +27,15 @@ again work that a worker may be running.
   schedule), ``runs`` (runs and the jobs' active sets).
 """
 
-from redcron.broker.doctor.exam import SCRIPTS
-from redcron.broker.doctor.logic import (
+from redcron.doctor.exam import SCRIPTS
+from redcron.doctor.logic import (
     RunCounts,
     instance_problem,
     run_progress,
     run_recount,
 )
-from redcron.broker.doctor.records import DoctorReport, DoctorSummary, Finding, TenantRecount
-from redcron.broker.doctor.report import examine
+from redcron.doctor.records import DoctorReport, DoctorSummary, Finding, TenantRecount
+from redcron.doctor.report import examine
 
 __all__ = [
     "SCRIPTS",

@@ -5,9 +5,9 @@ Repairs drop the member that does not (``lua/doctor_leases.lua``,
 
 from __future__ import annotations
 
-from redcron.broker.doctor.exam import Exam, Fix
-from redcron.broker.doctor.logic import TIMER_STATES
-from redcron.broker.doctor.scan import named, snapshot, tx, xpages, zpages
+from redcron.doctor.exam import Exam, Fix
+from redcron.doctor.logic import TIMER_STATES
+from redcron.doctor.scan import named, snapshot, tx, xpages, zpages
 from redcron.keys import TIMER_NON_INSTANCE
 from redcron.model.states import TASK_LEASED
 from redcron.serde import text as _s

@@ -1,8 +1,10 @@
 """Reading a shard for doctor in two steps: discover, then verify each batch in
 one ``MULTI``/``EXEC`` snapshot.  Discovering SCANs the keys of a kind, or pages
 through an index or a stream; verifying in a snapshot keeps work a live system
-moves between the two reads from showing up as a finding.  Every read is at most ``BATCH`` keys or
-members, so memory stays bounded however large the shard."""
+moves between the two reads from showing up as a finding.  Every read is at
+most ``BATCH`` keys or members, so memory stays bounded however large the
+shard.  The key scan itself is :func:`redcron.broker.connection.scan_keys`,
+which the attempt audit shares."""
 
 from __future__ import annotations
 
@@ -11,13 +13,12 @@ from typing import Any
 
 import redis
 
-from redcron.broker.connection import is_cluster, raise_unreachable
-from redcron.keys import GROUP, glob_escape
+from redcron.broker.connection import raise_unreachable
+from redcron.keys import GROUP
 from redcron.serde import text as _s
 
 #: keys (or index members) read per round trip, and verified per MULTI snapshot
 BATCH = 200
-SCAN_COUNT = 1000
 
 #: what an instance hash is read for
 FIELDS = (
@@ -37,25 +38,6 @@ FIELDS = (
 
 #: a command: a pipeline method name and its arguments
 Cmd = tuple[Any, ...]
-
-
-def scan(r: redis.Redis, shard_prefix: str, kind: str) -> Iterator[list[str]]:
-    """Batches of the shard's keys ``<shard prefix><kind>:*``.
-
-    On a cluster only the master holding the shard's slot is scanned (redis-py
-    would scan every master, once per shard and kind)."""
-    pattern = glob_escape(shard_prefix + kind + ":") + "*"
-    where: dict[str, Any] = {}
-    if is_cluster(r):
-        where["target_nodes"] = r.get_node_from_key(shard_prefix)  # type: ignore[attr-defined]
-    batch: list[str] = []
-    for key in r.scan_iter(match=pattern, count=SCAN_COUNT, **where):
-        batch.append(_s(key))
-        if len(batch) >= BATCH:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 def zpages(r: redis.Redis, key: str) -> Iterator[list[tuple[str, float]]]:

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from redis.commands.core import Script
 
-from redcron.broker.doctor.records import Finding
 from redcron.broker.scripts import full_source
+from redcron.doctor.records import Finding
 
 if TYPE_CHECKING:
     from redcron.broker import Broker
