@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from redcron.broker import Broker
+    from redcron.engine import Broker
 
 
 @dataclass

@@ -9,7 +9,7 @@ from beats import tick_until  # tests/helpers
 from conftest import SHARDS  # tests/cluster/conftest.py
 from redcron import App
 from redcron.beat.beat import Beat
-from redcron.broker import read_metrics
+from redcron.engine import read_metrics
 from redcron.keys import shard_of
 from redcron.model.jobs import Task
 

@@ -21,9 +21,9 @@ from worker_procs import thread_workers
 
 from redcron import App
 from redcron.beat.beat import Beat
-from redcron.broker import TRANSIENT, key_slot
 from redcron.chaos.outage import master_of_slot, shard_masters, spread_tenants
 from redcron.embedded_cluster import EmbeddedCluster
+from redcron.engine import TRANSIENT, key_slot
 from redcron.errors import RedisUnavailable
 from redcron.keys import Keys, shard_of
 from redcron.model.jobs import Task

@@ -27,10 +27,10 @@ from polling import wait_for  # tests/helpers
 from redcron import App
 from redcron.beat.beat import Beat
 from redcron.beat.firing import Firer
-from redcron.broker.beat import BeatStore, Park
-from redcron.broker.metrics import read_metrics
 from redcron.cli.main import main
 from redcron.dashboard import create_app
+from redcron.engine.beat import BeatStore, Park
+from redcron.engine.metrics import read_metrics
 from redcron.keys import ATTENTION_PARKED, prefix_range, shard_of
 from redcron.model.jobs import Task, spec_from_json
 from redcron.model.records import JobRecord, epoch_ms

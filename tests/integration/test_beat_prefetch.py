@@ -14,7 +14,7 @@ from server_time import server_ms  # tests/helpers
 from redcron import App
 from redcron.beat.beat import Beat
 from redcron.beat.planning import PREFETCH_MS
-from redcron.broker.beat import BeatStore, DueRow
+from redcron.engine.beat import BeatStore, DueRow
 from redcron.model.jobs import JobSpec, Task
 
 TASKS = {"t": Task("noop")}

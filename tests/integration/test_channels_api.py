@@ -15,10 +15,10 @@ from receiver import (  # tests/helpers
 from server_time import server_ms  # tests/helpers
 
 from redcron import App
-from redcron.broker import ActionLog, ChannelStore, TokenStore
-from redcron.broker.channels import MAX_TENANT_CHANNELS
 from redcron.cli.main import main
 from redcron.dashboard import create_app
+from redcron.engine import ActionLog, ChannelStore, TokenStore
+from redcron.engine.channels import MAX_TENANT_CHANNELS
 from redcron.notify import Notifier
 
 ADMIN = "admin-token-for-tests"

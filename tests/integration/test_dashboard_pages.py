@@ -22,11 +22,11 @@ from worker_procs import thread_workers, wait_for
 
 from redcron import App
 from redcron.beat.beat import Beat
-from redcron.broker.logins import LoginLinks
-from redcron.broker.tokens import TokenStore
-from redcron.broker.workers import Registration, WorkerRegistry
 from redcron.cli.main import main
 from redcron.dashboard import create_app
+from redcron.engine.logins import LoginLinks
+from redcron.engine.tokens import TokenStore
+from redcron.engine.workers import Registration, WorkerRegistry
 from redcron.keys import shard_of
 from redcron.model.jobs import Task, job_spec
 from redcron.worker import Worker

@@ -16,8 +16,8 @@ from flask.testing import FlaskClient
 
 from redcron import App
 from redcron.beat.beat import Beat
-from redcron.broker.tokens import TokenStore
 from redcron.dashboard import create_app
+from redcron.engine.tokens import TokenStore
 from redcron.model.jobs import Task
 
 MINE = "acme"

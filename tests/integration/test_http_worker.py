@@ -17,8 +17,8 @@ from grants import grant_commands
 from lease_ids import forged, parts, signed, unsigned  # tests/helpers
 
 from redcron import App
-from redcron.broker.tokens import TokenStore
 from redcron.dashboard import create_app
+from redcron.engine.tokens import TokenStore
 from redcron.keys import shard_of_id
 
 TENANT = "acme"

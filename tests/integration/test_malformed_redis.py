@@ -26,9 +26,9 @@ from worker_procs import (  # noqa: F401 (app_fixture: the chaos app's client, a
 
 from redcron import App
 from redcron.beat.beat import Beat
-from redcron.broker.tokens import TokenStore
 from redcron.cli.main import main
 from redcron.dashboard import create_app
+from redcron.engine.tokens import TokenStore
 from redcron.keys import shard_of
 from redcron.model.jobs import Task
 

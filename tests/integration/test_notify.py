@@ -21,7 +21,7 @@ from receiver import (  # tests/helpers
 from server_time import server_ms  # tests/helpers
 
 from redcron import App
-from redcron.broker import ChannelStore, FailItem
+from redcron.engine import ChannelStore, FailItem
 from redcron.errors import ValidationError
 from redcron.keys import NOTIFY_GROUP
 from redcron.model.jobs import Task

@@ -15,7 +15,7 @@ from receiver import (  # tests/helpers
 )
 
 from redcron import App
-from redcron.broker import ChannelStore, Outbox
+from redcron.engine import ChannelStore, Outbox
 from redcron.notify import Notifier
 from redcron.notify.notifier import tenant_threads_for
 

@@ -18,7 +18,7 @@ from procs import stop
 from worker_procs import thread_workers
 
 from redcron import App
-from redcron.broker.audit import AuditEntry, AuditLog
+from redcron.engine.audit import AuditEntry, AuditLog
 from redcron.keys import shard_of_id
 
 ROOT = Path(__file__).resolve().parents[2]

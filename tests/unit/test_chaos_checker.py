@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from redcron.broker.audit import AuditEntry
 from redcron.chaos.checker import JobFacts, judge_fires, judge_instance
 from redcron.chaos.scenario import plan
+from redcron.engine.audit import AuditEntry
 from redcron.model import RunRecord, TaskRecord
 
 W1, W2 = "w0.1", "w1.2"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from redcron.beat.deadlines import SWEEP_CALLS, Deadlines
-from redcron.broker.beat import SWEEP_LIMIT, BeatStore, LateRun, Swept
+from redcron.engine.beat import SWEEP_LIMIT, BeatStore, LateRun, Swept
 
 
 class FakeStore:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from redcron import doctor
-from redcron.broker.scripts import full_source
 from redcron.doctor import (
     RunCounts,
     instance_problem,
     run_progress,
     run_recount,
 )
+from redcron.engine.scripts import full_source
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,7 @@
 interpreters.
 
 DESIGN.md §2: faces (``cli/``, ``dashboard/``) -> processes (``worker/``,
-``beat/``) -> the client API (``App``) -> ``broker/`` (every Redis call) -> the
+``beat/``) -> the client API (``App``) -> ``engine/`` (every Redis call) -> the
 model (specs, states, settings, ``keys.py``) and ``schedule/`` (pure time).
 Each layer imports only those below it; workers and beats never import each
 other; the model and ``schedule/`` import no Redis.  Enforced here:
@@ -11,11 +11,11 @@ other; the model and ``schedule/`` import no Redis.  Enforced here:
 - ``LAYERS``: what each top-level part may import.  ``model`` may use
   ``schedule`` (a JobSpec builds its Trigger), never the reverse; the leaves
   (``errors``, ``keys``...) import nothing above them.
-- ``broker/`` owns Redis I/O: no other module imports ``redis``, bar the few
+- ``engine/`` owns Redis I/O: no other module imports ``redis``, bar the few
   in ``REDIS_ALLOWED``, each with its reason.
 - The worker and the beat are separate processes: neither imports the other.
 - The faces (and the chaos tool) reach Redis only through ``App`` and the
-  names ``redcron.broker`` exports (``__all__``), never a broker submodule,
+  names ``redcron.engine`` exports (``__all__``), never a broker submodule,
   bar ``FACE_ALLOWED``; the processes, the task context and the faces use
   broker methods, never ``broker.client`` or a private broker method, bar
   ``CLIENT_ALLOWED``.
@@ -47,7 +47,7 @@ BENCH = ROOT / "bench"
 
 #: the packages that own Redis I/O: the broker, and the doctor, which reads and
 #: repairs keys below the broker's methods
-REDIS_OWNERS = ("redcron/broker/", "redcron/doctor/")
+REDIS_OWNERS = ("redcron/engine/", "redcron/doctor/")
 #: modules outside REDIS_OWNERS that may import redis, and why; fix code rather than grow this
 REDIS_ALLOWED = {
     "redcron/cli/common.py": "turns redis connection and auth errors into one-line CLI messages",
@@ -58,10 +58,10 @@ REDIS_ALLOWED = {
     ),
 }
 
-#: the faces: they reach Redis through App and redcron.broker's exports only
+#: the faces: they reach Redis through App and redcron.engine's exports only
 FACES = ("redcron/cli/", "redcron/dashboard/", "redcron/chaos/")
 
-#: (module, broker submodule) a face may import past redcron.broker's exports, and why
+#: (module, broker submodule) a face may import past redcron.engine's exports, and why
 FACE_ALLOWED: dict[tuple[str, str], str] = {}
 
 #: packages and modules that talk to Redis only through broker methods
@@ -129,7 +129,7 @@ def _is(name: str, module: str) -> bool:
 
 def test_the_module_walk_finds_the_package() -> None:
     names = {_rel(p) for p in _modules()}
-    assert {"redcron/broker/broker.py", "redcron/beat/beat.py", "redcron/worker/worker.py"} <= names
+    assert {"redcron/engine/broker.py", "redcron/beat/beat.py", "redcron/worker/worker.py"} <= names
 
 
 @pytest.mark.parametrize("allowed", sorted(REDIS_ALLOWED))
@@ -151,7 +151,7 @@ def test_only_the_broker_imports_redis() -> None:
         if _is(name, "redis")
     ]
     assert not bad, (
-        "Redis I/O belongs in redcron/broker/ (exception types: redcron.broker.retry):\n"
+        "Redis I/O belongs in redcron/engine/ (exception types: redcron.engine.retry):\n"
         + "\n".join(bad)
     )
 
@@ -163,7 +163,7 @@ def test_the_model_and_schedule_import_no_redis(part: str) -> None:
         f"{_rel(path)}:{line} imports {name}"
         for path in sorted((PACKAGE / part).rglob("*.py"))
         for line, name in _imports(path)
-        if _is(name, "redis") or _is(name, "redcron.broker")
+        if _is(name, "redis") or _is(name, "redcron.engine")
     ]
     assert not bad, f"redcron.{part} is pure: no Redis\n" + "\n".join(bad)
 
@@ -180,30 +180,30 @@ def test_worker_and_beat_do_not_import_each_other(package: str, other: str) -> N
 
 
 def _broker_exports() -> set[str]:
-    """``redcron.broker.__all__``, read from the source."""
-    tree = ast.parse((PACKAGE / "broker" / "__init__.py").read_text(encoding="utf-8"))
+    """``redcron.engine.__all__``, read from the source."""
+    tree = ast.parse((PACKAGE / "engine" / "__init__.py").read_text(encoding="utf-8"))
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
         ):
             return set(ast.literal_eval(node.value))
-    raise AssertionError("redcron/broker/__init__.py defines no __all__")
+    raise AssertionError("redcron/engine/__init__.py defines no __all__")
 
 
 def _face_reaches(path: Path) -> Iterator[tuple[int, str]]:
     """The broker modules ``path`` imports past the package's exports."""
     exports = _broker_exports()
     for line, name in _imports(path):
-        if not _is(name, "redcron.broker") or name == "redcron.broker":
+        if not _is(name, "redcron.engine") or name == "redcron.engine":
             continue
-        rest = name.removeprefix("redcron.broker.")
+        rest = name.removeprefix("redcron.engine.")
         if "." in rest or rest not in exports:
             yield line, name
 
 
 def test_no_broker_export_is_named_like_a_broker_module() -> None:
-    # else "from redcron.broker import jobs" would pass for an export
-    modules = {p.stem for p in (PACKAGE / "broker").iterdir() if p.suffix == ".py" or p.is_dir()}
+    # else "from redcron.engine import jobs" would pass for an export
+    modules = {p.stem for p in (PACKAGE / "engine").iterdir() if p.suffix == ".py" or p.is_dir()}
     assert _broker_exports() & modules == set()
 
 
@@ -219,8 +219,8 @@ def test_the_faces_reach_the_broker_only_through_its_package_names() -> None:
         and not any(_is(name, allowed) for (mod, allowed) in FACE_ALLOWED if mod == _rel(path))
     ]
     assert not bad, (
-        "a face imports App or 'from redcron.broker import <name>'; export the name "
-        "in redcron/broker/__init__.py's __all__:\n" + "\n".join(bad)
+        "a face imports App or 'from redcron.engine import <name>'; export the name "
+        "in redcron/engine/__init__.py's __all__:\n" + "\n".join(bad)
     )
 
 
@@ -254,7 +254,7 @@ def test_processes_context_and_faces_use_broker_methods_only() -> None:
         for line, what in sorted(_broker_reaches(path))
     ]
     assert not bad, (
-        "talk to Redis through a public broker method (add one in redcron/broker/):\n"
+        "talk to Redis through a public broker method (add one in redcron/engine/):\n"
         + "\n".join(bad)
     )
 
@@ -275,7 +275,7 @@ BOTTOM = {"model", "schedule", *LEAVES}
 
 #: what each part of the package may import (top-level names under redcron/),
 #: layer by layer from the bottom of DESIGN §2; ``__init__`` is the package
-#: root (``from redcron import App``).  A face's "broker" means the package's
+#: root (``from redcron import App``).  A face's "engine" means the package's
 #: exports only (test_the_faces_reach_the_broker_only_through_its_package_names).
 LAYERS: dict[str, set[str]] = {
     # the leaves: nothing above them
@@ -294,19 +294,19 @@ LAYERS: dict[str, set[str]] = {
     "schedule": {"schedule", *LEAVES},
     "model": {"model", "schedule", *LEAVES},
     # every Redis call and every script call
-    "broker": {"broker", *BOTTOM},
+    "engine": {"engine", *BOTTOM},
     # finds and repairs what the invariants forbid: a tool over the broker
-    "doctor": {"doctor", "broker", *BOTTOM},
+    "doctor": {"doctor", "engine", *BOTTOM},
     # the client API: App, the task context, the loader of a user's App
-    "context": {"context", "broker", *BOTTOM},
-    "app": {"app", "context", "broker", *BOTTOM},
+    "context": {"context", "engine", *BOTTOM},
+    "app": {"app", "context", "engine", *BOTTOM},
     "loader": {"loader", "app", *LEAVES},
     "__init__": {"app", "context", *BOTTOM},
     # processes: the broker's clients, never each other
-    "worker": {"worker", "app", "context", "loader", "broker", *BOTTOM},
-    "beat": {"beat", "app", "broker", *BOTTOM},
+    "worker": {"worker", "app", "context", "loader", "engine", *BOTTOM},
+    "beat": {"beat", "app", "engine", *BOTTOM},
     # the notifier: a process of its own (docs/architecture.md, "The notifier")
-    "notify": {"notify", "app", "broker", *BOTTOM},
+    "notify": {"notify", "app", "engine", *BOTTOM},
     # tools the CLI and the tests start: the bundled redis-server, a local cluster
     # (in the wheel because user-facing commands start it: `redcron chaos --cluster`
     # and `redcron bench throughput/fairness/leases/midnight --cluster`, `bench scale`;
@@ -315,12 +315,12 @@ LAYERS: dict[str, set[str]] = {
     "embedded_cluster": {"embedded_cluster", "embedded", *LEAVES},
     # the testing mode (TestApp): the App on a fake Redis, run in-process by
     # the worker's executors and a beat's tick; nothing imports it
-    "testing": {"testing", "worker", "beat", "app", "context", "broker", *BOTTOM},
+    "testing": {"testing", "worker", "beat", "app", "context", "engine", *BOTTOM},
     # faces: everything below them; the dashboard never imports the CLI
-    "dashboard": {"dashboard", "app", "broker", *BOTTOM},
+    "dashboard": {"dashboard", "app", "engine", *BOTTOM},
     # the chaos scenario, its runner (starts workers, an embedded Redis) and checker
     "chaos": {
-        "chaos", "worker", "app", "context", "embedded", "embedded_cluster", "broker", "doctor",
+        "chaos", "worker", "app", "context", "embedded", "embedded_cluster", "engine", "doctor",
         *BOTTOM,
     },
     # the CLI launches everything: `redcron up` starts a worker, a beat, the
@@ -329,7 +329,7 @@ LAYERS: dict[str, set[str]] = {
         "cli", "dashboard", "chaos", "embedded", "embedded_cluster", "worker", "beat", "notify",
         "app",
         "context",
-        "loader", "broker", "doctor", *BOTTOM,
+        "loader", "engine", "doctor", *BOTTOM,
     },
 }  # fmt: skip
 

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from redcron.broker.channels import seal, unseal
+from redcron.engine.channels import seal, unseal
 from redcron.errors import ValidationError
 from redcron.model.channels import (
     allowed_hosts,

@@ -1,4 +1,4 @@
-"""The one classifier of error replies (``broker/replies.py``): every server-state
+"""The one classifier of error replies (``engine/replies.py``): every server-state
 reply is :class:`RedisUnavailable` (the call did nothing; HTTP 503, loops back
 off), every script error code its own exception, anything else a ScriptError.
 
@@ -14,8 +14,8 @@ import redis
 import redis.exceptions
 from redis._parsers.base import BaseParser
 
-from redcron.broker.connection import raise_unreachable
-from redcron.broker.replies import (
+from redcron.engine.connection import raise_unreachable
+from redcron.engine.replies import (
     UNAVAILABLE_CODES,
     error_of_reply,
     is_server_state,

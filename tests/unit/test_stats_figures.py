@@ -1,4 +1,4 @@
-"""The pure parts of ``broker/stats.py``: minutes, quantiles from buckets, parsing
+"""The pure parts of ``engine/stats.py``: minutes, quantiles from buckets, parsing
 the hashes the scripts write (no Redis: the hashes are plain dicts here)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from redcron.broker import stats
+from redcron.engine import stats
 from redcron.errors import ValidationError
 from redcron.keys import (
     DURATION_BUCKETS_S,

@@ -16,12 +16,12 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 from redcron import serde
 from redcron.app.tasks import TaskDef, TaskHandle, TaskOptions
-from redcron.broker import Broker
-from redcron.broker.argv import EnqueueRow
-from redcron.broker.jobs import JobStore
-from redcron.broker.tenants import TenantStore
 from redcron.clock import ulid
 from redcron.config import RedisUrlChoice, Settings, announce_redis_url, find_redis_url
+from redcron.engine import Broker
+from redcron.engine.argv import EnqueueRow
+from redcron.engine.jobs import JobStore
+from redcron.engine.tenants import TenantStore
 from redcron.errors import ValidationError
 from redcron.keys import shard_of, shard_of_id
 from redcron.model import JobChange, concurrency, dedupe, validation

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, ParamSpec, TypeVar
 
-from redcron.broker import TaskCancel
+from redcron.engine import TaskCancel
 from redcron.errors import TaskFailed, TaskTimeout, ValidationError
 from redcron.model import TaskRecord, validation
 from redcron.model.binding import CallShape

@@ -34,9 +34,9 @@ from redcron.beat.deadlines import Deadlines
 from redcron.beat.firing import Firer
 from redcron.beat.ownership import Ownership, beats_key
 from redcron.beat.planning import Planner
-from redcron.broker.beat import BeatStore
-from redcron.broker.retry import TRANSIENT, Backoff, Outage, ShardGate
 from redcron.clock import ulid
+from redcron.engine.beat import BeatStore
+from redcron.engine.retry import TRANSIENT, Backoff, Outage, ShardGate
 from redcron.errors import ConfigError
 from redcron.redact import masked_url
 

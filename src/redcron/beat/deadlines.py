@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from redcron.broker.beat import SWEEP_LIMIT, BeatStore, LateRun
+from redcron.engine.beat import SWEEP_LIMIT, BeatStore, LateRun
 from redcron.schedule.timeutil import from_ms
 
 log = logging.getLogger("redcron.beat.beat")

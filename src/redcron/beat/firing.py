@@ -18,9 +18,9 @@ from typing import Any
 from redcron.beat import parking
 from redcron.beat.ownership import Ownership
 from redcron.beat.planning import Call, Planner
-from redcron.broker.argv import FireArgs
-from redcron.broker.beat import BeatStore, Park
-from redcron.broker.retry import ErrorReply
+from redcron.engine.argv import FireArgs
+from redcron.engine.beat import BeatStore, Park
+from redcron.engine.retry import ErrorReply
 from redcron.errors import ShardLeaseLost, from_script_error
 from redcron.keys import run_id
 from redcron.model.serialize import iso

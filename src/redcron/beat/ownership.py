@@ -17,8 +17,8 @@ import logging
 import math
 import zlib
 
-from redcron.broker.beat import BeatStore, ShardClaim
-from redcron.broker.retry import TRANSIENT
+from redcron.engine.beat import BeatStore, ShardClaim
+from redcron.engine.retry import TRANSIENT
 from redcron.keys import Keys
 
 # one logger for the whole beat, so its records keep the name operators filter on

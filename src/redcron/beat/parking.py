@@ -16,13 +16,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from redcron.broker.beat import BeatStore, Park
-from redcron.broker.replies import UNAVAILABLE_CODES
+from redcron.engine.beat import BeatStore, Park
+from redcron.engine.replies import UNAVAILABLE_CODES
 
 log = logging.getLogger("redcron.beat.beat")
 
 #: error replies that say something about the server, not about one job's data:
-#: the server-state ones (broker/replies.py) and those of its settings
+#: the server-state ones (engine/replies.py) and those of its settings
 _SERVER_STATE = (*sorted(UNAVAILABLE_CODES), "OOM", "MISCONF", "NOSCRIPT", "NOPERM", "NOAUTH")
 
 

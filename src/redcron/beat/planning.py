@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from redcron.beat import parking
-from redcron.broker.beat import BeatStore, DueRow, Park
+from redcron.engine.beat import BeatStore, DueRow, Park
 from redcron.model.jobs import JobSpec, spec_from_json
 from redcron.model.serialize import iso
 from redcron.schedule.jitter import tenant_jitter_s

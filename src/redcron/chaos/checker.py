@@ -56,9 +56,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from redcron.broker import AuditEntry, AuditLog
 from redcron.chaos.outage import MasterOutage
 from redcron.doctor import examine
+from redcron.engine import AuditEntry, AuditLog
 from redcron.keys import run_id
 from redcron.model import RunRecord, TaskRecord
 from redcron.model.records import epoch_ms, from_ms

@@ -1,5 +1,5 @@
 """``redcron audit list``: who did what (the action record,
-:mod:`redcron.broker.actions`), and how the CLI's own state-changing commands
+:mod:`redcron.engine.actions`), and how the CLI's own state-changing commands
 add to it.
 
 Named ``audit`` for the people reading it; the stream is ``actions`` (the
@@ -24,7 +24,6 @@ from typing import Any, TypeVar
 
 import click
 
-from redcron.broker import OPERATOR, Action, ActionLog, Actor, Broker, record_action
 from redcron.cli.common import (
     app_option,
     build_app,
@@ -34,6 +33,7 @@ from redcron.cli.common import (
     redis_option,
     table,
 )
+from redcron.engine import OPERATOR, Action, ActionLog, Actor, Broker, record_action
 from redcron.model import validation
 
 

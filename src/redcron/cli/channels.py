@@ -12,7 +12,6 @@ from collections.abc import Sequence
 
 import click
 
-from redcron.broker import ChannelStore
 from redcron.cli.audit import audited, record_cli
 from redcron.cli.common import (
     app_option,
@@ -25,6 +24,7 @@ from redcron.cli.common import (
     split_csv,
     table,
 )
+from redcron.engine import ChannelStore
 from redcron.model.channels import EVENT_TYPES, KINDS, ChannelInfo, Delivery
 
 

@@ -9,7 +9,6 @@ from typing import Any
 
 import click
 
-from redcron.broker import TenantStore
 from redcron.cli.audit import audited, record_cli
 from redcron.cli.common import (
     app_option,
@@ -20,6 +19,7 @@ from redcron.cli.common import (
     table,
 )
 from redcron.cli.tokens import tenant_token
+from redcron.engine import TenantStore
 from redcron.keys import PRIORITIES
 from redcron.model import TenantStatus
 from redcron.model.tenants import TenantSettings, format_rate

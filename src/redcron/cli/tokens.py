@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 
 import click
 
-from redcron.broker import OPERATOR, ROLES, VIEWER, TokenStore
 from redcron.cli.audit import audited, record_cli
 from redcron.cli.common import (
     F,
@@ -27,6 +26,7 @@ from redcron.cli.common import (
     split_csv,
     table,
 )
+from redcron.engine import OPERATOR, ROLES, VIEWER, TokenStore
 from redcron.model import TokenInfo
 
 

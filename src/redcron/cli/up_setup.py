@@ -15,9 +15,9 @@ from pathlib import Path
 
 import click
 
-from redcron.broker import LINK_TTL_S, LoginLinks
 from redcron.cli.common import build_app
 from redcron.config import DATA_DIR, write_private_file
+from redcron.engine import LINK_TTL_S, LoginLinks
 from redcron.model.jobs import JobSpec
 from redcron.redact import masked_url
 

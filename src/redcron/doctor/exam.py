@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from redis.commands.core import Script
 
-from redcron.broker.scripts import full_source
 from redcron.doctor.records import Finding
+from redcron.engine.scripts import full_source
 
 if TYPE_CHECKING:
-    from redcron.broker import Broker
+    from redcron.engine import Broker
 
 #: the repair scripts (``lua/doctor_*.lua``)
 SCRIPTS = (

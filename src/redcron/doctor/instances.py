@@ -8,10 +8,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from redcron.broker.connection import scan_keys
 from redcron.doctor.exam import Exam, Fix
 from redcron.doctor.logic import TIMER_STATES, instance_problem
 from redcron.doctor.scan import FIELDS, Cmd, entry_cmds, instance_fields, names, snapshot, tx
+from redcron.engine.connection import scan_keys
 from redcron.keys import ATTENTION_HELD, Keys, run_of_task
 from redcron.model.states import RUN_ACTIVE, TASK_LEASED, TASK_TERMINAL
 from redcron.serde import text as _s

@@ -22,7 +22,7 @@ from redcron.model.records import from_ms
 from redcron.serde import text as _s
 
 if TYPE_CHECKING:
-    from redcron.broker import Broker
+    from redcron.engine import Broker
 
 
 def examine(

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from redcron.broker.connection import scan_keys
 from redcron.doctor.exam import Exam, Fix
 from redcron.doctor.logic import run_progress, run_recount
 from redcron.doctor.scan import Cmd, pipelined, snapshot, tx
+from redcron.engine.connection import scan_keys
 from redcron.keys import job_of_run
 from redcron.model.states import RUN_ACTIVE
 from redcron.serde import text as _s

@@ -3,7 +3,7 @@ one ``MULTI``/``EXEC`` snapshot.  Discovering SCANs the keys of a kind, or pages
 through an index or a stream; verifying in a snapshot keeps work a live system
 moves between the two reads from showing up as a finding.  Every read is at
 most ``BATCH`` keys or members, so memory stays bounded however large the
-shard.  The key scan itself is :func:`redcron.broker.connection.scan_keys`,
+shard.  The key scan itself is :func:`redcron.engine.connection.scan_keys`,
 which the attempt audit shares."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import redis
 
-from redcron.broker.connection import raise_unreachable
+from redcron.engine.connection import raise_unreachable
 from redcron.keys import GROUP
 from redcron.serde import text as _s
 

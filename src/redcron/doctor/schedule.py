@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from redcron.broker.connection import scan_keys
 from redcron.doctor.exam import Exam, Fix
 from redcron.doctor.scan import BATCH, Cmd, snapshot, zpages
+from redcron.engine.connection import scan_keys
 from redcron.keys import ATTENTION_BREAKER, prefix_range
 from redcron.model.jobs import spec_from_json
 from redcron.schedule.jitter import due_ms, tenant_jitter_s

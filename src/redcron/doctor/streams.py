@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from redcron.broker.connection import scan_keys
 from redcron.doctor.exam import Exam, Fix
 from redcron.doctor.logic import owns
 from redcron.doctor.scan import (
@@ -24,6 +23,7 @@ from redcron.doctor.scan import (
     snapshot,
     xpages,
 )
+from redcron.engine.connection import scan_keys
 from redcron.keys import GROUP, MAINT_STRAY, PRIORITIES, STRAY_MAX_MS
 from redcron.serde import text as _s
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from redcron.app import App
-from redcron.broker import TRANSIENT, Broker, ChannelStore, Claimed, Outbox
+from redcron.engine import TRANSIENT, Broker, ChannelStore, Claimed, Outbox
 from redcron.errors import ValidationError
 from redcron.model.channels import ADMIN_OWNER, check_url
 from redcron.notify.messages import (

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from redcron.broker.retry import Outage, ShardGate
+from redcron.engine.retry import Outage, ShardGate
 from redcron.model.jobs import COMMAND_TASK, CONTAINER_TASK
 from redcron.worker.ledger import Ledger
 from redcron.worker.options import WorkerOptions

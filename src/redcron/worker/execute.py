@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from redcron import serde
-from redcron.broker import Lease
 from redcron.context import Context
+from redcron.engine import Lease
 from redcron.errors import ConfigError, Permanent, Retry, ValidationError
 from redcron.model import validation
 from redcron.worker import capture

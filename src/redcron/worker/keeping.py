@@ -17,8 +17,8 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 
-from redcron.broker.retry import TRANSIENT
-from redcron.broker.workers import (
+from redcron.engine.retry import TRANSIENT
+from redcron.engine.workers import (
     LEASED_PUBLISHED,
     LEASED_REPUBLISH_S,
     TTL_LEASES,

@@ -15,8 +15,8 @@ import os
 import time
 
 from redcron import serde
-from redcron.broker import Lease, LeaseRequest
-from redcron.broker.retry import TRANSIENT
+from redcron.engine import Lease, LeaseRequest
+from redcron.engine.retry import TRANSIENT
 from redcron.worker import capture
 from redcron.worker.crew import Crew, Role, registered_tasks
 from redcron.worker.execute import Attempt, Outcome

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
-from redcron.broker import Lease
+from redcron.engine import Lease
 from redcron.lifeline import signal_on_parent_death
 from redcron.loader import load_app
 from redcron.worker import capture

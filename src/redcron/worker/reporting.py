@@ -15,8 +15,8 @@ import logging
 import time
 from collections.abc import Sequence
 
-from redcron.broker import FailItem, FailResult, Lease, LeaseRequest
-from redcron.broker.retry import TRANSIENT
+from redcron.engine import FailItem, FailResult, Lease, LeaseRequest
+from redcron.engine.retry import TRANSIENT
 from redcron.errors import NotFound, NotReplicated
 from redcron.worker.crew import Crew, Role
 from redcron.worker.execute import Attempt

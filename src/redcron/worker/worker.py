@@ -26,7 +26,7 @@ report lands.
 Redis going away never kills the worker: every loop backs off and retries,
 and finished attempts wait in memory until they can be reported.  On a Redis
 Cluster a master that is down fails only its own shards: the roles leave
-those alone for a while (a :class:`~redcron.broker.retry.ShardGate` they
+those alone for a while (a :class:`~redcron.engine.retry.ShardGate` they
 share) and go on leasing, reporting and heartbeating on the others.
 """
 
@@ -42,9 +42,9 @@ from collections.abc import Iterable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from redcron.broker.audit import AuditLog
-from redcron.broker.retry import TRANSIENT, Backoff, Outage, ShardGate
 from redcron.clock import ulid
+from redcron.engine.audit import AuditLog
+from redcron.engine.retry import TRANSIENT, Backoff, Outage, ShardGate
 from redcron.redact import masked_url
 from redcron.worker import capture
 from redcron.worker.attempt_log import AttemptLog

@@ -26,8 +26,8 @@ from collections import Counter
 from typing import Any
 
 from redcron.app import App
-from redcron.broker import scan_keys
 from redcron.cli.bench.fixtures import beat_process, bench_run, worker_process
+from redcron.engine import scan_keys
 from redcron.model.jobs import JobSpec, Task
 from redcron.serde import text as _s
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import flask
 
-from redcron.broker import OPERATOR, VIEWER, TokenStore, digest
 from redcron.dashboard.api.common import ApiError, bad, error_response, redcron_app
+from redcron.engine import OPERATOR, VIEWER, TokenStore, digest
 from redcron.errors import NotFound
 from redcron.model import JobRecord, RunRecord, TaskRecord, TokenInfo
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import flask
 
-from redcron.broker import ChannelStore
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import body, only, redcron_app, reply
 from redcron.dashboard.api.operation import UNAVAILABLE_CHANNELS, Operation, Routes, link
 from redcron.dashboard.api.params import EMPTY_BODY, TENANT, IntParam
 from redcron.dashboard.api.record_schema import ref
+from redcron.engine import ChannelStore
 from redcron.errors import NotFound
 from redcron.model.channels import ChannelInfo
 

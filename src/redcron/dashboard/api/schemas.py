@@ -20,16 +20,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from redcron.broker import (
-    ACTION_OUTCOMES,
-    ATTEMPT_OUTCOMES,
-    BREAKER_VALUES,
-    ROLES,
-    TOKEN_KINDS,
-    Action,
-    Running,
-    TaskCancel,
-)
 from redcron.dashboard.api import tasks, tokens, worker
 from redcron.dashboard.api.params import body_schema
 from redcron.dashboard.api.record_schema import (
@@ -40,6 +30,16 @@ from redcron.dashboard.api.record_schema import (
     ref,
 )
 from redcron.dashboard.api.runs import RunTask
+from redcron.engine import (
+    ACTION_OUTCOMES,
+    ATTEMPT_OUTCOMES,
+    BREAKER_VALUES,
+    ROLES,
+    TOKEN_KINDS,
+    Action,
+    Running,
+    TaskCancel,
+)
 from redcron.keys import PRIORITIES
 from redcron.model import channels
 from redcron.model.channels import ChannelInfo, Delivery

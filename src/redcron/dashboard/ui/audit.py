@@ -1,5 +1,5 @@
 """``/audit``: who did what, newest first (the action record of
-:mod:`redcron.broker.actions`): a tenant sees its own tenant's actions, the
+:mod:`redcron.engine.actions`): a tenant sees its own tenant's actions, the
 admin every action, or one tenant's (``?tenant=``); a page at a time
 (``?after=<entry id>``)."""
 
@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import flask
 
-from redcron.broker import ActionLog, valid_action_cursor
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
 from redcron.dashboard.ui.render import Reply
+from redcron.engine import ActionLog, valid_action_cursor
 from redcron.model import validation
 
 bp = flask.Blueprint("audit", __name__)

@@ -10,12 +10,12 @@ from typing import Any
 
 import flask
 
-from redcron.broker import JobStore, Page, page_jobs
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
 from redcron.dashboard.ui.charts import durations_svg
 from redcron.dashboard.ui.render import Reply
+from redcron.engine import JobStore, Page, page_jobs
 from redcron.errors import ValidationError
 from redcron.keys import JOBIDX_SEP
 from redcron.model import JobRecord, RunRecord, validation

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import flask
 
-from redcron.broker import RUN_SCAN
 from redcron.dashboard.api import auth
 from redcron.dashboard.api import runs as api_runs
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
 from redcron.dashboard.ui.dag import DagNode, dag_svg
 from redcron.dashboard.ui.render import Reply
+from redcron.engine import RUN_SCAN
 from redcron.errors import NotFound, ValidationError
 from redcron.model import ExpiredTask, RunRecord, TaskRecord, validation
 from redcron.model.retry_rule import attempts_short

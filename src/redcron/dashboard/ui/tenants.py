@@ -10,11 +10,11 @@ from typing import Any
 
 import flask
 
-from redcron.broker import Page, page_tenants, trigger_lag_of
 from redcron.dashboard.api import actions, auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
 from redcron.dashboard.ui.render import Reply
+from redcron.engine import Page, page_tenants, trigger_lag_of
 from redcron.errors import ValidationError
 from redcron.keys import PRIORITIES
 from redcron.model import validation
