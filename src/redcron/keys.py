@@ -159,7 +159,7 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "audit": ("audit", ()),
     # who did what (issue 21 §5; not the attempt audit above): one entry per
     # state-changing action on one tenant through the API, the pages or the CLI;
-    # bounded by engine/actions.py's MAXLEN and MINID (age)
+    # bounded by store/actions.py's MAXLEN and MINID (age)
     "actions": ("actions:{tenant}", ("tenant",)),
 }
 
@@ -549,7 +549,7 @@ class Keys:
 
     def channel_secret(self) -> str:
         """The master key STRING that channel secrets and URLs are encrypted under
-        (made once, shared; engine/channels.py derives its keys from it)."""
+        (made once, shared; store/channels.py derives its keys from it)."""
         return self.deployment("channel_secret")
 
     def channels(self) -> str:

@@ -8,10 +8,10 @@ from test_cluster import tenants_on_every_shard  # tests/cluster
 
 from redcron import App
 from redcron.dashboard import create_app
-from redcron.engine import ActionLog
-from redcron.engine.tokens import TokenStore
 from redcron.keys import shard_of
 from redcron.model.jobs import Task
+from redcron.store import ActionLog
+from redcron.store.tokens import TokenStore
 
 ADMIN = "cluster-admin-token"
 

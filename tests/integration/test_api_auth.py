@@ -18,8 +18,8 @@ from lease_ids import forged, parts, signed, unsigned  # tests/helpers
 from redcron import App
 from redcron.cli.main import main
 from redcron.dashboard import create_app
-from redcron.engine.tokens import TokenStore
 from redcron.keys import shard_of_id
+from redcron.store.tokens import TokenStore
 
 ADMIN = "admin-token-for-tests"
 MINE, FOREIGN = "acme", "other"

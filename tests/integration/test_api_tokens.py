@@ -15,7 +15,7 @@ from flask.testing import FlaskClient
 
 from redcron import App
 from redcron.dashboard import create_app
-from redcron.engine import TokenStore
+from redcron.store import TokenStore
 
 ADMIN = "tokens-admin-token"
 

@@ -30,11 +30,11 @@ from redcron.beat.firing import Firer
 from redcron.cli.main import main
 from redcron.dashboard import create_app
 from redcron.engine.beat import BeatStore, Park
-from redcron.engine.metrics import read_metrics
 from redcron.keys import ATTENTION_PARKED, prefix_range, shard_of
 from redcron.model.jobs import Task, spec_from_json
 from redcron.model.records import JobRecord, epoch_ms
 from redcron.model.serialize import to_json
+from redcron.store.metrics import read_metrics
 
 TASKS = {"t": Task("noop")}
 ADMIN = "admin-token-for-parking"

@@ -17,9 +17,9 @@ from server_time import server_ms  # tests/helpers
 from redcron import App
 from redcron.cli.main import main
 from redcron.dashboard import create_app
-from redcron.engine import ActionLog, ChannelStore, TokenStore
-from redcron.engine.channels import MAX_TENANT_CHANNELS
 from redcron.notify import Notifier
+from redcron.store import ActionLog, ChannelStore, TokenStore
+from redcron.store.channels import MAX_TENANT_CHANNELS
 
 ADMIN = "admin-token-for-tests"
 

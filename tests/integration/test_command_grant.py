@@ -30,11 +30,11 @@ from worker_procs import thread_workers, wait_for  # tests/helpers is on sys.pat
 from redcron import App
 from redcron.cli.main import main
 from redcron.dashboard import create_app
-from redcron.engine.tokens import TokenStore
 from redcron.engine.workers import WorkerRegistry
 from redcron.errors import ConfigError, Forbidden, Rejected
 from redcron.keys import shard_of
 from redcron.model.jobs import Task, job_spec
+from redcron.store.tokens import TokenStore
 from redcron.worker import Worker
 
 TENANT = "acme"

@@ -13,8 +13,8 @@ from receiver import notify_app_fixture  # noqa: F401 (fixtures: app)
 
 from redcron import App
 from redcron.dashboard import create_app
-from redcron.engine import ChannelStore, TokenStore
-from redcron.engine.channels import MAX_TENANT_CHANNELS
+from redcron.store import ChannelStore, TokenStore
+from redcron.store.channels import MAX_TENANT_CHANNELS
 
 ADMIN = "admin-token-for-tests"
 

@@ -23,7 +23,7 @@ from flask.testing import FlaskClient
 from redcron import App
 from redcron.dashboard import create_app
 from redcron.embedded import EmbeddedRedis
-from redcron.engine.tokens import TokenStore
+from redcron.store.tokens import TokenStore
 
 ADMIN = "outage-admin-token"
 TENANT = "acme"

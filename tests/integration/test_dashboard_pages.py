@@ -24,11 +24,11 @@ from redcron import App
 from redcron.beat.beat import Beat
 from redcron.cli.main import main
 from redcron.dashboard import create_app
-from redcron.engine.logins import LoginLinks
-from redcron.engine.tokens import TokenStore
 from redcron.engine.workers import Registration, WorkerRegistry
 from redcron.keys import shard_of
 from redcron.model.jobs import Task, job_spec
+from redcron.store.logins import LoginLinks
+from redcron.store.tokens import TokenStore
 from redcron.worker import Worker
 
 MINE = "acme"

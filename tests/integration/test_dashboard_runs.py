@@ -17,8 +17,8 @@ from flask.testing import FlaskClient
 from redcron import App
 from redcron.beat.beat import Beat
 from redcron.dashboard import create_app
-from redcron.engine.tokens import TokenStore
 from redcron.model.jobs import Task
+from redcron.store.tokens import TokenStore
 
 MINE = "acme"
 FOREIGN = "globex"

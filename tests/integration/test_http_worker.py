@@ -18,8 +18,8 @@ from lease_ids import forged, parts, signed, unsigned  # tests/helpers
 
 from redcron import App
 from redcron.dashboard import create_app
-from redcron.engine.tokens import TokenStore
 from redcron.keys import shard_of_id
+from redcron.store.tokens import TokenStore
 
 TENANT = "acme"
 

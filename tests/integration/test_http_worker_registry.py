@@ -24,8 +24,8 @@ from redcron.cli.main import main as cli
 from redcron.dashboard import create_app
 from redcron.engine import WorkerRegistry
 from redcron.engine.inspect import queue_loads
-from redcron.engine.tokens import TokenStore
 from redcron.engine.workers import TTL_LEASES
+from redcron.store.tokens import TokenStore
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "examples" / "http_worker.sh"

@@ -28,9 +28,9 @@ from redcron import App
 from redcron.beat.beat import Beat
 from redcron.cli.main import main
 from redcron.dashboard import create_app
-from redcron.engine.tokens import TokenStore
 from redcron.keys import shard_of
 from redcron.model.jobs import Task
+from redcron.store.tokens import TokenStore
 
 TERMINAL = ("succeeded", "dead", "cancelled", "failed")
 

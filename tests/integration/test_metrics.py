@@ -191,7 +191,7 @@ def test_tenants_shown_are_those_with_something_to_show(
 ) -> None:
     """Under the cap, tenants are taken in turn from each kind of work: the
     oldest ready work does not crowd out dead tasks or tasks in flight."""
-    monkeypatch.setattr("redcron.engine.metrics.TOP_TENANTS", 3)
+    monkeypatch.setattr("redcron.store.metrics.TOP_TENANTS", 3)
     broker = app.broker
     for t in ("r1", "r2", "r3"):  # ready work, r1's the oldest
         app.enqueue("m.work", 1, _tenant=t)

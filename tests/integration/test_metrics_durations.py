@@ -16,9 +16,9 @@ from redcron import App
 from redcron.dashboard import create_app
 from redcron.dashboard.metrics import CONTENT_TYPE
 from redcron.engine.argv import FailItem
-from redcron.engine.metrics import read_metrics
 from redcron.keys import DURATION_BUCKETS_S, DURATION_NAMES, DURATION_OTHER, shard_of
 from redcron.model.jobs import Task
+from redcron.store.metrics import read_metrics
 
 T1, T2 = "alpha", "beta"
 T0 = 1_900_000_000_000  # a server time for the scripts (ms)

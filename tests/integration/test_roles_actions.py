@@ -24,11 +24,11 @@ from redcron import App
 from redcron.cli.main import main
 from redcron.dashboard import create_app
 from redcron.dashboard.api.actions import NAMES
-from redcron.engine import ActionLog, Actor, record_action
-from redcron.engine.tokens import TokenStore
 from redcron.errors import ValidationError
 from redcron.keys import shard_of
 from redcron.model.jobs import Task, job_spec
+from redcron.store import ActionLog, Actor, record_action
+from redcron.store.tokens import TokenStore
 from redcron.worker import Worker
 
 ADMIN = "roles-admin-token"

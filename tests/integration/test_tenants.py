@@ -17,10 +17,10 @@ from click.testing import Result
 
 from redcron import App
 from redcron.engine import FailItem
-from redcron.engine.tenants import TenantStore
 from redcron.errors import ValidationError
 from redcron.keys import shard_of
 from redcron.model.tenants import SETTINGS_FIELDS, TenantSettings
+from redcron.store.tenants import TenantStore
 
 SHARDS = 4
 

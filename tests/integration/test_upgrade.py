@@ -10,8 +10,8 @@ import pytest
 import redis
 
 from redcron import App
-from redcron.engine import LoginLinks, TokenStore
 from redcron.keys import ACTIVITY_TTL_S, LAYOUT, Keys
+from redcron.store import LoginLinks, TokenStore
 
 
 def test_an_older_layout_is_upgraded_once_and_keeps_its_bookkeeping(

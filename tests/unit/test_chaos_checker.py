@@ -6,8 +6,8 @@ from typing import Any
 
 from redcron.chaos.checker import JobFacts, judge_fires, judge_instance
 from redcron.chaos.scenario import plan
-from redcron.engine.audit import AuditEntry
 from redcron.model import RunRecord, TaskRecord
+from redcron.store.audit import AuditEntry
 
 W1, W2 = "w0.1", "w1.2"
 

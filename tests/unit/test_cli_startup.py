@@ -22,7 +22,7 @@ import click
 import pytest
 
 import redcron
-import redcron.engine
+import redcron.store
 from redcron.cli.group import LazyGroup
 from redcron.cli.main import COMMANDS, main
 
@@ -55,7 +55,7 @@ RUN = textwrap.dedent(
 #: loaded by no command but its own: the dashboard (Flask), the benchmarks, the doctor
 NEVER = ("flask", "werkzeug", "redcron.dashboard", "redcron.cli.bench", "redcron.doctor")
 #: loaded by no --help or --version: the App, the broker, Redis
-NOT_TO_START = ("redis", "redcron.app", "redcron.engine", "redcron.cli.common")
+NOT_TO_START = ("redis", "redcron.app", "redcron.engine", "redcron.store", "redcron.cli.common")
 
 
 def run(args: list[str], code: str = RUN) -> dict[str, Any]:
@@ -116,7 +116,7 @@ def test_the_app_loads_no_doctor_no_audit_no_action_record() -> None:
         "print(json.dumps({'modules': sorted(sys.modules)}))",
     )
     assert "redcron.app" in out["modules"]
-    lazy = ("redcron.doctor", "redcron.engine.audit", "redcron.engine.actions")
+    lazy = ("redcron.doctor", "redcron.store.audit", "redcron.store.actions")
     assert loaded(out["modules"], NEVER + lazy) == []
 
 
@@ -181,9 +181,9 @@ def _type_checking_imports(path: Path) -> dict[str, tuple[str, str]]:
     ("package", "path"),
     [
         (redcron, SRC / "redcron" / "__init__.py"),
-        (redcron.engine, SRC / "redcron/engine/__init__.py"),
+        (redcron.store, SRC / "redcron/store/__init__.py"),
     ],
-    ids=["redcron", "redcron.engine"],
+    ids=["redcron", "redcron.store"],
 )
 def test_the_lazy_names_are_the_typed_ones_and_exported(package: Any, path: Path) -> None:
     lazy = {

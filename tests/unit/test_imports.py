@@ -34,7 +34,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -47,7 +47,7 @@ BENCH = ROOT / "bench"
 
 #: the packages that own Redis I/O: the broker, and the doctor, which reads and
 #: repairs keys below the broker's methods
-REDIS_OWNERS = ("redcron/engine/", "redcron/doctor/")
+REDIS_OWNERS = ("redcron/engine/", "redcron/store/", "redcron/doctor/")
 #: modules outside REDIS_OWNERS that may import redis, and why; fix code rather than grow this
 REDIS_ALLOWED = {
     "redcron/cli/common.py": "turns redis connection and auth errors into one-line CLI messages",
@@ -179,35 +179,47 @@ def test_worker_and_beat_do_not_import_each_other(package: str, other: str) -> N
     assert not bad, f"redcron.{package} must not depend on redcron.{other}:\n" + "\n".join(bad)
 
 
-def _broker_exports() -> set[str]:
-    """``redcron.engine.__all__``, read from the source."""
-    tree = ast.parse((PACKAGE / "engine" / "__init__.py").read_text(encoding="utf-8"))
+#: the packages whose exports (``__all__``) the faces import, never a submodule
+EXPORTING = ("engine", "store", "doctor")
+
+
+def _exports(package: str) -> set[str]:
+    """``redcron.<package>.__all__``, read from the source."""
+    init = PACKAGE / package / "__init__.py"
+    tree = ast.parse(init.read_text(encoding="utf-8"))
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
         ):
             return set(ast.literal_eval(node.value))
-    raise AssertionError("redcron/engine/__init__.py defines no __all__")
+    raise AssertionError(f"{_rel(init)} defines no __all__")
+
+
+def _reaches_past(path: Path, packages: Sequence[str]) -> Iterator[tuple[int, str]]:
+    """The modules of ``packages`` that ``path`` imports past their exports."""
+    for package in packages:
+        exports, dotted = _exports(package), f"redcron.{package}"
+        for line, name in _imports(path):
+            if not _is(name, dotted) or name == dotted:
+                continue
+            rest = name.removeprefix(dotted + ".")
+            if "." in rest or rest not in exports:
+                yield line, name
 
 
 def _face_reaches(path: Path) -> Iterator[tuple[int, str]]:
-    """The broker modules ``path`` imports past the package's exports."""
-    exports = _broker_exports()
-    for line, name in _imports(path):
-        if not _is(name, "redcron.engine") or name == "redcron.engine":
-            continue
-        rest = name.removeprefix("redcron.engine.")
-        if "." in rest or rest not in exports:
-            yield line, name
+    return _reaches_past(path, EXPORTING)
 
 
-def test_no_broker_export_is_named_like_a_broker_module() -> None:
+@pytest.mark.parametrize("package", EXPORTING)
+def test_no_export_is_named_like_a_module_of_its_package(package: str) -> None:
     # else "from redcron.engine import jobs" would pass for an export
-    modules = {p.stem for p in (PACKAGE / "engine").iterdir() if p.suffix == ".py" or p.is_dir()}
-    assert _broker_exports() & modules == set()
+    here = PACKAGE / package
+    modules = {p.stem for p in here.iterdir() if p.suffix == ".py" or p.is_dir()}
+    assert _exports(package) & modules == set()
 
 
-def test_the_faces_reach_the_broker_only_through_its_package_names() -> None:
+def test_the_faces_reach_engine_store_and_doctor_only_through_their_package_names() -> None:
     """Issue 17, item 5: the CLI and the dashboard imported broker submodules
     32 times, past App; a store moved between modules broke them."""
     bad = [
@@ -219,8 +231,8 @@ def test_the_faces_reach_the_broker_only_through_its_package_names() -> None:
         and not any(_is(name, allowed) for (mod, allowed) in FACE_ALLOWED if mod == _rel(path))
     ]
     assert not bad, (
-        "a face imports App or 'from redcron.engine import <name>'; export the name "
-        "in redcron/engine/__init__.py's __all__:\n" + "\n".join(bad)
+        "a face imports App or 'from redcron.<engine|store|doctor> import <name>'; export "
+        "the name in that package's __init__.py __all__:\n" + "\n".join(bad)
     )
 
 
@@ -295,18 +307,20 @@ LAYERS: dict[str, set[str]] = {
     "model": {"model", "schedule", *LEAVES},
     # every Redis call and every script call
     "engine": {"engine", *BOTTOM},
+    # the control plane on Redis: over the engine, never under it
+    "store": {"store", "engine", *BOTTOM},
     # finds and repairs what the invariants forbid: a tool over the broker
     "doctor": {"doctor", "engine", *BOTTOM},
     # the client API: App, the task context, the loader of a user's App
     "context": {"context", "engine", *BOTTOM},
-    "app": {"app", "context", "engine", *BOTTOM},
+    "app": {"app", "context", "engine", "store", *BOTTOM},
     "loader": {"loader", "app", *LEAVES},
     "__init__": {"app", "context", *BOTTOM},
     # processes: the broker's clients, never each other
-    "worker": {"worker", "app", "context", "loader", "engine", *BOTTOM},
+    "worker": {"worker", "app", "context", "loader", "engine", "store", *BOTTOM},
     "beat": {"beat", "app", "engine", *BOTTOM},
     # the notifier: a process of its own (docs/architecture.md, "The notifier")
-    "notify": {"notify", "app", "engine", *BOTTOM},
+    "notify": {"notify", "app", "engine", "store", *BOTTOM},
     # tools the CLI and the tests start: the bundled redis-server, a local cluster
     # (in the wheel because user-facing commands start it: `redcron chaos --cluster`
     # and `redcron bench throughput/fairness/leases/midnight --cluster`, `bench scale`;
@@ -315,12 +329,13 @@ LAYERS: dict[str, set[str]] = {
     "embedded_cluster": {"embedded_cluster", "embedded", *LEAVES},
     # the testing mode (TestApp): the App on a fake Redis, run in-process by
     # the worker's executors and a beat's tick; nothing imports it
-    "testing": {"testing", "worker", "beat", "app", "context", "engine", *BOTTOM},
+    "testing": {"testing", "worker", "beat", "app", "context", "engine", "store", *BOTTOM},
     # faces: everything below them; the dashboard never imports the CLI
-    "dashboard": {"dashboard", "app", "engine", *BOTTOM},
+    "dashboard": {"dashboard", "app", "engine", "store", *BOTTOM},
     # the chaos scenario, its runner (starts workers, an embedded Redis) and checker
     "chaos": {
-        "chaos", "worker", "app", "context", "embedded", "embedded_cluster", "engine", "doctor",
+        "chaos", "worker", "app", "context", "embedded", "embedded_cluster", "engine", "store",
+        "doctor",
         *BOTTOM,
     },
     # the CLI launches everything: `redcron up` starts a worker, a beat, the
@@ -329,7 +344,7 @@ LAYERS: dict[str, set[str]] = {
         "cli", "dashboard", "chaos", "embedded", "embedded_cluster", "worker", "beat", "notify",
         "app",
         "context",
-        "loader", "engine", "doctor", *BOTTOM,
+        "loader", "engine", "store", "doctor", *BOTTOM,
     },
 }  # fmt: skip
 

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from redcron.dashboard.api import auth
-from redcron.engine import tokens
+from redcron.store import tokens
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "redcron"
 FORBIDDEN = [

@@ -21,12 +21,12 @@ from redcron.config import RedisUrlChoice, Settings, announce_redis_url, find_re
 from redcron.engine import Broker
 from redcron.engine.argv import EnqueueRow
 from redcron.engine.jobs import JobStore
-from redcron.engine.tenants import TenantStore
 from redcron.errors import ValidationError
 from redcron.keys import shard_of, shard_of_id
 from redcron.model import JobChange, concurrency, dedupe, validation
 from redcron.model.binding import CallShape
 from redcron.model.jobs import COMMAND_TASK, JobSpec, Task, job_spec
+from redcron.store.tenants import TenantStore
 
 __all__ = ["COMMAND_TASK", "App", "TaskDef", "TaskHandle", "TaskOptions"]
 

@@ -58,12 +58,12 @@ from typing import TYPE_CHECKING
 
 from redcron.chaos.outage import MasterOutage
 from redcron.doctor import examine
-from redcron.engine import AuditEntry, AuditLog
 from redcron.keys import run_id
 from redcron.model import RunRecord, TaskRecord
 from redcron.model.records import epoch_ms, from_ms
 from redcron.model.states import TASK_TERMINAL
 from redcron.schedule.triggers import fires_between, make_trigger
+from redcron.store import AuditEntry, AuditLog
 
 if TYPE_CHECKING:
     from redcron.app import App

@@ -1,5 +1,5 @@
 """``redcron audit list``: who did what (the action record,
-:mod:`redcron.engine.actions`), and how the CLI's own state-changing commands
+:mod:`redcron.store.actions`), and how the CLI's own state-changing commands
 add to it.
 
 Named ``audit`` for the people reading it; the stream is ``actions`` (the
@@ -33,8 +33,9 @@ from redcron.cli.common import (
     redis_option,
     table,
 )
-from redcron.engine import OPERATOR, Action, ActionLog, Actor, Broker, record_action
+from redcron.engine import Broker
 from redcron.model import validation
+from redcron.store import OPERATOR, Action, ActionLog, Actor, record_action
 
 
 def cli_actor() -> Actor:

@@ -24,8 +24,8 @@ from redcron.cli.common import (
     split_csv,
     table,
 )
-from redcron.engine import ChannelStore
 from redcron.model.channels import EVENT_TYPES, KINDS, ChannelInfo, Delivery
+from redcron.store import ChannelStore
 
 
 def _store(app_path: str | None, redis_url: str | None) -> ChannelStore:

@@ -19,10 +19,10 @@ from redcron.cli.common import (
     table,
 )
 from redcron.cli.tokens import tenant_token
-from redcron.engine import TenantStore
 from redcron.keys import PRIORITIES
 from redcron.model import TenantStatus
 from redcron.model.tenants import TenantSettings, format_rate
+from redcron.store import TenantStore
 
 
 def _store(app_path: str | None, redis_url: str | None) -> TenantStore:

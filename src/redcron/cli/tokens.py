@@ -26,8 +26,8 @@ from redcron.cli.common import (
     split_csv,
     table,
 )
-from redcron.engine import OPERATOR, ROLES, VIEWER, TokenStore
 from redcron.model import TokenInfo
+from redcron.store import OPERATOR, ROLES, VIEWER, TokenStore
 
 
 def _store(app_path: str | None, redis_url: str | None) -> TokenStore:

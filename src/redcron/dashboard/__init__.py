@@ -21,7 +21,7 @@ from redcron.dashboard.metrics import init_metrics
 from redcron.dashboard.outage import init_outage, init_partial_reads
 from redcron.dashboard.totals import init_totals
 from redcron.dashboard.ui import init_ui
-from redcron.engine import digest
+from redcron.store import digest
 
 #: request bodies above this many bytes are refused with 413
 MAX_BODY_BYTES = 1024 * 1024

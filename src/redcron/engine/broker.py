@@ -15,7 +15,7 @@ module                        scripts
 ``engine/inspect.py``         watch; counts read without a script
 ``engine/beat.py``            beat_own, fire, fire_batch, job_park (:class:`BeatStore`)
 ``engine/cancel.py``          cancel (run_cancel, run_retry: ``engine/jobs.py``)
-``engine/tenants.py``         tenant_unpark
+``store/tenants.py``         tenant_unpark
 ============================  ====================================================================
 
 ``Broker.cancel`` is the one method of its own (docs/architecture.md, "The

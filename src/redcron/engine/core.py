@@ -99,7 +99,7 @@ class Core:
         self._gate_errors: dict[int, str] = {}
         self._shards: int | None = None
         self._min_idle_ms: int | None = None
-        #: every shard's listing indexes are known to be built (engine/listing.py)
+        #: every shard's listing indexes are known to be built (store/listing.py)
         self.listing_indexed = False
 
     # -- deployment ---------------------------------------------------------

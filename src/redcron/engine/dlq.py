@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from redcron.engine import argv
 from redcron.engine.core import MAX_BATCH, Core, fields_of, shard_of_id
-from redcron.engine.listing import ensure_indexes
+from redcron.engine.indexes import ensure_indexes
 from redcron.engine.partial import note_unavailable, shards_to_read
 from redcron.errors import NotFound
 from redcron.keys import shard_of

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from redcron.app import App
-from redcron.engine import TRANSIENT, Broker, ChannelStore, Claimed, Outbox
+from redcron.engine import TRANSIENT, Broker
 from redcron.errors import ValidationError
 from redcron.model.channels import ADMIN_OWNER, check_url
 from redcron.notify.messages import (
@@ -54,6 +54,7 @@ from redcron.notify.signing import (
     TIMESTAMP_HEADER,
     sign,
 )
+from redcron.store import ChannelStore, Claimed, Outbox
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ import threading
 import time
 import uuid
 
-from redcron.engine.audit import AuditLog
 from redcron.engine.retry import TRANSIENT, Backoff
+from redcron.store.audit import AuditLog
 from redcron.worker.execute import Attempt, Outcome
 from redcron.worker.hooks import AttemptHook
 

@@ -43,9 +43,9 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from redcron.clock import ulid
-from redcron.engine.audit import AuditLog
 from redcron.engine.retry import TRANSIENT, Backoff, Outage, ShardGate
 from redcron.redact import masked_url
+from redcron.store.audit import AuditLog
 from redcron.worker import capture
 from redcron.worker.attempt_log import AttemptLog
 from redcron.worker.audit import Audit

@@ -24,9 +24,10 @@ import flask
 
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
-from redcron.engine import UNAVAILABLE, Actor, record_action
+from redcron.engine import UNAVAILABLE
 from redcron.errors import ValidationError
 from redcron.model import validation
+from redcron.store import Actor, record_action
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ from redcron.dashboard.api.common import body, only, redcron_app, reply
 from redcron.dashboard.api.operation import UNAVAILABLE_CHANNELS, Operation, Routes, link
 from redcron.dashboard.api.params import EMPTY_BODY, TENANT, IntParam
 from redcron.dashboard.api.record_schema import ref
-from redcron.engine import ChannelStore
 from redcron.errors import NotFound
 from redcron.model.channels import ChannelInfo
+from redcron.store import ChannelStore
 
 bp = Routes("channels", __name__)
 

@@ -36,13 +36,14 @@ from redcron.dashboard.api.common import (
 from redcron.dashboard.api.operation import Operation, Routes, link, paged
 from redcron.dashboard.api.params import LIMIT, NAME_PART, TENANT, ChoiceParam, CursorParam
 from redcron.dashboard.api.record_schema import ref
-from redcron.engine import JobStore, page_jobs, unserved_tasks
+from redcron.engine import JobStore, unserved_tasks
 from redcron.errors import NotReplicated, ValidationError
 from redcron.keys import JOBIDX_SEP
 from redcron.model import JobRecord
 from redcron.model.jobfile import JobFileError, parse_jobs
 from redcron.model.jobs import JobSpec
 from redcron.model.serialize import to_json
+from redcron.store import page_jobs
 
 bp = Routes("jobs", __name__)
 

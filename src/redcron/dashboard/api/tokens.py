@@ -30,10 +30,10 @@ from redcron.dashboard.api.params import (
     body_schema,
 )
 from redcron.dashboard.api.record_schema import ref
-from redcron.engine import OPERATOR, ROLES, VIEWER, TokenStore
-from redcron.engine import TOKEN_KINDS as KINDS
 from redcron.model import TokenInfo, validation
 from redcron.model.records import epoch_ms
+from redcron.store import OPERATOR, ROLES, VIEWER, TokenStore
+from redcron.store import TOKEN_KINDS as KINDS
 
 bp = Routes("tokens", __name__)
 

@@ -14,9 +14,9 @@ from redcron.dashboard.api.channels import channel
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
 from redcron.dashboard.ui.render import Reply
-from redcron.engine import ChannelStore
 from redcron.errors import Conflict, ValidationError
 from redcron.model.channels import EVENT_TYPES, KINDS
+from redcron.store import ChannelStore
 
 bp = flask.Blueprint("channels", __name__)
 

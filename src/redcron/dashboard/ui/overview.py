@@ -18,9 +18,10 @@ from redcron.dashboard.totals import totals as totals_snapshot
 from redcron.dashboard.ui import render
 from redcron.dashboard.ui.charts import activity_svg
 from redcron.dashboard.ui.render import Reply
-from redcron.engine import WorkerRegistry, activity, page_tenants, trigger_lag
+from redcron.engine import WorkerRegistry
 from redcron.keys import PRIORITIES
 from redcron.model.records import from_ms
+from redcron.store import activity, page_tenants, trigger_lag
 
 bp = flask.Blueprint("overview", __name__)
 

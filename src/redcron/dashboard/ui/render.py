@@ -16,9 +16,9 @@ from werkzeug.wrappers import Response
 
 from redcron.dashboard.ui import session
 from redcron.dashboard.ui.charts import format_seconds
-from redcron.engine import Page
 from redcron.model import RunRecord
 from redcron.model.retry_rule import attempts_long, attempts_short
+from redcron.store import Page
 
 T = TypeVar("T")
 

@@ -19,11 +19,11 @@ from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
 from redcron.dashboard.ui.dag import DagNode, dag_svg
 from redcron.dashboard.ui.render import Reply
-from redcron.engine import RUN_SCAN
 from redcron.errors import NotFound, ValidationError
 from redcron.model import ExpiredTask, RunRecord, TaskRecord, validation
 from redcron.model.retry_rule import attempts_short
 from redcron.model.states import RUN_ACTIVE, TASK_TERMINAL, RunState, TaskState
+from redcron.store import RUN_SCAN
 
 bp = flask.Blueprint("runs", __name__)
 

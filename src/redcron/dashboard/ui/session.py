@@ -29,8 +29,9 @@ from itsdangerous import URLSafeTimedSerializer
 from redcron.app import App
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import EXTENSION, redcron_app
-from redcron.engine import UNAVAILABLE, LoginLinks, TokenStore
+from redcron.engine import UNAVAILABLE
 from redcron.errors import NotFound
+from redcron.store import LoginLinks, TokenStore
 
 #: how long a login lasts without being renewed by use
 SESSION_LIFETIME = timedelta(hours=12)

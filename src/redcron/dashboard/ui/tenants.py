@@ -14,11 +14,11 @@ from redcron.dashboard.api import actions, auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
 from redcron.dashboard.ui.render import Reply
-from redcron.engine import Page, page_tenants, trigger_lag_of
 from redcron.errors import ValidationError
 from redcron.keys import PRIORITIES
 from redcron.model import validation
 from redcron.model.tenants import SETTINGS_FIELDS, TenantSettings
+from redcron.store import Page, page_tenants, trigger_lag_of
 
 bp = flask.Blueprint("tenants", __name__)
 

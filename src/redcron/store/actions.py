@@ -1,7 +1,7 @@
 """Who did what (issue 21 §5): every state-changing action through the API,
 the pages or the CLI, appended to an action stream.
 
-Named *actions*, not *audit*: :mod:`redcron.engine.audit` and ``rc:{sN}:audit``
+Named *actions*, not *audit*: :mod:`redcron.store.audit` and ``rc:{sN}:audit``
 already hold the chaos checker's attempt audit (``Worker(audit=True)``), which
 is another thing (one entry per attempt start and end, written by workers).
 Here an entry is one person's or program's request: who (a token id, never a

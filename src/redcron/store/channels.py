@@ -5,7 +5,7 @@ A webhook is signed with its channel's secret (HMAC-SHA256), so the secret
 itself must be kept, not only a hash of it.  It is stored encrypted, and so is
 the URL (a Slack webhook's URL is its credential): sealed under keys derived
 from the deployment's channel master key (``Keys.channel_secret()``, made once
-as the other shared secrets are: :mod:`redcron.engine.shared_secrets`) with
+as the other shared secrets are: :mod:`redcron.store.shared_secrets`) with
 HMAC-SHA256 as a keystream and a MAC over the channel id, nonce and
 ciphertext (encrypt-then-MAC), so a sealed value neither reads nor moves to
 another channel.  What this protects and what it cannot is in
@@ -27,9 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from redcron.engine.outbox import Outbox
 from redcron.engine.partial import may_leave_out_channels, note_channel_unavailable
-from redcron.engine.shared_secrets import shared_secret
 from redcron.errors import Conflict, NotFound, ValidationError
 from redcron.keys import NOTIFY_GROUP
 from redcron.model import validation
@@ -48,6 +46,8 @@ from redcron.model.channels import (
 from redcron.model.records import from_ms
 from redcron.model.serialize import iso
 from redcron.serde import text as _s
+from redcron.store.outbox import Outbox
+from redcron.store.shared_secrets import shared_secret
 
 if TYPE_CHECKING:
     from redcron.engine import Broker

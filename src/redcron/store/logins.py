@@ -7,7 +7,7 @@ consumes it (``GETDEL``), and an unused one expires.  Only the SHA-256 of the
 code is stored, so a dump of Redis cannot be replayed as a login.
 
 The session secret signs the dashboard's cookies; it is made once in Redis
-(``SET NX``, :mod:`redcron.engine.shared_secrets`) so that every dashboard
+(``SET NX``, :mod:`redcron.store.shared_secrets`) so that every dashboard
 replica and restart accepts the same sessions.
 """
 
@@ -16,9 +16,9 @@ from __future__ import annotations
 import secrets
 from typing import TYPE_CHECKING
 
-from redcron.engine.shared_secrets import session_secret
-from redcron.engine.tokens import digest
 from redcron.serde import text as _s
+from redcron.store.shared_secrets import session_secret
+from redcron.store.tokens import digest
 
 if TYPE_CHECKING:
     from redcron.engine import Broker

@@ -31,10 +31,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from redcron.engine import stats as _stats
-from redcron.engine.listing import ensure_indexes
+from redcron.engine.indexes import ensure_indexes
 from redcron.engine.partial import per_shard, read_shards
-from redcron.engine.stats import DurationHistogram, LagHistogram
 from redcron.engine.workers import WorkerRegistry
 from redcron.keys import (
     ATTENTION_BREAKER,
@@ -52,6 +50,8 @@ from redcron.keys import (
     shard_of,
 )
 from redcron.serde import text as _s
+from redcron.store import stats as _stats
+from redcron.store.stats import DurationHistogram, LagHistogram
 
 if TYPE_CHECKING:
     from redcron.engine import Broker

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 from redcron.engine.broker import PAYLOADS, fields_of
 from redcron.engine.connection import scan_keys
-from redcron.engine.metrics import ATTEMPT_OUTCOMES
 from redcron.keys import COUNTER_ATTEMPTS, shard_of_id
 from redcron.model import TaskRecord
 from redcron.serde import text as _s
+from redcron.store.metrics import ATTEMPT_OUTCOMES
 
 if TYPE_CHECKING:
     from redcron.engine import Broker
