@@ -29,6 +29,7 @@ from redcron.beat.beat import Beat
 from redcron.beat.firing import Firer
 from redcron.cli.main import main
 from redcron.dashboard import create_app
+from redcron.engine import Engine
 from redcron.engine.beat import BeatStore, Park
 from redcron.keys import ATTENTION_PARKED, prefix_range, shard_of
 from redcron.model.jobs import Task, spec_from_json
@@ -350,7 +351,7 @@ def test_an_unexpected_error_in_one_shards_fire_pass_leaves_the_other_firing(
     )
     real = Firer.fire_shard
 
-    def fire_shard(self: Firer, store: BeatStore, shard: int, now: int, budget: float) -> int:
+    def fire_shard(self: Firer, store: Engine, shard: int, now: int, budget: float) -> int:
         if shard == bad.shard:
             raise KeyError("injected")
         return real(self, store, shard, now, budget)

@@ -16,8 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from redcron.engine.beat import BeatStore, Park
-from redcron.engine.replies import UNAVAILABLE_CODES
+from redcron.engine import UNAVAILABLE_CODES, Engine, Park
 
 log = logging.getLogger("redcron.beat.beat")
 
@@ -33,11 +32,11 @@ def job_fault(message: str) -> bool:
     return "user_script" in text and not text.startswith(_SERVER_STATE)
 
 
-def park(store: BeatStore, shard: int, parks: Sequence[Park]) -> list[str]:
+def park(engine: Engine, shard: int, parks: Sequence[Park]) -> list[str]:
     """Park jobs of one shard, one WARNING each; returns the ids handled (parked,
     or changed since they were read: the next tick reads them again)."""
     done = []
-    for p, parked in zip(parks, store.park(shard, parks), strict=True):
+    for p, parked in zip(parks, engine.job_park(shard, parks), strict=True):
         done.append(p.job_id)
         if parked:
             log.warning(

@@ -33,7 +33,7 @@ from redcron.cli.common import (
     redis_option,
     table,
 )
-from redcron.engine import Broker
+from redcron.engine import Core
 from redcron.model import validation
 from redcron.store import OPERATOR, Action, ActionLog, Actor, record_action
 
@@ -74,7 +74,7 @@ def audit_action(command: click.Command) -> str | None:
 
 
 def record_cli(
-    broker: Broker, action: str, tenant: str | None, ids: Sequence[str] = (), detail: str = ""
+    broker: Core, action: str, tenant: str | None, ids: Sequence[str] = (), detail: str = ""
 ) -> None:
     """Record a CLI command that changed state (it succeeded: outcome ``ok``).
     Past :data:`RECORD_IDS` ids, the first are kept and the detail counts them."""

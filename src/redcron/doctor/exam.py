@@ -15,7 +15,7 @@ from redcron.doctor.records import Finding
 from redcron.engine.scripts import full_source
 
 if TYPE_CHECKING:
-    from redcron.engine import Broker
+    from redcron.engine.core import Core
 
 #: the repair scripts (``lua/doctor_*.lua``)
 SCRIPTS = (
@@ -52,7 +52,7 @@ class Exam:
     (``instances``, ``leases``...); each tenant's tally by ``TALLIES``."""
 
     def __init__(
-        self, broker: Broker, now_ms: int | None, progress: Callable[[str], None] | None
+        self, broker: Core, now_ms: int | None, progress: Callable[[str], None] | None
     ) -> None:
         self.r = broker.client
         self.k = broker.keys

@@ -22,11 +22,11 @@ from redcron.model.records import from_ms
 from redcron.serde import text as _s
 
 if TYPE_CHECKING:
-    from redcron.engine import Broker
+    from redcron.engine.core import Core
 
 
 def examine(
-    broker: Broker,
+    broker: Core,
     now_ms: int | None = None,
     repair: bool = False,
     progress: Callable[[str], None] | None = None,

@@ -13,16 +13,22 @@ this package; it imports neither.
 
 from __future__ import annotations
 
-from redcron.engine.argv import EnqueueRow, FailItem
-from redcron.engine.broker import Broker, FailResult, Lease, LeaseRequest
+from typing import TYPE_CHECKING
+
+from redcron.engine.api import Engine
+from redcron.engine.argv import EnqueueRow, FailItem, FireArgs
+from redcron.engine.beat import SWEEP_LIMIT, DueRow, LateRun, Park, ShardClaim
+from redcron.engine.broker import Broker
 from redcron.engine.cancel import RunCancel, TaskCancel
 from redcron.engine.cluster_admin import MAX_KEYS as MAX_SHARD_KEYS
 from redcron.engine.cluster_admin import ShardMove, move_shard, plan_move
 from redcron.engine.connection import key_slot, scan_keys
+from redcron.engine.core import MAX_MAINTENANCE, Core
 from redcron.engine.dlq import DLQ_ENTRY_ID, DlqPage, DlqStore, DlqVerb
 from redcron.engine.indexes import ensure_indexes
 from redcron.engine.inspect import Running, queue_loads, running_by_worker, unrunnable_counts
 from redcron.engine.jobs import JobStore
+from redcron.engine.leases import FailResult, Lease, LeaseRequest
 from redcron.engine.partial import (
     begin_partial_reads,
     end_partial_reads,
@@ -32,9 +38,19 @@ from redcron.engine.partial import (
     unavailable_shards,
 )
 from redcron.engine.registered import refuse_unregistered
-from redcron.engine.retry import TRANSIENT, UNAVAILABLE, Outage, ShardGate, is_unavailable
+from redcron.engine.replies import UNAVAILABLE_CODES
+from redcron.engine.retry import (
+    TRANSIENT,
+    UNAVAILABLE,
+    Backoff,
+    ErrorReply,
+    Outage,
+    ShardGate,
+    is_unavailable,
+)
 from redcron.engine.tasklist import TaskFilter, list_tasks, scan_tasks
 from redcron.engine.workers import (
+    LEASED_PUBLISHED,
     LEASED_REPUBLISH_S,
     TTL_LEASES,
     Registration,
@@ -44,27 +60,46 @@ from redcron.engine.workers import (
     unserved_tasks,
 )
 
+if TYPE_CHECKING:
+
+    def _a_broker_is_an_engine(broker: Broker) -> Engine:
+        return broker  # mypy checks that Broker implements every member of Engine
+
+
 __all__ = [
     "DLQ_ENTRY_ID",
+    "LEASED_PUBLISHED",
     "LEASED_REPUBLISH_S",
+    "MAX_MAINTENANCE",
     "MAX_SHARD_KEYS",
+    "SWEEP_LIMIT",
     "TRANSIENT",
     "TTL_LEASES",
     "UNAVAILABLE",
+    "UNAVAILABLE_CODES",
+    "Backoff",
     "Broker",
+    "Core",
     "DlqPage",
     "DlqStore",
     "DlqVerb",
+    "DueRow",
+    "Engine",
     "EnqueueRow",
+    "ErrorReply",
     "FailItem",
     "FailResult",
+    "FireArgs",
     "JobStore",
+    "LateRun",
     "Lease",
     "LeaseRequest",
     "Outage",
+    "Park",
     "Registration",
     "RunCancel",
     "Running",
+    "ShardClaim",
     "ShardGate",
     "ShardMove",
     "TaskCancel",

@@ -17,11 +17,11 @@ from redcron.model.tenants import grant_refusal
 from redcron.serde import text as _s
 
 if TYPE_CHECKING:
-    from redcron.engine import Broker
+    from redcron.engine.core import Core
 
 
 def check_job_grants(
-    broker: Broker,
+    broker: Core,
     specs: Sequence[JobSpec],
     shards: Sequence[int],
     current: Sequence[Any],

@@ -39,7 +39,7 @@ from redcron.model.concurrency import ConcurrencySlots
 from redcron.serde import text as _s
 
 if TYPE_CHECKING:
-    from redcron.engine import Broker
+    from redcron.engine.core import Core
 
 #: timers per shard and DLQ entries per tenant read to split counts by queue
 SCAN_LIMIT = 10_000
@@ -330,7 +330,7 @@ def _unrunnable(
     return out
 
 
-def unrunnable_counts(broker: Broker, workers: Sequence[WorkerInfo]) -> dict[tuple[str, str], int]:
+def unrunnable_counts(broker: Core, workers: Sequence[WorkerInfo]) -> dict[tuple[str, str], int]:
     """Ready instances per (tenant, queue), over every shard, of tasks no live
     worker serving the queue registered (bounded as :func:`_unrunnable` says);
     a (tenant, queue) with none is left out."""
@@ -346,7 +346,7 @@ def unrunnable_counts(broker: Broker, workers: Sequence[WorkerInfo]) -> dict[tup
     return out
 
 
-def queue_loads(broker: Broker, workers: Sequence[WorkerInfo]) -> list[QueueLoad]:
+def queue_loads(broker: Core, workers: Sequence[WorkerInfo]) -> list[QueueLoad]:
     """One row per (shard, tenant, queue) that has anything in it, by tenant and queue."""
     client, keys = broker.client, broker.keys
     rows: list[QueueLoad] = []
@@ -358,7 +358,7 @@ def queue_loads(broker: Broker, workers: Sequence[WorkerInfo]) -> list[QueueLoad
             if ready or held:
                 _add(counts, t, q, 0, ready)
                 _add(counts, t, q, 1, held)
-        for (tenant, queue), n in broker.inspection.delayed_counts(shard, SCAN_LIMIT).items():
+        for (tenant, queue), n in Inspection(broker).delayed_counts(shard, SCAN_LIMIT).items():
             _add(counts, tenant, queue, 2, n)
         pipe = client.pipeline(transaction=False)
         for t in tenants:
@@ -396,7 +396,7 @@ class Running:
 
 
 def running_by_worker(
-    broker: Broker, workers: Sequence[WorkerInfo], tenant: str | None = None
+    broker: Core, workers: Sequence[WorkerInfo], tenant: str | None = None
 ) -> dict[str, list[Running]]:
     """Worker id -> the instances it holds, for ``workers`` (a page of them): the
     ids each published at its last heartbeat (``WorkerInfo.leased``), kept while

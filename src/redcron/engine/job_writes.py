@@ -27,7 +27,7 @@ from redcron.schedule.triggers import Trigger, next_fire
 from redcron.serde import text as _s
 
 if TYPE_CHECKING:
-    from redcron.engine import Broker
+    from redcron.engine.core import Core
 
 #: job_put.lua calls per pipeline round trip in :func:`put_many`
 PUT_CHUNK = 500
@@ -36,7 +36,7 @@ READ_CHUNK = 5_000
 
 
 def put_many(
-    broker: Broker,
+    broker: Core,
     specs: Sequence[JobSpec],
     now: datetime,
     progress: Callable[[int, int], None] | None = None,
@@ -161,7 +161,7 @@ def put_many(
     return [change for change in out if change is not None]
 
 
-def _check_upstreams(broker: Broker, specs: Sequence[JobSpec], shards: Sequence[int]) -> None:
+def _check_upstreams(broker: Core, specs: Sequence[JobSpec], shards: Sequence[int]) -> None:
     """Every job-level ``depends_on`` names a job of the same tenant, in the batch
     or stored (another tenant's job is unknown, as it is invisible): checked
     before the first write, so a batch with a typo writes nothing.  job_put.lua
@@ -188,7 +188,7 @@ def _check_upstreams(broker: Broker, specs: Sequence[JobSpec], shards: Sequence[
 
 
 def _current_ids(
-    broker: Broker, specs: Sequence[JobSpec], shards: Sequence[int], wanted: Sequence[int]
+    broker: Core, specs: Sequence[JobSpec], shards: Sequence[int], wanted: Sequence[int]
 ) -> list[Any]:
     """The stored job id of each spec of ``wanted`` (None: a new job, or a spec not
     wanted), read in pipelines of :data:`READ_CHUNK`."""

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from redcron.clock import ulid
 from redcron.engine import argv
-from redcron.engine.broker import PAYLOADS, fields_of
+from redcron.engine.beat import BeatStore
 from redcron.engine.cancel import RunCancel, run_cancel
+from redcron.engine.core import PAYLOADS, fields_of
 from redcron.engine.job_writes import put_many
 from redcron.engine.partial import read_shards
 from redcron.engine.registered import refuse_unregistered
@@ -51,7 +52,7 @@ from redcron.schedule.triggers import next_fire
 from redcron.serde import text as _s
 
 if TYPE_CHECKING:
-    from redcron.engine import Broker
+    from redcron.engine.core import Core
 
 
 #: open-breaker index entries a tenant's bounded read looks at (its shard's first)
@@ -85,7 +86,7 @@ class JobStore:
 
     def __init__(
         self,
-        broker: Broker,
+        broker: Core,
         registered: Mapping[str, Mapping[str, Any]] | None = None,
         concurrency: Callable[[JobSpec], Mapping[str, tuple[str, int]]] | None = None,
     ) -> None:
@@ -382,7 +383,7 @@ class JobStore:
         shard = shard_of_id(job_id)
         try:
             status, rid = self.broker.gated(
-                [shard], "trigger", lambda: self.broker.beat.fire_one(shard, manual, now)
+                [shard], "trigger", lambda: BeatStore(self.broker).fire_one(shard, manual, now)
             )
         except NotReplicated as exc:
             reply: Any = (exc.results or [[b"", run_id.encode()]])[0]

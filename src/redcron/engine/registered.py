@@ -24,7 +24,7 @@ from redcron.engine.workers import WorkerRegistry
 from redcron.errors import ValidationError
 
 if TYPE_CHECKING:
-    from redcron.engine import Broker
+    from redcron.engine.core import Core
     from redcron.model.jobs import JobSpec
 
 #: the way out, in the words of each face
@@ -33,12 +33,12 @@ ALLOW = "allow it (--allow-unregistered; allow_unregistered=True in Python)"
 LISTED = 8
 
 
-def live_tasks(broker: Broker) -> frozenset[str]:
+def live_tasks(broker: Core) -> frozenset[str]:
     """The task names the live workers published (their union)."""
     return frozenset(name for w in WorkerRegistry(broker).list() for name in w.tasks)
 
 
-def refuse_unregistered(broker: Broker, specs: Sequence[JobSpec], app: Collection[str]) -> None:
+def refuse_unregistered(broker: Core, specs: Sequence[JobSpec], app: Collection[str]) -> None:
     """Raise ValidationError (field ``tasks.<task>.name``, the message naming
     the job) for the first Python task of ``specs`` that names a task
     neither ``app`` (the writing App's registered names) nor a live worker

@@ -22,14 +22,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from redcron.engine.broker import PAYLOADS, fields_of
+from redcron.engine.core import PAYLOADS, fields_of
 from redcron.engine.partial import note_unavailable, shards_to_read
 from redcron.keys import shard_of
 from redcron.model import TaskRecord
 from redcron.serde import text as _s
 
 if TYPE_CHECKING:
-    from redcron.engine import Broker
+    from redcron.engine.core import Core
 
 PAGE = 500
 _FILTERED = ("state", "tenant", "queue", "name")
@@ -53,13 +53,13 @@ class TaskFilter:
         )
 
 
-def list_tasks(broker: Broker, where: TaskFilter, limit: int = 50) -> list[TaskRecord]:
+def list_tasks(broker: Core, where: TaskFilter, limit: int = 50) -> list[TaskRecord]:
     """Up to ``limit`` instances matching ``where``, newest first (all shards)."""
     return scan_tasks(broker, where, limit)[0]
 
 
 def scan_tasks(
-    broker: Broker, where: TaskFilter, limit: int, scan: int | None = None
+    broker: Core, where: TaskFilter, limit: int, scan: int | None = None
 ) -> tuple[list[TaskRecord], bool]:
     """:func:`list_tasks` reading at most ``scan`` instances per shard (None:
     all): the dashboard's bound, whatever the filter matches.  Returns the
@@ -87,7 +87,7 @@ def scan_tasks(
 
 
 def _from_shard(
-    broker: Broker, shard: int, where: TaskFilter, limit: int, scan: int | None = None
+    broker: Core, shard: int, where: TaskFilter, limit: int, scan: int | None = None
 ) -> tuple[list[tuple[float, TaskRecord]], bool]:
     client, keys = broker.client, broker.keys
     runs = keys.truns(shard, where.tenant) if where.tenant is not None else keys.runidx(shard)
@@ -131,7 +131,7 @@ def _from_shard(
     return out, False
 
 
-def _one_offs(broker: Broker, shard: int) -> Iterator[tuple[str, float]]:
+def _one_offs(broker: Core, shard: int) -> Iterator[tuple[str, float]]:
     """(instance id, created ms) of ``recent``, newest first, a page at a time;
     ids whose hash expired are dropped from the index as they are met."""
     client, keys = broker.client, broker.keys
@@ -153,7 +153,7 @@ def _one_offs(broker: Broker, shard: int) -> Iterator[tuple[str, float]]:
         yield from (pair for pair, there in zip(page, alive, strict=True) if there)
 
 
-def _run_tasks(broker: Broker, shard: int, index: str) -> Iterator[tuple[str, float]]:
+def _run_tasks(broker: Core, shard: int, index: str) -> Iterator[tuple[str, float]]:
     """(instance id, created ms) of the tasks of the runs in ``index`` (``runidx``
     or ``truns:<tenant>``), newest run first; a run gone with its retention has
     none (run ends drop its entry)."""

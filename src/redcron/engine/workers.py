@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING
 
-from redcron.engine.broker import fields_of
+from redcron.engine.core import fields_of
 from redcron.model import WorkerInfo
 from redcron.serde import text as _s
 
 if TYPE_CHECKING:
-    from redcron.engine import Broker
+    from redcron.engine.core import Core
     from redcron.model.jobs import JobSpec
 
 #: an entry lives this many lease TTLs past its last heartbeat (heartbeats
@@ -83,7 +83,7 @@ class Registration:
 class WorkerRegistry:
     """Publish, remove and list worker registrations."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Core) -> None:
         self.broker = broker
         self.keys = broker.keys
 
@@ -227,7 +227,7 @@ class WorkerRegistry:
         return sorted(out, key=lambda w: w.id)
 
 
-def unserved_refs(broker: Broker, specs: Sequence[JobSpec]) -> list[tuple[str, str, str]]:
+def unserved_refs(broker: Core, specs: Sequence[JobSpec]) -> list[tuple[str, str, str]]:
     """(task ref, ``<tenant>/<job>``, task name) of each Python task of ``specs``
     that no live worker serves (its runs would wait, ready, until one does)."""
     refs = [
@@ -242,7 +242,7 @@ def unserved_refs(broker: Broker, specs: Sequence[JobSpec]) -> list[tuple[str, s
     return [r for r in refs if r[0] not in served]
 
 
-def unserved_tasks(broker: Broker, specs: Sequence[JobSpec]) -> list[str]:
+def unserved_tasks(broker: Core, specs: Sequence[JobSpec]) -> list[str]:
     """One line per Python task of ``specs`` that no live worker serves; nothing
     when no job names one (``POST /v1/jobs``' ``warnings``; ``redcron jobs
     apply`` groups them by task with :func:`unserved_by_task`)."""

@@ -41,7 +41,7 @@ from redcron.model.records import EPOCH, from_ms
 from redcron.serde import text as _s
 
 if TYPE_CHECKING:
-    from redcron.engine import Broker
+    from redcron.engine.core import Core
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ class ActionLog:
 
     def __init__(
         self,
-        broker: Broker,
+        broker: Core,
         tenant_maxlen: int = TENANT_MAXLEN,
         all_maxlen: int = ALL_MAXLEN,
         max_age_s: float = MAX_AGE_S,
@@ -196,7 +196,7 @@ class ActionLog:
 
 
 def record_action(
-    broker: Broker,
+    broker: Core,
     actor: Actor,
     action: str,
     tenant: str | None,

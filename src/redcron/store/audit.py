@@ -17,15 +17,15 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from redcron.engine.broker import PAYLOADS, fields_of
 from redcron.engine.connection import scan_keys
+from redcron.engine.core import PAYLOADS, fields_of
 from redcron.keys import COUNTER_ATTEMPTS, shard_of_id
 from redcron.model import TaskRecord
 from redcron.serde import text as _s
 from redcron.store.metrics import ATTEMPT_OUTCOMES
 
 if TYPE_CHECKING:
-    from redcron.engine import Broker
+    from redcron.engine.core import Core
 
 #: entries kept per shard (``MAXLEN ~``): far more than a chaos run writes
 AUDIT_MAXLEN = 2_000_000
@@ -53,7 +53,7 @@ class AuditEntry:
 class AuditLog:
     """Write and read the audit stream of each shard (``Keys.audit``)."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Core) -> None:
         self.broker = broker
         self.keys = broker.keys
 

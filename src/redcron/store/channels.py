@@ -50,7 +50,7 @@ from redcron.store.outbox import Outbox
 from redcron.store.shared_secrets import shared_secret
 
 if TYPE_CHECKING:
-    from redcron.engine import Broker
+    from redcron.engine.core import Core
 
 #: random bytes behind a channel id (public) and a webhook secret
 ID_BYTES = 6
@@ -107,7 +107,7 @@ def unseal(master: bytes, channel_id: str, sealed: str) -> str:
 class ChannelStore:
     """The admin's and the tenants' notification channels."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Core) -> None:
         self.broker = broker
         self.keys = broker.keys
 

@@ -21,7 +21,7 @@ the page.
 
 A deployment made before these indexes is backfilled once per shard
 (:func:`redcron.engine.indexes.ensure_indexes`: the DLQ's page reads
-``dlqidx`` too); each Broker checks that once, not per read.  ``jobidx`` itself needs no
+``dlqidx`` too); each Core checks that once, not per read.  ``jobidx`` itself needs no
 backfill: since layout 4 it is the jobs' upsert key, which the key-layout
 upgrade (``engine/upgrade.py``) builds from the retired ``jobs:<tenant>``.
 """
@@ -47,7 +47,7 @@ from redcron.model import RunRecord
 from redcron.serde import text as _s
 
 if TYPE_CHECKING:
-    from redcron.engine import Broker
+    from redcron.engine.core import Core
 
 T = TypeVar("T")
 
@@ -71,12 +71,12 @@ class Page(Generic[T]):
     total: int | None = None
 
 
-def _shards(broker: Broker, tenant: str | None) -> list[int]:
+def _shards(broker: Core, tenant: str | None) -> list[int]:
     return [shard_of(tenant, broker.shards)] if tenant else list(range(broker.shards))
 
 
 def _lex_page(
-    broker: Broker,
+    broker: Core,
     keys: Sequence[tuple[int, str]],
     low: str,
     high: str,
@@ -132,7 +132,7 @@ def _bound(cursor: str | None, fallback: str) -> str:
 
 
 def page_tenants(
-    broker: Broker,
+    broker: Core,
     after: str | None,
     limit: int,
     tenant: str | None = None,
@@ -153,7 +153,7 @@ def page_tenants(
     return _lex_page(broker, keys, _bound(after, "-"), "+", limit, scope=whole)
 
 
-def count_tenants(broker: Broker) -> int:
+def count_tenants(broker: Core) -> int:
     """How many tenants there are (one ZCARD per shard)."""
     ensure_indexes(broker)
     got = read_shards(
@@ -163,7 +163,7 @@ def count_tenants(broker: Broker) -> int:
 
 
 def page_jobs(
-    broker: Broker,
+    broker: Core,
     tenant: str | None,
     after: tuple[str, str] | None,
     limit: int,
@@ -204,7 +204,7 @@ def _pair(member: str | None) -> str | None:
 
 
 def _search(
-    broker: Broker, keys: Sequence[tuple[int, str]], low: str, high: str, limit: int, needle: str
+    broker: Core, keys: Sequence[tuple[int, str]], low: str, high: str, limit: int, needle: str
 ) -> Page[str]:
     """Members holding ``needle`` from ``low``, among at most SEARCH_SCAN read."""
     scanned = _lex_page(broker, keys, low, high, SEARCH_SCAN)
@@ -220,7 +220,7 @@ def _search(
 
 
 def page_runs(
-    broker: Broker,
+    broker: Core,
     tenant: str | None,
     before: tuple[int, str] | None,
     limit: int,
@@ -243,7 +243,7 @@ def page_runs(
 
 
 def page_job_runs(
-    broker: Broker,
+    broker: Core,
     job_id: str,
     before: tuple[int, str] | None,
     limit: int,
@@ -260,7 +260,7 @@ def page_job_runs(
 
 
 def _page_run_index(
-    broker: Broker,
+    broker: Core,
     index: Sequence[tuple[int, str]],
     before: tuple[int, str] | None,
     limit: int,

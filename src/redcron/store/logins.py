@@ -21,7 +21,7 @@ from redcron.store.shared_secrets import session_secret
 from redcron.store.tokens import digest
 
 if TYPE_CHECKING:
-    from redcron.engine import Broker
+    from redcron.engine.core import Core
 
 #: seconds an unused login link stays valid
 LINK_TTL_S = 15 * 60
@@ -31,7 +31,7 @@ CODE_BYTES = 32
 class LoginLinks:
     """Create and consume one-time login codes (admin only, today)."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Core) -> None:
         self.broker = broker
 
     def create(self, ttl_s: int = LINK_TTL_S) -> str:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from redcron.engine.indexes import ensure_indexes
+from redcron.engine.inspect import Inspection
 from redcron.engine.partial import per_shard, read_shards
 from redcron.engine.workers import WorkerRegistry
 from redcron.keys import (
@@ -54,7 +55,7 @@ from redcron.store import stats as _stats
 from redcron.store.stats import DurationHistogram, LagHistogram
 
 if TYPE_CHECKING:
-    from redcron.engine import Broker
+    from redcron.engine.core import Core
 
 #: tenants with per-tenant series by default (those with something to show:
 #: ready work waiting longest, dead tasks, tasks in flight, delayed tasks)
@@ -129,7 +130,7 @@ class Metrics:
     unavailable_shards: list[int] = field(default_factory=list)
 
 
-def busiest(broker: Broker, top: int) -> list[str]:
+def busiest(broker: Core, top: int) -> list[str]:
     """The ``top`` tenants with the oldest ready work (each shard's aging index
     ``oldest:<queue>:<class>``: the head of each, ``top`` entries), oldest first:
     the tenants whose backlog matters most, found without reading every tenant."""
@@ -161,7 +162,7 @@ def _most(named: Sequence[tuple[int, str]], counts: Sequence[Any], top: int) -> 
     return [t for _n, t in ranked[:top]]
 
 
-def _dead(broker: Broker, top: int) -> list[str]:
+def _dead(broker: Core, top: int) -> list[str]:
     """Up to ``top`` tenants with dead tasks, the most first: the first ``top``
     names of each shard's ``dlqidx`` (a superset: a tenant whose stream is empty
     is left out), counted with ``XLEN``."""
@@ -177,7 +178,7 @@ def _dead(broker: Broker, top: int) -> list[str]:
     return _most(named, pipe.execute() if named else [], top)
 
 
-def _leased(broker: Broker, top: int) -> list[str]:
+def _leased(broker: Core, top: int) -> list[str]:
     """Up to ``top`` tenants with tasks in flight, the most first: the tenants
     of the first ``top`` streams of each shard's reaper index ``pending`` (a
     superset: the reaper drops a stream once nothing there is leased, so a
@@ -195,7 +196,7 @@ def _leased(broker: Broker, top: int) -> list[str]:
     return _most(named, pipe.execute() if named else [], top)
 
 
-def shown_tenants(broker: Broker, top: int, delayed: Mapping[str, int] | None = None) -> list[str]:
+def shown_tenants(broker: Core, top: int, delayed: Mapping[str, int] | None = None) -> list[str]:
     """The ``top`` tenants given per-tenant series: those with something to show,
     taken in turn from four bounded lists, so that no kind crowds the others
     out: the oldest ready work (:func:`busiest`), the most dead tasks, tasks in
@@ -218,7 +219,7 @@ def shown_tenants(broker: Broker, top: int, delayed: Mapping[str, int] | None = 
 
 
 def read_metrics(
-    broker: Broker,
+    broker: Core,
     tenants: Sequence[str] = (),
     top: int | None = None,
     delayed: Mapping[str, int] | None = None,
@@ -322,7 +323,7 @@ def read_metrics(
                         age = max(0.0, (now - float(since)) / 1000)
                         part.oldest_ready_s[(t, q)] = max(part.oldest_ready_s.get((t, q), 0.0), age)
         for (t, q, _key), n in zip(
-            streams, broker.inspection.ready_counts([k for _t, _q, k in streams]), strict=True
+            streams, Inspection(broker).ready_counts([k for _t, _q, k in streams]), strict=True
         ):
             part.ready[(t, q)] = part.ready.get((t, q), 0) + n
         _jobs(broker, shard, opened, parked, part)
@@ -361,7 +362,7 @@ def _fields(prefix: str, tenants: Sequence[str], kinds: Sequence[str]) -> list[s
     return [f"{prefix}{t}|{k}" for t in tenants for k in kinds] or ["|"]
 
 
-def _jobs(broker: Broker, shard: int, opened: list[Any], parked: list[Any], out: Metrics) -> None:
+def _jobs(broker: Core, shard: int, opened: list[Any], parked: list[Any], out: Metrics) -> None:
     """Open breakers and parked jobs per tenant, from the shard's ``attention``
     members (at most LISTED_JOBS of each kind): closed breakers are not reported."""
     opened_ids = [_s(m)[len(ATTENTION_BREAKER) :] for m in opened]

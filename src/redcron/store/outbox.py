@@ -27,7 +27,7 @@ from redcron.keys import EVENTS_RETENTION_MS, NOTIFY_GROUP
 from redcron.serde import text as _s
 
 if TYPE_CHECKING:
-    from redcron.engine import Broker
+    from redcron.engine.core import Core
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class Claimed:
 class Outbox:
     """The notifier's Redis I/O."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Core) -> None:
         self.broker = broker
         self.keys = broker.keys
         self.client: Any = broker.client

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 from redcron.serde import text as _s
 
 if TYPE_CHECKING:
-    from redcron.engine import Broker
+    from redcron.engine.core import Core
 
 #: random bytes behind each secret (hex-encoded in Redis)
 SECRET_BYTES = 32
 
 
-def shared_secret(broker: Broker, key: str) -> str:
+def shared_secret(broker: Core, key: str) -> str:
     """The secret stored at ``key``, made on first use; the first writer wins a race
     (``SET NX``), so every caller gets the same value."""
     client = broker.client
@@ -30,12 +30,12 @@ def shared_secret(broker: Broker, key: str) -> str:
     return _s(value)
 
 
-def session_secret(broker: Broker) -> str:
+def session_secret(broker: Core) -> str:
     """The key that signs dashboard session cookies."""
     return shared_secret(broker, broker.keys.session_secret())
 
 
-def lease_secret(broker: Broker, create: bool = True) -> bytes | None:
+def lease_secret(broker: Core, create: bool = True) -> bytes | None:
     """The HMAC key that signs lease ids of the HTTP worker protocol.
 
     ``create=False`` only reads it (None: not made yet), so checking a lease id

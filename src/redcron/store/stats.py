@@ -36,7 +36,7 @@ from redcron.model import validation as check
 from redcron.serde import text as _s
 
 if TYPE_CHECKING:
-    from redcron.engine import Broker
+    from redcron.engine.core import Core
 
 MINUTE_MS = 60_000
 #: the longest window the per-minute hashes can answer (they expire after this)
@@ -269,7 +269,7 @@ def lag_counts(tenant: str | None, hashes: Iterable[Mapping[Any, Any]]) -> list[
 
 
 def _read_minutes(
-    broker: Broker, prefix: str, tenant: str | None, minutes: range, fields: Sequence[str]
+    broker: Core, prefix: str, tenant: str | None, minutes: range, fields: Sequence[str]
 ) -> list[Mapping[Any, Any]]:
     """The ``minute:<minute>`` hashes' fields under ``prefix`` (``attempts:`` or
     ``lag:``) for ``minutes``: only ``<tenant>|<field>`` of the tenant's shard,
@@ -293,7 +293,7 @@ def _read_minutes(
 
 
 def activity(
-    broker: Broker, tenant: str | None, minutes: int = 60, now_ms: int | None = None
+    broker: Core, tenant: str | None, minutes: int = 60, now_ms: int | None = None
 ) -> list[MinuteActivity]:
     """Attempts succeeded and failed per minute over the last ``minutes``
     minutes (the current one last), oldest first, zero-filled; one tenant's,
@@ -310,7 +310,7 @@ def activity(
 
 
 def trigger_lag(
-    broker: Broker, tenant: str | None, minutes: int = 60, now_ms: int | None = None
+    broker: Core, tenant: str | None, minutes: int = 60, now_ms: int | None = None
 ) -> LagSummary:
     """Trigger lag of the scheduled fires of the last ``minutes`` minutes: one
     tenant's, or every tenant's (``tenant`` None).  ``now_ms``: the server clock
@@ -324,7 +324,7 @@ def trigger_lag(
 
 
 def trigger_lag_by_tenant(
-    broker: Broker, minutes: int = 60, now_ms: int | None = None
+    broker: Core, minutes: int = 60, now_ms: int | None = None
 ) -> dict[str, LagSummary]:
     """:func:`trigger_lag` of every tenant with a scheduled fire in the last
     ``minutes`` minutes, from one read of every shard (a table of tenants costs
@@ -345,7 +345,7 @@ def trigger_lag_by_tenant(
 
 
 def trigger_lag_of(
-    broker: Broker, tenants: Sequence[str], minutes: int = 60, now_ms: int | None = None
+    broker: Core, tenants: Sequence[str], minutes: int = 60, now_ms: int | None = None
 ) -> dict[str, LagSummary]:
     """:func:`trigger_lag` of each of ``tenants`` (a page of a table) that had a
     scheduled fire in the last ``minutes`` minutes: only their fields of the

@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from redcron.engine.inspect import Inspection
 from redcron.engine.partial import read_shards
 from redcron.errors import ValidationError
 from redcron.keys import MINUTE_DISPATCHED, PRIORITIES, shard_of
@@ -21,7 +22,7 @@ from redcron.model.tenants import SETTINGS_FIELDS, TenantSettings, parse_rate
 from redcron.serde import text as _s
 
 if TYPE_CHECKING:
-    from redcron.engine import Broker
+    from redcron.engine.core import Core
 
 #: dispatch share is summed over the current and the previous server minute
 SHARE_WINDOW_MINUTES = 2
@@ -35,7 +36,7 @@ Statuses = list[TenantStatus]
 class TenantStore:
     """Read and change tenant settings; list tenants with live dispatch numbers."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Core) -> None:
         self.broker = broker
         self.keys = broker.keys
 
@@ -134,7 +135,7 @@ class TenantStore:
         client = self.broker.client
         queues = sorted(_s(q) for q in client.smembers(self.keys.queues(shard)))
         streams = [self.keys.q(shard, q, t, k) for t in tenants for q in queues for k in PRIORITIES]
-        ready = iter(self.broker.inspection.ready_counts(streams))
+        ready = iter(Inspection(self.broker).ready_counts(streams))
         pipe = client.pipeline(transaction=False)
         for t in tenants:
             pipe.hmget(self.keys.tenant(shard, t), list(SETTINGS_FIELDS))

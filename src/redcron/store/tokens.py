@@ -28,7 +28,7 @@ from redcron.model.records import from_ms
 from redcron.serde import text as _s
 
 if TYPE_CHECKING:
-    from redcron.engine import Broker
+    from redcron.engine.core import Core
 
 KINDS = ("admin", "tenant", "worker")
 VIEWER, OPERATOR = "viewer", "operator"
@@ -60,7 +60,7 @@ class TokenStore:
     """Extra admin, tenant and worker API tokens (the admin token given to the
     dashboard is configuration, not stored)."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Core) -> None:
         self.broker = broker
         self.keys = broker.keys
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from redcron.beat.beat import Beat
 from redcron.beat.deadlines import Deadlines
-from redcron.engine.core import MAX_MAINTENANCE
+from redcron.engine import MAX_MAINTENANCE
 from redcron.keys import GROUP
 from redcron.testing.fakeserver import TestClock
 from redcron.testing.runner import Drained, InProcess

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from redcron import serde
 from redcron.context import Context
-from redcron.engine import Lease
+from redcron.engine import Engine, Lease
 from redcron.errors import ConfigError, Permanent, Retry, ValidationError
 from redcron.model import validation
 from redcron.worker import capture
@@ -111,7 +111,7 @@ def _trim(text: str) -> str:
     return text if len(text) <= MAX_ERROR_CHARS else "…" + text[-MAX_ERROR_CHARS:]
 
 
-def run_python(app: App, attempt: Attempt, broker: Any = None) -> Outcome:
+def run_python(app: App, attempt: Attempt, broker: Engine | None = None) -> Outcome:
     """Run a registered task on the current thread, capturing its output."""
     lease = attempt.lease
     task = app.tasks.get(lease.name)
