@@ -2,23 +2,34 @@
 ``ast`` (nothing is imported), and what importing it does, checked in fresh
 interpreters.
 
-DESIGN.md §2: faces (``cli/``, ``dashboard/``) -> processes (``worker/``,
-``beat/``) -> the client API (``App``) -> ``engine/`` (every Redis call) -> the
-model (specs, states, settings, ``keys.py``) and ``schedule/`` (pure time).
-Each layer imports only those below it; workers and beats never import each
-other; the model and ``schedule/`` import no Redis.  Enforced here:
+DESIGN.md §2: faces (``cli/``, ``dashboard/``, ``chaos/``) -> processes
+(``worker/``, ``beat/``, ``notify/``) -> the client API (``App``) -> the
+control plane (``store/``) -> the data path (``engine/``) -> the model (specs,
+states, settings, ``keys.py``) and ``schedule/`` (pure time); the doctor is a
+tool over the engine and the store.  Each layer imports only those below it;
+workers and beats never import each other; the model and ``schedule/`` import
+no Redis.  Enforced here:
 
-- ``LAYERS``: what each top-level part may import.  ``model`` may use
-  ``schedule`` (a JobSpec builds its Trigger), never the reverse; the leaves
-  (``errors``, ``keys``...) import nothing above them.
-- ``engine/`` owns Redis I/O: no other module imports ``redis``, bar the few
-  in ``REDIS_ALLOWED``, each with its reason.
+- ``LAYERS``: what each top-level part may import.  The engine imports
+  neither the store nor anything above it; the store imports the engine, never
+  the reverse; neither imports a face, a process or the doctor.  ``model`` may
+  use ``schedule`` (a JobSpec builds its Trigger), never the reverse; the
+  leaves (``errors``, ``keys``...) import nothing above them.
+- The engine, the store and the doctor own Redis I/O (``REDIS_OWNERS``): no
+  other module imports ``redis``, bar the few in ``REDIS_ALLOWED``, each with
+  its reason.
 - The worker and the beat are separate processes: neither imports the other.
+- The processes, the task context and ``App`` import the names
+  ``redcron.engine`` and ``redcron.store`` export, never a submodule; they type
+  against ``redcron.engine.Engine``, the one Protocol of the data path
+  (``tests/unit/test_engine_api.py``).  Only ``redcron.engine``'s
+  ``__init__`` imports the facade module (``engine/broker.py``); only the App,
+  the testing mode and the faces name ``Broker``, to build one.
 - The faces (and the chaos tool) reach Redis only through ``App`` and the
-  names ``redcron.engine`` exports (``__all__``), never a broker submodule,
-  bar ``FACE_ALLOWED``; the processes, the task context and the faces use
-  broker methods, never ``broker.client`` or a private broker method, bar
-  ``CLIENT_ALLOWED``.
+  names ``redcron.engine``, ``redcron.store`` and ``redcron.doctor`` export
+  (``__all__``), never a submodule, bar ``FACE_ALLOWED``; the processes, the
+  task context and the faces use broker methods, never ``broker.client`` or a
+  private broker method, bar ``CLIENT_ALLOWED``.
 - Importing any module builds no Redis client and reads no ``REDCRON_*``
   variable, so ``redcron --help`` works whatever ``REDCRON_REDIS_URL`` holds.
 - The checkout's ``bench/`` (the peers side by side, not in the wheel) may
@@ -45,8 +56,8 @@ PACKAGE = SRC / "redcron"
 #: the checkout's benchmarks against other systems: outside the wheel, above it
 BENCH = ROOT / "bench"
 
-#: the packages that own Redis I/O: the broker, and the doctor, which reads and
-#: repairs keys below the broker's methods
+#: the packages that own Redis I/O: the data path, the control plane, and the
+#: doctor, which reads and repairs keys below their methods
 REDIS_OWNERS = ("redcron/engine/", "redcron/store/", "redcron/doctor/")
 #: modules outside REDIS_OWNERS that may import redis, and why; fix code rather than grow this
 REDIS_ALLOWED = {
@@ -58,11 +69,21 @@ REDIS_ALLOWED = {
     ),
 }
 
-#: the faces: they reach Redis through App and redcron.engine's exports only
+#: the faces: they reach Redis through App and the exports of redcron.engine,
+#: redcron.store and redcron.doctor only
 FACES = ("redcron/cli/", "redcron/dashboard/", "redcron/chaos/")
 
-#: (module, broker submodule) a face may import past redcron.engine's exports, and why
+#: (module, submodule) a face may import past its package's exports, and why
 FACE_ALLOWED: dict[tuple[str, str], str] = {}
+
+#: the processes, the task context and the App: the users of the engine's Protocol
+PROCESSES = (
+    "redcron/beat/",
+    "redcron/worker/",
+    "redcron/notify/",
+    "redcron/context.py",
+    "redcron/app/",
+)
 
 #: packages and modules that talk to Redis only through broker methods
 BROKER_USERS = ("redcron/beat/", "redcron/worker/", "redcron/notify/", "redcron/context.py", *FACES)
@@ -163,7 +184,7 @@ def test_the_model_and_schedule_import_no_redis(part: str) -> None:
         f"{_rel(path)}:{line} imports {name}"
         for path in sorted((PACKAGE / part).rglob("*.py"))
         for line, name in _imports(path)
-        if _is(name, "redis") or _is(name, "redcron.engine")
+        if _is(name, "redis") or _is(name, "redcron.engine") or _is(name, "redcron.store")
     ]
     assert not bad, f"redcron.{part} is pure: no Redis\n" + "\n".join(bad)
 
@@ -236,14 +257,48 @@ def test_the_faces_reach_engine_store_and_doctor_only_through_their_package_name
     )
 
 
-@pytest.mark.parametrize("allowed", sorted(FACE_ALLOWED))
-def test_every_face_exception_is_still_needed(allowed: tuple[str, str]) -> None:
-    module, target = allowed
-    path = SRC / module
-    assert path.is_file(), f"{module} is listed in FACE_ALLOWED but does not exist"
-    assert any(_is(name, target) for _line, name in _face_reaches(path)), (
-        f"{module} no longer imports {target}: remove it from FACE_ALLOWED"
+def test_the_processes_the_context_and_the_app_import_only_package_names() -> None:
+    """Issue 31 §1: the processes and ``App`` use the engine's Protocol and
+    records (and the store's exports), never the modules behind them."""
+    bad = [
+        f"{_rel(path)}:{line} imports {name}"
+        for path in _modules()
+        if _rel(path).startswith(PROCESSES)
+        for line, name in _reaches_past(path, ("engine", "store"))
+    ]
+    assert not bad, (
+        "import 'from redcron.engine import <name>' (or redcron.store); export the "
+        "name in that package's __init__.py __all__:\n" + "\n".join(bad)
     )
+
+
+#: the parts that build a Broker (the App, the testing mode, the faces), and the
+#: engine's __init__, which exports it
+BUILDERS = ("redcron/app/__init__.py", "redcron/testing/", "redcron/engine/__init__.py", *FACES)
+
+
+def test_nothing_but_the_engines_init_imports_the_facade_module() -> None:
+    """Issue 31 §1: 29 broker modules type-imported ``broker/broker.py`` (the
+    facade), a type-only cycle through it; the engine and the store type
+    against ``engine.core.Core``, the processes against ``Engine``."""
+    bad = [
+        f"{_rel(path)}:{line} imports {name}"
+        for path in _modules()
+        for line, name in _imports(path)
+        if (_is(name, "redcron.engine.broker") and _rel(path) != "redcron/engine/__init__.py")
+        or (name == "redcron.engine.Broker" and not _rel(path).startswith(BUILDERS))
+    ]
+    assert not bad, "type against redcron.engine.Engine (or engine.core.Core):\n" + "\n".join(bad)
+
+
+def test_every_face_exception_is_still_needed() -> None:
+    # none today: the soak benchmark's key scan became an engine export
+    for module, target in sorted(FACE_ALLOWED):
+        path = SRC / module
+        assert path.is_file(), f"{module} is listed in FACE_ALLOWED but does not exist"
+        assert any(_is(name, target) for _line, name in _face_reaches(path)), (
+            f"{module} no longer imports {target}: remove it from FACE_ALLOWED"
+        )
 
 
 def _broker_reaches(path: Path) -> Iterator[tuple[int, str]]:
@@ -287,8 +342,10 @@ BOTTOM = {"model", "schedule", *LEAVES}
 
 #: what each part of the package may import (top-level names under redcron/),
 #: layer by layer from the bottom of DESIGN §2; ``__init__`` is the package
-#: root (``from redcron import App``).  A face's "engine" means the package's
-#: exports only (test_the_faces_reach_the_broker_only_through_its_package_names).
+#: root (``from redcron import App``).  A face's or a process's "engine",
+#: "store" and "doctor" mean the package's exports only
+#: (test_the_faces_reach_engine_store_and_doctor_only_through_their_package_names,
+#: test_the_processes_the_context_and_the_app_import_only_package_names).
 LAYERS: dict[str, set[str]] = {
     # the leaves: nothing above them
     "errors": {"errors"},
@@ -305,18 +362,23 @@ LAYERS: dict[str, set[str]] = {
     # and data with its validation; model -> schedule, never the reverse
     "schedule": {"schedule", *LEAVES},
     "model": {"model", "schedule", *LEAVES},
-    # every Redis call and every script call
+    # the data path on Redis, where correctness lives: the client core, the
+    # scripts, enqueue, leases, maintenance, the beat's store, DLQ, cancel, jobs;
+    # it imports neither the store nor anything above it
     "engine": {"engine", *BOTTOM},
-    # the control plane on Redis: over the engine, never under it
+    # the control plane on Redis (tokens, logins, audit, channels, outbox,
+    # tenants, listings, stats, metrics): over the engine, never under it
     "store": {"store", "engine", *BOTTOM},
-    # finds and repairs what the invariants forbid: a tool over the broker
-    "doctor": {"doctor", "engine", *BOTTOM},
+    # finds and repairs what the invariants forbid: a tool over both
+    "doctor": {"doctor", "engine", "store", *BOTTOM},
     # the client API: App, the task context, the loader of a user's App
     "context": {"context", "engine", *BOTTOM},
     "app": {"app", "context", "engine", "store", *BOTTOM},
     "loader": {"loader", "app", *LEAVES},
     "__init__": {"app", "context", *BOTTOM},
-    # processes: the broker's clients, never each other
+    # processes: the engine's clients (its Protocol and records; the worker's
+    # registry entry and audit and the notifier's channels are the store's), never
+    # each other
     "worker": {"worker", "app", "context", "loader", "engine", "store", *BOTTOM},
     "beat": {"beat", "app", "engine", *BOTTOM},
     # the notifier: a process of its own (docs/architecture.md, "The notifier")
