@@ -26,8 +26,8 @@ from redcron.engine.upgrade import move_deployment_keys, upgrade_layout
 from redcron.errors import ConfigError, ConnectionLost, NotReplicated, RedisUnavailable
 from redcron.keys import LAYOUT, Keys
 
-# shard_of_id lives in keys.py (ids and shards, DESIGN §2); re-exported from here and
-# from redcron.engine.broker for callers that import it by those names
+# shard_of_id lives in keys.py (ids and shards, DESIGN §2); re-exported from here
+# for callers that import it by that name
 from redcron.keys import shard_of_id as shard_of_id
 from redcron.redact import masked_url
 from redcron.serde import text as _s

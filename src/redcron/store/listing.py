@@ -20,10 +20,8 @@ repeat the ones after it.  Several shards merge: each gives its next
 the page.
 
 A deployment made before these indexes is backfilled once per shard
-(:func:`redcron.engine.indexes.ensure_indexes`: the DLQ's page reads
-``dlqidx`` too); each Core checks that once, not per read.  ``jobidx`` itself needs no
-backfill: since layout 4 it is the jobs' upsert key, which the key-layout
-upgrade (``engine/upgrade.py``) builds from the retired ``jobs:<tenant>``.
+(:func:`redcron.engine.indexes.ensure_indexes`: the DLQ's pages read
+``dlqidx`` too); each Broker checks that once, not per read.
 """
 
 from __future__ import annotations
