@@ -109,7 +109,7 @@ class Broker(Core):
         timeout_s: float,
         pass_on: Callable[[], bool] | None = None,
     ) -> bool:
-        return self.leases.wait_for_work(shards, queues, timeout_s, pass_on)
+        return self.leases.wait_for_work(shards, queues, timeout_s, pass_on=pass_on)
 
     def report_and_lease(
         self,
