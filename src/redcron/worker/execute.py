@@ -18,11 +18,12 @@ from redcron import serde
 from redcron.broker import Lease
 from redcron.context import Context
 from redcron.errors import ConfigError, Permanent, Retry, ValidationError
-from redcron.model import validation
+from redcron.model import error_classes, validation
 from redcron.worker import capture
 
 if TYPE_CHECKING:
     from redcron.app import App
+    from redcron.app.tasks import TaskOptions
 
 MAX_ERROR_CHARS = 4_000
 #: the result of a task that returns None (most do), packed once
@@ -111,6 +112,34 @@ def _trim(text: str) -> str:
     return text if len(text) <= MAX_ERROR_CHARS else "…" + text[-MAX_ERROR_CHARS:]
 
 
+def failed(options: TaskOptions, lease: Lease, exc: BaseException, trace: str) -> Outcome:
+    """The outcome of an attempt whose code raised ``exc`` (not ``Retry`` nor
+    ``Permanent``): retried or not as its call's ``retry_on``/``permanent_on``
+    say, else its task's (model/error_classes.py); when a list decided, the
+    error's last line says why."""
+    rule = error_classes.effective(
+        options.retry_on, options.permanent_on, lease.error_classes, lease.iid
+    )
+    verdict = error_classes.classify(exc, rule.retry_on, rule.permanent_on)
+    reason = verdict.reason
+    if reason and rule.unresolved:
+        reason += f" ({', '.join(rule.unresolved)}: cannot be resolved on this worker)"
+    error = f"{trace.rstrip()}\n{reason}" if reason else trace
+    return Outcome(ok=False, outcome="failed", error=_trim(error), retryable=verdict.retryable)
+
+
+def timeout_retryable(app: App, lease: Lease) -> bool:
+    """Whether a timed-out attempt of a Python task is retried: yes, unless its
+    call's (else its task's) ``permanent_on`` names ``TimeoutError`` or a base."""
+    task = app.tasks.get(lease.name) if lease.kind == "python" else None
+    if task is None:
+        return True
+    rule = error_classes.effective(
+        task.options.retry_on, task.options.permanent_on, lease.error_classes, lease.iid
+    )
+    return error_classes.timeout_retryable(rule.permanent_on)
+
+
 def run_python(app: App, attempt: Attempt, broker: Any = None) -> Outcome:
     """Run a registered task on the current thread, capturing its output."""
     lease = attempt.lease
@@ -170,7 +199,7 @@ def run_python(app: App, attempt: Attempt, broker: Any = None) -> Outcome:
     except BaseException as exc:  # task code may raise anything, SystemExit included
         if isinstance(exc, KeyboardInterrupt):
             raise
-        return Outcome(ok=False, outcome="failed", error=_trim(traceback.format_exc()))
+        return failed(task.options, lease, exc, traceback.format_exc())
     finally:
         capture.attach(None)
 
