@@ -108,7 +108,8 @@ class Verdict(NamedTuple):
     """How a failed attempt's exception is classified."""
 
     retryable: bool
-    #: why, when a list decided it (appended to the attempt's error); "" otherwise
+    #: why, when a list made it permanent (appended to the error's last line, the
+    #: one lists show); "" otherwise
     reason: str = ""
 
 
@@ -124,15 +125,14 @@ def classify(
     if permanent_on:
         for cls in permanent_on:
             if isinstance(exc, cls):
-                return Verdict(False, f"not retried: {_short(cls)} is in permanent_on")
+                return Verdict(False, f"not retried: permanent_on lists {_short(cls)}")
     if retry_on is None:
         return Verdict(True)
     if isinstance(exc, retry_on):
         return Verdict(True)
-    listed = ", ".join(map(_short, retry_on)) or "nothing"
-    return Verdict(
-        False, f"not retried: {_short(type(exc))} is not in retry_on (which lists {listed})"
-    )
+    if not retry_on:
+        return Verdict(False, "not retried: retry_on is empty")
+    return Verdict(False, f"not retried: retry_on lists {', '.join(map(_short, retry_on))} only")
 
 
 def timeout_retryable(permanent_on: ExcClasses | None) -> bool:

@@ -115,16 +115,17 @@ def _trim(text: str) -> str:
 def failed(options: TaskOptions, lease: Lease, exc: BaseException, trace: str) -> Outcome:
     """The outcome of an attempt whose code raised ``exc`` (not ``Retry`` nor
     ``Permanent``): retried or not as its call's ``retry_on``/``permanent_on``
-    say, else its task's (model/error_classes.py); when a list decided, the
-    error's last line says why."""
+    say, else its task's (model/error_classes.py); when a list made it
+    permanent, the error's last line says so."""
     rule = error_classes.effective(
         options.retry_on, options.permanent_on, lease.error_classes, lease.iid
     )
     verdict = error_classes.classify(exc, rule.retry_on, rule.permanent_on)
     reason = verdict.reason
     if reason and rule.unresolved:
-        reason += f" ({', '.join(rule.unresolved)}: cannot be resolved on this worker)"
-    error = f"{trace.rstrip()}\n{reason}" if reason else trace
+        reason += f" ({', '.join(rule.unresolved)}: not found on this worker)"
+    # on the last line, which lists show: "KeyError: 'k' (not retried: ...)"
+    error = f"{trace.rstrip()} ({reason})" if reason else trace
     return Outcome(ok=False, outcome="failed", error=_trim(error), retryable=verdict.retryable)
 
 
