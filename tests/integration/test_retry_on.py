@@ -9,6 +9,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from worker_procs import (  # noqa: F401 (app_fixture, start_worker_fixture: fix
     outcomes,
     start_worker_fixture,
     wait_for,
+    worker_spawner,
 )
 
 from redcron import App, Context, TaskFailed
@@ -198,3 +200,18 @@ def test_task_show_and_the_api_name_the_classes(
     props = DOCUMENT["components"]["schemas"]["Task"]["properties"]
     for field in ("retry_on", "permanent_on"):
         assert props[field] == {"type": ["array", "null"], "items": {"type": "string"}}
+
+
+def test_a_calls_lists_reach_a_process_pool_child(
+    app: App, redis_url: str, key_prefix: str, tmp_path: Path
+) -> None:
+    # chaos_app's flaky raises ValueError until its attempt fail_until
+    with worker_spawner(redis_url, key_prefix, tmp_path, lease_ttl=2.0, grace=1.0) as spawn:
+        spawn(concurrency=1, pool="processes", app_path="chaos_app:app")
+        dead = app.enqueue("flaky", 2, _retry_on=[KeyError])
+        retried = app.enqueue("flaky", 2, _permanent_on=[KeyError])
+        assert retried.result(timeout=30) == 2
+        error = _dead_after_one(app, dead)
+    assert error.splitlines()[-1] == (
+        "ValueError: flaky: attempt 1 fails (not retried: retry_on lists KeyError only)"
+    )
