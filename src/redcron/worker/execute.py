@@ -141,6 +141,18 @@ def timeout_retryable(app: App, lease: Lease) -> bool:
     return error_classes.timeout_retryable(rule.permanent_on)
 
 
+def with_params(
+    names: Iterable[str], kwargs: dict[str, Any], params: dict[str, Any]
+) -> dict[str, Any]:
+    """``kwargs`` and, for each of ``names`` (the parameters the call leaves
+    unset: ``CallShape.fillable``) that the run's ``params`` hold, that param
+    by name: a DAG task takes a param as a keyword argument (issue 32 §3)."""
+    if not isinstance(params, dict):  # triggered with JSON that is no object
+        return kwargs
+    filled = {n: params[n] for n in names if n in params}
+    return {**kwargs, **filled} if filled else kwargs
+
+
 def run_python(app: App, attempt: Attempt, broker: Any = None) -> Outcome:
     """Run a registered task on the current thread, capturing its output."""
     lease = attempt.lease
@@ -164,13 +176,20 @@ def run_python(app: App, attempt: Attempt, broker: Any = None) -> Outcome:
             error=f"malformed task arguments (args is not msgpack [args, kwargs]): {exc!r}",
             retryable=False,
         )
+    run_id, _, task_name = lease.iid.rpartition("/")
+    params = None
+    if run_id and broker is not None and task.shape.fillable(args, kwargs):
+        try:
+            params = broker.inspection.run_params(lease.shard, run_id)
+        except Exception as exc:  # Redis unreachable: a later attempt may read them
+            return Outcome(ok=False, outcome="failed", error=f"cannot read the run's params: {exc}")
+        kwargs = with_params(task.shape.fillable(args, kwargs), kwargs, params)
     bad = task.shape.mismatch(args, kwargs)
     if bad is not None:  # the call can never succeed: no retry, and the function never runs
         return Outcome(ok=False, outcome="failed", error=bad.message, retryable=False)
     capture.attach(attempt.buffer)
     try:
         if task.wants_ctx:
-            run_id, _, task_name = lease.iid.rpartition("/")
             ctx = Context(
                 task_id=lease.iid,
                 attempt=lease.attempt,
@@ -181,6 +200,7 @@ def run_python(app: App, attempt: Attempt, broker: Any = None) -> Outcome:
                 shard=lease.shard,
                 broker=broker,
                 run_id=run_id or None,
+                _params=params,  # read above: ctx.params needs no second read
             )
             value = task.fn(ctx, *args, **kwargs)
         else:
