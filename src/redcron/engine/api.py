@@ -34,7 +34,7 @@ from redcron.engine.maintenance import FOLLOW_BUDGET_S, Maintained
 from redcron.engine.workers import Registration
 from redcron.model import TaskRecord
 
-__all__ = ["SWEEP_LIMIT", "Engine"]
+__all__ = ["Engine"]
 
 
 class Engine(Protocol):
