@@ -9,17 +9,23 @@ tracer provider): no span and no ``traceparent`` in the hash."""
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
+import textwrap
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import flask
 import pytest
 from beats import runs_of, tick_until  # tests/helpers
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 from polling import wait_for
+from receiver import receiver
 from worker_procs import thread_workers
 
 from redcron import App, Context, tracing
@@ -304,3 +310,63 @@ def test_off_no_span_and_no_trace_context_stored(
         fields = app.broker.client.hkeys(app.broker.keys.ti(0, iid))
         assert b"traceparent" not in fields and b"tracestate" not in fields
     assert not [r for r in caplog.records if hasattr(r, "trace_id")]
+
+
+#: a process that sets tracing up as REDCRON_OTEL=1 says, enqueues a task and runs
+#: it on an in-process worker, then exits (the SDK's exit hook flushes the batch)
+OTLP_PROCESS = textwrap.dedent(
+    """
+    import threading
+    from redcron import App
+    from redcron.worker import Worker
+
+    app = App()  # REDCRON_REDIS_URL, REDCRON_PREFIX and REDCRON_OTEL from the environment
+
+    @app.task(name="otlp.add")
+    def add(x, y):
+        return x + y
+
+    worker = Worker(app, lease_ttl=2.0, grace=1.0)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    assert app.enqueue("otlp.add", 2, 3).result(timeout=30) == 5
+    worker.stop()
+    thread.join(15)
+    """
+)
+
+
+def test_redcron_otel_exports_the_trace_to_an_otlp_http_receiver(
+    redis_url: str, key_prefix: str
+) -> None:
+    with receiver() as rec:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("REDCRON_", "OTEL_"))}
+        env.update(
+            REDCRON_REDIS_URL=redis_url,
+            REDCRON_PREFIX=key_prefix.rstrip(":"),
+            REDCRON_MIN_LEASE_TTL="0.5",
+            REDCRON_OTEL="1",
+            OTEL_EXPORTER_OTLP_ENDPOINT=rec.url.removesuffix("/hook"),
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", OTLP_PROCESS], env=env, capture_output=True, timeout=90
+        )
+        assert done.returncode == 0, done.stderr.decode(errors="replace")
+        posts = [got for got in rec.got if got.path == "/v1/traces"]
+    assert posts, [got.path for got in rec.got]
+    types = {v for got in posts for k, v in got.headers.items() if k.lower() == "content-type"}
+    assert types == {"application/x-protobuf"}
+    spans: dict[str, Any] = {}
+    for got in posts:
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(got.body)
+        for resource_spans in request.resource_spans:
+            resource = {a.key: a.value.string_value for a in resource_spans.resource.attributes}
+            assert resource["service.name"] == "redcron"
+            for scope in resource_spans.scope_spans:
+                assert scope.scope.name == "redcron"
+                spans.update({span.name: span for span in scope.spans})
+    producer, consumer = spans["send default"], spans["default process"]
+    assert consumer.trace_id == producer.trace_id
+    assert consumer.parent_span_id == producer.span_id
+    assert [link.span_id for link in consumer.links] == [producer.span_id]
