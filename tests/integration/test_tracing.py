@@ -8,6 +8,7 @@ tracer provider): no span and no ``traceparent`` in the hash."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -19,6 +20,7 @@ from typing import Any
 import flask
 import pytest
 from beats import runs_of, tick_until  # tests/helpers
+from click.testing import CliRunner
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -31,6 +33,7 @@ from worker_procs import thread_workers
 from redcron import App, Context, tracing
 from redcron.beat.beat import Beat
 from redcron.cli.common import JsonFormatter, TextFormatter
+from redcron.cli.main import main
 from redcron.dashboard import create_app
 from redcron.model.jobs import Task
 from redcron.worker import Worker
@@ -370,3 +373,24 @@ def test_redcron_otel_exports_the_trace_to_an_otlp_http_receiver(
     assert consumer.trace_id == producer.trace_id
     assert consumer.parent_span_id == producer.span_id
     assert [link.span_id for link in consumer.links] == [producer.span_id]
+
+
+def test_bench_throughput_otel_measures_off_and_on_side_by_side(redis_url: str) -> None:
+    result = CliRunner().invoke(
+        main,
+        ["bench", "throughput", "--otel", "memory", "--tasks", "200", "--rounds", "1",
+         "--redis", redis_url, "--json"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert (out["otel"], out["rounds"], out["tasks"]) == ("memory", 1, 200)
+    for mode in ("off", "on"):
+        assert set(out[mode]) == {"enqueue_single_per_s", "enqueue_per_s", "drain_per_s"}
+        assert all(rate > 0 for rate in out[mode].values())
+        assert len(out["drain_per_s_rounds"][mode]) == 1
+    assert out["on_vs_off"]["drain_per_s"] > 0
+    assert tracing.tracer() is None  # the benchmark's provider was for its rounds only
+    refused = CliRunner().invoke(
+        main, ["bench", "throughput", "--otel", "memory", "--procs", "2", "--redis", redis_url]
+    )
+    assert refused.exit_code == 2 and "--otel" in refused.output
