@@ -90,6 +90,8 @@ class EnqueueRow(NamedTuple):
     # (sent only with a key)
     ck: str = ""
     ckn: int = 0
+    # a call's retry_on/permanent_on (model/error_classes.py wire(), JSON), "" = none
+    error_classes: str = ""
     # the W3C trace context of the span that enqueued it (redcron/tracing.py;
     # "" = none: tracing off)
     traceparent: str = ""
@@ -154,9 +156,9 @@ def enqueue_row(r: EnqueueRow) -> bytes:
     """One row of enqueue.lua: a msgpack map by field name, numbers as text.
     A number at its default (the instance hash's TI_DEFAULTS, which the script
     does not store either; 0 for delay_ms) and an optional field that is not
-    set (cpu, mem, dedupe, ck and ckn, traceparent and tracestate) are left
-    out: every field a row carries is one more key and value the script's
-    cmsgpack decodes."""
+    set (cpu, mem, dedupe, ck and ckn, error_classes, traceparent and
+    tracestate) are left out: every field a row carries is one more key and
+    value the script's cmsgpack decodes."""
     row = {
         "iid": r.iid,
         "name": r.name,
@@ -179,6 +181,8 @@ def enqueue_row(r: EnqueueRow) -> bytes:
     if r.ck:
         row["ck"] = r.ck
         row["ckn"] = str(r.ckn)
+    if r.error_classes:
+        row["error_classes"] = r.error_classes
     if r.traceparent:
         row["traceparent"] = r.traceparent
         if r.tracestate:

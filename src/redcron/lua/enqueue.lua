@@ -13,8 +13,10 @@
           timeout_ms, retry_base_ms, retry_cap_ms, delay_ms, result_ttl_s;
           absent = none: cpu (cores), mem (bytes), dedupe (a unique window or
           debounce, lib/dedupe.lua), ck (concurrency key value, lib/ckeys.lua)
-          with ckn (its max_concurrent), traceparent and tracestate (the W3C
-          trace context of the span that enqueued it, stored as given:
+          with ckn (its max_concurrent), error_classes (the call's retry_on /
+          permanent_on as JSON, stored verbatim for the lease to hand out:
+          model/error_classes.py), traceparent and tracestate (the W3C trace
+          context of the span that enqueued it, stored as given:
           redcron/tracing.py).  Numbers are text, as each hash stores them
           verbatim.
   Returns: number of instances created; when a row folded into an existing
@@ -89,6 +91,7 @@ local function not_text(r)
     or (not maybe_text(r.cpu) and 'cpu') or (not maybe_text(r.mem) and 'mem')
     or (not maybe_text(r.dedupe) and 'dedupe') or (not maybe_text(r.ck) and 'ck')
     or (not maybe_text(r.ckn) and 'ckn')
+    or (not maybe_text(r.error_classes) and 'error_classes')
     or (not maybe_text(r.traceparent) and 'traceparent')
     or (not maybe_text(r.tracestate) and 'tracestate')
 end
@@ -272,6 +275,7 @@ for i = 0, count - 1 do
     push_field(row, 'ckn', r.ckn)
   end
   -- [/concurrency keys]
+  if (r.error_classes or '') ~= '' then push_field(row, 'error_classes', r.error_classes) end
   if (r.traceparent or '') ~= '' then  -- tracing on (redcron/tracing.py)
     push_field(row, 'traceparent', r.traceparent)
     if (r.tracestate or '') ~= '' then push_field(row, 'tracestate', r.tracestate) end
