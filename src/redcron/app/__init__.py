@@ -14,11 +14,11 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, ParamSpec, TypeVar, overload
 
-from redcron import serde
+from redcron import serde, tracing
 from redcron.app.tasks import TaskDef, TaskHandle, TaskOptions
 from redcron.clock import ulid
 from redcron.config import RedisUrlChoice, Settings, announce_redis_url, find_redis_url
-from redcron.engine import Broker, EnqueueRow, JobStore
+from redcron.engine import Broker, Enqueued, EnqueueRow, JobStore
 from redcron.errors import ValidationError
 from redcron.keys import shard_of, shard_of_id
 from redcron.model import JobChange, concurrency, dedupe, error_classes, validation
@@ -69,6 +69,8 @@ class App:
         self.declared_jobs: dict[tuple[str, str], JobSpec] = {}
         self._broker: Broker | None = None
         self._pid = os.getpid()
+        if settings.otel:  # REDCRON_OTEL: once per process (docs/observability.md)
+            tracing.setup(settings.otel)
 
     @property
     def broker(self) -> Broker:
@@ -395,8 +397,34 @@ class App:
         )
         payload = {"argv": list(argv), "env": env or {}, "cwd": cwd}
         row = self._row(COMMAND_TASK, "command", payload, opts, {"_countdown": countdown})
-        self.broker.enqueue([row])
+        self._submit([row])
         return TaskHandle(self, row.iid)
+
+    def _submit(self, rows: list[EnqueueRow]) -> Enqueued:
+        """Write ``rows`` (one task's calls, as ``_row`` made them).  With tracing on
+        (redcron/tracing.py), inside a PRODUCER span ``send <queue>`` whose W3C
+        context every row carries into its instance hash: a batch is one span, as
+        one call is one message sent; off, the rows go as they are."""
+        if tracing.tracer() is None:
+            return self.broker.submit(rows)
+        first = rows[0]
+        attributes: dict[str, Any] = {
+            "messaging.system": tracing.SYSTEM,
+            "messaging.destination.name": first.queue,
+            "messaging.operation.type": "send",
+            "messaging.operation": "publish",
+            "redcron.tenant": first.tenant,
+            "redcron.task": first.name,
+        }
+        if len(rows) == 1:
+            attributes["messaging.message.id"] = first.iid
+        else:
+            attributes["messaging.batch.message_count"] = len(rows)
+        with tracing.producer(f"send {first.queue}", attributes) as carrier:
+            if carrier:
+                tp, ts = carrier.get("traceparent", ""), carrier.get("tracestate", "")
+                rows = [row._replace(traceparent=tp, tracestate=ts) for row in rows]
+            return self.broker.submit(rows)
 
     def get(self, task_id: str) -> TaskHandle:
         shard_of_id(task_id)

@@ -135,7 +135,7 @@ class TaskDef(Generic[P, R]):
         opts = {k: kwargs.pop(k) for k in list(kwargs) if k.startswith("_")}
         row = self.app._row(self.name, "python", [list(args), kwargs], self.options, opts)
         self.check_args(args, kwargs)  # after the options: their errors come first
-        folded = self.app.broker.submit([row]).folded
+        folded = self.app._submit([row]).folded
         return TaskHandle.of_row(self.app, row.iid, folded)
 
     def enqueue_many(self, calls: Iterable[Sequence[Any]], **options: Any) -> list[TaskHandle]:
@@ -152,7 +152,9 @@ class TaskDef(Generic[P, R]):
                 self.app._row(self.name, "python", [list(call), {}], self.options, dict(options))
             )
             self.check_args(call, {}, f"calls[{i}]")
-        folded = self.app.broker.submit(rows).folded
+        if not rows:
+            return []
+        folded = self.app._submit(rows).folded
         return [TaskHandle.of_row(self.app, row.iid, folded) for row in rows]
 
 

@@ -15,6 +15,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from redcron import tracing
 from redcron.beat import parking
 from redcron.beat.ownership import Ownership
 from redcron.beat.planning import Call, Planner
@@ -104,16 +105,47 @@ class Firer:
 
     def _send(self, engine: Engine, shard: int, epoch: str, calls: list[Call]) -> list[Any]:
         """Send the fires (runs in the sender thread).  One result per call, in
-        order; a refused batch (STALE) yields its error for each of its fires."""
-        return engine.fire(
-            shard,
-            [
-                FireArgs(c.job_id, c.fire.expected, c.version, c.fire.fire_ms, c.fire.next_ms,
-                         c.fire.next_due, epoch, c.fire.trigger, c.fire.skipped,
-                         run_id(c.job_id, c.fire.fire_ms))
-                for c in calls
-            ],
-        )  # fmt: skip
+        order; a refused batch (STALE) yields its error for each of its fires.
+        With tracing on, each fire is a PRODUCER span around the call, whose
+        context its run's tasks carry (redcron/tracing.py)."""
+        traced = [self._trace(c) for c in calls]
+        try:
+            return engine.fire(
+                shard,
+                [
+                    FireArgs(
+                        c.job_id,
+                        c.fire.expected,
+                        c.version,
+                        c.fire.fire_ms,
+                        c.fire.next_ms,
+                        c.fire.next_due,
+                        epoch,
+                        c.fire.trigger,
+                        c.fire.skipped,
+                        run_id(c.job_id, c.fire.fire_ms),
+                        "",
+                        *tracing.trace_fields(t),
+                    )
+                    for c, t in zip(calls, traced, strict=True)
+                ],
+            )
+        finally:
+            for t in traced:
+                tracing.end(t)  # fmt: skip
+
+    def _trace(self, call: Call) -> tuple[Any, dict[str, str]] | None:
+        """The fire's span (None: tracing off)."""
+        if tracing.tracer() is None:
+            return None
+        spec = self.planner.spec_of(call.job_id)
+        return tracing.start_fire(
+            spec.name if spec else call.job_id,
+            spec.tenant if spec else None,
+            call.job_id,
+            run_id(call.job_id, call.fire.fire_ms),
+            call.fire.trigger,
+        )
 
     def _settle(self, engine: Engine, shard: int, calls: list[Call], results: list[Any]) -> int:
         """Account for fire.lua results; returns the fires done.  Any progress

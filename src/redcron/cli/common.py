@@ -68,13 +68,23 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
-    """:data:`LOG_FORMAT`, the time of day formatted once for the records that
-    share it: the worker's lines of one reported batch are copies of one record
+    """:data:`LOG_FORMAT` (and a traced record's ``trace_id=… span_id=…``), the
+    time of day formatted once for the records that share it: the worker's
+    lines of one reported batch are copies of one record
     (:mod:`redcron.worker.attempt_log`), and ``strftime`` was a tenth of each."""
 
     def __init__(self) -> None:
         super().__init__(LOG_FORMAT)
         self._last: tuple[float, str] = (-1.0, "")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        # with tracing on, a record of an attempt (its line, its ctx.logger records)
+        # joins its trace: ``... trace_id=<32 hex> span_id=<16 hex>``
+        text = super().formatMessage(record)
+        trace_id = getattr(record, "trace_id", None)
+        if trace_id is None:
+            return text
+        return f"{text} trace_id={trace_id} span_id={getattr(record, 'span_id', '')}"
 
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         created, text = self._last

@@ -25,6 +25,7 @@ from redcron.engine.cluster_admin import ShardMove, move_shard, plan_move
 from redcron.engine.connection import key_slot, scan_keys
 from redcron.engine.core import MAX_MAINTENANCE, Core
 from redcron.engine.dlq import DLQ_ENTRY_ID, DlqPage, DlqStore, DlqVerb
+from redcron.engine.enqueue import Enqueued
 from redcron.engine.indexes import ensure_indexes
 from redcron.engine.inspect import Running, queue_loads, running_by_worker, unrunnable_counts
 from redcron.engine.jobs import JobStore
@@ -86,6 +87,7 @@ __all__ = [
     "DueRow",
     "Engine",
     "EnqueueRow",
+    "Enqueued",
     "ErrorReply",
     "FailItem",
     "FailResult",

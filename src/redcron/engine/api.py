@@ -66,10 +66,6 @@ class Engine(Protocol):
 
     # -- work in: enqueue and cancel (App, TaskDef, TaskHandle) --------------------
 
-    def enqueue(self, rows: Sequence[EnqueueRow], now: int | None = None) -> int:
-        """Create task instances (``enqueue.lua``); the number created."""
-        ...
-
     def submit(self, rows: Sequence[EnqueueRow], now: int | None = None) -> Enqueued:
         """Create task instances; what was created and what a dedupe key folded."""
         ...

@@ -92,6 +92,10 @@ class EnqueueRow(NamedTuple):
     ckn: int = 0
     # a call's retry_on/permanent_on (model/error_classes.py wire(), JSON), "" = none
     error_classes: str = ""
+    # the W3C trace context of the span that enqueued it (redcron/tracing.py;
+    # "" = none: tracing off)
+    traceparent: str = ""
+    tracestate: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +129,9 @@ class FireArgs:
     skipped: int  # missed fires skipped by the catch-up policy
     run_id: str
     params: str = ""  # JSON text (manual runs)
+    # the W3C trace context of the span that fired it ("" = none), for its run's tasks
+    traceparent: str = ""
+    tracestate: str = ""
 
 
 def clock(now: int | None) -> int | str:
@@ -149,8 +156,9 @@ def enqueue_row(r: EnqueueRow) -> bytes:
     """One row of enqueue.lua: a msgpack map by field name, numbers as text.
     A number at its default (the instance hash's TI_DEFAULTS, which the script
     does not store either; 0 for delay_ms) and an optional field that is not
-    set (cpu, mem, dedupe, ck and ckn, error_classes) are left out: every field a row carries
-    is one more key and value the script's cmsgpack decodes."""
+    set (cpu, mem, dedupe, ck and ckn, error_classes, traceparent and
+    tracestate) are left out: every field a row carries is one more key and
+    value the script's cmsgpack decodes."""
     row = {
         "iid": r.iid,
         "name": r.name,
@@ -175,6 +183,10 @@ def enqueue_row(r: EnqueueRow) -> bytes:
         row["ckn"] = str(r.ckn)
     if r.error_classes:
         row["error_classes"] = r.error_classes
+    if r.traceparent:
+        row["traceparent"] = r.traceparent
+        if r.tracestate:
+            row["tracestate"] = r.tracestate
     return _pack(row)
 
 
@@ -319,6 +331,8 @@ def fire_row(f: FireArgs) -> bytes:
     _put(row, "next_due", f.next_due, None)
     _put(row, "skipped", f.skipped, 0)
     _put(row, "params", f.params, "")
+    _put(row, "traceparent", f.traceparent, "")
+    _put(row, "tracestate", f.tracestate, "")
     return _pack(row)
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from redcron import tracing
 from redcron.clock import ulid
 from redcron.engine import argv
 from redcron.engine.beat import BeatStore
@@ -376,9 +377,12 @@ class JobStore:
         home = shard_of(tenant, self.broker.shards)
         job_id = self.broker.gated([home], "trigger", lambda: self.job_id(name, tenant=tenant))
         run_id = manual_run_id(job_id, ulid())
+        # tracing on: the run's tasks join the fire's PRODUCER span (redcron/tracing.py)
+        traced = tracing.start_fire(name, tenant, job_id, run_id, "manual")
         manual = argv.FireArgs(
-            job_id, "", "", "", None, None, "", "manual", 0, run_id, json.dumps(params or {})
-        )
+            job_id, "", "", "", None, None, "", "manual", 0, run_id, json.dumps(params or {}),
+            *tracing.trace_fields(traced),
+        )  # fmt: skip
         unconfirmed: NotReplicated | None = None
         shard = shard_of_id(job_id)
         try:
@@ -388,6 +392,8 @@ class JobStore:
         except NotReplicated as exc:
             reply: Any = (exc.results or [[b"", run_id.encode()]])[0]
             status, rid, unconfirmed = _s(reply[0]), _s(reply[1]), exc
+        finally:
+            tracing.end(traced)
         if status == "malformed":
             raise ValidationError(
                 "job", f"job {name!r} of tenant {tenant!r} cannot run: {_s(rid)}; put it again"

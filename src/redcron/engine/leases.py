@@ -32,7 +32,8 @@ _KINDS = {b"command": "command", b"container": "container", b"python": "python"}
 
 #: lease.lua's reply row, in order: only :meth:`Leases._leases` reads one
 LEASE_REPLY = ("iid", "epoch", "attempt", "name", "kind", "args", "timeout_ms", "tenant",
-               "cpu", "mem", "queue", "max_attempts", "error_classes")  # fmt: skip
+               "cpu", "mem", "queue", "max_attempts", "error_classes", "traceparent",
+               "tracestate")  # fmt: skip
 #: the fields a reply row cannot lack (text the Lease needs)
 _REQUIRED = tuple(LEASE_REPLY.index(f) for f in ("iid", "name", "tenant", "queue"))
 _WIDTH = len(LEASE_REPLY)
@@ -68,6 +69,9 @@ class Lease:
     max_attempts: int = 1
     #: the call's retry_on/permanent_on (model/error_classes.py, JSON; "": its task's)
     error_classes: str = ""
+    #: the W3C trace context the instance carries ("" = none: redcron/tracing.py)
+    traceparent: str = ""
+    tracestate: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,9 +213,8 @@ class Leases:
                     self.core.keys.ti(shard, what),
                 )
                 continue
-            iid, epoch, attempt, name, kind, args, timeout_ms, tenant, cpu, mem, queue, last, ec = (
-                row
-            )
+            iid, epoch, attempt, name, kind, args, timeout_ms, tenant = row[:8]
+            cpu, mem, queue, last, ec, tp, ts = row[8:]  # tp, ts: the trace context (tracing.py)
             # task names repeat: decode each distinct one once
             sname = names.get(name)
             if sname is None:
@@ -234,6 +237,8 @@ class Leases:
                     names.get(queue) or names.setdefault(queue, queue.decode()),
                     last,
                     ec.decode() if ec else "",
+                    tp.decode() if tp else "",
+                    ts.decode() if ts else "",
                 )
             )
         return out

@@ -15,8 +15,10 @@
           debounce, lib/dedupe.lua), ck (concurrency key value, lib/ckeys.lua)
           with ckn (its max_concurrent), error_classes (the call's retry_on /
           permanent_on as JSON, stored verbatim for the lease to hand out:
-          model/error_classes.py).  Numbers are text, as each hash
-          stores them verbatim.
+          model/error_classes.py), traceparent and tracestate (the W3C trace
+          context of the span that enqueued it, stored as given:
+          redcron/tracing.py).  Numbers are text, as each hash stores them
+          verbatim.
   Returns: number of instances created; when a row folded into an existing
           task (a unique key's duplicate, a debounce call), {created, row
           index (0-based), existing id, ...} instead: such a row creates
@@ -90,6 +92,8 @@ local function not_text(r)
     or (not maybe_text(r.dedupe) and 'dedupe') or (not maybe_text(r.ck) and 'ck')
     or (not maybe_text(r.ckn) and 'ckn')
     or (not maybe_text(r.error_classes) and 'error_classes')
+    or (not maybe_text(r.traceparent) and 'traceparent')
+    or (not maybe_text(r.tracestate) and 'tracestate')
 end
 -- the first number of row r that is not one >= 0 (absent: its default, fine)
 local function not_nonneg(r)
@@ -272,6 +276,10 @@ for i = 0, count - 1 do
   end
   -- [/concurrency keys]
   if (r.error_classes or '') ~= '' then push_field(row, 'error_classes', r.error_classes) end
+  if (r.traceparent or '') ~= '' then  -- tracing on (redcron/tracing.py)
+    push_field(row, 'traceparent', r.traceparent)
+    if (r.tracestate or '') ~= '' then push_field(row, 'tracestate', r.tracestate) end
+  end
   redis.call('HSET', ti, unpack(row))
   note_recent(recent, iid, now)
   if not tenants_seen[tenant] then

@@ -16,6 +16,8 @@
           skipped: missed fires skipped by the catch-up policy (counted)
           run_id
           params: JSON text, manual runs
+          traceparent, tracestate: the W3C trace context of the span that
+            fired it, given to every instance of its run (redcron/tracing.py)
           Numbers are text (fire_ms and next_ms are stored verbatim in the job hash).
   Returns: {status, run_id}: created | skipped (overlap: a 'skipped' run record
   without instances; buffer_one keeps the first fire held back and skips later

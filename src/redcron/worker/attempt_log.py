@@ -6,6 +6,7 @@ import logging
 import time
 from typing import Any
 
+from redcron import tracing
 from redcron.clock import span
 from redcron.worker.execute import Attempt
 from redcron.worker.hooks import AttemptHook, Reports
@@ -18,7 +19,8 @@ class AttemptLog(AttemptHook):
     """A line per reported attempt: what ran, how it ended, where the task went.
 
     The fields also travel as the record's attributes (``extra``), so that
-    ``--log-format json`` carries them as keys.
+    ``--log-format json`` carries them as keys; with tracing on, the attempt's
+    span's ``trace_id`` and ``span_id`` too (the text format appends them).
 
     The lines of one batch are one report's: their records are copies of one
     record made for the batch (its time, thread and process), each with its own
@@ -50,6 +52,10 @@ class AttemptLog(AttemptHook):
                 outcome=out.outcome,
                 duration_ms=took,
             )
+            if attempt.trace is not None:  # tracing on: the attempt's span (docs/observability.md)
+                traced = tracing.ids(attempt.trace)
+                if traced is not None:
+                    fields["trace_id"], fields["span_id"] = traced
             args: tuple[Any, ...] = (
                 lease.name,
                 lease.iid,

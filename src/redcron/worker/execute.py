@@ -68,6 +68,8 @@ class Attempt:
     executable: str | None = None  # the program an allowlist resolved argv[0] to
     passed_env: dict[str, str] = field(default_factory=dict)  # the worker's --pass-env
     resent: bool = False  # its report reached Redis unconfirmed (NotReplicated): sent again
+    trace: Any = None  # its CONSUMER span (worker/tracing.py); None: tracing off
+    trace_token: Any = None  # the span made current on the slot's thread, to detach
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def try_begin(self) -> bool:

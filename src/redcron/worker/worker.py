@@ -42,6 +42,7 @@ from collections.abc import Iterable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from redcron import tracing
 from redcron.clock import ulid
 from redcron.engine import TRANSIENT, Backoff, Engine, Outage, ShardGate
 from redcron.redact import masked_url
@@ -58,6 +59,7 @@ from redcron.worker.ledger import Ledger, token
 from redcron.worker.options import WorkerOptions
 from redcron.worker.pools import Pool, ProcessPool, ThreadPool
 from redcron.worker.reporting import Reporter
+from redcron.worker.tracing import Tracing
 
 if TYPE_CHECKING:
     from redcron.app import App
@@ -157,6 +159,9 @@ class Worker:
             len(shards),
             self.lease_ttl_ms / 1000,
         )
+        tracer = tracing.tracer()  # on: a span per attempt (worker/tracing.py)
+        if tracer is not None and not any(isinstance(h, Tracing) for h in self.hooks):
+            self.hooks.insert(0, Tracing(tracer))
         hooks = HookChain(self.hooks)
         crew = Crew(
             self.app,

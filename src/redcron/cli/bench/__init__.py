@@ -15,7 +15,7 @@ from redcron.cli.bench.options import redis_option as _redis_option
 from redcron.cli.bench.schedule import schedule
 from redcron.cli.bench.shard_weights import fairness_cluster
 from redcron.cli.bench.soak import soak
-from redcron.cli.bench.throughput import throughput
+from redcron.cli.bench.throughput import throughput, throughput_otel
 from redcron.cli.bench.trigger import trigger
 from redcron.cli.common import concurrency_option, pool_option, prefetch_option
 from redcron.cli.worker_procs import MAX_PROCS
@@ -58,6 +58,12 @@ def bench() -> None:
               "[default: 12 with --cluster, else 1].")  # fmt: skip
 @click.option("--procs", type=click.IntRange(1, MAX_PROCS), default=1, show_default=True,
               help="Worker processes (redcron worker --procs), each with these slots.")  # fmt: skip
+@click.option("--otel", type=click.Choice(["memory"]), default=None,
+              help="The cost of tracing: each figure with OpenTelemetry off and on (the "
+              "SDK, spans kept in memory), side by side, --rounds of each alternating; "
+              "their medians.")  # fmt: skip
+@click.option("--rounds", type=click.IntRange(1, 9), default=3, show_default=True,
+              help="With --otel: runs of each, off and on.")  # fmt: skip
 @_redis_option
 @_json_option
 def throughput_cmd(
@@ -69,6 +75,8 @@ def throughput_cmd(
     cluster: bool,
     shards: int | None,
     procs: int,
+    otel: str | None,
+    rounds: int,
     redis_url: str | None,
     as_json: bool,
 ) -> None:
@@ -90,6 +98,17 @@ def throughput_cmd(
             "the incr body connects to one server; use --body noop on a cluster",
             param_hint="--body",
         )
+    if otel and (on_cluster or shards or procs > 1):
+        raise click.BadParameter(
+            "compares one worker on one server: not with --cluster, --shards or --procs",
+            param_hint="--otel",
+        )
+    if otel:
+        _emit(
+            throughput_otel(tasks, concurrency, pool, body, redis_url, prefetch, otel, rounds),
+            as_json,
+        )
+        return
     if cluster and shards is None:
         shards = 12
     masters = 3 if cluster else 0

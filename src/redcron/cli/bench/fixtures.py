@@ -130,12 +130,14 @@ def worker_process(
     pool: str,
     prefetch: int | None = 0,
     procs: int = 1,
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
     """A benchmark worker process, logging as ``redcron worker`` does (INFO, the
     CLI's format: the line per attempt included) into a file of its own; what it
     logged above INFO is copied to stderr once it stops.  With ``procs`` > 1,
     ``redcron worker --procs`` (its supervisor is the process yielded: count its
-    children's CPU with :func:`tree_cpu_s`)."""
+    children's CPU with :func:`tree_cpu_s`).  ``env``: added to its environment
+    (``REDCRON_OTEL``)."""
     if procs > 1:
         argv = ["-A", BENCH_APP, "--procs", str(procs), "--pool", pool, "--grace", "2"]
         argv += ["-c", str(concurrency)] if concurrency is not None else []
@@ -150,7 +152,9 @@ def worker_process(
         )
     with tempfile.TemporaryFile() as logfile:
         try:
-            with _python_process(url, prefix, code, "info", logfile, app=procs == 1) as proc:
+            with _python_process(
+                url, prefix, code, "info", logfile, app=procs == 1, env=env
+            ) as proc:
                 yield proc
         finally:
             logfile.seek(0)
@@ -174,12 +178,13 @@ def _python_process(
     level: str = "warning",
     stderr: Any = None,
     app: bool = True,
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
     """A child Python running ``code``, logging at ``level`` as the CLI does (to
     ``stderr``: a file, default ours), with the benchmark app imported as ``app``
     first (``app=False``: ``code`` is a whole command line of its own, which sets
     up its logging itself); terminated (then killed) on exit."""
-    env = dict(os.environ, REDCRON_REDIS_URL=url, REDCRON_PREFIX=prefix)
+    env = dict(os.environ, **(env or {}), REDCRON_REDIS_URL=url, REDCRON_PREFIX=prefix)
     head = ""
     if app:
         head = f"from redcron.cli.common import setup_logging; setup_logging({level!r});"

@@ -12,18 +12,21 @@ processes and of the whole machine, in cores: which of them saturates.
 from __future__ import annotations
 
 import os
+import statistics
 import threading
 import time
 from typing import Any
 
 import redis
 
+from redcron import tracing
 from redcron.app import App
 from redcron.cli.bench.fixtures import (
     bench_run,
     enqueue_spread,
     machine_busy_s,
     redis_cpu_s,
+    redis_for_bench,
     spread_tenants,
     succeeded_count,
     tree_cpu_s,
@@ -47,6 +50,7 @@ def throughput(
     masters: int = 0,
     shards: int | None = None,
     procs: int = 1,
+    otel: str = "",
 ) -> dict[str, Any]:
     """Enqueue ``tasks`` with enqueue_many, then one worker process drains them
     (``concurrency``, ``prefetch`` None: the worker's defaults), or ``procs``
@@ -54,9 +58,12 @@ def throughput(
     ``masters``, on a fresh local cluster of that many masters, and with
     ``shards`` > 1 the tasks spread over tenants on every shard.  The
     yardstick (bare INCRs on one connection per thread) needs one server:
-    None on a cluster."""
+    None on a cluster.  ``otel`` (``memory``): traced, the enqueues here and
+    the attempts in the worker (``REDCRON_OTEL``), spans kept in memory."""
     slots = default_concurrency(pool) if concurrency is None else concurrency
-    with bench_run(redis_url, masters=masters, shards=shards) as run:
+    provider = tracing.build_provider(otel) if otel else None
+    worker_env = {"REDCRON_OTEL": otel}
+    with bench_run(redis_url, masters=masters, shards=shards) as run, tracing.use(provider):
         bapp = run.app
         task = bapp.tasks[f"bench.{body}"]
         n_shards = bapp.broker.shards
@@ -70,7 +77,7 @@ def throughput(
         t0 = time.perf_counter()
         ids += enqueue_spread(bapp, f"bench.{body}", tasks - singles, tenants)
         many_s = time.perf_counter() - t0
-        with worker_process(run.url, run.prefix, slots, pool, prefetch, procs) as proc:
+        with worker_process(run.url, run.prefix, slots, pool, prefetch, procs, worker_env) as proc:
             cpu = DrainCpu(bapp, proc.pid)
             wait_all_done(bapp, ids)
             cpu.done(len(ids))
@@ -91,6 +98,7 @@ def throughput(
             "concurrency": slots,
             "prefetch": WORKER_PREFETCH_PER_SLOT * slots if prefetch is None else prefetch,
             "body": body,
+            "otel": otel or None,
             "enqueue_per_s": round((tasks - singles) / many_s) if tasks > singles else None,
             "enqueue_single_per_s": round(singles / single_s),
             "drain_per_s": round(drain_per_s),
@@ -100,6 +108,56 @@ def throughput(
             "drain_vs_reference": round(drain_per_s / reference, 2) if reference else None,
             **cpu.figures(),
         }
+
+
+#: the figures :func:`throughput_otel` compares, traced against not
+OTEL_FIGURES = ("enqueue_single_per_s", "enqueue_per_s", "drain_per_s")
+
+
+def throughput_otel(
+    tasks: int,
+    concurrency: int | None,
+    pool: str,
+    body: str,
+    redis_url: str | None,
+    prefetch: int | None = None,
+    otel: str = "memory",
+    rounds: int = 3,
+) -> dict[str, Any]:
+    """The cost of tracing (docs/observability.md): :func:`throughput` with
+    tracing off and on (``otel``: the SDK with an in-memory exporter), side by
+    side on one Redis, ``rounds`` of each, alternating (off first in odd
+    rounds, on first in even ones, so a drift of the machine weighs on both);
+    the median of each figure, and on / off."""
+    runs: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
+    with redis_for_bench(redis_url) as url:
+        for i in range(rounds):
+            for mode in ("off", "on") if i % 2 == 0 else ("on", "off"):
+                runs[mode].append(
+                    throughput(tasks, concurrency, pool, body, url, prefetch,
+                               otel=otel if mode == "on" else "")
+                )  # fmt: skip
+    medians = {
+        mode: {f: statistics.median(r[f] for r in got if r[f] is not None) for f in OTEL_FIGURES}
+        for mode, got in runs.items()
+    }
+    first = runs["off"][0]
+    return {
+        "tasks": tasks,
+        "rounds": rounds,
+        "pool": pool,
+        "concurrency": first["concurrency"],
+        "prefetch": first["prefetch"],
+        "body": body,
+        "otel": otel,
+        "off": medians["off"],
+        "on": medians["on"],
+        "on_vs_off": {
+            f: round(medians["on"][f] / medians["off"][f], 3) if medians["off"][f] else None
+            for f in OTEL_FIGURES
+        },
+        "drain_per_s_rounds": {mode: [r["drain_per_s"] for r in got] for mode, got in runs.items()},
+    }
 
 
 class DrainCpu:

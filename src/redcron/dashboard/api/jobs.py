@@ -23,6 +23,7 @@ from typing import Any
 
 import flask
 
+from redcron import tracing
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import (
     ApiError,
@@ -263,7 +264,8 @@ def trigger_job(job_id: str) -> flask.Response:
         bad("params", "must be an object")
     jobs = redcron_app().jobs
     try:
-        run_id = jobs.trigger(job.name, tenant=job.tenant, params=params)
+        with tracing.incoming(flask.request.headers):  # the caller's trace, if any
+            run_id = jobs.trigger(job.name, tenant=job.tenant, params=params)
     except NotReplicated as exc:  # the run exists on the master: its id, 202
         return unconfirmed(exc, {"run_id": exc.run_id})
     return reply({"run_id": run_id}, 201)

@@ -127,6 +127,11 @@ def _worker_lease() -> Json:
         "timeout_s": {"type": ["number", "null"]}, "ttl_s": {"type": "number"},
         "idem_key": {"type": "string"}, "tenant": {"type": "string"},
         "queue": {"type": "string"},
+        "traceparent": {"type": ["string", "null"], "description": "the W3C trace context "
+                        "of the span that enqueued the task or fired its run: the parent of "
+                        "the worker's span (null: not traced)"},
+        "tracestate": {"type": ["string", "null"], "description": "W3C tracestate "
+                       "travelling with traceparent (null: none)"},
         # kind python
         "name": {"type": "string", "description": "kind python: the registered task"},
         "args": {"type": "array", "items": {}, "description": "kind python"},
@@ -140,7 +145,8 @@ def _worker_lease() -> Json:
         "container": {**any_object, "description": "kind container: the image and its "
                       "options"}},
         "required": ["lease_id", "task_id", "kind", "attempt", "max_attempts", "timeout_s",
-                     "ttl_s", "idem_key", "tenant", "queue"]}  # fmt: skip
+                     "ttl_s", "idem_key", "tenant", "queue", "traceparent",
+                     "tracestate"]}  # fmt: skip
 
 
 def replies() -> Json:

@@ -17,6 +17,7 @@ from typing import Any
 
 import flask
 
+from redcron import tracing
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import (
     ApiError,
@@ -153,7 +154,9 @@ def enqueue_task() -> flask.Response:
         option: data[field] for field, option in OPTIONS.items() if data.get(field) is not None
     }
     try:
-        handle = app.tasks[name].enqueue(*args, **kwargs, **options)
+        # a caller's W3C traceparent: its trace goes on through the task (docs/observability.md)
+        with tracing.incoming(flask.request.headers):
+            handle = app.tasks[name].enqueue(*args, **kwargs, **options)
     except ValidationError as exc:
         # the Python API's names for two options: name the body's fields
         field = _BODY_NAMES.get(exc.field, exc.field)

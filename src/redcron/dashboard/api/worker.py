@@ -194,6 +194,10 @@ def _leased(lease: Lease, worker: str, ttl_ms: int, leaser: str) -> dict[str, An
         "idem_key": f"{run_id}:{task_name}" if run_id else lease.iid,
         "tenant": lease.tenant,
         "queue": lease.queue,
+        # the W3C trace context of the enqueue or fire (null: not traced), the
+        # parent of the worker's own span (docs/observability.md)
+        "traceparent": lease.traceparent or None,
+        "tracestate": lease.tracestate or None,
     }
     if lease.kind == "python":
         args, kwargs = payload if isinstance(payload, list | tuple) else ([], {})

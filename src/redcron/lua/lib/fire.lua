@@ -42,7 +42,7 @@ end
 -- The fires of ARGV[3..], each a table of its row's fields by name (a field
 -- the row leaves out is ''); nil and why when a row is not a fire.
 local FIRE_TEXT = {'job_id', 'expected', 'version', 'fire_ms', 'next_ms', 'next_due',
-  'trigger', 'skipped', 'run_id', 'params'}
+  'trigger', 'skipped', 'run_id', 'params', 'traceparent', 'tracestate'}
 local function fire_rows()
   local fires = {}
   for i = 3, #ARGV do
@@ -159,6 +159,6 @@ local function fire_one(fire, now, woken)
   create_run(job_id, run_id, tonumber(fire_ms), trigger, now, params,
     {tenant = j[JOB_FIRE_TENANT], name = j[JOB_FIRE_NAME], keep_s = j[JOB_FIRE_KEEP_S],
      deadline_ms = j[JOB_FIRE_DEADLINE_MS], max_priority = max_priority,
-     rows = rows}, woken)
+     rows = rows, traceparent = fire.traceparent, tracestate = fire.tracestate}, woken)
   return {'created', run_id}
 end

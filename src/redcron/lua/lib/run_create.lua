@@ -47,7 +47,8 @@ end
 -- Create a run and its instances from the job's compiled template; the
 -- roots are made ready at once.  `job` may carry the job fields the caller
 -- already read: tenant, name, keep_s, deadline_ms, rows (the decoded template)
--- and optionally max_priority (the tenant's); `woken` (optional) collects
+-- and optionally max_priority (the tenant's), traceparent and tracestate (the
+-- fire's trace context, given to every instance: redcron/tracing.py); `woken` (optional) collects
 -- queue -> count so a batch wakes each queue once.
 local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, woken)
   local jk = key_job(job_id)
@@ -116,6 +117,10 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, wo
     if row.ck then  -- its concurrency key (lib/ckeys.lua): lease takes a slot of it
       push_field(fields, 'ck', row.ck)
       push_field(fields, 'ckn', row.ckn)
+    end
+    if (j.traceparent or '') ~= '' then  -- the run's tasks share the fire's trace
+      push_field(fields, 'traceparent', j.traceparent)
+      if (j.tracestate or '') ~= '' then push_field(fields, 'tracestate', j.tracestate) end
     end
     redis.call('HSET', key_ti(iid), unpack(fields))
   end
