@@ -18,7 +18,8 @@ connection from the pool:
   registry, enforces timeouts, kills revoked work, and runs promote/reap at
   most once per shard per interval across all workers (a short lock).
 
-Attempts run in a pool (:mod:`~redcron.worker.pools`), with the worker's
+Attempts run in a pool (:mod:`~redcron.worker.pools`), ``async def`` tasks'
+on the worker's event loop (:mod:`~redcron.worker.aio`), with the worker's
 attempt hooks around them (:mod:`~redcron.worker.hooks`).  A slot is free as
 soon as its attempt ends; the lease stays held (and heartbeated) until its
 report lands.
@@ -47,6 +48,7 @@ from redcron.broker.retry import TRANSIENT, Backoff, Outage, ShardGate
 from redcron.clock import ulid
 from redcron.redact import masked_url
 from redcron.worker import capture
+from redcron.worker.aio import coroutine_tasks
 from redcron.worker.attempt_log import AttemptLog
 from redcron.worker.audit import Audit
 from redcron.worker.crew import Crew
@@ -147,17 +149,22 @@ class Worker:
         # work queued a busy thread does not keep a slot waiting.
         shards = self._connect()
         options = self.options
+        hooks = HookChain(self.hooks)
+        coroutines = coroutine_tasks(self.app)
+        plain = options.allow_commands or len(coroutines) < len(self.app.tasks)
         log.info(
-            "worker %s on %s: %d %s slots, queues %s, shards %d, lease ttl %.1fs",
+            "worker %s on %s: %d %s slots%s, queues %s, shards %d, lease ttl %.1fs",
             self.id,
             masked_url(self.settings.redis_url),
             options.slots,
-            type(self.pool).__name__,
+            type(self.pool).__name__ if plain else "event loop",
+            f" (async def tasks on the event loop: {len(coroutines)})"
+            if coroutines and plain
+            else "",
             ",".join(options.queues),
             len(shards),
             self.lease_ttl_ms / 1000,
         )
-        hooks = HookChain(self.hooks)
         crew = Crew(
             self.app,
             self.id,
@@ -171,7 +178,7 @@ class Worker:
         reporter = Reporter(crew, hooks)
         leaser = Leaser(crew, reporter)
         keeper = Keeper(crew)
-        self.pool.start(hooks)
+        self.pool.start(hooks, plain)
         reporting = threading.Thread(target=reporter.run, name="redcron-report", daemon=True)
         keeping = threading.Thread(
             target=keeper.run, args=(shards,), name="redcron-keeper", daemon=True
