@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from redcron.cli.bench.design import COMMANDS
@@ -16,10 +18,14 @@ from redcron.cli.bench.schedule import schedule
 from redcron.cli.bench.shard_weights import fairness_cluster
 from redcron.cli.bench.soak import soak
 from redcron.cli.bench.throughput import throughput
+from redcron.cli.bench.throughput import versus as compare_bodies
 from redcron.cli.bench.trigger import trigger
 from redcron.cli.common import concurrency_option, pool_option, prefetch_option
 from redcron.cli.worker_procs import MAX_PROCS
 from redcron.config import WORKER_PREFETCH_PER_SLOT, WORKER_THREADS
+
+#: the task bodies of ``bench throughput`` (``bench.<body>`` in fixtures.register)
+BODIES = ["noop", "incr", "async_noop", "async_incr"]
 
 
 @click.group()
@@ -45,12 +51,18 @@ def bench() -> None:
 @pool_option()
 @click.option(
     "--body",
-    type=click.Choice(["noop", "incr"]),
+    type=click.Choice(BODIES),
     default="noop",
     show_default=True,
     help="Task body: nothing, or one Redis INCR on the executing thread's own "
-    "connection (as the peers were measured).",
+    "connection (as the peers were measured); async_noop, async_incr: the same as "
+    "async def tasks, on the worker's event loop (the INCR through redis.asyncio).",
 )
+@click.option("--versus", type=click.Choice(BODIES), default=None,
+              help="A second body measured in the same run: rounds of the two "
+              "alternated, the median of each (--rounds).")  # fmt: skip
+@click.option("--rounds", type=click.IntRange(1, 99), default=3, show_default=True,
+              help="With --versus: rounds of each body.")  # fmt: skip
 @click.option("--cluster", is_flag=True,
               help="On a fresh local Redis Cluster of 3 masters (not with --redis).")  # fmt: skip
 @click.option("--shards", type=click.IntRange(min=1), default=None,
@@ -66,6 +78,8 @@ def throughput_cmd(
     prefetch: int | None,
     pool: str,
     body: str,
+    versus: str | None,
+    rounds: int,
     cluster: bool,
     shards: int | None,
     procs: int,
@@ -85,18 +99,24 @@ def throughput_cmd(
             param_hint="--cluster",
         )
     on_cluster = cluster or "+cluster" in (redis_url or "")
-    if body == "incr" and on_cluster:
+    if {body, versus} & {"incr", "async_incr"} and on_cluster:
         raise click.BadParameter(
-            "the incr body connects to one server; use --body noop on a cluster",
+            "the incr bodies connect to one server; use --body noop on a cluster",
             param_hint="--body",
         )
     if cluster and shards is None:
         shards = 12
     masters = 3 if cluster else 0
-    _emit(
-        throughput(tasks, concurrency, pool, body, redis_url, prefetch, masters, shards, procs),
-        as_json,
-    )
+
+    def run(one: str) -> dict[str, Any]:
+        return throughput(
+            tasks, concurrency, pool, one, redis_url, prefetch, masters, shards, procs
+        )
+
+    if versus is None:
+        _emit(run(body), as_json)
+    else:
+        _emit(compare_bodies([body, versus], rounds, run), as_json)
 
 
 @bench.command("latency")
