@@ -34,6 +34,10 @@ _SUCCEEDED = TaskState.SUCCEEDED.encode()
 
 _T = TypeVar("_T")
 
+#: the async incr body's connections at most: a connection for each coroutine
+#: a worker may run at once
+ASYNC_INCR_CONNECTIONS = 4_096
+
 
 def register(app: App) -> App:
     """Register the benchmark tasks on ``app`` (producer and worker alike)."""
@@ -66,10 +70,14 @@ def register(app: App) -> App:
     async def async_incr() -> None:
         # The incr body as an async def task on the worker's event loop: one INCR
         # through one redis.asyncio client for the loop (one loop per process),
-        # whose pool gives each coroutine awaiting at once a connection of its own.
+        # whose pool gives each coroutine awaiting at once a connection of its own,
+        # as each thread has one: not capped at the pool's default of 100, which
+        # fails the 101st coroutine at once at -c 256 (MaxConnectionsError).
         client = loop_client.get("client")
         if client is None:
-            client = loop_client["client"] = redis.asyncio.Redis.from_url(app.settings.redis_url)
+            client = loop_client["client"] = redis.asyncio.Redis.from_url(
+                app.settings.redis_url, max_connections=ASYNC_INCR_CONNECTIONS
+            )
         await client.incr(f"{app.settings.prefix}:bench:counter")
 
     @app.task(name="bench.now", retries=0)
