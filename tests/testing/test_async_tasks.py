@@ -12,6 +12,7 @@ import pytest
 
 from redcron import Context, Retry, Task, TaskFailed
 from redcron.testing import TestApp
+from redcron.worker import aio
 
 T0 = datetime(2027, 1, 4, 9, 0, tzinfo=UTC)
 
@@ -122,3 +123,50 @@ def test_a_plain_function_returning_a_coroutine_fails_for_good(app: TestApp) -> 
     drained = app.drain()
     assert (drained.failed, drained.dead) == (1, 1)
     assert "declare it `async def`" in str(handle.info().error)
+
+
+def test_a_coroutine_that_swallows_its_cancel_is_reported_and_left(
+    app: TestApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(aio, "CANCEL_GRACE_S", 0.1)
+    let_go = threading.Event()
+    seen: list[str] = []
+
+    @app.task(retries=0, timeout=1)
+    async def stubborn() -> str:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            seen.append("swallowed")
+        # runs on past its cancel until the test lets it go (after the report)
+        await asyncio.to_thread(let_go.wait, 30)
+        seen.append("returned")
+        return "late"
+
+    handle = stubborn.enqueue()
+    assert app.drain().dead == 1
+    assert seen == ["swallowed"]  # reported while it still ran
+    info = handle.info()
+    assert [a.outcome for a in info.attempts] == ["timed_out"] and info.result is None
+    let_go.set()
+    assert app.perform(double_of(app), 2) == 4  # the loop goes on serving
+    assert handle.info().state == "dead"  # its late result was never reported
+
+
+def test_system_exit_in_a_coroutine_fails_its_attempt_not_the_loop(app: TestApp) -> None:
+    @app.task(retries=0)
+    async def leave() -> None:
+        raise SystemExit(3)
+
+    handle = leave.enqueue()
+    assert app.drain().dead == 1
+    assert "SystemExit(3)" in str(handle.info().error)
+    assert app.perform(double_of(app), 5) == 10
+
+
+def double_of(app: TestApp) -> Any:
+    @app.task(name="double_of")
+    async def double(x: int) -> int:
+        return 2 * x
+
+    return double
