@@ -33,6 +33,7 @@ from worker_procs import (  # noqa: F401 (app_fixture, start_worker_fixture: fix
 )
 
 from redcron import App, Context, Retry, TaskFailed
+from redcron.keys import shard_of_id
 from redcron.worker import Worker
 
 ASYNC_WORKER = """
@@ -130,6 +131,33 @@ def test_cancel_request_stops_a_running_coroutine(
     info = h.info()
     assert info.state == "cancelled"
     assert outcomes(info) == ["cancelled"]
+
+
+def test_heartbeats_keep_a_long_coroutine_s_lease(
+    app: App, start_worker: Callable[..., Worker]
+) -> None:
+    release = threading.Event()
+
+    @app.task(name="aio.long", retries=0)
+    async def long() -> str:
+        await asyncio.to_thread(release.wait, 60)
+        return "done"
+
+    start_worker(concurrency=1, lease_ttl=0.6)
+    h = long.enqueue()
+    wait_for(lambda: h.state == "running", "the task to run")
+    key = app.broker.keys.ti(shard_of_id(h.id), h.id)
+
+    def deadline() -> int:
+        return int(app.broker.client.hget(key, "deadline") or 0)
+
+    first = deadline()
+    # renewed past what the first lease allowed, several TTLs over: the keeper's
+    # heartbeat covers a coroutine's lease as a thread's
+    wait_for(lambda: deadline() > first + 2_000, "the lease to be renewed for 2 s")
+    release.set()
+    assert h.result(timeout=30) == "done"
+    assert outcomes(h.info()) == ["succeeded"]
 
 
 def test_async_task_raising_is_retried(app: App, start_worker: Callable[..., Worker]) -> None:
