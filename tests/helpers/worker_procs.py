@@ -47,8 +47,10 @@ def chaos_app_client(redis_url: str, key_prefix: str) -> Iterator[App]:
     """An App under the test's key prefix with every ``chaos_app`` task registered."""
     a = App(redis_url, prefix=key_prefix.rstrip(":"), min_lease_ttl=0.5)
     chaos_app.register(a)
-    yield a
-    a.close()
+    try:
+        yield a
+    finally:
+        a.close()
 
 
 class WorkerProc(LoggedProc):
@@ -126,12 +128,17 @@ def thread_workers(app: App, name: str = "test-worker") -> Iterator[Callable[...
         running.append((w, t))
         return w
 
-    yield start
-    for w, _t in running:
-        w.stop(graceful=False)
-    for _w, t in running:
-        t.join(15)
-        assert not t.is_alive(), "worker thread did not stop"
+    try:
+        yield start
+    finally:
+        # also when the test failed: a worker left running would go on calling
+        # Redis and `random` (jitter) beside the process's next tests (a later
+        # Hypothesis test then failed as "data generation depends on external state")
+        for w, _t in running:
+            w.stop(graceful=False)
+        for _w, t in running:
+            t.join(15)
+            assert not t.is_alive(), "worker thread did not stop"
 
 
 def lifeline_sleeper(lifeline: Any) -> None:

@@ -170,3 +170,26 @@ def double_of(app: TestApp) -> Any:
         return 2 * x
 
     return double
+
+
+def test_retry_on_and_a_run_s_params_apply_to_async_tasks(app: TestApp) -> None:
+    @app.task(retries=3, retry_on=[KeyError])
+    async def picky(ctx: Context) -> None:
+        raise ValueError("not listed: permanent")
+
+    handle = picky.enqueue()
+    assert app.drain().dead == 1
+    assert handle.attempts == 1 and "not retried" in str(handle.info().error)
+
+    @app.task
+    async def greet(ctx: Context, who: str = "nobody") -> str:
+        # a DAG task's params are read off the loop, then given by name
+        return f"hello {who} (params {await ctx.aparams()})"
+
+    app.job("greeting", tasks={"greet": Task(greet.name)})
+    app.advance(0, run=False)
+    app.jobs.trigger("greeting", params={"who": "ada"})
+    assert app.drain().succeeded == 1
+    (run,) = app.runs("greeting")
+    (task,) = run.tasks or ()
+    assert app.get(task.id).result() == "hello ada (params {'who': 'ada'})"

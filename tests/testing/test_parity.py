@@ -200,6 +200,17 @@ def hand_made_stream(make: Make) -> list[Any]:
 
 #: what each transcript must say, whatever the backend
 MEANS = {
+    "error_classes": lambda t: (
+        t[1:]
+        == [
+            ["succeeded", 2, None, None],
+            ["dead", 1, None, None],
+            ["succeeded", 2, None, None],
+            ["succeeded", 2, ("builtins.KeyError",), None],
+            ["dead", 1, None, ("builtins.ValueError",)],
+            "KeyError: 'q' (not retried: retry_on lists ValueError only)",
+        ]
+    ),
     "retry_dlq_replay": lambda t: (
         t[1] == "retry_wait" and t[4:6] == ["dead", 3] and t[-2:] == [70, 0]
     ),
@@ -269,7 +280,37 @@ def unique_and_debounce(make: Make) -> list[Any]:
     return out
 
 
+def error_classes(make: Make) -> list[Any]:
+    """retry_on and permanent_on (issue 32 §4): a task's lists, a subclass, a
+    call's lists replacing the task's, and ``perform`` classifying the same way."""
+    app = make(now=T0, retry_base=1.0, retry_cap=2.0)
+    seen: dict[str, int] = {}
+
+    @app.task(name="picky", retries=2, retry_on=(ValueError,))
+    def picky(key: str, exc: str) -> int:
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] == 1:
+            raise {"value": ValueError, "key": KeyError, "unicode": UnicodeError}[exc](key)
+        return seen[key]
+
+    handles = [
+        picky.enqueue("v", "value"),  # listed: retried
+        picky.enqueue("k", "key"),  # not listed: dead at once
+        picky.enqueue("u", "unicode"),  # a ValueError subclass: retried
+        picky.enqueue("c", "key", _retry_on="KeyError"),  # the call's list instead
+        picky.enqueue("p", "value", _permanent_on=[ValueError]),  # the reverse
+    ]
+    out: list[Any] = [_counts(app, with_scheduled=True)]
+    out += [[h.state, h.attempts, h.info().retry_on, h.info().permanent_on] for h in handles]
+    try:
+        app.perform(picky, "q", "key")
+    except Exception as exc:
+        out.append(str(exc).splitlines()[-1])
+    return out
+
+
 SCENARIOS = {
+    "error_classes": error_classes,
     "retry_dlq_replay": retry_dlq_replay,
     "diamond_dag": diamond_dag,
     "cron_across_dst": cron_across_dst,

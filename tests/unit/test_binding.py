@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from redcron.model.binding import CallShape, Mismatch
+from redcron.worker.execute import with_params
 
 
 def add(x: int, y: int) -> int:
@@ -142,3 +143,47 @@ def test_a_shape_that_bound_is_remembered_and_a_fault_still_named() -> None:
     assert bad is not None and bad.field == "kwargs.z"
     bad = shape.mismatch([1, 2, 3], {})
     assert bad is not None and bad.field == "args"
+
+
+# -- a run's params as keyword arguments (issue 32 §3) ----------------------------------
+
+
+def report(ctx: Any, day: str | None = None, /, *rest: Any, n: int = 1, **more: Any) -> None:
+    return None
+
+
+def daily(ctx: Any, day: str | None = None, n: int = 1, *, label: str = "") -> None:
+    return None
+
+
+@pytest.mark.parametrize(
+    ("fn", "args", "kwargs", "want"),
+    [
+        # declared by name, left unset by the call: ctx never, in order
+        (daily, [], {}, ("day", "n", "label")),
+        (daily, ["mon"], {}, ("n", "label")),  # set by position: the task's own
+        (daily, [], {"n": 2}, ("day", "label")),  # set by name: the task's own
+        (daily, ["mon", 2], {"label": "x"}, ()),
+        # positional-only, *args and **kwargs take no param by name
+        (report, [], {}, ("n",)),
+        (add, [1, 2], {}, ()),
+        (flexible, [], {}, ()),
+    ],
+)
+def test_the_parameters_a_run_param_may_fill(
+    fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], want: tuple[str, ...]
+) -> None:
+    shape = CallShape.of(fn)
+    assert shape.fillable(args, kwargs) == want
+    assert shape.fillable(args, kwargs) == want  # remembered per call shape
+    assert CallShape.of(len).fillable([], {}) == ()  # no signature: nothing to fill
+
+
+def test_params_fill_only_the_names_given_and_only_from_an_object() -> None:
+    assert with_params(("day", "n"), {"x": 1}, {"day": "mon", "other": 2}) == {
+        "x": 1,
+        "day": "mon",
+    }
+    kwargs = {"x": 1}
+    assert with_params(("day",), kwargs, {}) is kwargs
+    assert with_params(("day",), kwargs, [1, 2]) is kwargs  # type: ignore[arg-type]

@@ -24,7 +24,7 @@ from redcron.clock import ulid
 from redcron.config import RedisUrlChoice, Settings, announce_redis_url, find_redis_url
 from redcron.errors import ValidationError
 from redcron.keys import shard_of, shard_of_id
-from redcron.model import JobChange, concurrency, dedupe, validation
+from redcron.model import JobChange, concurrency, dedupe, error_classes, validation
 from redcron.model.binding import CallShape
 from redcron.model.jobs import COMMAND_TASK, JobSpec, Task, job_spec
 
@@ -38,6 +38,7 @@ PER_CALL_OPTIONS = frozenset(
     (
         *("_countdown", "_tenant", "_priority", "_queue", "_timeout", "_retries", "_cpu", "_mem"),
         "_concurrency_key",  # concurrency keys: model/concurrency.py
+        *("_retry_on", "_permanent_on"),  # model/error_classes.py
     )
 ) | frozenset(("_unique_for", "_unique_key", "_debounce", "_max_wait"))  # issue 21 §4
 
@@ -110,6 +111,8 @@ class App:
         max_wait: float | None = None,
         concurrency_key: str | None = None,
         max_concurrent: int | None = None,
+        retry_on: Any = None,
+        permanent_on: Any = None,
     ) -> Callable[[Callable[P, R]], TaskDef[P, R]]: ...
 
     def task(
@@ -132,6 +135,8 @@ class App:
         max_wait: float | None = None,
         concurrency_key: str | None = None,
         max_concurrent: int | None = None,
+        retry_on: Any = None,
+        permanent_on: Any = None,
     ) -> Any:
         """Register a task (``@app.task`` or ``@app.task(retries=3, ...)``).
 
@@ -168,6 +173,8 @@ class App:
             max_wait=max_wait,
             concurrency_key=concurrency_key,
             max_concurrent=max_concurrent,
+            retry_on=error_classes.declared(retry_on, "retry_on"),
+            permanent_on=error_classes.declared(permanent_on, "permanent_on"),
         )
         opts.dedupe  # noqa: B018 - checked at declaration, not at the first call
 
@@ -413,6 +420,7 @@ class App:
         timeout, max_attempts = checked.timeout_ms, checked.max_attempts
         cpu, mem, delay = defaults.cpu, defaults.mem, 0
         deduped = defaults.dedupe
+        errors = ""
         if opts:  # each given option replaces its default (None: the default)
             get = opts.get
             if get("_tenant") is not None:
@@ -430,6 +438,9 @@ class App:
                 cpu = validation.cpus(opts["_cpu"], "_cpu")
             if get("_mem") is not None:
                 mem = validation.mem_bytes(opts["_mem"], "_mem")
+            call = error_classes.for_call(get("_retry_on"), get("_permanent_on"))
+            if call is not None:
+                errors = call.wire()
         wire = ""
         if deduped is not None or opts:  # -- unique windows and debounce (issue 21 §4) --
             deduped, wire = self._dedupe(name, payload, defaults, deduped, opts, delay)
@@ -478,6 +489,7 @@ class App:
             dedupe=wire,
             ck=ck,
             ckn=ckn,
+            error_classes=errors,
         )
 
     def _dedupe(

@@ -19,6 +19,7 @@ from redcron.model import TaskRecord, validation
 from redcron.model.binding import CallShape
 from redcron.model.dedupe import Dedupe
 from redcron.model.dedupe import options as dedupe_options
+from redcron.model.error_classes import ExcClasses
 from redcron.model.states import TASK_TERMINAL, TaskState
 
 if TYPE_CHECKING:
@@ -51,6 +52,9 @@ class TaskOptions:
     # may hold a lease at once (None: no key)
     concurrency_key: str | None = None
     max_concurrent: int | None = None
+    # which exceptions retry (model/error_classes.py): None = not declared
+    retry_on: ExcClasses | None = None
+    permanent_on: ExcClasses | None = None
 
     @functools.cached_property
     def checked(self) -> CheckedOptions:
@@ -117,7 +121,9 @@ class TaskDef(Generic[P, R]):
         """Enqueue one call; ``_countdown``, ``_tenant``, ``_priority``, ``_queue``,
         ``_timeout``, ``_retries``, ``_concurrency_key``, ``_unique_for``,
         ``_debounce``, ``_max_wait`` override the declared options for this call,
-        ``_unique_key`` replaces the arguments as the unique (or debounce) key.
+        ``_unique_key`` replaces the arguments as the unique (or debounce) key,
+        ``_retry_on``/``_permanent_on`` replace the task's exception classes
+        (together: a call giving one has none of the other's declared).
 
         With a unique window or a debounce the call may fold into an existing
         task: its handle comes back with ``duplicate`` True (docs/operations.md

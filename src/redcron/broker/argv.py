@@ -90,6 +90,8 @@ class EnqueueRow(NamedTuple):
     # (sent only with a key)
     ck: str = ""
     ckn: int = 0
+    # a call's retry_on/permanent_on (model/error_classes.py wire(), JSON), "" = none
+    error_classes: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +149,7 @@ def enqueue_row(r: EnqueueRow) -> bytes:
     """One row of enqueue.lua: a msgpack map by field name, numbers as text.
     A number at its default (the instance hash's TI_DEFAULTS, which the script
     does not store either; 0 for delay_ms) and an optional field that is not
-    set (cpu, mem, dedupe, ck and ckn) are left out: every field a row carries
+    set (cpu, mem, dedupe, ck and ckn, error_classes) are left out: every field a row carries
     is one more key and value the script's cmsgpack decodes."""
     row = {
         "iid": r.iid,
@@ -171,6 +173,8 @@ def enqueue_row(r: EnqueueRow) -> bytes:
     if r.ck:
         row["ck"] = r.ck
         row["ckn"] = str(r.ckn)
+    if r.error_classes:
+        row["error_classes"] = r.error_classes
     return _pack(row)
 
 

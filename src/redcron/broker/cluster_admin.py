@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import redis
+
 from redcron.broker.connection import is_cluster, key_slot
 from redcron.broker.core import Core
 from redcron.errors import ConfigError, Conflict, ValidationError
@@ -148,10 +150,21 @@ def move_shard(core: Core, move: ShardMove) -> int:
     if password:
         username = client.nodes_manager.connection_kwargs.get("username")
         auth = ["AUTH2", username, password] if username else ["AUTH", password]
-    moved = client.execute_command(
-        "EVAL", MOVE_SLOT_LUA, 0, move.slot, host, port, target_id, BATCH,
-        MIGRATE_TIMEOUT_MS, *auth, target_nodes=source,
-    )  # fmt: skip
+    # the copy is one script call as long as the slot's keys take (the source
+    # serves nothing else meanwhile): read its reply with no socket timeout
+    # (redis-py's default, 5 s, gave up on a copy under load while the script
+    # went on, and left the move half done)
+    # (the node's own connection options, as redis-py builds them: TLS and auth)
+    options = dict(client.nodes_manager.connection_kwargs)
+    if options.pop("ssl", False):
+        options.setdefault("connection_class", redis.SSLConnection)
+    options.pop("retry", None)  # one try: a copy that failed is not simply sent again
+    options.update(host=source.host, port=source.port, socket_timeout=None)
+    with redis.Redis(connection_pool=redis.ConnectionPool(**options)) as direct:
+        moved = direct.execute_command(
+            "EVAL", MOVE_SLOT_LUA, 0, move.slot, host, port, target_id, BATCH,
+            MIGRATE_TIMEOUT_MS, *auth,
+        )  # fmt: skip
     # the target first, then the source, then the others (docs/operations.md)
     client.execute_command("CLUSTER SETSLOT", move.slot, "NODE", target_id, target_nodes=target)
     client.execute_command("CLUSTER SETSLOT", move.slot, "NODE", target_id, target_nodes=source)

@@ -136,7 +136,9 @@ class Client(redis.Redis):
     def close(self) -> None:
         super().close()
         if self.sentinels is not None:
-            self.sentinels.close()
+            # each sentinel's client (``Sentinel.close`` does the same, from redis-py 8.1 only)
+            for sentinel in self.sentinels.sentinels:
+                sentinel.close()
 
 
 def connect(url: str, **kwargs: Any) -> redis.Redis:

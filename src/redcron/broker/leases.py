@@ -32,7 +32,7 @@ _KINDS = {b"command": "command", b"container": "container", b"python": "python"}
 
 #: lease.lua's reply row, in order: only :meth:`Leases._leases` reads one
 LEASE_REPLY = ("iid", "epoch", "attempt", "name", "kind", "args", "timeout_ms", "tenant",
-               "cpu", "mem", "queue", "max_attempts")  # fmt: skip
+               "cpu", "mem", "queue", "max_attempts", "error_classes")  # fmt: skip
 #: the fields a reply row cannot lack (text the Lease needs)
 _REQUIRED = tuple(LEASE_REPLY.index(f) for f in ("iid", "name", "tenant", "queue"))
 _WIDTH = len(LEASE_REPLY)
@@ -66,6 +66,8 @@ class Lease:
     #: the number of the last attempt allowed: the task's max_attempts plus the
     #: attempts that do not count (handed back, or before a DLQ replay)
     max_attempts: int = 1
+    #: the call's retry_on/permanent_on (model/error_classes.py, JSON; "": its task's)
+    error_classes: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +209,9 @@ class Leases:
                     self.core.keys.ti(shard, what),
                 )
                 continue
-            iid, epoch, attempt, name, kind, args, timeout_ms, tenant, cpu, mem, queue, last = row
+            iid, epoch, attempt, name, kind, args, timeout_ms, tenant, cpu, mem, queue, last, ec = (
+                row
+            )
             # task names repeat: decode each distinct one once
             sname = names.get(name)
             if sname is None:
@@ -229,6 +233,7 @@ class Leases:
                     mem,
                     names.get(queue) or names.setdefault(queue, queue.decode()),
                     last,
+                    ec.decode() if ec else "",
                 )
             )
         return out

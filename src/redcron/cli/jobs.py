@@ -365,7 +365,8 @@ def resume(name: str, tenant: str, app_path: str | None, redis_url: str | None) 
 
 
 def parse_params(pairs: Sequence[str]) -> dict[str, Any]:
-    """``k=v`` pairs; a value that parses as JSON (42, true, [1,2]) is taken as such."""
+    """``k=v`` pairs; a value that parses as JSON (42, true, [1,2], '"42"') is taken
+    as such, any other as text (``day=2026-11-29`` is the text ``"2026-11-29"``)."""
     params: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -383,7 +384,9 @@ def parse_params(pairs: Sequence[str]) -> dict[str, Any]:
 @tenant_option()
 @click.option(
     "--param", "params", multiple=True, metavar="KEY=VALUE",
-    help="A parameter of this run (repeatable); JSON values are parsed.",
+    help="A parameter of this run (repeatable): VALUE is taken as JSON when it parses "
+    "(42, true, [1,2], '\"42\"'), else as text. ctx.params holds them; a task whose "
+    "function declares KEY and whose args leave it unset gets it as a keyword argument.",
 )  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the run id.")
 @app_option

@@ -22,8 +22,9 @@ from redcron.cli.common import (
     table,
 )
 from redcron.cli.runs import attempts_cell, task_error
-from redcron.model import AttemptRecord, QueueLoad, TaskRecord
+from redcron.model import AttemptRecord, QueueLoad, TaskRecord, error_classes
 from redcron.model.concurrency import ConcurrencySlots
+from redcron.model.error_classes import ErrorClasses
 from redcron.model.retry_rule import attempts_long
 from redcron.model.serialize import payload, to_json
 from redcron.model.states import TaskState
@@ -41,6 +42,9 @@ class TaskDetails:
     log_tail: tuple[str, ...]
     #: its concurrency key's slots (None: the task has no key)
     concurrency: ConcurrencySlots | None = None
+    #: the exception classes its registered task declares (``-A``), shown when
+    #: the call gave none (None: none declared, or the task is not registered here)
+    declared_errors: ErrorClasses | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The record's JSON with ``log_tail`` (and ``concurrency``, if keyed) added."""
@@ -159,7 +163,13 @@ def task_details(app: App, task_id: str, lines: int) -> TaskDetails:
     task = app.broker.inspection.task_info(task_id)
     last = task.attempt
     tail = app.broker.inspection.log_lines(task_id, last, lines) if last and lines else []
-    return TaskDetails(task, tuple(tail), app.broker.inspection.concurrency(task))
+    registered = app.tasks.get(task.name) if task.kind == "python" else None
+    declared = (
+        error_classes.of_task(registered.options.retry_on, registered.options.permanent_on)
+        if registered is not None
+        else None
+    )
+    return TaskDetails(task, tuple(tail), app.broker.inspection.concurrency(task), declared)
 
 
 def render_task(details: TaskDetails) -> str:
@@ -177,6 +187,7 @@ def render_task(details: TaskDetails) -> str:
         ("ended", iso_ms(t.ended_at)),
         ("attempts", _attempts(t)),
         ("concurrency", details.concurrency.summary() if details.concurrency else None),
+        ("errors", _errors(details)),
         ("args", payload(t.args) if t.args else None),
         ("result", payload(t.result) if t.result and t.state == TaskState.SUCCEEDED else None),
     ]
@@ -237,6 +248,16 @@ def _debounce(t: TaskRecord) -> str | None:
 
 
 # -- end unique windows and debounce --
+def _errors(details: TaskDetails) -> str | None:
+    """The call's retry_on/permanent_on, else its registered task's (with -A)."""
+    t = details.task
+    if t.retry_on is not None or t.permanent_on is not None:
+        return f"{ErrorClasses(t.retry_on, t.permanent_on).describe()} (this call's)"
+    if details.declared_errors is not None:
+        return f"{details.declared_errors.describe()} (the task's)"
+    return None
+
+
 def _attempts(t: TaskRecord) -> str:
     # a retry or a DLQ replay starts a fresh budget at the attempt count it had
     return attempts_long(t)

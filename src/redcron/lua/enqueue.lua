@@ -13,7 +13,9 @@
           timeout_ms, retry_base_ms, retry_cap_ms, delay_ms, result_ttl_s;
           absent = none: cpu (cores), mem (bytes), dedupe (a unique window or
           debounce, lib/dedupe.lua), ck (concurrency key value, lib/ckeys.lua)
-          with ckn (its max_concurrent).  Numbers are text, as each hash
+          with ckn (its max_concurrent), error_classes (the call's retry_on /
+          permanent_on as JSON, stored verbatim for the lease to hand out:
+          model/error_classes.py).  Numbers are text, as each hash
           stores them verbatim.
   Returns: number of instances created; when a row folded into an existing
           task (a unique key's duplicate, a debounce call), {created, row
@@ -87,6 +89,7 @@ local function not_text(r)
     or (not maybe_text(r.cpu) and 'cpu') or (not maybe_text(r.mem) and 'mem')
     or (not maybe_text(r.dedupe) and 'dedupe') or (not maybe_text(r.ck) and 'ck')
     or (not maybe_text(r.ckn) and 'ckn')
+    or (not maybe_text(r.error_classes) and 'error_classes')
 end
 -- the first number of row r that is not one >= 0 (absent: its default, fine)
 local function not_nonneg(r)
@@ -268,6 +271,7 @@ for i = 0, count - 1 do
     push_field(row, 'ckn', r.ckn)
   end
   -- [/concurrency keys]
+  if (r.error_classes or '') ~= '' then push_field(row, 'error_classes', r.error_classes) end
   redis.call('HSET', ti, unpack(row))
   note_recent(recent, iid, now)
   if not tenants_seen[tenant] then

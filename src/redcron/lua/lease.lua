@@ -19,9 +19,10 @@
           but moved to its stream's tail, still ready, its attempts untouched
   ARGV[11..] queues the worker serves
   Returns: { {iid, epoch, attempt, name, kind, args, timeout_ms, tenant, cpu, mem, queue,
-  last_attempt}, ... } (numbers as integers, cpu as text); last_attempt is the
+  last_attempt, error_classes}, ... } (numbers as integers, cpu as text); last_attempt is the
   number of the last attempt allowed: max_attempts plus the attempts that do
-  not count (handed back, or before a DLQ replay); then one {name} per task
+  not count (handed back, or before a DLQ replay); error_classes the call's
+  retry_on/permanent_on JSON ("" = none); then one {name} per task
   the worker has not registered that the call moved past
   The protocol: classes are served strictly high > normal > low; within a
   class, for each queue served, first the aged work of lower classes

@@ -49,6 +49,10 @@ class CallShape:
     _fits: dict[tuple[int, tuple[Any, ...]], bool] = field(
         default_factory=dict, compare=False, repr=False
     )
+    #: the names a run's params may fill, per call shape (:meth:`fillable`)
+    _fillable: dict[tuple[int, tuple[Any, ...]], tuple[str, ...]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @classmethod
     def of(cls, fn: Callable[..., Any]) -> CallShape:
@@ -86,6 +90,24 @@ class CallShape:
                 fits[shape] = True
             return None
         return Mismatch(bad[0], f"{self.name}() {bad[1]}")
+
+    def fillable(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[str, ...]:
+        """The parameters a run's params may fill in a call of ``args``/``kwargs``:
+        those the function declares by name (not positional-only, not ``*args``
+        or ``**kwargs``, not ``ctx``) that the call leaves unset.  A task's own
+        arguments come first: a param never replaces one (issue 32 §3)."""
+        if self.signature is None:
+            return ()
+        shape = (len(args), tuple(kwargs))
+        found = self._fillable.get(shape)
+        if found is None:
+            params = list(self.signature.parameters.values())
+            positional = [p.name for p in params if p.kind in _POSITIONAL]
+            taken = {*positional[: len(args)], *kwargs}
+            found = tuple(p.name for p in params if p.kind in _BY_NAME and p.name not in taken)
+            if len(self._fillable) < _FITS_KEPT:
+                self._fillable[shape] = found
+        return found
 
 
 def _first_fault(

@@ -31,6 +31,7 @@ LUA_READS: dict[str, tuple[str, ...]] = {
     "ti_lease": (
         "state", "loc", "attempt", "name", "kind", "args", "timeout_ms", "epoch",
         "cpu", "mem", "queue", "tenant", "priority", "max_attempts", "budget", "ck", "ckn",
+        "error_classes",
     ),
     # lease.lua: the capacity peek of entries not yet read (lib/capacity.lua)
     "ti_fit": ("state", "loc", "cpu", "mem", "queue", "tenant", "priority"),

@@ -274,6 +274,7 @@ class TestApp(App):
             row.tenant,
             queue=row.queue,
             max_attempts=row.max_attempts,
+            error_classes=row.error_classes,
         )
         attempt = Attempt(lease, capture.LineBuffer(self.settings.log_max_lines))
         capture.install()

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from redcron.worker import capture
 from redcron.worker.execute import (
     Attempt,
+    Call,
     Outcome,
     error_outcome,
     prepare,
@@ -111,8 +112,8 @@ class _Run:
     """One attempt of a coroutine task on the loop, from its start to its outcome,
     handed to ``on_end`` (on the loop's thread) exactly once."""
 
-    __slots__ = ("app", "attempt", "before", "broker", "ended", "grace", "loop", "on_end",
-                 "task", "timer")  # fmt: skip
+    __slots__ = ("app", "attempt", "before", "broker", "call", "ended", "grace", "loop",
+                 "on_end", "task", "timer")  # fmt: skip
 
     def __init__(
         self,
@@ -129,6 +130,7 @@ class _Run:
         self.broker = broker
         self.before = before
         self.on_end = on_end
+        self.call: Call | None = None
         self.task: asyncio.Task[Any] | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.grace: asyncio.TimerHandle | None = None
@@ -138,28 +140,29 @@ class _Run:
         """Begin the attempt (False: it was ended while it waited: never run)."""
         if not self.attempt.try_begin(self.cancel_threadsafe):
             return False
-        if self.before:
-            # the hooks may wait for Redis (an audit record): on a thread, never on the loop
-            self.loop.create_task(self._hooks_then_body())
+        if self.before or "/" in self.attempt.lease.iid:
+            # the hooks may wait for Redis (an audit record), and a DAG task's
+            # call may read its run's params: on a thread, never on the loop
+            self.loop.create_task(self._off_loop_then_body())
         else:
-            self._body()
+            self._body(prepare(self.app, self.attempt, self.broker))
         return True
 
-    async def _hooks_then_body(self) -> None:
+    async def _off_loop_then_body(self) -> None:
         for hook in self.before:
             await asyncio.to_thread(hook, self.attempt)
-        self._body()
+        self._body(await asyncio.to_thread(prepare, self.app, self.attempt, self.broker))
 
-    def _body(self) -> None:
+    def _body(self, call: Call | Outcome) -> None:
         attempt = self.attempt
-        call = prepare(self.app, attempt, self.broker)
         if isinstance(call, Outcome):
             self._end(call)
             return
+        self.call = call
         try:
             coro = call()
         except Exception as exc:  # a function marked as a coroutine function raised at once
-            self._end(error_outcome(exc))
+            self._end(error_outcome(exc, call))
             return
         if not inspect.iscoroutine(coro):
             self._end(
@@ -227,7 +230,8 @@ class _Run:
             # the end is still the worker's
             self._end(killed_outcome(self.attempt))
         else:
-            self._end(error_outcome(exc))
+            assert self.call is not None  # set before the task was made
+            self._end(error_outcome(exc, self.call))
 
     def _end(self, outcome: Outcome) -> None:
         self.ended = True

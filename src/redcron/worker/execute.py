@@ -19,11 +19,12 @@ from redcron import serde
 from redcron.broker import Lease
 from redcron.context import Context
 from redcron.errors import ConfigError, Permanent, Retry, ValidationError
-from redcron.model import validation
+from redcron.model import error_classes, validation
 from redcron.worker import capture
 
 if TYPE_CHECKING:
     from redcron.app import App
+    from redcron.app.tasks import TaskOptions
 
 MAX_ERROR_CHARS = 4_000
 #: the result of a task that returns None (most do), packed once
@@ -126,10 +127,53 @@ def _trim(text: str) -> str:
     return text if len(text) <= MAX_ERROR_CHARS else "…" + text[-MAX_ERROR_CHARS:]
 
 
+def failed(options: TaskOptions, lease: Lease, exc: BaseException, trace: str) -> Outcome:
+    """The outcome of an attempt whose code raised ``exc`` (not ``Retry`` nor
+    ``Permanent``): retried or not as its call's ``retry_on``/``permanent_on``
+    say, else its task's (model/error_classes.py); when a list made it
+    permanent, the error's last line says so."""
+    rule = error_classes.effective(
+        options.retry_on, options.permanent_on, lease.error_classes, lease.iid
+    )
+    verdict = error_classes.classify(exc, rule.retry_on, rule.permanent_on)
+    reason = verdict.reason
+    if reason and rule.unresolved:
+        reason += f" ({', '.join(rule.unresolved)}: not found on this worker)"
+    # on the last line, which lists show: "KeyError: 'k' (not retried: ...)"
+    error = f"{trace.rstrip()} ({reason})" if reason else trace
+    return Outcome(ok=False, outcome="failed", error=_trim(error), retryable=verdict.retryable)
+
+
+def timeout_retryable(app: App, lease: Lease) -> bool:
+    """Whether a timed-out attempt of a Python task is retried: yes, unless its
+    call's (else its task's) ``permanent_on`` names ``TimeoutError`` or a base."""
+    task = app.tasks.get(lease.name) if lease.kind == "python" else None
+    if task is None:
+        return True
+    rule = error_classes.effective(
+        task.options.retry_on, task.options.permanent_on, lease.error_classes, lease.iid
+    )
+    return error_classes.timeout_retryable(rule.permanent_on)
+
+
+def with_params(
+    names: Iterable[str], kwargs: dict[str, Any], params: dict[str, Any]
+) -> dict[str, Any]:
+    """``kwargs`` and, for each of ``names`` (the parameters the call leaves
+    unset: ``CallShape.fillable``) that the run's ``params`` hold, that param
+    by name: a DAG task takes a param as a keyword argument (issue 32 §3)."""
+    if not isinstance(params, dict):  # triggered with JSON that is no object
+        return kwargs
+    filled = {n: params[n] for n in names if n in params}
+    return {**kwargs, **filled} if filled else kwargs
+
+
 def prepare(app: App, attempt: Attempt, broker: Any = None) -> Call | Outcome:
     """The call an attempt makes (the task function bound to its decoded arguments,
-    and ``ctx`` when it asks for one), or the outcome of an attempt that cannot
-    make it (an unknown task, arguments that are not msgpack or do not fit)."""
+    a run's params it declares, and ``ctx`` when it asks for one), or the outcome
+    of an attempt that cannot make it (an unknown task, arguments that are not
+    msgpack or do not fit, a run's params that cannot be read).  Reads Redis
+    only for a DAG task that takes a run's param."""
     lease = attempt.lease
     task = app.tasks.get(lease.name)
     if task is None:
@@ -151,11 +195,18 @@ def prepare(app: App, attempt: Attempt, broker: Any = None) -> Call | Outcome:
             error=f"malformed task arguments (args is not msgpack [args, kwargs]): {exc!r}",
             retryable=False,
         )
+    run_id, _, task_name = lease.iid.rpartition("/")
+    params = None
+    if run_id and broker is not None and task.shape.fillable(args, kwargs):
+        try:
+            params = broker.inspection.run_params(lease.shard, run_id)
+        except Exception as exc:  # Redis unreachable: a later attempt may read them
+            return Outcome(ok=False, outcome="failed", error=f"cannot read the run's params: {exc}")
+        kwargs = with_params(task.shape.fillable(args, kwargs), kwargs, params)
     bad = task.shape.mismatch(args, kwargs)
     if bad is not None:  # the call can never succeed: no retry, and the function never runs
         return Outcome(ok=False, outcome="failed", error=bad.message, retryable=False)
     if task.wants_ctx:
-        run_id, _, task_name = lease.iid.rpartition("/")
         ctx = Context(
             task_id=lease.iid,
             attempt=lease.attempt,
@@ -166,10 +217,11 @@ def prepare(app: App, attempt: Attempt, broker: Any = None) -> Call | Outcome:
             shard=lease.shard,
             broker=broker,
             run_id=run_id or None,
+            _params=params,  # read above: ctx.params needs no second read
             _cancelled=attempt.was_killed,
         )
         args = [ctx, *args]
-    return Call(task.fn, args, kwargs)
+    return Call(task.fn, args, kwargs, task.options, lease)
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +231,9 @@ class Call:
     fn: Callable[..., Any]
     args: list[Any]
     kwargs: dict[str, Any]
+    #: what decides whether an exception it raises is retried (``retry_on``...)
+    options: TaskOptions
+    lease: Lease
 
     def __call__(self) -> Any:
         return self.fn(*self.args, **self.kwargs)
@@ -193,9 +248,10 @@ def result_outcome(value: Any) -> Outcome:
     return Outcome(ok=True, result=result)
 
 
-def error_outcome(exc: BaseException) -> Outcome:
-    """The outcome of a task body that raised ``exc`` (``Retry``, ``Permanent``, or
-    anything else: retried, with its traceback)."""
+def error_outcome(exc: BaseException, call: Call) -> Outcome:
+    """The outcome of a task body that raised ``exc``: ``Retry``, ``Permanent``, or
+    anything else, with its traceback, retried as the call's ``retry_on`` /
+    ``permanent_on`` say (:func:`failed`)."""
     if isinstance(exc, Retry):
         delay = None if exc.delay is None else int(exc.delay * 1000)
         return Outcome(ok=False, outcome="failed", error=f"Retry: {exc}", delay_ms=delay)
@@ -204,7 +260,7 @@ def error_outcome(exc: BaseException) -> Outcome:
             ok=False, outcome="failed", error=_trim(f"Permanent: {exc}"), retryable=False
         )
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return Outcome(ok=False, outcome="failed", error=_trim(text))
+    return failed(call.options, call.lease, exc, text)
 
 
 def run_python(app: App, attempt: Attempt, broker: Any = None) -> Outcome:
@@ -236,7 +292,7 @@ def run_python(app: App, attempt: Attempt, broker: Any = None) -> Outcome:
     except BaseException as exc:  # task code may raise anything, SystemExit included
         if isinstance(exc, KeyboardInterrupt):
             raise
-        return error_outcome(exc)
+        return error_outcome(exc, call)
     finally:
         capture.attach(None)
 

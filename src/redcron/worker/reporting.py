@@ -19,7 +19,7 @@ from redcron.broker import FailItem, FailResult, Lease, LeaseRequest
 from redcron.broker.retry import TRANSIENT
 from redcron.errors import NotFound, NotReplicated
 from redcron.worker.crew import Crew, Role
-from redcron.worker.execute import Attempt
+from redcron.worker.execute import Attempt, timeout_retryable
 from redcron.worker.hooks import HookChain, Reports
 from redcron.worker.ledger import Item
 
@@ -122,13 +122,16 @@ class Reporter(Role):
             if out.ok:
                 completes.append((lease.iid, lease.epoch, out.result))
             else:
+                retryable = out.retryable
+                if out.outcome == "timed_out":  # whichever pool timed it out
+                    retryable = retryable and timeout_retryable(self.app, lease)
                 fails.append(
                     FailItem(
                         lease.iid,
                         lease.epoch,
                         out.outcome,
                         out.error,
-                        out.retryable,
+                        retryable,
                         out.delay_ms,
                         out.exit_code,
                     )

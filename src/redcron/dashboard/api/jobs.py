@@ -74,7 +74,15 @@ JOB_LINKS = {
 TRIGGER_BODY = {
     "type": "object",
     "additionalProperties": False,
-    "properties": {"params": {"type": "object", "additionalProperties": True}},
+    "properties": {
+        "params": {
+            "type": "object",
+            "additionalProperties": True,
+            "description": "The run's params: ctx.params of its tasks, and a keyword "
+            "argument of a Python task whose function declares the name and whose args "
+            "in the job leave it unset",
+        }
+    },
 }
 
 

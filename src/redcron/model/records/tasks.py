@@ -8,6 +8,7 @@ from typing import Any
 
 from redcron import serde
 from redcron.keys import run_of_task
+from redcron.model.error_classes import ErrorClasses
 from redcron.model.records.fields import (
     Fields,
     _bytes,
@@ -128,6 +129,10 @@ class TaskRecord:
     #: its concurrency key's value and cap (model/concurrency.py); None: no key
     concurrency_key: str | None = None
     max_concurrent: int | None = None
+    #: the exception classes this call gave (``_retry_on``, ``_permanent_on``) by
+    #: dotted name, replacing its task's; None: not given (model/error_classes.py)
+    retry_on: tuple[str, ...] | None = None
+    permanent_on: tuple[str, ...] | None = None
 
     @classmethod
     def from_fields(cls, fields: Fields, shard: int, iid: str | None = None) -> TaskRecord:
@@ -161,6 +166,7 @@ class TaskRecord:
         # repeat them
         run_task = run_of_task(iid)
         attempts = tuple(AttemptRecord.from_fields(n, per_attempt[n]) for n in sorted(per_attempt))
+        errors = ErrorClasses.parse(fields.get("error_classes")) or ErrorClasses()
         return cls(
             id=iid,
             name=_text(fields.get("name")),
@@ -201,6 +207,8 @@ class TaskRecord:
             debounce_calls=_int(fields, "debounce_calls"),
             concurrency_key=_opt_text(fields, "ck"),
             max_concurrent=_opt_int(fields, "ckn"),
+            retry_on=errors.retry_on,
+            permanent_on=errors.permanent_on,
         )
 
     @property
