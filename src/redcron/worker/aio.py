@@ -140,18 +140,31 @@ class _Run:
         """Begin the attempt (False: it was ended while it waited: never run)."""
         if not self.attempt.try_begin(self.cancel_threadsafe):
             return False
-        if self.before or "/" in self.attempt.lease.iid:
-            # the hooks may wait for Redis (an audit record), and a DAG task's
-            # call may read its run's params: on a thread, never on the loop
-            self.loop.create_task(self._off_loop_then_body())
-        else:
-            self._body(prepare(self.app, self.attempt, self.broker))
+        try:
+            if self.before or "/" in self.attempt.lease.iid:
+                # the hooks may wait for Redis (an audit record), and a DAG task's
+                # call may read its run's params: on a thread, never on the loop
+                self.loop.create_task(self._off_loop_then_body())
+            else:
+                self._body(prepare(self.app, self.attempt, self.broker))
+        except Exception as exc:
+            self._worker_error(exc)
         return True
 
     async def _off_loop_then_body(self) -> None:
-        for hook in self.before:
-            await asyncio.to_thread(hook, self.attempt)
-        self._body(await asyncio.to_thread(prepare, self.app, self.attempt, self.broker))
+        try:
+            for hook in self.before:
+                await asyncio.to_thread(hook, self.attempt)
+            self._body(await asyncio.to_thread(prepare, self.app, self.attempt, self.broker))
+        except Exception as exc:
+            self._worker_error(exc)
+
+    def _worker_error(self, exc: Exception) -> None:
+        """The worker's own code failed around a begun attempt (a hook that raised,
+        a bug): end it, retryable, rather than hold its lease for ever."""
+        log.error("attempt of %s failed in the worker", self.attempt.lease.iid, exc_info=exc)
+        if not self.ended:
+            self._end(Outcome(ok=False, outcome="failed", error=f"worker error: {exc!r}"))
 
     def _body(self, call: Call | Outcome) -> None:
         attempt = self.attempt
@@ -321,6 +334,7 @@ class AsyncSlots:
         # the loop's own, touched on its thread only
         self._waiting: deque[Attempt] = deque()
         self._running = 0
+        self._filling = False
 
     def start(self, hooks: HookChain | None = None) -> None:
         """Start the loop's thread; each attempt runs ``hooks`` before and after
@@ -352,19 +366,26 @@ class AsyncSlots:
         self._fill()
 
     def _fill(self) -> None:
+        # an attempt may end within its start (arguments that do not fit): its
+        # report's call here returns at once, and this loop takes the freed slot
+        if self._filling:
+            return
+        self._filling = True
+        try:
+            self._start_waiting()
+        finally:
+            self._filling = False
+
+    def _start_waiting(self) -> None:
         assert self._thread is not None
         loop = self._thread.loop
         before = self.hooks.before_attempt
         while self._running < self.size and self._waiting:
             attempt = self._waiting.popleft()
             run = _Run(loop, self.app, attempt, self.broker, before, self._ender(attempt))
-            try:
-                started = run.start()
-            except Exception:  # the worker's own bug: the slot must not leak
-                log.exception("the event loop could not start %s", attempt.lease.iid)
-                started = False
-            if started:
-                self._running += 1
+            self._running += 1  # before start: an attempt may end within it
+            if not run.start():
+                self._running -= 1  # ended while it waited: never run, not ours to report
 
     def _ender(self, attempt: Attempt) -> Callable[[Outcome], None]:
         def ended(outcome: Outcome) -> None:
@@ -380,9 +401,13 @@ class AsyncSlots:
     async def _after_then_report(
         self, attempt: Attempt, outcome: Outcome, after: AfterHooks
     ) -> None:
-        for hook in after:
-            await asyncio.to_thread(hook, attempt, outcome)
-        self._report(attempt, outcome)
+        try:
+            for hook in after:
+                await asyncio.to_thread(hook, attempt, outcome)
+        except Exception:  # a hook must not raise; if one does, the report still goes
+            log.exception("an after_attempt hook failed on %s", attempt.lease.iid)
+        finally:
+            self._report(attempt, outcome)
 
     def _report(self, attempt: Attempt, outcome: Outcome) -> None:
         self._running -= 1
