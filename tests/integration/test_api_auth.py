@@ -17,10 +17,10 @@ from flask.testing import FlaskClient
 from lease_ids import forged, parts, signed, unsigned  # tests/helpers
 
 from redcron import App
-from redcron.broker.tokens import TokenStore
 from redcron.cli.main import main
 from redcron.dashboard import create_app
 from redcron.keys import shard_of_id
+from redcron.store.tokens import TokenStore
 
 ADMIN = "admin-token-for-tests"
 MINE, FOREIGN = "acme", "other"

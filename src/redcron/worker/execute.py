@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from redcron import serde
-from redcron.broker import Lease
 from redcron.context import Context
+from redcron.engine import Engine, Lease
 from redcron.errors import ConfigError, Permanent, Retry, ValidationError
 from redcron.model import error_classes, validation
 from redcron.worker import capture
@@ -168,7 +168,7 @@ def with_params(
     return {**kwargs, **filled} if filled else kwargs
 
 
-def prepare(app: App, attempt: Attempt, broker: Any = None) -> Call | Outcome:
+def prepare(app: App, attempt: Attempt, broker: Engine | None = None) -> Call | Outcome:
     """The call an attempt makes (the task function bound to its decoded arguments,
     a run's params it declares, and ``ctx`` when it asks for one), or the outcome
     of an attempt that cannot make it (an unknown task, arguments that are not
@@ -199,7 +199,7 @@ def prepare(app: App, attempt: Attempt, broker: Any = None) -> Call | Outcome:
     params = None
     if run_id and broker is not None and task.shape.fillable(args, kwargs):
         try:
-            params = broker.inspection.run_params(lease.shard, run_id)
+            params = broker.run_params(lease.shard, run_id)
         except Exception as exc:  # Redis unreachable: a later attempt may read them
             return Outcome(ok=False, outcome="failed", error=f"cannot read the run's params: {exc}")
         kwargs = with_params(task.shape.fillable(args, kwargs), kwargs, params)
@@ -263,7 +263,7 @@ def error_outcome(exc: BaseException, call: Call) -> Outcome:
     return failed(call.options, call.lease, exc, text)
 
 
-def run_python(app: App, attempt: Attempt, broker: Any = None) -> Outcome:
+def run_python(app: App, attempt: Attempt, broker: Engine | None = None) -> Outcome:
     """Run a registered (plain) task on the current thread, capturing its output.
 
     A coroutine function's attempts run on the worker's event loop instead
