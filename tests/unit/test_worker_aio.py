@@ -6,7 +6,7 @@ import asyncio
 import threading
 
 from redcron import App, serde
-from redcron.broker import Lease
+from redcron.engine import Lease
 from redcron.worker import capture
 from redcron.worker.aio import AsyncSlots
 from redcron.worker.execute import Attempt, Outcome
