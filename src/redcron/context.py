@@ -1,8 +1,17 @@
-"""What a running task sees: ``ctx.task_id``, ``ctx.attempt``, ``ctx.idem_key``, ``ctx.once``."""
+"""What a running task sees: ``ctx.task_id``, ``ctx.attempt``, ``ctx.idem_key``, ``ctx.once``.
+
+The methods that reach Redis (``once``, ``params``) have ``a``-prefixed async
+forms for ``async def`` tasks (``await ctx.aonce(key)``, ``await
+ctx.aparams()``): they run the same call on a thread (``asyncio.to_thread``),
+so a round trip never blocks the worker's event loop, where other tasks'
+coroutines run.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +40,15 @@ class Context:
     run_id: str | None = None
     _params: dict[str, Any] | None = field(default=None, repr=False)
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("redcron.task"))
+    _cancelled: Callable[[], bool] | None = field(default=None, repr=False)
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the worker has ended this attempt: cancelled, timed out, or
+        handed back on shutdown.  A coroutine is cancelled for real (it gets
+        ``CancelledError``); a thread cannot be, so a long plain task that checks
+        this between steps stops instead of running on unseen."""
+        return self._cancelled is not None and self._cancelled()
 
     @property
     def params(self) -> dict[str, Any]:
@@ -40,6 +58,12 @@ class Context:
         if self._params is None:
             self._params = self.broker.run_params(self.shard, self.run_id)
         return self._params
+
+    async def aparams(self) -> dict[str, Any]:
+        """:attr:`params` from an ``async def`` task (its one read runs on a thread)."""
+        if self._params is not None or self.run_id is None or self.broker is None:
+            return self.params
+        return await asyncio.to_thread(lambda: self.params)
 
     def once(self, key: str, ttl: int = 7 * 86_400) -> bool:
         """Record an effect at most once: True for the first caller, False after.
@@ -51,3 +75,8 @@ class Context:
         if self.broker is None:
             raise RuntimeError("ctx.once needs a broker (the task is not running on a worker)")
         return self.broker.once(self.shard, self.tenant, f"{self.idem_key}:{key}", ttl)
+
+    async def aonce(self, key: str, ttl: int = 7 * 86_400) -> bool:
+        """:meth:`once` from an ``async def`` task: the same record, its round trip
+        on a thread so the event loop goes on running other tasks."""
+        return await asyncio.to_thread(self.once, key, ttl)

@@ -12,7 +12,7 @@ from worker_procs import (  # noqa: F401 (fixtures)
     wait_for,
 )
 
-from redcron import App, TaskFailed
+from redcron import App, Context, Retry, TaskFailed
 from redcron.worker import AttemptHook, Reports, Worker
 from redcron.worker.execute import Attempt, Outcome
 
@@ -72,3 +72,34 @@ def test_a_dead_lettered_attempt_is_reported_dead(
         h.result(timeout=30)
     wait_for(lambda: len(rec.of(h.id)) == 3, "the attempt to be reported")
     assert rec.of(h.id)[-1] == ("reported", 1, "dead")
+
+
+def test_hooks_see_an_async_def_attempt_as_a_thread_s(
+    app: App, start_worker: Callable[..., Worker]
+) -> None:
+    # issue 32 §6: the before and after hooks of a coroutine's attempt run on a
+    # thread of the event loop's executor, around its body, as on a pool thread
+    rec = Recorder()
+
+    @app.task(name="aio.hooked", retries=1, retry_base=0.05, retry_cap=0.1)
+    async def hooked(ctx: Context) -> int:
+        if ctx.attempt == 1:
+            raise Retry("again", delay=0)
+        return ctx.attempt
+
+    start_worker(concurrency=2, hooks=[rec])
+    h = hooked.enqueue()
+    assert h.result(timeout=30) == 2
+    wait_for(lambda: len(rec.of(h.id)) == 6, "both attempts to be reported")
+    calls = rec.of(h.id)
+    # the retry (no delay) may begin before the first attempt's report hook runs
+    assert [c for c in calls if c[1] == 1] == [
+        ("before", 1, True),
+        ("after", 1, "failed"),
+        ("reported", 1, "ready"),
+    ]
+    assert [c for c in calls if c[1] == 2] == [
+        ("before", 2, True),
+        ("after", 2, "succeeded"),
+        ("reported", 2, "succeeded"),
+    ]

@@ -3,8 +3,8 @@ and of the migration guides, in order, as one script per page (later blocks
 use what earlier ones defined), with no Redis server (the pages use the
 testing mode, ``TestApp``).
 
-Blocks that are shown, not run, say so in their info string: ```python celery
-and ```python rq (the other system's code, in the migration guides), ``text``
+Blocks that are shown, not run, say so in their info string: ```python celery,
+```python rq and ```python arq (the other system's code, in the migration guides), ``text``
 (the fakeredis reproductions of docs/testing.md).  A ```python block runs."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ FENCE = re.compile(r"^```(?:python|py)\b([^\n]*)\n", re.MULTILINE)
 #: the pages whose ```python blocks run, and how many they have at least
 RUN = {"testing.md": 6, "migrate-celery.md": 7, "migrate-rq.md": 5}
 #: the info-string words of blocks that are shown, not run
-SHOWN = {"celery", "rq"}
+SHOWN = {"arq", "celery", "rq"}
 
 
 def blocks(doc: Path = DOC) -> list[tuple[int, str]]:

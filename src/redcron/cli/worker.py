@@ -33,7 +33,7 @@ from redcron.worker import Worker, WorkerOptions
 @app_option
 @concurrency_option(
     None,
-    "Tasks run at once.",
+    "Tasks run at once (async def tasks: coroutines at once on the event loop).",
     show=f"{WORKER_THREADS} threads; one per core with --pool processes",
 )
 @prefetch_option(
@@ -42,7 +42,10 @@ from redcron.worker import Worker, WorkerOptions
     "on shutdown).  Use 0 for long tasks, so a held lease does not wait behind them.",
     show=f"{WORKER_PREFETCH_PER_SLOT} x concurrency",
 )
-@pool_option("Run tasks in threads, or in child processes.")
+@pool_option(
+    "Run tasks in threads, or in child processes; async def tasks run on the "
+    "worker's event loop either way (docs/operations.md, async def tasks)."
+)
 @click.option(
     "-Q",
     "--queues",

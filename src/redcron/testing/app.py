@@ -22,7 +22,7 @@ from redcron.testing.fakeserver import FakeServer, TestClock
 from redcron.testing.runner import Drained, InProcess, check_bound
 from redcron.testing.timeline import MAX_STEPS, SteppedBeat, Timeline
 from redcron.worker import capture
-from redcron.worker.execute import Attempt, run_python
+from redcron.worker.execute import Attempt
 
 #: the URL the testing mode's settings carry (nothing connects to it)
 TESTING_URL = "redis://redcron-testing.invalid:6379/0"
@@ -127,6 +127,7 @@ class TestApp(App):
         """Give a wrapped App its own broker back."""
         if self._wrapped is not None and self._wrapped._broker is self._fake:
             self._wrapped._broker = self._wrapped_broker
+        self._worker.close()
         self._fake.close()
 
     def __enter__(self) -> TestApp:
@@ -246,7 +247,8 @@ class TestApp(App):
         as a worker would: the arguments go through the real serializer and
         the function's signature check, the result through the serializer
         too (a tuple comes back a list), ``ctx`` is given when the function
-        asks for it.  Nothing is enqueued; per-call options (``_tenant``,
+        asks for it, an ``async def`` task runs on the testing mode's event
+        loop (its timeout cancelling it).  Nothing is enqueued; per-call options (``_tenant``,
         ``_queue``...) apply as with ``enqueue``.
 
         Raises:
@@ -277,7 +279,7 @@ class TestApp(App):
         attempt = Attempt(lease, capture.LineBuffer(self.settings.log_max_lines))
         capture.install()
         attempt.try_begin()
-        outcome = run_python(self._target, attempt, self._fake)
+        outcome = self._worker.execute(attempt)
         if not outcome.ok:
             raise TaskFailed(row.iid, outcome.outcome, outcome.error)
         return serde.loads(outcome.result)

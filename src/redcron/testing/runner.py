@@ -7,6 +7,13 @@ running with ``start.lua``, runs it with the worker's
 it with ``complete.lua``/``fail.lua``, as a worker with one slot would.
 Retries, dead-lettering and a run's downstream tasks follow from the
 scripts, not from anything here.
+
+An ``async def`` task's attempt runs on an event loop of the testing mode's
+own (one per :class:`InProcess`, on a thread, so a test that is itself a
+coroutine may drain too), through the worker's own
+:func:`~redcron.worker.aio.run_coroutine`: its timeout cancels it, in real
+seconds, as on a worker.  One loop for every attempt, as a worker has one: a
+client a task keeps in a module global stays on the loop it was made on.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from redcron.errors import ConfigError
 from redcron.keys import PRIORITIES
 from redcron.serde import text as _s
 from redcron.worker import capture
+from redcron.worker.aio import LoopThread, is_coroutine_task, run_coroutine
 from redcron.worker.execute import Attempt, Outcome, run_command, run_python
 from redcron.worker.leasing import next_start
 
@@ -79,6 +87,14 @@ class InProcess:
         #: the retry backoff's jitter (fail.lua takes the fraction from its
         #: caller): seeded, so a test's retry times are the same on every run
         self.jitter = random.Random(seed)
+        #: the event loop of the ``async def`` tasks, started on the first one
+        self._loop: LoopThread | None = None
+
+    def close(self) -> None:
+        """Stop the event loop, if an ``async def`` task started it."""
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
 
     def queues(self, queue: str | None) -> list[str]:
         if queue is not None:
@@ -186,6 +202,9 @@ class InProcess:
         """The attempt's outcome, from the worker's own executors."""
         lease = attempt.lease
         if lease.kind == "python":
+            task = self.app.tasks.get(lease.name)
+            if task is not None and is_coroutine_task(task.fn):
+                return self._run_coroutine(attempt)
             return run_python(self.app, attempt, self.broker)
         if not self.allow_commands:
             return Outcome(
@@ -197,6 +216,14 @@ class InProcess:
             )
         timeout = lease.timeout_ms / 1000 if lease.timeout_ms > 0 else None
         return run_command(attempt, timeout, self.app.settings.container_runtime)
+
+    def _run_coroutine(self, attempt: Attempt) -> Outcome:
+        if self._loop is None:
+            self._loop = LoopThread("redcron-testing-asyncio")
+        out = self._loop.run(run_coroutine(self.app, attempt, self.broker))
+        if out is None:  # ended before it began: nothing in the testing mode ends one
+            return Outcome(ok=False, outcome="cancelled", error="ended before it began")
+        return out
 
 
 def check_bound(with_scheduled: object, with_recursion: bool) -> None:

@@ -1,7 +1,11 @@
 """Per-attempt output capture for Python tasks: ``print`` and ``logging``.
 
-Threads share ``sys.stdout``; a proxy routes each write to the buffer of the
-attempt running on the current thread (or to the real stream when none is).
+Threads and coroutines share ``sys.stdout``; a proxy routes each write to the
+buffer of the attempt running in the current context (or to the real stream
+when none is).  The buffer is a context variable, not a thread-local: each
+thread has a context of its own, and so does each asyncio task, so one
+attempt's coroutine on the worker's event loop writes to its own buffer while
+others run on the same thread (``asyncio.to_thread`` carries it along too).
 """
 
 from __future__ import annotations
@@ -10,9 +14,10 @@ import logging
 import sys
 import threading
 from collections import deque
+from contextvars import ContextVar
 from typing import Any, TextIO
 
-_local = threading.local()
+_buffer: ContextVar[LineBuffer | None] = ContextVar("redcron_capture", default=None)
 _install_lock = threading.Lock()
 _installed = False
 
@@ -48,14 +53,14 @@ class _StreamProxy:
         self._real = real
 
     def write(self, text: str) -> int:
-        buf: LineBuffer | None = getattr(_local, "buffer", None)
+        buf: LineBuffer | None = _buffer.get()
         if buf is None:
             return self._real.write(text)
         buf.write(text)
         return len(text)
 
     def flush(self) -> None:
-        if getattr(_local, "buffer", None) is None:
+        if _buffer.get() is None:
             self._real.flush()
 
     def __getattr__(self, name: str) -> Any:
@@ -67,12 +72,12 @@ class _CaptureHandler(logging.Handler):
         # Every record of the process comes here, the worker's own lines too:
         # one with no attempt running on its thread is let by before the
         # handler's lock and filters (the line per attempt pays no more).
-        if getattr(_local, "buffer", None) is None:
+        if _buffer.get() is None:
             return False
         return bool(super().handle(record))
 
     def emit(self, record: logging.LogRecord) -> None:
-        buf: LineBuffer | None = getattr(_local, "buffer", None)
+        buf: LineBuffer | None = _buffer.get()
         if buf is not None:
             try:
                 buf.write(self.format(record) + "\n")
@@ -101,5 +106,6 @@ def install() -> None:
 
 
 def attach(buffer: LineBuffer | None) -> None:
-    """Send this thread's output to ``buffer`` (``None`` = back to the real streams)."""
-    _local.buffer = buffer
+    """Send this context's output (its thread's, or its asyncio task's) to
+    ``buffer`` (``None`` = back to the real streams)."""
+    _buffer.set(buffer)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import shutil
 import signal
@@ -10,7 +11,7 @@ import subprocess
 import threading
 import time
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -70,19 +71,24 @@ class Attempt:
     resent: bool = False  # its report reached Redis unconfirmed (NotReplicated): sent again
     trace: Any = None  # its CONSUMER span (worker/tracing.py); None: tracing off
     trace_token: Any = None  # the span made current on the slot's thread, to detach
+    # how to stop it when it is killed, other than by its process group: a
+    # coroutine's (the event loop cancels its task); set as it begins
+    canceller: Callable[[], None] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def try_begin(self) -> bool:
+    def try_begin(self, canceller: Callable[[], None] | None = None) -> bool:
         """Claim the attempt for the executing thread, just before the task runs.
 
         False if it was cancelled, timed out or handed back while it waited for
         a slot: whoever ended it has reported it (or handed it back), so it must
         not start at all.  Checked and set under the attempt's lock, so an end and a
-        start cannot both win.
+        start cannot both win; ``canceller`` (how a kill stops it) is set in the
+        same step, so a kill never finds it begun and unstoppable.
         """
         with self.lock:
             if self.abandoned or self.kill_reason is not None:
                 return False
+            self.canceller = canceller
             self.began = time.monotonic()
             if self.lease.timeout_ms > 0:
                 self.deadline = self.began + self.lease.timeout_ms / 1000
@@ -98,11 +104,20 @@ class Attempt:
                 self.ended = time.monotonic()
             return self.abandoned
 
+    def was_killed(self) -> bool:
+        """Whether the worker ended it (timed out, cancelled, handed back): ``ctx.cancelled``."""
+        return self.kill_reason is not None
+
     def kill(self, reason: str) -> bool:
-        """Kill the attempt's process group (commands / process pool); False if it has none."""
+        """Kill the attempt's process group (commands / process pool), or cancel its
+        coroutine; False if it has neither (a thread, or not begun)."""
         with self.lock:
             self.kill_reason = self.kill_reason or reason
             pgid = self.pgid
+            canceller = self.canceller
+        if canceller is not None:
+            canceller()
+            return True
         if pgid is None:
             return False
         with contextlib.suppress(ProcessLookupError):
@@ -155,8 +170,12 @@ def with_params(
     return {**kwargs, **filled} if filled else kwargs
 
 
-def run_python(app: App, attempt: Attempt, broker: Engine | None = None) -> Outcome:
-    """Run a registered task on the current thread, capturing its output."""
+def prepare(app: App, attempt: Attempt, broker: Engine | None = None) -> Call | Outcome:
+    """The call an attempt makes (the task function bound to its decoded arguments,
+    a run's params it declares, and ``ctx`` when it asks for one), or the outcome
+    of an attempt that cannot make it (an unknown task, arguments that are not
+    msgpack or do not fit, a run's params that cannot be read).  Reads Redis
+    only for a DAG task that takes a run's param."""
     lease = attempt.lease
     task = app.tasks.get(lease.name)
     if task is None:
@@ -189,40 +208,93 @@ def run_python(app: App, attempt: Attempt, broker: Engine | None = None) -> Outc
     bad = task.shape.mismatch(args, kwargs)
     if bad is not None:  # the call can never succeed: no retry, and the function never runs
         return Outcome(ok=False, outcome="failed", error=bad.message, retryable=False)
-    capture.attach(attempt.buffer)
+    if task.wants_ctx:
+        ctx = Context(
+            task_id=lease.iid,
+            attempt=lease.attempt,
+            # stable across attempts: the task id, or run_id:task_name in a run
+            idem_key=f"{run_id}:{task_name}" if run_id else lease.iid,
+            tenant=lease.tenant,
+            queue=task.options.queue,
+            shard=lease.shard,
+            broker=broker,
+            run_id=run_id or None,
+            _params=params,  # read above: ctx.params needs no second read
+            _cancelled=attempt.was_killed,
+        )
+        args = [ctx, *args]
+    return Call(task.fn, args, kwargs, task.options, lease)
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A task function and the arguments one attempt calls it with."""
+
+    fn: Callable[..., Any]
+    args: list[Any]
+    kwargs: dict[str, Any]
+    #: what decides whether an exception it raises is retried (``retry_on``...)
+    options: TaskOptions
+    lease: Lease
+
+    def __call__(self) -> Any:
+        return self.fn(*self.args, **self.kwargs)
+
+
+def result_outcome(value: Any) -> Outcome:
+    """The outcome of a task body that returned ``value``."""
     try:
-        if task.wants_ctx:
-            ctx = Context(
-                task_id=lease.iid,
-                attempt=lease.attempt,
-                # stable across attempts: the task id, or run_id:task_name in a run
-                idem_key=f"{run_id}:{task_name}" if run_id else lease.iid,
-                tenant=lease.tenant,
-                queue=task.options.queue,
-                shard=lease.shard,
-                broker=broker,
-                run_id=run_id or None,
-                _params=params,  # read above: ctx.params needs no second read
-            )
-            value = task.fn(ctx, *args, **kwargs)
-        else:
-            value = task.fn(*args, **kwargs)
-        try:
-            result = _NONE if value is None else serde.dumps(value, field="result")
-        except Exception as exc:
-            return Outcome(ok=False, outcome="failed", error=str(exc), retryable=False)
-        return Outcome(ok=True, result=result)
-    except Retry as exc:
+        result = _NONE if value is None else serde.dumps(value, field="result")
+    except Exception as exc:
+        return Outcome(ok=False, outcome="failed", error=str(exc), retryable=False)
+    return Outcome(ok=True, result=result)
+
+
+def error_outcome(exc: BaseException, call: Call) -> Outcome:
+    """The outcome of a task body that raised ``exc``: ``Retry``, ``Permanent``, or
+    anything else, with its traceback, retried as the call's ``retry_on`` /
+    ``permanent_on`` say (:func:`failed`)."""
+    if isinstance(exc, Retry):
         delay = None if exc.delay is None else int(exc.delay * 1000)
         return Outcome(ok=False, outcome="failed", error=f"Retry: {exc}", delay_ms=delay)
-    except Permanent as exc:
+    if isinstance(exc, Permanent):
         return Outcome(
             ok=False, outcome="failed", error=_trim(f"Permanent: {exc}"), retryable=False
         )
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return failed(call.options, call.lease, exc, text)
+
+
+def run_python(app: App, attempt: Attempt, broker: Engine | None = None) -> Outcome:
+    """Run a registered (plain) task on the current thread, capturing its output.
+
+    A coroutine function's attempts run on the worker's event loop instead
+    (:mod:`redcron.worker.aio`); a plain function that returns an awaitable
+    (a wrapper around an ``async def``) fails at once, its awaitable closed,
+    rather than reporting an unencodable result."""
+    call = prepare(app, attempt, broker)
+    if isinstance(call, Outcome):
+        return call
+    capture.attach(attempt.buffer)
+    try:
+        value = call()
+        if inspect.isawaitable(value):
+            close = getattr(value, "close", None)
+            if close is not None:
+                close()  # never awaited: no "coroutine was never awaited" warning
+            return Outcome(
+                ok=False,
+                outcome="failed",
+                retryable=False,
+                error=f"task {attempt.lease.name!r} returned {type(value).__name__}, "
+                "an awaitable, from a plain function: declare it `async def` (the worker "
+                "runs coroutine functions on its event loop)",
+            )
+        return result_outcome(value)
     except BaseException as exc:  # task code may raise anything, SystemExit included
         if isinstance(exc, KeyboardInterrupt):
             raise
-        return failed(task.options, lease, exc, traceback.format_exc())
+        return error_outcome(exc, call)
     finally:
         capture.attach(None)
 

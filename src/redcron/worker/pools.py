@@ -7,6 +7,10 @@ takes its slot.  ``processes``: N child processes, each in its own process
 group; a timed-out or cancelled task's group is killed and the child
 respawned.  Command tasks always run as a subprocess in their own process
 group, killed at the timeout, whichever pool is used.
+
+``async def`` tasks run on neither: whichever the pool, a registered coroutine
+function's attempts go to the worker's event loop (:mod:`redcron.worker.aio`),
+which the pool starts beside its own slots when the app has such a task.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from redcron.engine import Engine, Lease
 from redcron.lifeline import signal_on_parent_death
 from redcron.loader import load_app
 from redcron.worker import capture
+from redcron.worker.aio import AsyncSlots, coroutine_tasks
 from redcron.worker.execute import Attempt, Outcome, run_command, run_python
 from redcron.worker.hooks import HookChain
 
@@ -51,7 +56,8 @@ def _killed_outcome(attempt: Attempt) -> Outcome:
 
 
 class _Slots:
-    """N threads (``thread_name``) taking attempts from one queue, in ``_loop``."""
+    """N threads (``thread_name``) taking attempts from one queue, in ``_loop``;
+    and the event loop's N slots (:attr:`aio`) for the app's coroutine tasks."""
 
     thread_name = "redcron-slot"
 
@@ -62,11 +68,25 @@ class _Slots:
         self.hooks = HookChain()
         self._queue: queue.SimpleQueue[Attempt | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
+        #: the event loop of the app's ``async def`` tasks (None: it has none)
+        self.aio: AsyncSlots | None = None
+        self._coroutines: frozenset[str] = frozenset()
 
-    def start(self, hooks: HookChain | None = None) -> None:
-        """Start the slots; each runs ``hooks`` before and after an attempt's body."""
+    def start(self, hooks: HookChain | None = None, plain: bool = True) -> None:
+        """Start the slots; each runs ``hooks`` before and after an attempt's body.
+
+        The app's coroutine tasks get the event loop, with as many slots; the
+        pool's own slots start only with ``plain`` (the worker runs plain
+        functions or commands): a worker of ``async def`` tasks only starts no
+        thread or child process it would never use."""
         if hooks is not None:
             self.hooks = hooks
+        self._coroutines = coroutine_tasks(self.app)
+        if self._coroutines:
+            self.aio = AsyncSlots(self.app, self.size, self.on_done, self.app.broker)
+            self.aio.start(self.hooks)
+        if not plain:
+            return
         for _ in range(self.size):
             self._spawn()
 
@@ -79,15 +99,27 @@ class _Slots:
         raise NotImplementedError
 
     def submit(self, attempt: Attempt) -> None:
+        """Queue an attempt for a slot: a coroutine task's for the event loop's."""
+        aio = self.aio
+        if (
+            aio is not None
+            and attempt.lease.name in self._coroutines
+            and attempt.lease.kind == "python"
+        ):
+            aio.submit(attempt)
+            return
         self._queue.put(attempt)
 
     def queued(self) -> int:
         """Attempts waiting for a slot."""
-        return self._queue.qsize()
+        waiting = self._queue.qsize()
+        return waiting if self.aio is None else waiting + self.aio.queued()
 
     def shutdown(self) -> None:
         for _ in self._threads:
             self._queue.put(None)
+        if self.aio is not None:
+            self.aio.shutdown()
 
 
 class ThreadPool(_Slots):

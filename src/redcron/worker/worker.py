@@ -18,7 +18,8 @@ connection from the pool:
   registry, enforces timeouts, kills revoked work, and runs promote/reap at
   most once per shard per interval across all workers (a short lock).
 
-Attempts run in a pool (:mod:`~redcron.worker.pools`), with the worker's
+Attempts run in a pool (:mod:`~redcron.worker.pools`), ``async def`` tasks'
+on the worker's event loop (:mod:`~redcron.worker.aio`), with the worker's
 attempt hooks around them (:mod:`~redcron.worker.hooks`).  A slot is free as
 soon as its attempt ends; the lease stays held (and heartbeated) until its
 report lands.
@@ -48,6 +49,7 @@ from redcron.engine import TRANSIENT, Backoff, Engine, Outage, ShardGate
 from redcron.redact import masked_url
 from redcron.store import AuditLog
 from redcron.worker import capture
+from redcron.worker.aio import coroutine_tasks
 from redcron.worker.attempt_log import AttemptLog
 from redcron.worker.audit import Audit
 from redcron.worker.crew import Crew
@@ -149,20 +151,25 @@ class Worker:
         # work queued a busy thread does not keep a slot waiting.
         shards = self._connect()
         options = self.options
-        log.info(
-            "worker %s on %s: %d %s slots, queues %s, shards %d, lease ttl %.1fs",
-            self.id,
-            masked_url(self.settings.redis_url),
-            options.slots,
-            type(self.pool).__name__,
-            ",".join(options.queues),
-            len(shards),
-            self.lease_ttl_ms / 1000,
-        )
         tracer = tracing.tracer()  # on: a span per attempt (worker/tracing.py)
         if tracer is not None and not any(isinstance(h, Tracing) for h in self.hooks):
             self.hooks.insert(0, Tracing(tracer))
         hooks = HookChain(self.hooks)
+        coroutines = coroutine_tasks(self.app)
+        plain = options.allow_commands or len(coroutines) < len(self.app.tasks)
+        log.info(
+            "worker %s on %s: %d %s slots%s, queues %s, shards %d, lease ttl %.1fs",
+            self.id,
+            masked_url(self.settings.redis_url),
+            options.slots,
+            type(self.pool).__name__ if plain else "event loop",
+            f" (async def tasks on the event loop: {len(coroutines)})"
+            if coroutines and plain
+            else "",
+            ",".join(options.queues),
+            len(shards),
+            self.lease_ttl_ms / 1000,
+        )
         crew = Crew(
             self.app,
             self.id,
@@ -176,7 +183,7 @@ class Worker:
         reporter = Reporter(crew, hooks)
         leaser = Leaser(crew, reporter)
         keeper = Keeper(crew)
-        self.pool.start(hooks)
+        self.pool.start(hooks, plain)
         reporting = threading.Thread(target=reporter.run, name="redcron-report", daemon=True)
         keeping = threading.Thread(
             target=keeper.run, args=(shards,), name="redcron-keeper", daemon=True

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from redcron.cli.bench.design import COMMANDS
@@ -16,10 +18,14 @@ from redcron.cli.bench.schedule import schedule
 from redcron.cli.bench.shard_weights import fairness_cluster
 from redcron.cli.bench.soak import soak
 from redcron.cli.bench.throughput import throughput, throughput_otel
+from redcron.cli.bench.throughput import versus as compare_bodies
 from redcron.cli.bench.trigger import trigger
 from redcron.cli.common import concurrency_option, pool_option, prefetch_option
 from redcron.cli.worker_procs import MAX_PROCS
 from redcron.config import WORKER_PREFETCH_PER_SLOT, WORKER_THREADS
+
+#: the task bodies of ``bench throughput`` (``bench.<body>`` in fixtures.register)
+BODIES = ["noop", "incr", "async_noop", "async_incr"]
 
 
 @click.group()
@@ -45,12 +51,18 @@ def bench() -> None:
 @pool_option()
 @click.option(
     "--body",
-    type=click.Choice(["noop", "incr"]),
+    type=click.Choice(BODIES),
     default="noop",
     show_default=True,
     help="Task body: nothing, or one Redis INCR on the executing thread's own "
-    "connection (as the peers were measured).",
+    "connection (as the peers were measured); async_noop, async_incr: the same as "
+    "async def tasks, on the worker's event loop (the INCR through redis.asyncio).",
 )
+@click.option("--versus", type=click.Choice(BODIES), default=None,
+              help="A second body measured in the same run: rounds of the two "
+              "alternated, the median of each (--rounds).")  # fmt: skip
+@click.option("--rounds", type=click.IntRange(1, 99), default=3, show_default=True,
+              help="With --versus or --otel: rounds of each side, alternating.")  # fmt: skip
 @click.option("--cluster", is_flag=True,
               help="On a fresh local Redis Cluster of 3 masters (not with --redis).")  # fmt: skip
 @click.option("--shards", type=click.IntRange(min=1), default=None,
@@ -62,8 +74,6 @@ def bench() -> None:
               help="The cost of tracing: each figure with OpenTelemetry off and on (the "
               "SDK, spans kept in memory), side by side, --rounds of each alternating; "
               "their medians.")  # fmt: skip
-@click.option("--rounds", type=click.IntRange(1, 9), default=3, show_default=True,
-              help="With --otel: runs of each, off and on.")  # fmt: skip
 @_redis_option
 @_json_option
 def throughput_cmd(
@@ -72,11 +82,12 @@ def throughput_cmd(
     prefetch: int | None,
     pool: str,
     body: str,
+    versus: str | None,
+    rounds: int,
     cluster: bool,
     shards: int | None,
     procs: int,
     otel: str | None,
-    rounds: int,
     redis_url: str | None,
     as_json: bool,
 ) -> None:
@@ -93,11 +104,13 @@ def throughput_cmd(
             param_hint="--cluster",
         )
     on_cluster = cluster or "+cluster" in (redis_url or "")
-    if body == "incr" and on_cluster:
+    if {body, versus} & {"incr", "async_incr"} and on_cluster:
         raise click.BadParameter(
-            "the incr body connects to one server; use --body noop on a cluster",
+            "the incr bodies connect to one server; use --body noop on a cluster",
             param_hint="--body",
         )
+    if otel and versus:
+        raise click.BadParameter("one comparison a run: --otel or --versus", param_hint="--otel")
     if otel and (on_cluster or shards or procs > 1):
         raise click.BadParameter(
             "compares one worker on one server: not with --cluster, --shards or --procs",
@@ -112,10 +125,16 @@ def throughput_cmd(
     if cluster and shards is None:
         shards = 12
     masters = 3 if cluster else 0
-    _emit(
-        throughput(tasks, concurrency, pool, body, redis_url, prefetch, masters, shards, procs),
-        as_json,
-    )
+
+    def run(one: str) -> dict[str, Any]:
+        return throughput(
+            tasks, concurrency, pool, one, redis_url, prefetch, masters, shards, procs
+        )
+
+    if versus is None:
+        _emit(run(body), as_json)
+    else:
+        _emit(compare_bodies([body, versus], rounds, run), as_json)
 
 
 @bench.command("latency")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import redis
+import redis.asyncio
 
 from redcron.app import App
 from redcron.clock import ulid
@@ -32,6 +33,10 @@ from redcron.model.states import TaskState
 _SUCCEEDED = TaskState.SUCCEEDED.encode()
 
 _T = TypeVar("_T")
+
+#: the async incr body's connections at most: a connection for each coroutine
+#: a worker may run at once
+ASYNC_INCR_CONNECTIONS = 4_096
 
 
 def register(app: App) -> App:
@@ -54,6 +59,26 @@ def register(app: App) -> App:
                 app.settings.redis_url, single_connection_client=True
             )
         client.incr(f"{app.settings.prefix}:bench:counter")
+
+    @app.task(name="bench.async_noop", retries=0)
+    async def async_noop() -> None:
+        return None
+
+    loop_client: dict[str, redis.asyncio.Redis] = {}
+
+    @app.task(name="bench.async_incr", retries=0)
+    async def async_incr() -> None:
+        # The incr body as an async def task on the worker's event loop: one INCR
+        # through one redis.asyncio client for the loop (one loop per process),
+        # whose pool gives each coroutine awaiting at once a connection of its own,
+        # as each thread has one: not capped at the pool's default of 100, which
+        # fails the 101st coroutine at once at -c 256 (MaxConnectionsError).
+        client = loop_client.get("client")
+        if client is None:
+            client = loop_client["client"] = redis.asyncio.Redis.from_url(
+                app.settings.redis_url, max_connections=ASYNC_INCR_CONNECTIONS
+            )
+        await client.incr(f"{app.settings.prefix}:bench:counter")
 
     @app.task(name="bench.now", retries=0)
     def now() -> float:

@@ -15,6 +15,7 @@ import os
 import statistics
 import threading
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
@@ -158,6 +159,37 @@ def throughput_otel(
         },
         "drain_per_s_rounds": {mode: [r["drain_per_s"] for r in got] for mode, got in runs.items()},
     }
+
+
+#: the figures :func:`versus` takes the median of, per body
+COMPARED = ("drain_per_s", "worker_cpu_us_per_task", "redis_cpu_us_per_task")
+
+
+def versus(
+    bodies: Sequence[str], rounds: int, run: Callable[[str], dict[str, Any]]
+) -> dict[str, Any]:
+    """The bodies side by side: ``rounds`` rounds of each, alternated (``a b a b
+    a b``, so a machine that gets busier or quieter during the run weighs on
+    both alike), each a whole ``run(body)`` (its own Redis when none is given);
+    per body the median of :data:`COMPARED`, and each round's figures."""
+    per: dict[str, list[dict[str, Any]]] = {b: [] for b in bodies}
+    for _ in range(rounds):
+        for body in bodies:
+            per[body].append(run(body))
+    first = per[bodies[0]][0]
+    out: dict[str, Any] = {
+        k: first[k] for k in ("tasks", "pool", "concurrency", "prefetch", "workers")
+    }
+    out["rounds"] = rounds
+    for body in bodies:
+        for key in COMPARED:
+            values = [r[key] for r in per[body] if r.get(key) is not None]
+            out[f"{body}_{key}"] = statistics.median(values) if values else None
+        out[f"{body}_rounds_drain_per_s"] = [r["drain_per_s"] for r in per[body]]
+    a, b = bodies[0], bodies[-1]
+    if out[f"{a}_drain_per_s"]:
+        out[f"{b}_vs_{a}"] = round(out[f"{b}_drain_per_s"] / out[f"{a}_drain_per_s"], 2)
+    return out
 
 
 class DrainCpu:
