@@ -128,6 +128,9 @@ def _worker_lease() -> Json:
         "timeout_s": {"type": ["number", "null"]}, "ttl_s": {"type": "number"},
         "idem_key": {"type": "string"}, "tenant": {"type": "string"},
         "queue": {"type": "string"},
+        "upstream": {**any_object, "description": "a task of a run: each upstream task's "
+                     "result (any JSON) by its name in the job's DAG; {} for a task that "
+                     "depends on none; absent for a one-off task"},
         # kind python
         "name": {"type": "string", "description": "kind python: the registered task"},
         "args": {"type": "array", "items": {}, "description": "kind python"},
