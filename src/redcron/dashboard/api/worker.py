@@ -57,6 +57,9 @@ _rotation = itertools.count()
 LEASE_409 = "The lease is no longer held (cancelled, reaped or superseded); nothing was written"
 LEASE_403 = ("The lease_id is not genuine (altered, made up, or signed by another deployment) "
              "or was leased with another token; nothing was written")  # fmt: skip
+RESULT_413 = ("Body over the size limit (MAX_CONTENT_LENGTH), or a result over "
+              "max_result_bytes (code result_too_large): then the attempt was recorded "
+              "failed, not retried")  # fmt: skip
 _LEASE = {"lease_id": "$response.body#/0/lease_id"}
 #: what a worker does next with the attempts it leased
 LEASE_LINKS: Json = {
@@ -409,7 +412,7 @@ def heartbeat() -> flask.Response:
         "worker_complete",
         "Report an attempt done",
         ref("WorkerReport"),
-        errors=(("403", LEASE_403), ("409", LEASE_409)),
+        errors=(("403", LEASE_403), ("409", LEASE_409), ("413", RESULT_413)),
         body=ref("WorkerCompleteBody"),
     ),
 )
