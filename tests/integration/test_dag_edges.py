@@ -12,13 +12,14 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import flask
 import pytest
 from flask.testing import FlaskClient
 from grants import grant_commands
-from worker_procs import thread_workers, wait_for
+from worker_procs import thread_workers, wait_for, worker_spawner
 
 from redcron import App, Context, Task
 from redcron.dashboard import create_app
@@ -247,6 +248,31 @@ def test_a_one_off_command_gets_no_upstream_file(
     start_worker(concurrency=1, allow_commands=True, queues=["commands"])
     handle.result(timeout=20)
     assert app.broker.inspection.log_lines(handle.id, 1) == ["has False"]
+
+
+def test_a_process_pool_child_binds_upstream_results_and_keeps_the_bound(
+    app: App, redis_url: str, key_prefix: str, tmp_path: Path
+) -> None:
+    # chaos_app's echo(value) returns value: a node named "value" feeds the next
+    app.jobs.put(
+        "child",
+        tasks={
+            "value": Task("echo", args=[41]),
+            "out": Task("echo", depends_on=["value"]),
+            "big": Task("echo", args=["z" * 200]),
+        },
+        tenant=TENANT,
+        allow_unregistered=True,
+    )
+    rid = app.jobs.trigger("child", tenant=TENANT)
+    bound = {"REDCRON_MAX_RESULT_BYTES": "100"}  # the child reads its settings from the env
+    with worker_spawner(redis_url, key_prefix, tmp_path, bound, lease_ttl=2.0) as spawn:
+        spawn(concurrency=1, pool="processes", app_path="chaos_app:app", tenants=[TENANT])
+        run = ended(app, rid)
+    tasks = tasks_of(run)
+    assert tasks["out"].decoded_result() == 41
+    assert tasks["big"].state == "dead" and len(tasks["big"].attempts) == 1  # retries=3: unused
+    assert (tasks["big"].error or "").startswith("result too large: 202 bytes of msgpack")
 
 
 # -- HTTP workers -------------------------------------------------------------------
