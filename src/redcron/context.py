@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from redcron.model.edges import RunInputs
 
 if TYPE_CHECKING:
-    from redcron.broker import Broker
+    from redcron.engine import Engine
 
 
 @dataclass
@@ -31,7 +31,7 @@ class Context:
     tenant: str
     queue: str
     shard: int
-    broker: Broker | None = field(default=None, repr=False)
+    broker: Engine | None = field(default=None, repr=False)
     run_id: str | None = None
     _params: dict[str, Any] | None = field(default=None, repr=False)
     #: the run's params and upstream results, once read (by the worker when a
@@ -62,7 +62,7 @@ class Context:
     def _read(self) -> RunInputs:
         if self._inputs is None:
             assert self.broker is not None  # the properties return {} without one
-            self._inputs = self.broker.inspection.run_inputs(self.shard, [self.task_id])[0]
+            self._inputs = self.broker.run_inputs(self.shard, [self.task_id])[0]
         return self._inputs
 
     def once(self, key: str, ttl: int = 7 * 86_400) -> bool:
@@ -74,4 +74,4 @@ class Context:
         """
         if self.broker is None:
             raise RuntimeError("ctx.once needs a broker (the task is not running on a worker)")
-        return self.broker.leases.once(self.shard, self.tenant, f"{self.idem_key}:{key}", ttl)
+        return self.broker.once(self.shard, self.tenant, f"{self.idem_key}:{key}", ttl)

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from redcron import serde
-from redcron.broker import Lease
 from redcron.context import Context
+from redcron.engine import Engine, Lease
 from redcron.errors import ConfigError, Permanent, Retry, ValidationError
 from redcron.keys import run_of_task
 from redcron.model import edges, error_classes, validation
@@ -159,11 +159,10 @@ def with_params(
     return RunInputs(params).fill(tuple(names), kwargs)
 
 
-def read_inputs(broker: Any, lease: Lease) -> RunInputs:
+def read_inputs(broker: Engine, lease: Lease) -> RunInputs:
     """The run's params and the upstream results of a task of a run: one round
     trip (``inputs.lua``), once per attempt at most."""
-    inputs: RunInputs = broker.inspection.run_inputs(lease.shard, [lease.iid])[0]
-    return inputs
+    return broker.run_inputs(lease.shard, [lease.iid])[0]
 
 
 def packed_result(app: App, value: Any) -> bytes:
@@ -180,7 +179,7 @@ def packed_result(app: App, value: Any) -> bytes:
     return result
 
 
-def run_python(app: App, attempt: Attempt, broker: Any = None) -> Outcome:
+def run_python(app: App, attempt: Attempt, broker: Engine | None = None) -> Outcome:
     """Run a registered task on the current thread, capturing its output."""
     lease = attempt.lease
     task = app.tasks.get(lease.name)
@@ -405,7 +404,7 @@ def run_command(
     attempt: Attempt,
     timeout_s: float | None,
     container_runtime: str = "docker",
-    broker: Any = None,
+    broker: Engine | None = None,
 ) -> Outcome:
     """Run a command (or container) task in its own process group; kill the group at
     the timeout.  Arguments that cannot be run (written by hand into Redis, or
