@@ -80,6 +80,11 @@ class Settings:
         max_retries: retries after the first attempt, unless a task says otherwise.
         maintenance_interval: seconds between promote/reap passes per shard.
         log_max_lines: lines kept per attempt log stream.
+        max_result_bytes: the largest result a task may return, in bytes of
+            msgpack (1 MiB): a larger one fails the attempt that returned it,
+            permanently (docs/operations.md, "Results along the DAG").  Read
+            by the processes that store results: workers, and the dashboard
+            for HTTP workers' reports.
         container_runtime: docker-compatible CLI that runs container tasks.
         dispatch_quantum: tasks credited per DRR visit per unit of tenant weight.
         aging: seconds ready work waits before it is served one priority class
@@ -121,6 +126,7 @@ class Settings:
     max_retries: int = 3
     maintenance_interval: float = 0.2
     log_max_lines: int = 1_000
+    max_result_bytes: int = 1_048_576
     container_runtime: str = "docker"
     dispatch_quantum: float = 1.0
     aging: float = 60.0
@@ -153,6 +159,8 @@ class Settings:
             raise ConfigError("dispatch_quantum: must be >= 1 (a visit serves at least a task)")
         if self.aging < 0:
             raise ConfigError("aging: must be >= 0 seconds (0 = off)")
+        if self.max_result_bytes < 1:
+            raise ConfigError("max_result_bytes: must be >= 1 (a result of None is 1 byte)")
         if self.max_retries < 0:
             raise ConfigError("max_retries: must be >= 0")
         if self.durability not in DURABILITY:

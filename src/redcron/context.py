@@ -1,19 +1,22 @@
-"""What a running task sees: ``ctx.task_id``, ``ctx.attempt``, ``ctx.idem_key``, ``ctx.once``.
+"""What a running task sees: ``ctx.task_id``, ``ctx.attempt``, ``ctx.idem_key``,
+``ctx.params``, ``ctx.upstream``, ``ctx.once``.
 
-The methods that reach Redis (``once``, ``params``) have ``a``-prefixed async
-forms for ``async def`` tasks (``await ctx.aonce(key)``, ``await
-ctx.aparams()``): they run the same call on a thread (``asyncio.to_thread``),
-so a round trip never blocks the worker's event loop, where other tasks'
-coroutines run.
+The methods that reach Redis (``once``, ``params``, ``upstream``) have
+``a``-prefixed async forms for ``async def`` tasks (``await ctx.aonce(key)``,
+``await ctx.aparams()``, ``await ctx.aupstream()``): they run the same call on a
+thread (``asyncio.to_thread``), so a round trip never blocks the worker's event
+loop, where other tasks' coroutines run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from redcron.model.edges import RunInputs
 
 if TYPE_CHECKING:
     from redcron.engine import Engine
@@ -39,6 +42,9 @@ class Context:
     broker: Engine | None = field(default=None, repr=False)
     run_id: str | None = None
     _params: dict[str, Any] | None = field(default=None, repr=False)
+    #: the run's params and upstream results, once read (by the worker when a
+    #: parameter asked for them, else on first use of params or upstream)
+    _inputs: RunInputs | None = field(default=None, repr=False)
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("redcron.task"))
     _cancelled: Callable[[], bool] | None = field(default=None, repr=False)
 
@@ -53,17 +59,40 @@ class Context:
     @property
     def params(self) -> dict[str, Any]:
         """The params a manual run was triggered with (``{}`` outside runs)."""
+        if self._params is not None:
+            return self._params
         if self.run_id is None or self.broker is None:
             return {}
-        if self._params is None:
-            self._params = self.broker.run_params(self.shard, self.run_id)
-        return self._params
+        return self._read().params
+
+    @property
+    def upstream(self) -> Mapping[str, Any]:
+        """Each upstream task's result, by its name in the job's DAG (``{}``
+        outside runs and for a task that depends on none): what the edges into
+        this task carry.  Read with the params, once per attempt, in one round
+        trip, on first use (or before the call, when the function takes an
+        upstream result or a param as an argument)."""
+        if self.run_id is None or self.broker is None:
+            return {}
+        return self._read().upstream
+
+    def _read(self) -> RunInputs:
+        if self._inputs is None:
+            assert self.broker is not None  # the properties return {} without one
+            self._inputs = self.broker.run_inputs(self.shard, [self.task_id])[0]
+        return self._inputs
 
     async def aparams(self) -> dict[str, Any]:
         """:attr:`params` from an ``async def`` task (its one read runs on a thread)."""
-        if self._params is not None or self.run_id is None or self.broker is None:
+        if self._params is not None or self._inputs is not None or self.run_id is None:
             return self.params
         return await asyncio.to_thread(lambda: self.params)
+
+    async def aupstream(self) -> Mapping[str, Any]:
+        """:attr:`upstream` from an ``async def`` task (its one read runs on a thread)."""
+        if self._inputs is not None or self.run_id is None or self.broker is None:
+            return self.upstream
+        return await asyncio.to_thread(lambda: self.upstream)
 
     def once(self, key: str, ttl: int = 7 * 86_400) -> bool:
         """Record an effect at most once: True for the first caller, False after.

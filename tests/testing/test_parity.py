@@ -21,7 +21,8 @@ import msgpack
 import pytest
 import redis
 
-from redcron import Permanent, Task
+from redcron import Context, Permanent, Task
+from redcron.model import TaskRecord
 from redcron.testing import TestApp
 from redcron.testing.fakeserver import FakeServer, TestClock
 
@@ -89,6 +90,55 @@ def diamond_dag(make: Make) -> list[Any]:
         (run,) = app.runs(job)
         out.append((job, run.state, [(t.task, t.state) for t in run.tasks or ()]))
     out.append(order)
+    return out
+
+
+def upstream_results(make: Make) -> list[Any]:
+    """Results along the edges (issue 32 §1): keyword arguments named after the
+    upstream tasks, ``ctx.upstream``, and a result over ``max_result_bytes``
+    failing its attempt for good."""
+    app = make(now=T0, max_result_bytes=64)
+
+    @app.task(name="one")
+    def one() -> int:
+        return 1
+
+    @app.task(name="plus_one")
+    def plus_one(a: int) -> int:
+        return a + 1
+
+    @app.task(name="total")
+    def total(a: int, b: int) -> int:
+        return a + b
+
+    @app.task(name="seen")
+    def seen(ctx: Context) -> dict[str, Any]:
+        return dict(ctx.upstream)
+
+    @app.task(name="big", retries=2)
+    def big() -> str:
+        return "x" * 100
+
+    app.jobs.put("sums", cron="0 0 1 1 *", tasks={
+        "a": Task("one"),
+        "b": Task("plus_one", depends_on=["a"]),
+        "c": Task("total", depends_on=["a", "b"]),
+        "d": Task("seen", depends_on=["c", "a"]),
+    })  # fmt: skip
+    app.jobs.put("huge", cron="0 0 1 1 *", tasks={
+        "h": Task("big"),
+        "after": Task("seen", depends_on=["h"]),
+    })  # fmt: skip
+    out: list[Any] = []
+    for job in ("sums", "huge"):
+        app.jobs.trigger(job)
+        out.append(_counts(app))
+        (run,) = app.runs(job)
+        out.append((job, str(run.state), [
+            (t.task, str(t.state), t.decoded_result(), len(t.attempts),
+             (t.error or "").split(":")[0])
+            for t in run.tasks or () if isinstance(t, TaskRecord)
+        ]))  # fmt: skip
     return out
 
 
@@ -215,6 +265,28 @@ MEANS = {
         t[1] == "retry_wait" and t[4:6] == ["dead", 3] and t[-2:] == [70, 0]
     ),
     "diamond_dag": lambda t: t[-1] == ["a", "b", "c", "d", "a", "b", "c"],
+    "upstream_results": lambda t: (
+        t[1]
+        == (
+            "sums",
+            "succeeded",
+            [
+                ("a", "succeeded", 1, 1, ""),
+                ("b", "succeeded", 2, 1, ""),
+                ("c", "succeeded", 3, 1, ""),
+                ("d", "succeeded", {"c": 3, "a": 1}, 1, ""),
+            ],
+        )
+        and t[3]
+        == (
+            "huge",
+            "failed",
+            [
+                ("h", "dead", None, 1, "result too large"),
+                ("after", "upstream_failed", None, 0, ""),
+            ],
+        )
+    ),
     "cron_across_dst": lambda t: (
         t[0][:2] == (4, 0)
         and t[2][:2] == (3, 0)
@@ -313,6 +385,7 @@ SCENARIOS = {
     "error_classes": error_classes,
     "retry_dlq_replay": retry_dlq_replay,
     "diamond_dag": diamond_dag,
+    "upstream_results": upstream_results,
     "cron_across_dst": cron_across_dst,
     "fairness_order": fairness_order,
     "breaker": breaker,

@@ -338,11 +338,16 @@ class App:
         """Raise ValidationError (field ``tasks.<task>.args`` or
         ``tasks.<task>.kwargs.<name>``) when a Python task of ``spec`` that this
         app registers is given arguments that do not fit its function; tasks
-        this app does not know are not checked here."""
+        this app does not know are not checked here.  A parameter named after
+        one of the task's upstream tasks counts as given: the worker passes it
+        that task's result (issue 32 §1)."""
         for task_name, task in spec.tasks.items():
             registered = self.tasks.get(task.ref or "") if task.kind == "python" else None
             if registered is not None:
-                registered.check_args(task.args, task.kwargs, f"tasks.{task_name}")
+                fillable = registered.shape.fillable(task.args, task.kwargs)
+                upstream = {d: None for d in task.depends_on if d in fillable}
+                kwargs = {**task.kwargs, **upstream} if upstream else task.kwargs
+                registered.check_args(task.args, kwargs, f"tasks.{task_name}")
 
     def apply_declared(
         self, *, prune: bool = False, keep: Iterable[tuple[str, str]] = ()

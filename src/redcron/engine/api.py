@@ -33,6 +33,7 @@ from redcron.engine.leases import (
 from redcron.engine.maintenance import FOLLOW_BUDGET_S, Maintained
 from redcron.engine.workers import Registration
 from redcron.model import TaskRecord
+from redcron.model.edges import RunInputs
 
 __all__ = ["Engine"]
 
@@ -88,8 +89,9 @@ class Engine(Protocol):
         """Block (at most ``timeout_s``) until the instance ends; whether it did."""
         ...
 
-    def run_params(self, shard: int, run_id: str) -> dict[str, Any]:
-        """The params a run was triggered with (``{}``: none)."""
+    def run_inputs(self, shard: int, iids: Sequence[str]) -> list[RunInputs]:
+        """What each task of a run receives from its run: its params and its
+        upstream tasks' results, in one call (``inputs.lua``)."""
         ...
 
     def once(self, shard: int, tenant: str, key: str, ttl_s: int) -> bool:

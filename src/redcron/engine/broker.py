@@ -49,6 +49,7 @@ from redcron.engine.leases import (
 from redcron.engine.maintenance import FOLLOW_BUDGET_S, Maintained, Maintenance
 from redcron.engine.workers import Registration, WorkerRegistry
 from redcron.model import TaskRecord
+from redcron.model.edges import RunInputs
 
 __all__ = ["Broker"]
 
@@ -94,8 +95,8 @@ class Broker(Core):
     def wait_done(self, iid: str, timeout_s: float) -> bool:
         return self.inspection.wait_done(iid, timeout_s)
 
-    def run_params(self, shard: int, run_id: str) -> dict[str, Any]:
-        return self.inspection.run_params(shard, run_id)
+    def run_inputs(self, shard: int, iids: Sequence[str]) -> list[RunInputs]:
+        return self.inspection.run_inputs(shard, iids)
 
     def once(self, shard: int, tenant: str, key: str, ttl_s: int) -> bool:
         return self.leases.once(shard, tenant, key, ttl_s)

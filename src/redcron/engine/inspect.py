@@ -1,4 +1,4 @@
-"""Inspection, what is where, read without a script (``watch.lua`` aside): ready
+"""Inspection, what is where, read without a script (``watch.lua``, ``inputs.lua`` aside): ready
 and delayed counts, ``inspect``, a task's record and log.
 
 :class:`Inspection` holds the per-tenant counts (``inspect``: ready / in flight
@@ -24,7 +24,6 @@ name and state), and only where a worker serving the queue lacks some task.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -36,6 +35,7 @@ from redcron.errors import NotFound
 from redcron.keys import GROUP, PRIORITIES, STAT_FIELDS, shard_of
 from redcron.model import QueueLoad, TaskRecord, TenantLoad, WorkerInfo
 from redcron.model.concurrency import ConcurrencySlots
+from redcron.model.edges import RunInputs
 from redcron.serde import text as _s
 
 if TYPE_CHECKING:
@@ -88,11 +88,12 @@ class Inspection:
         client, keys = self.core.client, self.core.keys
         return sorted(_s(q) for q in client.smembers(keys.queues(shard)))
 
-    def run_params(self, shard: int, run_id: str) -> dict[str, Any]:
-        """The params a run was triggered with (``{}``: none, or no such run)."""
-        raw = self.core.client.hget(self.core.keys.run(shard, run_id), "params")
-        params: dict[str, Any] = json.loads(raw) if raw else {}
-        return params
+    def run_inputs(self, shard: int, iids: Sequence[str]) -> list[RunInputs]:
+        """What each of ``iids`` (tasks of runs on ``shard``) receives from its
+        run: its params and the results of the task's upstream tasks, read in
+        one script call (``inputs.lua``: a task's deps are read with them)."""
+        rows = self.core._run("inputs", shard, list(iids))
+        return [RunInputs.from_reply(row) for row in rows]
 
     def log_lines(self, iid: str, attempt: int, count: int = 20) -> list[str]:
         key = self.core.keys.log(shard_of_id(iid), iid, attempt)

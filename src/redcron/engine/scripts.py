@@ -52,6 +52,7 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "dlq_unindex",
     "tenant_unpark",
     "watch",
+    "inputs",
     "fire",
     "fire_batch",
     "job_put",

@@ -93,6 +93,12 @@ def payload(data: bytes) -> Any:
     return _plain(value)
 
 
+def plain(value: Any) -> Any:
+    """A decoded payload (a result) as JSON-able data, as :func:`payload` shows
+    it: bytes as text, floats that are not finite spelled out, keys as text."""
+    return _plain(value)
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, bytes):
         return _text(value)

@@ -215,7 +215,7 @@ class InProcess:
                 "tasks only with TestApp(allow_commands=True)",
             )
         timeout = lease.timeout_ms / 1000 if lease.timeout_ms > 0 else None
-        return run_command(attempt, timeout, self.app.settings.container_runtime)
+        return run_command(attempt, timeout, self.app.settings.container_runtime, self.broker)
 
     def _run_coroutine(self, attempt: Attempt) -> Outcome:
         if self._loop is None:

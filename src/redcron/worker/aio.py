@@ -237,7 +237,7 @@ class _Run:
             return
         exc = task.exception()
         if exc is None:
-            self._end(result_outcome(task.result()))
+            self._end(result_outcome(self.app, task.result()))
         elif self.attempt.kill_reason is not None and isinstance(exc, TimeoutError):
             # its own code turned our cancel into another error (asyncio.timeout):
             # the end is still the worker's

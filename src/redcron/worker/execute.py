@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 import traceback
@@ -19,7 +20,9 @@ from redcron import serde
 from redcron.context import Context
 from redcron.engine import Engine, Lease
 from redcron.errors import ConfigError, Permanent, Retry, ValidationError
-from redcron.model import error_classes, validation
+from redcron.keys import run_of_task
+from redcron.model import edges, error_classes, validation
+from redcron.model.edges import RunInputs
 from redcron.worker import capture
 
 if TYPE_CHECKING:
@@ -34,6 +37,9 @@ _NONE = serde.dumps(None)
 BASE_ENV = ("PATH", "HOME", "LANG")
 #: the worker's own settings (Redis URL, tokens): never passed, not even on request
 WORKER_ENV_PREFIX = "REDCRON_"
+#: the variable naming the file that holds a run's command task's upstream
+#: results as JSON (issue 32 §1): not REDCRON_*, which a command never gets
+UPSTREAM_ENV = "UPSTREAM_FILE"
 
 
 @dataclass
@@ -163,19 +169,39 @@ def with_params(
 ) -> dict[str, Any]:
     """``kwargs`` and, for each of ``names`` (the parameters the call leaves
     unset: ``CallShape.fillable``) that the run's ``params`` hold, that param
-    by name: a DAG task takes a param as a keyword argument (issue 32 §3)."""
+    by name: a DAG task takes a param as a keyword argument (issue 32 §3).
+    :meth:`RunInputs.fill` does the same with upstream results first."""
     if not isinstance(params, dict):  # triggered with JSON that is no object
         return kwargs
-    filled = {n: params[n] for n in names if n in params}
-    return {**kwargs, **filled} if filled else kwargs
+    return RunInputs(params).fill(tuple(names), kwargs)
+
+
+def read_inputs(broker: Engine, lease: Lease) -> RunInputs:
+    """The run's params and the upstream results of a task of a run: one round
+    trip (``inputs.lua``), once per attempt at most."""
+    return broker.run_inputs(lease.shard, [lease.iid])[0]
+
+
+def packed_result(app: App, value: Any) -> bytes:
+    """A task's return value as msgpack, within ``max_result_bytes``; raises
+    ``Permanent`` naming the size and the setting when it cannot be stored
+    (not msgpack, or too large): no retry returns anything else."""
+    try:
+        result = _NONE if value is None else serde.dumps(value, field="result")
+    except ValidationError as exc:
+        raise Permanent(str(exc)) from None
+    too_large = edges.result_too_large(len(result), app.settings.max_result_bytes)
+    if too_large is not None:
+        raise Permanent(too_large)
+    return result
 
 
 def prepare(app: App, attempt: Attempt, broker: Engine | None = None) -> Call | Outcome:
     """The call an attempt makes (the task function bound to its decoded arguments,
     a run's params it declares, and ``ctx`` when it asks for one), or the outcome
     of an attempt that cannot make it (an unknown task, arguments that are not
-    msgpack or do not fit, a run's params that cannot be read).  Reads Redis
-    only for a DAG task that takes a run's param."""
+    msgpack or do not fit, a run's inputs that cannot be read).  Reads Redis
+    only for a DAG task that takes an upstream result or a run's param."""
     lease = attempt.lease
     task = app.tasks.get(lease.name)
     if task is None:
@@ -198,13 +224,20 @@ def prepare(app: App, attempt: Attempt, broker: Engine | None = None) -> Call | 
             retryable=False,
         )
     run_id, _, task_name = lease.iid.rpartition("/")
-    params = None
-    if run_id and broker is not None and task.shape.fillable(args, kwargs):
+    inputs = None
+    fillable = task.shape.fillable(args, kwargs) if run_id else ()
+    if fillable and broker is not None:
+        # a parameter the call leaves unset may be an upstream task's result or
+        # a param: both come in one read, which ctx.upstream and ctx.params reuse
         try:
-            params = broker.run_params(lease.shard, run_id)
+            inputs = read_inputs(broker, lease)
         except Exception as exc:  # Redis unreachable: a later attempt may read them
-            return Outcome(ok=False, outcome="failed", error=f"cannot read the run's params: {exc}")
-        kwargs = with_params(task.shape.fillable(args, kwargs), kwargs, params)
+            return Outcome(
+                ok=False,
+                outcome="failed",
+                error=f"cannot read the run's params and upstream results: {exc}",
+            )
+        kwargs = inputs.fill(fillable, kwargs)
     bad = task.shape.mismatch(args, kwargs)
     if bad is not None:  # the call can never succeed: no retry, and the function never runs
         return Outcome(ok=False, outcome="failed", error=bad.message, retryable=False)
@@ -219,7 +252,7 @@ def prepare(app: App, attempt: Attempt, broker: Engine | None = None) -> Call | 
             shard=lease.shard,
             broker=broker,
             run_id=run_id or None,
-            _params=params,  # read above: ctx.params needs no second read
+            _inputs=inputs,  # read above: ctx.params and ctx.upstream need no second read
             _cancelled=attempt.was_killed,
         )
         args = [ctx, *args]
@@ -241,11 +274,13 @@ class Call:
         return self.fn(*self.args, **self.kwargs)
 
 
-def result_outcome(value: Any) -> Outcome:
-    """The outcome of a task body that returned ``value``."""
+def result_outcome(app: App, value: Any) -> Outcome:
+    """The outcome of a task body that returned ``value``: stored as msgpack
+    within ``max_result_bytes``, else failed (not retried: what it returned
+    cannot be stored, whatever a retry returns)."""
     try:
-        result = _NONE if value is None else serde.dumps(value, field="result")
-    except Exception as exc:
+        result = packed_result(app, value)
+    except Permanent as exc:
         return Outcome(ok=False, outcome="failed", error=str(exc), retryable=False)
     return Outcome(ok=True, result=result)
 
@@ -290,7 +325,7 @@ def run_python(app: App, attempt: Attempt, broker: Engine | None = None) -> Outc
                 "an awaitable, from a plain function: declare it `async def` (the worker "
                 "runs coroutine functions on its event loop)",
             )
-        return result_outcome(value)
+        return result_outcome(app, value)
     except BaseException as exc:  # task code may raise anything, SystemExit included
         if isinstance(exc, KeyboardInterrupt):
             raise
@@ -442,12 +477,21 @@ def container_argv(runtime: str, payload: dict[str, Any]) -> list[str]:
 
 
 def run_command(
-    attempt: Attempt, timeout_s: float | None, container_runtime: str = "docker"
+    attempt: Attempt,
+    timeout_s: float | None,
+    container_runtime: str = "docker",
+    broker: Engine | None = None,
 ) -> Outcome:
     """Run a command (or container) task in its own process group; kill the group at
     the timeout.  Arguments that cannot be run (written by hand into Redis, or
     from before they were checked at the edge) fail the task permanently: this
-    never raises, or the pool thread would die with the attempt unreported."""
+    never raises, or the pool thread would die with the attempt unreported.
+
+    A command task of a run gets its upstream results (``ctx.upstream``'s
+    mapping, as JSON) in a file named by ``$UPSTREAM_FILE``, readable by the
+    worker's user only and removed once the command ends; ``{}`` for a task
+    that depends on none.  Not stdin: a command reading its stdin for
+    something else would get them."""
     try:
         payload = serde.loads(attempt.lease.args) or {}
         if not isinstance(payload, dict):
@@ -468,6 +512,39 @@ def run_command(
             error=f"malformed {attempt.lease.kind} task: {exc}",
             retryable=False,
         )
+    upstream_file = None
+    if attempt.lease.kind == "command" and broker is not None and run_of_task(attempt.lease.iid):
+        try:
+            upstream_file = _upstream_file(read_inputs(broker, attempt.lease))
+        except Exception as exc:  # Redis unreachable, or the disk full: a later attempt may do
+            return Outcome(
+                ok=False, outcome="failed", error=f"cannot hand over the upstream results: {exc}"
+            )
+        env[UPSTREAM_ENV] = upstream_file
+    try:
+        return _run_process(attempt, argv, env, cwd, timeout_s)
+    finally:
+        if upstream_file is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(upstream_file)
+
+
+def _upstream_file(inputs: RunInputs) -> str:
+    """A new file (mode 0600) holding ``inputs.upstream`` as JSON: its path."""
+    fd, path = tempfile.mkstemp(prefix="redcron-upstream-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(edges.upstream_json(inputs.upstream))
+    except BaseException:
+        os.unlink(path)
+        raise
+    return path
+
+
+def _run_process(
+    attempt: Attempt, argv: list[str], env: dict[str, str], cwd: str | None, timeout_s: float | None
+) -> Outcome:
+    """Run ``argv`` (checked) in its own process group, to its outcome."""
     try:
         proc = subprocess.Popen(
             argv,

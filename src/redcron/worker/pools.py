@@ -146,7 +146,7 @@ class ThreadPool(_Slots):
                 before(attempt)
             if attempt.lease.kind != "python":
                 outcome = run_command(
-                    attempt, _timeout_s(attempt), self.app.settings.container_runtime
+                    attempt, _timeout_s(attempt), self.app.settings.container_runtime, self.broker
                 )
             else:
                 outcome = run_python(self.app, attempt, self.broker)
@@ -308,7 +308,10 @@ class ProcessPool(_Slots):
                 before(attempt)
             if attempt.lease.kind != "python":
                 outcome = run_command(
-                    attempt, _timeout_s(attempt), self.app.settings.container_runtime
+                    attempt,
+                    _timeout_s(attempt),
+                    self.app.settings.container_runtime,
+                    self.app.broker,
                 )
             else:
                 outcome, child = self._run_in_child(child, attempt)

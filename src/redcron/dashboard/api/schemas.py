@@ -132,6 +132,9 @@ def _worker_lease() -> Json:
                         "the worker's span (null: not traced)"},
         "tracestate": {"type": ["string", "null"], "description": "W3C tracestate "
                        "travelling with traceparent (null: none)"},
+        "upstream": {**any_object, "description": "a task of a run: each upstream task's "
+                     "result (any JSON) by its name in the job's DAG; {} for a task that "
+                     "depends on none; absent for a one-off task"},
         # kind python
         "name": {"type": "string", "description": "kind python: the registered task"},
         "args": {"type": "array", "items": {}, "description": "kind python"},

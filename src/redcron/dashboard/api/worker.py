@@ -32,7 +32,10 @@ from redcron.dashboard.api.operation import Operation, Routes, link
 from redcron.dashboard.api.params import Json, body_schema
 from redcron.dashboard.api.record_schema import ref
 from redcron.engine import TRANSIENT, Broker, FailItem, FailResult, Lease
-from redcron.model import validation
+from redcron.keys import run_of_task
+from redcron.model import edges, validation
+from redcron.model.edges import RunInputs
+from redcron.model.serialize import plain
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +57,9 @@ _rotation = itertools.count()
 LEASE_409 = "The lease is no longer held (cancelled, reaped or superseded); nothing was written"
 LEASE_403 = ("The lease_id is not genuine (altered, made up, or signed by another deployment) "
              "or was leased with another token; nothing was written")  # fmt: skip
+RESULT_413 = ("Body over the size limit (MAX_CONTENT_LENGTH), or a result over "
+              "max_result_bytes (code result_too_large): then the attempt was recorded "
+              "failed, not retried")  # fmt: skip
 _LEASE = {"lease_id": "$response.body#/0/lease_id"}
 #: what a worker does next with the attempts it leased
 LEASE_LINKS: Json = {
@@ -177,8 +183,11 @@ def _lease_request(data: dict[str, Any]) -> _Ask:
     return _Ask(worker, slots, cpu, mem, queues, allowed_tenants or (), wait_s)
 
 
-def _leased(lease: Lease, worker: str, ttl_ms: int, leaser: str) -> dict[str, Any]:
-    """One lease as the worker sees it: JSON args, the command for a command task."""
+def _leased(
+    lease: Lease, worker: str, ttl_ms: int, leaser: str, inputs: RunInputs | None = None
+) -> dict[str, Any]:
+    """One lease as the worker sees it: JSON args, the command for a command
+    task, and for a task of a run its upstream results (``ctx.upstream``)."""
     token = LeaseToken(lease.shard, lease.iid, lease.epoch, worker, leaser)
     run_id, _, task_name = lease.iid.rpartition("/")
     payload = serde.loads(lease.args)
@@ -199,6 +208,8 @@ def _leased(lease: Lease, worker: str, ttl_ms: int, leaser: str) -> dict[str, An
         "traceparent": lease.traceparent or None,
         "tracestate": lease.tracestate or None,
     }
+    if inputs is not None:
+        item["upstream"] = plain(inputs.upstream)
     if lease.kind == "python":
         args, kwargs = payload if isinstance(payload, list | tuple) else ([], {})
         item.update(name=lease.name, args=list(args), kwargs=dict(kwargs))
@@ -279,11 +290,30 @@ def _handed_out(
         hand_back()
         return reply([])
     by = leases.leaser()
-    response = reply([_leased(item, ask.worker, ttl_ms, by) for item in got])
+    try:
+        inputs = _inputs(broker, got)
+    except TRANSIENT:  # Redis went away since the lease: nobody runs these now
+        hand_back()
+        raise
+    response = reply([_leased(x, ask.worker, ttl_ms, by, inputs.get(x.iid)) for x in got])
     # the server closes the body without writing it all when the client is gone
     # (waitress: its write raises); then the leases go back, their attempts unused
     response.response = UnlessSent([response.get_data()], hand_back)
     return response
+
+
+def _inputs(broker: Broker, got: Sequence[Lease]) -> dict[str, RunInputs]:
+    """The upstream results of the leased tasks of runs, by task id: one script
+    call per shard (``inputs.lua``, beside the lease rather than inside it:
+    ``lease.lua`` stays within the engine's weight)."""
+    by_shard: dict[int, list[str]] = {}
+    for x in got:
+        if run_of_task(x.iid):
+            by_shard.setdefault(x.shard, []).append(x.iid)
+    out: dict[str, RunInputs] = {}
+    for shard, iids in by_shard.items():
+        out.update(zip(iids, broker.inspection.run_inputs(shard, iids), strict=True))
+    return out
 
 
 def _hand_back(broker: Broker, worker: str, got: Sequence[Lease]) -> None:
@@ -386,7 +416,7 @@ def heartbeat() -> flask.Response:
         "worker_complete",
         "Report an attempt done",
         ref("WorkerReport"),
-        errors=(("403", LEASE_403), ("409", LEASE_409)),
+        errors=(("403", LEASE_403), ("409", LEASE_409), ("413", RESULT_413)),
         body=ref("WorkerCompleteBody"),
     ),
 )
@@ -397,6 +427,9 @@ def complete() -> flask.Response:
     token = leases.verify(data.get("lease_id"))
     result = serde.dumps(data.get("result"), field="result")
     broker = redcron_app().broker
+    too_large = edges.result_too_large(len(result), broker.settings.max_result_bytes)
+    if too_large is not None:
+        _fail_too_large(broker, token, too_large)
     (done,) = broker.leases.complete(
         token.shard, token.worker, [(token.task_id, token.epoch, result)]
     )
@@ -450,6 +483,22 @@ def fail() -> flask.Response:
             "state": result.state,
             "retry_in_s": None if result.retry_in_ms is None else result.retry_in_ms / 1000,
         }
+    )
+
+
+def _fail_too_large(broker: Broker, token: LeaseToken, error: str) -> NoReturn:
+    """A result over ``max_result_bytes`` fails its attempt, permanently (as a
+    Python task's does), and the report answers 413 saying so."""
+    item = FailItem(token.task_id, token.epoch, "failed", error, False, None, None)
+    (result,) = broker.leases.fail(token.shard, token.worker, [item])
+    http_workers.log_report(broker, token.worker, token.task_id, "failed", result, error)
+    if result.state is None:
+        _lost(token)
+    raise ApiError(
+        413,
+        "result_too_large",
+        f"{error}; the attempt was recorded failed, not retried (task state {result.state})",
+        "result",
     )
 
 

@@ -26,6 +26,7 @@ PAD = 10
 #: characters of a task name that fit in a box at the 13 px bold name font
 NAME_CHARS = 18
 _ARROW_ID = "rc-dag-arrow"
+_ARROW = "\u2192"
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,8 @@ class DagNode:
     """One task of a run, as the DAG drawing needs it.
 
     ``detail`` is extra hover text (e.g. "attempt 2/3, 4.1 s"); ``href`` makes
-    the box a link (to the task's page).
+    the box a link (to the task's page); ``carried`` is what the task's result
+    looks like (a short preview): the hover text of the edges leaving it.
     """
 
     name: str
@@ -41,6 +43,7 @@ class DagNode:
     depends_on: tuple[str, ...]
     href: str | None = None
     detail: str | None = None
+    carried: str | None = None
 
 
 @dataclass(frozen=True)
@@ -246,10 +249,15 @@ def dag_svg(nodes: Sequence[DagNode]) -> Markup:
     drawn = [("edge", a, b, via) for a, b, via in layout.chains]
     drawn += [("edge back", a, b, []) for a, b in layout.back]
     for cls, a, b, via in drawn:
+        carried = todo[a].carried
+        tail = "/>"
+        if carried is not None:  # what the edge carried (the upstream's result): its hover text
+            tip = escape(f"{todo[a].name} {_ARROW} {todo[b].name}: {carried}")
+            tail = f' data-carried="{escape(carried)}"><title>{tip}</title></path>'
         out.append(
             f'<path class="{cls}" data-from="{escape(todo[a].name)}"'
             f' data-to="{escape(todo[b].name)}" d="{_edge(layout, a, b, via)}"'
-            f' fill="none" marker-end="url(#{_ARROW_ID})"/>'
+            f' fill="none" marker-end="url(#{_ARROW_ID})"{tail}'
         )
     for i, node in enumerate(todo):
         out.append(_node(node, _box_x(layout.column[i]), _box_y(layout.row[i])))

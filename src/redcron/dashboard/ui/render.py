@@ -3,6 +3,7 @@ and the Jinja filters that format times, durations and counts."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from redcron.dashboard.ui import session
 from redcron.dashboard.ui.charts import format_seconds
 from redcron.model import RunRecord
 from redcron.model.retry_rule import attempts_long, attempts_short
+from redcron.model.serialize import payload
 from redcron.store import Page
 
 T = TypeVar("T")
@@ -29,6 +31,8 @@ Reply = Response
 LIVE_HEADER = "X-Redcron-Live"
 #: rows per page of every list
 PER_PAGE = 50
+#: characters of a result shown where a run's page says what an edge carried
+RESULT_CHARS = 80
 #: how often pages refresh their live part (ms)
 REFRESH_MS = 1500
 
@@ -198,6 +202,15 @@ def error_line(error: str | None) -> str:
     return lines[-1].strip() if lines else ""
 
 
+def result_preview(result: bytes | None, limit: int = RESULT_CHARS) -> str:
+    """A task's result (msgpack) as a short line of JSON, for a table cell or an
+    edge's tooltip: what the task handed downstream (empty: no result yet)."""
+    if result is None:
+        return ""
+    text = json.dumps(payload(result), ensure_ascii=False, allow_nan=False)
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
 def error_block(error: str | None, folded: bool = False) -> Markup:
     """An error as written: one line as text, several (a Python traceback) in a
     ``<pre class="traceback">`` that keeps its lines and indentation.
@@ -234,6 +247,7 @@ def install(web: flask.Flask) -> None:
         badge=state_badge,
         error_block=error_block,
         error_line=error_line,
+        result_preview=result_preview,
         attempts=lambda t: attempts_short(t, " / "),
         attempts_long=attempts_long,
     )

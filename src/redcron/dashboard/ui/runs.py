@@ -117,8 +117,13 @@ def nodes(run: RunRecord) -> list[DagNode]:
         detail = f"attempts {attempts_short(task) or 'none yet'}"
         if task.error:
             detail += f": {render.error_line(task.error)[:120]}"
+        carried = render.result_preview(task.result) if task.result is not None else None
+        if carried is not None:
+            detail += f"\nresult: {carried}"
         href = flask.url_for("ui.runs.show", run_id=run.id, task=name) + "#task"
-        out.append(DagNode(name, task.state, task.depends_on, href=href, detail=detail))
+        out.append(
+            DagNode(name, task.state, task.depends_on, href=href, detail=detail, carried=carried)
+        )
     return out
 
 
