@@ -92,6 +92,12 @@ class EnqueueRow(NamedTuple):
     ckn: int = 0
     # a call's retry_on/permanent_on (model/error_classes.py wire(), JSON), "" = none
     error_classes: str = ""
+    # its rate limit (model/rate.py, lua/lib/rate.lua): unit ms and count (0: none),
+    # the rate_key argument's name and this call's value ("": the task as a whole)
+    rate_ms: int = 0
+    rate_n: int = 0
+    rate_key: str = ""
+    rate_group: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +181,10 @@ def enqueue_row(r: EnqueueRow) -> bytes:
         row["ckn"] = str(r.ckn)
     if r.error_classes:
         row["error_classes"] = r.error_classes
+    if r.rate_ms:
+        row |= {"rate_ms": str(r.rate_ms), "rate_n": str(r.rate_n)}
+        if r.rate_group:
+            row |= {"rate_key": r.rate_key, "rate_group": r.rate_group}
     return _pack(row)
 
 
