@@ -46,7 +46,8 @@ end
 
 -- Put an instance on its tenant's ready stream and the tenant on the ring.  One
 -- with a rate goes by the timers, due at once, unless promote released it:
--- promote takes its turn (lib/rate.lua, rate_at set); nil is returned then.
+-- promote takes its turn (lib/rate.lua, rate_at set): nil is returned then,
+-- else the stream entry's id.
 local function make_ready(ti, iid, queue, tenant, priority)
   local r = redis.call('HMGET', ti, 'rate_ms', 'rate_at')
   if r[1] and not r[2] then
