@@ -41,9 +41,7 @@ for _, iid in ipairs(due) do
     unpark(parked_tenant)
   end
   local cooled_job = string.match(iid, '^brk:(.*)$')
-  if cooled_job then
-    breaker_cooldown_due(cooled_job, now)
-  end
+  if cooled_job then breaker_cooldown_due(cooled_job, now) end
   if string.sub(iid, 1, #CKWAKE) == CKWAKE then
     ck_wake_due(string.sub(iid, #CKWAKE + 1), now)
   end

@@ -26,7 +26,8 @@ local function rate_admit(ti, iid, tenant, now)
   local turn, held = now, redis.call('ZCARD', bk) - (nxt and 1 or 0)
   if not r[4] then  -- a new way to ready: take the group's next turn
     turn = math.max(now, math.ceil(nxt or 0))
-    redis.call('ZADD', bk, math.max(now, nxt or 0) + unit / n, 'next')
+    nxt = math.max(now, nxt or 0) + unit / n
+    redis.call('ZADD', bk, nxt, 'next')
   end
   if turn <= now and held >= n then
     -- no room: the turn comes back when the oldest release leaves the window
@@ -41,6 +42,7 @@ local function rate_admit(ti, iid, tenant, now)
   end
   -- rate_at: its turn; now: make_ready's pass (make_ready drops it)
   redis.call('HSET', ti, 'rate_at', turn, 'due', turn)
-  redis.call('PEXPIRE', bk, math.ceil(turn - now + unit) + 1000)
+  -- kept while a turn is handed out or a release is in the window
+  redis.call('PEXPIRE', bk, math.ceil(math.max(turn, nxt or 0) - now + unit) + 1000)
   return turn <= now
 end
