@@ -66,7 +66,7 @@ for _, iid in ipairs(due) do
       redis.call('HSET', ti, 'error', why)
       dead_letter(ti, iid, f[4], f[3], name, attempt, outcome, why, now)
     elseif rate_admit(ti, iid, f[4], now) then  -- else back on the timers: lib/rate.lua
-      make_ready(ti, iid, f[3], f[4], f[5])
+      make_ready(ti, iid, f[3], f[4], f[5], now)
       gather_wake(woken, f[3])
       n = n + 1
     end

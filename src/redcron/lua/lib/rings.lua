@@ -45,14 +45,14 @@ local function ring_leave(queue, priority, tenant)
 end
 
 -- Put an instance on its tenant's ready stream and the tenant on the ring.  One
--- with a rate goes by the timers, due at once, unless promote released it:
--- promote takes its turn (lib/rate.lua, rate_at set): nil is returned then,
--- else the stream entry's id.
-local function make_ready(ti, iid, queue, tenant, priority)
+-- with a rate goes by the timers, due `now` (0 when the caller has none: at
+-- once), unless promote released it: promote gives it its turn (lib/rate.lua,
+-- rate_at set).  Returns the stream entry's id, nil when it went by the timers.
+local function make_ready(ti, iid, queue, tenant, priority, now)
   local r = redis.call('HMGET', ti, 'rate_ms', 'rate_at')
   if r[1] and not r[2] then
-    redis.call('ZADD', key_timers(), 0, iid)
-    return redis.call('HSET', ti, 'state', 'scheduled', 'loc', 'timer') and nil
+    redis.call('ZADD', key_timers(), now or 0, iid)
+    return redis.call('HSET', ti, 'state', 'scheduled', 'loc', 'timer', 'due', now or 0) and nil
   end
   local eid = stream_add(key_q(queue, tenant, priority), iid)
   redis.call('HSET', ti, 'state', 'ready', 'loc', 'q:' .. eid)
