@@ -118,8 +118,10 @@ def check(ops: Ops, model: Model) -> None:
         if state in ("leased", "running") and ck:
             assert slots.get(iid) == (tenant, ck), ("a lease without its slot", iid, h)
         if iid in slots:
-            # a slot is a lease of its key, or a woken waiter's reservation
-            assert state in ("leased", "running", "ready") and slots[iid] == (tenant, ck), (iid, h)
+            # a slot is a lease of its key, or a woken waiter's reservation (one
+            # whose task has a rate keeps it while it waits for its turn)
+            holding = ("leased", "running", "ready", *(("scheduled",) if "rate_ms" in h else ()))
+            assert state in holding and slots[iid] == (tenant, ck), (iid, h)
         expected = {
             "ready": ["stream"],
             "scheduled": ["timers"],

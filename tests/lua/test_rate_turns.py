@@ -185,3 +185,56 @@ def test_the_bucket_lives_as_long_as_turns_are_handed_out(ops: Ops) -> None:
 def test_enqueue_refuses_a_rate_below_one(ops: Ops) -> None:
     with pytest.raises(Rejected, match="rate_ms and rate_n"):
         ops.enqueue(rated(new_id(), 0))
+
+
+def test_a_woken_concurrency_waiter_keeps_its_slot_while_it_waits_for_its_turn(
+    ops: Ops, broker: Broker
+) -> None:
+    a, b = new_id(), new_id()
+    ops.enqueue(*[rated(i, 1)._replace(ck="k", ckn=1) for i in (a, b)])
+    slots = ops.k.ckslots(0, "acme", "job", "k")
+    ops.promote()
+    [tok] = ops.lease(n=5, ttl=60_000)
+    assert tok.iid == a
+    ops.now = T0 + 1000
+    ops.promote()  # b's turn: ready, but its key is held by a: b waits in the key's list
+    assert ops.lease(n=5, ttl=60_000) == []
+    assert ops.info(b)["state"] == "waiting"
+    ops.now = T0 + 1100
+    ops.complete("w1", [tok])  # a's slot goes to b, which must take a turn first
+    f = ops.info(b)
+    assert (f["state"], f["loc"], f["due"]) == ("scheduled", "timer", str(T0 + 1100))
+    assert [m.decode() for m in ops.r.zrange(slots, 0, -1)] == [b]  # reserved for it
+    ops.promote()
+    assert ops.info(b)["rate_at"] == str(T0 + 2000)
+    ops.r.zadd(ops.k.timers(0), {'ckwake:["acme","job","k","1"]': ops.now})
+    ops.now = T0 + 1500
+    ops.promote()  # a prune of the key keeps a reservation waiting for its turn
+    assert [m.decode() for m in ops.r.zrange(slots, 0, -1)] == [b]
+    ops.now = T0 + 2000
+    ops.promote()
+    [tok] = ops.lease(n=5, ttl=60_000)
+    assert tok.iid == b
+
+
+def test_a_cancelled_reservation_waiting_for_its_turn_goes_back_to_the_key(
+    ops: Ops, broker: Broker
+) -> None:
+    a, b, c = new_id(), new_id(), new_id()
+    ops.enqueue(*[rated(i, 1)._replace(ck="k", ckn=1) for i in (a, b)])
+    slots = ops.k.ckslots(0, "acme", "job", "k")
+    ops.promote()
+    [tok] = ops.lease(n=1, ttl=60_000)
+    ops.enqueue(row(c)._replace(ck="k", ckn=1))  # no rate: straight to its stream
+    assert ops.lease(n=5, ttl=60_000) == [] and ops.info(c)["state"] == "waiting"
+    ops.now = T0 + 1000
+    ops.promote()
+    assert ops.lease(n=5, ttl=60_000) == []  # b waits in the key's list behind c
+    ops.complete("w1", [tok])  # c is woken into the slot (it has no rate)
+    [tok] = ops.lease(n=5, ttl=60_000)
+    assert tok.iid == c
+    ops.complete("w1", [tok])  # b is woken into it, and waits for its turn
+    assert ops.info(b)["state"] == "scheduled"
+    assert [m.decode() for m in ops.r.zrange(slots, 0, -1)] == [b]
+    assert broker.cancel(b, now=ops.now).cancelled
+    assert ops.r.zrange(slots, 0, -1) == []
