@@ -100,8 +100,22 @@ def test_task_show_and_metrics_show_the_rate(app: App) -> None:
     info = second.info()
     assert (info.rate, info.rate_key, info.rate_group) == ("100/m", "customer", "cust-7")
     assert info.due_at is not None and info.due_at > first.info().created_at
-    body = create_app(app, admin_token="x").test_client().get("/metrics").get_data(as_text=True)
+    web = create_app(app, admin_token="x").test_client()
+    body = web.get("/metrics").get_data(as_text=True)
     assert 'redcron_rate_waits_total{task="rl.show"} 1.0' in body
+    # the API's task record and the task page say it too
+    admin = {"Authorization": "Bearer x"}
+    got = web.get(f"/v1/tasks/{second.id}", headers=admin).get_json()
+    assert (got["state"], got["rate"], got["rate_key"], got["rate_group"]) == (
+        "scheduled", "100/m", "customer", "cust-7",
+    )  # fmt: skip
+    page = web.get("/login")
+    assert page.status_code == 200
+    with web.session_transaction() as session:
+        csrf = session["csrf_token"]
+    assert web.post("/login", data={"token": "x", "csrf_token": csrf}).status_code == 303
+    shown_page = web.get(f"/tasks/{second.id}").get_data(as_text=True)
+    assert "<dt>rate</dt>" in shown_page and "<code>cust-7</code>" in shown_page
 
 
 def test_a_rate_key_must_be_an_argument(app: App) -> None:
