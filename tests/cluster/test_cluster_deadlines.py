@@ -9,9 +9,9 @@ from beats import tick_until  # tests/helpers
 from conftest import SHARDS  # tests/cluster/conftest.py
 from redcron import App
 from redcron.beat.beat import Beat
-from redcron.broker import read_metrics
 from redcron.keys import shard_of
 from redcron.model.jobs import Task
+from redcron.store import read_metrics
 
 
 def tenants_on_every_shard(shards: int = SHARDS) -> list[str]:

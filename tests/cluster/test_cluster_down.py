@@ -25,14 +25,15 @@ from redis_binary import redis_server_path
 from worker_procs import thread_workers
 
 from redcron import App
-from redcron.broker import ChannelStore, key_slot
 from redcron.chaos.outage import master_of_slot, shard_masters, spread_tenants
 from redcron.dashboard import create_app
 from redcron.dashboard.totals import count
 from redcron.embedded_cluster import EmbeddedCluster
+from redcron.engine import key_slot
 from redcron.errors import RedisUnavailable, ScriptError
 from redcron.keys import Keys, shard_of
 from redcron.model.jobs import Task, job_spec
+from redcron.store import ChannelStore
 
 SHARDS = 12
 MASTERS = 3

@@ -15,10 +15,10 @@ from receiver import (  # tests/helpers
 from server_time import server_ms  # tests/helpers
 
 from redcron import App
-from redcron.broker import ChannelStore
 from redcron.keys import shard_of
 from redcron.notify import Notifier
 from redcron.notify.signing import DELIVERY_HEADER
+from redcron.store import ChannelStore
 
 
 @pytest.fixture

@@ -21,9 +21,9 @@ from worker_procs import thread_workers
 
 from redcron import App
 from redcron.beat.beat import Beat
-from redcron.broker import TRANSIENT, key_slot
 from redcron.chaos.outage import master_of_slot, shard_masters, spread_tenants
 from redcron.embedded_cluster import EmbeddedCluster
+from redcron.engine import TRANSIENT, key_slot
 from redcron.errors import RedisUnavailable
 from redcron.keys import Keys, shard_of
 from redcron.model.jobs import Task
@@ -163,7 +163,7 @@ def test_an_idle_beat_reads_the_next_due_fire_on_a_cluster(mapp: App) -> None:
     job = mapp.jobs.put(
         "soon", tenant="ta", tasks={"t": Task("noop")}, every="1h", allow_unregistered=True
     )
-    store = Beat(mapp, name="idle").store
+    store = Beat(mapp, name="idle").engine
     now, heads = store.next_due(list(range(SHARDS)))
     assert abs(now - mapp.broker.server_ms()) < 60_000
     assert heads[job.shard] is not None and heads[job.shard] > now
@@ -206,8 +206,8 @@ def test_pipelines_go_on_when_the_clients_default_node_is_the_dead_master(
     down(dead)
     where = shard_masters(SHARDS, MASTERS, mapp.settings.prefix)
     live = [s for s, m in where.items() if m != dead]
-    store = Beat(mapp, name="x").store
-    claims = store.own(live, "x", 1000, "acquire")  # one pipeline over the live masters
+    store = Beat(mapp, name="x").engine
+    claims = store.beat_own(live, "x", 1000, "acquire")  # one pipeline over the live masters
     assert [c.shard for c in claims if c.owned] == live
 
 

@@ -22,9 +22,9 @@ from redis_binary import redis_server_path, valkey_wheel_server
 from worker_procs import thread_workers
 
 from redcron import App
-from redcron.broker import key_slot
 from redcron.cli.main import main
 from redcron.embedded_cluster import EmbeddedCluster
+from redcron.engine import key_slot
 from redcron.errors import RedisUnavailable
 from redcron.keys import Keys, shard_of
 

@@ -59,7 +59,7 @@ COMMAND = "make docs"
 
 #: the packages the ``modules`` part has a table for, in this order (a package
 #: that moves or splits is an edit here and ``make docs``)
-MODULE_PACKAGES = ("redcron.broker", "redcron.broker.doctor")
+MODULE_PACKAGES = ("redcron.engine", "redcron.store", "redcron.doctor")
 #: records that live outside redcron.model (found by name wherever they are defined)
 ALSO = ("TaskCancel", "RunCancel", "DoctorReport", "DoctorSummary", "Finding", "TenantRecount")
 #: parts of the package whose functions are not "where a record comes back from"

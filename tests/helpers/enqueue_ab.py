@@ -21,12 +21,12 @@ from typing import Any
 import redis
 
 from redcron import App
-from redcron.broker import argv
-from redcron.broker.argv import EnqueueRow
 from redcron.clock import ulid
+from redcron.engine import argv
+from redcron.engine.argv import EnqueueRow
 
 ROWS = 256
-SOURCE = "from redcron.broker.scripts import full_source; print(full_source('enqueue'), end='')"
+SOURCE = "from redcron.engine.scripts import full_source; print(full_source('enqueue'), end='')"
 
 
 def _source(src: str | None) -> str:

@@ -22,7 +22,7 @@ from redis.connection import Connection
 
 import redcron
 from redcron import App
-from redcron.broker import argv
+from redcron.engine import argv
 
 
 def _evalsha_usec(r: redis.Redis) -> tuple[int, int]:

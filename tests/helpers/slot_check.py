@@ -12,9 +12,9 @@ from typing import Any
 
 from redis.crc import key_slot
 
-from redcron.broker import Broker, FailItem
-from redcron.broker.argv import EnqueueRow
 from redcron.clock import ulid
+from redcron.engine import Broker, FailItem
+from redcron.engine.argv import EnqueueRow
 from redcron.keys import shard_of
 
 T0 = 1_700_000_000_000

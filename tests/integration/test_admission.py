@@ -12,8 +12,8 @@ import pytest
 import redis
 
 from redcron import App
-from redcron.broker import argv
-from redcron.broker.argv import FireArgs
+from redcron.engine import argv
+from redcron.engine.argv import FireArgs
 from redcron.errors import Conflict, QuotaExceeded, Rejected
 from redcron.keys import shard_of
 from redcron.model.jobs import Task

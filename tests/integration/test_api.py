@@ -16,9 +16,9 @@ from web_app import add_and_broken_app
 from worker_procs import thread_workers, wait_for  # tests/helpers is on sys.path
 
 from redcron import App
-from redcron.broker.workers import Registration, WorkerRegistry
 from redcron.dashboard import create_app
 from redcron.dashboard.api.openapi import DOCUMENT
+from redcron.engine.workers import Registration, WorkerRegistry
 from redcron.worker import Worker
 
 TENANT = "acme"

@@ -14,8 +14,8 @@ import pytest
 from flask.testing import FlaskClient
 
 from redcron import App
-from redcron.broker import TokenStore
 from redcron.dashboard import create_app
+from redcron.store import TokenStore
 
 ADMIN = "tokens-admin-token"
 

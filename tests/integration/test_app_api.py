@@ -10,7 +10,7 @@ import redis
 from redis.crc import key_slot
 
 from redcron import App, Settings, Task, TaskFailed, TaskTimeout, ValidationError
-from redcron.broker import FailItem
+from redcron.engine import FailItem
 from redcron.errors import ConfigError, NotFound
 from redcron.keys import shard_of
 

@@ -26,7 +26,7 @@ from server_time import server_ms  # tests/helpers
 
 from redcron import App
 from redcron.beat.beat import Beat, beats_key
-from redcron.broker.argv import FireArgs
+from redcron.engine.argv import FireArgs
 from redcron.errors import ShardLeaseLost
 from redcron.model.jobs import JobSpec, Task
 from redcron.model.records import epoch_ms

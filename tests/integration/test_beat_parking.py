@@ -27,14 +27,15 @@ from polling import wait_for  # tests/helpers
 from redcron import App
 from redcron.beat.beat import Beat
 from redcron.beat.firing import Firer
-from redcron.broker.beat import BeatStore, Park
-from redcron.broker.metrics import read_metrics
 from redcron.cli.main import main
 from redcron.dashboard import create_app
+from redcron.engine import Engine
+from redcron.engine.beat import BeatStore, Park
 from redcron.keys import ATTENTION_PARKED, prefix_range, shard_of
 from redcron.model.jobs import Task, spec_from_json
 from redcron.model.records import JobRecord, epoch_ms
 from redcron.model.serialize import to_json
+from redcron.store.metrics import read_metrics
 
 TASKS = {"t": Task("noop")}
 ADMIN = "admin-token-for-parking"
@@ -350,7 +351,7 @@ def test_an_unexpected_error_in_one_shards_fire_pass_leaves_the_other_firing(
     )
     real = Firer.fire_shard
 
-    def fire_shard(self: Firer, store: BeatStore, shard: int, now: int, budget: float) -> int:
+    def fire_shard(self: Firer, store: Engine, shard: int, now: int, budget: float) -> int:
         if shard == bad.shard:
             raise KeyError("injected")
         return real(self, store, shard, now, budget)

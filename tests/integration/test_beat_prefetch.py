@@ -14,7 +14,7 @@ from server_time import server_ms  # tests/helpers
 from redcron import App
 from redcron.beat.beat import Beat
 from redcron.beat.planning import PREFETCH_MS
-from redcron.broker.beat import BeatStore, DueRow
+from redcron.engine.beat import BeatStore, DueRow
 from redcron.model.jobs import JobSpec, Task
 
 TASKS = {"t": Task("noop")}
@@ -62,7 +62,7 @@ def test_prefetch_loads_every_spec_of_a_burst_many_pages_long(app: App) -> None:
     # "now" passed in: the window just reaches the burst, leaving the prefetch
     # ~10 s before it would hand over to the fire pass, however slow the machine
     now = int(at.timestamp() * 1000) - PREFETCH_MS + 1
-    while planner.prefetch(beat.store, 0, now, 10.0):
+    while planner.prefetch(beat.engine, 0, now, 10.0):
         pass
     assert all(planner.spec_of(jid) is not None for jid in ids)
 

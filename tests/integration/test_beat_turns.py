@@ -15,8 +15,8 @@ from beats import runs_of  # tests/helpers
 
 from redcron import App
 from redcron.beat.beat import TURN_PAGES, Beat
-from redcron.broker.argv import FireArgs
-from redcron.broker.beat import BeatStore
+from redcron.engine.argv import FireArgs
+from redcron.engine.beat import BeatStore
 from redcron.keys import shard_of
 from redcron.model.jobs import JobSpec, Task
 

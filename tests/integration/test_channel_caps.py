@@ -11,10 +11,10 @@ import pytest
 from receiver import notify_app_fixture  # noqa: F401 (the app fixture), tests/helpers
 
 from redcron import App
-from redcron.broker import ChannelStore
-from redcron.broker import channels as channels_module
-from redcron.broker.channels import MAX_TENANT_CHANNELS
 from redcron.errors import Conflict
+from redcron.store import ChannelStore
+from redcron.store import channels as channels_module
+from redcron.store.channels import MAX_TENANT_CHANNELS
 
 URL = "http://127.0.0.1:9/hook"
 

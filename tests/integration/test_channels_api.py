@@ -15,11 +15,11 @@ from receiver import (  # tests/helpers
 from server_time import server_ms  # tests/helpers
 
 from redcron import App
-from redcron.broker import ActionLog, ChannelStore, TokenStore
-from redcron.broker.channels import MAX_TENANT_CHANNELS
 from redcron.cli.main import main
 from redcron.dashboard import create_app
 from redcron.notify import Notifier
+from redcron.store import ActionLog, ChannelStore, TokenStore
+from redcron.store.channels import MAX_TENANT_CHANNELS
 
 ADMIN = "admin-token-for-tests"
 

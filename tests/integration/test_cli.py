@@ -19,9 +19,9 @@ from click.testing import CliRunner
 from followups import follow  # tests/helpers
 
 from redcron import App, ConfigError, serde
-from redcron.broker import FailItem
-from redcron.broker.workers import Registration, WorkerRegistry
 from redcron.cli.main import main
+from redcron.engine import FailItem
+from redcron.engine.workers import Registration, WorkerRegistry
 from redcron.loader import load_app
 
 #: how --json prints every time: ISO-8601 UTC with milliseconds

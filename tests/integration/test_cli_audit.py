@@ -15,7 +15,8 @@ from click.testing import Result
 from followups import follow  # tests/helpers
 
 from redcron import App
-from redcron.broker import Action, ActionLog, FailItem
+from redcron.engine import FailItem
+from redcron.store import Action, ActionLog
 
 JOBS = """
 jobs:

@@ -15,9 +15,9 @@ from cli_fixtures import Invoke, app_fixture, invoke_fixture, prefix_fixture  # 
 from click.testing import CliRunner, Result
 
 from redcron import App, serde
-from redcron.broker import FailItem
 from redcron.cli.main import main
 from redcron.cli.runs import watch_run
+from redcron.engine import FailItem
 
 #: how --json prints every time: ISO-8601 UTC with milliseconds
 ISO_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")

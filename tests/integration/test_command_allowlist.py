@@ -21,8 +21,8 @@ from grants import grant_commands
 from worker_procs import thread_workers, wait_for
 
 from redcron import App, serde
-from redcron.broker import Lease
 from redcron.cli.main import main
+from redcron.engine import Lease
 from redcron.errors import ConfigError, ValidationError
 from redcron.model.jobs import JobSpec, Task
 from redcron.worker import Worker

@@ -28,13 +28,13 @@ from redis_dump import is_action_stream
 from worker_procs import thread_workers, wait_for  # tests/helpers is on sys.path
 
 from redcron import App
-from redcron.broker.tokens import TokenStore
-from redcron.broker.workers import WorkerRegistry
 from redcron.cli.main import main
 from redcron.dashboard import create_app
+from redcron.engine.workers import WorkerRegistry
 from redcron.errors import ConfigError, Forbidden, Rejected
 from redcron.keys import shard_of
 from redcron.model.jobs import Task, job_spec
+from redcron.store.tokens import TokenStore
 from redcron.worker import Worker
 
 TENANT = "acme"

@@ -20,9 +20,9 @@ from worker_procs import (  # noqa: F401 (app_fixture, start_worker_fixture: fix
 )
 
 from redcron import App, Context, ValidationError
-from redcron.broker.doctor import examine
 from redcron.cli.tasks import render_task, task_details
 from redcron.dashboard import create_app
+from redcron.doctor import examine
 from redcron.model.jobs import JobSpec, Task
 from redcron.worker import Worker
 

@@ -12,9 +12,9 @@ from flask.testing import FlaskClient
 from receiver import notify_app_fixture  # noqa: F401 (fixtures: app)
 
 from redcron import App
-from redcron.broker import ChannelStore, TokenStore
-from redcron.broker.channels import MAX_TENANT_CHANNELS
 from redcron.dashboard import create_app
+from redcron.store import ChannelStore, TokenStore
+from redcron.store.channels import MAX_TENANT_CHANNELS
 
 ADMIN = "admin-token-for-tests"
 

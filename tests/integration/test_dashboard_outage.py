@@ -21,9 +21,9 @@ import redis
 from flask.testing import FlaskClient
 
 from redcron import App
-from redcron.broker.tokens import TokenStore
 from redcron.dashboard import create_app
 from redcron.embedded import EmbeddedRedis
+from redcron.store.tokens import TokenStore
 
 ADMIN = "outage-admin-token"
 TENANT = "acme"

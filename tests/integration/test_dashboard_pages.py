@@ -22,13 +22,13 @@ from worker_procs import thread_workers, wait_for
 
 from redcron import App
 from redcron.beat.beat import Beat
-from redcron.broker.logins import LoginLinks
-from redcron.broker.tokens import TokenStore
-from redcron.broker.workers import Registration, WorkerRegistry
 from redcron.cli.main import main
 from redcron.dashboard import create_app
+from redcron.engine.workers import Registration, WorkerRegistry
 from redcron.keys import shard_of
 from redcron.model.jobs import Task, job_spec
+from redcron.store.logins import LoginLinks
+from redcron.store.tokens import TokenStore
 from redcron.worker import Worker
 
 MINE = "acme"

@@ -16,9 +16,9 @@ from flask.testing import FlaskClient
 
 from redcron import App
 from redcron.beat.beat import Beat
-from redcron.broker.tokens import TokenStore
 from redcron.dashboard import create_app
 from redcron.model.jobs import Task
+from redcron.store.tokens import TokenStore
 
 MINE = "acme"
 FOREIGN = "globex"

@@ -111,7 +111,7 @@ def test_a_beat_sweeps_only_the_shards_it_owns(redis_url: str, prefix: str) -> N
         rid = late_run(app)
         shard = app.jobs.get("nightly", tenant=TENANT).shard
         beat = Beat(app, name="b1", apply_declared=False)
-        beat._deadlines.sweep(beat.store, [s for s in range(4) if s != shard], 0)
+        beat._deadlines.sweep(beat.engine, [s for s in range(4) if s != shard], 0)
         assert app.jobs.run(rid).late_at is None
         beat.tick()  # takes every free shard, this one too
         assert shard in beat.owned and app.jobs.run(rid).late

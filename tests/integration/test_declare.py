@@ -18,7 +18,7 @@ from click.testing import Result
 from grants import grant_commands
 
 from redcron import App, Task
-from redcron.broker.workers import Registration, WorkerRegistry
+from redcron.engine.workers import Registration, WorkerRegistry
 from redcron.errors import ValidationError
 from redcron.model.jobs import JobSpec
 

@@ -16,10 +16,10 @@ from followups import follow  # tests/helpers
 from worker_procs import thread_workers, wait_for  # tests/helpers
 
 from redcron import App
-from redcron.broker import FailItem
-from redcron.broker.beat import BeatStore, Park
-from redcron.broker.doctor import SCRIPTS, DoctorReport, examine
-from redcron.broker.scripts import full_source
+from redcron.doctor import SCRIPTS, DoctorReport, examine
+from redcron.engine import FailItem
+from redcron.engine.beat import BeatStore, Park
+from redcron.engine.scripts import full_source
 from redcron.keys import GROUP, MAINT_STRAY, STRAY_MAX_MS
 from redcron.model.jobs import Task
 
@@ -333,7 +333,7 @@ def test_a_dlq_entry_whose_instance_is_gone_is_found_and_dropped(
     assert kinds(report) == [("dlq_entry_orphan", k.dlq(0, "acme"))]
     assert report.summary.dlq_expired == 1
     # dlq list drops it with a warning instead of listing what cannot be acted on
-    with caplog.at_level("WARNING", logger="redcron.broker.dlq"):
+    with caplog.at_level("WARNING", logger="redcron.engine.dlq"):
         assert b.dlq.list("acme") == []
     assert dead.id in caplog.text and "no longer exists" in caplog.text
     assert r.xlen(k.dlq(0, "acme")) == 0

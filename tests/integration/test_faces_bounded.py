@@ -16,12 +16,13 @@ from flask.testing import FlaskClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from redcron import App
-from redcron.broker import activity, count_tenants, ensure_indexes, page_runs, trigger_lag
-from redcron.broker.tokens import TokenStore
 from redcron.dashboard import create_app
 from redcron.dashboard.totals import EXTENSION as TOTALS
+from redcron.engine import ensure_indexes
 from redcron.keys import LAYOUT, shard_of
 from redcron.model.jobs import JobSpec, Task
+from redcron.store import activity, count_tenants, page_runs, trigger_lag
+from redcron.store.tokens import TokenStore
 
 ADMIN = "faces-admin"
 TENANTS = [f"t{i:02d}" for i in range(12)]
@@ -209,7 +210,7 @@ def series(web: flask.Flask, query: str = "") -> list[tuple[str, dict[str, str]]
 def test_metrics_series_do_not_grow_with_tenants_beyond_the_bound(
     app: App, web: flask.Flask, monkeypatch: Any
 ) -> None:
-    monkeypatch.setattr("redcron.broker.metrics.TOP_TENANTS", 3)
+    monkeypatch.setattr("redcron.store.metrics.TOP_TENANTS", 3)
     populate(app, jobs_per_tenant=1)
     series(web)  # the first scrape starts the deployment totals in the background
     assert web.extensions[TOTALS].wait() is not None

@@ -18,14 +18,14 @@ from flask.testing import FlaskClient
 from test_faces_bounded import ADMIN, bearer, login, page_walk, walk
 
 from redcron import App
-from redcron.broker.actions import ActionLog
-from redcron.broker.argv import FailItem
-from redcron.broker.tokens import TokenStore
-from redcron.broker.workers import Registration, WorkerRegistry
 from redcron.dashboard import create_app
 from redcron.dashboard.totals import EXTENSION as TOTALS
+from redcron.engine.argv import FailItem
+from redcron.engine.workers import Registration, WorkerRegistry
 from redcron.keys import shard_of
 from redcron.model.jobs import JobSpec, Task
+from redcron.store.actions import ActionLog
+from redcron.store.tokens import TokenStore
 
 
 @pytest.fixture
@@ -233,7 +233,7 @@ def test_a_requests_redis_commands_do_not_grow_with_tenants_dead_tasks_or_worker
     app: App, web: flask.Flask, monkeypatch: Any
 ) -> None:
     monkeypatch.setattr("redcron.dashboard.ui.render.PER_PAGE", 5)
-    monkeypatch.setattr("redcron.broker.metrics.TOP_TENANTS", 3)
+    monkeypatch.setattr("redcron.store.metrics.TOP_TENANTS", 3)
     admin_api, admin = bearer(web, ADMIN), login(web, ADMIN)
     probes: dict[str, Callable[[], Any]] = {
         "GET /v1/dlq": lambda: admin_api.get("/v1/dlq", query_string={"limit": 5}),

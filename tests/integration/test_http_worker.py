@@ -17,9 +17,9 @@ from grants import grant_commands
 from lease_ids import forged, parts, signed, unsigned  # tests/helpers
 
 from redcron import App
-from redcron.broker.tokens import TokenStore
 from redcron.dashboard import create_app
 from redcron.keys import shard_of_id
+from redcron.store.tokens import TokenStore
 
 TENANT = "acme"
 

@@ -18,8 +18,8 @@ from grants import grant_commands
 from worker_procs import wait_for
 
 from redcron import App
-from redcron.broker.tokens import TokenStore
-from redcron.broker.workers import WorkerRegistry
+from redcron.engine.workers import WorkerRegistry
+from redcron.store.tokens import TokenStore
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "http_worker.py"
 ADMIN = "test-admin-token"

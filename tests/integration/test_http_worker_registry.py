@@ -20,12 +20,12 @@ from click.testing import CliRunner
 from flask.testing import FlaskClient
 
 from redcron import App
-from redcron.broker import WorkerRegistry
-from redcron.broker.inspect import queue_loads
-from redcron.broker.tokens import TokenStore
-from redcron.broker.workers import TTL_LEASES
 from redcron.cli.main import main as cli
 from redcron.dashboard import create_app
+from redcron.engine import WorkerRegistry
+from redcron.engine.inspect import queue_loads
+from redcron.engine.workers import TTL_LEASES
+from redcron.store.tokens import TokenStore
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "examples" / "http_worker.sh"

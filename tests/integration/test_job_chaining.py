@@ -28,10 +28,10 @@ from worker_procs import thread_workers, wait_for  # tests/helpers is on sys.pat
 
 from redcron import App, Permanent
 from redcron.beat.beat import Beat
-from redcron.broker.argv import FireArgs
-from redcron.broker.workers import WorkerRegistry
 from redcron.cli.main import main
 from redcron.dashboard import create_app
+from redcron.engine.argv import FireArgs
+from redcron.engine.workers import WorkerRegistry
 from redcron.errors import Conflict, NotFound, ValidationError
 from redcron.keys import run_id, shard_of_id
 from redcron.model.jobfile import load_jobs

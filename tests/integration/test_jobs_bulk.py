@@ -13,8 +13,8 @@ import pytest
 from cli_fixtures import Invoke, invoke_fixture, prefix_fixture  # noqa: F401 (fixtures)
 
 from redcron import App
-from redcron.broker import job_writes as jobstore
 from redcron.cli import jobs as cli_jobs
+from redcron.engine import job_writes as jobstore
 from redcron.errors import ValidationError
 from redcron.model.jobs import JobSpec, Task, spec_json, spec_json_full
 

@@ -26,11 +26,11 @@ from worker_procs import (  # noqa: F401 (app_fixture: the chaos app's client, a
 
 from redcron import App
 from redcron.beat.beat import Beat
-from redcron.broker.tokens import TokenStore
 from redcron.cli.main import main
 from redcron.dashboard import create_app
 from redcron.keys import shard_of
 from redcron.model.jobs import Task
+from redcron.store.tokens import TokenStore
 
 TERMINAL = ("succeeded", "dead", "cancelled", "failed")
 

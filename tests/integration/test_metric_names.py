@@ -29,11 +29,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from redcron import App
 from redcron.beat.beat import Beat
-from redcron.broker import FailItem
-from redcron.broker.beat import BeatStore, Park
-from redcron.broker.workers import Registration, WorkerRegistry
 from redcron.dashboard import create_app
 from redcron.dashboard.totals import EXTENSION as TOTALS
+from redcron.engine import FailItem, Park, Registration, WorkerRegistry
+from redcron.engine.beat import BeatStore
 from redcron.keys import shard_of
 from redcron.model.jobs import Task
 

@@ -11,10 +11,10 @@ from followups import follow  # tests/helpers
 from prometheus_client.parser import text_string_to_metric_families
 
 from redcron import App
-from redcron.broker.argv import FailItem
-from redcron.broker.workers import Registration, WorkerRegistry
 from redcron.dashboard import create_app
 from redcron.dashboard.totals import EXTENSION as TOTALS
+from redcron.engine.argv import FailItem
+from redcron.engine.workers import Registration, WorkerRegistry
 from redcron.keys import shard_of
 from redcron.model.jobs import Task
 
@@ -191,7 +191,7 @@ def test_tenants_shown_are_those_with_something_to_show(
 ) -> None:
     """Under the cap, tenants are taken in turn from each kind of work: the
     oldest ready work does not crowd out dead tasks or tasks in flight."""
-    monkeypatch.setattr("redcron.broker.metrics.TOP_TENANTS", 3)
+    monkeypatch.setattr("redcron.store.metrics.TOP_TENANTS", 3)
     broker = app.broker
     for t in ("r1", "r2", "r3"):  # ready work, r1's the oldest
         app.enqueue("m.work", 1, _tenant=t)

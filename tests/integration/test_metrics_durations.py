@@ -13,12 +13,12 @@ from followups import follow  # tests/helpers
 from prometheus_client.parser import text_string_to_metric_families
 
 from redcron import App
-from redcron.broker.argv import FailItem
-from redcron.broker.metrics import read_metrics
 from redcron.dashboard import create_app
 from redcron.dashboard.metrics import CONTENT_TYPE
+from redcron.engine.argv import FailItem
 from redcron.keys import DURATION_BUCKETS_S, DURATION_NAMES, DURATION_OTHER, shard_of
 from redcron.model.jobs import Task
+from redcron.store.metrics import read_metrics
 
 T1, T2 = "alpha", "beta"
 T0 = 1_900_000_000_000  # a server time for the scripts (ms)

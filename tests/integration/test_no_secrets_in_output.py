@@ -18,7 +18,7 @@ from typing import Any
 from dashboard_proc import dashboard  # tests/helpers
 
 from redcron import App
-from redcron.broker.tokens import TokenStore
+from redcron.store.tokens import TokenStore
 
 ADMIN = "admin-SECRET-7f3a9c"
 METRICS = "metrics-SECRET-51bd02"

@@ -21,12 +21,13 @@ from receiver import (  # tests/helpers
 from server_time import server_ms  # tests/helpers
 
 from redcron import App
-from redcron.broker import ChannelStore, FailItem
+from redcron.engine import FailItem
 from redcron.errors import ValidationError
 from redcron.keys import NOTIFY_GROUP
 from redcron.model.jobs import Task
 from redcron.notify import Notifier, Response, verify
 from redcron.notify.signing import DELIVERY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER
+from redcron.store import ChannelStore
 
 
 @pytest.fixture

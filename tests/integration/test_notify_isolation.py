@@ -15,9 +15,9 @@ from receiver import (  # tests/helpers
 )
 
 from redcron import App
-from redcron.broker import ChannelStore, Outbox
 from redcron.notify import Notifier
 from redcron.notify.notifier import tenant_threads_for
+from redcron.store import ChannelStore, Outbox
 
 
 @pytest.fixture

@@ -18,9 +18,9 @@ from receiver import (  # tests/helpers
 from server_time import server_ms  # tests/helpers
 
 from redcron import App
-from redcron.broker import ChannelStore
 from redcron.notify import Notifier
 from redcron.notify.signing import DELIVERY_HEADER
+from redcron.store import ChannelStore
 
 CHILD = """
 import os, sys

@@ -52,7 +52,7 @@ def test_maintenance_prunes_the_index(app: App) -> None:
 def test_maintenance_prunes_a_shard_every_few_seconds_not_every_pass(
     app: App, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from redcron.broker import maintenance
+    from redcron.engine import maintenance
 
     broker = app.broker
     now = [1_000.0]

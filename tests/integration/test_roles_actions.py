@@ -21,14 +21,14 @@ from web_app import add_and_broken_app  # tests/helpers
 from worker_procs import thread_workers, wait_for
 
 from redcron import App
-from redcron.broker import ActionLog, Actor, record_action
-from redcron.broker.tokens import TokenStore
 from redcron.cli.main import main
 from redcron.dashboard import create_app
 from redcron.dashboard.api.actions import NAMES
 from redcron.errors import ValidationError
 from redcron.keys import shard_of
 from redcron.model.jobs import Task, job_spec
+from redcron.store import ActionLog, Actor, record_action
+from redcron.store.tokens import TokenStore
 from redcron.worker import Worker
 
 ADMIN = "roles-admin-token"

@@ -1,5 +1,5 @@
 """How attempts, runs and scheduled fires went, as the scripts record them and
-``broker/stats.py`` and ``/metrics`` read them back: a known workload on two
+``store/stats.py`` and ``/metrics`` read them back: a known workload on two
 shards, driven through the broker with explicit ``now`` values, gives exactly
 the counts, per-minute activity and lag quantiles it should."""
 
@@ -13,14 +13,14 @@ from followups import follow  # tests/helpers
 from prometheus_client.parser import text_string_to_metric_families
 
 from redcron import App
-from redcron.broker import Broker, FailItem, Lease
-from redcron.broker.argv import FireArgs
-from redcron.broker.stats import activity, trigger_lag, trigger_lag_by_tenant
 from redcron.dashboard import create_app
+from redcron.engine import Broker, FailItem, Lease
+from redcron.engine.argv import FireArgs
 from redcron.keys import ACTIVITY_TTL_S, shard_of
 from redcron.model import LagSummary, MinuteActivity
 from redcron.model.jobs import Task
 from redcron.schedule.timeutil import from_ms
+from redcron.store.stats import activity, trigger_lag, trigger_lag_by_tenant
 
 T1, T2 = "alpha", "beta"  # shards 0 and 1 of 2
 W = "w1"

@@ -16,11 +16,11 @@ from cli_fixtures import Invoke, invoke_fixture  # noqa: F401 (fixtures)
 from click.testing import Result
 
 from redcron import App
-from redcron.broker import FailItem
-from redcron.broker.tenants import TenantStore
+from redcron.engine import FailItem
 from redcron.errors import ValidationError
 from redcron.keys import shard_of
 from redcron.model.tenants import SETTINGS_FIELDS, TenantSettings
+from redcron.store.tenants import TenantStore
 
 SHARDS = 4
 

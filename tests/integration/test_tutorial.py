@@ -29,8 +29,8 @@ from grants import grant_commands
 from polling import wait_for  # tests/helpers is on sys.path
 
 from redcron import App
-from redcron.broker.workers import WorkerRegistry
 from redcron.cli.up import EXAMPLES_APP, child_specs
+from redcron.engine.workers import WorkerRegistry
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "tutorial.md"

@@ -18,8 +18,8 @@ from cli_fixtures import Invoke, invoke_fixture, prefix_fixture  # noqa: F401 (f
 from cli_output import one_error_line
 
 from redcron import App, Task
-from redcron.broker.workers import Registration, WorkerRegistry
 from redcron.dashboard import create_app
+from redcron.engine.workers import Registration, WorkerRegistry
 from redcron.errors import NotFound, ValidationError
 from redcron.model.jobs import job_spec
 

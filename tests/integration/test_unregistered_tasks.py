@@ -16,11 +16,11 @@ from click.testing import CliRunner
 from worker_procs import thread_workers, wait_for
 
 from redcron import App
-from redcron.broker import queue_loads
-from redcron.broker.workers import Registration, WorkerRegistry
 from redcron.cli.main import main
 from redcron.dashboard import create_app
 from redcron.dashboard.totals import EXTENSION as TOTALS
+from redcron.engine import queue_loads
+from redcron.engine.workers import Registration, WorkerRegistry
 from redcron.model import QueueLoad
 
 LOGGER = "redcron.worker.worker"

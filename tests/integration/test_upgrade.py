@@ -1,4 +1,4 @@
-"""broker/upgrade.py: a deployment an older release wrote (key layout 1) is
+"""engine/upgrade.py: a deployment an older release wrote (key layout 1) is
 brought to this release's layout by the first process to start, before any
 script runs, and keeps what the retired kinds held."""
 
@@ -10,8 +10,8 @@ import pytest
 import redis
 
 from redcron import App
-from redcron.broker import LoginLinks, TokenStore
 from redcron.keys import ACTIVITY_TTL_S, LAYOUT, Keys
+from redcron.store import LoginLinks, TokenStore
 
 
 def test_an_older_layout_is_upgraded_once_and_keeps_its_bookkeeping(
@@ -170,7 +170,7 @@ def test_a_new_deployment_is_born_at_this_layout_and_not_upgraded(
     # before: a fresh `make run` logged "upgraded to key layout 4" and ran every
     # upgrade step's SCAN over a keyspace it had just created
     prefix = key_prefix.rstrip(":")
-    caplog.set_level(logging.INFO, logger="redcron.broker.upgrade")
+    caplog.set_level(logging.INFO, logger="redcron.engine.upgrade")
     app = App(redis_url, prefix=prefix)
     try:
         app.broker.ensure_meta()

@@ -18,8 +18,8 @@ from procs import stop
 from worker_procs import thread_workers
 
 from redcron import App
-from redcron.broker.audit import AuditEntry, AuditLog
 from redcron.keys import shard_of_id
+from redcron.store.audit import AuditEntry, AuditLog
 
 ROOT = Path(__file__).resolve().parents[2]
 

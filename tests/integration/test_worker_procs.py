@@ -21,9 +21,9 @@ from procs import ROOT
 from worker_procs import APPS, chaos_app_client, wait_for
 
 from redcron import App
-from redcron.broker import WorkerRegistry
 from redcron.cli.main import main
 from redcron.cli.worker_procs import FAILED_STARTS
+from redcron.engine import WorkerRegistry
 from redcron.model import WorkerInfo
 
 pytestmark = pytest.mark.skipif(

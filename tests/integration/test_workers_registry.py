@@ -17,8 +17,8 @@ from worker_procs import (  # noqa: F401 (fixtures)
 )
 
 from redcron import App
-from redcron.broker.workers import Registration, WorkerRegistry
 from redcron.cli.main import main
+from redcron.engine.workers import Registration, WorkerRegistry
 from redcron.worker import Worker
 
 T0 = 1_700_000_000_000

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import pytest
 from lua_ops import Ops
 
-from redcron.broker import Broker
 from redcron.config import Settings
+from redcron.engine import Broker
 
 
 @pytest.fixture

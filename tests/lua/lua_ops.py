@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from redcron.broker import Broker, FailItem, argv
-from redcron.broker.argv import EnqueueRow
 from redcron.clock import ulid
+from redcron.engine import Broker, FailItem, argv
+from redcron.engine.argv import EnqueueRow
 from redcron.keys import GROUP
 
 T0 = 1_700_000_000_000

@@ -11,8 +11,8 @@ from lua_ops import Ops, Tok
 from server_time import server_ms  # tests/helpers
 
 from redcron import App
-from redcron.broker import FailItem
-from redcron.broker.cancel import RunCancel, TaskCancel, run_cancel, task_cancel
+from redcron.engine import FailItem
+from redcron.engine.cancel import RunCancel, TaskCancel, run_cancel, task_cancel
 from redcron.keys import held_prefix, prefix_range
 from redcron.model.jobs import Task
 

@@ -12,7 +12,7 @@ import pytest
 from followups import follow  # tests/helpers
 
 from redcron import App
-from redcron.broker import FailItem, Lease
+from redcron.engine import FailItem, Lease
 from redcron.model.jobs import Task
 
 TENANT = "acme"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from lua_ops import Ops, Tok, new_id, row
 
-from redcron.broker.argv import EnqueueRow
+from redcron.engine.argv import EnqueueRow
 from redcron.errors import Rejected
 
 

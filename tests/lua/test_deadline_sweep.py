@@ -19,9 +19,9 @@ from followups import follow  # tests/helpers
 from redis.crc import key_slot
 
 from redcron import App
-from redcron.broker import FailItem, Lease
-from redcron.broker.argv import FireArgs
-from redcron.broker.beat import LateRun, Swept
+from redcron.engine import FailItem, Lease
+from redcron.engine.argv import FireArgs
+from redcron.engine.beat import LateRun, Swept
 from redcron.model import JobRecord
 from redcron.model.jobs import Task
 from redcron.model.records import from_ms

@@ -10,8 +10,8 @@ import pytest
 from followups import follow  # tests/helpers
 
 from redcron import App
-from redcron.broker import FailItem
-from redcron.broker.argv import FireArgs
+from redcron.engine import FailItem
+from redcron.engine.argv import FireArgs
 from redcron.keys import EVENT_LAG_MS, run_id
 from redcron.model.jobs import Task
 

@@ -9,7 +9,7 @@ import pytest
 from lua_ops import T0, Ops, new_id, row
 from server_time import server_ms, server_ms_after  # tests/helpers
 
-from redcron.broker import Broker, FailItem, FailResult
+from redcron.engine import Broker, FailItem, FailResult
 from redcron.errors import NotFound
 from redcron.keys import CONSUMER, GROUP
 from redcron.model.records import epoch_ms

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from lua_ops import T0, Ops, new_id, row
 
-from redcron.broker import Broker
 from redcron.config import Settings
+from redcron.engine import Broker
 
 LUA = os.path.join(os.path.dirname(__file__), "..", "..", "src", "redcron", "lua")
 

@@ -11,7 +11,7 @@ from importlib import resources
 
 import pytest
 
-from redcron.broker.scripts import _INCLUDE, SCRIPT_NAMES, full_source, generated
+from redcron.engine.scripts import _INCLUDE, SCRIPT_NAMES, full_source, generated
 
 LUA = resources.files("redcron") / "lua"
 LIBS = sorted(f"lib/{p.name}" for p in (LUA / "lib").iterdir() if p.name.endswith(".lua"))

@@ -14,8 +14,8 @@ import pytest
 import redis
 from lua_ops import T0, Ops, Tok, new_id, row
 
-from redcron.broker import Broker
-from redcron.broker.argv import EnqueueRow
+from redcron.engine import Broker
+from redcron.engine.argv import EnqueueRow
 from redcron.keys import GROUP
 from redcron.model.records import epoch_ms
 

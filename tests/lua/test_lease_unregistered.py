@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from lua_ops import Ops, new_id, row
 
-from redcron.broker.argv import EnqueueRow
+from redcron.engine.argv import EnqueueRow
 
 #: lib/take.lua's SKIP_MAX
 SKIP_MAX = 64

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lua_ops import Ops, Tok, new_id, row
 
-from redcron.broker import Broker
 from redcron.config import Settings
+from redcron.engine import Broker
 
 TENANTS = ("acme", "globex", "initech")
 QUEUES = ("default", "gpu")

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from lua_ops import T0, Ops, Tok, new_id, row
 
-from redcron.broker import Broker
-from redcron.broker.argv import EnqueueRow
+from redcron.engine import Broker
+from redcron.engine.argv import EnqueueRow
 from redcron.errors import Rejected
 
 

@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lua_ops import T0, Ops, Tok, new_id, row
 
-from redcron.broker import Broker
 from redcron.config import Settings
+from redcron.engine import Broker
 from redcron.keys import GROUP, MAINT_REAP_TTL
 
 MIN_TTL = 100  # ms

@@ -14,8 +14,8 @@ import redis
 from lua_ops import T0, Ops, new_id, row
 from redis.connection import Encoder
 
-from redcron.broker import FailItem, argv
-from redcron.broker.argv import FireArgs
+from redcron.engine import FailItem, argv
+from redcron.engine.argv import FireArgs
 from redcron.errors import Rejected
 
 #: how redis-py sent each value when it was an ARGV entry of its own, so what a

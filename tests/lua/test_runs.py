@@ -18,8 +18,8 @@ from followups import follow  # tests/helpers
 from server_time import server_ms  # tests/helpers
 
 from redcron import App
-from redcron.broker import FailItem, Lease, TaskFilter, list_tasks
-from redcron.broker.argv import FireArgs
+from redcron.engine import FailItem, Lease, TaskFilter, list_tasks
+from redcron.engine.argv import FireArgs
 from redcron.errors import Conflict, TaskFailed
 from redcron.keys import GROUP
 from redcron.model import RunRecord, TaskRecord

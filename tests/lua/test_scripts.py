@@ -11,11 +11,11 @@ import redis
 from redis.crc import key_slot
 from slot_check import exercise_every_shard_key  # tests/helpers
 
-from redcron.broker import Broker
-from redcron.broker.argv import EnqueueRow
-from redcron.broker.scripts import SCRIPT_NAMES, full_source, source
 from redcron.clock import ulid
 from redcron.config import Settings
+from redcron.engine import Broker
+from redcron.engine.argv import EnqueueRow
+from redcron.engine.scripts import SCRIPT_NAMES, full_source, source
 from redcron.errors import Conflict, Rejected
 from redcron.keys import (
     TEMPLATES,

@@ -7,8 +7,8 @@ from __future__ import annotations
 from grants import grant_commands
 from lua_ops import Ops, new_id, row
 
-from redcron.broker import Broker
 from redcron.cli.runs import attempts_cell, task_error
+from redcron.engine import Broker
 
 
 def test_success_after_a_failure_clears_the_error_but_keeps_the_history(

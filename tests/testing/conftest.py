@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import redis
 
-from redcron.broker import Broker
-from redcron.broker.core import ACKED
 from redcron.config import Settings
+from redcron.engine import Broker
+from redcron.engine.core import ACKED
 from redcron.errors import ConfigError
 from redcron.testing import TestApp
 from redcron.testing.fakeserver import check_supported

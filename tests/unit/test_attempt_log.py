@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from redcron.broker import FailResult, Lease
+from redcron.engine import FailResult, Lease
 from redcron.worker.attempt_log import AttemptLog
 from redcron.worker.capture import LineBuffer
 from redcron.worker.execute import Attempt, Outcome

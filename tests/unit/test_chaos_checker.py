@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from redcron.broker.audit import AuditEntry
 from redcron.chaos.checker import JobFacts, judge_fires, judge_instance
 from redcron.chaos.scenario import plan
 from redcron.model import RunRecord, TaskRecord
+from redcron.store.audit import AuditEntry
 
 W1, W2 = "w0.1", "w1.2"
 

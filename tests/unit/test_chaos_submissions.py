@@ -7,9 +7,9 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 from redcron.app import App
-from redcron.broker import EnqueueRow, ShardGate
 from redcron.chaos.submissions import Submissions
 from redcron.chaos.tally import Tally
+from redcron.engine import EnqueueRow, ShardGate
 from redcron.errors import RedisUnavailable
 
 

@@ -22,7 +22,7 @@ import click
 import pytest
 
 import redcron
-import redcron.broker
+import redcron.store
 from redcron.cli.group import LazyGroup
 from redcron.cli.main import COMMANDS, main
 
@@ -53,9 +53,9 @@ RUN = textwrap.dedent(
 )
 
 #: loaded by no command but its own: the dashboard (Flask), the benchmarks, the doctor
-NEVER = ("flask", "werkzeug", "redcron.dashboard", "redcron.cli.bench", "redcron.broker.doctor")
+NEVER = ("flask", "werkzeug", "redcron.dashboard", "redcron.cli.bench", "redcron.doctor")
 #: loaded by no --help or --version: the App, the broker, Redis
-NOT_TO_START = ("redis", "redcron.app", "redcron.broker", "redcron.cli.common")
+NOT_TO_START = ("redis", "redcron.app", "redcron.engine", "redcron.store", "redcron.cli.common")
 
 
 def run(args: list[str], code: str = RUN) -> dict[str, Any]:
@@ -97,7 +97,7 @@ def test_a_command_loads_no_flask_no_benchmarks_no_doctor_and_no_client(args: li
 
 def test_the_check_sees_what_a_command_loads_and_builds() -> None:
     # the doctor's own command loads the doctor, and `bench` the benchmarks
-    assert loaded(run(["doctor", "--help"])["modules"], ("redcron.broker.doctor",))
+    assert loaded(run(["doctor", "--help"])["modules"], ("redcron.doctor",))
     assert loaded(run(["bench", "--help"])["modules"], ("redcron.cli.bench",))
     # a command that talks to Redis builds a client (here to a port nothing serves)
     out = run(["jobs", "list", "--redis", "redis://127.0.0.1:1/0"])
@@ -116,7 +116,7 @@ def test_the_app_loads_no_doctor_no_audit_no_action_record() -> None:
         "print(json.dumps({'modules': sorted(sys.modules)}))",
     )
     assert "redcron.app" in out["modules"]
-    lazy = ("redcron.broker.doctor", "redcron.broker.audit", "redcron.broker.actions")
+    lazy = ("redcron.doctor", "redcron.store.audit", "redcron.store.actions")
     assert loaded(out["modules"], NEVER + lazy) == []
 
 
@@ -181,9 +181,9 @@ def _type_checking_imports(path: Path) -> dict[str, tuple[str, str]]:
     ("package", "path"),
     [
         (redcron, SRC / "redcron" / "__init__.py"),
-        (redcron.broker, SRC / "redcron/broker/__init__.py"),
+        (redcron.store, SRC / "redcron/store/__init__.py"),
     ],
-    ids=["redcron", "redcron.broker"],
+    ids=["redcron", "redcron.store"],
 )
 def test_the_lazy_names_are_the_typed_ones_and_exported(package: Any, path: Path) -> None:
     lazy = {

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import redis
 
-from redcron.broker import connection
-from redcron.broker.connection import TRYAGAIN_BUDGET_S, retry_not_run
+from redcron.engine import connection
+from redcron.engine.connection import TRYAGAIN_BUDGET_S, retry_not_run
 
 
 @pytest.fixture

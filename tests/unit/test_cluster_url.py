@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from redcron.broker.connection import connect
 from redcron.config import Settings
+from redcron.engine.connection import connect
 from redcron.errors import ConfigError, RedisUnavailable
 from redcron.redact import masked_url
 from redcron.urls import ClusterURL, check_redis_url, parse_cluster_url

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any, cast
 
 from redcron.beat.deadlines import SWEEP_CALLS, Deadlines
-from redcron.broker.beat import SWEEP_LIMIT, BeatStore, LateRun, Swept
+from redcron.engine import SWEEP_LIMIT, Engine, LateRun
+from redcron.engine.beat import Swept
 
 
 class FakeStore:
@@ -21,8 +22,8 @@ class FakeStore:
         return self.answers.pop(0) if self.answers else Swept(0, [])
 
 
-def store(fake: FakeStore) -> BeatStore:
-    return cast(BeatStore, fake)
+def store(fake: FakeStore) -> Engine:
+    return cast(Engine, fake)
 
 
 def late(rid: str) -> LateRun:

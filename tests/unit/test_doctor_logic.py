@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from redcron.broker import doctor
-from redcron.broker.doctor import (
+from redcron import doctor
+from redcron.doctor import (
     RunCounts,
     instance_problem,
     run_progress,
     run_recount,
 )
-from redcron.broker.scripts import full_source
+from redcron.engine.scripts import full_source
 
 
 @pytest.mark.parametrize(

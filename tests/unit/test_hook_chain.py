@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from redcron.broker import FailResult, Lease
+from redcron.engine import FailResult, Lease
 from redcron.worker import AttemptHook, Reported
 from redcron.worker.capture import LineBuffer
 from redcron.worker.execute import Attempt, Outcome

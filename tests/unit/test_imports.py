@@ -2,23 +2,34 @@
 ``ast`` (nothing is imported), and what importing it does, checked in fresh
 interpreters.
 
-DESIGN.md §2: faces (``cli/``, ``dashboard/``) -> processes (``worker/``,
-``beat/``) -> the client API (``App``) -> ``broker/`` (every Redis call) -> the
-model (specs, states, settings, ``keys.py``) and ``schedule/`` (pure time).
-Each layer imports only those below it; workers and beats never import each
-other; the model and ``schedule/`` import no Redis.  Enforced here:
+DESIGN.md §2: faces (``cli/``, ``dashboard/``, ``chaos/``) -> processes
+(``worker/``, ``beat/``, ``notify/``) -> the client API (``App``) -> the
+control plane (``store/``) -> the data path (``engine/``) -> the model (specs,
+states, settings, ``keys.py``) and ``schedule/`` (pure time); the doctor is a
+tool over the engine and the store.  Each layer imports only those below it;
+workers and beats never import each other; the model and ``schedule/`` import
+no Redis.  Enforced here:
 
-- ``LAYERS``: what each top-level part may import.  ``model`` may use
-  ``schedule`` (a JobSpec builds its Trigger), never the reverse; the leaves
-  (``errors``, ``keys``...) import nothing above them.
-- ``broker/`` owns Redis I/O: no other module imports ``redis``, bar the few
-  in ``REDIS_ALLOWED``, each with its reason.
+- ``LAYERS``: what each top-level part may import.  The engine imports
+  neither the store nor anything above it; the store imports the engine, never
+  the reverse; neither imports a face, a process or the doctor.  ``model`` may
+  use ``schedule`` (a JobSpec builds its Trigger), never the reverse; the
+  leaves (``errors``, ``keys``...) import nothing above them.
+- The engine, the store and the doctor own Redis I/O (``REDIS_OWNERS``): no
+  other module imports ``redis``, bar the few in ``REDIS_ALLOWED``, each with
+  its reason.
 - The worker and the beat are separate processes: neither imports the other.
+- The processes, the task context and ``App`` import the names
+  ``redcron.engine`` and ``redcron.store`` export, never a submodule; they type
+  against ``redcron.engine.Engine``, the one Protocol of the data path
+  (``tests/unit/test_engine_api.py``).  Only ``redcron.engine``'s
+  ``__init__`` imports the facade module (``engine/broker.py``); only the App,
+  the testing mode and the faces name ``Broker``, to build one.
 - The faces (and the chaos tool) reach Redis only through ``App`` and the
-  names ``redcron.broker`` exports (``__all__``), never a broker submodule,
-  bar ``FACE_ALLOWED``; the processes, the task context and the faces use
-  broker methods, never ``broker.client`` or a private broker method, bar
-  ``CLIENT_ALLOWED``.
+  names ``redcron.engine``, ``redcron.store`` and ``redcron.doctor`` export
+  (``__all__``), never a submodule, bar ``FACE_ALLOWED``; the processes, the
+  task context and the faces use broker methods, never ``broker.client`` or a
+  private broker method, bar ``CLIENT_ALLOWED``.
 - Importing any module builds no Redis client and reads no ``REDCRON_*``
   variable, so ``redcron --help`` works whatever ``REDCRON_REDIS_URL`` holds.
 - The checkout's ``bench/`` (the peers side by side, not in the wheel) may
@@ -34,7 +45,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -45,7 +56,10 @@ PACKAGE = SRC / "redcron"
 #: the checkout's benchmarks against other systems: outside the wheel, above it
 BENCH = ROOT / "bench"
 
-#: modules outside broker/ that may import redis, and why; fix code rather than grow this
+#: the packages that own Redis I/O: the data path, the control plane, and the
+#: doctor, which reads and repairs keys below their methods
+REDIS_OWNERS = ("redcron/engine/", "redcron/store/", "redcron/doctor/")
+#: modules outside REDIS_OWNERS that may import redis, and why; fix code rather than grow this
 REDIS_ALLOWED = {
     "redcron/cli/common.py": "turns redis connection and auth errors into one-line CLI messages",
     "redcron/cli/bench/fixtures.py": "the bench.incr body: one bare INCR, as peers are measured",
@@ -55,16 +69,21 @@ REDIS_ALLOWED = {
     ),
 }
 
-#: the faces: they reach Redis through App and redcron.broker's exports only
+#: the faces: they reach Redis through App and the exports of redcron.engine,
+#: redcron.store and redcron.doctor only
 FACES = ("redcron/cli/", "redcron/dashboard/", "redcron/chaos/")
 
-#: (module, broker submodule) a face may import past redcron.broker's exports, and why
-FACE_ALLOWED = {
-    ("redcron/cli/bench/soak.py", "redcron.broker.doctor.scan"): (
-        "the soak benchmark counts instance hashes with the doctor's key scan: a "
-        "measurement from below the broker's methods, not an operation"
-    ),
-}
+#: (module, submodule) a face may import past its package's exports, and why
+FACE_ALLOWED: dict[tuple[str, str], str] = {}
+
+#: the processes, the task context and the App: the users of the engine's Protocol
+PROCESSES = (
+    "redcron/beat/",
+    "redcron/worker/",
+    "redcron/notify/",
+    "redcron/context.py",
+    "redcron/app/",
+)
 
 #: packages and modules that talk to Redis only through broker methods
 BROKER_USERS = ("redcron/beat/", "redcron/worker/", "redcron/notify/", "redcron/context.py", *FACES)
@@ -131,7 +150,7 @@ def _is(name: str, module: str) -> bool:
 
 def test_the_module_walk_finds_the_package() -> None:
     names = {_rel(p) for p in _modules()}
-    assert {"redcron/broker/broker.py", "redcron/beat/beat.py", "redcron/worker/worker.py"} <= names
+    assert {"redcron/engine/broker.py", "redcron/beat/beat.py", "redcron/worker/worker.py"} <= names
 
 
 @pytest.mark.parametrize("allowed", sorted(REDIS_ALLOWED))
@@ -148,12 +167,12 @@ def test_only_the_broker_imports_redis() -> None:
     bad = [
         f"{_rel(path)}:{line} imports {name}"
         for path in _modules()
-        if not _rel(path).startswith("redcron/broker/") and _rel(path) not in REDIS_ALLOWED
+        if not _rel(path).startswith(REDIS_OWNERS) and _rel(path) not in REDIS_ALLOWED
         for line, name in _imports(path)
         if _is(name, "redis")
     ]
     assert not bad, (
-        "Redis I/O belongs in redcron/broker/ (exception types: redcron.broker.retry):\n"
+        "Redis I/O belongs in redcron/engine/ (exception types: redcron.engine.retry):\n"
         + "\n".join(bad)
     )
 
@@ -165,7 +184,7 @@ def test_the_model_and_schedule_import_no_redis(part: str) -> None:
         f"{_rel(path)}:{line} imports {name}"
         for path in sorted((PACKAGE / part).rglob("*.py"))
         for line, name in _imports(path)
-        if _is(name, "redis") or _is(name, "redcron.broker")
+        if _is(name, "redis") or _is(name, "redcron.engine") or _is(name, "redcron.store")
     ]
     assert not bad, f"redcron.{part} is pure: no Redis\n" + "\n".join(bad)
 
@@ -181,35 +200,47 @@ def test_worker_and_beat_do_not_import_each_other(package: str, other: str) -> N
     assert not bad, f"redcron.{package} must not depend on redcron.{other}:\n" + "\n".join(bad)
 
 
-def _broker_exports() -> set[str]:
-    """``redcron.broker.__all__``, read from the source."""
-    tree = ast.parse((PACKAGE / "broker" / "__init__.py").read_text(encoding="utf-8"))
+#: the packages whose exports (``__all__``) the faces import, never a submodule
+EXPORTING = ("engine", "store", "doctor")
+
+
+def _exports(package: str) -> set[str]:
+    """``redcron.<package>.__all__``, read from the source."""
+    init = PACKAGE / package / "__init__.py"
+    tree = ast.parse(init.read_text(encoding="utf-8"))
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
         ):
             return set(ast.literal_eval(node.value))
-    raise AssertionError("redcron/broker/__init__.py defines no __all__")
+    raise AssertionError(f"{_rel(init)} defines no __all__")
+
+
+def _reaches_past(path: Path, packages: Sequence[str]) -> Iterator[tuple[int, str]]:
+    """The modules of ``packages`` that ``path`` imports past their exports."""
+    for package in packages:
+        exports, dotted = _exports(package), f"redcron.{package}"
+        for line, name in _imports(path):
+            if not _is(name, dotted) or name == dotted:
+                continue
+            rest = name.removeprefix(dotted + ".")
+            if "." in rest or rest not in exports:
+                yield line, name
 
 
 def _face_reaches(path: Path) -> Iterator[tuple[int, str]]:
-    """The broker modules ``path`` imports past the package's exports."""
-    exports = _broker_exports()
-    for line, name in _imports(path):
-        if not _is(name, "redcron.broker") or name == "redcron.broker":
-            continue
-        rest = name.removeprefix("redcron.broker.")
-        if "." in rest or rest not in exports:
-            yield line, name
+    return _reaches_past(path, EXPORTING)
 
 
-def test_no_broker_export_is_named_like_a_broker_module() -> None:
-    # else "from redcron.broker import jobs" would pass for an export
-    modules = {p.stem for p in (PACKAGE / "broker").iterdir() if p.suffix == ".py" or p.is_dir()}
-    assert _broker_exports() & modules == set()
+@pytest.mark.parametrize("package", EXPORTING)
+def test_no_export_is_named_like_a_module_of_its_package(package: str) -> None:
+    # else "from redcron.engine import jobs" would pass for an export
+    here = PACKAGE / package
+    modules = {p.stem for p in here.iterdir() if p.suffix == ".py" or p.is_dir()}
+    assert _exports(package) & modules == set()
 
 
-def test_the_faces_reach_the_broker_only_through_its_package_names() -> None:
+def test_the_faces_reach_engine_store_and_doctor_only_through_their_package_names() -> None:
     """Issue 17, item 5: the CLI and the dashboard imported broker submodules
     32 times, past App; a store moved between modules broke them."""
     bad = [
@@ -221,19 +252,53 @@ def test_the_faces_reach_the_broker_only_through_its_package_names() -> None:
         and not any(_is(name, allowed) for (mod, allowed) in FACE_ALLOWED if mod == _rel(path))
     ]
     assert not bad, (
-        "a face imports App or 'from redcron.broker import <name>'; export the name "
-        "in redcron/broker/__init__.py's __all__:\n" + "\n".join(bad)
+        "a face imports App or 'from redcron.<engine|store|doctor> import <name>'; export "
+        "the name in that package's __init__.py __all__:\n" + "\n".join(bad)
     )
 
 
-@pytest.mark.parametrize("allowed", sorted(FACE_ALLOWED))
-def test_every_face_exception_is_still_needed(allowed: tuple[str, str]) -> None:
-    module, target = allowed
-    path = SRC / module
-    assert path.is_file(), f"{module} is listed in FACE_ALLOWED but does not exist"
-    assert any(_is(name, target) for _line, name in _face_reaches(path)), (
-        f"{module} no longer imports {target}: remove it from FACE_ALLOWED"
+def test_the_processes_the_context_and_the_app_import_only_package_names() -> None:
+    """Issue 31 §1: the processes and ``App`` use the engine's Protocol and
+    records (and the store's exports), never the modules behind them."""
+    bad = [
+        f"{_rel(path)}:{line} imports {name}"
+        for path in _modules()
+        if _rel(path).startswith(PROCESSES)
+        for line, name in _reaches_past(path, ("engine", "store"))
+    ]
+    assert not bad, (
+        "import 'from redcron.engine import <name>' (or redcron.store); export the "
+        "name in that package's __init__.py __all__:\n" + "\n".join(bad)
     )
+
+
+#: the parts that build a Broker (the App, the testing mode, the faces), and the
+#: engine's __init__, which exports it
+BUILDERS = ("redcron/app/__init__.py", "redcron/testing/", "redcron/engine/__init__.py", *FACES)
+
+
+def test_nothing_but_the_engines_init_imports_the_facade_module() -> None:
+    """Issue 31 §1: 21 broker modules imported ``broker/broker.py`` (the
+    facade), a type-only cycle through it; the engine and the store type
+    against ``engine.core.Core``, the processes against ``Engine``."""
+    bad = [
+        f"{_rel(path)}:{line} imports {name}"
+        for path in _modules()
+        for line, name in _imports(path)
+        if (_is(name, "redcron.engine.broker") and _rel(path) != "redcron/engine/__init__.py")
+        or (name == "redcron.engine.Broker" and not _rel(path).startswith(BUILDERS))
+    ]
+    assert not bad, "type against redcron.engine.Engine (or engine.core.Core):\n" + "\n".join(bad)
+
+
+def test_every_face_exception_is_still_needed() -> None:
+    # none today: the soak benchmark's key scan became an engine export
+    for module, target in sorted(FACE_ALLOWED):
+        path = SRC / module
+        assert path.is_file(), f"{module} is listed in FACE_ALLOWED but does not exist"
+        assert any(_is(name, target) for _line, name in _face_reaches(path)), (
+            f"{module} no longer imports {target}: remove it from FACE_ALLOWED"
+        )
 
 
 def _broker_reaches(path: Path) -> Iterator[tuple[int, str]]:
@@ -256,7 +321,7 @@ def test_processes_context_and_faces_use_broker_methods_only() -> None:
         for line, what in sorted(_broker_reaches(path))
     ]
     assert not bad, (
-        "talk to Redis through a public broker method (add one in redcron/broker/):\n"
+        "talk to Redis through a public broker method (add one in redcron/engine/):\n"
         + "\n".join(bad)
     )
 
@@ -277,8 +342,10 @@ BOTTOM = {"model", "schedule", *LEAVES}
 
 #: what each part of the package may import (top-level names under redcron/),
 #: layer by layer from the bottom of DESIGN §2; ``__init__`` is the package
-#: root (``from redcron import App``).  A face's "broker" means the package's
-#: exports only (test_the_faces_reach_the_broker_only_through_its_package_names).
+#: root (``from redcron import App``).  A face's or a process's "engine",
+#: "store" and "doctor" mean the package's exports only
+#: (test_the_faces_reach_engine_store_and_doctor_only_through_their_package_names,
+#: test_the_processes_the_context_and_the_app_import_only_package_names).
 LAYERS: dict[str, set[str]] = {
     # the leaves: nothing above them
     "errors": {"errors"},
@@ -295,18 +362,27 @@ LAYERS: dict[str, set[str]] = {
     # and data with its validation; model -> schedule, never the reverse
     "schedule": {"schedule", *LEAVES},
     "model": {"model", "schedule", *LEAVES},
-    # every Redis call and every script call
-    "broker": {"broker", *BOTTOM},
+    # the data path on Redis, where correctness lives: the client core, the
+    # scripts, enqueue, leases, maintenance, the beat's store, DLQ, cancel, jobs;
+    # it imports neither the store nor anything above it
+    "engine": {"engine", *BOTTOM},
+    # the control plane on Redis (tokens, logins, audit, channels, outbox,
+    # tenants, listings, stats, metrics): over the engine, never under it
+    "store": {"store", "engine", *BOTTOM},
+    # finds and repairs what the invariants forbid: a tool over both
+    "doctor": {"doctor", "engine", "store", *BOTTOM},
     # the client API: App, the task context, the loader of a user's App
-    "context": {"context", "broker", *BOTTOM},
-    "app": {"app", "context", "broker", *BOTTOM},
+    "context": {"context", "engine", *BOTTOM},
+    "app": {"app", "context", "engine", "store", *BOTTOM},
     "loader": {"loader", "app", *LEAVES},
     "__init__": {"app", "context", *BOTTOM},
-    # processes: the broker's clients, never each other
-    "worker": {"worker", "app", "context", "loader", "broker", *BOTTOM},
-    "beat": {"beat", "app", "broker", *BOTTOM},
+    # processes: the engine's clients (its Protocol and records; the worker's
+    # registry entry and audit and the notifier's channels are the store's), never
+    # each other
+    "worker": {"worker", "app", "context", "loader", "engine", "store", *BOTTOM},
+    "beat": {"beat", "app", "engine", *BOTTOM},
     # the notifier: a process of its own (docs/architecture.md, "The notifier")
-    "notify": {"notify", "app", "broker", *BOTTOM},
+    "notify": {"notify", "app", "engine", "store", *BOTTOM},
     # tools the CLI and the tests start: the bundled redis-server, a local cluster
     # (in the wheel because user-facing commands start it: `redcron chaos --cluster`
     # and `redcron bench throughput/fairness/leases/midnight --cluster`, `bench scale`;
@@ -315,12 +391,14 @@ LAYERS: dict[str, set[str]] = {
     "embedded_cluster": {"embedded_cluster", "embedded", *LEAVES},
     # the testing mode (TestApp): the App on a fake Redis, run in-process by
     # the worker's executors and a beat's tick; nothing imports it
-    "testing": {"testing", "worker", "beat", "app", "context", "broker", *BOTTOM},
+    "testing": {"testing", "worker", "beat", "app", "context", "engine", "store", *BOTTOM},
     # faces: everything below them; the dashboard never imports the CLI
-    "dashboard": {"dashboard", "app", "broker", *BOTTOM},
+    "dashboard": {"dashboard", "app", "engine", "store", *BOTTOM},
     # the chaos scenario, its runner (starts workers, an embedded Redis) and checker
     "chaos": {
-        "chaos", "worker", "app", "context", "embedded", "embedded_cluster", "broker", *BOTTOM,
+        "chaos", "worker", "app", "context", "embedded", "embedded_cluster", "engine", "store",
+        "doctor",
+        *BOTTOM,
     },
     # the CLI launches everything: `redcron up` starts a worker, a beat, the
     # dashboard and an embedded Redis; `redcron chaos` runs the scenario
@@ -328,7 +406,7 @@ LAYERS: dict[str, set[str]] = {
         "cli", "dashboard", "chaos", "embedded", "embedded_cluster", "worker", "beat", "notify",
         "app",
         "context",
-        "loader", "broker", *BOTTOM,
+        "loader", "engine", "store", "doctor", *BOTTOM,
     },
 }  # fmt: skip
 

@@ -15,7 +15,6 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from redcron.broker.channels import seal, unseal
 from redcron.errors import ValidationError
 from redcron.model.channels import (
     allowed_hosts,
@@ -34,6 +33,7 @@ from redcron.notify.messages import (
     retry_delay_ms,
 )
 from redcron.notify.signing import sign, verify
+from redcron.store.channels import seal, unseal
 
 MASTER = bytes(range(32))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from redcron.beat.parking import job_fault
-from redcron.broker.beat import JobHead, _head
+from redcron.engine.beat import JobHead, _head
 
 
 def test_a_head_says_why_a_hash_is_malformed_instead_of_raising() -> None:

@@ -1,4 +1,4 @@
-"""The one classifier of error replies (``broker/replies.py``): every server-state
+"""The one classifier of error replies (``engine/replies.py``): every server-state
 reply is :class:`RedisUnavailable` (the call did nothing; HTTP 503, loops back
 off), every script error code its own exception, anything else a ScriptError.
 
@@ -14,8 +14,8 @@ import redis
 import redis.exceptions
 from redis._parsers.base import BaseParser
 
-from redcron.broker.connection import raise_unreachable
-from redcron.broker.replies import (
+from redcron.engine.connection import raise_unreachable
+from redcron.engine.replies import (
     UNAVAILABLE_CODES,
     error_of_reply,
     is_server_state,
@@ -131,7 +131,7 @@ class _Client:
 def test_the_doctor_takes_a_wrong_type_as_a_finding_and_clusterdown_as_no_answer() -> None:
     """A doctor scan during CLUSTERDOWN used to report every key "not a hash"
     (and could repair on that); now the examination stops instead."""
-    from redcron.broker.doctor.scan import _execute
+    from redcron.doctor.scan import _execute
 
     wrongtype = BaseParser.parse_error("WRONGTYPE Operation against a key holding the wrong kind")
     assert _execute(_Client([wrongtype]), [("hmget", "k", ["a"])], False) == [wrongtype]  # type: ignore[arg-type]

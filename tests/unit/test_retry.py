@@ -8,7 +8,7 @@ import pytest
 import redis
 import redis.exceptions
 
-from redcron.broker.retry import TRANSIENT, Backoff, Outage, is_unavailable
+from redcron.engine.retry import TRANSIENT, Backoff, Outage, is_unavailable
 from redcron.errors import ConnectionLost, RedisUnavailable
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from redcron.broker.scripts import SCRIPT_NAMES, _expand, _prune, _units, full_source, source
+from redcron.engine.scripts import SCRIPT_NAMES, _expand, _prune, _units, full_source, source
 
 LIB = """\
 --[[ a library

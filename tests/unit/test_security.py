@@ -7,8 +7,8 @@ import inspect
 import re
 from pathlib import Path
 
-from redcron.broker import tokens
 from redcron.dashboard.api import auth
+from redcron.store import tokens
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "redcron"
 FORBIDDEN = [

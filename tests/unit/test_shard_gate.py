@@ -10,8 +10,8 @@ import logging
 import pytest
 import redis
 
-from redcron.broker.connection import raise_unreachable
-from redcron.broker.retry import Outage, ShardGate
+from redcron.engine.connection import raise_unreachable
+from redcron.engine.retry import Outage, ShardGate
 from redcron.errors import ConnectionLost
 
 DOWN = ConnectionLost("connection refused")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from redcron.broker.scripts import SCRIPT_NAMES, full_source
+from redcron.engine.scripts import SCRIPT_NAMES, full_source
 from redcron.model.states import (
     RUN_ACTIVE,
     RUN_TERMINAL,

@@ -1,4 +1,4 @@
-"""The pure parts of ``broker/stats.py``: minutes, quantiles from buckets, parsing
+"""The pure parts of ``store/stats.py``: minutes, quantiles from buckets, parsing
 the hashes the scripts write (no Redis: the hashes are plain dicts here)."""
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from redcron.broker import stats
 from redcron.errors import ValidationError
 from redcron.keys import (
     DURATION_BUCKETS_S,
@@ -20,6 +19,7 @@ from redcron.keys import (
     lua_key_functions,
 )
 from redcron.model import LagSummary, MinuteActivity
+from redcron.store import stats
 
 T = 1_800_000_000_000  # a minute boundary (ms)
 M = T // 60_000

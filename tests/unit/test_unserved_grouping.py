@@ -3,7 +3,7 @@ per job naming it: the grouping is pure (no Redis)."""
 
 from __future__ import annotations
 
-from redcron.broker import unserved_by_task
+from redcron.engine import unserved_by_task
 
 
 def test_one_line_per_task_naming_its_first_jobs_and_counting_the_rest() -> None:

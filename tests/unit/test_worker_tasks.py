@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from redcron import App
-from redcron.broker import Lease
-from redcron.broker.argv import task_set
 from redcron.config import Settings
+from redcron.engine import Lease
+from redcron.engine.argv import task_set
 from redcron.errors import ValidationError
 from redcron.worker.capture import LineBuffer
 from redcron.worker.crew import registered_tasks

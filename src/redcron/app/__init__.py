@@ -16,18 +16,16 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 from redcron import serde
 from redcron.app.tasks import TaskDef, TaskHandle, TaskOptions
-from redcron.broker import Broker
-from redcron.broker.argv import EnqueueRow
-from redcron.broker.jobs import JobStore
-from redcron.broker.tenants import TenantStore
 from redcron.clock import ulid
 from redcron.config import RedisUrlChoice, Settings, announce_redis_url, find_redis_url
+from redcron.engine import Broker, EnqueueRow, JobStore
 from redcron.errors import ValidationError
 from redcron.keys import shard_of, shard_of_id
 from redcron.model import JobChange, concurrency, dedupe, error_classes, validation
 from redcron.model import rate as _rate
 from redcron.model.binding import CallShape
 from redcron.model.jobs import COMMAND_TASK, JobSpec, Task, job_spec
+from redcron.store import TenantStore
 
 __all__ = ["COMMAND_TASK", "App", "TaskDef", "TaskHandle", "TaskOptions"]
 
@@ -419,7 +417,7 @@ class App:
         )
         payload = {"argv": list(argv), "env": env or {}, "cwd": cwd}
         row = self._row(COMMAND_TASK, "command", payload, opts, {"_countdown": countdown})
-        self.broker.enqueuer.enqueue([row])
+        self.broker.enqueue([row])
         return TaskHandle(self, row.iid)
 
     def get(self, task_id: str) -> TaskHandle:

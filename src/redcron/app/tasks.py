@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, ParamSpec, TypeVar
 
-from redcron.broker import TaskCancel
+from redcron.engine import TaskCancel
 from redcron.errors import TaskFailed, TaskTimeout, ValidationError
 from redcron.model import TaskRecord, validation
 from redcron.model.binding import CallShape
@@ -140,7 +140,7 @@ class TaskDef(Generic[P, R]):
         opts = {k: kwargs.pop(k) for k in list(kwargs) if k.startswith("_")}
         row = self.app._row(self.name, "python", [list(args), kwargs], self.options, opts)
         self.check_args(args, kwargs)  # after the options: their errors come first
-        folded = self.app.broker.enqueuer.submit([row]).folded
+        folded = self.app.broker.submit([row]).folded
         return TaskHandle.of_row(self.app, row.iid, folded)
 
     def enqueue_many(self, calls: Iterable[Sequence[Any]], **options: Any) -> list[TaskHandle]:
@@ -157,7 +157,7 @@ class TaskDef(Generic[P, R]):
                 self.app._row(self.name, "python", [list(call), {}], self.options, dict(options))
             )
             self.check_args(call, {}, f"calls[{i}]")
-        folded = self.app.broker.enqueuer.submit(rows).folded
+        folded = self.app.broker.submit(rows).folded
         return [TaskHandle.of_row(self.app, row.iid, folded) for row in rows]
 
 
@@ -183,7 +183,7 @@ class TaskHandle:
 
     def info(self) -> TaskRecord:
         """The task's record: state, attempts, error, result..."""
-        return self.app.broker.inspection.task_info(self.id)
+        return self.app.broker.task_info(self.id)
 
     @property
     def state(self) -> str:
@@ -209,7 +209,7 @@ class TaskHandle:
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            state = self.app.broker.inspection.watch(self.id)
+            state = self.app.broker.watch(self.id)
             if state in TASK_TERMINAL:
                 break
             left = 1.0 if deadline is None else deadline - time.monotonic()
@@ -217,7 +217,7 @@ class TaskHandle:
                 raise TaskTimeout(f"task {self.id} still {state} after {timeout}s")
             # A token arrives on done:<id> when it ends; re-check at least each second
             # in case the waiter registration expired with a restart.
-            self.app.broker.inspection.wait_done(self.id, min(left, 1.0))
+            self.app.broker.wait_done(self.id, min(left, 1.0))
         info = self.info()
         if info.state != TaskState.SUCCEEDED:
             raise TaskFailed(self.id, info.state, info.error)

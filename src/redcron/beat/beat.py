@@ -34,9 +34,8 @@ from redcron.beat.deadlines import Deadlines
 from redcron.beat.firing import Firer
 from redcron.beat.ownership import Ownership, beats_key
 from redcron.beat.planning import Planner
-from redcron.broker.beat import BeatStore
-from redcron.broker.retry import TRANSIENT, Backoff, Outage, ShardGate
 from redcron.clock import ulid
+from redcron.engine import TRANSIENT, Backoff, Engine, Outage, ShardGate
 from redcron.errors import ConfigError
 from redcron.redact import masked_url
 
@@ -108,7 +107,6 @@ class Beat:
         self._gate = ShardGate(
             0.2, 2.0, Outage(log, f"beat {self.id}"), lambda s: self.app.broker.shards_with(s)
         )
-        self._store: BeatStore | None = None
         # server time the last tick's fire pass read the schedule at
         self._tick_ms = 0
         # the last tick's prefetch left specs of jobs due soon to load
@@ -120,12 +118,9 @@ class Beat:
         return dict(self._shards.owned)
 
     @property
-    def store(self) -> BeatStore:
-        """The beat's Redis side (on the App's current broker: a forked child gets its own)."""
-        broker = self.app.broker
-        if self._store is None or self._store.broker is not broker:
-            self._store = BeatStore(broker)
-        return self._store
+    def engine(self) -> Engine:
+        """The beat's Redis side: the App's current broker (a forked child gets its own)."""
+        return self.app.broker
 
     # -- public ---------------------------------------------------------------
 
@@ -167,8 +162,8 @@ class Beat:
     def close(self) -> None:
         """Release owned shards and leave the live-beats registry (best effort)."""
         try:
-            self.store.own(list(self._shards.owned), self.id, self.ttl_ms, "release")
-            self.store.unregister(self.id)
+            self.engine.beat_own(list(self._shards.owned), self.id, self.ttl_ms, "release")
+            self.engine.beat_unregister(self.id)
         except TRANSIENT as exc:
             log.warning("beat %s: could not release shards (%s); they expire", self.id, exc)
         self._shards.clear()
@@ -190,8 +185,8 @@ class Beat:
             self._started = True
         self._firer.busy = False
         now = self._tick_ms = self._server_ms()
-        store = self.store
-        self._shards.round(store, now)
+        engine = self.engine
+        self._shards.round(engine, now)
         budget = time.monotonic() + self.ttl_ms / 4000
         fired = 0
         owned = self._gate.open(sorted(self._shards.owned), time.monotonic())
@@ -203,7 +198,7 @@ class Beat:
         while turn:
             for shard in turn:
                 try:
-                    fired += self._firer.fire_shard(store, shard, now, budget)
+                    fired += self._firer.fire_shard(engine, shard, now, budget)
                 except TRANSIENT as exc:
                     # on a cluster, this shard's master is down: the others go on
                     self._firer.more.discard(shard)
@@ -224,7 +219,7 @@ class Beat:
         if not self._firer.busy:
             for shard in self._gate.open(sorted(self._shards.owned), time.monotonic()):
                 try:
-                    more = self._planner.prefetch(store, shard, now, PREFETCH_BUDGET_S)
+                    more = self._planner.prefetch(engine, shard, now, PREFETCH_BUDGET_S)
                     self._ahead = self._ahead or more
                 except TRANSIENT as exc:
                     self._gate.failed(shard, exc, "prefetch", time.monotonic())
@@ -259,18 +254,16 @@ class Beat:
         return self.app.broker.server_ms()
 
     def _maintain(self) -> None:
-        broker = self.app.broker
+        engine = self.engine
         interval = self.app.settings.maintenance_interval
         for shard in self._gate.open(sorted(self._shards.owned), time.monotonic()):
             try:
-                if broker.maintenance.try_lock(shard, self.id, interval):
-                    broker.maintenance.maintain(shard, follow=False)
+                if engine.try_lock(shard, self.id, interval):
+                    engine.maintain(shard, follow=False)
                 # while fires are due the beat leaves the follow-ups to workers
                 # (the burst's starts are theirs to make); an idle beat applies them
-                if not self._firer.busy and broker.maintenance.try_lock(
-                    shard, self.id, interval, "followups"
-                ):
-                    broker.maintenance.follow_all(shard)
+                if not self._firer.busy and engine.try_lock(shard, self.id, interval, "followups"):
+                    engine.follow_all(shard)
             except TRANSIENT as exc:  # this shard's master down: the others go on
                 self._gate.failed(shard, exc, "maintenance", time.monotonic())
 
@@ -281,7 +274,7 @@ class Beat:
         self._deadlines.forget(owned)
         for shard in self._gate.open(owned, time.monotonic()):
             try:
-                self._deadlines.sweep(self.store, [shard], now)
+                self._deadlines.sweep(self.engine, [shard], now)
             except TRANSIENT as exc:  # this shard's master down: the others go on
                 self._gate.failed(shard, exc, "deadlines", time.monotonic())
             except Exception as exc:  # one shard's fault must not stop every tenant's
@@ -292,7 +285,7 @@ class Beat:
         ownership round, or 1 s, whichever comes first (server clock)."""
         shards = self._gate.open(sorted(self._shards.owned), time.monotonic())
         try:
-            now, heads = self.store.next_due(shards)
+            now, heads = self.engine.next_due(shards)
         except TRANSIENT:
             # a shard's master went down since the fire pass: look again soon
             return 0.25

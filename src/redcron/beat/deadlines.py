@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from redcron.broker.beat import SWEEP_LIMIT, BeatStore, LateRun
+from redcron.engine import SWEEP_LIMIT, Engine, LateRun
 from redcron.schedule.timeutil import from_ms
 
 log = logging.getLogger("redcron.beat.beat")
@@ -38,7 +38,7 @@ class Deadlines:
         self.every_ms = every_ms
         self._next: dict[int, int] = {}
 
-    def sweep(self, store: BeatStore, shards: Iterable[int], now: int) -> list[LateRun]:
+    def sweep(self, engine: Engine, shards: Iterable[int], now: int) -> list[LateRun]:
         """Sweep the ``shards`` due for it at ``now`` (server ms); returns the runs
         marked late, each logged.  Redis failing raises (the caller gates the
         shard); shards not swept are tried at the next tick."""
@@ -47,7 +47,7 @@ class Deadlines:
             if now < self._next.get(shard, 0):
                 continue
             for _ in range(SWEEP_CALLS):
-                swept = store.sweep_deadlines(shard)
+                swept = engine.sweep_deadlines(shard)
                 for run in swept.late:
                     _log_late(run)
                 marked += swept.late

@@ -18,9 +18,7 @@ from typing import Any
 from redcron.beat import parking
 from redcron.beat.ownership import Ownership
 from redcron.beat.planning import Call, Planner
-from redcron.broker.argv import FireArgs
-from redcron.broker.beat import BeatStore, Park
-from redcron.broker.retry import ErrorReply
+from redcron.engine import Engine, ErrorReply, FireArgs, Park
 from redcron.errors import ShardLeaseLost, from_script_error
 from redcron.keys import run_id
 from redcron.model.serialize import iso
@@ -62,7 +60,7 @@ class Firer:
             self._sender.shutdown()
             self._sender = None
 
-    def fire_shard(self, store: BeatStore, shard: int, now: int, budget: float) -> int:
+    def fire_shard(self, engine: Engine, shard: int, now: int, budget: float) -> int:
         """Fire the due jobs of one shard, a page of ``batch`` schedule rows at a time.
 
         The fires of one page are sent by the sender thread while this one reads
@@ -82,32 +80,32 @@ class Firer:
         flying: list[Call] = []
         while True:
             busy = {call.job_id for call in flying}
-            due = store.due(shard, now, self.batch + len(busy))
+            due = engine.due(shard, now, self.batch + len(busy))
             pages += 1
             last = len(due) < self.batch + len(busy) or time.monotonic() > budget
             if not last and self.turn_pages is not None and pages >= self.turn_pages:
                 self.more.add(shard)
                 last = True
             todo = [row for row in due if row.job_id not in busy]
-            calls = self.planner.plan(store, shard, todo, now)
+            calls = self.planner.plan(engine, shard, todo, now)
             if flight is not None:
-                fired += self._settle(store, shard, flying, flight.result())
+                fired += self._settle(engine, shard, flying, flight.result())
             if not calls or shard not in self.shards.owned:
                 break
             if self._sender is None:
                 self._sender = ThreadPoolExecutor(1, thread_name_prefix="redcron-beat-send")
-            flight = self._sender.submit(self._send, store, shard, self.shards.owned[shard], calls)
+            flight = self._sender.submit(self._send, engine, shard, self.shards.owned[shard], calls)
             flying = calls
             if last:
-                fired += self._settle(store, shard, flying, flight.result())
+                fired += self._settle(engine, shard, flying, flight.result())
                 break
         self.busy = self.busy or time.monotonic() > budget
         return fired
 
-    def _send(self, store: BeatStore, shard: int, epoch: str, calls: list[Call]) -> list[Any]:
+    def _send(self, engine: Engine, shard: int, epoch: str, calls: list[Call]) -> list[Any]:
         """Send the fires (runs in the sender thread).  One result per call, in
         order; a refused batch (STALE) yields its error for each of its fires."""
-        return store.fire(
+        return engine.fire(
             shard,
             [
                 FireArgs(c.job_id, c.fire.expected, c.version, c.fire.fire_ms, c.fire.next_ms,
@@ -117,7 +115,7 @@ class Firer:
             ],
         )  # fmt: skip
 
-    def _settle(self, store: BeatStore, shard: int, calls: list[Call], results: list[Any]) -> int:
+    def _settle(self, engine: Engine, shard: int, calls: list[Call], results: list[Any]) -> int:
         """Account for fire.lua results; returns the fires done.  Any progress
         makes the beat tick again at once (a chain may have more due).
 
@@ -153,12 +151,12 @@ class Firer:
             elif status == "version":
                 self.planner.forget(jid)
         if parks:
-            self.planner.park(store, shard, parks)
+            self.planner.park(engine, shard, parks)
         if again:
-            fired += self._isolate(store, shard, again)
+            fired += self._isolate(engine, shard, again)
         return fired
 
-    def _isolate(self, store: BeatStore, shard: int, calls: list[Call]) -> int:
+    def _isolate(self, engine: Engine, shard: int, calls: list[Call]) -> int:
         """Send fires that failed together one at a time; returns the fires done.
 
         The others of the failed call are made; a job whose fire fails alone is
@@ -173,10 +171,10 @@ class Firer:
         for call in calls:
             if call.job_id in failed or shard not in self.shards.owned:
                 continue
-            res = self._send(store, shard, self.shards.owned[shard], [call])
+            res = self._send(engine, shard, self.shards.owned[shard], [call])
             if not isinstance(res[0], ErrorReply):
                 succeeded = True
-                fired += self._settle(store, shard, [call], res)
+                fired += self._settle(engine, shard, [call], res)
                 continue
             if isinstance(from_script_error(str(res[0])), ShardLeaseLost):
                 self.shards.drop(shard)
@@ -184,7 +182,7 @@ class Firer:
             log.warning("job %s: fire %d failed: %s", call.job_id, call.fire.fire_ms, res[0])
             failed[call.job_id] = (call, res[0])
         if failed and succeeded:
-            self.planner.park(store, shard, [
+            self.planner.park(engine, shard, [
                 Park(c.job_id, c.version, c.fire.expected, f"fire failed: {err}",
                      self.planner.tenant_of(c.job_id))
                 for c, err in failed.values()

@@ -17,8 +17,7 @@ import logging
 import math
 import zlib
 
-from redcron.broker.beat import BeatStore, ShardClaim
-from redcron.broker.retry import TRANSIENT
+from redcron.engine import TRANSIENT, Engine, ShardClaim
 from redcron.keys import Keys
 
 # one logger for the whole beat, so its records keep the name operators filter on
@@ -47,13 +46,13 @@ class Ownership:
         self.live = 0  # live beats at the last round
         self._answered = True  # Redis answered a call of the current round
 
-    def round(self, store: BeatStore, now: int) -> None:
+    def round(self, engine: Engine, now: int) -> None:
         """Register, and when a round is due (or the live beats changed, or this
         beat holds more than its share): renew, release above the fair share of
         the deployment's shards, acquire up to it."""
         failure: Exception | None = None
         try:
-            live = max(1, store.register(self.beat_id, now, self.ttl_ms))
+            live = max(1, engine.beat_register(self.beat_id, now, self.ttl_ms))
         except TRANSIENT as exc:
             # the registry's cluster master is down: go on with the beats last
             # counted (nothing is known better), renewing the shards that answer
@@ -61,12 +60,12 @@ class Ownership:
                 raise
             live, failure = self.live, exc
         self._answered = failure is None
-        total = store.broker.shards
+        total = engine.shards
         share = math.ceil(total / live)
         if now < self.next_round and live == self.live and len(self.owned) <= share:
             return
         self.next_round, self.live = now + self.ttl_ms // 3, live
-        for claim in self._own(store, "renew", sorted(self.owned)):
+        for claim in self._own(engine, "renew", sorted(self.owned)):
             if claim.owned:
                 self.owned[claim.shard] = claim.epoch
             else:
@@ -80,14 +79,14 @@ class Ownership:
         mine = [s for s in order if s in self.owned]
         if len(mine) > share:
             extra = mine[share:]
-            self._own(store, "release", extra)
+            self._own(engine, "release", extra)
             for shard in extra:
                 del self.owned[shard]
             log.info("beat %s released shards %s (fair share %d)", self.beat_id, extra, share)
         free = [s for s in order if s not in self.owned]
         while free and len(self.owned) < share:
             chunk, free = free[: share - len(self.owned)], free[share - len(self.owned) :]
-            for claim in self._own(store, "acquire", chunk):
+            for claim in self._own(engine, "acquire", chunk):
                 if claim.owned:
                     self.owned[claim.shard] = claim.epoch
                     log.info(
@@ -111,7 +110,7 @@ class Ownership:
         self.live = 0
         self.next_round = 0
 
-    def _own(self, store: BeatStore, mode: str, shards: list[int]) -> list[ShardClaim]:
+    def _own(self, engine: Engine, mode: str, shards: list[int]) -> list[ShardClaim]:
         """Claims for ``shards`` in one round trip; when that fails (on a cluster,
         one master down fails the whole pipeline), one call per shard, leaving
         out the shards that do not answer: a shard not renewed keeps its place
@@ -121,13 +120,13 @@ class Ownership:
         if not shards:
             return []
         try:
-            claims = store.own(shards, self.beat_id, self.ttl_ms, mode)
+            claims = engine.beat_own(shards, self.beat_id, self.ttl_ms, mode)
         except TRANSIENT:
             claims = []
             failure: Exception | None = None
             for shard in shards:
                 try:
-                    claims += store.own([shard], self.beat_id, self.ttl_ms, mode)
+                    claims += engine.beat_own([shard], self.beat_id, self.ttl_ms, mode)
                 except TRANSIENT as exc:
                     failure = exc
             if not claims and not self._answered and failure is not None:

@@ -16,13 +16,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from redcron.broker.beat import BeatStore, Park
-from redcron.broker.replies import UNAVAILABLE_CODES
+from redcron.engine import UNAVAILABLE_CODES, Engine, Park
 
 log = logging.getLogger("redcron.beat.beat")
 
 #: error replies that say something about the server, not about one job's data:
-#: the server-state ones (broker/replies.py) and those of its settings
+#: the server-state ones (engine/replies.py) and those of its settings
 _SERVER_STATE = (*sorted(UNAVAILABLE_CODES), "OOM", "MISCONF", "NOSCRIPT", "NOPERM", "NOAUTH")
 
 
@@ -33,11 +32,11 @@ def job_fault(message: str) -> bool:
     return "user_script" in text and not text.startswith(_SERVER_STATE)
 
 
-def park(store: BeatStore, shard: int, parks: Sequence[Park]) -> list[str]:
+def park(engine: Engine, shard: int, parks: Sequence[Park]) -> list[str]:
     """Park jobs of one shard, one WARNING each; returns the ids handled (parked,
     or changed since they were read: the next tick reads them again)."""
     done = []
-    for p, parked in zip(parks, store.park(shard, parks), strict=True):
+    for p, parked in zip(parks, engine.job_park(shard, parks), strict=True):
         done.append(p.job_id)
         if parked:
             log.warning(

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from redcron.beat import parking
-from redcron.broker.beat import BeatStore, DueRow, Park
+from redcron.engine import DueRow, Engine, Park
 from redcron.model.jobs import JobSpec, spec_from_json
 from redcron.model.serialize import iso
 from redcron.schedule.jitter import tenant_jitter_s
@@ -144,12 +144,12 @@ class Planner:
         self._specs.pop(job_id, None)
         self._known.pop(job_id, None)
 
-    def plan(self, store: BeatStore, shard: int, rows: Sequence[DueRow], now: int) -> list[Call]:
+    def plan(self, engine: Engine, shard: int, rows: Sequence[DueRow], now: int) -> list[Call]:
         """The fire.lua calls for due schedule rows; a job that cannot be planned
         (malformed hash, unreadable spec, an error computing its fires) is parked."""
         calls: list[Call] = []
         parks: list[Park] = []
-        for (jid, score), job in zip(rows, self.load(store, shard, rows), strict=True):
+        for (jid, score), job in zip(rows, self.load(engine, shard, rows), strict=True):
             if isinstance(job, _Bad):
                 parks.append(Park(jid, job.version, score, job.reason, job.tenant))
                 continue
@@ -175,22 +175,22 @@ class Planner:
                 continue
             calls += [Call(jid, job.version, fire) for fire in fires]
         if parks:
-            self.park(store, shard, parks)
+            self.park(engine, shard, parks)
         return calls
 
-    def park(self, store: BeatStore, shard: int, parks: Sequence[Park]) -> None:
+    def park(self, engine: Engine, shard: int, parks: Sequence[Park]) -> None:
         if not parks:
             return
-        for job_id in parking.park(store, shard, parks):
+        for job_id in parking.park(engine, shard, parks):
             self.forget(job_id)
 
-    def prefetch(self, store: BeatStore, shard: int, now: int, budget_s: float) -> bool:
+    def prefetch(self, engine: Engine, shard: int, now: int, budget_s: float) -> bool:
         """Load the specs of jobs due within ``PREFETCH_MS`` of ``now``, so that a
         burst of fires finds them parsed; returns whether some are left to load
         (the beat then ticks again at once).
 
         A page at a time, from where the last call stopped (a cursor per shard,
-        :meth:`BeatStore.due_page`), for at most ``budget_s`` seconds, and never
+        :meth:`Engine.due_page`), for at most ``budget_s`` seconds, and never
         into a due time: once the earliest job of the next page is due the fire
         pass takes over (a prefetch that ran past it held back the whole burst).
         """
@@ -200,7 +200,7 @@ class Planner:
         if cursor is not None and cursor.due_ms < now:
             cursor = None  # the fire pass has that part of the schedule
         while True:
-            rows = store.due_page(shard, now, end, cursor, self.batch)
+            rows = engine.due_page(shard, now, end, cursor, self.batch)
             if not rows:
                 return False
             elapsed = time.monotonic() - start
@@ -208,13 +208,13 @@ class Planner:
                 return elapsed > budget_s
             todo = [DueRow(jid, -1) for jid, _due in rows if jid not in self._specs]
             if todo:
-                self.load(store, shard, todo)
+                self.load(engine, shard, todo)
             cursor = self._cursor[shard] = rows[-1]
             if len(rows) < self.batch:
                 return False
 
     def load(
-        self, store: BeatStore, shard: int, rows: Sequence[DueRow]
+        self, engine: Engine, shard: int, rows: Sequence[DueRow]
     ) -> list[_Loaded | _Bad | None]:
         """Version, spec, trigger and next_fire of each due job (None: no job; _Bad: a
         malformed hash or an unreadable spec, to be parked).  Parsed specs are
@@ -265,7 +265,7 @@ class Planner:
         if not cold and not stale:
             return out
         asked = sorted(stale)
-        read, jitters = store.job_heads(shard, [rows[i].job_id for i in cold], asked)
+        read, jitters = engine.job_heads(shard, [rows[i].job_id for i in cold], asked)
         heads = dict(zip(cold, read, strict=True))
         self._tenants_read(shard, asked, jitters, mono)
         missing = [
@@ -281,7 +281,7 @@ class Planner:
         if missing or unknown:
             if len(self._specs) > SPECS_MAX:
                 self._evict()
-            texts, jitters = store.job_specs(shard, [jid for jid, _v in missing], unknown)
+            texts, jitters = engine.job_specs(shard, [jid for jid, _v in missing], unknown)
             self._tenants_read(shard, unknown, jitters, mono)
             for (jid, version), text in zip(missing, texts, strict=True):
                 try:

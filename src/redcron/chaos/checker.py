@@ -34,7 +34,7 @@ What is checked, once the system is idle (every process stopped):
    duplicate.  Fires overdue by less than the catch-up window (60 s: longer than
    every outage here) are all fired, so none may be missing, none may be
    skipped (``fires_skipped``), and none may be a ``catchup`` fire.
-4. **Counters equal a recount.** ``doctor`` (``broker.doctor.examine``) finds
+4. **Counters equal a recount.** ``doctor`` (``doctor.examine``) finds
    nothing: lease sets, ready streams, timers, DLQ entries and run progress
    counters (``n_done``...) against the instances and streams; each tenant's
    in-flight and queued figures equal the recount (and are 0, as the system is
@@ -56,13 +56,14 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from redcron.broker import AuditEntry, AuditLog, examine
 from redcron.chaos.outage import MasterOutage
+from redcron.doctor import examine
 from redcron.keys import run_id
 from redcron.model import RunRecord, TaskRecord
 from redcron.model.records import epoch_ms, from_ms
 from redcron.model.states import TASK_TERMINAL
 from redcron.schedule.triggers import fires_between, make_trigger
+from redcron.store import AuditEntry, AuditLog
 
 if TYPE_CHECKING:
     from redcron.app import App

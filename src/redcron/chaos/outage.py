@@ -3,7 +3,7 @@ spread the scenario over the masters, and the accounting of the master outage.
 
 Pure: no Redis, times passed in.  A shard's keys all carry its hash tag
 ``{s<N>}``, so the shard lives in the slot of that tag (``CLUSTER KEYSLOT``,
-:func:`redcron.broker.key_slot`); :class:`~redcron.embedded_cluster.EmbeddedCluster`
+:func:`redcron.engine.key_slot`); :class:`~redcron.embedded_cluster.EmbeddedCluster`
 splits the 16,384 slots evenly, in order (master 0 the lowest), which
 :func:`master_of_slot` mirrors.
 
@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from redcron.broker import key_slot
 from redcron.embedded_cluster import SLOTS
+from redcron.engine import key_slot
 from redcron.keys import Keys, shard_of
 
 

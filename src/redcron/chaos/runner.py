@@ -42,7 +42,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from redcron.app import App
-from redcron.broker import TRANSIENT, AuditLog
 from redcron.chaos.checker import ChaosReport, Facts, JobFacts, check
 from redcron.chaos.faults import Faults
 from redcron.chaos.outage import account, describe, judge, shard_masters
@@ -53,9 +52,11 @@ from redcron.chaos.tally import Tally
 from redcron.chaos.tasks import register
 from redcron.embedded import EmbeddedRedis
 from redcron.embedded_cluster import EmbeddedCluster
+from redcron.engine import TRANSIENT
 from redcron.model import RunRecord
 from redcron.model.records import epoch_ms
 from redcron.model.states import TASK_TERMINAL
+from redcron.store import AuditLog
 
 #: seconds between progress lines
 PROGRESS_EVERY = 5.0

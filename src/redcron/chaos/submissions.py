@@ -9,12 +9,13 @@ import time
 from typing import Any
 
 from redcron.app import App
-from redcron.broker import TRANSIENT, AuditLog, EnqueueRow, Outage, ShardGate
 from redcron.chaos.scenario import OneOff
 from redcron.chaos.tally import Tally
+from redcron.engine import TRANSIENT, EnqueueRow, Outage, ShardGate
 from redcron.errors import Conflict
 from redcron.keys import shard_of_id
 from redcron.model.states import TASK_TERMINAL
+from redcron.store import AuditLog
 
 
 class Submissions:

@@ -1,5 +1,5 @@
 """``redcron audit list``: who did what (the action record,
-:mod:`redcron.broker.actions`), and how the CLI's own state-changing commands
+:mod:`redcron.store.actions`), and how the CLI's own state-changing commands
 add to it.
 
 Named ``audit`` for the people reading it; the stream is ``actions`` (the
@@ -24,7 +24,6 @@ from typing import Any, TypeVar
 
 import click
 
-from redcron.broker import OPERATOR, Action, ActionLog, Actor, Broker, record_action
 from redcron.cli.common import (
     app_option,
     build_app,
@@ -34,7 +33,9 @@ from redcron.cli.common import (
     redis_option,
     table,
 )
+from redcron.engine import Core
 from redcron.model import validation
+from redcron.store import OPERATOR, Action, ActionLog, Actor, record_action
 
 
 def cli_actor() -> Actor:
@@ -73,7 +74,7 @@ def audit_action(command: click.Command) -> str | None:
 
 
 def record_cli(
-    broker: Broker, action: str, tenant: str | None, ids: Sequence[str] = (), detail: str = ""
+    broker: Core, action: str, tenant: str | None, ids: Sequence[str] = (), detail: str = ""
 ) -> None:
     """Record a CLI command that changed state (it succeeded: outcome ``ok``).
     Past :data:`RECORD_IDS` ids, the first are kept and the detail counts them."""

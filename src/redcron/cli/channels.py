@@ -12,7 +12,6 @@ from collections.abc import Sequence
 
 import click
 
-from redcron.broker import ChannelStore
 from redcron.cli.audit import audited, record_cli
 from redcron.cli.common import (
     app_option,
@@ -26,6 +25,7 @@ from redcron.cli.common import (
     table,
 )
 from redcron.model.channels import EVENT_TYPES, KINDS, ChannelInfo, Delivery
+from redcron.store import ChannelStore
 
 
 def _store(app_path: str | None, redis_url: str | None) -> ChannelStore:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import click
 
-from redcron.broker import MAX_SHARD_KEYS, move_shard, plan_move
 from redcron.cli.audit import audited, record_cli
 from redcron.cli.common import app_option, build_app, echo_json, redis_option
+from redcron.engine import MAX_SHARD_KEYS, move_shard, plan_move
 
 
 @click.group()

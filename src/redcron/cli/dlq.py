@@ -7,7 +7,6 @@ from collections.abc import Callable, Sequence
 
 import click
 
-from redcron.broker import Broker, DlqStore
 from redcron.cli.audit import audited, record_cli
 from redcron.cli.common import (
     app_option,
@@ -18,6 +17,7 @@ from redcron.cli.common import (
     redis_option,
     table,
 )
+from redcron.engine import Broker, DlqStore
 from redcron.errors import RedcronError
 from redcron.model import DlqEntry
 

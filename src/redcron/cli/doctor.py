@@ -1,5 +1,5 @@
 """``redcron doctor``: reconcile the indexes with the instances, runs and jobs
-they name (``redcron.broker.doctor``), and with ``--repair`` fix what is safe."""
+they name (``redcron.doctor``), and with ``--repair`` fix what is safe."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import sys
 
 import click
 
-from redcron.broker import DoctorReport, Finding, examine
 from redcron.cli.audit import audited, record_cli
 from redcron.cli.common import build_app, echo_json, redis_option
+from redcron.doctor import DoctorReport, Finding, examine
 
 
 def _line(f: Finding, repair: bool) -> str:

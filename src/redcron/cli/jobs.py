@@ -10,7 +10,6 @@ from typing import Any, TypeVar
 import click
 
 from redcron.app import App
-from redcron.broker import JobStore, refuse_unregistered, unserved_by_task, unserved_refs
 from redcron.cli.audit import audited, record_cli
 from redcron.cli.common import (
     app_option,
@@ -21,6 +20,7 @@ from redcron.cli.common import (
     table,
 )
 from redcron.cli.runs import dag_tree, iso_utc, runs_table
+from redcron.engine import JobStore, refuse_unregistered, unserved_by_task, unserved_refs
 from redcron.errors import ValidationError
 from redcron.model import JobChange, JobRecord, RunRecord
 from redcron.model.jobfile import load_job_files

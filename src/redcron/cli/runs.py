@@ -10,7 +10,6 @@ from typing import Any
 
 import click
 
-from redcron.broker import JobStore
 from redcron.cli.audit import audited, record_cli
 from redcron.cli.common import (
     FiniteFloatRange,
@@ -23,6 +22,7 @@ from redcron.cli.common import (
     redis_option,
     table,
 )
+from redcron.engine import JobStore
 from redcron.errors import NotFound
 from redcron.keys import shard_of_id
 from redcron.model import RunRecord, TaskRecord

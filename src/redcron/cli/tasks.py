@@ -9,7 +9,6 @@ from typing import Any
 import click
 
 from redcron.app import App
-from redcron.broker import TaskFilter, WorkerRegistry, list_tasks, queue_loads
 from redcron.cli.audit import audited, record_cli
 from redcron.cli.common import (
     app_option,
@@ -22,6 +21,7 @@ from redcron.cli.common import (
     table,
 )
 from redcron.cli.runs import attempts_cell, task_error
+from redcron.engine import TaskFilter, WorkerRegistry, list_tasks, queue_loads
 from redcron.model import AttemptRecord, QueueLoad, TaskRecord, error_classes
 from redcron.model.concurrency import ConcurrencySlots
 from redcron.model.error_classes import ErrorClasses

@@ -9,7 +9,6 @@ from typing import Any
 
 import click
 
-from redcron.broker import TenantStore
 from redcron.cli.audit import audited, record_cli
 from redcron.cli.common import (
     app_option,
@@ -23,6 +22,7 @@ from redcron.cli.tokens import tenant_token
 from redcron.keys import PRIORITIES
 from redcron.model import TenantStatus
 from redcron.model.tenants import TenantSettings, format_rate
+from redcron.store import TenantStore
 
 
 def _store(app_path: str | None, redis_url: str | None) -> TenantStore:

@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 
 import click
 
-from redcron.broker import OPERATOR, ROLES, VIEWER, TokenStore
 from redcron.cli.audit import audited, record_cli
 from redcron.cli.common import (
     F,
@@ -28,6 +27,7 @@ from redcron.cli.common import (
     table,
 )
 from redcron.model import TokenInfo
+from redcron.store import OPERATOR, ROLES, VIEWER, TokenStore
 
 
 def _store(app_path: str | None, redis_url: str | None) -> TokenStore:

@@ -14,7 +14,7 @@ The dashboard gets a fresh admin token through its environment only
 (``REDCRON_ADMIN_TOKEN``: arguments show in ``ps``); ``up`` writes it to
 ``<data dir>/admin.token`` (mode 0600, removed at stop) for API clients, and
 prints a one-time link that opens the dashboard logged in as admin
-(:class:`~redcron.broker.logins.LoginLinks`), as Jupyter prints its token URL.
+(:class:`~redcron.store.logins.LoginLinks`), as Jupyter prints its token URL.
 
 This module is the command and the children it runs; starting, watching and
 stopping them is cli/supervise.py, the steps against Redis (grants, job files,

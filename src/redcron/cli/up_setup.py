@@ -15,11 +15,11 @@ from pathlib import Path
 
 import click
 
-from redcron.broker import LINK_TTL_S, LoginLinks
 from redcron.cli.common import build_app
 from redcron.config import DATA_DIR, write_private_file
 from redcron.model.jobs import JobSpec
 from redcron.redact import masked_url
+from redcron.store import LINK_TTL_S, LoginLinks
 
 #: the admin token of the dashboard ``up`` started, for API clients, in its data
 #: directory

@@ -7,7 +7,6 @@ import socket
 
 import click
 
-from redcron.broker import WorkerRegistry
 from redcron.cli.common import (
     FiniteFloatRange,
     app_option,
@@ -25,6 +24,7 @@ from redcron.cli.common import (
 from redcron.cli.worker_procs import MAX_PROCS, child_argv, run_procs
 from redcron.clock import ulid
 from redcron.config import WORKER_PREFETCH_PER_SLOT, WORKER_THREADS
+from redcron.engine import WorkerRegistry
 from redcron.lifeline import forbid_inspection
 from redcron.worker import Worker, WorkerOptions
 

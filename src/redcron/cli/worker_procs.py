@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 
 import click
 
-from redcron.broker import TRANSIENT, WorkerRegistry
 from redcron.cli.supervise import ChildSpec, Stopper, terminate
+from redcron.engine import TRANSIENT, WorkerRegistry
 
 log = logging.getLogger(__name__)
 

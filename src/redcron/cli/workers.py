@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import click
 
-from redcron.broker import WorkerRegistry
 from redcron.cli.common import app_option, build_app, echo_listing, iso_ms, redis_option, table
 from redcron.cli.tokens import worker_token
+from redcron.engine import WorkerRegistry
 from redcron.model import WorkerInfo
 
 

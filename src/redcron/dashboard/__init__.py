@@ -14,7 +14,6 @@ from typing import Any
 import flask
 
 from redcron.app import App
-from redcron.broker import digest
 from redcron.dashboard.api import api
 from redcron.dashboard.api.auth import ADMIN_DIGEST
 from redcron.dashboard.api.common import EXTENSION, StrictJSON, register_error_handlers
@@ -22,6 +21,7 @@ from redcron.dashboard.metrics import init_metrics
 from redcron.dashboard.outage import init_outage, init_partial_reads
 from redcron.dashboard.totals import init_totals
 from redcron.dashboard.ui import init_ui
+from redcron.store import digest
 
 #: request bodies above this many bytes are refused with 413
 MAX_BODY_BYTES = 1024 * 1024

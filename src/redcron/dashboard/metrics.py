@@ -2,7 +2,7 @@
 
 A custom collector (:class:`RedcronCollector`) on a registry of the Flask app's
 own (never prometheus-client's global one, so two apps in one process do not
-mix) turns :func:`redcron.broker.metrics.read_metrics` into metric families.
+mix) turns :func:`redcron.store.metrics.read_metrics` into metric families.
 The route sits outside ``/v1`` and, like most scrape targets, needs no token
 unless ``create_app(..., metrics_token=...)`` sets one: firewall it otherwise
 (it names tenants, queues and jobs).
@@ -24,13 +24,14 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from redcron.app import App
-from redcron.broker import BREAKER_VALUES, Metrics, digest, read_metrics, unavailable_shards
 from redcron.dashboard.api.auth import bearer
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.totals import TTL_S, Totals, WorkTotals, totals
+from redcron.engine import unavailable_shards
 from redcron.errors import ValidationError
 from redcron.keys import DURATION_NAMES, DURATION_OTHER
 from redcron.model import validation
+from redcron.store import BREAKER_VALUES, Metrics, digest, read_metrics
 
 #: Flask config key: SHA-256 of the token ``GET /metrics`` requires (None: open)
 METRICS_DIGEST = "REDCRON_METRICS_TOKEN_SHA256"

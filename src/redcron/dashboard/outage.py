@@ -6,7 +6,7 @@ answers 503 with ``Retry-After``: in the API's error shape (code
 ``unavailable``) for ``/v1``, ``/metrics`` and clients that do not ask for
 HTML, a short page for browsers.  It is no bug, so it logs no traceback: the
 process logs one WARNING when the outage starts and one INFO when a request
-goes through again (:class:`~redcron.broker.retry.Outage`, as workers and
+goes through again (:class:`~redcron.engine.retry.Outage`, as workers and
 beats do).
 """
 
@@ -18,7 +18,9 @@ import flask
 from werkzeug.wrappers import Response
 
 from redcron.app import App
-from redcron.broker import (
+from redcron.dashboard.api.common import error_response
+from redcron.dashboard.ui import error_page, wants_page
+from redcron.engine import (
     UNAVAILABLE,
     Outage,
     begin_partial_reads,
@@ -27,8 +29,6 @@ from redcron.broker import (
     unavailable_channels,
     unavailable_shards,
 )
-from redcron.dashboard.api.common import error_response
-from redcron.dashboard.ui import error_page, wants_page
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ SHARD_MESSAGE = (
     "Redis is not answering for shard {shard} (its master is down, restarting or "
     "failing over; the other shards' tenants are served); try again in {after} s"
 )
-#: a server-state reply (CLUSTERDOWN, TRYAGAIN, LOADING...: broker/replies.py)
+#: a server-state reply (CLUSTERDOWN, TRYAGAIN, LOADING...: engine/replies.py)
 STATE_MESSAGE = (
     "Redis is not answering this now ({code}: restarting, failing over or moving "
     "slots); try again in {after} s"
@@ -109,7 +109,7 @@ CHANNELS_FIELD = "unavailable_channels"
 
 def init_partial_reads(web: flask.Flask) -> None:
     """Every request reads over the shards in ``partial_reads``
-    (``broker/partial.py``): on a Redis Cluster with a master down, a list or a
+    (``engine/partial.py``): on a Redis Cluster with a master down, a list or a
     page answers with what the live shards hold, and names the shards left out
     (JSON: ``unavailable_shards`` in the reply object; pages: a notice at the
     top) instead of a 503 for all.  A read of one tenant's own shard is not

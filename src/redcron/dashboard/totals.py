@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import flask
 
 from redcron.app import App
-from redcron.broker import (
+from redcron.engine import (
     WorkerRegistry,
     is_unavailable,
     note_left_out,

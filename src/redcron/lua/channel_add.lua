@@ -9,7 +9,7 @@
   ARGV[5] the admin's owner (no tenant cap)
   Returns: 1 indexed; CONFLICT when a cap is reached (a state of the deployment,
   not of the request: HTTP 409).
-  Upholds: MAX_CHANNELS and MAX_TENANT_CHANNELS (broker/channels.py). ]]
+  Upholds: MAX_CHANNELS and MAX_TENANT_CHANNELS (store/channels.py). ]]
 
 -- @include lib/err.lua
 

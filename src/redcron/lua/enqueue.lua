@@ -7,7 +7,7 @@
           Its reservations (reserved:<tenant>) are not counted against this
           call's rows, and are used up by what it writes.
   ARGV[1] now_override_ms ("" = server TIME)
-  ARGV[2..] one row per task, a msgpack map (broker/argv.py enqueue_row):
+  ARGV[2..] one row per task, a msgpack map (engine/argv.py enqueue_row):
           iid, name, kind, args (msgpack bytes), queue, tenant, priority,
           max_attempts; absent = the default (TI_DEFAULT_*, 0 for delay_ms):
           timeout_ms, retry_base_ms, retry_cap_ms, delay_ms, result_ttl_s;

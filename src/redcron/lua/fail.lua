@@ -3,7 +3,7 @@
   KEYS[1] shard prefix
   ARGV[1] worker_id
   ARGV[2] now_override_ms ("" = server TIME)
-  ARGV[3..] one item per failed attempt, a msgpack map (broker/argv.py fail):
+  ARGV[3..] one item per failed attempt, a msgpack map (engine/argv.py fail):
             iid, epoch, outcome (failed|timed_out|lost|cancelled), retryable (1|0),
             jitter (fraction [0,1): Redis seeds Lua's random identically per call,
             so the caller rolls the dice); optional (absent = none): error (text),

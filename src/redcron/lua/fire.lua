@@ -2,7 +2,7 @@
   KEYS[1] shard prefix
   ARGV[1] now_override_ms ("" = server TIME)
   ARGV[2] owner epoch of the calling beat ("" = not a beat)
-  ARGV[3] the fire, a msgpack map (broker/argv.py fire_row); a field left out is "":
+  ARGV[3] the fire, a msgpack map (engine/argv.py fire_row); a field left out is "":
           job_id
           expected: due score in the schedule ("" = not from the schedule: manual/API)
           version: job version the caller computed with ("" = any)

@@ -1,7 +1,7 @@
 --[[ job_put: create or update a job (keyed by tenant + name).
   KEYS[1] shard prefix
   ARGV[1] now_override_ms ("" = server TIME)
-  ARGV[2] the job, one msgpack map (broker/argv.py job_put_row), fields by name,
+  ARGV[2] the job, one msgpack map (engine/argv.py job_put_row), fields by name,
           text unless said: tenant, name, id (the job id to use if the job is
           new), spec (JSON), template (JSON, lib/template.lua), sig (trigger
           signature [cron, every, at, tz]: the schedule is kept when unchanged);
@@ -19,7 +19,7 @@
   Returns: {job_id, version, change} change = created | updated | unchanged,
   or legacy: nothing written, the job's hash is an older release's (it has the
   field id) and the row has no legacy sha1 to compare its spec with; the
-  caller sends the row again with it (broker/job_writes.py put_many).
+  caller sends the row again with it (engine/job_writes.py put_many).
   Job chaining: the job's upstreams are stored (upstreams, chain = trigger |
   upstreams: whether its own trigger or its upstreams start it) and the
   upstreams' reverse index (their chain_down, lib/chain_down.lua) kept; a

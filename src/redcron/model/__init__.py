@@ -9,7 +9,7 @@
 - ``binding``: does a call's ``[args, kwargs]`` fit a task function's signature.
 - ``records``: what the library returns (a task, a job, a run...), one module
   per area, and ``serialize``: the one JSON form of them (CLI ``--json``, the
-  API).  The doctor's records live beside it (``redcron.broker.doctor.records``).
+  API).  The doctor's records live beside it (``redcron.doctor.records``).
 """
 
 # every record, by the records package's own list (one list, not two)

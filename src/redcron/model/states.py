@@ -2,7 +2,7 @@
 
 Python code compares against these enums; Lua scripts get the same sets as
 generated tables (:func:`lua_state_tables`, prepended to every script by
-``broker/scripts.py``), so the two languages cannot disagree on which states
+``engine/scripts.py``), so the two languages cannot disagree on which states
 are terminal.  The values are the plain text stored in Redis hashes, so an
 operator reading ``HGET ... state`` with redis-cli sees these words.
 """

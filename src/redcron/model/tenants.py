@@ -8,7 +8,7 @@ same hash holds dispatch state the lease script owns (``d:*`` deficits,
 only the settings fields, never the whole hash.
 
 This module is the pure model (fields, parsing, validation); reading and
-writing the hashes is :class:`redcron.broker.tenants.TenantStore`'s.
+writing the hashes is :class:`redcron.store.tenants.TenantStore`'s.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from redcron.app import App
-from redcron.broker import TRANSIENT, Broker, ChannelStore, Claimed, Outbox
+from redcron.engine import TRANSIENT, Engine
 from redcron.errors import ValidationError
 from redcron.model.channels import ADMIN_OWNER, check_url
 from redcron.notify.messages import (
@@ -54,6 +54,7 @@ from redcron.notify.signing import (
     TIMESTAMP_HEADER,
     sign,
 )
+from redcron.store import ChannelStore, Claimed, Outbox
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ class Notifier:
 
     def __init__(
         self,
-        app: App | Broker,
+        app: App,
         *,
         sender: Sender | None = None,
         name: str | None = None,
@@ -105,9 +106,9 @@ class Notifier:
         tenant_threads: int | None = None,
         rand: random.Random | None = None,
     ) -> None:
-        self.broker = app.broker if isinstance(app, App) else app
-        self.channels = ChannelStore(self.broker)
-        self.outbox = Outbox(self.broker)
+        self.broker: Engine = app.broker
+        self.channels = ChannelStore(app.broker)
+        self.outbox = Outbox(app.broker)
         self.sender: Sender = sender or HttpSender()
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.base_url = self.broker.settings.dashboard_url if base_url is None else base_url

@@ -11,9 +11,9 @@ from typing import Any
 
 from redcron import serde
 from redcron.app import App, TaskDef
-from redcron.broker import Broker, Lease, TaskFilter, list_tasks
-from redcron.broker.inspect import Inspection
 from redcron.config import Settings
+from redcron.engine import Broker, Lease, TaskFilter, list_tasks
+from redcron.engine.inspect import Inspection
 from redcron.errors import ConfigError, TaskFailed, TaskTimeout, ValidationError
 from redcron.model import DlqEntry, RunRecord, TaskRecord
 from redcron.model.jobs import JobSpec

@@ -16,7 +16,7 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from redcron.broker import FailItem, Lease
+from redcron.engine import FailItem, Lease
 from redcron.errors import ConfigError
 from redcron.keys import PRIORITIES
 from redcron.serde import text as _s
@@ -26,7 +26,7 @@ from redcron.worker.leasing import next_start
 
 if TYPE_CHECKING:
     from redcron.app import App
-    from redcron.broker import Broker
+    from redcron.engine import Broker
 
 log = logging.getLogger(__name__)
 

@@ -30,13 +30,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from redcron.beat.beat import Beat
 from redcron.beat.deadlines import Deadlines
-from redcron.broker.core import MAX_MAINTENANCE
+from redcron.engine import MAX_MAINTENANCE
 from redcron.keys import GROUP
 from redcron.testing.fakeserver import TestClock
 from redcron.testing.runner import Drained, InProcess
 
 if TYPE_CHECKING:
-    from redcron.broker import Broker
+    from redcron.engine import Broker
 
 T = TypeVar("T")
 

@@ -8,8 +8,8 @@ import threading
 import time
 import uuid
 
-from redcron.broker.audit import AuditLog
-from redcron.broker.retry import TRANSIENT, Backoff
+from redcron.engine import TRANSIENT, Backoff
+from redcron.store import AuditLog
 from redcron.worker.execute import Attempt, Outcome
 from redcron.worker.hooks import AttemptHook
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from redcron.broker.retry import Outage, ShardGate
+from redcron.engine import Engine, Outage, ShardGate
 from redcron.model.jobs import COMMAND_TASK, CONTAINER_TASK
 from redcron.worker.ledger import Ledger
 from redcron.worker.options import WorkerOptions
@@ -50,7 +50,7 @@ class Role:
 
     def __init__(self, crew: Crew) -> None:
         self.app = crew.app
-        self.broker = crew.app.broker
+        self.broker: Engine = crew.app.broker
         self.settings = crew.app.settings
         self.id = crew.id
         self.options = crew.options

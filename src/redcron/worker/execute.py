@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from redcron import serde
-from redcron.broker import Lease
 from redcron.context import Context
+from redcron.engine import Engine, Lease
 from redcron.errors import ConfigError, Permanent, Retry, ValidationError
 from redcron.model import error_classes, validation
 from redcron.worker import capture
@@ -153,7 +153,7 @@ def with_params(
     return {**kwargs, **filled} if filled else kwargs
 
 
-def run_python(app: App, attempt: Attempt, broker: Any = None) -> Outcome:
+def run_python(app: App, attempt: Attempt, broker: Engine | None = None) -> Outcome:
     """Run a registered task on the current thread, capturing its output."""
     lease = attempt.lease
     task = app.tasks.get(lease.name)
@@ -180,7 +180,7 @@ def run_python(app: App, attempt: Attempt, broker: Any = None) -> Outcome:
     params = None
     if run_id and broker is not None and task.shape.fillable(args, kwargs):
         try:
-            params = broker.inspection.run_params(lease.shard, run_id)
+            params = broker.run_params(lease.shard, run_id)
         except Exception as exc:  # Redis unreachable: a later attempt may read them
             return Outcome(ok=False, outcome="failed", error=f"cannot read the run's params: {exc}")
         kwargs = with_params(task.shape.fillable(args, kwargs), kwargs, params)

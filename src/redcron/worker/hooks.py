@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
 
-from redcron.broker import FailResult
+from redcron.engine import FailResult
 from redcron.worker.execute import Attempt, Outcome
 
 

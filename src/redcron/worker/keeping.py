@@ -17,13 +17,12 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 
-from redcron.broker.retry import TRANSIENT
-from redcron.broker.workers import (
+from redcron.engine import (
     LEASED_PUBLISHED,
     LEASED_REPUBLISH_S,
+    TRANSIENT,
     TTL_LEASES,
     Registration,
-    WorkerRegistry,
 )
 from redcron.worker.crew import Role, registered_tasks
 from redcron.worker.execute import Attempt, Outcome
@@ -44,7 +43,6 @@ class Keeper(Role):
         next_maint = 0.0
         next_pub = 0.0  # "running now" re-published on a change, at most every 5 s
         published: list[str] = []
-        registry = WorkerRegistry(self.broker)
         while not ledger.reporter_done.is_set():
             now = time.monotonic()
             self._enforce_timeouts(now)
@@ -53,10 +51,10 @@ class Keeper(Role):
             leased = self.ledger.leased(LEASED_PUBLISHED)
             if now >= next_hb:
                 self._per_shard(up, "heartbeat", self._heartbeat)
-                self._publish(registry, leased)  # renewed with the leases
+                self._publish(leased)  # renewed with the leases
                 next_hb, next_pub, published = now + hb_every, now + LEASED_REPUBLISH_S, leased
             elif leased != published and now >= next_pub:
-                self._publish(registry, leased)
+                self._publish(leased)
                 next_pub, published = now + LEASED_REPUBLISH_S, leased
             if now >= next_maint:
                 self._per_shard(up, "maintenance", self._maintain)
@@ -64,7 +62,7 @@ class Keeper(Role):
             if ledger.stopping.is_set() and not ledger.active:
                 break
             time.sleep(0.05)
-        self._register(registry, remove=True)
+        self._register(remove=True)
 
     def _per_shard(self, shards: list[int], what: str, call: Callable[[int], bool]) -> None:
         """``call`` each shard (True: it talked to Redis); a shard that fails (its
@@ -84,36 +82,34 @@ class Keeper(Role):
         or beat did within the interval (a lock each: a beat busy firing leaves
         the follow-ups to the workers)."""
         interval = self.settings.maintenance_interval
-        maintenance = self.broker.maintenance
-        if maintenance.try_lock(shard, self.id, interval):
-            maintenance.maintain(shard, follow=False)
-        if maintenance.try_lock(shard, self.id, interval, "followups"):
-            maintenance.follow_all(shard)
+        engine = self.broker
+        if engine.try_lock(shard, self.id, interval):
+            engine.maintain(shard, follow=False)
+        if engine.try_lock(shard, self.id, interval, "followups"):
+            engine.follow_all(shard)
         return True
 
-    def _publish(self, registry: WorkerRegistry, leased: Sequence[str]) -> None:
+    def _publish(self, leased: Sequence[str]) -> None:
         """:meth:`_register`, an outage of its key's master logged (the entry is
         renewed next time)."""
         try:
-            self._register(registry, leased)
+            self._register(leased)
         except TRANSIENT as exc:
             self._outage.failed(exc, "worker registry")
 
-    def _register(
-        self, registry: WorkerRegistry, leased: Sequence[str] = (), remove: bool = False
-    ) -> None:
+    def _register(self, leased: Sequence[str] = (), remove: bool = False) -> None:
         """Publish this worker in the registry (``redcron workers list``), or take
         it out on a clean stop.  The entry lives a few lease TTLs: a worker that
         dies without a word drops out when its heartbeats stop renewing it."""
         if remove:
             try:
-                registry.remove(self.id)
+                self.broker.remove_worker(self.id)
             except TRANSIENT as exc:  # on the way out: the entry expires anyway
                 log.info("could not leave the worker registry (%s); it expires", exc)
             return
         options = self.options
         running = self.ledger.running()
-        registry.publish(
+        self.broker.publish_worker(
             Registration(
                 id=self.id,
                 host=socket.gethostname(),
@@ -149,7 +145,7 @@ class Keeper(Role):
         if not began:
             return False
         tokens = [(attempt.lease.iid, attempt.lease.epoch) for attempt in began]
-        self.broker.leases.start(shard, self.id, tokens)
+        self.broker.start(shard, self.id, tokens)
         for attempt in began:
             attempt.marked = True
         return True
@@ -207,7 +203,7 @@ class Keeper(Role):
         if not newest:
             return False
         tokens = [token(j) for j in newest.values()]
-        lost, revoked = self.broker.leases.heartbeat(shard, self.id, self.lease_ttl_ms, tokens)
+        lost, revoked = self.broker.heartbeat(shard, self.id, self.lease_ttl_ms, tokens)
         for iid in lost:
             # a finished attempt's report may have landed since the heartbeat read
             # the map: only a lease lost under a running attempt is news

@@ -15,8 +15,7 @@ import os
 import time
 
 from redcron import serde
-from redcron.broker import Lease, LeaseRequest
-from redcron.broker.retry import TRANSIENT
+from redcron.engine import TRANSIENT, Lease, LeaseRequest
 from redcron.worker import capture
 from redcron.worker.crew import Crew, Role, registered_tasks
 from redcron.worker.execute import Attempt, Outcome
@@ -100,7 +99,7 @@ class Leaser(Role):
                 ledger.stopping.wait(max(0.01, gate.wait(time.monotonic())))
                 continue
             try:
-                self.broker.leases.wait_for_work(up, self.options.queues, 1.0)
+                self.broker.wait_for_work(up, self.options.queues, 1.0)
             except TRANSIENT as exc:  # a shard failing since the exchange: next round
                 self._outage.failed(exc, "waiting for work")
                 ledger.stopping.wait(0.1)

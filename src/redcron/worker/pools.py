@@ -20,9 +20,9 @@ import signal
 import threading
 from collections.abc import Callable
 from multiprocessing.connection import Connection
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from redcron.broker import Lease
+from redcron.engine import Engine, Lease
 from redcron.lifeline import signal_on_parent_death
 from redcron.loader import load_app
 from redcron.worker import capture
@@ -95,7 +95,7 @@ class ThreadPool(_Slots):
 
     thread_name = "redcron-exec"
 
-    def __init__(self, app: App, size: int, on_done: Done, broker: Any) -> None:
+    def __init__(self, app: App, size: int, on_done: Done, broker: Engine) -> None:
         super().__init__(app, size, on_done)
         self.broker = broker
 

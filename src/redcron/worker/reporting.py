@@ -15,8 +15,7 @@ import logging
 import time
 from collections.abc import Sequence
 
-from redcron.broker import FailItem, FailResult, Lease, LeaseRequest
-from redcron.broker.retry import TRANSIENT
+from redcron.engine import TRANSIENT, FailItem, FailResult, Lease, LeaseRequest
 from redcron.errors import NotFound, NotReplicated
 from redcron.worker.crew import Crew, Role
 from redcron.worker.execute import Attempt, timeout_retryable
@@ -139,7 +138,7 @@ class Reporter(Role):
         if not group and req is None:
             return [], Reports(group, [], []), []
         try:
-            done, failed, leases, unregistered = self.broker.leases.report_and_lease(
+            done, failed, leases, unregistered = self.broker.report_and_lease(
                 shard, self.id, completes, fails, logs, req
             )
         except NotReplicated:
@@ -190,7 +189,7 @@ class Reporter(Role):
     def _outcome_recorded(self, attempt: Attempt) -> bool:
         lease = attempt.lease
         try:
-            record = self.broker.inspection.task_info(lease.iid)
+            record = self.broker.task_info(lease.iid)
         except NotFound:
             return False
         return any(

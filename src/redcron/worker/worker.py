@@ -26,7 +26,7 @@ report lands.
 Redis going away never kills the worker: every loop backs off and retries,
 and finished attempts wait in memory until they can be reported.  On a Redis
 Cluster a master that is down fails only its own shards: the roles leave
-those alone for a while (a :class:`~redcron.broker.retry.ShardGate` they
+those alone for a while (a :class:`~redcron.engine.retry.ShardGate` they
 share) and go on leasing, reporting and heartbeating on the others.
 """
 
@@ -42,10 +42,10 @@ from collections.abc import Iterable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from redcron.broker.audit import AuditLog
-from redcron.broker.retry import TRANSIENT, Backoff, Outage, ShardGate
 from redcron.clock import ulid
+from redcron.engine import TRANSIENT, Backoff, Engine, Outage, ShardGate
 from redcron.redact import masked_url
+from redcron.store import AuditLog
 from redcron.worker import capture
 from redcron.worker.attempt_log import AttemptLog
 from redcron.worker.audit import Audit
@@ -98,7 +98,7 @@ class Worker:
             )
         self.options = options
         self.app = app
-        self.broker = app.broker
+        self.broker: Engine = app.broker
         self.settings = app.settings
         self.lease_ttl_ms = options.lease_ttl_ms(self.settings)
         self.id = options.name or f"{socket.gethostname()}:{os.getpid()}:{ulid()[-6:]}"
@@ -117,7 +117,7 @@ class Worker:
         #: the attempt hooks, in order; fixed once :meth:`run` starts
         self.hooks: list[AttemptHook] = [AttemptLog()]
         if options.audit:
-            self.hooks.append(Audit(AuditLog(self.broker), self.id, self.ledger.hard_stop))
+            self.hooks.append(Audit(AuditLog(app.broker), self.id, self.ledger.hard_stop))
         self.hooks.extend(hooks)
 
     @property
@@ -265,7 +265,7 @@ class Worker:
             backoff = Backoff(0.2, 1.0, log)
             for tries in range(5):
                 try:
-                    self.broker.leases.release(shard, self.id, tokens)
+                    self.broker.release(shard, self.id, tokens)
                     break
                 except TRANSIENT as exc:
                     if tries == 4:

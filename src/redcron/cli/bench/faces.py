@@ -26,10 +26,10 @@ import flask
 from flask.testing import FlaskClient
 
 from redcron.app import App
-from redcron.broker import FailItem, Registration, WorkerRegistry
 from redcron.cli.bench.fixtures import bench_run, redis_for_bench
 from redcron.dashboard import create_app
 from redcron.dashboard.totals import EXTENSION as TOTALS
+from redcron.engine import FailItem, Registration, WorkerRegistry
 from redcron.model.jobs import JobSpec, Task
 
 #: (label, path) of every face measured; pages log in with the admin token

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from redcron.app import App
-from redcron.broker import Lease
 from redcron.cli.bench.fixtures import bench_run, p99
 from redcron.cli.bench.lease_figures import (
     Usage,
@@ -47,6 +46,7 @@ from redcron.cli.bench.lease_figures import (
     warm_up_s,
 )
 from redcron.config import WORKER_PREFETCH_PER_SLOT, WORKER_THREADS
+from redcron.engine import Lease
 from redcron.keys import shard_of
 from redcron.urls import is_cluster_url
 

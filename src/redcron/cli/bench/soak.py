@@ -26,8 +26,8 @@ from collections import Counter
 from typing import Any
 
 from redcron.app import App
-from redcron.broker.doctor.scan import scan
 from redcron.cli.bench.fixtures import beat_process, bench_run, worker_process
+from redcron.engine import scan_keys
 from redcron.model.jobs import JobSpec, Task
 from redcron.serde import text as _s
 
@@ -157,7 +157,7 @@ def _finished_instances(bapp: App) -> tuple[int, int | None, dict[str, int]]:
     client, keys = bapp.broker.client, bapp.broker.keys
     ended: list[Any] = []
     for shard in range(bapp.broker.shards):
-        for batch in scan(client, keys.shard(shard), "ti"):
+        for batch in scan_keys(client, keys.shard(shard), "ti"):
             ended += _ended(client, batch)
     sample = ended[:HASH_SAMPLE]
     sizes = [client.memory_usage(key) or 0 for key in sample]

@@ -2,7 +2,7 @@
 request of an identified caller (POST, PUT, PATCH, DELETE; not the worker
 protocol, not logging in or out, not a one-off task's enqueue unless refused:
 :data:`DATA_PLANE`), one entry through
-:func:`redcron.broker.record_action`, whatever the route (a route added later is
+:func:`redcron.engine.record_action`, whatever the route (a route added later is
 recorded without a line of its own; :data:`NAMES` gives it a readable name).
 
 What goes in: who (the identity's token id, ``admin`` for the configured admin
@@ -22,11 +22,12 @@ from typing import TypeGuard
 
 import flask
 
-from redcron.broker import UNAVAILABLE, Actor, record_action
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
+from redcron.engine import UNAVAILABLE
 from redcron.errors import ValidationError
 from redcron.model import validation
+from redcron.store import Actor, record_action
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """``GET /v1/audit``: who did what, newest first (the action record,
-:mod:`redcron.broker.actions`; not the chaos checker's attempt audit).
+:mod:`redcron.store.actions`; not the chaos checker's attempt audit).
 
 A tenant token reads its own tenant's actions only (naming another tenant
 answers an empty page); the admin reads every action (or one tenant's with
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import flask
 
-from redcron.broker import ActionLog
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app, reply
 from redcron.dashboard.api.operation import Operation, Routes, paged
 from redcron.dashboard.api.params import ENTRY_ID, LIMIT, TENANT, CursorParam
 from redcron.dashboard.api.record_schema import ref
+from redcron.store import ActionLog
 
 bp = Routes("audit", __name__)
 

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 import flask
 
-from redcron.broker import OPERATOR, VIEWER, TokenStore, digest
 from redcron.dashboard.api.common import ApiError, bad, error_response, redcron_app
 from redcron.errors import NotFound
 from redcron.model import JobRecord, RunRecord, TaskRecord, TokenInfo
+from redcron.store import OPERATOR, VIEWER, TokenStore, digest
 
 #: Flask config key: SHA-256 (hex) of the admin token, or None for no admin token
 ADMIN_DIGEST = "REDCRON_ADMIN_TOKEN_SHA256"

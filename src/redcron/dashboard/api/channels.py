@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import flask
 
-from redcron.broker import ChannelStore
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import body, only, redcron_app, reply
 from redcron.dashboard.api.operation import UNAVAILABLE_CHANNELS, Operation, Routes, link
@@ -18,6 +17,7 @@ from redcron.dashboard.api.params import EMPTY_BODY, TENANT, IntParam
 from redcron.dashboard.api.record_schema import ref
 from redcron.errors import NotFound
 from redcron.model.channels import ChannelInfo
+from redcron.store import ChannelStore
 
 bp = Routes("channels", __name__)
 

@@ -1,7 +1,7 @@
 """HTTP workers as first-class workers: in the registry, and in the log.
 
 The dashboard publishes an HTTP worker's entry in the worker registry on its
-behalf (:class:`~redcron.broker.WorkerRegistry`, the hash a ``redcron worker``
+behalf (:class:`~redcron.engine.WorkerRegistry`, the hash a ``redcron worker``
 keeps), so it shows in ``redcron workers list``, ``GET /v1/workers``, the
 Workers page and ``redcron inspect`` as a Python worker does, marked ``via
 http`` with the id of the token it leases with:
@@ -10,12 +10,12 @@ http`` with the id of the token it leases with:
   ``capacity.slots``, and what that call handed it (``running``, ``leased``).
   A worker that long-polls calls again at once, so this is re-published only
   when what it asks for changed, or at most every
-  :data:`~redcron.broker.workers.LEASED_REPUBLISH_S` per dashboard process
+  :data:`~redcron.engine.workers.LEASED_REPUBLISH_S` per dashboard process
   (as a Python worker re-publishes what it holds);
 * on each heartbeat: the leases it renewed are what it runs (the entry's other
   fields as the last lease call left them).
 
-The entry lives :data:`~redcron.broker.workers.TTL_LEASES` lease TTLs past the
+The entry lives :data:`~redcron.engine.workers.TTL_LEASES` lease TTLs past the
 call, plus the call's ``wait_s``: an HTTP worker never says goodbye, so a
 stopped one drops out when its calls stop.
 
@@ -34,7 +34,8 @@ from typing import Any
 
 import flask
 
-from redcron.broker import (
+from redcron.clock import span
+from redcron.engine import (
     LEASED_REPUBLISH_S,
     TRANSIENT,
     TTL_LEASES,
@@ -44,7 +45,6 @@ from redcron.broker import (
     Registration,
     WorkerRegistry,
 )
-from redcron.clock import span
 from redcron.errors import NotFound
 
 # the worker's logger, as the Python worker's line is written on

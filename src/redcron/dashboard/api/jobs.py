@@ -5,7 +5,7 @@ worker serves (as ``redcron jobs apply -f`` warns).  A Python task that names
 no registered task (neither the server's app, ``-A``, nor a live worker
 registers it) is refused, 400 naming ``tasks.<task>.name`` and the closest
 registered names, as ``redcron jobs apply`` and ``app.jobs.put`` refuse it;
-``?allow_unregistered=true`` writes it anyway (redcron.broker.registered).
+``?allow_unregistered=true`` writes it anyway (redcron.engine.registered).
 
 A body is a job in the job-file form (``tasks``: a DAG) or the short form
 of the design's body, with one ``task`` (a registered ``name``, a ``command``
@@ -23,7 +23,6 @@ from typing import Any
 
 import flask
 
-from redcron.broker import JobStore, page_jobs, unserved_tasks
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import (
     ApiError,
@@ -37,12 +36,14 @@ from redcron.dashboard.api.common import (
 from redcron.dashboard.api.operation import Operation, Routes, link, paged
 from redcron.dashboard.api.params import LIMIT, NAME_PART, TENANT, ChoiceParam, CursorParam
 from redcron.dashboard.api.record_schema import ref
+from redcron.engine import JobStore, unserved_tasks
 from redcron.errors import NotReplicated, ValidationError
 from redcron.keys import JOBIDX_SEP
 from redcron.model import JobRecord
 from redcron.model.jobfile import JobFileError, parse_jobs
 from redcron.model.jobs import JobSpec
 from redcron.model.serialize import to_json
+from redcron.store import page_jobs
 
 bp = Routes("jobs", __name__)
 

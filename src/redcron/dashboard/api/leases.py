@@ -4,7 +4,7 @@ A ``lease_id`` reads ``<payload>.<signature>``: the payload is base64url JSON of
 ``[shard, task id, epoch, worker id, leaser]`` (``leaser``: the id of the API
 token that took the lease, or ``admin``), and the signature is base64url
 HMAC-SHA256 of that payload under the deployment's lease secret (kept in
-Redis, :func:`redcron.broker.shared_secrets.lease_secret`, cached here per
+Redis, :func:`redcron.store.shared_secrets.lease_secret`, cached here per
 Flask app).  Every part is readable, none is a capability: without the secret
 no one can make a lease id for a lease they were not handed, so knowing a
 worker's id or a task's epoch is not enough to report on its attempt.
@@ -37,9 +37,9 @@ from typing import NoReturn
 
 import flask
 
-from redcron.broker import lease_secret
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import ApiError, bad, redcron_app
+from redcron.store import lease_secret
 
 #: the ``leaser`` of a lease the admin token took (token ids are hex: never this)
 ADMIN_LEASER = "admin"

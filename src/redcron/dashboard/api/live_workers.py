@@ -9,13 +9,13 @@ from typing import Any
 
 import flask
 
-from redcron.broker import WorkerRegistry, running_by_worker
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app, reply
 from redcron.dashboard.api.leases import WORKER_ID
 from redcron.dashboard.api.operation import Operation, Routes, paged
 from redcron.dashboard.api.params import LIMIT, CursorParam
 from redcron.dashboard.api.record_schema import ref
+from redcron.engine import WorkerRegistry, running_by_worker
 from redcron.model import WorkerInfo
 from redcron.model.serialize import to_json
 

@@ -15,7 +15,6 @@ from typing import Any
 
 import flask
 
-from redcron.broker import RunCancel, TaskCancel, page_job_runs, page_runs
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import (
     ApiError,
@@ -35,10 +34,12 @@ from redcron.dashboard.api.params import (
     TextParam,
 )
 from redcron.dashboard.api.record_schema import ref
+from redcron.engine import RunCancel, TaskCancel
 from redcron.errors import NotFound
 from redcron.model import ExpiredTask, RunRecord, TaskRecord
 from redcron.model.serialize import to_json
 from redcron.model.states import RunState
+from redcron.store import page_job_runs, page_runs
 
 bp = Routes("runs", __name__)
 

@@ -20,16 +20,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from redcron.broker import (
-    ACTION_OUTCOMES,
-    ATTEMPT_OUTCOMES,
-    BREAKER_VALUES,
-    ROLES,
-    TOKEN_KINDS,
-    Action,
-    Running,
-    TaskCancel,
-)
 from redcron.dashboard.api import tasks, tokens, worker
 from redcron.dashboard.api.params import body_schema
 from redcron.dashboard.api.record_schema import (
@@ -40,6 +30,7 @@ from redcron.dashboard.api.record_schema import (
     ref,
 )
 from redcron.dashboard.api.runs import RunTask
+from redcron.engine import Running, TaskCancel
 from redcron.keys import PRIORITIES
 from redcron.model import channels
 from redcron.model.channels import ChannelInfo, Delivery
@@ -58,6 +49,14 @@ from redcron.model.records import (
 )
 from redcron.model.states import EXPIRED, RunState, TaskState
 from redcron.model.tenants import TenantSettings, settings_schema
+from redcron.store import (
+    ACTION_OUTCOMES,
+    ATTEMPT_OUTCOMES,
+    BREAKER_VALUES,
+    ROLES,
+    TOKEN_KINDS,
+    Action,
+)
 
 Json = dict[str, Any]
 

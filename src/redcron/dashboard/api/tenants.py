@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import flask
 
-from redcron.broker import DlqVerb, page_tenants
 from redcron.dashboard.api import actions, auth
 from redcron.dashboard.api.common import (
     ApiError,
@@ -22,9 +21,11 @@ from redcron.dashboard.api.operation import Operation, Routes, link, paged
 from redcron.dashboard.api.params import DLQ_LIMIT, EMPTY_BODY, LIMIT, NAME_PART, CursorParam
 from redcron.dashboard.api.record_schema import ref
 from redcron.dashboard.api.tasks import TASK_LINKS
+from redcron.engine import DlqVerb
 from redcron.errors import NotFound
 from redcron.model import validation
 from redcron.model.tenants import SETTINGS_FIELDS
+from redcron.store import page_tenants
 
 bp = Routes("tenants", __name__)
 

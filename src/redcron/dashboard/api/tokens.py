@@ -5,7 +5,7 @@ that setting a tenant up needs no shell on the server.
 Admin only: a tenant or worker token is refused with 403 (a worker token by
 :func:`redcron.dashboard.api.authenticate` already), and minting or revoking
 needs the operator role.  A token's secret is in the reply that creates it,
-once; Redis keeps its SHA-256 only (:class:`redcron.broker.TokenStore`), and
+once; Redis keeps its SHA-256 only (:class:`redcron.engine.TokenStore`), and
 no listing, audit entry or log holds it.  Creating and revoking are recorded
 in the action record (``token.create``, ``token.revoke``) with the token's id,
 kind and role, as the CLI records them.
@@ -17,8 +17,6 @@ from typing import Any
 
 import flask
 
-from redcron.broker import OPERATOR, ROLES, VIEWER, TokenStore
-from redcron.broker import TOKEN_KINDS as KINDS
 from redcron.dashboard.api import actions, auth
 from redcron.dashboard.api.common import bad, body, redcron_app, reply
 from redcron.dashboard.api.operation import Operation, Routes, link, paged
@@ -34,6 +32,8 @@ from redcron.dashboard.api.params import (
 from redcron.dashboard.api.record_schema import ref
 from redcron.model import TokenInfo, validation
 from redcron.model.records import epoch_ms
+from redcron.store import OPERATOR, ROLES, VIEWER, TokenStore
+from redcron.store import TOKEN_KINDS as KINDS
 
 bp = Routes("tokens", __name__)
 

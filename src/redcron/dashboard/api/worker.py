@@ -24,7 +24,6 @@ from typing import Any, NoReturn
 import flask
 
 from redcron import serde
-from redcron.broker import TRANSIENT, Broker, FailItem, FailResult, Lease
 from redcron.dashboard.api import auth, http_workers, leases
 from redcron.dashboard.api.common import ApiError, bad, body, only, redcron_app, reply
 from redcron.dashboard.api.connection import UnlessSent, client_gone
@@ -32,6 +31,7 @@ from redcron.dashboard.api.leases import LEASE_ID_SCHEMA, WORKER_ID, LeaseToken
 from redcron.dashboard.api.operation import Operation, Routes, link
 from redcron.dashboard.api.params import Json, body_schema
 from redcron.dashboard.api.record_schema import ref
+from redcron.engine import TRANSIENT, Broker, FailItem, FailResult, Lease
 from redcron.model import validation
 
 log = logging.getLogger(__name__)

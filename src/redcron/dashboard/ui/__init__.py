@@ -21,7 +21,6 @@ from typing import Any
 import flask
 from werkzeug.exceptions import HTTPException
 
-from redcron.broker import UNAVAILABLE
 from redcron.dashboard.api import actions
 from redcron.dashboard.api.auth import refuse_viewer
 from redcron.dashboard.api.common import ANSWERS, ApiError
@@ -41,6 +40,7 @@ from redcron.dashboard.ui import (
     workers,
 )
 from redcron.dashboard.ui.render import Reply
+from redcron.engine import UNAVAILABLE
 from redcron.errors import ValidationError
 
 ui = flask.Blueprint(

@@ -1,5 +1,5 @@
 """``/audit``: who did what, newest first (the action record of
-:mod:`redcron.broker.actions`): a tenant sees its own tenant's actions, the
+:mod:`redcron.store.actions`): a tenant sees its own tenant's actions, the
 admin every action, or one tenant's (``?tenant=``); a page at a time
 (``?after=<entry id>``)."""
 
@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import flask
 
-from redcron.broker import ActionLog, valid_action_cursor
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
 from redcron.dashboard.ui.render import Reply
 from redcron.model import validation
+from redcron.store import ActionLog, valid_action_cursor
 
 bp = flask.Blueprint("audit", __name__)
 

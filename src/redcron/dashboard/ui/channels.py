@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import flask
 
-from redcron.broker import ChannelStore
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.channels import channel
 from redcron.dashboard.api.common import redcron_app
@@ -17,6 +16,7 @@ from redcron.dashboard.ui import render
 from redcron.dashboard.ui.render import Reply
 from redcron.errors import Conflict, ValidationError
 from redcron.model.channels import EVENT_TYPES, KINDS
+from redcron.store import ChannelStore
 
 bp = flask.Blueprint("channels", __name__)
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import flask
 
-from redcron.broker import DLQ_ENTRY_ID, DlqPage, DlqVerb
 from redcron.dashboard.api import actions, auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
 from redcron.dashboard.ui.render import Reply
+from redcron.engine import DLQ_ENTRY_ID, DlqPage, DlqVerb
 from redcron.errors import ValidationError
 from redcron.model import validation
 

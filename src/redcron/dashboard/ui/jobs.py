@@ -10,17 +10,18 @@ from typing import Any
 
 import flask
 
-from redcron.broker import JobStore, Page, page_jobs
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
 from redcron.dashboard.ui.charts import durations_svg
 from redcron.dashboard.ui.render import Reply
+from redcron.engine import JobStore
 from redcron.errors import ValidationError
 from redcron.keys import JOBIDX_SEP
 from redcron.model import JobRecord, RunRecord, validation
 from redcron.schedule.triggers import Trigger, make_trigger
 from redcron.schedule.words import describe, upcoming
+from redcron.store import Page, page_jobs
 
 bp = flask.Blueprint("jobs", __name__)
 

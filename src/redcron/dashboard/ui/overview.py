@@ -9,7 +9,6 @@ from typing import Any
 
 import flask
 
-from redcron.broker import WorkerRegistry, activity, page_tenants, trigger_lag
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.api.live_workers import serves_tenant
@@ -19,8 +18,10 @@ from redcron.dashboard.totals import totals as totals_snapshot
 from redcron.dashboard.ui import render
 from redcron.dashboard.ui.charts import activity_svg
 from redcron.dashboard.ui.render import Reply
+from redcron.engine import WorkerRegistry
 from redcron.keys import PRIORITIES
 from redcron.model.records import from_ms
+from redcron.store import activity, page_tenants, trigger_lag
 
 bp = flask.Blueprint("overview", __name__)
 

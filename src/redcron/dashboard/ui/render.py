@@ -14,11 +14,11 @@ import flask
 from markupsafe import Markup, escape
 from werkzeug.wrappers import Response
 
-from redcron.broker import Page
 from redcron.dashboard.ui import session
 from redcron.dashboard.ui.charts import format_seconds
 from redcron.model import RunRecord
 from redcron.model.retry_rule import attempts_long, attempts_short
+from redcron.store import Page
 
 T = TypeVar("T")
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import flask
 
-from redcron.broker import RUN_SCAN
 from redcron.dashboard.api import auth
 from redcron.dashboard.api import runs as api_runs
 from redcron.dashboard.api.common import redcron_app
@@ -24,6 +23,7 @@ from redcron.errors import NotFound, ValidationError
 from redcron.model import ExpiredTask, RunRecord, TaskRecord, validation
 from redcron.model.retry_rule import attempts_short
 from redcron.model.states import RUN_ACTIVE, TASK_TERMINAL, RunState, TaskState
+from redcron.store import RUN_SCAN
 
 bp = flask.Blueprint("runs", __name__)
 

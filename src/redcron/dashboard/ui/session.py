@@ -27,10 +27,11 @@ from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
 from itsdangerous import URLSafeTimedSerializer
 
 from redcron.app import App
-from redcron.broker import UNAVAILABLE, LoginLinks, TokenStore
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import EXTENSION, redcron_app
+from redcron.engine import UNAVAILABLE
 from redcron.errors import NotFound
+from redcron.store import LoginLinks, TokenStore
 
 #: how long a login lasts without being renewed by use
 SESSION_LIFETIME = timedelta(hours=12)

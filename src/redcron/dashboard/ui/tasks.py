@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import flask
 
-from redcron.broker import TaskCancel, TaskFilter, scan_tasks
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
 from redcron.dashboard.ui.render import Reply
 from redcron.dashboard.ui.runs import attempt_logs
+from redcron.engine import TaskCancel, TaskFilter, scan_tasks
 from redcron.errors import ValidationError
 from redcron.model import TaskRecord, validation
 from redcron.model.states import TASK_TERMINAL, TaskState

@@ -10,7 +10,6 @@ from typing import Any
 
 import flask
 
-from redcron.broker import Page, page_tenants, trigger_lag_of
 from redcron.dashboard.api import actions, auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.ui import render
@@ -19,6 +18,7 @@ from redcron.errors import ValidationError
 from redcron.keys import PRIORITIES
 from redcron.model import validation
 from redcron.model.tenants import SETTINGS_FIELDS, TenantSettings
+from redcron.store import Page, page_tenants, trigger_lag_of
 
 bp = flask.Blueprint("tenants", __name__)
 

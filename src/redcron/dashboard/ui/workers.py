@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import flask
 
-from redcron.broker import WorkerRegistry, running_by_worker
 from redcron.dashboard.api import auth
 from redcron.dashboard.api.common import redcron_app
 from redcron.dashboard.api.live_workers import as_seen, serves_tenant
 from redcron.dashboard.totals import totals
 from redcron.dashboard.ui import render
 from redcron.dashboard.ui.render import Reply
+from redcron.engine import WorkerRegistry, running_by_worker
 
 bp = flask.Blueprint("workers", __name__)
 

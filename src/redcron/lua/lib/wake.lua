@@ -1,5 +1,5 @@
 --[[ wake: idle workers of a queue block on its list wake:<queue>
-  (broker/leases.py wait_for_work); the list is bounded by WAKE_MAX. ]]
+  (engine/leases.py wait_for_work); the list is bounded by WAKE_MAX. ]]
 
 -- Wake up to n (>= 1) idle workers of a queue.
 local function wake(queue, n)

@@ -20,7 +20,7 @@ redcron.model.records import TaskRecord`` keeps working):
 - ``activity``: attempts per minute and trigger lag.
 
 The doctor's records (findings, recounts, its report) live beside the doctor,
-in ``redcron.broker.doctor.records``.
+in ``redcron.doctor.records``.
 """
 
 from redcron.model.records.activity import LagSummary, MinuteActivity

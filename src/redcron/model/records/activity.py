@@ -1,5 +1,5 @@
 """Activity figures over minutes: attempts ended, and trigger lag
-(``redcron.broker.stats``)."""
+(``redcron.store.stats``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from datetime import datetime
 
 @dataclass(frozen=True, slots=True)
 class MinuteActivity:
-    """Attempts that ended in one minute (``redcron.broker.stats.activity``).
+    """Attempts that ended in one minute (``redcron.store.stats.activity``).
 
     ``minute`` is the minute's start (UTC, server clock); ``failed`` counts
     attempts that failed, timed out or were lost, not cancelled ones nor
@@ -23,7 +23,7 @@ class MinuteActivity:
 @dataclass(frozen=True, slots=True)
 class LagSummary:
     """Trigger lag of the scheduled fires of a window of minutes
-    (``redcron.broker.stats.trigger_lag``); manual runs are not fires here.
+    (``redcron.store.stats.trigger_lag``); manual runs are not fires here.
 
     Lag is read from a histogram, so each figure is the upper bound of the
     bucket it falls in (``p50_s = 0.05``: half the fires were at most 50 ms

@@ -80,7 +80,7 @@ class TenantStatus:
 
 @dataclass(frozen=True, slots=True)
 class QueueLoad:
-    """One (tenant, queue)'s work on one shard (``redcron.broker.inspect.queue_loads``).
+    """One (tenant, queue)'s work on one shard (``redcron.engine.inspect.queue_loads``).
 
     ``served``: some live worker leases from this queue for this tenant
     (False: work here waits for a worker that is not running).
