@@ -112,6 +112,11 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     "ckslots": ("ckslots:{tenant}:{name}:{ck}", ("tenant", "name", "ck")),
     # the instances waiting for a slot of that key value, oldest first (LIST)
     "ckwaiting": ("ckwaiting:{tenant}:{name}:{ck}", ("tenant", "name", "ck")),
+    # rate limits (a task's rate / rate_key, lua/lib/rate.lua): one group's releases
+    # of the last unit (<iid>@<ms> -> ms) and its next turn (member next)
+    "rate": ("rate:{tenant}:{name}:{group}", ("tenant", "name", "group")),
+    # task name -> times one of its instances waited for its rate (lifetime, /metrics)
+    "ratewaits": ("ratewaits", ()),
     # deadlines of runs not ended: run id -> nominal fire ms + the job's deadline_ms
     # (run creation adds, run end removes, deadline_sweep.lua pops what is due)
     "deadlines": ("deadlines", ()),
@@ -695,6 +700,12 @@ class Keys:
 
     def ckwaiting(self, shard: int, tenant: str, name: str, ck: str) -> str:
         return self.build(shard, "ckwaiting", tenant, name, ck)
+
+    def rate(self, shard: int, tenant: str, name: str, group: str) -> str:
+        return self.build(shard, "rate", tenant, name, group)
+
+    def ratewaits(self, shard: int) -> str:
+        return self.build(shard, "ratewaits")
 
     def events(self, shard: int) -> str:
         return self.build(shard, "events")

@@ -30,6 +30,8 @@ STATES = {
 }  # fmt: skip
 #: concurrency keys (lib/ckeys.lua): "" = none; a key's cap N is fixed per key here
 CKEYS = {"": 0, "k1": 1, "k2": 2}
+#: rate limits (lib/rate.lua): "" = none; (starts, unit ms, group) per name
+RATES = {"": None, "r1": (2, 1000, "g"), "r2": (1, 400, "")}
 
 
 class Model:
@@ -116,8 +118,10 @@ def check(ops: Ops, model: Model) -> None:
         if state in ("leased", "running") and ck:
             assert slots.get(iid) == (tenant, ck), ("a lease without its slot", iid, h)
         if iid in slots:
-            # a slot is a lease of its key, or a woken waiter's reservation
-            assert state in ("leased", "running", "ready") and slots[iid] == (tenant, ck), (iid, h)
+            # a slot is a lease of its key, or a woken waiter's reservation (one
+            # whose task has a rate keeps it while it waits for its turn)
+            holding = ("leased", "running", "ready", *(("scheduled",) if "rate_ms" in h else ()))
+            assert state in holding and slots[iid] == (tenant, ck), (iid, h)
         expected = {
             "ready": ["stream"],
             "scheduled": ["timers"],
@@ -173,6 +177,12 @@ def check(ops: Ops, model: Model) -> None:
         for p in PRIOS:
             for t in r.zrange(k.ring(s, q, p), 0, -1):
                 assert ops.ready(_d(t), q, p) > 0, (q, p, t)
+    # a rate's bucket never holds more than n releases in one unit (lib/rate.lua)
+    for t in TENANTS:
+        for n, unit, group in filter(None, RATES.values()):
+            got = r.zrange(k.rate(s, t, "job", group), 0, -1, withscores=True)
+            at = sorted(int(sc) for m, sc in got if m != b"next")
+            assert all(b - a >= unit for a, b in zip(at, at[n:], strict=False)), (t, group, at)
 
 
 def _current(ops: Ops, tok: Tok) -> bool:
@@ -184,10 +194,19 @@ def _current(ops: Ops, tok: Tok) -> bool:
     )
 
 
+def _rated(rate: tuple[int, int, str] | None) -> dict[str, Any]:
+    """An enqueue row's rate fields (lib/rate.lua) for one of RATES."""
+    if rate is None:
+        return {}
+    n, unit_ms, group = rate
+    return {"rate_n": n, "rate_ms": unit_ms, "rate_key": "c" if group else "", "rate_group": group}
+
+
 def apply(ops: Ops, model: Model, op: tuple[Any, ...]) -> None:
     kind = op[0]
     if kind == "enqueue":
-        _, ti, qi, pi, delay, max_attempts, ck = op
+        _, ti, qi, pi, delay, max_attempts, ck, *more = op
+        rate = RATES[more[0] if more else ""]
         iid = new_id()
         model.ids.append(iid)
         ops.enqueue(
@@ -200,7 +219,7 @@ def apply(ops: Ops, model: Model, op: tuple[Any, ...]) -> None:
                 base=200,
                 cap=800,
                 delay=delay,
-            )._replace(ck=ck, ckn=CKEYS[ck])
+            )._replace(ck=ck, ckn=CKEYS[ck], **_rated(rate))
         )
     elif kind == "lease":
         _, wi, n, ttl, qmask, tfilter = op
@@ -270,6 +289,7 @@ operation = st.one_of(
         st.sampled_from([0, 0, 300]),
         st.integers(1, 3),
         st.sampled_from(["", "k1", "k1", "k1", "k2", "k2"]),
+        st.sampled_from(["", "", "r1", "r2"]),
     ),
     st.tuples(
         st.just("lease"),
@@ -319,7 +339,16 @@ def test_every_instance_is_in_exactly_one_place(
         model = Model()
         # a little ready and scheduled work in every example, so leases happen early
         seed = [
-            ("enqueue", i % 3, i % 2, i % 3, 300 if i == 5 else 0, 1 + i % 3, ("k1", "k2")[i % 2])
+            (
+                "enqueue",
+                i % 3,
+                i % 2,
+                i % 3,
+                300 if i == 5 else 0,
+                1 + i % 3,
+                ("k1", "k2")[i % 2],
+                ("", "r1", "r2")[i % 3],
+            )
             for i in range(6)
         ]
         for op in [*seed, ("lease", 0, 2, 200, 3, None), *ops_list]:

@@ -167,6 +167,7 @@ def test_every_key_of_a_shard_has_the_shards_slot(prefix: str) -> None:
                         "digest": "0beec7b5ea3f0fdbc95d0dd47f3c5bc275da8a33",
                         "mode": "debounce",
                         "ck": "{cust:42}",  # a key value with braces: the tag holds
+                        "group": "{cust:7}",  # a rate group, likewise
                     }
                     key = keys.build(shard, kind, *(values[n] for n in names))
                     assert key_slot(key.encode()) == slot, key

@@ -314,6 +314,22 @@ MEANS = {
         and t[-2] == "closed"
     ),
     "hand_made_stream": lambda t: t[1:] == ["succeeded", "ran"],
+    "rate_limits": lambda t: (
+        t[0] == ["scheduled"] * 3 + ["cancelled", "scheduled"]
+        and t[1] == "2/s"
+        and t[2][:3] == (4, 1, 1)
+        and t[4]
+        == [
+            ["a", 0, 0],
+            ["b", 9, 0],  # another group: its own turns
+            ["a", 1, 500],  # one turn every 500 ms
+            ["a", 2, 1000],
+            ["a", 1, 1500],  # the retry: a turn of its own, after a 2's
+            ["d", 10, 1500],  # the DAG's group: the root, then each downstream task
+            ["d", 11, 2000],
+            ["d", 12, 2500],
+        ]
+    ),
     "unique_and_debounce": lambda t: (
         t[:6] == [True, True, True, True, True, 25.0]
         and t[7] == [["once", 1], ["settle", 3]]
@@ -381,7 +397,43 @@ def error_classes(make: Make) -> list[Any]:
     return out
 
 
+def rate_limits(make: Make) -> list[Any]:
+    """Rate limits (issue 32 §5): a keyed group's turns one per unit/n, another
+    group apart, a retry taking a turn of its own, a waiting instance cancelled,
+    and a DAG's tasks taking turns as they become ready.  The retry's backoff
+    (jittered, at most 0.2 s) ends before its turn, so its time is its turn's."""
+    app = make(now=T0, retry_base=0.1, retry_cap=0.2)
+    ran: list[Any] = []
+    failed: set[int] = set()
+
+    @app.task(name="api", rate="2/s", rate_key="cust", retries=1)
+    def api(cust: str, n: int, fail: bool = False) -> None:
+        ran.append([cust, n, app.clock.ms - int(T0.timestamp() * 1000)])
+        if fail and n not in failed:
+            failed.add(n)
+            raise RuntimeError("once")
+
+    hs = [api.enqueue("a", n, fail=n == 1) for n in range(4)] + [api.enqueue("b", 9)]
+    app.broker.cancel(hs[3].id)
+    out: list[Any] = [[h.state for h in hs], hs[2].info().rate]
+    out.append(_counts(app, with_scheduled=True))
+    app.jobs.put(
+        "dag",
+        tasks={
+            "x": Task("api", args=["d", 10]),
+            "y": Task("api", args=["d", 11], depends_on=["x"]),
+            "z": Task("api", args=["d", 12], depends_on=["x"]),
+        },
+        cron="0 0 1 1 *",
+    )
+    app.jobs.trigger("dag")
+    out.append(_counts(app, with_scheduled=True))
+    out.append(ran)
+    return out
+
+
 SCENARIOS = {
+    "rate_limits": rate_limits,
     "error_classes": error_classes,
     "retry_dlq_replay": retry_dlq_replay,
     "diamond_dag": diamond_dag,

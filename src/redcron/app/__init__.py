@@ -22,6 +22,7 @@ from redcron.engine import Broker, Enqueued, EnqueueRow, JobStore
 from redcron.errors import ValidationError
 from redcron.keys import shard_of, shard_of_id
 from redcron.model import JobChange, concurrency, dedupe, error_classes, validation
+from redcron.model import rate as _rate
 from redcron.model.binding import CallShape
 from redcron.model.jobs import COMMAND_TASK, JobSpec, Task, job_spec
 from redcron.store import TenantStore
@@ -113,6 +114,8 @@ class App:
         max_concurrent: int | None = None,
         retry_on: Any = None,
         permanent_on: Any = None,
+        rate: str | None = None,
+        rate_key: str | None = None,
     ) -> Callable[[Callable[P, R]], TaskDef[P, R]]: ...
 
     def task(
@@ -137,6 +140,8 @@ class App:
         max_concurrent: int | None = None,
         retry_on: Any = None,
         permanent_on: Any = None,
+        rate: str | None = None,
+        rate_key: str | None = None,
     ) -> Any:
         """Register a task (``@app.task`` or ``@app.task(retries=3, ...)``).
 
@@ -146,6 +151,11 @@ class App:
         fold into one task that starts ``debounce`` after the last of them, with
         its arguments.  Exclusive; docs/operations.md "Unique windows and
         debounce" has the exact semantics.
+
+        ``rate`` (``"10/s"``, ``"100/m"``, ``"5/h"``): at most that many of its
+        instances handed to the workers in any window of that unit, per tenant;
+        with ``rate_key`` (an argument's name), per value of that argument.
+        docs/operations.md "Rate limits" has the exact semantics.
         """
         if fn is not None and not callable(fn):
             raise TypeError(
@@ -175,6 +185,8 @@ class App:
             max_concurrent=max_concurrent,
             retry_on=error_classes.declared(retry_on, "retry_on"),
             permanent_on=error_classes.declared(permanent_on, "permanent_on"),
+            rate=None if rate is None else _rate.parse(rate),
+            rate_key=rate_key,
         )
         opts.dedupe  # noqa: B018 - checked at declaration, not at the first call
 
@@ -188,6 +200,7 @@ class App:
             td = TaskDef(self, f, task_name, opts)
             # concurrency keys: the key must be an argument the function takes
             concurrency.check_declaration(td.shape, concurrency_key, max_concurrent)
+            _rate.check_declaration(td.shape, rate, rate_key)  # rate_key: an argument
             self.tasks[task_name] = td
             return td
 
@@ -202,27 +215,36 @@ class App:
         task's here (``model.retry_rule``)."""
         return JobStore(self.broker, self.retry_rules(), self.job_concurrency)
 
-    def job_concurrency(self, spec: JobSpec) -> dict[str, tuple[str, int]]:
+    def job_concurrency(self, spec: JobSpec) -> dict[str, dict[str, Any]]:
         """Each of ``spec``'s Python tasks whose registered task declares a
-        concurrency key: task name -> (key value from the job's arguments, cap).
-        Raises ValidationError naming ``tasks.<name>....``."""
-        out: dict[str, tuple[str, int]] = {}
+        concurrency key or a rate: task name -> the fields of its template row
+        (``ck``/``ckn``: key value from the job's arguments, cap; ``rate_ms``,
+        ``rate_n``, and ``rate_key``/``rate_group`` with a rate_key).  Raises
+        ValidationError naming ``tasks.<name>....``."""
+        out: dict[str, dict[str, Any]] = {}
         for tname, task in spec.tasks.items():
             td = self.tasks.get(task.ref or "") if task.kind == "python" else None
-            if td is None or td.options.max_concurrent is None:
+            if td is None:
                 continue
+            o, row = td.options, dict[str, Any]()
             try:
-                ck, ckn = concurrency.for_call(
-                    td.shape,
-                    td.options.concurrency_key,
-                    td.options.max_concurrent,
-                    list(task.args),
-                    dict(task.kwargs),
-                )
+                if o.max_concurrent is not None:
+                    ck, ckn = concurrency.for_call(
+                        td.shape, o.concurrency_key, o.max_concurrent, task.args, task.kwargs
+                    )
+                    if ck:
+                        row |= {"ck": ck, "ckn": ckn}
+                if o.rate is not None:
+                    row |= {"rate_ms": o.rate.unit_ms, "rate_n": o.rate.n}
+                    group = o.rate_key and _rate.group_of(
+                        td.shape, o.rate_key, task.args, task.kwargs
+                    )
+                    if group:
+                        row |= {"rate_key": o.rate_key, "rate_group": group}
             except ValidationError as exc:
                 raise ValidationError(f"tasks.{tname}.{exc.field}", exc.message) from exc
-            if ck:
-                out[tname] = (ck, ckn)
+            if row:
+                out[tname] = row
         return out
 
     def retry_rules(self) -> dict[str, dict[str, Any]]:
@@ -490,6 +512,11 @@ class App:
                 opts.get("_concurrency_key") if opts else None,
             )
         # [/concurrency keys]
+        limit, group = defaults.rate, ""  # rate limits (model/rate.py)
+        if limit is not None and defaults.rate_key is not None and kind == "python":
+            td = self.tasks.get(name)
+            if td is not None:
+                group = _rate.group_of(td.shape, defaults.rate_key, payload[0], payload[1])
         if ck and deduped is not None and deduped.mode == dedupe.DEBOUNCE:
             # a debounce call replaces the arguments of the task it folds into,
             # and with them the value its concurrency key was read from
@@ -521,6 +548,10 @@ class App:
             ck=ck,
             ckn=ckn,
             error_classes=errors,
+            rate_ms=limit.unit_ms if limit else 0,
+            rate_n=limit.n if limit else 0,
+            rate_key=(defaults.rate_key or "") if group else "",
+            rate_group=group,
         )
 
     def _dedupe(

@@ -20,6 +20,7 @@ from redcron.model.binding import CallShape
 from redcron.model.dedupe import Dedupe
 from redcron.model.dedupe import options as dedupe_options
 from redcron.model.error_classes import ExcClasses
+from redcron.model.rate import Rate
 from redcron.model.states import TASK_TERMINAL, TaskState
 
 if TYPE_CHECKING:
@@ -55,6 +56,10 @@ class TaskOptions:
     # which exceptions retry (model/error_classes.py): None = not declared
     retry_on: ExcClasses | None = None
     permanent_on: ExcClasses | None = None
+    # rate limits (model/rate.py): the parsed rate (None: none) and the argument
+    # whose value names each call's group (None: the task as a whole)
+    rate: Rate | None = None
+    rate_key: str | None = None
 
     @functools.cached_property
     def checked(self) -> CheckedOptions:

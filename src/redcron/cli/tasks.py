@@ -187,6 +187,7 @@ def render_task(details: TaskDetails) -> str:
         ("ended", iso_ms(t.ended_at)),
         ("attempts", _attempts(t)),
         ("concurrency", details.concurrency.summary() if details.concurrency else None),
+        ("rate", _rate(t)),
         ("errors", _errors(details)),
         ("args", payload(t.args) if t.args else None),
         ("result", payload(t.result) if t.result and t.state == TaskState.SUCCEEDED else None),
@@ -248,6 +249,16 @@ def _debounce(t: TaskRecord) -> str | None:
 
 
 # -- end unique windows and debounce --
+def _rate(t: TaskRecord) -> str | None:
+    """``10/s (the task as a whole)`` or ``100/m per customer_id ('cust-7')``;
+    a task waiting for its turn is ``scheduled``, its turn the ``due`` time."""
+    if t.rate is None:
+        return None
+    if not t.rate_key:
+        return f"{t.rate} (the task as a whole)"
+    return f"{t.rate} per {t.rate_key} ({t.rate_group!r})"
+
+
 def _errors(details: TaskDetails) -> str | None:
     """The call's retry_on/permanent_on, else its registered task's (with -A)."""
     t = details.task

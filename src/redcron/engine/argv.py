@@ -96,6 +96,12 @@ class EnqueueRow(NamedTuple):
     # "" = none: tracing off)
     traceparent: str = ""
     tracestate: str = ""
+    # its rate limit (model/rate.py, lua/lib/rate.lua): unit ms and count (0: none),
+    # the rate_key argument's name and this call's value ("": the task as a whole)
+    rate_ms: int = 0
+    rate_n: int = 0
+    rate_key: str = ""
+    rate_group: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +193,10 @@ def enqueue_row(r: EnqueueRow) -> bytes:
         row["traceparent"] = r.traceparent
         if r.tracestate:
             row["tracestate"] = r.tracestate
+    if r.rate_ms:
+        row |= {"rate_ms": str(r.rate_ms), "rate_n": str(r.rate_n)}
+        if r.rate_group:
+            row |= {"rate_key": r.rate_key, "rate_group": r.rate_group}
     return _pack(row)
 
 

@@ -40,7 +40,7 @@ def put_many(
     specs: Sequence[JobSpec],
     now: datetime,
     progress: Callable[[int, int], None] | None = None,
-    concurrency: Callable[[JobSpec], Mapping[str, tuple[str, int]]] | None = None,
+    concurrency: Callable[[JobSpec], Mapping[str, Mapping[str, Any]]] | None = None,
 ) -> list[JobChange]:
     """Create or update many jobs (``JobStore.put_many``: ``jobs apply -f``, benches).
 
@@ -54,7 +54,7 @@ def put_many(
     script's refusal there (a new job id taken, a grant revoked meanwhile)
     raises with the chunks before it written, as ``JobStore.put`` would have.
     One change per spec, in the order given.  ``concurrency(spec)``: each
-    task's concurrency key value and cap (``App.job_concurrency``), worked out
+    task's concurrency key and rate fields (``App.job_concurrency``), worked out
     here with the validation, before the first write.
     """
     settings = broker.settings
@@ -214,7 +214,7 @@ def _put_args(
     defaults: dict[str, Any],
     now: datetime,
     tenant_jitter: dict[tuple[int, str], float],
-    keyed: Mapping[str, tuple[str, int]] | None = None,
+    keyed: Mapping[str, Mapping[str, Any]] | None = None,
     nominals: dict[int, datetime | None] | None = None,
 ) -> list[Any]:
     """job_put.lua's ARGV for one spec (``trigger``: its validated trigger;

@@ -89,14 +89,14 @@ class JobStore:
         self,
         broker: Core,
         registered: Mapping[str, Mapping[str, Any]] | None = None,
-        concurrency: Callable[[JobSpec], Mapping[str, tuple[str, int]]] | None = None,
+        concurrency: Callable[[JobSpec], Mapping[str, Mapping[str, Any]]] | None = None,
     ) -> None:
         self.broker = broker
         self.keys = broker.keys
         #: registered task name -> its retries, retry_base, retry_cap: what a job's
         #: Python task that leaves them out takes (``model.retry_rule``)
         self.registered = registered or {}
-        #: a spec -> its tasks' concurrency key values and caps (``App.job_concurrency``)
+        #: a spec -> its tasks' concurrency key and rate fields (``App.job_concurrency``)
         self.concurrency = concurrency
 
     # -- jobs -------------------------------------------------------------------

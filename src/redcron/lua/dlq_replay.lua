@@ -38,7 +38,8 @@ for i = 3, #ARGV do
   elseif f[TI_REPLAY_STATE] == 'dead' then
     redis.call('XDEL', key_dlq(f[TI_REPLAY_TENANT]), string.sub(f[TI_REPLAY_LOC], 5))
     redis.call('HSET', ti, 'budget', f[TI_REPLAY_ATTEMPT], 'ended', '', 'cancel_requested', '')
-    make_ready(ti, iid, f[TI_REPLAY_QUEUE], f[TI_REPLAY_TENANT], f[TI_REPLAY_PRIORITY])
+    make_ready(ti, iid, f[TI_REPLAY_QUEUE], f[TI_REPLAY_TENANT], f[TI_REPLAY_PRIORITY],
+      now_ms(override))
     gather_wake(woken, f[TI_REPLAY_QUEUE])
     out[#out + 1] = tenant or ''
   else

@@ -64,7 +64,7 @@ if state == 'ready' then
     return 'entry_pending'
   end
   if deadline > now then return 'entry_pending' end
-  make_ready(ti, iid, queue, tenant, priority)
+  make_ready(ti, iid, queue, tenant, priority, now)
   wake(queue, 1)
   return 'requeued'
 elseif state == 'scheduled' or state == 'retry_wait' then

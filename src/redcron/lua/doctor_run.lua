@@ -54,7 +54,7 @@ for _, t in ipairs(names) do
     end
     if met then
       local g = redis.call('HMGET', ti, 'queue', 'tenant', 'priority')
-      make_ready(ti, iid, g[1], g[2], g[3])  -- drops deps_left (0: its default)
+      make_ready(ti, iid, g[1], g[2], g[3], now)  -- drops deps_left (0: its default)
       wake(g[1], 1)
       states[t] = 'ready'
       readied = readied + 1

@@ -17,8 +17,11 @@
           permanent_on as JSON, stored verbatim for the lease to hand out:
           model/error_classes.py), traceparent and tracestate (the W3C trace
           context of the span that enqueued it, stored as given:
-          redcron/tracing.py).  Numbers are text, as each hash stores them
-          verbatim.
+          redcron/tracing.py); rate_ms, rate_n, rate_key, rate_group: its
+          rate limit (a unit in ms, starts per unit >= 1, the argument named and
+          its value; model/rate.py): the instance waits on the timers for promote
+          to hand it over at its turn (lib/rate.lua).  Numbers are text, as each hash
+          stores them verbatim.
   Returns: number of instances created; when a row folded into an existing
           task (a unique key's duplicate, a debounce call), {created, row
           index (0-based), existing id, ...} instead: such a row creates
@@ -39,7 +42,8 @@
           text field missing or not a string, priority not high|normal|low,
           empty iid/queue/tenant, non-numeric or negative numbers, max_attempts
           < 1, a malformed dedupe field, a concurrency key longer than
-          CK_MAX_LEN bytes or its cap not an integer >= 1).  Either way nothing is written;
+          CK_MAX_LEN bytes or its cap not an integer >= 1, a rate not as
+          above).  Either way nothing is written;
           REJECTED also when KEYS[2] says an earlier call of the batch refused.
   Upholds: one place per instance (the hash records it from creation on). ]]
 -- @include lib/clock.lua
@@ -94,6 +98,8 @@ local function not_text(r)
     or (not maybe_text(r.error_classes) and 'error_classes')
     or (not maybe_text(r.traceparent) and 'traceparent')
     or (not maybe_text(r.tracestate) and 'tracestate')
+    or (not maybe_text(r.rate_ms) and 'rate_ms') or (not maybe_text(r.rate_n) and 'rate_n')
+    or (not maybe_text(r.rate_key) and 'rate_key') or (not maybe_text(r.rate_group) and 'rate_group')
 end
 -- the first number of row r that is not one >= 0 (absent: its default, fine)
 local function not_nonneg(r)
@@ -102,6 +108,8 @@ local function not_nonneg(r)
     or (r.retry_cap_ms and not nonneg(r.retry_cap_ms) and 'retry_cap_ms')
     or (r.delay_ms and not nonneg(r.delay_ms) and 'delay_ms')
     or (r.result_ttl_s and not nonneg(r.result_ttl_s) and 'result_ttl_s')
+    or (r.rate_ms and not ((tonumber(r.rate_ms) or 0) >= 1 and (tonumber(r.rate_n or '') or 0) >= 1)
+      and 'rate_ms and rate_n (both >= 1)')
 end
 -- what an error calls row i: its id, or its index when it has none
 local function task(r, i)
@@ -229,7 +237,7 @@ for i = 0, count - 1 do
   local delay = tonumber(delay_ms)
   local ti = key_ti(iid)
   local state, loc, due
-  if delay > 0 then
+  if delay > 0 or r.rate_ms then  -- a rate: promote hands it over at its turn (lib/rate.lua)
     due = now + delay
     redis.call('ZADD', timers, due, iid)
     state, loc = 'scheduled', 'timer'
@@ -279,6 +287,9 @@ for i = 0, count - 1 do
   if (r.traceparent or '') ~= '' then  -- tracing on (redcron/tracing.py)
     push_field(row, 'traceparent', r.traceparent)
     if (r.tracestate or '') ~= '' then push_field(row, 'tracestate', r.tracestate) end
+  end
+  for _, k in ipairs(r.rate_ms and {'rate_ms', 'rate_n', 'rate_key', 'rate_group'} or {}) do
+    if (r[k] or '') ~= '' then push_field(row, k, r[k]) end
   end
   redis.call('HSET', ti, unpack(row))
   note_recent(recent, iid, now)

@@ -3,6 +3,8 @@
   ARGV[1] now_override_ms ("" = server TIME)
   ARGV[2] limit (<= 500)
   Returns: {promoted, next_due_ms or -1}
+  An instance with a rate is handed over only at its turn, else put back
+  here until then (lib/rate.lua).
   Members park:<tenant> are rate-limited tenants whose next token is due;
   brk:<job> is a job's circuit-breaker cool-down: its first held instance
   becomes the trial (lib/breaker_cooldown.lua); ckwake:<json> is a
@@ -22,6 +24,7 @@
 -- @include lib/followup.lua
 -- @include lib/unpark.lua
 -- @include lib/malformed_recheck.lua
+-- @include lib/rate.lua
 
 local now = now_ms(ARGV[1])
 local limit = tonumber(ARGV[2])
@@ -30,24 +33,20 @@ local due = redis.call('ZRANGEBYSCORE', key_timers(), '-inf', now, 'LIMIT', 0, l
 local n = 0
 local woken = {}
 for _, iid in ipairs(due) do
+  -- off the timers first: a member's handler may put it back (lib/rate.lua)
+  redis.call('ZREM', key_timers(), iid)
   local parked_tenant = string.match(iid, '^park:(.*)$')
   if parked_tenant then
     -- a rate-limited tenant's next token is due: back on its rings
-    redis.call('ZREM', key_timers(), iid)
     unpark(parked_tenant)
   end
   local cooled_job = string.match(iid, '^brk:(.*)$')
-  if cooled_job then
-    redis.call('ZREM', key_timers(), iid)
-    breaker_cooldown_due(cooled_job, now)
-  end
+  if cooled_job then breaker_cooldown_due(cooled_job, now) end
   if string.sub(iid, 1, #CKWAKE) == CKWAKE then
-    redis.call('ZREM', key_timers(), iid)
     ck_wake_due(string.sub(iid, #CKWAKE + 1), now)
   end
   local ti = key_ti(iid)
   local f = redis.call('HMGET', ti, 'state', 'loc', 'queue', 'tenant', 'priority', 'malformed')
-  redis.call('ZREM', key_timers(), iid)
   if (f[1] == 'retry_wait' or f[1] == 'scheduled') and f[2] == 'timer' then
     local why, name, attempt, outcome = nil, nil, nil, 'malformed'
     if f[6] == 'grant' then
@@ -66,8 +65,8 @@ for _, iid in ipairs(due) do
       -- or its tenant lost the grant; lease.lua left saying why to here
       redis.call('HSET', ti, 'error', why)
       dead_letter(ti, iid, f[4], f[3], name, attempt, outcome, why, now)
-    else
-      make_ready(ti, iid, f[3], f[4], f[5])
+    elseif rate_admit(ti, iid, f[4], now) then  -- else back on the timers: lib/rate.lua
+      make_ready(ti, iid, f[3], f[4], f[5], now)
       gather_wake(woken, f[3])
       n = n + 1
     end

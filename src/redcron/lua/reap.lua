@@ -109,7 +109,7 @@ local function visit(stream, eid, idle)
     -- a stray whose hash is back: ready again (a delivered entry is never read
     -- again, so on a new one)
     drop_entry(stream, eid)
-    make_ready(ti, iid, f[TI_REAP_QUEUE], f[TI_REAP_TENANT], f[TI_REAP_PRIORITY])
+    make_ready(ti, iid, f[TI_REAP_QUEUE], f[TI_REAP_TENANT], f[TI_REAP_PRIORITY], now)
     wake(f[TI_REAP_QUEUE], 1)
     redis.call('HDEL', UPKEEP, MAINT.stray .. stream .. ':' .. eid)
     return 0

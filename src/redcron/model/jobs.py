@@ -305,15 +305,17 @@ class JobSpec:
             task.backoff_s(f"tasks.{tname}", defaults)
 
     def template(
-        self, defaults: Mapping[str, Any], keyed: Mapping[str, tuple[str, int]] | None = None
+        self, defaults: Mapping[str, Any], keyed: Mapping[str, Mapping[str, Any]] | None = None
     ) -> tuple[str, dict[str, bytes]]:
         """Compile the DAG for ``fire.lua``.
 
         Returns the template JSON (a list of task rows, roots marked) and
         the msgpack args per task (kept out of JSON so bytes survive).
         ``defaults`` holds retries, retry_base, retry_cap of the deployment;
-        ``keyed``: task name -> its concurrency key value and cap, worked out
-        from its registration (``App.job_concurrency``; model/concurrency.py).
+        ``keyed``: task name -> the fields its registration adds to its row (a
+        concurrency key's ``ck``/``ckn``, model/concurrency.py; a rate's
+        ``rate_ms``/``rate_n``/``rate_key``/``rate_group``, model/rate.py),
+        worked out by ``App.job_concurrency``.
         """
         down: dict[str, list[str]] = {t: [] for t in self.tasks}
         for tname, task in self.tasks.items():
@@ -367,8 +369,8 @@ class JobSpec:
                 row["cpu"] = task.cpu
             if task.mem:
                 row["mem"] = validation.mem_bytes(task.mem, f"tasks.{tname}.mem")
-            if keyed and tname in keyed:  # concurrency keys: lib/ckeys.lua
-                row["ck"], row["ckn"] = keyed[tname]
+            if keyed and tname in keyed:  # lib/ckeys.lua, lib/rate.lua
+                row.update(keyed[tname])
             rows.append(row)
         return _COMPACT.encode(rows), args
 

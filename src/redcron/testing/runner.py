@@ -41,7 +41,8 @@ log = logging.getLogger(__name__)
 #: the worker id the in-process attempts are leased under
 WORKER = "redcron-testing"
 #: the states a failed attempt leaves its task in when it will run again
-RETRIED = ("retry_wait", "ready")
+#: (scheduled: a retry at once of a task with a rate, waiting for its turn)
+RETRIED = ("retry_wait", "ready", "scheduled")
 
 
 @dataclass

@@ -55,7 +55,8 @@ class Reported(NamedTuple):
 
     attempt: Attempt
     outcome: Outcome
-    #: where the task went: ``succeeded``, ``retry_wait``, ``ready``, ``dead``,
+    #: where the task went: ``succeeded``, ``retry_wait``, ``ready`` (``scheduled``
+    #: when its task's rate makes it wait for its turn), ``dead``,
     #: ``cancelled``...; None: the report was refused (the lease was lost)
     state: str | None
     #: when the task is retried (ms from now); None: it is not

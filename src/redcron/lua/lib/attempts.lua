@@ -85,9 +85,9 @@ local function end_attempt(ti, iid, outcome, errtext, retryable, delay_ms, exitc
     end
     row[6] = counter or 'retries'
     if delay <= 0 then
-      make_ready(ti, iid, queue, tenant, priority)
       wake(queue, 1)
-      return 'ready', 0
+      -- scheduled: its task has a rate, it goes by the timers first (lib/rate.lua)
+      return make_ready(ti, iid, queue, tenant, priority, now) and 'ready' or 'scheduled', 0
     end
     redis.call('ZADD', key_timers(), now + delay, iid)
     redis.call('HSET', ti, 'state', 'retry_wait', 'loc', 'timer', 'due', now + delay)

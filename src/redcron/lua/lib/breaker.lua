@@ -34,7 +34,7 @@
 
 -- Put the held instances of a job back on their ready streams (bounded), in
 -- instance id order (a scheduled run's id holds its fire time: oldest first).
-local function breaker_release(job_id)
+local function breaker_release(job_id, now)
   local ak, held = held_of(job_id, 5000)
   if #held > 0 then redis.call('ZREMRANGEBYLEX', ak, '[' .. held[1], '[' .. held[#held]) end
   local n = 0
@@ -44,7 +44,7 @@ local function breaker_release(job_id)
     local ti = key_ti(iid)
     local f = redis.call('HMGET', ti, 'state', 'queue', 'tenant', 'priority')
     if f[1] == 'held' then
-      make_ready(ti, iid, f[2], f[3], f[4])
+      make_ready(ti, iid, f[2], f[3], f[4], now)
       gather_wake(woken, f[2])
       n = n + 1
     end
@@ -59,7 +59,7 @@ local function breaker_close(job_id, now, why, run_id)
   redis.call('HSET', jk, 'breaker', '', 'breaker_until', '', 'breaker_trial', '')
   redis.call('ZREM', key_timers(), 'brk:' .. job_id)
   redis.call('ZREM', key_attention(), ATTENTION.breaker .. job_id)
-  local n = breaker_release(job_id)
+  local n = breaker_release(job_id, now)
   breaker_event('breaker_closed', job_id, now, why .. '; released ' .. n .. ' held', run_id)
 end
 

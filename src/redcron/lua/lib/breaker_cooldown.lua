@@ -23,7 +23,7 @@ local function breaker_cooldown_due(job_id, now)
     if f[1] == 'held' then
       redis.call('HSET', jk, 'breaker', 'trial', 'breaker_trial', iid)
       breaker_event('breaker_trial', job_id, now, iid, run_of_task(iid))
-      make_ready(ti, iid, f[2], f[3], f[4])
+      make_ready(ti, iid, f[2], f[3], f[4], now)
       wake(f[2], 1)
       return 1
     end

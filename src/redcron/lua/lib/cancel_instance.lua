@@ -51,6 +51,8 @@ local function cancel_instance(iid, now)
     if f[6] and f[7] then ck_unwait(f[4], f[6], f[7], iid) end
   elseif state == 'retry_wait' or state == 'scheduled' then
     redis.call('ZREM', key_timers(), iid)
+    -- a woken waiter waiting for its rate's turn gives back its reservation
+    if f[7] and f[6] then ck_free(f[4], f[6], f[7], f[8], iid, now) end
   elseif state == 'held' then
     redis.call('ZREM', key_attention(), ATTENTION.held .. iid)
   elseif state == 'dead' then

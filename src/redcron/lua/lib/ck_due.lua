@@ -7,13 +7,16 @@
 
 -- Drop the members of a key's slots that hold none: an instance neither
 -- leased nor ready (a reservation) on this key any more, or gone (a hand edit,
--- an expired hash).  Only members whose score (deadline, or wake time) is past
+-- an expired hash).  A woken waiter whose task has a rate keeps its
+-- reservation while it waits on the timers for its turn (scheduled,
+-- lib/rate.lua): a slot ends only with a lease (ck_free) or a cancel.  Only members whose score (deadline, or wake time) is past
 -- are read, so a key's live leases cost nothing here.
 local function ck_prune(sk, name, ck, now)
   local stale = redis.call('ZRANGEBYSCORE', sk, '-inf', now, 'LIMIT', 0, 64)
   for _, iid in ipairs(stale) do
     local f = redis.call('HMGET', key_ti(iid), 'state', 'name', 'ck')
-    local holds = (TASK_LEASED[f[1]] or f[1] == 'ready') and f[2] == name and f[3] == ck
+    local holds = (TASK_LEASED[f[1]] or f[1] == 'ready' or f[1] == 'scheduled')
+      and f[2] == name and f[3] == ck
     if not holds then redis.call('ZREM', sk, iid) end
   end
 end

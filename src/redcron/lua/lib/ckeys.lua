@@ -30,7 +30,7 @@ local function ck_wake(tenant, name, ck, n, now)
     local f = redis.call('HMGET', ti, 'state', 'loc', 'queue', 'priority')
     if f[1] == 'waiting' and f[2] == 'ckq' then
       redis.call('ZADD', sk, now, iid)
-      make_ready(ti, iid, f[3], tenant, f[4])
+      make_ready(ti, iid, f[3], tenant, f[4], now)
       wake(f[3], 1)
       woke = woke + 1
     end

@@ -44,13 +44,21 @@ local function ring_leave(queue, priority, tenant)
     'v:' .. queue .. ':' .. priority)
 end
 
--- Put an instance on its tenant's ready stream and the tenant on the ring.
-local function make_ready(ti, iid, queue, tenant, priority)
+-- Put an instance on its tenant's ready stream and the tenant on the ring.  One
+-- with a rate goes by the timers, due `now` (0 when the caller has none: at
+-- once), unless promote released it: promote gives it its turn (lib/rate.lua,
+-- rate_at set).  Returns the stream entry's id, nil when it went by the timers.
+local function make_ready(ti, iid, queue, tenant, priority, now)
+  local r = redis.call('HMGET', ti, 'rate_ms', 'rate_at')
+  if r[1] and not r[2] then
+    redis.call('ZADD', key_timers(), now or 0, iid)
+    return redis.call('HSET', ti, 'state', 'scheduled', 'loc', 'timer', 'due', now or 0) and nil
+  end
   local eid = stream_add(key_q(queue, tenant, priority), iid)
   redis.call('HSET', ti, 'state', 'ready', 'loc', 'q:' .. eid)
   -- a retry's or countdown's due (absent reads as none); a run task's deps_left,
   -- 0 once it is ready (absent reads TI_DEFAULT_DEPS_LEFT): in the same call
-  redis.call('HDEL', ti, 'due', 'deps_left')
+  redis.call('HDEL', ti, 'due', 'deps_left', 'rate_at')
   ring_add(key_ring(queue, priority), tenant)
   note_oldest(queue, priority, tenant, eid)
   return eid

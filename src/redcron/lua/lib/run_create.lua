@@ -1,6 +1,9 @@
 --[[ run_create: a run and its instances from the job's compiled template,
   or the record of a fire that made none (skipped, rejected).  Every fire
-  recorded as a skipped or rejected run is counted (lib/outcomes.lua).  A job
+  recorded as a skipped or rejected run is counted (lib/outcomes.lua).  A root
+  whose task has a rate (rate_ms...) waits on the timers for promote to hand it
+  over at its turn (lib/rate.lua); a downstream task goes the same way
+  (make_ready sends it there).  A job
   with a deadline_ms arms the run's deadline (lib/deadlines.lua). ]]
 -- @include lib/admission.lua
 -- @include lib/deadlines.lua
@@ -86,7 +89,11 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, wo
     row.priority = clamp_priority(row.priority, max_priority)
     local iid = run_id .. '/' .. row.task
     local state, loc = 'pending', ''
-    if #row.deps == 0 then
+    if #row.deps == 0 and row.rate_ms then
+      -- a root with a rate: promote hands it over at its turn (lib/rate.lua)
+      redis.call('ZADD', key_timers(), now, iid)
+      loc, state = 'timer', 'scheduled'
+    elseif #row.deps == 0 then
       -- a root: ready at once (the stream entry first, so the hash names it)
       local eid = stream_add(key_q(row.queue, tenant, row.priority), iid)
       loc, state = 'q:' .. eid, 'ready'
@@ -121,6 +128,9 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, wo
     if (j.traceparent or '') ~= '' then  -- the run's tasks share the fire's trace
       push_field(fields, 'traceparent', j.traceparent)
       if (j.tracestate or '') ~= '' then push_field(fields, 'tracestate', j.tracestate) end
+    end
+    for _, k in ipairs(row.rate_ms and {'rate_ms', 'rate_n', 'rate_key', 'rate_group'} or {}) do
+      if row[k] then push_field(fields, k, row[k]) end
     end
     redis.call('HSET', key_ti(iid), unpack(fields))
   end

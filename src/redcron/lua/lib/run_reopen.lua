@@ -49,7 +49,7 @@ local function retry_run_task(run_id, task, now)
   local left = unmet_deps(run_id, deps)
   redis.call('HSET', ti, 'deps_left', left)
   if left == 0 then
-    make_ready(ti, iid, f[TI_RETRY_QUEUE], f[TI_RETRY_TENANT], f[TI_RETRY_PRIORITY])
+    make_ready(ti, iid, f[TI_RETRY_QUEUE], f[TI_RETRY_TENANT], f[TI_RETRY_PRIORITY], now)
     wake(f[TI_RETRY_QUEUE], 1)
   else
     redis.call('HSET', ti, 'state', 'pending', 'loc', '')

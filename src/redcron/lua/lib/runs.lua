@@ -58,7 +58,7 @@ local function run_task_ended(ti, iid, state, now)
       if redis.call('HINCRBY', dti, 'deps_left', -1) <= 0 then
         local g = redis.call('HMGET', dti, 'state', 'queue', 'tenant', 'priority')
         if g[1] == 'pending' then
-          make_ready(dti, did, g[2], g[3], g[4])
+          make_ready(dti, did, g[2], g[3], g[4], now)
           wake(g[2], 1)
         end
       end

@@ -151,8 +151,7 @@ local function take(L, queue, tenant, priority, stream, n, max_id)
         out[#out + 1] = {iid, epoch, attempt, f[TI_LEASE_NAME], kind, f[TI_LEASE_ARGS],
           tonumber(f[TI_LEASE_TIMEOUT_MS] or '0'), tenant, f[TI_LEASE_CPU] or '', mem, queue,
           (tonumber(f[TI_LEASE_MAX_ATTEMPTS] or '') or 1) + (tonumber(f[TI_LEASE_BUDGET] or '') or 0),
-          f[TI_LEASE_ERROR_CLASSES] or '', f[TI_LEASE_TRACEPARENT] or '',
-          f[TI_LEASE_TRACESTATE] or ''}
+          f[TI_LEASE_ERROR_CLASSES] or '', f[TI_LEASE_TRACEPARENT] or '', f[TI_LEASE_TRACESTATE] or ''}
         leased = leased + 1
         ids[#ids + 1] = eid
       elseif eid then

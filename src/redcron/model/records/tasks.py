@@ -133,6 +133,11 @@ class TaskRecord:
     #: dotted name, replacing its task's; None: not given (model/error_classes.py)
     retry_on: tuple[str, ...] | None = None
     permanent_on: tuple[str, ...] | None = None
+    #: its rate limit (model/rate.py): ``10/s``, the ``rate_key`` argument and this
+    #: call's value of it (None: the task as a whole); None: no rate
+    rate: str | None = None
+    rate_key: str | None = None
+    rate_group: str | None = None
 
     @classmethod
     def from_fields(cls, fields: Fields, shard: int, iid: str | None = None) -> TaskRecord:
@@ -209,6 +214,9 @@ class TaskRecord:
             max_concurrent=_opt_int(fields, "ckn"),
             retry_on=errors.retry_on,
             permanent_on=errors.permanent_on,
+            rate=_rate_text(fields),
+            rate_key=_opt_text(fields, "rate_key"),
+            rate_group=_opt_text(fields, "rate_group"),
         )
 
     @property
@@ -225,6 +233,15 @@ class TaskRecord:
     def decoded_result(self) -> Any:
         """The return value (None until the task succeeded)."""
         return serde.loads(self.result)
+
+
+def _rate_text(fields: Fields) -> str | None:
+    """An instance's rate as declared (``10/s``), from ``rate_n`` and ``rate_ms``."""
+    n, unit_ms = _opt_int(fields, "rate_n"), _opt_int(fields, "rate_ms")
+    if not n or not unit_ms:
+        return None
+    unit = {1_000: "s", 60_000: "m", 3_600_000: "h"}.get(unit_ms)
+    return f"{n}/{unit}" if unit else f"{n}/{unit_ms}ms"
 
 
 def _seconds(fields: Fields, name: str) -> float | None:
