@@ -19,7 +19,6 @@ from typing import Any, TextIO
 
 _buffer: ContextVar[LineBuffer | None] = ContextVar("redcron_capture", default=None)
 _install_lock = threading.Lock()
-_installed = False
 
 
 class LineBuffer:
@@ -91,18 +90,20 @@ def install() -> None:
     Idempotent; streams replaced since the last call (``redirect_stdout``,
     test runners) are wrapped again.
     """
-    global _installed
     with _install_lock:
         if not isinstance(sys.stdout, _StreamProxy):
             sys.stdout = _StreamProxy(sys.stdout)
         if not isinstance(sys.stderr, _StreamProxy):
             sys.stderr = _StreamProxy(sys.stderr)
-        if _installed:
+        # looked for, not remembered: logging set up again since the last call
+        # (``basicConfig(force=True)``, a CLI command run in the same process)
+        # removed the root logger's handlers, ours with them
+        root = logging.getLogger()
+        if any(isinstance(h, _CaptureHandler) for h in root.handlers):
             return
         handler = _CaptureHandler()
         handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-        logging.getLogger().addHandler(handler)
-        _installed = True
+        root.addHandler(handler)
 
 
 def attach(buffer: LineBuffer | None) -> None:
