@@ -78,7 +78,7 @@ def region_total(region: str, rate: float) -> float:
 @app.task(name="shop.grand_total")
 def grand_total(ctx: Context) -> float:
     """The chord callback: every upstream task's result, by its name in the DAG."""
-    return sum(ctx.upstream.values())
+    return float(sum(ctx.upstream.values()))
 
 
 app.job(
