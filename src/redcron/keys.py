@@ -115,8 +115,6 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # rate limits (a task's rate / rate_key, lua/lib/rate.lua): one group's releases
     # of the last unit (<iid>@<ms> -> ms) and its next turn (member next)
     "rate": ("rate:{tenant}:{name}:{group}", ("tenant", "name", "group")),
-    # task name -> times one of its instances waited for its rate (lifetime, /metrics)
-    "ratewaits": ("ratewaits", ()),
     # deadlines of runs not ended: run id -> nominal fire ms + the job's deadline_ms
     # (run creation adds, run end removes, deadline_sweep.lua pops what is due)
     "deadlines": ("deadlines", ()),
@@ -295,7 +293,7 @@ COUNTER_LATE = "late:"  # + <tenant>
 #: (read by name, never by HGETALL: the hash also holds every tenant's fields)
 STAT_FIELDS: tuple[str, ...] = (
     "fires", "fires_chained", "fires_skipped", "fires_rejected", "fires_overlap_skipped",
-    "retries", "handed_back", "lease_expired", "dead",
+    "retries", "handed_back", "lease_expired", "dead", "rate_waits",
 )  # fmt: skip
 
 #: upper bounds (seconds) of the trigger-lag histogram's finite buckets; one more
@@ -704,8 +702,6 @@ class Keys:
     def rate(self, shard: int, tenant: str, name: str, group: str) -> str:
         return self.build(shard, "rate", tenant, name, group)
 
-    def ratewaits(self, shard: int) -> str:
-        return self.build(shard, "ratewaits")
 
     def events(self, shard: int) -> str:
         return self.build(shard, "events")

@@ -67,6 +67,9 @@ def app(redis_url: str, key_prefix: str) -> Iterator[App]:
     @a.task(name="g.bad", tenant=A, retries=0)
     def bad() -> None: ...
 
+    @a.task(name="g.rated", tenant=A, rate="1/h")
+    def rated() -> None: ...
+
     yield a
     a.close()
 
@@ -91,6 +94,9 @@ def workload(app: App) -> None:
     for _ in range(2):  # a queue no live worker serves
         app.enqueue("g.ok", _queue="bulk")
     app.enqueue("g.ok", _tenant=G, _countdown=3600)  # delayed
+    for _ in range(2):  # a rate of 1/h: the first takes its turn, the second waits
+        app.enqueue("g.rated", _queue="rated")
+    b.maintenance.promote(shard)
     WorkerRegistry(b).publish(
         Registration("w1", "h", 1, ("default", "jobs"), (), 4, 1, ("g.ok", "g.bad")), 60_000
     )

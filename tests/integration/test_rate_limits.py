@@ -102,7 +102,7 @@ def test_task_show_and_metrics_show_the_rate(app: App) -> None:
     assert info.due_at is not None and info.due_at > first.info().created_at
     web = create_app(app, admin_token="x").test_client()
     body = web.get("/metrics").get_data(as_text=True)
-    assert 'redcron_rate_waits_total{task="rl.show"} 1.0' in body
+    assert "redcron_rate_waits_total 1.0" in body
     # the API's task record and the task page say it too
     admin = {"Authorization": "Bearer x"}
     got = web.get(f"/v1/tasks/{second.id}", headers=admin).get_json()

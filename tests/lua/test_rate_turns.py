@@ -48,7 +48,7 @@ def test_an_instance_with_a_rate_waits_on_the_timers_until_promote_gives_it_a_tu
         assert (f["state"], f["loc"], f["due"], f["rate_at"]) == (
             "scheduled", "timer", str(T0 + at), str(T0 + at),
         )  # fmt: skip
-    assert ops.r.hgetall(ops.k.ratewaits(0)) == {b"job": b"3"}
+    assert ops.r.hget(ops.k.counters(0), "rate_waits") == b"3"
     ops.now = T0 + 499
     assert ops.promote()[0] == 0
     ops.now = T0 + 500

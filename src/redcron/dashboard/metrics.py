@@ -102,15 +102,6 @@ class RedcronCollector(Collector):
         yield GaugeMetricFamily("redcron_workers_live", "Live workers", value=m.workers_live)
         if snap is not None:  # summed over every worker: the background totals'
             yield from _workers(snap, m.queues)
-        if whole:  # task names of every tenant: the whole deployment's scrape only
-            waits = CounterMetricFamily(
-                "redcron_rate_waits",
-                "Times an instance waited on the timers for its task's rate (rate=), by task",
-                labels=["task"],
-            )
-            for name, n in sorted(m.rate_waits.items()):
-                waits.add_metric([name], n)
-            yield waits
         for stat, n in sorted(m.stats.items()) if whole else ():
             # prometheus-client appends _total to counter samples
             yield CounterMetricFamily(f"redcron_{stat}", f"Lifetime count: {stat}", value=n)

@@ -125,9 +125,6 @@ class Metrics:
     run_durations: dict[tuple[str, str], DurationHistogram] = field(default_factory=dict)
     #: trigger lag of every scheduled fire (lifetime histogram, summed over shards)
     trigger_lag: LagHistogram = field(default_factory=lambda: _stats.lag_histogram([]))
-    #: task name -> times one of its instances waited for its rate (lifetime,
-    #: summed over shards; ``ratewaits``: a field per rate-limited task name)
-    rate_waits: dict[str, int] = field(default_factory=dict)
     #: shards left out: their master did not answer (a Redis Cluster, read by
     #: the dashboard in ``partial_reads``; elsewhere such a read raises)
     unavailable_shards: list[int] = field(default_factory=list)
@@ -261,10 +258,8 @@ def read_metrics(
         pipe.hmget(counters, _fields(COUNTER_RUNS, mine, RUN_ENDS))
         # '*' first: every tenant's sum, and HMGET needs a field when mine is empty
         pipe.hmget(counters, [COUNTER_LATE + t for t in ("*", *mine)])
-        pipe.hgetall(keys.ratewaits(shard))
         (n_tenants, raw_queues, head, opened, parked, shard_counts, attempts, runs,
-         late, rate_waits) = pipe.execute()  # fmt: skip
-        part.rate_waits = {_s(k): int(v) for k, v in rate_waits.items()}
+         late) = pipe.execute()  # fmt: skip
         got = dict(zip(_SHARD_FIELDS, shard_counts, strict=True))
         stats = {f: got[f] for f in STAT_FIELDS if got[f] is not None}
         attempts_all = {o: got[f"{COUNTER_ATTEMPTS}*|{o}"] for o in ATTEMPT_OUTCOMES}
@@ -354,7 +349,7 @@ def _merge(into: Metrics, part: Metrics) -> None:
                  "trigger_overdue_s", "attempts", "runs", "runs_late", "attempt_durations",
                  "run_durations"):  # fmt: skip
         getattr(into, name).update(getattr(part, name))
-    for name in ("stats", "attempts_all", "runs_all", "jobs_parked", "rate_waits"):
+    for name in ("stats", "attempts_all", "runs_all", "jobs_parked"):
         total, more = getattr(into, name), getattr(part, name)
         for k, v in more.items():
             total[k] = total.get(k, 0) + v

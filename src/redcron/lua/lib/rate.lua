@@ -36,7 +36,7 @@ local function rate_admit(ti, iid, tenant, now)
   end
   if turn > now then
     redis.call('ZADD', key_timers(), turn, iid)
-    redis.call('HINCRBY', key_ratewaits(), r[5], 1)
+    redis.call('HINCRBY', key_counters(), 'rate_waits', 1)
   else
     redis.call('ZADD', bk, now, iid .. '@' .. now)
   end
