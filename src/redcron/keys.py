@@ -702,7 +702,6 @@ class Keys:
     def rate(self, shard: int, tenant: str, name: str, group: str) -> str:
         return self.build(shard, "rate", tenant, name, group)
 
-
     def events(self, shard: int) -> str:
         return self.build(shard, "events")
 
