@@ -57,6 +57,15 @@ class Context:
         return self._cancelled is not None and self._cancelled()
 
     @property
+    def map_index(self) -> int | None:
+        """This instance's index in the list its task is mapped over (issue 32
+        §2: the ``3`` of ``transform[3]``); None for a task that is not mapped."""
+        name = self.task_id.rpartition("/")[2] if self.run_id else ""
+        if not name.endswith("]") or "[" not in name:
+            return None
+        return int(name[name.rindex("[") + 1 : -1])
+
+    @property
     def params(self) -> dict[str, Any]:
         """The params a manual run was triggered with (``{}`` outside runs)."""
         if self._params is not None:

@@ -24,7 +24,7 @@ from redcron.keys import shard_of, shard_of_id
 from redcron.model import JobChange, concurrency, dedupe, error_classes, validation
 from redcron.model import rate as _rate
 from redcron.model.binding import CallShape
-from redcron.model.jobs import COMMAND_TASK, JobSpec, Task, job_spec
+from redcron.model.jobs import COMMAND_TASK, MAP_PARAMS, JobSpec, Task, job_spec
 from redcron.store import TenantStore
 
 __all__ = ["COMMAND_TASK", "App", "TaskDef", "TaskHandle", "TaskOptions"]
@@ -367,7 +367,8 @@ class App:
             registered = self.tasks.get(task.ref or "") if task.kind == "python" else None
             if registered is not None:
                 fillable = registered.shape.fillable(task.args, task.kwargs)
-                upstream = {d: None for d in task.depends_on if d in fillable}
+                given = [*task.upstream(), (task.map_over or "").removeprefix(MAP_PARAMS)]
+                upstream = {d: None for d in given if d in fillable}
                 kwargs = {**task.kwargs, **upstream} if upstream else task.kwargs
                 registered.check_args(task.args, kwargs, f"tasks.{task_name}")
 
