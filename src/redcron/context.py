@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from redcron.keys import map_index
 from redcron.model.edges import RunInputs
 
 if TYPE_CHECKING:
@@ -60,10 +61,7 @@ class Context:
     def map_index(self) -> int | None:
         """This instance's index in the list its task is mapped over (issue 32
         §2: the ``3`` of ``transform[3]``); None for a task that is not mapped."""
-        name = self.task_id.rpartition("/")[2] if self.run_id else ""
-        if not name.endswith("]") or "[" not in name:
-            return None
-        return int(name[name.rindex("[") + 1 : -1])
+        return map_index(self.task_id.rpartition("/")[2]) if self.run_id else None
 
     @property
     def params(self) -> dict[str, Any]:

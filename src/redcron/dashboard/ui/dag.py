@@ -44,6 +44,8 @@ class DagNode:
     href: str | None = None
     detail: str | None = None
     carried: str | None = None
+    #: a few characters shown after the state (a mapped task's ``998/1,000``)
+    badge: str | None = None
 
 
 @dataclass(frozen=True)
@@ -207,10 +209,14 @@ def _node(node: DagNode, x: float, y: float) -> str:
         f'<text class="name" x="{num(x + 10)}" y="{num(y + 19)}">'
         f"{escape(_truncate(node.name, NAME_CHARS))}</text>"
         f'<text class="state" x="{num(x + 10)}" y="{num(y + 35)}" font-size="10.5">'
-        f"{escape(_truncate(node.state, NAME_CHARS + 4))}</text>"
+        f"{escape(_truncate(_state_line(node), NAME_CHARS + 4))}</text>"
         "</g>"
     )
     return f'<a href="{escape(node.href)}">{g}</a>' if node.href else g
+
+
+def _state_line(node: DagNode) -> str:
+    return f"{node.state} · {node.badge}" if node.badge else node.state
 
 
 def _summary(states: Sequence[str]) -> str:
