@@ -14,6 +14,7 @@ import pytest
 from worker_procs import thread_workers, wait_for
 
 from redcron import App, Context, Task
+from redcron.errors import NotFound
 from redcron.model import RunRecord, TaskRecord
 from redcron.worker import Worker
 
@@ -80,6 +81,14 @@ def ended(app: App, run_id: str, timeout: float = 60) -> RunRecord:
     return run
 
 
+def exists(app: App, task_id: str) -> bool:
+    try:
+        app.get(task_id).info()
+    except NotFound:
+        return False
+    return True
+
+
 def tasks_of(run: RunRecord) -> dict[str, TaskRecord]:
     return {t.task or "": t for t in run.tasks or () if isinstance(t, TaskRecord)}
 
@@ -108,3 +117,110 @@ def test_a_map_over_a_thousand_joined_with_a_retried_and_a_dead_element(
     assert run.state == "succeeded"
     got = app.get(f"{rid}/load").result(timeout=10)
     assert got == {"n": 1000, "sum": 2 * sum(range(1000)), "head": [0, 2, 4]}
+
+
+def test_the_instances_keep_the_runs_retention(
+    app: App, start_worker: Callable[..., Worker]
+) -> None:
+    put_job(app, 5)
+    start_worker(concurrency=4)
+    rid = app.jobs.trigger("map5", tenant=TENANT)
+    assert ended(app, rid).state == "succeeded"
+    core = app.broker
+    shard = app.get(f"{rid}/transform").info().shard
+
+    def retained() -> bool:  # retention is a follow-up of the run's end
+        keys = [core.keys.ti(shard, f"{rid}/transform[{i}]") for i in range(5)]
+        return all(core.client.ttl(k) > 0 for k in keys)
+
+    wait_for(retained, "the mapped instances to get the run's retention", 10)
+
+
+def test_an_empty_list_joins_at_once(app: App, start_worker: Callable[..., Worker]) -> None:
+    put_job(app, 0)
+    start_worker(concurrency=2)
+    rid = app.jobs.trigger("map0", tenant=TENANT)
+    run = ended(app, rid)
+    assert run.state == "succeeded"
+    mapped = tasks_of(run)["transform"].mapped
+    assert mapped is not None and (mapped.count, mapped.made) == (0, 0)
+    assert app.get(f"{rid}/load").result(timeout=10) == {"n": 0, "sum": 0, "head": []}
+
+
+def test_a_result_that_is_not_a_list_fails_the_mapped_task(
+    app: App, start_worker: Callable[..., Worker]
+) -> None:
+    app.jobs.put(
+        "notalist",
+        tasks={
+            "extract": Task("m.extract", kwargs={"n": -1}),
+            "transform": Task("m.transform", map_over="extract"),
+            "load": Task("m.load", depends_on=["transform"]),
+        },
+        tenant=TENANT,
+    )
+    start_worker(concurrency=2)
+    run = ended(app, app.jobs.trigger("notalist", tenant=TENANT))
+    tasks = tasks_of(run)
+    assert (run.state, tasks["transform"].state) == ("failed", "failed")
+    assert "gave dict, not a list" in (tasks["transform"].error or "")
+    assert tasks["load"].state == "upstream_failed"
+
+
+def test_a_list_over_map_max_fails_the_mapped_task_naming_the_bound(
+    app: App, start_worker: Callable[..., Worker]
+) -> None:
+    put_job(app, 12, map_max=10)
+    start_worker(concurrency=2)
+    run = ended(app, app.jobs.trigger("map12", tenant=TENANT))
+    error = tasks_of(run)["transform"].error or ""
+    assert "12 elements, over the task's map_max of 10" in error
+    assert not exists(app, f"{run.id}/transform[0]")  # nothing was made
+
+
+def test_cancelling_the_run_cancels_every_instance(
+    app: App, start_worker: Callable[..., Worker]
+) -> None:
+    put_job(app, 300, queue="later")
+    rid = app.jobs.trigger("map300", tenant=TENANT)
+    # no worker serves the mapped task's queue: extract runs, then the map is made
+    start_worker(concurrency=1, queues=["default"])
+    wait_for(lambda: exists(app, f"{rid}/transform[299]"), "the map to be made", 20)
+    app.jobs.cancel_run(rid)
+    run = app.jobs.run(rid)
+    assert run.state == "cancelled"
+    states = {app.get(f"{rid}/transform[{i}]").info().state for i in range(300)}
+    assert states == {"cancelled"}
+    assert tasks_of(run)["load"].state == "cancelled"
+    assert all(load.ready == 0 for load in app.broker.inspection.inspect())
+
+
+def test_a_run_retry_retries_the_dead_instances(
+    app: App, start_worker: Callable[..., Worker], fixed: list[bool]
+) -> None:
+    put_job(app, 600)
+    start_worker(concurrency=16)
+    rid = app.jobs.trigger("map600", tenant=TENANT)
+    assert ended(app, rid).state == "failed"
+    fixed.append(True)
+    assert app.jobs.retry_run(rid) == 1  # the one dead instance
+    assert ended(app, rid).state == "succeeded"
+    assert app.get(f"{rid}/load").result(timeout=10)["n"] == 600
+
+
+def test_a_chord_maps_over_its_items_and_joins_them(
+    app: App, start_worker: Callable[..., Worker]
+) -> None:
+    @app.task(name="m.square", tenant=TENANT)
+    def square(x: int, plus: int = 0) -> int:
+        return x * x + plus
+
+    @app.task(name="m.total", tenant=TENANT)
+    def total(squares: list[int]) -> int:
+        return sum(squares)
+
+    start_worker(concurrency=8)
+    handle = app.chord(square.map(range(100), plus=1), total)
+    assert handle.result(timeout=30) == sum(x * x + 1 for x in range(100))
+    # a second chord reuses the job; an empty one joins at once
+    assert app.chord(square.map([]), total).result(timeout=30) == 0
