@@ -7,13 +7,19 @@ retry apply to each instance."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import flask
 import pytest
+from flask.testing import FlaskClient
+from followups import follow
+from grants import grant_commands
 from worker_procs import thread_workers, wait_for
 
 from redcron import App, Context, Task
+from redcron.dashboard import create_app
 from redcron.errors import NotFound
 from redcron.model import RunRecord, TaskRecord
 from redcron.worker import Worker
@@ -224,3 +230,82 @@ def test_a_chord_maps_over_its_items_and_joins_them(
     assert handle.result(timeout=30) == sum(x * x + 1 for x in range(100))
     # a second chord reuses the job; an empty one joins at once
     assert app.chord(square.map([]), total).result(timeout=30) == 0
+
+
+# -- HTTP workers and command tasks ---------------------------------------------------
+
+ADMIN = "map-admin-token"
+
+
+@pytest.fixture
+def web(app: App) -> flask.Flask:
+    return create_app(app, admin_token=ADMIN)
+
+
+@pytest.fixture
+def client(web: flask.Flask) -> FlaskClient:
+    client = web.test_client()
+    client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {ADMIN}"
+    return client
+
+
+def login(web: flask.Flask) -> FlaskClient:
+    client = web.test_client()
+    assert client.get("/login").status_code == 200
+    with client.session_transaction() as session:
+        csrf = session["csrf_token"]
+    resp = client.post("/login", data={"token": ADMIN, "csrf_token": csrf})
+    assert resp.status_code == 303
+    return client
+
+
+def lease_one(client: FlaskClient) -> dict[str, Any]:
+    resp = client.post("/v1/worker/lease", json={"worker_id": "hw-1"})
+    assert resp.status_code == 200, resp.get_data(as_text=True)
+    (item,) = resp.get_json()
+    out: dict[str, Any] = item
+    return out
+
+
+def complete(client: FlaskClient, item: dict[str, Any], value: Any) -> None:
+    resp = client.post("/v1/worker/complete", json={"lease_id": item["lease_id"], "result": value})
+    assert resp.status_code == 200, resp.get_data(as_text=True)
+
+
+def test_an_http_worker_gets_its_element_and_the_join_the_list(
+    app: App, web: flask.Flask, client: FlaskClient
+) -> None:
+    put_job(app, 3)
+    rid = app.jobs.trigger("map3", tenant=TENANT)
+    complete(client, lease_one(client), ["a", "b", "c"])
+    follow(app)  # maintenance makes the map (no worker here does)
+    for _ in range(3):
+        item = lease_one(client)
+        index = int(item["task_id"].rsplit("[", 1)[1][:-1])
+        assert item["upstream"] == {"extract": "abc"[index]}
+        complete(client, item, "abc"[index].upper())
+    join = lease_one(client)
+    assert join["task_id"] == f"{rid}/load" and join["upstream"] == {"transform": ["A", "B", "C"]}
+    # the run's page: one node for the mapped task, with its counts
+    page = login(web).get(f"/runs/{rid}").get_data(as_text=True)
+    assert "succeeded · 3/3" in page and "3 instances over extract: 3 succeeded" in page
+
+
+def test_a_mapped_command_task_reads_its_element_from_the_upstream_file(
+    app: App, start_worker: Callable[..., Worker]
+) -> None:
+    code = "import json, os; print('got', json.load(open(os.environ['UPSTREAM_FILE'])))"
+    grant_commands(app, TENANT)
+    app.jobs.put(
+        "shell",
+        tasks={
+            "extract": Task("m.extract", kwargs={"n": 2}),
+            "sh": Task(command=[sys.executable, "-c", code], map_over="extract"),
+        },
+        tenant=TENANT,
+    )
+    start_worker(concurrency=2, allow_commands=True, queues=["default", "commands"])
+    rid = app.jobs.trigger("shell", tenant=TENANT)
+    assert ended(app, rid).state == "succeeded"
+    for i in range(2):
+        assert app.broker.inspection.log_lines(f"{rid}/sh[{i}]", 1) == [f"got {{'extract': {i}}}"]

@@ -108,11 +108,11 @@ def attempt_logs(task: TaskRecord) -> dict[int, list[str]]:
 
 
 def map_badge(m: MapCounts) -> str:
-    """A mapped task's node: its instances ended of all (``998/1,000``), and
-    how many failed."""
+    """A mapped task's node: its instances ended of all, and how many failed
+    (``998/1,000 ✗1``: the node's hover text says it in words)."""
     if m.count is None:
         return "not made"
-    return f"{m.ended:,}/{m.count:,}" + (f", {m.failed:,} failed" if m.failed else "")
+    return f"{m.ended:,}/{m.count:,}" + (f" ✗{m.failed:,}" if m.failed else "")
 
 
 def nodes(run: RunRecord) -> list[DagNode]:
