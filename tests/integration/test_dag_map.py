@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from flask.testing import FlaskClient
 from followups import follow
 from grants import grant_commands
+from web_app import complete, lease_one, login
 from worker_procs import thread_workers, wait_for
 
 from redcron import App, Context, Task
@@ -253,45 +254,22 @@ def client(web: flask.Flask) -> FlaskClient:
     return client
 
 
-def login(web: flask.Flask) -> FlaskClient:
-    client = web.test_client()
-    assert client.get("/login").status_code == 200
-    with client.session_transaction() as session:
-        csrf = session["csrf_token"]
-    resp = client.post("/login", data={"token": ADMIN, "csrf_token": csrf})
-    assert resp.status_code == 303
-    return client
-
-
-def lease_one(client: FlaskClient) -> dict[str, Any]:
-    resp = client.post("/v1/worker/lease", json={"worker_id": "hw-1"})
-    assert resp.status_code == 200, resp.get_data(as_text=True)
-    (item,) = resp.get_json()
-    out: dict[str, Any] = item
-    return out
-
-
-def complete(client: FlaskClient, item: dict[str, Any], value: Any) -> None:
-    resp = client.post("/v1/worker/complete", json={"lease_id": item["lease_id"], "result": value})
-    assert resp.status_code == 200, resp.get_data(as_text=True)
-
-
 def test_an_http_worker_gets_its_element_and_the_join_the_list(
     app: App, web: flask.Flask, client: FlaskClient
 ) -> None:
     put_job(app, 3)
     rid = app.jobs.trigger("map3", tenant=TENANT)
-    complete(client, lease_one(client), ["a", "b", "c"])
+    assert complete(client, lease_one(client), ["a", "b", "c"]).status_code == 200
     follow(app)  # maintenance makes the map (no worker here does)
     for _ in range(3):
         item = lease_one(client)
         index = int(item["task_id"].rsplit("[", 1)[1][:-1])
         assert item["upstream"] == {"extract": "abc"[index]}
-        complete(client, item, "abc"[index].upper())
+        assert complete(client, item, "abc"[index].upper()).status_code == 200
     join = lease_one(client)
     assert join["task_id"] == f"{rid}/load" and join["upstream"] == {"transform": ["A", "B", "C"]}
     # the run's page: one node for the mapped task, with its counts
-    page = login(web).get(f"/runs/{rid}").get_data(as_text=True)
+    page = login(web, ADMIN).get(f"/runs/{rid}").get_data(as_text=True)
     assert "succeeded · 3/3" in page and "3 instances over extract: 3 succeeded" in page
 
 
@@ -369,7 +347,7 @@ def test_a_mapped_job_through_the_rest_api(app: App, client: FlaskClient) -> Non
     task = created.get_json()["spec"]["tasks"]["transform"]
     assert (task["map_over"], task["map_max"]) == ("extract", 5)
     rid = client.post(f"/v1/jobs/{created.get_json()['id']}/trigger").get_json()["run_id"]
-    complete(client, lease_one(client), [1, 2])
+    assert complete(client, lease_one(client), [1, 2]).status_code == 200
     follow(app)
     run = client.get(f"/v1/runs/{rid}").get_json()
     mapped = {t["name"]: t["mapped"] for t in run["tasks"]}["transform"]
