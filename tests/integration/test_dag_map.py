@@ -371,6 +371,9 @@ def test_the_cli_shows_a_mapped_tasks_counts_and_an_instance(
     shown = CliRunner().invoke(main, ["runs", "show", rid, "--redis", redis_url])
     assert shown.exit_code == 0, shown.output
     assert "3 instances over extract: 3 succeeded" in shown.output
+    watched = CliRunner().invoke(main, ["runs", "watch", rid, "--redis", redis_url])
+    assert watched.exit_code == 0, watched.output
+    assert "transform=succeeded(3/3)" in watched.output
     one = CliRunner().invoke(main, ["task", "show", f"{rid}/transform[2]", "--redis", redis_url])
     assert one.exit_code == 0, one.output
     assert "map index   2" in one.output and "result      4" in one.output

@@ -153,3 +153,41 @@ def test_a_value_that_is_not_a_list_fails_the_map(runs: Runs, value: Any) -> Non
     states = runs.states(rid)
     assert (states["transform"], states["load"]) == ("failed", "upstream_failed")
     assert runs.run(rid).state == "failed"
+
+
+def test_a_named_instance_is_retried_and_reopens_its_task_and_the_run(runs: Runs) -> None:
+    mapped_job(runs)
+    rid = runs.trigger("maps")
+    finish_extract(runs, [1, 2])
+    leased = runs.lease()
+    assert runs.fail(leased["transform[1]"]) == "dead"
+    runs.ok(leased["transform[0]"])
+    assert runs.run(rid).state == "failed"
+    assert runs.app.jobs.retry_run(rid, ["transform[1]"]) == 1
+    assert runs.states(rid)["transform"] == "mapping"
+    assert runs.states(rid)["load"] == "pending"
+    assert runs.run(rid).state == "running"
+    runs.ok(runs.lease()["transform[1]"])
+    assert runs.ready() == [f"{rid}/load"]
+    runs.ok(runs.lease()["load"])
+    assert runs.run(rid).state == "succeeded"
+    assert runs.counters(rid) == {
+        "total": 5, "done": 5, "succeeded": 5, "failed": 0, "cancelled": 0
+    }  # fmt: skip
+
+
+def test_retrying_the_mapped_task_retries_its_instances_that_did_not_succeed(
+    runs: Runs,
+) -> None:
+    mapped_job(runs)
+    rid = runs.trigger("maps")
+    finish_extract(runs, [1, 2, 3])
+    leased = runs.lease()
+    runs.fail(leased["transform[0]"])
+    runs.fail(leased["transform[2]"])
+    runs.ok(leased["transform[1]"])
+    assert runs.states(rid)["transform"] == "failed"
+    assert runs.app.jobs.retry_run(rid, ["transform"]) == 1
+    assert sorted(runs.lease()) == ["transform[0]", "transform[2]"]
+    info = runs.app.get(f"{rid}/transform").info()
+    assert info.mapped is not None and (info.mapped.ended, info.mapped.succeeded) == (1, 1)

@@ -25,7 +25,7 @@ from redcron.cli.common import (
 from redcron.engine import JobStore
 from redcron.errors import NotFound
 from redcron.keys import shard_of_id
-from redcron.model import RunRecord, TaskRecord
+from redcron.model import ExpiredTask, RunRecord, TaskRecord
 from redcron.model.retry_rule import attempts_short
 from redcron.model.states import RUN_ACTIVE, TASK_LEASED, RunState, TaskState
 
@@ -238,11 +238,17 @@ def progress_line(run: RunRecord) -> str:
     if not tasks:
         return head
     if len(tasks) <= WATCH_NAMED_TASKS:
-        return head + "  " + " ".join(f"{t.task}={t.state}" for t in tasks)
+        return head + "  " + " ".join(f"{t.task}={t.state}{_mapped(t)}" for t in tasks)
     counts: dict[str, int] = {}
     for t in tasks:
         counts[t.state] = counts.get(t.state, 0) + 1
     return head + "  " + ", ".join(f"{n} {st}" for st, n in sorted(counts.items()))
+
+
+def _mapped(t: TaskRecord | ExpiredTask) -> str:
+    """A mapped task's instances ended of all, ``(998/1000)``; "" for any other."""
+    m = t.mapped if isinstance(t, TaskRecord) else None
+    return f"({m.ended}/{m.count})" if m and m.count is not None else ""
 
 
 # -- commands ------------------------------------------------------------------

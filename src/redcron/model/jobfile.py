@@ -155,7 +155,7 @@ def _job_list(data: Any, source: str) -> list[Any]:
                 raise JobFileError(
                     source,
                     None,
-                    extra[0],
+                    extra[0] or '""',  # an empty key is named too (else the path ends there)
                     "unknown top-level key; a file with 'jobs' holds only it",
                 )
             jobs = data["jobs"]
