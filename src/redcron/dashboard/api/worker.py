@@ -32,8 +32,9 @@ from redcron.dashboard.api.operation import Operation, Routes, link
 from redcron.dashboard.api.params import Json, body_schema
 from redcron.dashboard.api.record_schema import ref
 from redcron.engine import TRANSIENT, Broker, FailItem, FailResult, Lease
+from redcron.errors import ValidationError
 from redcron.keys import run_of_task
-from redcron.model import edges, validation
+from redcron.model import edges, progress, validation
 from redcron.model.edges import RunInputs
 from redcron.model.serialize import plain
 
@@ -93,19 +94,35 @@ LEASE_BODY: Json = body_schema(
     },
     ("worker_id",),
 )
-HEARTBEAT_BODY: Json = body_schema(
-    {
-        "worker_id": _WORKER_ID_SCHEMA,
-        "lease_ids": {"type": "array", "maxItems": MAX_HEARTBEAT, "items": LEASE_ID_SCHEMA},
-    },
-    ("worker_id", "lease_ids"),
-)
 COMPLETE_BODY: Json = body_schema(
     {
         "lease_id": LEASE_ID_SCHEMA,
         "result": {"description": "any JSON (stored as msgpack: integers within 64 bits)"},
     },
     ("lease_id",),
+)
+#: a progress value (``model/progress.py``), alone or riding on a heartbeat
+PROGRESS_VALUE: Json = {
+    "done": validation.number_schema(maximum=progress.MAX_VALUE),
+    "total": {"anyOf": [validation.number_schema(above=True, maximum=progress.MAX_VALUE),
+                        {"type": "null"}], "description": "null or left out: unknown"},
+    "message": {"type": ["string", "null"], "description": "longer than "
+                f"{progress.MESSAGE_MAX} characters: cut"},
+}  # fmt: skip
+PROGRESS_BODY: Json = body_schema({"lease_id": LEASE_ID_SCHEMA, **PROGRESS_VALUE},
+                                  ("lease_id", "done"))  # fmt: skip
+HEARTBEAT_BODY: Json = body_schema(
+    {
+        "worker_id": _WORKER_ID_SCHEMA,
+        "lease_ids": {"type": "array", "maxItems": MAX_HEARTBEAT, "items": LEASE_ID_SCHEMA},
+        "progress": {
+            "type": "object",
+            "additionalProperties": body_schema(PROGRESS_VALUE, ("done",)),
+            "description": "optional: lease_id -> progress of that attempt (as POST "
+            "/v1/worker/progress), stored for the leases answered ok",
+        },
+    },
+    ("worker_id", "lease_ids"),
 )
 FAIL_BODY: Json = body_schema({
     "lease_id": LEASE_ID_SCHEMA,
@@ -384,6 +401,7 @@ def heartbeat() -> flask.Response:
     for token in tokens.values():
         if token.worker != worker:
             bad("lease_ids", f"a lease of task {token.task_id} was given to another worker")
+    told = _progress_field(data.get("progress"), tokens)
     broker = redcron_app().broker
     ttl_ms = int(broker.settings.lease_ttl * 1000)
     by_shard: dict[int, dict[str, str]] = {}
@@ -398,6 +416,8 @@ def heartbeat() -> flask.Response:
         for iid, epoch in epochs.items():
             answers[(iid, epoch)] = "lost" if iid in lost else "revoked" if iid in revoked else "ok"
     held = [iid for (iid, _epoch), said in answers.items() if said == "ok"]
+    if told:
+        _heartbeat_progress(broker, worker, tokens, told, answers)
     try:
         http_workers.on_heartbeat(broker, worker, held, ttl_ms)
     except TRANSIENT as exc:
@@ -408,6 +428,81 @@ def heartbeat() -> flask.Response:
             for lease_id, token in tokens.items()
         }
     )
+
+
+@bp.post(
+    "/progress",
+    doc=Operation(
+        "worker_progress",
+        "Say how far a running attempt is (shown by the task's page and GET /v1/tasks/{id})",
+        ref("WorkerProgress"),
+        errors=(("403", LEASE_403), ("409", LEASE_409)),
+        body=ref("WorkerProgressBody"),
+    ),
+)
+def report_progress() -> flask.Response:
+    """Store ``done`` of ``total`` and a ``message`` on the leased task, fenced as a
+    report is: a lease no longer held writes nothing (409).  Each call is one
+    write: a worker that reports in a loop should send at most one a heartbeat
+    (the Python worker's rule, docs/http-worker.md)."""
+    data = body()
+    only(data, PROGRESS_BODY["properties"])
+    token = leases.verify(data.get("lease_id"))
+    if "done" not in data:
+        bad("done", "required: how much is done (a number >= 0)")
+    value = progress.check(data["done"], data.get("total"), data.get("message"))
+    pending = progress.Pending(value, ((value.done, value.message),) if value.message else ())
+    broker = redcron_app().broker
+    (stored,) = broker.leases.progress(
+        token.shard, token.worker, [(token.task_id, token.epoch, pending)]
+    )
+    if not stored:
+        _lost(token)
+    return reply({"task_id": token.task_id, **value.row()})
+
+
+def _progress_field(raw: object, tokens: dict[str, LeaseToken]) -> dict[str, progress.Pending]:
+    """A heartbeat's optional ``progress``: lease_id -> a checked value, each lease
+    one of the heartbeat's own."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        bad("progress", "must be an object: lease_id -> {done, total, message}")
+    out: dict[str, progress.Pending] = {}
+    for lease_id, given in raw.items():
+        if lease_id not in tokens:
+            bad("progress", "names a lease_id that is not in lease_ids")
+        if not isinstance(given, dict) or "done" not in given:
+            bad("progress", "each value must be an object {done, total, message}")
+        unknown = sorted(set(given) - set(PROGRESS_VALUE))
+        if unknown:
+            bad(f"progress.{unknown[0]}", "unknown field; known: done, message, total")
+        try:
+            value = progress.check(given["done"], given.get("total"), given.get("message"))
+        except ValidationError as exc:
+            bad(f"progress.{exc.field}", exc.message)
+        out[lease_id] = progress.Pending(
+            value, ((value.done, value.message),) if value.message else ()
+        )
+    return out
+
+
+def _heartbeat_progress(
+    broker: Broker,
+    worker: str,
+    tokens: dict[str, LeaseToken],
+    told: dict[str, progress.Pending],
+    answers: dict[tuple[str, str], str],
+) -> None:
+    """Store the progress a heartbeat carried, for its leases answered ok (fenced
+    again by progress.lua: a lease lost since writes nothing)."""
+    by_shard: dict[int, list[tuple[str, str, progress.Pending]]] = {}
+    for lease_id, pending in told.items():
+        token = tokens[lease_id]
+        if answers.get((token.task_id, token.epoch)) == "ok":
+            by_shard.setdefault(token.shard, []).append((token.task_id, token.epoch, pending))
+    for shard, items in by_shard.items():
+        broker.leases.progress(shard, worker, items)
 
 
 @bp.post(

@@ -44,6 +44,10 @@ class DagNode:
     href: str | None = None
     detail: str | None = None
     carried: str | None = None
+    #: what a running task said of its progress (``40/100``), shown after its state,
+    #: and done/total (0..1) drawn as a bar along the box's foot (None: no total)
+    progress: str | None = None
+    fraction: float | None = None
 
 
 @dataclass(frozen=True)
@@ -200,6 +204,15 @@ def _edge(layout: _Layout, a: int, b: int, via: list[int]) -> str:
 def _node(node: DagNode, x: float, y: float) -> str:
     state, name = escape(node.state), escape(node.name)
     tip = "\n".join(t for t in (node.name, node.state, node.detail) if t)
+    said = f"{node.state} \u00b7 {node.progress}" if node.progress else node.state
+    bar = ""
+    if node.fraction is not None:
+        bar = (
+            f'<rect class="progress-track" x="{num(x + 6)}" y="{num(y + BOX_H - 6)}"'
+            f' width="{BOX_W - 12}" height="3"/>'
+            f'<rect class="progress-bar" x="{num(x + 6)}" y="{num(y + BOX_H - 6)}"'
+            f' width="{num((BOX_W - 12) * node.fraction)}" height="3"/>'
+        )
     g = (
         f'<g class="node {state_class(node.state)}" data-task="{name}" data-state="{state}">'
         f"<title>{escape(tip)}</title>"
@@ -207,8 +220,8 @@ def _node(node: DagNode, x: float, y: float) -> str:
         f'<text class="name" x="{num(x + 10)}" y="{num(y + 19)}">'
         f"{escape(_truncate(node.name, NAME_CHARS))}</text>"
         f'<text class="state" x="{num(x + 10)}" y="{num(y + 35)}" font-size="10.5">'
-        f"{escape(_truncate(node.state, NAME_CHARS + 4))}</text>"
-        "</g>"
+        f"{escape(_truncate(said, NAME_CHARS + 8))}</text>"
+        f"{bar}</g>"
     )
     return f'<a href="{escape(node.href)}">{g}</a>' if node.href else g
 

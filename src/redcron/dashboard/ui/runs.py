@@ -121,8 +121,20 @@ def nodes(run: RunRecord) -> list[DagNode]:
         if carried is not None:
             detail += f"\nresult: {carried}"
         href = flask.url_for("ui.runs.show", run_id=run.id, task=name) + "#task"
+        told = task.progress
+        if told is not None:
+            detail += f"\nprogress: {told.summary()}" + (f" {told.message}" if told.message else "")
         out.append(
-            DagNode(name, task.state, task.depends_on, href=href, detail=detail, carried=carried)
+            DagNode(
+                name,
+                task.state,
+                task.depends_on,
+                href=href,
+                detail=detail,
+                carried=carried,
+                progress=told.summary().split(" ")[0] if told is not None else None,
+                fraction=told.fraction if told is not None else None,
+            )
         )
     return out
 

@@ -92,6 +92,13 @@ class TaskProgress:
             return None
         return max(0.0, min(1.0, self.done / self.total))
 
+    def summary(self) -> str:
+        """``40/100 (40%)``, or ``40`` without a total."""
+        done = f"{self.done:g}"
+        if self.total is None:
+            return done
+        return f"{done}/{self.total:g} ({100 * (self.fraction or 0):.0f}%)"
+
     @classmethod
     def from_fields(cls, fields: Fields) -> TaskProgress | None:
         """The ``progress`` and ``progress_recent`` fields (JSON, progress.lua);
