@@ -1,4 +1,4 @@
-"""The lease protocol: ``lease``, ``start``, ``heartbeat``, ``complete``,
+"""The lease protocol: ``lease``, ``start``, ``heartbeat``, ``progress``, ``complete``,
 ``fail`` and ``release`` (one ``lua/<name>.lua`` each), the pipelined
 report-and-lease of a busy worker, and the wake lists an idle one blocks on.
 

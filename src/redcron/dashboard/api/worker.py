@@ -117,9 +117,11 @@ HEARTBEAT_BODY: Json = body_schema(
         "lease_ids": {"type": "array", "maxItems": MAX_HEARTBEAT, "items": LEASE_ID_SCHEMA},
         "progress": {
             "type": "object",
+            "propertyNames": LEASE_ID_SCHEMA,
             "additionalProperties": body_schema(PROGRESS_VALUE, ("done",)),
             "description": "optional: lease_id -> progress of that attempt (as POST "
-            "/v1/worker/progress), stored for the leases answered ok",
+            "/v1/worker/progress), stored for the leases this call renewed (answered ok); "
+            "the others' is dropped",
         },
     },
     ("worker_id", "lease_ids"),
@@ -401,7 +403,7 @@ def heartbeat() -> flask.Response:
     for token in tokens.values():
         if token.worker != worker:
             bad("lease_ids", f"a lease of task {token.task_id} was given to another worker")
-    told = _progress_field(data.get("progress"), tokens)
+    told = _progress_field(data["progress"], tokens) if "progress" in data else {}
     broker = redcron_app().broker
     ttl_ms = int(broker.settings.lease_ttl * 1000)
     by_shard: dict[int, dict[str, str]] = {}
@@ -462,16 +464,12 @@ def report_progress() -> flask.Response:
 
 
 def _progress_field(raw: object, tokens: dict[str, LeaseToken]) -> dict[str, progress.Pending]:
-    """A heartbeat's optional ``progress``: lease_id -> a checked value, each lease
-    one of the heartbeat's own."""
-    if raw is None:
-        return {}
+    """A heartbeat's optional ``progress``: lease_id -> a checked value (a lease
+    not in ``lease_ids`` is not renewed, so its value is dropped)."""
     if not isinstance(raw, dict):
         bad("progress", "must be an object: lease_id -> {done, total, message}")
     out: dict[str, progress.Pending] = {}
     for lease_id, given in raw.items():
-        if lease_id not in tokens:
-            bad("progress", "names a lease_id that is not in lease_ids")
         if not isinstance(given, dict) or "done" not in given:
             bad("progress", "each value must be an object {done, total, message}")
         unknown = sorted(set(given) - set(PROGRESS_VALUE))
@@ -498,8 +496,8 @@ def _heartbeat_progress(
     again by progress.lua: a lease lost since writes nothing)."""
     by_shard: dict[int, list[tuple[str, str, progress.Pending]]] = {}
     for lease_id, pending in told.items():
-        token = tokens[lease_id]
-        if answers.get((token.task_id, token.epoch)) == "ok":
+        token = tokens.get(lease_id)
+        if token is not None and answers.get((token.task_id, token.epoch)) == "ok":
             by_shard.setdefault(token.shard, []).append((token.task_id, token.epoch, pending))
     for shard, items in by_shard.items():
         broker.leases.progress(shard, worker, items)
