@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from redcron.dashboard.api import tasks, tokens, worker
+from redcron.dashboard.api import tasks, tokens, worker, worker_progress
 from redcron.dashboard.api.params import body_schema
 from redcron.dashboard.api.record_schema import (
     enum_schema,
@@ -314,6 +314,6 @@ def schemas(registered: Sequence[str], allow: Sequence[str] = ()) -> Json:
         "WorkerLeaseBody": worker.LEASE_BODY,
         "WorkerHeartbeatBody": worker.HEARTBEAT_BODY,
         "WorkerCompleteBody": worker.COMPLETE_BODY,
-        "WorkerProgressBody": worker.PROGRESS_BODY,
+        "WorkerProgressBody": worker_progress.BODY,
         "WorkerFailBody": worker.FAIL_BODY,
     }

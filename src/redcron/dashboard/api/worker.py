@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 import flask
 
 from redcron import serde
-from redcron.dashboard.api import auth, http_workers, leases
+from redcron.dashboard.api import auth, http_workers, leases, worker_progress
 from redcron.dashboard.api.common import ApiError, bad, body, only, redcron_app, reply
 from redcron.dashboard.api.connection import UnlessSent, client_gone
 from redcron.dashboard.api.leases import LEASE_ID_SCHEMA, WORKER_ID, LeaseToken
@@ -32,9 +32,8 @@ from redcron.dashboard.api.operation import Operation, Routes, link
 from redcron.dashboard.api.params import Json, body_schema
 from redcron.dashboard.api.record_schema import ref
 from redcron.engine import TRANSIENT, Broker, FailItem, FailResult, Lease
-from redcron.errors import ValidationError
 from redcron.keys import run_of_task
-from redcron.model import edges, progress, validation
+from redcron.model import edges, validation
 from redcron.model.edges import RunInputs
 from redcron.model.serialize import plain
 
@@ -101,16 +100,6 @@ COMPLETE_BODY: Json = body_schema(
     },
     ("lease_id",),
 )
-#: a progress value (``model/progress.py``), alone or riding on a heartbeat
-PROGRESS_VALUE: Json = {
-    "done": validation.number_schema(maximum=progress.MAX_VALUE),
-    "total": {"anyOf": [validation.number_schema(above=True, maximum=progress.MAX_VALUE),
-                        {"type": "null"}], "description": "null or left out: unknown"},
-    "message": {"type": ["string", "null"], "description": "longer than "
-                f"{progress.MESSAGE_MAX} characters: cut"},
-}  # fmt: skip
-PROGRESS_BODY: Json = body_schema({"lease_id": LEASE_ID_SCHEMA, **PROGRESS_VALUE},
-                                  ("lease_id", "done"))  # fmt: skip
 HEARTBEAT_BODY: Json = body_schema(
     {
         "worker_id": _WORKER_ID_SCHEMA,
@@ -118,7 +107,7 @@ HEARTBEAT_BODY: Json = body_schema(
         "progress": {
             "type": "object",
             "propertyNames": LEASE_ID_SCHEMA,
-            "additionalProperties": body_schema(PROGRESS_VALUE, ("done",)),
+            "additionalProperties": body_schema(worker_progress.VALUE, ("done",)),
             "description": "optional: lease_id -> progress of that attempt (as POST "
             "/v1/worker/progress), stored for the leases this call renewed (answered ok); "
             "the others' is dropped",
@@ -403,7 +392,7 @@ def heartbeat() -> flask.Response:
     for token in tokens.values():
         if token.worker != worker:
             bad("lease_ids", f"a lease of task {token.task_id} was given to another worker")
-    told = _progress_field(data["progress"], tokens) if "progress" in data else {}
+    told = worker_progress.parse_field(data["progress"], tokens) if "progress" in data else {}
     broker = redcron_app().broker
     ttl_ms = int(broker.settings.lease_ttl * 1000)
     by_shard: dict[int, dict[str, str]] = {}
@@ -419,7 +408,7 @@ def heartbeat() -> flask.Response:
             answers[(iid, epoch)] = "lost" if iid in lost else "revoked" if iid in revoked else "ok"
     held = [iid for (iid, _epoch), said in answers.items() if said == "ok"]
     if told:
-        _heartbeat_progress(broker, worker, tokens, told, answers)
+        worker_progress.store(broker, worker, tokens, told, answers)
     try:
         http_workers.on_heartbeat(broker, worker, held, ttl_ms)
     except TRANSIENT as exc:
@@ -448,59 +437,16 @@ def report_progress() -> flask.Response:
     write: a worker that reports in a loop should send at most one a heartbeat
     (the Python worker's rule, docs/http-worker.md)."""
     data = body()
-    only(data, PROGRESS_BODY["properties"])
+    only(data, worker_progress.BODY["properties"])
     token = leases.verify(data.get("lease_id"))
-    if "done" not in data:
-        bad("done", "required: how much is done (a number >= 0)")
-    value = progress.check(data["done"], data.get("total"), data.get("message"))
-    pending = progress.Pending(value, ((value.done, value.message),) if value.message else ())
+    value = worker_progress.parse_body(data)
     broker = redcron_app().broker
     (stored,) = broker.leases.progress(
-        token.shard, token.worker, [(token.task_id, token.epoch, pending)]
+        token.shard, token.worker, [(token.task_id, token.epoch, worker_progress.pending(value))]
     )
     if not stored:
         _lost(token)
     return reply({"task_id": token.task_id, **value.row()})
-
-
-def _progress_field(raw: object, tokens: dict[str, LeaseToken]) -> dict[str, progress.Pending]:
-    """A heartbeat's optional ``progress``: lease_id -> a checked value (a lease
-    not in ``lease_ids`` is not renewed, so its value is dropped)."""
-    if not isinstance(raw, dict):
-        bad("progress", "must be an object: lease_id -> {done, total, message}")
-    out: dict[str, progress.Pending] = {}
-    for lease_id, given in raw.items():
-        if not isinstance(given, dict) or "done" not in given:
-            bad("progress", "each value must be an object {done, total, message}")
-        unknown = sorted(set(given) - set(PROGRESS_VALUE))
-        if unknown:
-            bad(f"progress.{unknown[0]}", "unknown field; known: done, message, total")
-        try:
-            value = progress.check(given["done"], given.get("total"), given.get("message"))
-        except ValidationError as exc:
-            bad(f"progress.{exc.field}", exc.message)
-        out[lease_id] = progress.Pending(
-            value, ((value.done, value.message),) if value.message else ()
-        )
-    return out
-
-
-def _heartbeat_progress(
-    broker: Broker,
-    worker: str,
-    tokens: dict[str, LeaseToken],
-    told: dict[str, progress.Pending],
-    answers: dict[tuple[str, str], str],
-) -> None:
-    """Store the progress a heartbeat carried, for its leases answered ok (fenced
-    again by progress.lua: a lease lost since writes nothing)."""
-    by_shard: dict[int, list[tuple[str, str, progress.Pending]]] = {}
-    for lease_id, pending in told.items():
-        token = tokens.get(lease_id)
-        if token is not None and answers.get((token.task_id, token.epoch)) == "ok":
-            by_shard.setdefault(token.shard, []).append((token.task_id, token.epoch, pending))
-    for shard, items in by_shard.items():
-        broker.leases.progress(shard, worker, items)
 
 
 @bp.post(
