@@ -11,6 +11,7 @@ import asyncio
 import json
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import flask
@@ -18,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 from flask.testing import FlaskClient
 from lease_ids import parts, signed  # tests/helpers
-from worker_procs import thread_workers, wait_for
+from worker_procs import chaos_app_client, thread_workers, wait_for, worker_spawner
 
 from redcron import App, Context
 from redcron.cli.main import main
@@ -111,6 +112,19 @@ def test_a_loop_of_10000_calls_makes_a_handful_of_writes_and_the_last_is_stored(
     assert [n.message for n in got.recent] == [f"row {i}" for i in range(1000, N + 1, 1000)]
     got = coro.info().progress
     assert got is not None and (got.done, got.total, got.message) == (N, None, "batch")
+
+
+def test_a_process_pool_child_sends_its_progress_to_the_worker(
+    redis_url: str, key_prefix: str, tmp_path: Path
+) -> None:
+    with chaos_app_client(redis_url, key_prefix) as client_app:
+        handle = client_app.enqueue("progress_loop", 5000)
+        with worker_spawner(redis_url, key_prefix, tmp_path, lease_ttl=2.0) as spawn:
+            spawn(concurrency=1, pool="processes", app_path="chaos_app:app")
+            assert handle.result(timeout=60) == 5000
+        got = handle.info().progress
+        assert got is not None and (got.done, got.total, got.message) == (5000, 5000, "step 5000")
+        assert [n.message for n in got.recent] == [f"step {i}" for i in range(4100, 5001, 100)]
 
 
 def test_the_first_value_shows_while_the_task_runs(
