@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from redcron.keys import map_index
 from redcron.model import progress as _progress
 from redcron.model.edges import RunInputs
 
@@ -77,6 +78,12 @@ class Context:
         ``CancelledError``); a thread cannot be, so a long plain task that checks
         this between steps stops instead of running on unseen."""
         return self._cancelled is not None and self._cancelled()
+
+    @property
+    def map_index(self) -> int | None:
+        """This instance's index in the list its task is mapped over (issue 32
+        §2: the ``3`` of ``transform[3]``); None for a task that is not mapped."""
+        return map_index(self.task_id.rpartition("/")[2]) if self.run_id else None
 
     @property
     def params(self) -> dict[str, Any]:

@@ -479,6 +479,14 @@ def run_of_task(iid: str) -> tuple[str, str] | None:
     return (run, task) if sep else None
 
 
+def map_index(task: str) -> int | None:
+    """The index an instance of a mapped task has in its name (``transform[3]``:
+    3; issue 32 §2); None for any other task name."""
+    head, sep, tail = task.rpartition("[")
+    index = tail[:-1]
+    return int(index) if sep and head and tail.endswith("]") and index.isdigit() else None
+
+
 def job_of_run(run_id: str) -> str:
     """The job id a run id starts with (the text before its first ``@``; all of
     it when there is none).  Lua's generated ``job_of_run`` returns nil then."""

@@ -229,7 +229,8 @@ def test_run_detail_and_paged_list(client: FlaskClient) -> None:
     assert [t["name"] for t in run["tasks"]] == ["extract", "load"]
     task = run["tasks"][0]
     assert set(task) == {"name", "id", "state", "attempts", "started_at", "ended_at",
-                         "exit_code", "error"}  # fmt: skip
+                         "exit_code", "error", "mapped"}  # fmt: skip
+    assert task["mapped"] is None  # not a mapped task (issue 32 §2)
     assert task["state"] == "ready" and task["attempts"] == 0
     assert client.get(f"/v1/tasks/{task['id']}").get_json()["run_id"] == run_ids[0]
 

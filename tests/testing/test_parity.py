@@ -250,6 +250,12 @@ def hand_made_stream(make: Make) -> list[Any]:
 
 #: what each transcript must say, whatever the backend
 MEANS = {
+    "mapped_dag": lambda t: (
+        t[1] == [("numbers", "succeeded"), ("doubled", "failed"), ("joined", "upstream_failed")]
+        and t[2] == 1
+        and t[4] == [0, 2, 4, 6]
+        and t[6] == [10, 12]
+    ),
     "error_classes": lambda t: (
         t[1:]
         == [
@@ -432,7 +438,48 @@ def rate_limits(make: Make) -> list[Any]:
     return out
 
 
+def mapped_dag(make: Make) -> list[Any]:
+    """Fan-out at run time (issue 32 §2): a task mapped over its upstream's
+    list, an element that fails for good failing the map and its join, the
+    DLQ replay of it (fixed) joining the results in order; a chord."""
+    app = make(now=T0)
+    broken = [True]
+
+    @app.task(name="numbers")
+    def numbers(n: int) -> list[int]:
+        return list(range(n))
+
+    @app.task(name="double", retries=0)
+    def double(ctx: Context, numbers: int) -> int:
+        if numbers == 2 and broken:
+            raise Permanent("two is broken")
+        return numbers * 2 + (ctx.map_index or 0) * 0
+
+    @app.task(name="collect")
+    def collect(doubled: list[int]) -> list[int]:
+        return doubled
+
+    app.jobs.put("mapped", cron="0 0 1 1 *", tasks={
+        "numbers": Task("numbers", kwargs={"n": 4}),
+        "doubled": Task("double", map_over="numbers"),
+        "joined": Task("collect", depends_on=["doubled"]),
+    })  # fmt: skip
+    rid = app.jobs.trigger("mapped")
+    out: list[Any] = [_counts(app)]
+    run = app.jobs.run(rid)
+    out.append([(t.task, str(t.state)) for t in run.tasks or () if isinstance(t, TaskRecord)])
+    broken.clear()
+    out.append(app.broker.dlq.replay([f"{rid}/doubled[2]"]))
+    out.append(_counts(app))
+    out.append(app.get(f"{rid}/joined").result())
+    handle = app.chord(double.map([5, 6]), collect)
+    out.append(_counts(app))
+    out.append(handle.result())
+    return out
+
+
 SCENARIOS = {
+    "mapped_dag": mapped_dag,
     "rate_limits": rate_limits,
     "error_classes": error_classes,
     "retry_dlq_replay": retry_dlq_replay,

@@ -9,13 +9,16 @@ the registered task and the handle on one instance are in
 from __future__ import annotations
 
 import difflib
+import hashlib
+import json
 import os
+import re
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, ParamSpec, TypeVar, overload
 
 from redcron import serde, tracing
-from redcron.app.tasks import TaskDef, TaskHandle, TaskOptions
+from redcron.app.tasks import MapCall, TaskDef, TaskHandle, TaskOptions, first_parameter
 from redcron.clock import ulid
 from redcron.config import RedisUrlChoice, Settings, announce_redis_url, find_redis_url
 from redcron.engine import Broker, Enqueued, EnqueueRow, JobStore
@@ -24,7 +27,7 @@ from redcron.keys import shard_of, shard_of_id
 from redcron.model import JobChange, concurrency, dedupe, error_classes, validation
 from redcron.model import rate as _rate
 from redcron.model.binding import CallShape
-from redcron.model.jobs import COMMAND_TASK, JobSpec, Task, job_spec
+from redcron.model.jobs import COMMAND_TASK, MAP_MAX, MAP_PARAMS, JobSpec, Task, job_spec
 from redcron.store import TenantStore
 
 __all__ = ["COMMAND_TASK", "App", "TaskDef", "TaskHandle", "TaskOptions"]
@@ -68,6 +71,8 @@ class App:
         self.settings = settings
         self.tasks: dict[str, TaskDef[Any, Any]] = {}
         self.declared_jobs: dict[tuple[str, str], JobSpec] = {}
+        #: the chord jobs (tenant, name) this App wrote (:meth:`chord`)
+        self._chords: set[tuple[str, str]] = set()
         self._broker: Broker | None = None
         self._pid = os.getpid()
         if settings.otel:  # REDCRON_OTEL: once per process (docs/observability.md)
@@ -367,7 +372,8 @@ class App:
             registered = self.tasks.get(task.ref or "") if task.kind == "python" else None
             if registered is not None:
                 fillable = registered.shape.fillable(task.args, task.kwargs)
-                upstream = {d: None for d in task.depends_on if d in fillable}
+                given = [*task.upstream(), (task.map_over or "").removeprefix(MAP_PARAMS)]
+                upstream = {d: None for d in given if d in fillable}
                 kwargs = {**task.kwargs, **upstream} if upstream else task.kwargs
                 registered.check_args(task.args, kwargs, f"tasks.{task_name}")
 
@@ -452,6 +458,52 @@ class App:
                 tp, ts = carrier.get("traceparent", ""), carrier.get("tracestate", "")
                 rows = [row._replace(traceparent=tp, tracestate=ts) for row in rows]
             return self.broker.submit(rows)
+
+    def chord(
+        self, header: MapCall, callback: TaskDef[Any, Any], *, tenant: str | None = None
+    ) -> TaskHandle:
+        """Celery's chord as a one-off run (issue 32 §2): ``header.task`` runs once
+        per element of ``header.items`` (each element its first parameter), then
+        ``callback`` runs once with the list of their results, in order, as its
+        first parameter; returns the callback's handle (``.result()`` waits for it).
+
+        ``app.chord(square.map([1, 2, 3]), total)`` is a run of the manual-only job
+        ``chord.<header>.<callback>`` (written on first use, per tenant: the
+        header's, unless ``tenant`` is given) whose mapped task is named after
+        the callback's parameter and maps over the run's param named after the
+        header's: the items and ``header.kwargs`` are the run's params (JSON).
+        Each element is a task instance of its own: retries, the DLQ, cancel and
+        fairness apply to each; a header instance that fails for good leaves the
+        callback upstream_failed.
+
+        Raises:
+            ValidationError: the items are not JSON or more than :data:`MAP_MAX`,
+                or a function has no parameter to take them.
+        """
+        element, joined = header.element_name(), first_parameter(callback, "callback")
+        if len(header.items) > MAP_MAX:
+            raise ValidationError(
+                "items", f"{len(header.items):,} items; a chord maps over at most {MAP_MAX:,}"
+            )
+        params = {**header.kwargs, element: header.items}
+        try:
+            json.dumps(params, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ValidationError(
+                "items", f"a chord's items and kwargs travel as the run's params (JSON): {exc}"
+            ) from None
+        tenant = tenant or header.task.options.tenant
+        node = "callback" if joined != "callback" else "chord_callback"
+        name = _chord_job_name(header.task.name, callback.name)
+        if (tenant, name) not in self._chords:
+            tasks = {
+                joined: Task(header.task.name, map_over=MAP_PARAMS + element),
+                node: Task(callback.name, depends_on=[joined]),
+            }
+            self.jobs.put(name, tasks=tasks, tenant=tenant)
+            self._chords.add((tenant, name))
+        run_id = self.jobs.trigger(name, tenant=tenant, params=params)
+        return TaskHandle(self, f"{run_id}/{node}")
 
     def get(self, task_id: str) -> TaskHandle:
         shard_of_id(task_id)
@@ -589,3 +641,14 @@ class App:
                 "_countdown", "cannot be combined with debounce (the debounce is the delay)"
             )
         return declared, dedupe.wire(declared, name, key, payload)
+
+
+def _chord_job_name(header: str, callback: str) -> str:
+    """``chord.<header>.<callback>``, made a valid job name (1-64 of letters,
+    digits, ``_ . -``): other characters become ``_``, a longer one is cut and
+    keeps a digest of the whole, so two chords never share a job."""
+    name = re.sub(r"[^A-Za-z0-9_.\-]", "_", f"chord.{header}.{callback}")
+    if len(name) <= 64:
+        return name
+    digest = hashlib.sha1(name.encode()).hexdigest()[:10]
+    return f"{name[:53]}.{digest}"

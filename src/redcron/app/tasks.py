@@ -143,6 +143,12 @@ class TaskDef(Generic[P, R]):
         folded = self.app._submit([row]).folded
         return TaskHandle.of_row(self.app, row.iid, folded)
 
+    def map(self, items: Iterable[Any], **kwargs: Any) -> MapCall:
+        """One call of this task per element of ``items`` (passed as its first
+        parameter, ``kwargs`` beside it), for :meth:`App.chord`: Celery's
+        ``group`` over a list.  Nothing is written here."""
+        return MapCall(self, list(items), kwargs)
+
     def enqueue_many(self, calls: Iterable[Sequence[Any]], **options: Any) -> list[TaskHandle]:
         """Enqueue many calls (each a tuple of positional args) in one round trip."""
         rows = []
@@ -161,6 +167,35 @@ class TaskDef(Generic[P, R]):
             return []
         folded = self.app._submit(rows).folded
         return [TaskHandle.of_row(self.app, row.iid, folded) for row in rows]
+
+
+class MapCall(NamedTuple):
+    """``task.map(items, **kwargs)``: one call of ``task`` per element of
+    ``items``, the header of :meth:`App.chord` (nothing is written until then)."""
+
+    task: TaskDef[Any, Any]
+    items: list[Any]
+    kwargs: dict[str, Any]
+
+    def element_name(self) -> str:
+        """The parameter each element is passed as: the function's first (after ``ctx``)."""
+        return first_parameter(self.task, "header")
+
+
+def first_parameter(task: TaskDef[Any, Any], role: str) -> str:
+    """The name of ``task``'s first parameter after ``ctx``, which a chord fills
+    (``role``: header or callback, for the error)."""
+    sig = task.shape.signature
+    params = list(sig.parameters.values()) if sig is not None else []
+    plain = [p for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if not plain:
+        raise ValidationError(
+            role,
+            f"task {task.name!r} takes no named parameter: a chord passes the {role} "
+            + ("each element" if role == "header" else "list of the header's results")
+            + " as its first parameter",
+        )
+    return plain[0].name
 
 
 class TaskHandle:

@@ -198,7 +198,8 @@ def render_run(run: RunRecord, now: datetime) -> str:
                 t.state,
                 attempts_cell(t),
                 seconds(task_seconds(t, now)),
-                one_line(task_error(t), 50),
+                # a mapped task: its instances' counts (issue 32 §2)
+                t.mapped.summary() if t.mapped and not t.error else one_line(task_error(t), 50),
             )
         )
     out += ["", table(("task", "state", "attempts", "took", "error"), rows)]

@@ -188,6 +188,8 @@ def render_task(details: TaskDetails) -> str:
         ("attempts", _attempts(t)),
         ("concurrency", details.concurrency.summary() if details.concurrency else None),
         ("rate", _rate(t)),
+        ("mapped", t.mapped.summary() if t.mapped else None),
+        ("map index", t.map_index),
         ("progress", _progress(t)),
         ("errors", _errors(details)),
         ("args", payload(t.args) if t.args else None),

@@ -13,7 +13,11 @@ from redcron.model.states import TASK_LEASED, TASK_TERMINAL, TaskState
 STATES = frozenset(TaskState)
 TIMER_STATES = frozenset({TaskState.SCHEDULED, TaskState.RETRY_WAIT})
 #: states in which a run's task is somewhere work moves on from
-LIVE = frozenset({"ready", "leased", "running", "scheduled", "retry_wait", "held", "waiting"})
+#: states work moves from; a mapped task's (issue 32 §2): its instances, or the
+#: follow-up that makes them
+LIVE = frozenset(
+    {"ready", "leased", "running", "scheduled", "retry_wait", "held", "waiting", "mapping"}
+)
 
 
 def instance_problem(fields: Mapping[str, str]) -> str | None:

@@ -40,13 +40,15 @@ def check_runs(ex: Exam, shard: int) -> None:
     head = ex.k.run(shard, "")
     for keys in scan_keys(ex.r, ex.k.shard(shard), "run"):
         runs = []
-        replies = pipelined(ex.r, [("hmget", key, ["state", "tasks"]) for key in keys])
+        replies = pipelined(ex.r, [("hmget", key, ["state", "tasks", "mapped"]) for key in keys])
         for key, values in zip(keys, replies, strict=True):
             if isinstance(values, Exception) or values[0] is None:
                 continue  # not a hash, or gone
             if _s(values[0]) in RUN_ACTIVE:
+                rid = key[len(head) :]
                 tasks = [t for t in _s(values[1] or b"").split(",") if t]
-                runs.append((key, key[len(head) :], tasks))
+                mapped = [t for t in _s(values[2] or b"").split(",") if t]
+                runs.append((key, rid, _with_instances(ex, shard, rid, tasks, mapped)))
         for key, rid, tasks in runs:
             ex.counts["runs_active"] += 1
             # a run id is <job id>@...: its job's active set is read in the same snapshot
@@ -78,6 +80,22 @@ def _check_active_sets(ex: Exam, shard: int) -> None:
                         " Repair removes it.",
                         _fix_run(ex, shard, rid),
                     )
+
+
+def _with_instances(
+    ex: Exam, shard: int, rid: str, tasks: list[str], mapped: list[str]
+) -> list[str]:
+    """``tasks`` and the instances its mapped tasks (``mapped``: the run's field)
+    have made, ``<task>[<i>]``, before each (issue 32 §2)."""
+    if not mapped:
+        return tasks
+    made = pipelined(ex.r, [("hget", ex.k.ti(shard, f"{rid}/{t}"), "map_made") for t in mapped])
+    count = {t: int(n) for t, n in zip(mapped, made, strict=True) if isinstance(n, bytes | str)}
+    out: list[str] = []
+    for t in tasks:
+        out += [f"{t}[{i}]" for i in range(count.get(t, 0))]
+        out.append(t)
+    return out
 
 
 def _judge_run(

@@ -328,6 +328,13 @@ def follow_ends(metrics: str, ids: Sequence[str]) -> list[Any]:
     return [metrics, *ids]
 
 
+def map_expand(
+    iid: str, start: int, total: int, page: Sequence[bytes], now: int | None = None
+) -> list[Any]:
+    """``total`` -1: the map cannot be made, ``page`` holds the error."""
+    return [clock(now), iid, start, total, *page]
+
+
 def cancel(iid: str, now: int | None = None) -> list[Any]:
     return [iid, clock(now)]
 

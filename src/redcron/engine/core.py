@@ -47,7 +47,7 @@ ACKED = frozenset({
 })  # fmt: skip
 
 #: the task hash fields that hold msgpack (every other field is plain text)
-PAYLOADS = ("args", "result")
+PAYLOADS = ("args", "result", "item")
 
 #: a caller's shard gate (:meth:`Core.gated`): after a shard's node failed a call,
 #: calls to its shards fail at once for this long, doubling up to the cap, then

@@ -17,9 +17,12 @@ import logging
 import time
 from typing import Any, NamedTuple
 
+from redcron import serde
 from redcron.engine import argv
 from redcron.engine.core import MAX_MAINTENANCE, Core
-from redcron.keys import MAINT_RECENT_CURSOR
+from redcron.keys import MAINT_RECENT_CURSOR, run_of_task
+from redcron.model import edges
+from redcron.model.jobs import MAP_MAX, MAP_PARAMS
 from redcron.serde import text as _s
 
 log = logging.getLogger(__name__)
@@ -73,6 +76,7 @@ FOLLOW_SCRIPTS = {
     "runs": "follow_runs",
     "chain": "follow_chain",
     "cancel": "follow_cancel",
+    "map": "map",  # read here, applied page by page: Maintenance.expand_map
 }
 #: follow-up entries read per round, and rows applied per script call at most
 #: (an entry holds the rows of one ending call: up to a batch of 256)
@@ -83,6 +87,8 @@ FOLLOW_READ = 200
 #: pass over 20 reads of batched ends took the beat past its 10 s shard lease)
 FOLLOW_BUDGET_S = 1.0
 FOLLOW_ROWS = MAX_MAINTENANCE
+#: instances of a mapped task made per map_expand.lua call (issue 32 §2)
+MAP_PAGE = 500
 
 
 class Maintenance:
@@ -191,12 +197,74 @@ class Maintenance:
         applied, more = 0, len(entries) == read
         metrics = core.settings.metrics
         for script, ids in calls:
+            if script == "map":
+                applied += sum(self.expand_map(shard, eid) for eid in ids)
+                continue
             args = argv.follow_ends(metrics, ids) if script == "follow_ends" else ids
             n = int(core._run(script, shard, args))
             applied += n
             # the end of a run may add a follow-up of its own (kind chain)
             more = more or (script in ("follow_runs", "follow_cancel") and n > 0)
         return applied, more
+
+    def expand_map(self, shard: int, eid: str, now: int | None = None) -> int:
+        """Apply the follow-up ``eid`` of kind map (issue 32 §2): make the
+        instances of each mapped task it names, from the list its upstream's
+        result (or its run's param) holds, :data:`MAP_PAGE` a call
+        (``map_expand.lua``, each page fenced by the task's ``map_made``, so a
+        caller that died midway, or two at once, make each instance once);
+        then delete the entry.  Returns 1 when applied, 0 when it was gone."""
+        core = self.core
+        client, keys = core.client, core.keys
+        stream = keys.followups(shard)
+        entry: Any = client.xrange(stream, eid, eid)
+        if not entry:
+            return 0
+        fields = {_s(k): v for k, v in entry[0][1].items()}
+        for (iid,) in json.loads(fields.get("map") or "[]"):
+            self._expand(shard, iid, now)
+        client.xdel(stream, eid)
+        return 1
+
+    def _expand(self, shard: int, iid: str, now: int | None) -> None:
+        core = self.core
+        client, keys = core.client, core.keys
+        state, made, over, limit = client.hmget(
+            keys.ti(shard, iid), "state", "map_made", "map_over", "map_max"
+        )
+        run_task = run_of_task(iid)
+        if _s(state or "") != "mapping" or not over or run_task is None:
+            return  # ended meanwhile (cancelled...), or made already
+        run_id, over = run_task[0], _s(over)
+        if over.startswith(MAP_PARAMS):
+            raw = client.hget(keys.run(shard, run_id), "params")
+            params = json.loads(raw) if raw else {}
+            name = over[len(MAP_PARAMS) :]
+            value = params.get(name) if isinstance(params, dict) else None
+            got: list[Any] | str = (
+                f"the run has no param {name!r} to map over"
+                if value is None
+                else edges.map_items(value, over, int(limit or MAP_MAX))
+            )
+        else:
+            result: Any = client.hget(keys.ti(shard, f"{run_id}/{over}"), "result")
+            got = (
+                f"the result of {over!r} is gone"
+                if result is None
+                else edges.map_items(serde.loads(result), over, int(limit or MAP_MAX))
+            )
+        if isinstance(got, str):
+            core._run("map_expand", shard, argv.map_expand(iid, 0, -1, [got.encode()], now))
+            return
+        items = [serde.dumps(x) for x in got]
+        start = int(made or 0)
+        while True:
+            page = items[start : start + MAP_PAGE]
+            start = int(
+                core._run("map_expand", shard, argv.map_expand(iid, start, len(items), page, now))
+            )
+            if start < 0 or start >= len(items):
+                return
 
     def prune_recent(self, shard: int, batch: int = PRUNE_BATCH) -> int:
         """Drop ids whose instance hash expired from ``batch`` entries of the

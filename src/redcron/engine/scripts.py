@@ -46,6 +46,7 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "follow_runs",
     "follow_chain",
     "follow_cancel",
+    "map_expand",
     "cancel",
     "dlq_replay",
     "dlq_discard",

@@ -14,6 +14,7 @@
 -- @include lib/clock.lua
 -- @include lib/rings.lua
 -- @include lib/run_reopen.lua
+-- @include lib/followup.lua
 
 local override, only = ARGV[1], ARGV[2]
 
@@ -47,4 +48,5 @@ for i = 3, #ARGV do
   end
 end
 wake_gathered(woken)
+follow_flush(now_ms(override))  -- a mapped task's map made again (lib/run_reopen.lua)
 return out

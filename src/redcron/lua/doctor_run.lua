@@ -19,6 +19,7 @@
 -- @include lib/rings.lua
 -- @include lib/runs.lua
 -- @include lib/followup.lua
+-- @include lib/mapped.lua
 
 local run_id = ARGV[1]
 local now = now_ms(ARGV[2])
@@ -37,10 +38,11 @@ local word = 'in_place'
 if redis.call('SADD', key_active(job_id), run_id) == 1 then word = 'recounted' end
 local names = split(r[RUN_DOCTOR_TASKS])
 local states = {}
-for _, t in ipairs(names) do
-  local st = redis.call('HGET', key_ti(run_id .. '/' .. t), 'state')
+local all = run_iids(run_id, r[RUN_DOCTOR_TASKS])  -- a mapped task's instances too
+for _, iid in ipairs(all) do
+  local st = redis.call('HGET', key_ti(iid), 'state')
   if not st then return {'task_missing', 0} end
-  states[t] = st
+  states[string.sub(iid, #run_id + 2)] = st
 end
 -- the fan-in that did not happen: every dependency succeeded, still pending
 local readied = 0
@@ -53,17 +55,22 @@ for _, t in ipairs(names) do
       if states[d] ~= 'succeeded' then met = false end
     end
     if met then
-      local g = redis.call('HMGET', ti, 'queue', 'tenant', 'priority')
-      make_ready(ti, iid, g[1], g[2], g[3], now)  -- drops deps_left (0: its default)
-      wake(g[1], 1)
-      states[t] = 'ready'
+      local g = redis.call('HMGET', ti, 'queue', 'tenant', 'priority', 'map_over')
+      if g[4] then  -- a mapped task: a follow-up makes its instances
+        redis.call('HSET', ti, 'state', 'mapping', 'deps_left', 0)
+        follow('map', {iid})
+        states[t] = 'mapping'
+      else
+        make_ready(ti, iid, g[1], g[2], g[3], now)  -- drops deps_left (0: its default)
+        wake(g[1], 1)
+        states[t] = 'ready'
+      end
       readied = readied + 1
     end
   end
 end
 local done, ok, failed, cancelled = 0, 0, 0, 0
-for _, t in ipairs(names) do
-  local st = states[t]
+for _, st in pairs(states) do
   if st == 'succeeded' then
     ok = ok + 1
   elseif st == 'dead' or st == 'failed' or st == 'upstream_failed' then
@@ -73,7 +80,7 @@ for _, t in ipairs(names) do
   end
 end
 done = ok + failed + cancelled
-local want = {#names, done, ok, failed, cancelled}
+local want = {#all, done, ok, failed, cancelled}
 local have = {r[RUN_DOCTOR_TOTAL], r[RUN_DOCTOR_N_DONE], r[RUN_DOCTOR_N_SUCCEEDED],
   r[RUN_DOCTOR_N_FAILED], r[RUN_DOCTOR_N_CANCELLED]}
 for i = 1, 5 do

@@ -8,8 +8,8 @@
   Returns: the number of entries applied (an id gone or of another kind: 0).
   Upholds: each follow-up applied once (read, applied and deleted in one call);
   one place per instance; each attempt ends once. ]]
--- @include lib/lists.lua
 -- @include lib/cancel_instance.lua
+-- @include lib/mapped.lua
 -- @include lib/followed.lua
 -- @include lib/followup.lua
 
@@ -17,7 +17,7 @@ local applied, last_at = follow_entries('cancel', 1, function(e)
   for _, row in ipairs(e.cancel or {}) do
     local r = redis.call('HMGET', key_run(row[1]), 'state', 'tasks')
     if r[1] and RUN_ACTIVE[r[1]] then
-      for _, t in ipairs(split(r[2])) do cancel_instance(row[1] .. '/' .. t, e.at) end
+      for _, iid in ipairs(run_iids(row[1], r[2])) do cancel_instance(iid, e.at) end
     end
   end
 end)

@@ -14,6 +14,7 @@
 -- @include lib/run_create.lua
 -- @include lib/chain.lua
 -- @include lib/followed.lua
+-- @include lib/followup.lua
 
 -- buffer_one: the fire held back while runs were going starts now, unless
 -- the job was paused meanwhile (a paused job takes no scheduled fires)
@@ -32,7 +33,7 @@ local function start_buffered(job_id, at)
   end
 end
 
-return (follow_entries('chain', 1, function(e)
+local applied, last_at = follow_entries('chain', 1, function(e)
   for _, row in ipairs(e.chain or {}) do
     local job_id, state = row[1], row[2]
     if redis.call('EXISTS', key_job(job_id)) == 1 then
@@ -40,4 +41,6 @@ return (follow_entries('chain', 1, function(e)
       start_buffered(job_id, e.at)
     end
   end
-end))
+end)
+follow_flush(last_at)  -- a started run's map over a param (lib/run_create.lua)
+return applied

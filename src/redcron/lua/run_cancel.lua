@@ -10,8 +10,8 @@
   Upholds: one place per instance; each attempt ends once. ]]
 -- @include lib/clock.lua
 -- @include lib/err.lua
--- @include lib/lists.lua
 -- @include lib/cancel_instance.lua
+-- @include lib/mapped.lua
 -- @include lib/followup.lua
 
 local run_id = ARGV[1]
@@ -22,9 +22,9 @@ if not f[1] then return err('NOTFOUND', 'no run ' .. run_id) end
 if not RUN_ACTIVE[f[1]] then return {f[1], 0, {}} end
 redis.call('HSET', rk, 'cancel_requested', '1')
 local running = {}
-for _, t in ipairs(split(f[2])) do
-  local _, _, was_leased = cancel_instance(run_id .. '/' .. t, now)
-  if was_leased then running[#running + 1] = t end
+for _, iid in ipairs(run_iids(run_id, f[2])) do  -- a mapped task's instances too
+  local _, _, was_leased = cancel_instance(iid, now)
+  if was_leased then running[#running + 1] = string.sub(iid, #run_id + 2) end
 end
 follow_flush(now)
 return {redis.call('HGET', rk, 'state'), 1, running}

@@ -9,8 +9,9 @@
   (not 'allow') forbids reopening it while another run is active. ]]
 -- @include lib/clock.lua
 -- @include lib/err.lua
--- @include lib/lists.lua
 -- @include lib/run_reopen.lua
+-- @include lib/mapped.lua
+-- @include lib/followup.lua
 
 local run_id = ARGV[1]
 local now = now_ms(ARGV[2])
@@ -20,15 +21,16 @@ if not f[1] then return err('NOTFOUND', 'no run ' .. run_id) end
 local names = {}
 for i = 3, #ARGV do names[#names + 1] = ARGV[i] end  -- ARGV[3..]: task names
 if #names == 0 then
-  for _, t in ipairs(split(f[2])) do
-    local st = redis.call('HGET', key_ti(run_id .. '/' .. t), 'state')
-    if st == 'dead' then names[#names + 1] = t end
+  for _, iid in ipairs(run_iids(run_id, f[2])) do  -- a mapped task's instances too
+    if redis.call('HGET', key_ti(iid), 'state') == 'dead' then
+      names[#names + 1] = string.sub(iid, #run_id + 2)
+    end
   end
 else
   for _, t in ipairs(names) do
     local st = redis.call('HGET', key_ti(run_id .. '/' .. t), 'state')
     if not st then return err('NOTFOUND', 'run ' .. run_id .. ' has no task ' .. t) end
-    if st ~= 'dead' and st ~= 'cancelled' and st ~= 'upstream_failed' then
+    if st ~= 'dead' and st ~= 'cancelled' and st ~= 'upstream_failed' and st ~= 'failed' then
       return err('CONFLICT', 'task ' .. t .. ' is ' .. st .. '; only failed tasks can be retried')
     end
   end
@@ -43,4 +45,5 @@ local n = 0
 for _, t in ipairs(names) do
   if retry_run_task(run_id, t, now) then n = n + 1 end
 end
+follow_flush(now)  -- a mapped task's map made again (lib/run_reopen.lua)
 return n

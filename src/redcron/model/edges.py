@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from redcron import serde
+from redcron.model.jobs import MAP_MAX_LIMIT, MAP_PARAMS
 from redcron.model.serialize import plain
 from redcron.serde import text as _s
 
@@ -34,7 +35,9 @@ class RunInputs:
         upstream: each upstream task's name (its name in the job's DAG) and
             result, in the order of the task's ``depends_on``; an upstream
             whose record holds no result (gone with its run's retention) is
-            left out.
+            left out.  A mapped upstream gives the list of its instances'
+            results; an instance of a mapped task gets its own element of
+            the list it is mapped over (of a param: in ``params``).
     """
 
     params: dict[str, Any] = field(default_factory=dict)
@@ -45,12 +48,22 @@ class RunInputs:
         """One row of ``inputs.lua``'s reply: ``[params, name, result, ...]``."""
         raw = row[0] if row else None
         params = json.loads(raw) if raw else {}
-        upstream = {
-            _s(name): serde.loads(result)
-            for name, result in zip(row[1::2], row[2::2], strict=True)
-            if result is not None
-        }
-        return cls(params if isinstance(params, dict) else {}, upstream)
+        params = params if isinstance(params, dict) else {}
+        upstream: dict[str, Any] = {}
+        for name, result in zip(row[1::2], row[2::2], strict=True):
+            if result is None:
+                continue
+            key = _s(name)
+            value = (  # a mapped upstream: its instances' results, in order
+                [None if r is None else serde.loads(r) for r in result]
+                if isinstance(result, list)
+                else serde.loads(result)
+            )
+            if key.startswith(MAP_PARAMS):  # this instance's element of a param
+                params = {**params, key[len(MAP_PARAMS) :]: value}
+            else:
+                upstream[key] = value
+        return cls(params, upstream)
 
     def fill(self, names: Sequence[str], kwargs: dict[str, Any]) -> dict[str, Any]:
         """``kwargs`` and, for each of ``names`` (the parameters the call leaves
@@ -81,3 +94,22 @@ def upstream_json(upstream: Mapping[str, Any]) -> str:
     API shows results (``serialize.plain``: bytes as text, a float that is not
     finite as ``"Infinity"``...)."""
     return json.dumps(plain(dict(upstream)), ensure_ascii=False, allow_nan=False)
+
+
+def map_items(value: Any, over: str, limit: int) -> list[Any] | str:
+    """The elements a mapped task makes one instance each of, from ``value``
+    (the result of the upstream ``over`` names, or its param), or why it
+    cannot be mapped (a sentence the task's error shows)."""
+    source = f"param {over[len(MAP_PARAMS) :]!r}" if over.startswith(MAP_PARAMS) else repr(over)
+    if not isinstance(value, list | tuple):
+        return (
+            f"map_over {source} gave {type(value).__name__}, not a list: a mapped task "
+            "makes one instance per element of a list"
+        )
+    if len(value) > limit:
+        return (
+            f"map_over {source} gave {len(value):,} elements, over the task's map_max of "
+            f"{limit:,}: raise map_max (at most {MAP_MAX_LIMIT:,}) or map over fewer "
+            "(batch the elements)"
+        )
+    return list(value)

@@ -21,7 +21,14 @@ from typing import Any
 
 from redcron.model import validation
 from redcron.model.jobfile import SHORT_TASK_FIELDS
-from redcron.model.jobs import CATCHUP_POLICIES, MAX_DAG_TASKS, OVERLAP_POLICIES, TASK_ALIASES
+from redcron.model.jobs import (
+    CATCHUP_POLICIES,
+    MAP_MAX,
+    MAP_MAX_LIMIT,
+    MAX_DAG_TASKS,
+    OVERLAP_POLICIES,
+    TASK_ALIASES,
+)
 
 Json = dict[str, Any]
 
@@ -61,7 +68,15 @@ def task_fields() -> Json:
         "retry_cap": seconds,
         "priority": _nullable(validation.priority_schema()),
         "queue": _nullable(validation.name_schema()),
-    }
+        "map_over": _nullable({
+            "type": "string",
+            "description": "fan-out at run time: the upstream task whose result (a list) "
+            "this task is mapped over, one instance per element, or params.<name> for "
+            "a list in the run's params",
+        }),
+        "map_max": _nullable({"type": "integer", "minimum": 1, "maximum": MAP_MAX_LIMIT,
+                              "description": f"the most instances the map makes ({MAP_MAX})"}),
+    }  # fmt: skip
 
 
 _NULL: Json = {"type": "null"}

@@ -32,6 +32,12 @@ CONTAINER_TASK = "redcron.container"
 CATCHUP_POLICIES = ("latest", "all", "none")
 OVERLAP_POLICIES = ("allow", "skip", "buffer_one", "cancel_previous")
 MAX_DAG_TASKS = 1_000
+#: the most instances a mapped task makes unless its ``map_max`` says otherwise,
+#: and the most it may say (issue 32 §2)
+MAP_MAX = 10_000
+MAP_MAX_LIMIT = 100_000
+#: ``map_over`` names a param of the run when it starts with this
+MAP_PARAMS = "params."
 _TI_DEFAULT = {k: TI_DEFAULTS[k] for k in ("timeout_ms", "retry_base_ms", "retry_cap_ms")}
 
 
@@ -60,6 +66,15 @@ class Task:
     retry_cap: float | None = None
     priority: str | None = None
     queue: str | None = None
+    #: fan-out at run time (issue 32 §2): the upstream task whose result (a list)
+    #: this task is mapped over, one instance per element (``transform[0]``,
+    #: ``transform[1]``...), or ``"params.<name>"``: a list the run's params hold.
+    #: The upstream becomes a dependency; a task downstream of this one joins
+    #: the instances (receives the list of their results, in order)
+    map_over: str | None = None
+    #: the most instances the map may make (default :data:`MAP_MAX`); a longer
+    #: list fails the mapped task with an error that says so
+    map_max: int | None = None
 
     @property
     def kind(self) -> str:
@@ -124,6 +139,30 @@ class Task:
             validation.seconds(self.retry_cap, f"{where}.retry_cap")
         if self.retry_base is not None and self.retry_cap is not None:
             validation.backoff(self.retry_base, self.retry_cap, f"{where}.")
+        if self.map_over is not None:
+            over = self.map_over
+            if not isinstance(over, str) or not validation.is_name(over.removeprefix(MAP_PARAMS)):
+                raise ValidationError(
+                    f"{where}.map_over",
+                    f"{over!r}: name the upstream task whose result is the list to map "
+                    "over, e.g. 'extract', or a param of the run, e.g. 'params.items'",
+                )
+        if self.map_max is not None:
+            if self.map_over is None:
+                raise ValidationError(f"{where}.map_max", "is for a mapped task: give map_over")
+            self.map_max = validation.non_negative_int(self.map_max, f"{where}.map_max")
+            if not 1 <= self.map_max <= MAP_MAX_LIMIT:
+                raise ValidationError(
+                    f"{where}.map_max", f"must be 1 to {MAP_MAX_LIMIT:,} (default {MAP_MAX:,})"
+                )
+
+    def upstream(self) -> list[str]:
+        """The tasks this one depends on: ``depends_on``, and the task it is
+        mapped over when that is not among them."""
+        over = self.map_over
+        if over is None or over.startswith(MAP_PARAMS) or over in self.depends_on:
+            return list(self.depends_on)
+        return [*self.depends_on, over]
 
     def backoff_s(self, where: str, defaults: Mapping[str, Any]) -> tuple[float, float]:
         """(retry_base, retry_cap) in seconds, the deployment's ``defaults`` filling
@@ -224,18 +263,17 @@ class JobSpec:
                     f"must be a Task(...), e.g. Task({example!r}) (from redcron import Task)",
                 )
             task.validate(f"tasks.{tname}")
-            for dep in task.depends_on:
+            for dep in task.upstream():
+                what = "depends_on" if dep in task.depends_on else "map_over"
                 if dep not in self.tasks:
                     raise ValidationError(
-                        f"tasks.{tname}.depends_on",
+                        f"tasks.{tname}.{what}",
                         f"unknown task {dep!r}; tasks are {', '.join(self.tasks)}",
                     )
                 if dep == tname:
-                    raise ValidationError(
-                        f"tasks.{tname}.depends_on", "a task cannot depend on itself"
-                    )
-        if any(task.depends_on for task in self.tasks.values()):
-            cycle = find_cycle({t: list(task.depends_on) for t, task in self.tasks.items()})
+                    raise ValidationError(f"tasks.{tname}.{what}", "a task cannot depend on itself")
+        if any(task.upstream() for task in self.tasks.values()):
+            cycle = find_cycle({t: task.upstream() for t, task in self.tasks.items()})
             if cycle:
                 raise ValidationError("tasks", "dependency cycle: " + " -> ".join(cycle))
         return trigger
@@ -319,7 +357,7 @@ class JobSpec:
         """
         down: dict[str, list[str]] = {t: [] for t in self.tasks}
         for tname, task in self.tasks.items():
-            for dep in task.depends_on:
+            for dep in task.upstream():
                 down[dep].append(tname)
         rows = []
         args: dict[str, bytes] = {}
@@ -361,8 +399,12 @@ class JobSpec:
             ):
                 if ms != _TI_DEFAULT[key]:
                     row[key] = ms
-            if task.depends_on:
-                row["deps"] = list(task.depends_on)
+            if task.upstream():
+                row["deps"] = task.upstream()
+            if task.map_over is not None:  # lib/runs.lua, map_expand.lua
+                row["map_over"] = task.map_over
+                if task.map_max is not None:
+                    row["map_max"] = task.map_max
             if down[tname]:
                 row["down"] = down[tname]
             if task.cpu:

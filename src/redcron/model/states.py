@@ -16,6 +16,7 @@ class TaskState(StrEnum):
     """Where a task instance is in its lifecycle (the ``state`` field of its hash)."""
 
     PENDING = "pending"  # a run's task waiting on its upstream
+    MAPPING = "mapping"  # a mapped task: its instances are being made or run (issue 32 §2)
     SCHEDULED = "scheduled"  # a countdown (ETA) task on the timer set
     READY = "ready"  # on its tenant's ready stream
     HELD = "held"  # held aside while its job's circuit breaker is open

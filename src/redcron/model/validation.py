@@ -21,6 +21,11 @@ MAX_SECONDS = 100 * 365 * 86_400
 MAX_COUNT = 2**53 - 1
 
 
+def is_name(value: str) -> bool:
+    """Whether ``value`` is a valid name (:func:`name`)."""
+    return bool(_NAME.fullmatch(value))
+
+
 def name(field: str, value: object) -> str:
     """A tenant or queue name: 1-64 of letters, digits, ``_ . -``.
 

@@ -36,7 +36,7 @@ from redcron.dashboard.api.params import (
 from redcron.dashboard.api.record_schema import ref
 from redcron.engine import RunCancel, TaskCancel
 from redcron.errors import NotFound
-from redcron.model import ExpiredTask, RunRecord, TaskRecord
+from redcron.model import ExpiredTask, MapCounts, RunRecord, TaskRecord
 from redcron.model.serialize import to_json
 from redcron.model.states import RunState
 from redcron.store import page_job_runs, page_runs
@@ -87,6 +87,9 @@ class RunTask:
     ended_at: datetime | None
     exit_code: int | None
     error: str | None
+    #: a mapped task (issue 32 §2): its instances' counts; its instances are
+    #: tasks of their own, ``GET /v1/tasks/{run id}/{name}[{i}]``
+    mapped: MapCounts | None = None
 
 
 def run_task(task: TaskRecord | ExpiredTask) -> RunTask:
@@ -102,6 +105,7 @@ def run_task(task: TaskRecord | ExpiredTask) -> RunTask:
         ended_at=task.ended_at,
         exit_code=task.exit_code,
         error=task.error,
+        mapped=task.mapped,
     )
 
 

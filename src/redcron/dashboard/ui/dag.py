@@ -44,9 +44,10 @@ class DagNode:
     href: str | None = None
     detail: str | None = None
     carried: str | None = None
-    #: what a running task said of its progress (``40/100``), shown after its state,
-    #: and done/total (0..1) drawn as a bar along the box's foot (None: no total)
-    progress: str | None = None
+    #: a few characters shown after the state (a mapped task's ``998/1,000``)
+    badge: str | None = None
+    #: a running task's done/total (0..1, ``ctx.progress``), drawn as a bar along
+    #: the box's foot (None: no bar); its ``40/100`` is the ``badge``
     fraction: float | None = None
 
 
@@ -204,7 +205,6 @@ def _edge(layout: _Layout, a: int, b: int, via: list[int]) -> str:
 def _node(node: DagNode, x: float, y: float) -> str:
     state, name = escape(node.state), escape(node.name)
     tip = "\n".join(t for t in (node.name, node.state, node.detail) if t)
-    said = f"{node.state} \u00b7 {node.progress}" if node.progress else node.state
     bar = ""
     if node.fraction is not None:
         bar = (
@@ -220,10 +220,14 @@ def _node(node: DagNode, x: float, y: float) -> str:
         f'<text class="name" x="{num(x + 10)}" y="{num(y + 19)}">'
         f"{escape(_truncate(node.name, NAME_CHARS))}</text>"
         f'<text class="state" x="{num(x + 10)}" y="{num(y + 35)}" font-size="10.5">'
-        f"{escape(_truncate(said, NAME_CHARS + 8))}</text>"
+        f"{escape(_truncate(_state_line(node), NAME_CHARS + 4))}</text>"
         f"{bar}</g>"
     )
     return f'<a href="{escape(node.href)}">{g}</a>' if node.href else g
+
+
+def _state_line(node: DagNode) -> str:
+    return f"{node.state} · {node.badge}" if node.badge else node.state
 
 
 def _summary(states: Sequence[str]) -> str:

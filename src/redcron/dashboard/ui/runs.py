@@ -20,7 +20,7 @@ from redcron.dashboard.ui import render
 from redcron.dashboard.ui.dag import DagNode, dag_svg
 from redcron.dashboard.ui.render import Reply
 from redcron.errors import NotFound, ValidationError
-from redcron.model import ExpiredTask, RunRecord, TaskRecord, validation
+from redcron.model import ExpiredTask, MapCounts, RunRecord, TaskRecord, validation
 from redcron.model.retry_rule import attempts_short
 from redcron.model.states import RUN_ACTIVE, TASK_TERMINAL, RunState, TaskState
 from redcron.store import RUN_SCAN
@@ -107,6 +107,14 @@ def attempt_logs(task: TaskRecord) -> dict[int, list[str]]:
     }
 
 
+def map_badge(m: MapCounts) -> str:
+    """A mapped task's node: its instances ended of all, and how many failed
+    (``998/1,000 ✗1``: the node's hover text says it in words)."""
+    if m.count is None:
+        return "not made"
+    return f"{m.ended:,}/{m.count:,}" + (f" ✗{m.failed:,}" if m.failed else "")
+
+
 def nodes(run: RunRecord) -> list[DagNode]:
     out = []
     for task in run.tasks or ():
@@ -114,7 +122,11 @@ def nodes(run: RunRecord) -> list[DagNode]:
             out.append(DagNode(task.task, task.state, (), detail="expired with its retention"))
             continue
         name = task.task or task.name
-        detail = f"attempts {attempts_short(task) or 'none yet'}"
+        detail = (  # a mapped task runs as its instances (issue 32 §2)
+            task.mapped.summary()
+            if task.mapped
+            else f"attempts {attempts_short(task) or 'none yet'}"
+        )
         if task.error:
             detail += f": {render.error_line(task.error)[:120]}"
         carried = render.result_preview(task.result) if task.result is not None else None
@@ -122,8 +134,10 @@ def nodes(run: RunRecord) -> list[DagNode]:
             detail += f"\nresult: {carried}"
         href = flask.url_for("ui.runs.show", run_id=run.id, task=name) + "#task"
         told = task.progress
+        badge = map_badge(task.mapped) if task.mapped else None
         if told is not None:
             detail += f"\nprogress: {told.summary()}" + (f" {told.message}" if told.message else "")
+            badge = badge or told.summary().split(" ")[0]  # 40/100
         out.append(
             DagNode(
                 name,
@@ -132,7 +146,7 @@ def nodes(run: RunRecord) -> list[DagNode]:
                 href=href,
                 detail=detail,
                 carried=carried,
-                progress=told.summary().split(" ")[0] if told is not None else None,
+                badge=badge,
                 fraction=told.fraction if told is not None else None,
             )
         )

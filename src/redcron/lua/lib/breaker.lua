@@ -29,7 +29,7 @@
   is due, promote makes the first held instance the trial, so held work
   gets its trial even when no new work of the job comes in. ]]
 -- @include lib/rings.lua
--- @include lib/breaker_gate.lua
+-- @include lib/breaker_event.lua
 -- @include lib/held.lua
 
 -- Put the held instances of a job back on their ready streams (bounded), in

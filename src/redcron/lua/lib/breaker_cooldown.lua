@@ -1,7 +1,7 @@
 --[[ breaker_cooldown: a job's circuit-breaker cool-down timer is due (promote.lua;
   lib/breaker.lua has the rest of the breaker). ]]
 -- @include lib/rings.lua
--- @include lib/breaker_gate.lua
+-- @include lib/breaker_event.lua
 -- @include lib/held.lua
 -- @include lib/wake.lua
 

@@ -1,15 +1,8 @@
 --[[ breaker_gate: a job's circuit breaker as lease.lua meets it (lib/breaker.lua
   has the rest): an open breaker holds the job's ready instances aside (state
   held, in attention as held:<instance id>); after its cool-down the first instance asked about
-  becomes the single trial; a trial that can no longer report is replaced.
-  Every change of mode is an event (lib/events.lua). ]]
--- @include lib/events.lua
-
--- run_id: the run whose task moved the breaker ('' when none: a resume, a cool-down)
-local function breaker_event(kind, job_id, now, detail, run_id)
-  local tenant = redis.call('HGET', key_job(job_id), 'tenant') or ''
-  event_add(kind, tenant, job_id, run_id or '', now, detail)
-end
+  becomes the single trial; a trial that can no longer report is replaced. ]]
+-- @include lib/breaker_event.lua
 
 -- Can the current trial still report?  Not when its hash is gone, or it is in
 -- a state from which no verdict comes (terminal, or anywhere but the ready

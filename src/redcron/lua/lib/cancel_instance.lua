@@ -58,10 +58,13 @@ local function cancel_instance(iid, now)
   elseif state == 'dead' then
     redis.call('XDEL', key_dlq(f[4]), string.sub(loc, 5))
     -- a dead task already counted as ended (failed) in its run: recount it
-    dead_run = run_of_task(iid)
+    local task
+    dead_run, task = run_of_task(iid)
     if dead_run then
       redis.call('HINCRBY', key_run(dead_run), 'n_done', -1)
       redis.call('HINCRBY', key_run(dead_run), 'n_failed', -1)
+      local node = string.match(task, MAPPED)  -- and in its mapped task's count
+      if node then redis.call('HINCRBY', key_ti(dead_run .. '/' .. node), 'map_done', -1) end
     end
   end
   redis.call('HSET', ti, 'cancel_requested', '1')

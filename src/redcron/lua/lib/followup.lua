@@ -9,6 +9,7 @@
     kind runs  (follow_runs.lua): field runs
     kind chain (follow_chain.lua): field chain
     kind cancel (follow_cancel.lua): field cancel
+    kind map   (Maintenance.expand_map: map_expand.lua): field map
   Each field is a JSON array of rows (cjson, readable with redis-cli XRANGE);
   field at is the time of the end (ms), the time every follow-up applies at.
   Rows:
@@ -24,12 +25,15 @@
     chain    {job id, state}: a run of the job ended; chaining and the buffered
              fire (overlap buffer_one) follow from it
     cancel   {run id}: a fire of an overlap cancel_previous job marked the run
-             cancel_requested; its tasks are cancelled ]]
+             cancel_requested; its tasks are cancelled
+    map      {iid}: a mapped task's dependencies succeeded (or its run began,
+             for a map over a param): its instances are made (kind map,
+             applied by Maintenance.expand_map, page by page: map_expand.lua) ]]
 
 local FOLLOW = {attempts = {}, left = {}, dead = {}, fires = {}, runs = {}, chain = {},
-  cancel = {}}
+  cancel = {}, map = {}}
 local FOLLOW_KINDS = {ends = {'attempts', 'left', 'dead', 'fires'}, runs = {'runs'},
-  chain = {'chain'}, cancel = {'cancel'}}
+  chain = {'chain'}, cancel = {'cancel'}, map = {'map'}}
 
 local function follow(field, row)
   local rows = FOLLOW[field]

@@ -12,6 +12,7 @@
 -- @include lib/outcomes.lua
 -- @include lib/ti_fields.lua
 -- @include lib/template.lua
+-- @include lib/followup.lua
 
 -- List a new run in the shard's and its tenant's run indexes (newest first for
 -- /v1/runs), each trimmed to its newest RUNIDX_MAX / TRUNS_MAX: older runs stay
@@ -89,7 +90,11 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, wo
     row.priority = clamp_priority(row.priority, max_priority)
     local iid = run_id .. '/' .. row.task
     local state, loc = 'pending', ''
-    if #row.deps == 0 and row.rate_ms then
+    if #row.deps == 0 and row.map_over then
+      -- mapped over a param: a follow-up makes its instances (lib/runs.lua)
+      state = 'mapping'
+      follow('map', {iid})
+    elseif #row.deps == 0 and row.rate_ms then
       -- a root with a rate: promote hands it over at its turn (lib/rate.lua)
       redis.call('ZADD', key_timers(), now, iid)
       loc, state = 'timer', 'scheduled'
@@ -128,6 +133,9 @@ local function create_run(job_id, run_id, fire_ms, trigger, now, params, job, wo
     if (j.traceparent or '') ~= '' then  -- the run's tasks share the fire's trace
       push_field(fields, 'traceparent', j.traceparent)
       if (j.tracestate or '') ~= '' then push_field(fields, 'tracestate', j.tracestate) end
+    end
+    for _, k in ipairs({'map_over', 'map_max'}) do
+      if row[k] then push_field(fields, k, row[k]) end
     end
     for _, k in ipairs(row.rate_ms and {'rate_ms', 'rate_n', 'rate_key', 'rate_group'} or {}) do
       if row[k] then push_field(fields, k, row[k]) end

@@ -2,7 +2,7 @@
   instances expire after the run's keep_s; the job's history (runs:<job>)
   keeps at most the job's keep_runs runs; a run with tasks in the DLQ is held
   (dlq_held) until the last of them leaves it. ]]
--- @include lib/lists.lua
+-- @include lib/mapped.lua
 
 -- Runs the keep_runs trimming may skip (active, or held for the DLQ: below)
 -- looking for ones to delete, oldest first: a bound on the work of one call.
@@ -31,11 +31,11 @@ end
 
 local function run_retain(rk, run_id, job_id)
   local f = redis.call('HMGET', rk, 'tasks', 'keep_s', 'n_failed', 'tenant')
-  local names = split(f[1])
+  local iids = run_iids(run_id, f[1])  -- a mapped task's instances too
   local dead = 0
   if tonumber(f[3] or '0') ~= 0 then
-    for _, t in ipairs(names) do
-      if redis.call('HGET', key_ti(run_id .. '/' .. t), 'state') == 'dead' then dead = dead + 1 end
+    for _, iid in ipairs(iids) do
+      if redis.call('HGET', key_ti(iid), 'state') == 'dead' then dead = dead + 1 end
     end
   end
   if dead > 0 then
@@ -45,7 +45,7 @@ local function run_retain(rk, run_id, job_id)
     local ttl = tonumber(f[2] or '0')
     if ttl and ttl > 0 then
       redis.call('EXPIRE', rk, ttl)
-      for _, t in ipairs(names) do redis.call('EXPIRE', key_ti(run_id .. '/' .. t), ttl) end
+      for _, iid in ipairs(iids) do redis.call('EXPIRE', key_ti(iid), ttl) end
     end
   end
   local keep = tonumber(redis.call('HGET', key_job(job_id), 'keep_runs') or JOB_DEFAULT_KEEP_RUNS)
@@ -70,7 +70,7 @@ local function run_retain(rk, run_id, job_id)
           skipped = skipped + 1
           excess = excess - 1
         elseif RUN_TERMINAL[o[1]] then
-          for _, t in ipairs(split(o[3])) do redis.call('DEL', key_ti(rid .. '/' .. t)) end
+          for _, iid in ipairs(run_iids(rid, o[3])) do redis.call('DEL', key_ti(iid)) end
           redis.call('DEL', ork)
           redis.call('ZREM', hist, rid)
           redis.call('ZREM', key_runidx(), rid)

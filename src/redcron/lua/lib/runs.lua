@@ -6,7 +6,11 @@
   it leaves its job's active runs (overlap policies read them).  What reacts
   to that end is a follow-up (lib/followup.lua, row runs: follow_runs.lua):
   the run's count and duration, the run_failed event, consecutive failures,
-  retention, job chaining and a buffered fire. ]]
+  retention, job chaining and a buffered fire.
+  A mapped task (field map_over, issue 32 §2) goes from pending to mapping
+  when its dependencies succeed, and a follow-up (row map: map_expand.lua)
+  makes its instances <task>[0], <task>[1]...: map_n of them, map_done ended,
+  map_ok succeeded; it ends with the last of them, succeeded when all did. ]]
 -- @include lib/lists.lua
 -- @include lib/downstream.lua
 -- @include lib/rings.lua
@@ -40,7 +44,7 @@ end
 -- An instance reached a state its run counts as ended (succeeded, dead,
 -- cancelled): move the run on (a no-op for a task outside a run).
 local function run_task_ended(ti, iid, state, now)
-  local run_id = run_of_task(iid)  -- the id says it (the hash no longer does)
+  local run_id, task = run_of_task(iid)  -- the id says it (the hash no longer does)
   if not run_id then return end
   local down = redis.call('HGET', ti, 'down')
   -- a circuit-breaker trial that ends without succeeding (cancelled while
@@ -56,8 +60,11 @@ local function run_task_ended(ti, iid, state, now)
       local did = run_id .. '/' .. d
       local dti = key_ti(did)
       if redis.call('HINCRBY', dti, 'deps_left', -1) <= 0 then
-        local g = redis.call('HMGET', dti, 'state', 'queue', 'tenant', 'priority')
-        if g[1] == 'pending' then
+        local g = redis.call('HMGET', dti, 'state', 'queue', 'tenant', 'priority', 'map_over')
+        if g[1] == 'pending' and g[5] then  -- mapped: a follow-up makes its instances
+          redis.call('HSET', dti, 'state', 'mapping')
+          follow('map', {did})
+        elseif g[1] == 'pending' then
           make_ready(dti, did, g[2], g[3], g[4], now)
           wake(g[2], 1)
         end
@@ -81,6 +88,20 @@ local function run_task_ended(ti, iid, state, now)
       redis.call('HINCRBY', rk, mark == 'cancelled' and 'n_cancelled' or 'n_failed', 1)
       return g[2]
     end)
+  end
+  local node = string.match(task, MAPPED)
+  if node then  -- an instance of a mapped task: the task ends with the last of them
+    local pid = run_id .. '/' .. node
+    local pk = key_ti(pid)
+    local ok = redis.call('HINCRBY', pk, 'map_ok', state == 'succeeded' and 1 or 0)
+    local p = redis.call('HMGET', pk, 'state', 'map_n')
+    if redis.call('HINCRBY', pk, 'map_done', 1) == tonumber(p[2]) and p[1] == 'mapping' then
+      local pstate = ok == tonumber(p[2]) and 'succeeded' or state == 'cancelled' and state
+        or 'failed'
+      redis.call('HSET', pk, 'state', pstate, 'ended', now)
+      notify_done(pk, pid)
+      return run_task_ended(pk, pid, pstate, now)
+    end
   end
   run_check_end(run_id, now)
 end

@@ -30,6 +30,7 @@ from redcron.model.records.runs import RunRecord
 from redcron.model.records.tasks import (
     AttemptRecord,
     ExpiredTask,
+    MapCounts,
     ProgressNote,
     TaskProgress,
     TaskRecord,
@@ -49,6 +50,7 @@ __all__ = [
     "JobChangeKind",
     "JobRecord",
     "LagSummary",
+    "MapCounts",
     "MinuteActivity",
     "ProgressNote",
     "QueueLoad",

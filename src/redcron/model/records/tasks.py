@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from redcron import serde
-from redcron.keys import run_of_task
+from redcron.keys import map_index, run_of_task
 from redcron.model.error_classes import ErrorClasses
 from redcron.model.records.fields import (
     Fields,
@@ -151,6 +151,37 @@ def _json_time(ms: object) -> datetime | None:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class MapCounts:
+    """A mapped task's instances (issue 32 §2: ``Task(map_over=...)``): what it
+    is mapped over, how many elements the list held (None until it was read),
+    and how many instances were made, have ended and succeeded."""
+
+    over: str
+    count: int | None
+    made: int
+    ended: int
+    succeeded: int
+
+    @property
+    def failed(self) -> int:
+        """Instances that ended without success (dead, cancelled)."""
+        return self.ended - self.succeeded
+
+    def summary(self) -> str:
+        """``1,000 instances: 998 succeeded, 1 failed, 1 to go`` (for the pages and the CLI)."""
+        if self.count is None:
+            return f"mapped over {self.over}: not made yet"
+        left = self.count - self.ended
+        parts = [f"{self.succeeded:,} succeeded"]
+        if self.failed:
+            parts.append(f"{self.failed:,} failed")
+        if left:
+            parts.append(f"{left:,} to go")
+        noun = "instance" if self.count == 1 else "instances"
+        return f"{self.count:,} {noun} over {self.over}: {', '.join(parts)}"
+
+
 #: the fields of an instance hash that hold its current attempt's holder and
 #: times (an ended attempt's are ``a:<n>:w``, ``l``, ``s``)
 _CURRENT_ATTEMPT = ("worker", "leased", "started")
@@ -231,6 +262,10 @@ class TaskRecord:
     rate: str | None = None
     rate_key: str | None = None
     rate_group: str | None = None
+    #: a mapped task: its instances' counts (None: not mapped)
+    mapped: MapCounts | None = None
+    #: an instance of a mapped task (``<task>[<i>]``): its index in the list
+    map_index: int | None = None
     #: what the running (or last) attempt said of its progress (None: nothing)
     progress: TaskProgress | None = None
 
@@ -312,6 +347,8 @@ class TaskRecord:
             rate=_rate_text(fields),
             rate_key=_opt_text(fields, "rate_key"),
             rate_group=_opt_text(fields, "rate_group"),
+            mapped=_map_counts(fields),
+            map_index=map_index(run_task[1]) if run_task else None,
             progress=TaskProgress.from_fields(fields),
         )
 
@@ -329,6 +366,19 @@ class TaskRecord:
     def decoded_result(self) -> Any:
         """The return value (None until the task succeeded)."""
         return serde.loads(self.result)
+
+
+def _map_counts(fields: Fields) -> MapCounts | None:
+    over = _opt_text(fields, "map_over")
+    if over is None:
+        return None
+    return MapCounts(
+        over=over,
+        count=_opt_int(fields, "map_n"),
+        made=_int(fields, "map_made"),
+        ended=_int(fields, "map_done"),
+        succeeded=_int(fields, "map_ok"),
+    )
 
 
 def _rate_text(fields: Fields) -> str | None:
