@@ -11,13 +11,13 @@ What it had in Celery, and what each became:
   along the edges (a parameter named after the upstream task, ``ctx.upstream``).
 - ``autoretry_for=(ConnectionError,)``, ``retry_backoff=True`` → ``retry_on=``,
   ``retry_base``/``retry_cap``.
-- ``rate_limit="10/s"`` → ``rate="10/s"`` (here per customer: ``rate_key``).
+- ``rate_limit="10/s"`` → ``rate="10/s"`` (for all workers together, not per worker).
 - ``task_prerun``/``task_postrun``/``task_failure`` signal handlers → an
   attempt hook (:class:`Timings`).
-- A ``group`` over a list known only at run time, joined by a chord callback:
-  not supported yet as a DAG node (issue 32 §2); the job ``resend-receipts``
-  does it the way that works today: a task enqueues one task per item and
-  returns their ids, a downstream task polls them with ``Retry``.
+- A ``chord`` over a list known only at run time → the job ``resend-receipts``:
+  a DAG task mapped over the list its upstream returns (``map_over=``), one
+  instance per element, joined by the task downstream of it (the list of
+  their results, in order).
 
 Run it: ``redcron jobs apply -A examples.celery_port:app``, then ``python
 examples/celery_port.py`` (a worker with the hook; ``redcron worker -A
@@ -33,7 +33,7 @@ import threading
 import time
 from typing import Any
 
-from redcron import App, Context, Retry, Task, TaskFailed, TaskTimeout
+from redcron import App, Context, Task
 from redcron.worker import AttemptHook, Worker
 from redcron.worker.execute import Attempt, Outcome
 
@@ -100,41 +100,35 @@ app.job(
 _sent_lock = threading.Lock()
 
 
-@app.task(name="shop.send_receipt", rate="10/s", rate_key="customer")
-def send_receipt(ctx: Context, customer: str, order_id: int) -> int:
-    """At most 10 a second per customer, across all workers."""
+@app.task(name="shop.orders_to_resend")
+def orders_to_resend() -> list[dict[str, Any]]:
+    """The list, only known now (a query in a real app): one element per order."""
+    return [{"customer": c, "order_id": o} for o, c in sorted(ORDERS.items())]
+
+
+@app.task(name="shop.send_receipt", rate="10/s")
+def send_receipt(ctx: Context, orders_to_resend: dict[str, Any]) -> int:
+    """One instance per element of ``orders_to_resend``'s list (the group), at
+    most 10 a second across all workers."""
+    order = orders_to_resend
     if ctx.once("sent"):  # a rerun after a lost lease sends nothing twice
         with _sent_lock:
-            SENT.append((customer, order_id))
-    return order_id
+            SENT.append((order["customer"], order["order_id"]))
+    return int(order["order_id"])
 
 
-@app.task(name="shop.queue_receipts")
-def queue_receipts() -> list[str]:
-    """The group's header, over a list only known now: one task per order; its
-    result is their ids, handed to ``receipts_sent`` along the DAG's edge."""
-    calls = [(customer, order_id) for order_id, customer in sorted(ORDERS.items())]
-    return [h.id for h in send_receipt.enqueue_many(calls)]
-
-
-@app.task(name="shop.receipts_sent", retries=120, permanent_on=TaskFailed)
-def receipts_sent(queue_receipts: list[str]) -> list[int]:
-    """The chord's callback: each task's result, in order, once all have ended.
-
-    Not all ended yet: look again in a second (``Retry``: the slot is free
-    meanwhile, 120 looks at most).  One failed: this fails too (``TaskFailed``).
-    """
-    try:
-        return [app.get(task_id).result(timeout=0) for task_id in queue_receipts]
-    except TaskTimeout:
-        raise Retry(delay=1) from None
+@app.task(name="shop.receipts_sent")
+def receipts_sent(send_receipt: list[int]) -> list[int]:
+    """The chord's callback: every instance's result, in order, once all succeeded."""
+    return send_receipt
 
 
 app.job(
     "resend-receipts",  # manual runs only: redcron jobs trigger resend-receipts
     tasks={
-        "queue_receipts": Task("shop.queue_receipts"),
-        "receipts_sent": Task("shop.receipts_sent", depends_on=["queue_receipts"]),
+        "orders_to_resend": Task("shop.orders_to_resend"),
+        "send_receipt": Task("shop.send_receipt", map_over="orders_to_resend"),
+        "receipts_sent": Task("shop.receipts_sent", depends_on=["send_receipt"]),
     },
 )
 

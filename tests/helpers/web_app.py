@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
+
+import flask
+from flask.testing import FlaskClient
 
 from redcron import App, Permanent
 
@@ -29,3 +33,28 @@ def add_and_broken_app(redis_url: str, key_prefix: str, ns: str, tenant: str) ->
         yield a
     finally:
         a.close()
+
+
+def login(web: flask.Flask, token: str) -> FlaskClient:
+    """A test client of ``web`` signed in with ``token`` (the login form, CSRF and all)."""
+    client = web.test_client()
+    assert client.get("/login").status_code == 200
+    with client.session_transaction() as session:
+        csrf = session["csrf_token"]
+    resp = client.post("/login", data={"token": token, "csrf_token": csrf})
+    assert resp.status_code == 303
+    return client
+
+
+def lease_one(client: FlaskClient, worker: str = "hw-1") -> dict[str, Any]:
+    """``POST /v1/worker/lease`` that hands out exactly one task: its item."""
+    resp = client.post("/v1/worker/lease", json={"worker_id": worker})
+    assert resp.status_code == 200, resp.get_data(as_text=True)
+    (item,) = resp.get_json()
+    out: dict[str, Any] = item
+    return out
+
+
+def complete(client: FlaskClient, item: dict[str, Any], value: Any) -> Any:
+    """``POST /v1/worker/complete`` of a leased item with the result ``value``."""
+    return client.post("/v1/worker/complete", json={"lease_id": item["lease_id"], "result": value})

@@ -77,4 +77,6 @@ def test_a_fan_out_known_at_run_time_is_joined(shop: ModuleType) -> None:
         run_id = app.jobs.trigger("resend-receipts")
         assert app.get(f"{run_id}/receipts_sent").result(timeout=8) == [101, 102, 103]
     assert sorted(shop.SENT) == [("alice", 101), ("alice", 103), ("bob", 102)]
-    assert app.get(f"{run_id}/queue_receipts").info().run_id == run_id
+    mapped = app.get(f"{run_id}/send_receipt").info().mapped
+    assert mapped is not None and (mapped.count, mapped.succeeded) == (3, 3)
+    assert app.get(f"{run_id}/send_receipt[1]").info().rate == "10/s"

@@ -19,6 +19,7 @@ import flask
 import pytest
 from flask.testing import FlaskClient
 from grants import grant_commands
+from web_app import complete, lease_one, login
 from worker_procs import thread_workers, wait_for, worker_spawner
 
 from redcron import App, Context, Task
@@ -290,18 +291,6 @@ def client(web: flask.Flask) -> FlaskClient:
     return client
 
 
-def lease_one(client: FlaskClient) -> dict[str, Any]:
-    resp = client.post("/v1/worker/lease", json={"worker_id": "hw-1"})
-    assert resp.status_code == 200, resp.get_data(as_text=True)
-    (item,) = resp.get_json()
-    out: dict[str, Any] = item
-    return out
-
-
-def complete(client: FlaskClient, item: dict[str, Any], value: Any) -> Any:
-    return client.post("/v1/worker/complete", json={"lease_id": item["lease_id"], "result": value})
-
-
 def test_an_http_workers_lease_carries_the_upstream_results(app: App, client: FlaskClient) -> None:
     app.jobs.put(
         "http",
@@ -343,16 +332,6 @@ def test_an_http_result_over_the_bound_fails_the_attempt(app: App, client: Flask
 # -- the run page ---------------------------------------------------------------------
 
 
-def login(web: flask.Flask) -> FlaskClient:
-    client = web.test_client()
-    assert client.get("/login").status_code == 200
-    with client.session_transaction() as session:
-        csrf = session["csrf_token"]
-    resp = client.post("/login", data={"token": ADMIN, "csrf_token": csrf})
-    assert resp.status_code == 303
-    return client
-
-
 def test_the_run_page_shows_what_each_edge_carried(
     app: App, web: flask.Flask, start_worker: Callable[..., Worker]
 ) -> None:
@@ -368,7 +347,7 @@ def test_the_run_page_shows_what_each_edge_carried(
     start_worker(concurrency=2)
     rid = app.jobs.trigger("page", tenant=TENANT)
     assert ended(app, rid).state == "succeeded"
-    page = login(web).get(f"/runs/{rid}").get_data(as_text=True)
+    page = login(web, ADMIN).get(f"/runs/{rid}").get_data(as_text=True)
     # each edge says what its upstream handed on (hover text and a data attribute)
     assert 'data-from="a" data-to="b"' in page
     assert "<title>a \u2192 b: 1</title>" in page

@@ -8,17 +8,22 @@ retry apply to each instance."""
 from __future__ import annotations
 
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import flask
 import pytest
+from click.testing import CliRunner
 from flask.testing import FlaskClient
 from followups import follow
 from grants import grant_commands
+from web_app import complete, lease_one, login
 from worker_procs import thread_workers, wait_for
 
 from redcron import App, Context, Task
+from redcron.cli.main import main
 from redcron.dashboard import create_app
 from redcron.errors import NotFound
 from redcron.model import RunRecord, TaskRecord
@@ -249,45 +254,22 @@ def client(web: flask.Flask) -> FlaskClient:
     return client
 
 
-def login(web: flask.Flask) -> FlaskClient:
-    client = web.test_client()
-    assert client.get("/login").status_code == 200
-    with client.session_transaction() as session:
-        csrf = session["csrf_token"]
-    resp = client.post("/login", data={"token": ADMIN, "csrf_token": csrf})
-    assert resp.status_code == 303
-    return client
-
-
-def lease_one(client: FlaskClient) -> dict[str, Any]:
-    resp = client.post("/v1/worker/lease", json={"worker_id": "hw-1"})
-    assert resp.status_code == 200, resp.get_data(as_text=True)
-    (item,) = resp.get_json()
-    out: dict[str, Any] = item
-    return out
-
-
-def complete(client: FlaskClient, item: dict[str, Any], value: Any) -> None:
-    resp = client.post("/v1/worker/complete", json={"lease_id": item["lease_id"], "result": value})
-    assert resp.status_code == 200, resp.get_data(as_text=True)
-
-
 def test_an_http_worker_gets_its_element_and_the_join_the_list(
     app: App, web: flask.Flask, client: FlaskClient
 ) -> None:
     put_job(app, 3)
     rid = app.jobs.trigger("map3", tenant=TENANT)
-    complete(client, lease_one(client), ["a", "b", "c"])
+    assert complete(client, lease_one(client), ["a", "b", "c"]).status_code == 200
     follow(app)  # maintenance makes the map (no worker here does)
     for _ in range(3):
         item = lease_one(client)
         index = int(item["task_id"].rsplit("[", 1)[1][:-1])
         assert item["upstream"] == {"extract": "abc"[index]}
-        complete(client, item, "abc"[index].upper())
+        assert complete(client, item, "abc"[index].upper()).status_code == 200
     join = lease_one(client)
     assert join["task_id"] == f"{rid}/load" and join["upstream"] == {"transform": ["A", "B", "C"]}
     # the run's page: one node for the mapped task, with its counts
-    page = login(web).get(f"/runs/{rid}").get_data(as_text=True)
+    page = login(web, ADMIN).get(f"/runs/{rid}").get_data(as_text=True)
     assert "succeeded · 3/3" in page and "3 instances over extract: 3 succeeded" in page
 
 
@@ -309,3 +291,86 @@ def test_a_mapped_command_task_reads_its_element_from_the_upstream_file(
     assert ended(app, rid).state == "succeeded"
     for i in range(2):
         assert app.broker.inspection.log_lines(f"{rid}/sh[{i}]", 1) == [f"got {{'extract': {i}}}"]
+
+
+def test_the_instances_share_their_tasks_concurrency_cap(
+    app: App, start_worker: Callable[..., Worker]
+) -> None:
+    running, peak = [0], [0]
+    lock = threading.Lock()
+
+    @app.task(name="m.capped", tenant=TENANT, concurrency_key="group", max_concurrent=2, retries=0)
+    def capped(extract: int, group: str = "all") -> int:
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.02)
+        with lock:
+            running[0] -= 1
+        return extract
+
+    app.jobs.put(
+        "capped",
+        tasks={
+            "extract": Task("m.extract", kwargs={"n": 12}),
+            "transform": Task("m.capped", map_over="extract"),
+            "load": Task("m.load", depends_on=["transform"]),
+        },
+        tenant=TENANT,
+    )
+    start_worker(concurrency=8)
+    rid = app.jobs.trigger("capped", tenant=TENANT)
+    assert ended(app, rid).state == "succeeded"
+    assert peak[0] <= 2
+    assert app.get(f"{rid}/transform[5]").info().max_concurrent == 2
+
+
+# -- the REST API and the CLI ---------------------------------------------------------
+
+
+def test_a_mapped_job_through_the_rest_api(app: App, client: FlaskClient) -> None:
+    body = {
+        "name": "api-map",
+        "tenant": TENANT,
+        "tasks": {
+            "extract": {"task": "m.extract", "kwargs": {"n": 2}},
+            "transform": {"task": "m.transform", "map_over": "extract", "map_max": 5},
+            "load": {"task": "m.load", "depends_on": ["transform"]},
+        },
+    }
+    bad = client.post("/v1/jobs", json={**body, "tasks": {**body["tasks"], "transform": {
+        "task": "m.transform", "map_over": "nope"}}})  # fmt: skip
+    assert bad.status_code == 400
+    assert bad.get_json()["error"]["field"] == "tasks.transform.map_over"
+    created = client.post("/v1/jobs", json=body)
+    assert created.status_code == 201, created.get_data(as_text=True)
+    task = created.get_json()["spec"]["tasks"]["transform"]
+    assert (task["map_over"], task["map_max"]) == ("extract", 5)
+    rid = client.post(f"/v1/jobs/{created.get_json()['id']}/trigger").get_json()["run_id"]
+    assert complete(client, lease_one(client), [1, 2]).status_code == 200
+    follow(app)
+    run = client.get(f"/v1/runs/{rid}").get_json()
+    mapped = {t["name"]: t["mapped"] for t in run["tasks"]}["transform"]
+    assert mapped == {"over": "extract", "count": 2, "made": 2, "ended": 0, "succeeded": 0}
+    one = client.get(f"/v1/tasks/{rid}/transform[1]").get_json()
+    assert (one["map_index"], one["state"]) == (1, "ready")
+
+
+def test_the_cli_shows_a_mapped_tasks_counts_and_an_instance(
+    app: App,
+    start_worker: Callable[..., Worker],
+    redis_url: str,
+    key_prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    put_job(app, 3)
+    start_worker(concurrency=2)
+    rid = app.jobs.trigger("map3", tenant=TENANT)
+    assert ended(app, rid).state == "succeeded"
+    monkeypatch.setenv("REDCRON_PREFIX", key_prefix.rstrip(":"))
+    shown = CliRunner().invoke(main, ["runs", "show", rid, "--redis", redis_url])
+    assert shown.exit_code == 0, shown.output
+    assert "3 instances over extract: 3 succeeded" in shown.output
+    one = CliRunner().invoke(main, ["task", "show", f"{rid}/transform[2]", "--redis", redis_url])
+    assert one.exit_code == 0, one.output
+    assert "map index   2" in one.output and "result      4" in one.output
