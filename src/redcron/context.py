@@ -1,5 +1,5 @@
 """What a running task sees: ``ctx.task_id``, ``ctx.attempt``, ``ctx.idem_key``,
-``ctx.params``, ``ctx.upstream``, ``ctx.once``.
+``ctx.params``, ``ctx.upstream``, ``ctx.once``, ``ctx.progress``.
 
 The methods that reach Redis (``once``, ``params``, ``upstream``) have
 ``a``-prefixed async forms for ``async def`` tasks (``await ctx.aonce(key)``,
@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from redcron.keys import map_index
+from redcron.model import progress as _progress
 from redcron.model.edges import RunInputs
 
 if TYPE_CHECKING:
@@ -48,6 +49,27 @@ class Context:
     _inputs: RunInputs | None = field(default=None, repr=False)
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("redcron.task"))
     _cancelled: Callable[[], bool] | None = field(default=None, repr=False)
+    #: where ``progress`` puts a checked value (the worker's attempt)
+    _progress: Callable[[_progress.Value], None] | None = field(default=None, repr=False)
+
+    def progress(self, done: float, total: float | None = None, message: str | None = None) -> None:
+        """Say how far the task is: ``done`` of ``total`` (None: unknown), and what
+        it is doing.  Shown by ``task show``, ``GET /v1/tasks/{id}``, the task page
+        and the run page's DAG.
+
+        Cheap enough to call in a loop (no I/O here, the same from an ``async
+        def`` task): the worker writes the latest value at once the first time,
+        then at most once per heartbeat period (lease TTL/6), at once when
+        ``done`` reaches ``total``, and always before the attempt's outcome is
+        reported.  The instance keeps the latest value and the last 10 messages
+        (each cut to 500 characters).  ``done`` must be a number >= 0 and
+        ``total`` > 0: anything else raises ``ValidationError`` naming the field.
+        Outside a worker (the function called directly) the value is checked
+        and dropped.
+        """
+        value = _progress.check(done, total, message)
+        if self._progress is not None:
+            self._progress(value)
 
     @property
     def cancelled(self) -> bool:

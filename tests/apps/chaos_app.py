@@ -121,6 +121,12 @@ def register(app: App) -> None:
             time.sleep(0.02)
         return ctx.attempt
 
+    @app.task(name="progress_loop", retries=0)
+    def progress_loop(ctx: Context, n: int) -> int:
+        for i in range(1, n + 1):
+            ctx.progress(i, n, f"step {i}" if i % 100 == 0 else None)
+        return n
+
     @app.task(name="noisy_fail", retries=0)
     def noisy_fail(ctx: Context) -> None:
         for i in range(3):

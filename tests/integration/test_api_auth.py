@@ -265,6 +265,7 @@ def test_a_foreign_tenant_token_gets_404_on_every_route(
 #: worker id the lease was given to).  A new worker route fails the walk until listed.
 REPORTS: dict[tuple[str, str], Callable[[str, str], dict[str, Any]]] = {
     ("POST", "/v1/worker/heartbeat"): lambda lid, w: {"worker_id": w, "lease_ids": [lid]},
+    ("POST", "/v1/worker/progress"): lambda lid, w: {"lease_id": lid, "done": 1},
     ("POST", "/v1/worker/complete"): lambda lid, w: {"lease_id": lid, "result": 666},
     ("POST", "/v1/worker/fail"): lambda lid, w: {"lease_id": lid, "error": "x", "retryable": False},
 }

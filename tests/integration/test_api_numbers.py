@@ -275,6 +275,10 @@ def test_every_response_is_strict_json_even_over_stored_infinities(
         ("POST", "/v1/worker/heartbeat"): [
             ("/v1/worker/heartbeat", {"worker_id": "hw1", "lease_ids": [leased["lease_id"]]})
         ],
+        ("POST", "/v1/worker/progress"): [
+            ("/v1/worker/progress", {"lease_id": leased["lease_id"], "done": -0.0, "total": 2}),
+            ("/v1/worker/progress", b'{"lease_id": "x", "done": 1e400}'),
+        ],
         ("POST", "/v1/worker/complete"): [
             ("/v1/worker/complete", {"lease_id": leased["lease_id"], "result": -0.0})
         ],

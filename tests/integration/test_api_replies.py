@@ -159,6 +159,8 @@ def test_every_reply_matches_its_schema(call: Checked) -> None:
     call("POST", "/v1/worker/heartbeat",
          json={"worker_id": "w-1", "lease_ids": [python["lease_id"]]})  # fmt: skip
     call("GET", "/v1/workers")
+    call("POST", "/v1/worker/progress", json={"lease_id": python["lease_id"], "done": 1,
+                                              "total": 2, "message": "half"})  # fmt: skip
     call("POST", "/v1/worker/complete", json={"lease_id": python["lease_id"], "result": 3})
     call("POST", "/v1/worker/complete", json={"lease_id": python["lease_id"], "result": 3})  # 409
     command = _lease(call, "commands", "command")

@@ -190,6 +190,7 @@ def render_task(details: TaskDetails) -> str:
         ("rate", _rate(t)),
         ("mapped", t.mapped.summary() if t.mapped else None),
         ("map index", t.map_index),
+        ("progress", _progress(t)),
         ("errors", _errors(details)),
         ("args", payload(t.args) if t.args else None),
         ("result", payload(t.result) if t.result and t.state == TaskState.SUCCEEDED else None),
@@ -217,6 +218,12 @@ def render_task(details: TaskDetails) -> str:
     if failed:
         out += ["", f"last error (attempt {failed[-1].number}):"]
         out += [f"  | {line}" for line in str(failed[-1].error).rstrip().splitlines()]
+    if t.progress is not None and t.progress.recent:
+        out += ["", f"progress messages (last {len(t.progress.recent)}):"]
+        out += [
+            f"  {iso_ms(n.at)}  #{n.attempt}  {n.done:g}  {one_line(n.message)}"
+            for n in t.progress.recent
+        ]
     if details.log_tail:
         out += ["", f"log of attempt {t.attempt} (last {len(details.log_tail)} lines):"]
         out += [f"  | {line}" for line in details.log_tail]
@@ -259,6 +266,15 @@ def _rate(t: TaskRecord) -> str | None:
     if not t.rate_key:
         return f"{t.rate} (the task as a whole)"
     return f"{t.rate} per {t.rate_key} ({t.rate_group!r})"
+
+
+def _progress(t: TaskRecord) -> str | None:
+    """``40/100 (40%) copying rows (attempt 1, 2027-01-04T09:00:00.000Z)``."""
+    p = t.progress
+    if p is None:
+        return None
+    said = f" {one_line(p.message)}" if p.message else ""
+    return f"{p.summary()}{said} (attempt {p.attempt}, {iso_ms(p.at)})"
 
 
 def _errors(details: TaskDetails) -> str | None:

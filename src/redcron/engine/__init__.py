@@ -29,7 +29,7 @@ from redcron.engine.enqueue import Enqueued
 from redcron.engine.indexes import ensure_indexes
 from redcron.engine.inspect import Running, queue_loads, running_by_worker, unrunnable_counts
 from redcron.engine.jobs import JobStore
-from redcron.engine.leases import FailResult, Lease, LeaseRequest
+from redcron.engine.leases import FailResult, Lease, LeaseRequest, ProgressItem
 from redcron.engine.partial import (
     begin_partial_reads,
     end_partial_reads,
@@ -98,6 +98,7 @@ __all__ = [
     "LeaseRequest",
     "Outage",
     "Park",
+    "ProgressItem",
     "Registration",
     "RunCancel",
     "Running",

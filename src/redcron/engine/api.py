@@ -28,6 +28,7 @@ from redcron.engine.leases import (
     Heartbeat,
     LeaseRequest,
     LogLines,
+    ProgressItem,
     ReportedAndLeased,
 )
 from redcron.engine.maintenance import FOLLOW_BUDGET_S, Maintained
@@ -139,6 +140,12 @@ class Engine(Protocol):
         now: int | None = None,
     ) -> Heartbeat:
         """Renew leases (``heartbeat.lua``): the lost and the revoked instance ids."""
+        ...
+
+    def progress(
+        self, shard: int, worker: str, items: Sequence[ProgressItem], now: int | None = None
+    ) -> list[bool]:
+        """Store running attempts' progress, fenced by their tokens (``progress.lua``)."""
         ...
 
     def release(

@@ -41,6 +41,7 @@ from typing import Any, NamedTuple
 import msgpack
 
 from redcron.model.fields import TI_DEFAULTS
+from redcron.model.progress import RECENT_MAX, Pending
 
 
 def _put(row: dict[str, Any], name: str, value: Any, unset: Any) -> None:
@@ -264,6 +265,17 @@ def heartbeat(
     worker: str, ttl_ms: int, pairs: Iterable[tuple[str, str]], now: int | None = None
 ) -> list[Any]:
     return flat([worker, ttl_ms, clock(now)], pairs)
+
+
+def progress(
+    worker: str, items: Iterable[tuple[str, str, Pending]], now: int | None = None
+) -> list[Any]:
+    """progress.lua: worker, now, the recent messages kept, then per (iid, epoch,
+    pending) the latest value's JSON and the new messages' JSON array."""
+    args: list[Any] = [worker, clock(now), RECENT_MAX]
+    for iid, epoch, pending in items:
+        args += [iid, epoch, *pending.argv()]
+    return args
 
 
 def complete(

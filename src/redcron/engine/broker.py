@@ -44,6 +44,7 @@ from redcron.engine.leases import (
     LeaseRequest,
     Leases,
     LogLines,
+    ProgressItem,
     ReportedAndLeased,
 )
 from redcron.engine.maintenance import FOLLOW_BUDGET_S, Maintained, Maintenance
@@ -138,6 +139,11 @@ class Broker(Core):
         now: int | None = None,
     ) -> Heartbeat:
         return self.leases.heartbeat(shard, worker, ttl_ms, tokens, now)
+
+    def progress(
+        self, shard: int, worker: str, items: Sequence[ProgressItem], now: int | None = None
+    ) -> list[bool]:
+        return self.leases.progress(shard, worker, items, now)
 
     def release(
         self, shard: int, worker: str, tokens: Iterable[tuple[str, str]], now: int | None = None

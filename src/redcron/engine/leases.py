@@ -1,4 +1,4 @@
-"""The lease protocol: ``lease``, ``start``, ``heartbeat``, ``complete``,
+"""The lease protocol: ``lease``, ``start``, ``heartbeat``, ``progress``, ``complete``,
 ``fail`` and ``release`` (one ``lua/<name>.lua`` each), the pipelined
 report-and-lease of a busy worker, and the wake lists an idle one blocks on.
 
@@ -24,6 +24,7 @@ from redcron.engine.core import MAX_BATCH, Core
 from redcron.errors import NotReplicated, RedcronError
 from redcron.keys import WAKE_MAX
 from redcron.model.dedupe import ONCE
+from redcron.model.progress import Pending
 from redcron.serde import text as _s
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,8 @@ CLUSTER_WAKE_SLICE_S = 0.1
 
 #: a completion to report: (iid, epoch, msgpack result)
 Completion = tuple[str, str, bytes]
+#: an attempt's progress to store: (iid, epoch, what its coalescer hands out)
+ProgressItem = tuple[str, str, Pending]
 #: captured output to append: (iid, attempt, lines)
 LogLines = tuple[str, int, Sequence[str]]
 
@@ -275,6 +278,17 @@ class Leases:
         return [
             Heartbeat([_s(x) for x in lost], [_s(x) for x in revoked])
             for lost, revoked in core._execute(pipe)
+        ]
+
+    def progress(
+        self, shard: int, worker: str, items: Sequence[ProgressItem], now: int | None = None
+    ) -> list[bool]:
+        """Store running attempts' progress (``progress.lua``): per item, whether its
+        token held (False: a stale lease, nothing written)."""
+        if not items:
+            return []
+        return [
+            bool(x) for x in self.core._run("progress", shard, argv.progress(worker, items, now))
         ]
 
     def complete(

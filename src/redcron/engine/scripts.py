@@ -36,6 +36,7 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "lease",
     "start",
     "heartbeat",
+    "progress",
     "complete",
     "fail",
     "release",

@@ -46,6 +46,8 @@ LUA_READS: dict[str, tuple[str, ...]] = {
         "state", "worker", "epoch", "tenant", "cancel_requested", "queue", "priority",
         "lease_entry",
     ),
+    # progress.lua: the token, and the attempt a value is of
+    "ti_progress": ("state", "worker", "epoch", "attempt"),
     # complete.lua: the token and everything a success ends
     "ti_complete": (
         "state", "worker", "epoch", "attempt", "tenant", "result_ttl_s", "waiters",
@@ -134,7 +136,7 @@ TEMPLATE_DEFAULTS: dict[str, str] = {"kind": "python", "queue": "default", "prio
 
 #: the lease token's fields: every read lib/token.lua checks starts with them
 TOKEN: tuple[str, ...] = ("state", "worker", "epoch")
-TOKEN_READS = ("ti_start", "ti_heartbeat", "ti_complete", "ti_token")
+TOKEN_READS = ("ti_start", "ti_heartbeat", "ti_progress", "ti_complete", "ti_token")
 
 
 def constant(read: str, field: str) -> str:

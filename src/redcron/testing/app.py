@@ -10,12 +10,12 @@ from types import TracebackType
 from typing import Any
 
 from redcron import serde
-from redcron.app import App, TaskDef
+from redcron.app import App, TaskDef, TaskHandle
 from redcron.config import Settings
 from redcron.engine import Broker, Lease, TaskFilter, list_tasks
 from redcron.engine.inspect import Inspection
 from redcron.errors import ConfigError, TaskFailed, TaskTimeout, ValidationError
-from redcron.model import DlqEntry, RunRecord, TaskRecord
+from redcron.model import DlqEntry, RunRecord, TaskProgress, TaskRecord
 from redcron.model.jobs import JobSpec
 from redcron.model.states import TaskState
 from redcron.testing.fakeserver import FakeServer, TestClock
@@ -395,6 +395,13 @@ class TestApp(App):
     def dlq(self, tenant: str | None = None) -> list[DlqEntry]:
         """The dead-lettered tasks of ``tenant`` (None: every tenant)."""
         return self._fake.dlq.list(tenant, count=LIST_LIMIT)
+
+    def progress_of(self, handle: TaskHandle | str) -> TaskProgress | None:
+        """What the task last said with ``ctx.progress`` (its ``recent`` messages
+        too), as a worker would have written it by the attempt's end; None: it
+        never said."""
+        iid = handle if isinstance(handle, str) else handle.id
+        return self._fake.task_info(iid).progress
 
     def logs(self, task_id: str, attempt: int = 1) -> list[str]:
         """What one attempt printed or logged (the worker captures it)."""

@@ -164,6 +164,9 @@ class InProcess:
         attempt.try_begin()
         outcome = self.execute(attempt)
         attempt.finish()
+        told = attempt.progress.take_rest(0.0) if attempt.progress is not None else None
+        if told is not None:  # the last value, before the outcome (as a worker writes it)
+            broker.leases.progress(lease.shard, WORKER, [(lease.iid, lease.epoch, told)])
         lines = outcome.lines or attempt.buffer.drain()
         logs = [(lease.iid, lease.attempt, lines)] if lines else []
         if outcome.ok:

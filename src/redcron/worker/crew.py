@@ -16,6 +16,7 @@ from redcron.model.jobs import COMMAND_TASK, CONTAINER_TASK
 from redcron.worker.ledger import Ledger
 from redcron.worker.options import WorkerOptions
 from redcron.worker.pools import Pool
+from redcron.worker.progress import ProgressWriter
 
 if TYPE_CHECKING:
     from redcron.app import App
@@ -34,6 +35,8 @@ class Crew:
     outage: Outage
     #: the shards whose last call failed (a cluster master down), for every role
     gate: ShardGate
+    #: writes what tasks say with ``ctx.progress`` (keeper: when due; reporter: the rest)
+    progress: ProgressWriter
 
 
 def registered_tasks(app: App, options: WorkerOptions) -> frozenset[str]:
@@ -59,3 +62,4 @@ class Role:
         self.pool = crew.pool
         self._outage = crew.outage
         self.gate = crew.gate
+        self.progress = crew.progress

@@ -23,6 +23,7 @@ from redcron.errors import ConfigError, Permanent, Retry, ValidationError
 from redcron.keys import run_of_task
 from redcron.model import edges, error_classes, validation
 from redcron.model.edges import RunInputs
+from redcron.model.progress import Coalescer, Value
 from redcron.worker import capture
 
 if TYPE_CHECKING:
@@ -81,6 +82,24 @@ class Attempt:
     # coroutine's (the event loop cancels its task); set as it begins
     canceller: Callable[[], None] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: what ``ctx.progress`` said and the worker has not written yet (None: the
+    #: task never called it; made on the first call, so others pay nothing)
+    progress: Coalescer | None = None
+    #: a process-pool child's: called after each ``ctx.progress`` (sends it on)
+    on_progress: Callable[[Attempt], None] | None = None
+
+    def progress_of(self) -> Coalescer:
+        """The attempt's coalescer, made on first use (``ctx.progress``)."""
+        with self.lock:
+            if self.progress is None:
+                self.progress = Coalescer()
+            return self.progress
+
+    def offer_progress(self, value: Value) -> None:
+        """``ctx.progress``: record ``value`` for the worker to write."""
+        (self.progress or self.progress_of()).offer(value)
+        if self.on_progress is not None:
+            self.on_progress(self)
 
     def try_begin(self, canceller: Callable[[], None] | None = None) -> bool:
         """Claim the attempt for the executing thread, just before the task runs.
@@ -254,6 +273,7 @@ def prepare(app: App, attempt: Attempt, broker: Engine | None = None) -> Call | 
             run_id=run_id or None,
             _inputs=inputs,  # read above: ctx.params and ctx.upstream need no second read
             _cancelled=attempt.was_killed,
+            _progress=attempt.offer_progress,
         )
         args = [ctx, *args]
     return Call(task.fn, args, kwargs, task.options, lease)

@@ -10,6 +10,7 @@ and the registry entry, go on.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import random
@@ -48,6 +49,8 @@ class Keeper(Role):
             self._enforce_timeouts(now)
             up = self.gate.open(shards, now)
             self._per_shard(up, "running marks", self._mark_running)
+            write = functools.partial(self._write_progress, now=now, every=hb_every)
+            self._per_shard(up, "progress", write)
             leased = self.ledger.leased(LEASED_PUBLISHED)
             if now >= next_hb:
                 self._per_shard(up, "heartbeat", self._heartbeat)
@@ -149,6 +152,18 @@ class Keeper(Role):
         for attempt in began:
             attempt.marked = True
         return True
+
+    def _write_progress(self, shard: int, now: float, every: float) -> bool:
+        """Write the progress due of the attempts on ``shard`` (``ctx.progress``): at
+        most one write per attempt per heartbeat period unless flushed; what is
+        left when an attempt ends is the reporter's (worker/progress.py)."""
+        with self.ledger.lock:
+            told = [
+                j
+                for j in self.ledger.active.values()
+                if j.lease.shard == shard and j.progress is not None and not j.finished
+            ]
+        return bool(told) and self.progress.write(shard, told, now, every)
 
     def _enforce_timeouts(self, now: float) -> None:
         with self.ledger.lock:

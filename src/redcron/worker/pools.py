@@ -16,12 +16,14 @@ which the pool starts beside its own slots when the app has such a task.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import multiprocessing
 import os
 import queue
 import signal
 import threading
+import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING
 from redcron.engine import Engine, Lease
 from redcron.lifeline import signal_on_parent_death
 from redcron.loader import load_app
+from redcron.model.progress import Pending
 from redcron.worker import capture
 from redcron.worker.aio import AsyncSlots, coroutine_tasks
 from redcron.worker.execute import Attempt, Outcome, run_command, run_python
@@ -215,12 +218,32 @@ def _child_main(
             return
         lease = Lease(**msg["lease"])
         attempt = Attempt(lease=lease, buffer=capture.LineBuffer(msg["max_lines"]))
+        attempt.on_progress = functools.partial(_send_progress, conn)
         out = run_python(app, attempt, app.broker)
         out.lines = attempt.buffer.drain()
         try:
+            if attempt.progress is not None:  # the last value goes before the outcome
+                rest = attempt.progress.take_rest(time.monotonic())
+                if rest is not None:
+                    conn.send(rest)
             conn.send(out)
         except OSError:  # BrokenPipeError: the worker is gone, and nobody to tell
             return
+
+
+#: how often a child sends its task's progress on to the worker, at most (the
+#: worker's keeper coalesces again, to one write per heartbeat period)
+CHILD_PROGRESS_S = 0.05
+
+
+def _send_progress(conn: Connection, attempt: Attempt) -> None:
+    """After a task's ``ctx.progress`` in a child: send what is due to the worker,
+    which writes it as its own (worker/progress.py)."""
+    assert attempt.progress is not None  # the call just made it
+    due = attempt.progress.take(time.monotonic(), CHILD_PROGRESS_S)
+    if due is not None:
+        with contextlib.suppress(OSError):  # the worker is gone: nobody to tell
+            conn.send(due)
 
 
 class _Child:
@@ -339,8 +362,11 @@ class ProcessPool(_Slots):
             child.conn.send({"lease": fields, "max_lines": self.max_lines})
             while True:
                 if child.conn.poll(0.05):
-                    out: Outcome = child.conn.recv()
-                    return out, child
+                    got: Outcome | Pending = child.conn.recv()
+                    if isinstance(got, Pending):  # ctx.progress in the child
+                        attempt.progress_of().merge(got)
+                        continue
+                    return got, child
                 if attempt.kill_reason is not None or not child.proc.is_alive():
                     break
         except (EOFError, OSError, BrokenPipeError):

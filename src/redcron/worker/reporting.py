@@ -137,6 +137,9 @@ class Reporter(Role):
                 )
         if not group and req is None:
             return [], Reports(group, [], []), []
+        told = [attempt for attempt, _out in group if attempt.progress is not None]
+        if told:  # the last value before the outcome, which fences out any later write
+            self.progress.write(shard, told, time.monotonic(), None)
         try:
             done, failed, leases, unregistered = self.broker.report_and_lease(
                 shard, self.id, completes, fails, logs, req

@@ -60,6 +60,7 @@ from redcron.worker.leasing import Leaser
 from redcron.worker.ledger import Ledger, token
 from redcron.worker.options import WorkerOptions
 from redcron.worker.pools import Pool, ProcessPool, ThreadPool
+from redcron.worker.progress import ProgressWriter
 from redcron.worker.reporting import Reporter
 from redcron.worker.tracing import Tracing
 
@@ -118,6 +119,8 @@ class Worker:
                 app, options.slots, self.ledger.ended, options.app_path, self.settings.log_max_lines
             )
         self.ledger.queued = self.pool.queued
+        #: writes what tasks say with ``ctx.progress`` (keeper and reporter)
+        self.progress = ProgressWriter(self.broker, self.id)
         #: the attempt hooks, in order; fixed once :meth:`run` starts
         self.hooks: list[AttemptHook] = [AttemptLog()]
         if options.audit:
@@ -179,6 +182,7 @@ class Worker:
             self.pool,
             self._outage,
             ShardGate(0.1, GATE_CAP_S, self._outage, self.broker.shards_with),
+            self.progress,
         )
         reporter = Reporter(crew, hooks)
         leaser = Leaser(crew, reporter)

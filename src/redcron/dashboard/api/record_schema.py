@@ -32,7 +32,7 @@ from enum import Enum
 from typing import Any
 
 from redcron.model.concurrency import ConcurrencySlots
-from redcron.model.records import AttemptRecord
+from redcron.model.records import AttemptRecord, TaskProgress
 from redcron.model.states import RunState, TaskState
 from redcron.model.tenants import TenantSettings
 
@@ -44,6 +44,7 @@ COMPONENTS: dict[type, str] = {
     TaskState: "TaskState",
     RunState: "RunState",
     AttemptRecord: "Attempt",
+    TaskProgress: "TaskProgress",
     TenantSettings: "TenantSettingsValues",
     ConcurrencySlots: "ConcurrencySlots",
 }

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from redcron.dashboard.api import tasks, tokens, worker
+from redcron.dashboard.api import tasks, tokens, worker, worker_progress
 from redcron.dashboard.api.params import body_schema
 from redcron.dashboard.api.record_schema import (
     enum_schema,
@@ -37,11 +37,14 @@ from redcron.model.channels import ChannelInfo, Delivery
 from redcron.model.concurrency import ConcurrencySlots
 from redcron.model.job_schema import job_body_forms
 from redcron.model.jobs import OVERLAP_POLICIES
+from redcron.model.progress import MESSAGE_MAX, RECENT_MAX
 from redcron.model.records import (
     AttemptRecord,
     DlqEntry,
     JobRecord,
+    ProgressNote,
     RunRecord,
+    TaskProgress,
     TaskRecord,
     TenantStatus,
     TokenInfo,
@@ -176,6 +179,15 @@ def replies() -> Json:
         "Attempt": record_schema(AttemptRecord, fields={
             "outcome": nullable(_enum(ATTEMPT_OUTCOMES, "null while the attempt runs"))}),
         "ConcurrencySlots": record_schema(ConcurrencySlots),
+        "TaskProgress": record_schema(TaskProgress, fields={
+            "done": {"type": "number", "minimum": 0},
+            "total": {"type": ["number", "null"], "exclusiveMinimum": 0,
+                      "description": "null: unknown"},
+            "message": {"type": ["string", "null"], "maxLength": MESSAGE_MAX},
+            "recent": {"type": "array", "maxItems": RECENT_MAX, "items": record_schema(
+                ProgressNote, fields={"message": {"type": "string",
+                                                  "maxLength": MESSAGE_MAX}}),
+                       "description": "the last messages, oldest first"}}),
         "Job": _job(),
         "JobCreated": extended(_job(), {"warnings": {**_STRINGS, "description": "the "
                                "Python tasks no live worker serves"}}),
@@ -217,6 +229,10 @@ def replies() -> Json:
             "task_id": {"type": "string"}, "state": ref("TaskState"),
             "retry_in_s": {"type": ["number", "null"], "description": "fail: seconds until "
                            "the retry (null: no retry)"}}},
+        "WorkerProgress": {"type": "object", "required": ["task_id", "done"], "properties": {
+            "task_id": {"type": "string"}, "done": {"type": "number"},
+            "total": {"type": "number"}, "message": {"type": "string"}},
+            "description": "What was stored (total and message only when given)"},
         "Channel": record_schema(ChannelInfo, fields={
             "kind": _enum(channels.KINDS),
             "url": {"type": "string", "description": "without path (slack) or query "
@@ -298,5 +314,6 @@ def schemas(registered: Sequence[str], allow: Sequence[str] = ()) -> Json:
         "WorkerLeaseBody": worker.LEASE_BODY,
         "WorkerHeartbeatBody": worker.HEARTBEAT_BODY,
         "WorkerCompleteBody": worker.COMPLETE_BODY,
+        "WorkerProgressBody": worker_progress.BODY,
         "WorkerFailBody": worker.FAIL_BODY,
     }

@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 import flask
 
 from redcron import serde
-from redcron.dashboard.api import auth, http_workers, leases
+from redcron.dashboard.api import auth, http_workers, leases, worker_progress
 from redcron.dashboard.api.common import ApiError, bad, body, only, redcron_app, reply
 from redcron.dashboard.api.connection import UnlessSent, client_gone
 from redcron.dashboard.api.leases import LEASE_ID_SCHEMA, WORKER_ID, LeaseToken
@@ -93,19 +93,27 @@ LEASE_BODY: Json = body_schema(
     },
     ("worker_id",),
 )
-HEARTBEAT_BODY: Json = body_schema(
-    {
-        "worker_id": _WORKER_ID_SCHEMA,
-        "lease_ids": {"type": "array", "maxItems": MAX_HEARTBEAT, "items": LEASE_ID_SCHEMA},
-    },
-    ("worker_id", "lease_ids"),
-)
 COMPLETE_BODY: Json = body_schema(
     {
         "lease_id": LEASE_ID_SCHEMA,
         "result": {"description": "any JSON (stored as msgpack: integers within 64 bits)"},
     },
     ("lease_id",),
+)
+HEARTBEAT_BODY: Json = body_schema(
+    {
+        "worker_id": _WORKER_ID_SCHEMA,
+        "lease_ids": {"type": "array", "maxItems": MAX_HEARTBEAT, "items": LEASE_ID_SCHEMA},
+        "progress": {
+            "type": "object",
+            "propertyNames": LEASE_ID_SCHEMA,
+            "additionalProperties": body_schema(worker_progress.VALUE, ("done",)),
+            "description": "optional: lease_id -> progress of that attempt (as POST "
+            "/v1/worker/progress), stored for the leases this call renewed (answered ok); "
+            "the others' is dropped",
+        },
+    },
+    ("worker_id", "lease_ids"),
 )
 FAIL_BODY: Json = body_schema({
     "lease_id": LEASE_ID_SCHEMA,
@@ -384,6 +392,7 @@ def heartbeat() -> flask.Response:
     for token in tokens.values():
         if token.worker != worker:
             bad("lease_ids", f"a lease of task {token.task_id} was given to another worker")
+    told = worker_progress.parse_field(data["progress"], tokens) if "progress" in data else {}
     broker = redcron_app().broker
     ttl_ms = int(broker.settings.lease_ttl * 1000)
     by_shard: dict[int, dict[str, str]] = {}
@@ -398,6 +407,8 @@ def heartbeat() -> flask.Response:
         for iid, epoch in epochs.items():
             answers[(iid, epoch)] = "lost" if iid in lost else "revoked" if iid in revoked else "ok"
     held = [iid for (iid, _epoch), said in answers.items() if said == "ok"]
+    if told:
+        worker_progress.store(broker, worker, tokens, told, answers)
     try:
         http_workers.on_heartbeat(broker, worker, held, ttl_ms)
     except TRANSIENT as exc:
@@ -408,6 +419,34 @@ def heartbeat() -> flask.Response:
             for lease_id, token in tokens.items()
         }
     )
+
+
+@bp.post(
+    "/progress",
+    doc=Operation(
+        "worker_progress",
+        "Say how far a running attempt is (shown by the task's page and GET /v1/tasks/{id})",
+        ref("WorkerProgress"),
+        errors=(("403", LEASE_403), ("409", LEASE_409)),
+        body=ref("WorkerProgressBody"),
+    ),
+)
+def report_progress() -> flask.Response:
+    """Store ``done`` of ``total`` and a ``message`` on the leased task, fenced as a
+    report is: a lease no longer held writes nothing (409).  Each call is one
+    write: a worker that reports in a loop should send at most one a heartbeat
+    (the Python worker's rule, docs/http-worker.md)."""
+    data = body()
+    only(data, worker_progress.BODY["properties"])
+    token = leases.verify(data.get("lease_id"))
+    value = worker_progress.parse_body(data)
+    broker = redcron_app().broker
+    (stored,) = broker.leases.progress(
+        token.shard, token.worker, [(token.task_id, token.epoch, worker_progress.pending(value))]
+    )
+    if not stored:
+        _lost(token)
+    return reply({"task_id": token.task_id, **value.row()})
 
 
 @bp.post(

@@ -46,6 +46,9 @@ class DagNode:
     carried: str | None = None
     #: a few characters shown after the state (a mapped task's ``998/1,000``)
     badge: str | None = None
+    #: a running task's done/total (0..1, ``ctx.progress``), drawn as a bar along
+    #: the box's foot (None: no bar); its ``40/100`` is the ``badge``
+    fraction: float | None = None
 
 
 @dataclass(frozen=True)
@@ -202,6 +205,14 @@ def _edge(layout: _Layout, a: int, b: int, via: list[int]) -> str:
 def _node(node: DagNode, x: float, y: float) -> str:
     state, name = escape(node.state), escape(node.name)
     tip = "\n".join(t for t in (node.name, node.state, node.detail) if t)
+    bar = ""
+    if node.fraction is not None:
+        bar = (
+            f'<rect class="progress-track" x="{num(x + 6)}" y="{num(y + BOX_H - 6)}"'
+            f' width="{BOX_W - 12}" height="3"/>'
+            f'<rect class="progress-bar" x="{num(x + 6)}" y="{num(y + BOX_H - 6)}"'
+            f' width="{num((BOX_W - 12) * node.fraction)}" height="3"/>'
+        )
     g = (
         f'<g class="node {state_class(node.state)}" data-task="{name}" data-state="{state}">'
         f"<title>{escape(tip)}</title>"
@@ -210,7 +221,7 @@ def _node(node: DagNode, x: float, y: float) -> str:
         f"{escape(_truncate(node.name, NAME_CHARS))}</text>"
         f'<text class="state" x="{num(x + 10)}" y="{num(y + 35)}" font-size="10.5">'
         f"{escape(_truncate(_state_line(node), NAME_CHARS + 4))}</text>"
-        "</g>"
+        f"{bar}</g>"
     )
     return f'<a href="{escape(node.href)}">{g}</a>' if node.href else g
 

@@ -133,6 +133,11 @@ def nodes(run: RunRecord) -> list[DagNode]:
         if carried is not None:
             detail += f"\nresult: {carried}"
         href = flask.url_for("ui.runs.show", run_id=run.id, task=name) + "#task"
+        told = task.progress
+        badge = map_badge(task.mapped) if task.mapped else None
+        if told is not None:
+            detail += f"\nprogress: {told.summary()}" + (f" {told.message}" if told.message else "")
+            badge = badge or told.summary().split(" ")[0]  # 40/100
         out.append(
             DagNode(
                 name,
@@ -141,7 +146,8 @@ def nodes(run: RunRecord) -> list[DagNode]:
                 href=href,
                 detail=detail,
                 carried=carried,
-                badge=map_badge(task.mapped) if task.mapped else None,
+                badge=badge,
+                fraction=told.fraction if told is not None else None,
             )
         )
     return out

@@ -27,7 +27,14 @@ from redcron.model.records.activity import LagSummary, MinuteActivity
 from redcron.model.records.fields import EPOCH, JSON_TEXT, Fields, epoch_ms, from_ms
 from redcron.model.records.jobs import Event, JobChange, JobChangeKind, JobRecord
 from redcron.model.records.runs import RunRecord
-from redcron.model.records.tasks import AttemptRecord, ExpiredTask, MapCounts, TaskRecord
+from redcron.model.records.tasks import (
+    AttemptRecord,
+    ExpiredTask,
+    MapCounts,
+    ProgressNote,
+    TaskProgress,
+    TaskRecord,
+)
 from redcron.model.records.tenants import DlqEntry, QueueLoad, TenantLoad, TenantStatus
 from redcron.model.records.workers import TokenInfo, WorkerInfo
 
@@ -45,8 +52,10 @@ __all__ = [
     "LagSummary",
     "MapCounts",
     "MinuteActivity",
+    "ProgressNote",
     "QueueLoad",
     "RunRecord",
+    "TaskProgress",
     "TaskRecord",
     "TenantLoad",
     "TenantStatus",

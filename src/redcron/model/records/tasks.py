@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -20,6 +21,7 @@ from redcron.model.records.fields import (
     _state,
     _text,
     _time,
+    from_ms,
 )
 from redcron.model.states import EXPIRED, TaskState
 
@@ -56,6 +58,97 @@ class AttemptRecord:
             error=_opt_text(fields, "error"),
             exit_code=_opt_int(fields, "exit"),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressNote:
+    """One of the recent progress messages: what was done when it was said, and when
+    it was stored (``at``: the server clock of the write that carried it)."""
+
+    done: float
+    message: str
+    at: datetime | None
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class TaskProgress:
+    """What a running task last said of its progress (``ctx.progress``, ``POST
+    /v1/worker/progress``): ``done`` of ``total`` (None: unknown), its message,
+    when it was stored and by which attempt, and the recent messages (oldest
+    first, at most ``model/progress.py`` ``RECENT_MAX``)."""
+
+    done: float
+    total: float | None
+    message: str | None
+    at: datetime | None
+    attempt: int
+    recent: tuple[ProgressNote, ...] = ()
+
+    @property
+    def fraction(self) -> float | None:
+        """done/total within 0..1 (None: no total)."""
+        if not self.total:
+            return None
+        return max(0.0, min(1.0, self.done / self.total))
+
+    def summary(self) -> str:
+        """``40/100 (40%)``, or ``40`` without a total."""
+        done = f"{self.done:g}"
+        if self.total is None:
+            return done
+        return f"{done}/{self.total:g} ({100 * (self.fraction or 0):.0f}%)"
+
+    @classmethod
+    def from_fields(cls, fields: Fields) -> TaskProgress | None:
+        """The ``progress`` and ``progress_recent`` fields (JSON, progress.lua);
+        None when the task never reported, or the field is not what progress.lua
+        writes (edited by hand)."""
+        latest = _json(fields.get("progress"))
+        if not isinstance(latest, dict) or not _is_number(latest.get("done")):
+            return None
+        notes = _json(fields.get("progress_recent"))
+        recent = tuple(
+            ProgressNote(
+                done=n["done"] if _is_number(n.get("done")) else 0,
+                message=str(n.get("message", "")),
+                at=_json_time(n.get("at")),
+                attempt=n["attempt"] if isinstance(n.get("attempt"), int) else 0,
+            )
+            for n in (notes if isinstance(notes, list) else [])
+            if isinstance(n, dict)
+        )
+        total, message = latest.get("total"), latest.get("message")
+        return cls(
+            done=latest["done"],
+            total=total if _is_number(total) else None,
+            message=message if isinstance(message, str) else None,
+            at=_json_time(latest.get("at")),
+            attempt=latest["attempt"] if isinstance(latest.get("attempt"), int) else 0,
+            recent=recent,
+        )
+
+
+def _json(raw: str | bytes | None) -> Any:
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+def _is_number(x: object) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+def _json_time(ms: object) -> datetime | None:
+    if not _is_number(ms):
+        return None
+    try:
+        return from_ms(int(ms))  # type: ignore[call-overload]
+    except (OverflowError, ValueError):  # edited by hand past any date
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +266,8 @@ class TaskRecord:
     mapped: MapCounts | None = None
     #: an instance of a mapped task (``<task>[<i>]``): its index in the list
     map_index: int | None = None
+    #: what the running (or last) attempt said of its progress (None: nothing)
+    progress: TaskProgress | None = None
 
     @classmethod
     def from_fields(cls, fields: Fields, shard: int, iid: str | None = None) -> TaskRecord:
@@ -254,6 +349,7 @@ class TaskRecord:
             rate_group=_opt_text(fields, "rate_group"),
             mapped=_map_counts(fields),
             map_index=map_index(run_task[1]) if run_task else None,
+            progress=TaskProgress.from_fields(fields),
         )
 
     @property
