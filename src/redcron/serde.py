@@ -8,6 +8,10 @@ import msgpack
 
 from redcron.errors import ValidationError
 
+#: values that always read back as packed: not unpacked again (a task's result
+#: is often one, and the check cost a drained task a second unpack)
+_SCALARS = frozenset({int, str, bytes, float, bool, type(None)})
+
 
 def dumps(value: Any, field: str = "args") -> bytes:
     """Encode ``value`` or raise :class:`ValidationError` naming ``field``."""
@@ -15,7 +19,8 @@ def dumps(value: Any, field: str = "args") -> bytes:
         packed: bytes = msgpack.packb(value, use_bin_type=True)
         # a map keyed by a tuple packs, but unpacks to an unhashable list key: the
         # task could never be decoded by a worker (nor shown).  Refuse it here.
-        loads(packed)
+        if type(value) not in _SCALARS:
+            loads(packed)
         return packed
     except (TypeError, ValueError, OverflowError) as exc:
         raise ValidationError(
