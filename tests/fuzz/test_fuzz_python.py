@@ -89,6 +89,8 @@ task_fields = st.dictionaries(
 @example(name="j", fields={"jitter_s": math.nan}, task={})
 @example(name="j", fields={"keep_days": math.inf}, task={})
 @example(name="j", fields={"tz": "Etc/GMT+15"}, task={})
+# a retry_cap under the registered task's retry_base: app.job refused it only at put
+@example(name="null", fields={"tenant": "all"}, task={"retry_cap": -0.0})
 def test_jobs_put(
     app: App, snap: Any, name: Any, fields: dict[str, Any], task: dict[str, Any]
 ) -> None:

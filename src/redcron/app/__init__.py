@@ -28,6 +28,7 @@ from redcron.model import JobChange, concurrency, dedupe, error_classes, validat
 from redcron.model import rate as _rate
 from redcron.model.binding import CallShape
 from redcron.model.jobs import COMMAND_TASK, MAP_MAX, MAP_PARAMS, JobSpec, Task, job_spec
+from redcron.model.retry_rule import with_registered
 from redcron.store import TenantStore
 
 __all__ = ["COMMAND_TASK", "App", "TaskDef", "TaskHandle", "TaskOptions"]
@@ -292,6 +293,10 @@ class App:
         )
         # tasks registered by now are checked now; the rest when the job is applied
         self.check_task_args(spec)
+        # the backoff as writing the job checks it: the registered task's retry rule
+        # and the deployment's defaults fill in what the job leaves out (a retry_cap
+        # under the registered retry_base was refused by jobs.put only)
+        with_registered(spec, self.retry_rules()).check_backoff(self.settings.task_defaults())
         self._declare(spec)
         return spec
 
