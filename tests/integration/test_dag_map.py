@@ -353,7 +353,7 @@ def test_a_mapped_job_through_the_rest_api(app: App, client: FlaskClient) -> Non
     mapped = {t["name"]: t["mapped"] for t in run["tasks"]}["transform"]
     assert mapped == {"over": "extract", "count": 2, "made": 2, "ended": 0, "succeeded": 0}
     one = client.get(f"/v1/tasks/{rid}/transform[1]").get_json()
-    assert (one["map_index"], one["state"]) == (1, "ready")
+    assert (one["map_index"], one["item"], one["state"]) == (1, 2, "ready")
 
 
 def test_the_cli_shows_a_mapped_tasks_counts_and_an_instance(
@@ -377,3 +377,4 @@ def test_the_cli_shows_a_mapped_tasks_counts_and_an_instance(
     one = CliRunner().invoke(main, ["task", "show", f"{rid}/transform[2]", "--redis", redis_url])
     assert one.exit_code == 0, one.output
     assert "map index   2" in one.output and "result      4" in one.output
+    assert "element     2" in one.output

@@ -190,6 +190,7 @@ def render_task(details: TaskDetails) -> str:
         ("rate", _rate(t)),
         ("mapped", t.mapped.summary() if t.mapped else None),
         ("map index", t.map_index),
+        ("element", payload(t.item) if t.item is not None else None),
         ("progress", _progress(t)),
         ("errors", _errors(details)),
         ("args", payload(t.args) if t.args else None),

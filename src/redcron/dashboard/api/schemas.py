@@ -162,6 +162,8 @@ def replies() -> Json:
         "args": {"description": "the arguments: [args, kwargs] for a Python task, "
                  "{argv, env, cwd} for a command"},
         "result": {"description": "the return value (any JSON); null until it succeeded"},
+        "item": {"description": "an instance of a mapped task: its element of the list its "
+                 "task is mapped over (any JSON); null for any other task"},
     }, optional={"concurrency": {**ref("ConcurrencySlots"), "description": "GET of a task "
                                  "with a concurrency key: its key's slots"}})  # fmt: skip
     run = _run()

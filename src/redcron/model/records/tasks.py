@@ -264,8 +264,10 @@ class TaskRecord:
     rate_group: str | None = None
     #: a mapped task: its instances' counts (None: not mapped)
     mapped: MapCounts | None = None
-    #: an instance of a mapped task (``<task>[<i>]``): its index in the list
+    #: an instance of a mapped task (``<task>[<i>]``): its index in the list, and
+    #: its element of it (raw msgpack, as ``args``; :meth:`decoded_item`)
     map_index: int | None = None
+    item: bytes | None = None
     #: what the running (or last) attempt said of its progress (None: nothing)
     progress: TaskProgress | None = None
 
@@ -349,6 +351,7 @@ class TaskRecord:
             rate_group=_opt_text(fields, "rate_group"),
             mapped=_map_counts(fields),
             map_index=map_index(run_task[1]) if run_task else None,
+            item=_bytes(fields, "item") or None,
             progress=TaskProgress.from_fields(fields),
         )
 
@@ -362,6 +365,10 @@ class TaskRecord:
         """The arguments as plain data: ``[args, kwargs]`` for a Python task,
         ``{argv, env, cwd}`` for a command."""
         return serde.loads(self.args)
+
+    def decoded_item(self) -> Any:
+        """An instance of a mapped task: its element (None for any other task)."""
+        return serde.loads(self.item)
 
     def decoded_result(self) -> Any:
         """The return value (None until the task succeeded)."""
