@@ -128,10 +128,6 @@ TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
     # it through the consumer group NOTIFY_GROUP.  Capped at EVENTS_MAX (MAXLEN ~)
     # and trimmed by age (EVENTS_RETENTION_MS, MINID ~) by the notifier
     "events": ("events", ()),
-    # a multi-call enqueue batch: its name identifies the batch's reservations,
-    # and as a key it is the refusal marker the first refusing call sets, so the
-    # batch's later calls write nothing (deleted by the client; expires in 60 s)
-    "batch": ("batch:{token}", ("token",)),
     # ready instances admitted multi-call batches still have to write, which
     # max_queued counts: <batch key> -> count, <batch key>:exp -> expiry (ms)
     "reserved": ("reserved:{tenant}", ("tenant",)),
@@ -718,9 +714,6 @@ class Keys:
 
     def deadlines(self, shard: int) -> str:
         return self.build(shard, "deadlines")
-
-    def batch(self, shard: int, token: str) -> str:
-        return self.build(shard, "batch", token)
 
     def reserved(self, shard: int, tenant: str) -> str:
         return self.build(shard, "reserved", tenant)

@@ -201,7 +201,7 @@ def test_an_admitted_batch_reserves_its_room_until_it_is_written(app: App, r: re
         app._row("t.noop", "python", [[i], {}], noop.options, {"_tenant": TENANT})
         for i in range(290)
     ]
-    batch = app.broker.keys.batch(SHARD, "b1")
+    batch = app.broker.keys.lock(SHARD, "batch:b1")
     ids = [row.iid for row in rows]
     args = argv.enqueue_check({TENANT: 290}, ids)
     assert app.broker._run("enqueue_check", SHARD, args, None, batch)
@@ -224,7 +224,10 @@ def test_a_reservation_whose_client_died_expires(app: App, r: redis.Redis) -> No
     app.tenants.set(TENANT, max_queued=5)
     noop = app.tasks["t.noop"]
     reserved = app.broker.keys.reserved(SHARD, TENANT)
-    dead, live = app.broker.keys.batch(SHARD, "dead"), app.broker.keys.batch(SHARD, "live")
+    dead, live = (
+        app.broker.keys.lock(SHARD, "batch:dead"),
+        app.broker.keys.lock(SHARD, "batch:live"),
+    )
     far = 2**50  # ms: later than any server clock
     r.hset(reserved, mapping={dead: 5, f"{dead}:exp": 1, live: 2, f"{live}:exp": far})
     # the expired one is not counted (and is cleaned up); the live one is

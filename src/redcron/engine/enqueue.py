@@ -128,7 +128,9 @@ class Enqueuer:
                 if not _delayed(row.delay_ms):
                     counts[row.tenant] = counts.get(row.tenant, 0) + 1
         token = ulid()
-        batch = {shard: core.keys.batch(shard, token) for shard in by_shard}
+        # the batch key, a short-lived marker as the locks are (lock:batch:<token>):
+        # it names the batch's reservations and, once a call refused, the refusal
+        batch = {shard: core.keys.lock(shard, f"batch:{token}") for shard in by_shard}
         tenants = {
             shard: {row.tenant for row in shard_rows} for shard, shard_rows in by_shard.items()
         }

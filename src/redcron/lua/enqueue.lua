@@ -1,7 +1,7 @@
 --[[ enqueue: create task instances and make them ready (or put them on the timer set).
   KEYS[1] shard prefix (rc:{sN}:)
   KEYS[2] (optional) the batch key of a batch that takes more than one call
-          (batch:<token>, see enqueue_check.lua): when it exists as a key an
+          (lock:batch:<token>, see enqueue_check.lua): when it exists as a key an
           earlier call of the batch refused, so this one writes nothing; when
           this call refuses it sets it, so the later ones write nothing either.
           Its reservations (reserved:<tenant>) are not counted against this

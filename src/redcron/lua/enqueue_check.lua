@@ -3,7 +3,7 @@
   Enqueuer.enqueue queues these calls (ids 256 per call, the admission on the
   last one of each shard) before the batch's enqueue calls.
   KEYS[1] shard prefix (rc:{sN}:)
-  KEYS[2] the batch key (batch:<token>): the refusal marker, and the name of
+  KEYS[2] the batch key (lock:batch:<token>): the refusal marker, and the name of
           the batch's reservations
   ARGV[1] admission: JSON object tenant -> instances the whole batch makes ready
           at once on this shard (countdown tasks excluded); "" = not in this call

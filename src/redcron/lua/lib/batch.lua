@@ -1,5 +1,5 @@
 --[[ batch: a batch of more than one enqueue call has a batch key (KEYS[2],
-  batch:<token>): the first call that refuses sets it, and every later call
+  lock:batch:<token>): the first call that refuses sets it, and every later call
   of the batch then refuses too, so nothing of a refused batch is written. ]]
 -- @include lib/err.lua
 
