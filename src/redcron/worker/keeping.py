@@ -49,8 +49,10 @@ class Keeper(Role):
             self._enforce_timeouts(now)
             up = self.gate.open(shards, now)
             self._per_shard(up, "running marks", self._mark_running)
-            write = functools.partial(self._write_progress, now=now, every=hb_every)
-            self._per_shard(up, "progress", write)
+            told = self._told()
+            if told:  # one scan a tick; nothing more unless a task called ctx.progress
+                write = functools.partial(self._write_progress, told, now=now, every=hb_every)
+                self._per_shard([s for s in up if s in told], "progress", write)
             leased = self.ledger.leased(LEASED_PUBLISHED)
             if now >= next_hb:
                 self._per_shard(up, "heartbeat", self._heartbeat)
@@ -153,17 +155,22 @@ class Keeper(Role):
             attempt.marked = True
         return True
 
-    def _write_progress(self, shard: int, now: float, every: float) -> bool:
-        """Write the progress due of the attempts on ``shard`` (``ctx.progress``): at
-        most one write per attempt per heartbeat period unless flushed; what is
-        left when an attempt ends is the reporter's (worker/progress.py)."""
+    def _told(self) -> dict[int, list[Attempt]]:
+        """The running attempts whose task called ``ctx.progress``, by shard."""
+        told: dict[int, list[Attempt]] = {}
         with self.ledger.lock:
-            told = [
-                j
-                for j in self.ledger.active.values()
-                if j.lease.shard == shard and j.progress is not None and not j.finished
-            ]
-        return bool(told) and self.progress.write(shard, told, now, every)
+            for j in self.ledger.active.values():
+                if j.progress is not None and not j.finished:
+                    told.setdefault(j.lease.shard, []).append(j)
+        return told
+
+    def _write_progress(
+        self, told: dict[int, list[Attempt]], shard: int, now: float, every: float
+    ) -> bool:
+        """Write the progress due of ``told``'s attempts on ``shard``: at most one
+        write per attempt per heartbeat period unless flushed; what is left when
+        an attempt ends is the reporter's (worker/progress.py)."""
+        return self.progress.write(shard, told[shard], now, every)
 
     def _enforce_timeouts(self, now: float) -> None:
         with self.ledger.lock:
