@@ -42,7 +42,7 @@ local all = run_iids(run_id, r[RUN_DOCTOR_TASKS])  -- a mapped task's instances 
 for _, iid in ipairs(all) do
   local st = redis.call('HGET', key_ti(iid), 'state')
   if not st then return {'task_missing', 0} end
-  states[string.sub(iid, #run_id + 2)] = st
+  states[select(2, run_of_task(iid))] = st
 end
 -- the fan-in that did not happen: every dependency succeeded, still pending
 local readied = 0

@@ -24,7 +24,7 @@ redis.call('HSET', rk, 'cancel_requested', '1')
 local running = {}
 for _, iid in ipairs(run_iids(run_id, f[2])) do  -- a mapped task's instances too
   local _, _, was_leased = cancel_instance(iid, now)
-  if was_leased then running[#running + 1] = string.sub(iid, #run_id + 2) end
+  if was_leased then running[#running + 1] = select(2, run_of_task(iid)) end
 end
 follow_flush(now)
 return {redis.call('HGET', rk, 'state'), 1, running}

@@ -23,7 +23,7 @@ for i = 3, #ARGV do names[#names + 1] = ARGV[i] end  -- ARGV[3..]: task names
 if #names == 0 then
   for _, iid in ipairs(run_iids(run_id, f[2])) do  -- a mapped task's instances too
     if redis.call('HGET', key_ti(iid), 'state') == 'dead' then
-      names[#names + 1] = string.sub(iid, #run_id + 2)
+      names[#names + 1] = select(2, run_of_task(iid))
     end
   end
 else
