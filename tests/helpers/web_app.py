@@ -35,6 +35,13 @@ def add_and_broken_app(redis_url: str, key_prefix: str, ns: str, tenant: str) ->
         a.close()
 
 
+def bearer(web: flask.Flask, token: str) -> FlaskClient:
+    """A test client of ``web`` that sends ``token`` as its bearer token (the API's way)."""
+    client = web.test_client()
+    client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {token}"
+    return client
+
+
 def login(web: flask.Flask, token: str) -> FlaskClient:
     """A test client of ``web`` signed in with ``token`` (the login form, CSRF and all)."""
     client = web.test_client()

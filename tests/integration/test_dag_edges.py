@@ -19,7 +19,7 @@ import flask
 import pytest
 from flask.testing import FlaskClient
 from grants import grant_commands
-from web_app import complete, lease_one, login
+from web_app import bearer, complete, lease_one, login
 from worker_procs import thread_workers, wait_for, worker_spawner
 
 from redcron import App, Context, Task
@@ -286,9 +286,7 @@ def web(app: App) -> flask.Flask:
 
 @pytest.fixture
 def client(web: flask.Flask) -> FlaskClient:
-    client = web.test_client()
-    client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {ADMIN}"
-    return client
+    return bearer(web, ADMIN)
 
 
 def test_an_http_workers_lease_carries_the_upstream_results(app: App, client: FlaskClient) -> None:

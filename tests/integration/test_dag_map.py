@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from flask.testing import FlaskClient
 from followups import follow
 from grants import grant_commands
-from web_app import complete, lease_one, login
+from web_app import bearer, complete, lease_one, login
 from worker_procs import thread_workers, wait_for
 
 from redcron import App, Context, Task
@@ -27,6 +27,7 @@ from redcron.cli.main import main
 from redcron.dashboard import create_app
 from redcron.errors import NotFound
 from redcron.model import RunRecord, TaskRecord
+from redcron.store.tokens import TokenStore
 from redcron.worker import Worker
 
 TENANT = "maps"
@@ -249,9 +250,7 @@ def web(app: App) -> flask.Flask:
 
 @pytest.fixture
 def client(web: flask.Flask) -> FlaskClient:
-    client = web.test_client()
-    client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {ADMIN}"
-    return client
+    return bearer(web, ADMIN)
 
 
 def test_an_http_worker_gets_its_element_and_the_join_the_list(
@@ -328,7 +327,7 @@ def test_the_instances_share_their_tasks_concurrency_cap(
 # -- the REST API and the CLI ---------------------------------------------------------
 
 
-def test_a_mapped_job_through_the_rest_api(app: App, client: FlaskClient) -> None:
+def test_a_mapped_job_through_the_rest_api(app: App, web: flask.Flask, client: FlaskClient) -> None:
     body = {
         "name": "api-map",
         "tenant": TENANT,
@@ -354,6 +353,15 @@ def test_a_mapped_job_through_the_rest_api(app: App, client: FlaskClient) -> Non
     assert mapped == {"over": "extract", "count": 2, "made": 2, "ended": 0, "succeeded": 0}
     one = client.get(f"/v1/tasks/{rid}/transform[1]").get_json()
     assert (one["map_index"], one["item"], one["state"]) == (1, 2, "ready")
+    # another tenant's token sees neither the run nor an instance, and a worker
+    # token of another tenant leases none of them
+    tokens = TokenStore(app.broker)
+    theirs = bearer(web, tokens.create_tenant("other")[1])
+    assert theirs.get(f"/v1/runs/{rid}").status_code == 404
+    assert theirs.get(f"/v1/tasks/{rid}/transform[1]").status_code == 404
+    _info, worker_token = tokens.create_worker(["default"], ["other"])
+    leased = bearer(web, worker_token).post("/v1/worker/lease", json={"worker_id": "hw-x"})
+    assert leased.status_code == 200 and leased.get_json() == []
 
 
 def test_the_cli_shows_a_mapped_tasks_counts_and_an_instance(

@@ -18,7 +18,8 @@ import flask
 import pytest
 from click.testing import CliRunner
 from flask.testing import FlaskClient
-from lease_ids import parts, signed  # tests/helpers
+from lease_ids import forged, parts, signed  # tests/helpers
+from web_app import bearer, login
 from worker_procs import chaos_app_client, thread_workers, wait_for, worker_spawner
 
 from redcron import App, Context
@@ -74,22 +75,6 @@ def start_worker(app: App) -> Iterator[Callable[..., Worker]]:
 @pytest.fixture
 def web(app: App) -> flask.Flask:
     return create_app(app, admin_token=ADMIN)
-
-
-def bearer(web: flask.Flask, token: str) -> FlaskClient:
-    client = web.test_client()
-    client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {token}"
-    return client
-
-
-def login(web: flask.Flask, token: str = ADMIN) -> FlaskClient:
-    """A browser's session on the dashboard's pages."""
-    client = web.test_client()
-    assert client.get("/login").status_code == 200
-    with client.session_transaction() as session:
-        csrf = session["csrf_token"]
-    assert client.post("/login", data={"token": token, "csrf_token": csrf}).status_code == 303
-    return client
 
 
 @pytest.fixture
@@ -181,6 +166,10 @@ def test_the_http_route_is_fenced_and_checks_its_body(app: App, client: FlaskCli
         resp = post("/v1/worker/progress", json={"lease_id": stale, "done": 9})
         assert _error(resp, 409, "lease_id")["code"] == "lease_lost"
     assert handle.info().progress is None
+    # tampered: the signature no longer fits (403), nothing written
+    for bad_id in (forged(lease_id, epoch=str(int(epoch) + 1)), forged(lease_id, worker="x")):
+        _error(post("/v1/worker/progress", json={"lease_id": bad_id, "done": 9}), 403, "lease_id")
+    assert handle.info().progress is None
     resp = post("/v1/worker/progress", json={"lease_id": lease_id, "done": 2, "total": 4,
                                              "message": "half"})  # fmt: skip
     assert resp.status_code == 200, resp.get_data(as_text=True)
@@ -234,7 +223,7 @@ def test_get_task_show_and_the_pages_show_it(
     as_json = json.loads(cli.invoke(main, [*args, "--json"]).stdout)
     assert as_json["progress"] == shown
 
-    page = login(web).get(f"/tasks/{handle.id}").get_data(as_text=True)
+    page = login(web, ADMIN).get(f"/tasks/{handle.id}").get_data(as_text=True)
     assert '<progress value="40" max="100">' in page and "copying rows" in page
 
 
@@ -248,7 +237,7 @@ def test_the_run_page_draws_progress_on_the_dag_node(
     resp = client.post("/v1/worker/progress", json={"lease_id": item["lease_id"], "done": 1,
                                                     "total": 4})  # fmt: skip
     assert resp.status_code == 200
-    page = login(web).get(f"/runs/{run_id}").get_data(as_text=True)
+    page = login(web, ADMIN).get(f"/runs/{run_id}").get_data(as_text=True)
     assert "running \u00b7 1/4" in page
     assert 'class="progress-bar"' in page and 'width="39"' in page  # a quarter of 156
 
