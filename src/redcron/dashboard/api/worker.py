@@ -392,7 +392,7 @@ def heartbeat() -> flask.Response:
     for token in tokens.values():
         if token.worker != worker:
             bad("lease_ids", f"a lease of task {token.task_id} was given to another worker")
-    told = worker_progress.parse_field(data["progress"], tokens) if "progress" in data else {}
+    told = worker_progress.parse_field(data["progress"]) if "progress" in data else {}
     broker = redcron_app().broker
     ttl_ms = int(broker.settings.lease_ttl * 1000)
     by_shard: dict[int, dict[str, str]] = {}

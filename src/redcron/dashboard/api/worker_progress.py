@@ -39,9 +39,9 @@ def parse_body(data: dict[str, Any]) -> progress.Value:
     return progress.check(data["done"], data.get("total"), data.get("message"))
 
 
-def parse_field(raw: object, tokens: dict[str, LeaseToken]) -> dict[str, progress.Pending]:
+def parse_field(raw: object) -> dict[str, progress.Pending]:
     """A heartbeat's optional ``progress``: lease_id -> a checked value (a lease
-    not in ``lease_ids`` is not renewed, so its value is dropped)."""
+    not in ``lease_ids`` is not renewed, so :func:`store` drops its value)."""
     if not isinstance(raw, dict):
         bad("progress", "must be an object: lease_id -> {done, total, message}")
     out: dict[str, progress.Pending] = {}
